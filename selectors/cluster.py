@@ -1,0 +1,247 @@
+"""ClusterView: the AM's own view of the cluster, one row per node.
+
+The view is columnar (numpy arrays indexed by node number) because select() must
+filter and rank tens of thousands of nodes in microseconds: every filter is a
+vector expression over these columns, never a Python loop over nodes. Per-node
+values that are not numbers (host names, port ranges) live in parallel lists.
+
+The view is the only place that changes a node's usage, through
+:meth:`ClusterView.allocate` and :meth:`ClusterView.release`, which refuse to
+double-book a GPU, a port, or more memory/vcores than the node has.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from gangmaster.gpu_topology.masks import full_mask, indices_of, is_subset, popcount
+
+from .ports import NO_PORTS, PortRanges
+from .resources import ResourceDescriptor, ResourceError
+
+
+class UnknownHost(KeyError):
+    """A host name the cluster view does not know."""
+
+    def __str__(self) -> str:
+        return f"unknown host {self.args[0]!r}"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A machine as declared in a cluster file or reported by the RM."""
+
+    host: str
+    rack: str = "default-rack"
+    labels: frozenset[str] = frozenset()
+    gpu_type: str | None = None
+    topology: str | None = None
+    memory_mb: int = 0
+    vcores: float = 0.0
+    gpus: int = 0
+    ports: PortRanges = NO_PORTS
+
+    @property
+    def capacity(self) -> ResourceDescriptor:
+        return ResourceDescriptor(self.memory_mb, self.vcores, self.gpus, full_mask(self.gpus),
+                                  port_ranges=self.ports)
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A snapshot of one node, for explanations, JSON output and tests."""
+
+    host: str
+    rack: str
+    labels: frozenset[str]
+    gpu_type: str | None
+    topology: str | None
+    healthy: bool
+    capacity: ResourceDescriptor
+    free: ResourceDescriptor
+    outstanding_requests: int
+    role_instances: dict[str, int] = field(default_factory=dict)
+    failed_roles: frozenset[str] = frozenset()
+
+
+class ClusterView:
+    """Columns of per-node capacity and usage, with per-role bookkeeping."""
+
+    def __init__(self, specs: Iterable[NodeSpec]):
+        specs = list(specs)
+        self.specs = specs
+        self.hosts = [s.host for s in specs]
+        self.host_index = {h: i for i, h in enumerate(self.hosts)}
+        if len(self.host_index) != len(self.hosts):
+            seen = set()
+            dup = next(h for h in self.hosts if h in seen or seen.add(h))
+            raise ValueError(f"host {dup!r} is declared twice")
+        n = len(specs)
+        self.racks, self.rack_code = _encode([s.rack for s in specs])
+        self.gpu_types, self.gpu_type_code = _encode([s.gpu_type or "" for s in specs])
+        self.topologies, self.topology_code = _encode([s.topology or "" for s in specs])
+        self.label_bit: dict[str, int] = {}
+        for s in specs:
+            for label in sorted(s.labels):
+                self.label_bit.setdefault(label, 1 << len(self.label_bit))
+        if len(self.label_bit) > 64:
+            raise ValueError(f"at most 64 distinct node labels are supported, got {len(self.label_bit)}")
+        self.label_bits = np.array([sum(self.label_bit[l] for l in s.labels) for s in specs],
+                                   dtype=np.uint64)
+        self.memory_capacity = np.array([s.memory_mb for s in specs], dtype=np.int64)
+        self.vcores_capacity = np.array([s.vcores for s in specs], dtype=np.float64)
+        self.gpu_capacity = np.array([s.gpus for s in specs], dtype=np.int64)
+        self.gpu_capacity_mask = np.array([full_mask(s.gpus) for s in specs], dtype=np.uint64)
+        self.memory_used = np.zeros(n, dtype=np.int64)
+        self.vcores_used = np.zeros(n, dtype=np.float64)
+        self.gpus_used = np.zeros(n, dtype=np.int64)
+        self.gpu_used_mask = np.zeros(n, dtype=np.uint64)
+        self.healthy = np.ones(n, dtype=bool)
+        self.outstanding = np.zeros(n, dtype=np.int64)
+        self.port_capacity = [s.ports for s in specs]
+        self.ports_free = list(self.port_capacity)
+        self.role_count: dict[str, np.ndarray] = {}
+        self.role_failed: dict[str, np.ndarray] = {}
+
+    # ----------------------------------------------------------------- reading
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def index(self, host: str) -> int:
+        try:
+            return self.host_index[host]
+        except KeyError:
+            raise UnknownHost(host) from None
+
+    @property
+    def memory_free(self) -> np.ndarray:
+        return self.memory_capacity - self.memory_used
+
+    @property
+    def vcores_free(self) -> np.ndarray:
+        return self.vcores_capacity - self.vcores_used
+
+    @property
+    def gpus_free(self) -> np.ndarray:
+        return self.gpu_capacity - self.gpus_used
+
+    @property
+    def gpu_free_mask(self) -> np.ndarray:
+        return self.gpu_capacity_mask & ~self.gpu_used_mask
+
+    def free_mask(self, i: int) -> int:
+        return int(self.gpu_capacity_mask[i]) & ~int(self.gpu_used_mask[i])
+
+    def instances_of(self, role: str) -> np.ndarray:
+        counts = self.role_count.get(role)
+        if counts is None:
+            counts = self.role_count[role] = np.zeros(len(self), dtype=np.int64)
+        return counts
+
+    def failed_here(self, role: str) -> np.ndarray | None:
+        """Bool column: this role already failed on the node (None: nowhere)."""
+        return self.role_failed.get(role)
+
+    def free(self, i: int) -> ResourceDescriptor:
+        mask = self.free_mask(i)
+        return ResourceDescriptor(
+            memory_mb=int(self.memory_free[i]),
+            vcores=float(self.vcores_free[i]),
+            gpus=popcount(mask),
+            gpu_mask=mask,
+            port_ranges=self.ports_free[i],
+        )
+
+    def node(self, i_or_host: int | str) -> NodeView:
+        i = self.index(i_or_host) if isinstance(i_or_host, str) else i_or_host
+        spec = self.specs[i]
+        return NodeView(
+            host=spec.host, rack=spec.rack, labels=spec.labels, gpu_type=spec.gpu_type,
+            topology=spec.topology, healthy=bool(self.healthy[i]), capacity=spec.capacity,
+            free=self.free(i), outstanding_requests=int(self.outstanding[i]),
+            role_instances={r: int(c[i]) for r, c in self.role_count.items() if c[i]},
+            failed_roles=frozenset(r for r, f in self.role_failed.items() if f[i]),
+        )
+
+    def nodes(self) -> list[NodeView]:
+        return [self.node(i) for i in range(len(self))]
+
+    # ----------------------------------------------------------------- changing
+    def allocate(self, host_or_index: int | str, resource: ResourceDescriptor,
+                 role: str | None = None) -> None:
+        """Book ``resource`` on the node. The GPUs must be named by mask when the
+        request has GPUs; booking what is not free raises :class:`ResourceError`
+        and changes nothing."""
+        i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
+        free = self.free(i)
+        if resource.gpus and not resource.gpu_mask:
+            raise ResourceError(f"{self.hosts[i]}: a GPU allocation must name its GPUs (gpu_mask)")
+        if resource.ports and not resource.port_ranges:
+            raise ResourceError(f"{self.hosts[i]}: a port allocation must name its ports")
+        if not resource.fits_in(free):
+            raise ResourceError(f"{self.hosts[i]}: {resource} does not fit in free {free}")
+        self.memory_used[i] += resource.memory_mb
+        self.vcores_used[i] += resource.vcores
+        self.gpus_used[i] += resource.gpus
+        self.gpu_used_mask[i] |= np.uint64(resource.gpu_mask)
+        if resource.port_ranges:
+            self.ports_free[i] = self.ports_free[i].subtract(resource.port_ranges)
+        if role is not None:
+            self.instances_of(role)[i] += 1
+
+    def release(self, host_or_index: int | str, resource: ResourceDescriptor,
+                role: str | None = None) -> None:
+        """Give back what :meth:`allocate` booked; releasing what is not in use raises."""
+        i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
+        used_mask = int(self.gpu_used_mask[i])
+        if not is_subset(resource.gpu_mask, used_mask):
+            raise ResourceError(f"{self.hosts[i]}: GPUs {indices_of(resource.gpu_mask & ~used_mask)} are not in use")
+        if resource.memory_mb > self.memory_used[i] or resource.vcores > self.vcores_used[i] + 1e-9:
+            raise ResourceError(f"{self.hosts[i]}: releasing {resource} exceeds what is in use")
+        if resource.port_ranges and resource.port_ranges.intersect(self.ports_free[i]):
+            raise ResourceError(f"{self.hosts[i]}: ports {resource.port_ranges} are not in use")
+        self.memory_used[i] -= resource.memory_mb
+        self.vcores_used[i] = max(0.0, self.vcores_used[i] - resource.vcores)
+        self.gpus_used[i] -= resource.gpus
+        self.gpu_used_mask[i] &= ~np.uint64(resource.gpu_mask)
+        if resource.port_ranges:
+            self.ports_free[i] = self.ports_free[i].add(resource.port_ranges)
+        if role is not None and role in self.role_count and self.role_count[role][i] > 0:
+            self.role_count[role][i] -= 1
+
+    def set_health(self, host: str, healthy: bool) -> None:
+        self.healthy[self.index(host)] = healthy
+
+    def mark_failed(self, role: str, host: str) -> None:
+        failed = self.role_failed.get(role)
+        if failed is None:
+            failed = self.role_failed[role] = np.zeros(len(self), dtype=bool)
+        failed[self.index(host)] = True
+
+    def set_usage(self, host: str, used: ResourceDescriptor) -> None:
+        """Overwrite a node's usage from an RM node report (the RM holds the truth)."""
+        i = self.index(host)
+        self.memory_used[i] = used.memory_mb
+        self.vcores_used[i] = used.vcores
+        self.gpus_used[i] = used.gpus
+        self.gpu_used_mask[i] = np.uint64(used.gpu_mask)
+        self.ports_free[i] = self.port_capacity[i].subtract(used.port_ranges)
+
+    def copy(self) -> "ClusterView":
+        """A scratch copy for trial placement (a gang is committed only if it all fits)."""
+        clone = copy.copy(self)
+        for name in ("memory_used", "vcores_used", "gpus_used", "gpu_used_mask", "healthy", "outstanding"):
+            setattr(clone, name, getattr(self, name).copy())
+        clone.ports_free = list(self.ports_free)
+        clone.role_count = {r: c.copy() for r, c in self.role_count.items()}
+        clone.role_failed = {r: f.copy() for r, f in self.role_failed.items()}
+        return clone
+
+
+def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
+    names: dict[str, int] = {}
+    codes = np.array([names.setdefault(v, len(names)) for v in values], dtype=np.int32)
+    return list(names), codes

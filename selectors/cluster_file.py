@@ -1,0 +1,98 @@
+"""Cluster files (``conf/clusters/*.yaml``): node groups → :class:`NodeSpec` list.
+
+::
+
+    name: lab
+    nodeGroups:
+      - name: dgx                 # used for host names: dgx-000, dgx-001, ...
+        count: 4
+        racks: [rack-a, rack-b]   # nodes are split into contiguous blocks, one per rack
+        labels: [nvlink]
+        gpuType: V100
+        topology: dgx1-v100       # a preset in conf/topologies/
+        memoryMB: 491520
+        vcores: 80
+        gpus: 8
+        ports: "20000-29999"
+      - name: cpu
+        count: 2
+        rack: rack-c
+        memoryMB: 65536
+        vcores: 32
+
+``hosts:`` may list host names instead of ``count`` (for RM node reports or hand
+written clusters).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from gangmaster.conf import conf_path
+from gangmaster.conf.fields import ConfigError, Fields, load_yaml
+from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
+
+from .cluster import ClusterView, NodeSpec
+from .ports import NO_PORTS, PortError, PortRanges
+
+DEFAULT_CLUSTER = "clusters/default.yaml"
+GROUP_FIELDS = ("name", "count", "hosts", "rack", "racks", "labels", "gpuType", "topology",
+                "memoryMB", "vcores", "gpus", "ports")
+
+
+def default_cluster_path() -> Path:
+    return conf_path(DEFAULT_CLUSTER)
+
+
+def load_cluster_specs(path: str | Path) -> list[NodeSpec]:
+    doc = Fields(load_yaml(path), str(path))
+    doc.reject_unknown(("name", "nodeGroups"))
+    specs: list[NodeSpec] = []
+    groups = doc.list_of_mappings("nodeGroups")
+    if not groups:
+        raise doc.error("nodeGroups", "at least one node group")
+    for group in groups:
+        specs.extend(_group_specs(group))
+    hosts = set()
+    for spec in specs:
+        if spec.host in hosts:
+            raise ConfigError(str(path), "nodeGroups", f"unique host names; {spec.host!r} appears twice")
+        hosts.add(spec.host)
+    return specs
+
+
+def load_cluster(path: str | Path | None = None) -> ClusterView:
+    """Build a :class:`ClusterView` from a cluster file (default: the embedded one)."""
+    return ClusterView(load_cluster_specs(path or default_cluster_path()))
+
+
+def _group_specs(group: Fields) -> list[NodeSpec]:
+    group.reject_unknown(GROUP_FIELDS)
+    name = group.string("name")
+    if "hosts" in group:
+        hosts = group.strings("hosts")
+    else:
+        count = group.integer("count", minimum=1)
+        width = max(3, len(str(count - 1)))
+        hosts = [f"{name}-{i:0{width}d}" for i in range(count)]
+    if "racks" in group:
+        racks = group.strings("racks")
+    else:
+        racks = [group.string("rack", "default-rack")]
+    try:
+        ports = PortRanges.parse(group.raw("ports")) if "ports" in group else NO_PORTS
+    except PortError as exc:
+        raise group.error("ports", f"port ranges like '20000-29999' ({exc})", group.raw("ports")) from None
+    gpus = group.integer("gpus", 0, minimum=0, maximum=MAX_GPUS_PER_NODE)
+    gpu_type = group.string("gpuType") if "gpuType" in group else None
+    topology = group.string("topology") if "topology" in group else None
+    if gpus == 0 and (gpu_type or topology):
+        raise group.error("gpus", "an integer >= 1 when gpuType or topology is set", gpus)
+    labels = frozenset(group.strings("labels", []))
+    memory = group.integer("memoryMB", minimum=1)
+    vcores = group.number("vcores", minimum=0, exclusive_minimum=True)
+    block = -(-len(hosts) // len(racks))
+    return [
+        NodeSpec(host=host, rack=racks[i // block], labels=labels, gpu_type=gpu_type,
+                 topology=topology, memory_mb=memory, vcores=vcores, gpus=gpus, ports=ports)
+        for i, host in enumerate(hosts)
+    ]

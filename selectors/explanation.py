@@ -1,0 +1,121 @@
+"""Why nodes were turned down: verdicts with stable reason codes, counted per filter.
+
+Two kinds of "no" are kept apart, as Nomad does, because they call for different
+actions: ``filtered`` means the node can never take this request (wrong label,
+GPU type, too small even when empty); ``exhausted`` means it could, but is full
+right now (wait, or release something). Reason codes are constants; the numbers
+(requested, the most any rejected node had free, capacity) go in fields.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FILTERED = "filtered"     # can never fit on this node
+EXHAUSTED = "exhausted"   # full right now
+
+# Reason codes: stable strings, safe to match on in scripts and tests.
+UNHEALTHY = "unhealthy"
+LABEL_MISMATCH = "label-mismatch"
+GPU_TYPE_MISMATCH = "gpu-type-mismatch"
+GPU_NODE_RESERVED = "gpu-node-reserved"
+ROLE_CAP_REACHED = "role-cap-reached"
+ROLE_FAILED_HERE = "role-failed-here"
+MEMORY = "memory"
+VCORES = "vcores"
+GPUS = "gpus"
+GPU_MASK = "gpu-mask"
+PORTS = "ports"
+RACK_POLICY = "rack-policy"
+
+_PHRASES = {
+    UNHEALTHY: "unhealthy",
+    LABEL_MISMATCH: "without label {requested}",
+    GPU_TYPE_MISMATCH: "of another GPU type (want {requested})",
+    GPU_NODE_RESERVED: "GPU nodes kept for GPU jobs",
+    ROLE_CAP_REACHED: "at the cap of {requested} instance(s) of the role per node",
+    ROLE_FAILED_HERE: "where the role already failed",
+    RACK_POLICY: "outside the racks the {requested} rack policy allows",
+}
+
+
+@dataclass
+class Rejection:
+    """How many nodes one filter turned down for one reason, with the numbers."""
+
+    filter: str
+    reason: str
+    kind: str
+    count: int
+    requested: object = None
+    most_free: object = None
+    capacity: object = None
+
+    def phrase(self) -> str:
+        if self.reason in (MEMORY, VCORES, GPUS, PORTS, GPU_MASK):
+            what = {"memory": "memory (MB)", GPU_MASK: "requested GPUs"}.get(self.reason, self.reason)
+            state = "exhausted" if self.kind == EXHAUSTED else "too small"
+            numbers = f"need {_num(self.requested)}"
+            if self.kind == EXHAUSTED and self.most_free is not None:
+                numbers += f", most free {_num(self.most_free)}"
+            if self.kind == FILTERED and self.capacity is not None:
+                numbers += f", largest {_num(self.capacity)}"
+            return f"{self.count} {what} {state} ({numbers})"
+        return f"{self.count} " + _PHRASES.get(self.reason, self.reason).format(requested=self.requested)
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+def _num(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+@dataclass
+class Explanation:
+    """The filter chain's account of one select(): every rejection, in filter order."""
+
+    total: int
+    role: str
+    rejections: list[Rejection] = field(default_factory=list)
+    survivors: int = 0
+
+    def reject(self, filter_name: str, reason: str, kind: str, count: int, **numbers) -> None:
+        if count:
+            self.rejections.append(Rejection(filter_name, reason, kind, int(count), **numbers))
+
+    def count(self, reason: str) -> int:
+        return sum(r.count for r in self.rejections if r.reason == reason)
+
+    @property
+    def filtered(self) -> int:
+        return sum(r.count for r in self.rejections if r.kind == FILTERED)
+
+    @property
+    def exhausted(self) -> int:
+        return sum(r.count for r in self.rejections if r.kind == EXHAUSTED)
+
+    def summary(self) -> str:
+        """``0/3040 nodes fit role server: 32 unhealthy, 90 vcores exhausted (need 7.5, most free 7)``"""
+        head = f"{self.survivors}/{self.total} nodes fit role {self.role}"
+        if not self.rejections:
+            return head
+        return head + ": " + ", ".join(r.phrase() for r in self.rejections)
+
+    def to_dict(self) -> dict:
+        return {
+            "role": self.role, "total": self.total, "survivors": self.survivors,
+            "filtered": self.filtered, "exhausted": self.exhausted,
+            "rejections": [r.to_dict() for r in self.rejections],
+            "summary": self.summary(),
+        }
+
+
+class NotAvailable(Exception):
+    """No node can take the request; carries the explanation."""
+
+    def __init__(self, explanation: Explanation, detail: str = ""):
+        self.explanation = explanation
+        message = explanation.summary()
+        super().__init__(message + (f"; {detail}" if detail else ""))

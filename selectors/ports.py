@@ -1,0 +1,169 @@
+"""Port ranges: sorted, disjoint, closed ``[begin, end]`` intervals (qizhi's ValueRange).
+
+A :class:`PortRanges` value is immutable and always coalesced: overlapping AND
+adjacent ranges are merged, so ``[1,3] + [4,6]`` is ``[1,6]``. Set algebra
+(union, intersection, difference, subset) is defined on the ports the ranges
+cover, which is what the property tests check.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+PORT_MIN = 0
+PORT_MAX = 65535
+
+
+class PortError(ValueError):
+    """A port range that is not a closed interval of valid ports, or a request for
+    more ports than a range set holds."""
+
+
+def coalesce(ranges: Iterable[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+    """Sort and merge overlapping or adjacent ``(begin, end)`` pairs."""
+    items = []
+    for pair in ranges:
+        begin, end = int(pair[0]), int(pair[1])
+        if begin > end:
+            raise PortError(f"port range [{begin}, {end}]: begin is greater than end")
+        if begin < PORT_MIN or end > PORT_MAX:
+            raise PortError(f"port range [{begin}, {end}]: ports must be within {PORT_MIN}..{PORT_MAX}")
+        items.append((begin, end))
+    items.sort()
+    merged: list[tuple[int, int]] = []
+    for begin, end in items:
+        if merged and begin <= merged[-1][1] + 1:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((begin, end))
+    return tuple(merged)
+
+
+@dataclass(frozen=True)
+class PortRanges:
+    """An immutable set of ports stored as coalesced closed ranges."""
+
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(cls, *ranges: Sequence[int]) -> "PortRanges":
+        return cls(coalesce(ranges))
+
+    @classmethod
+    def from_ports(cls, ports: Iterable[int]) -> "PortRanges":
+        return cls(coalesce((p, p) for p in ports))
+
+    @classmethod
+    def parse(cls, text: str) -> "PortRanges":
+        """``"8000-8100,9000"`` → ranges. Used by the CLI and cluster files."""
+        pairs = []
+        for part in str(text).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                if "-" in part:
+                    begin, end = part.split("-", 1)
+                    pairs.append((int(begin), int(end)))
+                else:
+                    pairs.append((int(part), int(part)))
+            except ValueError:
+                raise PortError(f"expected ports like '8000-8100,9000', got {text!r}") from None
+        return cls(coalesce(pairs))
+
+    def __str__(self) -> str:
+        return ",".join(f"{b}" if b == e else f"{b}-{e}" for b, e in self.ranges) or "none"
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges)
+
+    def __iter__(self):
+        for begin, end in self.ranges:
+            yield from range(begin, end + 1)
+
+    @property
+    def count(self) -> int:
+        return sum(end - begin + 1 for begin, end in self.ranges)
+
+    def add(self, other: "PortRanges") -> "PortRanges":
+        return PortRanges(coalesce(self.ranges + other.ranges))
+
+    def intersect(self, other: "PortRanges") -> "PortRanges":
+        out = []
+        i = j = 0
+        a, b = self.ranges, other.ranges
+        while i < len(a) and j < len(b):
+            begin = max(a[i][0], b[j][0])
+            end = min(a[i][1], b[j][1])
+            if begin <= end:
+                out.append((begin, end))
+            if a[i][1] < b[j][1]:
+                i += 1
+            else:
+                j += 1
+        return PortRanges(tuple(out))
+
+    def subtract(self, other: "PortRanges") -> "PortRanges":
+        out = []
+        j = 0
+        b = other.ranges
+        for begin, end in self.ranges:
+            cursor = begin
+            while j < len(b) and b[j][1] < cursor:
+                j += 1
+            k = j
+            while k < len(b) and b[k][0] <= end:
+                if b[k][0] > cursor:
+                    out.append((cursor, b[k][0] - 1))
+                cursor = max(cursor, b[k][1] + 1)
+                if cursor > end:
+                    break
+                k += 1
+            if cursor <= end:
+                out.append((cursor, end))
+        return PortRanges(tuple(out))
+
+    def fits_in(self, other: "PortRanges") -> bool:
+        """True when every port here is also in ``other``."""
+        return not self.subtract(other)
+
+    def above(self, minimum: int) -> "PortRanges":
+        """The ports ``>= minimum``."""
+        return self.intersect(PortRanges(((max(minimum, PORT_MIN), PORT_MAX),)))
+
+    def take_sequential(self, count: int, minimum: int = PORT_MIN) -> "PortRanges":
+        """The ``count`` lowest ports ``>= minimum``."""
+        pool = self.above(minimum)
+        if count > pool.count:
+            raise PortError(f"need {count} port(s) >= {minimum}, only {pool.count} free ({pool})")
+        taken = []
+        for begin, end in pool.ranges:
+            if count <= 0:
+                break
+            stop = min(end, begin + count - 1)
+            taken.append((begin, stop))
+            count -= stop - begin + 1
+        return PortRanges(tuple(taken))
+
+    def take_random(self, count: int, rng: random.Random, minimum: int = PORT_MIN) -> "PortRanges":
+        """``count`` distinct ports ``>= minimum`` drawn uniformly with ``rng``."""
+        pool = self.above(minimum)
+        total = pool.count
+        if count > total:
+            raise PortError(f"need {count} port(s) >= {minimum}, only {total} free ({pool})")
+        offsets = sorted(rng.sample(range(total), count))
+        ports = []
+        base = 0
+        it = iter(pool.ranges)
+        begin, end = next(it, (0, -1))
+        for offset in offsets:
+            while offset >= base + (end - begin + 1):
+                base += end - begin + 1
+                begin, end = next(it)
+            ports.append(begin + offset - base)
+        return PortRanges.from_ports(ports)
+
+
+NO_PORTS = PortRanges()

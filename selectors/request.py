@@ -1,0 +1,69 @@
+"""What select() is asked and what it answers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .explanation import Explanation
+from .ports import NO_PORTS, PortRanges
+from .resources import ResourceDescriptor
+
+RACK_POLICIES = ("none", "pack", "spread")
+
+
+@dataclass(frozen=True)
+class SelectionRequest:
+    """One container request of a task role.
+
+    ``pending_tasks`` is how many instances of the role still wait for a node
+    (qizhi's startStatesTaskCount); strategies keep ``pending_tasks ×
+    candidate_nodes_factor`` candidates. ``placed_hosts`` are hosts that already
+    hold tasks of the job, in placement order: the final pick prefers them, then
+    their racks. ``job_gpus`` is the GPU total of the whole job, used by the
+    "non-GPU job off GPU nodes" filter.
+    """
+
+    role: str
+    resource: ResourceDescriptor
+    node_label: str | None = None
+    gpu_types: tuple[str, ...] = ()
+    pending_tasks: int = 1
+    reuse_ports: PortRanges = NO_PORTS
+    placed_hosts: tuple[str, ...] = ()
+    job_gpus: int | None = None
+    max_instances_per_node: int | None = None
+    rack_policy: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.rack_policy not in RACK_POLICIES:
+            raise ValueError(f"rack_policy: expected one of {', '.join(RACK_POLICIES)}, got {self.rack_policy!r}")
+        if self.pending_tasks < 1:
+            raise ValueError(f"pending_tasks: expected an integer >= 1, got {self.pending_tasks}")
+        if self.max_instances_per_node is not None and self.max_instances_per_node < 1:
+            raise ValueError(f"max_instances_per_node: expected an integer >= 1, got {self.max_instances_per_node}")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    host: str
+    gpu_mask: int
+
+
+@dataclass
+class SelectionResult:
+    """Candidate hosts, best first, each with the GPUs it would give; the ports common
+    to all of them; the resource as it should be asked of the RM (ports filled in);
+    and the explanation of what the filters removed."""
+
+    request: SelectionRequest
+    candidates: list[Candidate]
+    resource: ResourceDescriptor
+    explanation: Explanation
+    ports: PortRanges = field(default=NO_PORTS)
+
+    @property
+    def hosts(self) -> list[str]:
+        return [c.host for c in self.candidates]
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]

@@ -1,0 +1,118 @@
+"""ResourceDescriptor: what a container asks for or a node has.
+
+Memory in MB, vcores (fractional: the AM scales CPU requests by per-role ratios
+such as 0.5), a GPU count and optionally the exact GPUs as a bitmask, and ports
+as a count and/or explicit ranges.
+
+Mask rules: when a mask is set the GPU count is the mask's popcount (a
+mismatching pair is rejected at construction); a requested mask fits only when it
+is a subset of the free mask; subtracting GPUs by count from a masked value is
+not defined, because which GPUs would leave is unknown.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gangmaster.gpu_topology.masks import is_subset, popcount
+
+from .ports import NO_PORTS, PortRanges
+
+
+class ResourceError(ValueError):
+    """A resource value that cannot exist (negative, inconsistent mask)."""
+
+
+@dataclass(frozen=True)
+class ResourceDescriptor:
+    memory_mb: int = 0
+    vcores: float = 0.0
+    gpus: int = 0
+    gpu_mask: int = 0
+    ports: int = 0
+    port_ranges: PortRanges = field(default=NO_PORTS)
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "vcores", "gpus", "gpu_mask", "ports"):
+            value = getattr(self, name)
+            if value < 0:
+                raise ResourceError(f"{name}: expected a number >= 0, got {value}")
+        if self.gpu_mask and popcount(self.gpu_mask) != self.gpus:
+            if self.gpus == 0:
+                object.__setattr__(self, "gpus", popcount(self.gpu_mask))
+            else:
+                raise ResourceError(
+                    f"gpus={self.gpus} disagrees with gpu_mask {self.gpu_mask:#x} "
+                    f"({popcount(self.gpu_mask)} GPU(s))"
+                )
+        if self.port_ranges and self.ports and self.port_ranges.count != self.ports:
+            raise ResourceError(
+                f"ports={self.ports} disagrees with port_ranges {self.port_ranges} "
+                f"({self.port_ranges.count} port(s))"
+            )
+        if self.port_ranges and not self.ports:
+            object.__setattr__(self, "ports", self.port_ranges.count)
+
+    def __str__(self) -> str:
+        parts = [f"memory={self.memory_mb}MB", f"vcores={self.vcores:g}", f"gpus={self.gpus}"]
+        if self.gpu_mask:
+            parts.append(f"gpu_mask={self.gpu_mask:#x}")
+        if self.ports:
+            parts.append(f"ports={self.ports}" + (f" [{self.port_ranges}]" if self.port_ranges else ""))
+        return " ".join(parts)
+
+    def with_(self, **changes) -> "ResourceDescriptor":
+        return replace(self, **changes)
+
+    def add(self, other: "ResourceDescriptor") -> "ResourceDescriptor":
+        if self.gpu_mask & other.gpu_mask:
+            raise ResourceError(
+                f"GPU masks overlap: {self.gpu_mask:#x} and {other.gpu_mask:#x} (a GPU counted twice)"
+            )
+        overlap = self.port_ranges.intersect(other.port_ranges)
+        if overlap:
+            raise ResourceError(f"port ranges overlap on {overlap}")
+        mask = self.gpu_mask | other.gpu_mask
+        ranges = self.port_ranges.add(other.port_ranges)
+        return ResourceDescriptor(
+            memory_mb=self.memory_mb + other.memory_mb,
+            vcores=self.vcores + other.vcores,
+            gpus=popcount(mask) if mask else self.gpus + other.gpus,
+            gpu_mask=mask,
+            ports=ranges.count if ranges else self.ports + other.ports,
+            port_ranges=ranges,
+        )
+
+    def subtract(self, other: "ResourceDescriptor") -> "ResourceDescriptor":
+        if not other.fits_in(self):
+            raise ResourceError(f"cannot subtract {other} from {self}: it does not fit")
+        if self.gpu_mask:
+            if other.gpus and not other.gpu_mask:
+                raise ResourceError("cannot subtract a GPU count from a masked resource: name the GPUs")
+            mask = self.gpu_mask & ~other.gpu_mask
+            gpus = popcount(mask)
+        else:
+            mask = 0
+            gpus = self.gpus - other.gpus
+        ranges = self.port_ranges.subtract(other.port_ranges)
+        return ResourceDescriptor(
+            memory_mb=self.memory_mb - other.memory_mb,
+            vcores=self.vcores - other.vcores,
+            gpus=gpus,
+            gpu_mask=mask,
+            ports=ranges.count if self.port_ranges else self.ports - other.ports,
+            port_ranges=ranges,
+        )
+
+    def fits_in(self, free: "ResourceDescriptor") -> bool:
+        """True when this request can be carved out of ``free``."""
+        if self.memory_mb > free.memory_mb or self.vcores > free.vcores + 1e-9:
+            return False
+        if self.gpus > free.gpus:
+            return False
+        if self.gpu_mask and free.gpu_mask and not is_subset(self.gpu_mask, free.gpu_mask):
+            return False
+        if self.port_ranges and free.port_ranges and not self.port_ranges.fits_in(free.port_ranges):
+            return False
+        if self.ports > (free.port_ranges.count if free.port_ranges else free.ports):
+            return False
+        return True

@@ -1,0 +1,162 @@
+"""The strategy plugin interface, and the registry that finds strategies by name.
+
+A strategy ranks the nodes that survived the filters. To write one, subclass
+:class:`Selector` and override :meth:`Selector.rank`; register it under the
+``gangmaster.selectors`` entry-point group of your package (or call
+:func:`register_selector` in-process)::
+
+    import numpy as np
+    from gangmaster.selectors.selector import Selector, register_selector
+
+    class EmptiestFirst(Selector):
+        \"\"\"Spread load: prefer the node with the most free vcores.\"\"\"
+
+        name = "emptiest-first"
+        description = "most free vcores first (spreads load)"
+
+        def rank(self, view, candidates, request):
+            # One key per candidate node; lower ranks first. Use numpy: the
+            # candidates can be 100,000 nodes and select() has microseconds.
+            return -view.vcores_free[candidates]
+
+    register_selector(EmptiestFirst)
+
+    # In setup.cfg of your package, instead of register_selector():
+    # [options.entry_points]
+    # gangmaster.selectors =
+    #     emptiest-first = mypkg.strategies:EmptiestFirst
+
+The filters have already removed every node that cannot take the request, so a
+rank never needs to check fit. Ties are broken by the pipeline (locality, then a
+seeded RNG), so ``rank`` should not randomise. Run the shared property suite
+(``tests/property/test_selector_contract.py``) against your class.
+"""
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gangmaster.gpu_topology.masks import lowest_bits
+
+if TYPE_CHECKING:
+    from .cluster import ClusterView
+    from .request import SelectionRequest
+
+ENTRY_POINT_GROUP = "gangmaster.selectors"
+
+
+class UnknownSelector(LookupError):
+    def __init__(self, name: str, known: list[str]):
+        self.name, self.known = name, known
+        super().__init__(f"unknown selector {name!r}; known selectors: {', '.join(known)}")
+
+
+class Selector:
+    """Base class of node-ranking strategies."""
+
+    name: str = ""
+    description: str = ""
+
+    def __init__(self, candidate_nodes_factor: int = 2):
+        self.candidate_nodes_factor = candidate_nodes_factor
+
+    def rank(self, view: "ClusterView", candidates: np.ndarray,
+             request: "SelectionRequest") -> np.ndarray:
+        """Sort keys for ``candidates`` (node indices), lower is better.
+
+        Return a numeric array of the same length. Override this."""
+        raise NotImplementedError(f"{type(self).__name__} must override rank()")
+
+    def keep(self, request: "SelectionRequest", available: int) -> int:
+        """How many ranked candidates to return: the role's pending tasks times
+        ``candidate_nodes_factor`` (qizhi's buffer), at least one."""
+        return max(1, min(available, request.pending_tasks * self.candidate_nodes_factor))
+
+    def choose_gpus(self, view: "ClusterView", node: int, request: "SelectionRequest") -> int:
+        """The GPU mask to give on ``node``: the requested mask if one was named,
+        else the lowest free bits (qizhi's choice). Topology-aware strategies
+        override this."""
+        wanted = request.resource.gpus
+        if not wanted:
+            return 0
+        if request.resource.gpu_mask:
+            return request.resource.gpu_mask
+        return lowest_bits(view.free_mask(node), wanted)
+
+    def order(self, view: "ClusterView", candidates: np.ndarray,
+              request: "SelectionRequest") -> np.ndarray:
+        """The best ``keep()`` candidates, best first (stable on equal keys)."""
+        if candidates.size == 0:
+            return candidates
+        keys = np.asarray(self.rank(view, candidates, request))
+        if keys.shape != candidates.shape:
+            raise ValueError(f"{type(self).__name__}.rank returned {keys.shape} keys for "
+                             f"{candidates.shape[0]} candidates")
+        k = self.keep(request, candidates.size)
+        if k < candidates.size:
+            # argpartition finds the k smallest in O(n); then sort only those. Ties at
+            # the cut are resolved by node index so the result is deterministic.
+            cut = np.partition(keys, k - 1)[k - 1]
+            inside = np.flatnonzero(keys < cut)
+            at_cut = np.flatnonzero(keys == cut)[: k - inside.size]
+            chosen = np.concatenate([inside, at_cut])
+        else:
+            chosen = np.arange(candidates.size)
+        chosen = chosen[np.lexsort((chosen, keys[chosen]))]
+        return candidates[chosen]
+
+
+def pack_keys(*columns: tuple[np.ndarray, int]) -> np.ndarray:
+    """Combine integer columns into one int64 key that sorts like their tuple.
+
+    Each column comes with its bit width, most significant first; values are
+    clipped into ``[0, 2**bits - 1]``. The widths must add up to at most 63.
+    Faster than ``np.lexsort`` by an order of magnitude on 100,000 nodes."""
+    total = sum(bits for _, bits in columns)
+    if total > 63:
+        raise ValueError(f"pack_keys: {total} bits do not fit in an int64 key")
+    key = np.zeros(len(columns[0][0]), dtype=np.int64)
+    for values, bits in columns:
+        key = (key << bits) | np.clip(np.asarray(values, dtype=np.int64), 0, (1 << bits) - 1)
+    return key
+
+
+_registry: dict[str, type[Selector]] = {}
+_entry_points_loaded = False
+
+
+def register_selector(cls: type[Selector]) -> type[Selector]:
+    """Register a strategy class under ``cls.name`` (usable as a decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, Selector)):
+        raise TypeError(f"register_selector expects a Selector subclass, got {cls!r}")
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    _registry[cls.name] = cls
+    return cls
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        cls = ep.load()
+        if not getattr(cls, "name", ""):
+            cls.name = ep.name
+        _registry.setdefault(ep.name, cls)
+
+
+def selector_classes() -> dict[str, type[Selector]]:
+    """Every registered strategy by name, entry points included, sorted by name."""
+    _load_entry_points()
+    return dict(sorted(_registry.items()))
+
+
+def get_selector(name: str, candidate_nodes_factor: int = 2) -> Selector:
+    classes = selector_classes()
+    if name not in classes:
+        raise UnknownSelector(name, list(classes))
+    return classes[name](candidate_nodes_factor=candidate_nodes_factor)
