@@ -1,0 +1,488 @@
+"""The barrier coordinator core: arrivals, epochs, release, timeouts — no gRPC.
+
+One :class:`_Attempt` per barrier (job, gang, attempt), each versioned by an
+epoch, behind one lock (as Spark's ``BarrierCoordinator``). Every task's n-th
+call (``barrier()`` or ``all_gather()``) is its epoch n; when all N tasks of the
+attempt have arrived at the coordinator's epoch, every waiter is released and the
+epoch moves on.
+
+The core never sleeps and never reads the wall clock on its own: time comes from
+an injectable :class:`Clock`, and deadlines are checked when the owner calls
+:meth:`BarrierCoordinator.expire` (the gRPC server schedules that for
+:meth:`~BarrierCoordinator.next_deadline`; tests move a :class:`ManualClock`).
+
+A waiter is a callback. :meth:`~BarrierCoordinator.arrive` either raises a
+:class:`~gangmaster.am.barrier_errors.BarrierError` at once (stale attempt, past
+epoch, wrong token …) or returns a :class:`Waiter` whose callback is called
+exactly once with a :class:`Released` or a ``BarrierError`` — possibly before
+``arrive`` returns, when this arrival completed the barrier. Callbacks are called
+outside the lock, so they may call back into the coordinator.
+
+Arrivals are idempotent, keyed by (task, epoch): a task that re-sends its call
+(its connection dropped, or the server answered "still waiting") is not counted
+twice, and a re-send for the epoch just released gets that release again. Example::
+
+    coord = BarrierCoordinator(clock=ManualClock())
+    token = coord.open_attempt("job", "gang", 1, [TaskInfo(0, "h0"), TaskInfo(1, "h1")])
+    results = []
+    coord.arrive(Arrival("job", "gang", 1, token, task=0, epoch=0), results.append)
+    coord.arrive(Arrival("job", "gang", 1, token, task=1, epoch=0), results.append)
+    assert [r.epoch for r in results] == [0, 0]
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
+
+from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError, BarrierId,
+                                          BarrierInvalid, BarrierMismatch, BarrierTimeout,
+                                          StaleAttempt, StaleEpoch)
+
+log = logging.getLogger("gangmaster.barrier")
+
+#: Default barrier timeout: a year, i.e. effectively unlimited (as Spark's default).
+YEAR_S = 365 * 24 * 3600.0
+
+BARRIER = "barrier"
+ALL_GATHER = "all_gather"
+OPERATIONS = (BARRIER, ALL_GATHER)
+
+
+class Clock(Protocol):
+    """Where the coordinator gets the time: seconds, monotonic."""
+
+    def now(self) -> float: ...
+
+
+class MonotonicClock:
+    """The real clock (``time.monotonic``, the same clock asyncio's loop uses)."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+class ManualClock:
+    """A clock that moves only when told to: tests and virtual-time runs."""
+
+    def __init__(self, start: float = 0.0):
+        self._now = start
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError(f"a clock cannot go back ({seconds} s)")
+        self._now += seconds
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Where a task of the gang runs: its gang-wide index (rank), host and named ports."""
+
+    index: int
+    host: str
+    ports: Mapping[str, int] = field(default_factory=dict)
+    role: str = ""
+    role_index: int = 0
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One call of ``barrier()`` / ``all_gather()`` by one task."""
+
+    job: str
+    gang: str
+    attempt: int
+    token: str
+    task: int
+    epoch: int
+    operation: str = BARRIER
+    message: bytes = b""
+
+    @property
+    def barrier(self) -> BarrierId:
+        return BarrierId(self.job, self.gang, self.attempt)
+
+
+@dataclass(frozen=True)
+class Released:
+    """What a released waiter gets: the epoch, and for all_gather every task's message by index."""
+
+    epoch: int
+    operation: str
+    messages: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the current epoch of one attempt is (for "still waiting" logs and replies)."""
+
+    barrier: BarrierId
+    epoch: int
+    arrived: int
+    total: int
+    waiting_s: float
+    missing: tuple[int, ...]
+
+
+@dataclass
+class CoordinatorStatistics:
+    """Counters since the coordinator was made (and two gauges: attempts open, calls waiting)."""
+
+    attempts_open: int = 0
+    calls_waiting: int = 0
+    arrivals: int = 0
+    duplicate_arrivals: int = 0
+    releases: int = 0
+    timeouts: int = 0
+    mismatches: int = 0
+    stale_requests: int = 0
+    auth_refusals: int = 0
+    invalid_requests: int = 0
+    attempts_failed: int = 0
+
+
+#: A waiter's callback: called once with a :class:`Released` or a ``BarrierError``.
+Callback = Callable[[object], None]
+
+
+class Waiter:
+    """One waiting call. Its callback gets exactly one outcome; ``withdraw`` drops it
+    (the call went away) without undoing the task's arrival."""
+
+    __slots__ = ("barrier", "task", "epoch", "callback", "done")
+
+    def __init__(self, barrier: BarrierId, task: int, epoch: int, callback: Callback):
+        self.barrier, self.task, self.epoch, self.callback = barrier, task, epoch, callback
+        self.done = False
+
+
+class _Attempt:
+    """The state of one barrier: the current epoch's arrivals and waiters."""
+
+    def __init__(self, barrier: BarrierId, tasks: Sequence[TaskInfo], token: str, timeout_s: float):
+        self.barrier = barrier
+        self.tasks = tuple(tasks)
+        self.token = token
+        self.timeout_s = timeout_s
+        self.epoch = 0
+        self.operation: str | None = None
+        self.arrivals: dict[int, bytes] = {}
+        self.waiters: dict[int, list[Waiter]] = {}
+        self.started_at: float | None = None
+        self.last_release: Released | None = None
+        self.broken: BarrierError | None = None
+
+    @property
+    def total(self) -> int:
+        return len(self.tasks)
+
+    def deadline(self) -> float | None:
+        if self.started_at is None or self.broken is not None:
+            return None
+        return self.started_at + self.timeout_s
+
+    def missing(self) -> tuple[int, ...]:
+        return tuple(i for i in range(self.total) if i not in self.arrivals)
+
+    def take_waiters(self) -> list[Waiter]:
+        out = [w for ws in self.waiters.values() for w in ws if not w.done]
+        self.waiters = {}
+        for w in out:
+            w.done = True
+        return out
+
+
+@dataclass
+class _Gang:
+    """The attempts of one (job, gang): the current one, and why earlier ones ended."""
+
+    current: _Attempt | None = None
+    ended: dict[int, tuple[str, BarrierError | None]] = field(default_factory=dict)
+    tokens: dict[int, str] = field(default_factory=dict)
+
+
+class BarrierCoordinator:
+    """Barriers keyed by (job, gang, attempt). Thread-safe; see the module docstring."""
+
+    def __init__(self, clock: Clock | None = None, default_timeout_s: float = YEAR_S):
+        self.clock = clock or MonotonicClock()
+        self.default_timeout_s = default_timeout_s
+        self._lock = threading.Lock()
+        self._gangs: dict[tuple[str, str], _Gang] = {}
+        self._stats = CoordinatorStatistics()
+
+    # ----------------------------------------------------------- the AM's side
+    def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
+                     token: str | None = None, timeout_s: float | None = None) -> str:
+        """Open a barrier for ``attempt`` of the gang and return its secret token.
+
+        ``tasks`` are the gang's tasks by index (``tasks[i].index == i``). An older
+        open attempt of the same gang is superseded: its waiters fail at once."""
+        tasks = list(tasks)
+        if not tasks:
+            raise ValueError(f"{job}/{gang} attempt {attempt}: a barrier needs at least one task")
+        for i, info in enumerate(tasks):
+            if info.index != i:
+                raise ValueError(f"{job}/{gang} attempt {attempt}: tasks[{i}] has index {info.index}; "
+                                 "tasks must be listed by index 0..N-1")
+        timeout_s = self.default_timeout_s if timeout_s is None else float(timeout_s)
+        if not timeout_s > 0:
+            raise ValueError(f"{job}/{gang} attempt {attempt}: timeout must be > 0 s, got {timeout_s}")
+        token = token or secrets.token_urlsafe(24)
+        barrier = BarrierId(job, gang, int(attempt))
+        with self._lock:
+            g = self._gangs.setdefault((job, gang), _Gang())
+            if attempt in g.tokens:
+                raise ValueError(f"{barrier} was already opened; a restarted gang needs a new attempt number")
+            if g.current is not None and g.current.barrier.attempt > attempt:
+                raise ValueError(f"{barrier}: attempt {g.current.barrier.attempt} is already open; "
+                                 "attempt numbers must grow")
+            calls = []
+            if g.current is not None:
+                old = g.current
+                err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} "
+                                   f"(at epoch {old.epoch})", old.barrier, old.epoch,
+                                   len(old.arrivals), old.total, old.missing())
+                calls = self._end(g, old, "superseded", err)
+            g.current = _Attempt(barrier, tasks, token, timeout_s)
+            g.tokens[attempt] = token
+        _deliver(calls)
+        log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
+        return token
+
+    def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
+        """Fail every waiter of the attempt at once with :class:`AttemptFailed` (the AM is
+        restarting the gang); later calls of that attempt get the same error. Returns
+        how many calls were waiting. Failing an attempt that is not open is a no-op."""
+        with self._lock:
+            g = self._gangs.get((job, gang))
+            a = g.current if g else None
+            if a is None or a.barrier.attempt != attempt:
+                return 0
+            err = AttemptFailed(f"{a.barrier} was failed by the AM at epoch {a.epoch} "
+                                f"({len(a.arrivals)}/{a.total} arrived): {reason}",
+                                a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
+            calls = self._end(g, a, "failed", err)
+            self._stats.attempts_failed += 1
+        _deliver(calls)
+        log.warning("%s", err)
+        return len(calls)
+
+    def close_attempt(self, job: str, gang: str, attempt: int) -> int:
+        """The attempt finished: forget its state; later calls get :class:`StaleAttempt`.
+        Returns how many calls were still waiting (they fail)."""
+        with self._lock:
+            g = self._gangs.get((job, gang))
+            a = g.current if g else None
+            if a is None or a.barrier.attempt != attempt:
+                return 0
+            err = StaleAttempt(f"{a.barrier} is finished (closed at epoch {a.epoch})",
+                               a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
+            calls = self._end(g, a, "finished", err)
+        _deliver(calls)
+        return len(calls)
+
+    def _end(self, g: _Gang, a: _Attempt, how: str, err: BarrierError) -> list:
+        g.ended[a.barrier.attempt] = (how, err)
+        g.current = None
+        return [(w.callback, err) for w in a.take_waiters()]
+
+    # ---------------------------------------------------------- the tasks' side
+    def arrive(self, arrival: Arrival, callback: Callback) -> Waiter:
+        """Record a task's arrival at an epoch; see the module docstring."""
+        with self._lock:
+            a = self._check(arrival.job, arrival.gang, arrival.attempt, arrival.token, arrival.task,
+                            arrival.epoch)
+            if arrival.operation not in OPERATIONS:
+                self._stats.invalid_requests += 1
+                raise BarrierInvalid(f"{a.barrier}: unknown operation {arrival.operation!r}; "
+                                     f"expected one of {', '.join(OPERATIONS)}", a.barrier, arrival.epoch)
+            if arrival.epoch == a.epoch - 1 and a.last_release is not None:
+                # A re-send of the epoch just released (its reply was lost): release again.
+                self._stats.duplicate_arrivals += 1
+                if a.last_release.operation != arrival.operation:
+                    raise self._mismatch_error(a, arrival, a.last_release.operation, range(a.total))
+                waiter = Waiter(a.barrier, arrival.task, arrival.epoch, callback)
+                waiter.done = True
+                calls = [(callback, a.last_release)]
+            elif arrival.epoch != a.epoch:
+                self._stats.stale_requests += 1
+                where = "has moved past" if arrival.epoch < a.epoch else "has not reached"
+                raise StaleEpoch(f"{a.barrier}: task {arrival.task} called at epoch {arrival.epoch}, which "
+                                 f"the coordinator {where} (current epoch {a.epoch})",
+                                 a.barrier, arrival.epoch, len(a.arrivals), a.total, a.missing())
+            else:
+                waiter, calls = self._record(a, arrival, callback)
+        _deliver(calls)
+        return waiter
+
+    def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
+        if a.operation is not None and a.operation != arrival.operation:
+            others = sorted(a.arrivals)
+            err = self._mismatch_error(a, arrival, a.operation, others)
+            waiters = a.take_waiters()
+            a.broken = err
+            return Waiter(a.barrier, arrival.task, arrival.epoch, callback), \
+                [(w.callback, err) for w in waiters] + [(callback, err)]
+        waiter = Waiter(a.barrier, arrival.task, arrival.epoch, callback)
+        a.waiters.setdefault(arrival.task, []).append(waiter)
+        if arrival.task in a.arrivals:
+            self._stats.duplicate_arrivals += 1
+            return waiter, []
+        self._stats.arrivals += 1
+        if not a.arrivals:
+            a.started_at = self.clock.now()
+            a.operation = arrival.operation
+        a.arrivals[arrival.task] = arrival.message
+        n = len(a.arrivals)
+        log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task,
+                 n, a.total)
+        if n < a.total:
+            return waiter, []
+        messages = tuple(a.arrivals[i] for i in range(a.total)) if a.operation == ALL_GATHER else ()
+        release = Released(a.epoch, a.operation, messages)
+        waiters = a.take_waiters()
+        a.last_release = release
+        a.epoch += 1
+        a.operation, a.arrivals, a.started_at = None, {}, None
+        self._stats.releases += 1
+        return waiter, [(w.callback, release) for w in waiters]
+
+    def _mismatch_error(self, a: _Attempt, arrival: Arrival, expected: str,
+                        others: Iterable[int]) -> BarrierMismatch:
+        self._stats.mismatches += 1
+        others = list(others)
+        shown = ", ".join(map(str, others[:20])) + (" …" if len(others) > 20 else "")
+        return BarrierMismatch(
+            f"{a.barrier} epoch {arrival.epoch}: task {arrival.task} called {arrival.operation} but "
+            f"task(s) {shown} called {expected} at the same epoch; every task must make the same "
+            f"calls in the same order", a.barrier, arrival.epoch, len(a.arrivals), a.total, a.missing())
+
+    def withdraw(self, waiter: Waiter) -> None:
+        """The call behind ``waiter`` went away (cancelled, or answered "still waiting").
+        The task's arrival stays recorded: its next call for the epoch re-attaches."""
+        with self._lock:
+            if waiter.done:
+                return
+            waiter.done = True
+            g = self._gangs.get((waiter.barrier.job, waiter.barrier.gang))
+            a = g.current if g else None
+            if a is not None and a.barrier == waiter.barrier:
+                ws = a.waiters.get(waiter.task)
+                if ws and waiter in ws:
+                    ws.remove(waiter)
+                    if not ws:
+                        del a.waiters[waiter.task]
+
+    def task_infos(self, job: str, gang: str, attempt: int, token: str, task: int) -> tuple[TaskInfo, ...]:
+        """Every task's address, by index (for rank 0's MPI host file)."""
+        with self._lock:
+            a = self._check(job, gang, attempt, token, task, None)
+            return a.tasks
+
+    def progress(self, job: str, gang: str, attempt: int, token: str, task: int) -> Progress:
+        """How far the attempt's current epoch is (checked like a call)."""
+        with self._lock:
+            a = self._check(job, gang, attempt, token, task, None)
+            return self._progress(a)
+
+    def _progress(self, a: _Attempt) -> Progress:
+        waiting = 0.0 if a.started_at is None else self.clock.now() - a.started_at
+        return Progress(a.barrier, a.epoch, len(a.arrivals), a.total, waiting, a.missing())
+
+    def _check(self, job: str, gang: str, attempt: int, token: str, task: int,
+               epoch: int | None) -> _Attempt:
+        """The open attempt a call names, or the error that call gets. Caller holds the lock."""
+        barrier = BarrierId(job, gang, attempt)
+        g = self._gangs.get((job, gang))
+        known = g.tokens.get(attempt) if g else None
+        if known is None:
+            self._stats.stale_requests += 1
+            current = g.current.barrier.attempt if g and g.current else None
+            now = f"the open attempt is {current}" if current is not None else "no attempt is open"
+            raise StaleAttempt(f"{barrier} is not known to the coordinator ({now}); "
+                               f"call at epoch {epoch}", barrier, epoch)
+        if not hmac.compare_digest(known.encode(), (token or "").encode()):
+            self._stats.auth_refusals += 1
+            log.warning("%s: refused a call from task %s with a wrong token (%d refusals so far)",
+                        barrier, task, self._stats.auth_refusals)
+            raise BarrierAuthError(f"{barrier}: refused: the call did not carry this attempt's token",
+                                   barrier, epoch)
+        a = g.current
+        if a is None or a.barrier.attempt != attempt:
+            self._stats.stale_requests += 1
+            how, err = g.ended[attempt]
+            if isinstance(err, AttemptFailed):
+                raise AttemptFailed(err.message, barrier, epoch, err.arrived, err.total, err.missing)
+            newer = f"; the open attempt is {a.barrier.attempt}" if a is not None else ""
+            raise StaleAttempt(f"{barrier} is {how}{newer}; task {task} called at epoch {epoch}",
+                               barrier, epoch, err.arrived if err else None, err.total if err else None)
+        if not 0 <= task < a.total:
+            self._stats.invalid_requests += 1
+            raise BarrierInvalid(f"{barrier}: task index {task} is outside 0..{a.total - 1}", barrier, epoch)
+        if a.broken is not None:
+            b = a.broken
+            raise type(b)(b.message, b.barrier, b.epoch, b.arrived, b.total, b.missing)
+        return a
+
+    # ------------------------------------------------------------------- time
+    def next_deadline(self) -> float | None:
+        """The earliest time (clock seconds) at which an epoch times out, if any is running."""
+        with self._lock:
+            deadlines = [d for g in self._gangs.values() if g.current
+                         for d in [g.current.deadline()] if d is not None]
+        return min(deadlines, default=None)
+
+    def expire(self) -> int:
+        """Fail every epoch whose deadline has passed; returns how many calls failed.
+
+        A timed-out attempt stays broken: every later call gets the same error (the
+        gang must be restarted as a new attempt)."""
+        now = self.clock.now()
+        calls: list = []
+        with self._lock:
+            for g in self._gangs.values():
+                a = g.current
+                d = a.deadline() if a else None
+                if d is None or now < d:
+                    continue
+                missing = a.missing()
+                shown = ", ".join(map(str, missing[:50])) + (" …" if len(missing) > 50 else "")
+                err = BarrierTimeout(
+                    f"{a.barrier} barrier epoch {a.epoch} timed out after {a.timeout_s:g} s: "
+                    f"{len(a.arrivals)}/{a.total} tasks arrived; never arrived: {shown}",
+                    a.barrier, a.epoch, len(a.arrivals), a.total, missing)
+                a.broken = err
+                self._stats.timeouts += 1
+                calls += [(w.callback, err) for w in a.take_waiters()]
+                log.error("%s", err)
+        _deliver(calls)
+        return len(calls)
+
+    # ----------------------------------------------------------- observation
+    def waiting(self) -> list[Progress]:
+        """Progress of every attempt with a running epoch (for the coordinator's periodic log)."""
+        with self._lock:
+            return [self._progress(g.current) for g in self._gangs.values()
+                    if g.current is not None and g.current.started_at is not None
+                    and g.current.broken is None]
+
+    def statistics(self) -> CoordinatorStatistics:
+        with self._lock:
+            s = CoordinatorStatistics(**vars(self._stats))
+            open_ = [g.current for g in self._gangs.values() if g.current is not None]
+            s.attempts_open = len(open_)
+            s.calls_waiting = sum(len(ws) for a in open_ for ws in a.waiters.values())
+            return s
+
+
+def _deliver(calls: list) -> None:
+    for callback, outcome in calls:
+        callback(outcome)

@@ -1,0 +1,387 @@
+"""The barrier coordinator served over gRPC (``grpc.aio``): a thin layer over
+:class:`gangmaster.am.barrier.BarrierCoordinator`.
+
+Two ways to run it:
+
+- :class:`BarrierServer` — for the AM: runs its own event loop in a background
+  thread; ``start()``, ``open_attempt(...)``, ``task_env(...)``, ``fail_attempt(...)``,
+  ``close_attempt(...)``, ``stop()`` are plain synchronous calls, safe from any thread::
+
+      server = BarrierServer(BarrierConfig.load())
+      server.start()
+      server.open_attempt("job", "gang", 1, [TaskInfo(0, "10.0.0.1", {"ssh": 22})])
+      env = server.task_env("job", "gang", 1, 0)   # merge into the task's environment
+      ...
+      server.fail_attempt("job", "gang", 1, "task 3 exited with code 137")
+      server.stop()
+
+- :class:`AsyncBarrierServer` — the same inside an event loop the caller runs; its
+  methods must be called from that loop's thread.
+
+Why the server is configured the way it is: every waiting ``barrier()`` is a
+pending unary call, and gRPC's server refuses calls beyond about 1,000 pending
+requests by default (``grpc.server.max_pending_requests``, hard limit 3,000), so both
+limits are raised to ``max_pending_calls``. A waiting call is answered "pending"
+after the hold time the task asked for (its log interval) and re-sent by the task;
+arrivals are idempotent, so neither that nor a dropped call can hang a barrier.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import logging
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import grpc
+
+from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator,
+                                   CoordinatorStatistics, Released, TaskInfo)
+from gangmaster.am.barrier_config import BarrierConfig
+from gangmaster.am.barrier_errors import BarrierError
+from gangmaster.am.context import task_env
+from gangmaster.am.proto import barrier_pb2 as pb
+from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+
+log = logging.getLogger("gangmaster.barrier")
+
+_OPERATION_NAMES = {pb.BARRIER: BARRIER, pb.ALL_GATHER: ALL_GATHER}
+_MAX_HOLD_S = 3600.0
+_PENDING = object()
+
+
+def error_to_proto(err: BarrierError) -> pb.Error:
+    """The wire form of a coordinator error (the task side rebuilds the same class)."""
+    out = pb.Error(code=err.code, message=err.message)
+    if err.epoch is not None:
+        out.has_epoch, out.epoch = True, err.epoch
+    if err.arrived is not None and err.total is not None:
+        out.has_progress, out.arrived, out.total = True, err.arrived, err.total
+    out.missing.extend(err.missing)
+    return out
+
+
+def task_info_to_proto(info: TaskInfo) -> pb.TaskInfo:
+    return pb.TaskInfo(index=info.index, host=info.host, ports=dict(info.ports), role=info.role,
+                       role_index=info.role_index)
+
+
+def server_options(max_pending_calls: int) -> list[tuple[str, Any]]:
+    """gRPC server arguments that let ``max_pending_calls`` calls wait at once."""
+    return [
+        ("grpc.server.max_pending_requests", max_pending_calls),
+        ("grpc.server.max_pending_requests_hard_limit", max_pending_calls),
+        ("grpc.max_concurrent_streams", max_pending_calls),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+class _Servicer(pb_grpc.BarrierCoordinatorServicer):
+    def __init__(self, owner: "AsyncBarrierServer"):
+        self.owner = owner
+        self.core = owner.coordinator
+
+    async def Sync(self, request: pb.SyncRequest, context) -> pb.SyncReply:
+        c = request.caller
+        operation = _OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
+        arrival = Arrival(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, operation,
+                          request.message)
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def settle(outcome: object) -> None:
+            if not future.done():
+                future.set_result(outcome)
+
+        try:
+            waiter = self.core.arrive(arrival, settle)
+        except BarrierError as err:
+            return pb.SyncReply(error=error_to_proto(err))
+        if not future.done():
+            self.owner.arm_timer()
+            hold = min(request.hold_ms / 1000.0 or self.owner.config.log_interval_s, _MAX_HOLD_S)
+
+            def hold_over() -> None:
+                self.core.withdraw(waiter)
+                settle(_PENDING)
+
+            handle = loop.call_later(hold, hold_over)
+            try:
+                await future
+            except asyncio.CancelledError:
+                self.core.withdraw(waiter)
+                raise
+            finally:
+                handle.cancel()
+        outcome = future.result()
+        if isinstance(outcome, Released):
+            return pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages))
+        if isinstance(outcome, BarrierError):
+            return pb.SyncReply(error=error_to_proto(outcome))
+        try:
+            p = self.core.progress(c.job, c.gang, c.attempt, c.token, c.task)
+        except BarrierError as err:
+            return pb.SyncReply(error=error_to_proto(err))
+        return pb.SyncReply(pending=pb.Pending(epoch=p.epoch, arrived=p.arrived, total=p.total,
+                                               waiting_s=p.waiting_s))
+
+    async def GetTaskInfos(self, request: pb.TaskInfosRequest, context) -> pb.TaskInfosReply:
+        c = request.caller
+        try:
+            infos = self.core.task_infos(c.job, c.gang, c.attempt, c.token, c.task)
+        except BarrierError as err:
+            return pb.TaskInfosReply(error=error_to_proto(err))
+        return pb.TaskInfosReply(infos=pb.TaskInfos(tasks=[task_info_to_proto(t) for t in infos]))
+
+    async def Ping(self, request: pb.PingRequest, context) -> pb.PingReply:
+        return pb.PingReply()
+
+
+class AsyncBarrierServer:
+    """The coordinator's gRPC server in the caller's event loop.
+
+    All methods except the coroutines ``start``/``stop`` are synchronous and must be
+    called from the loop's thread (the coordinator's callbacks resolve asyncio futures)."""
+
+    def __init__(self, config: BarrierConfig | None = None, coordinator: BarrierCoordinator | None = None):
+        self.config = config or BarrierConfig()
+        self.coordinator = coordinator or BarrierCoordinator(default_timeout_s=self.config.timeout_s)
+        self._server: grpc.aio.Server | None = None
+        self._port: int | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._logger: asyncio.Task | None = None
+        self._attempts: dict[tuple[str, str, int], tuple[str, tuple[TaskInfo, ...]]] = {}
+
+    @property
+    def address(self) -> str:
+        """``host:port`` tasks dial."""
+        if self._port is None:
+            raise RuntimeError("the barrier server is not started")
+        host = self.config.advertise_host
+        if host is None:
+            host = socket.getfqdn() if self.config.host in ("0.0.0.0", "::", "[::]") else self.config.host
+        return f"{host}:{self._port}"
+
+    async def start(self) -> str:
+        server = grpc.aio.server(options=server_options(self.config.max_pending_calls))
+        pb_grpc.add_BarrierCoordinatorServicer_to_server(_Servicer(self), server)
+        bind = f"{self.config.host}:{self.config.port}"
+        if self.config.tls:
+            key = Path(self.config.tls_key_file).read_bytes()
+            cert = Path(self.config.tls_cert_file).read_bytes()
+            port = server.add_secure_port(bind, grpc.ssl_server_credentials([(key, cert)]))
+        else:
+            port = server.add_insecure_port(bind)
+        if not port:
+            raise OSError(f"barrier server: could not listen on {bind}")
+        await server.start()
+        self._server, self._port = server, port
+        self._logger = asyncio.get_running_loop().create_task(self._log_waiting())
+        log.info("barrier coordinator listening on %s (%s)", self.address,
+                 "TLS" if self.config.tls else "plaintext")
+        return self.address
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        if self._logger is not None:
+            self._logger.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._server is not None:
+            await self._server.stop(grace)
+        self._server = None
+
+    # ---------------------------------------------------------------- attempts
+    def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
+                     timeout_s: float | None = None, token: str | None = None) -> str:
+        """Open the barrier of a gang attempt; returns the attempt's secret token."""
+        token = self.coordinator.open_attempt(job, gang, attempt, tasks, token=token,
+                                              timeout_s=timeout_s)
+        self._attempts = {k: v for k, v in self._attempts.items() if k[:2] != (job, gang)}
+        self._attempts[(job, gang, attempt)] = (token, tuple(tasks))
+        return token
+
+    def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
+        """Fail every waiter of the attempt now (the gang is being restarted)."""
+        return self.coordinator.fail_attempt(job, gang, attempt, reason)
+
+    def close_attempt(self, job: str, gang: str, attempt: int) -> int:
+        """The attempt finished; later calls from it are refused as stale."""
+        self._attempts.pop((job, gang, attempt), None)
+        return self.coordinator.close_attempt(job, gang, attempt)
+
+    def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
+        """The environment variables task ``index`` of an open attempt needs for
+        :meth:`BarrierTaskContext.get`."""
+        try:
+            token, tasks = self._attempts[(job, gang, attempt)]
+        except KeyError:
+            raise KeyError(f"{job}/{gang} attempt {attempt} is not open on this server") from None
+        return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks),
+                        tls_ca_file=self.config.tls_cert_file,
+                        log_interval_s=self.config.log_interval_s,
+                        retry_give_up_s=self.config.retry_give_up_s)
+
+    def statistics(self) -> CoordinatorStatistics:
+        return self.coordinator.statistics()
+
+    # ------------------------------------------------------------------- time
+    def arm_timer(self) -> None:
+        """Make sure a timer fires at the coordinator's next epoch deadline."""
+        deadline = self.coordinator.next_deadline()
+        if deadline is None or (self._timer_at is not None and self._timer_at <= deadline):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = deadline
+        self._timer = loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_at = None
+        self.coordinator.expire()
+        self.arm_timer()
+
+    async def _log_waiting(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.log_interval_s)
+            for p in self.coordinator.waiting():
+                shown = ", ".join(map(str, p.missing[:20])) + (" …" if len(p.missing) > 20 else "")
+                log.info("%s barrier epoch %d: still waiting: %d/%d arrived after %.0f s; not yet: %s",
+                         p.barrier, p.epoch, p.arrived, p.total, p.waiting_s, shown)
+
+
+class BarrierServer:
+    """:class:`AsyncBarrierServer` on its own event loop in a background thread, with a
+    synchronous API for the AM (safe from any thread)."""
+
+    def __init__(self, config: BarrierConfig | None = None, coordinator: BarrierCoordinator | None = None):
+        self.inner = AsyncBarrierServer(config, coordinator)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def config(self) -> BarrierConfig:
+        return self.inner.config
+
+    @property
+    def coordinator(self) -> BarrierCoordinator:
+        return self.inner.coordinator
+
+    @property
+    def address(self) -> str:
+        return self.inner.address
+
+    def start(self, timeout_s: float = 30.0) -> str:
+        """Start serving; returns the ``host:port`` tasks dial."""
+        if self._thread is not None:
+            raise RuntimeError("the barrier server is already started")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="barrier-server", daemon=True)
+        self._thread.start()
+        try:
+            return asyncio.run_coroutine_threadsafe(self.inner.start(), self._loop).result(timeout_s)
+        except BaseException:
+            self._shutdown_loop()
+            raise
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        """Stop serving (waiting calls are cancelled after ``grace`` seconds) and end the thread."""
+        if self._loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.inner.stop(grace), self._loop).result((grace or 0) + 30)
+        finally:
+            self._shutdown_loop()
+
+    def _shutdown_loop(self) -> None:
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(10)
+        if not loop.is_running():
+            loop.close()
+
+    def __enter__(self) -> "BarrierServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _call(self, fn: Callable, *args, **kwargs):
+        """Run ``fn`` in the server's loop thread and return its result."""
+        if self._loop is None:
+            raise RuntimeError("the barrier server is not started")
+        if threading.current_thread() is self._thread:
+            return fn(*args, **kwargs)
+        done: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the caller's thread
+                done.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return done.result()
+
+    def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
+                     timeout_s: float | None = None, token: str | None = None) -> str:
+        """Open the barrier of a gang attempt (superseding an older open attempt of the
+        gang, whose waiters fail at once); returns the attempt's secret token."""
+        return self._call(self.inner.open_attempt, job, gang, attempt, tasks, timeout_s, token)
+
+    def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
+        """Fail every waiter of the attempt now with ``AttemptFailed``; returns how many."""
+        return self._call(self.inner.fail_attempt, job, gang, attempt, reason)
+
+    def close_attempt(self, job: str, gang: str, attempt: int) -> int:
+        return self._call(self.inner.close_attempt, job, gang, attempt)
+
+    def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
+        return self._call(self.inner.task_env, job, gang, attempt, index)
+
+    def statistics(self) -> CoordinatorStatistics:
+        return self._call(self.inner.statistics)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve one attempt standalone (manual tests): prints the address and the env of task 0."""
+    parser = argparse.ArgumentParser(prog="python -m gangmaster.am.barrier_server",
+                                     description="Run a barrier coordinator for one gang attempt of "
+                                                 "N tasks on this machine, until interrupted.")
+    parser.add_argument("--tasks", type=int, required=True, help="N, the tasks of the gang")
+    parser.add_argument("--job", default="job")
+    parser.add_argument("--gang", default="gang")
+    parser.add_argument("--attempt", type=int, default=1)
+    parser.add_argument("--config", help="override file for conf/defaults.yaml (barrier: section)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    server = BarrierServer(BarrierConfig.load(args.config))
+    server.start()
+    host = server.address.rsplit(":", 1)[0]
+    server.open_attempt(args.job, args.gang, args.attempt,
+                        [TaskInfo(i, host) for i in range(args.tasks)])
+    print(json.dumps(server.task_env(args.job, args.gang, args.attempt, 0)), flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

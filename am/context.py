@@ -1,0 +1,265 @@
+"""The task side of barriers: :class:`BarrierTaskContext`.
+
+A task of a gang (an ordinary program; no asyncio needed) does::
+
+    from gangmaster.am.context import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()          # reads the GANGMASTER_* environment
+    ctx.barrier()                           # wait until every task of the gang is here
+    hosts = [t.host for t in ctx.get_task_infos()]   # by task index
+    values = ctx.all_gather(str(ctx.task_index()))   # every task's message, by index
+
+Every error the coordinator raises arrives here as the same typed exception with
+the same text (``gangmaster.am.barrier_errors``): ``BarrierTimeout`` names the
+tasks that never arrived, ``AttemptFailed``/``StaleAttempt`` mean the gang is being
+restarted as a new attempt, ``BarrierMismatch`` that tasks made different calls.
+Transport trouble (UNAVAILABLE, CANCELLED, RESOURCE_EXHAUSTED, a lost reply) is
+retried: arrivals are idempotent by (task, epoch), so a re-sent call is never
+counted twice. While it waits, the task logs "waiting for barrier (epoch e): n/N
+arrived after t s" every log interval.
+
+The environment is the contract with the AM; :func:`task_env` builds it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Mapping
+
+import grpc
+
+from gangmaster.am.barrier import TaskInfo
+from gangmaster.am.barrier_errors import (BarrierError, BarrierId, CoordinatorUnavailable,
+                                          error_from_code)
+from gangmaster.am.proto import barrier_pb2 as pb
+from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+
+log = logging.getLogger("gangmaster.barrier.task")
+
+# ------------------------------------------------------------ the environment
+#: ``host:port`` of the barrier coordinator.
+ENV_ADDRESS = "GANGMASTER_BARRIER_ADDRESS"
+#: The attempt's secret token (calls without it are refused).
+ENV_TOKEN = "GANGMASTER_BARRIER_TOKEN"
+ENV_JOB = "GANGMASTER_JOB"
+ENV_GANG = "GANGMASTER_GANG"
+ENV_ATTEMPT = "GANGMASTER_ATTEMPT"
+#: The task's index within the gang, 0..N-1 (its rank; Spark's partition id).
+ENV_TASK_INDEX = "GANGMASTER_TASK_INDEX"
+#: N, the number of tasks in the gang.
+ENV_TASK_COUNT = "GANGMASTER_TASK_COUNT"
+ENV_ROLE = "GANGMASTER_TASK_ROLE"
+#: The task's index within its role (OpenPAI's name is set too, for its programs).
+ENV_ROLE_INDEX = "GANGMASTER_TASK_ROLE_INDEX"
+ENV_PAI_ROLE = "PAI_CURRENT_TASK_ROLE_NAME"
+ENV_PAI_ROLE_INDEX = "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"
+#: PEM file to verify the coordinator's TLS certificate with (unset: plaintext).
+ENV_TLS_CA = "GANGMASTER_BARRIER_TLS_CA"
+#: Seconds between "waiting for barrier" logs (optional).
+ENV_LOG_INTERVAL = "GANGMASTER_BARRIER_LOG_INTERVAL_S"
+#: Seconds to keep retrying an unreachable coordinator (optional).
+ENV_RETRY_GIVE_UP = "GANGMASTER_BARRIER_RETRY_GIVE_UP_S"
+
+REQUIRED_ENV = (ENV_ADDRESS, ENV_TOKEN, ENV_JOB, ENV_GANG, ENV_ATTEMPT, ENV_TASK_INDEX, ENV_TASK_COUNT)
+
+#: Transport failures that are retried (the call is re-sent; arrivals are idempotent).
+RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
+                           grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+def task_env(address: str, job: str, gang: str, attempt: int, token: str, task: TaskInfo,
+             count: int, tls_ca_file: str | None = None, log_interval_s: float | None = None,
+             retry_give_up_s: float | None = None) -> dict[str, str]:
+    """The environment variables a task needs for :meth:`BarrierTaskContext.get`."""
+    env = {
+        ENV_ADDRESS: address, ENV_TOKEN: token, ENV_JOB: job, ENV_GANG: gang,
+        ENV_ATTEMPT: str(attempt), ENV_TASK_INDEX: str(task.index), ENV_TASK_COUNT: str(count),
+        ENV_ROLE: task.role, ENV_ROLE_INDEX: str(task.role_index),
+        ENV_PAI_ROLE: task.role, ENV_PAI_ROLE_INDEX: str(task.role_index),
+    }
+    if tls_ca_file:
+        env[ENV_TLS_CA] = str(tls_ca_file)
+    if log_interval_s is not None:
+        env[ENV_LOG_INTERVAL] = f"{log_interval_s:g}"
+    if retry_give_up_s is not None:
+        env[ENV_RETRY_GIVE_UP] = f"{retry_give_up_s:g}"
+    return env
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int:
+    value = env[name]
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name}: expected an integer, got {value!r}") from None
+
+
+def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
+    if not env.get(name):
+        return default
+    try:
+        return float(env[name])
+    except ValueError:
+        raise ValueError(f"environment variable {name}: expected seconds, got {env[name]!r}") from None
+
+
+def error_from_proto(err: pb.Error, barrier: BarrierId) -> BarrierError:
+    """The coordinator's error, rebuilt as the same class with the same text."""
+    return error_from_code(
+        err.code, err.message, barrier=barrier,
+        epoch=err.epoch if err.has_epoch else None,
+        arrived=err.arrived if err.has_progress else None,
+        total=err.total if err.has_progress else None,
+        missing=tuple(err.missing))
+
+
+def task_info_from_proto(t: pb.TaskInfo) -> TaskInfo:
+    return TaskInfo(t.index, t.host, dict(t.ports), t.role, t.role_index)
+
+
+class BarrierTaskContext:
+    """One task's handle on its gang's barrier. Synchronous; one call at a time."""
+
+    _current: "BarrierTaskContext | None" = None
+    _current_lock = threading.Lock()
+
+    def __init__(self, address: str, token: str, job: str, gang: str, attempt: int, index: int,
+                 count: int, tls_ca_file: str | None = None, log_interval_s: float = 60.0,
+                 retry_give_up_s: float = 300.0):
+        if not 0 <= index < count:
+            raise ValueError(f"task index {index} is outside 0..{count - 1}")
+        self.address, self.barrier_id = address, BarrierId(job, gang, attempt)
+        self._caller = pb.Caller(job=job, gang=gang, attempt=attempt, token=token, task=index)
+        self._index, self._count = index, count
+        self.log_interval_s, self.retry_give_up_s = log_interval_s, retry_give_up_s
+        self._epoch = 0
+        self.retries = 0  # transport failures retried so far (the benchmark reports them)
+        options = [("grpc.enable_retries", 0)]
+        if tls_ca_file:
+            creds = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca_file).read_bytes())
+            self._channel = grpc.secure_channel(address, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
+        self._stub = pb_grpc.BarrierCoordinatorStub(self._channel)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "BarrierTaskContext":
+        """A new context from ``env`` (default ``os.environ``); a missing variable is named."""
+        env = os.environ if env is None else env
+        missing = [name for name in REQUIRED_ENV if not env.get(name)]
+        if missing:
+            raise RuntimeError("not running as a gangmaster barrier task: environment variable(s) "
+                               f"{', '.join(missing)} not set (the AM sets them; see "
+                               "gangmaster.am.context.task_env)")
+        return cls(env[ENV_ADDRESS], env[ENV_TOKEN], env[ENV_JOB], env[ENV_GANG],
+                   _env_int(env, ENV_ATTEMPT), _env_int(env, ENV_TASK_INDEX),
+                   _env_int(env, ENV_TASK_COUNT), tls_ca_file=env.get(ENV_TLS_CA) or None,
+                   log_interval_s=_env_float(env, ENV_LOG_INTERVAL, 60.0),
+                   retry_give_up_s=_env_float(env, ENV_RETRY_GIVE_UP, 300.0))
+
+    @classmethod
+    def get(cls) -> "BarrierTaskContext":
+        """This process's context (made from ``os.environ`` on first use, then reused, so
+        the epoch count carries across calls as Spark's ``BarrierTaskContext.get()``)."""
+        with cls._current_lock:
+            if cls._current is None:
+                cls._current = cls.from_env()
+            return cls._current
+
+    # ------------------------------------------------------------ the task API
+    def task_index(self) -> int:
+        """This task's index in the gang, 0..N-1 (its rank)."""
+        return self._index
+
+    def partition_id(self) -> int:
+        """Spark's name for :meth:`task_index`."""
+        return self._index
+
+    def attempt_number(self) -> int:
+        return self.barrier_id.attempt
+
+    def num_tasks(self) -> int:
+        return self._count
+
+    @property
+    def epoch(self) -> int:
+        """How many barrier()/all_gather() calls this task has completed."""
+        return self._epoch
+
+    def barrier(self) -> None:
+        """Block until every task of the gang attempt has called ``barrier()`` as often."""
+        self._sync(pb.BARRIER, b"")
+
+    def all_gather(self, message: str) -> list[str]:
+        """Like :meth:`barrier`, and return every task's ``message``, ordered by task index."""
+        return [m.decode("utf-8") for m in self._sync(pb.ALL_GATHER, message.encode("utf-8"))]
+
+    def all_gather_bytes(self, message: bytes) -> list[bytes]:
+        """:meth:`all_gather` for bytes (the same operation on the wire)."""
+        return self._sync(pb.ALL_GATHER, bytes(message))
+
+    def get_task_infos(self) -> list[TaskInfo]:
+        """Every task's address (host, named ports, role), ordered by task index."""
+        request = pb.TaskInfosRequest(caller=self._caller)
+        reply = self._call(self._stub.GetTaskInfos, request, timeout=60.0)
+        if reply.WhichOneof("outcome") == "error":
+            raise error_from_proto(reply.error, self.barrier_id)
+        return [task_info_from_proto(t) for t in reply.infos.tasks]
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "BarrierTaskContext":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------- internals
+    def _sync(self, operation: int, message: bytes) -> list[bytes]:
+        epoch = self._epoch
+        hold_ms = max(1, int(self.log_interval_s * 1000))
+        request = pb.SyncRequest(caller=self._caller, epoch=epoch, operation=operation,
+                                 message=message, hold_ms=hold_ms)
+        # The server answers within hold_ms; the deadline only guards against a lost reply.
+        timeout = self.log_interval_s + 30.0
+        while True:
+            reply = self._call(self._stub.Sync, request, timeout=timeout)
+            outcome = reply.WhichOneof("outcome")
+            if outcome == "released":
+                self._epoch = epoch + 1
+                return list(reply.released.messages)
+            if outcome == "error":
+                raise error_from_proto(reply.error, self.barrier_id)
+            p = reply.pending
+            log.info("waiting for barrier (epoch %d): %d/%d arrived after %.0f s",
+                     epoch, p.arrived, p.total, p.waiting_s)
+
+    def _call(self, method, request, timeout: float):
+        """One unary call, retried with backoff on transport failures for up to
+        ``retry_give_up_s`` of consecutive failure."""
+        delay, first_failure = 0.01, None
+        while True:
+            try:
+                return method(request, timeout=timeout)
+            except grpc.RpcError as exc:
+                code = exc.code() if hasattr(exc, "code") else None
+                if code not in RETRIED_CODES:
+                    raise CoordinatorUnavailable(
+                        f"{self.barrier_id}: the coordinator at {self.address} failed the call: "
+                        f"{code}: {exc.details() if hasattr(exc, 'details') else exc}",
+                        self.barrier_id, self._epoch) from exc
+                now = time.monotonic()
+                first_failure = first_failure or now
+                if now - first_failure > self.retry_give_up_s:
+                    raise CoordinatorUnavailable(
+                        f"{self.barrier_id}: the coordinator at {self.address} was unreachable for "
+                        f"{now - first_failure:.0f} s (last: {code.name}) at epoch {self._epoch}",
+                        self.barrier_id, self._epoch) from exc
+                self.retries += 1
+                log.debug("barrier call failed with %s; retrying in %.2f s", code, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
