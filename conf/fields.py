@@ -10,11 +10,12 @@ error always reads like::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import yaml
 
 _MISSING = object()
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -158,11 +159,15 @@ class Fields:
         return [Fields(item, self.source, f"{self.field(key)}[{i}]") for i, item in enumerate(value)]
 
     def reject_unknown(self, known: Iterable[str]) -> None:
+        for error in self.unknown_fields(known):
+            raise error
+
+    def unknown_fields(self, known: Iterable[str]) -> list[ConfigError]:
+        """One error per key not in ``known`` (for readers that report every problem)."""
         known = set(known)
-        for key in self.data:
-            if key not in known:
-                raise ConfigError(self.source, self.field(str(key)),
-                                  "no such field here; known fields: " + ", ".join(sorted(known)))
+        return [ConfigError(self.source, self.field(str(key)),
+                            "no such field here; known fields: " + ", ".join(sorted(known)))
+                for key in self.data if key not in known]
 
 
 def _bounds(minimum: Any, maximum: Any) -> str:
@@ -173,3 +178,48 @@ def _bounds(minimum: Any, maximum: Any) -> str:
     if maximum is not None:
         return f" <= {maximum}"
     return ""
+
+
+class ConfigErrors(ConfigError):
+    """Several configuration errors found in one pass, reported together.
+
+    A ``ConfigError`` itself (the CLI prints it and exits 2); ``errors`` holds each
+    one, and the message is one line per error under a header naming the file."""
+
+    def __init__(self, source: str, errors: list[ConfigError], what: str = "configuration"):
+        self.source, self.errors = source, list(errors)
+        self.field, self.expected = "", what
+        count = f"{len(self.errors)} error{'s' if len(self.errors) != 1 else ''}"
+        ValueError.__init__(self, f"{source}: {count} in the {what}:\n"
+                            + "\n".join(f"  {e}" for e in self.errors))
+
+    @property
+    def messages(self) -> list[str]:
+        return [str(e) for e in self.errors]
+
+
+class ErrorCollector:
+    """Collects configuration errors so a reader can report every problem at once.
+
+    ``value = errors.read(lambda: f.integer("cpu", minimum=0), fallback=0)`` returns
+    the value, or records the error and returns ``fallback`` so reading goes on."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def read(self, reader: Callable[[], T], fallback: Any = None) -> T:
+        try:
+            return reader()
+        except ConfigError as exc:
+            self.errors.extend(exc.errors if isinstance(exc, ConfigErrors) else [exc])
+            return fallback
+
+    def add(self, *errors: ConfigError) -> None:
+        self.errors.extend(errors)
+
+    def __bool__(self) -> bool:
+        return bool(self.errors)
+
+    def raise_if_any(self, source: str, error_class: type[ConfigErrors] = ConfigErrors) -> None:
+        if self.errors:
+            raise error_class(source, self.errors)

@@ -12,6 +12,8 @@ from gangmaster.conf.fields import ConfigError
 COMMANDS = [
     "select_cmd",
     "selectors_cmd",
+    "topo_cmd",
+    "validate_cmd",
     "bench.cli",
 ]
 

@@ -1,0 +1,308 @@
+"""Job specs: OpenPAI job protocol v2 files, plus our ``gangmaster:`` key.
+
+A job file in OpenPAI's v2 shape loads as is::
+
+    protocolVersion: 2
+    name: mnist
+    type: job
+    parameters: {epochs: 3}
+    taskRoles:
+      worker:
+        instances: 4
+        resourcePerInstance: {cpu: 8, memoryMB: 32768, gpu: 1, ports: {nccl: 1}}
+        commands: ["python train.py --epochs <% $parameters.epochs %>"]
+
+    >>> spec = load_job("conf/jobs/mpi-allreduce.yaml")      # doctest: +SKIP
+    >>> spec.role("worker").ask_resource()                     # doctest: +SKIP
+
+Fields that only matter on a real OpenPAI cluster (``prerequisites``,
+``dockerImage``, ``deployments``, ``secrets``, ``extras``, ...) are kept and listed
+in ``JobSpec.unused``, never an error. A field that is neither OpenPAI's nor ours
+is an error: it is almost always a typo, and a typo that silently does nothing is
+how a job ends up with no GPUs.
+
+Validation reports every problem in one :class:`JobSpecError`, one line each with
+the file and the field path, e.g.::
+
+    job.yaml: taskRoles.worker.resourcePerInstance.gpu: expected an integer >= 0, got "four"
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from gangmaster.conf.fields import (ConfigError, ConfigErrors, ErrorCollector, Fields,
+                                    load_yaml, parse_yaml)
+
+from . import jobspec_gangmaster as ours
+from .jobspec_model import (Completion, JobSpec, RetryPolicy, RoleSpec, SimulatedFailure)
+from .jobspec_params import substitute
+
+__all__ = ["JobSpecError", "load_job", "parse_job", "read_job", "known_selectors",
+           "JobSpec", "RoleSpec", "Completion", "RetryPolicy", "SimulatedFailure"]
+
+#: OpenPAI fields we read.
+JOB_FIELDS = ("protocolVersion", "name", "type", "version", "contributor", "description",
+              "parameters", "jobRetryCount", "taskRoles")
+#: OpenPAI fields kept but unused here (they need a real OpenPAI cluster).
+JOB_UNUSED = ("prerequisites", "secrets", "deployments", "defaults", "extras")
+ROLE_FIELDS = ("instances", "completion", "taskRetryCount", "resourcePerInstance", "commands")
+ROLE_UNUSED = ("protocolVersion", "dockerImage", "data", "output", "script",
+               "extraContainerOptions", "prerequisites")
+RESOURCE_FIELDS = ("cpu", "memoryMB", "gpu", "ports")
+COMPLETION_FIELDS = ("minFailedInstances", "minSucceededInstances")
+
+JOB_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
+#: OpenPAI's rule for task role and port labels: a valid C identifier (they become
+#: environment variable names such as PAI_TASK_ROLE_worker_HOST_LIST).
+IDENTIFIER = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+IDENTIFIER_TEXT = "name of letters, digits and _ (not starting with a digit)"
+
+
+class JobSpecError(ConfigErrors):
+    """Every problem found in a job spec; ``errors`` holds one ConfigError each."""
+
+    def __init__(self, source: str, errors: list[ConfigError], what: str = "job spec"):
+        super().__init__(source, errors, what)
+
+
+def known_selectors() -> list[str] | None:
+    """Registered strategy names; None when the registry itself cannot load
+    (then the selector name is checked where the job is placed)."""
+    from gangmaster.selectors.selector import selector_classes
+    try:
+        return list(selector_classes())
+    except Exception:    # a broken third-party plugin must not block validation
+        return None
+
+
+def load_job(path: str | Path, secrets: Mapping[str, Any] | None = None,
+             selectors: list[str] | None = None) -> JobSpec:
+    """Read and validate a job file. ``secrets`` resolves ``<% $secrets.x %>``
+    (otherwise kept verbatim); ``selectors`` overrides the registered names."""
+    try:
+        data = load_yaml(path)
+    except ConfigError as exc:
+        raise JobSpecError(str(path), [exc]) from None
+    return read_job(data, str(path), secrets, selectors)
+
+
+def parse_job(text: str, source: str = "<job>", secrets: Mapping[str, Any] | None = None,
+              selectors: list[str] | None = None) -> JobSpec:
+    try:
+        data = parse_yaml(text, source)
+    except ConfigError as exc:
+        raise JobSpecError(source, [exc]) from None
+    return read_job(data, source, secrets, selectors)
+
+
+def read_job(data: Any, source: str, secrets: Mapping[str, Any] | None = None,
+             selectors: list[str] | None = None) -> JobSpec:
+    """Validate an already-parsed YAML document."""
+    errors = ErrorCollector()
+    try:
+        top = Fields(data, source)
+    except ConfigError as exc:
+        raise JobSpecError(source, [exc]) from None
+    if selectors is None:
+        selectors = known_selectors()
+    errors.add(*top.unknown_fields(JOB_FIELDS + JOB_UNUSED + (ours.KEY,)))
+
+    version = top.data.get("protocolVersion")
+    if version not in (2, "2"):
+        errors.add(top.error("protocolVersion", "2 (OpenPAI job protocol v2)")
+                   if version is None else top.error("protocolVersion", "2", version))
+    name = errors.read(lambda: _name(top), "")
+    errors.read(lambda: top.string("type", choices=["job"]))
+    # None when unreadable: then undefined references are not reported (one error, not many)
+    parameters = errors.read(lambda: top.mapping("parameters").data)
+    job_retry_count = errors.read(lambda: top.integer("jobRetryCount", 0, minimum=0), 0)
+
+    role_sections = errors.read(lambda: _role_sections(top, errors), [])
+    role_names = [n for n, _ in role_sections]
+    job_section = errors.read(lambda: top.mapping(ours.KEY), Fields({}, source, ours.KEY))
+    job_keys, role_defaults = ours.read_job_keys(job_section, errors, role_names, selectors)
+
+    unused = [key for key in JOB_UNUSED if key in top and key != "extras"]
+    if "extras" in top:
+        extras = top.data["extras"]
+        unused += ([f"extras.{k}" for k in extras] if isinstance(extras, dict) and extras
+                   else ["extras"])
+    roles = []
+    for role_name, section in role_sections:
+        role = _read_role(role_name, section, errors, parameters, secrets, selectors,
+                          role_defaults, job_keys, job_retry_count)
+        unused += [section.field(k) for k in ROLE_UNUSED if k in section]
+        if role is not None:
+            roles.append(role)
+
+    errors.raise_if_any(source, JobSpecError)
+    retry = RetryPolicy(job_keys.retry_scope, job_keys.attempts or job_retry_count + 1)
+    gangs = job_keys.gangs or (tuple(role_names),)
+    return JobSpec(
+        name=name, roles=tuple(roles), gangs=gangs, retry=retry,
+        job_retry_count=job_retry_count, barrier_timeout_s=job_keys.barrier_timeout_s,
+        parameters=dict(parameters or {}), unused=tuple(unused), source=source,
+        description=str(top.data.get("description") or ""),
+        contributor=str(top.data.get("contributor") or ""),
+        version=str(top.data.get("version") or ""),
+        kept={path: _value_at(top.data, path) for path in unused},
+    )
+
+
+def _name(top: Fields) -> str:
+    name = top.string("name")
+    if not JOB_NAME.match(name):
+        raise top.error("name", "a name of letters, digits, _ and -", name)
+    return name
+
+
+def _role_sections(top: Fields, errors: ErrorCollector) -> list[tuple[str, Fields]]:
+    """The task roles in file order; a badly named or shaped role is reported and
+    skipped so the others are still checked."""
+    top.raw("taskRoles")
+    roles = top.mapping("taskRoles")
+    if not roles.data:
+        raise top.error("taskRoles", "at least one task role")
+    sections = []
+    for name, value in roles.data.items():
+        if not isinstance(name, str) or not IDENTIFIER.match(name):
+            errors.add(roles.error(str(name), f"a task role {IDENTIFIER_TEXT}", name))
+            continue
+        try:
+            sections.append((name, Fields(value, top.source, roles.field(name))))
+        except ConfigError as exc:
+            errors.add(exc)
+    return sections
+
+
+def _required_mapping(f: Fields, key: str) -> Fields:
+    f.raw(key)
+    return f.mapping(key)
+
+
+def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping[str, Any] | None,
+               secrets: Mapping[str, Any] | None, selectors: list[str] | None,
+               role_defaults: dict[str, Any], job_keys: ours.JobKeys,
+               job_retry_count: int) -> RoleSpec | None:
+    before = len(errors.errors)
+    errors.add(*f.unknown_fields(ROLE_FIELDS + ROLE_UNUSED + (ours.KEY,)))
+    instances = errors.read(lambda: f.integer("instances", 1, minimum=1))
+    task_retry_count = errors.read(lambda: f.integer("taskRetryCount", 0, minimum=0), 0)
+
+    resource = errors.read(lambda: _required_mapping(f, "resourcePerInstance"))
+    cpu = memory_mb = gpus = 0
+    ports: dict[str, int] = {}
+    if resource is not None:
+        errors.add(*resource.unknown_fields(RESOURCE_FIELDS))
+        cpu = errors.read(lambda: resource.integer("cpu", minimum=0), 0)
+        memory_mb = errors.read(lambda: resource.integer("memoryMB", minimum=0), 0)
+        gpus = errors.read(lambda: resource.integer("gpu", minimum=0), 0)
+        ports = errors.read(lambda: _ports(resource), {})
+
+    commands = _commands(f, errors, parameters, secrets)
+    completion = errors.read(lambda: _completion(f, instances), Completion())
+    instances = instances or 1
+
+    section = errors.read(lambda: f.mapping(ours.KEY), Fields({}, f.source, f.field(ours.KEY)))
+    errors.add(*section.unknown_fields(ours.ROLE_KEYS + ours.ROLE_ONLY_KEYS))
+    keys = ours.RoleKeys(**ours.read_role_keys(section, errors, selectors, base=role_defaults))
+
+    if job_keys.retry_scope == "role":
+        retry = RetryPolicy("role", job_keys.attempts or task_retry_count + 1)
+    else:
+        retry = RetryPolicy("job", job_keys.attempts or job_retry_count + 1)
+    if keys.fail_instance >= instances:
+        errors.add(section.error("failInstance", f"an instance index within 0..{instances - 1}",
+                                 keys.fail_instance))
+    late = [a for a in keys.fail_on_attempts if a > retry.attempts]
+    if late:
+        errors.add(section.error("failOnAttempts",
+                                 f"attempt numbers within 1..{retry.attempts} (the job's attempts)",
+                                 ", ".join(map(str, late))))
+    if len(errors.errors) > before:
+        return None
+    return RoleSpec(
+        name=name, instances=instances, cpu=cpu, memory_mb=memory_mb, gpus=gpus, ports=ports,
+        commands=commands, completion=completion, task_retry_count=task_retry_count,
+        retry=retry, request_ratio=keys.request_ratio,
+        max_instances_per_node=keys.max_instances_per_node, node_label=keys.node_label,
+        gpu_types=keys.gpu_types, selector=keys.selector, rack_policy=keys.rack_policy,
+        simulated_duration_s=keys.simulated_duration_s,
+        simulated_exit_code=keys.simulated_exit_code,
+        simulated_failure=SimulatedFailure(keys.fail_on_attempts, keys.fail_instance,
+                                           keys.fail_exit_code),
+    )
+
+
+def _ports(resource: Fields) -> dict[str, int]:
+    """``ports: {ssh: 1, http: 1}``: a count per label (OpenPAI's shape)."""
+    section = resource.mapping("ports")
+    problems: list[ConfigError] = []
+    ports: dict[str, int] = {}
+    for label in section.keys():
+        if not isinstance(label, str) or not IDENTIFIER.match(label):
+            problems.append(section.error(str(label), f"a port label {IDENTIFIER_TEXT}", label))
+            continue
+        try:
+            ports[label] = section.integer(label, minimum=0)
+        except ConfigError as exc:
+            problems.append(exc)
+    if problems:
+        raise ConfigErrors(resource.source, problems)
+    return ports
+
+
+def _commands(f: Fields, errors: ErrorCollector, parameters: Mapping[str, Any] | None,
+              secrets: Mapping[str, Any] | None) -> tuple[str, ...]:
+    raw = errors.read(lambda: f.strings("commands"), [])
+    if "commands" in f and raw == [] and f.data["commands"] == []:
+        errors.add(f.error("commands", "a non-empty list of strings", []))
+    commands = []
+    for i, command in enumerate(raw):
+        text, missing = substitute(command, parameters or {}, secrets)
+        for reference in missing:
+            if parameters is None and reference.startswith("$parameters."):
+                continue    # the parameters section itself is already reported
+            scope = reference[1:].split(".", 1)[0]
+            defined = parameters if scope == "parameters" else (secrets or {})
+            errors.add(ConfigError(
+                f.source, f"{f.field('commands')}[{i}]",
+                f"a reference to a defined {scope[:-1]} (defined: "
+                + (", ".join(sorted(map(str, defined))) or "none") + ")", reference))
+        commands.append(text)
+    return tuple(commands)
+
+
+def _completion(f: Fields, instances: int | None) -> Completion:
+    """-1 and null both mean "not by count" (the protocol allows either)."""
+    section = f.mapping("completion")
+    problems = section.unknown_fields(COMPLETION_FIELDS)
+    values: dict[str, int | None] = {}
+    for key, attribute, default in (("minFailedInstances", "min_failed", 1),
+                                    ("minSucceededInstances", "min_succeeded", None)):
+        raw = section.data.get(key, default)
+        if raw is None or raw == -1:
+            values[attribute] = None
+        elif (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1
+              or (instances is not None and raw > instances)):
+            bound = (f"within 1..{instances} (the role's instances)" if instances is not None
+                     else ">= 1")
+            problems.append(section.error(key, f"an integer {bound}, or -1 or null", raw))
+        else:
+            values[attribute] = raw
+    if problems:
+        raise ConfigErrors(f.source, problems)
+    return Completion(values.get("min_failed", 1), values.get("min_succeeded"))
+
+
+def _value_at(data: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path we produced (role names and keys have no dots,
+    but extras keys may: ``extras.com.microsoft.pai.runtimeplugin``)."""
+    if path.startswith("extras."):
+        return data["extras"][path[len("extras."):]]
+    current: Any = data
+    for part in path.split("."):
+        current = current[part]
+    return current

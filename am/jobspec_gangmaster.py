@@ -1,0 +1,162 @@
+"""Our additions to the OpenPAI protocol: the ``gangmaster:`` key.
+
+It appears once at job level and optionally once per task role
+(``taskRoles.<role>.gangmaster``). Role keys written at job level are the
+default of every role; a role's own value wins. ``conf/jobs/README.md``
+documents every key; keep the two in step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gangmaster.conf.fields import ConfigError, ConfigErrors, ErrorCollector, Fields
+from gangmaster.selectors.request import RACK_POLICIES
+
+from .jobspec_model import DEFAULT_SIMULATED_DURATION_S, RETRY_SCOPES
+
+KEY = "gangmaster"
+
+#: Keys a role may set; at job level they are every role's default.
+ROLE_KEYS = ("maxInstancesPerNode", "requestRatio", "nodeLabel", "gpuTypes", "selector",
+             "rackPolicy", "simulatedDurationSeconds", "simulatedExitCode")
+#: Testing aids: role level only (a job-wide injected failure would be a surprise).
+ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode")
+#: Keys that only make sense for the whole job.
+JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts")
+
+
+@dataclass(frozen=True)
+class RoleKeys:
+    """The ``gangmaster:`` values of one role after defaults are applied."""
+
+    max_instances_per_node: int | None = None
+    request_ratio: float = 1.0
+    node_label: str | None = None
+    gpu_types: tuple[str, ...] = ()
+    selector: str | None = None
+    rack_policy: str = "none"
+    simulated_duration_s: float = DEFAULT_SIMULATED_DURATION_S
+    simulated_exit_code: int = 0
+    fail_on_attempts: tuple[int, ...] = ()
+    fail_instance: int = 0
+    fail_exit_code: int = 1
+
+
+@dataclass(frozen=True)
+class JobKeys:
+    gangs: tuple[tuple[str, ...], ...] | None = None   # None: one gang of all roles
+    barrier_timeout_s: float | None = None              # None: wait forever
+    retry_scope: str = "job"
+    attempts: int | None = None                         # None: from jobRetryCount/taskRetryCount
+
+
+def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fields, str], Any]]]:
+    """Field name -> (RoleKeys attribute, reader)."""
+    def selector(f: Fields, key: str) -> str:
+        if selectors is None:
+            return f.string(key)
+        return f.string(key, choices=selectors)
+
+    return {
+        "maxInstancesPerNode": ("max_instances_per_node", lambda f, k: f.integer(k, minimum=1)),
+        "requestRatio": ("request_ratio", _ratio),
+        "nodeLabel": ("node_label", lambda f, k: f.string(k)),
+        "gpuTypes": ("gpu_types", lambda f, k: tuple(f.strings(k))),
+        "selector": ("selector", selector),
+        "rackPolicy": ("rack_policy", lambda f, k: f.string(k, choices=RACK_POLICIES)),
+        "simulatedDurationSeconds": ("simulated_duration_s", lambda f, k: f.number(k, minimum=0)),
+        "simulatedExitCode": ("simulated_exit_code", lambda f, k: f.integer(k, minimum=0, maximum=255)),
+        "failOnAttempts": ("fail_on_attempts", _attempt_list),
+        "failInstance": ("fail_instance", lambda f, k: f.integer(k, minimum=0)),
+        "failExitCode": ("fail_exit_code", lambda f, k: f.integer(k, minimum=1, maximum=255)),
+    }
+
+
+def _ratio(f: Fields, key: str) -> float:
+    value = f.raw(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise f.error(key, "a number > 0 and <= 1", value)
+    return float(value)
+
+
+def _attempt_list(f: Fields, key: str) -> tuple[int, ...]:
+    value = f.raw(key)
+    if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+        raise f.error(key, "a list of attempt numbers >= 1", value)
+    return tuple(sorted(set(value)))
+
+
+def read_role_keys(section: Fields, errors: ErrorCollector, selectors: list[str] | None,
+                   base: dict[str, Any] | None = None, allowed: tuple[str, ...] = ROLE_KEYS
+                   + ROLE_ONLY_KEYS) -> dict[str, Any]:
+    """Read the role keys present in ``section`` on top of ``base`` (attribute ->
+    value). Errors go to ``errors``; a bad value leaves the base value."""
+    values = dict(base or {})
+    readers = _readers(selectors)
+    for key in allowed:
+        if key in section and section.data[key] is not None:
+            attribute, reader = readers[key]
+            missing = object()
+            value = errors.read(lambda: reader(section, key), fallback=missing)
+            if value is not missing:
+                values[attribute] = value
+    return values
+
+
+def read_job_keys(section: Fields, errors: ErrorCollector, role_names: list[str],
+                  selectors: list[str] | None) -> tuple[JobKeys, dict[str, Any]]:
+    """The job-level ``gangmaster:`` section: its own keys and the role defaults."""
+    errors.add(*section.unknown_fields(JOB_ONLY_KEYS + ROLE_KEYS))
+    present = {key for key in section.keys() if section.data[key] is not None}
+    gangs = errors.read(lambda: _gangs(section, role_names)) if "gangs" in present else None
+    timeout = (errors.read(lambda: section.number("barrierTimeoutSeconds", minimum=0,
+                                                  exclusive_minimum=True))
+               if "barrierTimeoutSeconds" in present else None)
+    scope = errors.read(lambda: section.string("retryScope", "job", choices=RETRY_SCOPES), "job")
+    attempts = (errors.read(lambda: section.integer("attempts", minimum=1))
+                if "attempts" in present else None)
+    defaults = read_role_keys(section, errors, selectors, allowed=ROLE_KEYS)
+    return JobKeys(gangs=gangs, barrier_timeout_s=timeout, retry_scope=scope,
+                   attempts=attempts), defaults
+
+
+def _gangs(section: Fields, role_names: list[str]) -> tuple[tuple[str, ...], ...] | None:
+    """``gangs: [[coordinator, server, worker]]``: every role in exactly one gang."""
+    value = section.raw("gangs")
+    where = section.field("gangs")
+    if not isinstance(value, list) or not value:
+        raise section.error("gangs", "a non-empty list of gangs, each a list of task role names",
+                            value)
+    problems: list[ConfigError] = []
+    seen: dict[str, int] = {}
+    gangs: list[tuple[str, ...]] = []
+    for i, gang in enumerate(value):
+        if not isinstance(gang, list) or not gang:
+            problems.append(ConfigError(section.source, f"{where}[{i}]",
+                                        "a non-empty list of task role names", gang))
+            continue
+        names: list[str] = []
+        for j, name in enumerate(gang):
+            field = f"{where}[{i}][{j}]"
+            if not isinstance(name, str) or name not in role_names:
+                problems.append(ConfigError(section.source, field,
+                                            "a task role (one of " + ", ".join(role_names) + ")",
+                                            name))
+            elif name in seen:
+                problems.append(ConfigError(
+                    section.source, field,
+                    f"each task role in one gang only ({name!r} is already in gangs[{seen[name]}])",
+                    name))
+            else:
+                seen[name] = i
+                names.append(name)
+        gangs.append(tuple(names))
+    left_out = [name for name in role_names if name not in seen]
+    if left_out and not problems:
+        problems.append(ConfigError(section.source, where, "every task role in a gang; missing: "
+                                    + ", ".join(left_out)))
+    if problems:
+        raise ConfigErrors(section.source, problems)
+    return tuple(gangs)

@@ -1,0 +1,187 @@
+"""What a validated job spec says: frozen dataclasses the AM reads.
+
+A :class:`JobSpec` is built only by :func:`gangmaster.am.jobspec.load_job` /
+``parse_job``, which check every field first, so everything here can trust its
+values. Mappings inside (``ports``, ``parameters``) are plain dicts: treat them
+as read-only.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from gangmaster.selectors.resources import ResourceDescriptor
+
+RETRY_SCOPES = ("job", "role")
+DEFAULT_SIMULATED_DURATION_S = 60.0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """OpenPAI's completion policy of one task role (FrameworkLauncher's
+    ``ApplicationCompletionPolicy``).
+
+    ``min_failed``: this many failed instances fail the job attempt; ``None``
+    (``-1`` or ``null`` in the file) means failures never end it.
+    ``min_succeeded``: this many succeeded instances end the attempt as a
+    success; ``None`` (the default) means it succeeds only when every instance
+    of the job has completed and no failure threshold was reached."""
+
+    min_failed: int | None = 1
+    min_succeeded: int | None = None
+
+    def failed(self, failed: int) -> bool:
+        return self.min_failed is not None and failed >= self.min_failed
+
+    def succeeded(self, succeeded: int) -> bool:
+        return self.min_succeeded is not None and succeeded >= self.min_succeeded
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a failure is retried: ``scope`` "job" kills and re-places every task
+    of the job, "role" only the tasks of the failed role; at most ``attempts``
+    attempts in all (the first run counts)."""
+
+    scope: str = "job"
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class SimulatedFailure:
+    """Testing aid: in the listed attempts, instance ``instance`` of the role
+    exits with ``exit_code`` at the end of its simulated duration."""
+
+    attempts: tuple[int, ...] = ()
+    instance: int = 0
+    exit_code: int = 1
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One task role: ``instances`` identical containers.
+
+    ``cpu`` is what the task is planned at; the AM asks the RM for
+    ``cpu × request_ratio`` (:meth:`ask_resource`), which lets a role whose
+    tasks idle most of the time (a parameter server) pack tighter."""
+
+    name: str
+    instances: int
+    cpu: int
+    memory_mb: int
+    gpus: int
+    ports: Mapping[str, int]
+    commands: tuple[str, ...]
+    completion: Completion
+    task_retry_count: int
+    retry: RetryPolicy
+    request_ratio: float = 1.0
+    max_instances_per_node: int | None = None
+    node_label: str | None = None
+    gpu_types: tuple[str, ...] = ()
+    selector: str | None = None
+    rack_policy: str = "none"
+    simulated_duration_s: float = DEFAULT_SIMULATED_DURATION_S
+    simulated_exit_code: int = 0
+    simulated_failure: SimulatedFailure = field(default_factory=SimulatedFailure)
+
+    @property
+    def port_count(self) -> int:
+        return sum(self.ports.values())
+
+    @property
+    def ask_vcores(self) -> float:
+        return self.cpu * self.request_ratio
+
+    def planned_resource(self) -> ResourceDescriptor:
+        """One instance as planned: the full ``cpu``."""
+        return ResourceDescriptor(memory_mb=self.memory_mb, vcores=float(self.cpu),
+                                  gpus=self.gpus, ports=self.port_count)
+
+    def ask_resource(self) -> ResourceDescriptor:
+        """One instance as asked of the RM: ``cpu × request_ratio`` vcores."""
+        return self.planned_resource().with_(vcores=self.ask_vcores)
+
+    def simulated_exit(self, instance: int, attempt: int) -> int:
+        """Exit code of ``instance`` in ``attempt`` (1-based) when not running live."""
+        failure = self.simulated_failure
+        if attempt in failure.attempts and instance == failure.instance:
+            return failure.exit_code
+        return self.simulated_exit_code
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job: roles in file order, gangs (each a tuple of role names,
+    every role in exactly one), retry and barrier policy, and what was read but
+    only matters on an OpenPAI cluster (``unused``: field paths; ``kept``: their
+    values, secrets included, so never print ``kept``)."""
+
+    name: str
+    roles: tuple[RoleSpec, ...]
+    gangs: tuple[tuple[str, ...], ...]
+    retry: RetryPolicy
+    job_retry_count: int
+    barrier_timeout_s: float | None
+    parameters: Mapping[str, Any]
+    unused: tuple[str, ...]
+    source: str
+    description: str = ""
+    contributor: str = ""
+    version: str = ""
+    kept: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def role(self, name: str) -> RoleSpec:
+        for role in self.roles:
+            if role.name == name:
+                return role
+        raise KeyError(f"{self.name}: no task role {name!r}; roles: "
+                       + ", ".join(r.name for r in self.roles))
+
+    @property
+    def role_names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.roles)
+
+    @property
+    def completion(self) -> dict[str, Completion]:
+        return {r.name: r.completion for r in self.roles}
+
+    def gang_roles(self, gang: int) -> tuple[RoleSpec, ...]:
+        """The roles of gang number ``gang`` (0-based), in the gang's order."""
+        return tuple(self.role(name) for name in self.gangs[gang])
+
+    def gang_of(self, role: str) -> int:
+        for index, names in enumerate(self.gangs):
+            if role in names:
+                return index
+        raise KeyError(f"{self.name}: no task role {role!r}")
+
+    @property
+    def total_instances(self) -> int:
+        return sum(r.instances for r in self.roles)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(r.instances * r.gpus for r in self.roles)
+
+    def outcome(self, succeeded: Mapping[str, int], failed: Mapping[str, int]) -> str | None:
+        """The job attempt's outcome from per-role counts of completed instances,
+        following FrameworkLauncher: "failed" as soon as any role reaches its
+        ``min_failed``; else "succeeded" as soon as any role reaches its
+        ``min_succeeded``, or when every instance has completed; else ``None``
+        (still running)."""
+        if any(r.completion.failed(failed.get(r.name, 0)) for r in self.roles):
+            return "failed"
+        if any(r.completion.succeeded(succeeded.get(r.name, 0)) for r in self.roles):
+            return "succeeded"
+        done = all(succeeded.get(r.name, 0) + failed.get(r.name, 0) >= r.instances
+                   for r in self.roles)
+        return "succeeded" if done else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``gangmaster validate --json``); ``kept`` left out."""
+        data = asdict(self)
+        data.pop("kept", None)
+        for role, spec in zip(data["roles"], self.roles):
+            role["ask_vcores"] = spec.ask_vcores
+        return data
