@@ -95,16 +95,19 @@ class ClusterView:
         self.vcores_capacity = np.array([s.vcores for s in specs], dtype=np.float64)
         self.gpu_capacity = np.array([s.gpus for s in specs], dtype=np.int64)
         self.gpu_capacity_mask = np.array([full_mask(s.gpus) for s in specs], dtype=np.uint64)
-        self.memory_used = np.zeros(n, dtype=np.int64)
-        self.vcores_used = np.zeros(n, dtype=np.float64)
-        self.gpus_used = np.zeros(n, dtype=np.int64)
-        self.gpu_used_mask = np.zeros(n, dtype=np.uint64)
+        # Free amounts are stored (not used amounts): select() reads them on every call.
+        self.memory_free = self.memory_capacity.copy()
+        self.vcores_free = self.vcores_capacity.copy()
+        self.gpus_free = self.gpu_capacity.copy()
+        self.gpu_free_mask = self.gpu_capacity_mask.copy()
         self.healthy = np.ones(n, dtype=bool)
         self.outstanding = np.zeros(n, dtype=np.int64)
         self.port_capacity = [s.ports for s in specs]
         self.ports_free = list(self.port_capacity)
+        self.ports_free_count = np.array([p.count for p in self.port_capacity], dtype=np.int64)
         self.role_count: dict[str, np.ndarray] = {}
         self.role_failed: dict[str, np.ndarray] = {}
+        self._column_caches: dict[str, _CachedColumn] = {}
 
     # ----------------------------------------------------------------- reading
     def __len__(self) -> int:
@@ -117,23 +120,43 @@ class ClusterView:
             raise UnknownHost(host) from None
 
     @property
-    def memory_free(self) -> np.ndarray:
-        return self.memory_capacity - self.memory_used
+    def memory_used(self) -> np.ndarray:
+        return self.memory_capacity - self.memory_free
 
     @property
-    def vcores_free(self) -> np.ndarray:
-        return self.vcores_capacity - self.vcores_used
+    def vcores_used(self) -> np.ndarray:
+        return self.vcores_capacity - self.vcores_free
 
     @property
-    def gpus_free(self) -> np.ndarray:
-        return self.gpu_capacity - self.gpus_used
+    def gpus_used(self) -> np.ndarray:
+        return self.gpu_capacity - self.gpus_free
 
     @property
-    def gpu_free_mask(self) -> np.ndarray:
-        return self.gpu_capacity_mask & ~self.gpu_used_mask
+    def gpu_used_mask(self) -> np.ndarray:
+        return self.gpu_capacity_mask & ~self.gpu_free_mask
+
+    def cached_column(self, name: str, compute) -> np.ndarray:
+        """A per-node column derived from node state, kept up to date incrementally.
+
+        ``compute(view, rows)`` returns the values for ``rows`` (an index array, or
+        ``slice(None)`` for every node). After a change to a node only its row is
+        recomputed, so a strategy whose keys do not depend on the request (job
+        packing) pays for a node's key once per change, not once per select()."""
+        cache = self._column_caches.get(name)
+        if cache is None:
+            cache = self._column_caches[name] = _CachedColumn(np.asarray(compute(self, slice(None))).copy())
+        elif cache.dirty:
+            rows = np.fromiter(cache.dirty, dtype=np.int64, count=len(cache.dirty))
+            cache.values[rows] = compute(self, rows)
+            cache.dirty.clear()
+        return cache.values
+
+    def _touched(self, i: int) -> None:
+        for cache in self._column_caches.values():
+            cache.dirty.add(i)
 
     def free_mask(self, i: int) -> int:
-        return int(self.gpu_capacity_mask[i]) & ~int(self.gpu_used_mask[i])
+        return int(self.gpu_free_mask[i])
 
     def instances_of(self, role: str) -> np.ndarray:
         counts = self.role_count.get(role)
@@ -183,12 +206,13 @@ class ClusterView:
             raise ResourceError(f"{self.hosts[i]}: a port allocation must name its ports")
         if not resource.fits_in(free):
             raise ResourceError(f"{self.hosts[i]}: {resource} does not fit in free {free}")
-        self.memory_used[i] += resource.memory_mb
-        self.vcores_used[i] += resource.vcores
-        self.gpus_used[i] += resource.gpus
-        self.gpu_used_mask[i] |= np.uint64(resource.gpu_mask)
+        self.memory_free[i] -= resource.memory_mb
+        self.vcores_free[i] -= resource.vcores
+        self.gpus_free[i] -= resource.gpus
+        self.gpu_free_mask[i] &= ~np.uint64(resource.gpu_mask)
+        self._touched(i)
         if resource.port_ranges:
-            self.ports_free[i] = self.ports_free[i].subtract(resource.port_ranges)
+            self._set_ports_free(i, self.ports_free[i].subtract(resource.port_ranges))
         if role is not None:
             self.instances_of(role)[i] += 1
 
@@ -196,24 +220,30 @@ class ClusterView:
                 role: str | None = None) -> None:
         """Give back what :meth:`allocate` booked; releasing what is not in use raises."""
         i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
-        used_mask = int(self.gpu_used_mask[i])
+        used_mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
         if not is_subset(resource.gpu_mask, used_mask):
             raise ResourceError(f"{self.hosts[i]}: GPUs {indices_of(resource.gpu_mask & ~used_mask)} are not in use")
-        if resource.memory_mb > self.memory_used[i] or resource.vcores > self.vcores_used[i] + 1e-9:
+        memory_used = self.memory_capacity[i] - self.memory_free[i]
+        vcores_used = self.vcores_capacity[i] - self.vcores_free[i]
+        if resource.memory_mb > memory_used or resource.vcores > vcores_used + 1e-9:
             raise ResourceError(f"{self.hosts[i]}: releasing {resource} exceeds what is in use")
         if resource.port_ranges and resource.port_ranges.intersect(self.ports_free[i]):
             raise ResourceError(f"{self.hosts[i]}: ports {resource.port_ranges} are not in use")
-        self.memory_used[i] -= resource.memory_mb
-        self.vcores_used[i] = max(0.0, self.vcores_used[i] - resource.vcores)
-        self.gpus_used[i] -= resource.gpus
-        self.gpu_used_mask[i] &= ~np.uint64(resource.gpu_mask)
+        self.memory_free[i] += resource.memory_mb
+        # vcores are fractional: clamp the float sum back onto capacity when all is returned
+        self.vcores_free[i] = min(self.vcores_capacity[i], self.vcores_free[i] + resource.vcores)
+        self.gpus_free[i] += resource.gpus
+        self.gpu_free_mask[i] |= np.uint64(resource.gpu_mask)
+        self._touched(i)
         if resource.port_ranges:
-            self.ports_free[i] = self.ports_free[i].add(resource.port_ranges)
+            self._set_ports_free(i, self.ports_free[i].add(resource.port_ranges))
         if role is not None and role in self.role_count and self.role_count[role][i] > 0:
             self.role_count[role][i] -= 1
 
     def set_health(self, host: str, healthy: bool) -> None:
-        self.healthy[self.index(host)] = healthy
+        i = self.index(host)
+        self.healthy[i] = healthy
+        self._touched(i)
 
     def mark_failed(self, role: str, host: str) -> None:
         failed = self.role_failed.get(role)
@@ -224,21 +254,35 @@ class ClusterView:
     def set_usage(self, host: str, used: ResourceDescriptor) -> None:
         """Overwrite a node's usage from an RM node report (the RM holds the truth)."""
         i = self.index(host)
-        self.memory_used[i] = used.memory_mb
-        self.vcores_used[i] = used.vcores
-        self.gpus_used[i] = used.gpus
-        self.gpu_used_mask[i] = np.uint64(used.gpu_mask)
-        self.ports_free[i] = self.port_capacity[i].subtract(used.port_ranges)
+        self.memory_free[i] = self.memory_capacity[i] - used.memory_mb
+        self.vcores_free[i] = self.vcores_capacity[i] - used.vcores
+        self.gpus_free[i] = self.gpu_capacity[i] - used.gpus
+        self.gpu_free_mask[i] = self.gpu_capacity_mask[i] & ~np.uint64(used.gpu_mask)
+        self._set_ports_free(i, self.port_capacity[i].subtract(used.port_ranges))
+        self._touched(i)
+
+    def _set_ports_free(self, i: int, ports: PortRanges) -> None:
+        self.ports_free[i] = ports
+        self.ports_free_count[i] = ports.count
 
     def copy(self) -> "ClusterView":
         """A scratch copy for trial placement (a gang is committed only if it all fits)."""
         clone = copy.copy(self)
-        for name in ("memory_used", "vcores_used", "gpus_used", "gpu_used_mask", "healthy", "outstanding"):
+        for name in ("memory_free", "vcores_free", "gpus_free", "gpu_free_mask", "healthy", "outstanding",
+                     "ports_free_count"):
             setattr(clone, name, getattr(self, name).copy())
+        clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
+                                for name, c in self._column_caches.items()}
         clone.ports_free = list(self.ports_free)
         clone.role_count = {r: c.copy() for r, c in self.role_count.items()}
         clone.role_failed = {r: f.copy() for r, f in self.role_failed.items()}
         return clone
+
+
+@dataclass
+class _CachedColumn:
+    values: np.ndarray
+    dirty: set = field(default_factory=set)
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:

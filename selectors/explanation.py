@@ -58,7 +58,7 @@ class Rejection:
             if self.kind == EXHAUSTED and self.most_free is not None:
                 numbers += f", most free {_num(self.most_free)}"
             if self.kind == FILTERED and self.capacity is not None:
-                numbers += f", largest {_num(self.capacity)}"
+                numbers += f", capacity at most {_num(self.capacity)}"
             return f"{self.count} {what} {state} ({numbers})"
         return f"{self.count} " + _PHRASES.get(self.reason, self.reason).format(requested=self.requested)
 

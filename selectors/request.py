@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .explanation import Explanation
 from .ports import NO_PORTS, PortRanges
 from .resources import ResourceDescriptor
@@ -59,6 +61,8 @@ class SelectionResult:
     resource: ResourceDescriptor
     explanation: Explanation
     ports: PortRanges = field(default=NO_PORTS)
+    #: the strategy's sort keys, aligned with ``candidates`` (lower is better)
+    keys: np.ndarray | None = None
 
     @property
     def hosts(self) -> list[str]:

@@ -48,9 +48,12 @@ ENTRY_POINT_GROUP = "gangmaster.selectors"
 
 
 class UnknownSelector(LookupError):
-    def __init__(self, name: str, known: list[str]):
+    def __init__(self, name: str, known: list[str], why: str = "unknown selector"):
         self.name, self.known = name, known
-        super().__init__(f"unknown selector {name!r}; known selectors: {', '.join(known)}")
+        super().__init__(f"{why}: {name!r}; known selectors: {', '.join(known)}")
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 class Selector:
@@ -58,6 +61,10 @@ class Selector:
 
     name: str = ""
     description: str = ""
+    #: the final pick prefers hosts, then racks, that hold the job's tasks
+    prefer_locality: bool = True
+    #: the final pick is uniform among the kept candidates (qizhi's behaviour)
+    pick_at_random: bool = False
 
     def __init__(self, candidate_nodes_factor: int = 2):
         self.candidate_nodes_factor = candidate_nodes_factor
@@ -86,10 +93,11 @@ class Selector:
         return lowest_bits(view.free_mask(node), wanted)
 
     def order(self, view: "ClusterView", candidates: np.ndarray,
-              request: "SelectionRequest") -> np.ndarray:
-        """The best ``keep()`` candidates, best first (stable on equal keys)."""
+              request: "SelectionRequest") -> tuple[np.ndarray, np.ndarray]:
+        """The best ``keep()`` candidates, best first (equal keys by node index),
+        with their keys."""
         if candidates.size == 0:
-            return candidates
+            return candidates, np.zeros(0)
         keys = np.asarray(self.rank(view, candidates, request))
         if keys.shape != candidates.shape:
             raise ValueError(f"{type(self).__name__}.rank returned {keys.shape} keys for "
@@ -105,7 +113,7 @@ class Selector:
         else:
             chosen = np.arange(candidates.size)
         chosen = chosen[np.lexsort((chosen, keys[chosen]))]
-        return candidates[chosen]
+        return candidates[chosen], keys[chosen]
 
 
 def pack_keys(*columns: tuple[np.ndarray, int]) -> np.ndarray:
@@ -124,6 +132,7 @@ def pack_keys(*columns: tuple[np.ndarray, int]) -> np.ndarray:
 
 
 _registry: dict[str, type[Selector]] = {}
+_broken: dict[str, str] = {}  # entry points that failed to load: name -> why
 _entry_points_loaded = False
 
 
@@ -143,8 +152,15 @@ def _load_entry_points() -> None:
         return
     _entry_points_loaded = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        cls = ep.load()
-        if not getattr(cls, "name", ""):
+        try:
+            cls = ep.load()
+        except Exception as exc:  # a broken plugin must not hide the others
+            _broken[ep.name] = f"{ep.value}: {type(exc).__name__}: {exc}"
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, Selector)):
+            _broken[ep.name] = f"{ep.value}: not a Selector subclass"
+            continue
+        if not cls.name:
             cls.name = ep.name
         _registry.setdefault(ep.name, cls)
 
@@ -155,8 +171,16 @@ def selector_classes() -> dict[str, type[Selector]]:
     return dict(sorted(_registry.items()))
 
 
+def broken_selectors() -> dict[str, str]:
+    """Entry points that are registered but failed to load, with the reason."""
+    _load_entry_points()
+    return dict(_broken)
+
+
 def get_selector(name: str, candidate_nodes_factor: int = 2) -> Selector:
     classes = selector_classes()
+    if name in _broken:
+        raise UnknownSelector(name, list(classes), f"its plugin failed to load ({_broken[name]})")
     if name not in classes:
         raise UnknownSelector(name, list(classes))
     return classes[name](candidate_nodes_factor=candidate_nodes_factor)

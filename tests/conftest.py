@@ -10,3 +10,12 @@ settings.register_profile("ci", deadline=None, derandomize=True, max_examples=10
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+# The example third-party strategy plugin, in its installed layout (see its README):
+# on sys.path, its entry point is found like any installed package's.
+import sys
+from pathlib import Path
+
+_PLUGIN = Path(__file__).parent / "fixtures" / "selector_plugin"
+if str(_PLUGIN) not in sys.path:
+    sys.path.append(str(_PLUGIN))

@@ -1,0 +1,32 @@
+"""``locality``: keep a job's tasks together: the hosts that already hold its tasks
+first, then their racks, then qizhi's packing order."""
+from __future__ import annotations
+
+import numpy as np
+
+from .job_packing import packing_keys
+from .selector import Selector
+
+
+def locality_tiers(view, candidates: np.ndarray, placed_hosts) -> np.ndarray:
+    """0 for a host holding the job's tasks, 1 for its rack, 2 elsewhere."""
+    placed = [view.host_index[h] for h in placed_hosts if h in view.host_index]
+    if not placed:
+        return np.full(candidates.size, 2, dtype=np.int64)
+    rack_held = np.zeros(len(view.racks), dtype=bool)
+    rack_held[view.rack_code[placed]] = True
+    tiers = np.where(rack_held[view.rack_code[candidates]], 1, 2)
+    tiers[np.isin(candidates, placed)] = 0
+    return tiers
+
+
+class Locality(Selector):
+    name = "locality"
+    description = "the job's own hosts first, then their racks, then job packing"
+
+    def rank(self, view, candidates, request):
+        packing = view.cached_column("job-packing", packing_keys)[candidates]
+        if not request.placed_hosts:
+            return packing
+        # the packing key has 59 bits: the tier goes above them
+        return (locality_tiers(view, candidates, request.placed_hosts) << 59) | packing

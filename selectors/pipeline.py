@@ -1,0 +1,139 @@
+"""select(): the filter chain, the strategy, the ports, and the final single-node pick.
+
+::
+
+    pipeline = SelectionPipeline(SelectionSettings(), get_selector("job-packing"))
+    result = pipeline.select_single_node(view, SelectionRequest("worker", resource))
+    result.best.host, result.best.gpu_mask, result.ports, result.explanation.summary()
+
+Why the final pick is not uniformly random (qizhi's choice): the tasks of a
+distributed GPU job talk to each other every step. Picking uniformly among the
+candidates scatters them over machines and racks, so their all-reduce crosses
+the network instead of NVLink or one switch. We prefer the hosts that already
+hold the job's tasks, then their racks, then the strategy's order, and break
+exact ties with a seeded RNG so any decision can be replayed. Two AMs can still
+pick the same node; the RM arbitrates and the loser selects again.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+
+from .cluster import ClusterView
+from .explanation import Explanation, NotAvailable
+from .filters import FILTER_CHAIN, FilterContext
+from .ports import NO_PORTS, PortError, PortRanges
+from .request import Candidate, SelectionRequest, SelectionResult
+from .selector import Selector, get_selector
+from .settings import SelectionSettings
+
+
+class SelectionPipeline:
+    """One AM's selection machinery: settings, a strategy, and a seeded RNG."""
+
+    def __init__(self, settings: SelectionSettings | None = None, selector: Selector | None = None):
+        self.settings = settings or SelectionSettings()
+        self.selector = selector or get_selector(self.settings.selector, self.settings.candidate_nodes_factor)
+        self.rng = random.Random(self.settings.seed)
+
+    # ------------------------------------------------------------------ filters
+    def filter(self, view: ClusterView, request: SelectionRequest) -> tuple[np.ndarray, Explanation]:
+        """Node indices that pass every filter, and the account of the rest."""
+        explanation = Explanation(total=len(view), role=request.role)
+        ctx = FilterContext(view, request, self.settings)
+        alive = np.ones(len(view), dtype=bool)
+        for stage in FILTER_CHAIN:
+            verdict = stage.verdict(ctx, alive)
+            explanation.rejections.extend(verdict.rejections)
+            alive = verdict.passed
+        survivors = np.flatnonzero(alive)
+        explanation.survivors = int(survivors.size)
+        return survivors, explanation
+
+    # ------------------------------------------------------------------- select
+    def select(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
+        """Ranked candidates for ``request`` (pending tasks × factor of them)."""
+        request = self._with_reused_ports(request)
+        survivors, explanation = self.filter(view, request)
+        if survivors.size == 0:
+            raise NotAvailable(explanation)
+        ranked, keys = self.selector.order(view, survivors, request)
+        ranked, keys, ports = self._choose_ports(view, request, ranked, keys)
+        resource = request.resource
+        if ports:
+            resource = replace(resource, ports=ports.count, port_ranges=ports)
+        request_with_ports = replace(request, resource=resource)
+        candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
+                      for i in ranked]
+        return SelectionResult(request, candidates, resource, explanation, ports, keys)
+
+    def select_single_node(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
+        """One node: locality first, then the strategy's order, ties by the seeded RNG."""
+        result = self.select(view, request)
+        index = self._pick(view, request, result)
+        result.candidates = [result.candidates[index]]
+        result.keys = result.keys[index:index + 1]
+        return result
+
+    # ---------------------------------------------------------------- internals
+    def _pick(self, view: ClusterView, request: SelectionRequest, result: SelectionResult) -> int:
+        keys = result.keys
+        if self.selector.prefer_locality and request.placed_hosts:
+            placed = set(request.placed_hosts)
+            racks = {view.specs[view.index(h)].rack for h in placed if h in view.host_index}
+            tiers = np.array([0 if c.host in placed else 1 if view.specs[view.index(c.host)].rack in racks
+                              else 2 for c in result.candidates])
+        else:
+            tiers = np.zeros(len(result.candidates), dtype=np.int64)
+        if not self.selector.pick_at_random:
+            best_tier = tiers.min()
+            in_tier = tiers == best_tier
+            best_key = keys[in_tier].min()
+            tied = np.flatnonzero(in_tier & (keys == best_key))
+        else:
+            tied = np.arange(len(result.candidates))
+        return int(tied[0]) if tied.size == 1 else int(tied[self.rng.randrange(tied.size)])
+
+    def _with_reused_ports(self, request: SelectionRequest) -> SelectionRequest:
+        if not request.reuse_ports:
+            return request
+        resource = replace(request.resource, ports=request.reuse_ports.count, port_ranges=request.reuse_ports)
+        return replace(request, resource=resource)
+
+    def _choose_ports(self, view: ClusterView, request: SelectionRequest, ranked: np.ndarray,
+                      keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, PortRanges]:
+        """Ports free on as many of the ranked candidates as possible.
+
+        Reused or explicit ports were already checked by the fit filter. Otherwise
+        take the longest prefix of the ranking whose common free ports are enough,
+        and choose from those (sequentially or at random above ``port_min``). The
+        fit filter guarantees the best candidate alone has enough."""
+        res = request.resource
+        if res.port_ranges or not res.ports:
+            return ranked, keys, res.port_ranges or NO_PORTS
+        common = None
+        prefix = 0
+        for i in ranked:
+            merged = view.ports_free[i] if common is None else common.intersect(view.ports_free[i])
+            if merged.above(self.settings.port_min).count < res.ports:
+                break
+            common, prefix = merged, prefix + 1
+        if common is None:
+            raise PortError(f"{view.hosts[ranked[0]]}: needs {res.ports} port(s) >= "
+                            f"{self.settings.port_min}, free: {view.ports_free[ranked[0]]}")
+        if self.settings.port_choice == "random":
+            ports = common.take_random(res.ports, self.rng, self.settings.port_min)
+        else:
+            ports = common.take_sequential(res.ports, self.settings.port_min)
+        return ranked[:prefix], keys[:prefix], ports
+
+
+def select(view: ClusterView, request: SelectionRequest, settings: SelectionSettings | None = None,
+           selector: str | Selector | None = None) -> SelectionResult:
+    """Convenience: a one-off pipeline (a fresh RNG) for one request."""
+    settings = settings or SelectionSettings()
+    if isinstance(selector, str):
+        selector = get_selector(selector, settings.candidate_nodes_factor)
+    return SelectionPipeline(settings, selector).select(view, request)

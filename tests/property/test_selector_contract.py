@@ -1,0 +1,157 @@
+"""The contract every strategy must keep, run against EVERY registered selector
+(built-ins, the topology plugin, and the example third-party plugin installed
+through the entry point). Strategy authors run this same suite on theirs.
+
+- never a node that fails a filter, never over capacity, never a GPU mask outside
+  the free mask, and exactly the requested number of GPUs;
+- NotAvailable only when no node could take the request (checked by brute force);
+- the same view, request and seed give the same answer;
+- booking selections one after another never double-books a GPU or a port, and
+  free + used = capacity throughout.
+"""
+import pytest
+from hypothesis import given, strategies as st
+
+from gangmaster.gpu_topology.masks import is_subset, popcount
+from gangmaster.selectors.cluster import ClusterView, NodeSpec
+from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.selectors.request import SelectionRequest
+from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
+from gangmaster.selectors.selector import get_selector, selector_classes
+from gangmaster.selectors.settings import SelectionSettings
+
+SELECTORS = sorted(selector_classes())
+MACHINES = [  # (gpu type, topology preset, gpus, vcores, memory)
+    ("V100", "dgx1-v100", 8, 80, 491_520),
+    ("T4", "pcie-4gpu", 4, 32, 196_608),
+    (None, None, 0, 32, 131_072),
+]
+
+
+def test_the_builtin_and_plugin_selectors_are_all_registered():
+    assert {"job-packing", "locality", "random", "topology", "emptiest-first"} <= set(SELECTORS)
+
+
+@st.composite
+def clusters(draw):
+    count = draw(st.integers(1, 10))
+    specs = []
+    for i in range(count):
+        gpu_type, topo, gpus, vcores, memory = draw(st.sampled_from(MACHINES))
+        specs.append(NodeSpec(host=f"n{i}", rack=f"r{i % 3}", labels=frozenset(draw(st.sets(st.sampled_from(["a", "b"])))),
+                              gpu_type=gpu_type, topology=topo, memory_mb=memory, vcores=vcores, gpus=gpus,
+                              ports=PortRanges.of((20000, 20000 + draw(st.integers(0, 6))))))
+    view = ClusterView(specs)
+    for i in range(count):
+        if draw(st.booleans()):
+            free = view.free_mask(i)
+            mask = draw(st.integers(0, free)) & free
+            view.allocate(i, ResourceDescriptor(draw(st.integers(0, 100_000)), draw(st.sampled_from([0, 4, 16.5])),
+                                                gpu_mask=mask), role=draw(st.sampled_from(["w", "s"])))
+        if draw(st.integers(0, 9)) == 0:
+            view.set_health(view.hosts[i], False)
+        if draw(st.integers(0, 9)) == 0:
+            view.mark_failed("w", view.hosts[i])
+    return view
+
+
+@st.composite
+def requests(draw):
+    gpus = draw(st.sampled_from([0, 1, 2, 3, 4, 8]))
+    return SelectionRequest(
+        role=draw(st.sampled_from(["w", "s"])),
+        resource=ResourceDescriptor(draw(st.sampled_from([1024, 200_000])), draw(st.sampled_from([1, 7.5, 40])),
+                                    gpus, ports=draw(st.sampled_from([0, 0, 2]))),
+        node_label=draw(st.sampled_from([None, "a"])),
+        gpu_types=draw(st.sampled_from([(), ("V100",), ("V100", "T4")])),
+        pending_tasks=draw(st.integers(1, 4)),
+        max_instances_per_node=draw(st.sampled_from([None, 1, 2])),
+        rack_policy=draw(st.sampled_from(["none", "pack", "spread"])),
+        placed_hosts=tuple(draw(st.lists(st.sampled_from(["n0", "n1", "n2"]), max_size=2, unique=True))),
+    )
+
+
+def node_can_take(view, i, request, settings) -> bool:
+    """The filters, restated independently of the pipeline (minus the rack policy,
+    which only narrows the choice among nodes that fit)."""
+    node = view.node(i)
+    res = request.resource
+    if not node.healthy:
+        return False
+    if request.node_label and request.node_label not in node.labels:
+        return False
+    if request.gpu_types and node.gpu_type not in request.gpu_types:
+        return False
+    if request.max_instances_per_node and node.role_instances.get(request.role, 0) >= request.max_instances_per_node:
+        return False
+    if settings.skip_nodes_where_role_failed and request.role in node.failed_roles:
+        return False
+    free = node.free
+    return (res.memory_mb <= free.memory_mb and res.vcores <= free.vcores + 1e-9 and res.gpus <= free.gpus
+            and res.ports <= free.port_ranges.above(settings.port_min).count)
+
+
+SETTINGS = SelectionSettings(port_min=20000)
+
+
+@pytest.mark.parametrize("name", SELECTORS)
+@given(view=clusters(), request=requests(), seed=st.integers(0, 3))
+def test_selection_respects_filters_capacity_and_masks(name, view, request, seed):
+    pipeline = SelectionPipeline(SelectionSettings(port_min=20000, seed=seed), get_selector(name))
+    try:
+        result = pipeline.select(view, request)
+    except NotAvailable:
+        assert not any(node_can_take(view, i, request, SETTINGS) for i in range(len(view)))
+        return
+    assert result.candidates
+    for candidate in result.candidates:
+        i = view.index(candidate.host)
+        assert node_can_take(view, i, request, SETTINGS), candidate
+        assert is_subset(candidate.gpu_mask, view.free_mask(i))
+        assert popcount(candidate.gpu_mask) == request.resource.gpus
+        assert result.resource.port_ranges.fits_in(view.ports_free[i])
+        assert result.resource.ports == request.resource.ports
+
+
+@pytest.mark.parametrize("name", SELECTORS)
+@given(view=clusters(), request=requests(), seed=st.integers(0, 3))
+def test_same_input_and_seed_give_the_same_choice(name, view, request, seed):
+    def choose():
+        pipeline = SelectionPipeline(SelectionSettings(port_min=20000, seed=seed), get_selector(name))
+        try:
+            result = pipeline.select_single_node(view.copy(), request)
+        except NotAvailable as exc:
+            return str(exc)
+        return result.candidates, result.ports
+    assert choose() == choose()
+
+
+@pytest.mark.parametrize("name", SELECTORS)
+@given(view=clusters(), request=requests())
+def test_booking_selections_never_double_books(name, view, request):
+    pipeline = SelectionPipeline(SelectionSettings(port_min=20000), get_selector(name))
+    capacity_ports = {h: view.port_capacity[view.index(h)] for h in view.hosts}
+    booked_gpus = {h: 0 for h in view.hosts}
+    for _ in range(12):
+        try:
+            result = pipeline.select_single_node(view, request)
+        except NotAvailable:
+            break
+        choice = result.best
+        assert choice.gpu_mask & booked_gpus[choice.host] == 0, "GPU handed out twice"
+        booked = result.resource.with_(gpu_mask=choice.gpu_mask, gpus=0)
+        view.allocate(choice.host, booked, role=request.role)
+        booked_gpus[choice.host] |= choice.gpu_mask
+    for i, host in enumerate(view.hosts):
+        assert view.memory_free[i] + view.memory_used[i] == view.memory_capacity[i]
+        assert 0 <= view.memory_free[i] and 0 <= view.gpus_free[i] and view.vcores_free[i] >= -1e-9
+        assert view.gpus_free[i] == popcount(view.free_mask(i))
+        assert view.ports_free[i].fits_in(capacity_ports[host])
+    with pytest.raises(ResourceError):  # booking a GPU twice is refused by the view itself
+        i = next((i for i in range(len(view)) if view.gpus_used[i]), None)
+        if i is None:
+            raise ResourceError("no GPU in use to double-book")
+        used = int(view.gpu_used_mask[i])
+        view.allocate(i, ResourceDescriptor(gpu_mask=used & -used))

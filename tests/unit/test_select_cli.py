@@ -1,0 +1,50 @@
+import json
+
+import pytest
+
+from gangmaster.conf.fields import ConfigError
+from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.tools.cli import main
+
+
+def test_select_prints_choice_and_explanation(capsys):
+    assert main(["select", "--gpus", "2", "--ports", "2", "--gpu-type", "V100"]) == 0
+    out = capsys.readouterr().out
+    assert "dgx1-" in out and "ports: 20000-20001" in out
+    assert "4/12 nodes fit role worker: 8 of another GPU type (want V100)" in out
+
+
+def test_select_json_and_not_available(capsys):
+    assert main(["select", "--gpus", "9", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False
+    assert doc["explanation"]["rejections"][0] == {
+        "filter": "resource-fit", "reason": "gpus", "kind": "filtered", "count": 12, "requested": 9, "capacity": 8}
+
+
+def test_selectors_lists_every_strategy(capsys):
+    assert main(["selectors"]) == 0
+    out = capsys.readouterr().out
+    for name in ("job-packing", "locality", "random", "emptiest-first"):
+        assert name in out
+
+
+def test_unknown_selector_exits_with_the_list():
+    with pytest.raises(SystemExit, match="known selectors"):
+        main(["select", "--selector", "nope"])
+
+
+def test_settings_override_and_errors(tmp_path):
+    good = tmp_path / "s.yaml"
+    good.write_text("selection:\n  candidate_nodes_factor: 3\n")
+    assert SelectionSettings.load(str(good)).candidate_nodes_factor == 3
+    assert SelectionSettings.load(str(good)).selector == "job-packing"  # the rest from defaults
+    for text, message in [
+        ("selection:\n  candidate_nodes_factr: 3\n", "selection.candidate_nodes_factr: expected no such field"),
+        ("selection:\n  rack_policy: tight\n", 'selection.rack_policy: expected one of none, pack, spread, got "tight"'),
+        ("selekshun: {}\n", "selekshun: expected no such field"),
+    ]:
+        good.write_text(text)
+        with pytest.raises(ConfigError) as err:
+            SelectionSettings.load(str(good))
+        assert str(good) in str(err.value) and message in str(err.value)

@@ -1,0 +1,108 @@
+"""``gangmaster select``: pick a node (and its GPUs and ports) for one request."""
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+
+from gangmaster.gpu_topology.masks import format_mask, indices_of
+from gangmaster.selectors.cluster_file import load_cluster
+from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.ports import PortError, PortRanges
+from gangmaster.selectors.request import RACK_POLICIES, SelectionRequest
+from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.selectors.selector import UnknownSelector, get_selector
+from gangmaster.selectors.settings import SelectionSettings
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "select", help="pick a node and GPUs for a request, and explain the choice",
+        description="Run the select() pipeline for one container request on a cluster file and "
+                    "print the chosen node, its GPUs and ports, and what the filters removed. "
+                    "Exit status 1 when no node fits (the explanation says why, in numbers).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--cluster", help="cluster YAML (default: the embedded conf/clusters/default.yaml)")
+    p.add_argument("--config", help="settings YAML overriding conf/defaults.yaml")
+    p.add_argument("--role", default="worker", help="task role the request is for")
+    p.add_argument("--memory", type=int, default=1024, help="memory per instance, MB")
+    p.add_argument("--vcores", type=float, default=1.0, help="vcores per instance (fractions allowed)")
+    p.add_argument("--gpus", type=int, default=0, help="GPUs per instance")
+    p.add_argument("--gpu-indices", help="exact GPUs to ask for, e.g. 0,1 (sets the GPU mask)")
+    p.add_argument("--ports", type=int, default=0, help="number of ports to choose")
+    p.add_argument("--reuse-ports", help="ports the role already uses, e.g. 20000-20001")
+    p.add_argument("--label", help="node label the node must carry")
+    p.add_argument("--gpu-type", action="append", default=[], help="acceptable GPU type (repeatable)")
+    p.add_argument("--pending", type=int, default=1, help="instances of the role still waiting")
+    p.add_argument("--max-per-node", type=int, help="at most this many instances of the role per node")
+    p.add_argument("--rack-policy", choices=RACK_POLICIES, help="override the configured rack policy")
+    p.add_argument("--placed-hosts", default="", help="hosts already holding the job's tasks, comma separated")
+    p.add_argument("--selector", help="strategy name (see `gangmaster selectors`)")
+    p.add_argument("--seed", type=int, help="seed of the tie-breaking RNG")
+    p.add_argument("--all", action="store_true", help="list every ranked candidate, not just the pick")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+    return p
+
+
+def _settings(args) -> SelectionSettings:
+    settings = SelectionSettings.load(args.config)
+    changes = {}
+    if args.selector:
+        changes["selector"] = args.selector
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    if args.rack_policy:
+        changes["rack_policy"] = args.rack_policy
+    return replace(settings, **changes)
+
+
+def run(args) -> int:
+    settings = _settings(args)
+    try:
+        selector = get_selector(settings.selector, settings.candidate_nodes_factor)
+    except UnknownSelector as exc:
+        raise SystemExit(f"gangmaster select: {exc}")
+    try:
+        mask = sum(1 << int(i) for i in args.gpu_indices.split(",")) if args.gpu_indices else 0
+        reuse = PortRanges.parse(args.reuse_ports) if args.reuse_ports else PortRanges()
+        resource = ResourceDescriptor(args.memory, args.vcores, args.gpus if not mask else 0, mask, args.ports)
+        request = SelectionRequest(
+            role=args.role, resource=resource, node_label=args.label, gpu_types=tuple(args.gpu_type),
+            pending_tasks=args.pending, reuse_ports=reuse,
+            placed_hosts=tuple(h for h in args.placed_hosts.split(",") if h),
+            max_instances_per_node=args.max_per_node, rack_policy=settings.rack_policy)
+    except (ValueError, PortError) as exc:
+        raise SystemExit(f"gangmaster select: {exc}")
+    view = load_cluster(args.cluster)
+    pipeline = SelectionPipeline(settings, selector)
+    try:
+        result = (pipeline.select if args.all else pipeline.select_single_node)(view, request)
+    except NotAvailable as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(exc), "explanation": exc.explanation.to_dict()}, indent=2))
+        else:
+            print(f"no node fits: {exc}")
+        return 1
+    except PortError as exc:
+        print(f"no ports: {exc}")
+        return 1
+    if args.json:
+        print(json.dumps({
+            "ok": True, "selector": selector.name, "resource": str(result.resource),
+            "ports": str(result.ports) if result.ports else None,
+            "candidates": [{"host": c.host, "gpu_mask": c.gpu_mask, "gpus": indices_of(c.gpu_mask),
+                            "rack": view.node(c.host).rack} for c in result.candidates],
+            "explanation": result.explanation.to_dict(),
+        }, indent=2))
+        return 0
+    print(f"selector: {selector.name}    request: {result.resource}")
+    for rank, c in enumerate(result.candidates, 1):
+        node = view.node(c.host)
+        gpus = format_mask(c.gpu_mask) if c.gpu_mask else "-"
+        print(f"{rank:>3}. {c.host:<20} rack={node.rack:<10} gpus={gpus:<16} free={node.free}")
+    if result.ports:
+        print(f"ports: {result.ports}")
+    print(result.explanation.summary())
+    return 0
