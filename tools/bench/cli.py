@@ -7,6 +7,7 @@ import importlib
 
 BENCHES = [
     "select",
+    "topology",
 ]
 
 
