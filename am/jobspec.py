@@ -12,8 +12,11 @@ A job file in OpenPAI's v2 shape loads as is::
         resourcePerInstance: {cpu: 8, memoryMB: 32768, gpu: 1, ports: {nccl: 1}}
         commands: ["python train.py --epochs <% $parameters.epochs %>"]
 
-    >>> spec = load_job("conf/jobs/mpi-allreduce.yaml")      # doctest: +SKIP
-    >>> spec.role("worker").ask_resource()                     # doctest: +SKIP
+and in Python::
+
+    spec = load_job("conf/jobs/mpi-allreduce.yaml")
+    spec.gangs                           # (("worker",),)
+    spec.role("worker").ask_resource()   # ResourceDescriptor the AM asks the RM for
 
 Fields that only matter on a real OpenPAI cluster (``prerequisites``,
 ``dockerImage``, ``deployments``, ``secrets``, ``extras``, ...) are kept and listed

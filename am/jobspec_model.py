@@ -3,7 +3,7 @@
 A :class:`JobSpec` is built only by :func:`gangmaster.am.jobspec.load_job` /
 ``parse_job``, which check every field first, so everything here can trust its
 values. Mappings inside (``ports``, ``parameters``) are plain dicts: treat them
-as read-only.
+as read-only (they are left out of the hash, so specs can be dict keys).
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ class RoleSpec:
     cpu: int
     memory_mb: int
     gpus: int
-    ports: Mapping[str, int]
+    ports: Mapping[str, int] = field(hash=False)
     commands: tuple[str, ...]
     completion: Completion
     task_retry_count: int
@@ -123,13 +123,14 @@ class JobSpec:
     retry: RetryPolicy
     job_retry_count: int
     barrier_timeout_s: float | None
-    parameters: Mapping[str, Any]
+    parameters: Mapping[str, Any] = field(hash=False)
     unused: tuple[str, ...]
     source: str
     description: str = ""
     contributor: str = ""
     version: str = ""
-    kept: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    kept: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False,
+                                    hash=False)
 
     def role(self, name: str) -> RoleSpec:
         for role in self.roles:

@@ -63,11 +63,13 @@ def render(spec: JobSpec) -> str:
     for row in rows:
         lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     for role in spec.roles:
-        policy = (f"fail at {role.completion.min_failed if role.completion.min_failed else 'never'}"
-                  f" failed, succeed at "
-                  f"{role.completion.min_succeeded or 'all completed'}")
-        lines.append(f"role {role.name}: completion {policy}; retry {role.retry.scope}, "
-                     f"{role.retry.attempts} attempt(s)")
+        c = role.completion
+        fails = (f"fails at {c.min_failed} failed" if c.min_failed is not None
+                 else "never fails by count")
+        succeeds = (f"succeeds at {c.min_succeeded} succeeded" if c.min_succeeded is not None
+                    else "succeeds when all have completed")
+        lines.append(f"role {role.name}: attempt {fails}, {succeeds}; retry scope "
+                     f"{role.retry.scope}, {role.retry.attempts} attempt(s)")
         failure = role.simulated_failure
         if failure.attempts:
             lines.append(f"  testing aid: instance {failure.instance} exits {failure.exit_code} "

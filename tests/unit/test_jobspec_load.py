@@ -252,3 +252,13 @@ def test_to_dict_is_json_ready():
     assert data["gangs"] == [["worker", "server"], ["coordinator"]]
     assert [r["ask_vcores"] for r in data["roles"]] == [2.0, 4.0, pytest.approx(7.0)]
     assert "kept" not in data
+
+
+def test_specs_are_frozen_and_hashable():
+    import dataclasses
+    spec = parse_job(GANGMASTER, selectors=SELECTORS)
+    again = parse_job(GANGMASTER, selectors=SELECTORS)
+    assert spec == again and hash(spec) == hash(again)
+    assert {spec.role("worker"): "w"}[again.role("worker")] == "w"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.role("worker").instances = 7

@@ -32,6 +32,8 @@ def test_valid_job_prints_roles_gangs_resources(capsys):
                                   "any", "default", "none", "60"]
     worker_row = next(l for l in lines if l.split()[:1] == ["worker"])
     assert worker_row.split()[:4] == ["worker", "4", "8", "5.6"]
+    assert ("role worker: attempt fails at 1 failed, succeeds when all have completed; "
+            "retry scope job, 2 attempt(s)") in lines
 
 
 def test_unused_openpai_fields_are_listed(capsys):
