@@ -115,7 +115,11 @@ class JobSpec:
     """A validated job: roles in file order, gangs (each a tuple of role names,
     every role in exactly one), retry and barrier policy, and what was read but
     only matters on an OpenPAI cluster (``unused``: field paths; ``kept``: their
-    values, secrets included, so never print ``kept``)."""
+    values, secrets included, so never print ``kept``).
+
+    ``retry`` is the job-level policy; with scope "role" and no ``attempts`` key
+    each role has its own (``RoleSpec.retry``, from its ``taskRetryCount``), and
+    the AM should read the role's."""
 
     name: str
     roles: tuple[RoleSpec, ...]

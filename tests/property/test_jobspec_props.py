@@ -148,7 +148,6 @@ def test_every_breakage_is_reported_once(broken):
     assert sorted(e.field for e in info.value.errors) == sorted(broken)
 
 
-counts = st.integers(0, 4)
 
 
 @given(instances=st.tuples(st.integers(1, 4), st.integers(1, 4)),
