@@ -6,7 +6,10 @@ from __future__ import annotations
 import importlib
 
 BENCHES = [
+    "rm",
     "select",
+    "gang",
+    "barrier",
     "topology",
 ]
 

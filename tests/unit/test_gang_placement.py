@@ -1,0 +1,66 @@
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from gangmaster.am.gang_placement import GangDoesNotFit, check_fits_empty, place_gang
+from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.selectors.cluster_file import load_cluster
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.resources import ResourceDescriptor as R
+
+
+def role(name, instances, cpu=2, memory=1024, gpus=0, cap=None, ratio=1.0):
+    return RoleSpec(name=name, instances=instances, cpu=cpu, memory_mb=memory, gpus=gpus, ports={"p": 1},
+                    commands=("true",), completion=Completion(), task_retry_count=0, retry=RetryPolicy(),
+                    request_ratio=ratio, max_instances_per_node=cap)
+
+
+def test_whole_gang_placed_with_caps_and_ratio():
+    view = load_cluster()
+    placement = place_gang(view, (role("server", 6, cpu=8, cap=1, ratio=0.5), role("worker", 8, gpus=2, cap=2)),
+                           SelectionPipeline())
+    assert len(placement.instances) == 14
+    servers = [p.host for p in placement.instances if p.role == "server"]
+    assert len(set(servers)) == 6                      # at most 1 per node
+    workers = [p.host for p in placement.instances if p.role == "worker"]
+    assert max(workers.count(h) for h in workers) <= 2
+    assert all(p.resource.vcores == 4 for p in placement.instances if p.role == "server")
+    assert view.memory_free.sum() == view.memory_capacity.sum()  # the view itself is untouched
+
+
+def test_gang_that_does_not_fit_now_places_nothing_and_says_why():
+    view = load_cluster()
+    for host in view.hosts[:8]:  # the GPU machines are full
+        view.allocate(host, R(gpu_mask=view.free_mask(view.index(host))))
+    before = view.gpus_free.copy()
+    with pytest.raises(GangDoesNotFit) as err:
+        place_gang(view, (role("worker", 2, gpus=1),), SelectionPipeline())
+    assert "0/2 instances placed; worker[0] found no node" in str(err.value)
+    assert "8 gpus exhausted (need 1, most free 0)" in str(err.value)
+    assert not err.value.never
+    assert np.array_equal(view.gpus_free, before)
+    check_fits_empty(view, (role("worker", 2, gpus=1),), SelectionPipeline())  # fits when empty: waits
+
+
+def test_gang_that_can_never_fit_fails_at_submission_with_numbers():
+    view = load_cluster()
+    with pytest.raises(GangDoesNotFit) as err:
+        check_fits_empty(view, (role("server", 13, cap=1),), SelectionPipeline())
+    assert err.value.never
+    assert "does not fit even on the empty cluster: 12/13 instances placed" in str(err.value)
+    assert "12 at the cap of 1 instance(s) of the role per node" in str(err.value)
+
+
+@given(st.lists(st.tuples(st.integers(1, 6), st.sampled_from([0, 1, 2, 4]), st.sampled_from([None, 1, 2])),
+                min_size=1, max_size=3))
+def test_placement_never_double_books_and_is_all_or_nothing(shape):
+    view = load_cluster()
+    roles = tuple(role(f"r{i}", n, gpus=g, cap=c) for i, (n, g, c) in enumerate(shape))
+    try:
+        placement = place_gang(view, roles, SelectionPipeline())
+    except GangDoesNotFit:
+        return
+    assert len(placement.instances) == sum(n for n, _, _ in shape)
+    for p in placement.instances:   # booking it all on the real view must succeed: nothing double-booked
+        view.allocate(p.host, p.resource, role=p.role)
+    assert (view.gpus_free >= 0).all() and (view.memory_free >= 0).all()
