@@ -25,8 +25,8 @@ matrix):
 * for ``8 < g ≤ 16`` the ``n``-subsets of the node sorted by score; choosing
   filters them against ``F`` in a few vector operations (≤ 12,870 subsets).
 
-Beyond 16 GPUs no table fits; a greedy search (best pair, then the GPU adding the
-most score) is used and is NOT guaranteed optimal. No shipped preset has more
+Beyond 16 GPUs no table fits; a greedy search (grown from every free GPU, adding
+the GPU that adds the most score) is used and is NOT guaranteed optimal. No shipped preset has more
 than 16 GPUs.
 """
 from __future__ import annotations
@@ -125,21 +125,26 @@ class GpuChooser:
         return int(top[future == future.max()].min())
 
     def _greedy(self, free: int, count: int) -> int:
+        """Grow a set from every free GPU in turn, each time adding the GPU that adds
+        the most score; keep the best grown set (ties: lowest mask). Not exact."""
         if popcount(free) < count:
             return 0
-        if count == 1:
-            return lowest_bits(free, 1)
         idx = [i for i in range(self.gpu_count) if free >> i & 1]
         p = self.topology.pair_scores
-        sub = p[np.ix_(idx, idx)]
-        a, b = np.unravel_index(int(np.argmax(sub)), sub.shape)
-        chosen = [idx[a], idx[b]]
-        rest = [i for i in idx if i not in chosen]
-        while len(chosen) < count:
-            gains = p[np.ix_(rest, chosen)].sum(axis=1)
-            pick = rest.pop(int(np.argmax(gains)))
-            chosen.append(pick)
-        return sum(1 << i for i in chosen)
+        best: tuple[int, int] | None = None
+        for seed in idx:
+            chosen = [seed]
+            rest = [i for i in idx if i != seed]
+            score = 0
+            while len(chosen) < count:
+                gains = p[np.ix_(rest, chosen)].sum(axis=1)
+                k = int(np.argmax(gains))
+                score += int(gains[k])
+                chosen.append(rest.pop(k))
+            mask = sum(1 << i for i in chosen)
+            if best is None or (score, -mask) > (best[0], -best[1]):
+                best = (score, mask)
+        return best[1]
 
 
 _choosers: dict[bytes, GpuChooser] = {}

@@ -86,7 +86,7 @@ def parse_topo_text(text: str, source: str = "<topo -m>", name: str = "topo-m") 
         cells.append(links)
         row_line.append(lineno)
         if row < gpu_count:
-            found = dict(zip(headings, extra))
+            found = {h: v for h, v in zip(headings, extra) if v != "N/A"}
             affinity.append(GpuAffinity(cpus=found.get("CPU Affinity"),
                                         numa=found.get("NUMA Affinity", found.get("GPU NUMA ID"))))
         k += 1
@@ -152,3 +152,23 @@ def _nic_names(legend: list[str]) -> dict[str, str]:
         if match:
             names[match.group(1)] = match.group(2)
     return names
+
+
+def format_topo_text(topology: Topology, sep: str = "\t") -> str:
+    """The GPU part of a topology in ``nvidia-smi topo -m`` form (no NICs: the model
+    keeps NIC-to-GPU links only), affinity columns included. ``sep`` is ``"\\t"``
+    as the driver prints it, or runs of spaces. :func:`parse_topo_text` reads it back."""
+    g = topology.gpu_count
+    has_cpus = any(a.cpus for a in topology.affinity)
+    has_numa = any(a.numa for a in topology.affinity)
+    header = [""] + [f"GPU{i}" for i in range(g)]
+    header += ["CPU Affinity"] * has_cpus + ["NUMA Affinity"] * has_numa
+    rows = [header]
+    for i in range(g):
+        a = topology.affinity[i]
+        cells = [" X " if i == j else topology.link(i, j).label for j in range(g)]
+        rows.append([f"GPU{i}"] + cells + [a.cpus or "N/A"] * has_cpus + [a.numa or "N/A"] * has_numa)
+    if sep == "\t":
+        return "\n".join("\t".join(r) for r in rows) + "\n"
+    width = max(len(c) for r in rows for c in r) + len(sep)
+    return "\n".join("".join(c.ljust(width) for c in r).rstrip() for r in rows) + "\n"
