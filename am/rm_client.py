@@ -1,0 +1,140 @@
+"""The one interface the AM uses to talk to a ResourceManager.
+
+Two implementations, chosen by whoever builds the AM, never by the AM itself:
+
+* :class:`InProcessRMClient` wraps an RM core living in the same process (the
+  simulator, in virtual time): every call is a direct method call, and the
+  simulation driver advances the clock between the AM's heartbeats.
+* :class:`~gangmaster.am.rm_client_grpc.GrpcRMClient` talks to
+  ``gangmaster rm serve`` over gRPC (live, real time, real task processes).
+
+Both raise the same :class:`~gangmaster.am.rm_protocol.RMError` subclasses
+(``InvalidRequest``, ``NotFound``, ``WrongState``) and return the same
+dataclasses from :mod:`gangmaster.am.rm_protocol`. Example::
+
+    app_id = rm.submit(ApplicationSubmission("train", queue="default"))
+    reg = rm.register(app_id)
+    resp = rm.allocate(AllocateRequest(app_id, reg.attempt, asks=(
+        ResourceRequest(1, ResourceDescriptor(4096, 2, gpu_mask=0b11), host="dgx1-000",
+                        relax_locality=False),)))
+    for c in resp.allocated:
+        rm.start_container(c.container_id, LaunchContext.of(["python", "task.py"], env={...}))
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Protocol
+
+from .rm_protocol import (
+    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, ContainerStatus,
+    LaunchContext, NodeReport, RegisterResponse,
+)
+
+
+class RMClient(ABC):
+    """YARN's YarnClient + AMRMClient + NMClient behind one object."""
+
+    # ---- client side (YarnClient)
+    @abstractmethod
+    def submit(self, submission: ApplicationSubmission) -> str:
+        """Submit an application to a queue; returns its id (state ACCEPTED)."""
+
+    @abstractmethod
+    def kill(self, app_id: str, diagnostics: str = "") -> None:
+        """Kill an application and every container it holds."""
+
+    @abstractmethod
+    def application_report(self, app_id: str) -> ApplicationReport: ...
+
+    @abstractmethod
+    def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
+        """Every node with its state, capacity and free resources (GPU mask, ports)."""
+
+    # ---- AM side (AMRMClient)
+    @abstractmethod
+    def register(self, app_id: str) -> RegisterResponse:
+        """Register the AM attempt; the response names the attempt to put in every
+        :class:`AllocateRequest` and the containers kept from previous attempts."""
+
+    @abstractmethod
+    def allocate(self, request: AllocateRequest) -> AllocateResponse:
+        """One heartbeat: new asks, cancels, releases, blacklist changes in; newly
+        allocated containers, completed container statuses, node updates, rejected
+        and still-pending asks out."""
+
+    @abstractmethod
+    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED",
+               diagnostics: str = "") -> None:
+        """Unregister: the application ends, its remaining containers are killed."""
+
+    # ---- NodeManager side (NMClient)
+    @abstractmethod
+    def start_container(self, container_id: str, launch: LaunchContext) -> None: ...
+
+    @abstractmethod
+    def stop_container(self, container_id: str) -> None: ...
+
+    @abstractmethod
+    def container_status(self, container_id: str) -> ContainerStatus: ...
+
+    def close(self) -> None:
+        """Release the connection (nothing to do in process)."""
+
+    def __enter__(self) -> "RMClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class RMCore(Protocol):
+    """What :class:`InProcessRMClient` needs of the core (``gangmaster.tools.rmsim.core.
+    ResourceManager`` provides it; the AM layer does not import the tools layer)."""
+
+    def submit(self, submission: ApplicationSubmission) -> str: ...
+    def kill(self, app_id: str, diagnostics: str = "") -> None: ...
+    def application_report(self, app_id: str) -> ApplicationReport: ...
+    def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]: ...
+    def register(self, app_id: str) -> RegisterResponse: ...
+    def allocate(self, request: AllocateRequest) -> AllocateResponse: ...
+    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None: ...
+    def start_container(self, container_id: str, launch: LaunchContext) -> None: ...
+    def stop_container(self, container_id: str) -> None: ...
+    def container_status(self, container_id: str) -> ContainerStatus: ...
+
+
+class InProcessRMClient(RMClient):
+    """Direct calls into an RM core in this process (simulation, virtual time)."""
+
+    def __init__(self, core: RMCore):
+        self.core = core
+
+    def submit(self, submission: ApplicationSubmission) -> str:
+        return self.core.submit(submission)
+
+    def kill(self, app_id: str, diagnostics: str = "") -> None:
+        self.core.kill(app_id, diagnostics)
+
+    def application_report(self, app_id: str) -> ApplicationReport:
+        return self.core.application_report(app_id)
+
+    def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
+        return self.core.cluster_nodes(usable_only)
+
+    def register(self, app_id: str) -> RegisterResponse:
+        return self.core.register(app_id)
+
+    def allocate(self, request: AllocateRequest) -> AllocateResponse:
+        return self.core.allocate(request)
+
+    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
+        self.core.finish(app_id, attempt, final_status, diagnostics)
+
+    def start_container(self, container_id: str, launch: LaunchContext) -> None:
+        self.core.start_container(container_id, launch)
+
+    def stop_container(self, container_id: str) -> None:
+        self.core.stop_container(container_id)
+
+    def container_status(self, container_id: str) -> ContainerStatus:
+        return self.core.container_status(container_id)

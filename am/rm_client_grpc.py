@@ -1,0 +1,94 @@
+"""The gRPC implementation of :class:`~gangmaster.am.rm_client.RMClient` (live mode).
+
+gRPC status codes come back as the same exception classes the in-process core
+raises: INVALID_ARGUMENT → ``InvalidRequest``, NOT_FOUND → ``NotFound``,
+FAILED_PRECONDITION → ``WrongState``; anything else (the server is down, a
+deadline passed) → ``RMError`` with the gRPC detail.
+"""
+from __future__ import annotations
+
+import grpc
+
+from .proto import rm_pb2 as pb
+from .proto import rm_pb2_grpc
+from . import rm_codec as codec
+from .rm_client import RMClient
+from .rm_protocol import (
+    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, ContainerStatus,
+    InvalidRequest, LaunchContext, NodeReport, NotFound, RegisterResponse, RMError, WrongState,
+)
+
+_FROM_CODE = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequest,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: WrongState,
+}
+
+
+class GrpcRMClient(RMClient):
+    """``GrpcRMClient("127.0.0.1:8032")``; every call has a deadline of ``timeout_s``."""
+
+    def __init__(self, address: str, timeout_s: float = 10.0):
+        self.address = address
+        self.timeout_s = timeout_s
+        self.channel = grpc.insecure_channel(address)
+        self.stub = rm_pb2_grpc.ResourceManagerStub(self.channel)
+
+    def _call(self, method, msg):
+        try:
+            return method(msg, timeout=self.timeout_s)
+        except grpc.RpcError as exc:
+            cls = _FROM_CODE.get(exc.code(), RMError)
+            raise cls(exc.details() or str(exc.code())) from None
+
+    def wait_ready(self, timeout_s: float = 10.0) -> None:
+        grpc.channel_ready_future(self.channel).result(timeout=timeout_s)
+
+    # ---- client side
+    def submit(self, submission: ApplicationSubmission) -> str:
+        return self._call(self.stub.Submit, codec.submission_to_pb(submission)).app_id
+
+    def kill(self, app_id: str, diagnostics: str = "") -> None:
+        self._call(self.stub.Kill, pb.KillRequest(app_id=app_id, diagnostics=diagnostics))
+
+    def application_report(self, app_id: str) -> ApplicationReport:
+        return codec.report_from_pb(self._call(self.stub.GetApplicationReport, pb.AppId(app_id=app_id)))
+
+    def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
+        reply = self._call(self.stub.GetClusterNodes, pb.NodesRequest(usable_only=usable_only))
+        return [codec.node_from_pb(n) for n in reply.nodes]
+
+    # ---- AM side
+    def register(self, app_id: str) -> RegisterResponse:
+        return codec.register_from_pb(self._call(self.stub.Register, pb.RegisterRequest(app_id=app_id)))
+
+    def allocate(self, request: AllocateRequest) -> AllocateResponse:
+        return codec.allocate_response_from_pb(
+            self._call(self.stub.Allocate, codec.allocate_request_to_pb(request)))
+
+    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
+        self._call(self.stub.Finish, pb.FinishRequest(app_id=app_id, attempt=attempt, final_status=final_status,
+                                                      diagnostics=diagnostics))
+
+    # ---- NodeManager side
+    def start_container(self, container_id: str, launch: LaunchContext) -> None:
+        self._call(self.stub.StartContainer, pb.StartContainerRequest(container_id=container_id,
+                                                                      launch=codec.launch_to_pb(launch)))
+
+    def stop_container(self, container_id: str) -> None:
+        self._call(self.stub.StopContainer, pb.ContainerId(container_id=container_id))
+
+    def container_status(self, container_id: str) -> ContainerStatus:
+        return codec.status_from_pb(self._call(self.stub.GetContainerStatus, pb.ContainerId(container_id=container_id)))
+
+    # ---- faults (not part of RMClient: tests and `gangmaster rm fault` use them)
+    def inject_fault(self, action: str, host: str = "", container_id: str = "", app_id: str = "",
+                     exit_code: int = 1, text: str = "") -> None:
+        self._call(self.stub.InjectFault, pb.FaultRequest(action=action, host=host, container_id=container_id,
+                                                          app_id=app_id, exit_code=exit_code, text=text))
+
+    def ping(self) -> None:
+        self._call(self.stub.Ping, pb.Empty())
+
+    def close(self) -> None:
+        self.channel.close()

@@ -1,0 +1,273 @@
+"""The AM–RM protocol: the messages an ApplicationMaster exchanges with a
+ResourceManager, mirroring YARN's ``ApplicationMasterProtocol``,
+``ContainerManagementProtocol`` and ``ApplicationClientProtocol``.
+
+These dataclasses are the one vocabulary shared by the in-process RM (virtual
+time), the gRPC server (live) and the AM, so the AM never learns which RM it
+talks to. Resources are :class:`ResourceDescriptor` values from the selection
+layer; a container's GPUs are always named by a mask.
+
+Semantics worth knowing (they differ from YARN in small, deliberate ways):
+
+* An ask (:class:`ResourceRequest`) is identified by the AM's ``request_id``.
+  Asks are *added* by an ``allocate`` call and stay pending until satisfied,
+  cancelled (``cancel``) or rejected; they are not a table that each heartbeat
+  overwrites. Every allocated container carries the ``request_id`` it serves.
+* Locality: ``host`` (and optionally ``rack``) name where the container must go.
+  With ``relax_locality`` the RM falls back from the host to its rack, then to
+  any node; without it the ask waits for that host. An ask that can never fit
+  (bigger than the host or than any node, beyond the queue's limit, a GPU mask
+  naming GPUs the node lacks) is *rejected* with a reason in the response.
+* Two AMs asking for the same host: the RM grants it to one; the other's ask
+  stays pending and its next response lists it in ``pending`` with the reason.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from gangmaster.selectors.resources import ResourceDescriptor
+
+ANY_HOST = "*"
+
+
+class ContainerState(str, enum.Enum):
+    """allocated → running → completed | failed | killed."""
+
+    ALLOCATED = "ALLOCATED"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+    @property
+    def finished(self) -> bool:
+        return self in (ContainerState.COMPLETED, ContainerState.FAILED, ContainerState.KILLED)
+
+
+class ExitStatus(enum.IntEnum):
+    """Container exit statuses. Non-negative values are the process's own exit code
+    (0 = success); the negative ones are YARN's ``ContainerExitStatus`` codes plus
+    two of ours (``NODE_LOST``, ``LOST_ON_RM_RESTART``) so the AM can tell "the node
+    died" from "the task failed" without parsing diagnostics."""
+
+    SUCCESS = 0
+    INVALID = -1000
+    ABORTED = -100               # released by the AM before or while it ran
+    PREEMPTED = -102
+    KILLED_BY_APPMASTER = -105   # stop_container
+    KILLED_BY_RESOURCEMANAGER = -106  # fault injection, application killed
+    KILLED_AFTER_APP_COMPLETION = -107  # app finished / AM attempt ended
+    NODE_LOST = -110             # the node was lost with the container on it
+    LOST_ON_RM_RESTART = -111    # the process vanished while the RM was down
+
+
+class NodeState(str, enum.Enum):
+    RUNNING = "RUNNING"          # healthy, takes containers
+    UNHEALTHY = "UNHEALTHY"      # blacklisted by the cluster: running containers stay, no new ones
+    LOST = "LOST"                # gone: its containers are lost
+
+    @property
+    def usable(self) -> bool:
+        return self is NodeState.RUNNING
+
+
+class AppState(str, enum.Enum):
+    ACCEPTED = "ACCEPTED"        # submitted, waiting for (a new attempt of) its AM to register
+    RUNNING = "RUNNING"          # an AM attempt is registered
+    FINISHED = "FINISHED"        # the AM unregistered
+    FAILED = "FAILED"            # AM attempts exhausted
+    KILLED = "KILLED"            # killed by a client
+
+    @property
+    def finished(self) -> bool:
+        return self in (AppState.FINISHED, AppState.FAILED, AppState.KILLED)
+
+
+# --------------------------------------------------------------------- errors
+class RMError(Exception):
+    """An RM call that cannot be served. ``code`` maps to a gRPC status code and back,
+    so the in-process and the gRPC client raise the same exception class."""
+
+    code = "internal"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(RMError):
+    """A malformed request: the message names the field (``asks[2].host``)."""
+
+    code = "invalid_argument"
+
+
+class NotFound(RMError):
+    """An unknown application, container, host or queue."""
+
+    code = "not_found"
+
+
+class WrongState(RMError):
+    """A call that does not fit the object's state (a stale AM attempt, a finished app)."""
+
+    code = "failed_precondition"
+
+
+ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, WrongState)}
+
+
+# ------------------------------------------------------------------- messages
+@dataclass(frozen=True)
+class ResourceRequest:
+    """An ask: ``count`` containers of ``resource``, on ``host`` / ``rack`` / anywhere."""
+
+    request_id: int
+    resource: ResourceDescriptor
+    count: int = 1
+    host: str | None = None
+    rack: str | None = None
+    relax_locality: bool = True
+    node_label: str | None = None
+    priority: int = 0
+
+    @property
+    def location(self) -> str:
+        return self.host or self.rack or ANY_HOST
+
+
+@dataclass(frozen=True)
+class AllocateRequest:
+    """One AM heartbeat."""
+
+    app_id: str
+    attempt: int
+    asks: tuple[ResourceRequest, ...] = ()
+    cancel: tuple[int, ...] = ()              # request ids whose remaining containers are no longer wanted
+    releases: tuple[str, ...] = ()            # container ids the AM gives back
+    blacklist_additions: tuple[str, ...] = ()  # hosts this app must not be given
+    blacklist_removals: tuple[str, ...] = ()
+    progress: float = 0.0
+
+
+@dataclass(frozen=True)
+class Container:
+    """A granted container: where, what exactly (GPU mask, ports), for which ask."""
+
+    container_id: str
+    app_id: str
+    attempt: int
+    host: str
+    rack: str
+    resource: ResourceDescriptor
+    request_id: int
+    allocated_at: float
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    container_id: str
+    host: str
+    state: ContainerState
+    exit_status: int | None = None
+    diagnostics: str = ""
+    request_id: int = 0
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    host: str
+    rack: str
+    state: NodeState
+    capacity: ResourceDescriptor
+    free: ResourceDescriptor
+    labels: frozenset[str] = frozenset()
+    gpu_type: str | None = None
+    topology: str | None = None
+    containers: int = 0
+    health_report: str = ""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    request_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class PendingAsk:
+    """An ask still (partly) waiting, with why it could not be placed in the last pass."""
+
+    request_id: int
+    remaining: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class AllocateResponse:
+    allocated: tuple[Container, ...] = ()
+    completed: tuple[ContainerStatus, ...] = ()
+    node_updates: tuple[NodeReport, ...] = ()
+    rejected: tuple[Rejection, ...] = ()
+    pending: tuple[PendingAsk, ...] = ()
+    headroom: ResourceDescriptor = field(default_factory=ResourceDescriptor)
+    response_id: int = 0
+
+
+@dataclass(frozen=True)
+class RegisterResponse:
+    app_id: str
+    attempt: int
+    queue: str
+    maximum_resource: ResourceDescriptor          # the largest container any node can hold
+    containers_from_previous_attempts: tuple[Container, ...] = ()
+
+
+@dataclass(frozen=True)
+class ApplicationSubmission:
+    name: str
+    queue: str = "default"
+    max_attempts: int = 2
+    keep_containers_across_attempts: bool = False
+    am_expiry_s: float | None = None   # no heartbeat for this long: the AM attempt is declared dead
+
+
+@dataclass(frozen=True)
+class ApplicationReport:
+    app_id: str
+    name: str
+    queue: str
+    state: AppState
+    attempt: int
+    submitted_at: float
+    finished_at: float | None = None
+    final_status: str = ""
+    diagnostics: str = ""
+    running_containers: int = 0
+    pending_containers: int = 0
+    used: ResourceDescriptor = field(default_factory=ResourceDescriptor)
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What a NodeManager starts in a container.
+
+    ``command`` and ``env`` are used by the live NodeManager (a real local
+    process); the NodeManager adds the placement variables (host, ports, GPUs,
+    see ``gangmaster.tools.rmsim.nodemanager``). ``duration_s`` and ``exit_code``
+    are used by the simulated NodeManager in virtual time (``None``: runs until
+    stopped). An AM sets all of them and never asks which NodeManager it has."""
+
+    command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    duration_s: float | None = None
+    exit_code: int = 0
+
+    @classmethod
+    def of(cls, command=(), env: dict[str, str] | None = None, duration_s: float | None = None,
+           exit_code: int = 0) -> "LaunchContext":
+        return cls(tuple(command), tuple(sorted((env or {}).items())), duration_s, exit_code)
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)

@@ -1,0 +1,161 @@
+"""Property tests of the RM core: whatever AMs and faults do, the RM never
+double-books a GPU, port, byte of memory or vcore (free + used == capacity on
+every node, queue usage equals its containers and stays within the limit), and
+a run is a pure function of its inputs."""
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gangmaster.am.rm_protocol import (
+    AllocateRequest, ApplicationSubmission, AppState, InvalidRequest, LaunchContext, ResourceRequest, RMError,
+)
+from gangmaster.selectors.cluster_file import load_cluster_specs
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.tools.rmsim.queues import Queue
+from gangmaster.tools.rmsim.simulation import Simulation
+from gangmaster.tools.rmsim.state import snapshot
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
+SPECS = load_cluster_specs(FIX / "cluster.yaml")
+HOSTS = [s.host for s in SPECS]
+RACKS = sorted({s.rack for s in SPECS})
+
+resources = st.builds(
+    lambda mem, vc, gpus, mask, ports, explicit: ResourceDescriptor(
+        mem, vc, 0 if mask else gpus, mask,
+        0 if explicit else ports,
+        PortRanges.of((20000 + explicit[0], 20000 + explicit[0] + explicit[1])) if explicit else PortRanges()),
+    st.sampled_from([0, 512, 512, 4096, 30000, 70000]),
+    st.sampled_from([0.0, 0.5, 0.5, 1.0, 3.3, 20.0]),
+    st.sampled_from([0, 0, 1, 1, 2, 4, 8, 9]),
+    st.sampled_from([0, 0, 0, 1, 0b11, 0b1100, 0xF0, 0x80, 0x1FF]),
+    st.sampled_from([0, 0, 0, 1, 4]),
+    st.one_of(st.none(), st.none(), st.none(), st.tuples(st.integers(0, 9), st.integers(0, 2))),
+)
+
+asks = st.builds(
+    lambda r, host, rack, relax, count: (r, host, rack, relax, count),
+    resources, st.one_of(st.none(), st.sampled_from(HOSTS)), st.one_of(st.none(), st.sampled_from(RACKS)),
+    st.booleans(), st.integers(1, 4))
+
+ask_op = st.tuples(st.just("ask"), st.integers(0, 5), st.lists(asks, min_size=1, max_size=4))
+ops = st.one_of(
+    ask_op, ask_op, ask_op,
+    st.tuples(st.just("submit"), st.sampled_from(["a", "b"]), st.booleans()),
+    st.tuples(st.just("release"), st.integers(0, 5), st.integers(0, 50)),
+    st.tuples(st.just("start"), st.integers(0, 50), st.sampled_from([None, 0.5, 2.0]), st.sampled_from([0, 1, 137])),
+    st.tuples(st.just("blacklist"), st.integers(0, 5), st.sampled_from(HOSTS), st.booleans()),
+    st.tuples(st.just("advance"), st.sampled_from([0.3, 1.0, 3.0])),
+    st.tuples(st.just("node"), st.sampled_from(["lose_node", "mark_unhealthy", "restore_node"]), st.sampled_from(HOSTS)),
+    st.tuples(st.just("kill_am"), st.integers(0, 5)),
+    st.tuples(st.just("fail"), st.integers(0, 50)),
+    st.tuples(st.just("kill_app"), st.integers(0, 5)),
+)
+
+
+def execute(op_list, check=True):
+    sim = Simulation(SPECS, [Queue("a", max_gpus=16, max_mem=200000), Queue("b")])
+    events = []
+    sim.subscribe(events.append)
+    apps: list[str] = []
+    for queue, keep in (("a", True), ("b", False)):
+        apps.append(sim.client.submit(ApplicationSubmission("p", queue=queue, keep_containers_across_attempts=keep)))
+        sim.client.register(apps[-1])
+    containers: list[str] = []
+    rid = 0
+    for op in op_list:
+        kind = op[0]
+        try:
+            if kind == "submit":
+                app = sim.client.submit(ApplicationSubmission("p", queue=op[1], keep_containers_across_attempts=op[2]))
+                sim.client.register(app)
+                apps.append(app)
+            elif kind in ("ask", "release", "blacklist") and apps:
+                app = apps[op[1] % len(apps)]
+                report = sim.client.application_report(app)
+                if report.state is AppState.ACCEPTED:
+                    sim.client.register(app)
+                    report = sim.client.application_report(app)
+                if report.state is not AppState.RUNNING:
+                    continue
+                if kind == "ask":
+                    reqs = []
+                    for r, host, rack, relax, count in op[2]:
+                        rid += 1
+                        reqs.append(ResourceRequest(rid, r, count, host, rack, relax))
+                    req = AllocateRequest(app, report.attempt, asks=tuple(reqs))
+                elif kind == "release":
+                    mine = [c for c in containers if c.split("_")[1] == app.split("_")[1]]
+                    req = AllocateRequest(app, report.attempt, releases=tuple(mine[op[2] % len(mine):][:1]) if mine else ())
+                else:
+                    req = AllocateRequest(app, report.attempt, blacklist_additions=(op[2],) if op[3] else (),
+                                          blacklist_removals=() if op[3] else (op[2],))
+                resp = sim.client.allocate(req)
+                containers.extend(c.container_id for c in resp.allocated)
+            elif kind == "start" and containers:
+                sim.client.start_container(containers[op[1] % len(containers)],
+                                           LaunchContext.of(duration_s=op[2], exit_code=op[3]))
+            elif kind == "advance":
+                sim.run_until(sim.now() + op[1])
+            elif kind == "node":
+                getattr(sim.core, op[1])(op[2])
+            elif kind == "kill_am" and apps:
+                sim.core.kill_am(apps[op[1] % len(apps)])
+            elif kind == "fail" and containers:
+                sim.core.fail_container(containers[op[1] % len(containers)], 2)
+            elif kind == "kill_app" and apps:
+                sim.client.kill(apps[op[1] % len(apps)])
+        except InvalidRequest:
+            pass   # e.g. a host outside the named rack: refused, nothing changed
+        except RMError:
+            pass   # e.g. starting a container that was already killed
+        if check:
+            sim.core.check_invariants()
+    return sim, events
+
+
+@settings(max_examples=200)
+@given(st.lists(ops, min_size=5, max_size=40))
+def test_never_double_books(op_list):
+    sim, _ = execute(op_list)
+    for node in sim.client.cluster_nodes():
+        used = sim.core.ledger.used(sim.core.ledger.host_index[node.host])
+        assert node.free.add(used).memory_mb == node.capacity.memory_mb
+        assert node.free.gpu_mask | used.gpu_mask == node.capacity.gpu_mask
+        assert not node.free.gpu_mask & used.gpu_mask
+
+
+@settings(max_examples=40)
+@given(st.lists(ops, max_size=30))
+def test_same_operations_same_outcome(op_list):
+    sim1, ev1 = execute(op_list, check=False)
+    sim2, ev2 = execute(op_list, check=False)
+    assert ev1 == ev2
+    assert snapshot(sim1.core) == snapshot(sim2.core)
+
+
+@settings(max_examples=60)
+@given(st.lists(asks, min_size=1, max_size=6))
+def test_every_ask_is_granted_pending_or_rejected(ask_list):
+    """No ask disappears: each one's containers are allocated, pending, or the ask is rejected."""
+    sim = Simulation(SPECS)
+    app = sim.client.submit(ApplicationSubmission("p"))
+    sim.client.register(app)
+    reqs = tuple(ResourceRequest(k, r, count, host, None, relax) for k, (r, host, _, relax, count) in enumerate(ask_list))
+    resp = sim.client.allocate(AllocateRequest(app, 1, asks=reqs))
+    granted = {}
+    for c in resp.allocated:
+        granted[c.request_id] = granted.get(c.request_id, 0) + 1
+        req = reqs[c.request_id]
+        assert req.resource.fits_in(c.resource) or c.resource.gpu_mask and req.resource.gpus == c.resource.gpus
+        if req.host and not req.relax_locality:
+            assert c.host == req.host
+    pending = {p.request_id: p.remaining for p in resp.pending}
+    rejected = {j.request_id for j in resp.rejected}
+    for req in reqs:
+        if req.request_id in rejected:
+            assert req.request_id not in granted and req.request_id not in pending
+        else:
+            assert granted.get(req.request_id, 0) + pending.get(req.request_id, 0) == req.count

@@ -1,0 +1,741 @@
+"""The ResourceManager core: nodes, queues, applications, containers and the scheduler.
+
+One core serves both modes. It is driven by a clock (``VirtualLoop`` for
+simulation, ``RealTimeLoop`` for ``gangmaster rm serve``) and a NodeManager
+(simulated timers or real local processes); it never sleeps and never asks
+which clock or NodeManager it has.
+
+The scheduler runs a *pass* at every AM heartbeat when anything changed since
+the last one (new asks, freed resources, node health). A pass serves queues by
+lowest dominant share first, one container at a time (fair between queues), and
+inside a queue the applications in submission order, each one's asks by
+priority then arrival (FIFO). An ask that cannot be placed now is skipped for
+the rest of the pass (resources only shrink during a pass) and reported as
+pending with the reason; an ask that can never fit is rejected at once.
+
+Every public method takes the core's lock, so the gRPC server's threads, the
+real-time clock thread and process monitors can share one core.
+"""
+from __future__ import annotations
+
+import heapq
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from gangmaster.am.rm_protocol import (
+    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
+    ContainerState, ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport, NodeState,
+    NotFound, PendingAsk, RegisterResponse, Rejection, ResourceRequest, WrongState,
+)
+from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.resources import ResourceDescriptor
+
+from .clock import VirtualLoop
+from .ledger import Booking, Need, NodeLedger
+from .queues import Queue, default_queues
+
+
+@dataclass(frozen=True)
+class RMEvent:
+    """Something that happened in the RM, for subscribers (the simulation driver, logs)."""
+
+    time: float
+    kind: str        # app_submitted | app_registered | attempt_failed | app_finished | container_allocated |
+    #                  container_started | container_finished | node_state
+    app_id: str = ""
+    container_id: str = ""
+    host: str = ""
+    detail: str = ""
+
+
+class AskState:
+    """An ask being served: the request, its compiled need and what is left of it."""
+
+    __slots__ = ("request", "need", "remaining", "host_i", "rack_code", "reason", "levels", "level", "pos",
+                 "blocked")
+
+    def __init__(self, request: ResourceRequest, need: Need, host_i: int | None, rack_code: int | None):
+        self.request, self.need = request, need
+        self.remaining = request.count
+        self.host_i, self.rack_code = host_i, rack_code
+        self.reason = ""
+        self.levels: list | None = None
+        self.level = self.pos = 0
+        self.blocked = False
+
+
+@dataclass(eq=False)
+class ContainerRecord:
+    container_id: str
+    app_id: str
+    attempt: int
+    node: int
+    booking: Booking
+    request_id: int
+    allocated_at: float
+    state: ContainerState = ContainerState.ALLOCATED
+    exit_status: int | None = None
+    diagnostics: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+    launch: LaunchContext | None = None
+    handle: dict = field(default_factory=dict)   # NodeManager's own data (pid, exit file)
+    stopping: bool = False                        # the RM asked the NodeManager to stop it
+
+
+@dataclass(eq=False)
+class Application:
+    app_id: str
+    seq: int
+    name: str
+    queue: str
+    submitted_at: float
+    max_attempts: int
+    keep_containers: bool
+    am_expiry_s: float | None
+    state: AppState = AppState.ACCEPTED
+    attempt: int = 1
+    finished_at: float | None = None
+    final_status: str = ""
+    diagnostics: str = ""
+    last_heartbeat: float = 0.0
+    response_id: int = 0
+    asks: dict = field(default_factory=dict)          # request_id -> AskState (arrival order)
+    blacklist: set = field(default_factory=set)       # node indices
+    containers: dict = field(default_factory=dict)    # container_id -> ContainerRecord (live ones)
+    out_allocated: list = field(default_factory=list)
+    out_completed: list = field(default_factory=list)
+    out_nodes: dict = field(default_factory=dict)     # host -> NodeReport (latest wins)
+    out_rejected: list = field(default_factory=list)
+    expiry_timer: Any = None
+
+
+class ResourceManager:
+    """The RM. ``clock`` defaults to a fresh :class:`VirtualLoop`; ``node_manager``
+    to the simulated one (container ends after ``LaunchContext.duration_s``)."""
+
+    def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, clock=None,
+                 node_manager=None, lock: threading.RLock | None = None):
+        if not specs:
+            raise ValueError("a cluster needs at least one node")
+        self.ledger = NodeLedger(specs)
+        self.queues: dict[str, Queue] = {q.name: q for q in (queues or default_queues())}
+        self.clock = clock if clock is not None else VirtualLoop()
+        self.lock = lock or getattr(self.clock, "lock", None) or threading.RLock()
+        self.apps: dict[str, Application] = {}
+        self.containers: dict[str, ContainerRecord] = {}   # every container ever (finished ones too)
+        self.node_containers: list[set] = [set() for _ in specs]
+        self.next_app = 1
+        self.next_container = 1
+        self.version = 0            # bumps on every change (the state file saves when it moved)
+        self._dirty = True          # something changed since the last scheduling pass
+        self._subscribers: list[Callable[[RMEvent], None]] = []
+        self.max_allocation = ResourceDescriptor(
+            int(self.ledger.cap_mem.max()), int(self.ledger.cap_mvc.max()) / 1000.0,
+            int(self.ledger.cap_gpus.max()))
+        if node_manager is None:
+            from .nodemanager import SimulatedNodeManager
+            node_manager = SimulatedNodeManager(self.clock)
+        self.node_manager = node_manager
+        node_manager.bind(self)
+
+    # ================================================================ events
+    def subscribe(self, fn: Callable[[RMEvent], None]) -> None:
+        """Call ``fn(event)`` for every :class:`RMEvent` (synchronously, under the lock)."""
+        self._subscribers.append(fn)
+
+    def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "", detail: str = "") -> None:
+        if self._subscribers:
+            event = RMEvent(self.clock.now(), kind, app_id, container_id, host, detail)
+            for fn in self._subscribers:
+                fn(event)
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    # ================================================================ client side
+    def submit(self, submission: ApplicationSubmission) -> str:
+        with self.lock:
+            if submission.queue not in self.queues:
+                raise NotFound(f"queue: unknown queue {submission.queue!r}; queues: {', '.join(self.queues)}")
+            if submission.max_attempts < 1:
+                raise InvalidRequest(f"max_attempts: expected an integer >= 1, got {submission.max_attempts}")
+            if submission.am_expiry_s is not None and submission.am_expiry_s <= 0:
+                raise InvalidRequest(f"am_expiry_s: expected a number > 0, got {submission.am_expiry_s}")
+            seq = self.next_app
+            self.next_app += 1
+            app_id = f"app_{seq:04d}"
+            app = Application(app_id, seq, submission.name, submission.queue, self.clock.now(),
+                              submission.max_attempts, submission.keep_containers_across_attempts,
+                              submission.am_expiry_s)
+            self.apps[app_id] = app
+            self.queues[submission.queue].apps.append(app_id)
+            self.version += 1
+            self._emit("app_submitted", app_id, detail=submission.queue)
+            return app_id
+
+    def kill(self, app_id: str, diagnostics: str = "") -> None:
+        with self.lock:
+            app = self._app(app_id)
+            if app.state.finished:
+                return
+            self._end_app(app, AppState.KILLED, "KILLED", diagnostics or "killed by a client",
+                          ExitStatus.KILLED_BY_RESOURCEMANAGER)
+
+    def application_report(self, app_id: str) -> ApplicationReport:
+        with self.lock:
+            app = self._app(app_id)
+            running = sum(1 for c in app.containers.values() if c.state is ContainerState.RUNNING)
+            mem = mvc = 0
+            mask_gpus = 0
+            for c in app.containers.values():
+                mem += c.booking.memory_mb
+                mvc += c.booking.mvcores
+                mask_gpus += bin(c.booking.gpu_mask).count("1")
+            return ApplicationReport(
+                app.app_id, app.name, app.queue, app.state, app.attempt, app.submitted_at, app.finished_at,
+                app.final_status, app.diagnostics, running, sum(a.remaining for a in app.asks.values()),
+                ResourceDescriptor(mem, mvc / 1000.0, mask_gpus))
+
+    def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
+        with self.lock:
+            return [self._node_report(i) for i in range(len(self.ledger))
+                    if not usable_only or self.ledger.usable[i]]
+
+    def _node_report(self, i: int) -> NodeReport:
+        spec = self.ledger.specs[i]
+        return NodeReport(spec.host, spec.rack, self.ledger.states[i], spec.capacity, self.ledger.free(i),
+                          spec.labels, spec.gpu_type, spec.topology, len(self.node_containers[i]),
+                          self.ledger.health_reports[i])
+
+    # ================================================================ AM side
+    def register(self, app_id: str) -> RegisterResponse:
+        with self.lock:
+            app = self._app(app_id)
+            if app.state is not AppState.ACCEPTED:
+                raise WrongState(f"application {app_id} is {app.state.value}; only an ACCEPTED application "
+                                 f"(waiting for its AM attempt {app.attempt}) can register")
+            app.state = AppState.RUNNING
+            app.last_heartbeat = self.clock.now()
+            self._arm_expiry(app)
+            self.version += 1
+            previous = tuple(self._container(c) for c in app.containers.values() if c.attempt < app.attempt)
+            self._emit("app_registered", app_id, detail=f"attempt {app.attempt}")
+            return RegisterResponse(app_id, app.attempt, app.queue, self.max_allocation, previous)
+
+    def allocate(self, request: AllocateRequest) -> AllocateResponse:
+        with self.lock:
+            app = self._live_attempt(request.app_id, request.attempt)
+            asks = self._validate_asks(app, request)
+            releases = self._validate_releases(app, request)
+            black_add = [self._host_field(h, f"blacklist_additions[{k}]")
+                         for k, h in enumerate(request.blacklist_additions)]
+            black_rm = [self._host_field(h, f"blacklist_removals[{k}]")
+                        for k, h in enumerate(request.blacklist_removals)]
+            # Everything is valid: apply.
+            app.last_heartbeat = self.clock.now()
+            if black_add or black_rm:
+                app.blacklist.update(black_add)
+                app.blacklist.difference_update(black_rm)
+                self._dirty = True
+            for rec in releases:
+                self._finish_container(rec, ContainerState.KILLED, ExitStatus.ABORTED,
+                                       "released by the application master")
+            for request_id in request.cancel:
+                if app.asks.pop(request_id, None) is not None:
+                    self.version += 1
+            for ask in asks:
+                reason = self._why_never(app, ask)
+                if reason:
+                    app.out_rejected.append(Rejection(ask.request.request_id, reason))
+                else:
+                    app.asks[ask.request.request_id] = ask
+                    self._dirty = True
+            if asks or releases or request.cancel:
+                self.version += 1
+            self.schedule()
+            return self._drain(app)
+
+    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
+        """The AM unregisters; its remaining containers are killed."""
+        with self.lock:
+            app = self._live_attempt(app_id, attempt)
+            self._end_app(app, AppState.FINISHED, final_status, diagnostics,
+                          ExitStatus.KILLED_AFTER_APP_COMPLETION)
+
+    # ================================================================ NodeManager side
+    def start_container(self, container_id: str, launch: LaunchContext) -> None:
+        with self.lock:
+            rec = self._container_rec(container_id)
+            app = self.apps[rec.app_id]
+            if rec.state is not ContainerState.ALLOCATED:
+                raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
+                                 f"container can be started")
+            if app.state is not AppState.RUNNING:
+                raise WrongState(f"application {app.app_id} is {app.state.value}")
+            if not self.ledger.usable[rec.node] and self.ledger.states[rec.node] is NodeState.LOST:
+                raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
+            self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
+            rec.state = ContainerState.RUNNING
+            rec.started_at = self.clock.now()
+            rec.launch = launch
+            self.version += 1
+            self._emit("container_started", rec.app_id, container_id, self.ledger.hosts[rec.node])
+
+    def stop_container(self, container_id: str) -> None:
+        with self.lock:
+            rec = self._container_rec(container_id)
+            if rec.state.finished:
+                return
+            self._finish_container(rec, ContainerState.KILLED, ExitStatus.KILLED_BY_APPMASTER,
+                                   "stopped by the application master")
+
+    def container_status(self, container_id: str) -> ContainerStatus:
+        with self.lock:
+            return self._status(self._container_rec(container_id))
+
+    def container_exited(self, container_id: str, exit_code: int, diagnostics: str = "") -> None:
+        """The NodeManager reports that a container's process ended by itself."""
+        with self.lock:
+            rec = self.containers.get(container_id)
+            if rec is None or rec.state.finished:
+                return
+            if rec.stopping:
+                return
+            state = ContainerState.COMPLETED if exit_code == 0 else ContainerState.FAILED
+            self._finish_container(rec, state, exit_code, diagnostics or f"process exited with code {exit_code}",
+                                   stop=False)
+
+    # ================================================================ faults (scenario and tests)
+    def lose_node(self, host: str, report: str = "node lost") -> None:
+        with self.lock:
+            i = self._host_field(host, "host")
+            self.ledger.set_state(i, NodeState.LOST, report)
+            for cid in sorted(self.node_containers[i]):
+                self._finish_container(self.containers[cid], ContainerState.KILLED, ExitStatus.NODE_LOST,
+                                       f"node {host} lost: {report}")
+            self._node_changed(i)
+
+    def mark_unhealthy(self, host: str, report: str = "blacklisted") -> None:
+        """The cluster blacklists a node: no new containers; running ones keep running."""
+        with self.lock:
+            i = self._host_field(host, "host")
+            self.ledger.set_state(i, NodeState.UNHEALTHY, report)
+            self._node_changed(i)
+
+    def restore_node(self, host: str) -> None:
+        with self.lock:
+            i = self._host_field(host, "host")
+            self.ledger.set_state(i, NodeState.RUNNING, "")
+            self._node_changed(i)
+
+    def kill_container(self, container_id: str, diagnostics: str = "killed by the resource manager") -> None:
+        with self.lock:
+            rec = self._container_rec(container_id)
+            if not rec.state.finished:
+                self._finish_container(rec, ContainerState.KILLED, ExitStatus.KILLED_BY_RESOURCEMANAGER, diagnostics)
+
+    def fail_container(self, container_id: str, exit_code: int = 1, diagnostics: str = "") -> None:
+        """Make a container fail as if its process exited with ``exit_code``."""
+        with self.lock:
+            rec = self._container_rec(container_id)
+            if not rec.state.finished:
+                self._finish_container(rec, ContainerState.FAILED, exit_code,
+                                       diagnostics or f"injected failure, exit code {exit_code}")
+
+    def kill_am(self, app_id: str, diagnostics: str = "AM process killed") -> None:
+        """The AM attempt's process dies: the attempt fails; a new attempt is accepted while
+        attempts remain (its containers are kept when the app asked for that)."""
+        with self.lock:
+            app = self._app(app_id)
+            if app.state.finished:
+                raise WrongState(f"application {app_id} is {app.state.value}")
+            self._fail_attempt(app, diagnostics)
+
+    # ================================================================ scheduling
+    def schedule(self) -> int:
+        """One scheduling pass; returns the number of containers granted."""
+        with self.lock:
+            if not self._dirty:
+                return 0
+            self._dirty = False
+            heap = []
+            plans: dict[str, list] = {}
+            for name, queue in self.queues.items():
+                plan = []
+                for app_id in queue.apps:
+                    app = self.apps[app_id]
+                    if app.state is AppState.RUNNING and app.asks:
+                        asks = list(app.asks.values())
+                        if any(a.request.priority for a in asks):
+                            asks.sort(key=lambda a: a.request.priority)
+                        plan.extend((app, ask) for ask in asks)
+                if plan:
+                    plans[name] = [plan, 0]
+                    heap.append((queue.share(), name))
+            heapq.heapify(heap)
+            granted = 0
+            while heap:
+                _, name = heapq.heappop(heap)
+                queue = self.queues[name]
+                entry = plans[name]
+                if self._place_one(queue, entry):
+                    granted += 1
+                    heapq.heappush(heap, (queue.share(), name))
+            for entry in plans.values():
+                for _, ask in entry[0]:
+                    ask.levels = None
+                    ask.blocked = False
+            return granted
+
+    def _place_one(self, queue: Queue, entry: list) -> bool:
+        plan, cursor = entry
+        ledger = self.ledger
+        while cursor < len(plan):
+            app, ask = plan[cursor]
+            if ask.remaining <= 0 or ask.blocked or app.asks.get(ask.request.request_id) is not ask:
+                cursor += 1
+                continue
+            need = ask.need
+            if not queue.room_for(need.memory_mb, need.mvcores, need.gpus):
+                ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
+                ask.blocked = True
+                cursor += 1
+                continue
+            node = self._find_node(app, ask)
+            if node is None:
+                ask.blocked = True
+                cursor += 1
+                continue
+            entry[1] = cursor
+            booking = ledger.book(node, need)
+            self._grant(app, ask, node, booking, queue)
+            return True
+        entry[1] = cursor
+        return False
+
+    def _find_node(self, app: Application, ask: AskState) -> int | None:
+        """The first node, in locality order, that holds ``ask`` now."""
+        ledger = self.ledger
+        need = ask.need
+        if ask.levels is None:
+            ask.levels = self._levels(app, ask)
+            ask.level = ask.pos = 0
+        levels = ask.levels
+        blacklist = app.blacklist
+        why = ledger.why_not_now
+        while ask.level < len(levels):
+            nodes = levels[ask.level]
+            if callable(nodes):
+                nodes = levels[ask.level] = nodes()
+            while ask.pos < len(nodes):
+                i = int(nodes[ask.pos])
+                if i in blacklist:
+                    ask.pos += 1
+                    continue
+                reason = why(i, need)
+                if reason is None:
+                    return i
+                if ask.level == 0 and ask.host_i is not None:
+                    ask.reason = reason
+                ask.pos += 1
+            ask.level += 1
+            ask.pos = 0
+        if not ask.reason or ask.host_i is None or ask.request.relax_locality:
+            scope = ask.request.host or (f"rack {ask.request.rack}" if ask.request.rack else "the cluster")
+            ask.reason = (f"no usable node in {scope} has {ask.request.resource} free"
+                          + (f" ({ask.reason})" if ask.host_i is not None and ask.reason else ""))
+        return None
+
+    def _levels(self, app: Application, ask: AskState) -> list:
+        """Where to look, in order: the host, its rack, anywhere (as far as locality is relaxed)."""
+        ledger, need, req = self.ledger, ask.need, ask.request
+        label = ledger.label_nodes.get(req.node_label) if req.node_label else None
+        levels: list = []
+        if ask.host_i is not None:
+            levels.append((ask.host_i,))
+            if not req.relax_locality:
+                return levels
+        rack = ask.rack_code if ask.rack_code is not None else (
+            int(ledger.rack_of[ask.host_i]) if ask.host_i is not None else None)
+        if rack is not None:
+            scope = ledger.rack_of == rack
+            if label is not None:
+                scope &= label
+            levels.append(lambda: ledger.candidates(need, scope))
+            if not req.relax_locality:
+                return levels
+        levels.append(lambda: ledger.candidates(need, label))
+        return levels
+
+    def _grant(self, app: Application, ask: AskState, node: int, booking: Booking, queue: Queue) -> None:
+        cid = f"container_{app.seq:04d}_{app.attempt:02d}_{self.next_container:06d}"
+        self.next_container += 1
+        rec = ContainerRecord(cid, app.app_id, app.attempt, node, booking, ask.request.request_id, self.clock.now())
+        self.containers[cid] = rec
+        app.containers[cid] = rec
+        self.node_containers[node].add(cid)
+        queue.used_mem += booking.memory_mb
+        queue.used_mvc += booking.mvcores
+        gpus = ask.need.gpus
+        queue.used_gpus += gpus
+        ask.remaining -= 1
+        if ask.remaining <= 0:
+            del app.asks[ask.request.request_id]
+        app.out_allocated.append(rec)
+        self.version += 1
+        if self._subscribers:
+            self._emit("container_allocated", app.app_id, cid, self.ledger.hosts[node])
+
+    # ================================================================ internals
+    def _why_never(self, app: Application, ask: AskState) -> str | None:
+        need, req, ledger = ask.need, ask.request, self.ledger
+        reason = self.queues[app.queue].why_never(need.memory_mb, need.mvcores, need.gpus)
+        if reason:
+            return reason
+        scope = None
+        if req.node_label:
+            scope = ledger.label_nodes.get(req.node_label)
+            if scope is None:
+                return f"no node has label {req.node_label!r}"
+        if ask.host_i is not None:
+            host_reason = ledger.why_never(ask.host_i, need)
+            if req.node_label and not scope[ask.host_i]:
+                host_reason = f"host {req.host} does not have label {req.node_label!r}"
+            if host_reason is None:
+                return None
+            if not req.relax_locality:
+                return host_reason
+        if ask.rack_code is not None and not req.relax_locality:
+            rack_scope = ledger.rack_of == ask.rack_code
+            scope = rack_scope if scope is None else scope & rack_scope
+        fits = ledger.nodes_by_capacity(need, scope)
+        for i in np.flatnonzero(fits):
+            if ledger.why_never(int(i), need) is None:
+                return None
+        where = f"rack {req.rack}" if scope is not None and req.rack else "any node"
+        return f"{req.resource} can never fit on {where} of the cluster (largest node: {self.max_allocation})"
+
+    def _validate_asks(self, app: Application, request: AllocateRequest) -> list[AskState]:
+        out = []
+        seen = set()
+        for k, req in enumerate(request.asks):
+            where = f"asks[{k}]"
+            if not isinstance(req, ResourceRequest):
+                raise InvalidRequest(f"{where}: expected a ResourceRequest, got {type(req).__name__}")
+            if req.count < 1:
+                raise InvalidRequest(f"{where}.count: expected an integer >= 1, got {req.count}")
+            if req.request_id in app.asks or req.request_id in seen:
+                raise InvalidRequest(f"{where}.request_id: {req.request_id} is already pending for {app.app_id}")
+            seen.add(req.request_id)
+            host_i = self._host_field(req.host, f"{where}.host") if req.host else None
+            rack_code = None
+            if req.rack:
+                rack_code = self.ledger.rack_index.get(req.rack)
+                if rack_code is None:
+                    raise InvalidRequest(f"{where}.rack: unknown rack {req.rack!r}; racks: "
+                                         f"{', '.join(self.ledger.rack_names)}")
+                if host_i is not None and int(self.ledger.rack_of[host_i]) != rack_code:
+                    raise InvalidRequest(f"{where}.rack: host {req.host} is in rack "
+                                         f"{self.ledger.specs[host_i].rack}, not {req.rack}")
+            r = req.resource
+            if r.gpus and r.gpu_mask == 0 and r.gpus > 64:
+                raise InvalidRequest(f"{where}.resource.gpus: expected at most 64, got {r.gpus}")
+            out.append(AskState(req, Need.of(r), host_i, rack_code))
+        return out
+
+    def _validate_releases(self, app: Application, request: AllocateRequest) -> list[ContainerRecord]:
+        out = []
+        for k, cid in enumerate(request.releases):
+            rec = self.containers.get(cid)
+            if rec is None or rec.app_id != app.app_id:
+                raise InvalidRequest(f"releases[{k}]: {cid!r} is not a container of {app.app_id}")
+            if not rec.state.finished:
+                out.append(rec)
+        return out
+
+    def _host_field(self, host: str, field_name: str) -> int:
+        i = self.ledger.host_index.get(host)
+        if i is None:
+            raise InvalidRequest(f"{field_name}: unknown host {host!r}")
+        return i
+
+    def _app(self, app_id: str) -> Application:
+        app = self.apps.get(app_id)
+        if app is None:
+            raise NotFound(f"app_id: unknown application {app_id!r}")
+        return app
+
+    def _live_attempt(self, app_id: str, attempt: int) -> Application:
+        app = self._app(app_id)
+        if app.state is not AppState.RUNNING or app.attempt != attempt:
+            raise WrongState(f"application {app_id} attempt {attempt} is not the running attempt "
+                             f"(application {app.state.value}, attempt {app.attempt})")
+        return app
+
+    def _container_rec(self, container_id: str) -> ContainerRecord:
+        rec = self.containers.get(container_id)
+        if rec is None:
+            raise NotFound(f"container_id: unknown container {container_id!r}")
+        return rec
+
+    def _container(self, rec: ContainerRecord) -> Container:
+        return Container(rec.container_id, rec.app_id, rec.attempt, self.ledger.hosts[rec.node],
+                         self.ledger.specs[rec.node].rack, rec.booking.resource, rec.request_id, rec.allocated_at)
+
+    def _status(self, rec: ContainerRecord) -> ContainerStatus:
+        return ContainerStatus(rec.container_id, self.ledger.hosts[rec.node], rec.state, rec.exit_status,
+                               rec.diagnostics, rec.request_id)
+
+    def _drain(self, app: Application) -> AllocateResponse:
+        queue = self.queues[app.queue]
+        app.response_id += 1
+        response = AllocateResponse(
+            allocated=tuple(self._container(r) for r in app.out_allocated),
+            completed=tuple(app.out_completed),
+            node_updates=tuple(app.out_nodes.values()),
+            rejected=tuple(app.out_rejected),
+            pending=tuple(PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()),
+            headroom=ResourceDescriptor(
+                max(0, min(queue.max_mem - queue.used_mem, int(self.ledger.free_mem.sum()))),
+                max(0, min(queue.max_mvc - queue.used_mvc, int(self.ledger.free_mvc.sum()))) / 1000.0,
+                max(0, min(queue.max_gpus - queue.used_gpus, int(self.ledger.free_gpus.sum())))),
+            response_id=app.response_id,
+        )
+        app.out_allocated = []
+        app.out_completed = []
+        app.out_nodes = {}
+        app.out_rejected = []
+        return response
+
+    def _finish_container(self, rec: ContainerRecord, state: ContainerState, exit_status: int,
+                          diagnostics: str, stop: bool = True) -> None:
+        was_running = rec.state is ContainerState.RUNNING
+        rec.state, rec.exit_status, rec.diagnostics = state, int(exit_status), diagnostics
+        rec.finished_at = self.clock.now()
+        self.ledger.give_back(rec.node, rec.booking)
+        self.node_containers[rec.node].discard(rec.container_id)
+        app = self.apps[rec.app_id]
+        app.containers.pop(rec.container_id, None)
+        queue = self.queues[app.queue]
+        queue.used_mem -= rec.booking.memory_mb
+        queue.used_mvc -= rec.booking.mvcores
+        queue.used_gpus -= bin(rec.booking.gpu_mask).count("1")
+        if rec in app.out_allocated:   # granted but never delivered: the AM never hears of it
+            app.out_allocated.remove(rec)
+        elif not app.state.finished:
+            app.out_completed.append(self._status(rec))
+        self._dirty = True
+        self.version += 1
+        if stop and was_running:
+            rec.stopping = True
+            self.node_manager.stop(rec)
+        self._emit("container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
+                   f"{state.value} exit={exit_status} {diagnostics}")
+
+    def _node_changed(self, i: int) -> None:
+        self._dirty = True
+        self.version += 1
+        report = self._node_report(i)
+        for app in self.apps.values():
+            if app.state is AppState.RUNNING:
+                app.out_nodes[report.host] = report
+        self._emit("node_state", host=report.host, detail=f"{report.state.value} {report.health_report}")
+
+    def _end_app(self, app: Application, state: AppState, final_status: str, diagnostics: str,
+                 exit_status: int) -> None:
+        app.state = state
+        app.final_status, app.diagnostics = final_status, diagnostics
+        app.finished_at = self.clock.now()
+        app.asks.clear()
+        if app.expiry_timer is not None:
+            app.expiry_timer.cancel()
+        for cid in sorted(app.containers):
+            self._finish_container(app.containers[cid], ContainerState.KILLED, exit_status,
+                                   f"application {app.app_id} {state.value.lower()}")
+        self.queues[app.queue].apps.remove(app.app_id)
+        self._dirty = True
+        self.version += 1
+        self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
+
+    def _fail_attempt(self, app: Application, diagnostics: str) -> None:
+        if app.attempt >= app.max_attempts:
+            self._end_app(app, AppState.FAILED, "FAILED",
+                          f"attempt {app.attempt} of {app.max_attempts} failed: {diagnostics}",
+                          ExitStatus.KILLED_AFTER_APP_COMPLETION)
+            return
+        failed = app.attempt
+        for cid in sorted(app.containers):
+            rec = app.containers[cid]
+            if not app.keep_containers or rec.state is ContainerState.ALLOCATED:
+                self._finish_container(rec, ContainerState.KILLED, ExitStatus.KILLED_AFTER_APP_COMPLETION,
+                                       f"AM attempt {failed} ended: {diagnostics}")
+        app.attempt += 1
+        app.state = AppState.ACCEPTED
+        app.asks.clear()
+        app.blacklist.clear()
+        app.out_allocated, app.out_completed, app.out_nodes, app.out_rejected = [], [], {}, []
+        app.diagnostics = f"attempt {failed} failed: {diagnostics}"
+        if app.expiry_timer is not None:
+            app.expiry_timer.cancel()
+        self._dirty = True
+        self.version += 1
+        self._emit("attempt_failed", app.app_id, detail=f"attempt {failed} failed ({diagnostics}); "
+                                                         f"attempt {app.attempt} may register")
+
+    def _arm_expiry(self, app: Application) -> None:
+        if app.am_expiry_s is None:
+            return
+        if app.expiry_timer is not None:
+            app.expiry_timer.cancel()
+        attempt = app.attempt
+
+        def check() -> None:
+            with self.lock:
+                if app.state is not AppState.RUNNING or app.attempt != attempt:
+                    return
+                due = app.last_heartbeat + app.am_expiry_s
+                if self.clock.now() + 1e-9 >= due:
+                    self._fail_attempt(app, f"no heartbeat for {app.am_expiry_s:g}s")
+                else:
+                    app.expiry_timer = self.clock.call_at(due, check)
+
+        app.expiry_timer = self.clock.call_at(app.last_heartbeat + app.am_expiry_s, check)
+
+    # ================================================================ invariants
+    def check_invariants(self) -> None:
+        """Recount every node from the live containers; raise AssertionError on any
+        double booking or drift (``free + used == capacity``). Used by the property tests."""
+        ledger = self.ledger
+        for i in range(len(ledger)):
+            mem = mvc = 0
+            mask = 0
+            ports = []
+            for cid in self.node_containers[i]:
+                b = self.containers[cid].booking
+                assert not self.containers[cid].state.finished, f"finished container {cid} still on node"
+                assert not (mask & b.gpu_mask), f"{ledger.hosts[i]}: GPU mask {b.gpu_mask:#x} double-booked"
+                mask |= b.gpu_mask
+                mem += b.memory_mb
+                mvc += b.mvcores
+                ports.extend(b.port_ranges)
+            assert len(ports) == len(set(ports)), f"{ledger.hosts[i]}: a port is double-booked"
+            assert mem + ledger.free_mem[i] == ledger.cap_mem[i], f"{ledger.hosts[i]}: memory drift"
+            assert mvc + ledger.free_mvc[i] == ledger.cap_mvc[i], f"{ledger.hosts[i]}: vcores drift"
+            assert mask | ledger.free_mask[i] == ledger.cap_mask[i] and not (mask & ledger.free_mask[i]), \
+                f"{ledger.hosts[i]}: GPU masks drift"
+            assert bin(ledger.free_mask[i]).count("1") == ledger.free_gpus[i], f"{ledger.hosts[i]}: GPU count drift"
+            assert ledger.free_mem[i] >= 0 and ledger.free_mvc[i] >= 0, f"{ledger.hosts[i]}: negative free"
+            used_ports = set(ports)
+            assert not used_ports & set(ledger.free_ports[i]), f"{ledger.hosts[i]}: a used port is free"
+            assert used_ports | set(ledger.free_ports[i]) == set(ledger.cap_ports[i]), f"{ledger.hosts[i]}: ports drift"
+        for q in self.queues.values():
+            live = [c for c in self.containers.values()
+                    if not c.state.finished and self.apps[c.app_id].queue == q.name]
+            assert q.used_mem == sum(c.booking.memory_mb for c in live), f"queue {q.name}: memory drift"
+            assert q.used_gpus == sum(bin(c.booking.gpu_mask).count("1") for c in live), f"queue {q.name}: GPU drift"
+            assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.used_gpus <= q.max_gpus, \
+                f"queue {q.name}: over its limit"

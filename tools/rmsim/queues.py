@@ -1,0 +1,104 @@
+"""Queues: capacity shares ("N machines' worth", like a quota group), FIFO inside a
+queue, fair between queues.
+
+Queue file (``--queues FILE``)::
+
+    queues:
+      - name: research
+        machines: 2          # 2 x the capacity of the machine named by `like`
+        like: dgx1-000       # default: the largest node (most GPUs, then memory)
+      - name: batch
+        memoryMB: 262144     # or explicit limits (any of memoryMB, vcores, gpus)
+        vcores: 64
+        gpus: 0
+
+No file: one queue ``default`` that may use the whole cluster. A queue's limit is
+enforced: a container that would take the queue past it is not granted (the ask
+stays pending, reason "queue limit"); an ask larger than the limit itself is
+rejected. Between queues the scheduler serves the queue with the lowest dominant
+share (its largest used/limit fraction) first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gangmaster.conf.fields import ConfigError, Fields, load_yaml
+
+from .ledger import NodeLedger, milli
+
+UNLIMITED = 1 << 62
+
+
+@dataclass
+class Queue:
+    name: str
+    max_mem: int = UNLIMITED
+    max_mvc: int = UNLIMITED
+    max_gpus: int = UNLIMITED
+    used_mem: int = 0
+    used_mvc: int = 0
+    used_gpus: int = 0
+    apps: list = field(default_factory=list)   # app ids in submission order (FIFO)
+
+    def share(self) -> float:
+        """Dominant share: the largest used/limit fraction over the limited dimensions."""
+        return max(self.used_mem / self.max_mem if self.max_mem else 0.0,
+                   self.used_mvc / self.max_mvc if self.max_mvc else 0.0,
+                   self.used_gpus / self.max_gpus if self.max_gpus else 0.0)
+
+    def room_for(self, mem: int, mvc: int, gpus: int) -> bool:
+        return (self.used_mem + mem <= self.max_mem and self.used_mvc + mvc <= self.max_mvc
+                and self.used_gpus + gpus <= self.max_gpus)
+
+    def why_never(self, mem: int, mvc: int, gpus: int) -> str | None:
+        if mem > self.max_mem:
+            return f"queue {self.name} is limited to {self.max_mem}MB memory, {mem}MB asked"
+        if mvc > self.max_mvc:
+            return f"queue {self.name} is limited to {self.max_mvc / 1000:g} vcores, {mvc / 1000:g} asked"
+        if gpus > self.max_gpus:
+            return f"queue {self.name} is limited to {self.max_gpus} GPU(s), {gpus} asked"
+        return None
+
+    def limits(self) -> dict:
+        return {"memoryMB": self.max_mem, "mvcores": self.max_mvc, "gpus": self.max_gpus}
+
+
+def default_queues() -> list[Queue]:
+    return [Queue("default")]
+
+
+def load_queues(path: str | Path, ledger: NodeLedger) -> list[Queue]:
+    doc = Fields(load_yaml(path), str(path))
+    doc.reject_unknown(("queues",))
+    queues = [parse_queue(q, ledger) for q in doc.list_of_mappings("queues")]
+    if not queues:
+        raise doc.error("queues", "at least one queue")
+    names = set()
+    for q in queues:
+        if q.name in names:
+            raise ConfigError(str(path), "queues", f"unique queue names; {q.name!r} appears twice")
+        names.add(q.name)
+    return queues
+
+
+def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
+    q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus"))
+    name = q.string("name")
+    if "machines" in q:
+        machines = q.number("machines", minimum=0, exclusive_minimum=True)
+        if "like" in q:
+            host = q.string("like")
+            if host not in ledger.host_index:
+                raise q.error("like", "a host of the cluster", host)
+            i = ledger.host_index[host]
+        else:
+            i = max(range(len(ledger)), key=lambda j: (int(ledger.cap_gpus[j]), int(ledger.cap_mem[j]), -j))
+        return Queue(name, max_mem=int(machines * ledger.cap_mem[i]), max_mvc=int(machines * ledger.cap_mvc[i]),
+                     max_gpus=int(machines * ledger.cap_gpus[i]))
+    if "like" in q:
+        raise q.error("like", "to be used together with machines")
+    return Queue(name,
+                 max_mem=q.integer("memoryMB", UNLIMITED, minimum=0),
+                 max_mvc=milli(q.number("vcores", UNLIMITED / 1000, minimum=0)),
+                 max_gpus=q.integer("gpus", UNLIMITED, minimum=0))

@@ -1,0 +1,149 @@
+"""Fault scripts: "at time t, do X", read from YAML and played on the RM's clock.
+
+::
+
+    events:
+      - at: 10                 # seconds on the RM clock (virtual, or since `rm serve` started)
+        do: lose_node          # its containers end KILLED with exit status NODE_LOST
+        host: dgx1-000
+      - {at: 20, do: restore_node, host: dgx1-000}
+      - {at: 12, do: mark_unhealthy, host: pcie4-001, report: "disk full"}   # blacklisted
+      - at: 15
+        do: fail_container     # ends FAILED with exitCode (default 1)
+        app: app_0001          # the app's first live container (in id order) ...
+        host: dgx1-001         # ... on this host (optional); or `container: <id>`
+        exitCode: 3
+      - {at: 16, do: kill_container, container: container_0001_01_000002}
+      - {at: 30, do: kill_am, app: app_0001}   # the AM attempt dies; a new attempt may register
+      - {at: 40, do: kill_app, app: app_0001}
+
+A step whose target does not exist when it fires (no such app or container yet)
+is recorded in :attr:`Scenario.log` as skipped; the RM keeps serving.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from gangmaster.am.rm_protocol import RMError
+from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
+
+log = logging.getLogger(__name__)
+
+ACTIONS = {
+    "lose_node": ("host", "report"),
+    "mark_unhealthy": ("host", "report"),
+    "restore_node": ("host",),
+    "kill_container": ("container", "app", "host", "diagnostics"),
+    "fail_container": ("container", "app", "host", "exitCode", "diagnostics"),
+    "kill_am": ("app", "diagnostics"),
+    "kill_app": ("app", "diagnostics"),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    at: float
+    action: str
+    host: str | None = None
+    container: str | None = None
+    app: str | None = None
+    exit_code: int = 1
+    text: str = ""
+
+
+class Scenario:
+    def __init__(self, steps: list[Step], source: str = "<api>"):
+        self.steps = sorted(steps, key=lambda s: s.at)
+        self.source = source
+        self.log: list[tuple[float, str, str]] = []   # (time, action, outcome)
+
+    @classmethod
+    def load(cls, path: str | Path, hosts: set[str] | None = None) -> "Scenario":
+        return cls.from_data(load_yaml(path), str(path), hosts)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<scenario>", hosts: set[str] | None = None) -> "Scenario":
+        return cls.from_data(parse_yaml(text, source), source, hosts)
+
+    @classmethod
+    def from_data(cls, data, source: str, hosts: set[str] | None = None) -> "Scenario":
+        doc = Fields(data, source)
+        doc.reject_unknown(("events",))
+        steps = []
+        for ev in doc.list_of_mappings("events"):
+            action = ev.string("do", choices=ACTIONS)
+            ev.reject_unknown(("at", "do") + ACTIONS[action])
+            at = ev.number("at", minimum=0)
+            host = ev.string("host") if "host" in ev else None
+            if host is not None and hosts is not None and host not in hosts:
+                raise ev.error("host", "a host of the cluster", host)
+            container = ev.string("container") if "container" in ev else None
+            app = ev.string("app") if "app" in ev else None
+            if action in ("kill_container", "fail_container") and not (container or app):
+                raise ev.error("container", "a container id, or `app` (and optionally `host`)")
+            if action in ("kill_am", "kill_app") and not app:
+                raise ev.error("app", "an application id")
+            if action in ("lose_node", "mark_unhealthy", "restore_node") and not host:
+                raise ev.error("host", "a host name")
+            text = ev.string("report", "") if "report" in ev else (
+                ev.string("diagnostics") if "diagnostics" in ev else "")
+            steps.append(Step(at, action, host, container, app, ev.integer("exitCode", 1), text))
+        return cls(steps, source)
+
+    def schedule(self, core) -> None:
+        """Put every step on the core's clock (relative to now)."""
+        start = core.clock.now()
+        for step in self.steps:
+            core.clock.call_at(start + step.at, self._fire, core, step)
+
+    def _fire(self, core, step: Step) -> None:
+        try:
+            outcome = self._apply(core, step)
+        except RMError as exc:
+            outcome = f"skipped: {exc}"
+        self.log.append((core.clock.now(), step.action, outcome))
+        log.info("scenario %s at %.3f: %s %s", self.source, core.clock.now(), step.action, outcome)
+
+    def _apply(self, core, step: Step) -> str:
+        text = step.text
+        if step.action == "lose_node":
+            core.lose_node(step.host, text or "node lost (scenario)")
+            return step.host
+        if step.action == "mark_unhealthy":
+            core.mark_unhealthy(step.host, text or "blacklisted (scenario)")
+            return step.host
+        if step.action == "restore_node":
+            core.restore_node(step.host)
+            return step.host
+        if step.action == "kill_am":
+            core.kill_am(step.app, text or "AM process killed (scenario)")
+            return step.app
+        if step.action == "kill_app":
+            core.kill(step.app, text or "killed (scenario)")
+            return step.app
+        cid = step.container or self._pick(core, step)
+        if cid is None:
+            return f"skipped: no live container of {step.app}" + (f" on {step.host}" if step.host else "")
+        if step.action == "kill_container":
+            core.kill_container(cid, text or "killed (scenario)")
+        else:
+            core.fail_container(cid, step.exit_code, text)
+        return cid
+
+    @staticmethod
+    def _pick(core, step: Step) -> str | None:
+        app = core.apps.get(step.app)
+        if app is None:
+            return None
+        for cid in sorted(app.containers):
+            if step.host is None or core.ledger.hosts[app.containers[cid].node] == step.host:
+                return cid
+        return None
+
+
+def check_hosts(scenario: Scenario, hosts: set[str]) -> None:
+    for k, step in enumerate(scenario.steps):
+        if step.host is not None and step.host not in hosts:
+            raise ConfigError(scenario.source, f"events[{k}].host", "a host of the cluster", step.host)

@@ -1,0 +1,187 @@
+"""The live RM: the core behind a gRPC server, real time, real task processes.
+
+Every RPC decodes its message, calls the core under the core's lock, and maps
+the core's errors to gRPC status codes (INVALID_ARGUMENT names the field). A
+bad request never stops the server. After any call that changed the core, the
+state file (if any) is rewritten before the reply leaves, so a client never
+holds a grant the RM would forget after ``kill -9``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from gangmaster.am import rm_codec as codec
+from gangmaster.am.proto import rm_pb2 as pb
+from gangmaster.am.proto import rm_pb2_grpc
+from gangmaster.am.rm_protocol import InvalidRequest, NotFound, RMError, WrongState
+from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.resources import ResourceError
+
+from . import state as state_file
+from .clock import RealTimeLoop
+from .core import ResourceManager
+from .nodemanager import ProcessNodeManager
+from .queues import Queue
+from .scenario import Scenario
+
+log = logging.getLogger(__name__)
+
+_TO_CODE = {
+    InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    WrongState: grpc.StatusCode.FAILED_PRECONDITION,
+}
+
+EMPTY = pb.Empty()
+
+
+class LiveRM:
+    """Owns the real-time clock, the process NodeManager, the core and the state file."""
+
+    def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, state_path: str | Path | None = None,
+                 work_dir: str | Path | None = None, poll_s: float = 0.1, save_every_s: float = 0.2):
+        self.state_path = Path(state_path) if state_path else None
+        lock = threading.RLock()
+        if work_dir is None:
+            work_dir = (self.state_path.parent / (self.state_path.name + ".tasks")) if self.state_path else \
+                Path.cwd() / "rm-tasks"
+        restored = self.state_path is not None and self.state_path.exists()
+        start = 0.0
+        if restored:
+            import json
+            try:
+                start = float(json.loads(self.state_path.read_text()).get("time", 0.0))
+            except (OSError, ValueError, AttributeError):
+                start = 0.0
+        self.clock = RealTimeLoop(lock, start=start)
+        self.node_manager = ProcessNodeManager(self.clock, work_dir, poll_s=poll_s)
+        if restored:
+            self.core = state_file.load(self.state_path, self.clock, self.node_manager)
+            log.info("restored RM state from %s: %d node(s), %d application(s), %d live container(s)",
+                     self.state_path, len(self.core.ledger), len(self.core.apps),
+                     sum(1 for c in self.core.containers.values() if not c.state.finished))
+        else:
+            self.core = ResourceManager(specs, queues, clock=self.clock, node_manager=self.node_manager, lock=lock)
+        self.restored = restored
+        self._saved_version = -1
+        self.save()
+        if self.state_path is not None:
+            self.clock.every(save_every_s, self.save)
+
+    def save(self) -> None:
+        if self.state_path is None:
+            return
+        with self.core.lock:
+            if self.core.version == self._saved_version:
+                return
+            state_file.save(self.core, self.state_path)
+            self._saved_version = self.core.version
+
+    def stop(self) -> None:
+        self.save()
+        self.node_manager.shutdown()
+        self.clock.stop()
+
+
+class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
+    def __init__(self, live: LiveRM):
+        self.live = live
+        self.core = live.core
+
+    def _run(self, context, fn, *args):
+        try:
+            result = fn(*args)
+        except RMError as exc:
+            context.abort(_TO_CODE.get(type(exc), grpc.StatusCode.INTERNAL), exc.message)
+        except ResourceError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        self.live.save()
+        return result
+
+    # ---- client side
+    def Submit(self, request, context):
+        return pb.AppId(app_id=self._run(context, lambda: self.core.submit(codec.submission_from_pb(request))))
+
+    def Kill(self, request, context):
+        self._run(context, self.core.kill, request.app_id, request.diagnostics)
+        return EMPTY
+
+    def GetApplicationReport(self, request, context):
+        return codec.report_to_pb(self._run(context, self.core.application_report, request.app_id))
+
+    def GetClusterNodes(self, request, context):
+        nodes = self._run(context, self.core.cluster_nodes, request.usable_only)
+        reply = pb.NodesResponse()
+        for n in nodes:
+            codec.node_to_pb(n, reply.nodes.add())
+        return reply
+
+    # ---- AM side
+    def Register(self, request, context):
+        return codec.register_to_pb(self._run(context, self.core.register, request.app_id))
+
+    def Allocate(self, request, context):
+        response = self._run(context, lambda: self.core.allocate(codec.allocate_request_from_pb(request)))
+        return codec.allocate_response_to_pb(response)
+
+    def Finish(self, request, context):
+        self._run(context, self.core.finish, request.app_id, request.attempt, request.final_status or "SUCCEEDED",
+                  request.diagnostics)
+        return EMPTY
+
+    # ---- NodeManager side
+    def StartContainer(self, request, context):
+        self._run(context, self.core.start_container, request.container_id, codec.launch_from_pb(request.launch))
+        return EMPTY
+
+    def StopContainer(self, request, context):
+        self._run(context, self.core.stop_container, request.container_id)
+        return EMPTY
+
+    def GetContainerStatus(self, request, context):
+        status = self._run(context, self.core.container_status, request.container_id)
+        msg = pb.ContainerStatus()
+        codec.status_to_pb(status, msg)
+        return msg
+
+    # ---- faults
+    def InjectFault(self, request, context):
+        core = self.core
+        actions = {
+            "lose_node": lambda: core.lose_node(request.host, request.text or "node lost (injected)"),
+            "mark_unhealthy": lambda: core.mark_unhealthy(request.host, request.text or "blacklisted (injected)"),
+            "restore_node": lambda: core.restore_node(request.host),
+            "kill_container": lambda: core.kill_container(request.container_id, request.text or "killed (injected)"),
+            "fail_container": lambda: core.fail_container(request.container_id, request.exit_code, request.text),
+            "kill_am": lambda: core.kill_am(request.app_id, request.text or "AM process killed (injected)"),
+        }
+        action = actions.get(request.action)
+        if action is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"action: expected one of {', '.join(actions)}, got {request.action!r}")
+        self._run(context, action)
+        return EMPTY
+
+    def Ping(self, request, context):
+        return EMPTY
+
+
+def start_server(live: LiveRM, host: str = "127.0.0.1", port: int = 0, workers: int = 8) -> tuple[grpc.Server, int]:
+    """Start serving; returns the server and the bound port (``port=0``: any free one)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    rm_pb2_grpc.add_ResourceManagerServicer_to_server(RMServicer(live), server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot listen on {host}:{port}")
+    server.start()
+    return server, bound
+
+
+def schedule_scenario(live: LiveRM, scenario: Scenario) -> None:
+    with live.core.lock:
+        scenario.schedule(live.core)

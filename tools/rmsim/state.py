@@ -1,0 +1,174 @@
+"""The live RM's state file: everything needed to come back after ``kill -9``.
+
+The file is JSON, rewritten atomically (write a temporary file, then rename)
+whenever the core's ``version`` moved. It holds the nodes (spec and health), the
+queues, the applications (attempt, pending asks, blacklist, undelivered
+container grants and statuses) and every container (booking, state, process id
+and exit file). Restoring re-books every live container through the ledger, so
+a corrupt file that would double-book a GPU is refused, not obeyed.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from gangmaster.am.rm_protocol import (
+    AppState, ContainerState, ContainerStatus, LaunchContext, NodeState, ResourceRequest,
+)
+from gangmaster.conf.fields import ConfigError
+from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.selectors.resources import ResourceDescriptor
+
+from .core import Application, AskState, ContainerRecord, ResourceManager
+from .ledger import Booking, Need
+from .queues import Queue
+
+FORMAT = 1
+
+
+def _ranges(p: PortRanges) -> list:
+    return [list(r) for r in p.ranges]
+
+
+def snapshot(core: ResourceManager) -> dict:
+    ledger = core.ledger
+    return {
+        "format": FORMAT,
+        "time": core.clock.now(),
+        "next_app": core.next_app,
+        "next_container": core.next_container,
+        "nodes": [{"host": s.host, "rack": s.rack, "labels": sorted(s.labels), "gpu_type": s.gpu_type,
+                   "topology": s.topology, "memory_mb": s.memory_mb, "vcores": s.vcores, "gpus": s.gpus,
+                   "ports": _ranges(s.ports), "state": ledger.states[i].value, "report": ledger.health_reports[i]}
+                  for i, s in enumerate(ledger.specs)],
+        "queues": [{"name": q.name, "max_mem": q.max_mem, "max_mvc": q.max_mvc, "max_gpus": q.max_gpus,
+                    "apps": list(q.apps)} for q in core.queues.values()],
+        "apps": [_app(core, a) for a in core.apps.values()],
+        "containers": [_container(c) for c in core.containers.values()],
+    }
+
+
+def _app(core: ResourceManager, a: Application) -> dict:
+    return {
+        "app_id": a.app_id, "seq": a.seq, "name": a.name, "queue": a.queue, "submitted_at": a.submitted_at,
+        "max_attempts": a.max_attempts, "keep_containers": a.keep_containers, "am_expiry_s": a.am_expiry_s,
+        "state": a.state.value, "attempt": a.attempt, "finished_at": a.finished_at,
+        "final_status": a.final_status, "diagnostics": a.diagnostics, "response_id": a.response_id,
+        "asks": [{**_resource_request(s.request), "remaining": s.remaining} for s in a.asks.values()],
+        "blacklist": sorted(core.ledger.hosts[i] for i in a.blacklist),
+        "out_allocated": [r.container_id for r in a.out_allocated],
+        "out_completed": [[s.container_id, s.host, s.state.value, s.exit_status, s.diagnostics, s.request_id]
+                          for s in a.out_completed],
+    }
+
+
+def _resource(r: ResourceDescriptor) -> dict:
+    return {"memory_mb": r.memory_mb, "vcores": r.vcores, "gpus": r.gpus, "gpu_mask": r.gpu_mask,
+            "ports": r.ports, "port_ranges": _ranges(r.port_ranges)}
+
+
+def _resource_request(r: ResourceRequest) -> dict:
+    return {"request_id": r.request_id, "resource": _resource(r.resource), "count": r.count, "host": r.host,
+            "rack": r.rack, "relax_locality": r.relax_locality, "node_label": r.node_label, "priority": r.priority}
+
+
+def _container(c: ContainerRecord) -> dict:
+    b = c.booking
+    launch = None
+    if c.launch is not None:
+        launch = {"command": list(c.launch.command), "env": [list(e) for e in c.launch.env],
+                  "duration_s": c.launch.duration_s, "exit_code": c.launch.exit_code}
+    return {"container_id": c.container_id, "app_id": c.app_id, "attempt": c.attempt, "node": c.node,
+            "memory_mb": b.memory_mb, "mvcores": b.mvcores, "gpu_mask": b.gpu_mask,
+            "port_ranges": _ranges(b.port_ranges), "request_id": c.request_id, "allocated_at": c.allocated_at,
+            "state": c.state.value, "exit_status": c.exit_status, "diagnostics": c.diagnostics,
+            "started_at": c.started_at, "finished_at": c.finished_at, "launch": launch, "handle": c.handle}
+
+
+def save(core: ResourceManager, path: str | Path) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with core.lock:
+        data = snapshot(core)
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load(path: str | Path, clock, node_manager) -> ResourceManager:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(str(path), "", f"a readable RM state file ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ConfigError(str(path), "format", f"RM state format {FORMAT}", data.get("format") if isinstance(data, dict) else data)
+    try:
+        return restore(data, clock, node_manager)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(str(path), "", f"a consistent RM state file ({type(exc).__name__}: {exc})") from None
+
+
+def _resource_from(d: dict) -> ResourceDescriptor:
+    return ResourceDescriptor(d["memory_mb"], d["vcores"], d["gpus"], d["gpu_mask"], d["ports"],
+                              PortRanges.of(*d["port_ranges"]))
+
+
+def restore(data: dict, clock, node_manager) -> ResourceManager:
+    specs = [NodeSpec(n["host"], n["rack"], frozenset(n["labels"]), n["gpu_type"], n["topology"], n["memory_mb"],
+                      n["vcores"], n["gpus"], PortRanges.of(*n["ports"])) for n in data["nodes"]]
+    queues = [Queue(q["name"], q["max_mem"], q["max_mvc"], q["max_gpus"], apps=list(q["apps"]))
+              for q in data["queues"]]
+    core = ResourceManager(specs, queues, clock=clock, node_manager=node_manager)
+    for i, n in enumerate(data["nodes"]):
+        core.ledger.set_state(i, NodeState(n["state"]), n["report"])
+    core.next_app, core.next_container = data["next_app"], data["next_container"]
+    for c in data["containers"]:
+        launch = c["launch"]
+        rec = ContainerRecord(
+            c["container_id"], c["app_id"], c["attempt"], c["node"],
+            Booking(c["memory_mb"], c["mvcores"], c["gpu_mask"], PortRanges.of(*c["port_ranges"])),
+            c["request_id"], c["allocated_at"], ContainerState(c["state"]), c["exit_status"], c["diagnostics"],
+            c["started_at"], c["finished_at"],
+            LaunchContext(tuple(launch["command"]), tuple(tuple(e) for e in launch["env"]), launch["duration_s"],
+                          launch["exit_code"]) if launch else None,
+            c["handle"])
+        core.containers[rec.container_id] = rec
+    for a in data["apps"]:
+        app = Application(a["app_id"], a["seq"], a["name"], a["queue"], a["submitted_at"], a["max_attempts"],
+                          a["keep_containers"], a["am_expiry_s"], AppState(a["state"]), a["attempt"],
+                          a["finished_at"], a["final_status"], a["diagnostics"], clock.now(), a["response_id"])
+        for ask in a["asks"]:
+            req = ResourceRequest(ask["request_id"], _resource_from(ask["resource"]), ask["count"], ask["host"],
+                                  ask["rack"], ask["relax_locality"], ask["node_label"], ask["priority"])
+            host_i = core.ledger.host_index[req.host] if req.host else None
+            rack = core.ledger.rack_index[req.rack] if req.rack else None
+            state = AskState(req, Need.of(req.resource), host_i, rack)
+            state.remaining = ask["remaining"]
+            app.asks[req.request_id] = state
+        app.blacklist = {core.ledger.host_index[h] for h in a["blacklist"]}
+        app.out_allocated = [core.containers[cid] for cid in a["out_allocated"]]
+        app.out_completed = [ContainerStatus(s[0], s[1], ContainerState(s[2]), s[3], s[4], s[5])
+                             for s in a["out_completed"]]
+        core.apps[app.app_id] = app
+    for rec in core.containers.values():
+        if rec.state.finished:
+            continue
+        core.ledger.take(rec.node, rec.booking)          # refuses a double booking
+        core.node_containers[rec.node].add(rec.container_id)
+        app = core.apps[rec.app_id]
+        app.containers[rec.container_id] = rec
+        q = core.queues[app.queue]
+        q.used_mem += rec.booking.memory_mb
+        q.used_mvc += rec.booking.mvcores
+        q.used_gpus += bin(rec.booking.gpu_mask).count("1")
+        if rec.state is ContainerState.RUNNING:
+            node_manager.adopt(rec)
+    for app in core.apps.values():
+        if app.state is AppState.RUNNING:
+            core._arm_expiry(app)
+    core.version += 1
+    return core
