@@ -6,6 +6,12 @@ placed at random, leaving at least the requested count free) get a 2- or 4-GPU
 request; both strategies choose on the same free masks. Reported: the mean set
 score of each and the share of requests served entirely over NVLink.
 
+Churn, per preset: the node's occupancy is made by the strategy itself. A stream
+of 1-, 2- and 4-GPU requests arrives (the same stream for both strategies, from the
+same seed) while random earlier allocations leave; reported: the share of 2- and
+4-GPU requests served entirely over NVLink and their mean set score. This is
+where choosing well now keeps good sets free for later.
+
 Speed: the chooser on random (free mask, count) pairs of an 8-GPU DGX-1 and of
 16-GPU nodes, next to ``lowest_bits`` timed in the same run, against the targets
 (≤ 20 µs for 8 GPUs, ≤ 200 µs for 16); and ``rank()`` of the ``topology``
@@ -34,6 +40,7 @@ def add_parser(sub):
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=2000, help="random occupancies per preset and size (default 2000)")
+    parser.add_argument("--steps", type=int, default=20000, help="requests per preset in the churn run (default 20000)")
     parser.add_argument("--calls", type=int, default=20000, help="chooser calls timed per node size (default 20000)")
     parser.add_argument("--nodes", type=int, default=100_000, help="nodes for the rank() timing (default 100000)")
     parser.add_argument("--seed", type=int, default=1, help="RNG seed (default 1)")
@@ -47,10 +54,11 @@ def run(args) -> int:
     rng = random.Random(args.seed)
     names = args.presets.split(",") if args.presets else preset_names()
     quality = [row for name in names for row in quality_rows(load_preset(name), args.trials, rng)]
+    churn = [churn_row(load_preset(name), args.steps, args.seed) for name in names]
     latency = [chooser_latency(t, args.calls, rng) for t in latency_topologies()]
     ranking = rank_timing(args.nodes, args.seed)
     if args.json:
-        print(json.dumps({"quality": quality, "latency": latency, "rank": ranking}, indent=2))
+        print(json.dumps({"quality": quality, "churn": churn, "latency": latency, "rank": ranking}, indent=2))
         return 0
     print(f"quality: {args.trials} random occupancies per preset and request size (seed {args.seed})")
     print(f"{'preset':<19} {'GPUs':>4} {'mean score topo':>15} {'lowest':>8} {'ratio':>6} "
@@ -59,6 +67,15 @@ def run(args) -> int:
         nv = (f"{r['nvlink_share_topology']:>17.1%} {r['nvlink_share_lowest']:>7.1%}"
               if r["has_nvlink"] else f"{'(no NVLink)':>17} {'':>7}")
         print(f"{r['preset']:<19} {r['gpus']:>4} {r['mean_score_topology']:>15.1f} "
+              f"{r['mean_score_lowest']:>8.1f} {r['score_ratio']:>6.3f} {nv}")
+    print()
+    print(f"churn: {args.steps} requests of 1/2/4 GPUs per preset with random departures (seed {args.seed})")
+    print(f"{'preset':<19} {'served':>7} {'mean 2/4 score topo':>19} {'lowest':>8} {'ratio':>6} "
+          f"{'NVLink share 2/4 topo':>21} {'lowest':>7}")
+    for r in churn:
+        nv = (f"{r['nvlink_share_topology']:>21.1%} {r['nvlink_share_lowest']:>7.1%}"
+              if r["has_nvlink"] else f"{'(no NVLink)':>21} {'':>7}")
+        print(f"{r['preset']:<19} {r['served']:>7} {r['mean_score_topology']:>19.1f} "
               f"{r['mean_score_lowest']:>8.1f} {r['score_ratio']:>6.3f} {nv}")
     print()
     print(f"chooser latency ({args.calls} calls, random free mask and count)")
@@ -104,6 +121,34 @@ def quality_rows(topology: Topology, trials: int, rng: random.Random) -> list[di
             "nvlink_share_topology": nvlink["topology"] / trials, "nvlink_share_lowest": nvlink["lowest"] / trials,
         })
     return rows
+
+
+def churn_row(topology: Topology, steps: int, seed: int) -> dict:
+    chooser = chooser_for(topology)
+    strategies = {"topology": chooser.choose, "lowest": lowest_bits}
+    out: dict = {"preset": topology.name, "steps": steps, "has_nvlink": bool(topology.nvlink_cliques())}
+    for who, choose in strategies.items():
+        rng = random.Random(seed)  # the same arrivals and departures for both strategies
+        free, active = (1 << topology.gpu_count) - 1, []
+        served = nvlink = score = 0
+        for _ in range(steps):
+            if active and rng.random() < 0.45:
+                free |= active.pop(rng.randrange(len(active)))
+            k = rng.choice((1, 2, 2, 4))
+            if popcount(free) < k:
+                continue
+            mask = choose(free, k)
+            free &= ~mask
+            active.append(mask)
+            if k >= 2:
+                served += 1
+                score += chooser.score(mask)
+                nvlink += topology.all_nvlink(mask)
+        out[f"mean_score_{who}"] = score / served if served else 0.0
+        out[f"nvlink_share_{who}"] = nvlink / served if served else 0.0
+        out["served"] = served
+    out["score_ratio"] = out["mean_score_topology"] / out["mean_score_lowest"] if out["mean_score_lowest"] else float("nan")
+    return out
 
 
 def latency_topologies() -> list[Topology]:
