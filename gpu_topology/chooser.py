@@ -80,9 +80,7 @@ class GpuChooser:
     # ---------------------------------------------------------------- choosing
     def choose(self, free_mask: int, count: int) -> int:
         """The mask of ``count`` free GPUs to give; 0 when fewer are free (or ``count`` is 0)."""
-        if free_mask >> self.gpu_count or free_mask < 0:
-            raise MaskError(f"free mask {free_mask:#x} names GPUs that a {self.gpu_count}-GPU "
-                            f"{self.topology.name} node does not have")
+        self._check(free_mask)
         if count <= 0 or count > self.gpu_count:
             return 0
         if self._table is not None:
@@ -93,6 +91,7 @@ class GpuChooser:
 
     def best_score_of(self, free_mask: int, count: int) -> int:
         """The score of the best ``count``-set inside ``free_mask`` (-1: not enough free GPUs)."""
+        self._check(free_mask)
         if self.exact:
             if not 0 <= count <= self.gpu_count:
                 return -1
@@ -111,6 +110,11 @@ class GpuChooser:
         return int(self.subset_score[mask]) if self.exact else self.topology.set_score(mask)
 
     # ---------------------------------------------------------------- internals
+    def _check(self, free_mask: int) -> None:
+        if free_mask < 0 or free_mask >> self.gpu_count:
+            raise MaskError(f"free mask {free_mask:#x} names GPUs that a {self.gpu_count}-GPU "
+                            f"{self.topology.name} node does not have")
+
     def _search(self, free: int, count: int) -> int:
         if popcount(free) < count:
             return 0
