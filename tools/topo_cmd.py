@@ -6,8 +6,7 @@ import argparse
 import json
 import sys
 
-from gangmaster.conf import conf_path
-from gangmaster.conf.fields import Fields, load_yaml
+from gangmaster.conf.settings import Settings
 from gangmaster.gpu_topology.chooser import chooser_for
 from gangmaster.gpu_topology.masks import (MaskError, format_mask, full_mask, indices_of,
                                            lowest_bits, mask_from_indices, popcount, validate_mask)
@@ -42,6 +41,8 @@ def add_parser(sub):
     source.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     parser.add_argument("--fallback-preset", metavar="NAME",
                         help="preset to show when NVML is unavailable (default: topology.fallback_preset)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="settings YAML overriding conf/defaults.yaml (its `topology:` section)")
     parser.add_argument("--request", type=int, metavar="N", help="choose N GPUs as the topology strategy would")
     parser.add_argument("--free", metavar="LIST",
                         help="comma-separated free GPU indices for --request, e.g. 0,2,5 (default: all free)")
@@ -50,10 +51,10 @@ def add_parser(sub):
     return parser
 
 
-def configured_fallback_preset() -> str | None:
-    """``topology.fallback_preset`` from the defaults file (null: no fallback)."""
-    path = conf_path("defaults.yaml")
-    section = Fields(load_yaml(path), str(path)).mapping("topology")
+def configured_fallback_preset(config: str | None = None) -> str | None:
+    """``topology.fallback_preset`` from conf/defaults.yaml, or from the ``--config``
+    override file (null: no fallback)."""
+    section = Settings(config).section("topology")
     value = section.raw("fallback_preset", None)
     if value is not None and not isinstance(value, str):
         raise section.error("fallback_preset", "a preset name or null", value)
@@ -97,8 +98,12 @@ def _load(args) -> tuple[Topology, str | None]:
         return read_topo_file(args.from_file), None
     if args.preset:
         return load_preset(args.preset), None
-    fallback = args.fallback_preset or configured_fallback_preset()
-    return nvml_or_preset(fallback)
+    fallback = args.fallback_preset or configured_fallback_preset(args.config)
+    try:
+        return nvml_or_preset(fallback)
+    except NvmlUnavailable as exc:
+        raise NvmlUnavailable(f"{exc}; no fallback preset is configured (topology.fallback_preset): "
+                              "use --preset NAME, --from-file PATH or --fallback-preset NAME") from None
 
 
 def _choose(topology: Topology, request: int | None, free_text: str | None) -> dict:

@@ -72,3 +72,21 @@ def test_bad_file_names_the_line(tmp_path, capsys):
 def test_too_few_free_gpus_exits_1(capsys):
     assert main(["topo", "--preset", "pcie-4gpu", "--request", "3", "--free", "0,1"]) == 1
     assert "cannot be served: only 2 GPU(s) free, 3 requested" in capsys.readouterr().out
+
+
+def test_config_override_without_fallback_is_a_clear_error(tmp_path, capsys, no_driver):
+    config = tmp_path / "settings.yaml"
+    config.write_text("topology:\n  fallback_preset: null\n")
+    assert main(["topo", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "NVML unavailable" in err and "no fallback preset is configured" in err and "--preset NAME" in err
+    config.write_text("topology:\n  fallback_preset: pcie-4gpu\n")
+    assert main(["topo", "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "pcie-4gpu"
+
+
+def test_config_with_unknown_knob_names_file_and_field(tmp_path, capsys, no_driver):
+    config = tmp_path / "settings.yaml"
+    config.write_text("topology:\n  fallback: pcie-4gpu\n")
+    assert main(["topo", "--config", str(config)]) == 2
+    assert f"{config}: topology.fallback: expected no such field" in capsys.readouterr().err
