@@ -43,6 +43,8 @@ def add_parser(sub):
     serve.add_argument("--port", type=int, default=0, help="port (default 0: any free port, printed)")
     serve.add_argument("--work-dir", help="where task logs and exit files go (default: next to --state, "
                                           "else ./rm-tasks)")
+    serve.add_argument("--config", help="override file for conf/defaults.yaml (its `rm:` section: process "
+                                        "poll interval, kill grace, state save interval, gRPC workers)")
     serve.add_argument("--verbose", "-v", action="store_true", help="log scheduling and scenario steps")
     serve.set_defaults(func=_serve)
 
@@ -71,11 +73,18 @@ def _serve(args) -> int:
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from gangmaster.conf.settings import Settings
+    knobs = Settings(args.config).section("rm")
+    poll_s = knobs.number("process_poll_s", minimum=0, exclusive_minimum=True)
+    grace_s = knobs.number("kill_grace_s", minimum=0)
+    save_s = knobs.number("state_save_interval_s", minimum=0, exclusive_minimum=True)
+    workers = knobs.integer("grpc_workers", minimum=1)
     specs = load_cluster_specs(args.cluster)
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
     scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
-    live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir)
-    server, port = start_server(live, args.host, args.port)
+    live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir, poll_s=poll_s,
+                  save_every_s=save_s, kill_grace_s=grace_s)
+    server, port = start_server(live, args.host, args.port, workers=workers)
     if scenario is not None:
         schedule_scenario(live, scenario)
     print(f"listening on {args.host}:{port}" + (" (restored from state)" if live.restored else ""), flush=True)

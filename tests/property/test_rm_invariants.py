@@ -2,6 +2,7 @@
 double-books a GPU, port, byte of memory or vcore (free + used == capacity on
 every node, queue usage equals its containers and stays within the limit), and
 a run is a pure function of its inputs."""
+import json
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -159,3 +160,19 @@ def test_every_ask_is_granted_pending_or_rejected(ask_list):
             assert req.request_id not in granted and req.request_id not in pending
         else:
             assert granted.get(req.request_id, 0) + pending.get(req.request_id, 0) == req.count
+
+
+@settings(max_examples=40)
+@given(st.lists(ops, min_size=5, max_size=30))
+def test_state_file_round_trip(op_list):
+    """Whatever happened, saving and restoring gives the same RM (and it re-books cleanly)."""
+    from gangmaster.tools.rmsim.clock import VirtualLoop
+    from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager
+    from gangmaster.tools.rmsim.state import restore
+
+    sim, _ = execute(op_list, check=False)
+    data = snapshot(sim.core)
+    loop = VirtualLoop(start=sim.now())
+    again = restore(json.loads(json.dumps(data)), loop, SimulatedNodeManager(loop))
+    again.check_invariants()
+    assert snapshot(again) == data

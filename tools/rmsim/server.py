@@ -44,7 +44,8 @@ class LiveRM:
     """Owns the real-time clock, the process NodeManager, the core and the state file."""
 
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, state_path: str | Path | None = None,
-                 work_dir: str | Path | None = None, poll_s: float = 0.1, save_every_s: float = 0.2):
+                 work_dir: str | Path | None = None, poll_s: float = 0.1, save_every_s: float = 0.2,
+                 kill_grace_s: float = 2.0):
         self.state_path = Path(state_path) if state_path else None
         lock = threading.RLock()
         if work_dir is None:
@@ -59,7 +60,7 @@ class LiveRM:
             except (OSError, ValueError, AttributeError):
                 start = 0.0
         self.clock = RealTimeLoop(lock, start=start)
-        self.node_manager = ProcessNodeManager(self.clock, work_dir, poll_s=poll_s)
+        self.node_manager = ProcessNodeManager(self.clock, work_dir, poll_s=poll_s, kill_grace_s=kill_grace_s)
         if restored:
             self.core = state_file.load(self.state_path, self.clock, self.node_manager)
             log.info("restored RM state from %s: %d node(s), %d application(s), %d live container(s)",

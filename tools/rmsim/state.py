@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from gangmaster.am.rm_protocol import (
-    AppState, ContainerState, ContainerStatus, LaunchContext, NodeState, ResourceRequest,
+    AppState, ContainerState, ContainerStatus, LaunchContext, NodeState, Rejection, ResourceRequest,
 )
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster import NodeSpec
@@ -61,6 +61,8 @@ def _app(core: ResourceManager, a: Application) -> dict:
         "out_allocated": [r.container_id for r in a.out_allocated],
         "out_completed": [[s.container_id, s.host, s.state.value, s.exit_status, s.diagnostics, s.request_id]
                           for s in a.out_completed],
+        "out_nodes": list(a.out_nodes),               # hosts; their reports are rebuilt from the node state
+        "out_rejected": [[j.request_id, j.reason] for j in a.out_rejected],
     }
 
 
@@ -153,6 +155,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         app.out_allocated = [core.containers[cid] for cid in a["out_allocated"]]
         app.out_completed = [ContainerStatus(s[0], s[1], ContainerState(s[2]), s[3], s[4], s[5])
                              for s in a["out_completed"]]
+        app.out_rejected = [Rejection(rid, reason) for rid, reason in a["out_rejected"]]
         core.apps[app.app_id] = app
     for rec in core.containers.values():
         if rec.state.finished:
@@ -167,7 +170,9 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         q.used_gpus += bin(rec.booking.gpu_mask).count("1")
         if rec.state is ContainerState.RUNNING:
             node_manager.adopt(rec)
-    for app in core.apps.values():
+    for a in data["apps"]:
+        app = core.apps[a["app_id"]]
+        app.out_nodes = {h: core._node_report(core.ledger.host_index[h]) for h in a["out_nodes"]}
         if app.state is AppState.RUNNING:
             core._arm_expiry(app)
     core.version += 1

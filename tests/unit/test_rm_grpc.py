@@ -1,0 +1,139 @@
+"""One AM-side code path, two RMs: the in-process core and the gRPC server give the
+same answers and raise the same errors."""
+import time
+from pathlib import Path
+
+import pytest
+
+from gangmaster.am.rm_client import InProcessRMClient, RMClient
+from gangmaster.am.rm_client_grpc import GrpcRMClient
+from gangmaster.am.rm_codec import allocate_request_from_pb, allocate_request_to_pb
+from gangmaster.am.rm_protocol import (
+    AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest, LaunchContext, NodeState, NotFound,
+    ResourceRequest, WrongState,
+)
+from gangmaster.am.proto import rm_pb2 as pb
+from gangmaster.am.rm_codec import ask_from_pb
+from gangmaster.selectors.cluster_file import load_cluster_specs
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.selectors.resources import ResourceDescriptor as R
+from gangmaster.tools.rmsim.server import LiveRM, start_server
+from gangmaster.tools.rmsim.simulation import Simulation
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
+
+
+@pytest.fixture(params=["in-process", "grpc"])
+def rm(request, tmp_path):
+    specs = load_cluster_specs(FIX / "cluster.yaml")
+    if request.param == "in-process":
+        yield InProcessRMClient(Simulation(specs).core)
+        return
+    live = LiveRM(specs, work_dir=tmp_path / "tasks", poll_s=0.02)
+    server, port = start_server(live)
+    client = GrpcRMClient(f"127.0.0.1:{port}", timeout_s=5)
+    try:
+        yield client
+    finally:
+        client.close()
+        server.stop(0)
+        live.stop()
+
+
+def am_flow(rm: RMClient):
+    """What an AM does, written once against RMClient."""
+    app = rm.submit(ApplicationSubmission("flow"))
+    reg = rm.register(app)
+    resp = rm.allocate(AllocateRequest(app, reg.attempt, asks=(
+        ResourceRequest(1, R(1024, 1.5, gpu_mask=0b101, port_ranges=PortRanges.of((20003, 20004))),
+                        host="dgx-001", relax_locality=False),
+        ResourceRequest(2, R(1024, 1, gpus=9)),
+        ResourceRequest(3, R(1024, 1, gpus=8), host="dgx-001", relax_locality=False),
+    )))
+    return app, reg, resp
+
+
+def test_same_answers_both_ways(rm):
+    app, reg, resp = am_flow(rm)
+    assert reg.attempt == 1 and reg.maximum_resource.gpus == 8 and reg.queue == "default"
+    (c,) = resp.allocated
+    assert (c.host, c.resource.gpu_mask, c.resource.port_ranges, c.resource.vcores) == (
+        "dgx-001", 0b101, PortRanges.of((20003, 20004)), 1.5)
+    assert [j.request_id for j in resp.rejected] == [2]
+    assert [(p.request_id, p.remaining) for p in resp.pending] == [(3, 1)]
+    nodes = {n.host: n for n in rm.cluster_nodes()}
+    assert nodes["dgx-001"].free.gpu_mask == 0b11111010 and nodes["dgx-001"].state is NodeState.RUNNING
+    assert nodes["dgx-001"].free.port_ranges == PortRanges.of((20000, 20002), (20005, 20009))
+    report = rm.application_report(app)
+    assert report.pending_containers == 1 and report.used.gpus == 2
+    rm.stop_container(c.container_id)
+    status = rm.container_status(c.container_id)
+    assert status.state is ContainerState.KILLED and status.exit_status == -105
+    resp = rm.allocate(AllocateRequest(app, 1))
+    assert [s.container_id for s in resp.completed] == [c.container_id]
+    assert [x.host for x in resp.allocated] == ["dgx-001"]
+    rm.finish(app, 1, "SUCCEEDED")
+    assert rm.application_report(app).final_status == "SUCCEEDED"
+
+
+def test_same_errors_both_ways(rm):
+    app, reg, _ = am_flow(rm)
+    with pytest.raises(InvalidRequest, match=r"asks\[0\].host: unknown host 'nosuch'"):
+        rm.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(9, R(1), host="nosuch"),)))
+    with pytest.raises(NotFound, match="queue"):
+        rm.submit(ApplicationSubmission("x", queue="nope"))
+    with pytest.raises(NotFound, match="app_id"):
+        rm.application_report("app_7777")
+    with pytest.raises(WrongState):
+        rm.allocate(AllocateRequest(app, 5))
+    # still serving
+    assert rm.application_report(app).state.value == "RUNNING"
+
+
+def test_negative_resource_over_the_wire_names_the_field():
+    msg = pb.ResourceRequest(request_id=1, count=1)
+    msg.resource.memory_mb = -5
+    with pytest.raises(InvalidRequest, match=r"asks\[0\].resource: memory_mb"):
+        ask_from_pb(msg, "asks[0]")
+    req = AllocateRequest("app_0001", 1, asks=(ResourceRequest(4, R(10, 0.5, gpu_mask=0b11), host="h", rack="r",
+                                                               relax_locality=False, node_label="x", priority=2, count=3),),
+                          cancel=(1, 2), releases=("c",), blacklist_additions=("a",), blacklist_removals=("b",))
+    assert allocate_request_from_pb(allocate_request_to_pb(req)) == req
+
+
+def test_grpc_runs_a_real_process_and_reports_its_exit(tmp_path):
+    specs = load_cluster_specs(FIX / "cluster.yaml")
+    live = LiveRM(specs, work_dir=tmp_path / "tasks", poll_s=0.02)
+    server, port = start_server(live)
+    rm = GrpcRMClient(f"127.0.0.1:{port}", timeout_s=5)
+    try:
+        app = rm.submit(ApplicationSubmission("real"))
+        rm.register(app)
+        resp = rm.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(1, R(512, 1, gpus=2, ports=2),
+                                                                         host="pcie-001", relax_locality=False),)))
+        (c,) = resp.allocated
+        out = tmp_path / "env.txt"
+        script = ("import os,sys; keys=['GANGMASTER_HOST','CUDA_VISIBLE_DEVICES','PAI_CONTAINER_HOST_PORT_LIST',"
+                  "'PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX','PAI_CONTAINER_HOST_IP'];"
+                  f"open({str(out)!r},'w').write('\\n'.join(k+'='+os.environ.get(k,'') for k in keys)); sys.exit(4)")
+        import sys
+        rm.start_container(c.container_id, LaunchContext.of(
+            [sys.executable, "-c", script], env={"PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": "3"}))
+        deadline = time.monotonic() + 20
+        completed = []
+        while not completed and time.monotonic() < deadline:
+            completed = rm.allocate(AllocateRequest(app, 1)).completed
+            time.sleep(0.05)
+        assert completed and completed[0].state is ContainerState.FAILED and completed[0].exit_status == 4
+        env = dict(line.split("=", 1) for line in out.read_text().splitlines())
+        assert env == {"GANGMASTER_HOST": "pcie-001", "CUDA_VISIBLE_DEVICES": "0,1",
+                       "PAI_CONTAINER_HOST_PORT_LIST": "20000,20001",
+                       "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": "3", "PAI_CONTAINER_HOST_IP": "127.0.0.1"}
+        with pytest.raises(InvalidRequest, match="launch.command"):
+            c2 = rm.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(2, R(1)),))).allocated[0]
+            rm.start_container(c2.container_id, LaunchContext.of())
+        assert rm.container_status(c2.container_id).state is ContainerState.ALLOCATED
+    finally:
+        rm.close()
+        server.stop(0)
+        live.stop()

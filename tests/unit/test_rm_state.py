@@ -1,0 +1,87 @@
+"""The live RM's state file: a save/restore round trip keeps everything, a file that
+would double-book is refused, and scenarios play on the real-time clock."""
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from gangmaster.am.rm_protocol import (
+    AllocateRequest, ApplicationSubmission, LaunchContext, NodeState, ResourceRequest,
+)
+from gangmaster.conf.fields import ConfigError
+from gangmaster.selectors.cluster_file import load_cluster_specs
+from gangmaster.selectors.resources import ResourceDescriptor as R
+from gangmaster.tools.rmsim import state
+from gangmaster.tools.rmsim.clock import VirtualLoop
+from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager
+from gangmaster.tools.rmsim.scenario import Scenario
+from gangmaster.tools.rmsim.server import LiveRM, schedule_scenario
+from gangmaster.tools.rmsim.simulation import Simulation
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
+
+
+def busy_sim():
+    sim = Simulation.from_files(FIX / "cluster.yaml")
+    app = sim.client.submit(ApplicationSubmission("s", keep_containers_across_attempts=True))
+    sim.client.register(app)
+    resp = sim.client.allocate(AllocateRequest(app, 1, asks=(
+        ResourceRequest(1, R(1024, 1.5, gpus=3, ports=2), count=3),
+        ResourceRequest(2, R(1024, 1, gpus=8), host="dgx-000", relax_locality=False, count=2)),
+        blacklist_additions=("pcie-001",)))
+    sim.client.start_container(resp.allocated[0].container_id, LaunchContext.of(["x"], env={"A": "1"}))
+    sim.core.mark_unhealthy("cpu-000", "fan")
+    sim.core.fail_container(resp.allocated[1].container_id, 9)
+    return sim, app
+
+
+def test_round_trip_keeps_everything(tmp_path):
+    sim, app = busy_sim()
+    path = tmp_path / "state.json"
+    state.save(sim.core, path)
+    loop = VirtualLoop(start=sim.now())
+    restored = state.load(path, loop, SimulatedNodeManager(loop))
+    restored.check_invariants()
+    assert state.snapshot(restored) == state.snapshot(sim.core)
+    # the restored core goes on from where the first one was
+    a = restored.allocate(AllocateRequest(app, 1))
+    b = sim.core.allocate(AllocateRequest(app, 1))
+    assert a == b and a.completed and a.pending
+
+
+def test_a_state_file_that_double_books_is_refused(tmp_path):
+    sim, _ = busy_sim()
+    data = state.snapshot(sim.core)
+    live = [c for c in data["containers"] if c["state"] in ("ALLOCATED", "RUNNING")]
+    clone = dict(live[0], container_id="container_9999_01_999999")
+    data["containers"].append(clone)
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(data))
+    loop = VirtualLoop()
+    with pytest.raises(ConfigError, match="state.json.*does not fit"):
+        state.load(path, loop, SimulatedNodeManager(loop))
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="state.json"):
+        state.load(path, loop, SimulatedNodeManager(loop))
+
+
+def test_scenario_on_the_real_time_clock(tmp_path):
+    specs = load_cluster_specs(FIX / "cluster.yaml")
+    live = LiveRM(specs, state_path=tmp_path / "s.json", work_dir=tmp_path / "t", poll_s=0.02, save_every_s=0.02)
+    try:
+        schedule_scenario(live, Scenario.parse("events: [{at: 0.05, do: lose_node, host: dgx-001}]",
+                                               hosts={s.host for s in specs}))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            nodes = {n.host: n.state for n in live.core.cluster_nodes()}
+            if nodes["dgx-001"] is NodeState.LOST:
+                break
+            time.sleep(0.02)
+        assert nodes["dgx-001"] is NodeState.LOST
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and '"LOST"' not in (tmp_path / "s.json").read_text():
+            time.sleep(0.02)
+        assert '"LOST"' in (tmp_path / "s.json").read_text()   # saved by the clock's save timer
+    finally:
+        live.stop()
