@@ -26,6 +26,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
 
 ANY_HOST = "*"
@@ -186,6 +187,29 @@ class NodeReport:
     topology: str | None = None
     containers: int = 0
     health_report: str = ""
+
+
+    @property
+    def spec(self) -> NodeSpec:
+        """The node as a :class:`NodeSpec` (what a ClusterView is built from)."""
+        c = self.capacity
+        return NodeSpec(self.host, self.rack, self.labels, self.gpu_type, self.topology, c.memory_mb, c.vcores,
+                        c.gpus, c.port_ranges)
+
+    @property
+    def used(self) -> ResourceDescriptor:
+        """capacity - free: what the node's containers hold (GPUs by mask, ports by range)."""
+        return self.capacity.subtract(self.free)
+
+
+def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
+    """The AM's :class:`ClusterView` from ``RMClient.cluster_nodes()``: capacity, current usage
+    and health as the RM reports them (a LOST or UNHEALTHY node is not healthy)."""
+    view = ClusterView([n.spec for n in nodes])
+    for n in nodes:
+        view.set_usage(n.host, n.used)
+        view.set_health(n.host, n.state.usable)
+    return view
 
 
 @dataclass(frozen=True)

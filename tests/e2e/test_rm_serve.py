@@ -85,6 +85,17 @@ def test_serve_run_task_kill9_restart(tmp_path):
         assert after["dgx-001"].free.gpu_mask == 0xF0 and after["dgx-001"].containers == 1
         assert rm.application_report(app).state is AppState.RUNNING
         assert rm.container_status(slow.container_id).state is ContainerState.RUNNING
+        cli = [sys.executable, "-m", "gangmaster.tools.cli", "rm"]
+        listing = subprocess.run(cli + ["nodes", "--address", address], capture_output=True, text=True, timeout=30)
+        row = next(line for line in listing.stdout.splitlines() if line.startswith("dgx-001"))
+        assert listing.returncode == 0 and "RUNNING" in row and "4/8 0xf0" in row
+        fault = subprocess.run(cli + ["fault", "--address", address, "restore_node", "--host", "pcie-000"],
+                               capture_output=True, text=True, timeout=30)
+        assert fault.returncode == 0, fault.stderr
+        assert {n.host: n.state for n in rm.cluster_nodes()}["pcie-000"] is NodeState.RUNNING
+        bad = subprocess.run(cli + ["fault", "--address", address, "lose_node", "--host", "nosuch"],
+                             capture_output=True, text=True, timeout=30)
+        assert bad.returncode == 1 and "host: unknown host 'nosuch'" in bad.stderr
         go.write_text("go")
         done = wait_for(lambda: rm.allocate(AllocateRequest(app, 1)).completed)
         assert [(s.container_id, s.state, s.exit_status) for s in done] == [

@@ -176,3 +176,30 @@ def test_state_file_round_trip(op_list):
     again = restore(json.loads(json.dumps(data)), loop, SimulatedNodeManager(loop))
     again.check_invariants()
     assert snapshot(again) == data
+
+
+@settings(max_examples=60)
+@given(st.lists(st.integers(1, 24), min_size=2, max_size=4), st.lists(st.integers(0, 3), min_size=1, max_size=8))
+def test_fair_between_queues(limits, app_queues):
+    """Freed capacity goes to the queue with the lowest share first: after a pass, two
+    queues that both still wait (below their limit) differ in share by at most one container."""
+    queues = [Queue(f"q{k}", max_gpus=g) for k, g in enumerate(limits)] + [Queue("hog")]
+    sim = Simulation(SPECS, queues)
+    hog = sim.client.submit(ApplicationSubmission("hog", queue="hog"))
+    sim.client.register(hog)
+    held = sim.client.allocate(AllocateRequest(hog, 1, asks=(
+        ResourceRequest(1, ResourceDescriptor(16, 0.01, 1), count=24),))).allocated
+    assert len(held) == 24
+    apps = []
+    for k, q in enumerate(app_queues):
+        app = sim.client.submit(ApplicationSubmission(f"a{k}", queue=f"q{q % len(limits)}"))
+        sim.client.register(app)
+        sim.client.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(1, ResourceDescriptor(16, 0.01, 1), count=30),)))
+        apps.append(app)
+    sim.client.allocate(AllocateRequest(hog, 1, releases=tuple(c.container_id for c in held)))
+    sim.core.check_invariants()
+    waiting = [q for q in queues[:-1] if q.apps and q.used_gpus < q.max_gpus]
+    for a in waiting:
+        for b in waiting:
+            assert a.used_gpus / a.max_gpus - b.used_gpus / b.max_gpus <= 1 / a.max_gpus + 1e-9
+    assert sum(q.used_gpus for q in queues) == 24 or not waiting

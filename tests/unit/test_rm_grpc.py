@@ -137,3 +137,13 @@ def test_grpc_runs_a_real_process_and_reports_its_exit(tmp_path):
         rm.close()
         server.stop(0)
         live.stop()
+
+
+def test_cluster_view_from_node_reports(rm):
+    from gangmaster.am.rm_protocol import view_from_nodes
+    app, _, resp = am_flow(rm)
+    view = view_from_nodes(rm.cluster_nodes())
+    i = view.index("dgx-001")
+    assert view.free(i).gpu_mask == 0b11111010 and view.free(i).memory_mb == 65536 - 1024
+    assert 20003 not in set(view.free(i).port_ranges) and 20002 in set(view.free(i).port_ranges)
+    assert view.racks[view.rack_code[i]] == "rack-a" and bool(view.healthy[i])
