@@ -337,3 +337,20 @@ def test_same_inputs_same_event_sequence():
     run_workload(first)
     run_workload(second)
     assert len(first) > 50 and first == second
+
+
+def test_node_label_restricts_placement_even_when_relaxed(sim):
+    app, _ = start_app(sim)
+    resp = beat(sim, app, 1, ResourceRequest(1, R(1024, 1, gpus=1), host="pcie-000", node_label="nvlink", count=2))
+    assert [c.host for c in resp.allocated] == ["dgx-000", "dgx-000"]   # pcie-000 lacks the label
+    resp = beat(sim, app, 1, ResourceRequest(2, R(1024, 1, gpus=1), host="pcie-000", node_label="nvlink",
+                                             relax_locality=False))
+    assert "does not have label 'nvlink'" in resp.rejected[0].reason
+
+
+def test_many_identical_blocked_asks_all_stay_pending_with_the_reason(sim):
+    app, _ = start_app(sim)
+    beat(sim, app, 1, ResourceRequest(1, R(1024, 1, gpus=4), count=6))          # every GPU taken
+    resp = beat(sim, app, 1, *(ResourceRequest(10 + k, R(1024, 1, gpus=1)) for k in range(5)))
+    assert resp.allocated == () and len(resp.pending) == 5
+    assert all("no usable node in the cluster" in p.reason for p in resp.pending)

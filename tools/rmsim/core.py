@@ -133,6 +133,8 @@ class ResourceManager:
         self.version = 0            # bumps on every change (the state file saves when it moved)
         self._dirty = True          # something changed since the last scheduling pass
         self._subscribers: list[Callable[[RMEvent], None]] = []
+        self._pass_failed: dict = {}       # per scheduling pass: ask key -> why it could not be placed
+        self._pass_candidates: dict = {}   # per scheduling pass: (size, label, rack) -> candidate nodes
         self.max_allocation = ResourceDescriptor(
             int(self.ledger.cap_mem.max()), int(self.ledger.cap_mvc.max()) / 1000.0,
             int(self.ledger.cap_gpus.max()))
@@ -377,6 +379,8 @@ class ResourceManager:
                     plans[name] = [plan, 0]
                     heap.append((queue.share(), name))
             heapq.heapify(heap)
+            self._pass_failed: dict = {}
+            self._pass_candidates: dict = {}
             granted = 0
             while heap:
                 _, name = heapq.heappop(heap)
@@ -389,6 +393,8 @@ class ResourceManager:
                 for _, ask in entry[0]:
                     ask.levels = None
                     ask.blocked = False
+            self._pass_failed = {}
+            self._pass_candidates = {}
             return granted
 
     def _place_one(self, queue: Queue, entry: list) -> bool:
@@ -405,8 +411,16 @@ class ResourceManager:
                 ask.blocked = True
                 cursor += 1
                 continue
-            node = self._find_node(app, ask)
+            key = (need, ask.request.node_label, ask.host_i, ask.rack_code, ask.request.relax_locality,
+                   app.app_id if app.blacklist else None)
+            failed = self._pass_failed.get(key)
+            node = None if failed is not None else self._find_node(app, ask)
             if node is None:
+                # Resources only shrink during a pass: an identical ask cannot fit either.
+                if failed is not None:
+                    ask.reason = failed
+                else:
+                    self._pass_failed[key] = ask.reason
                 ask.blocked = True
                 cursor += 1
                 continue
@@ -456,20 +470,33 @@ class ResourceManager:
         label = ledger.label_nodes.get(req.node_label) if req.node_label else None
         levels: list = []
         if ask.host_i is not None:
-            levels.append((ask.host_i,))
+            if label is None or label[ask.host_i]:
+                levels.append((ask.host_i,))
             if not req.relax_locality:
                 return levels
         rack = ask.rack_code if ask.rack_code is not None else (
             int(ledger.rack_of[ask.host_i]) if ask.host_i is not None else None)
         if rack is not None:
-            scope = ledger.rack_of == rack
-            if label is not None:
-                scope &= label
-            levels.append(lambda: ledger.candidates(need, scope))
+            levels.append(lambda: self._candidates(need, req.node_label, rack))
             if not req.relax_locality:
                 return levels
-        levels.append(lambda: ledger.candidates(need, label))
+        levels.append(lambda: self._candidates(need, req.node_label, None))
         return levels
+
+    def _candidates(self, need: Need, label: str | None, rack: int | None) -> np.ndarray:
+        """Nodes that could hold ``need`` now, computed once per pass per (size, label, rack):
+        during a pass resources only shrink, so an earlier list is a superset of the truth
+        and every node taken from it is checked again before booking."""
+        key = (need.memory_mb, need.mvcores, need.gpus, label, rack)
+        found = self._pass_candidates.get(key)
+        if found is None:
+            ledger = self.ledger
+            scope = ledger.label_nodes.get(label) if label else None
+            if rack is not None:
+                in_rack = ledger.rack_of == rack
+                scope = in_rack if scope is None else scope & in_rack
+            found = self._pass_candidates[key] = ledger.candidates(need, scope)
+        return found
 
     def _grant(self, app: Application, ask: AskState, node: int, booking: Booking, queue: Queue) -> None:
         cid = f"container_{app.seq:04d}_{app.attempt:02d}_{self.next_container:06d}"

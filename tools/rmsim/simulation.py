@@ -59,5 +59,11 @@ class Simulation:
     def subscribe(self, fn: Callable[[RMEvent], None]) -> None:
         self.core.subscribe(fn)
 
+    def on(self, kind: str, fn: Callable[[RMEvent], None]) -> None:
+        """Call ``fn(event)`` for events of one kind, e.g. ``sim.on("attempt_failed", restart_am)``.
+        The callback runs inside the RM call that caused it: to act on the RM, schedule
+        the action (``sim.call_later(0, ...)``) rather than calling back in directly."""
+        self.core.subscribe(lambda event: fn(event) if event.kind == kind else None)
+
     def run_until(self, t: float) -> None:
         self.loop.run_until(t)
