@@ -71,7 +71,8 @@ def submission_to_pb(s: ApplicationSubmission) -> pb.SubmitRequest:
 
 
 def submission_from_pb(msg: pb.SubmitRequest) -> ApplicationSubmission:
-    return ApplicationSubmission(msg.name, msg.queue or "default", msg.max_attempts,
+    # proto3 has no "unset": 0 attempts means the default (2), like an empty queue means "default".
+    return ApplicationSubmission(msg.name, msg.queue or "default", msg.max_attempts or 2,
                                  msg.keep_containers_across_attempts, msg.am_expiry_s or None)
 
 

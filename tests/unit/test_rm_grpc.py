@@ -147,3 +147,38 @@ def test_cluster_view_from_node_reports(rm):
     assert view.free(i).gpu_mask == 0b11111010 and view.free(i).memory_mb == 65536 - 1024
     assert 20003 not in set(view.free(i).port_ranges) and 20002 in set(view.free(i).port_ranges)
     assert view.racks[view.rack_code[i]] == "rack-a" and bool(view.healthy[i])
+
+
+def test_concurrent_ams_racing_for_one_host_over_grpc(tmp_path):
+    """Eight AMs in eight threads ask for the whole of dgx-000 at once: exactly one wins,
+    the others see the ask pending with the reason, and nothing is double-booked."""
+    import threading
+    specs = load_cluster_specs(FIX / "cluster.yaml")
+    live = LiveRM(specs, work_dir=tmp_path / "tasks")
+    server, port = start_server(live, workers=8)
+    results = []
+    try:
+        def am(k):
+            rm = GrpcRMClient(f"127.0.0.1:{port}", timeout_s=10)
+            app = rm.submit(ApplicationSubmission(f"am{k}"))
+            rm.register(app)
+            barrier.wait()
+            resp = rm.allocate(AllocateRequest(app, 1, asks=(
+                ResourceRequest(1, R(1024, 1, gpus=8), host="dgx-000", relax_locality=False),)))
+            results.append(resp)
+            rm.close()
+
+        barrier = threading.Barrier(8)
+        threads = [threading.Thread(target=am, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert len(results) == 8
+        assert sum(len(r.allocated) for r in results) == 1
+        losers = [r for r in results if not r.allocated]
+        assert all("host dgx-000: GPUs free 0 < 8 asked" in r.pending[0].reason for r in losers)
+        live.core.check_invariants()
+    finally:
+        server.stop(0)
+        live.stop()
