@@ -79,11 +79,13 @@ def _serve(args) -> int:
     grace_s = knobs.number("kill_grace_s", minimum=0)
     save_s = knobs.number("state_save_interval_s", minimum=0, exclusive_minimum=True)
     workers = knobs.integer("grpc_workers", minimum=1)
+    expiry = knobs.raw("allocation_expiry_s", None)
+    expiry = None if expiry is None else knobs.number("allocation_expiry_s", minimum=0, exclusive_minimum=True)
     specs = load_cluster_specs(args.cluster)
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
     scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
     live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir, poll_s=poll_s,
-                  save_every_s=save_s, kill_grace_s=grace_s)
+                  save_every_s=save_s, kill_grace_s=grace_s, allocation_expiry_s=expiry)
     server, port = start_server(live, args.host, args.port, workers=workers)
     if scenario is not None:
         schedule_scenario(live, scenario)

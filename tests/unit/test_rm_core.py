@@ -354,3 +354,16 @@ def test_many_identical_blocked_asks_all_stay_pending_with_the_reason(sim):
     resp = beat(sim, app, 1, *(ResourceRequest(10 + k, R(1024, 1, gpus=1)) for k in range(5)))
     assert resp.allocated == () and len(resp.pending) == 5
     assert all("no usable node in the cluster" in p.reason for p in resp.pending)
+
+
+def test_allocated_but_never_started_containers_expire():
+    sim = Simulation(load_cluster_specs(FIX / "cluster.yaml"), allocation_expiry_s=5)
+    app, _ = start_app(sim)
+    idle, used = beat(sim, app, 1, ResourceRequest(1, R(1024, 1, gpus=8), count=2)).allocated
+    sim.client.start_container(used.container_id, LaunchContext.of(["x"]))
+    sim.run_until(6)
+    (expired,) = beat(sim, app, 1).completed
+    assert (expired.container_id, expired.state, expired.exit_status) == (
+        idle.container_id, ContainerState.KILLED, ExitStatus.ABORTED)
+    assert "not started within 5s" in expired.diagnostics
+    assert sim.client.container_status(used.container_id).state is ContainerState.RUNNING

@@ -85,3 +85,21 @@ def test_scenario_on_the_real_time_clock(tmp_path):
         assert '"LOST"' in (tmp_path / "s.json").read_text()   # saved by the clock's save timer
     finally:
         live.stop()
+
+
+def test_live_am_that_stops_heartbeating_is_declared_dead(tmp_path):
+    from gangmaster.am.rm_protocol import AppState
+    specs = load_cluster_specs(FIX / "cluster.yaml")
+    live = LiveRM(specs, work_dir=tmp_path / "t")
+    try:
+        core = live.core
+        app = core.submit(ApplicationSubmission("quiet", am_expiry_s=0.1, max_attempts=2))
+        core.register(app)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and core.application_report(app).attempt == 1:
+            time.sleep(0.02)
+        report = core.application_report(app)
+        assert (report.state, report.attempt) == (AppState.ACCEPTED, 2)
+        assert "no heartbeat for 0.1s" in report.diagnostics
+    finally:
+        live.stop()

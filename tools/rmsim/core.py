@@ -118,13 +118,17 @@ class ResourceManager:
     to the simulated one (container ends after ``LaunchContext.duration_s``)."""
 
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, clock=None,
-                 node_manager=None, lock: threading.RLock | None = None):
+                 node_manager=None, lock: threading.RLock | None = None,
+                 allocation_expiry_s: float | None = None):
         if not specs:
             raise ValueError("a cluster needs at least one node")
         self.ledger = NodeLedger(specs)
         self.queues: dict[str, Queue] = {q.name: q for q in (queues or default_queues())}
         self.clock = clock if clock is not None else VirtualLoop()
         self.lock = lock or getattr(self.clock, "lock", None) or threading.RLock()
+        if allocation_expiry_s is not None and allocation_expiry_s <= 0:
+            raise ValueError(f"allocation_expiry_s: expected a number > 0, got {allocation_expiry_s}")
+        self.allocation_expiry_s = allocation_expiry_s   # YARN: a granted container never started is taken back
         self.apps: dict[str, Application] = {}
         self.containers: dict[str, ContainerRecord] = {}   # every container ever (finished ones too)
         self.node_containers: list[set] = [set() for _ in specs]
@@ -513,9 +517,17 @@ class ResourceManager:
         if ask.remaining <= 0:
             del app.asks[ask.request.request_id]
         app.out_allocated.append(rec)
+        if self.allocation_expiry_s is not None:
+            self.clock.call_later(self.allocation_expiry_s, self._expire_allocation, rec)
         self.version += 1
         if self._subscribers:
             self._emit("container_allocated", app.app_id, cid, self.ledger.hosts[node])
+
+    def _expire_allocation(self, rec: ContainerRecord) -> None:
+        with self.lock:
+            if rec.state is ContainerState.ALLOCATED:
+                self._finish_container(rec, ContainerState.KILLED, ExitStatus.ABORTED,
+                                       f"container expired: not started within {self.allocation_expiry_s:g}s")
 
     # ================================================================ internals
     def _why_never(self, app: Application, ask: AskState) -> str | None:

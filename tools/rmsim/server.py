@@ -45,7 +45,7 @@ class LiveRM:
 
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, state_path: str | Path | None = None,
                  work_dir: str | Path | None = None, poll_s: float = 0.1, save_every_s: float = 0.2,
-                 kill_grace_s: float = 2.0):
+                 kill_grace_s: float = 2.0, allocation_expiry_s: float | None = None):
         self.state_path = Path(state_path) if state_path else None
         lock = threading.RLock()
         if work_dir is None:
@@ -67,7 +67,14 @@ class LiveRM:
                      self.state_path, len(self.core.ledger), len(self.core.apps),
                      sum(1 for c in self.core.containers.values() if not c.state.finished))
         else:
-            self.core = ResourceManager(specs, queues, clock=self.clock, node_manager=self.node_manager, lock=lock)
+            self.core = ResourceManager(specs, queues, clock=self.clock, node_manager=self.node_manager, lock=lock,
+                                        allocation_expiry_s=allocation_expiry_s)
+        if restored and allocation_expiry_s is not None:
+            with lock:
+                self.core.allocation_expiry_s = allocation_expiry_s
+                for rec in self.core.containers.values():   # the clock restarts: a full expiry from now
+                    if rec.state.value == "ALLOCATED":
+                        self.clock.call_later(allocation_expiry_s, self.core._expire_allocation, rec)
         self.restored = restored
         self._saved_version = -1
         self.save()
