@@ -25,14 +25,14 @@ def serve(tmp_path, *extra):
     proc = subprocess.Popen(
         [sys.executable, "-m", "gangmaster.tools.cli", "rm", "serve", "--cluster", str(FIX / "cluster.yaml"),
          "--host", "127.0.0.1", "--port", "0", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        stdout=subprocess.PIPE, stderr=open(tmp_path / "server.err", "a"), text=True, cwd=tmp_path)
     line = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout=20)
     if not line or "listening on" not in line[0]:
         proc.kill()
-        raise AssertionError(f"server did not start: {line} {proc.stderr.read() if proc.poll() is not None else ''}")
+        raise AssertionError(f"server did not start: {line} {(tmp_path / 'server.err').read_text()}")
     return proc, line[0].split("listening on ")[1].split()[0]
 
 
@@ -106,6 +106,7 @@ def test_serve_run_task_kill9_restart(tmp_path):
         assert len(resp.allocated) == 1
         rm.close()
     finally:
+        go.write_text("go")          # a task still waiting ends by itself
         server.terminate()
         try:
             server.wait(timeout=10)

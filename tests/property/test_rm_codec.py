@@ -1,0 +1,61 @@
+"""The gRPC codec is lossless: every protocol message survives encode → decode."""
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gangmaster.am import rm_codec as codec
+from gangmaster.am.proto import rm_pb2 as pb
+from gangmaster.am.rm_protocol import (
+    AllocateRequest, AllocateResponse, ApplicationReport, AppState, Container, ContainerState, ContainerStatus,
+    LaunchContext, NodeReport, NodeState, PendingAsk, RegisterResponse, Rejection, ResourceRequest,
+)
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.selectors.resources import ResourceDescriptor
+
+names = st.text("abcdefgh-_0123456789", min_size=1, max_size=12)
+opt_names = st.one_of(st.none(), names)
+ranges = st.lists(st.tuples(st.integers(0, 65000), st.integers(0, 30)), max_size=3).map(
+    lambda rs: PortRanges.of(*[(b, b + n) for b, n in rs]))
+resources = st.builds(
+    lambda mem, mvc, mask, count, ports: ResourceDescriptor(mem, mvc / 1000, 0 if mask else count, mask,
+                                                            port_ranges=ports),
+    st.integers(0, 2 ** 40), st.integers(0, 10 ** 6), st.integers(0, 2 ** 64 - 1), st.integers(0, 64), ranges)
+asks = st.builds(ResourceRequest, st.integers(0, 2 ** 40), resources, st.integers(1, 1000), opt_names, opt_names,
+                 st.booleans(), opt_names, st.integers(-5, 5))
+containers = st.builds(Container, names, names, st.integers(1, 9), names, names, resources, st.integers(0, 99),
+                       st.floats(0, 1e6, allow_nan=False))
+statuses = st.builds(ContainerStatus, names, names, st.sampled_from(ContainerState),
+                     st.one_of(st.none(), st.integers(-1000, 255)), st.text(max_size=20), st.integers(0, 99))
+nodes = st.builds(NodeReport, names, names, st.sampled_from(NodeState), resources, resources,
+                  st.frozensets(names, max_size=3), opt_names, opt_names, st.integers(0, 99), st.text(max_size=10))
+
+
+@given(st.builds(AllocateRequest, names, st.integers(1, 9), st.lists(asks, max_size=4).map(tuple),
+                 st.lists(st.integers(0, 99), max_size=3).map(tuple), st.lists(names, max_size=3).map(tuple),
+                 st.lists(names, max_size=3).map(tuple), st.lists(names, max_size=3).map(tuple),
+                 st.floats(0, 1)))
+def test_allocate_request_round_trip(req):
+    assert codec.allocate_request_from_pb(pb.AllocateRequest.FromString(
+        codec.allocate_request_to_pb(req).SerializeToString())) == req
+
+
+@given(st.builds(AllocateResponse, st.lists(containers, max_size=3).map(tuple), st.lists(statuses, max_size=3).map(tuple),
+                 st.lists(nodes, max_size=3).map(tuple),
+                 st.lists(st.builds(Rejection, st.integers(0, 99), st.text(max_size=20)), max_size=2).map(tuple),
+                 st.lists(st.builds(PendingAsk, st.integers(0, 99), st.integers(0, 99), st.text(max_size=20)),
+                          max_size=2).map(tuple),
+                 resources, st.integers(0, 10 ** 6)))
+def test_allocate_response_round_trip(resp):
+    assert codec.allocate_response_from_pb(pb.AllocateResponse.FromString(
+        codec.allocate_response_to_pb(resp).SerializeToString())) == resp
+
+
+@given(st.builds(RegisterResponse, names, st.integers(1, 9), names, resources, st.lists(containers, max_size=2).map(tuple)),
+       st.builds(ApplicationReport, names, names, names, st.sampled_from(AppState), st.integers(1, 9),
+                 st.floats(0, 1e6), st.one_of(st.none(), st.floats(0, 1e6)), names, st.text(max_size=10),
+                 st.integers(0, 99), st.integers(0, 99), resources),
+       st.builds(LaunchContext.of, st.lists(names, max_size=3), st.dictionaries(names, st.text(max_size=8), max_size=3),
+                 st.one_of(st.none(), st.floats(0, 1e4)), st.integers(-255, 255)))
+def test_other_messages_round_trip(reg, report, launch):
+    assert codec.register_from_pb(codec.register_to_pb(reg)) == reg
+    assert codec.report_from_pb(codec.report_to_pb(report)) == report
+    assert codec.launch_from_pb(codec.launch_to_pb(launch)) == launch
