@@ -1,0 +1,262 @@
+"""``gangmaster bench barrier``: one ``barrier()`` round against a live coordinator.
+
+The coordinator runs as the AM runs it (:class:`BarrierServer`, its loop in a
+thread of this process). Task processes loop ``barrier()`` as fast as they can:
+
+- N ≤ ``--max-process-tasks`` (64): every task its own process, using the real
+  task API (:class:`BarrierTaskContext`, synchronous gRPC);
+- larger N: many tasks per process (``--tasks-per-process``, 512), each a coroutine
+  on one ``grpc.aio`` channel speaking the same protocol (thousands of threads
+  would measure the client, not the coordinator).
+
+Every task records when each of its calls returned (``time.monotonic_ns``, one
+clock for all processes of this machine). A *round* is the time between the last
+release of one epoch and the last release of the next; the *release skew* is first
+to last release within an epoch. The baseline, measured in the same run by one
+process: a bare gRPC unary round trip (``Ping``) to the same server. "Drops": calls
+the task side had to retry (UNAVAILABLE, RESOURCE_EXHAUSTED …) and tasks that did
+not finish every round.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import math
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from gangmaster.am.barrier import TaskInfo
+from gangmaster.am.barrier_config import BarrierConfig
+from gangmaster.am.barrier_server import BarrierServer
+
+DEFAULT_TASKS = (2, 8, 64, 512, 4096)
+#: Targets from the issue, median round in ms (4,096: every round released, <= 2 s).
+TARGETS_MS = {2: 1.5, 64: 20.0, 4096: 2000.0}
+_PRELOAD = ["gangmaster.am.context", "gangmaster.am.proto.barrier_pb2_grpc", "grpc"]
+
+
+def auto_rounds(n: int) -> int:
+    """Enough rounds for a p99 where rounds are cheap, few where one takes a second."""
+    return 400 if n <= 8 else 100 if n <= 64 else 30 if n <= 512 else 10
+
+
+@dataclass
+class Figures:
+    tasks: int
+    processes: int
+    rounds: int
+    round_median_ms: float
+    round_p99_ms: float
+    skew_median_ms: float
+    skew_p99_ms: float
+    retries: int
+    unfinished_tasks: int
+    ping_median_ms: float
+
+    @property
+    def ratio(self) -> float:
+        return self.round_median_ms / self.ping_median_ms
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+# ------------------------------------------------------------------ task processes
+def _one_task(env: dict[str, str], total_rounds: int, results) -> None:
+    from gangmaster.am.context import BarrierTaskContext
+
+    ctx = BarrierTaskContext.from_env(env)
+    times = []
+    for _ in range(total_rounds):
+        ctx.barrier()
+        times.append(time.monotonic_ns())
+    results.put((ctx.task_index(), times, ctx.retries))
+    ctx.close()
+
+
+def _many_tasks(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+    asyncio.run(_many_tasks_async(envs, total_rounds, results))
+
+
+async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+    import grpc
+
+    from gangmaster.am import context as c
+    from gangmaster.am.proto import barrier_pb2 as pb
+    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+
+    address = envs[0][c.ENV_ADDRESS]
+    async with grpc.aio.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
+        stub = pb_grpc.BarrierCoordinatorStub(channel)
+
+        async def task(env: dict[str, str]) -> None:
+            caller = pb.Caller(job=env[c.ENV_JOB], gang=env[c.ENV_GANG], attempt=int(env[c.ENV_ATTEMPT]),
+                               token=env[c.ENV_TOKEN], task=int(env[c.ENV_TASK_INDEX]))
+            times, retries = [], 0
+            for epoch in range(total_rounds):
+                request = pb.SyncRequest(caller=caller, epoch=epoch, hold_ms=60_000)
+                while True:
+                    try:
+                        reply = await stub.Sync(request, timeout=120)
+                    except grpc.aio.AioRpcError as exc:
+                        if exc.code() not in c.RETRIED_CODES:
+                            raise
+                        retries += 1
+                        await asyncio.sleep(0.01)
+                        continue
+                    kind = reply.WhichOneof("outcome")
+                    if kind == "released":
+                        break
+                    if kind == "error":
+                        raise RuntimeError(f"{reply.error.code}: {reply.error.message}")
+                times.append(time.monotonic_ns())
+            results.put((caller.task, times, retries))
+
+        await asyncio.gather(*(task(env) for env in envs))
+
+
+def _ping(address: str, calls: int, results) -> None:
+    import grpc
+
+    from gangmaster.am.proto import barrier_pb2 as pb
+    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.BarrierCoordinatorStub(channel)
+        for _ in range(50):
+            stub.Ping(pb.PingRequest(), timeout=10)
+        took = []
+        for _ in range(calls):
+            t0 = time.perf_counter_ns()
+            stub.Ping(pb.PingRequest(), timeout=10)
+            took.append((time.perf_counter_ns() - t0) / 1e6)
+    results.put(took)
+
+
+# ------------------------------------------------------------------ the run
+def measure_ping(ctx, address: str, calls: int) -> list[float]:
+    results = ctx.Queue()
+    p = ctx.Process(target=_ping, args=(address, calls, results))
+    p.start()
+    took = results.get(timeout=120)
+    p.join(30)
+    return took
+
+
+def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int,
+                    max_process_tasks: int, tasks_per_process: int, ping_ms: float) -> Figures:
+    job, gang = "bench", f"n{n}"
+    server.open_attempt(job, gang, 1, [TaskInfo(i, "127.0.0.1") for i in range(n)])
+    envs = [server.task_env(job, gang, 1, i) for i in range(n)]
+    total = warmup + rounds
+    results = ctx.Queue()
+    if n <= max_process_tasks:
+        procs = [ctx.Process(target=_one_task, args=(env, total, results)) for env in envs]
+    else:
+        groups = [envs[i:i + tasks_per_process] for i in range(0, n, tasks_per_process)]
+        procs = [ctx.Process(target=_many_tasks, args=(g, total, results)) for g in groups]
+    for p in procs:
+        p.start()
+    per_task: dict[int, list[int]] = {}
+    retries = 0
+    deadline = time.monotonic() + 60 + total * max(2.0, n / 500)
+    try:
+        while len(per_task) < n and time.monotonic() < deadline:
+            try:
+                index, times, r = results.get(timeout=max(0.1, deadline - time.monotonic()))
+            except Exception:
+                break
+            per_task[index], retries = times, retries + r
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        server.close_attempt(job, gang, 1)
+    unfinished = n - sum(1 for t in per_task.values() if len(t) == total)
+    if len(per_task) < 1:
+        raise RuntimeError(f"bench barrier --tasks {n}: no task finished")
+    complete = [t for t in per_task.values() if len(t) == total]
+    last = [max(t[r] for t in complete) for r in range(total)]
+    first = [min(t[r] for t in complete) for r in range(total)]
+    rounds_ms = [(last[r] - last[r - 1]) / 1e6 for r in range(warmup, total)]
+    skews_ms = [(last[r] - first[r]) / 1e6 for r in range(warmup, total)]
+    return Figures(n, len(procs), rounds, statistics.median(rounds_ms), percentile(rounds_ms, 99),
+                   statistics.median(skews_ms), percentile(skews_ms, 99), retries, unfinished, ping_ms)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.getLogger("gangmaster.barrier").setLevel(logging.WARNING)
+    tasks = [int(t) for t in str(args.tasks).split(",")]
+    if any(t < 1 for t in tasks):
+        print("gangmaster bench barrier: --tasks: expected positive integers, e.g. 2,8,64", file=sys.stderr)
+        return 2
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    server = BarrierServer(BarrierConfig(log_interval_s=60.0))
+    server.start()
+    figures = []
+    try:
+        ping = measure_ping(ctx, server.address, args.ping_calls)
+        ping_ms = statistics.median(ping)
+        print(f"bare gRPC unary round trip (Ping, 1 process, {len(ping)} calls): "
+              f"median {ping_ms:.3f} ms, p99 {percentile(ping, 99):.3f} ms", flush=True)
+        print(f"{'tasks':>6} {'procs':>5} {'rounds':>6} {'median ms':>10} {'p99 ms':>9} "
+              f"{'skew med':>9} {'skew p99':>9} {'x ping':>7} {'drops':>6}  target", flush=True)
+        for n in tasks:
+            rounds = args.rounds or auto_rounds(n)
+            f = measure_barrier(ctx, server, n, rounds, args.warmup, args.max_process_tasks,
+                                args.tasks_per_process, ping_ms)
+            figures.append(f)
+            target = TARGETS_MS.get(n)
+            verdict = ""
+            if target is not None:
+                ok = f.round_median_ms <= target and f.retries == 0 and f.unfinished_tasks == 0
+                verdict = f"<= {target:g} ms, no drops: {'met' if ok else 'MISSED'}"
+            print(f"{n:>6} {f.processes:>5} {f.rounds:>6} {f.round_median_ms:>10.3f} "
+                  f"{f.round_p99_ms:>9.3f} {f.skew_median_ms:>9.3f} {f.skew_p99_ms:>9.3f} "
+                  f"{f.ratio:>7.1f} {f.retries + f.unfinished_tasks:>6}  {verdict}", flush=True)
+    finally:
+        stats = server.statistics()
+        server.stop(grace=0)
+    print(f"coordinator: {stats.releases} releases, {stats.arrivals} arrivals, "
+          f"{stats.duplicate_arrivals} re-sent, {stats.stale_requests} stale, "
+          f"{stats.auth_refusals} refused", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"ping_median_ms": ping_ms, "cpus": os.cpu_count(),
+                       "results": [asdict(f) for f in figures]}, fh, indent=2)
+    return 0 if all(f.unfinished_tasks == 0 for f in figures) else 1
+
+
+def add_parser(sub):
+    parser = sub.add_parser(
+        "barrier", help="barrier() round time, release skew, vs a bare gRPC round trip",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default=",".join(map(str, DEFAULT_TASKS)),
+                        help="comma-separated gang sizes to measure (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="measured rounds per size (default: 400 up to 8 tasks, 100 up to 64, "
+                             "30 up to 512, 10 beyond)")
+    parser.add_argument("--warmup", type=int, default=5,
+                        help="unmeasured rounds first (processes starting, connecting); default 5")
+    parser.add_argument("--max-process-tasks", type=int, default=64,
+                        help="up to this many tasks, each task is its own process (default 64)")
+    parser.add_argument("--tasks-per-process", type=int, default=512,
+                        help="above that, tasks per process, as coroutines (default 512)")
+    parser.add_argument("--ping-calls", type=int, default=2000,
+                        help="bare round trips for the baseline (default 2000)")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.set_defaults(func=run)
+    return parser
