@@ -13,7 +13,10 @@ Every task records when each of its calls returned (``time.monotonic_ns``, one
 clock for all processes of this machine). A *round* is the time between the last
 release of one epoch and the last release of the next; the *release skew* is first
 to last release within an epoch. The baseline, measured in the same run by one
-process: a bare gRPC unary round trip (``Ping``) to the same server. "Drops": calls
+process: a bare gRPC unary round trip (``Ping``) to the same server; and, where each
+task is a process, "N pings": the time the server needs to answer N bare calls when N
+processes call at once (N / its throughput) — the floor for any gRPC coordinator
+with N task processes on this machine. "Drops": calls
 the task side had to retry (UNAVAILABLE, RESOURCE_EXHAUSTED …) and tasks that did
 not finish every round.
 """
@@ -58,6 +61,7 @@ class Figures:
     retries: int
     unfinished_tasks: int
     ping_median_ms: float
+    ping_floor_ms: float | None = None  # N bare calls at the server's N-process throughput
 
     @property
     def ratio(self) -> float:
@@ -125,6 +129,25 @@ async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, resul
         await asyncio.gather(*(task(env) for env in envs))
 
 
+def _ping_load(address: str, calls: int, go, results) -> None:
+    """Warm up, wait for the start signal, then ``calls`` bare round trips as fast as possible."""
+    import grpc
+
+    from gangmaster.am.proto import barrier_pb2 as pb
+    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.BarrierCoordinatorStub(channel)
+        for _ in range(10):
+            stub.Ping(pb.PingRequest(), timeout=30)
+        results.put(None)
+        go.wait(120)
+        start = time.monotonic_ns()
+        for _ in range(calls):
+            stub.Ping(pb.PingRequest(), timeout=30)
+        results.put((start, time.monotonic_ns()))
+
+
 def _ping(address: str, calls: int, results) -> None:
     import grpc
 
@@ -144,6 +167,25 @@ def _ping(address: str, calls: int, results) -> None:
 
 
 # ------------------------------------------------------------------ the run
+def measure_ping_load(ctx, address: str, processes: int, calls: int) -> float:
+    """Bare round trips per second the server answers with ``processes`` processes each
+    calling back to back: the most any coordinator on gRPC could do with that many
+    task processes on this machine (ms per N calls = N / this)."""
+    go, results = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_ping_load, args=(address, calls, go, results)) for _ in range(processes)]
+    for p in procs:
+        p.start()
+    try:
+        for _ in procs:
+            results.get(timeout=120)
+        go.set()
+        spans = [results.get(timeout=300) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(10)
+    return processes * calls / ((max(e for _, e in spans) - min(s for s, _ in spans)) / 1e9)
+
+
 def measure_ping(ctx, address: str, calls: int) -> list[float]:
     results = ctx.Queue()
     p = ctx.Process(target=_ping, args=(address, calls, results))
@@ -213,20 +255,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"bare gRPC unary round trip (Ping, 1 process, {len(ping)} calls): "
               f"median {ping_ms:.3f} ms, p99 {percentile(ping, 99):.3f} ms", flush=True)
         print(f"{'tasks':>6} {'procs':>5} {'rounds':>6} {'median ms':>10} {'p99 ms':>9} "
-              f"{'skew med':>9} {'skew p99':>9} {'x ping':>7} {'drops':>6}  target", flush=True)
+              f"{'skew med':>9} {'skew p99':>9} {'x ping':>7} {'N pings':>8} {'drops':>6}  target", flush=True)
         for n in tasks:
             rounds = args.rounds or auto_rounds(n)
             f = measure_barrier(ctx, server, n, rounds, args.warmup, args.max_process_tasks,
                                 args.tasks_per_process, ping_ms)
+            if n <= args.max_process_tasks and args.ping_load_calls:
+                rate = measure_ping_load(ctx, server.address, n, args.ping_load_calls)
+                f.ping_floor_ms = n / rate * 1e3
             figures.append(f)
             target = TARGETS_MS.get(n)
             verdict = ""
             if target is not None:
                 ok = f.round_median_ms <= target and f.retries == 0 and f.unfinished_tasks == 0
                 verdict = f"<= {target:g} ms, no drops: {'met' if ok else 'MISSED'}"
+            floor = "-" if f.ping_floor_ms is None else f"{f.ping_floor_ms:.3f}"
             print(f"{n:>6} {f.processes:>5} {f.rounds:>6} {f.round_median_ms:>10.3f} "
                   f"{f.round_p99_ms:>9.3f} {f.skew_median_ms:>9.3f} {f.skew_p99_ms:>9.3f} "
-                  f"{f.ratio:>7.1f} {f.retries + f.unfinished_tasks:>6}  {verdict}", flush=True)
+                  f"{f.ratio:>7.1f} {floor:>8} {f.retries + f.unfinished_tasks:>6}  {verdict}", flush=True)
     finally:
         stats = server.statistics()
         server.stop(grace=0)
@@ -257,6 +303,10 @@ def add_parser(sub):
                         help="above that, tasks per process, as coroutines (default 512)")
     parser.add_argument("--ping-calls", type=int, default=2000,
                         help="bare round trips for the baseline (default 2000)")
+    parser.add_argument("--ping-load-calls", type=int, default=200,
+                        help="for sizes with a process per task: bare round trips per process, "
+                             "all processes at once, giving the 'N pings' column: N calls at the "
+                             "server's throughput (0: skip; default 200)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.set_defaults(func=run)
     return parser
