@@ -319,10 +319,9 @@ class BarrierServer:
         self.stop()
 
     def _call(self, fn: Callable, *args, **kwargs):
-        """Run ``fn`` in the server's loop thread and return its result."""
-        if self._loop is None:
-            raise RuntimeError("the barrier server is not started")
-        if threading.current_thread() is self._thread:
+        """Run ``fn`` in the server's loop thread and return its result (directly, when
+        the server is not started: there is no other thread to race with)."""
+        if self._loop is None or threading.current_thread() is self._thread:
             return fn(*args, **kwargs)
         done: concurrent.futures.Future = concurrent.futures.Future()
 

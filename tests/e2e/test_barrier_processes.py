@@ -184,3 +184,36 @@ def test_tls_by_configuration(tmp_path):
             ctx.get_task_infos()
         for c in ctxs:
             c.close()
+
+
+def test_task_retries_until_the_coordinator_listens(tmp_path):
+    """UNAVAILABLE is retried: a task started before its coordinator still gets through."""
+    import socket
+    import threading
+
+    from gangmaster.am.context import BarrierTaskContext, task_env
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = BarrierServer(BarrierConfig(port=port))
+    tasks = [TaskInfo(0, "h0"), TaskInfo(1, "h1")]
+    server.open_attempt(JOB, GANG, 1, tasks, token="tok")  # before start: no race with the tasks
+    envs = [task_env(f"127.0.0.1:{port}", JOB, GANG, 1, "tok", t, 2, retry_give_up_s=20) for t in tasks]
+    ctxs = [BarrierTaskContext.from_env(e) for e in envs]
+    got = {}
+    threads = [threading.Thread(target=lambda c=c: got.__setitem__(c.task_index(), c.all_gather(str(c.task_index()))))
+               for c in ctxs]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)  # the tasks are calling a port nobody listens on
+        server.start()
+        for t in threads:
+            t.join(20)
+        assert got == {0: ["0", "1"], 1: ["0", "1"]}
+        assert all(c.retries > 0 for c in ctxs)
+    finally:
+        server.stop(grace=0)
+        for c in ctxs:
+            c.close()
