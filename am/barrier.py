@@ -408,7 +408,7 @@ class BarrierCoordinator:
             current = g.current.barrier.attempt if g and g.current else None
             now = f"the open attempt is {current}" if current is not None else "no attempt is open"
             raise StaleAttempt(f"{barrier} is not known to the coordinator ({now}); "
-                               f"call at epoch {epoch}", barrier, epoch)
+                               f"{_call_of(task, epoch)}", barrier, epoch)
         if not hmac.compare_digest(known.encode(), (token or "").encode()):
             self._stats.auth_refusals += 1
             log.warning("%s: refused a call from task %s with a wrong token (%d refusals so far)",
@@ -422,7 +422,7 @@ class BarrierCoordinator:
             if isinstance(err, AttemptFailed):
                 raise AttemptFailed(err.message, barrier, epoch, err.arrived, err.total, err.missing)
             newer = f"; the open attempt is {a.barrier.attempt}" if a is not None else ""
-            raise StaleAttempt(f"{barrier} is {how}{newer}; task {task} called at epoch {epoch}",
+            raise StaleAttempt(f"{barrier} is {how}{newer}; {_call_of(task, epoch)}",
                                barrier, epoch, err.arrived if err else None, err.total if err else None)
         if not 0 <= task < a.total:
             self._stats.invalid_requests += 1
@@ -481,6 +481,10 @@ class BarrierCoordinator:
             s.attempts_open = len(open_)
             s.calls_waiting = sum(len(ws) for a in open_ for ws in a.waiters.values())
             return s
+
+
+def _call_of(task: int, epoch: int | None) -> str:
+    return f"task {task} called at epoch {epoch}" if epoch is not None else f"task {task} asked"
 
 
 def _deliver(calls: list) -> None:

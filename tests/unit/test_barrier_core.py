@@ -211,7 +211,7 @@ def test_new_attempt_supersedes_and_old_attempt_is_stale():
 def test_unknown_and_closed_attempts_are_stale():
     coord, _ = make(2)
     calls = Calls()
-    with pytest.raises(StaleAttempt, match="attempt 9 is not known.*open attempt is 1"):
+    with pytest.raises(StaleAttempt, match="attempt 9 is not known.*open attempt is 1.*task 0 called at epoch 0"):
         arrive(coord, calls, 0, 0, attempt=9)
     coord.close_attempt(JOB, GANG, 1)
     with pytest.raises(StaleAttempt, match="attempt 1 is finished"):
@@ -259,3 +259,10 @@ def test_errors_are_barrier_errors():
     for cls in (BarrierTimeout, StaleAttempt, AttemptFailed, StaleEpoch, BarrierMismatch,
                 BarrierAuthError, BarrierInvalid):
         assert issubclass(cls, BarrierError)
+
+
+def test_task_infos_of_a_stale_attempt_is_refused():
+    coord, _ = make(2)
+    coord.open_attempt(JOB, GANG, 2, [TaskInfo(0, "a"), TaskInfo(1, "b")], token="t2")
+    with pytest.raises(StaleAttempt, match=r"attempt 1 is superseded; the open attempt is 2; task 1 asked$"):
+        coord.task_infos(JOB, GANG, 1, "secret", 1)
