@@ -43,6 +43,10 @@ from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, Barri
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
                                           StaleAttempt, StaleEpoch)
 
+__all__ = ["BarrierCoordinator", "TaskInfo", "Arrival", "Released", "Progress", "Waiter",
+           "CoordinatorStatistics", "Clock", "MonotonicClock", "ManualClock", "BARRIER", "ALL_GATHER",
+           "YEAR_S"]
+
 log = logging.getLogger("gangmaster.barrier")
 
 #: Default barrier timeout: a year, i.e. effectively unlimited (as Spark's default).

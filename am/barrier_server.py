@@ -49,6 +49,8 @@ from gangmaster.am.context import task_env
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
 
+__all__ = ["BarrierServer", "AsyncBarrierServer", "server_options", "error_to_proto"]
+
 log = logging.getLogger("gangmaster.barrier")
 
 _OPERATION_NAMES = {pb.BARRIER: BARRIER, pb.ALL_GATHER: ALL_GATHER}

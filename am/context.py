@@ -37,6 +37,11 @@ from gangmaster.am.barrier_errors import (BarrierError, BarrierId, CoordinatorUn
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
 
+__all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
+           "ENV_JOB", "ENV_GANG", "ENV_ATTEMPT", "ENV_TASK_INDEX", "ENV_TASK_COUNT", "ENV_ROLE",
+           "ENV_ROLE_INDEX", "ENV_PAI_ROLE", "ENV_PAI_ROLE_INDEX", "ENV_TLS_CA", "ENV_LOG_INTERVAL",
+           "ENV_RETRY_GIVE_UP"]
+
 log = logging.getLogger("gangmaster.barrier.task")
 
 # ------------------------------------------------------------ the environment
