@@ -68,6 +68,9 @@ ENV_LOG_INTERVAL = "GANGMASTER_BARRIER_LOG_INTERVAL_S"
 #: Seconds to keep retrying an unreachable coordinator (optional).
 ENV_RETRY_GIVE_UP = "GANGMASTER_BARRIER_RETRY_GIVE_UP_S"
 
+#: The longest a waiting call is held before the task hears "still waiting" and re-sends.
+MAX_HOLD_S = 3600.0
+
 REQUIRED_ENV = (ENV_ADDRESS, ENV_TOKEN, ENV_JOB, ENV_GANG, ENV_ATTEMPT, ENV_TASK_INDEX, ENV_TASK_COUNT)
 
 #: Transport failures that are retried (the call is re-sent; arrivals are idempotent).
@@ -226,11 +229,11 @@ class BarrierTaskContext:
     # ------------------------------------------------------------- internals
     def _sync(self, operation: int, message: bytes) -> list[bytes]:
         epoch = self._epoch
-        hold_ms = max(1, int(self.log_interval_s * 1000))
+        hold_s = min(self.log_interval_s, MAX_HOLD_S)
         request = pb.SyncRequest(caller=self._caller, epoch=epoch, operation=operation,
-                                 message=message, hold_ms=hold_ms)
-        # The server answers within hold_ms; the deadline only guards against a lost reply.
-        timeout = self.log_interval_s + 30.0
+                                 message=message, hold_ms=max(1, int(hold_s * 1000)))
+        # The server answers within hold_s; the deadline only guards against a lost reply.
+        timeout = hold_s + 30.0
         while True:
             reply = self._call(self._stub.Sync, request, timeout=timeout)
             outcome = reply.WhichOneof("outcome")

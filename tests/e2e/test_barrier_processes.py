@@ -217,3 +217,25 @@ def test_task_retries_until_the_coordinator_listens(tmp_path):
         server.stop(grace=0)
         for c in ctxs:
             c.close()
+
+
+def test_huge_log_interval_still_works(server):
+    """A log interval of a year must not overflow the wire's hold time."""
+    import threading
+
+    from gangmaster.am.context import BarrierTaskContext
+
+    open_gang(server, 2)
+    ctxs = []
+    for r in range(2):
+        env = server.task_env(JOB, GANG, 1, r)
+        env["GANGMASTER_BARRIER_LOG_INTERVAL_S"] = str(365 * 24 * 3600)
+        ctxs.append(BarrierTaskContext.from_env(env))
+    threads = [threading.Thread(target=c.barrier) for c in ctxs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert [c.epoch for c in ctxs] == [1, 1]
+    for c in ctxs:
+        c.close()
