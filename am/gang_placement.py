@@ -47,8 +47,7 @@ class GangDoesNotFit(Exception):
     def __init__(self, role: str, index: int, placed: int, total: int, cause: NotAvailable,
                  never: bool = False):
         self.role, self.index, self.placed, self.total = role, index, placed, total
-        self.explanation = cause.explanation
-        self.never = never
+        self.cause, self.explanation, self.never = cause, cause.explanation, never
         when = "even on the empty cluster" if never else "now"
         super().__init__(f"the gang does not fit {when}: {placed}/{total} instances placed; "
                          f"{role}[{index}] found no node: {cause}")
@@ -102,6 +101,4 @@ def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: S
     try:
         place_gang(empty_view(view), roles, pipeline)
     except GangDoesNotFit as exc:
-        exc.never = True
-        exc.args = (str(exc).replace("does not fit now", "does not fit even on the empty cluster"),)
-        raise
+        raise GangDoesNotFit(exc.role, exc.index, exc.placed, exc.total, exc.cause, never=True) from None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -16,7 +15,6 @@ MACHINE_TYPES = [
     (0.3, "T4", "pcie-4gpu", 4, 32, 196_608),
     (0.3, None, None, 0, 64, 262_144),
 ]
-
 
 def synthetic_specs(nodes: int, rack_size: int = 40) -> list[NodeSpec]:
     specs = []
@@ -31,7 +29,6 @@ def synthetic_specs(nodes: int, rack_size: int = 40) -> list[NodeSpec]:
                               labels=frozenset({"gpu"} if gpus else set()), gpu_type=gpu_type,
                               topology=topo, memory_mb=memory, vcores=vcores, gpus=gpus, ports=PORTS))
     return specs
-
 
 def occupy_randomly(view: ClusterView, seed: int, busy_share: float = 0.6) -> None:
     """Book a random part of each busy node, through ``allocate`` (so it is valid)."""
@@ -51,11 +48,8 @@ def occupy_randomly(view: ClusterView, seed: int, busy_share: float = 0.6) -> No
             vcores=round(float(view.vcores_capacity[i]) * rng.random() * 0.9, 1),
             gpus=used_gpus, gpu_mask=mask))
 
-
 def synthetic_cluster(nodes: int, seed: int = 0) -> ClusterView:
     view = ClusterView(synthetic_specs(nodes))
     occupy_randomly(view, seed)
     return view
-
-
 
