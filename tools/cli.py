@@ -14,6 +14,7 @@ COMMANDS = [
     "selectors_cmd",
     "topo_cmd",
     "validate_cmd",
+    "run_cmd",
     "rm_cmd",
     "bench.cli",
 ]

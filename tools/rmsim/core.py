@@ -119,7 +119,7 @@ class ResourceManager:
 
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, clock=None,
                  node_manager=None, lock: threading.RLock | None = None,
-                 allocation_expiry_s: float | None = None):
+                 allocation_expiry_s: float | None = None, scheduling_interval_s: float | None = None):
         if not specs:
             raise ValueError("a cluster needs at least one node")
         self.ledger = NodeLedger(specs)
@@ -147,6 +147,15 @@ class ResourceManager:
             node_manager = SimulatedNodeManager(self.clock)
         self.node_manager = node_manager
         node_manager.bind(self)
+        # YARN schedules on NodeManager heartbeats, not on AM calls. With an interval, passes
+        # run on the clock (half a period out of step with whole-second AM heartbeats), an AM
+        # hears of its grants at its next allocate, and the asks several AMs sent in the
+        # meantime compete in one pass, as on a real cluster. None: a pass at every allocate.
+        if scheduling_interval_s is not None and scheduling_interval_s <= 0:
+            raise ValueError(f"scheduling_interval_s: expected a number > 0, got {scheduling_interval_s}")
+        self.scheduling_interval_s = scheduling_interval_s
+        if scheduling_interval_s is not None:
+            self.clock.every(scheduling_interval_s, self.schedule, start=self.clock.now() + scheduling_interval_s / 2)
 
     # ================================================================ events
     def subscribe(self, fn: Callable[[RMEvent], None]) -> None:
@@ -262,7 +271,8 @@ class ResourceManager:
                     self._dirty = True
             if asks or releases or request.cancel:
                 self.version += 1
-            self.schedule()
+            if self.scheduling_interval_s is None:
+                self.schedule()
             return self._drain(app)
 
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:

@@ -30,10 +30,12 @@ from .scenario import Scenario
 
 class Simulation:
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None,
-                 scenario: Scenario | None = None, seed: int = 0, allocation_expiry_s: float | None = None):
+                 scenario: Scenario | None = None, seed: int = 0, allocation_expiry_s: float | None = None,
+                 scheduling_interval_s: float | None = None):
         self.loop = VirtualLoop()
         self.random = random.Random(seed)   # for drivers' own draws; the RM core itself draws nothing
-        self.core = ResourceManager(specs, queues, clock=self.loop, allocation_expiry_s=allocation_expiry_s)
+        self.core = ResourceManager(specs, queues, clock=self.loop, allocation_expiry_s=allocation_expiry_s,
+                                    scheduling_interval_s=scheduling_interval_s)
         self.client = InProcessRMClient(self.core)
         self.scenario = scenario
         if scenario is not None:

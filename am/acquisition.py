@@ -1,0 +1,246 @@
+"""All-or-nothing acquisition of one gang attempt's containers from the RM.
+
+The AM places every instance against its view of the cluster, asks the RM for
+each one on the host it chose (with that host's exact GPUs and ports, no
+relaxed locality), and starts nothing until every instance is granted.
+
+Two things can keep a gang from completing, and neither may hang it:
+
+* **Another AM took a node first.** An ask still not granted after
+  ``reselect_after_s`` is checked against a fresh view: when its host cannot hold
+  it any more, the ask is cancelled and the instance is selected again, together
+  with every other instance not yet asked for.
+* **Two gangs each hold part of what the other needs** (each fits the cluster
+  alone, not both). A gang that has held some containers for ``hold_timeout_s``
+  without the rest gives them all back and waits ``release_backoff_s × 2^(k-1)``
+  (capped, times a seeded random factor) before it asks again, so the colliding
+  gangs fall out of step and one of them gets everything.
+
+The acquisition only decides: the asks, cancels and releases it wants sent wait
+in its outbox for the AM's next heartbeat, and what it did is reported through
+``report``.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from gangmaster.selectors.cluster import ClusterView
+from gangmaster.selectors.resources import ResourceError
+
+from .am_settings import AMSettings
+from .gang_placement import GangDoesNotFit, GangPlacement, InstancePlacement
+from .jobspec_model import RoleSpec
+from .rm_protocol import Container, ResourceRequest
+
+#: place(view, {role: [instance indices]}) -> placement; raises GangDoesNotFit.
+Placer = Callable[[ClusterView, Mapping[str, Sequence[int]]], GangPlacement]
+
+
+@dataclass
+class Slot:
+    """One instance of the gang on its way to a container."""
+
+    role: str
+    index: int
+    placement: InstancePlacement | None = None
+    request_id: int | None = None     # the ask outstanding for it, if any
+    asked_at: float = 0.0
+    container: Container | None = None
+    rejections: int = 0
+    pending_reason: str = ""          # why the RM did not grant it in its last pass
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}[{self.index}]"
+
+
+class GangAcquisition:
+    def __init__(self, gang: str, roles: Sequence[RoleSpec], settings: AMSettings, rng: random.Random,
+                 now: float, report: Callable[[str], None], observe_selection: Callable[[float], None] = lambda s: None):
+        self.gang = gang
+        self.roles = {r.name: r for r in roles}
+        self.settings = settings
+        self.rng = rng
+        self.report = report
+        self.observe_selection = observe_selection
+        self.slots: dict[tuple[str, int], Slot] = {(r.name, i): Slot(r.name, i) for r in roles for i in range(r.instances)}
+        self.by_request: dict[int, Slot] = {}
+        self.asks: list[ResourceRequest] = []
+        self.cancels: list[int] = []
+        self.releases: list[str] = []
+        self.first_grant_at: float | None = None
+        self.not_before = now
+        self.release_count = 0
+        self.reselections = 0
+        self.waiting_reason = ""           # why the gang cannot be placed now, in numbers
+        self.never_reason = ""             # set when an instance can never be granted
+
+    # ------------------------------------------------------------------ state
+    @property
+    def total(self) -> int:
+        return len(self.slots)
+
+    @property
+    def granted(self) -> list[Slot]:
+        return [s for s in self.slots.values() if s.container is not None]
+
+    @property
+    def complete(self) -> bool:
+        return all(s.container is not None for s in self.slots.values())
+
+    @property
+    def outstanding(self) -> list[Slot]:
+        return [s for s in self.slots.values() if s.container is None and s.request_id is not None]
+
+    def in_order(self) -> list[Slot]:
+        """Slots by role (in the gang's order), then instance index: rank order."""
+        return [self.slots[(role, i)] for role, spec in self.roles.items() for i in range(spec.instances)]
+
+    def take_outbox(self) -> tuple[list[ResourceRequest], list[int], list[str]]:
+        out = (self.asks, self.cancels, self.releases)
+        self.asks, self.cancels, self.releases = [], [], []
+        return out
+
+    # ------------------------------------------------------------------- plan
+    def plan(self, now: float, view_source: Callable[[], ClusterView], place: Placer,
+             next_request_id: Callable[[], int]) -> None:
+        """Decide this heartbeat's asks, cancels and releases."""
+        if self.complete or self.never_reason:
+            return
+        if self.first_grant_at is not None and now - self.first_grant_at >= self.settings.hold_timeout_s:
+            self.release_all(now, f"held {len(self.granted)}/{self.total} containers for "
+                                  f"{now - self.first_grant_at:g}s without the rest")
+            return
+        if now < self.not_before:
+            return
+        unplaced = [s for s in self.slots.values() if s.container is None and s.request_id is None]
+        stale = [s for s in self.outstanding if now - s.asked_at >= self.settings.reselect_after_s]
+        if not unplaced and not stale:
+            return
+        view = view_source()
+        for s in self.granted:
+            view.instances_of(s.role)[view.index(s.container.host)] += 1
+        for s in self.outstanding:
+            try:   # our own asks are not in the RM's usage yet: book them so nothing picks them twice
+                view.allocate(s.placement.host, s.placement.resource, role=s.role)
+            except ResourceError:
+                if s in stale:   # its host cannot hold it any more: another AM took it
+                    self._reselect(s)
+                    unplaced.append(s)
+        if not unplaced:
+            return
+        wanted: dict[str, list[int]] = {}
+        for s in unplaced:
+            wanted.setdefault(s.role, []).append(s.index)
+        started = time.perf_counter()
+        try:
+            placement = place(view, wanted)
+        except GangDoesNotFit as exc:
+            self.observe_selection(time.perf_counter() - started)
+            reason = str(exc)
+            if reason != self.waiting_reason:
+                self.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {reason}")
+            self.waiting_reason = reason
+            return
+        self.observe_selection(time.perf_counter() - started)
+        self.waiting_reason = ""
+        for p in placement.instances:
+            slot = self.slots[(p.role, p.index)]
+            role = self.roles[p.role]
+            slot.placement, slot.request_id, slot.asked_at = p, next_request_id(), now
+            self.by_request[slot.request_id] = slot
+            self.asks.append(ResourceRequest(slot.request_id, p.resource, 1, host=p.host, relax_locality=False,
+                                             node_label=role.node_label))
+        self.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
+                    f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
+
+    def _reselect(self, slot: Slot) -> None:
+        self.cancels.append(slot.request_id)
+        self.by_request.pop(slot.request_id, None)
+        self.reselections += 1
+        self.report(f"gang {self.gang}: {slot.name} not granted on {slot.placement.host} after "
+                    f"{self.settings.reselect_after_s:g}s ({slot.pending_reason or 'taken by another application'}); "
+                    f"selecting again")
+        slot.request_id, slot.placement, slot.pending_reason = None, None, ""
+
+    def release_all(self, now: float, reason: str) -> list[str]:
+        """Give back every container and cancel every ask; back off before asking again."""
+        released = [s.container.container_id for s in self.granted]
+        self.releases.extend(released)
+        self.cancels.extend(s.request_id for s in self.outstanding)
+        for s in self.slots.values():
+            s.container = s.placement = s.request_id = None
+            s.pending_reason = ""
+        self.by_request.clear()
+        self.first_grant_at = None
+        self.release_count += 1
+        s = self.settings
+        backoff = min(s.release_backoff_max_s, s.release_backoff_s * 2 ** (self.release_count - 1))
+        backoff *= self.rng.uniform(1 - s.release_jitter, 1 + s.release_jitter)
+        self.not_before = now + backoff
+        self.report(f"gang {self.gang}: released {len(released)} container(s): {reason}; "
+                    f"asking again in {backoff:.1f}s (release {self.release_count})")
+        return released
+
+    def abandon(self) -> None:
+        """The attempt is over before it started: give back what was granted, cancel every ask."""
+        self.releases.extend(s.container.container_id for s in self.granted)
+        self.cancels.extend(s.request_id for s in self.outstanding)
+        for s in self.slots.values():
+            s.container = s.placement = s.request_id = None
+        self.by_request.clear()
+
+    # -------------------------------------------------------------- responses
+    def on_granted(self, container: Container, now: float) -> bool:
+        """Take a granted container; False when it is not wanted (the AM releases it)."""
+        slot = self.by_request.pop(container.request_id, None)
+        if slot is None or slot.container is not None:
+            return False
+        slot.container, slot.request_id, slot.pending_reason = container, None, ""
+        if self.first_grant_at is None:
+            self.first_grant_at = now
+        return True
+
+    def on_rejected(self, request_id: int, reason: str) -> None:
+        slot = self.by_request.pop(request_id, None)
+        if slot is None:
+            return
+        slot.rejections += 1
+        host = slot.placement.host if slot.placement else "?"
+        slot.request_id, slot.placement = None, None
+        if slot.rejections >= self.settings.max_rejections:
+            self.never_reason = (f"{slot.name} was rejected by the RM {slot.rejections} times "
+                                 f"(last on {host}): {reason}")
+        else:
+            self.report(f"gang {self.gang}: the RM rejected {slot.name} on {host}: {reason}; selecting again")
+
+    def on_pending(self, request_id: int, reason: str) -> None:
+        slot = self.by_request.get(request_id)
+        if slot is not None:
+            slot.pending_reason = reason
+
+    def on_lost(self, container_id: str) -> bool:
+        """A granted, not yet started container ended (node lost, allocation expired)."""
+        for slot in self.slots.values():
+            if slot.container is not None and slot.container.container_id == container_id:
+                slot.container = slot.placement = None
+                if not self.granted:
+                    self.first_grant_at = None
+                return True
+        return False
+
+    def owns(self, container_id: str) -> bool:
+        return any(s.container is not None and s.container.container_id == container_id
+                   for s in self.slots.values())
+
+
+def _hosts_summary(hosts: list[str], shown: int = 4) -> str:
+    counts: dict[str, int] = {}
+    for h in hosts:
+        counts[h] = counts.get(h, 0) + 1
+    parts = [f"{h}×{n}" if n > 1 else h for h, n in counts.items()]
+    more = len(parts) - shown
+    return ", ".join(parts[:shown]) + (f" and {more} more host(s)" if more > 0 else "")

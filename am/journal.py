@@ -1,0 +1,127 @@
+"""The AM's state journal: what a restarted AM needs to carry on where the last
+one stopped, without killing the tasks that are still running.
+
+One JSON object per line, appended and flushed as each thing happens, so the
+file survives the AM process being killed at any point (a line cut short by the
+kill is ignored on reading). It is never rewritten: every AM attempt appends to
+the same file, and its ``am_started`` lines show each restart.
+
+Kinds, in the order a gang lives them::
+
+    am_started     am_attempt
+    gang_attempt   gang, attempt, waiting_since       a gang attempt begins to wait
+    released       gang, attempt, containers, reason   a partial hold given back
+    launched       gang, attempt, started_at, tasks    every task of the attempt started
+    task_finished  gang, attempt, role, index, state, exit_status, diagnostics
+    attempt_ended  record (an AttemptRecord)
+    job_finished   outcome, reason
+
+:func:`replay` folds the lines into a :class:`JournalState`.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .lifecycle import AttemptRecord, TaskRecord, TaskState
+
+JOURNAL_FILE = "journal.jsonl"
+
+
+class Journal:
+    """Appends records to ``path`` (created with its folder when missing)."""
+
+    def __init__(self, path: str | Path, now=time.time):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.now = now
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def write(self, kind: str, **fields) -> None:
+        record = {"t": round(float(self.now()), 6), "kind": kind, **fields}
+        self._file.write(json.dumps(record, sort_keys=True) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """Every complete record of the journal at ``path`` ([] when there is none)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue            # the AM was killed while writing this line
+        if isinstance(record, dict) and "kind" in record:
+            records.append(record)
+    return records
+
+
+@dataclass
+class GangJournal:
+    """One gang as the journal last saw it."""
+
+    attempt: int = 1
+    waiting_since: float = 0.0
+    launched: list[TaskRecord] | None = None   # the current attempt's tasks, once all started
+    started_at: float | None = None
+    releases: int = 0
+    history: list[AttemptRecord] = field(default_factory=list)
+
+
+@dataclass
+class JournalState:
+    am_attempts: list[int] = field(default_factory=list)
+    gangs: dict[str, GangJournal] = field(default_factory=dict)
+    outcome: str | None = None
+    reason: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not self.am_attempts
+
+
+def replay(records: list[dict]) -> JournalState:
+    state = JournalState()
+    for r in records:
+        kind = r["kind"]
+        if kind == "am_started":
+            state.am_attempts.append(int(r["am_attempt"]))
+        elif kind == "gang_attempt":
+            state.gangs[r["gang"]] = GangJournal(attempt=int(r["attempt"]), waiting_since=float(r["waiting_since"]),
+                                                 history=_history(state, r["gang"]))
+        elif kind == "released":
+            gang = state.gangs.get(r["gang"])
+            if gang is not None and gang.attempt == r["attempt"]:
+                gang.releases += 1
+        elif kind == "launched":
+            gang = state.gangs.get(r["gang"])
+            if gang is not None and gang.attempt == r["attempt"]:
+                gang.launched = [TaskRecord.from_dict(t) for t in r["tasks"]]
+                gang.started_at = float(r["started_at"])
+        elif kind == "task_finished":
+            gang = state.gangs.get(r["gang"])
+            if gang is not None and gang.attempt == r["attempt"] and gang.launched:
+                for task in gang.launched:
+                    if task.role == r["role"] and task.index == r["index"]:
+                        task.state = TaskState(r["state"])
+                        task.exit_status, task.diagnostics = r["exit_status"], r["diagnostics"]
+                        task.finished_at = r.get("finished_at")
+        elif kind == "attempt_ended":
+            record = AttemptRecord.from_dict(r["record"])
+            state.gangs.setdefault(record.gang, GangJournal(attempt=record.attempt)).history.append(record)
+        elif kind == "job_finished":
+            state.outcome, state.reason = r["outcome"], r.get("reason", "")
+    return state
+
+
+def _history(state: JournalState, gang: str) -> list[AttemptRecord]:
+    previous = state.gangs.get(gang)
+    return previous.history if previous is not None else []

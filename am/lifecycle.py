@@ -1,0 +1,101 @@
+"""What the AM knows about its tasks: states, one record per task of an attempt,
+and the history of every attempt (which task failed, how, and where).
+
+A gang's roles move together through ``waiting → acquiring → launching →
+running``; once running, each role ends ``succeeded`` or ``failed`` by its
+completion policy. Every record here is plain data: the journal writes it as
+JSON and a restarted AM reads it back (:meth:`to_dict` / :meth:`from_dict`).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+
+
+class RoleState(str, enum.Enum):
+    WAITING = "waiting"        # not asking yet: before the first try, or backing off after a release
+    ACQUIRING = "acquiring"    # asking the RM for every instance of the gang; nothing started
+    LAUNCHING = "launching"    # every instance granted; containers being started
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RoleState.SUCCEEDED, RoleState.FAILED)
+
+
+class TaskState(str, enum.Enum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass
+class TaskRecord:
+    """One instance of a role in one attempt, from the moment it was started."""
+
+    role: str
+    index: int                 # instance index within the role
+    rank: int                  # index within the gang (barrier task index)
+    container_id: str
+    host: str
+    gpus: tuple[int, ...]
+    ports: dict[str, int]
+    started_at: float
+    state: TaskState = TaskState.RUNNING
+    exit_status: int | None = None
+    diagnostics: str = ""
+    finished_at: float | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}[{self.index}]"
+
+    def where(self) -> str:
+        gpus = ",".join(map(str, self.gpus)) or "-"
+        ports = ",".join(f"{k}={v}" for k, v in self.ports.items()) or "-"
+        return f"{self.host} gpus={gpus} ports={ports}"
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["state"] = self.state.value
+        data["gpus"] = list(self.gpus)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TaskRecord":
+        data = dict(data)
+        data["state"] = TaskState(data["state"])
+        data["gpus"] = tuple(data["gpus"])
+        return cls(**data)
+
+
+@dataclass
+class AttemptRecord:
+    """One attempt of one gang: when, where every task ran, and how it ended."""
+
+    gang: str
+    attempt: int
+    waiting_since: float
+    started_at: float | None = None       # every task started
+    ended_at: float | None = None
+    outcome: str = ""                      # "" (in progress) | succeeded | failed | stopped
+    reason: str = ""
+    releases: int = 0                      # partial holds given back while acquiring
+    reselections: int = 0                  # instances selected again after the RM would not grant them
+    tasks: list[TaskRecord] = field(default_factory=list)
+
+    def failures(self) -> list[TaskRecord]:
+        return [t for t in self.tasks if t.state is TaskState.FAILED]
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["tasks"] = [t.to_dict() for t in self.tasks]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "AttemptRecord":
+        data = dict(data)
+        data["tasks"] = [TaskRecord.from_dict(t) for t in data["tasks"]]
+        return cls(**data)

@@ -1,0 +1,541 @@
+"""The ApplicationMaster: runs one job's gangs through the RM, all or nothing.
+
+Each gang of the job (``gangmaster: gangs`` in the spec) lives through attempts.
+An attempt waits, acquires every container of the gang
+(:mod:`gangmaster.am.acquisition`), starts them all in one heartbeat, and runs
+until the job's completion policy decides. A failed task ends the attempt of
+its retry scope (the whole job, or the gang of the failed role): the AM fails
+the attempt's barrier first (so every waiting task of the dead gang is told at
+once), stops the tasks, and places the gang again as attempt n+1. Completions
+from an older attempt are ignored; a task is never run twice at once.
+
+The AM never sleeps and never asks which RM it has: a driver calls
+:meth:`ApplicationMaster.heartbeat` on a clock (virtual time in simulation, real
+time with ``--live``). Everything it decides goes to its journal first, so an AM
+started again after a crash recovers the job, and the tasks still running are
+kept (:mod:`gangmaster.am.journal`). Each AM process writes its own log,
+``am-<attempt>.log``, in the job's work folder; none is ever overwritten.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence, TextIO
+
+from gangmaster.selectors.cluster import ClusterView
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.selector import get_selector
+from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.gpu_topology.masks import indices_of
+
+from .acquisition import GangAcquisition
+from .am_settings import AMSettings
+from .barrier import TaskInfo
+from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
+from .journal import JOURNAL_FILE, Journal, JournalState, read_records, replay
+from .jobspec_model import JobSpec, RoleSpec
+from .launch_env import PlacedTask, label_ports, pai_env
+from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
+from .metrics import CONTAINER_STATES, AMMetrics
+from .rm_client import RMClient
+from .rm_protocol import AllocateRequest, AllocateResponse, ContainerState, LaunchContext, RMError, WrongState, \
+    view_from_nodes
+
+
+@dataclass
+class GangRun:
+    """One gang and its current attempt."""
+
+    name: str
+    roles: tuple[RoleSpec, ...]
+    attempt: int
+    state: RoleState
+    record: AttemptRecord
+    acquisition: GangAcquisition | None = None
+    tasks: list[TaskRecord] = field(default_factory=list)
+    history: list[AttemptRecord] = field(default_factory=list)
+    barrier_open: bool = False
+
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        succeeded: dict[str, int] = {}
+        failed: dict[str, int] = {}
+        for t in self.tasks:
+            if t.state is TaskState.SUCCEEDED:
+                succeeded[t.role] = succeeded.get(t.role, 0) + 1
+            elif t.state is TaskState.FAILED:
+                failed[t.role] = failed.get(t.role, 0) + 1
+        return succeeded, failed
+
+    def role_state(self, role: RoleSpec) -> RoleState:
+        if self.state is not RoleState.RUNNING:
+            return self.state
+        mine = [t for t in self.tasks if t.role == role.name]
+        failed = sum(1 for t in mine if t.state is TaskState.FAILED)
+        if role.completion.failed(failed):
+            return RoleState.FAILED
+        if all(t.state is not TaskState.RUNNING for t in mine):
+            return RoleState.SUCCEEDED
+        return RoleState.RUNNING
+
+
+class ProgressLog:
+    """The AM's own log file, each line also handed to ``echo`` (the CLI prints it)."""
+
+    def __init__(self, path: Path, now: Callable[[], float], echo: Callable[[str], None] | None = None):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.now = now
+        self.echo = echo
+        self._file: TextIO = open(path, "a", encoding="utf-8")
+
+    def __call__(self, message: str) -> None:
+        line = f"[{self.now():9.1f}s] {message}"
+        self._file.write(line + "\n")
+        self._file.flush()
+        if self.echo is not None:
+            self.echo(line)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class ApplicationMaster:
+    """One job's AM. Build it once its application is ACCEPTED by the RM; then
+    call :meth:`heartbeat` every ``settings.heartbeat_s`` until :attr:`done`."""
+
+    def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
+                 settings: AMSettings | None = None, selection: SelectionSettings | None = None,
+                 barrier=None, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
+                 task_env: Mapping[str, str] | None = None):
+        self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
+        self.settings = settings or AMSettings()
+        self.selection = selection or SelectionSettings()
+        self.barrier = barrier            # a BarrierServer (live runs), or None
+        self.metrics = metrics or AMMetrics()
+        self.task_env = dict(task_env or {})
+        self.work_dir = Path(work_dir)
+        registration = rm.register(app_id)
+        self.am_attempt = registration.attempt
+        self.log = ProgressLog(self.work_dir / f"am-{self.am_attempt}.log", now, echo)
+        self.journal = Journal(self.work_dir / JOURNAL_FILE, now)
+        self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
+        self._pipelines: dict[str, SelectionPipeline] = {}
+        self._next_request = self.am_attempt * 1_000_000   # request ids of different AM attempts never collide
+        self._to_release: list[str] = []   # containers to give back at the next heartbeat
+        self._to_cancel: list[int] = []    # asks to withdraw at the next heartbeat
+        self._failed_hosts: dict[str, set[str]] = {}
+        self.done = False
+        self.outcome: str | None = None
+        self.reason = ""
+        self.gangs: list[GangRun] = []
+        previous = replay(read_records(self.work_dir / JOURNAL_FILE))
+        self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
+        self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
+                 f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {self.work_dir}")
+        if previous.empty:
+            self._start_fresh()
+        else:
+            self._recover(previous, registration.containers_from_previous_attempts)
+
+    # =============================================================== start
+    def _start_fresh(self) -> None:
+        view = self._view()
+        for number, names in enumerate(self.job.gangs):
+            roles = self.job.gang_roles(number)
+            try:
+                check_fits_empty(view, roles, self._pipeline_for)
+            except GangDoesNotFit as exc:
+                self._finish("failed", f"gang {_gang_name(names)} can never run on this cluster: {exc}")
+                return
+        for number, names in enumerate(self.job.gangs):
+            self.gangs.append(self._new_gang(_gang_name(names), self.job.gang_roles(number), 1, []))
+
+    def _new_gang(self, name: str, roles: tuple[RoleSpec, ...], attempt: int,
+                  history: list[AttemptRecord], waiting_since: float | None = None) -> GangRun:
+        now = self.now()
+        since = now if waiting_since is None else waiting_since
+        gang = GangRun(name, roles, attempt, RoleState.WAITING, AttemptRecord(name, attempt, since), history=history)
+        if waiting_since is None:
+            self.journal.write("gang_attempt", gang=name, attempt=attempt, waiting_since=since)
+            self.metrics.attempts.inc()
+        gang.acquisition = self._acquisition(gang, now)
+        self.log(f"gang {name} attempt {attempt}: waiting for {sum(r.instances for r in roles)} instance(s)")
+        return gang
+
+    def _acquisition(self, gang: GangRun, now: float) -> GangAcquisition:
+        return GangAcquisition(gang.name, gang.roles, self.settings, self.rng, now, self.log,
+                               self.metrics.selection_latency.observe)
+
+    # ============================================================ heartbeat
+    def heartbeat(self) -> None:
+        """One round: decide, talk to the RM once, react."""
+        if self.done:
+            return
+        now = self.now()
+        for gang in self.gangs:
+            if gang.state in (RoleState.WAITING, RoleState.ACQUIRING):
+                self._plan(gang, now)
+        request = self._request()
+        try:
+            response = self.rm.allocate(request)
+        except WrongState as exc:
+            self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {exc}; stopping")
+            self._stop_quietly()
+            return
+        self._absorb(response, now)
+        if self.done:
+            return
+        for gang in self.gangs:
+            if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
+                self._launch(gang, now)
+        self._evaluate(now)
+        self._update_metrics()
+
+    def _plan(self, gang: GangRun, now: float) -> None:
+        acq = gang.acquisition
+        acq.plan(now, self._view_for_placement, lambda view, wanted: self._place(gang, view, wanted),
+                 self._new_request_id)
+        if acq.release_count > gang.record.releases:
+            gang.record.releases = acq.release_count
+            self.metrics.releases.inc()
+            self.journal.write("released", gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
+                               reason="partial hold timed out")
+        if acq.reselections > gang.record.reselections:
+            self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
+            gang.record.reselections = acq.reselections
+        gang.state = RoleState.ACQUIRING if (acq.outstanding or acq.granted) else RoleState.WAITING
+        if acq.asks:
+            gang.state = RoleState.ACQUIRING
+
+    def _request(self) -> AllocateRequest:
+        asks, cancels, releases = [], list(self._to_cancel), list(self._to_release)
+        self._to_release.clear()
+        self._to_cancel.clear()
+        for gang in self.gangs:
+            if gang.acquisition is not None:
+                a, c, r = gang.acquisition.take_outbox()
+                asks += a
+                cancels += c
+                releases += r
+        return AllocateRequest(self.app_id, self.am_attempt, asks=tuple(asks), cancel=tuple(cancels),
+                               releases=tuple(releases), progress=self._progress())
+
+    def _absorb(self, response: AllocateResponse, now: float) -> None:
+        owners = {rid: g for g in self.gangs if g.acquisition is not None for rid in g.acquisition.by_request}
+        for container in response.allocated:
+            gang = owners.get(container.request_id)
+            if gang is None or not gang.acquisition.on_granted(container, now):
+                self._to_release.append(container.container_id)
+        for rejection in response.rejected:
+            gang = owners.get(rejection.request_id)
+            if gang is not None:
+                gang.acquisition.on_rejected(rejection.request_id, rejection.reason)
+                if gang.acquisition.never_reason:
+                    self._finish("failed", f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}")
+                    return
+        for pending in response.pending:
+            gang = owners.get(pending.request_id)
+            if gang is not None:
+                gang.acquisition.on_pending(pending.request_id, pending.reason)
+        for status in response.completed:
+            self._container_finished(status.container_id, status.exit_status, status.diagnostics, now)
+
+    def _container_finished(self, container_id: str, exit_status: int | None, diagnostics: str, now: float) -> None:
+        for gang in self.gangs:
+            for task in gang.tasks:
+                if task.container_id == container_id:
+                    if task.state is TaskState.RUNNING:
+                        self._task_finished(gang, task, exit_status, diagnostics, now)
+                    return
+            if gang.state is RoleState.ACQUIRING and gang.acquisition.on_lost(container_id):
+                self.log(f"gang {gang.name}: granted container {container_id} was lost before it started "
+                         f"({diagnostics}); selecting again")
+                return
+        # a container of an older attempt, or one given back: nothing to do
+
+    def _task_finished(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
+                       now: float) -> None:
+        task.exit_status = exit_status
+        task.diagnostics = diagnostics
+        task.finished_at = now
+        task.state = TaskState.SUCCEEDED if exit_status == 0 else TaskState.FAILED
+        if task.state is TaskState.FAILED:
+            if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
+                self._failed_hosts.setdefault(task.role, set()).add(task.host)
+            self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
+                     f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
+        self.journal.write("task_finished", gang=gang.name, attempt=gang.attempt, role=task.role, index=task.index,
+                           state=task.state.value, exit_status=exit_status, diagnostics=diagnostics, finished_at=now)
+
+    # ============================================================ placement
+    def _pipeline_for(self, role: RoleSpec) -> SelectionPipeline:
+        name = role.selector or self.selection.selector
+        if name not in self._pipelines:
+            self._pipelines[name] = SelectionPipeline(
+                self.selection, get_selector(name, self.selection.candidate_nodes_factor))
+        return self._pipelines[name]
+
+    def _view(self) -> ClusterView:
+        return view_from_nodes(self.rm.cluster_nodes())
+
+    def _view_for_placement(self) -> ClusterView:
+        view = self._view()
+        for role, hosts in self._failed_hosts.items():
+            for host in hosts:
+                view.mark_failed(role, host)
+        for gang in self.gangs:   # the per-node caps count our running instances
+            for task in gang.tasks:
+                if task.state is TaskState.RUNNING:
+                    view.instances_of(task.role)[view.index(task.host)] += 1
+        return view
+
+    def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
+        return place_gang(view, gang.roles, self._pipeline_for, indices=wanted)
+
+    def _new_request_id(self) -> int:
+        self._next_request += 1
+        return self._next_request
+
+    # =============================================================== launch
+    def _launch(self, gang: GangRun, now: float) -> None:
+        """Every instance is granted: start them all now."""
+        gang.state = RoleState.LAUNCHING
+        slots = gang.acquisition.in_order()
+        placed = [PlacedTask(s.role, s.index, s.container.host,
+                             label_ports(gang.acquisition.roles[s.role].ports, s.container.resource.port_ranges))
+                  for s in slots]
+        infos = [TaskInfo(rank, p.host, {label: ports[0] for label, ports in p.ports.items() if ports},
+                          p.role, p.index) for rank, p in enumerate(placed)]
+        if self.barrier is not None:
+            self.barrier.open_attempt(self.job.name, gang.name, gang.attempt, infos,
+                                      timeout_s=self.job.barrier_timeout_s)
+            gang.barrier_open = True
+        tasks: list[TaskRecord] = []
+        try:
+            for rank, (slot, me) in enumerate(zip(slots, placed)):
+                role = gang.acquisition.roles[slot.role]
+                env = {**self.task_env, **pai_env(self.job.name, placed, me, gang.attempt)}
+                if self.barrier is not None:
+                    env.update(self.barrier.task_env(self.job.name, gang.name, gang.attempt, rank))
+                launch = LaunchContext.of(["/bin/sh", "-c", _script(role.commands)], env,
+                                          duration_s=role.simulated_duration_s,
+                                          exit_code=role.simulated_exit(slot.index, gang.attempt))
+                c = slot.container
+                self.rm.start_container(c.container_id, launch)
+                tasks.append(TaskRecord(slot.role, slot.index, rank, c.container_id, c.host,
+                                        tuple(indices_of(c.resource.gpu_mask)), infos[rank].ports, now))
+        except RMError as exc:
+            self.log(f"gang {gang.name} attempt {gang.attempt}: could not start {slot.name} on "
+                     f"{slot.container.host}: {exc}; giving every container back and acquiring again")
+            for task in tasks:
+                self._stop(task.container_id)
+            started = {t.container_id for t in tasks}
+            self._to_release += [s.container.container_id for s in slots if s.container.container_id not in started]
+            if self.barrier is not None:
+                self.barrier.fail_attempt(self.job.name, gang.name, gang.attempt, f"launch failed: {exc}")
+                gang.barrier_open = False
+            gang.acquisition = self._acquisition(gang, now)
+            gang.state = RoleState.WAITING
+            return
+        gang.tasks = tasks
+        gang.state = RoleState.RUNNING
+        gang.record.started_at = now
+        gang.record.tasks = tasks
+        self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now,
+                           tasks=[t.to_dict() for t in tasks])
+        self.metrics.gang_wait.observe(now - gang.record.waiting_since)
+        self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
+                 f"{now - gang.record.waiting_since:g}s on {len({t.host for t in tasks})} host(s)")
+
+    # ============================================================ decisions
+    def _evaluate(self, now: float) -> None:
+        succeeded: dict[str, int] = {}
+        failed: dict[str, int] = {}
+        for gang in self.gangs:
+            s, f = gang.counts()
+            for k, v in s.items():
+                succeeded[k] = succeeded.get(k, 0) + v
+            for k, v in f.items():
+                failed[k] = failed.get(k, 0) + v
+        outcome = self.job.outcome(succeeded, failed)
+        if outcome == "succeeded":
+            self._finish("succeeded", "every role completed" if not any(
+                r.completion.succeeded(succeeded.get(r.name, 0)) for r in self.job.roles)
+                else "a role reached its minSucceededInstances")
+        elif outcome == "failed":
+            failed_roles = [r for r in self.job.roles if r.completion.failed(failed.get(r.name, 0))]
+            self._restart(failed_roles, now)
+
+    def _restart(self, failed_roles: list[RoleSpec], now: float) -> None:
+        names = {r.name for r in failed_roles}
+        culprits = [g for g in self.gangs if names & {r.name for r in g.roles}]
+        if self.job.retry.scope == "job":
+            restart, limit = list(self.gangs), self.job.retry.attempts
+        else:
+            restart = culprits
+            limit = min(r.retry.attempts for r in failed_roles)
+        failures = [t for g in culprits for t in g.tasks if t.state is TaskState.FAILED]
+        reason = "; ".join(f"{t.name} exited with status {t.exit_status} on {t.host}" for t in failures[:5])
+        if len(failures) > 5:
+            reason += f" and {len(failures) - 5} more"
+        for gang in restart:
+            outcome = "failed" if gang in culprits else "stopped"
+            self._end_attempt(gang, outcome, reason if gang in culprits else f"restarted with the job: {reason}", now)
+        worst = max(g.attempt for g in restart)
+        if worst >= limit:
+            self._finish("failed", f"attempt {worst} of {limit} failed: {reason}")
+            return
+        for i, gang in enumerate(self.gangs):
+            if gang in restart:
+                self.metrics.restarts.inc()
+                self.log(f"gang {gang.name}: restarting as attempt {gang.attempt + 1} of {limit}")
+                self.gangs[i] = self._new_gang(gang.name, gang.roles, gang.attempt + 1, gang.history)
+
+    def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
+        """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
+        if self.barrier is not None and gang.barrier_open:
+            if outcome == "succeeded":
+                self.barrier.close_attempt(self.job.name, gang.name, gang.attempt)
+            else:
+                waiters = self.barrier.fail_attempt(self.job.name, gang.name, gang.attempt,
+                                                    f"gang {gang.name} attempt {gang.attempt} ended ({outcome}): "
+                                                    f"{reason}")
+                self.log(f"gang {gang.name} attempt {gang.attempt}: barrier failed, {waiters} waiting task(s) "
+                         f"told at once")
+            gang.barrier_open = False
+        for task in gang.tasks:
+            if task.state is TaskState.RUNNING:
+                self._stop(task.container_id)
+        if gang.acquisition is not None and gang.state in (RoleState.WAITING, RoleState.ACQUIRING):
+            gang.acquisition.abandon()
+            _asks, cancels, releases = gang.acquisition.take_outbox()
+            self._to_release += releases
+            self._to_cancel += cancels
+        gang.record.ended_at, gang.record.outcome, gang.record.reason = now, outcome, reason
+        gang.record.tasks = gang.tasks
+        gang.history.append(gang.record)
+        gang.state = RoleState.SUCCEEDED if outcome == "succeeded" else RoleState.FAILED
+        self.journal.write("attempt_ended", record=gang.record.to_dict())
+
+    def _stop(self, container_id: str) -> None:
+        try:
+            self.rm.stop_container(container_id)
+        except RMError as exc:
+            self.log(f"stopping {container_id}: {exc}")
+
+    def _finish(self, outcome: str, reason: str) -> None:
+        now = self.now()
+        for gang in self.gangs:
+            if not gang.record.outcome:   # the attempts still open end with the job
+                self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",
+                                  reason if outcome == "succeeded" else f"job {outcome}: {reason}", now)
+        self.outcome, self.reason, self.done = outcome, reason, True
+        self.journal.write("job_finished", outcome=outcome, reason=reason)
+        self.log(f"job {self.job.name} {outcome}: {reason}")
+        try:
+            self.rm.finish(self.app_id, self.am_attempt, "SUCCEEDED" if outcome == "succeeded" else "FAILED", reason)
+        except RMError as exc:
+            self.log(f"unregistering from the RM: {exc}")
+        self._update_metrics()
+        self.log.close()
+        self.journal.close()
+
+    def _stop_quietly(self) -> None:
+        """This AM attempt was replaced (the RM declared it dead): stop without deciding anything."""
+        self.done = True
+        self.log.close()
+        self.journal.close()
+
+    # ============================================================ recovery
+    def _recover(self, previous: JournalState, kept_containers) -> None:
+        kept = {c.container_id for c in kept_containers}
+        self.log(f"recovering from the journal of AM attempt(s) {previous.am_attempts}; the RM kept "
+                 f"{len(kept)} running container(s)")
+        if previous.outcome is not None:
+            self._finish(previous.outcome, previous.reason)
+            return
+        known: set[str] = set()
+        now = self.now()
+        for number, names in enumerate(self.job.gangs):
+            name = _gang_name(names)
+            saved = previous.gangs.get(name)
+            roles = self.job.gang_roles(number)
+            if saved is None:
+                self.gangs.append(self._new_gang(name, roles, 1, []))
+                continue
+            gang = self._new_gang(name, roles, saved.attempt, saved.history, waiting_since=saved.waiting_since)
+            gang.record.releases = saved.releases
+            if saved.launched is not None:
+                gang.acquisition = None
+                gang.tasks, gang.state = saved.launched, RoleState.RUNNING
+                gang.record.started_at, gang.record.tasks = saved.started_at, gang.tasks
+                for task in gang.tasks:
+                    known.add(task.container_id)
+                    if task.state is TaskState.RUNNING and task.container_id not in kept:
+                        status = self.rm.container_status(task.container_id)
+                        if status.state is not ContainerState.RUNNING:
+                            self._task_finished(gang, task, status.exit_status, status.diagnostics or
+                                                "ended while the AM was down", now)
+                running = sum(1 for t in gang.tasks if t.state is TaskState.RUNNING)
+                self.log(f"gang {name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
+                         f"{running} still running")
+                if self.barrier is not None:   # tasks that are between barriers reconnect to the new coordinator
+                    infos = [TaskInfo(t.rank, t.host, t.ports, t.role, t.index) for t in gang.tasks]
+                    self.barrier.open_attempt(self.job.name, name, gang.attempt, infos,
+                                              timeout_s=self.job.barrier_timeout_s)
+                    gang.barrier_open = True
+            self.gangs.append(gang)
+        for cid in sorted(kept - known):   # started by a launch the journal never recorded
+            self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
+            self._stop(cid)
+        self._evaluate(now)
+
+    # ============================================================== status
+    def _progress(self) -> float:
+        total = self.job.total_instances
+        finished = sum(1 for g in self.gangs for t in g.tasks if t.state is not TaskState.RUNNING)
+        return min(1.0, finished / total) if total else 1.0
+
+    def _update_metrics(self) -> None:
+        m = self.metrics
+        m.pending_gangs.set(sum(1 for g in self.gangs if g.state in (RoleState.WAITING, RoleState.ACQUIRING)))
+        counts = dict.fromkeys(CONTAINER_STATES, 0)
+        for g in self.gangs:
+            if g.acquisition is not None and g.state is RoleState.ACQUIRING:
+                counts["requested"] += len(g.acquisition.outstanding)
+                counts["allocated"] += len(g.acquisition.granted)
+            for t in g.tasks:
+                counts[t.state.value] += 1
+        for state, n in counts.items():
+            m.containers.labels(state).set(n)
+
+    def role_states(self) -> dict[str, RoleState]:
+        return {r.name: g.role_state(r) for g in self.gangs for r in g.roles}
+
+    def history(self) -> list[AttemptRecord]:
+        """Every attempt of every gang, finished ones first, in the order they ended."""
+        ended = sorted((a for g in self.gangs for a in g.history), key=lambda a: (a.ended_at or 0, a.gang))
+        current = [g.record for g in self.gangs if not g.record.outcome]
+        return ended + current
+
+    def why_waiting(self) -> dict[str, str]:
+        """For each gang not running yet: why, in numbers (empty when it is just being granted)."""
+        out = {}
+        for g in self.gangs:
+            if g.state in (RoleState.WAITING, RoleState.ACQUIRING) and g.acquisition is not None:
+                acq = g.acquisition
+                pending = [f"{s.name} on {s.placement.host}: {s.pending_reason}" for s in acq.outstanding
+                           if s.pending_reason]
+                out[g.name] = acq.waiting_reason or (f"{len(acq.granted)}/{acq.total} granted; " + "; ".join(pending[:3])
+                                                     if pending else f"{len(acq.granted)}/{acq.total} granted")
+        return out
+
+
+def _gang_name(roles: Sequence[str]) -> str:
+    return "+".join(roles)
+
+
+def _script(commands: Sequence[str]) -> str:
+    """OpenPAI runs a role's commands as one shell script; the first failing one fails the task."""
+    return "set -e\n" + "\n".join(commands)

@@ -1,0 +1,52 @@
+"""The AM's Prometheus metrics, in a registry of its own (several AMs can live in
+one process, as in a simulation), served over HTTP on request.
+
+Names follow Prometheus conventions: base units (``_seconds``), ``_total`` on
+counters (the client library adds it), and no job or application ids as labels:
+one AM serves one job, so the scrape target already says which.
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+CONTAINER_STATES = ("requested", "allocated", "running", "succeeded", "failed")
+_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
+_SELECT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class AMMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = r = registry or CollectorRegistry()
+        self.pending_gangs = Gauge("gangmaster_pending_gangs",
+                                   "Gangs waiting for, or acquiring, their containers", registry=r)
+        self.gang_wait = Histogram("gangmaster_gang_wait_seconds",
+                                   "Time from a gang attempt starting to wait until all its tasks started",
+                                   buckets=_WAIT_BUCKETS, registry=r)
+        self.attempts = Counter("gangmaster_gang_attempts", "Gang attempts begun (first runs and restarts)",
+                                registry=r)
+        self.restarts = Counter("gangmaster_gang_restarts", "Gang attempts ended by a failure and retried",
+                                registry=r)
+        self.releases = Counter("gangmaster_gang_releases",
+                                "Partial holds given back because the rest of the gang did not come",
+                                registry=r)
+        self.reselections = Counter("gangmaster_reselections",
+                                    "Instances selected again after the RM would not grant their node",
+                                    registry=r)
+        self.selection_latency = Histogram("gangmaster_selection_latency_seconds",
+                                           "Wall time of one placement decision for the instances of a gang",
+                                           buckets=_SELECT_BUCKETS, registry=r)
+        self.containers = Gauge("gangmaster_containers", "The AM's containers by state", ["state"], registry=r)
+        for state in CONTAINER_STATES:
+            self.containers.labels(state).set(0)
+        self.server = None
+
+    def serve(self, port: int = 0, addr: str = "127.0.0.1") -> int:
+        """Serve ``/metrics`` on ``addr:port`` (0: a free port); returns the port."""
+        self.server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        return int(self.server.server_port)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None

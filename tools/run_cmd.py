@@ -1,0 +1,135 @@
+"""``gangmaster run JOB.yaml``: run a job through the AM on the RM simulator."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DEFAULT_RUNS_DIR = "gangmaster-runs"
+
+
+def add_parser(sub):
+    parser = sub.add_parser(
+        "run", help="run a job through the ApplicationMaster on the RM simulator",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a job (OpenPAI v2 YAML, see conf/jobs/README.md) through the ApplicationMaster on "
+                    "the ResourceManager simulator: the AM places every gang all-or-nothing, asks the RM for "
+                    "every instance, starts them together, restarts a gang when a task fails, and prints "
+                    "where every task ran, each attempt, and the outcome.",
+        epilog="Without --live the commands are not run: each task lasts its simulated duration "
+               "(gangmaster.simulatedDurationSeconds, default 60 s) in virtual time, so the run takes "
+               "moments. With --live each task is a real local process, told its simulated host, ports and "
+               "GPUs through the environment (OpenPAI's PAI_* variables and GANGMASTER_*), and the gang's "
+               "barriers are served by a real gRPC coordinator in the AM.\n\n"
+               "The work folder keeps the AM's journal (journal.jsonl), the log of every AM process "
+               "(am-<attempt>.log), and with --live the tasks' logs (tasks/) and outputs (output/).\n\n"
+               "Exit status: 0 the job succeeded, 1 it failed, 2 bad input (the message names the file "
+               "and field).")
+    parser.add_argument("job", nargs="+", help="job file(s); several run at once on the same cluster, "
+                                               "each with its own AM")
+    parser.add_argument("--cluster", help="cluster file (default: the embedded conf/clusters/default.yaml)")
+    parser.add_argument("--live", action="store_true", help="run the commands as real local processes")
+    parser.add_argument("--work-dir", help=f"folder for the journal and logs (default: "
+                                           f"./{DEFAULT_RUNS_DIR}/<job>-<n>, a new one each run); a folder "
+                                           f"holding a previous run's journal is resumed")
+    parser.add_argument("--queues", help="queue file for the RM (see README: ResourceManager simulator); "
+                                         "jobs go to the queues in order, cycling; default: one queue")
+    parser.add_argument("--scenario", help="fault scenario YAML played on the simulated RM (lose_node, "
+                                           "kill_am, fail_container, ...); without --live only")
+    parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:, barrier:)")
+    parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0: any)")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="with --live: give up after this many seconds (default 3600)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the report")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def _run(args) -> int:
+    from dataclasses import replace
+
+    from gangmaster.am.am_settings import AMSettings
+    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.run_report import format_report
+    from gangmaster.conf.settings import Settings
+    from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
+    from gangmaster.selectors.selector import selector_classes
+    from gangmaster.selectors.settings import SelectionSettings
+    from gangmaster.tools.rmsim.ledger import NodeLedger
+    from gangmaster.tools.rmsim.queues import load_queues
+    from gangmaster.tools.rmsim.scenario import Scenario
+
+    settings = Settings(args.config)
+    am_settings = AMSettings.from_fields(settings.section("am"))
+    if args.metrics_port is not None:
+        am_settings = replace(am_settings, metrics_port=args.metrics_port)
+    rm_knobs = settings.section("rm")
+    interval = rm_knobs.raw("scheduling_interval_s", None)
+    if interval is not None:
+        interval = rm_knobs.number("scheduling_interval_s", minimum=0, exclusive_minimum=True)
+    selection = SelectionSettings.from_fields(settings.section("selection"))
+    if args.seed is not None:
+        selection = replace(selection, seed=args.seed)
+    jobs = [load_job(path, selectors=list(selector_classes())) for path in args.job]
+    specs = load_cluster_specs(args.cluster or default_cluster_path())
+    queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
+    queue_names = [q.name for q in queues] if queues else ["default"]
+    echo = None if args.quiet or args.json else (lambda line: print(line, flush=True))
+
+    if args.live:
+        if args.scenario:
+            print("gangmaster run: --scenario works without --live only", file=sys.stderr)
+            return 2
+        from gangmaster.am.barrier_config import BarrierConfig
+        from gangmaster.tools.job_runner import LiveRuns
+        base = Path(args.work_dir) if args.work_dir else _new_work_dir(jobs[0].name)
+        runs = LiveRuns(specs, base, am_settings, selection, queues,
+                        barrier_config=BarrierConfig.load(args.config), echo=echo,
+                        scheduling_interval_s=interval)
+    else:
+        from gangmaster.tools.job_runner import SimulatedRuns
+        scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
+        base = Path(args.work_dir) if args.work_dir else _new_work_dir(jobs[0].name)
+        runs = SimulatedRuns(specs, am_settings, selection, queues, scenario, echo=echo,
+                             scheduling_interval_s=interval)
+    try:
+        for k, job in enumerate(jobs):
+            work_dir = base if len(jobs) == 1 else base / f"{k}-{job.name}"
+            runs.submit(job, work_dir, queue_names[k % len(queue_names)])
+        finished = runs.run(args.timeout) if args.live else runs.run()
+    except KeyboardInterrupt:
+        finished = False
+        print("gangmaster run: interrupted", file=sys.stderr)
+    finally:
+        if args.live:
+            runs.shutdown()
+    if args.json:
+        print(json.dumps([_report_dict(r) for r in runs.runs], indent=2))
+    else:
+        for run in runs.runs:
+            print(format_report(run.am))
+        print(f"work folder: {base}")
+    if not finished:
+        print("gangmaster run: stopped before every job finished "
+              + ("(--timeout)" if args.live else f"(am.max_virtual_time_s = {am_settings.max_virtual_time_s:g})"),
+              file=sys.stderr)
+        return 1
+    return 0 if all(r.outcome == "succeeded" for r in runs.runs) else 1
+
+
+def _new_work_dir(job_name: str) -> Path:
+    root = Path(DEFAULT_RUNS_DIR)
+    n = 1
+    while (root / f"{job_name}-{n}").exists():
+        n += 1
+    return root / f"{job_name}-{n}"
+
+
+def _report_dict(run) -> dict:
+    am = run.am
+    return {"job": run.job.name, "app_id": run.app_id, "outcome": am.outcome, "reason": am.reason,
+            "work_dir": str(run.work_dir), "am_attempts": len(run.ams),
+            "attempts": [a.to_dict() for a in am.history()], "waiting": am.why_waiting()}
