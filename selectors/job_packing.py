@@ -22,6 +22,8 @@ def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
 class JobPacking(Selector):
     name = "job-packing"
     description = "fill the fullest nodes first: fewer free GPUs, fewer GPUs, fewer free vcores, less free memory"
+    key_is_per_node = True
+    booking_never_worsens_key = True  # packing keys: a fuller node ranks better
 
     def rank(self, view, candidates, request):
         return view.cached_column("job-packing", packing_keys)[candidates]

@@ -23,6 +23,7 @@ def locality_tiers(view, candidates: np.ndarray, placed_hosts) -> np.ndarray:
 class Locality(Selector):
     name = "locality"
     description = "the job's own hosts first, then their racks, then job packing"
+    booking_never_worsens_key = True  # the booked host becomes one of the job's; its packing improves
 
     def rank(self, view, candidates, request):
         packing = view.cached_column("job-packing", packing_keys)[candidates]

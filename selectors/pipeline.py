@@ -77,24 +77,39 @@ class SelectionPipeline:
         result.keys = result.keys[index:index + 1]
         return result
 
+    def final_pick(self, view: ClusterView, request: SelectionRequest, nodes, keys) -> int:
+        """Which of the ranked ``nodes`` (node indices, best first, with the strategy's
+        ``keys``) :meth:`select_single_node` takes: locality tiers first (hosts in
+        ``request.placed_hosts``, then their racks) unless the strategy opts out, then
+        the lowest key, exact ties by the seeded RNG; uniform among them all for a
+        ``pick_at_random`` strategy. Public so that gang placement, which ranks once
+        for many instances, picks exactly as one select() per instance would."""
+        n = len(nodes)
+        if self.selector.pick_at_random:
+            return 0 if n == 1 else self.rng.randrange(n)
+        if n == 1:
+            return 0
+        if self.selector.prefer_locality and request.placed_hosts:
+            placed = {view.host_index[h] for h in request.placed_hosts if h in view.host_index}
+            racks = {int(view.rack_code[i]) for i in placed}
+            tiers = [0 if int(i) in placed else 1 if int(view.rack_code[i]) in racks else 2 for i in nodes]
+        else:
+            tiers = [0] * n
+        best = min(zip(tiers, keys))
+        tied = [j for j in range(n) if tiers[j] == best[0] and keys[j] == best[1]]
+        return tied[0] if len(tied) == 1 else tied[self.rng.randrange(len(tied))]
+
+    def choose_ports(self, view: ClusterView, request: SelectionRequest, node: int) -> PortRanges:
+        """The ports select() would give ``request`` if ``node`` were its only candidate
+        (the reused or explicit ports, else ``request.resource.ports`` free ports chosen
+        sequentially or at random above ``port_min``); NO_PORTS when none are asked."""
+        request = self._with_reused_ports(request)
+        return self._choose_ports(view, request, np.array([node]), np.zeros(1))[2]
+
     # ---------------------------------------------------------------- internals
     def _pick(self, view: ClusterView, request: SelectionRequest, result: SelectionResult) -> int:
-        keys = result.keys
-        if self.selector.prefer_locality and request.placed_hosts:
-            placed = set(request.placed_hosts)
-            racks = {view.specs[view.index(h)].rack for h in placed if h in view.host_index}
-            tiers = np.array([0 if c.host in placed else 1 if view.specs[view.index(c.host)].rack in racks
-                              else 2 for c in result.candidates])
-        else:
-            tiers = np.zeros(len(result.candidates), dtype=np.int64)
-        if not self.selector.pick_at_random:
-            best_tier = tiers.min()
-            in_tier = tiers == best_tier
-            best_key = keys[in_tier].min()
-            tied = np.flatnonzero(in_tier & (keys == best_key))
-        else:
-            tied = np.arange(len(result.candidates))
-        return int(tied[0]) if tied.size == 1 else int(tied[self.rng.randrange(tied.size)])
+        nodes = [view.host_index[c.host] for c in result.candidates]
+        return self.final_pick(view, request, nodes, list(result.keys))
 
     def _with_reused_ports(self, request: SelectionRequest) -> SelectionRequest:
         if not request.reuse_ports:

@@ -13,6 +13,8 @@ class RandomPick(Selector):
     description = "qizhi's pick: uniform among the job-packing candidates (the baseline)"
     prefer_locality = False
     pick_at_random = True
+    key_is_per_node = True
+    booking_never_worsens_key = True  # packing keys: a fuller node ranks better
 
     def rank(self, view, candidates, request):
         return view.cached_column("job-packing", packing_keys)[candidates]

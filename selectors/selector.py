@@ -65,6 +65,15 @@ class Selector:
     prefer_locality: bool = True
     #: the final pick is uniform among the kept candidates (qizhi's behaviour)
     pick_at_random: bool = False
+    # What a strategy promises about its keys, so that gang placement (which ranks
+    # once for many instances of a role) can reuse a ranking and still pick what one
+    # select() per instance would. False is always safe, only slower.
+    #: a node's key depends only on that node's own state and the request's resource,
+    #: not on the job's placed hosts nor on other nodes (false for ``locality``)
+    key_is_per_node: bool = False
+    #: booking an instance on a node never makes that node's key worse (job packing:
+    #: a fuller node packs better; false for ``topology``: its best NVLink set can go)
+    booking_never_worsens_key: bool = False
 
     def __init__(self, candidate_nodes_factor: int = 2):
         self.candidate_nodes_factor = candidate_nodes_factor

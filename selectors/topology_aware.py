@@ -58,6 +58,7 @@ class TopologyAware(Selector):
     name = "topology"
     description = ("best-connected free GPUs (NVLink first); nodes by the best GPU set they "
                    "offer, then packing")
+    key_is_per_node = True  # the node's free GPUs and packing; taking GPUs can lower its offer
 
     def choose_gpus(self, view: "ClusterView", node: int, request: "SelectionRequest") -> int:
         wanted = request.resource.gpus
