@@ -346,7 +346,7 @@ class ApplicationMaster:
                            tasks=[t.to_dict() for t in tasks])
         self.metrics.gang_wait.observe(now - gang.record.waiting_since)
         self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
-                 f"{now - gang.record.waiting_since:g}s on {len({t.host for t in tasks})} host(s)")
+                 f"{now - gang.record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
 
     # ============================================================ decisions
     def _evaluate(self, now: float) -> None:

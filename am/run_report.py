@@ -20,9 +20,9 @@ def format_report(am: ApplicationMaster) -> str:
 def _attempt_lines(a: AttemptRecord) -> list[str]:
     span = ""
     if a.started_at is not None:
-        span = f"waited {a.started_at - a.waiting_since:g}s, started at {a.started_at:g}s"
+        span = f"waited {a.started_at - a.waiting_since:.1f}s, started at {a.started_at:.1f}s"
         if a.ended_at is not None:
-            span += f", ended at {a.ended_at:g}s"
+            span += f", ended at {a.ended_at:.1f}s"
     extra = []
     if a.releases:
         extra.append(f"{a.releases} release(s)")

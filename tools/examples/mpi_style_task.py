@@ -16,7 +16,8 @@ as ``mpi_style_task: <Class>: <message>`` and the task exits 1.
 Run: ``python -m gangmaster.tools.examples.mpi_style_task --out DIR`` with the
 GANGMASTER_* environment the AM sets (``gangmaster.am.context.task_env``).
 ``GANGMASTER_EXAMPLE_HOLD_S`` makes each rank pause that long before each step, so
-a test can kill a task mid-run.
+a test can kill a task mid-run; ``GANGMASTER_EXAMPLE_STALL=RANK:SECONDS`` holds one
+rank back before ``all_gather`` in attempt 1, so the others are surely waiting in it.
 """
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ from gangmaster.am.context import BarrierTaskContext
 
 ENV_OUT = "GANGMASTER_OUTPUT_DIR"
 ENV_HOLD = "GANGMASTER_EXAMPLE_HOLD_S"
+#: "RANK:SECONDS": in attempt 1 only, that rank pauses this long before all_gather while
+#: the others wait in it (a test kills the stalled rank and watches the waiters fail).
+ENV_STALL = "GANGMASTER_EXAMPLE_STALL"
 
 
 def hostfile_text(hosts: list[str]) -> str:
@@ -59,7 +63,7 @@ def run(out: Path, hold_s: float) -> None:
                 raise SystemExit(f"mpi_style_task: part-{r}.txt is not from attempt {attempt}: {text!r}")
         _write(out / "hostfile", hostfile_text([t.host for t in infos]))
 
-    time.sleep(hold_s)
+    time.sleep(hold_s + _stall_s(rank, attempt))
     seen = ctx.all_gather(me)
     expected = [f"{t.index}@{t.host}" for t in infos]
     if seen != expected:
@@ -68,6 +72,14 @@ def run(out: Path, hold_s: float) -> None:
 
     time.sleep(hold_s)
     ctx.barrier()
+
+
+def _stall_s(rank: int, attempt: int) -> float:
+    stall = os.environ.get(ENV_STALL, "")
+    if not stall or attempt != 1:
+        return 0.0
+    stalled_rank, seconds = stall.split(":")
+    return float(seconds) if int(stalled_rank) == rank else 0.0
 
 
 def _write(path: Path, text: str) -> None:

@@ -1,0 +1,130 @@
+"""`gangmaster run` as a user runs it: the shipped jobs in virtual time, exit codes,
+bad input, and the MPI-style job --live with a task killed mid-run."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
+
+
+def gangmaster(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=REPO)
+
+
+@pytest.mark.parametrize("name", ["mpi-allreduce", "parameter-server", "single-gpu"])
+def test_every_shipped_job_succeeds_in_virtual_time(name, tmp_path):
+    result = gangmaster("run", REPO / "conf" / "jobs" / f"{name}.yaml", "--work-dir", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"job {name} (app_0001): SUCCEEDED" in result.stdout
+    assert re.search(r"attempt 1: succeeded \(waited", result.stdout)
+    assert (tmp_path / "am-1.log").read_text()
+
+
+def test_a_failing_job_exits_non_zero_with_its_attempts(tmp_path):
+    job = tmp_path / "fails.yaml"
+    job.write_text(MPI_JOB.read_text().replace(
+        "      simulatedDurationSeconds: 120", "      simulatedDurationSeconds: 120\n      failOnAttempts: [1, 2, 3]\n"
+        "      failInstance: 1\n      failExitCode: 7"))
+    result = gangmaster("run", job, "--work-dir", tmp_path / "run", "--quiet")
+    assert result.returncode == 1
+    assert "FAILED - attempt 3 of 3 failed: worker[1] exited with status 7" in result.stdout
+    assert result.stdout.count("reason: worker[1] exited with status 7") == 3
+
+
+def test_bad_job_file_names_the_field(tmp_path):
+    job = tmp_path / "bad.yaml"
+    job.write_text(MPI_JOB.read_text().replace("gpu: 1", 'gpu: "four"'))
+    result = gangmaster("run", job, "--work-dir", tmp_path / "run")
+    assert result.returncode == 2
+    assert "taskRoles.worker.resourcePerInstance.gpu" in result.stderr
+
+
+def test_metrics_are_served_over_http(tmp_path):
+    from urllib.request import urlopen
+
+    from gangmaster.am.am_settings import AMSettings
+    from gangmaster.am.jobspec import load_job
+    from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
+    from gangmaster.tools.job_runner import SimulatedRuns
+
+    runs = SimulatedRuns(load_cluster_specs(default_cluster_path()), AMSettings(metrics_port=0))
+    job = load_job(MPI_JOB)
+    run = runs.submit(job, tmp_path)
+    try:
+        runs.sim.run_until(10)
+        port = run.metrics.server.server_port
+        text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        run.metrics.stop()
+    assert 'gangmaster_containers{state="running"} 4.0' in text
+    assert "gangmaster_gang_attempts_total 1.0" in text
+    assert "gangmaster_gang_wait_seconds_count 1.0" in text
+    assert "gangmaster_pending_gangs 0.0" in text
+    assert "gangmaster_selection_latency_seconds_count" in text
+    assert "app_0001" not in text and "mpi-allreduce" not in text   # no job ids as labels
+
+
+def _task_pid(output_dir: Path, rank: int) -> int | None:
+    """The python process of the task with ``rank`` whose output goes to ``output_dir``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not cmdline or not os.path.basename(cmdline[0].decode()).startswith("python"):
+            continue
+        if (f"GANGMASTER_OUTPUT_DIR={output_dir}".encode() in environ
+                and f"GANGMASTER_TASK_INDEX={rank}".encode() in environ
+                and b"GANGMASTER_ATTEMPT=1" in environ):
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.slow
+def test_live_mpi_job_survives_a_killed_task_as_a_new_attempt(tmp_path):
+    work = tmp_path / "run"
+    env = dict(os.environ, GANGMASTER_EXAMPLE_HOLD_S="0.5", GANGMASTER_EXAMPLE_STALL="3:60")
+    proc = subprocess.Popen([sys.executable, "-m", "gangmaster.tools.cli", "run", str(MPI_JOB), "--live",
+                             "--work-dir", str(work), "--timeout", "90"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        output = work / "output"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(output.glob("part-*.txt"))) < 4:
+            time.sleep(0.1)
+        assert len(list(output.glob("part-*.txt"))) == 4, "attempt 1 never got past its first step"
+        time.sleep(1.5)              # ranks 0-2 are now waiting in all_gather for the stalled rank 3
+        pid = _task_pid(output, 3)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stdout + stderr
+    assert "gang worker attempt 1: failed" in stdout and "gang worker attempt 2: succeeded" in stdout
+    assert re.search(r"worker\[3\] exited with status 137", stdout)
+    log = (work / "am-1.log").read_text()
+    died = re.search(r"\[\s*([\d.]+)s\] gang worker attempt 1: worker\[3\] on \S+ failed", log)
+    told = re.search(r"\[\s*([\d.]+)s\] gang worker attempt 1: barrier failed, (\d+) waiting task\(s\) told at once",
+                     log)
+    assert died and told
+    assert int(told.group(2)) >= 1                          # the waiters in all_gather were failed...
+    assert float(told.group(1)) == float(died.group(1))     # ...in the same heartbeat that saw the death
+    gathered = [(output / f"gather-{r}.json").read_text() for r in range(4)]
+    assert all('"attempt": 2' in g for g in gathered)
+    assert re.fullmatch(r"dgx1-\d+ slots=4\n", (output / "hostfile").read_text())
