@@ -253,16 +253,18 @@ class _RolePlacer:
         """One filter and ranking, then as many instances as it can serve."""
         view = self.booking.scratch
         # A round of a strategy whose keys depend on the job's hosts ends at the first
-        # change of node: it needs only the few best nodes, not a ranking of them all.
-        request = self.booking.request(self.role, len(self.todo) if self.per_node else 1)
+        # change of node: it needs only the few best nodes (twice the window, so the
+        # node it fills can be compared with a full window of others), not them all.
+        request = self.booking.request(self.role, len(self.todo) if self.per_node else 2)
         survivors, _ = self.pipeline.filter(view, request)
         if survivors.size == 0:
             return 0
         ranked, keys = self.selector.order(view, survivors, request)
         walk = _RankedNodes(ranked.tolist(), keys.tolist(), self._room,
                             view.rack_code if request.rack_policy == "spread" else None)
+        truncated = ranked.size < survivors.size  # the strategy kept only its best
         window = self.selector.keep(replace(request, pending_tasks=1), len(ranked))
-        placed, node = 0, None
+        placed, node, last = 0, None, False
         while self.todo:
             if node is None or not (self.sticky and walk.room(node) > 0):
                 room_left = node is not None and walk.room(node) > 0
@@ -272,20 +274,23 @@ class _RolePlacer:
                 moved = None
                 if room_left and not self.never_worse:
                     moved = (node, self.selector.rank(view, np.array([node]), single)[0])
-                nodes, node_keys = walk.window(window, moved)
-                if not nodes:
-                    break
+                nodes, node_keys, short = walk.window(window, moved)
+                if not nodes or (short and truncated):
+                    break  # the nodes after the ranked ones would count: rank again
                 if self.selector.pick_at_random and len(nodes) > 1:
                     # a uniform pick draws a position: order the few by their keys now
                     fresh = self.selector.rank(view, np.array(nodes), single).tolist()
                     nodes, node_keys = map(list, zip(*sorted(zip(nodes, fresh), key=lambda nk: (nk[1], nk[0]))))
                 pick = nodes[self.pipeline.final_pick(view, single, nodes, node_keys)]
-                if room_left and pick != node and not (self.never_worse and self.per_node):
-                    break  # the node (re-ranked) or the keys (job's hosts) moved: rank again
+                # The pick is right, but a node left with room (re-ranked) or keys that
+                # follow the job's hosts make the ranking stale after it: rank again.
+                last = room_left and pick != node and not (self.never_worse and self.per_node)
                 node = pick
             self._book(node, request)
             walk.took(node)
             placed += 1
+            if last:
+                break
         return placed
 
     def _book(self, node: int, request: SelectionRequest) -> None:
@@ -358,9 +363,10 @@ class _RankedNodes:
         if self.spread_racks is not None:
             self.racks_served.add(int(self.spread_racks[node]))
 
-    def window(self, size: int, moved: tuple[int, object] | None = None) -> tuple[list[int], list]:
-        """The first ``size`` nodes with room, best first, with their keys; ``moved``
-        is a node whose key changed since the ranking, placed by its new key."""
+    def window(self, size: int, moved: tuple[int, object] | None = None) -> tuple[list[int], list, bool]:
+        """The first ``size`` nodes with room, best first, with their keys, and whether
+        the ranking ran out before ``size`` of them (``moved`` aside); ``moved`` is a
+        node whose key changed since the ranking, placed by its new key."""
         nodes, keys = [], []
         position = self._next(0)
         while position < len(self.nodes) and len(nodes) < size:
@@ -371,12 +377,13 @@ class _RankedNodes:
                 nodes.append(node)
                 keys.append(self.keys[position])
             position = self._next(position + 1)
+        short = len(nodes) < size
         if moved is not None and self.room(moved[0]) > 0:
             nodes.append(moved[0])
             keys.append(moved[1])
             order = sorted(range(len(nodes)), key=lambda j: (keys[j], nodes[j]))
             nodes, keys = [nodes[j] for j in order], [keys[j] for j in order]
-        return nodes[:size], keys[:size]
+        return nodes[:size], keys[:size], short
 
     def _next(self, position: int) -> int:
         """The first position at or after ``position`` not skipped (path-halving)."""
