@@ -218,10 +218,13 @@ class _Booking:
 
     def book(self, role: RoleSpec, index: int, node: int, gpu_mask: int, ports: PortRanges,
              resource: ResourceDescriptor) -> None:
+        named = {}  # the exact GPUs and ports, in one copy (this runs per instance)
         if ports:
-            resource = replace(resource, ports=ports.count, port_ranges=ports)
+            named.update(ports=ports.count, port_ranges=ports)
         if gpu_mask:
-            resource = replace(resource, gpus=0, gpu_mask=gpu_mask)
+            named.update(gpus=0, gpu_mask=gpu_mask)
+        if named:
+            resource = replace(resource, **named)
         self.scratch.allocate(node, resource, role=role.name)
         host = self.scratch.hosts[node]
         self.placement.instances.append(

@@ -2,7 +2,9 @@
 gang — 1 coordinator, 3,000 servers (at most 1 per machine, asked at cpu × 0.5),
 3,000 workers (at most 2 per machine, cpu × 0.7) — on the 3,040-node, two-type
 cluster ``conf/clusters/story3.yaml``, against a baseline measured in the same
-run: one select() per instance without booking anything (the pipeline's floor)."""
+run: one select() per instance without booking anything (what placing one
+instance per select() cost at the least; place_gang now ranks once per role and
+fills nodes, see am/gang_placement.py). ``--selector`` times another strategy."""
 from __future__ import annotations
 
 import time
