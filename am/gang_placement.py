@@ -38,8 +38,12 @@ promises about its keys (two flags of :class:`~gangmaster.selectors.selector.Sel
   Otherwise (locality: a node's key depends on the hosts the job holds) every change
   of node starts a new round, and the next pick sees fresh keys.
 
-Both flags default to False, which is always exact for keys that depend on the
-node and the job's hosts, and about as slow as one select() per node used.
+Both flags default to False, which is exact for keys that depend only on the
+node's own state, and ranks again at every change of node (a ranking of twice the
+window only, so about one select() per node used) so keys that follow the job's
+hosts are fresh at each pick; while one node fills, the others keep the keys of
+the round. A round whose window runs past the ranked nodes while the strategy kept
+only its best ones (``keep()``) ranks again rather than pick from a short list.
 
 Rack policies hold as in the filter: ``spread`` ends a round once every preferred
 rack has received one instance (the next round sees the new counts), ``pack``
@@ -48,11 +52,12 @@ rounds only see the racks the filter kept and end when those are full.
 Known differences from one select() per instance, all within the same rules: the
 ports are chosen on the picked node alone (select() chooses ports common to its
 few candidates, because qizhi asks the RM for any of them; a gang instance goes to
-one host), and when two nodes tie exactly the RNG is drawn once per change of node
-rather than once per instance. If a round places nothing (its counts disagree with
-the filter, e.g. ports free only below ``port_min``), the next instance goes
-through ``select_single_node`` exactly as before: it either finds a node or raises
-the explanation.
+one host), and a node whose key does not change when it takes an instance (a role
+asking no memory, vcores nor GPUs) keeps the instances where select() would draw
+between it and its equals. If a round places nothing (its counts disagree with the
+filter, e.g. ports free only below ``port_min``), the next instance goes through
+``select_single_node`` exactly as before: it either finds a node or raises the
+explanation.
 
 :func:`check_fits_empty` applies Spark 2.4's rule: a gang that could not be placed
 even on the empty cluster (labels, GPU types, per-node caps, capacity) fails at
