@@ -117,6 +117,7 @@ class ApplicationMaster:
         self.work_dir = Path(work_dir)
         registration = rm.register(app_id)
         self.am_attempt = registration.attempt
+        self.queue, self.queue_limit = registration.queue, registration.queue_limit
         self.log = ProgressLog(self.work_dir / f"am-{self.am_attempt}.log", now, echo)
         self.journal = Journal(self.work_dir / JOURNAL_FILE, now)
         self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
@@ -148,8 +149,25 @@ class ApplicationMaster:
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {_gang_name(names)} can never run on this cluster: {exc}")
                 return
+            over = self._over_queue_limit(roles)
+            if over:
+                self._finish("failed", f"gang {_gang_name(names)} can never run in queue {self.queue}: {over}")
+                return
         for number, names in enumerate(self.job.gangs):
             self.gangs.append(self._new_gang(_gang_name(names), self.job.gang_roles(number), 1, []))
+
+    def _over_queue_limit(self, roles: tuple[RoleSpec, ...]) -> str:
+        """Why the whole gang asks more than its queue may ever hold at once ("" when it fits)."""
+        limit = self.queue_limit
+        if limit is None:
+            return ""
+        memory = sum(r.instances * r.memory_mb for r in roles)
+        vcores = sum(r.instances * r.ask_vcores for r in roles)
+        gpus = sum(r.instances * r.gpus for r in roles)
+        over = [f"{need:g} {what} in all, the queue is limited to {cap:g}"
+                for need, cap, what in ((memory, limit.memory_mb, "MB memory"), (vcores, limit.vcores, "vcores"),
+                                        (gpus, limit.gpus, "GPUs")) if need > cap + 1e-9]
+        return "; ".join(over)
 
     def _new_gang(self, name: str, roles: tuple[RoleSpec, ...], attempt: int,
                   history: list[AttemptRecord], waiting_since: float | None = None) -> GangRun:

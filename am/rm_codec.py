@@ -156,12 +156,16 @@ def register_to_pb(r: RegisterResponse) -> pb.RegisterResponse:
     resource_to_pb(r.maximum_resource, msg.maximum_resource)
     for c in r.containers_from_previous_attempts:
         container_to_pb(c, msg.containers_from_previous_attempts.add())
+    if r.queue_limit is not None:
+        msg.has_queue_limit = True
+        resource_to_pb(r.queue_limit, msg.queue_limit)
     return msg
 
 
 def register_from_pb(msg: pb.RegisterResponse) -> RegisterResponse:
     return RegisterResponse(msg.app_id, msg.attempt, msg.queue, resource_from_pb(msg.maximum_resource),
-                            tuple(container_from_pb(c) for c in msg.containers_from_previous_attempts))
+                            tuple(container_from_pb(c) for c in msg.containers_from_previous_attempts),
+                            resource_from_pb(msg.queue_limit) if msg.has_queue_limit else None)
 
 
 def report_to_pb(r: ApplicationReport) -> pb.ApplicationReport:

@@ -245,6 +245,7 @@ class RegisterResponse:
     queue: str
     maximum_resource: ResourceDescriptor          # the largest container any node can hold
     containers_from_previous_attempts: tuple[Container, ...] = ()
+    queue_limit: ResourceDescriptor | None = None  # the most the queue may hold at once (None: the cluster)
 
 
 @dataclass(frozen=True)

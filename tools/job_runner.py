@@ -73,6 +73,7 @@ class _Runs:
         self.core, self.client, self.clock = core, client, clock
         self.settings, self.selection, self.echo = settings, selection, echo
         self.runs: list[JobRun] = []
+        self.prefix_lines = False          # start each progress line with the job's name (several jobs)
         self._timers: dict[str, object] = {}
         core.subscribe(self._on_event)
 
@@ -89,7 +90,7 @@ class _Runs:
     def _start_am(self, run: JobRun) -> None:
         echo = None
         if self.echo is not None:
-            prefix = f"{run.job.name}: " if len(self.runs) > 1 else ""
+            prefix = f"{run.job.name} ({run.app_id}): " if self.prefix_lines else ""
             echo = (lambda line, p=prefix: self.echo(p + line))
         am = ApplicationMaster(run.job, self.client, run.app_id, self.clock.now, run.work_dir,
                                settings=self.settings, selection=self.selection, metrics=run.metrics,

@@ -95,6 +95,7 @@ def _run(args) -> int:
         base = Path(args.work_dir) if args.work_dir else _new_work_dir(jobs[0].name)
         runs = SimulatedRuns(specs, am_settings, selection, queues, scenario, echo=echo,
                              scheduling_interval_s=interval)
+    runs.prefix_lines = len(jobs) > 1
     try:
         for k, job in enumerate(jobs):
             work_dir = base if len(jobs) == 1 else base / f"{k}-{job.name}"

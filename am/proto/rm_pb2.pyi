@@ -175,18 +175,22 @@ class RegisterRequest(_message.Message):
     def __init__(self, app_id: _Optional[str] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
-    __slots__ = ("app_id", "attempt", "queue", "maximum_resource", "containers_from_previous_attempts")
+    __slots__ = ("app_id", "attempt", "queue", "maximum_resource", "containers_from_previous_attempts", "has_queue_limit", "queue_limit")
     APP_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAXIMUM_RESOURCE_FIELD_NUMBER: _ClassVar[int]
     CONTAINERS_FROM_PREVIOUS_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    HAS_QUEUE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     app_id: str
     attempt: int
     queue: str
     maximum_resource: Resource
     containers_from_previous_attempts: _containers.RepeatedCompositeFieldContainer[Container]
-    def __init__(self, app_id: _Optional[str] = ..., attempt: _Optional[int] = ..., queue: _Optional[str] = ..., maximum_resource: _Optional[_Union[Resource, _Mapping]] = ..., containers_from_previous_attempts: _Optional[_Iterable[_Union[Container, _Mapping]]] = ...) -> None: ...
+    has_queue_limit: bool
+    queue_limit: Resource
+    def __init__(self, app_id: _Optional[str] = ..., attempt: _Optional[int] = ..., queue: _Optional[str] = ..., maximum_resource: _Optional[_Union[Resource, _Mapping]] = ..., containers_from_previous_attempts: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., has_queue_limit: _Optional[bool] = ..., queue_limit: _Optional[_Union[Resource, _Mapping]] = ...) -> None: ...
 
 class FinishRequest(_message.Message):
     __slots__ = ("app_id", "attempt", "final_status", "diagnostics")

@@ -49,7 +49,8 @@ def test_allocate_response_round_trip(resp):
         codec.allocate_response_to_pb(resp).SerializeToString())) == resp
 
 
-@given(st.builds(RegisterResponse, names, st.integers(1, 9), names, resources, st.lists(containers, max_size=2).map(tuple)),
+@given(st.builds(RegisterResponse, names, st.integers(1, 9), names, resources, st.lists(containers, max_size=2).map(tuple),
+                 st.one_of(st.none(), resources)),
        st.builds(ApplicationReport, names, names, names, st.sampled_from(AppState), st.integers(1, 9),
                  st.floats(0, 1e6), st.one_of(st.none(), st.floats(0, 1e6)), names, st.text(max_size=10),
                  st.integers(0, 99), st.integers(0, 99), resources),

@@ -170,6 +170,18 @@ def test_a_gang_that_can_never_fit_fails_at_submission_with_numbers(tmp_path):
     assert not runs.sim.core.containers
 
 
+def test_a_gang_bigger_than_its_queue_fails_at_submission(tmp_path):
+    from gangmaster.tools.rmsim.queues import Queue
+    queues = [Queue("small", max_gpus=8), Queue("big")]
+    text = job(instances=3, gpus=4)                 # 12 GPUs: fits the cluster (3 x 4-GPU nodes), not queue small
+    runs, done = run_jobs(gpu_nodes(3, gpus=4), text, text.replace("name: j", "name: k"), queues=queues,
+                          queue_names=["small", "big"], tmp_path=tmp_path)
+    small, big = (r.am for r in runs.runs)
+    assert done and small.outcome == "failed" and big.outcome == "succeeded"
+    assert small.reason == "gang worker can never run in queue small: 12 GPUs in all, the queue is limited to 8"
+    assert not [c for c in runs.sim.core.containers.values() if c.app_id == runs.runs[0].app_id]
+
+
 def test_a_gang_that_fits_only_an_empty_cluster_waits_then_runs(tmp_path):
     first = job("first", instances=2, gpus=4, duration=100)
     second = job("second", instances=2, gpus=4, duration=50)

@@ -239,7 +239,18 @@ class ResourceManager:
             self.version += 1
             previous = tuple(self._container(c) for c in app.containers.values() if c.attempt < app.attempt)
             self._emit("app_registered", app_id, detail=f"attempt {app.attempt}")
-            return RegisterResponse(app_id, app.attempt, app.queue, self.max_allocation, previous)
+            return RegisterResponse(app_id, app.attempt, app.queue, self.max_allocation, previous,
+                                    self._queue_limit(self.queues[app.queue]))
+
+    def _queue_limit(self, queue: Queue) -> ResourceDescriptor | None:
+        """The queue's limit, each unlimited dimension capped at the cluster's total."""
+        ledger = self.ledger
+        totals = (int(ledger.cap_mem.sum()), int(ledger.cap_mvc.sum()), int(ledger.cap_gpus.sum()))
+        limits = (queue.max_mem, queue.max_mvc, queue.max_gpus)
+        if all(limit >= total for limit, total in zip(limits, totals)):
+            return None
+        mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
+        return ResourceDescriptor(mem, mvc / 1000.0, gpus)
 
     def allocate(self, request: AllocateRequest) -> AllocateResponse:
         with self.lock:
