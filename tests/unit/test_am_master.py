@@ -305,3 +305,40 @@ def test_without_releases_the_same_gangs_deadlock(tmp_path):
     assert not done
     held = [len(r.am.gangs[0].acquisition.granted) for r in runs.runs]
     assert sum(held) == 5 and all(0 < h < 3 for h in held)
+
+
+ROLE_SCOPE_JOB = """
+protocolVersion: 2
+name: two-gangs
+type: job
+taskRoles:
+  ps:
+    instances: 1
+    taskRetryCount: 0
+    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 0}
+    commands: [serve]
+    gangmaster: {simulatedDurationSeconds: 200}
+  worker:
+    instances: 2
+    taskRetryCount: 2
+    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
+    commands: [train]
+    gangmaster: {simulatedDurationSeconds: 50, failOnAttempts: [1], failInstance: 1}
+gangmaster:
+  gangs: [[ps], [worker]]
+  retryScope: role
+"""
+
+
+def test_role_scope_restarts_only_the_failed_roles_gang(tmp_path):
+    runs, done = run_jobs(gpu_nodes(2), ROLE_SCOPE_JOB, tmp_path=tmp_path)
+    am = runs.runs[0].am
+    assert done and am.outcome == "succeeded"
+    by_gang = {}
+    for a in am.history():
+        by_gang.setdefault(a.gang, []).append(a)
+    (ps,) = by_gang["ps"]                                  # never restarted: one attempt, 200 s
+    assert ps.outcome == "succeeded" and ps.ended_at - ps.started_at == pytest.approx(200, abs=2)
+    first, second = by_gang["worker"]
+    assert (first.outcome, second.outcome, second.attempt) == ("failed", "succeeded", 2)
+    assert second.started_at < ps.ended_at                 # the worker gang restarted while ps ran on
