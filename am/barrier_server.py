@@ -56,6 +56,7 @@ log = logging.getLogger("gangmaster.barrier")
 _OPERATION_NAMES = {pb.BARRIER: BARRIER, pb.ALL_GATHER: ALL_GATHER}
 _MAX_HOLD_S = 3600.0
 _PENDING = object()
+_PING_REPLY = pb.PingReply()
 
 
 def error_to_proto(err: BarrierError) -> pb.Error:
@@ -90,6 +91,17 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
         self.core = owner.coordinator
 
     async def Sync(self, request: pb.SyncRequest, context) -> pb.SyncReply:
+        return await self.answer(request)
+
+    async def Session(self, requests, context):
+        """One task's stream of Sync calls: each request is answered as :meth:`Sync`
+        answers it, in order. A cancelled stream (the task went away, or re-opens it)
+        cancels the waiting answer, which withdraws its waiter."""
+        async for request in requests:
+            yield await self.answer(request)
+
+    async def answer(self, request: pb.SyncRequest) -> pb.SyncReply:
+        """The reply to one barrier()/all_gather() call: released, pending, or an error."""
         c = request.caller
         operation = _OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
         arrival = Arrival(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, operation,
@@ -143,6 +155,10 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
 
     async def Ping(self, request: pb.PingRequest, context) -> pb.PingReply:
         return pb.PingReply()
+
+    async def PingSession(self, requests, context):
+        async for _ in requests:
+            yield _PING_REPLY
 
 
 class AsyncBarrierServer:

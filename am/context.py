@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import grpc
 
@@ -128,6 +129,42 @@ def task_info_from_proto(t: pb.TaskInfo) -> TaskInfo:
     return TaskInfo(t.index, t.host, dict(t.ports), t.role, t.role_index)
 
 
+class _Session:
+    """One open ``Session`` stream: write a request, read its reply.
+
+    Why a stream: a unary call costs both sides a call set-up per epoch; on one
+    stream an epoch is one message each way (``gangmaster bench barrier`` measures
+    both). grpc's synchronous API sends a stream's requests from an iterator (on its
+    own thread), so requests go through a queue."""
+
+    _END = object()
+
+    def __init__(self, stub: pb_grpc.BarrierCoordinatorStub):
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._replies: Iterator[pb.SyncReply] = stub.Session(iter(self._requests.get, self._END))
+
+    def exchange(self, request: pb.SyncRequest) -> pb.SyncReply:
+        """Send one request and wait for its reply. Raises ``grpc.RpcError`` when the
+        stream broke, ``StopIteration`` when the coordinator ended it."""
+        self._requests.put(request)
+        return next(self._replies)
+
+    def cancel(self) -> None:
+        """End the stream (from any thread): a waiting :meth:`exchange` raises CANCELLED."""
+        self._requests.put(self._END)
+        self._replies.cancel()
+
+
+class _StreamEnded(Exception):
+    """The coordinator closed a Session stream without an error: re-open it."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "the coordinator ended the session stream"
+
+
 class BarrierTaskContext:
     """One task's handle on its gang's barrier. Synchronous; one call at a time."""
 
@@ -145,6 +182,14 @@ class BarrierTaskContext:
         self.log_interval_s, self.retry_give_up_s = log_interval_s, retry_give_up_s
         self._epoch = 0
         self.retries = 0  # transport failures retried so far (the benchmark reports them)
+        #: A reply overdue by this much past the hold time counts as lost: the stream is
+        #: cancelled and the request re-sent on a new one.
+        self.reply_grace_s = 30.0
+        self._session: _Session | None = None
+        self._sessions_supported = True  # False after an UNIMPLEMENTED: unary Sync calls
+        self._reply_due: float | None = None  # monotonic time; read by the watchdog
+        self._closed = threading.Event()
+        self._watchdog: threading.Thread | None = None
         options = [("grpc.enable_retries", 0)]
         if tls_ca_file:
             creds = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca_file).read_bytes())
@@ -193,6 +238,12 @@ class BarrierTaskContext:
         return self._count
 
     @property
+    def transport(self) -> str:
+        """How barrier calls travel: ``"session"`` (one stream per task, the default) or
+        ``"unary"`` (one call per epoch; used when the coordinator has no Session)."""
+        return "session" if self._sessions_supported else "unary"
+
+    @property
     def epoch(self) -> int:
         """How many barrier()/all_gather() calls this task has completed."""
         return self._epoch
@@ -218,6 +269,8 @@ class BarrierTaskContext:
         return [task_info_from_proto(t) for t in reply.infos.tasks]
 
     def close(self) -> None:
+        self._closed.set()
+        self._drop_session()
         self._channel.close()
 
     def __enter__(self) -> "BarrierTaskContext":
@@ -233,9 +286,9 @@ class BarrierTaskContext:
         request = pb.SyncRequest(caller=self._caller, epoch=epoch, operation=operation,
                                  message=message, hold_ms=max(1, int(hold_s * 1000)))
         # The server answers within hold_s; the deadline only guards against a lost reply.
-        timeout = hold_s + 30.0
+        timeout = hold_s + self.reply_grace_s
         while True:
-            reply = self._call(self._stub.Sync, request, timeout=timeout)
+            reply = self._exchange(request, timeout)
             outcome = reply.WhichOneof("outcome")
             if outcome == "released":
                 self._epoch = epoch + 1
@@ -246,28 +299,93 @@ class BarrierTaskContext:
             log.info("waiting for barrier (epoch %d): %d/%d arrived after %.0f s",
                      epoch, p.arrived, p.total, p.waiting_s)
 
+    def _exchange(self, request: pb.SyncRequest, timeout: float) -> pb.SyncReply:
+        """One Sync call on this task's Session stream, opened on first use and re-opened
+        (the request re-sent: arrivals are idempotent) when it breaks; retried like
+        :meth:`_call`. A reply not there ``timeout`` s after the request counts as lost
+        (the watchdog cancels the stream). A coordinator without Session (UNIMPLEMENTED)
+        is called with unary Sync from then on."""
+        retry = _Retry(self)
+        while self._sessions_supported:
+            try:
+                session = self._session or self._open_session()
+                self._reply_due = time.monotonic() + timeout
+                try:
+                    return session.exchange(request)
+                except StopIteration:
+                    raise _StreamEnded() from None
+                finally:
+                    self._reply_due = None
+            except (grpc.RpcError, _StreamEnded) as exc:
+                self._drop_session()
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    log.info("the coordinator at %s has no Session stream; using unary calls", self.address)
+                    self._sessions_supported = False
+                    break
+                retry.failed(exc)
+        return self._call(self._stub.Sync, request, timeout=timeout)
+
+    def _open_session(self) -> _Session:
+        self._session = _Session(self._stub)
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch, name="barrier-reply-watchdog", daemon=True)
+            self._watchdog.start()
+        return self._session
+
+    def _drop_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.cancel()
+
+    #: How often the watchdog looks for an overdue reply (seconds).
+    WATCH_PERIOD_S = 1.0
+
+    def _watch(self) -> None:
+        """Cancel the stream when a reply is overdue (lost): the waiting call then fails
+        with CANCELLED and re-sends on a new stream. Wakes once per ``WATCH_PERIOD_S``."""
+        while not self._closed.wait(self.WATCH_PERIOD_S):
+            due, session = self._reply_due, self._session
+            if due is not None and session is not None and time.monotonic() > due:
+                log.warning("%s: no reply from the coordinator at %s within %.0f s of the hold "
+                            "time; re-sending on a new stream", self.barrier_id, self.address,
+                            self.reply_grace_s)
+                session.cancel()
+
     def _call(self, method, request, timeout: float):
         """One unary call, retried with backoff on transport failures for up to
         ``retry_give_up_s`` of consecutive failure."""
-        delay, first_failure = 0.01, None
+        retry = _Retry(self)
         while True:
             try:
                 return method(request, timeout=timeout)
             except grpc.RpcError as exc:
-                code = exc.code() if hasattr(exc, "code") else None
-                if code not in RETRIED_CODES:
-                    raise CoordinatorUnavailable(
-                        f"{self.barrier_id}: the coordinator at {self.address} failed the call: "
-                        f"{code}: {exc.details() if hasattr(exc, 'details') else exc}",
-                        self.barrier_id, self._epoch) from exc
-                now = time.monotonic()
-                first_failure = first_failure or now
-                if now - first_failure > self.retry_give_up_s:
-                    raise CoordinatorUnavailable(
-                        f"{self.barrier_id}: the coordinator at {self.address} was unreachable for "
-                        f"{now - first_failure:.0f} s (last: {code.name}) at epoch {self._epoch}",
-                        self.barrier_id, self._epoch) from exc
-                self.retries += 1
-                log.debug("barrier call failed with %s; retrying in %.2f s", code, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                retry.failed(exc)
+
+
+class _Retry:
+    """Backoff over consecutive transport failures of one call: sleep and return when
+    the failure is retried, raise :class:`CoordinatorUnavailable` when it is not (or
+    after ``retry_give_up_s`` of failing)."""
+
+    def __init__(self, ctx: BarrierTaskContext):
+        self.ctx, self.delay, self.first_failure = ctx, 0.01, None
+
+    def failed(self, exc) -> None:
+        ctx = self.ctx
+        code = exc.code() if hasattr(exc, "code") else None
+        if code not in RETRIED_CODES:
+            raise CoordinatorUnavailable(
+                f"{ctx.barrier_id}: the coordinator at {ctx.address} failed the call: "
+                f"{code}: {exc.details() if hasattr(exc, 'details') else exc}",
+                ctx.barrier_id, ctx.epoch) from exc
+        now = time.monotonic()
+        self.first_failure = self.first_failure or now
+        if now - self.first_failure > ctx.retry_give_up_s:
+            raise CoordinatorUnavailable(
+                f"{ctx.barrier_id}: the coordinator at {ctx.address} was unreachable for "
+                f"{now - self.first_failure:.0f} s (last: {code.name}) at epoch {ctx.epoch}",
+                ctx.barrier_id, ctx.epoch) from exc
+        ctx.retries += 1
+        log.debug("barrier call failed with %s; retrying in %.2f s", code, self.delay)
+        time.sleep(self.delay)
+        self.delay = min(self.delay * 2, 1.0)

@@ -39,6 +39,11 @@ class BarrierCoordinatorStub:
                 request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
                 response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/gangmaster.barrier.BarrierCoordinator/Session',
+                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+                _registered_method=True)
         self.GetTaskInfos = channel.unary_unary(
                 '/gangmaster.barrier.BarrierCoordinator/GetTaskInfos',
                 request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.TaskInfosRequest.SerializeToString,
@@ -46,6 +51,11 @@ class BarrierCoordinatorStub:
                 _registered_method=True)
         self.Ping = channel.unary_unary(
                 '/gangmaster.barrier.BarrierCoordinator/Ping',
+                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.FromString,
+                _registered_method=True)
+        self.PingSession = channel.stream_stream(
+                '/gangmaster.barrier.BarrierCoordinator/PingSession',
                 request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
                 response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.FromString,
                 _registered_method=True)
@@ -58,6 +68,16 @@ class BarrierCoordinatorServicer:
         """barrier() and all_gather(): held until every task of the attempt arrived at the
         epoch, or until hold_ms passed (then answered `pending`, and the task re-sends:
         arrivals are idempotent by task and epoch).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Session(self, request_iterator, context):
+        """The same calls as Sync, as one long-lived stream per task: the task writes one
+        SyncRequest and reads its one SyncReply, epoch after epoch. Cheaper per epoch than
+        a unary call (no call set-up on either side); answered exactly like Sync, so a
+        task whose stream breaks re-opens it and re-sends its request (idempotent).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -77,11 +97,23 @@ class BarrierCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PingSession(self, request_iterator, context):
+        """Bare round trips on one stream: the benchmark's baseline for Session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BarrierCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Sync': grpc.unary_unary_rpc_method_handler(
                     servicer.Sync,
+                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.FromString,
+                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
                     request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.FromString,
                     response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
             ),
@@ -92,6 +124,11 @@ def add_BarrierCoordinatorServicer_to_server(servicer, server):
             ),
             'Ping': grpc.unary_unary_rpc_method_handler(
                     servicer.Ping,
+                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.FromString,
+                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.SerializeToString,
+            ),
+            'PingSession': grpc.stream_stream_rpc_method_handler(
+                    servicer.PingSession,
                     request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.FromString,
                     response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.SerializeToString,
             ),
@@ -121,6 +158,33 @@ class BarrierCoordinator:
             request,
             target,
             '/gangmaster.barrier.BarrierCoordinator/Sync',
+            gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
+            gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/gangmaster.barrier.BarrierCoordinator/Session',
             gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
             gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
             options,
@@ -175,6 +239,33 @@ class BarrierCoordinator:
             request,
             target,
             '/gangmaster.barrier.BarrierCoordinator/Ping',
+            gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
+            gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PingSession(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/gangmaster.barrier.BarrierCoordinator/PingSession',
             gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
             gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.FromString,
             options,

@@ -61,7 +61,9 @@ class Figures:
     retries: int
     unfinished_tasks: int
     ping_median_ms: float
-    ping_floor_ms: float | None = None  # N bare calls at the server's N-process throughput
+    ping_floor_ms: float | None = None  # N bare unary calls at the server's N-process throughput
+    stream_floor_ms: float | None = None  # the same, N messages on N streams (Session's transport)
+    server_cpu_us: float | None = None  # coordinator process CPU per arrival, warm-up included
 
     @property
     def ratio(self) -> float:
@@ -107,15 +109,22 @@ async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, resul
             caller = pb.Caller(job=env[c.ENV_JOB], gang=env[c.ENV_GANG], attempt=int(env[c.ENV_ATTEMPT]),
                                token=env[c.ENV_TOKEN], task=int(env[c.ENV_TASK_INDEX]))
             times, retries = [], 0
+            session = None  # one Session stream per task, as BarrierTaskContext keeps
             for epoch in range(total_rounds):
                 request = pb.SyncRequest(caller=caller, epoch=epoch, hold_ms=60_000)
                 while True:
                     try:
-                        reply = await stub.Sync(request, timeout=120)
+                        session = session or stub.Session()
+                        await session.write(request)
+                        reply = await session.read()
+                        if reply is grpc.aio.EOF:
+                            raise RuntimeError("the coordinator ended the session stream")
                     except grpc.aio.AioRpcError as exc:
                         if exc.code() not in c.RETRIED_CODES:
                             raise
                         retries += 1
+                        session.cancel()
+                        session = None
                         await asyncio.sleep(0.01)
                         continue
                     kind = reply.WhichOneof("outcome")
@@ -124,28 +133,46 @@ async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, resul
                     if kind == "error":
                         raise RuntimeError(f"{reply.error.code}: {reply.error.message}")
                 times.append(time.monotonic_ns())
+            await session.done_writing()
             results.put((caller.task, times, retries))
 
         await asyncio.gather(*(task(env) for env in envs))
 
 
-def _ping_load(address: str, calls: int, go, results) -> None:
-    """Warm up, wait for the start signal, then ``calls`` bare round trips as fast as possible."""
+def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
+    """Warm up, wait for the start signal, then ``calls`` bare round trips as fast as
+    possible: unary ``Ping`` calls, or (``stream``) messages on one ``PingSession``
+    stream, sent as :class:`BarrierTaskContext` sends on its Session stream."""
+    import queue
+
     import grpc
 
     from gangmaster.am.proto import barrier_pb2 as pb
     from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
 
-    with grpc.insecure_channel(address) as channel:
+    with grpc.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
         stub = pb_grpc.BarrierCoordinatorStub(channel)
+        request = pb.PingRequest()
+        if stream:
+            requests: queue.SimpleQueue = queue.SimpleQueue()
+            replies = stub.PingSession(iter(requests.get, None))
+
+            def ping() -> None:
+                requests.put(request)
+                next(replies)
+        else:
+            def ping() -> None:
+                stub.Ping(request, timeout=30)
         for _ in range(10):
-            stub.Ping(pb.PingRequest(), timeout=30)
+            ping()
         results.put(None)
         go.wait(120)
         start = time.monotonic_ns()
         for _ in range(calls):
-            stub.Ping(pb.PingRequest(), timeout=30)
+            ping()
         results.put((start, time.monotonic_ns()))
+        if stream:
+            requests.put(None)
 
 
 def _ping(address: str, calls: int, results) -> None:
@@ -167,12 +194,14 @@ def _ping(address: str, calls: int, results) -> None:
 
 
 # ------------------------------------------------------------------ the run
-def measure_ping_load(ctx, address: str, processes: int, calls: int) -> float:
+def measure_ping_load(ctx, address: str, processes: int, calls: int, stream: bool = False) -> float:
     """Bare round trips per second the server answers with ``processes`` processes each
-    calling back to back: the most any coordinator on gRPC could do with that many
-    task processes on this machine (ms per N calls = N / this)."""
+    calling back to back (unary calls, or messages on a stream each): the most any
+    coordinator on that gRPC transport could do with that many task processes on this
+    machine (ms per N calls = N / this)."""
     go, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_ping_load, args=(address, calls, go, results)) for _ in range(processes)]
+    procs = [ctx.Process(target=_ping_load, args=(address, calls, stream, go, results))
+             for _ in range(processes)]
     for p in procs:
         p.start()
     try:
@@ -207,6 +236,7 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
     else:
         groups = [envs[i:i + tasks_per_process] for i in range(0, n, tasks_per_process)]
         procs = [ctx.Process(target=_many_tasks, args=(g, total, results)) for g in groups]
+    arrivals_before, cpu_before = server.statistics().arrivals, time.process_time()
     for p in procs:
         p.start()
     per_task: dict[int, list[int]] = {}
@@ -226,6 +256,8 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
                 p.kill()
                 p.join()
         server.close_attempt(job, gang, 1)
+    cpu_s = time.process_time() - cpu_before
+    arrivals = max(1, server.statistics().arrivals - arrivals_before)
     unfinished = n - sum(1 for t in per_task.values() if len(t) == total)
     if len(per_task) < 1:
         raise RuntimeError(f"bench barrier --tasks {n}: no task finished")
@@ -235,7 +267,8 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
     rounds_ms = [(last[r] - last[r - 1]) / 1e6 for r in range(warmup, total)]
     skews_ms = [(last[r] - first[r]) / 1e6 for r in range(warmup, total)]
     return Figures(n, len(procs), rounds, statistics.median(rounds_ms), percentile(rounds_ms, 99),
-                   statistics.median(skews_ms), percentile(skews_ms, 99), retries, unfinished, ping_ms)
+                   statistics.median(skews_ms), percentile(skews_ms, 99), retries, unfinished, ping_ms,
+                   server_cpu_us=cpu_s / arrivals * 1e6)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,7 +288,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"bare gRPC unary round trip (Ping, 1 process, {len(ping)} calls): "
               f"median {ping_ms:.3f} ms, p99 {percentile(ping, 99):.3f} ms", flush=True)
         print(f"{'tasks':>6} {'procs':>5} {'rounds':>6} {'median ms':>10} {'p99 ms':>9} "
-              f"{'skew med':>9} {'skew p99':>9} {'x ping':>7} {'N pings':>8} {'drops':>6}  target", flush=True)
+              f"{'skew med':>9} {'skew p99':>9} {'x ping':>7} {'N pings':>8} {'N spings':>8} "
+              f"{'srv us':>6} {'drops':>6}  target", flush=True)
         for n in tasks:
             rounds = args.rounds or auto_rounds(n)
             f = measure_barrier(ctx, server, n, rounds, args.warmup, args.max_process_tasks,
@@ -263,6 +297,8 @@ def run(args: argparse.Namespace) -> int:
             if n <= args.max_process_tasks and args.ping_load_calls:
                 rate = measure_ping_load(ctx, server.address, n, args.ping_load_calls)
                 f.ping_floor_ms = n / rate * 1e3
+                rate = measure_ping_load(ctx, server.address, n, args.ping_load_calls, stream=True)
+                f.stream_floor_ms = n / rate * 1e3
             figures.append(f)
             target = TARGETS_MS.get(n)
             verdict = ""
@@ -270,9 +306,11 @@ def run(args: argparse.Namespace) -> int:
                 ok = f.round_median_ms <= target and f.retries == 0 and f.unfinished_tasks == 0
                 verdict = f"<= {target:g} ms, no drops: {'met' if ok else 'MISSED'}"
             floor = "-" if f.ping_floor_ms is None else f"{f.ping_floor_ms:.3f}"
+            sfloor = "-" if f.stream_floor_ms is None else f"{f.stream_floor_ms:.3f}"
             print(f"{n:>6} {f.processes:>5} {f.rounds:>6} {f.round_median_ms:>10.3f} "
                   f"{f.round_p99_ms:>9.3f} {f.skew_median_ms:>9.3f} {f.skew_p99_ms:>9.3f} "
-                  f"{f.ratio:>7.1f} {floor:>8} {f.retries + f.unfinished_tasks:>6}  {verdict}", flush=True)
+                  f"{f.ratio:>7.1f} {floor:>8} {sfloor:>8} {f.server_cpu_us:>6.0f} "
+                  f"{f.retries + f.unfinished_tasks:>6}  {verdict}", flush=True)
     finally:
         stats = server.statistics()
         server.stop(grace=0)
