@@ -9,7 +9,7 @@ JSON and a restarted AM reads it back (:meth:`to_dict` / :meth:`from_dict`).
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 class RoleState(str, enum.Enum):
@@ -29,6 +29,7 @@ class TaskState(str, enum.Enum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    STOPPED = "stopped"      # stopped by the AM when its attempt ended for another reason
 
 
 @dataclass
@@ -58,10 +59,11 @@ class TaskRecord:
         return f"{self.host} gpus={gpus} ports={ports}"
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["state"] = self.state.value
-        data["gpus"] = list(self.gpus)
-        return data
+        # by hand: dataclasses.asdict deep-copies every field, and a 6,000-task launch writes them all
+        return {"role": self.role, "index": self.index, "rank": self.rank, "container_id": self.container_id,
+                "host": self.host, "gpus": list(self.gpus), "ports": dict(self.ports),
+                "started_at": self.started_at, "state": self.state.value, "exit_status": self.exit_status,
+                "diagnostics": self.diagnostics, "finished_at": self.finished_at}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TaskRecord":
@@ -90,7 +92,7 @@ class AttemptRecord:
         return [t for t in self.tasks if t.state is TaskState.FAILED]
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["tasks"] = [t.to_dict() for t in self.tasks]
         return data
 

@@ -35,7 +35,7 @@ from .barrier import TaskInfo
 from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
 from .journal import JOURNAL_FILE, Journal, JournalState, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
-from .launch_env import PlacedTask, label_ports, pai_env
+from .launch_env import PlacedTask, gang_env, label_ports, own_env
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .rm_client import RMClient
@@ -126,6 +126,7 @@ class ApplicationMaster:
         self._to_release: list[str] = []   # containers to give back at the next heartbeat
         self._to_cancel: list[int] = []    # asks to withdraw at the next heartbeat
         self._failed_hosts: dict[str, set[str]] = {}
+        self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self.done = False
         self.outcome: str | None = None
         self.reason = ""
@@ -260,20 +261,25 @@ class ApplicationMaster:
             self._container_finished(status.container_id, status.exit_status, status.diagnostics, now)
 
     def _container_finished(self, container_id: str, exit_status: int | None, diagnostics: str, now: float) -> None:
+        found = self._running.pop(container_id, None)
+        if found is not None:
+            gang, task = found
+            if gang is self._gang_named(gang.name) and task.state is TaskState.RUNNING:   # not an older attempt
+                self._task_finished(gang, task, exit_status, diagnostics, now)
+            return
         for gang in self.gangs:
-            for task in gang.tasks:
-                if task.container_id == container_id:
-                    if task.state is TaskState.RUNNING:
-                        self._task_finished(gang, task, exit_status, diagnostics, now)
-                    return
             if gang.state is RoleState.ACQUIRING and gang.acquisition.on_lost(container_id):
                 self.log(f"gang {gang.name}: granted container {container_id} was lost before it started "
                          f"({diagnostics}); selecting again")
                 return
         # a container of an older attempt, or one given back: nothing to do
 
+    def _gang_named(self, name: str) -> GangRun | None:
+        return next((g for g in self.gangs if g.name == name), None)
+
     def _task_finished(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
                        now: float) -> None:
+        self._running.pop(task.container_id, None)
         task.exit_status = exit_status
         task.diagnostics = diagnostics
         task.finished_at = now
@@ -330,10 +336,11 @@ class ApplicationMaster:
                                       timeout_s=self.job.barrier_timeout_s)
             gang.barrier_open = True
         tasks: list[TaskRecord] = []
+        shared = {**self.task_env, **gang_env(self.job.name, placed, gang.attempt)}
         try:
             for rank, (slot, me) in enumerate(zip(slots, placed)):
                 role = gang.acquisition.roles[slot.role]
-                env = {**self.task_env, **pai_env(self.job.name, placed, me, gang.attempt)}
+                env = {**shared, **own_env(me)}
                 if self.barrier is not None:
                     env.update(self.barrier.task_env(self.job.name, gang.name, gang.attempt, rank))
                 launch = LaunchContext.of(["/bin/sh", "-c", _script(role.commands)], env,
@@ -357,6 +364,7 @@ class ApplicationMaster:
             gang.state = RoleState.WAITING
             return
         gang.tasks = tasks
+        self._running.update((t.container_id, (gang, t)) for t in tasks)
         gang.state = RoleState.RUNNING
         gang.record.started_at = now
         gang.record.tasks = tasks
@@ -425,6 +433,8 @@ class ApplicationMaster:
         for task in gang.tasks:
             if task.state is TaskState.RUNNING:
                 self._stop(task.container_id)
+                self._running.pop(task.container_id, None)
+                task.state, task.finished_at, task.diagnostics = TaskState.STOPPED, now, "stopped: its attempt ended"
         if gang.acquisition is not None and gang.state in (RoleState.WAITING, RoleState.ACQUIRING):
             gang.acquisition.abandon()
             _asks, cancels, releases = gang.acquisition.take_outbox()
@@ -488,6 +498,7 @@ class ApplicationMaster:
                 gang.acquisition = None
                 gang.tasks, gang.state = saved.launched, RoleState.RUNNING
                 gang.record.started_at, gang.record.tasks = saved.started_at, gang.tasks
+                self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TaskState.RUNNING)
                 for task in gang.tasks:
                     known.add(task.container_id)
                     if task.state is TaskState.RUNNING and task.container_id not in kept:

@@ -9,6 +9,7 @@ BENCHES = [
     "rm",
     "select",
     "gang",
+    "am",
     "barrier",
     "topology",
 ]
