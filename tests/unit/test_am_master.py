@@ -159,6 +159,7 @@ def test_min_succeeded_ends_the_job_and_stops_the_rest(tmp_path):
     workers = [t for t in attempt.tasks if t.role == "worker"]
     assert len(workers) == 3
     assert all(core.containers[t.container_id].exit_status == ExitStatus.KILLED_BY_APPMASTER for t in workers)
+    assert all(t.state is TaskState.STOPPED for t in workers)
 
 
 def test_a_gang_that_can_never_fit_fails_at_submission_with_numbers(tmp_path):
