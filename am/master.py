@@ -223,9 +223,8 @@ class ApplicationMaster:
         if acq.reselections > gang.record.reselections:
             self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
             gang.record.reselections = acq.reselections
-        gang.state = RoleState.ACQUIRING if (acq.outstanding or acq.granted) else RoleState.WAITING
-        if acq.asks:
-            gang.state = RoleState.ACQUIRING
+        asking = acq.asks or acq.outstanding or acq.granted
+        gang.state = RoleState.ACQUIRING if asking else RoleState.WAITING
 
     def _request(self) -> AllocateRequest:
         asks, cancels, releases = [], list(self._to_cancel), list(self._to_release)
