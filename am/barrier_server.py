@@ -18,12 +18,20 @@ Two ways to run it:
 - :class:`AsyncBarrierServer` — the same inside an event loop the caller runs; its
   methods must be called from that loop's thread.
 
-Why the server is configured the way it is: every waiting ``barrier()`` is a
-pending unary call, and gRPC's server refuses calls beyond about 1,000 pending
-requests by default (``grpc.server.max_pending_requests``, hard limit 3,000), so both
-limits are raised to ``max_pending_calls``. A waiting call is answered "pending"
-after the hold time the task asked for (its log interval) and re-sent by the task;
-arrivals are idempotent, so neither that nor a dropped call can hang a barrier.
+Tasks call ``Session``: one long-lived stream per task, one request and one reply
+per epoch, each answered exactly as the unary ``Sync`` answers it (``Sync`` stays, for
+older tasks). Why a stream: a grpc-python unary call costs both sides a call set-up
+per epoch; a message on an open stream costs the server about a third of that, and
+with 64 task processes sharing 2 cores that CPU is the round time (``gangmaster bench
+barrier``, BENCHMARKS.md "Barriers").
+
+Why the server is configured the way it is: every task holds a stream (and older
+tasks a pending unary call per waiting ``barrier()``), and gRPC's server refuses calls
+beyond about 1,000 pending requests by default (``grpc.server.max_pending_requests``,
+hard limit 3,000), so both limits, and the streams per connection, are raised to
+``max_pending_calls``. A waiting call is answered "pending" after the hold time the
+task asked for (its log interval) and re-sent by the task; arrivals are idempotent,
+so neither that nor a dropped call or stream can hang a barrier.
 """
 from __future__ import annotations
 
@@ -89,6 +97,7 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
     def __init__(self, owner: "AsyncBarrierServer"):
         self.owner = owner
         self.core = owner.coordinator
+        self._last_release: tuple[Released, pb.SyncReply] | None = None
 
     async def Sync(self, request: pb.SyncRequest, context) -> pb.SyncReply:
         return await self.answer(request)
@@ -135,7 +144,7 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
                 handle.cancel()
         outcome = future.result()
         if isinstance(outcome, Released):
-            return pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages))
+            return self.released_reply(outcome)
         if isinstance(outcome, BarrierError):
             return pb.SyncReply(error=error_to_proto(outcome))
         try:
@@ -144,6 +153,15 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
             return pb.SyncReply(error=error_to_proto(err))
         return pb.SyncReply(pending=pb.Pending(epoch=p.epoch, arrived=p.arrived, total=p.total,
                                                waiting_s=p.waiting_s))
+
+    def released_reply(self, outcome: Released) -> pb.SyncReply:
+        """The reply for a release, built once and shared by all its waiters (an
+        all_gather reply holds every task's message: N waiters would copy N² messages)."""
+        last = self._last_release
+        if last is None or last[0] is not outcome:
+            reply = pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages))
+            last = self._last_release = (outcome, reply)
+        return last[1]
 
     async def GetTaskInfos(self, request: pb.TaskInfosRequest, context) -> pb.TaskInfosReply:
         c = request.caller

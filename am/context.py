@@ -13,9 +13,13 @@ Every error the coordinator raises arrives here as the same typed exception with
 the same text (``gangmaster.am.barrier_errors``): ``BarrierTimeout`` names the
 tasks that never arrived, ``AttemptFailed``/``StaleAttempt`` mean the gang is being
 restarted as a new attempt, ``BarrierMismatch`` that tasks made different calls.
-Transport trouble (UNAVAILABLE, CANCELLED, RESOURCE_EXHAUSTED, a lost reply) is
-retried: arrivals are idempotent by (task, epoch), so a re-sent call is never
-counted twice. While it waits, the task logs "waiting for barrier (epoch e): n/N
+Calls travel on one ``Session`` stream per task (opened on first use, kept for the
+task's life: cheaper per epoch than a unary call). Transport trouble (UNAVAILABLE,
+CANCELLED, RESOURCE_EXHAUSTED, the stream ending, a reply overdue by
+``reply_grace_s`` past the hold time) closes the stream; the task opens a new one and
+re-sends its request, with backoff, for up to ``retry_give_up_s``: arrivals are
+idempotent by (task, epoch), so a re-sent call is never counted twice. A coordinator
+without ``Session`` (UNIMPLEMENTED) is called with unary ``Sync`` instead. While it waits, the task logs "waiting for barrier (epoch e): n/N
 arrived after t s" every log interval.
 
 The environment is the contract with the AM; :func:`task_env` builds it.

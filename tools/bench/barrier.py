@@ -4,21 +4,23 @@ The coordinator runs as the AM runs it (:class:`BarrierServer`, its loop in a
 thread of this process). Task processes loop ``barrier()`` as fast as they can:
 
 - N ≤ ``--max-process-tasks`` (64): every task its own process, using the real
-  task API (:class:`BarrierTaskContext`, synchronous gRPC);
+  task API (:class:`BarrierTaskContext`: synchronous gRPC, one Session stream per task);
 - larger N: many tasks per process (``--tasks-per-process``, 512), each a coroutine
-  on one ``grpc.aio`` channel speaking the same protocol (thousands of threads
-  would measure the client, not the coordinator).
+  with its own Session stream on one ``grpc.aio`` channel, speaking the same protocol
+  (thousands of threads would measure the client, not the coordinator).
 
 Every task records when each of its calls returned (``time.monotonic_ns``, one
 clock for all processes of this machine). A *round* is the time between the last
 release of one epoch and the last release of the next; the *release skew* is first
 to last release within an epoch. The baseline, measured in the same run by one
 process: a bare gRPC unary round trip (``Ping``) to the same server; and, where each
-task is a process, "N pings": the time the server needs to answer N bare calls when N
-processes call at once (N / its throughput) — the floor for any gRPC coordinator
-with N task processes on this machine. "Drops": calls
-the task side had to retry (UNAVAILABLE, RESOURCE_EXHAUSTED …) and tasks that did
-not finish every round.
+task is a process, "N pings": the time the server needs to answer N bare unary calls
+when N processes call at once (N / its throughput), and "N spings" the same for N bare
+messages on N streams (``PingSession``, sent as the task API sends on its Session):
+the floor for any coordinator on that gRPC transport with N task processes on this
+machine. "srv us": CPU of this process (the coordinator's) per arrival, process
+start-up and warm-up included. "Drops": calls the task side had to retry
+(UNAVAILABLE, RESOURCE_EXHAUSTED …) and tasks that did not finish every round.
 """
 from __future__ import annotations
 
@@ -343,7 +345,8 @@ def add_parser(sub):
                         help="bare round trips for the baseline (default 2000)")
     parser.add_argument("--ping-load-calls", type=int, default=200,
                         help="for sizes with a process per task: bare round trips per process, "
-                             "all processes at once, giving the 'N pings' column: N calls at the "
+                             "all processes at once, giving the 'N pings' (unary calls) and "
+                             "'N spings' (stream messages) columns: N round trips at the "
                              "server's throughput (0: skip; default 200)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.set_defaults(func=run)
