@@ -174,3 +174,36 @@ def test_a_killed_task_withdraws_its_waiting_call_and_its_rerun_is_released():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_coordinator_errors_arrive_typed_on_the_stream_and_keep_it_open():
+    from gangmaster.am.barrier_errors import BarrierAuthError, BarrierMismatch
+    from gangmaster.am.context import ENV_TOKEN
+
+    def outcome(fn):
+        try:
+            return fn()
+        except Exception as exc:  # handed to the test thread
+            return exc
+
+    with BarrierServer(BarrierConfig()) as server:
+        ctxs = contexts(server, 2)
+        bad = server.task_env(JOB, GANG, 1, 0)
+        bad[ENV_TOKEN] = "guessed"
+        with BarrierTaskContext.from_env(bad) as intruder:
+            with pytest.raises(BarrierAuthError, match="refused: the call did not carry this attempt's token"):
+                intruder.barrier()
+            assert intruder.transport == "session" and intruder.retries == 0
+        assert server.statistics().auth_refusals == 1
+        try:
+            waiting, got = in_thread(lambda: outcome(ctxs[0].barrier))
+            wait_for(lambda: server.statistics().calls_waiting == 1)
+            with pytest.raises(BarrierMismatch, match=r"epoch 0: task 1 called all_gather but task\(s\) 0 "
+                                                      r"called barrier"):
+                ctxs[1].all_gather("x")
+            waiting.join(10)
+            assert isinstance(got["result"], BarrierMismatch)
+            assert all(c.retries == 0 and c.transport == "session" for c in ctxs)
+        finally:
+            for c in ctxs:
+                c.close()
