@@ -133,40 +133,121 @@ def task_info_from_proto(t: pb.TaskInfo) -> TaskInfo:
     return TaskInfo(t.index, t.host, dict(t.ports), t.role, t.role_index)
 
 
-class _Session:
-    """One open ``Session`` stream: write a request, read its reply.
+_SESSION_METHOD = "/gangmaster.barrier.BarrierCoordinator/Session"
 
-    Why a stream: a unary call costs both sides a call set-up per epoch; on one
-    stream an epoch is one message each way (``gangmaster bench barrier`` measures
-    both). grpc's synchronous API sends a stream's requests from an iterator (on its
-    own thread), so requests go through a queue."""
+
+class _StreamBroken(Exception):
+    """A Session stream ended: ``code`` is why (a coordinator that ended it cleanly
+    reads as UNAVAILABLE: the task re-opens it like any dropped stream)."""
+
+    def __init__(self, code: grpc.StatusCode | None, details: str):
+        super().__init__(details)
+        self._code = grpc.StatusCode.UNAVAILABLE if code in (None, grpc.StatusCode.OK) else code
+        self._details = details or "the coordinator ended the session stream"
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class _DirectSession:
+    """One open ``Session`` stream, driven by the calling thread alone.
+
+    Why not grpc's public streaming API: its synchronous bidi streams move every
+    message through a request iterator on a grpc thread and a channel-wide polling
+    thread — three Python threads handing the GIL around per epoch, ~0.25 ms of CPU
+    per round trip with 64 task processes on 2 cores, against ~0.11 ms here (the
+    BENCHMARKS.md "Barriers" section). This is what grpc's own blocking calls do: a
+    *segregated* call with its own completion queue, polled by the caller. It uses
+    grpc internals (``Channel._channel``, ``grpc._cython.cygrpc``), which the pinned
+    grpcio version fixes; where they are missing, :class:`_ThreadedSession` is used.
+    """
+
+    _OPEN, _STATUS, _EXCHANGE = "open", "status", "exchange"
+
+    def __init__(self, channel: grpc.Channel, method: str = _SESSION_METHOD,
+                 reply_type: type = pb.SyncReply):
+        from grpc._cython import cygrpc
+
+        self._cygrpc, self._reply_type = cygrpc, reply_type
+        self._status: tuple[grpc.StatusCode | None, str] | None = None
+        self._first = True
+        self._call = channel._channel.segregated_call(  # type: ignore[attr-defined]
+            cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS, method.encode(), None, None,
+            None, None,
+            (((cygrpc.SendInitialMetadataOperation(None, 0),), self._OPEN),
+             ((cygrpc.ReceiveStatusOnClientOperation(0),), self._STATUS)),
+            None, None)
+
+    def exchange(self, request):
+        """Send one request and wait for its reply; :class:`_StreamBroken` when the
+        stream ended (cancelled, unreachable, closed by the coordinator)."""
+        cygrpc = self._cygrpc
+        operations = (cygrpc.SendMessageOperation(request.SerializeToString(), 0),
+                      cygrpc.ReceiveMessageOperation(0))
+        if self._first:
+            operations += (cygrpc.ReceiveInitialMetadataOperation(0),)
+        if self._status is None and self._call.operate(operations, self._EXCHANGE):
+            self._first = False
+            while True:
+                event = self._call.next_event()
+                if event.tag == self._EXCHANGE:
+                    reply = event.batch_operations[1].message()
+                    if reply is not None:
+                        return self._reply_type.FromString(reply)
+                    break
+                self._note(event)
+        while self._status is None:  # the exchange failed: the call's status says why
+            self._note(self._call.next_event())
+        raise _StreamBroken(*self._status)
+
+    def _note(self, event) -> None:
+        if event.tag == self._STATUS:
+            status = event.batch_operations[0]
+            code = grpc._common.CYGRPC_STATUS_CODE_TO_STATUS_CODE.get(status.code())  # type: ignore[attr-defined]
+            details = status.details()
+            self._status = (code, details.decode("utf-8", "replace") if isinstance(details, bytes) else details)
+
+    def cancel(self) -> None:
+        """End the stream (from any thread): a waiting :meth:`exchange` fails with CANCELLED."""
+        self._call.cancel(self._cygrpc.StatusCode.cancelled, "cancelled by the task")
+
+
+class _ThreadedSession:
+    """One open ``Session`` stream through grpc's public API (the fallback of
+    :class:`_DirectSession`): requests go through a queue that grpc sends from on its
+    own thread."""
 
     _END = object()
 
-    def __init__(self, stub: pb_grpc.BarrierCoordinatorStub):
+    def __init__(self, channel: grpc.Channel):
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
-        self._replies: Iterator[pb.SyncReply] = stub.Session(iter(self._requests.get, self._END))
+        method = channel.stream_stream(_SESSION_METHOD, request_serializer=pb.SyncRequest.SerializeToString,
+                                       response_deserializer=pb.SyncReply.FromString)
+        self._replies: Iterator[pb.SyncReply] = method(iter(self._requests.get, self._END))
 
     def exchange(self, request: pb.SyncRequest) -> pb.SyncReply:
-        """Send one request and wait for its reply. Raises ``grpc.RpcError`` when the
-        stream broke, ``StopIteration`` when the coordinator ended it."""
         self._requests.put(request)
-        return next(self._replies)
+        try:
+            return next(self._replies)
+        except StopIteration:
+            raise _StreamBroken(None, "the coordinator ended the session stream") from None
+        except grpc.RpcError as exc:
+            raise _StreamBroken(exc.code(), exc.details()) from exc
 
     def cancel(self) -> None:
-        """End the stream (from any thread): a waiting :meth:`exchange` raises CANCELLED."""
         self._requests.put(self._END)
         self._replies.cancel()
 
 
-class _StreamEnded(Exception):
-    """The coordinator closed a Session stream without an error: re-open it."""
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
-
-    def details(self) -> str:
-        return "the coordinator ended the session stream"
+def _open_session(channel: grpc.Channel) -> "_DirectSession | _ThreadedSession":
+    try:
+        return _DirectSession(channel)
+    except (AttributeError, ImportError, TypeError) as exc:  # grpc's internals moved
+        log.debug("single-threaded session unavailable (%s); using grpc's streaming API", exc)
+        return _ThreadedSession(channel)
 
 
 class BarrierTaskContext:
@@ -189,7 +270,7 @@ class BarrierTaskContext:
         #: A reply overdue by this much past the hold time counts as lost: the stream is
         #: cancelled and the request re-sent on a new one.
         self.reply_grace_s = 30.0
-        self._session: _Session | None = None
+        self._session: _DirectSession | _ThreadedSession | None = None
         self._sessions_supported = True  # False after an UNIMPLEMENTED: unary Sync calls
         self._reply_due: float | None = None  # monotonic time; read by the watchdog
         self._closed = threading.Event()
@@ -316,11 +397,9 @@ class BarrierTaskContext:
                 self._reply_due = time.monotonic() + timeout
                 try:
                     return session.exchange(request)
-                except StopIteration:
-                    raise _StreamEnded() from None
                 finally:
                     self._reply_due = None
-            except (grpc.RpcError, _StreamEnded) as exc:
+            except _StreamBroken as exc:
                 self._drop_session()
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                     log.info("the coordinator at %s has no Session stream; using unary calls", self.address)
@@ -329,8 +408,8 @@ class BarrierTaskContext:
                 retry.failed(exc)
         return self._call(self._stub.Sync, request, timeout=timeout)
 
-    def _open_session(self) -> _Session:
-        self._session = _Session(self._stub)
+    def _open_session(self) -> "_DirectSession | _ThreadedSession":
+        self._session = _open_session(self._channel)
         if self._watchdog is None:
             self._watchdog = threading.Thread(target=self._watch, name="barrier-reply-watchdog", daemon=True)
             self._watchdog.start()

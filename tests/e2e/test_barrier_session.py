@@ -25,6 +25,23 @@ pytestmark = pytest.mark.slow
 JOB, GANG = "sess", "g"
 
 
+@pytest.fixture(params=["direct", "threaded"])
+def session_kind(request, monkeypatch):
+    """Both ways a task drives its stream: single-threaded (the default) and through
+    grpc's public streaming API (the fallback when grpc's internals are missing)."""
+    from gangmaster.am import context
+
+    if request.param == "threaded":
+        monkeypatch.setattr(context, "_open_session", context._ThreadedSession)
+    return request.param
+
+
+def session_of(ctx) -> str:
+    from gangmaster.am import context
+
+    return "direct" if isinstance(ctx._session, context._DirectSession) else "threaded"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -57,7 +74,7 @@ def contexts(server, n, **env_overrides):
     return out
 
 
-def test_barrier_survives_a_coordinator_restart_mid_wait():
+def test_barrier_survives_a_coordinator_restart_mid_wait(session_kind):
     """Task 0 waits on its stream; the server goes away and comes back on the same port
     (same coordinator state): task 0 re-opens its stream, re-sends, and is released."""
     port, coordinator = free_port(), BarrierCoordinator()
@@ -80,6 +97,7 @@ def test_barrier_survives_a_coordinator_restart_mid_wait():
         waiting.join(10)
         assert got["result"] == ["a", "b"]
         assert ctxs[0].retries > 0 and ctxs[0].epoch == 1
+        assert session_of(ctxs[0]) == session_kind
         stats = coordinator.statistics()
         assert stats.releases == 1 and stats.arrivals == 2 and stats.duplicate_arrivals >= 1
     finally:
@@ -105,8 +123,9 @@ class _SwallowsFirstRequest(barrier_server._Servicer):
             yield await self.answer(request)
 
 
-def test_a_lost_reply_is_resent_on_a_new_stream(monkeypatch):
+def test_a_lost_reply_is_resent_on_a_new_stream(monkeypatch, session_kind):
     monkeypatch.setattr(barrier_server, "_Servicer", _SwallowsFirstRequest)
+    monkeypatch.setattr(_SwallowsFirstRequest, "swallowed", 0)
     with BarrierServer(BarrierConfig(log_interval_s=0.2)) as server:
         ctxs = contexts(server, 2, GANGMASTER_BARRIER_LOG_INTERVAL_S="0.2")
         monkeypatch.setattr(BarrierTaskContext, "WATCH_PERIOD_S", 0.05)
@@ -176,7 +195,7 @@ def test_a_killed_task_withdraws_its_waiting_call_and_its_rerun_is_released():
                 proc.wait()
 
 
-def test_coordinator_errors_arrive_typed_on_the_stream_and_keep_it_open():
+def test_coordinator_errors_arrive_typed_on_the_stream_and_keep_it_open(session_kind):
     from gangmaster.am.barrier_errors import BarrierAuthError, BarrierMismatch
     from gangmaster.am.context import ENV_TOKEN
 
@@ -204,6 +223,7 @@ def test_coordinator_errors_arrive_typed_on_the_stream_and_keep_it_open():
             waiting.join(10)
             assert isinstance(got["result"], BarrierMismatch)
             assert all(c.retries == 0 and c.transport == "session" for c in ctxs)
+            assert [session_of(c) for c in ctxs] == [session_kind] * 2
         finally:
             for c in ctxs:
                 c.close()

@@ -144,9 +144,7 @@ async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, resul
 def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
     """Warm up, wait for the start signal, then ``calls`` bare round trips as fast as
     possible: unary ``Ping`` calls, or (``stream``) messages on one ``PingSession``
-    stream, sent as :class:`BarrierTaskContext` sends on its Session stream."""
-    import queue
-
+    stream, driven as :class:`BarrierTaskContext` drives its Session stream."""
     import grpc
 
     from gangmaster.am.proto import barrier_pb2 as pb
@@ -155,13 +153,14 @@ def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
     with grpc.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
         stub = pb_grpc.BarrierCoordinatorStub(channel)
         request = pb.PingRequest()
-        if stream:
-            requests: queue.SimpleQueue = queue.SimpleQueue()
-            replies = stub.PingSession(iter(requests.get, None))
+        if stream:  # the same single-threaded stream driver as BarrierTaskContext's
+            from gangmaster.am.context import _DirectSession
+
+            session = _DirectSession(channel, "/gangmaster.barrier.BarrierCoordinator/PingSession",
+                                     pb.PingReply)
 
             def ping() -> None:
-                requests.put(request)
-                next(replies)
+                session.exchange(request)
         else:
             def ping() -> None:
                 stub.Ping(request, timeout=30)
@@ -174,7 +173,7 @@ def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
             ping()
         results.put((start, time.monotonic_ns()))
         if stream:
-            requests.put(None)
+            session.cancel()
 
 
 def _ping(address: str, calls: int, results) -> None:
