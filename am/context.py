@@ -14,7 +14,9 @@ the same text (``gangmaster.am.barrier_errors``): ``BarrierTimeout`` names the
 tasks that never arrived, ``AttemptFailed``/``StaleAttempt`` mean the gang is being
 restarted as a new attempt, ``BarrierMismatch`` that tasks made different calls.
 Calls travel on one ``Session`` stream per task (opened on first use, kept for the
-task's life: cheaper per epoch than a unary call). Transport trouble (UNAVAILABLE,
+task's life: cheaper per epoch than a unary call), driven by the calling thread
+itself (:class:`_DirectSession`; no helper threads but a once-a-second watchdog).
+Transport trouble (UNAVAILABLE,
 CANCELLED, RESOURCE_EXHAUSTED, the stream ending, a reply overdue by
 ``reply_grace_s`` past the hold time) closes the stream; the task opens a new one and
 re-sends its request, with backoff, for up to ``retry_give_up_s``: arrivals are
