@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -139,13 +140,13 @@ class GangAcquisition:
         try:
             placement = place(view, wanted)
         except GangDoesNotFit as exc:
-            self.observe_selection(time.perf_counter() - started)
             reason = str(exc)
             if reason != self.waiting_reason:
                 self.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {reason}")
             self.waiting_reason = reason
             return
-        self.observe_selection(time.perf_counter() - started)
+        finally:
+            self.observe_selection(time.perf_counter() - started)
         self.waiting_reason = ""
         for p in placement.instances:
             slot = self.slots[(p.role, p.index)]
@@ -238,9 +239,6 @@ class GangAcquisition:
 
 
 def _hosts_summary(hosts: list[str], shown: int = 4) -> str:
-    counts: dict[str, int] = {}
-    for h in hosts:
-        counts[h] = counts.get(h, 0) + 1
-    parts = [f"{h}×{n}" if n > 1 else h for h, n in counts.items()]
+    parts = [f"{h}×{n}" if n > 1 else h for h, n in Counter(hosts).items()]
     more = len(parts) - shown
     return ", ".join(parts[:shown]) + (f" and {more} more host(s)" if more > 0 else "")

@@ -11,7 +11,7 @@ Kinds, in the order a gang lives them::
     am_started     am_attempt
     gang_attempt   gang, attempt, waiting_since       a gang attempt begins to wait
     released       gang, attempt, containers, reason   a partial hold given back
-    launched       gang, attempt, started_at, tasks    every task of the attempt started
+    launched       gang, attempt, started_at, barrier_token, tasks   every task of the attempt started
     task_finished  gang, attempt, role, index, state, exit_status, diagnostics
     attempt_ended  record (an AttemptRecord)
     job_finished   outcome, reason
@@ -72,6 +72,7 @@ class GangJournal:
     waiting_since: float = 0.0
     launched: list[TaskRecord] | None = None   # the current attempt's tasks, once all started
     started_at: float | None = None
+    barrier_token: str | None = None           # the attempt's barrier token (live runs), for a reopened barrier
     releases: int = 0
     history: list[AttemptRecord] = field(default_factory=list)
 
@@ -106,6 +107,7 @@ def replay(records: list[dict]) -> JournalState:
             if gang is not None and gang.attempt == r["attempt"]:
                 gang.launched = [TaskRecord.from_dict(t) for t in r["tasks"]]
                 gang.started_at = float(r["started_at"])
+                gang.barrier_token = r.get("barrier_token")
         elif kind == "task_finished":
             gang = state.gangs.get(r["gang"])
             if gang is not None and gang.attempt == r["attempt"] and gang.launched:

@@ -330,9 +330,10 @@ class ApplicationMaster:
                   for s in slots]
         infos = [TaskInfo(rank, p.host, {label: ports[0] for label, ports in p.ports.items() if ports},
                           p.role, p.index) for rank, p in enumerate(placed)]
+        token = None
         if self.barrier is not None:
-            self.barrier.open_attempt(self.job.name, gang.name, gang.attempt, infos,
-                                      timeout_s=self.job.barrier_timeout_s)
+            token = self.barrier.open_attempt(self.job.name, gang.name, gang.attempt, infos,
+                                              timeout_s=self.job.barrier_timeout_s)
             gang.barrier_open = True
         tasks: list[TaskRecord] = []
         shared = {**self.task_env, **gang_env(self.job.name, placed, gang.attempt)}
@@ -367,7 +368,7 @@ class ApplicationMaster:
         gang.state = RoleState.RUNNING
         gang.record.started_at = now
         gang.record.tasks = tasks
-        self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now,
+        self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
                            tasks=[t.to_dict() for t in tasks])
         self.metrics.gang_wait.observe(now - gang.record.waiting_since)
         self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
@@ -508,16 +509,25 @@ class ApplicationMaster:
                 running = sum(1 for t in gang.tasks if t.state is TaskState.RUNNING)
                 self.log(f"gang {name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
                          f"{running} still running")
-                if self.barrier is not None:   # tasks that are between barriers reconnect to the new coordinator
-                    infos = [TaskInfo(t.rank, t.host, t.ports, t.role, t.index) for t in gang.tasks]
-                    self.barrier.open_attempt(self.job.name, name, gang.attempt, infos,
-                                              timeout_s=self.job.barrier_timeout_s)
-                    gang.barrier_open = True
+                if self.barrier is not None:
+                    self._reopen_barrier(gang, saved.barrier_token)
             self.gangs.append(gang)
         for cid in sorted(kept - known):   # started by a launch the journal never recorded
             self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
             self._stop(cid)
         self._evaluate(now)
+
+    def _reopen_barrier(self, gang: GangRun, token: str | None) -> None:
+        """The recovered attempt's barrier: still open when the coordinator outlived the
+        AM (it belongs to the driver); otherwise opened again with the token its tasks
+        already hold, so their next call is accepted."""
+        try:
+            self.barrier.task_env(self.job.name, gang.name, gang.attempt, 0)
+        except KeyError:
+            infos = [TaskInfo(t.rank, t.host, t.ports, t.role, t.index) for t in gang.tasks]
+            self.barrier.open_attempt(self.job.name, gang.name, gang.attempt, infos, token=token,
+                                      timeout_s=self.job.barrier_timeout_s)
+        gang.barrier_open = True
 
     # ============================================================== status
     def _progress(self) -> float:
@@ -555,8 +565,8 @@ class ApplicationMaster:
                 acq = g.acquisition
                 pending = [f"{s.name} on {s.placement.host}: {s.pending_reason}" for s in acq.outstanding
                            if s.pending_reason]
-                out[g.name] = acq.waiting_reason or (f"{len(acq.granted)}/{acq.total} granted; " + "; ".join(pending[:3])
-                                                     if pending else f"{len(acq.granted)}/{acq.total} granted")
+                granted = f"{len(acq.granted)}/{acq.total} granted"
+                out[g.name] = acq.waiting_reason or "; ".join([granted, *pending[:3]])
         return out
 
 

@@ -78,6 +78,7 @@ def _run(args) -> int:
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
     queue_names = [q.name for q in queues] if queues else ["default"]
     echo = None if args.quiet or args.json else (lambda line: print(line, flush=True))
+    base = Path(args.work_dir) if args.work_dir else _new_work_dir(jobs[0].name)
 
     if args.live:
         if args.scenario:
@@ -85,14 +86,12 @@ def _run(args) -> int:
             return 2
         from gangmaster.am.barrier_config import BarrierConfig
         from gangmaster.tools.job_runner import LiveRuns
-        base = Path(args.work_dir) if args.work_dir else _new_work_dir(jobs[0].name)
         runs = LiveRuns(specs, base, am_settings, selection, queues,
                         barrier_config=BarrierConfig.load(args.config), echo=echo,
                         scheduling_interval_s=interval)
     else:
         from gangmaster.tools.job_runner import SimulatedRuns
         scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
-        base = Path(args.work_dir) if args.work_dir else _new_work_dir(jobs[0].name)
         runs = SimulatedRuns(specs, am_settings, selection, queues, scenario, echo=echo,
                              scheduling_interval_s=interval)
     runs.prefix_lines = len(jobs) > 1

@@ -1,7 +1,6 @@
 """The ApplicationMaster on the RM simulator in virtual time: all-or-nothing
 launch, completion, whole-gang restart, never-fits at submission, waiting,
 re-selection after a conflict, and AM failover from the journal."""
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -343,3 +342,33 @@ def test_role_scope_restarts_only_the_failed_roles_gang(tmp_path):
     first, second = by_gang["worker"]
     assert (first.outcome, second.outcome, second.attempt) == ("failed", "succeeded", 2)
     assert second.started_at < ps.ended_at                 # the worker gang restarted while ps ran on
+
+
+@pytest.mark.parametrize("coordinator", ["outlives the AM", "dies with the AM"])
+def test_failover_keeps_the_barrier_tokens_the_running_tasks_hold(tmp_path, coordinator):
+    from gangmaster.am.barrier_config import BarrierConfig
+    from gangmaster.am.barrier_server import BarrierServer
+
+    servers: list[BarrierServer] = []
+
+    class WithBarrier(SimulatedRuns):
+        def _am_extras(self, run):
+            if not servers or coordinator == "dies with the AM":
+                servers.append(BarrierServer(BarrierConfig()))
+                servers[-1].start()
+            return {"barrier": servers[-1]}
+
+    try:
+        runs = WithBarrier(gpu_nodes(2))
+        Scenario.parse("events: [{at: 30, do: kill_am, app: app_0001}]").schedule(runs.sim.core)
+        run = runs.submit(parse_job(job(instances=2, duration=100)), tmp_path)
+        runs.sim.run_until(20)
+        token_before = servers[0].task_env("j", "worker", 1, 1)["GANGMASTER_BARRIER_TOKEN"]
+        runs.sim.run_until(40)                                 # the AM died at 30 and a new one recovered
+        assert len(run.ams) == 2
+        assert len(servers) == (1 if coordinator == "outlives the AM" else 2)
+        assert servers[-1].task_env("j", "worker", 1, 1)["GANGMASTER_BARRIER_TOKEN"] == token_before
+        assert runs.run() and run.outcome == "succeeded"
+    finally:
+        for server in servers:
+            server.stop(grace=0)
