@@ -11,9 +11,10 @@ not defined, because which GPUs would leave is unknown.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
-from gangmaster.gpu_topology.masks import is_subset, popcount
+from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, is_subset, popcount
 
 from .ports import NO_PORTS, PortRanges
 
@@ -34,8 +35,11 @@ class ResourceDescriptor:
     def __post_init__(self) -> None:
         for name in ("memory_mb", "vcores", "gpus", "gpu_mask", "ports"):
             value = getattr(self, name)
-            if value < 0:
-                raise ResourceError(f"{name}: expected a number >= 0, got {value}")
+            if not math.isfinite(value) or value < 0:
+                raise ResourceError(f"{name}: expected a finite number >= 0, got {value}")
+        if self.gpu_mask >> MAX_GPUS_PER_NODE:
+            raise ResourceError(f"gpu_mask: names GPU(s) beyond the {MAX_GPUS_PER_NODE}-GPU limit of a node, "
+                                f"got {self.gpu_mask:#x}")
         if self.gpu_mask and popcount(self.gpu_mask) != self.gpus:
             if self.gpus == 0:
                 object.__setattr__(self, "gpus", popcount(self.gpu_mask))

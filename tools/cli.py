@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from gangmaster.conf.fields import ConfigError
@@ -43,6 +44,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """Output piped to ``head`` and the like: stop quietly, as ``yes | head`` does.
+
+    Python reports the closed pipe once more when it flushes stdout at exit;
+    pointing stdout at /dev/null first keeps that from printing a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13  # the shell's status for a process ended by SIGPIPE
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import replace
 
-from gangmaster.gpu_topology.masks import format_mask, indices_of
+from gangmaster.gpu_topology.masks import MaskError, format_mask, indices_of, mask_from_indices
 from gangmaster.selectors.cluster_file import load_cluster
 from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.pipeline import SelectionPipeline
@@ -21,20 +22,22 @@ def add_parser(sub):
         "select", help="pick a node and GPUs for a request, and explain the choice",
         description="Run the select() pipeline for one container request on a cluster file and "
                     "print the chosen node, its GPUs and ports, and what the filters removed. "
-                    "Exit status 1 when no node fits (the explanation says why, in numbers).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "Exit status 1 when no node fits (the explanation says why, in numbers), 2 on bad input.",
+        epilog="Defaults: --memory 1024 MB, --vcores 1, no GPUs or ports, role worker, 1 pending "
+               "instance; the strategy, seed and rack policy come from the selection: section of the "
+               "settings (conf/defaults.yaml, or --config).")
     p.add_argument("--cluster", help="cluster YAML (default: the embedded conf/clusters/default.yaml)")
     p.add_argument("--config", help="settings YAML overriding conf/defaults.yaml")
-    p.add_argument("--role", default="worker", help="task role the request is for")
-    p.add_argument("--memory", type=int, default=1024, help="memory per instance, MB")
-    p.add_argument("--vcores", type=float, default=1.0, help="vcores per instance (fractions allowed)")
+    p.add_argument("--role", default="worker", help="task role the request is for (default: worker)")
+    p.add_argument("--memory", type=int, default=1024, help="memory per instance, MB (default: 1024)")
+    p.add_argument("--vcores", type=float, default=1.0, help="vcores per instance, fractions allowed (default: 1)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs per instance")
     p.add_argument("--gpu-indices", help="exact GPUs to ask for, e.g. 0,1 (sets the GPU mask)")
     p.add_argument("--ports", type=int, default=0, help="number of ports to choose")
     p.add_argument("--reuse-ports", help="ports the role already uses, e.g. 20000-20001")
     p.add_argument("--label", help="node label the node must carry")
     p.add_argument("--gpu-type", action="append", default=[], help="acceptable GPU type (repeatable)")
-    p.add_argument("--pending", type=int, default=1, help="instances of the role still waiting")
+    p.add_argument("--pending", type=int, default=1, help="instances of the role still waiting (default: 1)")
     p.add_argument("--max-per-node", type=int, help="at most this many instances of the role per node")
     p.add_argument("--rack-policy", choices=RACK_POLICIES, help="override the configured rack policy")
     p.add_argument("--placed-hosts", default="", help="hosts already holding the job's tasks, comma separated")
@@ -58,14 +61,28 @@ def _settings(args) -> SelectionSettings:
     return replace(settings, **changes)
 
 
+def _bad_input(exc: Exception) -> int:
+    print(f"gangmaster select: {exc}", file=sys.stderr)
+    return 2
+
+
+def _gpu_mask(text: str) -> int:
+    """``--gpu-indices 0,2`` → the mask of GPUs 0 and 2; bad indices name the limit."""
+    try:
+        indices = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise MaskError(f"--gpu-indices: expected GPU indices like 0,1, got {text!r}") from None
+    return mask_from_indices(indices)
+
+
 def run(args) -> int:
     settings = _settings(args)
     try:
         selector = get_selector(settings.selector, settings.candidate_nodes_factor)
     except UnknownSelector as exc:
-        raise SystemExit(f"gangmaster select: {exc}")
+        return _bad_input(exc)
     try:
-        mask = sum(1 << int(i) for i in args.gpu_indices.split(",")) if args.gpu_indices else 0
+        mask = _gpu_mask(args.gpu_indices) if args.gpu_indices else 0
         reuse = PortRanges.parse(args.reuse_ports) if args.reuse_ports else PortRanges()
         resource = ResourceDescriptor(args.memory, args.vcores, args.gpus if not mask else 0, mask, args.ports)
         request = SelectionRequest(
@@ -73,8 +90,8 @@ def run(args) -> int:
             pending_tasks=args.pending, reuse_ports=reuse,
             placed_hosts=tuple(h for h in args.placed_hosts.split(",") if h),
             max_instances_per_node=args.max_per_node, rack_policy=settings.rack_policy)
-    except (ValueError, PortError) as exc:
-        raise SystemExit(f"gangmaster select: {exc}")
+    except (ValueError, PortError) as exc:  # MaskError and ResourceError are ValueErrors
+        return _bad_input(exc)
     view = load_cluster(args.cluster)
     pipeline = SelectionPipeline(settings, selector)
     try:

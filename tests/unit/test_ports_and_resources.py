@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from gangmaster.selectors.ports import PortError, PortRanges
@@ -56,3 +58,13 @@ def test_add_subtract_roundtrip_and_refusals():
         node.subtract(R(gpus=1))
     with pytest.raises(ResourceError, match="memory_mb"):
         R(memory_mb=-1)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"vcores": float("nan")}, "vcores: expected a finite number >= 0, got nan"),
+    ({"vcores": float("inf")}, "vcores: expected a finite number >= 0, got inf"),
+    ({"gpu_mask": 1 << 64}, "gpu_mask: names GPU(s) beyond the 64-GPU limit"),
+])
+def test_a_resource_that_cannot_exist_is_refused(changes, message):
+    with pytest.raises(ResourceError, match=re.escape(message)):
+        R(**changes)

@@ -29,9 +29,31 @@ def test_selectors_lists_every_strategy(capsys):
         assert name in out
 
 
-def test_unknown_selector_exits_with_the_list():
-    with pytest.raises(SystemExit, match="known selectors"):
-        main(["select", "--selector", "nope"])
+def test_unknown_selector_exits_with_the_list(capsys):
+    assert main(["select", "--selector", "nope"]) == 2
+    assert "known selectors" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpu-indices", "99"], "GPU index 99 is beyond the 64-GPU limit"),
+    (["--gpu-indices", "0,x"], "--gpu-indices: expected GPU indices like 0,1, got '0,x'"),
+    (["--gpu-indices", "1,1"], "GPU index 1 is listed twice"),
+    (["--gpu-indices", "-1"], "GPU index must be an integer >= 0"),
+    (["--vcores", "nan"], "vcores: expected a finite number >= 0, got nan"),
+    (["--vcores", "inf"], "vcores: expected a finite number >= 0, got inf"),
+    (["--memory", "-5"], "memory_mb: expected a finite number >= 0, got -5"),
+])
+def test_bad_requests_exit_2_with_a_message_not_a_traceback(capsys, argv, message):
+    assert main(["select", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_shows_each_default_once(capsys):
+    with pytest.raises(SystemExit):
+        main(["select", "--help"])
+    out = capsys.readouterr().out
+    assert "(default: None)" not in out
+    assert out.count("(default: 1024)") == 1
 
 
 def test_settings_override_and_errors(tmp_path):

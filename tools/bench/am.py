@@ -5,6 +5,8 @@ Baseline measured in the same run: the placement decision alone (``place_gang`` 
 the same empty cluster), so the ratio is what everything around the decision costs."""
 from __future__ import annotations
 
+from gangmaster.tools.bench.cli import add_bench_parser
+
 import tempfile
 import time
 
@@ -19,8 +21,7 @@ from gangmaster.selectors.settings import SelectionSettings
 
 
 def add_parser(sub):
-    p = sub.add_parser("am", help="time a whole AM run of story 3's gang in virtual time",
-                       description=__doc__.split("\n", 1)[1] if __doc__ else None)
+    p = add_bench_parser(sub, "am", "time a whole AM run of story 3's gang in virtual time", __doc__)
     p.add_argument("--cluster", default=str(conf_path("clusters/story3.yaml")))
     p.add_argument("--job", default=str(conf_path("jobs/story3-parameter-server.yaml")))
     p.add_argument("--repeat", type=int, default=3)

@@ -24,6 +24,8 @@ start-up and warm-up included. "Drops": calls the task side had to retry
 """
 from __future__ import annotations
 
+from gangmaster.tools.bench.cli import add_bench_parser
+
 import argparse
 import asyncio
 import json
@@ -326,9 +328,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub):
-    parser = sub.add_parser(
-        "barrier", help="barrier() round time, release skew, vs a bare gRPC round trip",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_bench_parser(sub, "barrier", "barrier() round time, release skew, vs a bare gRPC round trip",
+                              __doc__)
     parser.add_argument("--tasks", default=",".join(map(str, DEFAULT_TASKS)),
                         help="comma-separated gang sizes to measure (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=0,

@@ -3,6 +3,7 @@
 Each benchmark module exposes ``add_parser(subparsers)``."""
 from __future__ import annotations
 
+import argparse
 import importlib
 
 BENCHES = [
@@ -13,6 +14,12 @@ BENCHES = [
     "barrier",
     "topology",
 ]
+
+
+def add_bench_parser(sub, name: str, help: str, doc: str | None) -> argparse.ArgumentParser:
+    """One benchmark's parser: ``--help`` shows its module docstring whole, as written."""
+    return sub.add_parser(name, help=help, description=doc,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_parser(sub):

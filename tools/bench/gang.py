@@ -7,6 +7,8 @@ instance per select() cost at the least; place_gang now ranks once per role and
 fills nodes, see am/gang_placement.py). ``--selector`` times another strategy."""
 from __future__ import annotations
 
+from gangmaster.tools.bench.cli import add_bench_parser
+
 import time
 
 from gangmaster.am.gang_placement import GangDoesNotFit, place_gang, role_request
@@ -19,8 +21,7 @@ from gangmaster.selectors.settings import SelectionSettings
 
 
 def add_parser(sub):
-    p = sub.add_parser("gang", help="time an all-or-nothing placement of a 6,001-instance gang",
-                       description=__doc__.split("\n", 1)[1] if __doc__ else None)
+    p = add_bench_parser(sub, "gang", "time an all-or-nothing placement of a 6,001-instance gang", __doc__)
     p.add_argument("--cluster", default=str(conf_path("clusters/story3.yaml")))
     p.add_argument("--selector", default="job-packing")
     p.add_argument("--servers", type=int, default=3000)

@@ -16,6 +16,8 @@ within 2x of the bare call.
 """
 from __future__ import annotations
 
+from gangmaster.tools.bench.cli import add_bench_parser
+
 import heapq
 import json
 import time
@@ -31,8 +33,8 @@ TARGET_GRPC_RATIO = 2.0
 
 
 def add_parser(sub):
-    parser = sub.add_parser("rm", help="RM simulator: event loop, allocation and gRPC round-trip speed",
-                            description=__doc__.split("\n\n")[1] if __doc__ else None)
+    parser = add_bench_parser(sub, "rm", "RM simulator: event loop, allocation and gRPC round-trip speed",
+                              __doc__)
     parser.add_argument("--nodes", type=int, default=10_000, help="cluster size for the allocation figure")
     parser.add_argument("--events", type=int, default=1_000_000, help="events to run in the loop figure")
     parser.add_argument("--allocations", type=int, default=40_000, help="containers to allocate")

@@ -7,6 +7,8 @@ the ``random`` strategy (qizhi's pick) is the baseline measured in the same run.
 """
 from __future__ import annotations
 
+from gangmaster.tools.bench.cli import add_bench_parser
+
 import gc
 import random
 import resource
@@ -28,8 +30,7 @@ BASELINE = "random"
 
 
 def add_parser(sub):
-    p = sub.add_parser("select", help="p50/p99 microseconds per select() for each strategy",
-                       description=__doc__.split("\n\n")[1] if __doc__ else None)
+    p = add_bench_parser(sub, "select", "p50/p99 microseconds per select() for each strategy", __doc__)
     p.add_argument("--nodes", type=int, action="append",
                    help="cluster size (repeatable; default 1000, 10000 and 100000)")
     p.add_argument("--requests", type=int, default=2000, help="requests timed per strategy")

@@ -19,6 +19,8 @@ strategy over 100,000 nodes next to ``job-packing``'s.
 """
 from __future__ import annotations
 
+from gangmaster.tools.bench.cli import add_bench_parser
+
 import json
 import random
 import time
@@ -35,10 +37,9 @@ REQUEST_SIZES = (2, 4)
 
 
 def add_parser(sub):
-    parser = sub.add_parser(
-        "topology", help="topology-aware GPU choice vs lowest free bits: set score, NVLink share, latency",
-        description=__doc__.split("\n\n", 1)[1],
-        formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    parser = add_bench_parser(
+        sub, "topology", "topology-aware GPU choice vs lowest free bits: set score, NVLink share, latency",
+        __doc__)
     parser.add_argument("--trials", type=int, default=2000, help="random occupancies per preset and size (default 2000)")
     parser.add_argument("--steps", type=int, default=20000, help="requests per preset in the churn run (default 20000)")
     parser.add_argument("--calls", type=int, default=20000, help="chooser calls timed per node size (default 20000)")
