@@ -20,7 +20,16 @@ outside the lock, so they may call back into the coordinator.
 
 Arrivals are idempotent, keyed by (task, epoch): a task that re-sends its call
 (its connection dropped, or the server answered "still waiting") is not counted
-twice, and a re-send for the epoch just released gets that release again. Example::
+twice, and a re-send for the epoch just released gets that release again.
+
+What a long-running AM's coordinator keeps is bounded: an attempt's state is dropped
+when it ends (closed, superseded or failed); only its token and why it ended stay, in a
+history of the last ``history`` ended attempts, so a late ("zombie") call still hears
+that its attempt ended. Every call is authenticated first — against the token of the
+attempt it names — and a call that fails that learns nothing else; refusals are
+counted, and logged at most once per ``refusal_log_interval_s``. An all_gather's
+messages may total at most ``max_message_bytes`` (counting :data:`FRAMING_BYTES` per
+message): past it the gather fails at once for every task. Example::
 
     coord = BarrierCoordinator(clock=ManualClock())
     token = coord.open_attempt("job", "gang", 1, [TaskInfo(0, "h0"), TaskInfo(1, "h1")])
@@ -36,16 +45,19 @@ import logging
 import secrets
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError, BarrierId,
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
-                                          StaleAttempt, StaleEpoch)
+                                          MessageTooLarge, StaleAttempt, StaleEpoch)
+from gangmaster.conf.limits import (BARRIER_ENDED_ATTEMPTS_KEPT, BARRIER_MAX_MESSAGE_BYTES,
+                                    BARRIER_REFUSAL_LOG_INTERVAL_S)
 
 __all__ = ["BarrierCoordinator", "TaskInfo", "Arrival", "Released", "Progress", "Waiter",
            "CoordinatorStatistics", "Clock", "MonotonicClock", "ManualClock", "BARRIER", "ALL_GATHER",
-           "YEAR_S"]
+           "YEAR_S", "FRAMING_BYTES"]
 
 log = logging.getLogger("gangmaster.barrier")
 
@@ -55,6 +67,10 @@ YEAR_S = 365 * 24 * 3600.0
 BARRIER = "barrier"
 ALL_GATHER = "all_gather"
 OPERATIONS = (BARRIER, ALL_GATHER)
+
+#: What one message adds to an all_gather's size beyond its bytes: its field tag and
+#: length in the gathered reply (at most 6 bytes on the wire; 8 keeps a margin).
+FRAMING_BYTES = 8
 
 
 class Clock(Protocol):
@@ -98,7 +114,9 @@ class TaskInfo:
 
 @dataclass(frozen=True)
 class Arrival:
-    """One call of ``barrier()`` / ``all_gather()`` by one task."""
+    """One call of ``barrier()`` / ``all_gather()`` by one task. ``unsent_size`` is the
+    size of an all_gather message the task did not send because it is over the limit
+    (``message`` is then empty): the coordinator fails the gather for every task."""
 
     job: str
     gang: str
@@ -108,6 +126,7 @@ class Arrival:
     epoch: int
     operation: str = BARRIER
     message: bytes = b""
+    unsent_size: int = 0
 
     @property
     def barrier(self) -> BarrierId:
@@ -137,10 +156,13 @@ class Progress:
 
 @dataclass
 class CoordinatorStatistics:
-    """Counters since the coordinator was made (and two gauges: attempts open, calls waiting)."""
+    """Counters since the coordinator was made, and gauges of what it holds now: attempts
+    open, calls waiting, ended attempts remembered (at most its ``history``), gangs known."""
 
     attempts_open: int = 0
     calls_waiting: int = 0
+    attempts_remembered: int = 0
+    gangs_known: int = 0
     arrivals: int = 0
     duplicate_arrivals: int = 0
     releases: int = 0
@@ -150,6 +172,7 @@ class CoordinatorStatistics:
     auth_refusals: int = 0
     invalid_requests: int = 0
     attempts_failed: int = 0
+    too_large: int = 0
 
 
 #: A waiter's callback: called once with a :class:`Released` or a ``BarrierError``.
@@ -180,8 +203,13 @@ class _Attempt:
         self.arrivals: dict[int, bytes] = {}
         self.waiters: dict[int, list[Waiter]] = {}
         self.started_at: float | None = None
+        self.gathered_bytes = 0  # the current epoch's all_gather messages, framing included
         self.last_release: Released | None = None
         self.broken: BarrierError | None = None
+
+    @property
+    def attempt(self) -> int:
+        return self.barrier.attempt
 
     @property
     def total(self) -> int:
@@ -202,24 +230,85 @@ class _Attempt:
             w.done = True
         return out
 
+    def fail(self, err: BarrierError, callback: Callback) -> list:
+        """Break the attempt with ``err``: every waiter and the caller get it now, and
+        every later call of the attempt gets it too (the gang must restart)."""
+        self.broken = err
+        return [(w.callback, err) for w in self.take_waiters()] + [(callback, err)]
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """What is remembered of an ended attempt: enough to authenticate and answer a late call."""
+
+    token: str
+    how: str              # "finished", "superseded", "failed"
+    error: BarrierError   # what its waiters were told (without the list of missing tasks)
+
 
 @dataclass
 class _Gang:
-    """The attempts of one (job, gang): the current one, and why earlier ones ended."""
+    """The attempts of one (job, gang): the open one, and those ended that are still remembered."""
 
     current: _Attempt | None = None
-    ended: dict[int, tuple[str, BarrierError | None]] = field(default_factory=dict)
-    tokens: dict[int, str] = field(default_factory=dict)
+    ended: dict[int, _Ended] = field(default_factory=dict)
+
+    def token_of(self, attempt: int) -> str | None:
+        if self.current is not None and self.current.attempt == attempt:
+            return self.current.token
+        ended = self.ended.get(attempt)
+        return ended.token if ended is not None else None
+
+
+class _RefusalLog:
+    """Logs refused calls without letting a token-guessing client flood the log: the
+    first refusal is logged, later ones are counted and summarized in at most one line
+    per ``interval_s`` (in the coordinator's clock)."""
+
+    def __init__(self, clock: Clock, interval_s: float):
+        self.clock, self.interval_s = clock, interval_s
+        self.logged_at: float | None = None
+        self.unlogged = 0
+        self.latest = ""
+
+    def refused(self, caller: str) -> None:
+        self.latest = caller
+        if self.logged_at is None:
+            log.warning("refused a call from %s: a wrong token, or an attempt the coordinator does not "
+                        "know (further refusals are logged at most once every %g s)", caller, self.interval_s)
+            self.logged_at = self.clock.now()
+            return
+        self.unlogged += 1
+        self.flush()
+
+    def flush(self) -> None:
+        if not self.unlogged or self.logged_at is None:
+            return
+        now = self.clock.now()
+        if now - self.logged_at >= self.interval_s:
+            log.warning("refused %d more call(s) in the last %.0f s with a wrong token or for an "
+                        "unknown attempt; latest: %s", self.unlogged, now - self.logged_at, self.latest)
+            self.logged_at, self.unlogged = now, 0
 
 
 class BarrierCoordinator:
-    """Barriers keyed by (job, gang, attempt). Thread-safe; see the module docstring."""
+    """Barriers keyed by (job, gang, attempt). Thread-safe; see the module docstring.
 
-    def __init__(self, clock: Clock | None = None, default_timeout_s: float = YEAR_S):
+    ``max_message_bytes``, ``history`` and ``refusal_log_interval_s`` default to the
+    documented limits (gangmaster.conf.limits)."""
+
+    def __init__(self, clock: Clock | None = None, default_timeout_s: float = YEAR_S,
+                 max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES,
+                 history: int = BARRIER_ENDED_ATTEMPTS_KEPT,
+                 refusal_log_interval_s: float = BARRIER_REFUSAL_LOG_INTERVAL_S):
         self.clock = clock or MonotonicClock()
         self.default_timeout_s = default_timeout_s
+        self.max_message_bytes = max_message_bytes
+        self.history = history
         self._lock = threading.Lock()
         self._gangs: dict[tuple[str, str], _Gang] = {}
+        self._ended: deque[BarrierId] = deque()  # oldest first: the order they are forgotten in
+        self._refusals = _RefusalLog(self.clock, refusal_log_interval_s)
         self._stats = CoordinatorStatistics()
 
     # ----------------------------------------------------------- the AM's side
@@ -243,7 +332,7 @@ class BarrierCoordinator:
         barrier = BarrierId(job, gang, int(attempt))
         with self._lock:
             g = self._gangs.setdefault((job, gang), _Gang())
-            if attempt in g.tokens:
+            if g.token_of(attempt) is not None:
                 raise ValueError(f"{barrier} was already opened; a restarted gang needs a new attempt number")
             if g.current is not None and g.current.barrier.attempt > attempt:
                 raise ValueError(f"{barrier}: attempt {g.current.barrier.attempt} is already open; "
@@ -256,7 +345,6 @@ class BarrierCoordinator:
                                    len(old.arrivals), old.total, old.missing())
                 calls = self._end(g, old, "superseded", err)
             g.current = _Attempt(barrier, tasks, token, timeout_s)
-            g.tokens[attempt] = token
         _deliver(calls)
         log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
         return token
@@ -294,9 +382,34 @@ class BarrierCoordinator:
         return len(calls)
 
     def _end(self, g: _Gang, a: _Attempt, how: str, err: BarrierError) -> list:
-        g.ended[a.barrier.attempt] = (how, err)
+        """Drop the attempt's state, remember why it ended (forgetting the oldest ended
+        attempt past ``history``), and return its waiters' calls with ``err``."""
         g.current = None
+        g.ended[a.attempt] = _Ended(a.token, how, type(err)(err.message, err.barrier, err.epoch,
+                                                            err.arrived, err.total))
+        self._ended.append(a.barrier)
+        while len(self._ended) > self.history:
+            self._forget(self._ended.popleft())
         return [(w.callback, err) for w in a.take_waiters()]
+
+    def _forget(self, barrier: BarrierId) -> None:
+        key = (barrier.job, barrier.gang)
+        g = self._gangs.get(key)
+        if g is None:
+            return
+        g.ended.pop(barrier.attempt, None)
+        if g.current is None and not g.ended:
+            del self._gangs[key]
+
+    def attempt_tasks(self, job: str, gang: str, attempt: int) -> tuple[str, tuple[TaskInfo, ...]]:
+        """The token and tasks of an open attempt (what its tasks' environment needs);
+        ``KeyError`` when that attempt is not open."""
+        with self._lock:
+            g = self._gangs.get((job, gang))
+            a = g.current if g else None
+            if a is None or a.attempt != attempt:
+                raise KeyError(f"{job}/{gang} attempt {attempt} is not open on this coordinator")
+            return a.token, a.tasks
 
     # ---------------------------------------------------------- the tasks' side
     def arrive(self, arrival: Arrival, callback: Callback) -> Waiter:
@@ -328,23 +441,26 @@ class BarrierCoordinator:
         return waiter
 
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
-        if a.operation is not None and a.operation != arrival.operation:
-            others = sorted(a.arrivals)
-            err = self._mismatch_error(a, arrival, a.operation, others)
-            waiters = a.take_waiters()
-            a.broken = err
-            return Waiter(a.barrier, arrival.task, arrival.epoch, callback), \
-                [(w.callback, err) for w in waiters] + [(callback, err)]
         waiter = Waiter(a.barrier, arrival.task, arrival.epoch, callback)
-        a.waiters.setdefault(arrival.task, []).append(waiter)
+        if a.operation is not None and a.operation != arrival.operation:
+            return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(a.arrivals)), callback)
         if arrival.task in a.arrivals:
             self._stats.duplicate_arrivals += 1
+            a.waiters.setdefault(arrival.task, []).append(waiter)
             return waiter, []
+        message = b""
+        if arrival.operation == ALL_GATHER:
+            size = max(len(arrival.message), arrival.unsent_size) + FRAMING_BYTES
+            if arrival.unsent_size or a.gathered_bytes + size > self.max_message_bytes:
+                return waiter, a.fail(self._too_large_error(a, arrival, size), callback)
+            a.gathered_bytes += size
+            message = arrival.message
+        a.waiters.setdefault(arrival.task, []).append(waiter)
         self._stats.arrivals += 1
         if not a.arrivals:
             a.started_at = self.clock.now()
             a.operation = arrival.operation
-        a.arrivals[arrival.task] = arrival.message
+        a.arrivals[arrival.task] = message
         n = len(a.arrivals)
         log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task,
                  n, a.total)
@@ -355,9 +471,18 @@ class BarrierCoordinator:
         waiters = a.take_waiters()
         a.last_release = release
         a.epoch += 1
-        a.operation, a.arrivals, a.started_at = None, {}, None
+        a.operation, a.arrivals, a.started_at, a.gathered_bytes = None, {}, None, 0
         self._stats.releases += 1
         return waiter, [(w.callback, release) for w in waiters]
+
+    def _too_large_error(self, a: _Attempt, arrival: Arrival, size: int) -> MessageTooLarge:
+        self._stats.too_large += 1
+        total = a.gathered_bytes + size
+        return MessageTooLarge(
+            f"{a.barrier} all_gather epoch {a.epoch}: task {arrival.task}'s message ({size:,} bytes) brings "
+            f"the gathered messages to {total:,} bytes, over the limit of {self.max_message_bytes:,} bytes "
+            f"(barrier.max_message_bytes; each message counts {FRAMING_BYTES} bytes of framing)",
+            a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
 
     def _mismatch_error(self, a: _Attempt, arrival: Arrival, expected: str,
                         others: Iterable[int]) -> BarrierMismatch:
@@ -403,31 +528,25 @@ class BarrierCoordinator:
 
     def _check(self, job: str, gang: str, attempt: int, token: str, task: int,
                epoch: int | None) -> _Attempt:
-        """The open attempt a call names, or the error that call gets. Caller holds the lock."""
-        barrier = BarrierId(job, gang, attempt)
+        """The open attempt a call names, or the error that call gets. Caller holds the lock.
+
+        Authentication comes first: a call without the token of the attempt it names (or
+        naming an attempt not known, or forgotten) is refused and told nothing else."""
         g = self._gangs.get((job, gang))
-        known = g.tokens.get(attempt) if g else None
-        if known is None:
-            self._stats.stale_requests += 1
-            current = g.current.barrier.attempt if g and g.current else None
-            now = f"the open attempt is {current}" if current is not None else "no attempt is open"
-            raise StaleAttempt(f"{barrier} is not known to the coordinator ({now}); "
-                               f"{_call_of(task, epoch)}", barrier, epoch)
-        if not hmac.compare_digest(known.encode(), (token or "").encode()):
-            self._stats.auth_refusals += 1
-            log.warning("%s: refused a call from task %s with a wrong token (%d refusals so far)",
-                        barrier, task, self._stats.auth_refusals)
-            raise BarrierAuthError(f"{barrier}: refused: the call did not carry this attempt's token",
-                                   barrier, epoch)
+        known = g.token_of(attempt) if g else None
+        if known is None or not hmac.compare_digest(known.encode(), (token or "").encode()):
+            self._refuse(job, gang, attempt, task, epoch)
+        barrier = BarrierId(job, gang, attempt)
         a = g.current
-        if a is None or a.barrier.attempt != attempt:
+        if a is None or a.attempt != attempt:
             self._stats.stale_requests += 1
-            how, err = g.ended[attempt]
+            ended = g.ended[attempt]
+            err = ended.error
             if isinstance(err, AttemptFailed):
-                raise AttemptFailed(err.message, barrier, epoch, err.arrived, err.total, err.missing)
-            newer = f"; the open attempt is {a.barrier.attempt}" if a is not None else ""
-            raise StaleAttempt(f"{barrier} is {how}{newer}; {_call_of(task, epoch)}",
-                               barrier, epoch, err.arrived if err else None, err.total if err else None)
+                raise AttemptFailed(err.message, barrier, epoch, err.arrived, err.total)
+            newer = f"; the open attempt is {a.attempt}" if a is not None else ""
+            raise StaleAttempt(f"{barrier} is {ended.how}{newer}; {_call_of(task, epoch)}",
+                               barrier, epoch, err.arrived, err.total)
         if not 0 <= task < a.total:
             self._stats.invalid_requests += 1
             raise BarrierInvalid(f"{barrier}: task index {task} is outside 0..{a.total - 1}", barrier, epoch)
@@ -435,6 +554,22 @@ class BarrierCoordinator:
             b = a.broken
             raise type(b)(b.message, b.barrier, b.epoch, b.arrived, b.total, b.missing)
         return a
+
+    def _refuse(self, job: str, gang: str, attempt: int, task: int, epoch: int | None) -> None:
+        """Count and (rate-limited) log a refused call, and raise its error. The names in
+        it come from the caller and are cut short: a refusal must not echo a flood."""
+        self._stats.auth_refusals += 1
+        shown = _cut(f"{job}/{gang} attempt {attempt}")
+        self._refusals.refused(f"{shown} task {task}")
+        raise BarrierAuthError(f"{shown}: refused: the call did not carry this attempt's token (or names "
+                               "an attempt the coordinator does not know)",
+                               BarrierId(job, gang, attempt), epoch)
+
+    def log_refusals(self) -> None:
+        """Log the summary of refusals not yet logged, if the log interval has passed
+        (the server calls this periodically, so a burst followed by quiet is reported)."""
+        with self._lock:
+            self._refusals.flush()
 
     # ------------------------------------------------------------------- time
     def next_deadline(self) -> float | None:
@@ -484,7 +619,14 @@ class BarrierCoordinator:
             open_ = [g.current for g in self._gangs.values() if g.current is not None]
             s.attempts_open = len(open_)
             s.calls_waiting = sum(len(ws) for a in open_ for ws in a.waiters.values())
+            s.attempts_remembered = len(self._ended)
+            s.gangs_known = len(self._gangs)
             return s
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters (names from an unauthenticated caller)."""
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
 
 
 def _call_of(task: int, epoch: int | None) -> str:

@@ -84,7 +84,9 @@ class BarrierMismatch(BarrierError):
 
 
 class BarrierAuthError(BarrierError):
-    """The call did not carry the attempt's secret token; the refusal is counted."""
+    """The call did not carry the secret token of an attempt the coordinator knows (a
+    wrong token, or an attempt never opened or forgotten long ago); the refusal is
+    counted. It says nothing else: a caller that cannot authenticate learns nothing."""
 
     code = "AUTH"
 
@@ -93,6 +95,14 @@ class BarrierInvalid(BarrierError):
     """A malformed call: a task index outside 0..N-1, an unknown operation."""
 
     code = "INVALID"
+
+
+class MessageTooLarge(BarrierError):
+    """An all_gather whose messages together (or one task's message) exceed
+    ``barrier.max_message_bytes``: the gather fails on every task of the attempt, and the
+    attempt stays failed (the same calls would fail again)."""
+
+    code = "TOO_LARGE"
 
 
 class CoordinatorUnavailable(BarrierError):
@@ -104,7 +114,7 @@ class CoordinatorUnavailable(BarrierError):
 ERROR_CLASSES: dict[str, type[BarrierError]] = {
     cls.code: cls for cls in (BarrierError, BarrierTimeout, StaleAttempt, AttemptFailed, StaleEpoch,
                               BarrierMismatch, BarrierAuthError, BarrierInvalid,
-                              CoordinatorUnavailable)
+                              MessageTooLarge, CoordinatorUnavailable)
 }
 
 

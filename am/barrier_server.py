@@ -31,23 +31,33 @@ beyond about 1,000 pending requests by default (``grpc.server.max_pending_reques
 hard limit 3,000), so both limits, and the streams per connection, are raised to
 ``max_pending_calls``. A waiting call is answered "pending" after the hold time the
 task asked for (its log interval) and re-sent by the task; arrivals are idempotent,
-so neither that nor a dropped call or stream can hang a barrier.
+so neither that nor a dropped call or stream can hang a barrier. Messages may be as
+large as ``max_message_bytes`` (gRPC's default, 4 MiB, is far below an all_gather's
+limit). The port is bound exclusively (no ``SO_REUSEPORT``: two coordinators on one
+port would split the tasks between them); a fixed port in use is a :class:`ConfigError`.
+
+What a caller sends is never trusted: a request that cannot be decoded is answered
+INVALID_ARGUMENT (not UNKNOWN with a server traceback), one over the size limit
+RESOURCE_EXHAUSTED (by gRPC), and everything else the coordinator refuses travels
+as a typed error in the reply.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import concurrent.futures
+import errno
 import json
 import logging
 import signal
 import socket
 import sys
 import threading
-from pathlib import Path
+import weakref
 from typing import Any, Callable, Sequence
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator,
                                    CoordinatorStatistics, Released, TaskInfo)
@@ -55,7 +65,8 @@ from gangmaster.am.barrier_config import BarrierConfig
 from gangmaster.am.barrier_errors import BarrierError
 from gangmaster.am.context import task_env
 from gangmaster.am.proto import barrier_pb2 as pb
-from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+from gangmaster.conf.fields import ConfigError
+from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_BYTES
 
 __all__ = ["BarrierServer", "AsyncBarrierServer", "server_options", "error_to_proto"]
 
@@ -83,23 +94,77 @@ def task_info_to_proto(info: TaskInfo) -> pb.TaskInfo:
                        role_index=info.role_index)
 
 
-def server_options(max_pending_calls: int) -> list[tuple[str, Any]]:
-    """gRPC server arguments that let ``max_pending_calls`` calls wait at once."""
+def server_options(max_pending_calls: int,
+                   max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES) -> list[tuple[str, Any]]:
+    """gRPC server arguments that let ``max_pending_calls`` calls wait at once, carry
+    all_gathers of ``max_message_bytes``, and bind the port exclusively."""
+    size = max_message_bytes + BARRIER_ENVELOPE_BYTES
     return [
         ("grpc.server.max_pending_requests", max_pending_calls),
         ("grpc.server.max_pending_requests_hard_limit", max_pending_calls),
         ("grpc.max_concurrent_streams", max_pending_calls),
+        ("grpc.max_receive_message_length", size),
+        ("grpc.max_send_message_length", size),
         ("grpc.so_reuseport", 0),
     ]
 
 
-class _Servicer(pb_grpc.BarrierCoordinatorServicer):
+_SERVICE = pb.DESCRIPTOR.services_by_name["BarrierCoordinator"]
+
+
+class _Undecodable:
+    """Stands in for a request that could not be decoded, so that its handler answers
+    INVALID_ARGUMENT (grpc answers a deserializer's exception with UNKNOWN and logs a
+    traceback per request: a log flood for any client sending garbage)."""
+
+    __slots__ = ("detail",)
+
+    def __init__(self, detail: str):
+        self.detail = detail
+
+
+def _tolerant_parser(message_type: type) -> Callable[[bytes], Any]:
+    name = message_type.DESCRIPTOR.full_name
+
+    def parse(data: bytes):
+        try:
+            return message_type.FromString(data)
+        except DecodeError as exc:
+            return _Undecodable(f"the request is not a valid {name} ({exc})")
+    return parse
+
+
+def _add_servicer(servicer: "_Servicer", server: grpc.aio.Server) -> None:
+    """Register ``servicer`` for every method of the service, as the generated
+    ``add_BarrierCoordinatorServicer_to_server`` does but with tolerant request parsers."""
+    handlers = {}
+    for method in _SERVICE.methods:
+        request_type = getattr(pb, method.input_type.name)
+        reply_type = getattr(pb, method.output_type.name)
+        if method.client_streaming != method.server_streaming:
+            raise TypeError(f"{method.full_name}: only unary-unary and stream-stream methods are served")
+        make = (grpc.stream_stream_rpc_method_handler if method.client_streaming
+                else grpc.unary_unary_rpc_method_handler)
+        handlers[method.name] = make(getattr(servicer, method.name),
+                                     request_deserializer=_tolerant_parser(request_type),
+                                     response_serializer=reply_type.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE.full_name, handlers),))
+    server.add_registered_method_handlers(_SERVICE.full_name, handlers)
+
+
+async def _refuse_undecodable(request: object, context) -> None:
+    if isinstance(request, _Undecodable):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.detail)
+
+
+class _Servicer:
     def __init__(self, owner: "AsyncBarrierServer"):
         self.owner = owner
         self.core = owner.coordinator
-        self._last_release: tuple[Released, pb.SyncReply] | None = None
+        self._last_release: tuple[weakref.ref, pb.SyncReply] | None = None
 
     async def Sync(self, request: pb.SyncRequest, context) -> pb.SyncReply:
+        await _refuse_undecodable(request, context)
         return await self.answer(request)
 
     async def Session(self, requests, context):
@@ -107,6 +172,7 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
         answers it, in order. A cancelled stream (the task went away, or re-opens it)
         cancels the waiting answer, which withdraws its waiter."""
         async for request in requests:
+            await _refuse_undecodable(request, context)
             yield await self.answer(request)
 
     async def answer(self, request: pb.SyncRequest) -> pb.SyncReply:
@@ -114,7 +180,7 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
         c = request.caller
         operation = _OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
         arrival = Arrival(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, operation,
-                          request.message)
+                          request.message, request.unsent_size)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
 
@@ -156,14 +222,21 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
 
     def released_reply(self, outcome: Released) -> pb.SyncReply:
         """The reply for a release, built once and shared by all its waiters (an
-        all_gather reply holds every task's message: N waiters would copy N² messages)."""
+        all_gather reply holds every task's message: N waiters would copy N² messages).
+        It is kept only while the coordinator keeps the release (weakly referenced): a
+        closed attempt's last gather, up to ``max_message_bytes``, is not held on to."""
         last = self._last_release
-        if last is None or last[0] is not outcome:
+        if last is None or last[0]() is not outcome:
             reply = pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages))
-            last = self._last_release = (outcome, reply)
+            last = self._last_release = (weakref.ref(outcome, self._release_dropped), reply)
         return last[1]
 
+    def _release_dropped(self, ref: weakref.ref) -> None:
+        if self._last_release is not None and self._last_release[0] is ref:
+            self._last_release = None
+
     async def GetTaskInfos(self, request: pb.TaskInfosRequest, context) -> pb.TaskInfosReply:
+        await _refuse_undecodable(request, context)
         c = request.caller
         try:
             infos = self.core.task_infos(c.job, c.gang, c.attempt, c.token, c.task)
@@ -172,10 +245,12 @@ class _Servicer(pb_grpc.BarrierCoordinatorServicer):
         return pb.TaskInfosReply(infos=pb.TaskInfos(tasks=[task_info_to_proto(t) for t in infos]))
 
     async def Ping(self, request: pb.PingRequest, context) -> pb.PingReply:
-        return pb.PingReply()
+        await _refuse_undecodable(request, context)
+        return _PING_REPLY
 
     async def PingSession(self, requests, context):
-        async for _ in requests:
+        async for request in requests:
+            await _refuse_undecodable(request, context)
             yield _PING_REPLY
 
 
@@ -187,13 +262,13 @@ class AsyncBarrierServer:
 
     def __init__(self, config: BarrierConfig | None = None, coordinator: BarrierCoordinator | None = None):
         self.config = config or BarrierConfig()
-        self.coordinator = coordinator or BarrierCoordinator(default_timeout_s=self.config.timeout_s)
+        self.coordinator = coordinator or BarrierCoordinator(default_timeout_s=self.config.timeout_s,
+                                                             max_message_bytes=self.config.max_message_bytes)
         self._server: grpc.aio.Server | None = None
         self._port: int | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._logger: asyncio.Task | None = None
-        self._attempts: dict[tuple[str, str, int], tuple[str, tuple[TaskInfo, ...]]] = {}
 
     @property
     def address(self) -> str:
@@ -206,17 +281,22 @@ class AsyncBarrierServer:
         return f"{host}:{self._port}"
 
     async def start(self) -> str:
-        server = grpc.aio.server(options=server_options(self.config.max_pending_calls))
-        pb_grpc.add_BarrierCoordinatorServicer_to_server(_Servicer(self), server)
-        bind = f"{self.config.host}:{self.config.port}"
-        if self.config.tls:
-            key = Path(self.config.tls_key_file).read_bytes()
-            cert = Path(self.config.tls_cert_file).read_bytes()
-            port = server.add_secure_port(bind, grpc.ssl_server_credentials([(key, cert)]))
-        else:
-            port = server.add_insecure_port(bind)
+        """Listen and serve; :class:`ConfigError` for unusable TLS files or a port in use."""
+        config = self.config
+        credentials = None
+        if config.tls:
+            cert, key = config.read_tls()
+            credentials = grpc.ssl_server_credentials([(key, cert)])
+        server = grpc.aio.server(options=server_options(config.max_pending_calls, config.max_message_bytes))
+        _add_servicer(_Servicer(self), server)
+        bind = f"{config.host}:{config.port}"
+        try:
+            port = (server.add_secure_port(bind, credentials) if credentials is not None
+                    else server.add_insecure_port(bind))
+        except RuntimeError:  # grpc: "Failed to bind to address ..."
+            port = 0
         if not port:
-            raise OSError(f"barrier server: could not listen on {bind}")
+            raise _bind_error(config.host, config.port)
         await server.start()
         self._server, self._port = server, port
         self._logger = asyncio.get_running_loop().create_task(self._log_waiting())
@@ -237,11 +317,7 @@ class AsyncBarrierServer:
     def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
                      timeout_s: float | None = None, token: str | None = None) -> str:
         """Open the barrier of a gang attempt; returns the attempt's secret token."""
-        token = self.coordinator.open_attempt(job, gang, attempt, tasks, token=token,
-                                              timeout_s=timeout_s)
-        self._attempts = {k: v for k, v in self._attempts.items() if k[:2] != (job, gang)}
-        self._attempts[(job, gang, attempt)] = (token, tuple(tasks))
-        return token
+        return self.coordinator.open_attempt(job, gang, attempt, tasks, token=token, timeout_s=timeout_s)
 
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
         """Fail every waiter of the attempt now (the gang is being restarted)."""
@@ -249,20 +325,17 @@ class AsyncBarrierServer:
 
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:
         """The attempt finished; later calls from it are refused as stale."""
-        self._attempts.pop((job, gang, attempt), None)
         return self.coordinator.close_attempt(job, gang, attempt)
 
     def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
         """The environment variables task ``index`` of an open attempt needs for
-        :meth:`BarrierTaskContext.get`."""
-        try:
-            token, tasks = self._attempts[(job, gang, attempt)]
-        except KeyError:
-            raise KeyError(f"{job}/{gang} attempt {attempt} is not open on this server") from None
+        :meth:`BarrierTaskContext.get` (``KeyError`` when the attempt is not open)."""
+        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
         return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks),
                         tls_ca_file=self.config.tls_cert_file,
                         log_interval_s=self.config.log_interval_s,
-                        retry_give_up_s=self.config.retry_give_up_s)
+                        retry_give_up_s=self.config.retry_give_up_s,
+                        max_message_bytes=self.coordinator.max_message_bytes)
 
     def statistics(self) -> CoordinatorStatistics:
         return self.coordinator.statistics()
@@ -287,10 +360,35 @@ class AsyncBarrierServer:
     async def _log_waiting(self) -> None:
         while True:
             await asyncio.sleep(self.config.log_interval_s)
+            self.coordinator.log_refusals()
             for p in self.coordinator.waiting():
                 shown = ", ".join(map(str, p.missing[:20])) + (" …" if len(p.missing) > 20 else "")
                 log.info("%s barrier epoch %d: still waiting: %d/%d arrived after %.0f s; not yet: %s",
                          p.barrier, p.epoch, p.arrived, p.total, p.waiting_s, shown)
+
+
+async def _finish_tasks(timeout_s: float = 5.0) -> None:
+    """Let the calls gRPC cancelled when the server stopped finish before the loop stops
+    (a loop stopped under them reports "Task was destroyed but it is pending")."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    if others:
+        await asyncio.wait(others, timeout=timeout_s)
+
+
+def _bind_error(host: str, port: int) -> Exception:
+    """Why gRPC could not listen on ``host:port``, as the configuration error it is
+    (gRPC says only "Failed to bind"): a plain socket tries the same address."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return ConfigError("barrier coordinator", "barrier.port",
+                               f"a port no other process listens on (port {port} is in use on {host})")
+        return ConfigError("barrier coordinator", "barrier.host",
+                           f"an address this machine can listen on ({host}:{port}: {exc.strerror or exc})")
+    return OSError(f"barrier server: gRPC could not listen on {host}:{port}")
 
 
 class BarrierServer:
@@ -333,6 +431,7 @@ class BarrierServer:
             return
         try:
             asyncio.run_coroutine_threadsafe(self.inner.stop(grace), self._loop).result((grace or 0) + 30)
+            asyncio.run_coroutine_threadsafe(_finish_tasks(), self._loop).result(30)
         finally:
             self._shutdown_loop()
 

@@ -20,7 +20,10 @@ Transport trouble (UNAVAILABLE,
 CANCELLED, RESOURCE_EXHAUSTED, the stream ending, a reply overdue by
 ``reply_grace_s`` past the hold time) closes the stream; the task opens a new one and
 re-sends its request, with backoff, for up to ``retry_give_up_s``: arrivals are
-idempotent by (task, epoch), so a re-sent call is never counted twice. A coordinator
+idempotent by (task, epoch), so a re-sent call is never counted twice. A message over
+gRPC's size limit is not transport trouble and is never retried: an all_gather
+message over ``max_message_bytes`` is not sent at all — the task tells the coordinator
+its size, and the gather fails at once on every task with :class:`MessageTooLarge`. A coordinator
 without ``Session`` (UNIMPLEMENTED) is called with unary ``Sync`` instead. While it waits, the task logs "waiting for barrier (epoch e): n/N
 arrived after t s" every log interval.
 
@@ -38,16 +41,17 @@ from typing import Iterator, Mapping
 
 import grpc
 
-from gangmaster.am.barrier import TaskInfo
+from gangmaster.am.barrier import FRAMING_BYTES, TaskInfo
 from gangmaster.am.barrier_errors import (BarrierError, BarrierId, CoordinatorUnavailable,
-                                          error_from_code)
+                                          MessageTooLarge, error_from_code)
+from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_BYTES
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
 
 __all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
            "ENV_JOB", "ENV_GANG", "ENV_ATTEMPT", "ENV_TASK_INDEX", "ENV_TASK_COUNT", "ENV_ROLE",
            "ENV_ROLE_INDEX", "ENV_PAI_ROLE", "ENV_PAI_ROLE_INDEX", "ENV_TLS_CA", "ENV_LOG_INTERVAL",
-           "ENV_RETRY_GIVE_UP"]
+           "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "channel_options"]
 
 log = logging.getLogger("gangmaster.barrier.task")
 
@@ -74,6 +78,8 @@ ENV_TLS_CA = "GANGMASTER_BARRIER_TLS_CA"
 ENV_LOG_INTERVAL = "GANGMASTER_BARRIER_LOG_INTERVAL_S"
 #: Seconds to keep retrying an unreachable coordinator (optional).
 ENV_RETRY_GIVE_UP = "GANGMASTER_BARRIER_RETRY_GIVE_UP_S"
+#: The coordinator's ``barrier.max_message_bytes`` (optional; default the documented limit).
+ENV_MAX_MESSAGE = "GANGMASTER_BARRIER_MAX_MESSAGE_BYTES"
 
 #: The longest a waiting call is held before the task hears "still waiting" and re-sends.
 MAX_HOLD_S = 3600.0
@@ -85,9 +91,18 @@ RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLE
                            grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
+def channel_options(max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """gRPC channel arguments of a task: no transparent retries (the task retries itself,
+    idempotently), and messages as large as the coordinator's gathers (gRPC's default,
+    4 MiB, is far below them)."""
+    size = max_message_bytes + BARRIER_ENVELOPE_BYTES
+    return [("grpc.enable_retries", 0), ("grpc.max_receive_message_length", size),
+            ("grpc.max_send_message_length", size)]
+
+
 def task_env(address: str, job: str, gang: str, attempt: int, token: str, task: TaskInfo,
              count: int, tls_ca_file: str | None = None, log_interval_s: float | None = None,
-             retry_give_up_s: float | None = None) -> dict[str, str]:
+             retry_give_up_s: float | None = None, max_message_bytes: int | None = None) -> dict[str, str]:
     """The environment variables a task needs for :meth:`BarrierTaskContext.get`."""
     env = {
         ENV_ADDRESS: address, ENV_TOKEN: token, ENV_JOB: job, ENV_GANG: gang,
@@ -101,6 +116,8 @@ def task_env(address: str, job: str, gang: str, attempt: int, token: str, task: 
         env[ENV_LOG_INTERVAL] = f"{log_interval_s:g}"
     if retry_give_up_s is not None:
         env[ENV_RETRY_GIVE_UP] = f"{retry_give_up_s:g}"
+    if max_message_bytes is not None:
+        env[ENV_MAX_MESSAGE] = str(max_message_bytes)
     return env
 
 
@@ -112,6 +129,10 @@ def _env_int(env: Mapping[str, str], name: str) -> int:
         raise ValueError(f"environment variable {name}: expected an integer, got {value!r}") from None
 
 
+def _env_optional_int(env: Mapping[str, str], name: str, default: int) -> int:
+    return _env_int(env, name) if env.get(name) else default
+
+
 def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
     if not env.get(name):
         return default
@@ -119,6 +140,14 @@ def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
         return float(env[name])
     except ValueError:
         raise ValueError(f"environment variable {name}: expected seconds, got {env[name]!r}") from None
+
+
+def _read_ca(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"environment variable {ENV_TLS_CA}: cannot read the coordinator's TLS "
+                         f"certificate {path} ({exc.strerror})") from None
 
 
 def error_from_proto(err: pb.Error, barrier: BarrierId) -> BarrierError:
@@ -260,9 +289,10 @@ class BarrierTaskContext:
 
     def __init__(self, address: str, token: str, job: str, gang: str, attempt: int, index: int,
                  count: int, tls_ca_file: str | None = None, log_interval_s: float = 60.0,
-                 retry_give_up_s: float = 300.0):
+                 retry_give_up_s: float = 300.0, max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES):
         if not 0 <= index < count:
             raise ValueError(f"task index {index} is outside 0..{count - 1}")
+        self.max_message_bytes = max_message_bytes
         self.address, self.barrier_id = address, BarrierId(job, gang, attempt)
         self._caller = pb.Caller(job=job, gang=gang, attempt=attempt, token=token, task=index)
         self._index, self._count = index, count
@@ -277,9 +307,9 @@ class BarrierTaskContext:
         self._reply_due: float | None = None  # monotonic time; read by the watchdog
         self._closed = threading.Event()
         self._watchdog: threading.Thread | None = None
-        options = [("grpc.enable_retries", 0)]
+        options = channel_options(max_message_bytes)
         if tls_ca_file:
-            creds = grpc.ssl_channel_credentials(root_certificates=Path(tls_ca_file).read_bytes())
+            creds = grpc.ssl_channel_credentials(root_certificates=_read_ca(tls_ca_file))
             self._channel = grpc.secure_channel(address, creds, options=options)
         else:
             self._channel = grpc.insecure_channel(address, options=options)
@@ -298,7 +328,8 @@ class BarrierTaskContext:
                    _env_int(env, ENV_ATTEMPT), _env_int(env, ENV_TASK_INDEX),
                    _env_int(env, ENV_TASK_COUNT), tls_ca_file=env.get(ENV_TLS_CA) or None,
                    log_interval_s=_env_float(env, ENV_LOG_INTERVAL, 60.0),
-                   retry_give_up_s=_env_float(env, ENV_RETRY_GIVE_UP, 300.0))
+                   retry_give_up_s=_env_float(env, ENV_RETRY_GIVE_UP, 300.0),
+                   max_message_bytes=_env_optional_int(env, ENV_MAX_MESSAGE, BARRIER_MAX_MESSAGE_BYTES))
 
     @classmethod
     def get(cls) -> "BarrierTaskContext":
@@ -371,7 +402,11 @@ class BarrierTaskContext:
         epoch = self._epoch
         hold_s = min(self.log_interval_s, MAX_HOLD_S)
         request = pb.SyncRequest(caller=self._caller, epoch=epoch, operation=operation,
-                                 message=message, hold_ms=max(1, int(hold_s * 1000)))
+                                 hold_ms=max(1, int(hold_s * 1000)))
+        if len(message) + FRAMING_BYTES > self.max_message_bytes:
+            request.unsent_size = len(message)  # the coordinator fails the gather for every task
+        else:
+            request.message = message
         # The server answers within hold_s; the deadline only guards against a lost reply.
         timeout = hold_s + self.reply_grace_s
         while True:
@@ -458,10 +493,17 @@ class _Retry:
     def failed(self, exc) -> None:
         ctx = self.ctx
         code = exc.code() if hasattr(exc, "code") else None
+        details = exc.details() if hasattr(exc, "details") else str(exc)
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (details or ""):
+            raise MessageTooLarge(  # gRPC's size limit: the same call would fail again
+                f"{ctx.barrier_id}: a message to or from the coordinator at {ctx.address} was over "
+                f"gRPC's size limit at epoch {ctx.epoch}: {details} (this task allows "
+                f"{ctx.max_message_bytes:,} bytes; the coordinator's barrier.max_message_bytes may be "
+                "lower)", ctx.barrier_id, ctx.epoch) from exc
         if code not in RETRIED_CODES:
             raise CoordinatorUnavailable(
                 f"{ctx.barrier_id}: the coordinator at {ctx.address} failed the call: "
-                f"{code}: {exc.details() if hasattr(exc, 'details') else exc}",
+                f"{code}: {details}",
                 ctx.barrier_id, ctx.epoch) from exc
         now = time.monotonic()
         self.first_failure = self.first_failure or now

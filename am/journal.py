@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .lifecycle import AttemptRecord, TaskRecord, TaskState
+from .private_files import open_private
 
 JOURNAL_FILE = "journal.jsonl"
 
@@ -37,7 +38,7 @@ class Journal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.now = now
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._file = open_private(self.path, "a")  # it holds barrier tokens
 
     def write(self, kind: str, **fields) -> None:
         record = {"t": round(float(self.now()), 6), "kind": kind, **fields}

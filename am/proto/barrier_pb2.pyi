@@ -29,18 +29,20 @@ class Caller(_message.Message):
     def __init__(self, job: _Optional[str] = ..., gang: _Optional[str] = ..., attempt: _Optional[int] = ..., token: _Optional[str] = ..., task: _Optional[int] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("caller", "epoch", "operation", "message", "hold_ms")
+    __slots__ = ("caller", "epoch", "operation", "message", "hold_ms", "unsent_size")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OPERATION_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     HOLD_MS_FIELD_NUMBER: _ClassVar[int]
+    UNSENT_SIZE_FIELD_NUMBER: _ClassVar[int]
     caller: Caller
     epoch: int
     operation: Operation
     message: bytes
     hold_ms: int
-    def __init__(self, caller: _Optional[_Union[Caller, _Mapping]] = ..., epoch: _Optional[int] = ..., operation: _Optional[_Union[Operation, str]] = ..., message: _Optional[bytes] = ..., hold_ms: _Optional[int] = ...) -> None: ...
+    unsent_size: int
+    def __init__(self, caller: _Optional[_Union[Caller, _Mapping]] = ..., epoch: _Optional[int] = ..., operation: _Optional[_Union[Operation, str]] = ..., message: _Optional[bytes] = ..., hold_ms: _Optional[int] = ..., unsent_size: _Optional[int] = ...) -> None: ...
 
 class Released(_message.Message):
     __slots__ = ("epoch", "messages")

@@ -13,6 +13,7 @@ import json
 import os
 from pathlib import Path
 
+from gangmaster.am.private_files import open_private
 from gangmaster.am.rm_protocol import (
     AppState, ContainerState, ContainerStatus, LaunchContext, NodeState, Rejection, ResourceRequest,
 )
@@ -94,7 +95,7 @@ def save(core: ResourceManager, path: str | Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with core.lock:
         data = snapshot(core)
-    with open(tmp, "w") as f:
+    with open_private(tmp, "w") as f:  # launch environments hold barrier tokens
         json.dump(data, f)
         f.flush()
         os.fsync(f.fileno())

@@ -1,0 +1,74 @@
+"""The TLS files of ``barrier.tls`` are checked before the coordinator serves: a file
+missing, unreadable or not PEM is a ConfigError naming the file and the field, not a
+traceback."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gangmaster.am.barrier_config import BarrierConfig
+from gangmaster.am.barrier_server import BarrierServer
+from gangmaster.conf.fields import ConfigError, Fields
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def tls_config(tmp_path, cert: str, key: str) -> BarrierConfig:
+    return BarrierConfig.from_fields(Fields({"tls": {"cert_file": cert, "key_file": key}},
+                                            str(tmp_path / "job.yaml"), "barrier"))
+
+
+@pytest.mark.parametrize("which", ["cert_file", "key_file"])
+def test_a_missing_tls_file_names_the_file_and_the_field(tmp_path, which):
+    cert, key = _self_signed(tmp_path)
+    files = {"cert_file": str(cert), "key_file": str(key), which: str(tmp_path / "gone.pem")}
+    config = tls_config(tmp_path, files["cert_file"], files["key_file"])
+    with pytest.raises(ConfigError) as info:
+        config.read_tls()
+    assert info.value.field == f"barrier.tls.{which}"
+    assert str(tmp_path / "gone.pem") in str(info.value) and "existing" in str(info.value)
+    # and the server refuses to start with the same error, not a traceback
+    server = BarrierServer(config)
+    with pytest.raises(ConfigError, match=f"barrier.tls.{which}"):
+        server.start()
+    server.stop()
+
+
+@pytest.mark.parametrize("which, text, expected", [
+    ("cert_file", "hello", "a PEM certificate"),
+    ("key_file", "hello", "a PEM private key"),
+    ("cert_file", "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n", "a PEM certificate"),
+    ("key_file", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "cert_file"),
+])
+def test_a_tls_file_that_is_not_pem_names_the_file_and_the_field(tmp_path, which, text, expected):
+    cert, key = _self_signed(tmp_path)
+    bad = tmp_path / "bad.pem"
+    bad.write_bytes(text.encode())
+    files = {"cert_file": str(cert), "key_file": str(key), which: str(bad)}
+    with pytest.raises(ConfigError) as info:
+        BarrierServer(tls_config(tmp_path, files["cert_file"], files["key_file"])).start()
+    assert info.value.field == f"barrier.tls.{which}" and str(bad) in str(info.value)
+    assert expected in str(info.value)
+
+
+def test_a_tls_file_that_is_a_folder_names_the_file_and_the_field(tmp_path):
+    cert, _ = _self_signed(tmp_path)
+    with pytest.raises(ConfigError, match="barrier.tls.key_file: expected a readable file"):
+        tls_config(tmp_path, str(cert), str(tmp_path)).read_tls()
+
+
+def test_matching_tls_files_are_read(tmp_path):
+    cert, key = _self_signed(tmp_path)
+    got_cert, got_key = tls_config(tmp_path, str(cert), str(key)).read_tls()
+    assert got_cert == cert.read_bytes() and got_key == key.read_bytes()
