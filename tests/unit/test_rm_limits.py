@@ -328,3 +328,15 @@ def test_hostile_messages_over_the_wire_are_invalid_argument(served, method, msg
     assert detail in err.value.details()
     live.core.check_invariants()
     assert all(n.free == n.capacity for n in client.cluster_nodes())
+
+
+def test_a_job_whose_role_asks_for_nothing_is_refused_when_read():
+    """The RM refuses an ask for nothing, so a job spec whose role asks for no CPU, memory
+    or GPU is refused up front (`validate`, `run`), not by the RM in the middle of a run."""
+    from gangmaster.am.jobspec import JobSpecError, parse_job
+
+    spec = ("protocolVersion: 2\nname: zero\ntype: job\ntaskRoles:\n  worker:\n    instances: 1\n"
+            "    resourcePerInstance: {cpu: 0, memoryMB: 0, gpu: 0}\n    commands: [\"true\"]\n")
+    with pytest.raises(JobSpecError, match=r"job.yaml: taskRoles.worker.resourcePerInstance.cpu: expected cpu, "
+                                           r"memoryMB or gpu > 0 \(a task must ask for something\), got 0"):
+        parse_job(spec, "job.yaml")
