@@ -46,10 +46,6 @@ def rm(request, tmp_path):
         live.stop()
 
 
-def core_of(rm):
-    return rm.core
-
-
 def app_of(rm):
     app = rm.submit(ApplicationSubmission("limits"))
     rm.register(app)
@@ -58,7 +54,7 @@ def app_of(rm):
 
 def assert_untouched(rm):
     """Nothing is booked and the books balance."""
-    core_of(rm).check_invariants()
+    rm.core.check_invariants()
     assert all(n.free == n.capacity for n in rm.cluster_nodes())
 
 
@@ -147,7 +143,7 @@ def test_a_launch_that_cannot_be_started_is_refused(rm, what, launch, message):
     with pytest.raises(InvalidRequest, match=message):
         rm.start_container(cid, launch)
     assert rm.container_status(cid).state is ContainerState.ALLOCATED
-    core_of(rm).check_invariants()
+    rm.core.check_invariants()
 
 
 def test_list_lengths_are_bounded(rm, monkeypatch):
@@ -176,7 +172,7 @@ def test_an_application_cannot_hold_and_wait_for_more_than_the_limit(rm, monkeyp
     again = rm.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(2, R(512, 1), count=3),),
                                         releases=(first.allocated[0].container_id,)))
     assert len(again.allocated) == 3
-    core_of(rm).check_invariants()
+    rm.core.check_invariants()
 
 
 def test_a_container_released_twice_in_one_call_is_released_once(rm):
