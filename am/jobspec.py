@@ -199,9 +199,12 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
     ports: dict[str, int] = {}
     if resource is not None:
         errors.add(*resource.unknown_fields(RESOURCE_FIELDS))
+        read_before = len(errors.errors)
         cpu = errors.read(lambda: resource.integer("cpu", minimum=0), 0)
         memory_mb = errors.read(lambda: resource.integer("memoryMB", minimum=0), 0)
         gpus = errors.read(lambda: resource.integer("gpu", minimum=0), 0)
+        if not (cpu or memory_mb or gpus) and len(errors.errors) == read_before:   # the RM refuses such an ask
+            errors.add(resource.error("cpu", "cpu, memoryMB or gpu > 0 (a task must ask for something)", 0))
         ports = errors.read(lambda: _ports(resource), {})
 
     commands = _commands(f, errors, parameters, secrets)

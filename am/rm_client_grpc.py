@@ -3,15 +3,27 @@
 gRPC status codes come back as the same exception classes the in-process core
 raises: INVALID_ARGUMENT → ``InvalidRequest``, NOT_FOUND → ``NotFound``,
 FAILED_PRECONDITION → ``WrongState``; anything else (the server is down, a
-deadline passed) → ``RMError`` with the gRPC detail.
+deadline passed, a missing token: UNAUTHENTICATED) → ``RMError`` with the gRPC detail.
+
+A server started with TLS and/or a token (``gangmaster rm serve --tls-cert/--tls-key
+--token-file``) is reached with ``security=ClientSecurity(tls_ca_file=..., token=...)``:
+the channel trusts that certificate and every call carries the token.
+
+Requests are checked here as the core checks them (:mod:`gangmaster.am.rm_validation`)
+before they are encoded, so a bad one fails the same way with both clients (a value
+out of a protobuf field's range would otherwise be a bare ValueError from encoding).
 """
 from __future__ import annotations
 
 import grpc
 
+from gangmaster.conf import limits
+
+from .grpc_security import ClientSecurity
 from .proto import rm_pb2 as pb
 from .proto import rm_pb2_grpc
 from . import rm_codec as codec
+from . import rm_validation as check
 from .rm_client import RMClient
 from .rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, ContainerStatus,
@@ -28,15 +40,19 @@ _FROM_CODE = {
 class GrpcRMClient(RMClient):
     """``GrpcRMClient("127.0.0.1:8032")``; every call has a deadline of ``timeout_s``."""
 
-    def __init__(self, address: str, timeout_s: float = 10.0):
+    def __init__(self, address: str, timeout_s: float = 10.0, security: ClientSecurity | None = None):
         self.address = address
         self.timeout_s = timeout_s
-        self.channel = grpc.insecure_channel(address)
+        security = security or ClientSecurity()
+        self.channel = security.channel(address, options=[
+            ("grpc.max_receive_message_length", limits.RM_MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", limits.RM_MAX_MESSAGE_BYTES)], ca_setting="--tls-ca")
+        self._metadata = security.metadata
         self.stub = rm_pb2_grpc.ResourceManagerStub(self.channel)
 
     def _call(self, method, msg):
         try:
-            return method(msg, timeout=self.timeout_s)
+            return method(msg, timeout=self.timeout_s, metadata=self._metadata)
         except grpc.RpcError as exc:
             cls = _FROM_CODE.get(exc.code(), RMError)
             raise cls(exc.details() or str(exc.code())) from None
@@ -46,6 +62,7 @@ class GrpcRMClient(RMClient):
 
     # ---- client side
     def submit(self, submission: ApplicationSubmission) -> str:
+        check.check_submission(submission)
         return self._call(self.stub.Submit, codec.submission_to_pb(submission)).app_id
 
     def kill(self, app_id: str, diagnostics: str = "") -> None:
@@ -63,15 +80,18 @@ class GrpcRMClient(RMClient):
         return codec.register_from_pb(self._call(self.stub.Register, pb.RegisterRequest(app_id=app_id)))
 
     def allocate(self, request: AllocateRequest) -> AllocateResponse:
+        check.check_allocate(request)
         return codec.allocate_response_from_pb(
             self._call(self.stub.Allocate, codec.allocate_request_to_pb(request)))
 
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
+        check.check_finish(app_id, attempt, final_status, diagnostics)
         self._call(self.stub.Finish, pb.FinishRequest(app_id=app_id, attempt=attempt, final_status=final_status,
                                                       diagnostics=diagnostics))
 
     # ---- NodeManager side
     def start_container(self, container_id: str, launch: LaunchContext) -> None:
+        check.check_launch(launch)
         self._call(self.stub.StartContainer, pb.StartContainerRequest(container_id=container_id,
                                                                       launch=codec.launch_to_pb(launch)))
 
@@ -84,6 +104,7 @@ class GrpcRMClient(RMClient):
     # ---- faults (not part of RMClient: tests and `gangmaster rm fault` use them)
     def inject_fault(self, action: str, host: str = "", container_id: str = "", app_id: str = "",
                      exit_code: int = 1, text: str = "") -> None:
+        check.check_int(exit_code, "exit_code", *check.INT32)
         self._call(self.stub.InjectFault, pb.FaultRequest(action=action, host=host, container_id=container_id,
                                                           app_id=app_id, exit_code=exit_code, text=text))
 

@@ -3,15 +3,20 @@
 Used by the gRPC client (AM side) and the gRPC server (``gangmaster rm serve``).
 Decoding rebuilds :class:`ResourceDescriptor` values, so a negative or
 inconsistent resource arriving over the wire fails the same way it would in
-process, and :func:`decode_checked` turns that into an ``InvalidRequest`` that
-names the field.
+process, as an ``InvalidRequest`` that names the field. A request's repeated
+fields are bounded (``conf/limits.py``) before they are decoded, so a message
+of a million asks costs a length check, not a million objects; everything else
+about a request is checked by the core (:mod:`gangmaster.am.rm_validation`),
+for both clients alike.
 """
 from __future__ import annotations
 
+from gangmaster.conf import limits
 from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 from .proto import rm_pb2 as pb
+from .rm_validation import check_count
 from .rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
     ContainerState, ContainerStatus, InvalidRequest, LaunchContext, NodeReport, NodeState, PendingAsk,
@@ -29,6 +34,7 @@ def resource_to_pb(r: ResourceDescriptor, msg: pb.Resource | None = None) -> pb.
 
 
 def resource_from_pb(msg: pb.Resource, where: str = "resource") -> ResourceDescriptor:
+    check_count(msg.port_ranges, f"{where}.port_ranges", limits.RM_MAX_PORT_RANGES, "RM_MAX_PORT_RANGES")
     try:
         ranges = PortRanges.of(*[(p.begin, p.end) for p in msg.port_ranges]) if msg.port_ranges else PortRanges()
         return ResourceDescriptor(msg.memory_mb, msg.vcores, msg.gpus, msg.gpu_mask, msg.ports, ranges)
@@ -59,6 +65,9 @@ def allocate_request_to_pb(r: AllocateRequest) -> pb.AllocateRequest:
 
 
 def allocate_request_from_pb(msg: pb.AllocateRequest) -> AllocateRequest:
+    check_count(msg.asks, "asks", limits.RM_MAX_ASKS_PER_CALL, "RM_MAX_ASKS_PER_CALL")
+    for key in ("cancel", "releases", "blacklist_additions", "blacklist_removals"):
+        check_count(getattr(msg, key), key, limits.RM_MAX_IDS_PER_CALL, "RM_MAX_IDS_PER_CALL")
     return AllocateRequest(msg.app_id, msg.attempt, tuple(ask_from_pb(a, f"asks[{k}]") for k, a in enumerate(msg.asks)),
                            tuple(msg.cancel), tuple(msg.releases), tuple(msg.blacklist_additions),
                            tuple(msg.blacklist_removals), msg.progress)
@@ -83,6 +92,8 @@ def launch_to_pb(c: LaunchContext) -> pb.LaunchContext:
 
 
 def launch_from_pb(msg: pb.LaunchContext) -> LaunchContext:
+    check_count(msg.command, "launch.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
+    check_count(msg.env, "launch.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
     return LaunchContext(tuple(msg.command), tuple(sorted((e.name, e.value) for e in msg.env)),
                          msg.duration_s if msg.has_duration else None, msg.exit_code)
 

@@ -4,6 +4,10 @@
 gRPC server; an AM in another process connects with ``GrpcRMClient``. Task
 processes are real local processes. ``gangmaster rm nodes`` and ``gangmaster rm
 fault`` talk to a running server.
+
+Whoever can call the server can run any command as the user running it: it
+listens on 127.0.0.1 unless ``--host`` says otherwise, and ``--token-file`` and
+``--tls-cert``/``--tls-key`` make every caller present a token over TLS.
 """
 from __future__ import annotations
 
@@ -14,6 +18,34 @@ import sys
 import threading
 
 from gangmaster.am.rm_protocol import RMError
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def port_number(text: str) -> int:
+    """``--port``: an integer in 0..65535 (gRPC silently picks a random port for 99999)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {port}")
+    return port
+
+
+def _add_client_security(parser) -> None:
+    parser.add_argument("--token-file", help="the server's token file (when it was started with --token-file)")
+    parser.add_argument("--tls-ca", help="PEM certificate to trust (the server's --tls-cert, or its CA) "
+                                         "when the server uses TLS")
+
+
+def _client(args):
+    from gangmaster.am.grpc_security import ClientSecurity, read_token
+    from gangmaster.am.rm_client_grpc import GrpcRMClient
+    from gangmaster.conf.limits import RM_MAX_TOKEN_CHARS
+
+    token = read_token(args.token_file, "--token-file", RM_MAX_TOKEN_CHARS) if args.token_file else None
+    return GrpcRMClient(args.address, security=ClientSecurity(tls_ca_file=args.tls_ca, token=token))
 
 
 def add_parser(sub):
@@ -33,14 +65,26 @@ def add_parser(sub):
         epilog="With --state FILE the RM writes its state there after every change; started again with the "
                "same FILE (after a crash or kill -9) it restores nodes, queues, applications and running "
                "containers, and the cluster file's nodes are ignored in favour of the saved ones.\n"
-               "Prints 'listening on HOST:PORT' on stdout once it accepts calls.")
+               "Prints 'listening on HOST:PORT' on stdout once it accepts calls.\n"
+               "Security: whoever can call the server can run any command as you. It listens on 127.0.0.1 "
+               "(this machine) unless --host says otherwise; --token-file makes every call present a token "
+               "(the file is created, mode 0600, with a random token if it does not exist) and --tls-cert/"
+               "--tls-key encrypt the connection. Clients (`rm nodes`, `rm fault`, GrpcRMClient) pass the "
+               "same token file and --tls-ca.")
     serve.add_argument("--cluster", required=True, help="cluster file (conf/clusters/*.yaml format)")
     serve.add_argument("--queues", help="queue file (see README: ResourceManager simulator); default: one "
                                         "queue 'default' with the whole cluster")
     serve.add_argument("--state", help="state file to save to and restore from")
     serve.add_argument("--scenario", help="fault scenario YAML to play on the real-time clock")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=0, help="port (default 0: any free port, printed)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: every "
+                            "interface, use with --token-file and TLS)")
+    serve.add_argument("--port", type=port_number, default=0, help="port 0..65535 (default 0: any free port, "
+                                                                   "printed); refused when in use")
+    serve.add_argument("--token-file", help="require this token on every call; created (mode 0600, random "
+                                            "token) when the file does not exist")
+    serve.add_argument("--tls-cert", help="PEM certificate to serve TLS with (needs --tls-key)")
+    serve.add_argument("--tls-key", help="PEM private key of --tls-cert")
     serve.add_argument("--work-dir", help="where task logs and exit files go (default: next to --state, "
                                           "else ./rm-tasks)")
     serve.add_argument("--config", help="override file for conf/defaults.yaml (its `rm:` section: process "
@@ -50,6 +94,7 @@ def add_parser(sub):
 
     nodes = rm_sub.add_parser("nodes", help="list a running RM's nodes with their free resources")
     nodes.add_argument("--address", required=True, help="HOST:PORT of `gangmaster rm serve`")
+    _add_client_security(nodes)
     nodes.set_defaults(func=_nodes)
 
     fault = rm_sub.add_parser("fault", help="inject a fault into a running RM")
@@ -60,11 +105,38 @@ def add_parser(sub):
     fault.add_argument("--container", default="")
     fault.add_argument("--app", default="")
     fault.add_argument("--exit-code", type=int, default=1)
+    _add_client_security(fault)
     fault.set_defaults(func=_fault)
     return parser
 
 
+def _serve_security(args):
+    """The server's TLS files and token from the flags (files are read now: a bad one is a
+    ConfigError naming it); warns when the RM would take unauthenticated calls from the network."""
+    from gangmaster.am.grpc_security import ServerSecurity, load_or_create_token
+    from gangmaster.conf.fields import ConfigError
+    from gangmaster.conf.limits import RM_MAX_TOKEN_CHARS
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ConfigError("gangmaster rm serve", "--tls-key" if args.tls_key is None else "--tls-cert",
+                          "a PEM file (TLS needs both --tls-cert and --tls-key)")
+    token = None
+    if args.token_file:
+        token, created = load_or_create_token(args.token_file, "--token-file", RM_MAX_TOKEN_CHARS)
+        if created:
+            print(f"gangmaster rm serve: wrote a new token to {args.token_file} (mode 0600)", file=sys.stderr)
+    security = ServerSecurity(args.tls_cert, args.tls_key, token)
+    security.credentials("--tls-cert", "--tls-key")   # read the files now, before anything starts
+    if args.host not in _LOOPBACK and token is None:
+        print(f"gangmaster rm serve: warning: listening on {args.host} without --token-file: anyone who can "
+              f"reach this port can run any command as this user", file=sys.stderr)
+    return security
+
+
 def _serve(args) -> int:
+    from gangmaster.am.grpc_security import ListenError, check_bindable
+    from gangmaster.conf.fields import ConfigError
+    from gangmaster.conf.limits import RM_MAX_NODES
     from gangmaster.selectors.cluster_file import load_cluster_specs
     from gangmaster.tools.rmsim.ledger import NodeLedger
     from gangmaster.tools.rmsim.queues import load_queues
@@ -81,12 +153,26 @@ def _serve(args) -> int:
     workers = knobs.integer("grpc_workers", minimum=1)
     expiry = knobs.raw("allocation_expiry_s", None)
     expiry = None if expiry is None else knobs.number("allocation_expiry_s", minimum=0, exclusive_minimum=True)
+    security = _serve_security(args)
     specs = load_cluster_specs(args.cluster)
+    if len(specs) > RM_MAX_NODES:
+        raise ConfigError(args.cluster, "nodeGroups", f"at most {RM_MAX_NODES} nodes in all (RM_MAX_NODES)",
+                          len(specs))
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
     scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
-    live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir, poll_s=poll_s,
-                  save_every_s=save_s, kill_grace_s=grace_s, allocation_expiry_s=expiry)
-    server, port = start_server(live, args.host, args.port, workers=workers)
+    try:
+        if args.port:
+            check_bindable(args.host, args.port)   # before the state file is touched
+        live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir, poll_s=poll_s,
+                      save_every_s=save_s, kill_grace_s=grace_s, allocation_expiry_s=expiry)
+        try:
+            server, port = start_server(live, args.host, args.port, workers=workers, security=security)
+        except BaseException:
+            live.stop()
+            raise
+    except ListenError as exc:
+        print(f"gangmaster rm serve: {exc}", file=sys.stderr)
+        return 2
     if scenario is not None:
         schedule_scenario(live, scenario)
     print(f"listening on {args.host}:{port}" + (" (restored from state)" if live.restored else ""), flush=True)
@@ -100,8 +186,7 @@ def _serve(args) -> int:
 
 
 def _nodes(args) -> int:
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
-    with GrpcRMClient(args.address) as rm:
+    with _client(args) as rm:
         try:
             nodes = rm.cluster_nodes()
         except RMError as exc:
@@ -116,8 +201,7 @@ def _nodes(args) -> int:
 
 
 def _fault(args) -> int:
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
-    with GrpcRMClient(args.address) as rm:
+    with _client(args) as rm:
         try:
             rm.inject_fault(args.action, host=args.host, container_id=args.container, app_id=args.app,
                             exit_code=args.exit_code)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import assume, given, strategies as st
 
 from gangmaster.am.jobspec import JobSpecError, read_job
 from gangmaster.am.jobspec_params import format_value, references, substitute
@@ -75,6 +75,7 @@ def job(roles: dict[str, dict], **top) -> dict:
        ports=st.dictionaries(names, st.integers(0, 4), max_size=3),
        ratio=st.floats(min_value=1e-3, max_value=1.0))
 def test_ask_is_cpu_times_ratio_and_nothing_else_changes(cpu, memory, gpus, ports, ratio):
+    assume(cpu or memory or gpus)   # a role asking for nothing is refused (tests/unit/test_rm_limits.py)
     spec = read_job(job({"r": {"resourcePerInstance": {"cpu": cpu, "memoryMB": memory,
                                                        "gpu": gpus, "ports": ports},
                                "gangmaster": {"requestRatio": ratio}}}), "p.yaml",

@@ -14,7 +14,11 @@ the rest of the pass (resources only shrink during a pass) and reported as
 pending with the reason; an ask that can never fit is rejected at once.
 
 Every public method takes the core's lock, so the gRPC server's threads, the
-real-time clock thread and process monitors can share one core.
+real-time clock thread and process monitors can share one core. Every public
+method first checks its arguments (:mod:`gangmaster.am.rm_validation`, the limits
+in ``conf/limits.py``), so a refused call changes nothing, whichever client made it.
+What the RM remembers of finished work is bounded too (RM_MAX_COMPLETED_APPS,
+RM_MAX_FINISHED_CONTAINERS): past a limit the oldest tenth is forgotten.
 """
 from __future__ import annotations
 
@@ -25,11 +29,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gangmaster.am import rm_validation as check
 from gangmaster.am.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
     ContainerState, ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport, NodeState,
     NotFound, PendingAsk, RegisterResponse, Rejection, ResourceRequest, WrongState,
 )
+from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -122,6 +128,9 @@ class ResourceManager:
                  allocation_expiry_s: float | None = None, scheduling_interval_s: float | None = None):
         if not specs:
             raise ValueError("a cluster needs at least one node")
+        if len(specs) > limits.RM_MAX_NODES:
+            raise ValueError(f"a cluster of {len(specs)} nodes is over the limit of {limits.RM_MAX_NODES} "
+                             f"(RM_MAX_NODES)")
         self.ledger = NodeLedger(specs)
         self.queues: dict[str, Queue] = {q.name: q for q in (queues or default_queues())}
         self.clock = clock if clock is not None else VirtualLoop()
@@ -134,6 +143,7 @@ class ResourceManager:
         self.node_containers: list[set] = [set() for _ in specs]
         self.next_app = 1
         self.next_container = 1
+        self._forget_containers_at = limits.RM_MAX_FINISHED_CONTAINERS   # see _forget_old_containers
         self.version = 0            # bumps on every change (the state file saves when it moved)
         self._dirty = True          # something changed since the last scheduling pass
         self._subscribers: list[Callable[[RMEvent], None]] = []
@@ -173,13 +183,14 @@ class ResourceManager:
 
     # ================================================================ client side
     def submit(self, submission: ApplicationSubmission) -> str:
+        check.check_submission(submission)
         with self.lock:
             if submission.queue not in self.queues:
                 raise NotFound(f"queue: unknown queue {submission.queue!r}; queues: {', '.join(self.queues)}")
-            if submission.max_attempts < 1:
-                raise InvalidRequest(f"max_attempts: expected an integer >= 1, got {submission.max_attempts}")
-            if submission.am_expiry_s is not None and submission.am_expiry_s <= 0:
-                raise InvalidRequest(f"am_expiry_s: expected a number > 0, got {submission.am_expiry_s}")
+            running = sum(len(q.apps) for q in self.queues.values())
+            if running >= limits.RM_MAX_RUNNING_APPS:
+                raise WrongState(f"{running} applications are running, the most the RM takes at once "
+                                 f"(RM_MAX_RUNNING_APPS); submit again when one has finished")
             seq = self.next_app
             self.next_app += 1
             app_id = f"app_{seq:04d}"
@@ -193,6 +204,8 @@ class ResourceManager:
             return app_id
 
     def kill(self, app_id: str, diagnostics: str = "") -> None:
+        check.check_name(app_id, "app_id")
+        check.check_text(diagnostics, "diagnostics")
         with self.lock:
             app = self._app(app_id)
             if app.state.finished:
@@ -201,6 +214,7 @@ class ResourceManager:
                           ExitStatus.KILLED_BY_RESOURCEMANAGER)
 
     def application_report(self, app_id: str) -> ApplicationReport:
+        check.check_name(app_id, "app_id")
         with self.lock:
             app = self._app(app_id)
             running = sum(1 for c in app.containers.values() if c.state is ContainerState.RUNNING)
@@ -228,6 +242,7 @@ class ResourceManager:
 
     # ================================================================ AM side
     def register(self, app_id: str) -> RegisterResponse:
+        check.check_name(app_id, "app_id")
         with self.lock:
             app = self._app(app_id)
             if app.state is not AppState.ACCEPTED:
@@ -253,10 +268,14 @@ class ResourceManager:
         return ResourceDescriptor(mem, mvc / 1000.0, gpus)
 
     def allocate(self, request: AllocateRequest) -> AllocateResponse:
+        if not isinstance(request, AllocateRequest):
+            raise InvalidRequest(f"request: expected an AllocateRequest, got {type(request).__name__}")
+        check.check_allocate(request)
         with self.lock:
             app = self._live_attempt(request.app_id, request.attempt)
             asks = self._validate_asks(app, request)
             releases = self._validate_releases(app, request)
+            self._check_app_size(app, request, asks, releases)
             black_add = [self._host_field(h, f"blacklist_additions[{k}]")
                          for k, h in enumerate(request.blacklist_additions)]
             black_rm = [self._host_field(h, f"blacklist_removals[{k}]")
@@ -288,6 +307,7 @@ class ResourceManager:
 
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
         """The AM unregisters; its remaining containers are killed."""
+        check.check_finish(app_id, attempt, final_status, diagnostics)
         with self.lock:
             app = self._live_attempt(app_id, attempt)
             self._end_app(app, AppState.FINISHED, final_status, diagnostics,
@@ -295,6 +315,8 @@ class ResourceManager:
 
     # ================================================================ NodeManager side
     def start_container(self, container_id: str, launch: LaunchContext) -> None:
+        check.check_name(container_id, "container_id")
+        check.check_launch(launch)
         with self.lock:
             rec = self._container_rec(container_id)
             app = self.apps[rec.app_id]
@@ -313,6 +335,7 @@ class ResourceManager:
             self._emit("container_started", rec.app_id, container_id, self.ledger.hosts[rec.node])
 
     def stop_container(self, container_id: str) -> None:
+        check.check_name(container_id, "container_id")
         with self.lock:
             rec = self._container_rec(container_id)
             if rec.state.finished:
@@ -321,6 +344,7 @@ class ResourceManager:
                                    "stopped by the application master")
 
     def container_status(self, container_id: str) -> ContainerStatus:
+        check.check_name(container_id, "container_id")
         with self.lock:
             return self._status(self._container_rec(container_id))
 
@@ -338,6 +362,7 @@ class ResourceManager:
 
     # ================================================================ faults (scenario and tests)
     def lose_node(self, host: str, report: str = "node lost") -> None:
+        check.check_text(report, "text")
         with self.lock:
             i = self._host_field(host, "host")
             self.ledger.set_state(i, NodeState.LOST, report)
@@ -348,6 +373,7 @@ class ResourceManager:
 
     def mark_unhealthy(self, host: str, report: str = "blacklisted") -> None:
         """The cluster blacklists a node: no new containers; running ones keep running."""
+        check.check_text(report, "text")
         with self.lock:
             i = self._host_field(host, "host")
             self.ledger.set_state(i, NodeState.UNHEALTHY, report)
@@ -360,6 +386,8 @@ class ResourceManager:
             self._node_changed(i)
 
     def kill_container(self, container_id: str, diagnostics: str = "killed by the resource manager") -> None:
+        check.check_name(container_id, "container_id")
+        check.check_text(diagnostics, "text")
         with self.lock:
             rec = self._container_rec(container_id)
             if not rec.state.finished:
@@ -367,6 +395,9 @@ class ResourceManager:
 
     def fail_container(self, container_id: str, exit_code: int = 1, diagnostics: str = "") -> None:
         """Make a container fail as if its process exited with ``exit_code``."""
+        check.check_name(container_id, "container_id")
+        check.check_int(exit_code, "exit_code", *check.INT32)
+        check.check_text(diagnostics, "text")
         with self.lock:
             rec = self._container_rec(container_id)
             if not rec.state.finished:
@@ -376,6 +407,8 @@ class ResourceManager:
     def kill_am(self, app_id: str, diagnostics: str = "AM process killed") -> None:
         """The AM attempt's process dies: the attempt fails; a new attempt is accepted while
         attempts remain (its containers are kept when the app asked for that)."""
+        check.check_name(app_id, "app_id")
+        check.check_text(diagnostics, "text")
         with self.lock:
             app = self._app(app_id)
             if app.state.finished:
@@ -584,10 +617,6 @@ class ResourceManager:
         seen = set()
         for k, req in enumerate(request.asks):
             where = f"asks[{k}]"
-            if not isinstance(req, ResourceRequest):
-                raise InvalidRequest(f"{where}: expected a ResourceRequest, got {type(req).__name__}")
-            if req.count < 1:
-                raise InvalidRequest(f"{where}.count: expected an integer >= 1, got {req.count}")
             if req.request_id in app.asks or req.request_id in seen:
                 raise InvalidRequest(f"{where}.request_id: {req.request_id} is already pending for {app.app_id}")
             seen.add(req.request_id)
@@ -601,23 +630,36 @@ class ResourceManager:
                 if host_i is not None and int(self.ledger.rack_of[host_i]) != rack_code:
                     raise InvalidRequest(f"{where}.rack: host {req.host} is in rack "
                                          f"{self.ledger.specs[host_i].rack}, not {req.rack}")
-            r = req.resource
-            if r.gpus and r.gpu_mask == 0 and r.gpus > 64:
-                raise InvalidRequest(f"{where}.resource.gpus: expected at most 64, got {r.gpus}")
-            out.append(AskState(req, Need.of(r), host_i, rack_code))
+            out.append(AskState(req, Need.of(req.resource), host_i, rack_code))
         return out
 
+    def _check_app_size(self, app: Application, request: AllocateRequest, asks: list[AskState],
+                        releases: list[ContainerRecord]) -> None:
+        """Refuse new asks that would have the application hold and wait for more than
+        RM_MAX_CONTAINERS_PER_APP containers (what it holds, minus what it releases, plus
+        what it still waits for after its cancels, plus the new asks)."""
+        if not asks:
+            return
+        cancelled = set(request.cancel)
+        waiting = sum(a.remaining for rid, a in app.asks.items() if rid not in cancelled)
+        total = len(app.containers) - len(releases) + waiting + sum(a.request.count for a in asks)
+        if total > limits.RM_MAX_CONTAINERS_PER_APP:
+            raise InvalidRequest(f"asks: application {app.app_id} would hold and wait for {total} containers, "
+                                 f"over the limit of {limits.RM_MAX_CONTAINERS_PER_APP} (RM_MAX_CONTAINERS_PER_APP)")
+
     def _validate_releases(self, app: Application, request: AllocateRequest) -> list[ContainerRecord]:
-        out = []
+        """The live containers to release, each once (a container named twice is released once)."""
+        out: dict[str, ContainerRecord] = {}
         for k, cid in enumerate(request.releases):
             rec = self.containers.get(cid)
             if rec is None or rec.app_id != app.app_id:
                 raise InvalidRequest(f"releases[{k}]: {cid!r} is not a container of {app.app_id}")
             if not rec.state.finished:
-                out.append(rec)
-        return out
+                out[cid] = rec
+        return list(out.values())
 
     def _host_field(self, host: str, field_name: str) -> int:
+        check.check_name(host, field_name)
         i = self.ledger.host_index.get(host)
         if i is None:
             raise InvalidRequest(f"{field_name}: unknown host {host!r}")
@@ -695,6 +737,8 @@ class ResourceManager:
             self.node_manager.stop(rec)
         self._emit("container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
                    f"{state.value} exit={exit_status} {diagnostics}")
+        if len(self.containers) > self._forget_containers_at:
+            self._forget_old_containers()
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True
@@ -720,6 +764,7 @@ class ResourceManager:
         self._dirty = True
         self.version += 1
         self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
+        self._forget_old_apps()
 
     def _fail_attempt(self, app: Application, diagnostics: str) -> None:
         if app.attempt >= app.max_attempts:
@@ -764,6 +809,39 @@ class ResourceManager:
                     app.expiry_timer = self.clock.call_at(due, check)
 
         app.expiry_timer = self.clock.call_at(app.last_heartbeat + app.am_expiry_s, check)
+
+    # ================================================================ history
+    def _forget_old_apps(self) -> None:
+        """Past RM_MAX_COMPLETED_APPS finished applications, forget the oldest tenth of them
+        (with their containers): memory stays bounded however many applications come and go,
+        and the cost of a pass is spread over a tenth of the limit's application ends."""
+        finished = len(self.apps) - sum(len(q.apps) for q in self.queues.values())
+        limit = limits.RM_MAX_COMPLETED_APPS
+        if finished <= limit:
+            return
+        drop = finished - limit + limit // 10
+        gone = set()
+        for app in list(self.apps.values()):
+            if len(gone) >= drop:
+                break
+            if app.state.finished:
+                gone.add(app.app_id)
+                del self.apps[app.app_id]
+        for cid in [cid for cid, rec in self.containers.items() if rec.app_id in gone]:
+            del self.containers[cid]
+        self.version += 1
+
+    def _forget_old_containers(self) -> None:
+        """Past RM_MAX_FINISHED_CONTAINERS finished containers, forget the oldest tenth of
+        them (their status then answers NOT_FOUND); the next check waits for a tenth of the
+        limit more containers, so a pass is paid for rarely however many are live."""
+        limit = limits.RM_MAX_FINISHED_CONTAINERS
+        finished = [cid for cid, rec in self.containers.items() if rec.state.finished]
+        if len(finished) > limit:
+            for cid in finished[:len(finished) - limit + limit // 10]:
+                del self.containers[cid]
+            self.version += 1
+        self._forget_containers_at = len(self.containers) + limit // 10
 
     # ================================================================ invariants
     def check_invariants(self) -> None:

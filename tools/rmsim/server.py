@@ -2,9 +2,17 @@
 
 Every RPC decodes its message, calls the core under the core's lock, and maps
 the core's errors to gRPC status codes (INVALID_ARGUMENT names the field). A
-bad request never stops the server. After any call that changed the core, the
-state file (if any) is rewritten before the reply leaves, so a client never
-holds a grant the RM would forget after ``kill -9``.
+bad request never stops the server and never costs a traceback: the server
+decodes each request itself, so bytes that are not a valid message are answered
+INVALID_ARGUMENT (gRPC's own decoder would answer INTERNAL and log one), and the
+core checks every field against ``conf/limits.py``. After any call that changed
+the core, the state file (if any) is rewritten before the reply leaves, so a
+client never holds a grant the RM would forget after ``kill -9``.
+
+Who may call: the server binds exclusively (a second ``rm serve`` on the same
+port fails with "port N is in use"), on 127.0.0.1 unless told otherwise, and can
+demand TLS and a token (:mod:`gangmaster.am.grpc_security`) — whoever can call
+it can run any command as the user running it.
 """
 from __future__ import annotations
 
@@ -14,11 +22,15 @@ from concurrent import futures
 from pathlib import Path
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from gangmaster.am import rm_codec as codec
+from gangmaster.am.grpc_security import EXCLUSIVE_BIND, ServerSecurity, listen
 from gangmaster.am.proto import rm_pb2 as pb
 from gangmaster.am.proto import rm_pb2_grpc
 from gangmaster.am.rm_protocol import InvalidRequest, NotFound, RMError, WrongState
+from gangmaster.am.rm_validation import check_name
+from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.resources import ResourceError
 
@@ -102,14 +114,17 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
         self.core = live.core
 
     def _run(self, context, fn, *args):
+        """Call the core (decoding included): its typed errors become status codes, and the
+        state file is brought up to date whatever happened (a refused call changes nothing,
+        so then there is nothing to write)."""
         try:
-            result = fn(*args)
+            return fn(*args)
         except RMError as exc:
             context.abort(_TO_CODE.get(type(exc), grpc.StatusCode.INTERNAL), exc.message)
         except ResourceError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        self.live.save()
-        return result
+        finally:
+            self.live.save()
 
     # ---- client side
     def Submit(self, request, context):
@@ -144,7 +159,8 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
 
     # ---- NodeManager side
     def StartContainer(self, request, context):
-        self._run(context, self.core.start_container, request.container_id, codec.launch_from_pb(request.launch))
+        self._run(context, lambda: self.core.start_container(request.container_id,
+                                                             codec.launch_from_pb(request.launch)))
         return EMPTY
 
     def StopContainer(self, request, context):
@@ -170,6 +186,7 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
         }
         action = actions.get(request.action)
         if action is None:
+            self._run(context, check_name, request.action, "action")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"action: expected one of {', '.join(actions)}, got {request.action!r}")
         self._run(context, action)
@@ -179,13 +196,49 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
         return EMPTY
 
 
-def start_server(live: LiveRM, host: str = "127.0.0.1", port: int = 0, workers: int = 8) -> tuple[grpc.Server, int]:
-    """Start serving; returns the server and the bound port (``port=0``: any free one)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    rm_pb2_grpc.add_ResourceManagerServicer_to_server(RMServicer(live), server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if bound == 0:
-        raise OSError(f"cannot listen on {host}:{port}")
+def service_handler(servicer: RMServicer) -> grpc.GenericRpcHandler:
+    """The ResourceManager service with each request decoded by the method itself
+    (the handlers take raw bytes): a message that does not parse is the caller's
+    error, INVALID_ARGUMENT, where gRPC's own decoding would answer INTERNAL."""
+    service = pb.DESCRIPTOR.services_by_name["ResourceManager"]
+    handlers = {}
+    for method in service.methods:
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            _decoding(getattr(servicer, method.name), getattr(pb, method.input_type.name)),
+            response_serializer=getattr(pb, method.output_type.name).SerializeToString)
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+def _decoding(method, request_type):
+    def handle(raw: bytes, context):
+        try:
+            request = request_type.FromString(raw)
+        except DecodeError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"request: not a valid {request_type.DESCRIPTOR.full_name} message ({exc})")
+        return method(request, context)
+    return handle
+
+
+def server_options() -> list[tuple[str, int]]:
+    """Exclusive bind, and messages up to RM_MAX_MESSAGE_BYTES both ways (a node list or
+    an allocate reply of a big cluster is larger than gRPC's default 4 MiB)."""
+    return [EXCLUSIVE_BIND,
+            ("grpc.max_receive_message_length", limits.RM_MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", limits.RM_MAX_MESSAGE_BYTES)]
+
+
+def start_server(live: LiveRM, host: str = "127.0.0.1", port: int = 0, workers: int = 8,
+                 security: ServerSecurity | None = None) -> tuple[grpc.Server, int]:
+    """Start serving; returns the server and the bound port (``port=0``: any free one).
+    Raises :class:`~gangmaster.am.grpc_security.ListenError` ("port N is in use") when it
+    cannot listen, and ConfigError for a TLS file that cannot be read."""
+    security = security or ServerSecurity()
+    credentials = security.credentials("--tls-cert", "--tls-key")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         handlers=[service_handler(RMServicer(live))],
+                         interceptors=security.interceptors(), options=server_options())
+    bound = listen(server, host, port, credentials)
     server.start()
     return server, bound
 

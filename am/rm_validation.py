@@ -1,0 +1,190 @@
+"""The RM's input contract: every field a caller can send, checked against the
+documented limits (``conf/limits.py``, RM section) before the RM acts on it.
+
+Why here, and why the core calls it: the RM core is what a hostile or mistaken
+request would exhaust (an ask for nothing with ``count=2**31-1`` granted empty
+containers until memory ran out), and both clients reach the core — the in-process
+client by direct calls, ``gangmaster rm serve`` after decoding a message
+(:mod:`gangmaster.am.rm_codec` also bounds list lengths before it decodes them).
+Checking at the core's entry points gives both the same typed error,
+:class:`~gangmaster.am.rm_protocol.InvalidRequest`, naming the field, the value and
+the limit; a call is checked whole before anything changes, so a refused call
+changes nothing.
+
+What is refused: numbers that are not finite or outside their range, names with
+control characters (a NUL in a host or an application name is never meant), NUL
+in any text (it cannot reach a process's argv or environment), counts and sizes
+past the limits, and an ask for nothing (no memory, no vcores, no GPUs).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from typing import Any, Iterable, Sequence
+
+from gangmaster.conf import limits
+from gangmaster.selectors.resources import ResourceDescriptor
+
+from .rm_protocol import (
+    AllocateRequest, ApplicationSubmission, InvalidRequest, LaunchContext, ResourceRequest,
+)
+
+INT32 = (-(2 ** 31), 2 ** 31 - 1)
+INT64 = (-(2 ** 63), 2 ** 63 - 1)
+UINT64_MAX = 2 ** 64 - 1
+#: YARN's FinalApplicationStatus values an AM may unregister with.
+FINAL_STATUSES = ("SUCCEEDED", "FAILED", "KILLED", "UNDEFINED")
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+# ------------------------------------------------------------------ scalars
+def check_name(value: Any, field: str) -> str:
+    """A short identifier-like string: at most RM_MAX_NAME_CHARS, no control characters."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field}: expected a string, got {type(value).__name__}")
+    if len(value) > limits.RM_MAX_NAME_CHARS:
+        raise InvalidRequest(f"{field}: expected at most {limits.RM_MAX_NAME_CHARS} characters "
+                             f"(RM_MAX_NAME_CHARS), got {len(value)}")
+    bad = _CONTROL.search(value)
+    if bad:
+        raise InvalidRequest(f"{field}: expected no control characters, got {bad.group()!r} at "
+                             f"position {bad.start()}")
+    return value
+
+
+def check_text(value: Any, field: str, limit: int = limits.RM_MAX_TEXT_CHARS) -> str:
+    """Free text (diagnostics): at most ``limit`` characters, no NUL."""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{field}: expected a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise InvalidRequest(f"{field}: expected at most {limit} characters, got {len(value)}")
+    if "\x00" in value:
+        raise InvalidRequest(f"{field}: expected no NUL character, got one at position {value.index(chr(0))}")
+    return value
+
+
+def check_int(value: Any, field: str, minimum: int, maximum: int, limit_name: str = "") -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise InvalidRequest(f"{field}: expected an integer, got {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        name = f" ({limit_name})" if limit_name else ""
+        raise InvalidRequest(f"{field}: expected an integer in {minimum}..{maximum}{name}, got {value}")
+    return int(value)
+
+
+def check_number(value: Any, field: str, minimum: float, maximum: float, *,
+                 exclusive_minimum: bool = False, limit_name: str = "") -> float:
+    """A finite number in range (NaN and infinity are refused: they poison every sum)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise InvalidRequest(f"{field}: expected a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise InvalidRequest(f"{field}: expected a finite number, got {value}")
+    low_ok = value > minimum if exclusive_minimum else value >= minimum
+    if not low_ok or value > maximum:
+        low = f"> {minimum:g}" if exclusive_minimum else f">= {minimum:g}"
+        name = f" ({limit_name})" if limit_name else ""
+        raise InvalidRequest(f"{field}: expected a number {low} and <= {maximum:g}{name}, got {value:g}")
+    return float(value)
+
+
+def check_count(items: Sequence, field: str, limit: int, limit_name: str) -> None:
+    """A list no longer than ``limit`` (checked before any item is looked at)."""
+    if len(items) > limit:
+        raise InvalidRequest(f"{field}: expected at most {limit} entries ({limit_name}), got {len(items)}")
+
+
+def _names(items: Iterable, field: str) -> None:
+    for k, item in enumerate(items):
+        check_name(item, f"{field}[{k}]")
+
+
+# ------------------------------------------------------------------ messages
+def check_resource(r: Any, field: str) -> None:
+    """An ask's resource: every dimension finite and bounded, and not an ask for nothing."""
+    if not isinstance(r, ResourceDescriptor):
+        raise InvalidRequest(f"{field}: expected a ResourceDescriptor, got {type(r).__name__}")
+    check_int(r.memory_mb, f"{field}.memory_mb", 0, limits.RM_MAX_MEMORY_MB, "RM_MAX_MEMORY_MB")
+    check_number(r.vcores, f"{field}.vcores", 0, limits.RM_MAX_VCORES, limit_name="RM_MAX_VCORES")
+    check_int(r.gpus, f"{field}.gpus", 0, limits.RM_MAX_GPUS, "RM_MAX_GPUS")
+    check_int(r.gpu_mask, f"{field}.gpu_mask", 0, UINT64_MAX)
+    check_int(r.ports, f"{field}.ports", 0, limits.RM_MAX_PORTS, "RM_MAX_PORTS")
+    check_count(r.port_ranges.ranges, f"{field}.port_ranges", limits.RM_MAX_PORT_RANGES, "RM_MAX_PORT_RANGES")
+    # vcores are booked in milli-vcores: less than half of one books nothing.
+    if r.memory_mb == 0 and round(r.vcores * 1000) == 0 and r.gpus == 0:
+        raise InvalidRequest(f"{field}: expected memory_mb, vcores or gpus > 0 (an ask for nothing), got {r}")
+
+
+def check_ask(a: Any, field: str) -> None:
+    if not isinstance(a, ResourceRequest):
+        raise InvalidRequest(f"{field}: expected a ResourceRequest, got {type(a).__name__}")
+    check_int(a.request_id, f"{field}.request_id", 0, INT64[1])
+    check_resource(a.resource, f"{field}.resource")
+    check_int(a.count, f"{field}.count", 1, limits.RM_MAX_COUNT_PER_ASK, "RM_MAX_COUNT_PER_ASK")
+    for key in ("host", "rack", "node_label"):
+        value = getattr(a, key)
+        if value is not None:
+            check_name(value, f"{field}.{key}")
+    check_int(a.priority, f"{field}.priority", *INT32)
+
+
+def check_allocate(r: AllocateRequest) -> None:
+    """An AM heartbeat, whole: ids, every ask, and every list within its limit."""
+    check_name(r.app_id, "app_id")
+    check_int(r.attempt, "attempt", 0, INT32[1])
+    check_count(r.asks, "asks", limits.RM_MAX_ASKS_PER_CALL, "RM_MAX_ASKS_PER_CALL")
+    for key in ("cancel", "releases", "blacklist_additions", "blacklist_removals"):
+        check_count(getattr(r, key), key, limits.RM_MAX_IDS_PER_CALL, "RM_MAX_IDS_PER_CALL")
+    for k, ask in enumerate(r.asks):
+        check_ask(ask, f"asks[{k}]")
+    for k, request_id in enumerate(r.cancel):
+        check_int(request_id, f"cancel[{k}]", 0, INT64[1])
+    for key in ("releases", "blacklist_additions", "blacklist_removals"):
+        _names(getattr(r, key), key)
+    check_number(r.progress, "progress", 0, 1)
+
+
+def check_submission(s: ApplicationSubmission) -> None:
+    check_name(s.name, "name")
+    check_name(s.queue, "queue")
+    check_int(s.max_attempts, "max_attempts", 1, limits.RM_MAX_AM_ATTEMPTS, "RM_MAX_AM_ATTEMPTS")
+    if s.am_expiry_s is not None:
+        check_number(s.am_expiry_s, "am_expiry_s", 0, limits.RM_MAX_SECONDS, exclusive_minimum=True,
+                     limit_name="RM_MAX_SECONDS")
+
+
+def check_launch(c: Any, field: str = "launch") -> None:
+    """What a NodeManager will start: something ``execve`` can take (no NUL, no ``=`` in a
+    variable's name), within the argument and size limits."""
+    if not isinstance(c, LaunchContext):
+        raise InvalidRequest(f"{field}: expected a LaunchContext, got {type(c).__name__}")
+    check_count(c.command, f"{field}.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
+    check_count(c.env, f"{field}.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
+    size = 0
+    for k, arg in enumerate(c.command):
+        size += len(check_text(arg, f"{field}.command[{k}]", limits.RM_MAX_LAUNCH_BYTES).encode()) + 1
+    for k, pair in enumerate(c.env):
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise InvalidRequest(f"{field}.env[{k}]: expected a (name, value) pair")
+        name, value = pair
+        check_text(name, f"{field}.env[{k}].name", limits.RM_MAX_LAUNCH_BYTES)
+        if not name or "=" in name:
+            raise InvalidRequest(f"{field}.env[{k}].name: expected a non-empty name without '=', got {name!r}")
+        check_text(value, f"{field}.env[{k}].value ({name})", limits.RM_MAX_LAUNCH_BYTES)
+        size += len(name.encode()) + len(value.encode()) + 2
+    if size > limits.RM_MAX_LAUNCH_BYTES:
+        raise InvalidRequest(f"{field}: command and environment take {size} bytes, over the limit of "
+                             f"{limits.RM_MAX_LAUNCH_BYTES} (RM_MAX_LAUNCH_BYTES)")
+    if c.duration_s is not None:
+        check_number(c.duration_s, f"{field}.duration_s", 0, limits.RM_MAX_SECONDS, limit_name="RM_MAX_SECONDS")
+    check_int(c.exit_code, f"{field}.exit_code", *INT32)
+
+
+def check_finish(app_id: Any, attempt: Any, final_status: Any, diagnostics: Any) -> None:
+    check_name(app_id, "app_id")
+    check_int(attempt, "attempt", 0, INT32[1])
+    if final_status not in FINAL_STATUSES:
+        raise InvalidRequest(f"final_status: expected one of {', '.join(FINAL_STATUSES)}, "
+                             f"got {check_name(final_status, 'final_status')!r}")
+    check_text(diagnostics, "diagnostics")

@@ -1,0 +1,338 @@
+"""Every count, size and number the RM accepts is bounded and checked, the same way
+through the in-process client and over gRPC: a bad call is refused with
+InvalidRequest naming the field (gRPC INVALID_ARGUMENT), changes nothing, and the
+RM goes on serving and saving its state."""
+import json
+import math
+from pathlib import Path
+
+import grpc
+import pytest
+
+from gangmaster.am.proto import rm_pb2 as pb
+from gangmaster.am.rm_client import InProcessRMClient
+from gangmaster.am.rm_client_grpc import GrpcRMClient
+from gangmaster.am.rm_protocol import (
+    AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest, LaunchContext, NotFound,
+    ResourceRequest, WrongState,
+)
+from gangmaster.conf import limits
+from gangmaster.selectors.cluster_file import load_cluster_specs
+from gangmaster.selectors.resources import ResourceDescriptor as R
+from gangmaster.tools.rmsim.server import LiveRM, start_server
+from gangmaster.tools.rmsim.simulation import Simulation
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
+SPECS = load_cluster_specs(FIX / "cluster.yaml")
+
+
+@pytest.fixture(params=["in-process", "grpc"])
+def rm(request, tmp_path):
+    """An RM client of each kind; ``rm.core`` is the core behind it (to check its books)."""
+    if request.param == "in-process":
+        sim = Simulation(SPECS)
+        client = InProcessRMClient(sim.core)
+        yield client
+        return
+    live = LiveRM(SPECS, work_dir=tmp_path / "tasks", poll_s=0.05)
+    server, port = start_server(live)
+    client = GrpcRMClient(f"127.0.0.1:{port}", timeout_s=10)
+    client.core = live.core
+    try:
+        yield client
+    finally:
+        client.close()
+        server.stop(0)
+        live.stop()
+
+
+def app_of(rm):
+    app = rm.submit(ApplicationSubmission("limits"))
+    rm.register(app)
+    return app
+
+
+def assert_untouched(rm):
+    """Nothing is booked and the books balance."""
+    rm.core.check_invariants()
+    assert all(n.free == n.capacity for n in rm.cluster_nodes())
+
+
+def ask(resource=R(1024, 1), count=1, **kw):
+    return AllocateRequest("app_0001", 1, asks=(ResourceRequest(1, resource, count, **kw),))
+
+
+NAN, INF = float("nan"), float("inf")
+
+# (what, call(rm, app), expected message)
+REFUSED = [
+    ("an ask for nothing, 2**31-1 times", lambda rm, app: rm.allocate(ask(R(0, 0), count=2 ** 31 - 1)),
+     r"asks\[0\].resource: expected memory_mb, vcores or gpus > 0 \(an ask for nothing\)"),
+    ("an ask for ports only", lambda rm, app: rm.allocate(ask(R(0, 0, ports=2))),
+     r"an ask for nothing"),
+    ("vcores rounding to 0", lambda rm, app: rm.allocate(ask(R(0, 0.0004))), r"an ask for nothing"),
+    ("a count past the limit", lambda rm, app: rm.allocate(ask(count=limits.RM_MAX_COUNT_PER_ASK + 1)),
+     r"asks\[0\].count: expected an integer in 1..100000 \(RM_MAX_COUNT_PER_ASK\), got 100001"),
+    ("a count of 0", lambda rm, app: rm.allocate(ask(count=0)), r"asks\[0\].count: expected an integer in 1"),
+    ("NaN vcores", lambda rm, app: rm.allocate(ask(R(1024, NAN))),
+     r"asks\[0\].resource.vcores: expected a finite number, got nan"),
+    ("infinite vcores", lambda rm, app: rm.allocate(ask(R(1024, INF))),
+     r"asks\[0\].resource.vcores: expected a finite number, got inf"),
+    ("huge memory", lambda rm, app: rm.allocate(ask(R(2 ** 40, 1))),
+     r"asks\[0\].resource.memory_mb: expected an integer in 0..1073741824 \(RM_MAX_MEMORY_MB\)"),
+    ("a NUL in a host", lambda rm, app: rm.allocate(ask(host="dgx-000\x00")),
+     r"asks\[0\].host: expected no control characters, got '\\x00' at position 7"),
+    ("a long label", lambda rm, app: rm.allocate(ask(node_label="x" * 256)),
+     r"asks\[0\].node_label: expected at most 255 characters \(RM_MAX_NAME_CHARS\), got 256"),
+    ("NaN progress", lambda rm, app: rm.allocate(AllocateRequest("app_0001", 1, progress=NAN)),
+     r"progress: expected a finite number"),
+    ("a negative request id", lambda rm, app: rm.allocate(AllocateRequest(
+        "app_0001", 1, asks=(ResourceRequest(-1, R(1, 1)),))), r"asks\[0\].request_id: expected an integer in 0"),
+    ("a NUL in an application name", lambda rm, app: rm.submit(ApplicationSubmission("a\x00b")),
+     r"name: expected no control characters"),
+    ("a name of 256 characters", lambda rm, app: rm.submit(ApplicationSubmission("n" * 256)),
+     r"name: expected at most 255 characters"),
+    ("NaN AM expiry", lambda rm, app: rm.submit(ApplicationSubmission("x", am_expiry_s=NAN)),
+     r"am_expiry_s: expected a finite number, got nan"),
+    ("too many AM attempts", lambda rm, app: rm.submit(ApplicationSubmission("x", max_attempts=101)),
+     r"max_attempts: expected an integer in 1..100 \(RM_MAX_AM_ATTEMPTS\)"),
+    ("a NUL in an application id", lambda rm, app: rm.application_report("app_0001\x00"),
+     r"app_id: expected no control characters"),
+    ("an unknown final status", lambda rm, app: rm.finish(app, 1, "GREAT"),
+     r"final_status: expected one of SUCCEEDED, FAILED, KILLED, UNDEFINED, got 'GREAT'"),
+    ("a NUL in diagnostics", lambda rm, app: rm.kill(app, "oops\x00"), r"diagnostics: expected no NUL"),
+]
+
+
+@pytest.mark.parametrize("what, call, message", REFUSED, ids=[r[0] for r in REFUSED])
+def test_refused_with_the_field_and_nothing_changes(rm, what, call, message):
+    app = app_of(rm)
+    with pytest.raises(InvalidRequest, match=message):
+        call(rm, app)
+    assert_untouched(rm)
+    # still serving: the same application goes on
+    resp = rm.allocate(ask(R(1024, 1, gpus=1)))
+    assert len(resp.allocated) == 1
+
+
+def started_container(rm):
+    app = app_of(rm)
+    (c,) = rm.allocate(ask(R(512, 1))).allocated
+    return app, c.container_id
+
+
+LAUNCHES = [
+    ("a NUL in the command", LaunchContext.of(["ec\x00ho"]), r"launch.command\[0\]: expected no NUL character"),
+    ("a NUL in a variable", LaunchContext.of(["true"], env={"A": "x\x00"}),
+     r"launch.env\[0\].value \(A\): expected no NUL"),
+    ("'=' in a variable's name", LaunchContext.of(["true"], env={"A=B": "x"}),
+     r"launch.env\[0\].name: expected a non-empty name without '='"),
+    ("an empty variable name", LaunchContext.of(["true"], env={"": "x"}), r"launch.env\[0\].name"),
+    ("too many arguments", LaunchContext.of(["true"] * (limits.RM_MAX_COMMAND_ARGS + 1)),
+     r"launch.command: expected at most 4096 entries \(RM_MAX_COMMAND_ARGS\), got 4097"),
+    ("too many bytes", LaunchContext.of(["true", "x" * limits.RM_MAX_LAUNCH_BYTES]),
+     r"launch: command and environment take \d+ bytes, over the limit of 1048576 \(RM_MAX_LAUNCH_BYTES\)"),
+    ("an infinite duration", LaunchContext.of(duration_s=INF), r"launch.duration_s: expected a finite number"),
+    ("a huge exit code", LaunchContext.of(duration_s=1, exit_code=2 ** 40), r"launch.exit_code"),
+]
+
+
+@pytest.mark.parametrize("what, launch, message", LAUNCHES, ids=[r[0] for r in LAUNCHES])
+def test_a_launch_that_cannot_be_started_is_refused(rm, what, launch, message):
+    _, cid = started_container(rm)
+    with pytest.raises(InvalidRequest, match=message):
+        rm.start_container(cid, launch)
+    assert rm.container_status(cid).state is ContainerState.ALLOCATED
+    rm.core.check_invariants()
+
+
+def test_list_lengths_are_bounded(rm, monkeypatch):
+    monkeypatch.setattr(limits, "RM_MAX_ASKS_PER_CALL", 3)
+    monkeypatch.setattr(limits, "RM_MAX_IDS_PER_CALL", 2)
+    app = app_of(rm)
+    asks = tuple(ResourceRequest(k, R(1, 1)) for k in range(4))
+    with pytest.raises(InvalidRequest, match=r"asks: expected at most 3 entries \(RM_MAX_ASKS_PER_CALL\), got 4"):
+        rm.allocate(AllocateRequest(app, 1, asks=asks))
+    with pytest.raises(InvalidRequest, match=r"blacklist_additions: expected at most 2 entries"):
+        rm.allocate(AllocateRequest(app, 1, blacklist_additions=("dgx-000",) * 3))
+    with pytest.raises(InvalidRequest, match=r"cancel: expected at most 2 entries"):
+        rm.allocate(AllocateRequest(app, 1, cancel=(1, 2, 3)))
+    assert_untouched(rm)
+
+
+def test_an_application_cannot_hold_and_wait_for_more_than_the_limit(rm, monkeypatch):
+    monkeypatch.setattr(limits, "RM_MAX_CONTAINERS_PER_APP", 5)
+    app = app_of(rm)
+    first = rm.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(1, R(512, 1), count=3),)))
+    assert len(first.allocated) == 3
+    with pytest.raises(InvalidRequest, match=r"asks: application app_0001 would hold and wait for 6 containers, "
+                                             r"over the limit of 5 \(RM_MAX_CONTAINERS_PER_APP\)"):
+        rm.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(2, R(512, 1), count=3),)))
+    # releasing in the same call makes room
+    again = rm.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(2, R(512, 1), count=3),),
+                                        releases=(first.allocated[0].container_id,)))
+    assert len(again.allocated) == 3
+    rm.core.check_invariants()
+
+
+def test_a_container_released_twice_in_one_call_is_released_once(rm):
+    app = app_of(rm)
+    (c,) = rm.allocate(ask(R(512, 1))).allocated
+    rm.allocate(AllocateRequest(app, 1, releases=(c.container_id, c.container_id)))
+    assert rm.container_status(c.container_id).state is ContainerState.KILLED
+    assert_untouched(rm)
+
+
+def test_running_applications_are_bounded(rm, monkeypatch):
+    monkeypatch.setattr(limits, "RM_MAX_RUNNING_APPS", 2)
+    a = rm.submit(ApplicationSubmission("a"))
+    rm.submit(ApplicationSubmission("b"))
+    with pytest.raises(WrongState, match=r"2 applications are running.*RM_MAX_RUNNING_APPS"):
+        rm.submit(ApplicationSubmission("c"))
+    rm.kill(a)
+    rm.submit(ApplicationSubmission("c"))
+
+
+def test_finished_applications_and_containers_are_forgotten_past_the_limits(monkeypatch):
+    monkeypatch.setattr(limits, "RM_MAX_COMPLETED_APPS", 10)
+    monkeypatch.setattr(limits, "RM_MAX_FINISHED_CONTAINERS", 20)
+    sim = Simulation(SPECS)
+    rm = InProcessRMClient(sim.core)
+    apps, containers = [], []
+    for k in range(30):
+        app = rm.submit(ApplicationSubmission(f"a{k}"))
+        rm.register(app)
+        containers += [c.container_id for c in rm.allocate(AllocateRequest(app, 1, asks=(
+            ResourceRequest(1, R(512, 1), count=2),))).allocated]
+        rm.finish(app, 1)
+        apps.append(app)
+    remembered = [a for a in apps if a in sim.core.apps]
+    assert 9 <= len(remembered) <= 10 and remembered == apps[-len(remembered):]
+    with pytest.raises(NotFound, match="app_id: unknown application 'app_0001'"):
+        rm.application_report(apps[0])
+    assert rm.application_report(apps[-1]).final_status == "SUCCEEDED"
+    assert len(sim.core.containers) <= 20
+    with pytest.raises(NotFound):
+        rm.container_status(containers[0])
+    assert rm.container_status(containers[-1]).state is ContainerState.KILLED
+    sim.core.check_invariants()
+
+
+def test_a_cluster_past_the_node_limit_is_refused(monkeypatch):
+    from gangmaster.tools.rmsim.core import ResourceManager
+
+    monkeypatch.setattr(limits, "RM_MAX_NODES", 4)
+    with pytest.raises(ValueError, match=r"a cluster of 5 nodes is over the limit of 4 \(RM_MAX_NODES\)"):
+        ResourceManager(SPECS)
+
+
+# ---------------------------------------------------------------- gRPC only
+@pytest.fixture
+def served(tmp_path):
+    live = LiveRM(SPECS, state_path=tmp_path / "state.json", work_dir=tmp_path / "tasks", poll_s=0.05)
+    server, port = start_server(live)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    client = GrpcRMClient(f"127.0.0.1:{port}", timeout_s=10)
+    try:
+        yield live, channel, client
+    finally:
+        client.close()
+        channel.close()
+        server.stop(0)
+        live.stop()
+
+
+def raw_call(channel, method: str, payload: bytes):
+    call = channel.unary_unary(f"/gangmaster.rm.ResourceManager/{method}",
+                               request_serializer=None, response_deserializer=None)
+    return call(payload, timeout=10)
+
+
+def test_bytes_that_are_not_a_message_are_invalid_argument(served):
+    _, channel, client = served
+    bad_utf8 = b"\x0a\x02\xff\xfe"   # SubmitRequest.name = invalid UTF-8
+    with pytest.raises(grpc.RpcError) as err:
+        raw_call(channel, "Submit", bad_utf8)
+    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "request: not a valid gangmaster.rm.SubmitRequest message" in err.value.details()
+    client.ping()
+
+
+def test_a_request_over_the_wire_is_bounded_before_it_is_decoded(served, monkeypatch):
+    monkeypatch.setattr(limits, "RM_MAX_ASKS_PER_CALL", 2)
+    _, channel, client = served
+    msg = pb.AllocateRequest(app_id="app_0001", attempt=1)
+    for k in range(3):
+        msg.asks.add(request_id=k, count=1).resource.memory_mb = 1
+    with pytest.raises(grpc.RpcError) as err:
+        raw_call(channel, "Allocate", msg.SerializeToString())
+    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "asks: expected at most 2 entries (RM_MAX_ASKS_PER_CALL), got 3" in err.value.details()
+
+
+def test_the_state_file_is_saved_after_a_refused_request(served):
+    live, _, client = served
+    app = client.submit(ApplicationSubmission("saved"))
+    client.register(app)
+    with pytest.raises(InvalidRequest, match="an ask for nothing"):
+        client.allocate(AllocateRequest(app, 1, asks=(
+            ResourceRequest(1, R(0, 0), count=limits.RM_MAX_COUNT_PER_ASK),)))
+    with pytest.raises(InvalidRequest, match="vcores: expected a finite number"):
+        client.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(1, R(1, math.nan)),)))
+    (c,) = client.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(2, R(512, 1)),))).allocated
+    later = client.submit(ApplicationSubmission("after"))
+    state = json.loads(live.state_path.read_text())
+    assert [a["app_id"] for a in state["apps"]] == [app, later]
+    assert [x["container_id"] for x in state["containers"]] == [c.container_id]
+
+
+def _allocate(**ask_fields):
+    msg = pb.AllocateRequest(app_id="app_0001", attempt=1)
+    resource = ask_fields.pop("resource", {"memory_mb": 1024, "vcores": 1})
+    a = msg.asks.add(request_id=1, count=ask_fields.pop("count", 1), **ask_fields)
+    for key, value in resource.items():
+        setattr(a.resource, key, value)
+    return msg
+
+
+# Hostile messages straight from a stub (no client-side checks): (method, message, expected detail)
+OVER_THE_WIRE = [
+    ("Allocate", _allocate(resource={}, count=2 ** 31 - 1), "asks[0].resource: expected memory_mb, vcores or gpus > 0"),
+    ("Allocate", _allocate(resource={"memory_mb": 1, "vcores": math.nan}), "asks[0].resource.vcores: expected a finite"),
+    ("Allocate", _allocate(resource={"memory_mb": 1, "gpus": -1}), "asks[0].resource: gpus: expected a number >= 0"),
+    ("Allocate", _allocate(host="dgx\x00"), "asks[0].host: expected no control characters"),
+    ("Allocate", _allocate(count=-5), "asks[0].count: expected an integer in 1..100000"),
+    ("Submit", pb.SubmitRequest(name="x\x00y"), "name: expected no control characters"),
+    ("Submit", pb.SubmitRequest(name="x", am_expiry_s=math.inf), "am_expiry_s: expected a finite number"),
+    ("Submit", pb.SubmitRequest(name="x", max_attempts=-3), "max_attempts: expected an integer in 1..100"),
+    ("Finish", pb.FinishRequest(app_id="app_0001", attempt=1, final_status="\x00"), "final_status"),
+    ("StartContainer", pb.StartContainerRequest(container_id="c\x00"), "container_id: expected no control"),
+    ("InjectFault", pb.FaultRequest(action="lose_node", host="\x00"), "host: expected no control characters"),
+    ("InjectFault", pb.FaultRequest(action="x" * 300), "action: expected at most 255 characters"),
+    ("InjectFault", pb.FaultRequest(action="lose_node", host="dgx-000", text="a\x00"), "text: expected no NUL"),
+]
+
+
+@pytest.mark.parametrize("method, msg, detail", OVER_THE_WIRE, ids=[f"{m}-{d[:30]}" for m, _, d in OVER_THE_WIRE])
+def test_hostile_messages_over_the_wire_are_invalid_argument(served, method, msg, detail):
+    live, channel, client = served
+    app = client.submit(ApplicationSubmission("target"))
+    client.register(app)
+    with pytest.raises(grpc.RpcError) as err:
+        raw_call(channel, method, msg.SerializeToString())
+    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert detail in err.value.details()
+    live.core.check_invariants()
+    assert all(n.free == n.capacity for n in client.cluster_nodes())
+
+
+def test_a_job_whose_role_asks_for_nothing_is_refused_when_read():
+    """The RM refuses an ask for nothing, so a job spec whose role asks for no CPU, memory
+    or GPU is refused up front (`validate`, `run`), not by the RM in the middle of a run."""
+    from gangmaster.am.jobspec import JobSpecError, parse_job
+
+    spec = ("protocolVersion: 2\nname: zero\ntype: job\ntaskRoles:\n  worker:\n    instances: 1\n"
+            "    resourcePerInstance: {cpu: 0, memoryMB: 0, gpu: 0}\n    commands: [\"true\"]\n")
+    with pytest.raises(JobSpecError, match=r"job.yaml: taskRoles.worker.resourcePerInstance.cpu: expected cpu, "
+                                           r"memoryMB or gpu > 0 \(a task must ask for something\), got 0"):
+        parse_job(spec, "job.yaml")
