@@ -229,21 +229,20 @@ class LiveRuns(_Runs):
         self.interrupted = self.interrupted or signal.Signals(signum)
 
     def shutdown(self) -> None:
-        """End the run: every job not done is killed at the RM (with the reason, which
-        its AM hears in one last heartbeat), every task's processes are stopped
-        (SIGTERM, then SIGKILL after the kill grace) and gone when this returns;
-        then the clock and the coordinator stop."""
+        """End the run: every job not done is killed at the RM (saying why), every
+        task's processes are stopped (SIGTERM, then SIGKILL after the kill grace) and
+        gone when this returns (:attr:`stopped_tasks` counts them); then the clock
+        and the coordinator stop. The AMs are not told: to their journal the run was
+        interrupted, and it can be resumed."""
         why = (f"the run was interrupted by {self.interrupted.name}" if self.interrupted is not None
                else "the run timed out" if self.timed_out else "the run was stopped")
         with self.core.lock:
             for run in self.runs:
-                if run.done or not run.ams:
-                    continue
-                try:
-                    self.client.kill(run.app_id, why)
-                    run.am.heartbeat()
-                except Exception:  # noqa: BLE001 - best effort on the way out; the tasks are stopped below
-                    log.exception("ending %s", run.app_id)
+                if not run.done:
+                    try:
+                        self.client.kill(run.app_id, why)
+                    except Exception:  # noqa: BLE001 - best effort on the way out; the tasks are stopped below
+                        log.exception("killing %s", run.app_id)
         self.clock.stop()
         self.stopped_tasks = self.node_manager.shutdown()
         self.barrier.stop()
