@@ -116,6 +116,7 @@ class TaskProcesses:
 
     pid: int
     started: int | None
+    exit_file: str | None
     supervised: bool = True            # False: a container started by an older RM (a /bin/sh wrapper)
     proc: subprocess.Popen | None = None
     kill_after: float | None = None    # stopped: kill whatever is left after this time (RM clock)
@@ -123,15 +124,25 @@ class TaskProcesses:
     @classmethod
     def from_handle(cls, handle: dict) -> "TaskProcesses | None":
         pid = handle.get("pid")
-        return cls(pid, handle.get("start_time"), handle.get("supervised", False)) if pid else None
+        if not pid:
+            return None
+        return cls(pid, handle.get("start_time"), handle.get("exit_file"), handle.get("supervised", False))
 
     def leader_running(self) -> bool:
         if self.proc is not None:
             return self.proc.poll() is None      # also reaps it
         return is_running(self.pid, self.started)
 
+    def exit_code(self) -> int | None:
+        """The task's exit code, once recorded (None: not yet, or its supervisor was killed first)."""
+        return _read_exit_file(self.exit_file)
+
     def leftovers(self) -> list[int]:
-        """Processes of the container's group and session still running (the leader included)."""
+        """Processes of the container's group and session still running (the leader included).
+        None once the supervisor has ended after recording the exit code: it records it only
+        when every process of the session is gone (so no need to look)."""
+        if self.supervised and not self.leader_running() and self.exit_code() is not None:
+            return []
         return session_members(self.pid, self.started)
 
     def terminate(self) -> None:
@@ -187,6 +198,7 @@ class ProcessNodeManager:
                 raise InvalidRequest("launch.command: expected a command to run (or duration_s)")
             command = ["/bin/sh", "-c", f"sleep {float(ctx.duration_s)}; exit {int(ctx.exit_code)}"]
         exit_file = self.work_dir / f"{rec.container_id}.exit"
+        exit_file.unlink(missing_ok=True)        # one left by an earlier RM in this folder is not this task's
         log_file = self.work_dir / f"{rec.container_id}.log"
         argv = [sys.executable, "-m", SUPERVISOR_MODULE, "--exit-file", str(exit_file),
                 "--grace", repr(float(self.kill_grace_s))]
@@ -201,7 +213,7 @@ class ProcessNodeManager:
                                         start_new_session=True, pass_fds=pass_fds)
         except OSError as exc:
             raise InvalidRequest(f"launch.command: cannot start {command[0]!r}: {exc.strerror}") from None
-        task = TaskProcesses(proc.pid, start_time(proc.pid), proc=proc)
+        task = TaskProcesses(proc.pid, start_time(proc.pid), str(exit_file), proc=proc)
         self.running[rec.container_id] = task
         rec.handle = {"pid": task.pid, "start_time": task.started, "supervised": True,
                       "exit_file": str(exit_file), "log": str(log_file)}
@@ -251,7 +263,7 @@ class ProcessNodeManager:
         rec = self.core.containers.get(container_id)
         if rec is None or rec.state.finished:
             return
-        code = _read_exit_file(rec.handle.get("exit_file"))
+        code = task.exit_code()
         if code is None and task.proc is not None:
             ret = task.proc.returncode
             code = ret if ret >= 0 else 128 - ret

@@ -61,6 +61,9 @@ def _note(message: str) -> None:
 
 
 class Supervisor:
+    """Runs COMMAND to its end, then stops what is left; see the module's docstring.
+    Needs to lead a session of its own: everything in it is its to stop."""
+
     def __init__(self, command: list[str], exit_file: str, grace_s: float, lifeline: int | None):
         self.command, self.exit_file, self.grace_s, self.lifeline = command, exit_file, grace_s, lifeline
         self.me = os.getpid()
