@@ -14,9 +14,12 @@ The new AM recovers the job from the journal in the same work folder.
 """
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -39,6 +42,10 @@ from .rmsim.simulation import Simulation
 
 #: A crashed AM is started again this long after the RM declares it dead (seconds).
 AM_RESTART_DELAY_S = 2.0
+#: The signals that end a live run early: its tasks are stopped first (see LiveRuns.run).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -149,7 +156,13 @@ class SimulatedRuns(_Runs):
 class LiveRuns(_Runs):
     """Jobs on the simulator in real time, with real task processes and a real
     barrier coordinator. The AM's heartbeats run on the RM clock's thread, under
-    the RM's lock, exactly as the simulated ones do on the virtual loop."""
+    the RM's lock, exactly as the simulated ones do on the virtual loop.
+
+    Nothing a run starts outlives it: :meth:`run` returns early on SIGTERM or
+    SIGINT (:attr:`interrupted` says which) and :meth:`shutdown` then stops every
+    task's processes; if this process dies without a chance to (``kill -9``),
+    every task's supervisor sees it and stops its task (see
+    :class:`~gangmaster.tools.rmsim.nodemanager.ProcessNodeManager`)."""
 
     def __init__(self, specs: list[NodeSpec], work_dir: str | Path, settings: AMSettings | None = None,
                  selection: SelectionSettings | None = None, queues: list[Queue] | None = None,
@@ -167,6 +180,10 @@ class LiveRuns(_Runs):
         self.barrier = BarrierServer(barrier_config or BarrierConfig.load())
         self.barrier.start()
         self._finished = threading.Event()
+        self.interrupted: signal.Signals | None = None   # the signal that ended run() early
+        self.timed_out = False
+        self.stopped_tasks = 0     # containers whose processes shutdown() had to stop
+        self._previous_handlers: dict = {}
         super().__init__(core, InProcessRMClient(core), clock, settings or AMSettings(),
                          selection or SelectionSettings(), echo)
 
@@ -181,28 +198,54 @@ class LiveRuns(_Runs):
             return super().submit(job, work_dir, queue)
 
     def run(self, timeout_s: float | None = None) -> bool:
-        """Wait until every job is done (or ``timeout_s``); True when all are done."""
+        """Wait until every job is done, ``timeout_s`` passes, or SIGTERM or SIGINT
+        arrives; True when all are done. Call :meth:`shutdown` afterwards: the
+        signals stay caught until it has stopped every task."""
+        self._catch_stop_signals()
         watcher = self.clock.every(0.05, self._check_done)
-        finished = self._finished.wait(timeout_s)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self._finished.wait(0.1):
+            if self.interrupted is not None:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                self.timed_out = True
+                break
         watcher.cancel()
         with self.core.lock:
             self.close()
-        return finished
+        return self._finished.is_set()
 
     def _check_done(self) -> None:
         if self.all_done:
             self._finished.set()
 
+    def _catch_stop_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread() or self._previous_handlers:
+            return                          # signal handlers belong to the main thread
+        for sig in STOP_SIGNALS:
+            self._previous_handlers[sig] = signal.signal(sig, self._on_stop_signal)
+
+    def _on_stop_signal(self, signum, _frame) -> None:
+        self.interrupted = self.interrupted or signal.Signals(signum)
+
     def shutdown(self) -> None:
-        """Stop every task still running, the clock and the coordinator."""
+        """End the run: every job not done is killed at the RM (saying why), every
+        task's processes are stopped (SIGTERM, then SIGKILL after the kill grace) and
+        gone when this returns (:attr:`stopped_tasks` counts them); then the clock
+        and the coordinator stop. The AMs are not told: to their journal the run was
+        interrupted, and it can be resumed."""
+        why = (f"the run was interrupted by {self.interrupted.name}" if self.interrupted is not None
+               else "the run timed out" if self.timed_out else "the run was stopped")
         with self.core.lock:
             for run in self.runs:
                 if not run.done:
                     try:
-                        self.client.kill(run.app_id, "the run was interrupted")
-                    except Exception:  # noqa: BLE001 - best effort on the way out
-                        pass
-        self.node_manager.poll()
-        self.node_manager.shutdown()
+                        self.client.kill(run.app_id, why)
+                    except Exception:  # noqa: BLE001 - best effort on the way out; the tasks are stopped below
+                        log.exception("killing %s", run.app_id)
         self.clock.stop()
+        self.stopped_tasks = self.node_manager.shutdown()
         self.barrier.stop()
+        for sig, handler in self._previous_handlers.items():
+            signal.signal(sig, handler)
+        self._previous_handlers = {}

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -88,30 +89,35 @@ def _run(args) -> int:
         from gangmaster.tools.job_runner import LiveRuns
         runs = LiveRuns(specs, base, am_settings, selection, queues,
                         barrier_config=BarrierConfig.load(args.config), echo=echo,
-                        scheduling_interval_s=interval)
+                        scheduling_interval_s=interval, kill_grace_s=rm_knobs.number("kill_grace_s", minimum=0))
     else:
         from gangmaster.tools.job_runner import SimulatedRuns
         scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
         runs = SimulatedRuns(specs, am_settings, selection, queues, scenario, echo=echo,
                              scheduling_interval_s=interval)
     runs.prefix_lines = len(jobs) > 1
+    interrupted = None
     try:
         for k, job in enumerate(jobs):
             work_dir = base if len(jobs) == 1 else base / f"{k}-{job.name}"
             runs.submit(job, work_dir, queue_names[k % len(queue_names)])
         finished = runs.run(args.timeout) if args.live else runs.run()
     except KeyboardInterrupt:
-        finished = False
-        print("gangmaster run: interrupted", file=sys.stderr)
+        finished, interrupted = False, signal.SIGINT
     finally:
         if args.live:
             runs.shutdown()
+            interrupted = interrupted or runs.interrupted
     if args.json:
         print(json.dumps([_report_dict(r) for r in runs.runs], indent=2))
     else:
         for run in runs.runs:
             print(format_report(run.am))
         print(f"work folder: {base}")
+    if interrupted is not None:
+        stopped = f"; stopped the processes of {runs.stopped_tasks} running task(s)" if args.live else ""
+        print(f"gangmaster run: interrupted by {interrupted.name}{stopped}", file=sys.stderr)
+        return 128 + interrupted
     if not finished:
         print("gangmaster run: stopped before every job finished "
               + ("(--timeout)" if args.live else f"(am.max_virtual_time_s = {am_settings.max_virtual_time_s:g})"),

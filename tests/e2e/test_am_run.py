@@ -86,6 +86,8 @@ def _task_pid(output_dir: Path, rank: int) -> int | None:
             continue
         if not cmdline or not os.path.basename(cmdline[0].decode()).startswith("python"):
             continue
+        if b"gangmaster.tools.rmsim.supervisor" in cmdline:   # the task's supervisor, not the task
+            continue
         if (f"GANGMASTER_OUTPUT_DIR={output_dir}".encode() in environ
                 and f"GANGMASTER_TASK_INDEX={rank}".encode() in environ
                 and b"GANGMASTER_ATTEMPT=1" in environ):

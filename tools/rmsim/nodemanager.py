@@ -5,9 +5,10 @@
   duration is ``None``, until it is stopped).
 * :class:`ProcessNodeManager` (live): a started container is a real local
   process, told where it "runs" through its environment (see
-  :func:`container_env`). Each process is wrapped by ``/bin/sh`` that writes
-  the task's exit code to a file, so an RM restarted after ``kill -9`` can still
-  learn how a task it did not spawn ended.
+  :func:`container_env`), under a supervisor
+  (:mod:`~gangmaster.tools.rmsim.supervisor`) that stops whatever the task
+  leaves behind and writes the task's exit code to a file, so an RM restarted
+  after ``kill -9`` can still learn how a task it did not spawn ended.
 
 Both have ``bind(core)``, ``launch(rec, ctx)``, ``stop(rec)`` and ``adopt(rec)``
 (take over a RUNNING container restored from a state file).
@@ -18,10 +19,16 @@ import logging
 import os
 import signal
 import subprocess
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 from gangmaster.am.rm_protocol import ContainerState, ExitStatus, InvalidRequest, LaunchContext
 from gangmaster.gpu_topology.masks import indices_of
+
+from .processes import is_running, send, session_members, start_time
 
 log = logging.getLogger(__name__)
 
@@ -93,20 +100,92 @@ class SimulatedNodeManager:
         """After a restore the remaining run time is unknown: the container runs until stopped."""
 
 
-_WRAPPER = '"$@"; code=$?; echo $code > "$GM_EXIT_FILE.tmp" && mv "$GM_EXIT_FILE.tmp" "$GM_EXIT_FILE"; exit $code'
+#: The program every live container runs under (see its docstring).
+SUPERVISOR_MODULE = "gangmaster.tools.rmsim.supervisor"
+#: A stopped container's supervisor has the grace period and then this long to finish
+#: stopping its processes; past that the NodeManager kills what is left itself (seconds).
+BACKSTOP_S = 2.0
+
+
+@dataclass(eq=False)
+class TaskProcesses:
+    """One container's processes as the NodeManager knows them: the supervisor that
+    leads their session and process group, named by pid *and* start time (a pid may
+    be reused once reaped), and its ``Popen`` when this NodeManager started it
+    (None for a container adopted from a state file)."""
+
+    pid: int
+    started: int | None
+    exit_file: str | None
+    supervised: bool = True            # False: a container started by an older RM (a /bin/sh wrapper)
+    proc: subprocess.Popen | None = None
+    kill_after: float | None = None    # stopped: kill whatever is left after this time (RM clock)
+
+    @classmethod
+    def from_handle(cls, handle: dict) -> "TaskProcesses | None":
+        pid = handle.get("pid")
+        if not pid:
+            return None
+        return cls(pid, handle.get("start_time"), handle.get("exit_file"), handle.get("supervised", False))
+
+    def leader_running(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None      # also reaps it
+        return is_running(self.pid, self.started)
+
+    def exit_code(self) -> int | None:
+        """The task's exit code, once recorded (None: not yet, or its supervisor was killed first)."""
+        return _read_exit_file(self.exit_file)
+
+    def leftovers(self) -> list[int]:
+        """Processes of the container's group and session still running (the leader included).
+        None once the supervisor has ended after recording the exit code: it records it only
+        when every process of the session is gone (so no need to look)."""
+        if self.supervised and not self.leader_running() and self.exit_code() is not None:
+            return []
+        return session_members(self.pid, self.started)
+
+    def terminate(self) -> None:
+        """Ask for a stop: the supervisor stops the task (SIGTERM, then SIGKILL after its grace)."""
+        if self.supervised and self.leader_running():
+            send([self.pid], signal.SIGTERM)     # the task gets one SIGTERM, from its supervisor
+        else:
+            send(self.leftovers(), signal.SIGTERM)
+
+    def kill(self) -> None:
+        send(self.leftovers(), signal.SIGKILL)
+
+    def gone(self) -> bool:
+        return not self.leader_running() and not self.leftovers()
 
 
 class ProcessNodeManager:
-    """Containers are real local processes; their exit is noticed by polling."""
+    """Containers are real local processes, each under a supervisor
+    (:mod:`gangmaster.tools.rmsim.supervisor`) that makes sure nothing the task
+    starts outlives it; their end is noticed by polling.
 
-    def __init__(self, clock, work_dir: str | Path, poll_s: float = 0.1, kill_grace_s: float = 2.0):
+    A container counts as ended only once every process of its session is gone:
+    if its supervisor was killed and left processes behind, they are killed first
+    and the container's resources stay booked until they are gone.
+
+    ``tasks_outlive_rm``: False (``gangmaster run --live``, an RM without a state
+    file): every task is tied to this process by a *lifeline* pipe and stops when
+    this process dies, even by ``kill -9``; :meth:`shutdown` stops them all. True
+    (``rm serve --state``): tasks keep running across an RM restart and the
+    restored RM adopts them (:meth:`adopt`).
+    """
+
+    def __init__(self, clock, work_dir: str | Path, poll_s: float = 0.1, kill_grace_s: float = 2.0,
+                 tasks_outlive_rm: bool = False):
         self.clock = clock
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.kill_grace_s = kill_grace_s
+        # Only this process holds the write end: when it dies, every supervisor reads EOF.
+        self._lifeline = None if tasks_outlive_rm else os.pipe()
         self.core = None
-        self.procs: dict[str, subprocess.Popen | None] = {}   # None: adopted after a restart
-        self.reaping: list[subprocess.Popen] = []              # stopped, to be waited for
+        self.running: dict[str, TaskProcesses] = {}
+        self.stopping: list[TaskProcesses] = []     # stopped, until their processes are gone
         self.poll_timer = clock.every(poll_s, self.poll)
 
     def bind(self, core) -> None:
@@ -119,59 +198,115 @@ class ProcessNodeManager:
                 raise InvalidRequest("launch.command: expected a command to run (or duration_s)")
             command = ["/bin/sh", "-c", f"sleep {float(ctx.duration_s)}; exit {int(ctx.exit_code)}"]
         exit_file = self.work_dir / f"{rec.container_id}.exit"
+        exit_file.unlink(missing_ok=True)        # one left by an earlier RM in this folder is not this task's
         log_file = self.work_dir / f"{rec.container_id}.log"
-        env = container_env(self.core, rec, ctx)
-        env["GM_EXIT_FILE"] = str(exit_file)
+        argv = [sys.executable, "-m", SUPERVISOR_MODULE, "--exit-file", str(exit_file),
+                "--grace", repr(float(self.kill_grace_s))]
+        pass_fds: tuple[int, ...] = ()
+        if self._lifeline is not None:
+            argv += ["--lifeline", str(self._lifeline[0])]
+            pass_fds = (self._lifeline[0],)
         try:
             with open(log_file, "ab") as out:
-                proc = subprocess.Popen(["/bin/sh", "-c", _WRAPPER, "sh", *command], env=env, stdout=out,
+                proc = subprocess.Popen([*argv, "--", *command], env=container_env(self.core, rec, ctx), stdout=out,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+                                        start_new_session=True, pass_fds=pass_fds)
         except OSError as exc:
             raise InvalidRequest(f"launch.command: cannot start {command[0]!r}: {exc.strerror}") from None
-        self.procs[rec.container_id] = proc
-        rec.handle = {"pid": proc.pid, "exit_file": str(exit_file), "log": str(log_file)}
+        task = TaskProcesses(proc.pid, start_time(proc.pid), str(exit_file), proc=proc)
+        self.running[rec.container_id] = task
+        rec.handle = {"pid": task.pid, "start_time": task.started, "supervised": True,
+                      "exit_file": str(exit_file), "log": str(log_file)}
 
     def adopt(self, rec) -> None:
-        self.procs[rec.container_id] = None
+        """Take over a RUNNING container restored from a state file: it ends when its
+        supervisor has ended and its processes are gone (killed, if it left any)."""
+        task = TaskProcesses.from_handle(rec.handle)
+        if task is not None:
+            self.running[rec.container_id] = task
 
     def stop(self, rec) -> None:
-        proc = self.procs.pop(rec.container_id, None)
-        if proc is not None:
-            self.reaping.append(proc)
-        pid = rec.handle.get("pid")
-        if not pid:
+        task = self.running.pop(rec.container_id, None) or TaskProcesses.from_handle(rec.handle)
+        if task is None:
             return
-        _signal_group(pid, signal.SIGTERM)
-        self.clock.call_later(self.kill_grace_s, _signal_group, pid, signal.SIGKILL)
+        task.terminate()
+        task.kill_after = self.clock.now() + self.kill_grace_s + BACKSTOP_S
+        self.stopping.append(task)
 
     def poll(self) -> None:
-        self.reaping = [p for p in self.reaping if p.poll() is None]
-        for cid, proc in list(self.procs.items()):
-            rec = self.core.containers.get(cid)
-            if rec is None or rec.state.finished:
-                self.procs.pop(cid, None)
+        self.stopping = [t for t in self.stopping if not self._finish_stopping(t)]
+        for cid, task in list(self.running.items()):
+            if task.leader_running():
                 continue
-            code = _read_exit_file(rec.handle.get("exit_file"))
-            if proc is not None:
-                ret = proc.poll()
-                if ret is None:
-                    continue
-                if code is None:
-                    code = ret if ret >= 0 else 128 - ret
-            elif code is None:
-                if _alive(rec.handle.get("pid")):
-                    continue
-                self.procs.pop(cid, None)
-                self.core._finish_container(rec, ContainerState.FAILED, ExitStatus.LOST_ON_RM_RESTART,
-                                            "the process ended while the RM was down; exit code unknown",
-                                            stop=False)
+            left = task.leftovers()
+            if left:           # its supervisor was killed: kill what it left, free nothing until it is gone
+                if task.kill_after is None:
+                    task.kill_after = self.clock.now()
+                    log.warning("container %s: its supervisor ended and left %d process(es); killing them",
+                                cid, len(left))
+                send(left, signal.SIGKILL)
                 continue
-            self.procs.pop(cid, None)
-            self.core.container_exited(cid, code)
+            del self.running[cid]
+            self._report_end(cid, task)
 
-    def shutdown(self) -> None:
-        self.poll_timer.cancel()
+    def _finish_stopping(self, task: TaskProcesses) -> bool:
+        """One look at a stopped container: True once its processes are gone."""
+        if task.leader_running():
+            if self.clock.now() >= task.kill_after:
+                task.kill()
+            return False
+        left = task.leftovers()
+        send(left, signal.SIGKILL)      # its supervisor is gone: anything left is an orphan
+        return not left
+
+    def _report_end(self, container_id: str, task: TaskProcesses) -> None:
+        rec = self.core.containers.get(container_id)
+        if rec is None or rec.state.finished:
+            return
+        code = task.exit_code()
+        if code is None and task.proc is not None:
+            ret = task.proc.returncode
+            code = ret if ret >= 0 else 128 - ret
+        if code is None:
+            self.core._finish_container(rec, ContainerState.FAILED, ExitStatus.LOST_ON_RM_RESTART,
+                                        "the process ended while the RM was down; exit code unknown", stop=False)
+        else:
+            self.core.container_exited(container_id, code)
+
+    def shutdown(self) -> int:
+        """Stop polling. Unless tasks outlive the RM, stop every container's processes
+        and wait until they are gone (the grace period, then SIGKILL); returns the
+        number of containers whose processes had to be stopped."""
+        with self.core.lock if self.core is not None else nullcontext():
+            self.poll_timer.cancel()
+            if self._lifeline is None:     # tasks outlive the RM (or this ran before)
+                return 0
+            for task in self.running.values():
+                task.terminate()
+            tasks = [t for t in [*self.running.values(), *self.stopping] if not t.gone()]
+            self.running.clear()
+            self.stopping = []
+        left = _wait_gone(tasks, self.kill_grace_s + BACKSTOP_S)
+        for task in left:
+            task.kill()
+        left = _wait_gone(left, BACKSTOP_S)
+        if left:
+            log.error("%d container(s) still have processes after SIGKILL: %s", len(left),
+                      ", ".join(str(t.pid) for t in left))
+        for fd in reversed(self._lifeline):   # the write end first: any supervisor not accounted for stops
+            os.close(fd)
+        self._lifeline = None
+        return len(tasks)
+
+
+def _wait_gone(tasks: list[TaskProcesses], timeout_s: float) -> list[TaskProcesses]:
+    """Wait up to ``timeout_s`` until every task's processes are gone; the ones left."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        tasks = [t for t in tasks if not t.gone()]
+        if not tasks or time.monotonic() >= deadline:
+            return tasks
+        time.sleep(0.05)
 
 
 def _read_exit_file(path: str | None) -> int | None:
@@ -181,26 +316,3 @@ def _read_exit_file(path: str | None) -> int | None:
         return int(Path(path).read_text().strip())
     except (OSError, ValueError):
         return None
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:   # a zombie nobody reaps (the RM that spawned it is gone) is dead too
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -72,7 +72,10 @@ class LiveRM:
             except (OSError, ValueError, AttributeError):
                 start = 0.0
         self.clock = RealTimeLoop(lock, start=start)
-        self.node_manager = ProcessNodeManager(self.clock, work_dir, poll_s=poll_s, kill_grace_s=kill_grace_s)
+        # With a state file, tasks outlive an RM killed with kill -9 and the restarted RM adopts them;
+        # without one, nothing could adopt them, so they end with this process.
+        self.node_manager = ProcessNodeManager(self.clock, work_dir, poll_s=poll_s, kill_grace_s=kill_grace_s,
+                                               tasks_outlive_rm=self.state_path is not None)
         if restored:
             self.core = state_file.load(self.state_path, self.clock, self.node_manager)
             log.info("restored RM state from %s: %d node(s), %d application(s), %d live container(s)",
