@@ -96,6 +96,12 @@ class GangAcquisition:
     def outstanding(self) -> list[Slot]:
         return [s for s in self.slots.values() if s.container is None and s.request_id is not None]
 
+    def stalled(self, now: float) -> bool:
+        """Holding and asking for nothing, not backing off, and the last placement found no
+        room: planning again changes nothing until the cluster does."""
+        return (bool(self.waiting_reason) and now >= self.not_before and not self.asks
+                and all(s.container is None and s.request_id is None for s in self.slots.values()))
+
     def in_order(self) -> list[Slot]:
         """Slots by role (in the gang's order), then instance index: rank order."""
         return [self.slots[(role, i)] for role, spec in self.roles.items() for i in range(spec.instances)]

@@ -8,13 +8,15 @@ the same file, and its ``am_started`` lines show each restart.
 
 Kinds, in the order a gang lives them::
 
-    am_started     am_attempt
+    am_started     am_attempt, app_id, job
+    resumed        am_attempts, app_id                 a new application carries on an earlier run's job
     gang_attempt   gang, attempt, waiting_since       a gang attempt begins to wait
     released       gang, attempt, containers, reason   a partial hold given back
     launched       gang, attempt, started_at, barrier_token, tasks   every task of the attempt started
     task_finished  gang, attempt, role, index, state, exit_status, diagnostics
     attempt_ended  record (an AttemptRecord)
     job_finished   outcome, reason
+    am_stopped     reason                               the run stopped with the job unfinished
 
 :func:`replay` folds the lines into a :class:`JournalState`.
 """
@@ -44,6 +46,10 @@ class Journal:
         record = {"t": round(float(self.now()), 6), "kind": kind, **fields}
         self._file.write(json.dumps(record, sort_keys=True) + "\n")
         self._file.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
 
     def close(self) -> None:
         self._file.close()
@@ -78,24 +84,40 @@ class GangJournal:
     history: list[AttemptRecord] = field(default_factory=list)
 
 
+#: Outcomes after which a job is over for good; a killed job can be resumed.
+FINAL_OUTCOMES = ("succeeded", "failed")
+
+
 @dataclass
 class JournalState:
     am_attempts: list[int] = field(default_factory=list)
+    app_id: str = ""               # the application of the latest AM
+    job: str = ""                  # the job's name, as the latest AM wrote it
     gangs: dict[str, GangJournal] = field(default_factory=dict)
-    outcome: str | None = None
+    outcome: str | None = None     # succeeded | failed | killed, once the job ended
     reason: str = ""
+    last_time: float = 0.0         # the AM's clock at the latest record
 
     @property
     def empty(self) -> bool:
         return not self.am_attempts
+
+    @property
+    def finished(self) -> bool:
+        """The job is over for good: running it again would change nothing."""
+        return self.outcome in FINAL_OUTCOMES
 
 
 def replay(records: list[dict]) -> JournalState:
     state = JournalState()
     for r in records:
         kind = r["kind"]
+        state.last_time = float(r.get("t", state.last_time))
         if kind == "am_started":
             state.am_attempts.append(int(r["am_attempt"]))
+            state.app_id, state.job = r.get("app_id", ""), r.get("job", "")
+        elif kind == "resumed":
+            state.outcome, state.reason = None, ""
         elif kind == "gang_attempt":
             state.gangs[r["gang"]] = GangJournal(attempt=int(r["attempt"]), waiting_since=float(r["waiting_since"]),
                                                  history=_history(state, r["gang"]))

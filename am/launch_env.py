@@ -1,22 +1,57 @@
-"""The environment the AM gives each task: OpenPAI's runtime variables, so a
-program written for OpenPAI finds its peers the same way here.
+"""The environment the AM gives each task: OpenPAI's runtime variables, in OpenPAI's
+formats, so a program written for OpenPAI finds its peers, its ports and its folder
+the same way here.
 
-Per job and role: ``PAI_JOB_NAME``, ``PAI_TASK_ROLE_COUNT``, ``PAI_TASK_ROLE_LIST``,
-``PAI_TASK_ROLE_TASK_COUNT_<role>``, ``PAI_TASK_ROLE_<role>_HOST_LIST`` (``host:port``
-of every instance, by index; the first port of the instance, or the host alone).
-Per instance: ``PAI_HOST_IP_<role>_<i>`` and ``PAI_PORT_LIST_<role>_<i>_<label>``
-(gangs of up to :data:`PER_INSTANCE_VARIABLES_UP_TO` tasks).
-For the task itself: ``PAI_CURRENT_TASK_ROLE_NAME``,
-``PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX``, ``PAI_TASK_INDEX`` and
-``GANGMASTER_ATTEMPT``. The NodeManager adds what only it knows (the container's
-own host, ports, GPUs).
+OpenPAI (protocol v2) sets them in three places, and so do we:
+
+**Job and task role level** (OpenPAI's REST server; here :func:`gang_env`, the
+same for every task of the gang; roles are every role of the job):
+
+=====================================  ================================================
+``PAI_JOB_NAME``, ``PAI_FRAMEWORK_NAME``  ``<user>~<job name>`` (OpenPAI's framework name)
+``PAI_USER_NAME``, ``PAI_USERNAME``    the user running ``gangmaster``
+``PAI_DEFAULT_FS_URI``                 empty (no default file system)
+``PAI_VIRTUAL_CLUSTER``                the RM queue of the job
+``PAI_TASK_ROLE_COUNT``, ``PAI_TASK_ROLES_NUM``, ``PAI_JOB_TASK_ROLE_COUNT``  number of roles
+``PAI_TASK_ROLE_LIST``, ``PAI_JOB_TASK_ROLE_LIST``  the role names, comma separated, in file order
+``PAI_JOB_TASK_COUNT``, ``PAI_TASKS_NUM``  number of instances of the job
+``PAI_TASK_ROLE_TASK_COUNT_<role>``    instances of the role
+``PAI_RESOURCE_<role>``                ``gpu,cpu,memoryMB,shmMB`` (shm 0 unless
+                                       ``extraContainerOptions.shmMB``)
+``PAI_MIN_FAILED_TASK_COUNT_<role>``   ``minFailedInstances`` (-1: failures never end it)
+``PAI_MIN_SUCCEEDED_TASK_COUNT_<role>``  ``minSucceededInstances`` (the role's instances
+                                       when not set)
+=====================================  ================================================
+
+**Every task of the gang** (OpenPAI's runtime; here :func:`gang_env` too):
+``PAI_TASK_ROLE_<role>_HOST_LIST`` (``host:port`` of each instance by index, the port
+being its ``http`` port, else its first; the host alone without ports),
+``PAI_TASK_ROLE_INSTANCES`` (``role:index`` of every task, comma separated) and, for
+gangs of up to :data:`PER_INSTANCE_VARIABLES_UP_TO` tasks, ``PAI_HOST_IP_<role>_<i>``,
+``PAI_PORT_LIST_<role>_<i>_<label>`` and its older name ``PAI_<role>_<i>_<label>_PORT``
+(comma separated ports).
+
+**The task itself** (:func:`own_env`): ``PAI_CURRENT_TASK_ROLE_NAME``,
+``PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX``, ``PAI_TASK_INDEX``,
+``PAI_CONTAINER_HOST_PORT_LIST`` (``label:port,port;label:port;``, every label
+followed by ``;``), ``PAI_CONTAINER_HOST_<label>_PORT_LIST`` (comma separated),
+``PAI_CONTAINER_HOST_PORT`` / ``PAI_CURRENT_CONTAINER_PORT`` (the ``http`` port, else
+the first) and ``PAI_CONTAINER_SSH_PORT`` (with an ``ssh`` label); ``GANGMASTER_ATTEMPT``.
+
+The NodeManager adds what only it knows (``tools/rmsim/nodemanager.py``): the
+container's id, its host's address (``PAI_CONTAINER_HOST_IP``,
+``PAI_CURRENT_CONTAINER_IP``), its GPUs, and ``PAI_WORK_DIR``, the folder the task's
+commands start in.
 """
 from __future__ import annotations
 
+import getpass
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from gangmaster.selectors.ports import PortRanges
+
+from .jobspec_model import JobSpec, RoleSpec
 
 
 @dataclass(frozen=True)
@@ -29,8 +64,10 @@ class PlacedTask:
     ports: Mapping[str, tuple[int, ...]]   # label -> the ports with that label
 
     @property
-    def first_port(self) -> int | None:
-        for ports in self.ports.values():
+    def main_port(self) -> int | None:
+        """The port OpenPAI names the task by: its ``http`` port (which OpenPAI always
+        reserves), else its first port; None without ports."""
+        for ports in (self.ports.get("http", ()), *self.ports.values()):
             if ports:
                 return ports[0]
         return None
@@ -55,36 +92,92 @@ def label_ports(labels: Mapping[str, int], ranges: PortRanges) -> dict[str, tupl
 PER_INSTANCE_VARIABLES_UP_TO = 256
 
 
-def gang_env(job_name: str, tasks: Sequence[PlacedTask], attempt: int) -> dict[str, str]:
-    """OpenPAI's variables that are the same for every task of the gang (computed once)."""
-    roles = list(dict.fromkeys(t.role for t in tasks))
+def job_env(job: JobSpec, queue: str, user: str | None = None) -> dict[str, str]:
+    """OpenPAI's job and task-role variables (the same for every task of the job)."""
+    user = user or current_user()
+    roles = ",".join(job.role_names)
+    count = str(len(job.roles))
+    tasks = str(job.total_instances)
     env = {
-        "PAI_JOB_NAME": job_name,
-        "PAI_TASK_ROLE_COUNT": str(len(roles)),
-        "PAI_TASK_ROLE_LIST": ",".join(roles),
-        "GANGMASTER_ATTEMPT": str(attempt),
+        "PAI_JOB_NAME": f"{user}~{job.name}",
+        "PAI_FRAMEWORK_NAME": f"{user}~{job.name}",
+        "PAI_USER_NAME": user,
+        "PAI_USERNAME": user,
+        "PAI_DEFAULT_FS_URI": "",
+        "PAI_VIRTUAL_CLUSTER": queue,
+        "PAI_TASK_ROLE_COUNT": count,
+        "PAI_TASK_ROLES_NUM": count,
+        "PAI_JOB_TASK_ROLE_COUNT": count,
+        "PAI_TASK_ROLE_LIST": roles,
+        "PAI_JOB_TASK_ROLE_LIST": roles,
+        "PAI_JOB_TASK_COUNT": tasks,
+        "PAI_TASKS_NUM": tasks,
     }
+    for role in job.roles:
+        completion = role.completion
+        env[f"PAI_TASK_ROLE_TASK_COUNT_{role.name}"] = str(role.instances)
+        env[f"PAI_RESOURCE_{role.name}"] = f"{role.gpus},{role.cpu},{role.memory_mb},{_shm_mb(job, role)}"
+        env[f"PAI_MIN_FAILED_TASK_COUNT_{role.name}"] = str(
+            -1 if completion.min_failed is None else completion.min_failed)
+        env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{role.name}"] = str(
+            role.instances if completion.min_succeeded is None else completion.min_succeeded)
+    return env
+
+
+def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str = "default",
+             user: str | None = None) -> dict[str, str]:
+    """Every variable that is the same for all tasks of the gang (computed once)."""
+    env = job_env(job, queue, user)
+    env["GANGMASTER_ATTEMPT"] = str(attempt)
     per_instance = len(tasks) <= PER_INSTANCE_VARIABLES_UP_TO
-    by_role: dict[str, list[PlacedTask]] = {role: [] for role in roles}
+    by_role: dict[str, list[PlacedTask]] = {}
     for t in tasks:
-        by_role[t.role].append(t)
+        by_role.setdefault(t.role, []).append(t)
+    instances = []
     for role, of_role in by_role.items():
         of_role.sort(key=lambda t: t.index)
-        env[f"PAI_TASK_ROLE_TASK_COUNT_{role}"] = str(len(of_role))
+        instances += [f"{role}:{t.index}" for t in of_role]
         env[f"PAI_TASK_ROLE_{role}_HOST_LIST"] = ",".join(
-            t.host if t.first_port is None else f"{t.host}:{t.first_port}" for t in of_role)
+            t.host if t.main_port is None else f"{t.host}:{t.main_port}" for t in of_role)
         if per_instance:
             for t in of_role:
                 env[f"PAI_HOST_IP_{role}_{t.index}"] = t.host
                 for label, ports in t.ports.items():
-                    env[f"PAI_PORT_LIST_{role}_{t.index}_{label}"] = ",".join(map(str, ports))
+                    listed = ",".join(map(str, ports))
+                    env[f"PAI_PORT_LIST_{role}_{t.index}_{label}"] = listed
+                    env[f"PAI_{role}_{t.index}_{label}_PORT"] = listed
+    env["PAI_TASK_ROLE_INSTANCES"] = ",".join(instances)
     return env
 
 
 def own_env(me: PlacedTask) -> dict[str, str]:
-    """The variables that say which task this is."""
-    return {
+    """The variables that say which task this is, and its own ports."""
+    env = {
         "PAI_CURRENT_TASK_ROLE_NAME": me.role,
         "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(me.index),
         "PAI_TASK_INDEX": str(me.index),
+        "PAI_CONTAINER_HOST_PORT_LIST": "".join(f"{label}:{','.join(map(str, ports))};"
+                                                for label, ports in me.ports.items()),
     }
+    for label, ports in me.ports.items():
+        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = ",".join(map(str, ports))
+    if me.main_port is not None:
+        env["PAI_CONTAINER_HOST_PORT"] = env["PAI_CURRENT_CONTAINER_PORT"] = str(me.main_port)
+    if me.ports.get("ssh"):
+        env["PAI_CONTAINER_SSH_PORT"] = str(me.ports["ssh"][0])
+    return env
+
+
+def current_user() -> str:
+    """Who runs this process (OpenPAI's submitting user), or "unknown" when the system cannot say."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _shm_mb(job: JobSpec, role: RoleSpec) -> int:
+    """``extraContainerOptions.shmMB`` of the role (0 when not given, as OpenPAI reports it)."""
+    options = job.kept.get(f"taskRoles.{role.name}.extraContainerOptions")
+    shm = options.get("shmMB", 0) if isinstance(options, Mapping) else 0
+    return shm if isinstance(shm, int) and not isinstance(shm, bool) else 0

@@ -45,13 +45,18 @@ class TaskRecord:
     ports: dict[str, int]
     started_at: float
     state: TaskState = TaskState.RUNNING
-    exit_status: int | None = None
+    exit_status: int | None = None     # None on a FAILED task: it never ran (the RM could not start it)
     diagnostics: str = ""
     finished_at: float | None = None
 
     @property
     def name(self) -> str:
         return f"{self.role}[{self.index}]"
+
+    @property
+    def launch_failed(self) -> bool:
+        """The RM could not start this task's container (``diagnostics`` says why)."""
+        return self.state is TaskState.FAILED and self.exit_status is None
 
     def where(self) -> str:
         gpus = ",".join(map(str, self.gpus)) or "-"

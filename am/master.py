@@ -9,12 +9,26 @@ the attempt's barrier first (so every waiting task of the dead gang is told at
 once), stops the tasks, and places the gang again as attempt n+1. Completions
 from an older attempt are ignored; a task is never run twice at once.
 
+A task that cannot even be launched (the RM refuses to start its container:
+a command too long for ``exec``, a node lost in between) is a failed task like
+any other: its attempt ends and the gang restarts, or the job fails saying why.
+
 The AM never sleeps and never asks which RM it has: a driver calls
 :meth:`ApplicationMaster.heartbeat` on a clock (virtual time in simulation, real
 time with ``--live``). Everything it decides goes to its journal first, so an AM
 started again after a crash recovers the job, and the tasks still running are
-kept (:mod:`gangmaster.am.journal`). Each AM process writes its own log,
-``am-<attempt>.log``, in the job's work folder; none is ever overwritten.
+kept (:mod:`gangmaster.am.journal`). The journal also lets a *new* application
+resume the job in the same work folder after the whole run stopped (the RM
+with it): the attempts that were running end as interrupted and their gangs
+start again as new attempts. Each AM process writes its own log,
+``am-<n>.log`` (n counts the AM processes the folder has seen), in the job's
+work folder; none is ever overwritten.
+
+The job ends ``succeeded`` or ``failed`` by its own policy, ``killed`` or
+``failed`` when the RM ends the application (a client killed it, its AM
+attempts ran out: :meth:`ApplicationMaster.application_ended`), or ``failed``
+when the driver finds it can make no progress
+(:meth:`ApplicationMaster.cannot_progress`).
 """
 from __future__ import annotations
 
@@ -39,8 +53,8 @@ from .launch_env import PlacedTask, gang_env, label_ports, own_env
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .rm_client import RMClient
-from .rm_protocol import AllocateRequest, AllocateResponse, ContainerState, LaunchContext, RMError, WrongState, \
-    view_from_nodes
+from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerState, \
+    ExitStatus, LaunchContext, NotFound, RMError, WrongState, view_from_nodes
 
 
 @dataclass
@@ -118,7 +132,8 @@ class ApplicationMaster:
         registration = rm.register(app_id)
         self.am_attempt = registration.attempt
         self.queue, self.queue_limit = registration.queue, registration.queue_limit
-        self.log = ProgressLog(self.work_dir / f"am-{self.am_attempt}.log", now, echo)
+        previous = replay(read_records(self.work_dir / JOURNAL_FILE))
+        self.log = ProgressLog(self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
         self.journal = Journal(self.work_dir / JOURNAL_FILE, now)
         self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
         self._pipelines: dict[str, SelectionPipeline] = {}
@@ -131,12 +146,15 @@ class ApplicationMaster:
         self.outcome: str | None = None
         self.reason = ""
         self.gangs: list[GangRun] = []
-        previous = replay(read_records(self.work_dir / JOURNAL_FILE))
         self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
         self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
                  f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {self.work_dir}")
         if previous.empty:
             self._start_fresh()
+        elif self.am_attempt == 1:
+            # The first AM of a new application: the journal is an earlier run's, and that
+            # run's containers went with its RM. Nothing of it can be recovered but the record.
+            self._resume(previous)
         else:
             self._recover(previous, registration.containers_from_previous_attempts)
 
@@ -199,8 +217,12 @@ class ApplicationMaster:
         try:
             response = self.rm.allocate(request)
         except WrongState as exc:
-            self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {exc}; stopping")
-            self._stop_quietly()
+            ended = self._ended_application()
+            if ended is not None:
+                self.application_ended(ended)
+            else:   # a newer AM attempt took over (the RM declared this one dead)
+                self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {exc}; stopping")
+                self._stop_quietly()
             return
         self._absorb(response, now)
         if self.done:
@@ -322,7 +344,9 @@ class ApplicationMaster:
 
     # =============================================================== launch
     def _launch(self, gang: GangRun, now: float) -> None:
-        """Every instance is granted: start them all now."""
+        """Every instance is granted: start them all now. A task the RM cannot start is a
+        failed task: the ones already started run on until :meth:`_evaluate` ends the attempt
+        in this same heartbeat, and the containers never started are given back."""
         gang.state = RoleState.LAUNCHING
         slots = gang.acquisition.in_order()
         placed = [PlacedTask(s.role, s.index, s.container.host,
@@ -336,46 +360,46 @@ class ApplicationMaster:
                                               timeout_s=self.job.barrier_timeout_s)
             gang.barrier_open = True
         tasks: list[TaskRecord] = []
-        shared = {**self.task_env, **gang_env(self.job.name, placed, gang.attempt)}
-        try:
-            for rank, (slot, me) in enumerate(zip(slots, placed)):
-                role = gang.acquisition.roles[slot.role]
-                env = {**shared, **own_env(me)}
-                if self.barrier is not None:
-                    env.update(self.barrier.task_env(self.job.name, gang.name, gang.attempt, rank))
-                launch = LaunchContext.of(["/bin/sh", "-c", _script(role.commands)], env,
-                                          duration_s=role.simulated_duration_s,
-                                          exit_code=role.simulated_exit(slot.index, gang.attempt))
-                c = slot.container
-                self.rm.start_container(c.container_id, launch)
-                tasks.append(TaskRecord(slot.role, slot.index, rank, c.container_id, c.host,
-                                        tuple(indices_of(c.resource.gpu_mask)), infos[rank].ports, now))
-        except RMError as exc:
-            self.log(f"gang {gang.name} attempt {gang.attempt}: could not start {slot.name} on "
-                     f"{slot.container.host}: {exc}; giving every container back and acquiring again")
-            for task in tasks:
-                self._stop(task.container_id)
-            started = {t.container_id for t in tasks}
-            self._to_release += [s.container.container_id for s in slots if s.container.container_id not in started]
+        shared = {**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue)}
+        for rank, (slot, me) in enumerate(zip(slots, placed)):
+            role = gang.acquisition.roles[slot.role]
+            env = {**shared, **own_env(me)}
             if self.barrier is not None:
-                self.barrier.fail_attempt(self.job.name, gang.name, gang.attempt, f"launch failed: {exc}")
-                gang.barrier_open = False
-            gang.acquisition = self._acquisition(gang, now)
-            gang.state = RoleState.WAITING
-            return
+                env.update(self.barrier.task_env(self.job.name, gang.name, gang.attempt, rank))
+            launch = LaunchContext.of(["/bin/sh", "-c", _script(role.commands)], env,
+                                      duration_s=role.simulated_duration_s,
+                                      exit_code=role.simulated_exit(slot.index, gang.attempt))
+            c = slot.container
+            task = TaskRecord(slot.role, slot.index, rank, c.container_id, c.host,
+                              tuple(indices_of(c.resource.gpu_mask)), infos[rank].ports, now)
+            tasks.append(task)
+            try:
+                self.rm.start_container(c.container_id, launch)
+            except RMError as exc:
+                task.state, task.finished_at, task.diagnostics = TaskState.FAILED, now, exc.message
+                self._to_release += [s.container.container_id for s in slots[rank:]]
+                break
         gang.tasks = tasks
-        self._running.update((t.container_id, (gang, t)) for t in tasks)
+        self._running.update((t.container_id, (gang, t)) for t in tasks if t.state is TaskState.RUNNING)
         gang.state = RoleState.RUNNING
         gang.record.started_at = now
         gang.record.tasks = tasks
         self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
                            tasks=[t.to_dict() for t in tasks])
+        unlaunched = [t for t in tasks if t.launch_failed]
+        if unlaunched:
+            self.log(f"gang {gang.name} attempt {gang.attempt}: {_failure(unlaunched[0])}; the attempt fails")
+            return
         self.metrics.gang_wait.observe(now - gang.record.waiting_since)
         self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
                  f"{now - gang.record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
 
     # ============================================================ decisions
     def _evaluate(self, now: float) -> None:
+        unlaunched = [t for g in self.gangs if g.state is RoleState.RUNNING for t in g.tasks if t.launch_failed]
+        if unlaunched:   # a gang starts whole or not at all, whatever the completion policy says
+            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
+            return
         succeeded: dict[str, int] = {}
         failed: dict[str, int] = {}
         for gang in self.gangs:
@@ -402,15 +426,19 @@ class ApplicationMaster:
             restart = culprits
             limit = min(r.retry.attempts for r in failed_roles)
         failures = [t for g in culprits for t in g.tasks if t.state is TaskState.FAILED]
-        reason = "; ".join(f"{t.name} exited with status {t.exit_status} on {t.host}" for t in failures[:5])
+        reason = "; ".join(_failure(t) for t in failures[:5])
         if len(failures) > 5:
             reason += f" and {len(failures) - 5} more"
         for gang in restart:
             outcome = "failed" if gang in culprits else "stopped"
             self._end_attempt(gang, outcome, reason if gang in culprits else f"restarted with the job: {reason}", now)
-        worst = max(g.attempt for g in restart)
-        if worst >= limit:
-            self._finish("failed", f"attempt {worst} of {limit} failed: {reason}")
+        # Attempts that failed count against the limit; one stopped by an interrupted run does not.
+        if self.job.retry.scope == "job":
+            failed_attempts = _failed_attempts(self.gangs)
+        else:
+            failed_attempts = max(_failed_attempts([g]) for g in culprits)
+        if failed_attempts >= limit:
+            self._finish("failed", f"attempt {failed_attempts} of {limit} failed: {reason}")
             return
         for i, gang in enumerate(self.gangs):
             if gang in restart:
@@ -452,7 +480,7 @@ class ApplicationMaster:
         except RMError as exc:
             self.log(f"stopping {container_id}: {exc}")
 
-    def _finish(self, outcome: str, reason: str) -> None:
+    def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
@@ -461,19 +489,79 @@ class ApplicationMaster:
         self.outcome, self.reason, self.done = outcome, reason, True
         self.journal.write("job_finished", outcome=outcome, reason=reason)
         self.log(f"job {self.job.name} {outcome}: {reason}")
-        try:
-            self.rm.finish(self.app_id, self.am_attempt, "SUCCEEDED" if outcome == "succeeded" else "FAILED", reason)
-        except RMError as exc:
-            self.log(f"unregistering from the RM: {exc}")
+        if unregister:
+            try:
+                self.rm.finish(self.app_id, self.am_attempt, "SUCCEEDED" if outcome == "succeeded" else "FAILED",
+                               reason)
+            except RMError as exc:
+                self.log(f"unregistering from the RM: {exc}")
         self._update_metrics()
+        self.close()
+
+    def _stop_quietly(self) -> None:
+        """This AM attempt was replaced (the RM declared it dead): stop without deciding anything.
+        Its files stay open: should the application end before a new AM registers, this one
+        records the RM's verdict (:meth:`application_ended`)."""
+        self.done = True
+
+    def close(self) -> None:
+        """Close the log and the journal (the driver calls it when the run is over). An AM
+        closed before its job finished records when it stopped, so a run that resumes the
+        job later knows how long the interrupted attempts lasted."""
+        if not self.done and not self.journal.closed:
+            self.journal.write("am_stopped", reason="the run stopped before the job finished")
         self.log.close()
         self.journal.close()
 
-    def _stop_quietly(self) -> None:
-        """This AM attempt was replaced (the RM declared it dead): stop without deciding anything."""
-        self.done = True
-        self.log.close()
-        self.journal.close()
+    # ====================================================== ended from outside
+    def _ended_application(self) -> ApplicationReport | None:
+        """The RM's report of this application when the RM has ended it, else None."""
+        try:
+            report = self.rm.application_report(self.app_id)
+        except RMError:
+            return None
+        return report if report.state.finished else None
+
+    def application_ended(self, report: ApplicationReport) -> None:
+        """The RM ended the application without this AM (a client killed it, or its AM attempts
+        ran out): the job ends ``killed`` or ``failed`` with the reason the RM gave. The RM has
+        already stopped every container; the tasks are recorded as stopped. Does nothing when
+        the job already has an outcome."""
+        if self.outcome is not None:
+            return
+        outcome = {AppState.KILLED: "killed", AppState.FINISHED: report.final_status.lower()}.get(report.state)
+        if outcome not in ("killed", "succeeded", "failed"):
+            outcome = "failed"
+        reason = report.diagnostics or f"the ResourceManager ended {self.app_id} ({report.state.value})"
+        self.log(f"the RM ended {self.app_id} ({report.state.value}): {reason}")
+        self._finish(outcome, reason, unregister=False)
+
+    # ===================================================== no progress possible
+    def waiting_on_cluster(self) -> bool:
+        """True when nothing this AM does by itself can move the job on: none of its tasks
+        runs, and every gang not finished waits, holding and asking for nothing and not
+        backing off, because its last placement found no room. Only a change from outside
+        (a node coming back, another application's containers ending) can help it then.
+        The driver, which knows whether any such change is still to come, decides whether to
+        call :meth:`cannot_progress`."""
+        if self.done or self._running:
+            return False
+        now = self.now()
+        waiting = False
+        for gang in self.gangs:
+            if gang.state is RoleState.LAUNCHING:
+                return False
+            if gang.state in (RoleState.WAITING, RoleState.ACQUIRING):
+                if not gang.acquisition.stalled(now):
+                    return False
+                waiting = True
+        return waiting
+
+    def cannot_progress(self, why: str) -> None:
+        """The driver found that nothing still to come can change what this job waits for:
+        the job fails, saying ``why`` and why each gang waits (:meth:`why_waiting`)."""
+        waiting = "; ".join(f"gang {gang} is waiting: {reason}" for gang, reason in self.why_waiting().items())
+        self._finish("failed", f"it can make no progress ({why}); {waiting}")
 
     # ============================================================ recovery
     def _recover(self, previous: JournalState, kept_containers) -> None:
@@ -502,7 +590,12 @@ class ApplicationMaster:
                 for task in gang.tasks:
                     known.add(task.container_id)
                     if task.state is TaskState.RUNNING and task.container_id not in kept:
-                        status = self.rm.container_status(task.container_id)
+                        try:
+                            status = self.rm.container_status(task.container_id)
+                        except NotFound:
+                            self._task_finished(gang, task, ExitStatus.LOST_ON_RM_RESTART,
+                                                "the RM no longer knows its container", now)
+                            continue
                         if status.state is not ContainerState.RUNNING:
                             self._task_finished(gang, task, status.exit_status, status.diagnostics or
                                                 "ended while the AM was down", now)
@@ -516,6 +609,44 @@ class ApplicationMaster:
             self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
             self._stop(cid)
         self._evaluate(now)
+
+    def _resume(self, previous: JournalState) -> None:
+        """Carry on a job whose earlier run stopped (interrupted, killed, or the machine went
+        down) under a new application. Its containers went with the RM of that run, so no
+        task of it is running: an attempt that had started ends as interrupted and its gang
+        starts again as the next attempt (an interruption is not a failure: it does not count
+        against the retry limit); an attempt still waiting simply waits again."""
+        self.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
+        if previous.finished:   # the drivers report such a folder without starting an AM (tools.job_runner)
+            self.gangs = recorded_gangs(self.job, previous)
+            self._finish(previous.outcome, f"already finished in an earlier run: {previous.reason}")
+            return
+        self.log(f"resuming the job from the journal of an earlier run ({previous.app_id}, AM attempt(s) "
+                 f"{previous.am_attempts}); the tasks it was running ended with it")
+        for number, names in enumerate(self.job.gangs):
+            name, roles = _gang_name(names), self.job.gang_roles(number)
+            saved = previous.gangs.get(name)
+            if saved is None:
+                self.gangs.append(self._new_gang(name, roles, 1, []))
+                continue
+            history = saved.history
+            ended = any(a.attempt == saved.attempt for a in history)
+            if not ended and saved.launched is None:
+                self.gangs.append(self._new_gang(name, roles, saved.attempt, history))
+                continue
+            if not ended:
+                record = AttemptRecord(name, saved.attempt, saved.waiting_since, saved.started_at,
+                                       ended_at=previous.last_time, outcome="stopped",
+                                       reason="the run was interrupted: its tasks ended with it", tasks=saved.launched)
+                for task in record.tasks:
+                    if task.state is TaskState.RUNNING:
+                        task.state, task.finished_at = TaskState.STOPPED, previous.last_time
+                        task.diagnostics = "the run was interrupted"
+                history.append(record)
+                self.journal.write("attempt_ended", record=record.to_dict())
+            self.log(f"gang {name}: attempt {saved.attempt} ended with the earlier run; "
+                     f"starting attempt {saved.attempt + 1}")
+            self.gangs.append(self._new_gang(name, roles, saved.attempt + 1, history))
 
     def _reopen_barrier(self, gang: GangRun, token: str | None) -> None:
         """The recovered attempt's barrier: still open when the coordinator outlived the
@@ -553,9 +684,7 @@ class ApplicationMaster:
 
     def history(self) -> list[AttemptRecord]:
         """Every attempt of every gang, finished ones first, in the order they ended."""
-        ended = sorted((a for g in self.gangs for a in g.history), key=lambda a: (a.ended_at or 0, a.gang))
-        current = [g.record for g in self.gangs if not g.record.outcome]
-        return ended + current
+        return attempt_history(self.gangs)
 
     def why_waiting(self) -> dict[str, str]:
         """For each gang not running yet: why, in numbers (empty when it is just being granted)."""
@@ -570,8 +699,41 @@ class ApplicationMaster:
         return out
 
 
+def recorded_gangs(job: JobSpec, journal: JournalState) -> list[GangRun]:
+    """The job's gangs as a journal left them, every attempt in their history: what a
+    report of a finished run shows, without an AM."""
+    gangs = []
+    for number, names in enumerate(job.gangs):
+        saved = journal.gangs.get(_gang_name(names))
+        if saved is not None and saved.history:
+            last = saved.history[-1]
+            state = RoleState.SUCCEEDED if last.outcome == "succeeded" else RoleState.FAILED
+            gangs.append(GangRun(last.gang, job.gang_roles(number), last.attempt, state, last,
+                                 tasks=last.tasks, history=list(saved.history)))
+    return gangs
+
+
+def attempt_history(gangs: Sequence[GangRun]) -> list[AttemptRecord]:
+    """Every attempt of every gang, finished ones first, in the order they ended."""
+    ended = sorted((a for g in gangs for a in g.history), key=lambda a: (a.ended_at or 0, a.gang))
+    current = [g.record for g in gangs if not g.record.outcome]
+    return ended + current
+
+
 def _gang_name(roles: Sequence[str]) -> str:
     return "+".join(roles)
+
+
+def _failure(task: TaskRecord) -> str:
+    """How a failed task failed, in one phrase."""
+    if task.launch_failed:
+        return f"task {task.name} could not be launched on {task.host}: {task.diagnostics}"
+    return f"{task.name} exited with status {task.exit_status} on {task.host}"
+
+
+def _failed_attempts(gangs: Sequence[GangRun]) -> int:
+    """How many attempts of these gangs failed (gangs restarted together share attempt numbers)."""
+    return len({a.attempt for g in gangs for a in g.history if a.outcome == "failed"})
 
 
 def _script(commands: Sequence[str]) -> str:

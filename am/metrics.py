@@ -2,12 +2,17 @@
 one process, as in a simulation), served over HTTP on request.
 
 Names follow Prometheus conventions: base units (``_seconds``), ``_total`` on
-counters (the client library adds it), and no job or application ids as labels:
-one AM serves one job, so the scrape target already says which.
+counters (the client library adds it), and no job or application ids as labels
+when an endpoint serves one job (the scrape target already says which). A driver
+running several jobs serves them all on one :class:`MetricsEndpoint`, each sample
+labelled ``job_name`` and ``app_id``.
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.metrics_core import Metric
 
 CONTAINER_STATES = ("requested", "allocated", "running", "succeeded", "failed", "stopped")
 _WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
@@ -38,12 +43,51 @@ class AMMetrics:
         self.containers = Gauge("gangmaster_containers", "The AM's containers by state", ["state"], registry=r)
         for state in CONTAINER_STATES:
             self.containers.labels(state).set(0)
+
+
+class MetricsEndpoint:
+    """``/metrics`` over HTTP for every job of a driver: one job's metrics as they are;
+    several jobs' merged, each sample labelled with its ``job_name`` and ``app_id``.
+
+    ::
+
+        endpoint = MetricsEndpoint()
+        port = endpoint.serve(0)                      # 0: any free port
+        endpoint.add(run.metrics, job_name="train", app_id="app_0001")
+    """
+
+    def __init__(self) -> None:
+        self._jobs: list[tuple[AMMetrics, dict[str, str]]] = []
+        self.registry = CollectorRegistry()
+        self.registry.register(self)
         self.server = None
+        self.url = ""
+
+    def add(self, metrics: AMMetrics, **labels: str) -> None:
+        self._jobs.append((metrics, labels))
+
+    def collect(self) -> Iterator[Metric]:
+        """The registry calls this at every scrape."""
+        if len(self._jobs) == 1:
+            yield from self._jobs[0][0].registry.collect()
+            return
+        merged: dict[str, Metric] = {}
+        for metrics, labels in self._jobs:
+            for family in metrics.registry.collect():
+                into = merged.get(family.name)
+                if into is None:
+                    into = merged[family.name] = Metric(family.name, family.documentation, family.type, family.unit)
+                for sample in family.samples:
+                    into.add_sample(sample.name, {**sample.labels, **labels}, sample.value, sample.timestamp,
+                                    sample.exemplar)
+        yield from merged.values()
 
     def serve(self, port: int = 0, addr: str = "127.0.0.1") -> int:
-        """Serve ``/metrics`` on ``addr:port`` (0: a free port); returns the port."""
+        """Serve on ``addr:port`` (0: a free port); returns the port (also in :attr:`url`)."""
         self.server, _thread = start_http_server(port, addr=addr, registry=self.registry)
-        return int(self.server.server_port)
+        bound = int(self.server.server_port)
+        self.url = f"http://{addr}:{bound}/metrics"
+        return bound
 
     def stop(self) -> None:
         if self.server is not None:

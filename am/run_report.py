@@ -1,12 +1,54 @@
 """The end-of-run report of ``gangmaster run``: every attempt of every gang,
-where each task ran (host, GPUs, ports), how it ended, and the job's outcome."""
+where each task ran (host, GPUs, ports), how it ended, and the job's outcome.
+
+It reads a run through :class:`RunResult`: the AM that served it last, or, for
+a job whose work folder holds a run that already finished, that run's journal
+(:class:`RecordedRun`)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Protocol
+
+from .jobspec_model import JobSpec
+from .journal import JournalState
 from .lifecycle import AttemptRecord
-from .master import ApplicationMaster
+from .master import ApplicationMaster, attempt_history, recorded_gangs
 
 
-def format_report(am: ApplicationMaster) -> str:
+class RunResult(Protocol):
+    job: JobSpec
+    app_id: str
+    outcome: str | None
+    reason: str
+
+    def history(self) -> list[AttemptRecord]: ...
+
+    def why_waiting(self) -> dict[str, str]: ...
+
+
+@dataclass
+class RecordedRun:
+    """A run that already finished, as its journal recorded it."""
+
+    job: JobSpec
+    app_id: str
+    outcome: str | None
+    reason: str
+    attempts: list[AttemptRecord]
+
+    @classmethod
+    def of(cls, job: JobSpec, journal: JournalState) -> "RecordedRun":
+        return cls(job, journal.app_id, journal.outcome, journal.reason,
+                   attempt_history(recorded_gangs(job, journal)))
+
+    def history(self) -> list[AttemptRecord]:
+        return list(self.attempts)
+
+    def why_waiting(self) -> dict[str, str]:
+        return {}
+
+
+def format_report(am: RunResult | ApplicationMaster) -> str:
     lines = [f"job {am.job.name} ({am.app_id}): {(am.outcome or 'unfinished').upper()}"
              + (f" - {am.reason}" if am.reason else "")]
     for record in am.history():
@@ -34,6 +76,9 @@ def _attempt_lines(a: AttemptRecord) -> list[str]:
         head += f"\n    reason: {a.reason}"
     lines = [head]
     for t in a.tasks:
-        status = t.state.value if t.exit_status is None else f"{t.state.value} (exit {t.exit_status})"
+        if t.launch_failed:
+            status = "failed (not launched)"
+        else:
+            status = t.state.value if t.exit_status is None else f"{t.state.value} (exit {t.exit_status})"
         lines.append(f"    {t.name:<16} rank {t.rank:<4} {t.where():<44} {status}")
     return lines

@@ -10,7 +10,23 @@
 Both do what YARN does for an AM: submit the application, start the AM once it
 is accepted, call its heartbeat on the clock, and start a new AM when the RM
 declares the running one dead (``kill_am`` in a scenario, a missed heartbeat).
-The new AM recovers the job from the journal in the same work folder.
+The new AM recovers the job from the journal in the same work folder. When the
+RM ends the application instead (killed, AM attempts used up), the last AM
+records the RM's verdict.
+
+A work folder belongs to one job (:mod:`gangmaster.tools.work_folder`). Running
+the job again into a folder that holds an earlier run of it:
+
+* the earlier run finished (succeeded or failed): nothing is submitted; the
+  run reports that outcome from the journal (:attr:`JobRun.finished_earlier`);
+* it did not finish (interrupted, killed, the machine went down): its RM and
+  every task went with it, so a new application resumes the job from the
+  journal: the attempts that were running end as interrupted and start again
+  as new attempts (:meth:`ApplicationMaster._resume`), and the AM's clock goes
+  on from the journal's last record.
+
+In virtual time a run that can never progress is stopped as soon as that is
+certain (:meth:`SimulatedRuns.run`).
 """
 from __future__ import annotations
 
@@ -27,9 +43,10 @@ from typing import Callable
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.master import ApplicationMaster
-from gangmaster.am.metrics import AMMetrics
+from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
 from gangmaster.am.rm_client import InProcessRMClient
 from gangmaster.am.rm_protocol import ApplicationSubmission
+from gangmaster.am.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
@@ -39,6 +56,7 @@ from .rmsim.nodemanager import ProcessNodeManager
 from .rmsim.queues import Queue
 from .rmsim.scenario import Scenario
 from .rmsim.simulation import Simulation
+from .work_folder import JobIdentity, claim
 
 #: A crashed AM is started again this long after the RM declares it dead (seconds).
 AM_RESTART_DELAY_S = 2.0
@@ -58,17 +76,28 @@ class JobRun:
     queue: str
     ams: list[ApplicationMaster] = field(default_factory=list)
     metrics: AMMetrics = field(default_factory=AMMetrics)
+    clock_offset: float = 0.0                  # the AMs' clock goes on from an earlier run's journal
+    finished_earlier: RecordedRun | None = None  # the folder's run had already finished: nothing was run
 
     @property
     def am(self) -> ApplicationMaster:
         return self.ams[-1]
 
     @property
+    def result(self) -> RunResult:
+        """What to report: the AM that served the job last, or the earlier run's record."""
+        return self.finished_earlier if self.finished_earlier is not None else self.am
+
+    @property
     def done(self) -> bool:
+        if self.finished_earlier is not None:
+            return True
         return bool(self.ams) and self.am.done and self.am.outcome is not None
 
     @property
     def outcome(self) -> str | None:
+        if self.finished_earlier is not None:
+            return self.finished_earlier.outcome
         return self.am.outcome if self.ams else None
 
 
@@ -81,29 +110,63 @@ class _Runs:
         self.settings, self.selection, self.echo = settings, selection, echo
         self.runs: list[JobRun] = []
         self.prefix_lines = False          # start each progress line with the job's name (several jobs)
+        self.cluster_name = "the cluster"  # how the cluster is named in a work folder's identity
+        self.metrics: MetricsEndpoint | None = None   # with settings.metrics_port: every job's metrics
         self._timers: dict[str, object] = {}
         core.subscribe(self._on_event)
 
+    def identity(self, job: JobSpec) -> JobIdentity:
+        return JobIdentity.of(job, self.core.ledger.specs, self.cluster_name)
+
+    def check_work_dir(self, job: JobSpec, work_dir: str | Path) -> None:
+        """Refuse (``WorkFolderTaken``, a ConfigError) a folder that holds another job's run;
+        claims a new one. :meth:`submit` checks too; call this first to check every job of a
+        run before submitting any."""
+        claim(work_dir, self.identity(job))
+
     def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
+        work_dir = Path(work_dir)
+        earlier = claim(work_dir, self.identity(job))
+        if earlier.finished:
+            run = JobRun(job, earlier.app_id, work_dir, queue, finished_earlier=RecordedRun.of(job, earlier))
+            self.runs.append(run)
+            return run
         app_id = self.client.submit(ApplicationSubmission(
             job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True))
-        run = JobRun(job, app_id, Path(work_dir), queue)
+        run = JobRun(job, app_id, work_dir, queue, clock_offset=earlier.last_time)
         self.runs.append(run)
-        if self.settings.metrics_port is not None and len(self.runs) == 1:
-            run.metrics.serve(self.settings.metrics_port)
+        if self.settings.metrics_port is not None:
+            if self.metrics is None:
+                self.metrics = MetricsEndpoint()
+                self.metrics.serve(self.settings.metrics_port)
+            self.metrics.add(run.metrics, job_name=job.name, app_id=app_id)
         self._start_am(run)
         return run
 
+    @property
+    def metrics_url(self) -> str:
+        """Where the metrics are served ("" when they are not)."""
+        return self.metrics.url if self.metrics is not None else ""
+
     def _start_am(self, run: JobRun) -> None:
+        if run.ams:   # a restart: the application may have ended while no AM was running
+            report = self.client.application_report(run.app_id)
+            if report.state.finished:
+                run.am.application_ended(report)
+                return
         echo = None
         if self.echo is not None:
             prefix = f"{run.job.name} ({run.app_id}): " if self.prefix_lines else ""
             echo = (lambda line, p=prefix: self.echo(p + line))
-        am = ApplicationMaster(run.job, self.client, run.app_id, self.clock.now, run.work_dir,
+        now = self.clock.now if not run.clock_offset else (lambda: self.clock.now() + run.clock_offset)
+        am = ApplicationMaster(run.job, self.client, run.app_id, now, run.work_dir,
                                settings=self.settings, selection=self.selection, metrics=run.metrics,
                                echo=echo, **self._am_extras(run))
         run.ams.append(am)
-        self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, am.heartbeat)
+        self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._heartbeat(am))
+
+    def _heartbeat(self, am: ApplicationMaster) -> None:
+        am.heartbeat()
 
     def _am_extras(self, run: JobRun) -> dict:
         return {}
@@ -117,7 +180,7 @@ class _Runs:
                 if timer is not None:
                     timer.cancel()
                 # the RM calls us inside its own call: act after it returns
-                self.clock.call_later(AM_RESTART_DELAY_S, self._start_am, run)
+                self._timers[run.app_id] = self.clock.call_later(AM_RESTART_DELAY_S, self._start_am, run)
 
     @property
     def all_done(self) -> bool:
@@ -126,8 +189,12 @@ class _Runs:
     def close(self) -> None:
         for timer in self._timers.values():
             timer.cancel()
+        self._timers.clear()
         for run in self.runs:
-            run.metrics.stop()
+            for am in run.ams:
+                am.close()
+        if self.metrics is not None:
+            self.metrics.stop()
 
 
 class SimulatedRuns(_Runs):
@@ -138,19 +205,44 @@ class SimulatedRuns(_Runs):
                  scenario: Scenario | None = None, echo: Callable[[str], None] | None = None,
                  scheduling_interval_s: float | None = None):
         self.sim = Simulation(specs, queues, scenario, scheduling_interval_s=scheduling_interval_s)
+        self._seen: dict[int, int] = {}   # id(am) -> the RM's version its last heartbeat saw, if it changed nothing
         super().__init__(self.sim.core, self.sim.client, self.sim.loop, settings or AMSettings(),
                          selection or SelectionSettings(), echo)
 
     def run(self) -> bool:
-        """Run until every job is done or ``max_virtual_time_s`` passes; True when all are done."""
+        """Run until every job is done or ``max_virtual_time_s`` passes; True when all are done.
+
+        A job that can make no progress fails as soon as that is certain: every AM still
+        running waits on the cluster (:meth:`ApplicationMaster.waiting_on_cluster`) as it is
+        now, and the clock holds nothing but heartbeats: no task will end, no scenario step
+        or AM restart is to come. Nothing can change what they wait for, so waiting longer
+        would only burn heartbeats."""
         loop, limit = self.sim.loop, self.settings.max_virtual_time_s
         while not self.all_done:
             next_time = loop.next_time()
             if next_time is None or next_time > limit:
                 break
             loop.step()
+            if self._stuck():
+                for run in self.runs:
+                    if not run.done:
+                        run.am.cannot_progress("no task will end and no event is scheduled")
         self.close()
         return self.all_done
+
+    def _heartbeat(self, am: ApplicationMaster) -> None:
+        before = self.core.version
+        am.heartbeat()
+        if self.core.version == before:   # it saw the cluster as it still is
+            self._seen[id(am)] = before
+        else:
+            self._seen.pop(id(am), None)
+
+    def _stuck(self) -> bool:
+        waiting = [run.am for run in self.runs if not run.done]
+        version = self.core.version   # the cheap test first: this runs after every event
+        return (bool(waiting) and all(self._seen.get(id(am)) == version for am in waiting)
+                and all(am.waiting_on_cluster() for am in waiting) and not self.sim.loop.has_one_shot_calls())
 
 
 class LiveRuns(_Runs):
@@ -204,15 +296,17 @@ class LiveRuns(_Runs):
         self._catch_stop_signals()
         watcher = self.clock.every(0.05, self._check_done)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not self._finished.wait(0.1):
-            if self.interrupted is not None:
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                self.timed_out = True
-                break
-        watcher.cancel()
-        with self.core.lock:
-            self.close()
+        try:
+            while not self._finished.wait(0.1):
+                if self.interrupted is not None:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.timed_out = True
+                    break
+        finally:   # also when interrupted: no AM may act on the shutdown that follows
+            watcher.cancel()
+            with self.core.lock:
+                self.close()
         return self._finished.is_set()
 
     def _check_done(self) -> None:

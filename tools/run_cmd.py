@@ -23,24 +23,41 @@ def add_parser(sub):
                "moments. With --live each task is a real local process, told its simulated host, ports and "
                "GPUs through the environment (OpenPAI's PAI_* variables and GANGMASTER_*), and the gang's "
                "barriers are served by a real gRPC coordinator in the AM.\n\n"
-               "The work folder keeps the AM's journal (journal.jsonl), the log of every AM process "
-               "(am-<attempt>.log), and with --live the tasks' logs (tasks/) and outputs (output/).\n\n"
-               "Exit status: 0 the job succeeded, 1 it failed, 2 bad input (the message names the file "
-               "and field).")
+               "The work folder keeps the job's identity (job.json: its name, a hash of its spec and of "
+               "the cluster), the AM's journal (journal.jsonl), the log of every AM process (am-<n>.log), "
+               "and with --live the tasks' logs (tasks/) and outputs (output/). A work folder belongs to "
+               "one job: running another job (or the same job with a changed spec or cluster) into it is "
+               "refused. Running the same job into it again: when its run there finished, the job is not "
+               "run again and its recorded outcome is reported; when the run was interrupted (Ctrl-C, "
+               "--timeout, killed, the machine went down) it is resumed: its tasks ended with that run, so "
+               "the attempts that were running end as interrupted and start again as new attempts (an "
+               "interruption does not count against the retries), and the history of both runs is "
+               "reported.\n\n"
+               "The job ends SUCCEEDED or FAILED by its completion and retry policy; KILLED or FAILED when "
+               "the ResourceManager ends it (a scenario's kill_app, AM attempts used up), with the RM's "
+               "reason. A task that cannot be launched (e.g. a command too long to exec) fails its attempt. "
+               "Without --live, a job that can make no progress (it waits for room that nothing still to "
+               "happen on the cluster can free: no task will end, no scenario event is left) fails at once "
+               "with why it waits.\n\n"
+               "Exit status: 0 the job succeeded, 1 it failed, was killed or did not finish, 2 bad input "
+               "(the message names the file and field) or a work folder of another job.")
     parser.add_argument("job", nargs="+", help="job file(s); several run at once on the same cluster, "
                                                "each with its own AM")
     parser.add_argument("--cluster", help="cluster file (default: the embedded conf/clusters/default.yaml)")
     parser.add_argument("--live", action="store_true", help="run the commands as real local processes")
     parser.add_argument("--work-dir", help=f"folder for the journal and logs (default: "
                                            f"./{DEFAULT_RUNS_DIR}/<job>-<n>, a new one each run); a folder "
-                                           f"holding a previous run's journal is resumed")
+                                           f"holding an earlier run of the same job is resumed, or reported "
+                                           f"when that run finished (see below)")
     parser.add_argument("--queues", help="queue file for the RM (see README: ResourceManager simulator); "
                                          "jobs go to the queues in order, cycling; default: one queue")
     parser.add_argument("--scenario", help="fault scenario YAML played on the simulated RM (lose_node, "
                                            "kill_am, fail_container, ...); without --live only")
     parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:, barrier:)")
     parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
-    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0: any)")
+    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0: any free "
+                                                            "port); prints \"metrics: URL\" (several jobs: one "
+                                                            "endpoint, labelled job_name and app_id)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="with --live: give up after this many seconds (default 3600)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the report")
@@ -97,10 +114,15 @@ def _run(args) -> int:
                              scheduling_interval_s=interval)
     runs.prefix_lines = len(jobs) > 1
     interrupted = None
+    runs.cluster_name = args.cluster or "default"
     try:
-        for k, job in enumerate(jobs):
-            work_dir = base if len(jobs) == 1 else base / f"{k}-{job.name}"
+        work_dirs = [base if len(jobs) == 1 else base / f"{k}-{job.name}" for k, job in enumerate(jobs)]
+        for job, work_dir in zip(jobs, work_dirs):   # refuse a folder of another job before running any
+            runs.check_work_dir(job, work_dir)
+        for k, (job, work_dir) in enumerate(zip(jobs, work_dirs)):
             runs.submit(job, work_dir, queue_names[k % len(queue_names)])
+        if runs.metrics_url:
+            print(f"metrics: {runs.metrics_url}", file=sys.stderr if args.json else sys.stdout, flush=True)
         finished = runs.run(args.timeout) if args.live else runs.run()
     except KeyboardInterrupt:
         finished, interrupted = False, signal.SIGINT
@@ -108,11 +130,15 @@ def _run(args) -> int:
         if args.live:
             runs.shutdown()
             interrupted = interrupted or runs.interrupted
+        else:
+            runs.close()
     if args.json:
-        print(json.dumps([_report_dict(r) for r in runs.runs], indent=2))
+        print(json.dumps([_report_dict(r, runs.metrics_url) for r in runs.runs], indent=2))
     else:
         for run in runs.runs:
-            print(format_report(run.am))
+            print(format_report(run.result))
+            if run.finished_earlier is not None:
+                print("  (already finished in an earlier run into this work folder: nothing was run)")
         print(f"work folder: {base}")
     if interrupted is not None:
         stopped = f"; stopped the processes of {runs.stopped_tasks} running task(s)" if args.live else ""
@@ -134,8 +160,9 @@ def _new_work_dir(job_name: str) -> Path:
     return root / f"{job_name}-{n}"
 
 
-def _report_dict(run) -> dict:
-    am = run.am
-    return {"job": run.job.name, "app_id": run.app_id, "outcome": am.outcome, "reason": am.reason,
+def _report_dict(run, metrics_url: str) -> dict:
+    result = run.result
+    return {"job": run.job.name, "app_id": run.app_id, "outcome": result.outcome, "reason": result.reason,
             "work_dir": str(run.work_dir), "am_attempts": len(run.ams),
-            "attempts": [a.to_dict() for a in am.history()], "waiting": am.why_waiting()}
+            "already_finished": run.finished_earlier is not None, "metrics_url": metrics_url or None,
+            "attempts": [a.to_dict() for a in result.history()], "waiting": result.why_waiting()}

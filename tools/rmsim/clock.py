@@ -23,12 +23,13 @@ from typing import Any, Callable
 
 
 class Timer:
-    """A handle to a scheduled call; ``cancel()`` makes it a no-op."""
+    """A handle to a scheduled call; ``cancel()`` makes it a no-op. ``periodic``: one
+    tick of an :meth:`~VirtualLoop.every` (it schedules the next itself)."""
 
-    __slots__ = ("when", "fn", "args", "cancelled")
+    __slots__ = ("when", "fn", "args", "cancelled", "periodic")
 
     def __init__(self, when: float, fn: Callable[..., Any], args: tuple):
-        self.when, self.fn, self.args, self.cancelled = when, fn, args, False
+        self.when, self.fn, self.args, self.cancelled, self.periodic = when, fn, args, False, False
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -67,14 +68,19 @@ class VirtualLoop:
                 return
             fn()
             if not handle.cancelled:
-                self.call_later(interval, tick)
+                self.call_later(interval, tick).periodic = True
 
-        self.call_at(self._now + interval if start is None else start, tick)
+        self.call_at(self._now + interval if start is None else start, tick).periodic = True
         return handle
 
     @property
     def pending(self) -> int:
         return len(self._heap)
+
+    def has_one_shot_calls(self) -> bool:
+        """Whether anything but the periodic calls of :meth:`every` is still scheduled. When
+        nothing is, only those callbacks themselves can change what they will see."""
+        return any(not timer.cancelled and not timer.periodic for _, _, timer in self._heap)
 
     def next_time(self) -> float | None:
         while self._heap and self._heap[0][2].cancelled:

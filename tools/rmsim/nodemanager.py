@@ -40,15 +40,21 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
 
     ``GANGMASTER_HOST`` / ``PAI_CONTAINER_HOST_NAME``  the simulated host name
     ``PAI_CONTAINER_HOST_IP`` / ``PAI_CURRENT_CONTAINER_IP``  127.0.0.1 (where the process really is)
-    ``GANGMASTER_PORTS`` / ``PAI_CONTAINER_HOST_PORT_LIST``  the container's ports, comma separated
-    ``PAI_CURRENT_CONTAINER_PORT``  the first of them
+    ``PAI_WORK_DIR``  the folder the process starts in
+    ``GANGMASTER_PORTS``  the container's ports, comma separated
     ``CUDA_VISIBLE_DEVICES`` / ``GANGMASTER_GPU_INDICES``  the container's GPU indices
     ``GANGMASTER_CONTAINER_ID`` / ``PAI_CONTAINER_ID``, ``GANGMASTER_APP_ID``, ``GANGMASTER_RACK``
+
+    ``PAI_CONTAINER_HOST_PORT_LIST`` (the ports, comma separated) and
+    ``PAI_CURRENT_CONTAINER_PORT`` (the first) are defaults only: the AM, which knows
+    the ports' labels, sets them in OpenPAI's format (``gangmaster.am.launch_env``).
     """
     ledger = core.ledger
     env = dict(os.environ)
-    env.update(ctx.env_dict)
     ports = ",".join(str(p) for p in rec.booking.port_ranges)
+    env["PAI_CONTAINER_HOST_PORT_LIST"] = ports
+    env["PAI_CURRENT_CONTAINER_PORT"] = ports.split(",")[0] if ports else ""
+    env.update(ctx.env_dict)
     gpus = ",".join(str(g) for g in indices_of(rec.booking.gpu_mask))
     host = ledger.hosts[rec.node]
     env.update({
@@ -63,8 +69,7 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
         "PAI_CONTAINER_HOST_NAME": host,
         "PAI_CONTAINER_HOST_IP": "127.0.0.1",
         "PAI_CURRENT_CONTAINER_IP": "127.0.0.1",
-        "PAI_CONTAINER_HOST_PORT_LIST": ports,
-        "PAI_CURRENT_CONTAINER_PORT": ports.split(",")[0] if ports else "",
+        "PAI_WORK_DIR": os.getcwd(),
     })
     return env
 

@@ -1,0 +1,48 @@
+"""`--metrics-port`: the chosen port is printed, and one endpoint serves every job."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.request import urlopen
+
+from gangmaster.am.am_settings import AMSettings
+from gangmaster.am.jobspec import load_job
+from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
+from gangmaster.tools.job_runner import SimulatedRuns
+
+REPO = Path(__file__).resolve().parents[2]
+JOBS = REPO / "conf" / "jobs"
+
+
+def gangmaster(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO)
+
+
+def test_metrics_port_0_prints_the_port_it_chose(tmp_path):
+    result = gangmaster("run", JOBS / "single-gpu.yaml", "--metrics-port", 0, "--work-dir", tmp_path / "a", "-q")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^metrics: http://127\.0\.0\.1:\d+/metrics$", result.stdout, re.M)
+    result = gangmaster("run", JOBS / "single-gpu.yaml", "--metrics-port", 0, "--work-dir", tmp_path / "b", "--json")
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads(result.stdout)                     # stdout stays pure JSON
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/metrics", run["metrics_url"])
+    assert f"metrics: {run['metrics_url']}" in result.stderr
+
+
+def test_one_endpoint_serves_every_job_labelled_by_job(tmp_path):
+    runs = SimulatedRuns(load_cluster_specs(default_cluster_path()), AMSettings(metrics_port=0))
+    runs.submit(load_job(JOBS / "mpi-allreduce.yaml"), tmp_path / "a")
+    runs.submit(load_job(JOBS / "single-gpu.yaml"), tmp_path / "b")
+    try:
+        runs.sim.run_until(10)
+        text = urlopen(runs.metrics_url, timeout=5).read().decode()
+    finally:
+        runs.close()
+    assert 'gangmaster_containers{app_id="app_0001",job_name="mpi-allreduce",state="running"} 4.0' in text
+    assert 'gangmaster_containers{app_id="app_0002",job_name="single-gpu",state="running"} 1.0' in text
+    assert 'gangmaster_gang_attempts_total{app_id="app_0002",job_name="single-gpu"} 1.0' in text
+    assert text.count("# TYPE gangmaster_containers gauge") == 1       # one family, both jobs in it

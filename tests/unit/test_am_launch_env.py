@@ -1,0 +1,115 @@
+"""Every OpenPAI runtime variable the AM gives a task, in OpenPAI's format (see
+gangmaster.am.launch_env for the list and where OpenPAI sets each one). Captured as
+the RM's NodeManager receives them, in virtual time."""
+from __future__ import annotations
+
+import getpass
+import re
+
+import pytest
+
+from gangmaster.am.jobspec import parse_job
+from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.tools.job_runner import SimulatedRuns
+from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager
+
+JOB = """
+protocolVersion: 2
+name: envjob
+type: job
+taskRoles:
+  ps:
+    instances: 1
+    completion: {minFailedInstances: -1}
+    resourcePerInstance: {cpu: 2, memoryMB: 2048, gpu: 0, ports: {http: 1, grpc: 2}}
+    commands: [serve]
+  worker:
+    instances: 3
+    completion: {minSucceededInstances: 2}
+    extraContainerOptions: {shmMB: 1024}
+    resourcePerInstance: {cpu: 4, memoryMB: 4096, gpu: 1, ports: {ssh: 1, model_server: 2}}
+    commands: [train]
+"""
+
+PORT_LIST = re.compile(r"^\d+(,\d+)*$")
+CONTAINER_PORT_LIST = re.compile(r"^([A-Za-z_]\w*:\d+(,\d+)*;)+$")       # label:p,p;label:p;
+HOST_LIST = re.compile(r"^[^:,]+:\d+(,[^:,]+:\d+)*$")
+
+
+class RecordingNodeManager(SimulatedNodeManager):
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.envs: list[dict[str, str]] = []
+
+    def launch(self, rec, ctx):
+        self.envs.append(ctx.env_dict)
+        super().launch(rec, ctx)
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory):
+    specs = [NodeSpec(f"n{i}", "rack-0", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20099"))
+             for i in range(2)]
+    runs = SimulatedRuns(specs)
+    core = runs.sim.core
+    core.node_manager = recorder = RecordingNodeManager(runs.sim.loop)
+    recorder.bind(core)
+    runs.submit(parse_job(JOB), tmp_path_factory.mktemp("run"))
+    assert runs.run()
+    by_task = {(e["PAI_CURRENT_TASK_ROLE_NAME"], int(e["PAI_TASK_INDEX"])): e for e in recorder.envs}
+    assert sorted(by_task) == [("ps", 0), ("worker", 0), ("worker", 1), ("worker", 2)]
+    return by_task
+
+
+def test_job_and_task_role_variables(envs):
+    user = getpass.getuser()
+    expected = {
+        "PAI_JOB_NAME": f"{user}~envjob", "PAI_FRAMEWORK_NAME": f"{user}~envjob",
+        "PAI_USER_NAME": user, "PAI_USERNAME": user, "PAI_DEFAULT_FS_URI": "", "PAI_VIRTUAL_CLUSTER": "default",
+        "PAI_TASK_ROLE_COUNT": "2", "PAI_TASK_ROLES_NUM": "2", "PAI_JOB_TASK_ROLE_COUNT": "2",
+        "PAI_TASK_ROLE_LIST": "ps,worker", "PAI_JOB_TASK_ROLE_LIST": "ps,worker",
+        "PAI_JOB_TASK_COUNT": "4", "PAI_TASKS_NUM": "4",
+        "PAI_TASK_ROLE_TASK_COUNT_ps": "1", "PAI_TASK_ROLE_TASK_COUNT_worker": "3",
+        "PAI_RESOURCE_ps": "0,2,2048,0", "PAI_RESOURCE_worker": "1,4,4096,1024",      # gpu,cpu,memMB,shmMB
+        "PAI_MIN_FAILED_TASK_COUNT_ps": "-1", "PAI_MIN_FAILED_TASK_COUNT_worker": "1",
+        "PAI_MIN_SUCCEEDED_TASK_COUNT_ps": "1", "PAI_MIN_SUCCEEDED_TASK_COUNT_worker": "2",
+        "PAI_TASK_ROLE_INSTANCES": "ps:0,worker:0,worker:1,worker:2",
+    }
+    for env in envs.values():
+        assert {k: env.get(k) for k in expected} == expected
+
+
+def test_every_task_knows_every_peer(envs):
+    env0 = envs[("ps", 0)]
+    for env in envs.values():     # the same in every task of the gang
+        for name in [k for k in env0 if k.startswith(("PAI_TASK_ROLE_", "PAI_HOST_IP_", "PAI_PORT_LIST_"))]:
+            assert env[name] == env0[name], name
+    for (role, index), own in envs.items():
+        host = env0[f"PAI_HOST_IP_{role}_{index}"]
+        labels = ("http", "grpc") if role == "ps" else ("ssh", "model_server")
+        for label in labels:
+            ports = env0[f"PAI_PORT_LIST_{role}_{index}_{label}"]
+            assert PORT_LIST.match(ports)
+            assert env0[f"PAI_{role}_{index}_{label}_PORT"] == ports              # OpenPAI's older name
+            assert own[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] == ports
+        main = env0[f"PAI_PORT_LIST_{role}_{index}_{labels[0]}"]                   # http, else the first label
+        assert f"{host}:{main}" in env0[f"PAI_TASK_ROLE_{role}_HOST_LIST"].split(",")
+    assert HOST_LIST.match(env0["PAI_TASK_ROLE_worker_HOST_LIST"])
+    assert len(env0["PAI_TASK_ROLE_worker_HOST_LIST"].split(",")) == 3
+
+
+def test_each_task_gets_its_own_ports_in_openpai_format(envs):
+    ps = envs[("ps", 0)]
+    http, grpc = ps["PAI_CONTAINER_HOST_http_PORT_LIST"], ps["PAI_CONTAINER_HOST_grpc_PORT_LIST"]
+    assert len(grpc.split(",")) == 2
+    assert ps["PAI_CONTAINER_HOST_PORT_LIST"] == f"http:{http};grpc:{grpc};"
+    assert ps["PAI_CONTAINER_HOST_PORT"] == ps["PAI_CURRENT_CONTAINER_PORT"] == http
+    assert "PAI_CONTAINER_SSH_PORT" not in ps
+    for index in range(3):
+        w = envs[("worker", index)]
+        assert CONTAINER_PORT_LIST.match(w["PAI_CONTAINER_HOST_PORT_LIST"])
+        ssh = w["PAI_CONTAINER_HOST_ssh_PORT_LIST"]
+        assert w["PAI_CONTAINER_SSH_PORT"] == w["PAI_CONTAINER_HOST_PORT"] == ssh    # no http: the first port
+        assert w["PAI_CURRENT_TASK_ROLE_NAME"] == "worker"
+        assert w["PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"] == w["PAI_TASK_INDEX"] == str(index)
