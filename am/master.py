@@ -656,8 +656,17 @@ class ApplicationMaster:
             self.barrier.task_env(self.job.name, gang.name, gang.attempt, 0)
         except KeyError:
             infos = [TaskInfo(t.rank, t.host, t.ports, t.role, t.index) for t in gang.tasks]
-            self.barrier.open_attempt(self.job.name, gang.name, gang.attempt, infos, token=token,
-                                      timeout_s=self.job.barrier_timeout_s)
+            try:
+                self.barrier.open_attempt(self.job.name, gang.name, gang.attempt, infos, token=token,
+                                          timeout_s=self.job.barrier_timeout_s)
+            except ValueError as exc:
+                # The coordinator outlived the AM and had already ended this attempt: the old AM
+                # failed the barrier and died before it journaled the restart. The tasks were
+                # told (or are told at their next call) and fail; their failures restart the gang.
+                self.log(f"gang {gang.name} attempt {gang.attempt}: its barrier has already ended at the "
+                         f"coordinator ({exc}); its tasks are told at their next barrier call")
+                gang.barrier_open = False
+                return
         gang.barrier_open = True
 
     # ============================================================== status
