@@ -52,6 +52,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError, BarrierId,
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
                                           MessageTooLarge, StaleAttempt, StaleEpoch)
+from gangmaster.am.refusal_log import RefusalLog
 from gangmaster.conf.limits import (BARRIER_ENDED_ATTEMPTS_KEPT, BARRIER_MAX_MESSAGE_BYTES,
                                     BARRIER_REFUSAL_LOG_INTERVAL_S)
 
@@ -260,37 +261,6 @@ class _Gang:
         return ended.token if ended is not None else None
 
 
-class _RefusalLog:
-    """Logs refused calls without letting a token-guessing client flood the log: the
-    first refusal is logged, later ones are counted and summarized in at most one line
-    per ``interval_s`` (in the coordinator's clock)."""
-
-    def __init__(self, clock: Clock, interval_s: float):
-        self.clock, self.interval_s = clock, interval_s
-        self.logged_at: float | None = None
-        self.unlogged = 0
-        self.latest = ""
-
-    def refused(self, caller: str) -> None:
-        self.latest = caller
-        if self.logged_at is None:
-            log.warning("refused a call from %s: a wrong token, or an attempt the coordinator does not "
-                        "know (further refusals are logged at most once every %g s)", caller, self.interval_s)
-            self.logged_at = self.clock.now()
-            return
-        self.unlogged += 1
-        self.flush()
-
-    def flush(self) -> None:
-        if not self.unlogged or self.logged_at is None:
-            return
-        now = self.clock.now()
-        if now - self.logged_at >= self.interval_s:
-            log.warning("refused %d more call(s) in the last %.0f s with a wrong token or for an "
-                        "unknown attempt; latest: %s", self.unlogged, now - self.logged_at, self.latest)
-            self.logged_at, self.unlogged = now, 0
-
-
 class BarrierCoordinator:
     """Barriers keyed by (job, gang, attempt). Thread-safe; see the module docstring.
 
@@ -308,7 +278,8 @@ class BarrierCoordinator:
         self._lock = threading.Lock()
         self._gangs: dict[tuple[str, str], _Gang] = {}
         self._ended: deque[BarrierId] = deque()  # oldest first: the order they are forgotten in
-        self._refusals = _RefusalLog(self.clock, refusal_log_interval_s)
+        self._refusals = RefusalLog(log, "a wrong token, or an attempt the coordinator does not know",
+                                    refusal_log_interval_s, clock=self.clock.now)
         self._stats = CoordinatorStatistics()
 
     # ----------------------------------------------------------- the AM's side
@@ -560,7 +531,7 @@ class BarrierCoordinator:
         it come from the caller and are cut short: a refusal must not echo a flood."""
         self._stats.auth_refusals += 1
         shown = _cut(f"{job}/{gang} attempt {attempt}")
-        self._refusals.refused(f"{shown} task {task}")
+        self._refusals.refused(f"from {shown} task {task}")
         raise BarrierAuthError(f"{shown}: refused: the call did not carry this attempt's token (or names "
                                "an attempt the coordinator does not know)",
                                BarrierId(job, gang, attempt), epoch)
@@ -568,8 +539,7 @@ class BarrierCoordinator:
     def log_refusals(self) -> None:
         """Log the summary of refusals not yet logged, if the log interval has passed
         (the server calls this periodically, so a burst followed by quiet is reported)."""
-        with self._lock:
-            self._refusals.flush()
+        self._refusals.flush()
 
     # ------------------------------------------------------------------- time
     def next_deadline(self) -> float | None:

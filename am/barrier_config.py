@@ -1,12 +1,11 @@
 """The ``barrier:`` section of the configuration, typed (see conf/defaults.yaml for every knob)."""
 from __future__ import annotations
 
-import re
-import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
 from gangmaster.am.barrier import YEAR_S
+from gangmaster.am.grpc_security import read_key_pair
 from gangmaster.conf.fields import ConfigError, Fields
 from gangmaster.conf.limits import BARRIER_MAX_MESSAGE_BYTES, BARRIER_MAX_MESSAGE_BYTES_CEILING
 
@@ -14,8 +13,6 @@ SECTION = "barrier"
 KNOWN = ("timeout_s", "log_interval_s", "max_pending_calls", "host", "port", "advertise_host",
          "retry_give_up_s", "max_message_bytes", "tls")
 CERT_FIELD, KEY_FIELD = "barrier.tls.cert_file", "barrier.tls.key_file"
-_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----")
-_PEM_KEY = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 
 
 @dataclass(frozen=True)
@@ -62,22 +59,15 @@ class BarrierConfig:
         )
 
     def read_tls(self) -> tuple[bytes, bytes]:
-        """The PEM certificate chain and private key to serve TLS with, checked: a file
-        that is missing, unreadable, not PEM, or a key that does not match the
-        certificate raises :class:`ConfigError` naming the file and the field."""
-        cert = _read_pem(self.tls_cert_file, CERT_FIELD, _PEM_CERT, "a PEM certificate")
-        key = _read_pem(self.tls_key_file, KEY_FIELD, _PEM_KEY, "a PEM private key")
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        try:
-            context.load_verify_locations(cadata=cert.decode("ascii", "replace"))
-        except (ssl.SSLError, ValueError) as exc:
-            raise ConfigError(str(self.tls_cert_file), CERT_FIELD, f"a PEM certificate ({_why(exc)})") from None
-        try:
-            context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
-        except (ssl.SSLError, ValueError) as exc:
-            raise ConfigError(str(self.tls_key_file), KEY_FIELD,
-                              f"a PEM private key matching {CERT_FIELD} ({_why(exc)})") from None
-        return cert, key
+        """The PEM certificate chain and private key to serve TLS with, checked by
+        :func:`~gangmaster.am.grpc_security.read_key_pair`: a file that is missing,
+        unreadable, not PEM, or a key that does not match the certificate raises
+        :class:`~gangmaster.conf.fields.ConfigError` naming the file and the field."""
+        for path, field in ((self.tls_cert_file, CERT_FIELD), (self.tls_key_file, KEY_FIELD)):
+            if path is None:
+                raise ConfigError("barrier configuration", field,
+                                  "a PEM file path (TLS needs both cert_file and key_file)")
+        return read_key_pair(self.tls_cert_file, self.tls_key_file, CERT_FIELD, KEY_FIELD)
 
     @classmethod
     def load(cls, override: str | Path | None = None) -> "BarrierConfig":
@@ -90,20 +80,3 @@ class BarrierConfig:
 def _optional_string(f: Fields, key: str) -> str | None:
     return None if f.raw(key, None) is None else f.string(key)
 
-
-def _read_pem(path: str | None, field: str, marker: re.Pattern, what: str) -> bytes:
-    if path is None:
-        raise ConfigError("barrier configuration", field, f"{what} file (TLS needs both cert_file and key_file)")
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(str(path), field, f"an existing file holding {what}") from None
-    except OSError as exc:
-        raise ConfigError(str(path), field, f"a readable file holding {what} ({exc.strerror})") from None
-    if not marker.search(data):
-        raise ConfigError(str(path), field, f"{what} (no PEM block of that kind in the file)")
-    return data
-
-
-def _why(exc: Exception) -> str:
-    return getattr(exc, "reason", None) or str(exc)

@@ -34,7 +34,8 @@ task asked for (its log interval) and re-sent by the task; arrivals are idempote
 so neither that nor a dropped call or stream can hang a barrier. Messages may be as
 large as ``max_message_bytes`` (gRPC's default, 4 MiB, is far below an all_gather's
 limit). The port is bound exclusively (no ``SO_REUSEPORT``: two coordinators on one
-port would split the tasks between them); a fixed port in use is a :class:`ConfigError`.
+port would split the tasks between them), by :func:`gangmaster.am.grpc_security.listen`
+as the RM's is; a fixed port in use is a :class:`ConfigError` naming ``barrier.port``.
 
 What a caller sends is never trusted: a request that cannot be decoded is answered
 INVALID_ARGUMENT (not UNKNOWN with a server traceback), one over the size limit
@@ -46,7 +47,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import errno
 import json
 import logging
 import signal
@@ -64,6 +64,7 @@ from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordina
 from gangmaster.am.barrier_config import BarrierConfig
 from gangmaster.am.barrier_errors import BarrierError
 from gangmaster.am.context import task_env
+from gangmaster.am.grpc_security import EXCLUSIVE_BIND, ListenError, PortInUse, listen
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.conf.fields import ConfigError
 from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_BYTES
@@ -105,7 +106,7 @@ def server_options(max_pending_calls: int,
         ("grpc.max_concurrent_streams", max_pending_calls),
         ("grpc.max_receive_message_length", size),
         ("grpc.max_send_message_length", size),
-        ("grpc.so_reuseport", 0),
+        EXCLUSIVE_BIND,
     ]
 
 
@@ -289,14 +290,14 @@ class AsyncBarrierServer:
             credentials = grpc.ssl_server_credentials([(key, cert)])
         server = grpc.aio.server(options=server_options(config.max_pending_calls, config.max_message_bytes))
         _add_servicer(_Servicer(self), server)
-        bind = f"{config.host}:{config.port}"
         try:
-            port = (server.add_secure_port(bind, credentials) if credentials is not None
-                    else server.add_insecure_port(bind))
-        except RuntimeError:  # grpc: "Failed to bind to address ..."
-            port = 0
-        if not port:
-            raise _bind_error(config.host, config.port)
+            port = listen(server, config.host, config.port, credentials)
+        except PortInUse as exc:
+            raise ConfigError("barrier coordinator", "barrier.port",
+                              f"a port no other process listens on (port {exc.port} is in use on {exc.host})") from None
+        except ListenError as exc:
+            raise ConfigError("barrier coordinator", "barrier.host",
+                              f"an address this machine can listen on ({exc})") from None
         await server.start()
         self._server, self._port = server, port
         self._logger = asyncio.get_running_loop().create_task(self._log_waiting())
@@ -373,22 +374,6 @@ async def _finish_tasks(timeout_s: float = 5.0) -> None:
     others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     if others:
         await asyncio.wait(others, timeout=timeout_s)
-
-
-def _bind_error(host: str, port: int) -> Exception:
-    """Why gRPC could not listen on ``host:port``, as the configuration error it is
-    (gRPC says only "Failed to bind"): a plain socket tries the same address."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.bind(address)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return ConfigError("barrier coordinator", "barrier.port",
-                               f"a port no other process listens on (port {port} is in use on {host})")
-        return ConfigError("barrier coordinator", "barrier.host",
-                           f"an address this machine can listen on ({host}:{port}: {exc.strerror or exc})")
-    return OSError(f"barrier server: gRPC could not listen on {host}:{port}")
 
 
 class BarrierServer:

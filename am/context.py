@@ -36,7 +36,6 @@ import os
 import queue
 import threading
 import time
-from pathlib import Path
 from typing import Iterator, Mapping
 
 import grpc
@@ -44,6 +43,7 @@ import grpc
 from gangmaster.am.barrier import FRAMING_BYTES, TaskInfo
 from gangmaster.am.barrier_errors import (BarrierError, BarrierId, CoordinatorUnavailable,
                                           MessageTooLarge, error_from_code)
+from gangmaster.am.grpc_security import read_certificates
 from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_BYTES
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
@@ -140,14 +140,6 @@ def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
         return float(env[name])
     except ValueError:
         raise ValueError(f"environment variable {name}: expected seconds, got {env[name]!r}") from None
-
-
-def _read_ca(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ValueError(f"environment variable {ENV_TLS_CA}: cannot read the coordinator's TLS "
-                         f"certificate {path} ({exc.strerror})") from None
 
 
 def error_from_proto(err: pb.Error, barrier: BarrierId) -> BarrierError:
@@ -309,7 +301,8 @@ class BarrierTaskContext:
         self._watchdog: threading.Thread | None = None
         options = channel_options(max_message_bytes)
         if tls_ca_file:
-            creds = grpc.ssl_channel_credentials(root_certificates=_read_ca(tls_ca_file))
+            ca = read_certificates(tls_ca_file, f"environment variable {ENV_TLS_CA}")
+            creds = grpc.ssl_channel_credentials(root_certificates=ca)
             self._channel = grpc.secure_channel(address, creds, options=options)
         else:
             self._channel = grpc.insecure_channel(address, options=options)

@@ -1,39 +1,45 @@
 """How a gangmaster gRPC server listens and who may call it: an exclusive bind,
-optional TLS, and an optional bearer token.
+optional TLS, and an optional bearer token. Both servers use it: the barrier
+coordinator (``am/barrier_server.py``) and the live RM (``gangmaster rm serve``).
 
 * **Exclusive bind.** gRPC sets ``SO_REUSEPORT`` by default, so a second server on
   a taken port "listens" too and the kernel splits the clients between them.
-  :func:`listen` binds with ``grpc.so_reuseport`` off and turns a refused bind
-  into :class:`ListenError` ("port N is in use"), never gRPC's bare RuntimeError.
-* **TLS**, as the barrier coordinator has it: the server is given a PEM
-  certificate and key, a client trusts that certificate (or its CA). A file that
-  is missing, unreadable or not PEM is a :class:`~gangmaster.conf.fields.ConfigError`
-  naming the file and the setting.
+  :func:`listen` binds with ``grpc.so_reuseport`` off (:data:`EXCLUSIVE_BIND`) and
+  turns a refused bind into :class:`ListenError` — :class:`PortInUse` ("port N is
+  in use") for the usual case — never gRPC's bare RuntimeError. It takes a
+  ``grpc.Server`` or a ``grpc.aio.Server`` alike (both bind synchronously).
+* **TLS**: the server is given a PEM certificate and key, a client trusts that
+  certificate (or its CA). :func:`read_key_pair` and :func:`read_certificates` read
+  them with every check done up front — the file exists, is readable, holds PEM of
+  the right kind that parses, and the key matches the certificate — and a failed
+  check is a :class:`~gangmaster.conf.fields.ConfigError` naming the file and the
+  setting it came from.
 * **Token.** A shared secret each call carries in its ``authorization`` metadata
   (``Bearer <token>``); :class:`TokenAuthInterceptor` refuses a call without it
-  as UNAUTHENTICATED before the request is even decoded, compares in constant
-  time, and logs refusals at most once a minute (a guessing client cannot flood
-  the log). A token file this module creates is mode 0600.
-
-The barrier coordinator does TLS the same way (``am/barrier_server.py``) and
-could move onto this module; the RM (``gangmaster rm serve``) uses it now.
+  as UNAUTHENTICATED before the request is even decoded and compares in constant
+  time. A token file this module creates is mode 0600
+  (:func:`~gangmaster.am.private_files.open_private`).
+* **Refusals** are logged through a :class:`~gangmaster.am.refusal_log.RefusalLog`
+  (the barrier coordinator's too): the first one, then at most one summary per
+  interval, so a token-guessing client cannot flood the log.
 """
 from __future__ import annotations
 
 import errno
 import hmac
 import logging
-import os
+import re
 import secrets
 import socket
-import threading
-import time
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from gangmaster.am.private_files import open_private
+from gangmaster.am.refusal_log import RefusalLog
 from gangmaster.conf.fields import ConfigError
 
 log = logging.getLogger(__name__)
@@ -46,22 +52,91 @@ EXCLUSIVE_BIND = ("grpc.so_reuseport", 0)
 
 
 class ListenError(OSError):
-    """A server could not listen where it was told to (the message says why)."""
+    """A server could not listen where it was told to (the message says why): an
+    address that does not resolve or cannot be bound, or a port out of range."""
+
+
+class PortInUse(ListenError):
+    """Another process listens on the port (``host``, ``port`` say which)."""
+
+    def __init__(self, host: str, port: int):
+        super().__init__(f"port {port} is in use (on {host}); is another server running?")
+        self.host, self.port = host, port
 
 
 # ------------------------------------------------------------------ files
-def read_pem(path: str | Path, setting: str) -> bytes:
-    """The bytes of a PEM file; a missing, unreadable or non-PEM file is a ConfigError
-    naming the file and the setting it came from."""
+@dataclass(frozen=True)
+class _PemKind:
+    """What a PEM file must hold: named for messages, recognised by its BEGIN line."""
+
+    noun: str
+    begin: re.Pattern
+    shown: str
+
+    @property
+    def name(self) -> str:
+        return f"a PEM {self.noun}"
+
+
+_CERTIFICATE = _PemKind("certificate", re.compile(rb"-----BEGIN CERTIFICATE-----"), "-----BEGIN CERTIFICATE-----")
+_PRIVATE_KEY = _PemKind("private key", re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+                        "-----BEGIN ... PRIVATE KEY-----")
+
+
+def read_certificates(path: str | Path, setting: str) -> bytes:
+    """The PEM certificate(s) in ``path`` — a server's certificate chain, or the
+    certificate or CA a client trusts — checked to parse. A file that is missing,
+    unreadable, not PEM or not a certificate is a ConfigError naming the file and
+    ``setting`` (where the path came from: a flag, a field, an environment variable)."""
+    data = _read_pem(path, setting, _CERTIFICATE)
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=data.decode("ascii", "replace"))
+    except (ssl.SSLError, ValueError) as exc:
+        raise ConfigError(str(path), setting, f"{_CERTIFICATE.name} ({_why(exc)})") from None
+    return data
+
+
+def read_key_pair(cert_file: str | Path, key_file: str | Path, cert_setting: str,
+                  key_setting: str) -> tuple[bytes, bytes]:
+    """The PEM certificate chain and private key a server serves TLS with, checked as
+    :func:`read_certificates` checks a certificate, and the key checked to match the
+    certificate (and not to need a passphrase, which gRPC has no way to take)."""
+    cert = read_certificates(cert_file, cert_setting)
+    key = _read_pem(key_file, key_setting, _PRIVATE_KEY)
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_file, key_file, password=_no_passphrase)
+    except _EncryptedKey:
+        raise ConfigError(str(key_file), key_setting,
+                          f"{_PRIVATE_KEY.name} without a passphrase (gRPC cannot use an encrypted key)") from None
+    except (ssl.SSLError, ValueError) as exc:
+        raise ConfigError(str(key_file), key_setting,
+                          f"{_PRIVATE_KEY.name} matching {cert_setting} ({_why(exc)})") from None
+    return cert, key
+
+
+def _read_pem(path: str | Path, setting: str, kind: _PemKind) -> bytes:
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise ConfigError(str(path), setting, "an existing PEM file") from None
+        raise ConfigError(str(path), setting, f"an existing PEM file holding a {kind.noun}") from None
     except OSError as exc:
-        raise ConfigError(str(path), setting, f"a readable PEM file ({exc.strerror})") from None
-    if b"-----BEGIN " not in data:
-        raise ConfigError(str(path), setting, "a PEM file (a '-----BEGIN ...' block)")
+        raise ConfigError(str(path), setting, f"a readable file holding {kind.name} ({exc.strerror})") from None
+    if not kind.begin.search(data):
+        raise ConfigError(str(path), setting, f"a PEM file ({kind.name} has a '{kind.shown}' line)")
     return data
+
+
+class _EncryptedKey(Exception):
+    """Raised by :func:`_no_passphrase`: the key asked for a passphrase."""
+
+
+def _no_passphrase() -> bytes:
+    """ssl's passphrase callback: without one, OpenSSL would prompt on the terminal."""
+    raise _EncryptedKey()
+
+
+def _why(exc: Exception) -> str:
+    return getattr(exc, "reason", None) or str(exc)
 
 
 def read_token(path: str | Path, setting: str, max_chars: int) -> str:
@@ -85,10 +160,9 @@ def read_token(path: str | Path, setting: str, max_chars: int) -> str:
 
 def create_token_file(path: str | Path) -> str:
     """Write a fresh random token to a new file only its owner can read (0600); returns it.
-    Refuses to overwrite an existing file (``O_EXCL``)."""
+    Refuses to overwrite an existing file (FileExistsError)."""
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
+    with open_private(path, "x", encoding="ascii") as f:
         f.write(token + "\n")
     return token
 
@@ -124,11 +198,11 @@ class ServerSecurity:
 
     def credentials(self, cert_setting: str = "tls_cert_file",
                     key_setting: str = "tls_key_file") -> grpc.ServerCredentials | None:
-        """Server TLS credentials (None: plaintext); the files are read now, with clear errors."""
+        """Server TLS credentials (None: plaintext); the files are read and checked now
+        (:func:`read_key_pair`), with clear errors."""
         if not self.tls:
             return None
-        cert = read_pem(self.tls_cert_file, cert_setting)
-        key = read_pem(self.tls_key_file, key_setting)
+        cert, key = read_key_pair(self.tls_cert_file, self.tls_key_file, cert_setting, key_setting)
         return grpc.ssl_server_credentials([(key, cert)])
 
     def interceptors(self) -> list[grpc.ServerInterceptor]:
@@ -141,10 +215,7 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
 
     def __init__(self, token: str, refusal_log_interval_s: float = 60.0):
         self._expected = (_BEARER + token).encode()
-        self._log_interval_s = refusal_log_interval_s
-        self._lock = threading.Lock()
-        self._refused = 0
-        self._logged_at: float | None = None
+        self._refusals = RefusalLog(log, "no token, or not the right one", refusal_log_interval_s)
 
     def intercept_service(self, continuation, handler_call_details):
         for key, value in handler_call_details.invocation_metadata or ():
@@ -153,18 +224,8 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
                 if hmac.compare_digest(given, self._expected):
                     return continuation(handler_call_details)
                 break
-        self._note_refusal(handler_call_details.method)
+        self._refusals.refused(f"to {handler_call_details.method}")
         return _refusing_handler(continuation(handler_call_details))
-
-    def _note_refusal(self, method: str) -> None:
-        """Count refusals; log the first, then at most once per interval with the count."""
-        with self._lock:
-            self._refused += 1
-            now = time.monotonic()
-            if self._logged_at is not None and now - self._logged_at < self._log_interval_s:
-                return
-            self._logged_at, count = now, self._refused
-        log.warning("refused a call to %s without the right token (%d refused so far)", method, count)
 
 
 def _refusing_handler(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler | None:
@@ -185,12 +246,12 @@ def _refusing_handler(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHa
     return grpc.unary_unary_rpc_method_handler(refuse)
 
 
-def listen(server: grpc.Server, host: str, port: int,
+def listen(server: grpc.Server | grpc.aio.Server, host: str, port: int,
            credentials: grpc.ServerCredentials | None = None) -> int:
     """Bind ``server`` (built with :data:`EXCLUSIVE_BIND` among its options) to
     ``host:port`` and return the port (``port=0``: a free one). Raises
-    :class:`ListenError` saying why: "port N is in use", an unknown address, a
-    port outside 0..65535."""
+    :class:`PortInUse` ("port N is in use"), or :class:`ListenError` saying why
+    otherwise: an unknown address, a port outside 0..65535."""
     if not 0 <= port <= 65535:
         raise ListenError(f"port {port} is not a port number (expected 0..65535)")
     address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
@@ -199,7 +260,7 @@ def listen(server: grpc.Server, host: str, port: int,
     try:
         bound = (server.add_secure_port(address, credentials) if credentials is not None
                  else server.add_insecure_port(address))
-    except RuntimeError:
+    except RuntimeError:   # grpc: "Failed to bind to address ..."
         bound = 0
     if not bound:
         if port:
@@ -209,8 +270,8 @@ def listen(server: grpc.Server, host: str, port: int,
 
 
 def check_bindable(host: str, port: int) -> None:
-    """Raise ListenError when a plain socket cannot bind ``host:port`` (as gRPC would, with
-    SO_REUSEADDR and without SO_REUSEPORT)."""
+    """Raise PortInUse or ListenError when a plain socket cannot bind ``host:port`` (as
+    gRPC would, with SO_REUSEADDR and without SO_REUSEPORT)."""
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as exc:
@@ -222,7 +283,7 @@ def check_bindable(host: str, port: int) -> None:
                 probe.bind(sockaddr)
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
-                    raise ListenError(f"port {port} is in use (on {host}); is another server running?") from None
+                    raise PortInUse(host, port) from None
                 raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
@@ -239,7 +300,7 @@ class ClientSecurity:
                 ca_setting: str = "tls_ca_file") -> grpc.Channel:
         if self.tls_ca_file is None:
             return grpc.insecure_channel(address, options=options)
-        creds = grpc.ssl_channel_credentials(root_certificates=read_pem(self.tls_ca_file, ca_setting))
+        creds = grpc.ssl_channel_credentials(root_certificates=read_certificates(self.tls_ca_file, ca_setting))
         return grpc.secure_channel(address, creds, options=options)
 
     @property

@@ -16,13 +16,12 @@ import pytest
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import load_job
 from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ContainerState, LaunchContext
-from gangmaster.am.rm_protocol import ExitStatus, ResourceRequest
+from gangmaster.am.rm_protocol import AllocateRequest, ContainerState, ExitStatus, LaunchContext
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.job_runner import LiveRuns
 from task_procs import MARKER_VAR, kill_marked, marked, new_marker, running, wait_until
-from test_rm_serve import serve
+from rm_serve_helpers import pinned_containers, start_rm_serve, stop_rm_serve
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -123,15 +122,11 @@ def test_a_restored_rm_frees_a_container_only_once_its_processes_are_gone(tmp_pa
     state, go = tmp_path / "rm-state.json", tmp_path / "go"
     args = ("--state", str(state), "--work-dir", str(tmp_path / "tasks"))
     markers = {"ends": new_marker(), "orphaned": new_marker()}
-    server, address = serve(tmp_path, *args)
+    server, address = start_rm_serve(tmp_path, *args)
     try:
         rm = GrpcRMClient(address, timeout_s=5)
-        app = rm.submit(ApplicationSubmission("leaks"))
-        rm.register(app)
-        granted = rm.allocate(AllocateRequest(app, 1, asks=(
-            ResourceRequest(1, R(1024, 1, gpu_mask=0b11), host="dgx-000", relax_locality=False),
-            ResourceRequest(2, R(1024, 1, gpu_mask=0b1100), host="dgx-000", relax_locality=False)))).allocated
-        ends, orphaned = sorted(granted, key=lambda c: c.request_id)
+        app, (ends, orphaned) = pinned_containers(rm, "leaks", (R(1024, 1, gpu_mask=0b11), "dgx-000"),
+                                                  (R(1024, 1, gpu_mask=0b1100), "dgx-000"))
         rm.start_container(ends.container_id, LaunchContext.of(
             ["/bin/sh", "-c", f'sleep 1000 & while [ ! -f "{go}" ]; do sleep 0.05; done; exit 0'],
             {MARKER_VAR: markers["ends"]}))
@@ -148,7 +143,7 @@ def test_a_restored_rm_frees_a_container_only_once_its_processes_are_gone(tmp_pa
         os.kill(handles[orphaned.container_id]["pid"], signal.SIGKILL)
         wait_until(lambda: not running(markers["ends"], "sh"), 30, "the first task to end by itself")
 
-        server, address = serve(tmp_path, *args)
+        server, address = start_rm_serve(tmp_path, *args)
         rm = GrpcRMClient(address, timeout_s=5)
         masks = {ends.container_id: 0b11, orphaned.container_id: 0b1100}
         names = {ends.container_id: "ends", orphaned.container_id: "orphaned"}
@@ -172,10 +167,6 @@ def test_a_restored_rm_frees_a_container_only_once_its_processes_are_gone(tmp_pa
         rm.close()
     finally:
         go.write_text("go")
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_rm_serve(server)
         for m in markers.values():
             kill_marked(m)

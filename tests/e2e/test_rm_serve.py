@@ -5,35 +5,18 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from gangmaster.am.rm_client_grpc import GrpcRMClient
 from gangmaster.am.rm_protocol import (
-    AllocateRequest, ApplicationSubmission, AppState, ContainerState, LaunchContext, NodeState, ResourceRequest,
+    AllocateRequest, AppState, ContainerState, LaunchContext, NodeState, ResourceRequest,
 )
 from gangmaster.selectors.resources import ResourceDescriptor as R
+from rm_serve_helpers import FIX, pinned_containers, start_rm_serve, stop_rm_serve
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 pytestmark = pytest.mark.slow
-
-
-def serve(tmp_path, *extra):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gangmaster.tools.cli", "rm", "serve", "--cluster", str(FIX / "cluster.yaml"),
-         "--host", "127.0.0.1", "--port", "0", *extra],
-        stdout=subprocess.PIPE, stderr=open(tmp_path / "server.err", "a"), text=True, cwd=tmp_path)
-    line = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout=20)
-    if not line or "listening on" not in line[0]:
-        proc.kill()
-        raise AssertionError(f"server did not start: {line} {(tmp_path / 'server.err').read_text()}")
-    return proc, line[0].split("listening on ")[1].split()[0]
 
 
 def wait_for(fn, timeout=20.0):
@@ -50,16 +33,12 @@ def test_serve_run_task_kill9_restart(tmp_path):
     state = tmp_path / "rm-state.json"
     go = tmp_path / "go"
     args = ("--state", str(state), "--work-dir", str(tmp_path / "tasks"))
-    server, address = serve(tmp_path, *args)
+    server, address = start_rm_serve(tmp_path, *args)
     task_pids = []
     try:
         rm = GrpcRMClient(address, timeout_s=5)
-        app = rm.submit(ApplicationSubmission("e2e"))
-        rm.register(app)
-        resp = rm.allocate(AllocateRequest(app, 1, asks=(
-            ResourceRequest(1, R(1024, 1, gpu_mask=0b11), host="dgx-000", relax_locality=False),
-            ResourceRequest(2, R(1024, 1, gpus=4, ports=1), host="dgx-001", relax_locality=False))))
-        quick, slow = sorted(resp.allocated, key=lambda c: c.request_id)
+        app, (quick, slow) = pinned_containers(rm, "e2e", (R(1024, 1, gpu_mask=0b11), "dgx-000"),
+                                               (R(1024, 1, gpus=4, ports=1), "dgx-001"))
         rm.start_container(quick.container_id, LaunchContext.of([sys.executable, "-c", "print('hello')"]))
         rm.start_container(slow.container_id, LaunchContext.of(
             ["/bin/sh", "-c", f'while [ ! -f "{go}" ]; do sleep 0.05; done; exit 5']))
@@ -76,7 +55,7 @@ def test_serve_run_task_kill9_restart(tmp_path):
         import json
         task_pids.append(json.loads(state.read_text())["containers"][1]["handle"]["pid"])
 
-        server, address = serve(tmp_path, *args)
+        server, address = start_rm_serve(tmp_path, *args)
         rm = GrpcRMClient(address, timeout_s=5)
         after = {n.host: n for n in rm.cluster_nodes()}
         assert after["pcie-000"].state is NodeState.UNHEALTHY and after["pcie-000"].health_report == "disk full"
@@ -107,11 +86,7 @@ def test_serve_run_task_kill9_restart(tmp_path):
         rm.close()
     finally:
         go.write_text("go")          # a task still waiting ends by itself
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_rm_serve(server)
         for pid in task_pids:
             try:
                 os.killpg(pid, signal.SIGKILL)

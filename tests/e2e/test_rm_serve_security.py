@@ -5,46 +5,18 @@ and missing TLS files named — never a traceback."""
 import os
 import stat
 import subprocess
-import sys
-import threading
-from pathlib import Path
 
 import pytest
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
-CLI = [sys.executable, "-m", "gangmaster.tools.cli", "rm"]
+from rm_serve_helpers import FIX, RM_CLI, start_rm_serve, stop_rm_serve
+
 pytestmark = pytest.mark.slow
-
-
-def start(tmp_path, *extra):
-    """A running `rm serve`; returns (process, address) once it prints 'listening on'."""
-    err = open(tmp_path / "server.err", "a")
-    proc = subprocess.Popen(CLI + ["serve", "--cluster", str(FIX / "cluster.yaml"), *extra],
-                            stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp_path)
-    line = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout=30)
-    if not line or "listening on" not in line[0]:
-        proc.kill()
-        proc.wait(timeout=10)
-        raise AssertionError(f"server did not start: {line} {(tmp_path / 'server.err').read_text()}")
-    return proc, line[0].split("listening on ")[1].split()[0]
-
-
-def stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 def run_serve(tmp_path, *extra):
     """`rm serve` expected to refuse to start: (returncode, stderr)."""
     try:
-        done = subprocess.run(CLI + ["serve", "--cluster", str(FIX / "cluster.yaml"), *extra],
+        done = subprocess.run(RM_CLI + ["serve", "--cluster", str(FIX / "cluster.yaml"), *extra],
                               capture_output=True, text=True, timeout=60, cwd=tmp_path)
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"rm serve {' '.join(extra)} did not refuse to start") from exc
@@ -52,16 +24,16 @@ def run_serve(tmp_path, *extra):
 
 
 def test_default_address_is_loopback_and_a_second_server_on_its_port_is_refused(tmp_path):
-    first, address = start(tmp_path, "--state", str(tmp_path / "state.json"))
+    first, address = start_rm_serve(tmp_path, "--state", str(tmp_path / "state.json"))
     try:
         host, port = address.rsplit(":", 1)
         assert host == "127.0.0.1"
         rc, err = run_serve(tmp_path, "--port", port, "--state", str(tmp_path / "state.json"))
         assert rc == 2 and f"port {port} is in use" in err and "Traceback" not in err, err
-        listing = subprocess.run(CLI + ["nodes", "--address", address], capture_output=True, text=True, timeout=30)
+        listing = subprocess.run(RM_CLI + ["nodes", "--address", address], capture_output=True, text=True, timeout=30)
         assert listing.returncode == 0 and "dgx-000" in listing.stdout
     finally:
-        stop(first)
+        stop_rm_serve(first)
 
 
 @pytest.mark.parametrize("port", ["99999", "-1", "http"])
@@ -72,16 +44,16 @@ def test_a_port_outside_the_range_is_refused_when_the_flags_are_read(tmp_path, p
 
 def test_token_file_is_created_private_and_required(tmp_path):
     token = tmp_path / "rm.token"
-    server, address = start(tmp_path, "--token-file", str(token))
+    server, address = start_rm_serve(tmp_path, "--token-file", str(token))
     try:
         assert stat.S_IMODE(os.stat(token).st_mode) == 0o600
-        refused = subprocess.run(CLI + ["nodes", "--address", address], capture_output=True, text=True, timeout=30)
+        refused = subprocess.run(RM_CLI + ["nodes", "--address", address], capture_output=True, text=True, timeout=30)
         assert refused.returncode == 1 and "needs a token" in refused.stderr and "Traceback" not in refused.stderr
-        ok = subprocess.run(CLI + ["nodes", "--address", address, "--token-file", str(token)],
+        ok = subprocess.run(RM_CLI + ["nodes", "--address", address, "--token-file", str(token)],
                             capture_output=True, text=True, timeout=30)
         assert ok.returncode == 0 and "dgx-000" in ok.stdout, ok.stderr
     finally:
-        stop(server)
+        stop_rm_serve(server)
 
 
 def test_a_missing_tls_file_is_named(tmp_path):
@@ -93,7 +65,7 @@ def test_a_missing_tls_file_is_named(tmp_path):
 
 
 def test_listening_beyond_this_machine_without_a_token_warns(tmp_path):
-    server, _ = start(tmp_path, "--host", "0.0.0.0")
-    stop(server)
+    server, _ = start_rm_serve(tmp_path, "--host", "0.0.0.0")
+    stop_rm_serve(server)
     assert "without --token-file: anyone who can reach this port can run any command" in \
         (tmp_path / "server.err").read_text()

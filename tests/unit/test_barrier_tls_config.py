@@ -3,9 +3,6 @@ missing, unreadable or not PEM is a ConfigError naming the file and the field, n
 traceback."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -14,24 +11,14 @@ from gangmaster.am.barrier_server import BarrierServer
 from gangmaster.conf.fields import ConfigError, Fields
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command to make a test certificate")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
-
-
 def tls_config(tmp_path, cert: str, key: str) -> BarrierConfig:
     return BarrierConfig.from_fields(Fields({"tls": {"cert_file": cert, "key_file": key}},
                                             str(tmp_path / "job.yaml"), "barrier"))
 
 
 @pytest.mark.parametrize("which", ["cert_file", "key_file"])
-def test_a_missing_tls_file_names_the_file_and_the_field(tmp_path, which):
-    cert, key = _self_signed(tmp_path)
+def test_a_missing_tls_file_names_the_file_and_the_field(tmp_path, self_signed, which):
+    cert, key = self_signed()
     files = {"cert_file": str(cert), "key_file": str(key), which: str(tmp_path / "gone.pem")}
     config = tls_config(tmp_path, files["cert_file"], files["key_file"])
     with pytest.raises(ConfigError) as info:
@@ -51,8 +38,8 @@ def test_a_missing_tls_file_names_the_file_and_the_field(tmp_path, which):
     ("cert_file", "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n", "a PEM certificate"),
     ("key_file", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "cert_file"),
 ])
-def test_a_tls_file_that_is_not_pem_names_the_file_and_the_field(tmp_path, which, text, expected):
-    cert, key = _self_signed(tmp_path)
+def test_a_tls_file_that_is_not_pem_names_the_file_and_the_field(tmp_path, self_signed, which, text, expected):
+    cert, key = self_signed()
     bad = tmp_path / "bad.pem"
     bad.write_bytes(text.encode())
     files = {"cert_file": str(cert), "key_file": str(key), which: str(bad)}
@@ -62,13 +49,13 @@ def test_a_tls_file_that_is_not_pem_names_the_file_and_the_field(tmp_path, which
     assert expected in str(info.value)
 
 
-def test_a_tls_file_that_is_a_folder_names_the_file_and_the_field(tmp_path):
-    cert, _ = _self_signed(tmp_path)
+def test_a_tls_file_that_is_a_folder_names_the_file_and_the_field(tmp_path, self_signed):
+    cert, _ = self_signed()
     with pytest.raises(ConfigError, match="barrier.tls.key_file: expected a readable file"):
         tls_config(tmp_path, str(cert), str(tmp_path)).read_tls()
 
 
-def test_matching_tls_files_are_read(tmp_path):
-    cert, key = _self_signed(tmp_path)
+def test_matching_tls_files_are_read(tmp_path, self_signed):
+    cert, key = self_signed()
     got_cert, got_key = tls_config(tmp_path, str(cert), str(key)).read_tls()
     assert got_cert == cert.read_bytes() and got_key == key.read_bytes()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_client import InProcessRMClient, RMClient
+from gangmaster.am.rm_client import RMClient
 from gangmaster.am.rm_client_grpc import GrpcRMClient
 from gangmaster.am.rm_codec import allocate_request_from_pb, allocate_request_to_pb
 from gangmaster.am.rm_protocol import (
@@ -18,26 +18,8 @@ from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.rmsim.server import LiveRM, start_server
-from gangmaster.tools.rmsim.simulation import Simulation
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
-
-
-@pytest.fixture(params=["in-process", "grpc"])
-def rm(request, tmp_path):
-    specs = load_cluster_specs(FIX / "cluster.yaml")
-    if request.param == "in-process":
-        yield InProcessRMClient(Simulation(specs).core)
-        return
-    live = LiveRM(specs, work_dir=tmp_path / "tasks", poll_s=0.02)
-    server, port = start_server(live)
-    client = GrpcRMClient(f"127.0.0.1:{port}", timeout_s=5)
-    try:
-        yield client
-    finally:
-        client.close()
-        server.stop(0)
-        live.stop()
 
 
 def am_flow(rm: RMClient):

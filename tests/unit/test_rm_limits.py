@@ -26,26 +26,6 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 SPECS = load_cluster_specs(FIX / "cluster.yaml")
 
 
-@pytest.fixture(params=["in-process", "grpc"])
-def rm(request, tmp_path):
-    """An RM client of each kind; ``rm.core`` is the core behind it (to check its books)."""
-    if request.param == "in-process":
-        sim = Simulation(SPECS)
-        client = InProcessRMClient(sim.core)
-        yield client
-        return
-    live = LiveRM(SPECS, work_dir=tmp_path / "tasks", poll_s=0.05)
-    server, port = start_server(live)
-    client = GrpcRMClient(f"127.0.0.1:{port}", timeout_s=10)
-    client.core = live.core
-    try:
-        yield client
-    finally:
-        client.close()
-        server.stop(0)
-        live.stop()
-
-
 def app_of(rm):
     app = rm.submit(ApplicationSubmission("limits"))
     rm.register(app)

@@ -2,9 +2,7 @@
 use"), ports checked, TLS and a token like the barrier coordinator's, clear errors
 for missing TLS and token files, and token files only their owner can read."""
 import os
-import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import grpc
@@ -78,18 +76,8 @@ def test_without_the_token_a_request_is_not_even_decoded(serve):
     assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
 
 
-def _self_signed(tmp_path):
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command to make a test certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60)
-    return str(cert), str(key)
-
-
-def test_tls_and_token(serve, tmp_path):
-    cert, key = _self_signed(tmp_path)
+def test_tls_and_token(serve, self_signed):
+    cert, key = map(str, self_signed())
     port = serve(security=ServerSecurity(cert, key, token="s3cret"))
     address = f"127.0.0.1:{port}"
     with GrpcRMClient(address, timeout_s=5, security=ClientSecurity(tls_ca_file=cert, token="s3cret")) as rm:
@@ -99,13 +87,13 @@ def test_tls_and_token(serve, tmp_path):
         rm.cluster_nodes()
 
 
-def test_a_missing_or_wrong_tls_file_names_the_file_and_the_setting(serve, tmp_path):
+def test_a_missing_or_wrong_tls_file_names_the_file_and_the_setting(serve, tmp_path, self_signed):
     missing = tmp_path / "nope.pem"
     with pytest.raises(ConfigError, match=f"{missing}: --tls-cert: expected an existing PEM file"):
         serve(security=ServerSecurity(str(missing), str(missing)))
     not_pem = tmp_path / "key.txt"
     not_pem.write_text("hello")
-    cert, _ = _self_signed(tmp_path)
+    cert = str(self_signed()[0])
     with pytest.raises(ConfigError, match=f"{not_pem}: --tls-key: expected a PEM file"):
         serve(security=ServerSecurity(cert, str(not_pem)))
     with pytest.raises(ConfigError, match="tls_key_file: expected a PEM file path"):
