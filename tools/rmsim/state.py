@@ -102,7 +102,8 @@ def save(core: ResourceManager, path: str | Path) -> None:
     os.replace(tmp, path)
 
 
-def load(path: str | Path, clock, node_manager) -> ResourceManager:
+def read(path: str | Path) -> dict:
+    """The state file's JSON: a regular file of at most MAX_STATE_FILE_BYTES, in our format."""
     text = decode_utf8(read_limited(path, MAX_STATE_FILE_BYTES, "MAX_STATE_FILE_BYTES"), str(path))
     try:
         data = json.loads(text, parse_constant=_not_a_number)
@@ -110,6 +111,14 @@ def load(path: str | Path, clock, node_manager) -> ResourceManager:
         raise ConfigError(str(path), "", f"a readable RM state file ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ConfigError(str(path), "format", f"RM state format {FORMAT}", data.get("format") if isinstance(data, dict) else data)
+    moment = data.get("time")
+    if isinstance(moment, bool) or not isinstance(moment, (int, float)) or moment < 0:
+        raise ConfigError(str(path), "time", "the RM clock's time, a number of seconds >= 0", moment)
+    return data
+
+
+def load(path: str | Path, clock, node_manager) -> ResourceManager:
+    data = read(path)
     try:
         return restore(data, clock, node_manager)
     except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError) as exc:   # any inconsistency
