@@ -60,6 +60,7 @@ ROLE_UNUSED = ("protocolVersion", "dockerImage", "data", "output", "script",
 RESOURCE_FIELDS = ("cpu", "memoryMB", "gpu", "ports")
 COMPLETION_FIELDS = ("minFailedInstances", "minSucceededInstances")
 
+#: Names are checked with ``fullmatch`` (``^...$`` with ``match`` let "name\n" through).
 JOB_NAME = re.compile(r"[a-zA-Z0-9_-]+")
 #: OpenPAI's rule for task role and port labels: a valid C identifier (they become
 #: environment variable names such as PAI_TASK_ROLE_worker_HOST_LIST).

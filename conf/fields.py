@@ -1,11 +1,16 @@
 """Reading YAML configuration with errors that say which file, which field, and what
 was expected.
 
-Every YAML reader in gangmaster (defaults, cluster files, job specs, topology
-presets, RM scenarios) goes through :func:`load_yaml` and :class:`Fields`, so an
-error always reads like::
+Every YAML reader in gangmaster (defaults and ``--config`` files, cluster, queue and
+scenario files, job specs, topology presets) goes through :func:`load_yaml` and
+:class:`Fields`, so an error always reads like::
 
     conf/clusters/lab.yaml: nodeGroups[1].gpus: expected an integer >= 0, got "eight"
+
+:func:`load_yaml` reads through :func:`read_limited` (regular files only, at most
+``MAX_YAML_FILE_BYTES``) and :func:`decode_utf8`, and parses with the one strict loader
+of :mod:`gangmaster.conf.yaml_loader`; the ``topo -m`` text and RM state readers use
+the first two as well. Nothing a file holds escapes as anything but a ConfigError.
 """
 from __future__ import annotations
 

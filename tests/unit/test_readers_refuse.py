@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gangmaster.am.jobspec import load_job, read_job
-from gangmaster.conf import conf_path
+from gangmaster.conf import conf_path, yaml_loader
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
 from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_INSTANCES_PER_JOB, MAX_INSTANCES_PER_ROLE,
                                     MAX_JOB_NAME_LENGTH, MAX_YAML_ALIASES, MAX_YAML_DEPTH,
@@ -294,3 +294,27 @@ def test_validating_a_job_costs_work_linear_in_its_roles():
 
     small, large = _lines_executed(validate, many_roles(300)), _lines_executed(validate, many_roles(1200))
     assert large < 4.5 * small, (small, large)     # 4x the roles: ~4x the work, not ~16x
+
+
+LOADERS = [yaml_loader.PythonStrictLoader] + ([yaml_loader.CStrictLoader] if yaml_loader.CParser else [])
+
+
+@pytest.mark.parametrize("loader", LOADERS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("text,line,expected", [
+    ("a: 1\nb:\n  c: 2\n  c: 3\n", 4, 'each key once in a mapping; "c" is also on line 3'),
+    (nested(MAX_YAML_DEPTH + 1), 1, f"at most {MAX_YAML_DEPTH} levels"),
+    ("a: &a [1, *a]\n", 1, "no alias inside its own anchor"),
+    ("a: &a 1\nb: [" + ", ".join(["*a"] * (MAX_YAML_ALIASES + 1)) + "]\n", 2, "at most 1000 aliases"),
+])
+def test_both_event_sources_refuse_the_same(loader, text, line, expected):
+    """libyaml when PyYAML has it, PyYAML's own parser when not: the same refusals."""
+    with pytest.raises(yaml_loader.YAMLRefused) as info:
+        yaml_loader.load(text, loader)
+    assert info.value.problem_mark.line + 1 == line and expected in info.value.expected
+
+
+@pytest.mark.parametrize("loader", LOADERS, ids=lambda c: c.__name__)
+def test_both_event_sources_load_what_safe_load_loads(loader):
+    text = (conf_path("jobs/parameter-server.yaml").read_text() + "\nanchors: {a: &x [1, 2], b: *x}\n"
+            "merged: {<<: {p: 1, q: 2}, q: 3}\nwhen: 2024-01-02\n")
+    assert yaml_loader.load(text, loader) == yaml.safe_load(text)
