@@ -9,12 +9,16 @@ property: the reader returns, or raises ConfigError (or a subclass) whose messag
 names the file, and the field or line where the input has one. Any other exception --
 a traceback on bad input -- fails the test. Job specs go through ``gangmaster
 validate`` itself, which must print the message and exit 2.
+
+Each test runs 60 examples (a few seconds in all); fuzz deeper with, e.g.,
+``FUZZ_EXAMPLES=2000 python -m pytest tests/property/test_fuzz_readers.py``.
 """
 from __future__ import annotations
 
 import copy
 import json
 import math
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -53,7 +57,7 @@ RM_CLUSTER = FIX / "rm" / "cluster.yaml"
 SPECS = load_cluster_specs(RM_CLUSTER)
 HOSTS = {s.host for s in SPECS}
 
-FUZZ = settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", 60)), suppress_health_check=[HealthCheck.too_slow,
+FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 60)), suppress_health_check=[HealthCheck.too_slow,
                                                         HealthCheck.function_scoped_fixture])
 
 
