@@ -37,9 +37,13 @@ from typing import Any, Mapping
 
 from gangmaster.conf.fields import (ConfigError, ConfigErrors, ErrorCollector, Fields,
                                     load_yaml, parse_yaml)
+from gangmaster.conf.limits import (MAX_ATTEMPTS, MAX_INSTANCES_PER_JOB, MAX_INSTANCES_PER_ROLE,
+                                    MAX_JOB_NAME_LENGTH, MAX_MEMORY_MB, MAX_PORTS_PER_LABEL,
+                                    MAX_VCORES)
+from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
 from . import jobspec_gangmaster as ours
-from .jobspec_model import (Completion, JobSpec, RetryPolicy, RoleSpec, SimulatedFailure)
+from .jobspec_model import INT32, Completion, JobSpec, RetryPolicy, RoleSpec, SimulatedFailure
 from .jobspec_params import substitute
 
 __all__ = ["JobSpecError", "load_job", "parse_job", "read_job", "known_selectors",
@@ -56,10 +60,11 @@ ROLE_UNUSED = ("protocolVersion", "dockerImage", "data", "output", "script",
 RESOURCE_FIELDS = ("cpu", "memoryMB", "gpu", "ports")
 COMPLETION_FIELDS = ("minFailedInstances", "minSucceededInstances")
 
-JOB_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
+#: Names are checked with ``fullmatch`` (``^...$`` with ``match`` let "name\n" through).
+JOB_NAME = re.compile(r"[a-zA-Z0-9_-]+")
 #: OpenPAI's rule for task role and port labels: a valid C identifier (they become
 #: environment variable names such as PAI_TASK_ROLE_worker_HOST_LIST).
-IDENTIFIER = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+IDENTIFIER = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 IDENTIFIER_TEXT = "name of letters, digits and _ (not starting with a digit)"
 
 
@@ -120,7 +125,7 @@ def read_job(data: Any, source: str, secrets: Mapping[str, Any] | None = None,
     errors.read(lambda: top.string("type", choices=["job"]))
     # None when unreadable: then undefined references are not reported (one error, not many)
     parameters = errors.read(lambda: top.mapping("parameters").data)
-    job_retry_count = errors.read(lambda: top.integer("jobRetryCount", 0, minimum=0), 0)
+    job_retry_count = errors.read(lambda: _retry_count(top, "jobRetryCount"), 0)
 
     role_sections = errors.read(lambda: _role_sections(top, errors), [])
     role_names = [n for n, _ in role_sections]
@@ -139,6 +144,11 @@ def read_job(data: Any, source: str, secrets: Mapping[str, Any] | None = None,
         unused += [section.field(k) for k in ROLE_UNUSED if k in section]
         if role is not None:
             roles.append(role)
+    total = sum(role.instances for role in roles)
+    if total > MAX_INSTANCES_PER_JOB:
+        errors.add(top.error("taskRoles", f"at most {MAX_INSTANCES_PER_JOB:,} instances in all "
+                                          "(MAX_INSTANCES_PER_JOB in conf/limits.py)",
+                             f"{total:,} instances"))
 
     errors.raise_if_any(source, JobSpecError)
     retry = RetryPolicy(job_keys.retry_scope, job_keys.attempts or job_retry_count + 1)
@@ -156,8 +166,11 @@ def read_job(data: Any, source: str, secrets: Mapping[str, Any] | None = None,
 
 def _name(top: Fields) -> str:
     name = top.string("name")
-    if not JOB_NAME.match(name):
+    if not JOB_NAME.fullmatch(name):
         raise top.error("name", "a name of letters, digits, _ and -", name)
+    if len(name) > MAX_JOB_NAME_LENGTH:
+        raise top.error("name", f"a name of at most {MAX_JOB_NAME_LENGTH} characters "
+                                "(MAX_JOB_NAME_LENGTH in conf/limits.py)", f"{len(name)} characters")
     return name
 
 
@@ -170,7 +183,7 @@ def _role_sections(top: Fields, errors: ErrorCollector) -> list[tuple[str, Field
         raise top.error("taskRoles", "at least one task role")
     sections = []
     for name, value in roles.data.items():
-        if not isinstance(name, str) or not IDENTIFIER.match(name):
+        if not isinstance(name, str) or not IDENTIFIER.fullmatch(name):
             errors.add(roles.error(str(name), f"a task role {IDENTIFIER_TEXT}", name))
             continue
         try:
@@ -191,8 +204,8 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
                job_retry_count: int) -> RoleSpec | None:
     before = len(errors.errors)
     errors.add(*f.unknown_fields(ROLE_FIELDS + ROLE_UNUSED + (ours.KEY,)))
-    instances = errors.read(lambda: f.integer("instances", 1, minimum=1))
-    task_retry_count = errors.read(lambda: f.integer("taskRetryCount", 0, minimum=0), 0)
+    instances = errors.read(lambda: _instances(f))
+    task_retry_count = errors.read(lambda: _retry_count(f, "taskRetryCount"), 0)
 
     resource = errors.read(lambda: _required_mapping(f, "resourcePerInstance"))
     cpu = memory_mb = gpus = 0
@@ -200,16 +213,18 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
     if resource is not None:
         errors.add(*resource.unknown_fields(RESOURCE_FIELDS))
         read_before = len(errors.errors)
-        cpu = errors.read(lambda: resource.integer("cpu", minimum=0), 0)
-        memory_mb = errors.read(lambda: resource.integer("memoryMB", minimum=0), 0)
-        gpus = errors.read(lambda: resource.integer("gpu", minimum=0), 0)
+        cpu = errors.read(lambda: resource.integer("cpu", minimum=0, maximum=MAX_VCORES,
+                                                   limit="MAX_VCORES"), 0)
+        memory_mb = errors.read(lambda: resource.integer("memoryMB", minimum=0, maximum=MAX_MEMORY_MB,
+                                                         limit="MAX_MEMORY_MB"), 0)
+        gpus = errors.read(lambda: resource.integer("gpu", minimum=0, maximum=MAX_GPUS_PER_NODE), 0)
         if not (cpu or memory_mb or gpus) and len(errors.errors) == read_before:   # the RM refuses such an ask
             errors.add(resource.error("cpu", "cpu, memoryMB or gpu > 0 (a task must ask for something)", 0))
         ports = errors.read(lambda: _ports(resource), {})
 
     commands = _commands(f, errors, parameters, secrets)
-    completion = errors.read(lambda: _completion(f, instances), Completion())
     instances = instances or 1
+    completion = errors.read(lambda: _completion(f, instances), Completion())
 
     section = errors.read(lambda: f.mapping(ours.KEY), Fields({}, f.source, f.field(ours.KEY)))
     errors.add(*section.unknown_fields(ours.ROLE_KEYS + ours.ROLE_ONLY_KEYS))
@@ -248,11 +263,12 @@ def _ports(resource: Fields) -> dict[str, int]:
     problems: list[ConfigError] = []
     ports: dict[str, int] = {}
     for label in section.keys():
-        if not isinstance(label, str) or not IDENTIFIER.match(label):
+        if not isinstance(label, str) or not IDENTIFIER.fullmatch(label):
             problems.append(section.error(str(label), f"a port label {IDENTIFIER_TEXT}", label))
             continue
         try:
-            ports[label] = section.integer(label, minimum=0)
+            ports[label] = section.integer(label, minimum=0, maximum=MAX_PORTS_PER_LABEL,
+                                           limit="MAX_PORTS_PER_LABEL")
         except ConfigError as exc:
             problems.append(exc)
     if problems:
@@ -281,33 +297,41 @@ def _commands(f: Fields, errors: ErrorCollector, parameters: Mapping[str, Any] |
     return tuple(commands)
 
 
-def _completion(f: Fields, instances: int | None) -> Completion:
-    """-1 and null both mean "not by count" (the protocol allows either)."""
+def _instances(f: Fields) -> int:
+    return f.integer("instances", 1, minimum=1, maximum=MAX_INSTANCES_PER_ROLE,
+                     limit="MAX_INSTANCES_PER_ROLE")
+
+
+def _retry_count(f: Fields, key: str) -> int:
+    """``jobRetryCount`` / ``taskRetryCount``: retries, so at most MAX_ATTEMPTS - 1."""
+    return f.integer(key, 0, minimum=0, maximum=MAX_ATTEMPTS - 1, limit="MAX_ATTEMPTS - 1")
+
+
+def _completion(f: Fields, instances: int) -> Completion:
+    """Any integer or null, as OpenPAI's schema takes them, with OpenPAI's meaning
+    (:meth:`Completion.from_openpai`: -1, null, 0 and unreachable counts included)."""
     section = f.mapping("completion")
     problems = section.unknown_fields(COMPLETION_FIELDS)
-    values: dict[str, int | None] = {}
-    for key, attribute, default in (("minFailedInstances", "min_failed", 1),
-                                    ("minSucceededInstances", "min_succeeded", None)):
-        raw = section.data.get(key, default)
-        if raw is None or raw == -1:
-            values[attribute] = None
-        elif (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1
-              or (instances is not None and raw > instances)):
-            bound = (f"within 1..{instances} (the role's instances)" if instances is not None
-                     else ">= 1")
-            problems.append(section.error(key, f"an integer {bound}, or -1 or null", raw))
-        else:
-            values[attribute] = raw
+    written: dict[str, int | None] = {"minFailedInstances": 1, "minSucceededInstances": None}
+    for key in [k for k in written if k in section]:      # an absent key keeps its default
+        try:
+            written[key] = (None if section.data[key] is None
+                            else section.integer(key, minimum=INT32[0], maximum=INT32[1]))
+        except ConfigError as exc:
+            problems.append(exc)
     if problems:
         raise ConfigErrors(f.source, problems)
-    return Completion(values.get("min_failed", 1), values.get("min_succeeded"))
+    return Completion.from_openpai(written["minFailedInstances"], written["minSucceededInstances"],
+                                   instances)
 
 
 def _value_at(data: Mapping[str, Any], path: str) -> Any:
     """The value at a dotted path we produced (role names and keys have no dots,
-    but extras keys may: ``extras.com.microsoft.pai.runtimeplugin``)."""
+    but extras keys may: ``extras.com.microsoft.pai.runtimeplugin``; and they may be
+    written as numbers, ``extras: {1: x}``, so they are matched as text)."""
     if path.startswith("extras."):
-        return data["extras"][path[len("extras."):]]
+        wanted = path[len("extras."):]
+        return next(value for key, value in data["extras"].items() if str(key) == wanted)
     current: Any = data
     for part in path.split("."):
         current = current[part]

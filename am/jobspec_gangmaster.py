@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from gangmaster.conf.fields import ConfigError, ConfigErrors, ErrorCollector, Fields
+from gangmaster.conf.limits import MAX_ATTEMPTS, MAX_DURATION_S, MAX_INSTANCES_PER_ROLE
 from gangmaster.selectors.request import RACK_POLICIES
 
 from .jobspec_model import DEFAULT_SIMULATED_DURATION_S, RETRY_SCOPES
@@ -59,18 +60,24 @@ def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fiel
         return f.string(key, choices=selectors)
 
     return {
-        "maxInstancesPerNode": ("max_instances_per_node", lambda f, k: f.integer(k, minimum=1)),
+        "maxInstancesPerNode": ("max_instances_per_node",
+                                lambda f, k: f.integer(k, minimum=1, maximum=MAX_INSTANCES_PER_ROLE,
+                                                       limit="MAX_INSTANCES_PER_ROLE")),
         "requestRatio": ("request_ratio", _ratio),
         "nodeLabel": ("node_label", lambda f, k: f.string(k)),
         "gpuTypes": ("gpu_types", lambda f, k: tuple(f.strings(k))),
         "selector": ("selector", selector),
         "rackPolicy": ("rack_policy", lambda f, k: f.string(k, choices=RACK_POLICIES)),
-        "simulatedDurationSeconds": ("simulated_duration_s", lambda f, k: f.number(k, minimum=0)),
+        "simulatedDurationSeconds": ("simulated_duration_s", _duration),
         "simulatedExitCode": ("simulated_exit_code", lambda f, k: f.integer(k, minimum=0, maximum=255)),
         "failOnAttempts": ("fail_on_attempts", _attempt_list),
         "failInstance": ("fail_instance", lambda f, k: f.integer(k, minimum=0)),
         "failExitCode": ("fail_exit_code", lambda f, k: f.integer(k, minimum=1, maximum=255)),
     }
+
+
+def _duration(f: Fields, key: str) -> float:
+    return f.number(key, minimum=0, maximum=MAX_DURATION_S, limit="MAX_DURATION_S")
 
 
 def _ratio(f: Fields, key: str) -> float:
@@ -112,10 +119,12 @@ def read_job_keys(section: Fields, errors: ErrorCollector, role_names: list[str]
     present = {key for key in section.keys() if section.data[key] is not None}
     gangs = errors.read(lambda: _gangs(section, role_names)) if "gangs" in present else None
     timeout = (errors.read(lambda: section.number("barrierTimeoutSeconds", minimum=0,
-                                                  exclusive_minimum=True))
+                                                  exclusive_minimum=True, maximum=MAX_DURATION_S,
+                                                  limit="MAX_DURATION_S"))
                if "barrierTimeoutSeconds" in present else None)
     scope = errors.read(lambda: section.string("retryScope", "job", choices=RETRY_SCOPES), "job")
-    attempts = (errors.read(lambda: section.integer("attempts", minimum=1))
+    attempts = (errors.read(lambda: section.integer("attempts", minimum=1, maximum=MAX_ATTEMPTS,
+                                                    limit="MAX_ATTEMPTS"))
                 if "attempts" in present else None)
     defaults = read_role_keys(section, errors, selectors, allowed=ROLE_KEYS)
     return JobKeys(gangs=gangs, barrier_timeout_s=timeout, retry_scope=scope,
@@ -130,6 +139,7 @@ def _gangs(section: Fields, role_names: list[str]) -> tuple[tuple[str, ...], ...
         raise section.error("gangs", "a non-empty list of gangs, each a list of task role names",
                             value)
     problems: list[ConfigError] = []
+    known = set(role_names)     # a list scan per name made this O(roles^2)
     seen: dict[str, int] = {}
     gangs: list[tuple[str, ...]] = []
     for i, gang in enumerate(value):
@@ -140,7 +150,7 @@ def _gangs(section: Fields, role_names: list[str]) -> tuple[tuple[str, ...], ...
         names: list[str] = []
         for j, name in enumerate(gang):
             field = f"{where}[{i}][{j}]"
-            if not isinstance(name, str) or name not in role_names:
+            if not isinstance(name, str) or name not in known:
                 problems.append(ConfigError(section.source, field,
                                             "a task role (one of " + ", ".join(role_names) + ")",
                                             name))

@@ -8,6 +8,7 @@ as read-only (they are left out of the hash, so specs can be dict keys).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Mapping
 
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -16,25 +17,76 @@ RETRY_SCOPES = ("job", "role")
 DEFAULT_SIMULATED_DURATION_S = 60.0
 
 
+#: FrameworkController stores the counts as 32-bit integers, so OpenPAI refuses larger ones.
+INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
 @dataclass(frozen=True)
 class Completion:
     """OpenPAI's completion policy of one task role (FrameworkLauncher's
-    ``ApplicationCompletionPolicy``).
+    ``ApplicationCompletionPolicy``, FrameworkController's
+    ``FrameworkAttemptCompletionPolicy``).
 
     ``min_failed``: this many failed instances fail the job attempt; ``None``
-    (``-1`` or ``null`` in the file) means failures never end it.
-    ``min_succeeded``: this many succeeded instances end the attempt as a
-    success; ``None`` (the default) means it succeeds only when every instance
-    of the job has completed and no failure threshold was reached."""
+    means failures never end it. ``min_succeeded``: this many succeeded instances
+    end the attempt as a success; ``None`` means it succeeds only when every
+    instance of the job has completed and no failure threshold was reached. These
+    are the *effective* values the AM applies; ``written_min_failed`` /
+    ``written_min_succeeded`` keep what the job file said, and ``notes`` says why
+    the two differ (see :meth:`from_openpai`)."""
 
     min_failed: int | None = 1
     min_succeeded: int | None = None
+    written_min_failed: int | None = field(default=1, compare=False)
+    written_min_succeeded: int | None = field(default=None, compare=False)
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @classmethod
+    def from_openpai(cls, min_failed: int | None, min_succeeded: int | None,
+                     instances: int) -> "Completion":
+        """The policy as OpenPAI runs it, from any integer or null its schema accepts.
+
+        OpenPAI's runtime passes the counts to FrameworkController, which checks
+        ``count >= threshold`` each time an instance of the role fails (succeeds),
+        unless the threshold is -1; an attempt that never meets a threshold ends when
+        every instance has completed. So, per key:
+
+        * ``null`` or ``-1``: not by count (``None``);
+        * ``0``: OpenPAI's runtime reads a zero count as unset, i.e. the default
+          (``minFailedInstances`` 1, ``minSucceededInstances`` null);
+        * below ``-1``: met by the first failure (success), i.e. 1;
+        * above the role's ``instances``: can never be met, i.e. not by count.
+        """
+        notes: list[str] = []
+        failed = _effective(min_failed, 1, instances, "minFailedInstances", "failure", notes)
+        succeeded = _effective(min_succeeded, None, instances, "minSucceededInstances", "success",
+                               notes)
+        return cls(failed, succeeded, min_failed, min_succeeded, tuple(notes))
 
     def failed(self, failed: int) -> bool:
         return self.min_failed is not None and failed >= self.min_failed
 
     def succeeded(self, succeeded: int) -> bool:
         return self.min_succeeded is not None and succeeded >= self.min_succeeded
+
+
+def _effective(written: int | None, default: int | None, instances: int, key: str, event: str,
+               notes: list[str]) -> int | None:
+    """One count of :meth:`Completion.from_openpai`; a note when it is not what was written."""
+    if written is None or written == -1:
+        return None
+    if written == 0:
+        notes.append(f"{key}: 0 is read as unset, i.e. the default "
+                     f"({'null' if default is None else default})")
+        return default
+    if written < 0:
+        notes.append(f"{key}: {written} is met by the first {event}, i.e. 1")
+        return 1
+    if written > instances:
+        notes.append(f"{key}: {written} is more than the role's {instances} instance(s) and can "
+                     "never be met, i.e. not by count")
+        return None
+    return written
 
 
 @dataclass(frozen=True)
@@ -137,11 +189,20 @@ class JobSpec:
                                     hash=False)
 
     def role(self, name: str) -> RoleSpec:
-        for role in self.roles:
-            if role.name == name:
-                return role
-        raise KeyError(f"{self.name}: no task role {name!r}; roles: "
-                       + ", ".join(r.name for r in self.roles))
+        role = self._roles_by_name.get(name)
+        if role is None:
+            raise KeyError(f"{self.name}: no task role {name!r}; roles: "
+                           + ", ".join(r.name for r in self.roles))
+        return role
+
+    @cached_property
+    def _roles_by_name(self) -> dict[str, RoleSpec]:
+        """Name -> role, built once: a scan per lookup made a job of n roles O(n^2)."""
+        return {role.name: role for role in self.roles}
+
+    @cached_property
+    def _gang_by_role(self) -> dict[str, int]:
+        return {name: index for index, names in enumerate(self.gangs) for name in names}
 
     @property
     def role_names(self) -> tuple[str, ...]:
@@ -156,10 +217,9 @@ class JobSpec:
         return tuple(self.role(name) for name in self.gangs[gang])
 
     def gang_of(self, role: str) -> int:
-        for index, names in enumerate(self.gangs):
-            if role in names:
-                return index
-        raise KeyError(f"{self.name}: no task role {role!r}")
+        if role not in self._gang_by_role:
+            raise KeyError(f"{self.name}: no task role {role!r}")
+        return self._gang_by_role[role]
 
     @property
     def total_instances(self) -> int:

@@ -105,9 +105,9 @@ def check_resource(r: Any, field: str) -> None:
     """An ask's resource: every dimension finite and bounded, and not an ask for nothing."""
     if not isinstance(r, ResourceDescriptor):
         raise InvalidRequest(f"{field}: expected a ResourceDescriptor, got {type(r).__name__}")
-    check_int(r.memory_mb, f"{field}.memory_mb", 0, limits.RM_MAX_MEMORY_MB, "RM_MAX_MEMORY_MB")
-    check_number(r.vcores, f"{field}.vcores", 0, limits.RM_MAX_VCORES, limit_name="RM_MAX_VCORES")
-    check_int(r.gpus, f"{field}.gpus", 0, limits.RM_MAX_GPUS, "RM_MAX_GPUS")
+    check_int(r.memory_mb, f"{field}.memory_mb", 0, limits.MAX_MEMORY_MB, "MAX_MEMORY_MB")
+    check_number(r.vcores, f"{field}.vcores", 0, limits.MAX_VCORES, limit_name="MAX_VCORES")
+    check_int(r.gpus, f"{field}.gpus", 0, limits.MAX_GPUS_PER_NODE, "MAX_GPUS_PER_NODE")
     check_int(r.gpu_mask, f"{field}.gpu_mask", 0, UINT64_MAX)
     check_int(r.ports, f"{field}.ports", 0, limits.RM_MAX_PORTS, "RM_MAX_PORTS")
     check_count(r.port_ranges.ranges, f"{field}.port_ranges", limits.RM_MAX_PORT_RANGES, "RM_MAX_PORT_RANGES")
@@ -148,10 +148,10 @@ def check_allocate(r: AllocateRequest) -> None:
 def check_submission(s: ApplicationSubmission) -> None:
     check_name(s.name, "name")
     check_name(s.queue, "queue")
-    check_int(s.max_attempts, "max_attempts", 1, limits.RM_MAX_AM_ATTEMPTS, "RM_MAX_AM_ATTEMPTS")
+    check_int(s.max_attempts, "max_attempts", 1, limits.MAX_ATTEMPTS, "MAX_ATTEMPTS")
     if s.am_expiry_s is not None:
-        check_number(s.am_expiry_s, "am_expiry_s", 0, limits.RM_MAX_SECONDS, exclusive_minimum=True,
-                     limit_name="RM_MAX_SECONDS")
+        check_number(s.am_expiry_s, "am_expiry_s", 0, limits.MAX_DURATION_S, exclusive_minimum=True,
+                     limit_name="MAX_DURATION_S")
 
 
 def check_launch(c: Any, field: str = "launch") -> None:
@@ -177,7 +177,7 @@ def check_launch(c: Any, field: str = "launch") -> None:
         raise InvalidRequest(f"{field}: command and environment take {size} bytes, over the limit of "
                              f"{limits.RM_MAX_LAUNCH_BYTES} (RM_MAX_LAUNCH_BYTES)")
     if c.duration_s is not None:
-        check_number(c.duration_s, f"{field}.duration_s", 0, limits.RM_MAX_SECONDS, limit_name="RM_MAX_SECONDS")
+        check_number(c.duration_s, f"{field}.duration_s", 0, limits.MAX_DURATION_S, limit_name="MAX_DURATION_S")
     check_int(c.exit_code, f"{field}.exit_code", *INT32)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-MAX_GPUS_PER_NODE = 64
-"""Masks are stored in 64-bit integers (numpy ``uint64`` in the cluster view)."""
+from gangmaster.conf.limits import MAX_GPUS_PER_NODE   # masks are 64-bit integers
+
 
 
 class MaskError(ValueError):

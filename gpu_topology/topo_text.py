@@ -6,12 +6,16 @@ spaces; `` X `` on the diagonal; NIC rows and columns (``mlx5_0``, or ``NIC0`` w
 and new (``SYS``/``NODE``) legends; trailing affinity columns ("CPU Affinity",
 "NUMA Affinity", "GPU NUMA ID") that NIC rows leave empty; and the legend block
 after the matrix, which ends it. A malformed matrix raises :class:`TopoFormatError`
-with the line number and what was expected there.
+with the line number and what was expected there; so does a file that is not a
+regular file, is larger than ``MAX_TOPO_TEXT_BYTES`` or is not UTF-8.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from gangmaster.conf.fields import ConfigError, NotUTF8, decode_utf8, read_limited
+from gangmaster.conf.limits import MAX_TOPO_TEXT_BYTES
 
 from .links import EXPECTED_LABELS, Link, LinkError, parse_link
 from .model import GpuAffinity, Topology, TopologyError
@@ -22,24 +26,28 @@ _GPU = re.compile(r"GPU(\d+)")
 _NIC_LEGEND = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*")
 
 
-class TopoFormatError(ValueError):
-    """A ``topo -m`` text that cannot be read; names the source, the line and what was expected."""
+class TopoFormatError(ConfigError):
+    """A ``topo -m`` text that cannot be read; names the source, the line (0: the file as
+    a whole) and what was expected. A ConfigError, so the CLI reports it with status 2."""
 
     def __init__(self, source: str, line: int, expected: str, got: str | None = None):
         self.source, self.line, self.expected = source, line, expected
-        text = f"{source}: line {line}: expected {expected}"
+        self.field = f"line {line}" if line else ""
+        text = f"{source}: {self.field}: expected {expected}" if line else f"{source}: expected {expected}"
         if got is not None:
             text += f", got {got!r}"
-        super().__init__(text)
+        ValueError.__init__(self, text)
 
 
 def read_topo_file(path: str | Path, name: str | None = None) -> Topology:
     """Read a saved ``nvidia-smi topo -m`` output; the topology is named after the file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TopoFormatError(str(path), 0, "a readable file", exc.strerror) from None
+        text = decode_utf8(read_limited(path, MAX_TOPO_TEXT_BYTES, "MAX_TOPO_TEXT_BYTES"), str(path))
+    except NotUTF8 as exc:
+        raise TopoFormatError(str(path), exc.line, exc.expected) from None
+    except ConfigError as exc:      # missing, not a regular file, too large
+        raise TopoFormatError(str(path), 0, exc.expected) from None
     return parse_topo_text(text, source=str(path), name=name or path.stem)
 
 

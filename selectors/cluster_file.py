@@ -29,6 +29,7 @@ from pathlib import Path
 
 from gangmaster.conf import conf_path
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
+from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_MEMORY_MB, MAX_VCORES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
 from .cluster import ClusterView, NodeSpec
@@ -51,7 +52,7 @@ def load_cluster_specs(path: str | Path) -> list[NodeSpec]:
     if not groups:
         raise doc.error("nodeGroups", "at least one node group")
     for group in groups:
-        specs.extend(_group_specs(group))
+        specs.extend(_group_specs(group, room=MAX_CLUSTER_NODES - len(specs)))
     hosts = set()
     for spec in specs:
         if spec.host in hosts:
@@ -65,17 +66,29 @@ def load_cluster(path: str | Path | None = None) -> ClusterView:
     return ClusterView(load_cluster_specs(path or default_cluster_path()))
 
 
-def _group_specs(group: Fields) -> list[NodeSpec]:
+def _group_specs(group: Fields, room: int) -> list[NodeSpec]:
+    """The nodes of one group; ``room``: how many more nodes the file may still describe
+    (MAX_CLUSTER_NODES in all), checked before a single host name is made."""
     group.reject_unknown(GROUP_FIELDS)
     name = group.string("name")
+    too_many = (f"at most {MAX_CLUSTER_NODES:,} nodes in the cluster file, all groups together "
+                f"(MAX_CLUSTER_NODES in conf/limits.py); {room:,} left for this group")
     if "hosts" in group:
         hosts = group.strings("hosts")
+        if not hosts:
+            raise group.error("hosts", "at least one host name", [])
+        if len(hosts) > room:
+            raise group.error("hosts", too_many, f"{len(hosts):,} hosts")
     else:
         count = group.integer("count", minimum=1)
+        if count > room:
+            raise group.error("count", too_many, count)
         width = max(3, len(str(count - 1)))
         hosts = [f"{name}-{i:0{width}d}" for i in range(count)]
     if "racks" in group:
         racks = group.strings("racks")
+        if not racks:
+            raise group.error("racks", "at least one rack name", [])
     else:
         racks = [group.string("rack", "default-rack")]
     try:
@@ -88,8 +101,9 @@ def _group_specs(group: Fields) -> list[NodeSpec]:
     if gpus == 0 and (gpu_type or topology):
         raise group.error("gpus", "an integer >= 1 when gpuType or topology is set", gpus)
     labels = frozenset(group.strings("labels", []))
-    memory = group.integer("memoryMB", minimum=1)
-    vcores = group.number("vcores", minimum=0, exclusive_minimum=True)
+    memory = group.integer("memoryMB", minimum=1, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
+    vcores = group.number("vcores", minimum=0, exclusive_minimum=True, maximum=MAX_VCORES,
+                          limit="MAX_VCORES")
     block = -(-len(hosts) // len(racks))
     return [
         NodeSpec(host=host, rack=racks[i // block], labels=labels, gpu_type=gpu_type,

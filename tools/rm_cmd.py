@@ -136,7 +136,6 @@ def _serve_security(args):
 def _serve(args) -> int:
     from gangmaster.am.grpc_security import ListenError, check_bindable
     from gangmaster.conf.fields import ConfigError
-    from gangmaster.conf.limits import RM_MAX_NODES
     from gangmaster.selectors.cluster_file import load_cluster_specs
     from gangmaster.tools.rmsim.ledger import NodeLedger
     from gangmaster.tools.rmsim.queues import load_queues
@@ -145,28 +144,20 @@ def _serve(args) -> int:
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from gangmaster.conf.settings import Settings
-    knobs = Settings(args.config).section("rm")
-    poll_s = knobs.number("process_poll_s", minimum=0, exclusive_minimum=True)
-    grace_s = knobs.number("kill_grace_s", minimum=0)
-    save_s = knobs.number("state_save_interval_s", minimum=0, exclusive_minimum=True)
-    workers = knobs.integer("grpc_workers", minimum=1)
-    expiry = knobs.raw("allocation_expiry_s", None)
-    expiry = None if expiry is None else knobs.number("allocation_expiry_s", minimum=0, exclusive_minimum=True)
+    from gangmaster.tools.rmsim.rm_settings import RMSettings
+    knobs = RMSettings.load(args.config)
     security = _serve_security(args)
     specs = load_cluster_specs(args.cluster)
-    if len(specs) > RM_MAX_NODES:
-        raise ConfigError(args.cluster, "nodeGroups", f"at most {RM_MAX_NODES} nodes in all (RM_MAX_NODES)",
-                          len(specs))
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
     scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
     try:
         if args.port:
             check_bindable(args.host, args.port)   # before the state file is touched
-        live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir, poll_s=poll_s,
-                      save_every_s=save_s, kill_grace_s=grace_s, allocation_expiry_s=expiry)
+        live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir, poll_s=knobs.process_poll_s,
+                      save_every_s=knobs.state_save_interval_s, kill_grace_s=knobs.kill_grace_s,
+                      allocation_expiry_s=knobs.allocation_expiry_s)
         try:
-            server, port = start_server(live, args.host, args.port, workers=workers, security=security)
+            server, port = start_server(live, args.host, args.port, workers=knobs.grpc_workers, security=security)
         except BaseException:
             live.stop()
             raise

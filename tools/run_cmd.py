@@ -78,16 +78,15 @@ def _run(args) -> int:
     from gangmaster.selectors.settings import SelectionSettings
     from gangmaster.tools.rmsim.ledger import NodeLedger
     from gangmaster.tools.rmsim.queues import load_queues
+    from gangmaster.tools.rmsim.rm_settings import RMSettings
     from gangmaster.tools.rmsim.scenario import Scenario
 
     settings = Settings(args.config)
     am_settings = AMSettings.from_fields(settings.section("am"))
     if args.metrics_port is not None:
         am_settings = replace(am_settings, metrics_port=args.metrics_port)
-    rm_knobs = settings.section("rm")
-    interval = rm_knobs.raw("scheduling_interval_s", None)
-    if interval is not None:
-        interval = rm_knobs.number("scheduling_interval_s", minimum=0, exclusive_minimum=True)
+    rm_knobs = RMSettings.from_fields(settings.section("rm"))
+    interval = rm_knobs.scheduling_interval_s
     selection = SelectionSettings.from_fields(settings.section("selection"))
     if args.seed is not None:
         selection = replace(selection, seed=args.seed)
@@ -106,7 +105,7 @@ def _run(args) -> int:
         from gangmaster.tools.job_runner import LiveRuns
         runs = LiveRuns(specs, base, am_settings, selection, queues,
                         barrier_config=BarrierConfig.load(args.config), echo=echo,
-                        scheduling_interval_s=interval, kill_grace_s=rm_knobs.number("kill_grace_s", minimum=0))
+                        scheduling_interval_s=interval, kill_grace_s=rm_knobs.kill_grace_s)
     else:
         from gangmaster.tools.job_runner import SimulatedRuns
         scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None

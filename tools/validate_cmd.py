@@ -5,8 +5,9 @@ import argparse
 import json
 import sys
 
-from gangmaster.am.jobspec import JobSpecError, load_job
+from gangmaster.am.jobspec import load_job
 from gangmaster.am.jobspec_model import JobSpec, RoleSpec
+from gangmaster.conf.fields import ConfigError, ConfigErrors
 
 
 def add_parser(sub):
@@ -29,10 +30,11 @@ def add_parser(sub):
 def run(args: argparse.Namespace) -> int:
     try:
         spec = load_job(args.job)
-    except JobSpecError as exc:
+    except ConfigError as exc:
         if args.json:
+            errors = exc.errors if isinstance(exc, ConfigErrors) else [exc]
             print(json.dumps({"valid": False, "errors": [
-                {"source": e.source, "field": e.field, "message": str(e)} for e in exc.errors]},
+                {"source": e.source, "field": e.field, "message": str(e)} for e in errors]},
                 indent=2))
         else:
             print(f"gangmaster: {exc}", file=sys.stderr)
@@ -70,6 +72,7 @@ def render(spec: JobSpec) -> str:
                     else "succeeds when all have completed")
         lines.append(f"role {role.name}: attempt {fails}, {succeeds}; retry scope "
                      f"{role.retry.scope}, {role.retry.attempts} attempt(s)")
+        lines += [f"  completion.{note}" for note in c.notes]
         failure = role.simulated_failure
         if failure.attempts:
             lines.append(f"  testing aid: instance {failure.instance} exits {failure.exit_code} "

@@ -70,7 +70,7 @@ CASES = [
     (f"{W}.instances", 0, f"{W}.instances: expected an integer >= 1, got 0"),
     (f"{W}.instances", "4", f'{W}.instances: expected an integer >= 1, got "4"'),
     (f"{W}.taskRetryCount", -1, f"{W}.taskRetryCount: expected an integer >= 0, got -1"),
-    (f"{R}.gpu", "four", f'{R}.gpu: expected an integer >= 0, got "four"'),
+    (f"{R}.gpu", "four", f'{R}.gpu: expected an integer within 0..64, got "four"'),
     (f"{R}.cpu", 1.5, f"{R}.cpu: expected an integer >= 0, got 1.5"),
     (f"{R}.memoryMB", DELETE, f"{R}.memoryMB: expected a value (the field is required)"),
     (f"{R}.disk", 10, f"{R}.disk: expected no such field here; known fields: cpu, gpu, "
@@ -87,12 +87,12 @@ CASES = [
     (f"{W}.commands", ["train --bs <% $parameters.bs %>"],
      f'{W}.commands[0]: expected a reference to a defined parameter (defined: lr), '
      'got "$parameters.bs"'),
-    (f"{W}.completion.minFailedInstances", 0,
-     f"{W}.completion.minFailedInstances: expected an integer within 1..4 (the role's "
-     "instances), or -1 or null, got 0"),
-    (f"{W}.completion.minSucceededInstances", 5,
-     f"{W}.completion.minSucceededInstances: expected an integer within 1..4 (the role's "
-     "instances), or -1 or null, got 5"),
+    (f"{W}.completion.minFailedInstances", "1",
+     f'{W}.completion.minFailedInstances: expected an integer within -2147483648..2147483647, '
+     'got "1"'),
+    (f"{W}.completion.minSucceededInstances", 2 ** 31,
+     f"{W}.completion.minSucceededInstances: expected an integer within "
+     "-2147483648..2147483647, got 2147483648"),
     (f"{W}.completion.minSucceeded", 1,
      f"{W}.completion.minSucceeded: expected no such field here; known fields: "
      "minFailedInstances, minSucceededInstances"),

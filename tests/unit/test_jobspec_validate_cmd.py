@@ -68,7 +68,7 @@ def test_errors_go_to_stderr_all_of_them_with_status_2(tmp_path, capsys):
         f"gangmaster: {job}: 3 errors in the job spec:",
         f'  {job}: gangmaster.gangs[0][1]: expected a task role (one of worker), got "ghost"',
         f"  {job}: taskRoles.worker.instances: expected an integer >= 1, got -1",
-        f'  {job}: taskRoles.worker.resourcePerInstance.gpu: expected an integer >= 0, got "four"',
+        f'  {job}: taskRoles.worker.resourcePerInstance.gpu: expected an integer within 0..64, got "four"',
     ]
 
 

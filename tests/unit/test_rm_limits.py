@@ -55,7 +55,7 @@ REFUSED = [
      r"asks\[0\].count: expected an integer in 1..100000 \(RM_MAX_COUNT_PER_ASK\), got 100001"),
     ("a count of 0", lambda rm, app: rm.allocate(ask(count=0)), r"asks\[0\].count: expected an integer in 1"),
     ("huge memory", lambda rm, app: rm.allocate(ask(R(2 ** 40, 1))),
-     r"asks\[0\].resource.memory_mb: expected an integer in 0..1073741824 \(RM_MAX_MEMORY_MB\)"),
+     r"asks\[0\].resource.memory_mb: expected an integer in 0..4294967296 \(MAX_MEMORY_MB\)"),
     ("a NUL in a host", lambda rm, app: rm.allocate(ask(host="dgx-000\x00")),
      r"asks\[0\].host: expected no control characters, got '\\x00' at position 7"),
     ("a long label", lambda rm, app: rm.allocate(ask(node_label="x" * 256)),
@@ -70,8 +70,8 @@ REFUSED = [
      r"name: expected at most 255 characters"),
     ("NaN AM expiry", lambda rm, app: rm.submit(ApplicationSubmission("x", am_expiry_s=NAN)),
      r"am_expiry_s: expected a finite number, got nan"),
-    ("too many AM attempts", lambda rm, app: rm.submit(ApplicationSubmission("x", max_attempts=101)),
-     r"max_attempts: expected an integer in 1..100 \(RM_MAX_AM_ATTEMPTS\)"),
+    ("too many AM attempts", lambda rm, app: rm.submit(ApplicationSubmission("x", max_attempts=1001)),
+     r"max_attempts: expected an integer in 1..1000 \(MAX_ATTEMPTS\)"),
     ("a NUL in an application id", lambda rm, app: rm.application_report("app_0001\x00"),
      r"app_id: expected no control characters"),
     ("an unknown final status", lambda rm, app: rm.finish(app, 1, "GREAT"),
@@ -197,8 +197,8 @@ def test_finished_applications_and_containers_are_forgotten_past_the_limits(monk
 def test_a_cluster_past_the_node_limit_is_refused(monkeypatch):
     from gangmaster.tools.rmsim.core import ResourceManager
 
-    monkeypatch.setattr(limits, "RM_MAX_NODES", 4)
-    with pytest.raises(ValueError, match=r"a cluster of 5 nodes is over the limit of 4 \(RM_MAX_NODES\)"):
+    monkeypatch.setattr(limits, "MAX_CLUSTER_NODES", 4)
+    with pytest.raises(ValueError, match=r"a cluster of 5 nodes is over the limit of 4 \(MAX_CLUSTER_NODES\)"):
         ResourceManager(SPECS)
 
 

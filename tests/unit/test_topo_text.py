@@ -155,5 +155,5 @@ def test_malformed_matrix_names_line_and_expectation(text, line, expected):
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
-    with pytest.raises(TopoFormatError, match="a readable file"):
+    with pytest.raises(TopoFormatError, match="an existing file"):
         read_topo_file(tmp_path / "nope.txt")

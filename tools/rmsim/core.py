@@ -128,9 +128,9 @@ class ResourceManager:
                  allocation_expiry_s: float | None = None, scheduling_interval_s: float | None = None):
         if not specs:
             raise ValueError("a cluster needs at least one node")
-        if len(specs) > limits.RM_MAX_NODES:
-            raise ValueError(f"a cluster of {len(specs)} nodes is over the limit of {limits.RM_MAX_NODES} "
-                             f"(RM_MAX_NODES)")
+        if len(specs) > limits.MAX_CLUSTER_NODES:
+            raise ValueError(f"a cluster of {len(specs)} nodes is over the limit of {limits.MAX_CLUSTER_NODES} "
+                             f"(MAX_CLUSTER_NODES)")
         self.ledger = NodeLedger(specs)
         self.queues: dict[str, Queue] = {q.name: q for q in (queues or default_queues())}
         self.clock = clock if clock is not None else VirtualLoop()

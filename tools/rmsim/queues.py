@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
+from gangmaster.conf.limits import MAX_CLUSTER_NODES
 
 from .ledger import NodeLedger, milli
 
+#: No limit; also the largest explicit limit taken (sums and the state file stay in 64 bits).
 UNLIMITED = 1 << 62
 
 
@@ -86,7 +88,8 @@ def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
     q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus"))
     name = q.string("name")
     if "machines" in q:
-        machines = q.number("machines", minimum=0, exclusive_minimum=True)
+        machines = q.number("machines", minimum=0, exclusive_minimum=True, maximum=MAX_CLUSTER_NODES,
+                            limit="MAX_CLUSTER_NODES")
         if "like" in q:
             host = q.string("like")
             if host not in ledger.host_index:
@@ -99,6 +102,6 @@ def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
     if "like" in q:
         raise q.error("like", "to be used together with machines")
     return Queue(name,
-                 max_mem=q.integer("memoryMB", UNLIMITED, minimum=0),
-                 max_mvc=milli(q.number("vcores", UNLIMITED / 1000, minimum=0)),
-                 max_gpus=q.integer("gpus", UNLIMITED, minimum=0))
+                 max_mem=q.integer("memoryMB", UNLIMITED, minimum=0, maximum=UNLIMITED),
+                 max_mvc=milli(q.number("vcores", UNLIMITED / 1000, minimum=0, maximum=UNLIMITED / 1000)),
+                 max_gpus=q.integer("gpus", UNLIMITED, minimum=0, maximum=UNLIMITED))

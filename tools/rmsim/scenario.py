@@ -28,6 +28,7 @@ from pathlib import Path
 
 from gangmaster.am.rm_protocol import RMError
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
+from gangmaster.conf.limits import MAX_DURATION_S
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Scenario:
         for ev in doc.list_of_mappings("events"):
             action = ev.string("do", choices=ACTIONS)
             ev.reject_unknown(("at", "do") + ACTIONS[action])
-            at = ev.number("at", minimum=0)
+            at = ev.number("at", minimum=0, maximum=MAX_DURATION_S, limit="MAX_DURATION_S")
             host = ev.string("host") if "host" in ev else None
             if host is not None and hosts is not None and host not in hosts:
                 raise ev.error("host", "a host of the cluster", host)
@@ -89,7 +90,8 @@ class Scenario:
                 raise ev.error("host", "a host name")
             text = ev.string("report", "") if "report" in ev else (
                 ev.string("diagnostics") if "diagnostics" in ev else "")
-            steps.append(Step(at, action, host, container, app, ev.integer("exitCode", 1), text))
+            exit_code = ev.integer("exitCode", 1, minimum=-2 ** 31, maximum=2 ** 31 - 1)   # the RM's sint32
+            steps.append(Step(at, action, host, container, app, exit_code, text))
         return cls(steps, source)
 
     def schedule(self, core) -> None:

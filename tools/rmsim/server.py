@@ -66,10 +66,9 @@ class LiveRM:
         restored = self.state_path is not None and self.state_path.exists()
         start = 0.0
         if restored:
-            import json
-            try:
-                start = float(json.loads(self.state_path.read_text()).get("time", 0.0))
-            except (OSError, ValueError, AttributeError):
+            try:    # bounded, and a FIFO or /dev/zero refused (state_file.load below says why)
+                start = float(state_file.read(self.state_path).get("time", 0.0))
+            except (ValueError, TypeError):
                 start = 0.0
         self.clock = RealTimeLoop(lock, start=start)
         # With a state file, tasks outlive an RM killed with kill -9 and the restarted RM adopts them;

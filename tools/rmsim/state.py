@@ -17,7 +17,8 @@ from gangmaster.am.private_files import open_private
 from gangmaster.am.rm_protocol import (
     AppState, ContainerState, ContainerStatus, LaunchContext, NodeState, Rejection, ResourceRequest,
 )
-from gangmaster.conf.fields import ConfigError
+from gangmaster.conf.fields import ConfigError, decode_utf8, read_limited
+from gangmaster.conf.limits import MAX_STATE_FILE_BYTES
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -102,17 +103,32 @@ def save(core: ResourceManager, path: str | Path) -> None:
     os.replace(tmp, path)
 
 
-def load(path: str | Path, clock, node_manager) -> ResourceManager:
+def read(path: str | Path) -> dict:
+    """The state file's JSON: a regular file of at most MAX_STATE_FILE_BYTES, in our format."""
+    text = decode_utf8(read_limited(path, MAX_STATE_FILE_BYTES, "MAX_STATE_FILE_BYTES"), str(path))
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(text, parse_constant=_not_a_number)
+    except (ValueError, RecursionError) as exc:
         raise ConfigError(str(path), "", f"a readable RM state file ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ConfigError(str(path), "format", f"RM state format {FORMAT}", data.get("format") if isinstance(data, dict) else data)
+    moment = data.get("time")
+    if isinstance(moment, bool) or not isinstance(moment, (int, float)) or moment < 0:
+        raise ConfigError(str(path), "time", "the RM clock's time, a number of seconds >= 0", moment)
+    return data
+
+
+def load(path: str | Path, clock, node_manager) -> ResourceManager:
+    data = read(path)
     try:
         return restore(data, clock, node_manager)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError) as exc:   # any inconsistency
         raise ConfigError(str(path), "", f"a consistent RM state file ({type(exc).__name__}: {exc})") from None
+
+
+def _not_a_number(constant: str) -> float:
+    """json.loads takes NaN and Infinity by default; no count or time in the state is either."""
+    raise ValueError(f"{constant} is not a number this file can hold")
 
 
 def _resource_from(d: dict) -> ResourceDescriptor:
@@ -176,5 +192,26 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         app.out_nodes = {h: core._node_report(core.ledger.host_index[h]) for h in a["out_nodes"]}
         if app.state is AppState.RUNNING:
             core._arm_expiry(app)
+    _check_consistent(core)
     core.version += 1
     return core
+
+
+def _check_consistent(core: ResourceManager) -> None:
+    """What rebuilding cannot catch by itself, since nodes and queues are plain records:
+    a capacity or a queue limit that is not a count (null, negative: restored, it broke
+    the first scheduling pass), or a queue holding more than its limit."""
+    def count(value, integer: bool = True) -> bool:
+        kinds = int if integer else (int, float)
+        return isinstance(value, kinds) and not isinstance(value, bool) and value >= 0
+
+    for spec in core.ledger.specs:
+        if not (count(spec.memory_mb) and count(spec.vcores, integer=False) and count(spec.gpus)):
+            raise ValueError(f"node {spec.host}: memory_mb, vcores and gpus must be counts >= 0, got "
+                             f"{spec.memory_mb!r}, {spec.vcores!r}, {spec.gpus!r}")
+    for q in core.queues.values():
+        limits = (q.max_mem, q.max_mvc, q.max_gpus)
+        if not all(count(v) for v in limits):
+            raise ValueError(f"queue {q.name}: limits must be integers >= 0, got {limits}")
+        if q.used_mem > q.max_mem or q.used_mvc > q.max_mvc or q.used_gpus > q.max_gpus:
+            raise ValueError(f"queue {q.name}: its containers exceed its limits {limits}")
