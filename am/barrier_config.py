@@ -7,7 +7,8 @@ from pathlib import Path
 from gangmaster.am.barrier import YEAR_S
 from gangmaster.am.grpc_security import read_key_pair
 from gangmaster.conf.fields import ConfigError, Fields
-from gangmaster.conf.limits import BARRIER_MAX_MESSAGE_BYTES, BARRIER_MAX_MESSAGE_BYTES_CEILING
+from gangmaster.conf.limits import (BARRIER_MAX_MESSAGE_BYTES, BARRIER_MAX_MESSAGE_BYTES_CEILING,
+                                    BARRIER_MAX_PENDING_CALLS, MAX_DURATION_S, MIN_PERIOD_S)
 
 SECTION = "barrier"
 KNOWN = ("timeout_s", "log_interval_s", "max_pending_calls", "host", "port", "advertise_host",
@@ -45,13 +46,17 @@ class BarrierConfig:
             missing = "key_file" if key is None else "cert_file"
             raise tls.error(missing, "a PEM file path (TLS needs both cert_file and key_file)", None)
         return cls(
-            timeout_s=f.number("timeout_s", YEAR_S, minimum=0, exclusive_minimum=True),
-            log_interval_s=f.number("log_interval_s", 60.0, minimum=0, exclusive_minimum=True),
-            max_pending_calls=f.integer("max_pending_calls", 65536, minimum=1),
+            timeout_s=f.number("timeout_s", YEAR_S, minimum=0, exclusive_minimum=True,
+                               maximum=MAX_DURATION_S, limit="MAX_DURATION_S"),
+            log_interval_s=f.number("log_interval_s", 60.0, minimum=MIN_PERIOD_S,
+                                    maximum=MAX_DURATION_S, limit="MAX_DURATION_S"),
+            max_pending_calls=f.integer("max_pending_calls", 65536, minimum=1,
+                                        maximum=BARRIER_MAX_PENDING_CALLS, limit="BARRIER_MAX_PENDING_CALLS"),
             host=f.string("host", "127.0.0.1"),
             port=f.integer("port", 0, minimum=0, maximum=65535),
             advertise_host=_optional_string(f, "advertise_host"),
-            retry_give_up_s=f.number("retry_give_up_s", 300.0, minimum=0),
+            retry_give_up_s=f.number("retry_give_up_s", 300.0, minimum=0, maximum=MAX_DURATION_S,
+                                     limit="MAX_DURATION_S"),
             max_message_bytes=f.integer("max_message_bytes", BARRIER_MAX_MESSAGE_BYTES, minimum=1024,
                                         maximum=BARRIER_MAX_MESSAGE_BYTES_CEILING),
             tls_cert_file=cert,

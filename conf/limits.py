@@ -77,6 +77,11 @@ BARRIER_ENDED_ATTEMPTS_KEPT = 4096
 #: this interval, so a token-guessing client cannot flood the coordinator's log.
 BARRIER_REFUSAL_LOG_INTERVAL_S = 60.0
 
+#: Calls the coordinator's gRPC server holds waiting at once (``barrier.max_pending_calls``):
+#: a call per task of every open gang; 16x the largest gang the design names (story 3's
+#: 6,001 tasks and the 4,096-task barrier benchmark) with room for reconnects.
+BARRIER_MAX_PENDING_CALLS = 2 ** 20
+
 
 # ------------------------------------------------------------------ RM (ResourceManager API)
 # Checked on every call into the RM core (am/rm_validation.py), so the in-process client

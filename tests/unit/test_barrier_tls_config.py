@@ -59,3 +59,19 @@ def test_matching_tls_files_are_read(tmp_path, self_signed):
     cert, key = self_signed()
     got_cert, got_key = tls_config(tmp_path, str(cert), str(key)).read_tls()
     assert got_cert == cert.read_bytes() and got_key == key.read_bytes()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("barrier:\n  log_interval_s: 1.0e-9\n", "barrier.log_interval_s: expected a number"),
+    ("barrier:\n  timeout_s: .inf\n", "barrier.timeout_s: expected a"),
+    ("barrier:\n  retry_give_up_s: 1.0e+12\n", "MAX_DURATION_S"),
+    ("barrier:\n  max_pending_calls: 100000000\n", "BARRIER_MAX_PENDING_CALLS"),
+])
+def test_barrier_knobs_that_cannot_work_are_refused(tmp_path, text, message):
+    from gangmaster.am.barrier_config import BarrierConfig
+    from gangmaster.conf.fields import ConfigError
+
+    override = tmp_path / "o.yaml"
+    override.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        BarrierConfig.load(override)
