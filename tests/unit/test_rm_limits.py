@@ -312,3 +312,26 @@ def test_a_job_whose_role_asks_for_nothing_is_refused_when_read():
     with pytest.raises(JobSpecError, match=r"job.yaml: taskRoles.worker.resourcePerInstance.cpu: expected cpu, "
                                            r"memoryMB or gpu > 0 \(a task must ask for something\), got 0"):
         parse_job(spec, "job.yaml")
+
+
+@pytest.mark.parametrize("size_over_limit", [-1, 0, 1])
+def test_the_launch_size_limit_is_exact(monkeypatch, size_over_limit):
+    """The fast check of a whole launch and the field-by-field walk agree on the byte count:
+    ``a b`` + ``K=v`` is 2 + 2 + 4 bytes with their NULs."""
+    from gangmaster.am.rm_validation import check_launch
+
+    monkeypatch.setattr(limits, "RM_MAX_LAUNCH_BYTES", 8 + size_over_limit)
+    launch = LaunchContext.of(command=["a", "b"], env={"K": "v"})
+    if size_over_limit < 0:
+        with pytest.raises(InvalidRequest, match="take 8 bytes, over the limit of 7"):
+            check_launch(launch)
+    else:
+        check_launch(launch)
+
+
+@pytest.mark.parametrize("value", ["h" * 300 + "\x00", "\x00" + "h" * 300, "ü\x00"])
+def test_a_nul_in_any_environment_value_is_refused_long_or_short(value):
+    from gangmaster.am.rm_validation import check_launch
+
+    with pytest.raises(InvalidRequest, match=r"launch.env\[1\].value \(B\): expected no NUL"):
+        check_launch(LaunchContext.of(command=["true"], env={"A": "h" * 300, "B": value}))
