@@ -18,19 +18,9 @@ import sys
 import threading
 
 from gangmaster.am.rm_protocol import RMError
+from gangmaster.tools.arg_types import address, port_number
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
-
-
-def port_number(text: str) -> int:
-    """``--port``: an integer in 0..65535 (gRPC silently picks a random port for 99999)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {port}")
-    return port
 
 
 def _add_client_security(parser) -> None:
@@ -93,12 +83,12 @@ def add_parser(sub):
     serve.set_defaults(func=_serve)
 
     nodes = rm_sub.add_parser("nodes", help="list a running RM's nodes with their free resources")
-    nodes.add_argument("--address", required=True, help="HOST:PORT of `gangmaster rm serve`")
+    nodes.add_argument("--address", type=address, required=True, help="HOST:PORT of `gangmaster rm serve`")
     _add_client_security(nodes)
     nodes.set_defaults(func=_nodes)
 
     fault = rm_sub.add_parser("fault", help="inject a fault into a running RM")
-    fault.add_argument("--address", required=True, help="HOST:PORT of `gangmaster rm serve`")
+    fault.add_argument("--address", type=address, required=True, help="HOST:PORT of `gangmaster rm serve`")
     fault.add_argument("action", choices=["lose_node", "mark_unhealthy", "restore_node", "kill_container",
                                           "fail_container", "kill_am"])
     fault.add_argument("--host", default="")

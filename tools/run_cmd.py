@@ -7,6 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
+from gangmaster.tools.arg_types import port_number, seconds
+
 DEFAULT_RUNS_DIR = "gangmaster-runs"
 
 
@@ -55,10 +57,10 @@ def add_parser(sub):
                                            "kill_am, fail_container, ...); without --live only")
     parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:, barrier:)")
     parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
-    parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0: any free "
+    parser.add_argument("--metrics-port", type=port_number, help="serve Prometheus metrics on this port (0: any free "
                                                             "port); prints \"metrics: URL\" (several jobs: one "
                                                             "endpoint, labelled job_name and app_id)")
-    parser.add_argument("--timeout", type=float, default=3600.0,
+    parser.add_argument("--timeout", type=seconds, default=3600.0,
                         help="with --live: give up after this many seconds (default 3600)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the report")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -15,6 +15,7 @@ from gangmaster.selectors.request import RACK_POLICIES, SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import UnknownSelector, get_selector
 from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.tools.arg_types import count, seed
 
 
 def add_parser(sub):
@@ -29,20 +30,20 @@ def add_parser(sub):
     p.add_argument("--cluster", help="cluster YAML (default: the embedded conf/clusters/default.yaml)")
     p.add_argument("--config", help="settings YAML overriding conf/defaults.yaml")
     p.add_argument("--role", default="worker", help="task role the request is for (default: worker)")
-    p.add_argument("--memory", type=int, default=1024, help="memory per instance, MB (default: 1024)")
+    p.add_argument("--memory", type=count(0), default=1024, help="memory per instance, MB (default: 1024)")
     p.add_argument("--vcores", type=float, default=1.0, help="vcores per instance, fractions allowed (default: 1)")
-    p.add_argument("--gpus", type=int, default=0, help="GPUs per instance")
+    p.add_argument("--gpus", type=count(0), default=0, help="GPUs per instance")
     p.add_argument("--gpu-indices", help="exact GPUs to ask for, e.g. 0,1 (sets the GPU mask)")
-    p.add_argument("--ports", type=int, default=0, help="number of ports to choose")
+    p.add_argument("--ports", type=count(0), default=0, help="number of ports to choose")
     p.add_argument("--reuse-ports", help="ports the role already uses, e.g. 20000-20001")
     p.add_argument("--label", help="node label the node must carry")
     p.add_argument("--gpu-type", action="append", default=[], help="acceptable GPU type (repeatable)")
-    p.add_argument("--pending", type=int, default=1, help="instances of the role still waiting (default: 1)")
-    p.add_argument("--max-per-node", type=int, help="at most this many instances of the role per node")
+    p.add_argument("--pending", type=count(), default=1, help="instances of the role still waiting (default: 1)")
+    p.add_argument("--max-per-node", type=count(), help="at most this many instances of the role per node")
     p.add_argument("--rack-policy", choices=RACK_POLICIES, help="override the configured rack policy")
     p.add_argument("--placed-hosts", default="", help="hosts already holding the job's tasks, comma separated")
     p.add_argument("--selector", help="strategy name (see `gangmaster selectors`)")
-    p.add_argument("--seed", type=int, help="seed of the tie-breaking RNG")
+    p.add_argument("--seed", type=seed, help="seed of the tie-breaking RNG")
     p.add_argument("--all", action="store_true", help="list every ranked candidate, not just the pick")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)

@@ -14,6 +14,7 @@ from gangmaster.gpu_topology.model import Topology
 from gangmaster.gpu_topology.nvml_reader import NvmlUnavailable, nvml_or_preset
 from gangmaster.gpu_topology.presets import UnknownPreset, load_preset, preset_names
 from gangmaster.gpu_topology.topo_text import TopoFormatError, read_topo_file
+from gangmaster.tools.arg_types import count
 
 
 def add_parser(sub):
@@ -43,7 +44,7 @@ def add_parser(sub):
                         help="preset to show when NVML is unavailable (default: topology.fallback_preset)")
     parser.add_argument("--config", metavar="FILE",
                         help="settings YAML overriding conf/defaults.yaml (its `topology:` section)")
-    parser.add_argument("--request", type=int, metavar="N", help="choose N GPUs as the topology strategy would")
+    parser.add_argument("--request", type=count(), metavar="N", help="choose N GPUs as the topology strategy would")
     parser.add_argument("--free", metavar="LIST",
                         help="comma-separated free GPU indices for --request, e.g. 0,2,5 (default: all free)")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")

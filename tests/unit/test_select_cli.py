@@ -41,7 +41,6 @@ def test_unknown_selector_exits_with_the_list(capsys):
     (["--gpu-indices", "-1"], "GPU index must be an integer >= 0"),
     (["--vcores", "nan"], "vcores: expected a finite number >= 0, got nan"),
     (["--vcores", "inf"], "vcores: expected a finite number >= 0, got inf"),
-    (["--memory", "-5"], "memory_mb: expected a finite number >= 0, got -5"),
 ])
 def test_bad_requests_exit_2_with_a_message_not_a_traceback(capsys, argv, message):
     assert main(["select", *argv]) == 2

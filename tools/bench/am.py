@@ -5,6 +5,7 @@ Baseline measured in the same run: the placement decision alone (``place_gang`` 
 the same empty cluster), so the ratio is what everything around the decision costs."""
 from __future__ import annotations
 
+from gangmaster.tools.arg_types import count
 from gangmaster.tools.bench.cli import add_bench_parser
 
 import tempfile
@@ -24,7 +25,7 @@ def add_parser(sub):
     p = add_bench_parser(sub, "am", "time a whole AM run of story 3's gang in virtual time", __doc__)
     p.add_argument("--cluster", default=str(conf_path("clusters/story3.yaml")))
     p.add_argument("--job", default=str(conf_path("jobs/story3-parameter-server.yaml")))
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=count(), default=3)
     p.set_defaults(func=run)
     return p
 

@@ -24,6 +24,7 @@ start-up and warm-up included. "Drops": calls the task side had to retry
 """
 from __future__ import annotations
 
+from gangmaster.tools.arg_types import count, counts
 from gangmaster.tools.bench.cli import add_bench_parser
 
 import argparse
@@ -276,10 +277,7 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
 
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("gangmaster.barrier").setLevel(logging.WARNING)
-    tasks = [int(t) for t in str(args.tasks).split(",")]
-    if any(t < 1 for t in tasks):
-        print("gangmaster bench barrier: --tasks: expected positive integers, e.g. 2,8,64", file=sys.stderr)
-        return 2
+    tasks = args.tasks
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
     server = BarrierServer(BarrierConfig(log_interval_s=60.0))
@@ -330,20 +328,20 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(sub):
     parser = add_bench_parser(sub, "barrier", "barrier() round time, release skew, vs a bare gRPC round trip",
                               __doc__)
-    parser.add_argument("--tasks", default=",".join(map(str, DEFAULT_TASKS)),
+    parser.add_argument("--tasks", type=counts, default=",".join(map(str, DEFAULT_TASKS)),
                         help="comma-separated gang sizes to measure (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=0,
+    parser.add_argument("--rounds", type=count(0), default=0,
                         help="measured rounds per size (default: 400 up to 8 tasks, 100 up to 64, "
                              "30 up to 512, 10 beyond)")
-    parser.add_argument("--warmup", type=int, default=5,
+    parser.add_argument("--warmup", type=count(0), default=5,
                         help="unmeasured rounds first (processes starting, connecting); default 5")
-    parser.add_argument("--max-process-tasks", type=int, default=64,
+    parser.add_argument("--max-process-tasks", type=count(), default=64,
                         help="up to this many tasks, each task is its own process (default 64)")
-    parser.add_argument("--tasks-per-process", type=int, default=512,
+    parser.add_argument("--tasks-per-process", type=count(), default=512,
                         help="above that, tasks per process, as coroutines (default 512)")
-    parser.add_argument("--ping-calls", type=int, default=2000,
+    parser.add_argument("--ping-calls", type=count(), default=2000,
                         help="bare round trips for the baseline (default 2000)")
-    parser.add_argument("--ping-load-calls", type=int, default=200,
+    parser.add_argument("--ping-load-calls", type=count(0), default=200,
                         help="for sizes with a process per task: bare round trips per process, "
                              "all processes at once, giving the 'N pings' (unary calls) and "
                              "'N spings' (stream messages) columns: N round trips at the "

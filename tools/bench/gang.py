@@ -7,6 +7,7 @@ instance per select() cost at the least; place_gang now ranks once per role and
 fills nodes, see am/gang_placement.py). ``--selector`` times another strategy."""
 from __future__ import annotations
 
+from gangmaster.tools.arg_types import count
 from gangmaster.tools.bench.cli import add_bench_parser
 
 import time
@@ -24,9 +25,9 @@ def add_parser(sub):
     p = add_bench_parser(sub, "gang", "time an all-or-nothing placement of a 6,001-instance gang", __doc__)
     p.add_argument("--cluster", default=str(conf_path("clusters/story3.yaml")))
     p.add_argument("--selector", default="job-packing")
-    p.add_argument("--servers", type=int, default=3000)
-    p.add_argument("--workers", type=int, default=3000)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--servers", type=count(0), default=3000)
+    p.add_argument("--workers", type=count(0), default=3000)
+    p.add_argument("--repeat", type=count(), default=3)
     p.set_defaults(func=run)
     return p
 

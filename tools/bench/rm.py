@@ -16,6 +16,7 @@ within 2x of the bare call.
 """
 from __future__ import annotations
 
+from gangmaster.tools.arg_types import count
 from gangmaster.tools.bench.cli import add_bench_parser
 
 import heapq
@@ -35,10 +36,10 @@ TARGET_GRPC_RATIO = 2.0
 def add_parser(sub):
     parser = add_bench_parser(sub, "rm", "RM simulator: event loop, allocation and gRPC round-trip speed",
                               __doc__)
-    parser.add_argument("--nodes", type=int, default=10_000, help="cluster size for the allocation figure")
-    parser.add_argument("--events", type=int, default=1_000_000, help="events to run in the loop figure")
-    parser.add_argument("--allocations", type=int, default=40_000, help="containers to allocate")
-    parser.add_argument("--calls", type=int, default=2_000, help="gRPC calls per figure")
+    parser.add_argument("--nodes", type=count(), default=10_000, help="cluster size for the allocation figure")
+    parser.add_argument("--events", type=count(), default=1_000_000, help="events to run in the loop figure")
+    parser.add_argument("--allocations", type=count(), default=40_000, help="containers to allocate")
+    parser.add_argument("--calls", type=count(), default=2_000, help="gRPC calls per figure")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(func=run)
     return parser

@@ -7,6 +7,7 @@ the ``random`` strategy (qizhi's pick) is the baseline measured in the same run.
 """
 from __future__ import annotations
 
+from gangmaster.tools.arg_types import count, seed
 from gangmaster.tools.bench.cli import add_bench_parser
 
 import gc
@@ -31,10 +32,10 @@ BASELINE = "random"
 
 def add_parser(sub):
     p = add_bench_parser(sub, "select", "p50/p99 microseconds per select() for each strategy", __doc__)
-    p.add_argument("--nodes", type=int, action="append",
+    p.add_argument("--nodes", type=count(), action="append",
                    help="cluster size (repeatable; default 1000, 10000 and 100000)")
-    p.add_argument("--requests", type=int, default=2000, help="requests timed per strategy")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--requests", type=count(), default=2000, help="requests timed per strategy")
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--selector", action="append", help="only these strategies (repeatable)")
     p.set_defaults(func=run)
     return p

@@ -19,6 +19,7 @@ strategy over 100,000 nodes next to ``job-packing``'s.
 """
 from __future__ import annotations
 
+from gangmaster.tools.arg_types import count, seed
 from gangmaster.tools.bench.cli import add_bench_parser
 
 import json
@@ -40,11 +41,11 @@ def add_parser(sub):
     parser = add_bench_parser(
         sub, "topology", "topology-aware GPU choice vs lowest free bits: set score, NVLink share, latency",
         __doc__)
-    parser.add_argument("--trials", type=int, default=2000, help="random occupancies per preset and size (default 2000)")
-    parser.add_argument("--steps", type=int, default=20000, help="requests per preset in the churn run (default 20000)")
-    parser.add_argument("--calls", type=int, default=20000, help="chooser calls timed per node size (default 20000)")
-    parser.add_argument("--nodes", type=int, default=100_000, help="nodes for the rank() timing (default 100000)")
-    parser.add_argument("--seed", type=int, default=1, help="RNG seed (default 1)")
+    parser.add_argument("--trials", type=count(), default=2000, help="random occupancies per preset and size (default 2000)")
+    parser.add_argument("--steps", type=count(), default=20000, help="requests per preset in the churn run (default 20000)")
+    parser.add_argument("--calls", type=count(), default=20000, help="chooser calls timed per node size (default 20000)")
+    parser.add_argument("--nodes", type=count(), default=100_000, help="nodes for the rank() timing (default 100000)")
+    parser.add_argument("--seed", type=seed, default=1, help="RNG seed (default 1)")
     parser.add_argument("--presets", help="comma-separated presets (default: all)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(func=run)

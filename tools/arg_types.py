@@ -1,0 +1,64 @@
+"""Types for command-line values that argparse's ``int`` and ``float`` let through: a port
+past 65535 (gRPC then silently listens on a random one), ``nan`` or ``inf`` seconds. Each
+refuses at parse time, so the command exits 2 with usage and the reason."""
+from __future__ import annotations
+
+import argparse
+import math
+
+from gangmaster.conf.limits import MAX_DURATION_S
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0..65535 (0: any free port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {port}")
+    return port
+
+
+def seconds(text: str) -> float:
+    """A finite duration > 0, at most MAX_DURATION_S (ten years)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_DURATION_S):
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 and <= {MAX_DURATION_S:,.0f} "
+                                         f"(MAX_DURATION_S), got {text}")
+    return value
+
+
+def address(text: str) -> str:
+    """``host:port`` of a server, the port 1..65535."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a port 1..65535, got {text!r}")
+    return text
+
+
+def count(minimum: int = 1, maximum: int = 10 ** 9):
+    """An integer within ``minimum``..``maximum``: how many of something to make or time."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"expected an integer {minimum}..{maximum:,}, got {value}")
+        return value
+    parse.__name__ = "count"
+    return parse
+
+
+def counts(text: str) -> list[int]:
+    """A comma-separated list of positive integers, e.g. ``2,8,64``."""
+    parse = count()
+    return [parse(part) for part in text.split(",")]
+
+
+#: A seed for Python's and numpy's generators (numpy refuses negative ones).
+seed = count(0, 2 ** 63 - 1)
