@@ -51,7 +51,7 @@ def required_arguments(prefix, tmp_path) -> list[str]:
     return []
 
 
-@pytest.mark.parametrize("prefix, action, value", cases())
+@pytest.mark.parametrize("prefix, action, value", list(cases()))
 def test_a_hostile_value_is_refused_or_handled_never_a_traceback(tmp_path, monkeypatch, prefix, action, value):
     monkeypatch.chdir(tmp_path)
     argv = [*prefix, *required_arguments(prefix, tmp_path), action.option_strings[0], value]
