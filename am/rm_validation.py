@@ -42,12 +42,12 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # ------------------------------------------------------------------ scalars
 def check_name(value: Any, field: str) -> str:
-    """A short identifier-like string: at most RM_MAX_NAME_CHARS, no control characters."""
+    """A short identifier-like string: at most MAX_NAME_CHARS, no control characters."""
     if not isinstance(value, str):
         raise InvalidRequest(f"{field}: expected a string, got {type(value).__name__}")
-    if len(value) > limits.RM_MAX_NAME_CHARS:
-        raise InvalidRequest(f"{field}: expected at most {limits.RM_MAX_NAME_CHARS} characters "
-                             f"(RM_MAX_NAME_CHARS), got {len(value)}")
+    if len(value) > limits.MAX_NAME_CHARS:
+        raise InvalidRequest(f"{field}: expected at most {limits.MAX_NAME_CHARS} characters "
+                             f"(MAX_NAME_CHARS), got {len(value)}")
     bad = _CONTROL.search(value)
     if bad:
         raise InvalidRequest(f"{field}: expected no control characters, got {bad.group()!r} at "

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 import yaml
 
 from . import yaml_loader
-from .limits import MAX_YAML_FILE_BYTES
+from .limits import MAX_NAME_CHARS, MAX_YAML_FILE_BYTES
 
 _MISSING = object()
 T = TypeVar("T")
@@ -40,6 +40,14 @@ class ConfigError(ValueError):
         if got is not _MISSING:
             text += f", got {_show(got)}"
         super().__init__(text)
+
+
+_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,%d}" % MAX_NAME_CHARS)
+_NAME_EXPECTED = f"a name of 1..{MAX_NAME_CHARS} characters (MAX_NAME_CHARS) without spaces or control characters"
+
+
+def _is_name(value: Any) -> bool:
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
 
 
 def _show(value: Any) -> str:
@@ -250,6 +258,22 @@ class Fields:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise self.error(key, "a list of strings", value)
         return list(value)
+
+    def name(self, key: str, default: Any = _MISSING) -> str:
+        """A name the RM will take (a host, rack, label, GPU type, queue): 1..MAX_NAME_CHARS
+        characters, none of them white space or control characters."""
+        value = self.raw(key, default)
+        if not _is_name(value):
+            raise self.error(key, _NAME_EXPECTED, value)
+        return value
+
+    def names(self, key: str, default: Any = _MISSING) -> list[str]:
+        """A list of :meth:`name` values; a single name is taken as a list of one."""
+        value = self.raw(key, default)
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(_is_name(v) for v in values):
+            raise self.error(key, f"a list of names ({_NAME_EXPECTED})", value)
+        return list(values)
 
     def mapping(self, key: str, default: Any = _MISSING) -> "Fields":
         value = self.raw(key, {} if default is _MISSING else default)

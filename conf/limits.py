@@ -42,6 +42,12 @@ MAX_VCORES = 2 ** 20
 #: "never".
 MAX_DURATION_S = 10 * 365 * 24 * 3600.0
 
+#: Characters in a name: a host, rack, node label, GPU type, queue, application or
+#: container id. 255, like a file name (a host name is <= 253); no control characters or
+#: white space. Cluster, queue, scenario and job files are held to it, so every name they
+#: give reaches the RM intact.
+MAX_NAME_CHARS = 255
+
 #: GPUs of one node: GPU masks are 64-bit integers (numpy ``uint64`` in the cluster view,
 #: a 64-bit field on the wire), bit i for GPU i.
 MAX_GPUS_PER_NODE = 64
@@ -90,9 +96,6 @@ BARRIER_MAX_PENDING_CALLS = 2 ** 20
 # Sized so the largest job in the design (1 + 3,000 + 3,000 instances, one ask each) and
 # `gangmaster bench rm` (20,000 containers held by one application) fit with room to spare.
 
-#: Characters in a name: application name, queue, host, rack, node label, application and
-#: container id, final status, fault action. 255, like a file name (a host name is <= 253).
-RM_MAX_NAME_CHARS = 255
 #: Characters of free text: diagnostics and a fault's text (a stack trace fits, a log does not).
 RM_MAX_TEXT_CHARS = 64 * 1024
 #: Asks in one allocate call (one per gang instance from the AM).

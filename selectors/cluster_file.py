@@ -29,7 +29,7 @@ from pathlib import Path
 
 from gangmaster.conf import conf_path
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
-from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_MEMORY_MB, MAX_VCORES
+from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_VCORES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
 from .cluster import ClusterView, NodeSpec
@@ -70,11 +70,11 @@ def _group_specs(group: Fields, room: int) -> list[NodeSpec]:
     """The nodes of one group; ``room``: how many more nodes the file may still describe
     (MAX_CLUSTER_NODES in all), checked before a single host name is made."""
     group.reject_unknown(GROUP_FIELDS)
-    name = group.string("name")
+    name = group.name("name")
     too_many = (f"at most {MAX_CLUSTER_NODES:,} nodes in the cluster file, all groups together "
                 f"(MAX_CLUSTER_NODES in conf/limits.py); {room:,} left for this group")
     if "hosts" in group:
-        hosts = group.strings("hosts")
+        hosts = group.names("hosts")
         if not hosts:
             raise group.error("hosts", "at least one host name", [])
         if len(hosts) > room:
@@ -84,23 +84,26 @@ def _group_specs(group: Fields, room: int) -> list[NodeSpec]:
         if count > room:
             raise group.error("count", too_many, count)
         width = max(3, len(str(count - 1)))
+        if len(name) + 1 + width > MAX_NAME_CHARS:   # the host names made from it must be names too
+            raise group.error("name", f"at most {MAX_NAME_CHARS - 1 - width} characters, so that host names "
+                                      f"like {name[:8]}...-{0:0{width}d} stay within MAX_NAME_CHARS", name)
         hosts = [f"{name}-{i:0{width}d}" for i in range(count)]
     if "racks" in group:
-        racks = group.strings("racks")
+        racks = group.names("racks")
         if not racks:
             raise group.error("racks", "at least one rack name", [])
     else:
-        racks = [group.string("rack", "default-rack")]
+        racks = [group.name("rack", "default-rack")]
     try:
         ports = PortRanges.parse(group.raw("ports")) if "ports" in group else NO_PORTS
     except PortError as exc:
         raise group.error("ports", f"port ranges like '20000-29999' ({exc})", group.raw("ports")) from None
     gpus = group.integer("gpus", 0, minimum=0, maximum=MAX_GPUS_PER_NODE)
-    gpu_type = group.string("gpuType") if "gpuType" in group else None
-    topology = group.string("topology") if "topology" in group else None
+    gpu_type = group.name("gpuType") if "gpuType" in group else None
+    topology = group.name("topology") if "topology" in group else None
     if gpus == 0 and (gpu_type or topology):
         raise group.error("gpus", "an integer >= 1 when gpuType or topology is set", gpus)
-    labels = frozenset(group.strings("labels", []))
+    labels = frozenset(group.names("labels", []))
     memory = group.integer("memoryMB", minimum=1, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
     vcores = group.number("vcores", minimum=0, exclusive_minimum=True, maximum=MAX_VCORES,
                           limit="MAX_VCORES")

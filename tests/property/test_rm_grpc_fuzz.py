@@ -100,7 +100,7 @@ def test_random_bytes_get_a_typed_answer(rm, method, payload):
 # Each message is drawn plausible (every field from values a real AM might send, so
 # calls reach deep states: granted, started, finished containers) and then, half of
 # the time, one field is replaced by a hostile value.
-hostile_names = st.one_of(st.text(max_size=12), st.just("x" * (limits.RM_MAX_NAME_CHARS + 1)),
+hostile_names = st.one_of(st.text(max_size=12), st.just("x" * (limits.MAX_NAME_CHARS + 1)),
                           st.sampled_from(["\x00", "dgx-000\x00", "app_0001\n"]))
 hostile_int32 = st.one_of(st.sampled_from([-1, 0, INT32[0], INT32[1]]), st.integers(*INT32))
 hostile_int64 = st.one_of(st.sampled_from([-1, INT64[0], INT64[1]]), st.integers(*INT64))

@@ -105,8 +105,10 @@ CASES = [
     (f"{G}.requestRatio", 1.5, f"{G}.requestRatio: expected a number > 0 and <= 1, got 1.5"),
     (f"{G}.requestRatio", "half", f'{G}.requestRatio: expected a number > 0 and <= 1, got "half"'),
     (f"{G}.maxInstancesPerNode", 0, f"{G}.maxInstancesPerNode: expected an integer >= 1, got 0"),
-    (f"{G}.nodeLabel", "", f'{G}.nodeLabel: expected a non-empty string, got ""'),
-    (f"{G}.gpuTypes", [1], f"{G}.gpuTypes: expected a list of strings, got a list"),
+    (f"{G}.nodeLabel", "", f'{G}.nodeLabel: expected a name of 1..255 characters (MAX_NAME_CHARS) '
+                           f'without spaces or control characters, got ""'),
+    (f"{G}.gpuTypes", [1], f"{G}.gpuTypes: expected a list of names (a name of 1..255 characters "
+                           f"(MAX_NAME_CHARS) without spaces or control characters), got a list"),
     (f"{G}.selector", "fastest",
      f'{G}.selector: expected one of job-packing, locality, random, got "fastest"'),
     (f"{G}.rackPolicy", "diagonal",

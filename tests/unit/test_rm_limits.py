@@ -59,7 +59,7 @@ REFUSED = [
     ("a NUL in a host", lambda rm, app: rm.allocate(ask(host="dgx-000\x00")),
      r"asks\[0\].host: expected no control characters, got '\\x00' at position 7"),
     ("a long label", lambda rm, app: rm.allocate(ask(node_label="x" * 256)),
-     r"asks\[0\].node_label: expected at most 255 characters \(RM_MAX_NAME_CHARS\), got 256"),
+     r"asks\[0\].node_label: expected at most 255 characters \(MAX_NAME_CHARS\), got 256"),
     ("NaN progress", lambda rm, app: rm.allocate(AllocateRequest("app_0001", 1, progress=NAN)),
      r"progress: expected a finite number"),
     ("a negative request id", lambda rm, app: rm.allocate(AllocateRequest(

@@ -86,12 +86,12 @@ def load_queues(path: str | Path, ledger: NodeLedger) -> list[Queue]:
 
 def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
     q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus"))
-    name = q.string("name")
+    name = q.name("name")
     if "machines" in q:
         machines = q.number("machines", minimum=0, exclusive_minimum=True, maximum=MAX_CLUSTER_NODES,
                             limit="MAX_CLUSTER_NODES")
         if "like" in q:
-            host = q.string("like")
+            host = q.name("like")
             if host not in ledger.host_index:
                 raise q.error("like", "a host of the cluster", host)
             i = ledger.host_index[host]

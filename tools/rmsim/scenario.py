@@ -77,11 +77,11 @@ class Scenario:
             action = ev.string("do", choices=ACTIONS)
             ev.reject_unknown(("at", "do") + ACTIONS[action])
             at = ev.number("at", minimum=0, maximum=MAX_DURATION_S, limit="MAX_DURATION_S")
-            host = ev.string("host") if "host" in ev else None
+            host = ev.name("host") if "host" in ev else None
             if host is not None and hosts is not None and host not in hosts:
                 raise ev.error("host", "a host of the cluster", host)
-            container = ev.string("container") if "container" in ev else None
-            app = ev.string("app") if "app" in ev else None
+            container = ev.name("container") if "container" in ev else None
+            app = ev.name("app") if "app" in ev else None
             if action in ("kill_container", "fail_container") and not (container or app):
                 raise ev.error("container", "a container id, or `app` (and optionally `host`)")
             if action in ("kill_am", "kill_app") and not app:
