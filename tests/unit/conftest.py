@@ -1,4 +1,5 @@
-"""Set-up shared by the unit tests: an RM client of each kind, and self-signed TLS files."""
+"""Set-up shared by the unit tests: an RM client of each kind, self-signed TLS files, and
+simulated runs whose AMs share a real barrier coordinator."""
 from __future__ import annotations
 
 import shutil
@@ -7,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from gangmaster.am.barrier_config import BarrierConfig
+from gangmaster.am.barrier_server import BarrierServer
 from gangmaster.am.rm_client import InProcessRMClient
 from gangmaster.am.rm_client_grpc import GrpcRMClient
 from gangmaster.selectors.cluster_file import load_cluster_specs
+from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.server import LiveRM, start_server
 from gangmaster.tools.rmsim.simulation import Simulation
 
@@ -54,3 +58,18 @@ def self_signed(tmp_path):
         return cert, key
 
     return make
+
+
+@pytest.fixture
+def coordinated_runs():
+    """``(SimulatedRuns subclass, server)``: runs in virtual time whose AMs all use one real
+    barrier coordinator on 127.0.0.1 (which outlives any AM), stopped after the test."""
+    server = BarrierServer(BarrierConfig())
+    server.start()
+
+    class WithCoordinator(SimulatedRuns):
+        def _am_extras(self, run):
+            return {"barrier": server}
+
+    yield WithCoordinator, server
+    server.stop(grace=0)

@@ -374,28 +374,16 @@ def test_failover_keeps_the_barrier_tokens_the_running_tasks_hold(tmp_path, coor
             server.stop(grace=0)
 
 
-def test_failover_after_the_barrier_ended_an_attempt_the_journal_still_shows_running(tmp_path):
+def test_failover_after_the_barrier_ended_an_attempt_the_journal_still_shows_running(tmp_path, coordinated_runs):
     """The AM failed the attempt's barrier and died before it journaled the restart: the
     coordinator (which outlived it) has ended the attempt, the journal says it runs. The
     new AM must come up and carry the job to its end, not crash reopening the barrier."""
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.barrier_server import BarrierServer
-
-    server = BarrierServer(BarrierConfig())
-    server.start()
-
-    class WithBarrier(SimulatedRuns):
-        def _am_extras(self, run):
-            return {"barrier": server}
-
-    try:
-        runs = WithBarrier(gpu_nodes(2))
-        Scenario.parse("events: [{at: 30, do: kill_am, app: app_0001}]").schedule(runs.sim.core)
-        run = runs.submit(parse_job(job(instances=2, duration=100)), tmp_path)
-        runs.sim.run_until(25)
-        server.fail_attempt("j", "worker", 1, "the AM is restarting the gang")
-        assert runs.run(), "the job did not end"
-        assert len(run.ams) == 2
-        assert run.outcome == "succeeded"
-    finally:
-        server.stop(grace=0)
+    runs_class, server = coordinated_runs
+    runs = runs_class(gpu_nodes(2))
+    Scenario.parse("events: [{at: 30, do: kill_am, app: app_0001}]").schedule(runs.sim.core)
+    run = runs.submit(parse_job(job(instances=2, duration=100)), tmp_path)
+    runs.sim.run_until(25)
+    server.fail_attempt("j", "worker", 1, "the AM is restarting the gang")
+    assert runs.run(), "the job did not end"
+    assert len(run.ams) == 2
+    assert run.outcome == "succeeded"

@@ -92,26 +92,14 @@ def test_a_task_that_cannot_be_launched_fails_the_job_with_the_reason(tmp_path):
     assert not runs.sim.core.apps[run.app_id].containers      # every container given back
 
 
-def test_a_launch_failure_restarts_the_gang_as_a_new_attempt_with_a_barrier(tmp_path):
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.barrier_server import BarrierServer
-
-    server = BarrierServer(BarrierConfig())
-    server.start()
-
-    class WithBarrier(SimulatedRuns):
-        def _am_extras(self, run):
-            return {"barrier": server}
-
-    try:
-        runs = WithBarrier(nodes(2))
-        core = runs.sim.core
-        core.node_manager = RefusingNodeManager(runs.sim.loop, (1,))
-        core.node_manager.bind(core)
-        run = runs.submit(parse_job(job(instances=3, retry=2, command="refuse")), tmp_path)
-        assert runs.run()
-    finally:
-        server.stop(grace=0)
+def test_a_launch_failure_restarts_the_gang_as_a_new_attempt_with_a_barrier(tmp_path, coordinated_runs):
+    runs_class, _server = coordinated_runs
+    runs = runs_class(nodes(2))
+    core = runs.sim.core
+    core.node_manager = RefusingNodeManager(runs.sim.loop, (1,))
+    core.node_manager.bind(core)
+    run = runs.submit(parse_job(job(instances=3, retry=2, command="refuse")), tmp_path)
+    assert runs.run()
     assert run.outcome == "succeeded"
     first, second = run.am.history()
     assert (first.attempt, first.outcome, second.attempt, second.outcome) == (1, "failed", 2, "succeeded")
