@@ -42,7 +42,9 @@ def add_parser(sub):
                "happen on the cluster can free: no task will end, no scenario event is left) fails at once "
                "with why it waits.\n\n"
                "Exit status: 0 the job succeeded, 1 it failed, was killed or did not finish, 2 bad input "
-               "(the message names the file and field) or a work folder of another job.")
+               "(the message names the file and field) or a work folder of another job, 130 / 143 "
+               "interrupted by Ctrl-C / SIGTERM (with --live, after every task's processes are stopped: "
+               "nothing a run starts outlives it, see README: Processes).")
     parser.add_argument("job", nargs="+", help="job file(s); several run at once on the same cluster, "
                                                "each with its own AM")
     parser.add_argument("--cluster", help="cluster file (default: the embedded conf/clusters/default.yaml)")
