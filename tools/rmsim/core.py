@@ -90,6 +90,10 @@ class ContainerRecord:
     launch: LaunchContext | None = None
     handle: dict = field(default_factory=dict)   # NodeManager's own data (pid, exit file)
     stopping: bool = False                        # the RM asked the NodeManager to stop it
+    #: Finished for its application, but its booking is kept until the NodeManager reports
+    #: its processes gone (:meth:`ResourceManager.container_released`): a dying task keeps
+    #: its GPUs, so nothing new is granted them while it may still use them.
+    held: bool = False
 
 
 @dataclass(eq=False)
@@ -347,6 +351,18 @@ class ResourceManager:
         check.check_name(container_id, "container_id")
         with self.lock:
             return self._status(self._container_rec(container_id))
+
+    def container_released(self, container_id: str) -> None:
+        """The NodeManager reports that a stopped container's processes are all gone: what
+        it booked is free again."""
+        with self.lock:
+            rec = self.containers.get(container_id)
+            if rec is None or not rec.held:
+                return
+            rec.held = False
+            self._give_back(rec)
+            self._dirty = True
+            self.version += 1
 
     def container_exited(self, container_id: str, exit_code: int, diagnostics: str = "") -> None:
         """The NodeManager reports that a container's process ended by itself."""
@@ -718,14 +734,11 @@ class ResourceManager:
         was_running = rec.state is ContainerState.RUNNING
         rec.state, rec.exit_status, rec.diagnostics = state, int(exit_status), diagnostics
         rec.finished_at = self.clock.now()
-        self.ledger.give_back(rec.node, rec.booking)
-        self.node_containers[rec.node].discard(rec.container_id)
         app = self.apps[rec.app_id]
         app.containers.pop(rec.container_id, None)
-        queue = self.queues[app.queue]
-        queue.used_mem -= rec.booking.memory_mb
-        queue.used_mvc -= rec.booking.mvcores
-        queue.used_gpus -= bin(rec.booking.gpu_mask).count("1")
+        rec.held = stop and was_running and not self.node_manager.frees_at_once
+        if not rec.held:
+            self._give_back(rec)
         if rec in app.out_allocated:   # granted but never delivered: the AM never hears of it
             app.out_allocated.remove(rec)
         elif not app.state.finished:
@@ -739,6 +752,15 @@ class ResourceManager:
                    f"{state.value} exit={exit_status} {diagnostics}")
         if len(self.containers) > self._forget_containers_at:
             self._forget_old_containers()
+
+    def _give_back(self, rec: ContainerRecord) -> None:
+        """Free what a finished container booked, on its node and in its queue."""
+        self.ledger.give_back(rec.node, rec.booking)
+        self.node_containers[rec.node].discard(rec.container_id)
+        queue = self.queues[self.apps[rec.app_id].queue]
+        queue.used_mem -= rec.booking.memory_mb
+        queue.used_mvc -= rec.booking.mvcores
+        queue.used_gpus -= bin(rec.booking.gpu_mask).count("1")
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True
@@ -836,7 +858,7 @@ class ResourceManager:
         them (their status then answers NOT_FOUND); the next check waits for a tenth of the
         limit more containers, so a pass is paid for rarely however many are live."""
         limit = limits.RM_MAX_FINISHED_CONTAINERS
-        finished = [cid for cid, rec in self.containers.items() if rec.state.finished]
+        finished = [cid for cid, rec in self.containers.items() if rec.state.finished and not rec.held]
         if len(finished) > limit:
             for cid in finished[:len(finished) - limit + limit // 10]:
                 del self.containers[cid]
@@ -854,7 +876,8 @@ class ResourceManager:
             ports = []
             for cid in self.node_containers[i]:
                 b = self.containers[cid].booking
-                assert not self.containers[cid].state.finished, f"finished container {cid} still on node"
+                c = self.containers[cid]
+                assert not c.state.finished or c.held, f"finished container {cid} still on node"
                 assert not (mask & b.gpu_mask), f"{ledger.hosts[i]}: GPU mask {b.gpu_mask:#x} double-booked"
                 mask |= b.gpu_mask
                 mem += b.memory_mb
@@ -872,7 +895,7 @@ class ResourceManager:
             assert used_ports | set(ledger.free_ports[i]) == set(ledger.cap_ports[i]), f"{ledger.hosts[i]}: ports drift"
         for q in self.queues.values():
             live = [c for c in self.containers.values()
-                    if not c.state.finished and self.apps[c.app_id].queue == q.name]
+                    if (not c.state.finished or c.held) and self.apps[c.app_id].queue == q.name]
             assert q.used_mem == sum(c.booking.memory_mb for c in live), f"queue {q.name}: memory drift"
             assert q.used_gpus == sum(bin(c.booking.gpu_mask).count("1") for c in live), f"queue {q.name}: GPU drift"
             assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.used_gpus <= q.max_gpus, \

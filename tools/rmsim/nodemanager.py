@@ -77,6 +77,9 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
 class SimulatedNodeManager:
     """Containers are timers on the virtual clock."""
 
+    #: A stopped container's resources are free at once: nothing of it runs on.
+    frees_at_once = True
+
     def __init__(self, clock):
         self.clock = clock
         self.core = None
@@ -103,6 +106,10 @@ class SimulatedNodeManager:
 
     def adopt(self, rec) -> None:
         """After a restore the remaining run time is unknown: the container runs until stopped."""
+
+    def adopt_stopping(self, rec) -> None:
+        """A container restored while it was being stopped: nothing of it runs here."""
+        self.core.container_released(rec.container_id)
 
 
 #: The program every live container runs under (see its docstring).
@@ -180,6 +187,9 @@ class ProcessNodeManager:
     restored RM adopts them (:meth:`adopt`).
     """
 
+    #: A stopped container keeps its booking until its processes are gone.
+    frees_at_once = False
+
     def __init__(self, clock, work_dir: str | Path, poll_s: float = 0.1, kill_grace_s: float = 2.0,
                  tasks_outlive_rm: bool = False):
         self.clock = clock
@@ -190,7 +200,7 @@ class ProcessNodeManager:
         self._lifeline = None if tasks_outlive_rm else os.pipe()
         self.core = None
         self.running: dict[str, TaskProcesses] = {}
-        self.stopping: list[TaskProcesses] = []     # stopped, until their processes are gone
+        self.stopping: dict[str, TaskProcesses] = {}   # stopped, until their processes are gone
         self.poll_timer = clock.every(poll_s, self.poll)
 
     def bind(self, core) -> None:
@@ -233,13 +243,28 @@ class ProcessNodeManager:
     def stop(self, rec) -> None:
         task = self.running.pop(rec.container_id, None) or TaskProcesses.from_handle(rec.handle)
         if task is None:
+            self.core.container_released(rec.container_id)
             return
         task.terminate()
         task.kill_after = self.clock.now() + self.kill_grace_s + BACKSTOP_S
-        self.stopping.append(task)
+        self.stopping[rec.container_id] = task
+
+    def adopt_stopping(self, rec) -> None:
+        """Take over a container restored from a state file while it was being stopped:
+        its booking is freed once its processes are gone (they are killed now)."""
+        task = TaskProcesses.from_handle(rec.handle)
+        if task is None:
+            self.core.container_released(rec.container_id)
+            return
+        task.terminate()
+        task.kill_after = self.clock.now()
+        self.stopping[rec.container_id] = task
 
     def poll(self) -> None:
-        self.stopping = [t for t in self.stopping if not self._finish_stopping(t)]
+        for cid, task in list(self.stopping.items()):
+            if self._finish_stopping(task):
+                del self.stopping[cid]
+                self.core.container_released(cid)
         for cid, task in list(self.running.items()):
             if task.leader_running():
                 continue
@@ -288,9 +313,9 @@ class ProcessNodeManager:
                 return 0
             for task in self.running.values():
                 task.terminate()
-            tasks = [t for t in [*self.running.values(), *self.stopping] if not t.gone()]
+            tasks = [t for t in [*self.running.values(), *self.stopping.values()] if not t.gone()]
             self.running.clear()
-            self.stopping = []
+            self.stopping = {}
         left = _wait_gone(tasks, self.kill_grace_s + BACKSTOP_S)
         for task in left:
             task.kill()

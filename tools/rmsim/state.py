@@ -88,7 +88,8 @@ def _container(c: ContainerRecord) -> dict:
             "memory_mb": b.memory_mb, "mvcores": b.mvcores, "gpu_mask": b.gpu_mask,
             "port_ranges": _ranges(b.port_ranges), "request_id": c.request_id, "allocated_at": c.allocated_at,
             "state": c.state.value, "exit_status": c.exit_status, "diagnostics": c.diagnostics,
-            "started_at": c.started_at, "finished_at": c.finished_at, "launch": launch, "handle": c.handle}
+            "started_at": c.started_at, "finished_at": c.finished_at, "launch": launch, "handle": c.handle,
+            "held": c.held}
 
 
 def save(core: ResourceManager, path: str | Path) -> None:
@@ -154,7 +155,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
             c["started_at"], c["finished_at"],
             LaunchContext(tuple(launch["command"]), tuple(tuple(e) for e in launch["env"]), launch["duration_s"],
                           launch["exit_code"]) if launch else None,
-            c["handle"])
+            c["handle"], held=c.get("held", False) is True)   # files before "held" hold none
         core.containers[rec.container_id] = rec
     for a in data["apps"]:
         app = Application(a["app_id"], a["seq"], a["name"], a["queue"], a["submitted_at"], a["max_attempts"],
@@ -175,18 +176,21 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         app.out_rejected = [Rejection(rid, reason) for rid, reason in a["out_rejected"]]
         core.apps[app.app_id] = app
     for rec in core.containers.values():
-        if rec.state.finished:
+        if rec.state.finished and not rec.held:
             continue
         core.ledger.take(rec.node, rec.booking)          # refuses a double booking
         core.node_containers[rec.node].add(rec.container_id)
         app = core.apps[rec.app_id]
-        app.containers[rec.container_id] = rec
+        if not rec.held:
+            app.containers[rec.container_id] = rec
         q = core.queues[app.queue]
         q.used_mem += rec.booking.memory_mb
         q.used_mvc += rec.booking.mvcores
         q.used_gpus += bin(rec.booking.gpu_mask).count("1")
         if rec.state is ContainerState.RUNNING:
             node_manager.adopt(rec)
+        elif rec.held:                                   # it was being stopped when the RM went down
+            node_manager.adopt_stopping(rec)
     for a in data["apps"]:
         app = core.apps[a["app_id"]]
         app.out_nodes = {h: core._node_report(core.ledger.host_index[h]) for h in a["out_nodes"]}
