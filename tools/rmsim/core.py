@@ -364,6 +364,16 @@ class ResourceManager:
             self._dirty = True
             self.version += 1
 
+    def container_lost(self, container_id: str, diagnostics: str) -> None:
+        """The NodeManager reports that a container's processes are gone and how they ended
+        is unknown (they ended while the RM was down, and left no exit code)."""
+        with self.lock:
+            rec = self.containers.get(container_id)
+            if rec is None or rec.state.finished:
+                return
+            self._finish_container(rec, ContainerState.FAILED, ExitStatus.LOST_ON_RM_RESTART, diagnostics,
+                                   stop=False)
+
     def container_exited(self, container_id: str, exit_code: int, diagnostics: str = "") -> None:
         """The NodeManager reports that a container's process ended by itself."""
         with self.lock:

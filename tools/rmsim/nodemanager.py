@@ -25,7 +25,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from gangmaster.am.rm_protocol import ContainerState, ExitStatus, InvalidRequest, LaunchContext
+from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
 from gangmaster.gpu_topology.masks import indices_of
 
 from .processes import is_running, send, session_members, start_time
@@ -298,8 +298,7 @@ class ProcessNodeManager:
             ret = task.proc.returncode
             code = ret if ret >= 0 else 128 - ret
         if code is None:
-            self.core._finish_container(rec, ContainerState.FAILED, ExitStatus.LOST_ON_RM_RESTART,
-                                        "the process ended while the RM was down; exit code unknown", stop=False)
+            self.core.container_lost(container_id, "the process ended while the RM was down; exit code unknown")
         else:
             self.core.container_exited(container_id, code)
 
@@ -343,6 +342,7 @@ def _read_exit_file(path: str | None) -> int | None:
     if not path:
         return None
     try:
-        return int(Path(path).read_text().strip())
+        with open(path, "rb") as exit_file:   # the supervisor writes a few digits; read no more
+            return int(exit_file.read(32).strip())
     except (OSError, ValueError):
         return None
