@@ -852,11 +852,12 @@ class ResourceManager:
         if finished <= limit:
             return
         drop = finished - limit + limit // 10
+        holding = {rec.app_id for rec in self.containers.values() if rec.held}   # their bookings are still out
         gone = set()
         for app in list(self.apps.values()):
             if len(gone) >= drop:
                 break
-            if app.state.finished:
+            if app.state.finished and app.app_id not in holding:
                 gone.add(app.app_id)
                 del self.apps[app.app_id]
         for cid in [cid for cid, rec in self.containers.items() if rec.app_id in gone]:

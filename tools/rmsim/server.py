@@ -17,6 +17,7 @@ it can run any command as the user running it.
 from __future__ import annotations
 
 import logging
+import reprlib
 import threading
 from concurrent import futures
 from pathlib import Path
@@ -29,7 +30,6 @@ from gangmaster.am.grpc_security import EXCLUSIVE_BIND, ServerSecurity, listen
 from gangmaster.am.proto import rm_pb2 as pb
 from gangmaster.am.proto import rm_pb2_grpc
 from gangmaster.am.rm_protocol import InvalidRequest, NotFound, RMError, WrongState
-from gangmaster.am.rm_validation import check_name
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.resources import ResourceError
@@ -188,9 +188,8 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
         }
         action = actions.get(request.action)
         if action is None:
-            self._run(context, check_name, request.action, "action")
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"action: expected one of {', '.join(actions)}, got {request.action!r}")
+                          f"action: expected one of {', '.join(actions)}, got {reprlib.repr(request.action)}")
         self._run(context, action)
         return EMPTY
 
