@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -32,7 +32,7 @@ class JobIdentity:
 
     job: str
     spec_sha256: str       # of the spec as read (its file's path, comments and key order left out)
-    cluster: str           # the cluster file as named on the command line, for messages
+    cluster: str = field(compare=False)   # the cluster file as named on the command line, for messages
     cluster_sha256: str    # of the nodes the cluster file declares
 
     @classmethod

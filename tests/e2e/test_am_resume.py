@@ -63,6 +63,14 @@ def test_a_finished_run_is_reported_not_run_again(tmp_path):
     assert report[0]["already_finished"] is True and report[0]["outcome"] == "succeeded"
 
 
+def test_the_same_cluster_named_another_way_is_the_same_job(tmp_path):
+    work = tmp_path / "run"
+    assert gangmaster("run", MPI_JOB, "--work-dir", work, "-q").returncode == 0    # the default cluster
+    named = gangmaster("run", MPI_JOB, "--work-dir", work, "-q", "--cluster", REPO / "conf/clusters/default.yaml")
+    assert named.returncode == 0, named.stderr
+    assert "already finished in an earlier run" in named.stdout
+
+
 def test_a_failed_run_is_reported_failed_again(tmp_path):
     job = tmp_path / "fails.yaml"
     job.write_text(MPI_JOB.read_text().replace("jobRetryCount: 2", "jobRetryCount: 0").replace(
