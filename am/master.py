@@ -396,18 +396,20 @@ class ApplicationMaster:
 
     # ============================================================ decisions
     def _evaluate(self, now: float) -> None:
-        unlaunched = [t for g in self.gangs if g.state is RoleState.RUNNING for t in g.tasks if t.launch_failed]
-        if unlaunched:   # a gang starts whole or not at all, whatever the completion policy says
-            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
-            return
         succeeded: dict[str, int] = {}
         failed: dict[str, int] = {}
+        unlaunched: list[TaskRecord] = []
         for gang in self.gangs:
             s, f = gang.counts()
             for k, v in s.items():
                 succeeded[k] = succeeded.get(k, 0) + v
             for k, v in f.items():
                 failed[k] = failed.get(k, 0) + v
+            if f and gang.state is RoleState.RUNNING:   # only a failed task can be one never launched
+                unlaunched += [t for t in gang.tasks if t.launch_failed]
+        if unlaunched:   # a gang starts whole or not at all, whatever the completion policy says
+            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
+            return
         outcome = self.job.outcome(succeeded, failed)
         if outcome == "succeeded":
             self._finish("succeeded", "every role completed" if not any(
