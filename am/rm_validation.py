@@ -18,11 +18,10 @@ past the limits, and an ask for nothing (no memory, no vcores, no GPUs).
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NoReturn, Sequence
 
 from gangmaster.conf import limits
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -162,66 +161,44 @@ def check_launch(c: Any, field: str = "launch") -> None:
         raise InvalidRequest(f"{field}: expected a LaunchContext, got {type(c).__name__}")
     check_count(c.command, f"{field}.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
     check_count(c.env, f"{field}.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
-    if not _launch_text_is_plainly_valid(c):   # else find the field at fault, and say why
-        _check_launch_text(c, field)
+    _check_launch_text(c, field)
     if c.duration_s is not None:
         check_number(c.duration_s, f"{field}.duration_s", 0, limits.MAX_DURATION_S, limit_name="MAX_DURATION_S")
     check_int(c.exit_code, f"{field}.exit_code", *INT32)
 
 
-def _launch_text_is_plainly_valid(c: LaunchContext) -> bool:
-    """One quick pass over the command and environment: what every launch the AM sends
-    takes, so the field-by-field walk below runs only to name what is wrong. Counts the
-    bytes execve takes: each argument and each NAME=value with its NUL."""
-    try:
-        texts = [*c.command]
-        for pair in c.env:
-            if type(pair) is not tuple or len(pair) != 2:
-                return False
-            name, value = pair
-            if not name or "=" in name:
-                return False
-            texts.append(name)
-            texts.append(value)
-        size = len(texts)
-        for text in texts:
-            if len(text) > 256:
-                size += _long_text_size(text)   # e.g. a gang's host list, the same for every task
-            elif "\x00" in text:
-                return False
-            else:
-                size += len(text) if text.isascii() else len(text.encode())
-    except (TypeError, AttributeError, ValueError):   # not a string, or a NUL in a long one
-        return False
-    return size <= limits.RM_MAX_LAUNCH_BYTES
-
-
-@functools.lru_cache(maxsize=256)
-def _long_text_size(text: str) -> int:
-    """UTF-8 bytes of a long text; ValueError if it holds a NUL. Remembered, because every
-    task of a gang carries the same host lists (story 3: ~100 KB each, 6,001 times) and a
-    str caches its own hash."""
-    if "\x00" in text:
-        raise ValueError("a NUL character")
-    return len(text) if text.isascii() else len(text.encode())
-
-
 def _check_launch_text(c: LaunchContext, field: str) -> None:
+    """The command and environment as ``execve`` takes them: strings without NUL, each
+    variable NAME=value with a name, all within RM_MAX_LAUNCH_BYTES. One pass per launch
+    (a story-3 task carries ~80 variables, 6,001 times); a field's name is built only for
+    the one at fault."""
     size = 0
     for k, arg in enumerate(c.command):
-        size += len(check_text(arg, f"{field}.command[{k}]", limits.RM_MAX_LAUNCH_BYTES).encode()) + 1
+        size += _execve_bytes(arg) or _refuse_text(arg, f"{field}.command[{k}]")
     for k, pair in enumerate(c.env):
-        if not isinstance(pair, tuple) or len(pair) != 2:
+        if type(pair) is not tuple or len(pair) != 2:
             raise InvalidRequest(f"{field}.env[{k}]: expected a (name, value) pair")
         name, value = pair
-        check_text(name, f"{field}.env[{k}].name", limits.RM_MAX_LAUNCH_BYTES)
+        size += _execve_bytes(name) or _refuse_text(name, f"{field}.env[{k}].name")
         if not name or "=" in name:
             raise InvalidRequest(f"{field}.env[{k}].name: expected a non-empty name without '=', got {name!r}")
-        check_text(value, f"{field}.env[{k}].value ({name})", limits.RM_MAX_LAUNCH_BYTES)
-        size += len(name.encode()) + len(value.encode()) + 2
+        size += _execve_bytes(value) or _refuse_text(value, f"{field}.env[{k}].value ({name})")
     if size > limits.RM_MAX_LAUNCH_BYTES:
         raise InvalidRequest(f"{field}: command and environment take {size} bytes, over the limit of "
                              f"{limits.RM_MAX_LAUNCH_BYTES} (RM_MAX_LAUNCH_BYTES)")
+
+
+def _execve_bytes(text: Any) -> int:
+    """Bytes ``text`` takes in execve's block, its terminating NUL included (``NAME=value``:
+    the ``=`` stands where the name's NUL is counted); 0 when it cannot be there at all."""
+    if not isinstance(text, str) or "\x00" in text:
+        return 0
+    return (len(text) if text.isascii() else len(text.encode())) + 1   # isascii() is O(1)
+
+
+def _refuse_text(text: Any, field: str) -> NoReturn:
+    check_text(text, field, limits.RM_MAX_LAUNCH_BYTES)   # raises, naming what is wrong
+    raise AssertionError(f"{field}: {text!r} is valid text")
 
 
 def check_finish(app_id: Any, attempt: Any, final_status: Any, diagnostics: Any) -> None:
