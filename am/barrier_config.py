@@ -58,7 +58,8 @@ class BarrierConfig:
             retry_give_up_s=f.number("retry_give_up_s", 300.0, minimum=0, maximum=MAX_DURATION_S,
                                      limit="MAX_DURATION_S"),
             max_message_bytes=f.integer("max_message_bytes", BARRIER_MAX_MESSAGE_BYTES, minimum=1024,
-                                        maximum=BARRIER_MAX_MESSAGE_BYTES_CEILING),
+                                        maximum=BARRIER_MAX_MESSAGE_BYTES_CEILING,
+                                        limit="BARRIER_MAX_MESSAGE_BYTES_CEILING"),
             tls_cert_file=cert,
             tls_key_file=key,
         )
@@ -84,4 +85,3 @@ class BarrierConfig:
 
 def _optional_string(f: Fields, key: str) -> str | None:
     return None if f.raw(key, None) is None else f.string(key)
-

@@ -37,13 +37,13 @@ from typing import Any, Mapping
 
 from gangmaster.conf.fields import (ConfigError, ConfigErrors, ErrorCollector, Fields,
                                     load_yaml, parse_yaml)
-from gangmaster.conf.limits import (MAX_ATTEMPTS, MAX_INSTANCES_PER_JOB, MAX_INSTANCES_PER_ROLE,
+from gangmaster.conf.limits import (INT32, MAX_ATTEMPTS, MAX_INSTANCES_PER_JOB, MAX_INSTANCES_PER_ROLE,
                                     MAX_JOB_NAME_LENGTH, MAX_MEMORY_MB, MAX_PORTS_PER_LABEL,
                                     MAX_VCORES)
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
 from . import jobspec_gangmaster as ours
-from .jobspec_model import INT32, Completion, JobSpec, RetryPolicy, RoleSpec, SimulatedFailure
+from .jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec, SimulatedFailure
 from .jobspec_params import substitute
 
 __all__ = ["JobSpecError", "load_job", "parse_job", "read_job", "known_selectors",

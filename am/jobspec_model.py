@@ -17,10 +17,6 @@ RETRY_SCOPES = ("job", "role")
 DEFAULT_SIMULATED_DURATION_S = 60.0
 
 
-#: FrameworkController stores the counts as 32-bit integers, so OpenPAI refuses larger ones.
-INT32 = (-2 ** 31, 2 ** 31 - 1)
-
-
 @dataclass(frozen=True)
 class Completion:
     """OpenPAI's completion policy of one task role (FrameworkLauncher's
@@ -31,14 +27,11 @@ class Completion:
     means failures never end it. ``min_succeeded``: this many succeeded instances
     end the attempt as a success; ``None`` means it succeeds only when every
     instance of the job has completed and no failure threshold was reached. These
-    are the *effective* values the AM applies; ``written_min_failed`` /
-    ``written_min_succeeded`` keep what the job file said, and ``notes`` says why
-    the two differ (see :meth:`from_openpai`)."""
+    are the *effective* values the AM applies; ``notes`` says where they differ
+    from what the job file wrote, and why (see :meth:`from_openpai`)."""
 
     min_failed: int | None = 1
     min_succeeded: int | None = None
-    written_min_failed: int | None = field(default=1, compare=False)
-    written_min_succeeded: int | None = field(default=None, compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
@@ -61,7 +54,7 @@ class Completion:
         failed = _effective(min_failed, 1, instances, "minFailedInstances", "failure", notes)
         succeeded = _effective(min_succeeded, None, instances, "minSucceededInstances", "success",
                                notes)
-        return cls(failed, succeeded, min_failed, min_succeeded, tuple(notes))
+        return cls(failed, succeeded, tuple(notes))
 
     def failed(self, failed: int) -> bool:
         return self.min_failed is not None and failed >= self.min_failed

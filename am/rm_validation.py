@@ -24,13 +24,13 @@ import re
 from typing import Any, Iterable, NoReturn, Sequence
 
 from gangmaster.conf import limits
+from gangmaster.conf.limits import INT32
 from gangmaster.selectors.resources import ResourceDescriptor
 
 from .rm_protocol import (
     AllocateRequest, ApplicationSubmission, InvalidRequest, LaunchContext, ResourceRequest,
 )
 
-INT32 = (-(2 ** 31), 2 ** 31 - 1)
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 UINT64_MAX = 2 ** 64 - 1
 #: YARN's FinalApplicationStatus values an AM may unregister with.

@@ -48,6 +48,10 @@ MAX_DURATION_S = 10 * 365 * 24 * 3600.0
 #: give reaches the RM intact.
 MAX_NAME_CHARS = 255
 
+#: The range of a 32-bit signed integer: the RM protocol's exit codes, priorities and
+#: attempts, and FrameworkController's completion counts, are stored in one.
+INT32 = (-(2 ** 31), 2 ** 31 - 1)
+
 #: GPUs of one node: GPU masks are 64-bit integers (numpy ``uint64`` in the cluster view,
 #: a 64-bit field on the wire), bit i for GPU i.
 MAX_GPUS_PER_NODE = 64

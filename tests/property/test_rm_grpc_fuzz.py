@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from gangmaster.am.proto import rm_pb2 as pb
 from gangmaster.am.rm_codec import node_from_pb
 from gangmaster.conf import limits
+from gangmaster.conf.limits import INT32
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.tools.rmsim.server import LiveRM, start_server
 
@@ -34,7 +35,6 @@ SERVICE = pb.DESCRIPTOR.services_by_name["ResourceManager"]
 METHODS = [m.name for m in SERVICE.methods]
 TYPED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
          grpc.StatusCode.FAILED_PRECONDITION}
-INT32 = (-(2 ** 31), 2 ** 31 - 1)
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

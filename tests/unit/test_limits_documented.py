@@ -10,6 +10,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def shown(name: str, value: float) -> str:
     """How the README writes a limit's value: bytes in binary units, seconds with s."""
+    if isinstance(value, tuple):
+        return "..".join(f"{v:,}" for v in value)
     if "_BYTES" in name:
         for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
             if value >= size and value % size == 0:

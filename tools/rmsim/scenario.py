@@ -28,7 +28,7 @@ from pathlib import Path
 
 from gangmaster.am.rm_protocol import RMError
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
-from gangmaster.conf.limits import MAX_DURATION_S
+from gangmaster.conf.limits import INT32, MAX_DURATION_S
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Scenario:
                 raise ev.error("host", "a host name")
             text = ev.string("report", "") if "report" in ev else (
                 ev.string("diagnostics") if "diagnostics" in ev else "")
-            exit_code = ev.integer("exitCode", 1, minimum=-2 ** 31, maximum=2 ** 31 - 1)   # the RM's sint32
+            exit_code = ev.integer("exitCode", 1, minimum=INT32[0], maximum=INT32[1])   # the RM's sint32
             steps.append(Step(at, action, host, container, app, exit_code, text))
         return cls(steps, source)
 

@@ -2,7 +2,7 @@
 
 The process NodeManager starts every container as::
 
-    python -I -m gangmaster.tools.rmsim.supervisor --exit-file F --grace S [--lifeline FD] -- COMMAND...
+    python -m gangmaster.tools.rmsim.supervisor --exit-file F --grace S [--lifeline FD] -- COMMAND...
 
 in a new session (so the supervisor leads a session and a process group whose
 id is its pid), and the supervisor runs COMMAND as its child in that group. It
