@@ -54,7 +54,7 @@ from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, Barri
                                           MessageTooLarge, StaleAttempt, StaleEpoch)
 from gangmaster.am.refusal_log import RefusalLog
 from gangmaster.conf.limits import (BARRIER_ENDED_ATTEMPTS_KEPT, BARRIER_MAX_MESSAGE_BYTES,
-                                    BARRIER_REFUSAL_LOG_INTERVAL_S)
+                                    REFUSAL_LOG_INTERVAL_S)
 
 __all__ = ["BarrierCoordinator", "TaskInfo", "Arrival", "Released", "Progress", "Waiter",
            "CoordinatorStatistics", "Clock", "MonotonicClock", "ManualClock", "BARRIER", "ALL_GATHER",
@@ -270,7 +270,7 @@ class BarrierCoordinator:
     def __init__(self, clock: Clock | None = None, default_timeout_s: float = YEAR_S,
                  max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES,
                  history: int = BARRIER_ENDED_ATTEMPTS_KEPT,
-                 refusal_log_interval_s: float = BARRIER_REFUSAL_LOG_INTERVAL_S):
+                 refusal_log_interval_s: float = REFUSAL_LOG_INTERVAL_S):
         self.clock = clock or MonotonicClock()
         self.default_timeout_s = default_timeout_s
         self.max_message_bytes = max_message_bytes

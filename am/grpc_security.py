@@ -40,6 +40,7 @@ import grpc
 
 from gangmaster.am.private_files import open_private
 from gangmaster.am.refusal_log import RefusalLog
+from gangmaster.conf import limits
 from gangmaster.conf.fields import ConfigError
 
 log = logging.getLogger(__name__)
@@ -213,9 +214,10 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
     """Refuse every call whose ``authorization`` metadata is not ``Bearer <token>``
     (UNAUTHENTICATED), before the method runs or its request is decoded."""
 
-    def __init__(self, token: str, refusal_log_interval_s: float = 60.0):
+    def __init__(self, token: str, refusal_log_interval_s: float | None = None):
         self._expected = (_BEARER + token).encode()
-        self._refusals = RefusalLog(log, "no token, or not the right one", refusal_log_interval_s)
+        self.refusals = RefusalLog(log, "no token, or not the right one",
+                                   refusal_log_interval_s or limits.REFUSAL_LOG_INTERVAL_S)
 
     def intercept_service(self, continuation, handler_call_details):
         for key, value in handler_call_details.invocation_metadata or ():
@@ -224,7 +226,7 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
                 if hmac.compare_digest(given, self._expected):
                     return continuation(handler_call_details)
                 break
-        self._refusals.refused(f"to {handler_call_details.method}")
+        self.refusals.refused(f"to {handler_call_details.method}")
         return _refusing_handler(continuation(handler_call_details))
 
 

@@ -82,10 +82,11 @@ BARRIER_ENVELOPE_BYTES = 64 * 1024
 #: so a long-running AM's coordinator stays within a few MB.
 BARRIER_ENDED_ATTEMPTS_KEPT = 4096
 
-#: Seconds between log lines about refused calls (a wrong token, an unknown attempt):
-#: the first refusal is logged, later ones are summarized with a count at most once per
-#: this interval, so a token-guessing client cannot flood the coordinator's log.
-BARRIER_REFUSAL_LOG_INTERVAL_S = 60.0
+#: Seconds between log lines about refused calls (a wrong token, an unknown attempt), in
+#: the barrier coordinator and the live RM alike: the first refusal is logged, later ones
+#: are summarized with a count at most once per this interval (also after a burst goes
+#: quiet), so a token-guessing client cannot flood the log.
+REFUSAL_LOG_INTERVAL_S = 60.0
 
 #: Calls the coordinator's gRPC server holds waiting at once (``barrier.max_pending_calls``):
 #: a call per task of every open gang; 16x the largest gang the design names (story 3's

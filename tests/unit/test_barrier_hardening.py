@@ -11,7 +11,7 @@ import pytest
 from gangmaster.am.barrier import ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, ManualClock, TaskInfo
 from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError, MessageTooLarge,
                                           StaleAttempt)
-from gangmaster.conf.limits import BARRIER_ENDED_ATTEMPTS_KEPT, BARRIER_REFUSAL_LOG_INTERVAL_S
+from gangmaster.conf.limits import BARRIER_ENDED_ATTEMPTS_KEPT, REFUSAL_LOG_INTERVAL_S
 
 JOB, GANG = "job", "gang"
 
@@ -69,13 +69,13 @@ def test_refusals_are_logged_once_then_summarized_per_interval(caplog):
             outcome(lambda: call(coord, 0, attempt=1000 + i, token="guess"))
         assert len(caplog.records) == 1
         assert "refused" in caplog.records[0].getMessage()
-        clock.advance(BARRIER_REFUSAL_LOG_INTERVAL_S)
+        clock.advance(REFUSAL_LOG_INTERVAL_S)
         outcome(lambda: call(coord, 1, token="again"))
         assert len(caplog.records) == 2
         assert "1000 more call(s)" in caplog.records[1].getMessage()
         # a quiet interval's refusals are summarized by the periodic log, not lost
         outcome(lambda: call(coord, 1, token="late"))
-        clock.advance(BARRIER_REFUSAL_LOG_INTERVAL_S)
+        clock.advance(REFUSAL_LOG_INTERVAL_S)
         coord.log_refusals()
         assert len(caplog.records) == 3 and "1 more call(s)" in caplog.records[2].getMessage()
         coord.log_refusals()

@@ -4,6 +4,7 @@ a port exclusively, to log refused calls, and to create secret files."""
 from __future__ import annotations
 
 import logging
+import time
 import os
 import stat
 from pathlib import Path
@@ -118,3 +119,25 @@ def test_open_private_x_creates_a_new_private_file_only(tmp_path):
     with pytest.raises(FileExistsError):
         open_private(path, "x")
     assert path.read_text() == "secret\n"
+
+
+def test_a_burst_of_refused_calls_then_quiet_is_summarized(tmp_path, caplog, monkeypatch):
+    from gangmaster.conf import limits
+
+    monkeypatch.setattr(limits, "REFUSAL_LOG_INTERVAL_S", 0.2)
+    live = LiveRM(load_cluster_specs(FIX / "cluster.yaml"), work_dir=tmp_path / "tasks", poll_s=0.05)
+    server, port = start_server(live, security=ServerSecurity(token="s3cret"))
+    try:
+        with caplog.at_level(logging.WARNING), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary("/gangmaster.rm.ResourceManager/GetClusterNodes")
+            for _ in range(5):
+                with pytest.raises(grpc.RpcError):
+                    call(b"", metadata=(("authorization", "Bearer guess"),), timeout=5)
+            deadline = time.monotonic() + 10            # no further call: the server's own tick logs it
+            while time.monotonic() < deadline and not any("refused 4 more call(s)" in r.getMessage()
+                                                          for r in caplog.records):
+                time.sleep(0.05)
+    finally:
+        server.stop(0)
+        live.stop()
+    assert any("refused 4 more call(s)" in r.getMessage() for r in caplog.records)

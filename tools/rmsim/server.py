@@ -236,9 +236,12 @@ def start_server(live: LiveRM, host: str = "127.0.0.1", port: int = 0, workers: 
     cannot listen, and ConfigError for a TLS file that cannot be read."""
     security = security or ServerSecurity()
     credentials = security.credentials("--tls-cert", "--tls-key")
+    interceptors = security.interceptors()
+    for interceptor in interceptors:   # a burst of refused calls followed by quiet is summarized too
+        live.clock.every(interceptor.refusals.interval_s, interceptor.refusals.flush)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
                          handlers=[service_handler(RMServicer(live))],
-                         interceptors=security.interceptors(), options=server_options())
+                         interceptors=interceptors, options=server_options())
     bound = listen(server, host, port, credentials)
     server.start()
     return server, bound
