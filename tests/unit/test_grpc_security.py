@@ -88,22 +88,49 @@ def test_a_barrier_host_this_machine_cannot_listen_on_names_barrier_host():
 
 
 # ------------------------------------------------------------------ refusals
-def test_the_rm_logs_a_flood_of_refused_calls_once(tmp_path, caplog):
+@pytest.fixture
+def guess(tmp_path, caplog):
+    """A live RM that wants a token, and ``guess(n)``: n calls with the wrong one, each
+    refused UNAUTHENTICATED; logs at WARNING are captured. The server stops after the test."""
     live = LiveRM(load_cluster_specs(FIX / "cluster.yaml"), work_dir=tmp_path / "tasks", poll_s=0.05)
     server, port = start_server(live, security=ServerSecurity(token="s3cret"))
-    try:
-        with caplog.at_level(logging.WARNING), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_unary("/gangmaster.rm.ResourceManager/GetClusterNodes")
-            for _ in range(50):
-                with pytest.raises(grpc.RpcError) as err:
-                    call(b"", metadata=(("authorization", "Bearer guess"),), timeout=5)
-                assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
-    finally:
-        server.stop(0)
-        live.stop()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    call = channel.unary_unary("/gangmaster.rm.ResourceManager/GetClusterNodes")
+
+    def guess_n(n: int) -> None:
+        for _ in range(n):
+            with pytest.raises(grpc.RpcError) as err:
+                call(b"", metadata=(("authorization", "Bearer guess"),), timeout=5)
+            assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+    with caplog.at_level(logging.WARNING):
+        yield guess_n
+    channel.close()
+    server.stop(0)
+    live.stop()
+
+
+@pytest.fixture
+def short_refusal_interval(monkeypatch):
+    from gangmaster.conf import limits
+
+    monkeypatch.setattr(limits, "REFUSAL_LOG_INTERVAL_S", 0.2)   # read when the server starts
+
+
+def test_the_rm_logs_a_flood_of_refused_calls_once(guess, caplog):
+    guess(50)
     refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(refusals) == 1, refusals
     assert "refused a call to /gangmaster.rm.ResourceManager/GetClusterNodes" in refusals[0]
+
+
+def test_a_burst_of_refused_calls_then_quiet_is_summarized(short_refusal_interval, guess, caplog):
+    guess(5)
+    deadline = time.monotonic() + 10            # no further call: the server's own tick logs it
+    while time.monotonic() < deadline and not any("refused 4 more call(s)" in r.getMessage()
+                                                  for r in caplog.records):
+        time.sleep(0.05)
+    assert any("refused 4 more call(s)" in r.getMessage() for r in caplog.records)
 
 
 # ------------------------------------------------------------------ secret files
@@ -120,24 +147,3 @@ def test_open_private_x_creates_a_new_private_file_only(tmp_path):
         open_private(path, "x")
     assert path.read_text() == "secret\n"
 
-
-def test_a_burst_of_refused_calls_then_quiet_is_summarized(tmp_path, caplog, monkeypatch):
-    from gangmaster.conf import limits
-
-    monkeypatch.setattr(limits, "REFUSAL_LOG_INTERVAL_S", 0.2)
-    live = LiveRM(load_cluster_specs(FIX / "cluster.yaml"), work_dir=tmp_path / "tasks", poll_s=0.05)
-    server, port = start_server(live, security=ServerSecurity(token="s3cret"))
-    try:
-        with caplog.at_level(logging.WARNING), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_unary("/gangmaster.rm.ResourceManager/GetClusterNodes")
-            for _ in range(5):
-                with pytest.raises(grpc.RpcError):
-                    call(b"", metadata=(("authorization", "Bearer guess"),), timeout=5)
-            deadline = time.monotonic() + 10            # no further call: the server's own tick logs it
-            while time.monotonic() < deadline and not any("refused 4 more call(s)" in r.getMessage()
-                                                          for r in caplog.records):
-                time.sleep(0.05)
-    finally:
-        server.stop(0)
-        live.stop()
-    assert any("refused 4 more call(s)" in r.getMessage() for r in caplog.records)
