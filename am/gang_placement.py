@@ -65,7 +65,6 @@ submission instead of waiting forever.
 """
 from __future__ import annotations
 
-import math
 import operator
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -78,7 +77,7 @@ from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.request import SelectionRequest
-from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.selectors.resources import ResourceDescriptor, milli
 
 from .jobspec_model import RoleSpec
 
@@ -88,9 +87,6 @@ __all__ = ["InstancePlacement", "GangPlacement", "GangDoesNotFit", "PipelineFor"
 #: One pipeline for every role, or the pipeline of each role (roles can name their
 #: own strategy).
 PipelineFor = Union[SelectionPipeline, Callable[[RoleSpec], SelectionPipeline]]
-
-VCORES_TOLERANCE = 1e-9
-"""vcores are fractional: the same tolerance as the resource-fit filter."""
 
 
 @dataclass(frozen=True)
@@ -330,8 +326,8 @@ class _RolePlacer:
             room = min(room, cap - int(view.instances_of(self.role.name)[node]))
         if need.memory_mb:
             room = min(room, int(view.memory_free[node]) // need.memory_mb)
-        if need.vcores:
-            room = min(room, math.floor((float(view.vcores_free[node]) + VCORES_TOLERANCE) / need.vcores))
+        if milli(need.vcores):
+            room = min(room, int(view.mvcores_free[node]) // milli(need.vcores))
         if need.gpus:
             room = min(room, int(view.gpus_free[node]) // need.gpus)
         if need.gpu_mask and (int(view.gpu_free_mask[node]) & need.gpu_mask) != need.gpu_mask:

@@ -20,7 +20,7 @@ import numpy as np
 from gangmaster.gpu_topology.masks import full_mask, indices_of, is_subset, popcount
 
 from .ports import NO_PORTS, PortRanges
-from .resources import ResourceDescriptor, ResourceError
+from .resources import ResourceDescriptor, ResourceError, milli
 
 
 class UnknownHost(KeyError):
@@ -92,12 +92,14 @@ class ClusterView:
         self.label_bits = np.array([sum(self.label_bit[l] for l in s.labels) for s in specs],
                                    dtype=np.uint64)
         self.memory_capacity = np.array([s.memory_mb for s in specs], dtype=np.int64)
-        self.vcores_capacity = np.array([s.vcores for s in specs], dtype=np.float64)
+        # vcores are kept in integer millis (as the RM's ledger does), so free + used == capacity
+        # holds exactly however many fractional asks (cpu x 0.7) come and go.
+        self.mvcores_capacity = np.array([milli(s.vcores) for s in specs], dtype=np.int64)
         self.gpu_capacity = np.array([s.gpus for s in specs], dtype=np.int64)
         self.gpu_capacity_mask = np.array([full_mask(s.gpus) for s in specs], dtype=np.uint64)
         # Free amounts are stored (not used amounts): select() reads them on every call.
         self.memory_free = self.memory_capacity.copy()
-        self.vcores_free = self.vcores_capacity.copy()
+        self.mvcores_free = self.mvcores_capacity.copy()
         self.gpus_free = self.gpu_capacity.copy()
         self.gpu_free_mask = self.gpu_capacity_mask.copy()
         self.healthy = np.ones(n, dtype=bool)
@@ -124,8 +126,17 @@ class ClusterView:
         return self.memory_capacity - self.memory_free
 
     @property
+    def vcores_capacity(self) -> np.ndarray:
+        """vcores as floats (for display and strategy plugins); the columns are in millis."""
+        return self.mvcores_capacity / 1000.0
+
+    @property
+    def vcores_free(self) -> np.ndarray:
+        return self.mvcores_free / 1000.0
+
+    @property
     def vcores_used(self) -> np.ndarray:
-        return self.vcores_capacity - self.vcores_free
+        return (self.mvcores_capacity - self.mvcores_free) / 1000.0
 
     @property
     def gpus_used(self) -> np.ndarray:
@@ -172,7 +183,7 @@ class ClusterView:
         mask = self.free_mask(i)
         return ResourceDescriptor(
             memory_mb=int(self.memory_free[i]),
-            vcores=float(self.vcores_free[i]),
+            vcores=int(self.mvcores_free[i]) / 1000.0,
             gpus=popcount(mask),
             gpu_mask=mask,
             port_ranges=self.ports_free[i],
@@ -207,7 +218,7 @@ class ClusterView:
         if not resource.fits_in(free):
             raise ResourceError(f"{self.hosts[i]}: {resource} does not fit in free {free}")
         self.memory_free[i] -= resource.memory_mb
-        self.vcores_free[i] -= resource.vcores
+        self.mvcores_free[i] -= milli(resource.vcores)
         self.gpus_free[i] -= resource.gpus
         self.gpu_free_mask[i] &= ~np.uint64(resource.gpu_mask)
         self._touched(i)
@@ -224,14 +235,13 @@ class ClusterView:
         if not is_subset(resource.gpu_mask, used_mask):
             raise ResourceError(f"{self.hosts[i]}: GPUs {indices_of(resource.gpu_mask & ~used_mask)} are not in use")
         memory_used = self.memory_capacity[i] - self.memory_free[i]
-        vcores_used = self.vcores_capacity[i] - self.vcores_free[i]
-        if resource.memory_mb > memory_used or resource.vcores > vcores_used + 1e-9:
+        mvcores_used = self.mvcores_capacity[i] - self.mvcores_free[i]
+        if resource.memory_mb > memory_used or milli(resource.vcores) > mvcores_used:
             raise ResourceError(f"{self.hosts[i]}: releasing {resource} exceeds what is in use")
         if resource.port_ranges and resource.port_ranges.intersect(self.ports_free[i]):
             raise ResourceError(f"{self.hosts[i]}: ports {resource.port_ranges} are not in use")
         self.memory_free[i] += resource.memory_mb
-        # vcores are fractional: clamp the float sum back onto capacity when all is returned
-        self.vcores_free[i] = min(self.vcores_capacity[i], self.vcores_free[i] + resource.vcores)
+        self.mvcores_free[i] += milli(resource.vcores)
         self.gpus_free[i] += resource.gpus
         self.gpu_free_mask[i] |= np.uint64(resource.gpu_mask)
         self._touched(i)
@@ -255,7 +265,7 @@ class ClusterView:
         """Overwrite a node's usage from an RM node report (the RM holds the truth)."""
         i = self.index(host)
         self.memory_free[i] = self.memory_capacity[i] - used.memory_mb
-        self.vcores_free[i] = self.vcores_capacity[i] - used.vcores
+        self.mvcores_free[i] = self.mvcores_capacity[i] - milli(used.vcores)
         self.gpus_free[i] = self.gpu_capacity[i] - used.gpus
         self.gpu_free_mask[i] = self.gpu_capacity_mask[i] & ~np.uint64(used.gpu_mask)
         self._set_ports_free(i, self.port_capacity[i].subtract(used.port_ranges))
@@ -268,7 +278,7 @@ class ClusterView:
     def copy(self) -> "ClusterView":
         """A scratch copy for trial placement (a gang is committed only if it all fits)."""
         clone = copy.copy(self)
-        for name in ("memory_free", "vcores_free", "gpus_free", "gpu_free_mask", "healthy", "outstanding",
+        for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "healthy", "outstanding",
                      "ports_free_count"):
             setattr(clone, name, getattr(self, name).copy())
         clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))

@@ -16,6 +16,7 @@ from . import explanation as why
 from .cluster import ClusterView
 from .explanation import Rejection
 from .request import SelectionRequest
+from .resources import milli
 from .settings import SelectionSettings
 
 
@@ -141,20 +142,20 @@ class ResourceFitFilter(Filter):
             if failed is not None:
                 self._reject(v, remaining & failed, why.ROLE_FAILED_HERE, why.FILTERED)
                 remaining = remaining & ~failed
-        dims = [(why.MEMORY, res.memory_mb, view.memory_capacity, view.memory_free),
-                (why.VCORES, res.vcores, view.vcores_capacity, view.vcores_free),
-                (why.GPUS, res.gpus, view.gpu_capacity, view.gpus_free)]
+        # (reason, need, capacity, free, unit): vcores are counted in millis, shown in vcores
+        dims = [(why.MEMORY, res.memory_mb, view.memory_capacity, view.memory_free, 1),
+                (why.VCORES, milli(res.vcores), view.mvcores_capacity, view.mvcores_free, 1000),
+                (why.GPUS, res.gpus, view.gpu_capacity, view.gpus_free, 1)]
         dims = [d for d in dims if d[1]]
-        for reason, need, capacity, _ in dims:  # can never fit here: blamed first
+        for reason, need, capacity, _, unit in dims:  # can never fit here: blamed first
             small = remaining & (capacity < need)
-            self._reject(v, small, reason, why.FILTERED, requested=need,
-                         capacity=lambda: _max(capacity, small))
+            self._reject(v, small, reason, why.FILTERED, requested=_shown(need, unit),
+                         capacity=lambda: _shown(_max(capacity, small), unit))
             remaining = remaining & ~small
-        for reason, need, _, free in dims:  # full right now
-            tolerance = 1e-9 if reason == why.VCORES else 0  # vcores are fractional
-            short = remaining & (free < need - tolerance)
-            self._reject(v, short, reason, why.EXHAUSTED, requested=need,
-                         most_free=lambda: _max(free, short))
+        for reason, need, _, free, unit in dims:  # full right now
+            short = remaining & (free < need)
+            self._reject(v, short, reason, why.EXHAUSTED, requested=_shown(need, unit),
+                         most_free=lambda: _shown(_max(free, short), unit))
             remaining = remaining & ~short
         if res.gpu_mask:
             mask = np.uint64(res.gpu_mask)
@@ -212,6 +213,11 @@ class RackPolicyFilter(Filter):
         v = Verdict(alive & keep)
         self._reject(v, alive & ~keep, why.RACK_POLICY, why.FILTERED, requested=policy)
         return v
+
+
+def _shown(value, unit: int):
+    """A number as an explanation shows it: millis back in vcores."""
+    return value if value is None or unit == 1 else value / unit
 
 
 def _max(values: np.ndarray, where: np.ndarray):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .selector import Selector, pack_keys
+from .selector import Selector, pack_keys, tenths
 
 
 def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
@@ -14,7 +14,7 @@ def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
     return pack_keys(
         (view.gpus_free[candidates], 7),
         (view.gpu_capacity[candidates], 7),
-        (np.rint(view.vcores_free[candidates] * 10), 17),
+        (tenths(view.mvcores_free[candidates]), 17),
         (view.memory_free[candidates], 28),
     )
 

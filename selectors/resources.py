@@ -19,6 +19,12 @@ from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, is_subset, popcount
 from .ports import NO_PORTS, PortRanges
 
 
+def milli(vcores: float) -> int:
+    """vcores in integer millis: the unit every fit check and booking counts in, so that
+    fractional asks (cpu x 0.7) add up and come back exactly."""
+    return int(round(vcores * 1000))
+
+
 class ResourceError(ValueError):
     """A resource value that cannot exist (negative, inconsistent mask)."""
 
@@ -109,7 +115,7 @@ class ResourceDescriptor:
 
     def fits_in(self, free: "ResourceDescriptor") -> bool:
         """True when this request can be carved out of ``free``."""
-        if self.memory_mb > free.memory_mb or self.vcores > free.vcores + 1e-9:
+        if self.memory_mb > free.memory_mb or milli(self.vcores) > milli(free.vcores):
             return False
         if self.gpus > free.gpus:
             return False

@@ -17,7 +17,7 @@ A strategy ranks the nodes that survived the filters. To write one, subclass
         def rank(self, view, candidates, request):
             # One key per candidate node; lower ranks first. Use numpy: the
             # candidates can be 100,000 nodes and select() has microseconds.
-            return -view.vcores_free[candidates]
+            return -view.mvcores_free[candidates]
 
     register_selector(EmptiestFirst)
 
@@ -123,6 +123,11 @@ class Selector:
             chosen = np.arange(candidates.size)
         chosen = chosen[np.lexsort((chosen, keys[chosen]))]
         return candidates[chosen], keys[chosen]
+
+
+def tenths(mvcores: np.ndarray) -> np.ndarray:
+    """Milli-vcores rounded to tenths of a vcore (half up): the packing keys' vcores field."""
+    return (np.asarray(mvcores, dtype=np.int64) + 50) // 100
 
 
 def pack_keys(*columns: tuple[np.ndarray, int]) -> np.ndarray:

@@ -30,7 +30,7 @@ from gangmaster.gpu_topology.chooser import GpuChooser, chooser_for
 from gangmaster.gpu_topology.masks import lowest_bits
 from gangmaster.gpu_topology.presets import UnknownPreset, load_preset
 
-from .selector import Selector, pack_keys
+from .selector import Selector, pack_keys, tenths
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
@@ -92,7 +92,7 @@ class TopologyAware(Selector):
             ((1 << OFFER_BITS) - 1 - offer, OFFER_BITS),
             (view.gpus_free[candidates], 7),
             (view.gpu_capacity[candidates], 7),
-            (np.rint(view.vcores_free[candidates] * 10), 17),
+            (tenths(view.mvcores_free[candidates]), 17),
             (view.memory_free[candidates] >> 10, 15),  # GiB
         )
 

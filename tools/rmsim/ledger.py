@@ -20,11 +20,7 @@ from gangmaster.am.rm_protocol import NodeState
 from gangmaster.gpu_topology.masks import full_mask, is_subset, lowest_bits, popcount
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import NO_PORTS, PortError, PortRanges
-from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
-
-
-def milli(vcores: float) -> int:
-    return int(round(vcores * 1000))
+from gangmaster.selectors.resources import ResourceDescriptor, ResourceError, milli
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
 from gangmaster.conf.limits import MAX_CLUSTER_NODES
+from gangmaster.selectors.resources import milli
 
-from .ledger import NodeLedger, milli
+from .ledger import NodeLedger
 
 #: No limit; also the largest explicit limit taken (sums and the state file stay in 64 bits).
 UNLIMITED = 1 << 62
