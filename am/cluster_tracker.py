@@ -20,8 +20,6 @@ from gangmaster.selectors.cluster import ClusterView
 
 from .rm_protocol import NodeReport, view_from_nodes
 
-VCORES_TOLERANCE = 1e-9
-
 
 class ClusterTracker:
     def __init__(self, read_nodes: Callable[[], list[NodeReport]]):
@@ -41,12 +39,12 @@ class ClusterTracker:
                 view, grew = self.view, True
                 continue
             was_healthy = bool(view.healthy[i])
-            memory, vcores, mask = int(view.memory_free[i]), float(view.vcores_free[i]), int(view.gpu_free_mask[i])
+            memory, mvcores, mask = int(view.memory_free[i]), int(view.mvcores_free[i]), int(view.gpu_free_mask[i])
             ports = view.ports_free[i]
-            view.set_usage(report.host, report.used)
+            view.set_free(report.host, report.free)
             view.set_health(report.host, report.state.usable)
             grew = grew or (bool(view.healthy[i]) and not was_healthy) or view.memory_free[i] > memory \
-                or view.vcores_free[i] > vcores + VCORES_TOLERANCE or bool(int(view.gpu_free_mask[i]) & ~mask) \
+                or view.mvcores_free[i] > mvcores or bool(int(view.gpu_free_mask[i]) & ~mask) \
                 or bool(view.ports_free[i].subtract(ports))
         if grew:
             self.grown += 1

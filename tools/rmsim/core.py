@@ -147,6 +147,7 @@ class ResourceManager:
         self.containers: dict[str, ContainerRecord] = {}   # every container ever (finished ones too)
         self.node_containers: list[set] = [set() for _ in specs]
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
+        self._capacity = [s.capacity for s in specs]   # each node's, as node reports carry it
         self.next_app = 1
         self.next_container = 1
         self._forget_containers_at = limits.RM_MAX_FINISHED_CONTAINERS   # see _forget_old_containers
@@ -242,7 +243,7 @@ class ResourceManager:
 
     def _node_report(self, i: int) -> NodeReport:
         spec = self.ledger.specs[i]
-        return NodeReport(spec.host, spec.rack, self.ledger.states[i], spec.capacity, self.ledger.free(i),
+        return NodeReport(spec.host, spec.rack, self.ledger.states[i], self._capacity[i], self.ledger.free(i),
                           spec.labels, spec.gpu_type, spec.topology, len(self.node_containers[i]),
                           self.ledger.health_reports[i])
 
