@@ -115,6 +115,7 @@ class ApplicationMaster:
         self._to_cancel: list[int] = []    # asks to withdraw at the next heartbeat
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
+        self._metrics_set: tuple | None = None  # the gauge values last set
         self.done = False
         self.outcome: str | None = None
         self.reason = ""
@@ -533,8 +534,7 @@ class ApplicationMaster:
         return min(1.0, finished / total) if total else 1.0
 
     def _update_metrics(self) -> None:
-        m = self.metrics
-        m.pending_gangs.set(sum(1 for g in self.gangs if g.pending))
+        """The gauges, set only when they changed (a quiet heartbeat sets none)."""
         counts = dict.fromkeys(CONTAINER_STATES, 0)
         for g in self.gangs:
             if g.acquisition is not None and g.state is RoleState.ACQUIRING:
@@ -542,8 +542,13 @@ class ApplicationMaster:
                 counts["allocated"] += len(g.acquisition.by_container)
             for state, n in g.by_state.items():
                 counts[state.value] += n
+        pending = sum(1 for g in self.gangs if g.pending)
+        if (pending, counts) == self._metrics_set:
+            return
+        self._metrics_set = (pending, counts)
+        self.metrics.pending_gangs.set(pending)
         for state, n in counts.items():
-            m.containers.labels(state).set(n)
+            self.metrics.containers.labels(state).set(n)
 
     def role_states(self) -> dict[str, RoleState]:
         return {r.name: g.role_state(r) for g in self.gangs for r in g.roles}

@@ -148,6 +148,7 @@ class ResourceManager:
         self.node_containers: list[set] = [set() for _ in specs]
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
         self._capacity = [s.capacity for s in specs]   # each node's, as node reports carry it
+        self._headroom_of: tuple = (None, None)          # ((version, queue), headroom) of the latest answer
         self.next_app = 1
         self.next_container = 1
         self._forget_containers_at = limits.RM_MAX_FINISHED_CONTAINERS   # see _forget_old_containers
@@ -732,16 +733,26 @@ class ResourceManager:
             node_updates=self._node_updates(app),
             rejected=tuple(app.out_rejected),
             pending=tuple(PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()),
-            headroom=ResourceDescriptor(
-                max(0, min(queue.max_mem - queue.used_mem, int(self.ledger.free_mem.sum()))),
-                max(0, min(queue.max_mvc - queue.used_mvc, int(self.ledger.free_mvc.sum()))) / 1000.0,
-                max(0, min(queue.max_gpus - queue.used_gpus, int(self.ledger.free_gpus.sum())))),
+            headroom=self._headroom(queue),
             response_id=app.response_id,
         )
         app.out_allocated = []
         app.out_completed = []
         app.out_rejected = []
         return response
+
+    def _headroom(self, queue: Queue) -> ResourceDescriptor:
+        """What the queue could still be given: its room, at most what the cluster has free.
+        The same until the RM's ``version`` moves, so a quiet heartbeat does not sum the cluster."""
+        key = (self.version, queue.name)
+        if self._headroom_of[0] != key:
+            free_mem, free_mvc, free_gpus = (int(self.ledger.free_mem.sum()), int(self.ledger.free_mvc.sum()),
+                                             int(self.ledger.free_gpus.sum()))
+            self._headroom_of = (key, ResourceDescriptor(
+                max(0, min(queue.max_mem - queue.used_mem, free_mem)),
+                max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)) / 1000.0,
+                max(0, min(queue.max_gpus - queue.used_gpus, free_gpus))))
+        return self._headroom_of[1]
 
     def _node_updates(self, app: Application) -> tuple[NodeReport, ...]:
         """Every node whose usage, health or containers changed since the application's
