@@ -330,13 +330,13 @@ class ApplicationMaster:
                           p.role, p.index) for rank, p in enumerate(placed)]
         token, barrier_envs = self._barrier.open(gang, infos)
         tasks: list[TaskRecord] = []
-        shared = {**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue)}
-        commands = {name: ["/bin/sh", "-c", _script(role.commands)] for name, role in acq.roles.items()}
+        shared = sorted({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue)}.items())
+        commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
         for rank, (slot, me) in enumerate(zip(slots, placed)):
             role = acq.roles[slot.role]
-            launch = LaunchContext.of(commands[slot.role], {**shared, **own_env(me), **barrier_envs[rank]},
-                                      duration_s=role.simulated_duration_s,
-                                      exit_code=role.simulated_exit(slot.index, gang.attempt))
+            launch = LaunchContext(commands[slot.role], _task_env(shared, {**own_env(me), **barrier_envs[rank]}),
+                                   duration_s=role.simulated_duration_s,
+                                   exit_code=role.simulated_exit(slot.index, gang.attempt))
             c = slot.container
             task = TaskRecord(slot.role, slot.index, rank, c.container_id, c.host,
                               tuple(indices_of(c.resource.gpu_mask)), infos[rank].ports, now)
@@ -568,6 +568,13 @@ class ApplicationMaster:
                 granted = f"{len(acq.by_container)}/{acq.total} granted"
                 out[g.name] = acq.waiting_reason or "; ".join([granted, *pending[:3]])
         return out
+
+
+def _task_env(shared: list[tuple[str, str]], own: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """A task's environment as a LaunchContext holds it (sorted pairs): the gang's shared
+    pairs, less those the task sets itself, and its own. Every task of the gang holds the
+    same shared pair objects, so a 6,001-task launch does not build 6,001 copies of them."""
+    return tuple(sorted([*(pair for pair in shared if pair[0] not in own), *own.items()]))
 
 
 def _script(commands: Sequence[str]) -> str:
