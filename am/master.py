@@ -94,7 +94,6 @@ class ApplicationMaster:
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
-        self.barrier = barrier            # a BarrierServer (live runs), or None
         self.metrics = metrics or AMMetrics()
         self.task_env = dict(task_env or {})
         self.work_dir = Path(work_dir)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .gang_run import gang_name, recorded_gangs
+from .gang_run import GangRun, gang_name, recorded_gangs
 from .journal import JournalState
 from .lifecycle import AttemptRecord, RoleState, TaskState
 from .rm_protocol import ContainerState, ExitStatus, NotFound
@@ -94,16 +94,14 @@ def resume(am: "ApplicationMaster", previous: JournalState) -> None:
         if not ended and saved.launched is None:
             am.gangs.append(am._new_gang(name, roles, saved.attempt, history))
             continue
-        if not ended:
-            record = AttemptRecord(name, saved.attempt, saved.waiting_since, saved.started_at,
-                                   ended_at=previous.last_time, outcome="stopped",
-                                   reason="the run was interrupted: its tasks ended with it", tasks=saved.launched)
-            for task in record.tasks:
+        if not ended:   # the attempt that was running ends now, as any attempt ends
+            gang = GangRun(name, roles, saved.attempt, RoleState.RUNNING,
+                           AttemptRecord(name, saved.attempt, saved.waiting_since, saved.started_at), history=history)
+            gang.launched(saved.launched)
+            for task in gang.tasks:
                 if task.state is TaskState.RUNNING:
-                    task.state, task.finished_at = TaskState.STOPPED, previous.last_time
-                    task.diagnostics = "the run was interrupted"
-            history.append(record)
-            am.journal.write("attempt_ended", record=record.to_dict())
+                    gang.end_task(task, TaskState.STOPPED, previous.last_time, "the run was interrupted")
+            am._end_attempt(gang, "stopped", "the run was interrupted: its tasks ended with it", previous.last_time)
         am.log(f"gang {name}: attempt {saved.attempt} ended with the earlier run; "
                f"starting attempt {saved.attempt + 1}")
         am.gangs.append(am._new_gang(name, roles, saved.attempt + 1, history))

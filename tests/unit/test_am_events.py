@@ -148,3 +148,22 @@ def test_a_gang_backing_off_is_placed_again_when_its_backoff_ends(tmp_path, plac
     assert [r.outcome for r in runs.runs] == ["succeeded"] * 3
     assert sum(a.releases for r in runs.runs for a in r.am.history()) >= 1
     assert len(placements) < 40        # a handful of placements, not one per heartbeat of waiting
+
+
+def test_the_view_says_when_the_cluster_grew():
+    from dataclasses import replace
+
+    from gangmaster.am.cluster_tracker import ClusterTracker
+
+    sim = Simulation(gpu_nodes(2))
+    tracker = ClusterTracker(sim.client.cluster_nodes)
+    n0, n1 = sim.client.cluster_nodes()
+    fuller = replace(n0, free=R(60000, 15, gpus=2, gpu_mask=0b0011, port_ranges=n0.free.port_ranges))
+    assert not tracker.apply([fuller])                        # less room: nothing can fit that did not
+    assert tracker.view.free(0).gpu_mask == 0b0011 and tracker.view.free(0).memory_mb == 60000
+    assert tracker.apply([n0]) and tracker.grown == 1          # the room came back
+    assert not tracker.apply([replace(n1, state=n1.state.UNHEALTHY)])
+    assert tracker.apply([n1]) and tracker.grown == 2          # healthy again
+    assert not tracker.apply([n1])                             # the same report again changes nothing
+    assert tracker.apply([replace(n0, host="n9")])             # a node it never knew: read afresh
+    assert len(tracker.view) == 2

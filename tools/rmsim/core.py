@@ -147,7 +147,7 @@ class ResourceManager:
         self.containers: dict[str, ContainerRecord] = {}   # every container ever (finished ones too)
         self.node_containers: list[set] = [set() for _ in specs]
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
-        self._capacity = [s.capacity for s in specs]   # each node's, as node reports carry it
+        self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
         self._headroom_of: tuple = (None, None)          # ((version, queue), headroom) of the latest answer
         self.next_app = 1
         self.next_container = 1
@@ -244,7 +244,10 @@ class ResourceManager:
 
     def _node_report(self, i: int) -> NodeReport:
         spec = self.ledger.specs[i]
-        return NodeReport(spec.host, spec.rack, self.ledger.states[i], self._capacity[i], self.ledger.free(i),
+        capacity = self._capacity[i]
+        if capacity is None:
+            capacity = self._capacity[i] = spec.capacity
+        return NodeReport(spec.host, spec.rack, self.ledger.states[i], capacity, self.ledger.free(i),
                           spec.labels, spec.gpu_type, spec.topology, len(self.node_containers[i]),
                           self.ledger.health_reports[i])
 
