@@ -12,7 +12,7 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.rmsim.simulation import Simulation
-from gangmaster.tools.rmsim.workload import (RUNS_UNTIL_STOPPED, JobWorkload, RoleBehaviour, TaskBehaviour,
+from gangmaster.tools.rmsim.workload import (RUNS_UNTIL_STOPPED, JobWorkload, TaskBehaviour,
                                              raw_task_env)
 from gangmaster.tools.validate_cmd import render, to_json
 
@@ -92,7 +92,8 @@ def test_a_raw_container_ends_as_its_environment_says():
     sim = Simulation([NodeSpec("n0", "r", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20009"))])
     app = sim.client.submit(ApplicationSubmission("raw"))
     sim.client.register(app)
-    timed, forever = sim.client.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(1, R(512, 1), count=2),))).allocated
+    asks = (ResourceRequest(1, R(512, 1), count=2),)
+    timed, forever = sim.client.allocate(AllocateRequest(app, 1, asks=asks)).allocated
     sim.client.start_container(timed.container_id, LaunchContext.of(["x"], raw_task_env(12, exit_code=5)))
     sim.client.start_container(forever.container_id, LaunchContext.of(["x"]))
     sim.run_until(11.9)
