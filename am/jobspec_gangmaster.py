@@ -29,10 +29,10 @@ KEY = "gangmaster"
 ROLE_KEYS = ("maxInstancesPerNode", "requestRatio", "nodeLabel", "gpuTypes", "selector",
              "rackPolicy", "simulatedDurationSeconds", "simulatedExitCode")
 #: Testing aids: role level only (a job-wide injected failure would be a surprise).
-ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode")
+ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode", "failBeforeBarrier")
 #: What the role's tasks do in simulation (see the module docstring).
 SIMULATION_KEYS = ("simulatedDurationSeconds", "simulatedExitCode", "failOnAttempts", "failInstance",
-                   "failExitCode")
+                   "failExitCode", "failBeforeBarrier")
 #: Keys that only make sense for the whole job.
 JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts")
 
@@ -78,6 +78,7 @@ def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fiel
         "failOnAttempts": ("failOnAttempts", _attempt_list),
         "failInstance": ("failInstance", lambda f, k: f.integer(k, minimum=0)),
         "failExitCode": ("failExitCode", lambda f, k: f.integer(k, minimum=1, maximum=255)),
+        "failBeforeBarrier": ("failBeforeBarrier", lambda f, k: f.boolean(k)),
     }
 
 

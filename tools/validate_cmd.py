@@ -56,7 +56,7 @@ def to_json(spec: JobSpec) -> dict:
         failure = simulated.failure
         role.update(simulated_duration_s=simulated.duration_s, simulated_exit_code=simulated.exit_code,
                     simulated_failure={"attempts": list(failure.attempts), "instance": failure.instance,
-                                       "exit_code": failure.exit_code})
+                                       "exit_code": failure.exit_code, "before_barrier": failure.before_barrier})
     return data
 
 
@@ -89,7 +89,8 @@ def render(spec: JobSpec) -> str:
         lines += [f"  completion.{note}" for note in c.notes]
         failure = _simulated(spec, role).failure
         if failure.attempts:
-            lines.append(f"  testing aid: instance {failure.instance} exits {failure.exit_code} "
+            when = " at once, before its barrier," if failure.before_barrier else ""
+            lines.append(f"  testing aid: instance {failure.instance} exits {failure.exit_code}{when} "
                          f"in attempt(s) {', '.join(map(str, failure.attempts))}")
         for command in role.commands:
             lines.append(f"  $ {command.rstrip()}")

@@ -20,7 +20,7 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.clock import VirtualLoop
-from gangmaster.tools.rmsim.workload import BARRIER_ERROR_EXIT_CODE, InjectedFailure, RoleBehaviour
+from gangmaster.tools.rmsim.workload import BARRIER_ERROR_EXIT_CODE
 
 PORTS = PortRanges.parse("20000-20099")
 
@@ -29,7 +29,12 @@ def nodes(n: int) -> list[NodeSpec]:
     return [NodeSpec(f"n{i}", "rack-0", frozenset(), "V100", None, 65536, 16, 4, PORTS) for i in range(n)]
 
 
-def job(instances: int = 4, retry: int = 1, duration: float = 100, min_failed: int = 1, extra: str = "") -> str:
+#: Instance 2 of the worker role crashes on start in attempt 1, never reaching its barrier.
+FAILS_BEFORE_BARRIER = "failOnAttempts: [1], failInstance: 2, failExitCode: 3, failBeforeBarrier: true"
+
+
+def job(instances: int = 4, retry: int = 1, duration: float = 100, min_failed: int = 1, extra: str = "",
+        failure: str = FAILS_BEFORE_BARRIER) -> str:
     return f"""
 protocolVersion: 2
 name: j
@@ -41,20 +46,14 @@ taskRoles:
     completion: {{minFailedInstances: {min_failed}}}
     resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
     commands: [train]
-    gangmaster: {{simulatedDurationSeconds: {duration}}}
+    gangmaster: {{simulatedDurationSeconds: {duration}{", " + failure if failure else ""}}}
 gangmaster: {{retryScope: job{extra}}}
 """
 
 
-def fails_before_barrier(runs: SimulatedRuns, instance: int = 2, duration: float = 100) -> None:
-    """Instance ``instance`` of the worker role crashes on start in attempt 1, never reaching its barrier."""
-    runs.sim.workload.set_role("j", "worker", RoleBehaviour(
-        duration, 0, InjectedFailure(attempts=(1,), instance=instance, exit_code=3, before_barrier=True)))
-
-
 def test_a_gang_meets_at_its_barrier_then_runs_its_duration(tmp_path):
     runs = SimulatedRuns(nodes(2))
-    run = runs.submit(parse_job(job(instances=4)), tmp_path)
+    run = runs.submit(parse_job(job(instances=4, failure="")), tmp_path)
     assert runs.run() and run.outcome == "succeeded"
     stats = runs.sim.barrier.statistics()
     assert (stats.arrivals, stats.releases, stats.attempts_open) == (4, 1, 0)   # closed when it succeeded
@@ -68,7 +67,6 @@ def test_a_gang_meets_at_its_barrier_then_runs_its_duration(tmp_path):
 def test_a_member_failing_before_the_barrier_fails_the_barrier_and_the_waiters_are_told_at_once(tmp_path):
     runs = SimulatedRuns(nodes(2))
     run = runs.submit(parse_job(job(instances=4)), tmp_path)
-    fails_before_barrier(runs)
     assert runs.run() and run.outcome == "succeeded"
     first, second = run.am.history()
     assert (first.outcome, second.outcome) == ("failed", "succeeded")
@@ -88,7 +86,6 @@ def test_a_barrier_that_never_completes_times_out_in_virtual_time(tmp_path):
     # barrier until the job's barrier timeout, in virtual time; then they fail too.
     runs = SimulatedRuns(nodes(2))
     run = runs.submit(parse_job(job(instances=4, min_failed=2, extra=", barrierTimeoutSeconds: 30")), tmp_path)
-    fails_before_barrier(runs)
     assert runs.run() and run.outcome == "succeeded"
     first, second = run.am.history()
     assert first.outcome == "failed" and second.outcome == "succeeded"
@@ -104,7 +101,6 @@ def test_without_a_timeout_the_others_wait_until_the_job_runs_out_of_time(tmp_pa
     from gangmaster.am.am_settings import AMSettings
     runs = SimulatedRuns(nodes(2), AMSettings(max_virtual_time_s=3600))
     run = runs.submit(parse_job(job(instances=4, min_failed=2)), tmp_path)
-    fails_before_barrier(runs)
     assert not runs.run()
     assert run.outcome is None
     assert runs.sim.barrier.statistics().timeouts == 0
@@ -138,8 +134,7 @@ def test_the_in_process_coordinator_times_out_on_the_loop_and_leaves_no_call_beh
 def test_tokens_are_numbered_so_a_simulation_replays(tmp_path):
     def tokens(where):
         runs = SimulatedRuns(nodes(2))
-        runs.submit(parse_job(job(instances=2, retry=1)), where)
-        fails_before_barrier(runs, instance=1)
+        runs.submit(parse_job(job(instances=3, retry=1)), where)
         assert runs.run()
         return [r.get("barrier_token") for r in map(_json, (where / "journal.jsonl").read_text().splitlines())
                 if r["kind"] == "launched"]
@@ -151,3 +146,17 @@ def test_tokens_are_numbered_so_a_simulation_replays(tmp_path):
 def _json(line: str) -> dict:
     import json
     return json.loads(line)
+
+
+def test_gangmaster_run_shows_the_failed_barrier(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    path = tmp_path / "job.yaml"
+    path.write_text(job(instances=4))
+    cluster = Path(__file__).resolve().parents[2] / "conf" / "clusters" / "default.yaml"
+    result = subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", "run", str(path), "--cluster", str(cluster),
+                             "--work-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "gang worker attempt 1: barrier failed, 3 waiting task(s) told at once" in result.stdout
+    assert "j (app_0001): SUCCEEDED" in result.stdout

@@ -120,5 +120,7 @@ def test_validate_shows_what_the_workload_model_makes_of_the_keys():
     assert rows["ps"][-1] == "60" and rows["worker"][-1] == "5"
     worker = next(r for r in to_json(spec)["roles"] if r["name"] == "worker")
     assert (worker["simulated_duration_s"], worker["simulated_exit_code"], worker["simulated_failure"]) == (
-        5.0, 4, {"attempts": [2], "instance": 1, "exit_code": 9})
+        5.0, 4, {"attempts": [2], "instance": 1, "exit_code": 9, "before_barrier": False})
+    before = render(parse_job(JOB.replace("failExitCode: 9}", "failExitCode: 9, failBeforeBarrier: true}")))
+    assert "testing aid: instance 1 exits 9 at once, before its barrier, in attempt(s) 2" in before
 

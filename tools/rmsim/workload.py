@@ -11,7 +11,8 @@ AM, nor the job spec it reads, nor the RM protocol carries a duration or an exit
 **Tasks of a job** (:class:`JobWorkload`, which a driver tells of each job it
 submits): a role's behaviour comes from the job file's simulation keys
 (``gangmaster: simulatedDurationSeconds``, ``simulatedExitCode``, and the testing aids
-``failOnAttempts``/``failInstance``/``failExitCode``; ``conf/jobs/README.md``), which
+``failOnAttempts``/``failInstance``/``failExitCode``/``failBeforeBarrier``;
+``conf/jobs/README.md``), which
 the job reader checks and carries untouched in ``JobSpec.simulation``. Such a task
 first arrives at its gang's barrier (epoch 0) and, once every task of the gang has
 arrived, runs for its duration and exits with its code. So barrier semantics hold in
@@ -94,7 +95,7 @@ class RoleBehaviour:
         """From a role's simulation keys as the job file names them (``JobSpec.simulation``;
         the job reader has checked their values)."""
         failure = InjectedFailure(tuple(keys.get("failOnAttempts", ())), keys.get("failInstance", 0),
-                                  keys.get("failExitCode", 1))
+                                  keys.get("failExitCode", 1), keys.get("failBeforeBarrier", False))
         return cls(float(keys.get("simulatedDurationSeconds", DEFAULT_DURATION_S)),
                    keys.get("simulatedExitCode", 0), failure)
 
@@ -130,11 +131,6 @@ class JobWorkload:
         if known != roles:
             raise ValueError(f"job {job.name!r}: another job of that name, simulated differently, is already "
                              "known; simulated tasks are told apart by their job's name")
-
-    def set_role(self, job: str, role: str, behaviour: RoleBehaviour) -> None:
-        """Make every task of ``role`` of ``job`` behave as ``behaviour`` from now on
-        (tests: a failure the job keys cannot express, such as one before the barrier)."""
-        self._jobs.setdefault(job, {})[role] = behaviour
 
     def task(self, env: Mapping[str, str]) -> TaskBehaviour:
         roles = self._jobs.get(env.get(ENV_JOB_NAME, "").rpartition("~")[2])
