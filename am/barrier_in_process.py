@@ -11,6 +11,7 @@ running (a driver that asks whether anything is still to come gets a true answer
     loop = VirtualLoop()
     barrier = InProcessBarrier(loop)
     token = barrier.open_attempt("job", "gang", 1, [TaskInfo(0, "h0"), TaskInfo(1, "h1")], timeout_s=30)
+    outcomes = []
     barrier.arrive(Arrival("job", "gang", 1, token, task=0, epoch=0), outcomes.append)
     loop.run_until(60)            # task 1 never arrived: task 0 got a BarrierTimeout at t=30
 
