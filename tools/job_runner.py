@@ -1,8 +1,9 @@
 """Drivers that run jobs through the AM on the RM simulator.
 
-* :class:`SimulatedRuns` — virtual time: tasks are timers of their simulated
-  duration; a day of cluster time passes in moments, and the same inputs give
-  the same run.
+* :class:`SimulatedRuns` — virtual time: what a task does is the simulator's
+  workload model's to say (it meets its gang at the simulation's in-process
+  barrier, then lasts its simulated duration); a day of cluster time passes in
+  moments, and the same inputs give the same run.
 * :class:`LiveRuns` — real time: tasks are real local processes started by the
   RM's process NodeManager, and they meet at barriers served by a real gRPC
   coordinator inside the AM.
@@ -208,6 +209,13 @@ class SimulatedRuns(_Runs):
         self._seen: dict[int, int] = {}   # id(am) -> the RM's version its last heartbeat saw, if it changed nothing
         super().__init__(self.sim.core, self.sim.client, self.sim.loop, settings or AMSettings(),
                          selection or SelectionSettings(), echo)
+
+    def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
+        self.sim.workload.add_job(job)   # before its AM can launch a task
+        return super().submit(job, work_dir, queue)
+
+    def _am_extras(self, run: JobRun) -> dict:
+        return {"barrier": self.sim.barrier}
 
     def run(self) -> bool:
         """Run until every job is done or ``max_virtual_time_s`` passes; True when all are done.

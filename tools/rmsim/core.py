@@ -125,7 +125,10 @@ class Application:
 
 class ResourceManager:
     """The RM. ``clock`` defaults to a fresh :class:`VirtualLoop`; ``node_manager``
-    to the simulated one (container ends after ``LaunchContext.duration_s``)."""
+    to a simulated one with no workload and no barrier (a container lasts what its
+    ``GANGMASTER_SIMULATED_*`` variables say, else until stopped: see
+    :mod:`~gangmaster.tools.rmsim.workload`; :class:`~gangmaster.tools.rmsim.simulation.Simulation`
+    wires a complete one)."""
 
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, clock=None,
                  node_manager=None, lock: threading.RLock | None = None,
