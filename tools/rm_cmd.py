@@ -78,7 +78,8 @@ def add_parser(sub):
     serve.add_argument("--work-dir", help="where task logs and exit files go (default: next to --state, "
                                           "else ./rm-tasks)")
     serve.add_argument("--config", help="override file for conf/defaults.yaml (its `rm:` section: process "
-                                        "poll interval, kill grace, state save interval, gRPC workers)")
+                                        "poll interval, kill grace, state save interval, gRPC workers, "
+                                        "allocation expiry, scheduling interval)")
     serve.add_argument("--verbose", "-v", action="store_true", help="log scheduling and scenario steps")
     serve.set_defaults(func=_serve)
 
@@ -125,16 +126,16 @@ def _serve_security(args):
 
 def _serve(args) -> int:
     from gangmaster.am.grpc_security import ListenError, check_bindable
-    from gangmaster.conf.fields import ConfigError
     from gangmaster.selectors.cluster_file import load_cluster_specs
     from gangmaster.tools.rmsim.ledger import NodeLedger
+    from gangmaster.tools.rmsim.live_rm import LiveRM
     from gangmaster.tools.rmsim.queues import load_queues
+    from gangmaster.tools.rmsim.rm_settings import RMSettings
     from gangmaster.tools.rmsim.scenario import Scenario
-    from gangmaster.tools.rmsim.server import LiveRM, schedule_scenario, start_server
+    from gangmaster.tools.rmsim.server import start_server
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from gangmaster.tools.rmsim.rm_settings import RMSettings
     knobs = RMSettings.load(args.config)
     security = _serve_security(args)
     specs = load_cluster_specs(args.cluster)
@@ -143,9 +144,8 @@ def _serve(args) -> int:
     try:
         if args.port:
             check_bindable(args.host, args.port)   # before the state file is touched
-        live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir, poll_s=knobs.process_poll_s,
-                      save_every_s=knobs.state_save_interval_s, kill_grace_s=knobs.kill_grace_s,
-                      allocation_expiry_s=knobs.allocation_expiry_s)
+        live = LiveRM.from_settings(specs, queues, knobs, work_dir=args.work_dir, state_path=args.state,
+                                    scenario=scenario)
         try:
             server, port = start_server(live, args.host, args.port, workers=knobs.grpc_workers, security=security)
         except BaseException:
@@ -154,8 +154,6 @@ def _serve(args) -> int:
     except ListenError as exc:
         print(f"gangmaster rm serve: {exc}", file=sys.stderr)
         return 2
-    if scenario is not None:
-        schedule_scenario(live, scenario)
     print(f"listening on {args.host}:{port}" + (" (restored from state)" if live.restored else ""), flush=True)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
