@@ -69,11 +69,7 @@ class LiveRM:
                                         allocation_expiry_s=allocation_expiry_s,
                                         scheduling_interval_s=scheduling_interval_s)
         if restored and allocation_expiry_s is not None:
-            with lock:
-                self.core.allocation_expiry_s = allocation_expiry_s
-                for rec in self.core.containers.values():   # the clock restarts: a full expiry from now
-                    if rec.state.value == "ALLOCATED":
-                        self.clock.call_later(allocation_expiry_s, self.core._expire_allocation, rec)
+            self.core.restart_allocation_expiry(allocation_expiry_s)
         self.restored = restored
         self._saved_version = -1
         self.save()
