@@ -51,7 +51,7 @@ taskRoles:
   worker:
     instances: 2
     resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
-    commands: [sleep 1000]
+    commands: ['if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep %s; fi']
 """
 
 
@@ -151,7 +151,7 @@ def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):
     marker = new_marker()
     server, address = start_rm_serve(tmp_path, "--work-dir", str(tmp_path / "rm-tasks"),
                                      env={**os.environ, MARKER_VAR: marker})
-    (tmp_path / "job.yaml").write_text(SLEEPS)
+    (tmp_path / "job.yaml").write_text(SLEEPS % 1000)        # attempt 1 runs until stopped; a later one ends at once
     proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir",
                              str(tmp_path / "run"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tmp_path)
@@ -166,12 +166,40 @@ def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):
         with GrpcRMClient(address) as rm:
             report = rm.application_report("app_0001")
             assert report.state is AppState.KILLED and "interrupted by SIGTERM" in report.diagnostics
+        resumed = am(address, tmp_path / "job.yaml", tmp_path / "run")   # the same folder: a new application
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert "job sleeps (app_0002): SUCCEEDED" in resumed.stdout
+        assert "gang worker attempt 1: stopped" in resumed.stdout
+        assert "gang worker attempt 2: succeeded" in resumed.stdout
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
         stop_rm_serve(server)
         kill_marked(marker)
+
+
+def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serve, tmp_path):
+    address, token, state = rm_serve
+    (tmp_path / "job.yaml").write_text(SLEEPS % 8)   # long enough for the new AM to find the tasks running
+    work = tmp_path / "run"
+    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir", str(work),
+                             "--token-file", str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    try:
+        wait_until(lambda: any(r["kind"] == "launched" for r in read_records(work / JOURNAL_FILE)), 60,
+                   "the gang to start")
+        with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
+            rm.inject_fault("kill_am", app_id="app_0001")
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stdout + stderr
+    assert "AM attempt 2 of app_0001" in stdout and "job sleeps (app_0001): SUCCEEDED" in stdout
+    assert "gang worker attempt 1: succeeded" in stdout          # its tasks were kept across AM attempts
+    assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 1
 
 
 def test_an_rm_that_cannot_be_used_is_a_clear_error(rm_serve, tmp_path):
