@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from gangmaster.tools.arg_types import address, port_number, seconds
+from gangmaster.tools.rm_cmd import add_client_security
 
 
 def add_parser(sub):
@@ -48,9 +49,7 @@ def add_parser(sub):
     parser.add_argument("job", help="job file")
     parser.add_argument("--rm", required=True, type=address, metavar="HOST:PORT",
                         help="address of `gangmaster rm serve` (what it printed after 'listening on')")
-    parser.add_argument("--token-file", help="the RM's token file (when it was started with --token-file)")
-    parser.add_argument("--tls-ca", help="PEM certificate to trust (the RM's --tls-cert, or its CA) when the RM "
-                                         "uses TLS")
+    add_client_security(parser)
     parser.add_argument("--queue", default="default", help="the RM queue to submit to (default: default)")
     parser.add_argument("--work-dir", help="folder for the journal, logs and task outputs (default: "
                                            "./gangmaster-runs/<job>-<n>, a new one each run); a folder holding "
@@ -70,20 +69,18 @@ def add_parser(sub):
 
 def _am(args) -> int:
     from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.grpc_security import ClientSecurity, read_token
     from gangmaster.am.jobspec import load_job
     from gangmaster.am.rm_client_grpc import GrpcRMClient
     from gangmaster.am.rm_protocol import RMError
-    from gangmaster.conf.limits import RM_MAX_TOKEN_CHARS
     from gangmaster.selectors.selector import selector_classes
     from gangmaster.tools.job_runner import RemoteRuns
+    from gangmaster.tools.rm_cmd import client_security
     from gangmaster.tools.run_cmd import am_and_selection_settings, new_work_dir, print_metrics_url, print_reports
 
     am_settings, selection = am_and_selection_settings(args)
     barrier_config = BarrierConfig.load(args.config)
     job = load_job(args.job, selectors=list(selector_classes()))
-    token = read_token(args.token_file, "--token-file", RM_MAX_TOKEN_CHARS) if args.token_file else None
-    security = ClientSecurity(tls_ca_file=args.tls_ca, token=token)
+    security = client_security(args)
     # The tasks start in the RM's folder: every path they are given must be absolute.
     base = (Path(args.work_dir) if args.work_dir else new_work_dir(job.name)).resolve()
     echo = None if args.quiet or args.json else (lambda line: print(line, flush=True))

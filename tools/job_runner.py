@@ -348,8 +348,8 @@ class _RealTime:
                 if not run.done:
                     try:
                         self.client.kill(run.app_id, why)
-                    except Exception:  # noqa: BLE001 - best effort on the way out; the tasks are stopped below
-                        log.exception("killing %s", run.app_id)
+                    except RMError as exc:   # best effort on the way out (a remote RM may be gone)
+                        log.warning("could not kill %s at the RM: %s", run.app_id, exc.message)
         self._stop_rm()
         self.barrier.stop()
         for sig, handler in self._previous_handlers.items():

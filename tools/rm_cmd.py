@@ -23,19 +23,26 @@ from gangmaster.tools.arg_types import address, port_number
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def _add_client_security(parser) -> None:
+def add_client_security(parser) -> None:
+    """``--token-file`` and ``--tls-ca``: what every client of `rm serve` passes (see :func:`client_security`)."""
     parser.add_argument("--token-file", help="the server's token file (when it was started with --token-file)")
     parser.add_argument("--tls-ca", help="PEM certificate to trust (the server's --tls-cert, or its CA) "
                                          "when the server uses TLS")
 
 
-def _client(args):
+def client_security(args):
+    """The ClientSecurity of ``--token-file`` and ``--tls-ca`` (a bad token file is a ConfigError naming it)."""
     from gangmaster.am.grpc_security import ClientSecurity, read_token
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
     from gangmaster.conf.limits import RM_MAX_TOKEN_CHARS
 
     token = read_token(args.token_file, "--token-file", RM_MAX_TOKEN_CHARS) if args.token_file else None
-    return GrpcRMClient(args.address, security=ClientSecurity(tls_ca_file=args.tls_ca, token=token))
+    return ClientSecurity(tls_ca_file=args.tls_ca, token=token)
+
+
+def _client(args):
+    from gangmaster.am.rm_client_grpc import GrpcRMClient
+
+    return GrpcRMClient(args.address, security=client_security(args))
 
 
 def add_parser(sub):
@@ -85,7 +92,7 @@ def add_parser(sub):
 
     nodes = rm_sub.add_parser("nodes", help="list a running RM's nodes with their free resources")
     nodes.add_argument("--address", type=address, required=True, help="HOST:PORT of `gangmaster rm serve`")
-    _add_client_security(nodes)
+    add_client_security(nodes)
     nodes.set_defaults(func=_nodes)
 
     fault = rm_sub.add_parser("fault", help="inject a fault into a running RM")
@@ -96,7 +103,7 @@ def add_parser(sub):
     fault.add_argument("--container", default="")
     fault.add_argument("--app", default="")
     fault.add_argument("--exit-code", type=int, default=1)
-    _add_client_security(fault)
+    add_client_security(fault)
     fault.set_defaults(func=_fault)
     return parser
 
