@@ -282,6 +282,9 @@ class _RealTime:
     task's processes."""
 
     def _start_coordinator(self, barrier_config) -> None:
+        """Start the barrier coordinator, and catch the stop signals from now on: one that
+        arrives before :meth:`run` (while a job is submitted) ends it at once, and the
+        application is still killed at the RM."""
         from gangmaster.am.barrier_config import BarrierConfig
         from gangmaster.am.barrier_server import BarrierServer
 
@@ -292,6 +295,7 @@ class _RealTime:
         self.timed_out = False
         self.stopped_tasks = 0     # containers whose processes shutdown() had to stop
         self._previous_handlers: dict = {}
+        self._catch_stop_signals()
 
     def _am_extras(self, run: JobRun) -> dict:
         # Tasks run with this Python first on PATH, so a job's `python -m ...` finds gangmaster.
@@ -305,9 +309,8 @@ class _RealTime:
 
     def run(self, timeout_s: float | None = None) -> bool:
         """Wait until every job is done, ``timeout_s`` passes, or SIGTERM or SIGINT
-        arrives; True when all are done. Call :meth:`shutdown` afterwards: the
-        signals stay caught until it has stopped every task."""
-        self._catch_stop_signals()
+        arrives (or arrived since the driver was built); True when all are done. Call
+        :meth:`shutdown` afterwards: the signals stay caught until it has stopped every task."""
         watcher = self.clock.every(0.05, self._check_done)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
