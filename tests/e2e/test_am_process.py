@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections import defaultdict
 from pathlib import Path
 
@@ -199,6 +200,44 @@ def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serv
     assert proc.returncode == 0, stdout + stderr
     assert "AM attempt 2 of app_0001" in stdout and "job sleeps (app_0001): SUCCEEDED" in stdout
     assert "gang worker attempt 1: succeeded" in stdout          # its tasks were kept across AM attempts
+    assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 1
+
+
+def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
+    """kill -9 of `rm serve --state` while the gang runs, and the same RM started again on
+    the same port: the AM's heartbeats fail meanwhile, then go on; the tasks, adopted by
+    the restored RM, finish and the job succeeds."""
+    state, token = tmp_path / "rm-state.json", tmp_path / "token"
+    args = ("--state", str(state), "--token-file", str(token), "--work-dir", str(tmp_path / "rm-tasks"))
+    server, address = start_rm_serve(tmp_path, *args)
+    (tmp_path / "job.yaml").write_text(SLEEPS % 6)
+    work = tmp_path / "run"
+    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir", str(work),
+                             "--token-file", str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    try:
+        wait_until(lambda: any(r["kind"] == "launched" for r in read_records(work / JOURNAL_FILE)), 60,
+                   "the gang to start")
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+        reader.start()
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=10)
+        wait_until(lambda: any("the RM did not answer a heartbeat" in line for line in lines), 30,
+                   "the AM to find the RM gone")
+        server, again = start_rm_serve(tmp_path, *args, "--port", address.rsplit(":", 1)[1])
+        assert again == address
+        proc.wait(timeout=90)
+        reader.join(timeout=10)
+        stdout, stderr = "".join(lines), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        stop_rm_serve(server)
+    assert proc.returncode == 0, stdout + stderr
+    assert "the RM answers again" in stdout
+    assert "job sleeps (app_0001): SUCCEEDED" in stdout and "gang worker attempt 1: succeeded" in stdout
     assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 1
 
 
