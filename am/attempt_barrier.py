@@ -5,27 +5,25 @@ environment gets what it needs to reach it), reopened by an AM that recovers a
 running attempt, and ended with the attempt: closed when it succeeded, failed
 otherwise, so every task waiting in it is told at once.
 
-The coordinator is a :class:`~gangmaster.am.barrier_server.BarrierServer` in live
-runs; a simulated run has none yet (``None``), so this is the one place that asks.
+The coordinator is a :class:`~gangmaster.am.gang_barrier.GangBarrier`: the gRPC
+coordinator in live runs, the in-process one on the virtual clock in simulation.
 """
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
 from .barrier import TaskInfo
+from .gang_barrier import GangBarrier
 from .gang_run import GangRun
 
 
 class AttemptBarrier:
-    def __init__(self, coordinator, job: str, timeout_s: float | None, log: Callable[[str], None]):
-        self.coordinator = coordinator     # the barrier coordinator, or None (no barrier in this run)
+    def __init__(self, coordinator: GangBarrier, job: str, timeout_s: float | None, log: Callable[[str], None]):
+        self.coordinator = coordinator
         self.job, self.timeout_s, self.log = job, timeout_s, log
 
-    def open(self, gang: GangRun, infos: Sequence[TaskInfo]) -> tuple[str | None, list[dict[str, str]]]:
-        """Open the attempt's barrier: its token (None without a coordinator) and each
-        task's environment for it, by rank."""
-        if self.coordinator is None:
-            return None, [{} for _ in infos]
+    def open(self, gang: GangRun, infos: Sequence[TaskInfo]) -> tuple[str, list[dict[str, str]]]:
+        """Open the attempt's barrier: its token and each task's environment for it, by rank."""
         token = self.coordinator.open_attempt(self.job, gang.name, gang.attempt, infos, timeout_s=self.timeout_s)
         gang.barrier_open = True
         return token, [self.coordinator.task_env(self.job, gang.name, gang.attempt, rank)
@@ -35,8 +33,6 @@ class AttemptBarrier:
         """The recovered attempt's barrier: still open when the coordinator outlived the
         AM (it belongs to the driver); otherwise opened again with the token its tasks
         already hold, so their next call is accepted."""
-        if self.coordinator is None:
-            return
         try:
             self.coordinator.task_env(self.job, gang.name, gang.attempt, 0)
         except KeyError:
@@ -57,7 +53,7 @@ class AttemptBarrier:
     def end(self, gang: GangRun, outcome: str, reason: str) -> None:
         """The attempt ended: close its barrier when it succeeded, else fail it (every waiting
         task is told at once)."""
-        if self.coordinator is None or not gang.barrier_open:
+        if not gang.barrier_open:
             return
         if outcome == "succeeded":
             self.coordinator.close_attempt(self.job, gang.name, gang.attempt)

@@ -61,6 +61,7 @@ from .am_settings import AMSettings
 from .attempt_barrier import AttemptBarrier
 from .barrier import TaskInfo
 from .cluster_tracker import ClusterTracker
+from .gang_barrier import GangBarrier
 from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, read_records, replay
@@ -89,7 +90,7 @@ class ApplicationMaster:
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
-                 barrier=None, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
+                 barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
                  task_env: Mapping[str, str] | None = None):
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         self.settings = settings or AMSettings()
@@ -332,10 +333,7 @@ class ApplicationMaster:
         shared = sorted({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue)}.items())
         commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
         for rank, (slot, me) in enumerate(zip(slots, placed)):
-            role = acq.roles[slot.role]
-            launch = LaunchContext(commands[slot.role], _task_env(shared, {**own_env(me), **barrier_envs[rank]}),
-                                   duration_s=role.simulated_duration_s,
-                                   exit_code=role.simulated_exit(slot.index, gang.attempt))
+            launch = LaunchContext(commands[slot.role], _task_env(shared, {**own_env(me), **barrier_envs[rank]}))
             c = slot.container
             task = TaskRecord(slot.role, slot.index, rank, c.container_id, c.host,
                               tuple(indices_of(c.resource.gpu_mask)), infos[rank].ports, now)

@@ -62,8 +62,10 @@ def blocker(sim, hosts) -> tuple[str, int, list[str]]:
 
 
 def start_am(sim, text, work_dir, **kw) -> ApplicationMaster:
+    spec = parse_job(text)
+    sim.workload.add_job(spec)
     app = sim.client.submit(ApplicationSubmission("ours"))
-    am = ApplicationMaster(parse_job(text), sim.client, app, sim.now, work_dir, **kw)
+    am = ApplicationMaster(spec, sim.client, app, sim.now, work_dir, barrier=sim.barrier, **kw)
     sim.every(1.0, am.heartbeat)
     return am
 

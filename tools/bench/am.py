@@ -91,9 +91,10 @@ def stuck_gang(specs, job, blacklisted: int, wait_s: float) -> int:
     sim = Simulation(specs)
     for spec in specs[:blacklisted]:
         sim.core.mark_unhealthy(spec.host, "blacklisted (bench am)")
+    sim.workload.add_job(job)
     app_id = sim.client.submit(ApplicationSubmission(job.name))
     with tempfile.TemporaryDirectory() as work:
-        am = ApplicationMaster(job, sim.client, app_id, sim.now, work)
+        am = ApplicationMaster(job, sim.client, app_id, sim.now, work, barrier=sim.barrier)
         planning = [0.0]
         plan = am._plan
 
