@@ -71,8 +71,8 @@ from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .progress_log import ProgressLog
 from .rm_client import RMClient
-from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, LaunchContext, \
-    RMError, WrongState
+from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
+    LaunchContext, RMError, StartContainers, StartRefused, WrongState
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
 
@@ -329,21 +329,24 @@ class ApplicationMaster:
         infos = [TaskInfo(rank, p.host, {label: ports[0] for label, ports in p.ports.items() if ports},
                           p.role, p.index) for rank, p in enumerate(placed)]
         token, barrier_envs = self._barrier.open(gang, infos)
-        tasks: list[TaskRecord] = []
-        shared = sorted({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue)}.items())
+        shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt,
+                                                                      self.queue)}.items()))
         commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
-        for rank, (slot, me) in enumerate(zip(slots, placed)):
-            launch = LaunchContext(commands[slot.role], _task_env(shared, {**own_env(me), **barrier_envs[rank]}))
-            c = slot.container
-            task = TaskRecord(slot.role, slot.index, rank, c.container_id, c.host,
-                              tuple(indices_of(c.resource.gpu_mask)), infos[rank].ports, now)
-            tasks.append(task)
-            try:
-                self.rm.start_container(c.container_id, launch)
-            except RMError as exc:
-                task.state, task.finished_at, task.diagnostics = TaskState.FAILED, now, exc.message
-                self._to_release += [s.container.container_id for s in slots[rank:]]
-                break
+        tasks = [TaskRecord(s.role, s.index, rank, s.container.container_id, s.container.host,
+                            tuple(indices_of(s.container.resource.gpu_mask)), infos[rank].ports, now)
+                 for rank, s in enumerate(slots)]
+        own = (LaunchContext(commands[t.role], tuple({**own_env(me), **barrier_envs[t.rank]}.items()))
+               for t, me in zip(tasks, placed))
+        try:
+            refused = self.rm.start_containers(StartContainers(
+                tuple(ContainerLaunch(t.container_id, launch) for t, launch in zip(tasks, own)), shared))
+        except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
+            refused = StartRefused(0, tasks[0].container_id, exc)
+        if refused is not None:   # those before it run; it failed; those after it were never started
+            del tasks[refused.index + 1:]
+            task = tasks[-1]
+            task.state, task.finished_at, task.diagnostics = TaskState.FAILED, now, refused.error.message
+            self._to_release += [s.container.container_id for s in slots[refused.index:]]
         gang.launched(tasks)
         self._running.update((t.container_id, (gang, t)) for t in tasks if t.state is TaskState.RUNNING)
         gang.state = RoleState.RUNNING
@@ -565,13 +568,6 @@ class ApplicationMaster:
                 granted = f"{len(acq.by_container)}/{acq.total} granted"
                 out[g.name] = acq.waiting_reason or "; ".join([granted, *pending[:3]])
         return out
-
-
-def _task_env(shared: list[tuple[str, str]], own: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    """A task's environment as a LaunchContext holds it (sorted pairs): the gang's shared
-    pairs, less those the task sets itself, and its own. Every task of the gang holds the
-    same shared pair objects, so a 6,001-task launch does not build 6,001 copies of them."""
-    return tuple(sorted([*(pair for pair in shared if pair[0] not in own), *own.items()]))
 
 
 def _script(commands: Sequence[str]) -> str:

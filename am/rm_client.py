@@ -26,8 +26,8 @@ from abc import ABC, abstractmethod
 from typing import Protocol
 
 from .rm_protocol import (
-    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, ContainerStatus,
-    LaunchContext, NodeReport, RegisterResponse,
+    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, ContainerLaunch, ContainerStatus,
+    LaunchContext, NodeReport, RegisterResponse, StartContainers, StartRefused,
 )
 
 
@@ -69,7 +69,15 @@ class RMClient(ABC):
 
     # ---- NodeManager side (NMClient)
     @abstractmethod
-    def start_container(self, container_id: str, launch: LaunchContext) -> None: ...
+    def start_containers(self, request: StartContainers) -> StartRefused | None:
+        """Start a batch of containers in order, their shared launch sent and checked once;
+        stops at the first that cannot be started and says which and why (None: all started)."""
+
+    def start_container(self, container_id: str, launch: LaunchContext) -> None:
+        """Start one container: a batch of one, its refusal raised."""
+        refused = self.start_containers(StartContainers((ContainerLaunch(container_id, launch),)))
+        if refused is not None:
+            raise refused.error
 
     @abstractmethod
     def stop_container(self, container_id: str) -> None: ...
@@ -98,7 +106,7 @@ class RMCore(Protocol):
     def register(self, app_id: str) -> RegisterResponse: ...
     def allocate(self, request: AllocateRequest) -> AllocateResponse: ...
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None: ...
-    def start_container(self, container_id: str, launch: LaunchContext) -> None: ...
+    def start_containers(self, request: StartContainers) -> StartRefused | None: ...
     def stop_container(self, container_id: str) -> None: ...
     def container_status(self, container_id: str) -> ContainerStatus: ...
 
@@ -130,8 +138,8 @@ class InProcessRMClient(RMClient):
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
         self.core.finish(app_id, attempt, final_status, diagnostics)
 
-    def start_container(self, container_id: str, launch: LaunchContext) -> None:
-        self.core.start_container(container_id, launch)
+    def start_containers(self, request: StartContainers) -> StartRefused | None:
+        return self.core.start_containers(request)
 
     def stop_container(self, container_id: str) -> None:
         self.core.stop_container(container_id)

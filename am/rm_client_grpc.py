@@ -27,7 +27,7 @@ from . import rm_validation as check
 from .rm_client import RMClient
 from .rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, ContainerStatus,
-    InvalidRequest, LaunchContext, NodeReport, NotFound, RegisterResponse, RMError, WrongState,
+    InvalidRequest, NodeReport, NotFound, RegisterResponse, RMError, StartContainers, StartRefused, WrongState,
 )
 
 _FROM_CODE = {
@@ -90,10 +90,19 @@ class GrpcRMClient(RMClient):
                                                       diagnostics=diagnostics))
 
     # ---- NodeManager side
-    def start_container(self, container_id: str, launch: LaunchContext) -> None:
-        check.check_launch(launch)
-        self._call(self.stub.StartContainer, pb.StartContainerRequest(container_id=container_id,
-                                                                      launch=codec.launch_to_pb(launch)))
+    def start_containers(self, request: StartContainers) -> StartRefused | None:
+        shared_size = check.check_start(request)
+        for k, item in enumerate(request.containers):
+            try:
+                check.check_launch(item.launch, f"containers[{k}].launch", shared_size)
+            except InvalidRequest as exc:   # the core would refuse it in its turn: those before it still start
+                before = self._start(StartContainers(request.containers[:k], request.shared)) if k else None
+                return before or StartRefused(k, item.container_id, exc)
+        return self._start(request)
+
+    def _start(self, request: StartContainers) -> StartRefused | None:
+        return codec.start_refused_from_pb(self._call(self.stub.StartContainers,
+                                                      codec.start_containers_to_pb(request)))
 
     def stop_container(self, container_id: str) -> None:
         self._call(self.stub.StopContainer, pb.ContainerId(container_id=container_id))

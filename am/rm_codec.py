@@ -18,9 +18,9 @@ from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 from .proto import rm_pb2 as pb
 from .rm_validation import check_count
 from .rm_protocol import (
-    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
-    ContainerState, ContainerStatus, InvalidRequest, LaunchContext, NodeReport, NodeState, PendingAsk,
-    RegisterResponse, Rejection, ResourceRequest,
+    ERROR_CLASSES, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
+    ContainerLaunch, ContainerState, ContainerStatus, InvalidRequest, LaunchContext, NodeReport, NodeState,
+    PendingAsk, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused,
 )
 
 
@@ -89,10 +89,39 @@ def launch_to_pb(c: LaunchContext) -> pb.LaunchContext:
     return pb.LaunchContext(command=list(c.command), env=[pb.EnvVar(name=k, value=v) for k, v in c.env])
 
 
-def launch_from_pb(msg: pb.LaunchContext) -> LaunchContext:
-    check_count(msg.command, "launch.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
-    check_count(msg.env, "launch.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
+def launch_from_pb(msg: pb.LaunchContext, where: str = "launch") -> LaunchContext:
+    check_count(msg.command, f"{where}.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
+    check_count(msg.env, f"{where}.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
     return LaunchContext(tuple(msg.command), tuple(sorted((e.name, e.value) for e in msg.env)))
+
+
+def start_containers_to_pb(r: StartContainers) -> pb.StartContainersRequest:
+    return pb.StartContainersRequest(
+        shared=launch_to_pb(r.shared),
+        containers=[pb.StartContainerRequest(container_id=c.container_id, launch=launch_to_pb(c.launch))
+                    for c in r.containers])
+
+
+def start_containers_from_pb(msg: pb.StartContainersRequest) -> StartContainers:
+    check_count(msg.containers, "containers", limits.RM_MAX_CONTAINERS_PER_APP, "RM_MAX_CONTAINERS_PER_APP")
+    return StartContainers(
+        tuple(ContainerLaunch(c.container_id, launch_from_pb(c.launch, f"containers[{k}].launch"))
+              for k, c in enumerate(msg.containers)),
+        launch_from_pb(msg.shared, "shared"))
+
+
+def start_refused_to_pb(refused: StartRefused | None) -> pb.StartContainersResponse:
+    if refused is None:
+        return pb.StartContainersResponse()
+    return pb.StartContainersResponse(refused=True, index=refused.index, container_id=refused.container_id,
+                                      error_code=refused.error.code, error_message=refused.error.message)
+
+
+def start_refused_from_pb(msg: pb.StartContainersResponse) -> StartRefused | None:
+    if not msg.refused:
+        return None
+    error = ERROR_CLASSES.get(msg.error_code, RMError)(msg.error_message)
+    return StartRefused(msg.index, msg.container_id, error)
 
 
 # ------------------------------------------------------------------ responses

@@ -294,3 +294,43 @@ class LaunchContext:
     @property
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
+
+    def over(self, shared: "LaunchContext") -> "LaunchContext":
+        """This container's whole launch in a batch whose containers share ``shared``: its
+        own command (the shared one when it has none), the shared variables it does not set
+        itself, then its own."""
+        if not shared.env and not shared.command:
+            return self
+        own = {name for name, _ in self.env}
+        env = tuple(pair for pair in shared.env if pair[0] not in own) if own else shared.env
+        return LaunchContext(self.command or shared.command, env + self.env)
+
+
+@dataclass(frozen=True)
+class ContainerLaunch:
+    """One container of a :class:`StartContainers` batch and what it adds to the shared launch."""
+
+    container_id: str
+    launch: LaunchContext = LaunchContext()
+
+
+@dataclass(frozen=True)
+class StartContainers:
+    """Start a gang's containers in one call (YARN's ``StartContainersRequest``). What every
+    task of the gang has alike (its peers' hosts, the job's variables: most of a story-3
+    task's ~90 variables) is sent and checked once, in ``shared``; each container brings
+    only its own command and variables (:meth:`LaunchContext.over`)."""
+
+    containers: tuple[ContainerLaunch, ...]
+    shared: LaunchContext = LaunchContext()
+
+
+@dataclass(frozen=True)
+class StartRefused:
+    """The container of a batch the RM could not start, and why. The RM starts a batch's
+    containers in order and stops at the first it cannot start: those before it run, those
+    after it were not tried (still ALLOCATED)."""
+
+    index: int
+    container_id: str
+    error: RMError

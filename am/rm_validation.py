@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, NoReturn, Sequence
 
 from gangmaster.conf import limits
@@ -28,7 +29,8 @@ from gangmaster.conf.limits import INT32
 from gangmaster.selectors.resources import ResourceDescriptor
 
 from .rm_protocol import (
-    AllocateRequest, ApplicationSubmission, InvalidRequest, LaunchContext, ResourceRequest,
+    AllocateRequest, ApplicationSubmission, ContainerLaunch, InvalidRequest, LaunchContext, ResourceRequest,
+    StartContainers,
 )
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -154,21 +156,60 @@ def check_submission(s: ApplicationSubmission) -> None:
                      limit_name="MAX_DURATION_S")
 
 
-def check_launch(c: Any, field: str = "launch") -> None:
+def check_launch(c: Any, field: str = "launch", shared: "LaunchSize | None" = None) -> "LaunchSize":
     """What a NodeManager will start: something ``execve`` can take (no NUL, no ``=`` in a
-    variable's name), within the argument and size limits."""
+    variable's name), within the argument and size limits. In a batch, ``shared`` is what
+    the batch's shared launch already takes (:func:`check_start`): the limits hold for the
+    two together (a variable the container sets over a shared one counts twice, erring on
+    the safe side). Returns what this launch takes with ``shared``."""
     if not isinstance(c, LaunchContext):
         raise InvalidRequest(f"{field}: expected a LaunchContext, got {type(c).__name__}")
-    check_count(c.command, f"{field}.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
-    check_count(c.env, f"{field}.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
-    _check_launch_text(c, field)
+    base = shared or NO_LAUNCH
+    _check_total(base.args + len(c.command), f"{field}.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
+    _check_total(base.variables + len(c.env), f"{field}.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
+    size = base.bytes + _launch_text_bytes(c, field)
+    if size > limits.RM_MAX_LAUNCH_BYTES:
+        raise InvalidRequest(f"{field}: command and environment take {size} bytes, over the limit of "
+                             f"{limits.RM_MAX_LAUNCH_BYTES} (RM_MAX_LAUNCH_BYTES)")
+    return LaunchSize(base.args + len(c.command), base.variables + len(c.env), size)
 
 
-def _check_launch_text(c: LaunchContext, field: str) -> None:
+@dataclass(frozen=True)
+class LaunchSize:
+    """What a launch takes against the limits: arguments, variables, bytes in execve's block."""
+
+    args: int = 0
+    variables: int = 0
+    bytes: int = 0
+
+
+NO_LAUNCH = LaunchSize()
+
+
+def check_start(r: Any) -> LaunchSize:
+    """A batch of starts, before any is tried: its length and its shared launch (checked
+    once for the whole gang). Each container's own launch is checked in its turn
+    (``check_launch(own, field, shared=<this>)``); returns what the shared launch takes."""
+    if not isinstance(r, StartContainers):
+        raise InvalidRequest(f"request: expected a StartContainers, got {type(r).__name__}")
+    if not isinstance(r.containers, tuple):
+        raise InvalidRequest(f"containers: expected a tuple, got {type(r.containers).__name__}")
+    check_count(r.containers, "containers", limits.RM_MAX_CONTAINERS_PER_APP, "RM_MAX_CONTAINERS_PER_APP")
+    for k, item in enumerate(r.containers):
+        if not isinstance(item, ContainerLaunch):
+            raise InvalidRequest(f"containers[{k}]: expected a ContainerLaunch, got {type(item).__name__}")
+    return check_launch(r.shared, "shared")
+
+
+def _check_total(n: int, field: str, limit: int, limit_name: str) -> None:
+    if n > limit:
+        raise InvalidRequest(f"{field}: expected at most {limit} entries ({limit_name}), got {n}")
+
+
+def _launch_text_bytes(c: LaunchContext, field: str) -> int:
     """The command and environment as ``execve`` takes them: strings without NUL, each
-    variable NAME=value with a name, all within RM_MAX_LAUNCH_BYTES. One pass per launch
-    (a story-3 task carries ~80 variables, 6,001 times); a field's name is built only for
-    the one at fault."""
+    variable NAME=value with a name; returns the bytes they take. One pass per launch;
+    a field's name is built only for the one at fault."""
     size = 0
     for k, arg in enumerate(c.command):
         size += _execve_bytes(arg) or _refuse_text(arg, f"{field}.command[{k}]")
@@ -180,9 +221,7 @@ def _check_launch_text(c: LaunchContext, field: str) -> None:
         if not name or "=" in name:
             raise InvalidRequest(f"{field}.env[{k}].name: expected a non-empty name without '=', got {name!r}")
         size += _execve_bytes(value) or _refuse_text(value, f"{field}.env[{k}].value ({name})")
-    if size > limits.RM_MAX_LAUNCH_BYTES:
-        raise InvalidRequest(f"{field}: command and environment take {size} bytes, over the limit of "
-                             f"{limits.RM_MAX_LAUNCH_BYTES} (RM_MAX_LAUNCH_BYTES)")
+    return size
 
 
 def _execve_bytes(text: Any) -> int:

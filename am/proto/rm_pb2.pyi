@@ -298,6 +298,28 @@ class StartContainerRequest(_message.Message):
     launch: LaunchContext
     def __init__(self, container_id: _Optional[str] = ..., launch: _Optional[_Union[LaunchContext, _Mapping]] = ...) -> None: ...
 
+class StartContainersRequest(_message.Message):
+    __slots__ = ("containers", "shared")
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    containers: _containers.RepeatedCompositeFieldContainer[StartContainerRequest]
+    shared: LaunchContext
+    def __init__(self, containers: _Optional[_Iterable[_Union[StartContainerRequest, _Mapping]]] = ..., shared: _Optional[_Union[LaunchContext, _Mapping]] = ...) -> None: ...
+
+class StartContainersResponse(_message.Message):
+    __slots__ = ("refused", "index", "container_id", "error_code", "error_message")
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    refused: bool
+    index: int
+    container_id: str
+    error_code: str
+    error_message: str
+    def __init__(self, refused: _Optional[bool] = ..., index: _Optional[int] = ..., container_id: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
+
 class ContainerId(_message.Message):
     __slots__ = ("container_id",)
     CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -74,6 +74,11 @@ class ResourceManagerStub:
                 request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainerRequest.SerializeToString,
                 response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
                 _registered_method=True)
+        self.StartContainers = channel.unary_unary(
+                '/gangmaster.rm.ResourceManager/StartContainers',
+                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersResponse.FromString,
+                _registered_method=True)
         self.StopContainer = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/StopContainer',
                 request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
@@ -150,6 +155,12 @@ class ResourceManagerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartContainers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StopContainer(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -218,6 +229,11 @@ def add_ResourceManagerServicer_to_server(servicer, server):
                     servicer.StartContainer,
                     request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainerRequest.FromString,
                     response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+            ),
+            'StartContainers': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartContainers,
+                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersRequest.FromString,
+                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersResponse.SerializeToString,
             ),
             'StopContainer': grpc.unary_unary_rpc_method_handler(
                     servicer.StopContainer,
@@ -456,6 +472,33 @@ class ResourceManager:
             '/gangmaster.rm.ResourceManager/StartContainer',
             gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainerRequest.SerializeToString,
             gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartContainers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gangmaster.rm.ResourceManager/StartContainers',
+            gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersRequest.SerializeToString,
+            gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -32,8 +32,9 @@ import numpy as np
 from gangmaster.am import rm_validation as check
 from gangmaster.am.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
-    ContainerState, ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport, NodeState,
-    NotFound, PendingAsk, RegisterResponse, Rejection, ResourceRequest, WrongState,
+    ContainerLaunch, ContainerState, ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport,
+    NodeState, NotFound, PendingAsk, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers,
+    StartRefused, WrongState,
 )
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
@@ -330,26 +331,47 @@ class ResourceManager:
                           ExitStatus.KILLED_AFTER_APP_COMPLETION)
 
     # ================================================================ NodeManager side
-    def start_container(self, container_id: str, launch: LaunchContext) -> None:
-        check.check_name(container_id, "container_id")
-        check.check_launch(launch)
+    def start_containers(self, request: StartContainers) -> StartRefused | None:
+        """Start a batch of containers in order (a gang's, in one call): the shared launch is
+        checked once, each container's own launch in its turn. Stops at the first container
+        that cannot be started and says which and why; None when every one started."""
+        shared_size = check.check_start(request)
+        shared = request.shared
         with self.lock:
-            rec = self._container_rec(container_id)
-            app = self.apps[rec.app_id]
-            if rec.state is not ContainerState.ALLOCATED:
-                raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
-                                 f"container can be started")
-            if app.state is not AppState.RUNNING:
-                raise WrongState(f"application {app.app_id} is {app.state.value}")
-            if not self.ledger.usable[rec.node] and self.ledger.states[rec.node] is NodeState.LOST:
-                raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
-            self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
-            rec.state = ContainerState.RUNNING
-            rec.started_at = self.clock.now()
-            self._disarm_expiry(rec)
-            rec.launch = launch
-            self.version += 1
-            self._emit("container_started", rec.app_id, container_id, self.ledger.hosts[rec.node])
+            for k, item in enumerate(request.containers):
+                try:
+                    self._start(item.container_id, item.launch, f"containers[{k}].launch", shared, shared_size)
+                except RMError as exc:
+                    return StartRefused(k, item.container_id, exc)
+        return None
+
+    def start_container(self, container_id: str, launch: LaunchContext) -> None:
+        """Start one container (a batch of one)."""
+        refused = self.start_containers(StartContainers((ContainerLaunch(container_id, launch),)))
+        if refused is not None:
+            raise refused.error
+
+    def _start(self, container_id: str, own: LaunchContext, field_name: str, shared: LaunchContext,
+               shared_size: check.LaunchSize) -> None:
+        check.check_name(container_id, "container_id")
+        check.check_launch(own, field_name, shared_size)
+        rec = self._container_rec(container_id)
+        app = self.apps[rec.app_id]
+        if rec.state is not ContainerState.ALLOCATED:
+            raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
+                             f"container can be started")
+        if app.state is not AppState.RUNNING:
+            raise WrongState(f"application {app.app_id} is {app.state.value}")
+        if not self.ledger.usable[rec.node] and self.ledger.states[rec.node] is NodeState.LOST:
+            raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
+        launch = own.over(shared)
+        self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
+        rec.state = ContainerState.RUNNING
+        rec.started_at = self.clock.now()
+        self._disarm_expiry(rec)
+        rec.launch = launch
+        self.version += 1
+        self._emit("container_started", rec.app_id, container_id, self.ledger.hosts[rec.node])
 
     def stop_container(self, container_id: str) -> None:
         check.check_name(container_id, "container_id")

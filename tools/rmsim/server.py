@@ -97,6 +97,10 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
                                                              codec.launch_from_pb(request.launch)))
         return EMPTY
 
+    def StartContainers(self, request, context):
+        refused = self._run(context, lambda: self.core.start_containers(codec.start_containers_from_pb(request)))
+        return codec.start_refused_to_pb(refused)
+
     def StopContainer(self, request, context):
         self._run(context, self.core.stop_container, request.container_id)
         return EMPTY
