@@ -13,12 +13,16 @@ Kinds, in the order a gang lives them::
     gang_attempt   gang, attempt, waiting_since       a gang attempt begins to wait
     released       gang, attempt, containers, reason   a partial hold given back
     launched       gang, attempt, started_at, barrier_token, tasks   every task of the attempt started
-    task_finished  gang, attempt, role, index, state, exit_status, diagnostics
+    tasks_finished gang, attempt, finished_at, tasks   the tasks of an attempt that ended at one heartbeat,
+                   each [role, index, state, exit_status, diagnostics]
+    task_finished  gang, attempt, role, index, state, exit_status, diagnostics, finished_at
+                   one task's end, as AMs before ``tasks_finished`` wrote it (still read)
     attempt_ended  record (an AttemptRecord)
     job_finished   outcome, reason
     am_stopped     reason                               the run stopped with the job unfinished
 
-:func:`replay` folds the lines into a :class:`JournalState`.
+:func:`replay` folds the lines into a :class:`JournalState`; :func:`task_endings` reads
+every task's end, whichever of the two kinds recorded it.
 """
 from __future__ import annotations
 
@@ -134,20 +138,39 @@ def replay(records: list[dict]) -> JournalState:
                 gang.launched = [TaskRecord.from_dict(t) for t in r["tasks"]]
                 gang.started_at = float(r["started_at"])
                 gang.barrier_token = r.get("barrier_token")
-        elif kind == "task_finished":
+        elif kind in ENDING_KINDS:
             gang = state.gangs.get(r["gang"])
             if gang is not None and gang.attempt == r["attempt"] and gang.launched:
-                for task in gang.launched:
-                    if task.role == r["role"] and task.index == r["index"]:
-                        task.state = TaskState(r["state"])
-                        task.exit_status, task.diagnostics = r["exit_status"], r["diagnostics"]
-                        task.finished_at = r.get("finished_at")
+                by_task = {(t.role, t.index): t for t in gang.launched}
+                for end in _endings_of(r):
+                    task = by_task.get((end["role"], end["index"]))
+                    if task is not None:
+                        task.state = TaskState(end["state"])
+                        task.exit_status, task.diagnostics = end["exit_status"], end["diagnostics"]
+                        task.finished_at = end["finished_at"]
         elif kind == "attempt_ended":
             record = AttemptRecord.from_dict(r["record"])
             state.gangs.setdefault(record.gang, GangJournal(attempt=record.attempt)).history.append(record)
         elif kind == "job_finished":
             state.outcome, state.reason = r["outcome"], r.get("reason", "")
     return state
+
+
+ENDING_KINDS = ("tasks_finished", "task_finished")
+
+
+def task_endings(records: list[dict]) -> list[dict]:
+    """Every task end in ``records``, in order, one dict per task: gang, attempt, role, index,
+    state, exit_status, diagnostics, finished_at."""
+    return [end for r in records if r["kind"] in ENDING_KINDS for end in _endings_of(r)]
+
+
+def _endings_of(record: dict) -> list[dict]:
+    common = {"gang": record["gang"], "attempt": record["attempt"], "finished_at": record.get("finished_at")}
+    if record["kind"] == "task_finished":
+        return [{**common, **{key: record[key] for key in ("role", "index", "state", "exit_status", "diagnostics")}}]
+    return [{**common, "role": role, "index": index, "state": state, "exit_status": exit_status,
+             "diagnostics": diagnostics} for role, index, state, exit_status, diagnostics in record["tasks"]]
 
 
 def _history(state: JournalState, gang: str) -> list[AttemptRecord]:

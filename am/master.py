@@ -115,6 +115,7 @@ class ApplicationMaster:
         self._to_cancel: list[int] = []    # asks to withdraw at the next heartbeat
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
+        self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
         self._metrics_set: tuple | None = None  # the gauge values last set
         self.done = False
         self.outcome: str | None = None
@@ -286,8 +287,15 @@ class ApplicationMaster:
                 self._cluster().mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
-        self.journal.write("task_finished", gang=gang.name, attempt=gang.attempt, role=task.role, index=task.index,
-                           state=task.state.value, exit_status=exit_status, diagnostics=diagnostics, finished_at=now)
+        self._endings.setdefault((gang.name, gang.attempt, now), []).append(task)
+
+    def _record_endings(self) -> None:
+        """Journal the task endings not recorded yet, one line per gang attempt (a heartbeat
+        that sees 6,001 tasks end writes one line, not 6,001), before anything is decided on them."""
+        for (gang, attempt, now), tasks in self._endings.items():
+            self.journal.write("tasks_finished", gang=gang, attempt=attempt, finished_at=now,
+                               tasks=[[t.role, t.index, t.state.value, t.exit_status, t.diagnostics] for t in tasks])
+        self._endings.clear()
 
     # ============================================================ placement
     def _cluster(self) -> ClusterTracker:
@@ -367,6 +375,7 @@ class ApplicationMaster:
         (a gang starts whole or not at all, whatever the completion policy says); a role
         that reached its failure threshold restarts its retry scope; else the job may have
         succeeded."""
+        self._record_endings()
         gangs = [g for g in self.gangs if g in self._to_decide and g.state is RoleState.RUNNING]
         self._to_decide.clear()
         if not gangs:
@@ -446,6 +455,7 @@ class ApplicationMaster:
 
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
+        self._record_endings()
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
                 self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",

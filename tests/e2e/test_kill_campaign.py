@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.journal import JOURNAL_FILE, read_records
+from gangmaster.am.journal import JOURNAL_FILE, read_records, task_endings
 from task_procs import MARKER_VAR, kill_marked, marked, new_marker, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def test_random_kills_during_a_live_run_lose_nothing_and_leave_nothing(tmp_path)
         [(str(a), "failed") for a in range(1, final)] + [(str(final), "succeeded")])
 
     records = read_records(work / JOURNAL_FILE)
-    finished = Counter((r["attempt"], r["index"]) for r in records if r["kind"] == "task_finished")
+    finished = Counter((r["attempt"], r["index"]) for r in task_endings(records))
     assert max(finished.values()) == 1, f"a completion recorded twice: {finished}"
     for attempt, rank, victim in kills:   # each kill's completion arrived, as a failure, in its attempt
         assert (attempt, rank) in finished, f"attempt {attempt}: the completion of rank {rank} ({victim}) was lost"
@@ -109,7 +109,7 @@ def test_random_kills_during_a_live_run_lose_nothing_and_leave_nothing(tmp_path)
     for e in ended:                        # every task of every attempt appears once, in an end state
         assert sorted(t["index"] for t in e["tasks"]) == list(range(RANKS))
         assert all(t["state"] != "running" for t in e["tasks"]), e
-    assert sorted(r["state"] for r in records if r["kind"] == "task_finished" and r["attempt"] == final) == (
+    assert sorted(r["state"] for r in task_endings(records) if r["attempt"] == final) == (
         ["succeeded"] * RANKS)
 
     output = work / "output"

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.journal import JOURNAL_FILE, read_records
+from gangmaster.am.journal import JOURNAL_FILE, read_records, task_endings
 from gangmaster.am.jobspec import parse_job
 from gangmaster.am.rm_protocol import ContainerState
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
@@ -77,9 +77,9 @@ def test_random_kills_lose_no_completion_and_count_none_twice(tmp_path_factory, 
     records = read_records(work / JOURNAL_FILE)
     where = {t["container_id"]: (r["attempt"], t["index"])          # container -> (attempt, task index)
              for r in records if r["kind"] == "launched" for t in r["tasks"]}
-    finished = Counter((r["attempt"], r["index"]) for r in records if r["kind"] == "task_finished")
+    finished = Counter((r["attempt"], r["index"]) for r in task_endings(records))
     states = {(r["attempt"], r["index"]): (r["state"], r["exit_status"])
-              for r in records if r["kind"] == "task_finished"}
+              for r in task_endings(records)}
     assert not finished or max(finished.values()) == 1, finished                    # none counted twice
     for cid in hits:                                                                # none lost
         assert states[where[cid]] == ("failed", 137), (cid, where[cid])
