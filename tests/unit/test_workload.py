@@ -124,3 +124,37 @@ def test_validate_shows_what_the_workload_model_makes_of_the_keys():
     before = render(parse_job(JOB.replace("failExitCode: 9}", "failExitCode: 9, failBeforeBarrier: true}")))
     assert "testing aid: instance 1 exits 9 at once, before its barrier, in attempt(s) 2" in before
 
+
+
+def test_containers_that_exit_at_one_instant_share_one_clock_event_in_start_order():
+    sim = Simulation([NodeSpec("n0", "r", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20009"))])
+    app = sim.client.submit(ApplicationSubmission("raw"))
+    sim.client.register(app)
+    cids = [c.container_id for c in sim.client.allocate(AllocateRequest(
+        app, 1, asks=(ResourceRequest(1, R(512, 1), count=4),))).allocated]
+    pending = sim.loop.pending
+    for k, cid in enumerate(reversed(cids)):
+        sim.client.start_container(cid, LaunchContext.of(["x"], raw_task_env(10, exit_code=k)))
+    assert sim.loop.pending == pending + 1                     # one event for the four exits
+    ended = []
+    sim.core.subscribe(lambda e: ended.append(e.container_id) if e.kind == "container_finished" else None)
+    sim.client.stop_container(cids[0])
+    ended.clear()
+    sim.run_until(10)
+    assert ended == list(reversed(cids[1:]))                   # the order they were started in
+    assert [sim.client.container_status(c).exit_status for c in reversed(cids[1:])] == [0, 1, 2]
+
+
+def test_stopping_every_container_of_an_instant_takes_its_event_off_the_clock():
+    sim = Simulation([NodeSpec("n0", "r", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20009"))])
+    app = sim.client.submit(ApplicationSubmission("raw"))
+    sim.client.register(app)
+    cids = [c.container_id for c in sim.client.allocate(AllocateRequest(
+        app, 1, asks=(ResourceRequest(1, R(512, 1), count=2),))).allocated]
+    for cid in cids:
+        sim.client.start_container(cid, LaunchContext.of(["x"], raw_task_env(10)))
+    assert sim.loop.has_one_shot_calls()
+    sim.client.stop_container(cids[0])
+    assert sim.loop.has_one_shot_calls()
+    sim.client.stop_container(cids[1])
+    assert not sim.loop.has_one_shot_calls()                   # no task will end: nothing left to wait for

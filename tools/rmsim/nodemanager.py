@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gangmaster.am.barrier import Arrival, Waiter
@@ -80,6 +80,15 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
     return env
 
 
+@dataclass(eq=False)
+class _ExitInstant:
+    """The containers that exit at one instant of virtual time (their exit codes, in the
+    order they were started), and the clock's event for it."""
+
+    timer: object
+    exits: dict = field(default_factory=dict)   # container id -> exit code
+
+
 class SimulatedNodeManager:
     """Containers are timers on the virtual clock, as the workload model says.
 
@@ -99,7 +108,8 @@ class SimulatedNodeManager:
         self.workload: Workload = workload if workload is not None else JobWorkload()
         self.barrier = barrier
         self.core = None
-        self.timers: dict[str, object] = {}      # container id -> its exit, once it is scheduled
+        self.exiting: dict[str, _ExitInstant] = {}      # container id -> the instant it exits, once known
+        self._exiting_at: dict[float, _ExitInstant] = {}  # by its time
         self.waiting: dict[str, Waiter] = {}     # container id -> its call at the barrier
 
     def bind(self, core) -> None:
@@ -141,18 +151,30 @@ class SimulatedNodeManager:
                                  "(the AM's barrier task_env)") from None
 
     def _run(self, container_id: str, duration_s: float | None, exit_code: int) -> None:
-        """The task runs ``duration_s`` from now (None: until stopped), then exits."""
-        if duration_s is not None:
-            self.timers[container_id] = self.clock.call_later(duration_s, self._exited, container_id, exit_code)
+        """The task runs ``duration_s`` from now (None: until stopped), then exits. The tasks
+        that exit at the same instant (a gang started together, running alike) share one
+        event on the clock, taking their turns in the order they were started."""
+        if duration_s is None:
+            return
+        when = self.clock.now() + max(0.0, duration_s)
+        instant = self._exiting_at.get(when)
+        if instant is None:
+            instant = self._exiting_at[when] = _ExitInstant(self.clock.call_at(when, self._exit_at, when))
+        instant.exits[container_id] = exit_code
+        self.exiting[container_id] = instant
 
-    def _exited(self, container_id: str, exit_code: int) -> None:
-        self.timers.pop(container_id, None)
-        self.core.container_exited(container_id, exit_code)
+    def _exit_at(self, when: float) -> None:
+        for container_id, exit_code in self._exiting_at.pop(when).exits.items():
+            del self.exiting[container_id]
+            self.core.container_exited(container_id, exit_code)
 
     def stop(self, rec) -> None:
-        timer = self.timers.pop(rec.container_id, None)
-        if timer is not None:
-            timer.cancel()
+        instant = self.exiting.pop(rec.container_id, None)
+        if instant is not None:
+            del instant.exits[rec.container_id]
+            if not instant.exits:   # nothing exits then any more: the clock holds no event for it
+                instant.timer.cancel()
+                del self._exiting_at[instant.timer.when]
         waiter = self.waiting.pop(rec.container_id, None)
         if waiter is not None:   # its arrival stays counted, as a killed process's does at a real coordinator
             self.barrier.withdraw(waiter)
