@@ -168,6 +168,16 @@ def own_env(me: PlacedTask) -> dict[str, str]:
     return env
 
 
+def split_alike(envs: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], list[tuple[tuple[str, str], ...]]]:
+    """Tasks' own variables split into those every task has alike (sent once for the gang:
+    the barrier's address and token, the attempt…) and, per task, the rest as launch pairs."""
+    alike = set(envs[0].items()) if len(envs) > 1 else set()
+    for env in envs[1:]:
+        alike.intersection_update(env.items())
+    names = {name for name, _ in alike}
+    return dict(alike), [tuple(pair for pair in env.items() if pair[0] not in names) for env in envs]
+
+
 def current_user() -> str:
     """Who runs this process (OpenPAI's submitting user), or "unknown" when the system cannot say."""
     try:

@@ -66,7 +66,7 @@ from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, pla
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
-from .launch_env import PlacedTask, gang_env, label_ports, own_env
+from .launch_env import PlacedTask, gang_env, label_ports, own_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .progress_log import ProgressLog
@@ -337,17 +337,17 @@ class ApplicationMaster:
         infos = [TaskInfo(rank, p.host, {label: ports[0] for label, ports in p.ports.items() if ports},
                           p.role, p.index) for rank, p in enumerate(placed)]
         token, barrier_envs = self._barrier.open(gang, infos)
-        shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt,
-                                                                      self.queue)}.items()))
         commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
         tasks = [TaskRecord(s.role, s.index, rank, s.container.container_id, s.container.host,
                             tuple(indices_of(s.container.resource.gpu_mask)), infos[rank].ports, now)
                  for rank, s in enumerate(slots)]
-        own = (LaunchContext(commands[t.role], tuple({**own_env(me), **barrier_envs[t.rank]}.items()))
-               for t, me in zip(tasks, placed))
+        alike, own = split_alike([{**own_env(me), **barrier_envs[rank]} for rank, me in enumerate(placed)])
+        shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
+                                          **alike}.items()))
+        launches = tuple(ContainerLaunch(t.container_id, LaunchContext(commands[t.role], env))
+                         for t, env in zip(tasks, own))
         try:
-            refused = self.rm.start_containers(StartContainers(
-                tuple(ContainerLaunch(t.container_id, launch) for t, launch in zip(tasks, own)), shared))
+            refused = self.rm.start_containers(StartContainers(launches, shared))
         except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
             refused = StartRefused(0, tasks[0].container_id, exc)
         if refused is not None:   # those before it run; it failed; those after it were never started

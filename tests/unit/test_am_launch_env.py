@@ -113,3 +113,17 @@ def test_each_task_gets_its_own_ports_in_openpai_format(envs):
         assert w["PAI_CONTAINER_SSH_PORT"] == w["PAI_CONTAINER_HOST_PORT"] == ssh    # no http: the first port
         assert w["PAI_CURRENT_TASK_ROLE_NAME"] == "worker"
         assert w["PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"] == w["PAI_TASK_INDEX"] == str(index)
+
+
+def test_split_alike_sends_what_every_task_has_alike_once():
+    from gangmaster.am.launch_env import split_alike
+
+    envs = [{"TOKEN": "t", "INDEX": "0", "ROLE": "ps"}, {"TOKEN": "t", "INDEX": "1", "ROLE": "worker"},
+            {"TOKEN": "t", "INDEX": "2", "ROLE": "worker"}]
+    alike, own = split_alike(envs)
+    assert alike == {"TOKEN": "t"}
+    assert own == [(("INDEX", "0"), ("ROLE", "ps")), (("INDEX", "1"), ("ROLE", "worker")),
+                   (("INDEX", "2"), ("ROLE", "worker"))]
+    assert [{**alike, **dict(pairs)} for pairs in own] == envs
+    assert split_alike([{"A": "1"}]) == ({}, [(("A", "1"),)])     # one task: nothing to share
+    assert split_alike([]) == ({}, [])
