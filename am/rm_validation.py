@@ -22,6 +22,7 @@ import math
 import numbers
 import re
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Iterable, NoReturn, Sequence
 
 from gangmaster.conf import limits
@@ -68,7 +69,7 @@ def check_text(value: Any, field: str, limit: int = limits.RM_MAX_TEXT_CHARS) ->
 
 
 def check_int(value: Any, field: str, minimum: int, maximum: int, limit_name: str = "") -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+    if type(value) is not int and (not isinstance(value, numbers.Integral) or isinstance(value, bool)):
         raise InvalidRequest(f"{field}: expected an integer, got {type(value).__name__}")
     if not minimum <= value <= maximum:
         name = f" ({limit_name})" if limit_name else ""
@@ -79,7 +80,7 @@ def check_int(value: Any, field: str, minimum: int, maximum: int, limit_name: st
 def check_number(value: Any, field: str, minimum: float, maximum: float, *,
                  exclusive_minimum: bool = False, limit_name: str = "") -> float:
     """A finite number in range (NaN and infinity are refused: they poison every sum)."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+    if type(value) is not float and (not isinstance(value, numbers.Real) or isinstance(value, bool)):
         raise InvalidRequest(f"{field}: expected a number, got {type(value).__name__}")
     if not math.isfinite(value):
         raise InvalidRequest(f"{field}: expected a finite number, got {value}")
@@ -208,8 +209,24 @@ def _check_total(n: int, field: str, limit: int, limit_name: str) -> None:
 
 def _launch_text_bytes(c: LaunchContext, field: str) -> int:
     """The command and environment as ``execve`` takes them: strings without NUL, each
-    variable NAME=value with a name; returns the bytes they take. One pass per launch;
-    a field's name is built only for the one at fault."""
+    variable NAME=value with a name; returns the bytes they take. The usual launch (ASCII
+    text, well formed) is measured whole, in a few C-level passes; any other is walked
+    field by field, which names the one at fault (or counts the bytes of non-ASCII text)."""
+    env = c.env
+    if all(type(pair) is tuple and len(pair) == 2 for pair in env):
+        texts = [*c.command, *chain.from_iterable(env)]
+        try:
+            blob = "".join(texts)
+        except TypeError:   # something that is not text: the walk says where
+            blob = None
+        names = texts[len(c.command)::2]
+        if blob is not None and blob.isascii() and "\x00" not in blob and "" not in names \
+                and "=" not in "".join(names):
+            return len(blob) + len(texts)   # each text's NUL; a variable's "=" stands where its name's NUL is
+    return _walk_launch_text(c, field)
+
+
+def _walk_launch_text(c: LaunchContext, field: str) -> int:
     size = 0
     for k, arg in enumerate(c.command):
         size += _execve_bytes(arg) or _refuse_text(arg, f"{field}.command[{k}]")
