@@ -35,6 +35,7 @@ certain (:meth:`SimulatedRuns.run`).
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -253,15 +254,22 @@ class SimulatedRuns(_Runs):
         or AM restart is to come. Nothing can change what they wait for, so waiting longer
         would only burn heartbeats."""
         loop, limit = self.sim.loop, self.settings.max_virtual_time_s
-        while not self.all_done:
-            next_time = loop.next_time()
-            if next_time is None or next_time > limit:
-                break
-            loop.step()
-            if self._stuck():
-                for run in self.runs:
-                    if not run.done:
-                        run.am.cannot_progress("no task will end and no event is scheduled")
+        # What exists now (the cluster, the jobs, their AMs) lives through the run: the
+        # collector need not scan it again at each of its full passes (a story-3 run makes
+        # several, ~40% of the run's time). It is handed back to the collector at the end.
+        gc.freeze()
+        try:
+            while not self.all_done:
+                next_time = loop.next_time()
+                if next_time is None or next_time > limit:
+                    break
+                loop.step()
+                if self._stuck():
+                    for run in self.runs:
+                        if not run.done:
+                            run.am.cannot_progress("no task will end and no event is scheduled")
+        finally:
+            gc.unfreeze()
         self.close()
         return self.all_done
 

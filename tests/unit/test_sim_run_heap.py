@@ -1,0 +1,49 @@
+"""A simulated run freezes what existed before it for the collector (the cluster, the jobs,
+their AMs) and hands it all back when it ends, however it ends."""
+import gc
+
+import pytest
+
+from gangmaster.am.jobspec import parse_job
+from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.tools.job_runner import SimulatedRuns
+
+JOB = """
+protocolVersion: 2
+name: j
+type: job
+taskRoles:
+  worker:
+    instances: 2
+    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
+    commands: ["train"]
+    gangmaster: {simulatedDurationSeconds: 5}
+"""
+
+
+def runs():
+    return SimulatedRuns([NodeSpec("n0", "r", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20009"))])
+
+
+def test_the_run_sees_the_world_frozen_and_unfreezes_it(tmp_path):
+    sim = runs()
+    run = sim.submit(parse_job(JOB), tmp_path)
+    frozen = []
+    sim.sim.loop.call_later(1.0, lambda: frozen.append(gc.get_freeze_count()))
+    assert sim.run() and run.outcome == "succeeded"
+    assert frozen and frozen[0] > 0
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_run_that_raises_unfreezes_too(tmp_path):
+    sim = runs()
+    sim.submit(parse_job(JOB), tmp_path)
+
+    def boom():
+        raise RuntimeError("boom")
+
+    sim.sim.loop.call_later(1.0, boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        sim.run()
+    assert gc.get_freeze_count() == 0
