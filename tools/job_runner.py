@@ -215,7 +215,7 @@ class _Runs(_AMDriver):
                  selection: SelectionSettings, echo: Callable[[str], None] | None):
         super().__init__(client, clock, settings, selection, echo)
         self.core = core
-        core.subscribe(self._on_event)
+        core.subscribe(self._on_event, kinds=("attempt_failed",))
 
     def cluster_specs(self) -> list[NodeSpec]:
         return self.core.ledger.specs

@@ -158,3 +158,17 @@ def test_stopping_every_container_of_an_instant_takes_its_event_off_the_clock():
     assert sim.loop.has_one_shot_calls()
     sim.client.stop_container(cids[1])
     assert not sim.loop.has_one_shot_calls()                   # no task will end: nothing left to wait for
+
+
+def test_a_subscriber_hears_only_the_kinds_it_asked_for():
+    sim = Simulation([NodeSpec("n0", "r", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20009"))])
+    starts, everything = [], []
+    sim.core.subscribe(starts.append, kinds=("container_started",))
+    app = sim.client.submit(ApplicationSubmission("raw"))
+    sim.client.register(app)
+    (c,) = sim.client.allocate(AllocateRequest(app, 1, asks=(ResourceRequest(1, R(512, 1)),))).allocated
+    sim.client.start_container(c.container_id, LaunchContext.of(["x"], raw_task_env(1)))
+    sim.core.subscribe(everything.append)
+    sim.run_until(5)
+    assert [(e.kind, e.container_id) for e in starts] == [("container_started", c.container_id)]
+    assert [e.kind for e in everything] == ["container_finished"]
