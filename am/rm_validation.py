@@ -9,7 +9,9 @@ client by direct calls, ``gangmaster rm serve`` after decoding a message
 Checking at the core's entry points gives both the same typed error,
 :class:`~gangmaster.am.rm_protocol.InvalidRequest`, naming the field, the value and
 the limit; a call is checked whole before anything changes, so a refused call
-changes nothing.
+changes nothing. The one call that acts on many things, ``start_containers``, is
+checked whole for its shape and shared launch, then container by container as it
+starts them; it stops at the first it refuses and says which.
 
 What is refused: numbers that are not finite or outside their range, names with
 control characters (a NUL in a host or an application name is never meant), NUL
@@ -94,8 +96,13 @@ def check_number(value: Any, field: str, minimum: float, maximum: float, *,
 
 def check_count(items: Sequence, field: str, limit: int, limit_name: str) -> None:
     """A list no longer than ``limit`` (checked before any item is looked at)."""
-    if len(items) > limit:
-        raise InvalidRequest(f"{field}: expected at most {limit} entries ({limit_name}), got {len(items)}")
+    check_total(len(items), field, limit, limit_name)
+
+
+def check_total(entries: int, field: str, limit: int, limit_name: str) -> None:
+    """At most ``limit`` entries (of one list, or of a shared and an own one together)."""
+    if entries > limit:
+        raise InvalidRequest(f"{field}: expected at most {limit} entries ({limit_name}), got {entries}")
 
 
 def _names(items: Iterable, field: str) -> None:
@@ -157,24 +164,6 @@ def check_submission(s: ApplicationSubmission) -> None:
                      limit_name="MAX_DURATION_S")
 
 
-def check_launch(c: Any, field: str = "launch", shared: "LaunchSize | None" = None) -> "LaunchSize":
-    """What a NodeManager will start: something ``execve`` can take (no NUL, no ``=`` in a
-    variable's name), within the argument and size limits. In a batch, ``shared`` is what
-    the batch's shared launch already takes (:func:`check_start`): the limits hold for the
-    two together (a variable the container sets over a shared one counts twice, erring on
-    the safe side). Returns what this launch takes with ``shared``."""
-    if not isinstance(c, LaunchContext):
-        raise InvalidRequest(f"{field}: expected a LaunchContext, got {type(c).__name__}")
-    base = shared or NO_LAUNCH
-    _check_total(base.args + len(c.command), f"{field}.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
-    _check_total(base.variables + len(c.env), f"{field}.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
-    size = base.bytes + _launch_text_bytes(c, field)
-    if size > limits.RM_MAX_LAUNCH_BYTES:
-        raise InvalidRequest(f"{field}: command and environment take {size} bytes, over the limit of "
-                             f"{limits.RM_MAX_LAUNCH_BYTES} (RM_MAX_LAUNCH_BYTES)")
-    return LaunchSize(base.args + len(c.command), base.variables + len(c.env), size)
-
-
 @dataclass(frozen=True)
 class LaunchSize:
     """What a launch takes against the limits: arguments, variables, bytes in execve's block."""
@@ -185,6 +174,24 @@ class LaunchSize:
 
 
 NO_LAUNCH = LaunchSize()
+
+
+def check_launch(c: Any, field: str = "launch", shared: LaunchSize | None = None) -> LaunchSize:
+    """What a NodeManager will start: something ``execve`` can take (no NUL, no ``=`` in a
+    variable's name), within the argument and size limits. In a batch, ``shared`` is what
+    the batch's shared launch already takes (:func:`check_start`): the limits hold for the
+    two together (an argument or variable the container sets over a shared one counts
+    twice, erring on the safe side). Returns what this launch takes with ``shared``."""
+    if not isinstance(c, LaunchContext):
+        raise InvalidRequest(f"{field}: expected a LaunchContext, got {type(c).__name__}")
+    base = shared or NO_LAUNCH
+    check_total(base.args + len(c.command), f"{field}.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
+    check_total(base.variables + len(c.env), f"{field}.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
+    size = base.bytes + _launch_text_bytes(c, field)
+    if size > limits.RM_MAX_LAUNCH_BYTES:
+        raise InvalidRequest(f"{field}: command and environment take {size} bytes, over the limit of "
+                             f"{limits.RM_MAX_LAUNCH_BYTES} (RM_MAX_LAUNCH_BYTES)")
+    return LaunchSize(base.args + len(c.command), base.variables + len(c.env), size)
 
 
 def check_start(r: Any) -> LaunchSize:
@@ -200,11 +207,6 @@ def check_start(r: Any) -> LaunchSize:
         if not isinstance(item, ContainerLaunch):
             raise InvalidRequest(f"containers[{k}]: expected a ContainerLaunch, got {type(item).__name__}")
     return check_launch(r.shared, "shared")
-
-
-def _check_total(n: int, field: str, limit: int, limit_name: str) -> None:
-    if n > limit:
-        raise InvalidRequest(f"{field}: expected at most {limit} entries ({limit_name}), got {n}")
 
 
 def _launch_text_bytes(c: LaunchContext, field: str) -> int:

@@ -111,6 +111,7 @@ RM_MAX_IDS_PER_CALL = 100_000
 RM_MAX_COUNT_PER_ASK = MAX_INSTANCES_PER_JOB
 #: Containers an application may hold and wait for at once (live containers plus the
 #: remaining count of its pending asks): one call can never make the RM grant without end.
+#: Also the most containers one ``start_containers`` call may start.
 RM_MAX_CONTAINERS_PER_APP = MAX_INSTANCES_PER_JOB
 #: Ports one ask may request (by count or ranges): the whole port space.
 RM_MAX_PORTS = 65536
