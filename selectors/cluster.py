@@ -317,6 +317,54 @@ class ClusterView(NodeColumns):
         if role is not None:
             self.instances_of(role)[i] += 1
 
+    def allocate_many(self, rows: list[int], each: Demand, gpu_masks: list[list[int]],
+                      ports: list[list[PortRanges]], role: str | None = None) -> None:
+        """Book many instances of ``each`` at once (gang placement): on node ``rows[k]``
+        one instance per entry of ``gpu_masks[k]`` (its GPUs) and ``ports[k]`` (its
+        ports). Refuses with :class:`ResourceError`, changing nothing, when they do not
+        all fit in what is free — the same rule as :meth:`allocate` per instance."""
+        at = np.asarray(rows, dtype=np.int64)
+        if np.unique(at).size != at.size:
+            raise ResourceError("allocate_many: a node is named twice")
+        counts = np.array([len(m) for m in gpu_masks], dtype=np.int64)
+        taken_masks = [0] * len(rows)
+        for k, masks in enumerate(gpu_masks):
+            for mask in masks:
+                if taken_masks[k] & mask:
+                    raise ResourceError(f"host {self.hosts[rows[k]]}: GPU mask {mask:#x} given twice")
+                taken_masks[k] |= mask
+        mask_column = np.array(taken_masks, dtype=np.uint64)
+        gpus = np.array([popcount(m) for m in taken_masks], dtype=np.int64)
+        short = ((self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
+                 | ((self.gpu_free_mask[at] & mask_column) != mask_column) | (gpus != counts * each.gpus))
+        left_ports: dict[int, PortRanges] = {}
+        remaining: dict[tuple[PortRanges, PortRanges], PortRanges] = {}  # nodes of a kind repeat
+        for k, given in enumerate(ports):
+            if not any(given):
+                continue
+            taken = given[0] if len(given) == 1 else _union(given)
+            free = self.ports_free[rows[k]]
+            left = remaining.get((free, taken))
+            if left is None:
+                left = remaining[(free, taken)] = free.subtract(taken)
+            if left.count != free.count - sum(p.count for p in given) or taken.count != each.ports * len(given):
+                short[k] = True
+            left_ports[rows[k]] = left
+        if short.any():
+            k = int(np.argmax(short))
+            raise ResourceError(f"host {self.hosts[rows[k]]}: {counts[k]} x {each} do not fit in free "
+                                f"{self.free(rows[k])}")
+        self.memory_free[at] -= counts * each.memory_mb
+        self.mvcores_free[at] -= counts * each.mvcores
+        self.gpus_free[at] -= gpus
+        self.gpu_free_mask[at] &= ~mask_column
+        for i, left in left_ports.items():
+            self._set_ports_free(i, left)
+        for i in rows:
+            self._touched(i)
+        if role is not None:
+            self.instances_of(role)[at] += counts
+
     def release(self, host_or_index: int | str, resource: ResourceDescriptor,
                 role: str | None = None) -> None:
         """Give back what :meth:`allocate` booked; releasing what is not in use raises."""
@@ -372,3 +420,7 @@ def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
     names: dict[str, int] = {}
     codes = np.array([names.setdefault(v, len(names)) for v in values], dtype=np.int32)
     return list(names), codes
+
+
+def _union(ranges: list[PortRanges]) -> PortRanges:
+    return PortRanges.of(*(pair for r in ranges for pair in r.ranges))

@@ -11,7 +11,8 @@ distributed GPU job talk to each other every step. Picking uniformly among the
 candidates scatters them over machines and racks, so their all-reduce crosses
 the network instead of NVLink or one switch. We prefer the hosts that already
 hold the job's tasks, then their racks, then the strategy's order, and break
-exact ties with a seeded RNG so any decision can be replayed. Two AMs can still
+exact ties by an order of the nodes drawn from the seed, so any decision can be
+replayed (the pick is the placement loop's, :mod:`~gangmaster.selectors.placement`). Two AMs can still
 pick the same node; the RM arbitrates and the loser selects again.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from .cluster import ClusterView
 from .explanation import Explanation, NotAvailable
 from .filters import FILTER_CHAIN, FilterContext
+from .placement import TieOrder, place
 from .ports import NO_PORTS, PortError, PortRanges
 from .request import Candidate, SelectionRequest, SelectionResult
 from .selector import Selector, get_selector
@@ -37,6 +39,7 @@ class SelectionPipeline:
         self.settings = settings or SelectionSettings()
         self.selector = selector or get_selector(self.settings.selector, self.settings.candidate_nodes_factor)
         self.rng = random.Random(self.settings.seed)
+        self.tie_order = TieOrder(self.settings.seed)
 
     # ------------------------------------------------------------------ filters
     def filter(self, view: ClusterView, request: SelectionRequest) -> tuple[np.ndarray, Explanation]:
@@ -70,47 +73,20 @@ class SelectionPipeline:
         return SelectionResult(request, candidates, resource, explanation, ports, keys)
 
     def select_single_node(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
-        """One node: locality first, then the strategy's order, ties by the seeded RNG."""
-        result = self.select(view, request)
-        index = self._pick(view, request, result)
-        result.candidates = [result.candidates[index]]
-        result.keys = result.keys[index:index + 1]
-        return result
-
-    def final_pick(self, view: ClusterView, request: SelectionRequest, nodes, keys) -> int:
-        """Which of the ranked ``nodes`` (node indices, best first, with the strategy's
-        ``keys``) :meth:`select_single_node` takes: locality tiers first (hosts in
-        ``request.placed_hosts``, then their racks) unless the strategy opts out, then
-        the lowest key, exact ties by the seeded RNG; uniform among them all for a
-        ``pick_at_random`` strategy. Public so that gang placement, which ranks once
-        for many instances, picks exactly as one select() per instance would."""
-        n = len(nodes)
-        if self.selector.pick_at_random:
-            return 0 if n == 1 else self.rng.randrange(n)
-        if n == 1:
-            return 0
-        if self.selector.prefer_locality and request.placed_hosts:
-            placed = {view.host_index[h] for h in request.placed_hosts if h in view.host_index}
-            racks = {int(view.rack_code[i]) for i in placed}
-            tiers = [0 if int(i) in placed else 1 if int(view.rack_code[i]) in racks else 2 for i in nodes]
-        else:
-            tiers = [0] * n
-        best = min(zip(tiers, keys))
-        tied = [j for j in range(n) if tiers[j] == best[0] and keys[j] == best[1]]
-        return tied[0] if len(tied) == 1 else tied[self.rng.randrange(len(tied))]
-
-    def choose_ports(self, view: ClusterView, request: SelectionRequest, node: int) -> PortRanges:
-        """The ports select() would give ``request`` if ``node`` were its only candidate
-        (the reused or explicit ports, else ``request.resource.ports`` free ports chosen
-        sequentially or at random above ``port_min``); NO_PORTS when none are asked."""
+        """One node: the placement loop for one instance, not booked
+        (:mod:`~gangmaster.selectors.placement`: eligible nodes, the job's hosts then
+        their racks, the strategy's key, exact ties by the seeded tie order)."""
         request = self._with_reused_ports(request)
-        return self._choose_ports(view, request, np.array([node]), np.zeros(1))[2]
+        placed = place(self, view, request, 1, book=False)
+        share = placed.shares[0]
+        ports = share.ports[0]
+        resource = request.resource
+        if ports:
+            resource = replace(resource, ports=ports.count, port_ranges=ports)
+        return SelectionResult(request, [Candidate(view.hosts[share.node], share.gpu_masks[0])], resource,
+                               placed.explanation, ports, np.array([share.key]))
 
     # ---------------------------------------------------------------- internals
-    def _pick(self, view: ClusterView, request: SelectionRequest, result: SelectionResult) -> int:
-        nodes = [view.host_index[c.host] for c in result.candidates]
-        return self.final_pick(view, request, nodes, list(result.keys))
-
     def _with_reused_ports(self, request: SelectionRequest) -> SelectionRequest:
         if not request.reuse_ports:
             return request

@@ -1,0 +1,366 @@
+"""The one placement loop: where ``count`` instances of one request go.
+
+``select_single_node()`` is this loop with a count of one; gang placement runs it
+once per role with the role's instances. Both pick in the same total order, so
+placing a role in bulk gives exactly the nodes that placing its instances one at a
+time (a ``select_single_node()`` and a booking each) would give.
+
+The pick order
+--------------
+1. **Eligible nodes**: those that pass every filter of the chain (health, label,
+   GPU type, non-GPU jobs, the role's per-node cap, the fit with ports counted at
+   or above ``port_min``) and the rack policy.
+2. **Locality tier**, unless the strategy opts out (``prefer_locality``): the job's
+   hosts (``request.placed_hosts``) first, then the other nodes of their racks,
+   then the rest — over every eligible node, not only the best few by key.
+3. **The strategy's key** (:meth:`Selector.rank`), lower first.
+4. **Exact ties** by the pipeline's tie order: a permutation of the node positions
+   seeded by ``selection.seed`` (:class:`TieOrder`), so a decision can be replayed
+   and another seed breaks ties differently.
+
+A ``pick_at_random`` strategy (``random``, qizhi's baseline) draws instead, for
+every instance, uniformly with the pipeline's RNG among the ``keep()`` best
+eligible nodes in (key, tie order).
+
+Why a node can be filled in one step
+------------------------------------
+Once an instance is booked on a node picked from tier 1 or 2, that node is one of
+the job's hosts and the only one with room left, so the next pick is that node
+again until it is full — whatever its key does. The loop therefore gives such a
+node every instance it can take (its *room*: :func:`fit.room`, capped by
+``max_instances_per_node`` minus the instances already there) at once. Where the
+argument does not hold, it places one instance per pick and ranks again: a
+strategy that opts out of locality, a random pick, the ``spread`` rack policy
+(each instance changes which racks are preferred), and a pick among several of the
+job's hosts with room.
+
+Keys are read fresh at every pick, over the nodes of the best tier only (a
+strategy's node-key column is refreshed by the view only for the nodes booked).
+When the strategy's key is a node-key column whatever the job's hosts are, there
+is no rack policy, and no host of the job nor more than one of their racks has room
+left, the rest of the role goes rack by rack without further picks — the racks in
+the order of their best node, each rack's nodes in (key, tie order) — because each
+node placed keeps its rack the only one of the job's racks with room: one sort and
+a cumulative sum of room (:meth:`_Loop._sweep`).
+
+GPUs and ports
+--------------
+A node's instances get their GPUs from the strategy's ``choose_gpus``, one choice
+after another as if each were booked before the next, and their ports from the
+node's free ports at or above ``port_min`` (sequentially: the lowest ones, as
+successive single choices would; or drawn with the pipeline's RNG), unless the
+request names its ports. Everything a step places is booked on the view at once
+(:meth:`ClusterView.allocate_many`) when the caller asks for booking.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gangmaster.gpu_topology.masks import lowest_bits
+
+from . import explanation as why
+from .cluster import ClusterView
+from .explanation import NotAvailable
+from .filters import FilterContext, RackPolicyFilter
+from .fit import Demand, room as fit_room
+from .ports import NO_PORTS, PortRanges
+from .request import SelectionRequest
+from .resources import ResourceDescriptor
+from .selector import Selector
+
+if TYPE_CHECKING:
+    from .pipeline import SelectionPipeline
+
+
+class TieOrder:
+    """The pipeline's order for exact ties: a permutation of node positions drawn from
+    the seed (one per cluster size, kept)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._by_size: dict[int, np.ndarray] = {}
+
+    def of(self, nodes: int) -> np.ndarray:
+        """``order[node]``: the lower, the earlier the node wins a tie."""
+        order = self._by_size.get(nodes)
+        if order is None:
+            permutation = np.random.default_rng(self.seed & (2**64 - 1)).permutation(nodes)
+            order = np.empty(nodes, dtype=np.int64)
+            order[permutation] = np.arange(nodes)
+            self._by_size[nodes] = order
+        return order
+
+
+class RecentHosts:
+    """The job's hosts as the locality tiers see them: the distinct hosts used, in the
+    order first used, the oldest dropped beyond ``limit`` (None: no limit)."""
+
+    def __init__(self, view: ClusterView, hosts=(), limit: int | None = None):
+        self.view, self.limit = view, limit
+        self.nodes: list[int] = []
+        self.add([view.host_index[h] for h in hosts if h in view.host_index])
+
+    def add(self, nodes) -> None:
+        for node in nodes:
+            if node not in self.nodes:
+                self.nodes.append(int(node))
+        if self.limit is not None and len(self.nodes) > self.limit:
+            del self.nodes[:len(self.nodes) - self.limit]
+
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(self.view.hosts[i] for i in self.nodes)
+
+
+@dataclass
+class Share:
+    """What one step put on one node: an instance per GPU mask and port range."""
+
+    node: int
+    gpu_masks: list[int] = field(default_factory=list)
+    ports: list[PortRanges] = field(default_factory=list)
+    key: object = None  # the strategy's key of the node when picked
+
+    @property
+    def count(self) -> int:
+        return len(self.gpu_masks)
+
+
+def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, count: int,
+          recent: RecentHosts | None = None, book: bool = True) -> "Placement":
+    """Place ``count`` instances of ``request`` (its ``placed_hosts`` are replaced by
+    ``recent`` when given); book them on ``view`` when ``book``. Raises
+    :class:`NotAvailable` (the filter chain's explanation for the instance that found
+    no node) with the :class:`Placement` so far in ``placed``."""
+    loop = _Loop(pipeline, view, request, count, recent, book)
+    loop.run()
+    return loop.placement
+
+
+@dataclass
+class Placement:
+    """The shares of one call of :func:`place`, in the order placed, and the
+    explanation of the filters as the first pick saw them."""
+
+    shares: list[Share] = field(default_factory=list)
+    explanation: why.Explanation | None = None
+
+    @property
+    def count(self) -> int:
+        return sum(s.count for s in self.shares)
+
+
+class _Loop:
+    def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
+                 count: int, recent: RecentHosts | None, book: bool):
+        self.pipeline, self.view, self.left, self.book = pipeline, view, count, book
+        self.selector: Selector = pipeline.selector
+        self.settings = pipeline.settings
+        self.recent = recent if recent is not None else RecentHosts(view, request.placed_hosts)
+        self.request = request
+        self.demand = Demand.of(request.resource)
+        self.policy = request.rack_policy
+        self.ties = pipeline.tie_order.of(len(view))
+        self.placement = Placement()
+        self.random_pick = self.selector.pick_at_random
+        self.locality = self.selector.prefer_locality and not self.random_pick
+        # one instance per pick where filling a node at once is not what one pick per
+        # instance would do (module docstring)
+        self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
+        self.room = self._initial_room()
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        while self.left > 0:
+            if self._can_sweep():
+                self._sweep()
+                return
+            node, key, rivals = self._pick()
+            take = 1 if self.one_per_pick or rivals else min(int(self.room[node]), self.left)
+            self._place([node], [take], [key])
+
+    def _initial_room(self) -> np.ndarray:
+        """Room per node (0 where a filter other than the rack policy says no)."""
+        survivors, explanation = self.pipeline.filter(self.view, replace(self._current(), rack_policy="none"))
+        self.placement.explanation = explanation
+        room = np.zeros(len(self.view), dtype=np.int64)
+        if survivors.size:
+            counts = fit_room(self.view, self.demand, self.settings.port_min, rows=survivors)
+            cap = self.request.max_instances_per_node
+            if cap is not None:
+                counts = np.minimum(counts, cap - self.view.instances_of(self.request.role)[survivors])
+            room[survivors] = np.clip(counts, 0, self.left)
+        return room
+
+    def _current(self) -> SelectionRequest:
+        """The request as one pick sees it now: the job's hosts so far."""
+        hosts = self.recent.hosts()
+        return self.request if hosts == self.request.placed_hosts else replace(self.request, placed_hosts=hosts)
+
+    def _eligible(self) -> np.ndarray:
+        alive = self.room > 0
+        if self.policy != "none" and alive.any():
+            ctx = FilterContext(self.view, replace(self.request, rack_policy=self.policy), self.settings)
+            alive = RackPolicyFilter().verdict(ctx, alive).passed
+        return alive
+
+    def _pick(self) -> tuple[int, object, bool]:
+        """The next node in the pick order, its key, and whether other hosts of the job
+        with room compete with it."""
+        eligible = self._eligible()
+        candidates = np.flatnonzero(eligible)
+        if candidates.size == 0:
+            self._give_up()
+        rivals = False
+        if self.locality and self.recent.nodes:
+            held = [i for i in self.recent.nodes if eligible[i]]
+            if held:
+                candidates, rivals = np.array(held, dtype=np.int64), len(held) > 1
+            else:
+                racks = np.zeros(len(self.view.racks), dtype=bool)
+                racks[self.view.rack_code[self.recent.nodes]] = True
+                near = racks[self.view.rack_code[candidates]]
+                if near.any():
+                    candidates = candidates[near]
+        request = self._current()
+        keys = np.asarray(self.selector.rank(self.view, candidates, request))
+        if keys.shape != candidates.shape:
+            raise ValueError(f"{type(self.selector).__name__}.rank returned {keys.shape} keys for "
+                             f"{candidates.shape[0]} candidates")
+        if self.random_pick:
+            order = np.lexsort((self.ties[candidates], keys))
+            kept = self.selector.keep(request, candidates.size)
+            j = order[0 if kept == 1 else self.pipeline.rng.randrange(kept)]
+            return int(candidates[j]), keys[j], rivals
+        best = keys == keys.min()
+        tied = np.flatnonzero(best)
+        j = tied[0] if tied.size == 1 else tied[np.argmin(self.ties[candidates[tied]])]
+        return int(candidates[j]), keys[j], rivals
+
+    def _give_up(self) -> None:
+        """No eligible node: the filter chain says why, as one select() would now."""
+        _, explanation = self.pipeline.filter(self.view, self._current())
+        exc = NotAvailable(explanation)
+        exc.placed = self.placement
+        raise exc
+
+    # ------------------------------------------------------------------ sweep
+    def _can_sweep(self) -> bool:
+        """Whether the rest of the role can go rack by rack (module docstring)."""
+        if self.one_per_pick or self.policy != "none" or self.left <= 1:
+            return False
+        probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+        if _node_key(self.selector, self.request) is None or _node_key(self.selector, probe) is None:
+            return False
+        if any(self.room[i] > 0 for i in self.recent.nodes):
+            return False
+        racks = {int(self.view.rack_code[i]) for i in self.recent.nodes}
+        with_room = [r for r in racks if self._rack_has_room(r)]
+        return len(with_room) <= 1
+
+    def _rack_has_room(self, rack: int) -> bool:
+        return bool((self.room[self.view.rack_code == rack] > 0).any())
+
+    def _sweep(self) -> None:
+        view = self.view
+        nodes = np.flatnonzero(self.room > 0)
+        if nodes.size == 0:
+            self._give_up()
+        column = _node_key(self.selector, self.request).column(view)
+        keys = column[nodes]
+        by_key = nodes[np.lexsort((self.ties[nodes], keys))]
+        racks = view.rack_code[by_key]
+        first_seen = np.full(len(view.racks), len(by_key), dtype=np.int64)
+        np.minimum.at(first_seen, racks, np.arange(len(by_key)))
+        for rack in {int(view.rack_code[i]) for i in self.recent.nodes}:
+            first_seen[rack] = -1  # the job's rack with room left goes first
+        ordered = by_key[np.argsort(first_seen[racks], kind="stable")]
+        cumulative = np.cumsum(self.room[ordered])
+        used = int(np.searchsorted(cumulative, self.left)) + 1
+        if used > ordered.size:  # not enough room: place what fits, then explain
+            used = ordered.size
+        chosen = ordered[:used]
+        takes = self.room[chosen].copy()
+        takes[-1] -= max(0, int(cumulative[used - 1]) - self.left)
+        self._place(chosen.tolist(), takes.tolist(), column[chosen].tolist())
+        if self.left > 0:
+            self._give_up()
+
+    # ------------------------------------------------------------------ booking
+    def _place(self, nodes: list[int], takes: list[int], keys: list) -> None:
+        """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
+        request = self.request
+        shares = []
+        for node, take, key in zip(nodes, takes, keys):
+            shares.append(Share(node, self._gpu_masks(node, take, request), self._ports(node, take), key))
+        if self.book:
+            self.view.allocate_many([s.node for s in shares], self.demand,
+                                    [s.gpu_masks for s in shares], [s.ports for s in shares],
+                                    role=request.role)
+        for share in shares:
+            self.room[share.node] -= share.count
+            self.left -= share.count
+        self.recent.add(nodes)
+        self.placement.shares.extend(shares)
+
+    def _gpu_masks(self, node: int, take: int, request: SelectionRequest) -> list[int]:
+        """``take`` successive GPU choices on ``node``, as if each were booked first."""
+        wanted, named = self.demand.gpus, self.demand.gpu_mask
+        if not wanted or named:
+            return [named] * take
+        if take == 1:
+            return [self.selector.choose_gpus(self.view, node, request)]
+        if type(self.selector).choose_gpus is Selector.choose_gpus:  # the lowest free bits
+            free, masks = self.view.free_mask(node), []
+            for _ in range(take):
+                masks.append(lowest_bits(free, wanted))
+                free &= ~masks[-1]
+            return masks
+        masks = []  # a strategy's own choice: book each choice on the view before the next
+        for _ in range(take):
+            masks.append(self.selector.choose_gpus(self.view, node, request))
+            self.view.allocate(node, ResourceDescriptor(gpu_mask=masks[-1]))
+        for mask in masks:
+            self.view.release(node, ResourceDescriptor(gpu_mask=mask))
+        return masks
+
+    def _ports(self, node: int, take: int) -> list[PortRanges]:
+        demand = self.demand
+        if demand.port_ranges:
+            return [demand.port_ranges] * take
+        if not demand.ports:
+            return [NO_PORTS] * take
+        free = self.view.ports_free[node]
+        port_min = self.settings.port_min
+        if self.settings.port_choice == "random":
+            chosen = []
+            for _ in range(take):
+                chosen.append(free.take_random(demand.ports, self.pipeline.rng, port_min))
+                free = free.subtract(chosen[-1])
+            return chosen
+        return _sequential_ports(free, demand.ports, take, port_min)
+
+
+def _node_key(selector: Selector, request: SelectionRequest):
+    hook = getattr(selector, "node_key", None)  # stand-in until w-select lands
+    return hook(request) if hook is not None else None
+
+
+_SEQUENTIAL: dict[tuple, list[PortRanges]] = {}
+
+
+def _sequential_ports(free: PortRanges, each: int, take: int, port_min: int) -> list[PortRanges]:
+    """``take`` successive sequential choices of ``each`` ports: the lowest
+    ``take × each`` free ports at or above ``port_min``, in groups. Kept by value
+    (nodes of one kind have the same free ports), bounded."""
+    key = (free, each, take, port_min)
+    chosen = _SEQUENTIAL.get(key)
+    if chosen is None:
+        ports = list(free.take_sequential(each * take, port_min))
+        chosen = [PortRanges.from_ports(ports[k * each:(k + 1) * each]) for k in range(take)]
+        if len(_SEQUENTIAL) > 4096:
+            _SEQUENTIAL.clear()
+        _SEQUENTIAL[key] = chosen
+    return chosen
