@@ -110,6 +110,9 @@ class Check:
     and a scalar over one node's :class:`Amounts` (:meth:`short_in`)."""
 
     reason = ""
+    #: Checks of one group are compared on capacity together, then on what is free
+    #: (explanations blame "too small" in any of them before "full" in any).
+    group = ""
     #: Whether a node whose capacity is too small is reported ``filtered`` (never fits)
     #: by the filter chain; ports have always been reported ``exhausted``.
     filtered_when_too_small = True
@@ -143,6 +146,8 @@ def _take(column, rows):
 class _Amount(Check):
     """Memory, vcores (in millis) or a GPU count: enough of an integer amount."""
 
+    group = "amount"
+
     def __init__(self, reason: str, need: int, amount: str, free: str, capacity: str, unit: int):
         self.reason, self.need, self.unit = reason, need, unit
         self.amount, self.free, self.capacity = amount, free, capacity  # field and column names
@@ -168,6 +173,7 @@ class _GpuMask(Check):
     """These exact GPUs (the count is checked by the GPU amount before)."""
 
     reason = why.GPU_MASK
+    group = why.GPU_MASK
 
     def __init__(self, mask: int):
         self.mask = mask
@@ -189,6 +195,7 @@ class _PortCount(Check):
     """A count of ports, served only by free ports ``>= port_min``."""
 
     reason = why.PORTS
+    group = why.PORTS
     filtered_when_too_small = False
 
     def __init__(self, count: int, port_min: int):
@@ -212,6 +219,7 @@ class _PortRangesFree(Check):
     """These exact ports (reused ports): all of them free, whatever ``port_min``."""
 
     reason = why.PORTS
+    group = why.PORTS
     filtered_when_too_small = False
     vectorised = False
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .job_packing import packing_keys
+from .job_packing import PACKING
 from .selector import Selector
 
 
@@ -23,10 +23,13 @@ def locality_tiers(view, candidates: np.ndarray, placed_hosts) -> np.ndarray:
 class Locality(Selector):
     name = "locality"
     description = "the job's own hosts first, then their racks, then job packing"
-    booking_never_worsens_key = True  # the booked host becomes one of the job's; its packing improves
+
+    def node_key(self, request):
+        # with placed hosts a node's key depends on where the job runs: no node key
+        return None if request.placed_hosts else PACKING
 
     def rank(self, view, candidates, request):
-        packing = view.cached_column("job-packing", packing_keys)[candidates]
+        packing = PACKING.column(view)[candidates]
         if not request.placed_hosts:
             return packing
         # the packing key has 59 bits: the tier goes above them

@@ -61,10 +61,10 @@ import numpy as np
 
 from gangmaster.gpu_topology.masks import lowest_bits
 
-from . import explanation as why
+from .candidates import node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
-from .filters import FilterContext, RackPolicyFilter
+from .filters import RACK_STAGE, FilterContext
 from .fit import Demand, room as fit_room
 from .ports import NO_PORTS, PortRanges
 from .request import SelectionRequest
@@ -141,11 +141,9 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 
 @dataclass
 class Placement:
-    """The shares of one call of :func:`place`, in the order placed, and the
-    explanation of the filters as the first pick saw them."""
+    """The shares of one call of :func:`place`, in the order placed."""
 
     shares: list[Share] = field(default_factory=list)
-    explanation: why.Explanation | None = None
 
     @property
     def count(self) -> int:
@@ -183,8 +181,8 @@ class _Loop:
 
     def _initial_room(self) -> np.ndarray:
         """Room per node (0 where a filter other than the rack policy says no)."""
-        survivors, explanation = self.pipeline.filter(self.view, replace(self._current(), rack_policy="none"))
-        self.placement.explanation = explanation
+        passing = node_passes(FilterContext(self.view, self.request, self.settings))
+        survivors = np.arange(len(self.view)) if passing is None else np.flatnonzero(passing)
         room = np.zeros(len(self.view), dtype=np.int64)
         if survivors.size:
             counts = fit_room(self.view, self.demand, self.settings.port_min, rows=survivors)
@@ -203,7 +201,7 @@ class _Loop:
         alive = self.room > 0
         if self.policy != "none" and alive.any():
             ctx = FilterContext(self.view, replace(self.request, rack_policy=self.policy), self.settings)
-            alive = RackPolicyFilter().verdict(ctx, alive).passed
+            alive = RACK_STAGE.verdict(ctx, alive).passed
         return alive
 
     def _pick(self) -> tuple[int, object, bool]:
@@ -252,7 +250,7 @@ class _Loop:
         if self.one_per_pick or self.policy != "none" or self.left <= 1:
             return False
         probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
-        if _node_key(self.selector, self.request) is None or _node_key(self.selector, probe) is None:
+        if self.selector.node_key(self.request) is None or self.selector.node_key(probe) is None:
             return False
         if any(self.room[i] > 0 for i in self.recent.nodes):
             return False
@@ -268,7 +266,7 @@ class _Loop:
         nodes = np.flatnonzero(self.room > 0)
         if nodes.size == 0:
             self._give_up()
-        column = _node_key(self.selector, self.request).column(view)
+        column = self.selector.node_key(self.request).column(view)
         keys = column[nodes]
         by_key = nodes[np.lexsort((self.ties[nodes], keys))]
         racks = view.rack_code[by_key]
@@ -341,11 +339,6 @@ class _Loop:
                 free = free.subtract(chosen[-1])
             return chosen
         return _sequential_ports(free, demand.ports, take, port_min)
-
-
-def _node_key(selector: Selector, request: SelectionRequest):
-    hook = getattr(selector, "node_key", None)  # stand-in until w-select lands
-    return hook(request) if hook is not None else None
 
 
 _SEQUENTIAL: dict[tuple, list[PortRanges]] = {}

@@ -1,0 +1,100 @@
+"""The best nodes that can take a request: through the strategy's node index, or by a scan.
+
+Both ways give one answer: the ``k`` nodes that pass every filter, with the lowest
+(strategy key, node number), best first.
+
+* **Indexed**, when the strategy gives a node key for the request
+  (:meth:`~gangmaster.selectors.selector.Selector.node_key`) and the request has no
+  rack policy: the view's :class:`~gangmaster.selectors.node_index.NodeIndex` for that
+  key is walked best first, from the buckets of nodes with enough free GPUs, a chunk
+  at a time checked by the stages that judge each node alone
+  (:meth:`~gangmaster.selectors.filters.Filter.passes`), until ``k`` pass. The cost
+  is the nodes read before ``k`` pass, not the cluster.
+* **Scanned** otherwise (a key that depends on the job's hosts, such as locality's
+  with placed hosts; a rack policy, which compares racks; a plugin that only ranks;
+  or a search restricted to given rows): those stages over every node considered,
+  the rack policy, then the strategy's rank of the survivors and the ``k`` smallest.
+
+Neither explains: when nothing passes, the caller runs the filter chain, which
+accounts for every node exactly.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .filters import NODE_STAGES, RACK_STAGE, FilterContext
+from .node_index import NodeIndex
+
+if TYPE_CHECKING:
+    from .cluster import ClusterView
+    from .request import SelectionRequest
+    from .selector import Selector
+    from .settings import SelectionSettings
+
+NO_NODES = np.zeros(0, dtype=np.int64)
+
+
+def best_fitting(view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
+                 selector: "Selector", k: int, rows=None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best nodes (among ``rows``, an index array, when given) that pass
+    every filter, best first by (key, node), and their keys; empty when none pass."""
+    ctx = FilterContext(view, request, settings)
+    key = selector.node_key(request)
+    if key is not None and rows is None and request.rack_policy == "none":
+        column = key.column(view)
+        index = view.derived(f"node-index:{key.name}", lambda v: NodeIndex(column, v.gpus_free, key.name))
+        index.sync(column, view.gpus_free)
+        return index.best(k, request.resource.gpus, lambda nodes: _passing(ctx, nodes))
+    return _scanned(ctx, selector, k, rows)
+
+
+def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:
+    """Bool per node (per entry of ``rows``): every stage that judges a node alone
+    lets it pass; None when no stage restricts anything."""
+    ok = None
+    for stage in NODE_STAGES:
+        passed = stage.passes(ctx, rows)
+        if passed is not None:
+            ok = passed if ok is None else ok & passed
+    return ok
+
+
+def _passing(ctx: FilterContext, nodes: np.ndarray) -> np.ndarray:
+    ok = node_passes(ctx, nodes)
+    return np.ones(nodes.size, dtype=bool) if ok is None else ok
+
+
+def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows) -> tuple[np.ndarray, np.ndarray]:
+    view, request = ctx.view, ctx.request
+    considered = np.arange(len(view)) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
+    ok = node_passes(ctx, None if rows is None else considered)
+    survivors = considered if ok is None else considered[ok]
+    if request.rack_policy != "none" and survivors.size:
+        alive = np.zeros(len(view), dtype=bool)
+        alive[survivors] = True
+        survivors = np.flatnonzero(RACK_STAGE.verdict(ctx, alive).passed)
+    if survivors.size == 0:
+        return NO_NODES, NO_NODES
+    keys = np.asarray(selector.rank(view, survivors, request))
+    if keys.shape != survivors.shape:
+        raise ValueError(f"{type(selector).__name__}.rank returned {keys.shape} keys for "
+                         f"{survivors.shape[0]} candidates")
+    chosen = smallest(keys, k)
+    return survivors[chosen], keys[chosen]
+
+
+def smallest(keys: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` smallest keys, ordered by (key, position).
+
+    One pass (``argmin``) for a single node, which is what most requests keep; for
+    more, a partition finds the cut in O(n) and only the nodes up to it are sorted."""
+    if k <= 1:
+        return np.array([np.argmin(keys)])  # the first of equal minima: the lowest position
+    if k < keys.size:
+        cut = np.partition(keys, k - 1)[k - 1]
+        inside = np.flatnonzero(keys <= cut)
+    else:
+        inside = np.arange(keys.size)
+    return inside[np.lexsort((inside, keys[inside]))][:k]
