@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence, Union
+from typing import Callable, Mapping, NamedTuple, Sequence, Union
 
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.pipeline import SelectionPipeline
-from gangmaster.selectors.placement import RecentHosts, place
+from gangmaster.selectors.placement import Placement, RecentHosts, place
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -39,8 +39,10 @@ __all__ = ["InstancePlacement", "GangPlacement", "GangDoesNotFit", "PipelineFor"
 PipelineFor = Union[SelectionPipeline, Callable[[RoleSpec], SelectionPipeline]]
 
 
-@dataclass(frozen=True)
-class InstancePlacement:
+class InstancePlacement(NamedTuple):
+    """Where one instance goes. A named tuple: a gang makes thousands of them per
+    placement, and a tuple is made four times faster than a frozen dataclass."""
+
     role: str
     index: int
     host: str
@@ -114,7 +116,7 @@ def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipelin
         except NotAvailable as exc:
             done = exc.placed.count
             raise GangDoesNotFit(role.name, todo[done], len(placement.instances) + done, total, exc) from None
-        _record(placement, role, todo, placed.shares, scratch.hosts, request.resource)
+        _record(placement, role, todo, placed, scratch.hosts, request.resource)
     return placement
 
 
@@ -170,17 +172,17 @@ def _wanted_indices(roles: tuple[RoleSpec, ...],
     return wanted
 
 
-def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], shares, hosts: list[str],
-            asked: ResourceDescriptor) -> None:
+def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: Placement,
+            hosts: list[str], asked: ResourceDescriptor) -> None:
     """One InstancePlacement per instance placed, indices in ascending order. The
     resources asked of the RM name their GPUs and ports; instances of a kind share
     one descriptor (a gang has thousands of instances and few kinds)."""
     resources: dict[tuple, tuple[ResourceDescriptor, str]] = {}
     index = iter(todo)
     append = placement.instances.append
-    for share in shares:
-        host = hosts[share.node]
-        for gpu_mask, ports in zip(share.gpu_masks, share.ports):
+    for node, gpu_masks, ports_of in zip(placed.nodes, placed.gpu_masks, placed.ports):
+        host = hosts[node]
+        for gpu_mask, ports in zip(gpu_masks, ports_of):
             kind = resources.get((gpu_mask, ports))
             if kind is None:
                 named = {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Iterable
 
 import numpy as np
@@ -183,6 +184,14 @@ class NodeColumns:
         for state in self._derived.values():
             state.dirty.add(i)
 
+    def _touched_rows(self, rows: list[int]) -> None:
+        """:meth:`_touched` for many rows at once (a bulk booking)."""
+        self.changes += 1
+        for cache in self._column_caches.values():
+            cache.dirty.update(rows)
+        for state in self._derived.values():
+            state.dirty.update(rows)
+
     # ----------------------------------------------------------------- booking
     def _book(self, i: int, exact: Demand) -> None:
         """Take exactly these resources (the GPUs by mask, the ports by range) from node
@@ -343,42 +352,47 @@ class ClusterView(NodeColumns):
         at = np.asarray(rows, dtype=np.int64)
         if np.unique(at).size != at.size:
             raise ResourceError("allocate_many: a node is named twice")
-        counts = np.array([len(m) for m in gpu_masks], dtype=np.int64)
-        taken_masks = [0] * len(rows)
-        for k, masks in enumerate(gpu_masks):
-            for mask in masks:
-                if taken_masks[k] & mask:
-                    raise ResourceError(f"host {self.hosts[rows[k]]}: GPU mask {mask:#x} given twice")
-                taken_masks[k] |= mask
-        mask_column = np.array(taken_masks, dtype=np.uint64)
-        gpus = np.array([popcount(m) for m in taken_masks], dtype=np.int64)
-        short = ((self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
-                 | ((self.gpu_free_mask[at] & mask_column) != mask_column) | (gpus != counts * each.gpus))
+        counts = np.fromiter(map(len, gpu_masks), dtype=np.int64, count=len(rows))
+        short = (self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
+        taken_masks = None
+        if each.gpus:
+            taken = []
+            for masks in gpu_masks:
+                union = 0
+                for mask in masks:
+                    union = -1 if union == -1 or union & mask else union | mask  # -1: a GPU given twice
+                taken.append(union)
+            gpus = np.array([popcount(m) if m >= 0 else -1 for m in taken], dtype=np.int64)
+            taken_masks = np.array([max(m, 0) for m in taken], dtype=np.uint64)
+            short |= ((self.gpu_free_mask[at] & taken_masks) != taken_masks) | (gpus != counts * each.gpus)
         left_ports: dict[int, PortRanges] = {}
-        remaining: dict[tuple[PortRanges, PortRanges], PortRanges] = {}  # nodes of a kind repeat
-        for k, given in enumerate(ports):
-            if not any(given):
-                continue
-            taken = given[0] if len(given) == 1 else _union(given)
-            free = self.ports_free[rows[k]]
-            left = remaining.get((free, taken))
-            if left is None:
-                left = remaining[(free, taken)] = free.subtract(taken)
-            if left.count != free.count - sum(p.count for p in given) or taken.count != each.ports * len(given):
-                short[k] = True
-            left_ports[rows[k]] = left
+        if each.ports:
+            outcome: dict[tuple, tuple[PortRanges, bool]] = {}  # nodes of a kind repeat the same objects
+            for k, given in enumerate(ports):
+                free = self.ports_free[rows[k]]
+                key = (id(free), *map(id, given))
+                known = outcome.get(key)
+                if known is None:
+                    taken_ports = given[0] if len(given) == 1 else _union(given)
+                    left = free.subtract(taken_ports)
+                    fits_all = (taken_ports.count == each.ports * len(given)  # no port given twice
+                                and left.count == free.count - taken_ports.count)  # all of them free
+                    known = outcome[key] = (left, fits_all, free, given)  # (keeps the ids alive)
+                left_ports[rows[k]] = known[0]
+                if not known[1]:
+                    short[k] = True
         if short.any():
             k = int(np.argmax(short))
             raise ResourceError(f"host {self.hosts[rows[k]]}: {counts[k]} x {each} do not fit in free "
                                 f"{self.free(rows[k])}")
         self.memory_free[at] -= counts * each.memory_mb
         self.mvcores_free[at] -= counts * each.mvcores
-        self.gpus_free[at] -= gpus
-        self.gpu_free_mask[at] &= ~mask_column
+        if taken_masks is not None:
+            self.gpus_free[at] -= counts * each.gpus
+            self.gpu_free_mask[at] &= ~taken_masks
         for i, left in left_ports.items():
             self._set_ports_free(i, left)
-        for i in rows:
-            self._touched(i)
+        self._touched_rows(rows)
         if role is not None:
             self.instances_of(role)[at] += counts
 
@@ -431,7 +445,13 @@ class _CachedColumn:
 
 def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:
     chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
-    return np.array([p.above(port_min).count for p in chosen], dtype=np.int64)
+    return np.array([_count_at_or_above(p, port_min) for p in chosen], dtype=np.int64)
+
+
+@lru_cache(maxsize=4096)
+def _count_at_or_above(ports: PortRanges, port_min: int) -> int:
+    """By value: the nodes of one kind, booked alike, have equal free ports."""
+    return ports.above(port_min).count
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:

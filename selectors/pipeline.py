@@ -97,13 +97,12 @@ class SelectionPipeline:
         their racks, the strategy's key, exact ties by the seeded tie order)."""
         request = self._with_reused_ports(request)
         placed = place(self, view, request, 1, book=False)
-        share = placed.shares[0]
-        ports = share.ports[0]
+        node, gpu_mask, ports = placed.nodes[0], placed.gpu_masks[0][0], placed.ports[0][0]
         resource = request.resource
         if ports:
             resource = replace(resource, ports=ports.count, port_ranges=ports)
-        return SelectionResult(request, [Candidate(view.hosts[share.node], share.gpu_masks[0])], resource,
-                               self._explainer(view, request), ports, np.array([share.key]))
+        return SelectionResult(request, [Candidate(view.hosts[node], gpu_mask)], resource,
+                               self._explainer(view, request), ports, np.array(placed.keys))
 
     # ---------------------------------------------------------------- internals
     def _best_nodes(self, view: ClusterView, request: SelectionRequest, k: int,

@@ -101,31 +101,23 @@ class RecentHosts:
     def __init__(self, view: ClusterView, hosts=(), limit: int | None = None):
         self.view, self.limit = view, limit
         self.nodes: list[int] = []
+        self._held: set[int] = set()
         self.add([view.host_index[h] for h in hosts if h in view.host_index])
 
-    def add(self, nodes) -> None:
+    def add(self, nodes: list[int]) -> None:
+        if self.limit is not None and self._held.isdisjoint(nodes):  # all new (a sweep): at once
+            self.nodes = (self.nodes + nodes)[-self.limit:]
+            self._held = set(self.nodes)
+            return
         for node in nodes:
-            if node not in self.nodes:
+            if node not in self._held:
                 self.nodes.append(int(node))
-        if self.limit is not None and len(self.nodes) > self.limit:
-            del self.nodes[:len(self.nodes) - self.limit]
+                self._held.add(node)
+                if self.limit is not None and len(self.nodes) > self.limit:
+                    self._held.discard(self.nodes.pop(0))
 
     def hosts(self) -> tuple[str, ...]:
         return tuple(self.view.hosts[i] for i in self.nodes)
-
-
-@dataclass
-class Share:
-    """What one step put on one node: an instance per GPU mask and port range."""
-
-    node: int
-    gpu_masks: list[int] = field(default_factory=list)
-    ports: list[PortRanges] = field(default_factory=list)
-    key: object = None  # the strategy's key of the node when picked
-
-    @property
-    def count(self) -> int:
-        return len(self.gpu_masks)
 
 
 def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, count: int,
@@ -141,13 +133,15 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 
 @dataclass
 class Placement:
-    """The shares of one call of :func:`place`, in the order placed."""
+    """What :func:`place` put where, one entry per node and step, in the order placed:
+    the node, one GPU mask and one port range per instance there, and the strategy's
+    key of the node when it was picked."""
 
-    shares: list[Share] = field(default_factory=list)
-
-    @property
-    def count(self) -> int:
-        return sum(s.count for s in self.shares)
+    nodes: list[int] = field(default_factory=list)
+    gpu_masks: list[list[int]] = field(default_factory=list)
+    ports: list[list[PortRanges]] = field(default_factory=list)
+    keys: list = field(default_factory=list)
+    count: int = 0
 
 
 class _Loop:
@@ -168,6 +162,7 @@ class _Loop:
         # instance would do (module docstring)
         self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
         self.room = self._initial_room()
+        self._sequential: dict[tuple[int, int], tuple[list[PortRanges], PortRanges]] = {}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -289,19 +284,20 @@ class _Loop:
     # ------------------------------------------------------------------ booking
     def _place(self, nodes: list[int], takes: list[int], keys: list) -> None:
         """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
-        request = self.request
-        shares = []
-        for node, take, key in zip(nodes, takes, keys):
-            shares.append(Share(node, self._gpu_masks(node, take, request), self._ports(node, take), key))
+        request, placement = self.request, self.placement
+        gpu_masks = [self._gpu_masks(node, take, request) for node, take in zip(nodes, takes)]
+        ports = [self._ports(node, take) for node, take in zip(nodes, takes)]
         if self.book:
-            self.view.allocate_many([s.node for s in shares], self.demand,
-                                    [s.gpu_masks for s in shares], [s.ports for s in shares],
-                                    role=request.role)
-        for share in shares:
-            self.room[share.node] -= share.count
-            self.left -= share.count
+            self.view.allocate_many(nodes, self.demand, gpu_masks, ports, role=request.role)
+        placed = sum(takes)
+        self.room[nodes] -= takes
+        self.left -= placed
         self.recent.add(nodes)
-        self.placement.shares.extend(shares)
+        placement.nodes += nodes
+        placement.gpu_masks += gpu_masks
+        placement.ports += ports
+        placement.keys += keys
+        placement.count += placed
 
     def _gpu_masks(self, node: int, take: int, request: SelectionRequest) -> list[int]:
         """``take`` successive GPU choices on ``node``, as if each were booked first."""
@@ -338,22 +334,11 @@ class _Loop:
                 chosen.append(free.take_random(demand.ports, self.pipeline.rng, port_min))
                 free = free.subtract(chosen[-1])
             return chosen
-        return _sequential_ports(free, demand.ports, take, port_min)
-
-
-_SEQUENTIAL: dict[tuple, list[PortRanges]] = {}
-
-
-def _sequential_ports(free: PortRanges, each: int, take: int, port_min: int) -> list[PortRanges]:
-    """``take`` successive sequential choices of ``each`` ports: the lowest
-    ``take × each`` free ports at or above ``port_min``, in groups. Kept by value
-    (nodes of one kind have the same free ports), bounded."""
-    key = (free, each, take, port_min)
-    chosen = _SEQUENTIAL.get(key)
-    if chosen is None:
-        ports = list(free.take_sequential(each * take, port_min))
-        chosen = [PortRanges.from_ports(ports[k * each:(k + 1) * each]) for k in range(take)]
-        if len(_SEQUENTIAL) > 4096:
-            _SEQUENTIAL.clear()
-        _SEQUENTIAL[key] = chosen
-    return chosen
+        key = (id(free), take)  # nodes of a kind share their free ports (the same object)
+        known = self._sequential.get(key)
+        if known is None:
+            taken = list(free.take_sequential(demand.ports * take, port_min))
+            each = demand.ports
+            known = self._sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
+                                              for k in range(take)], free)  # (keeps the id alive)
+        return known[0]
