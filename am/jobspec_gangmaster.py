@@ -36,7 +36,7 @@ class RoleKeys:
     node_label: str | None = None
     gpu_types: tuple[str, ...] = ()
     selector: str | None = None
-    rack_policy: str = "none"
+    rack_policy: str | None = None  # None: selection.rack_policy
     simulated_duration_s: float = DEFAULT_SIMULATED_DURATION_S
     simulated_exit_code: int = 0
     fail_on_attempts: tuple[int, ...] = ()

@@ -125,7 +125,7 @@ class RoleSpec:
     node_label: str | None = None
     gpu_types: tuple[str, ...] = ()
     selector: str | None = None
-    rack_policy: str = "none"
+    rack_policy: str | None = None  # None: selection.rack_policy
     simulated_duration_s: float = DEFAULT_SIMULATED_DURATION_S
     simulated_exit_code: int = 0
     simulated_failure: SimulatedFailure = field(default_factory=SimulatedFailure)

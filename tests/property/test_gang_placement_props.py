@@ -201,7 +201,7 @@ def gangs(draw, min_instances: int = 1) -> tuple[RoleSpec, ...]:
             max_instances_per_node=draw(st.sampled_from([None, 1, 2])),
             node_label=draw(st.sampled_from([None, None, "fast"])),
             gpu_types=draw(st.sampled_from([(), (), ("V100",), ("T4",)])),
-            rack_policy=draw(st.sampled_from(["none", "none", "pack", "spread"]))))
+            rack_policy=draw(st.sampled_from(["none", "none", "pack", "spread", None]))))
     return tuple(roles)
 
 
@@ -276,16 +276,16 @@ def outcome(place):
 @settings(max_examples=250)
 @given(st.one_of(clusters(), clusters(scarce_ports=True), uniform_clusters()), gangs(),
        st.sampled_from(STRATEGIES), st.integers(0, 3), st.sampled_from(["sequential", "random"]),
-       st.sampled_from([1, 2, 8]), st.data())
-def test_bulk_placement_is_one_instance_at_a_time(view, roles, strategy, seed, port_choice, recent_hosts, data):
+       st.sampled_from([1, 2, 8]), st.sampled_from(["none", "pack", "spread"]), st.data())
+def test_bulk_placement_is_one_instance_at_a_time(view, roles, strategy, seed, port_choice, recent_hosts,
+                                                  default_rack_policy, data):
     """Same hosts, GPU masks, ports and failures (explanations included) as placing
     one instance at a time by the documented pick order, and booking it."""
     indices = data.draw(index_subsets(roles))
     note(describe(view))
-    expected = outcome(lambda: reference_place(view, roles, make_pipeline(strategy, seed, port_choice),
-                                               indices, recent_hosts))
-    got = outcome(lambda: place_gang(view, roles, make_pipeline(strategy, seed, port_choice),
-                                     recent_hosts=recent_hosts, indices=indices))
+    pipeline = lambda: make_pipeline(strategy, seed, port_choice, default_rack_policy)
+    expected = outcome(lambda: reference_place(view, roles, pipeline(), indices, recent_hosts))
+    got = outcome(lambda: place_gang(view, roles, pipeline(), recent_hosts=recent_hosts, indices=indices))
     assert got == expected
 
 
@@ -345,7 +345,7 @@ def test_rack_policies_hold(view, roles, strategy):
     """``pack``: a role moves to a new rack only once the racks it holds have no node
     that fits, so it never goes back to a rack it left."""
     clean = ClusterView(view.specs)
-    assume(all(r.rack_policy != "none" for r in roles))
+    assume(all(r.rack_policy not in ("none", None) for r in roles))
     try:
         placement = place_gang(clean, roles, make_pipeline(strategy, 0))
     except GangDoesNotFit:
@@ -353,7 +353,7 @@ def test_rack_policies_hold(view, roles, strategy):
     rack_of = {s.host: s.rack for s in clean.specs}
     for role in roles:
         racks = [rack_of[p.host] for p in placement.instances if p.role == role.name]
-        if role.rack_policy == "pack":
+        if role.rack_policy == "pack":  # (None: the pipeline's, "none" here)
             seen = []
             for rack in racks:
                 if not seen or seen[-1] != rack:

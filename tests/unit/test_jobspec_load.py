@@ -92,7 +92,7 @@ def test_openpai_defaults():
     # our keys' defaults
     assert (role.request_ratio, role.max_instances_per_node, role.node_label, role.gpu_types,
             role.selector, role.rack_policy, role.simulated_duration_s,
-            role.simulated_exit_code) == (1.0, None, None, (), None, "none", 60.0, 0)
+            role.simulated_exit_code) == (1.0, None, None, (), None, None, 60.0, 0)
 
 
 GANGMASTER = """
