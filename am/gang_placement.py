@@ -25,6 +25,7 @@ from typing import Callable, Mapping, NamedTuple, Sequence, Union
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.placement import Placement, RecentHosts, place
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -176,20 +177,25 @@ def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: P
             hosts: list[str], asked: ResourceDescriptor) -> None:
     """One InstancePlacement per instance placed, indices in ascending order. The
     resources asked of the RM name their GPUs and ports; instances of a kind share
-    one descriptor (a gang has thousands of instances and few kinds)."""
-    resources: dict[tuple, tuple[ResourceDescriptor, str]] = {}
+    one descriptor (a gang has thousands of instances and few kinds: the port objects
+    of a kind are shared, so they are told apart by identity)."""
+    kinds: dict[tuple[int, int], tuple[ResourceDescriptor, str]] = {}
     index = iter(todo)
-    append = placement.instances.append
+    append, name = placement.instances.append, role.name
     for node, gpu_masks, ports_of in zip(placed.nodes, placed.gpu_masks, placed.ports):
         host = hosts[node]
         for gpu_mask, ports in zip(gpu_masks, ports_of):
-            kind = resources.get((gpu_mask, ports))
+            kind = kinds.get((gpu_mask, id(ports)))
             if kind is None:
-                named = {}
-                if ports:
-                    named.update(ports=ports.count, port_ranges=ports)
-                if gpu_mask:
-                    named.update(gpus=0, gpu_mask=gpu_mask)
-                kind = resources[(gpu_mask, ports)] = (replace(asked, **named) if named else asked,
-                                                       str(ports) if ports else "")
-            append(InstancePlacement(role.name, next(index), host, gpu_mask, kind[1], kind[0]))
+                kind = kinds[(gpu_mask, id(ports))] = _kind(asked, gpu_mask, ports)
+            append(InstancePlacement(name, next(index), host, gpu_mask, kind[1], kind[0]))
+
+
+def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:
+    """The resource to ask of the RM for these GPUs and ports, and the ports as text."""
+    named = {}
+    if ports:
+        named.update(ports=ports.count, port_ranges=ports)
+    if gpu_mask:
+        named.update(gpus=0, gpu_mask=gpu_mask)
+    return (replace(asked, **named) if named else asked), (str(ports) if ports else "")

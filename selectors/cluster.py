@@ -343,56 +343,49 @@ class ClusterView(NodeColumns):
         if role is not None:
             self.instances_of(role)[i] += 1
 
-    def allocate_many(self, rows: list[int], each: Demand, gpu_masks: list[list[int]],
-                      ports: list[list[PortRanges]], role: str | None = None) -> None:
-        """Book many instances of ``each`` at once (gang placement): on node ``rows[k]``
-        one instance per entry of ``gpu_masks[k]`` (its GPUs) and ``ports[k]`` (its
-        ports). Refuses with :class:`ResourceError`, changing nothing, when they do not
-        all fit in what is free — the same rule as :meth:`allocate` per instance."""
+    def allocate_many(self, rows: np.ndarray, counts: np.ndarray, each: Demand, gpus: np.ndarray | None,
+                      ports: list[PortRanges] | None, role: str | None = None) -> None:
+        """Book ``counts[k]`` instances of ``each`` on node ``rows[k]`` at once (gang
+        placement), taking there the GPUs ``gpus[k]`` (a mask; None when ``each`` asks
+        none) and the ports ``ports[k]`` (None when ``each`` asks none). Refuses with
+        :class:`ResourceError`, changing nothing, when the totals do not fit in what is
+        free: the same rule as :meth:`allocate` once per instance."""
         at = np.asarray(rows, dtype=np.int64)
+        counts = np.asarray(counts, dtype=np.int64)
         if np.unique(at).size != at.size:
             raise ResourceError("allocate_many: a node is named twice")
-        counts = np.fromiter(map(len, gpu_masks), dtype=np.int64, count=len(rows))
         short = (self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
-        taken_masks = None
-        if each.gpus:
-            taken = []
-            for masks in gpu_masks:
-                union = 0
-                for mask in masks:
-                    union = -1 if union == -1 or union & mask else union | mask  # -1: a GPU given twice
-                taken.append(union)
-            gpus = np.array([popcount(m) if m >= 0 else -1 for m in taken], dtype=np.int64)
-            taken_masks = np.array([max(m, 0) for m in taken], dtype=np.uint64)
-            short |= ((self.gpu_free_mask[at] & taken_masks) != taken_masks) | (gpus != counts * each.gpus)
-        left_ports: dict[int, PortRanges] = {}
-        if each.ports:
-            outcome: dict[tuple, tuple[PortRanges, bool]] = {}  # nodes of a kind repeat the same objects
-            for k, given in enumerate(ports):
-                free = self.ports_free[rows[k]]
-                key = (id(free), *map(id, given))
-                known = outcome.get(key)
+        if gpus is not None:
+            gpus = np.asarray(gpus, dtype=np.uint64)
+            short |= ((self.gpu_free_mask[at] & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
+        lefts: list[PortRanges] = []
+        if ports is not None:
+            outcome: dict[tuple[int, int], tuple] = {}  # nodes of a kind repeat the same objects
+            for k, taken in enumerate(ports):
+                free = self.ports_free[int(at[k])]
+                known = outcome.get((id(free), id(taken)))
                 if known is None:
-                    taken_ports = given[0] if len(given) == 1 else _union(given)
-                    left = free.subtract(taken_ports)
-                    fits_all = (taken_ports.count == each.ports * len(given)  # no port given twice
-                                and left.count == free.count - taken_ports.count)  # all of them free
-                    known = outcome[key] = (left, fits_all, free, given)  # (keeps the ids alive)
-                left_ports[rows[k]] = known[0]
-                if not known[1]:
+                    left = free.subtract(taken)
+                    fits_all = (taken.count == each.ports * int(counts[k])
+                                and left.count == free.count - taken.count)  # every port taken was free
+                    known = outcome[(id(free), id(taken))] = (left, left.count, fits_all, free, taken)
+                lefts.append(known)
+                if not known[2]:
                     short[k] = True
         if short.any():
             k = int(np.argmax(short))
-            raise ResourceError(f"host {self.hosts[rows[k]]}: {counts[k]} x {each} do not fit in free "
-                                f"{self.free(rows[k])}")
+            raise ResourceError(f"host {self.hosts[int(at[k])]}: {counts[k]} x {each} do not fit in free "
+                                f"{self.free(int(at[k]))}")
         self.memory_free[at] -= counts * each.memory_mb
         self.mvcores_free[at] -= counts * each.mvcores
-        if taken_masks is not None:
+        if gpus is not None:
             self.gpus_free[at] -= counts * each.gpus
-            self.gpu_free_mask[at] &= ~taken_masks
-        for i, left in left_ports.items():
-            self._set_ports_free(i, left)
-        self._touched_rows(rows)
+            self.gpu_free_mask[at] &= ~gpus
+        if lefts:
+            for i, known in zip(at.tolist(), lefts):
+                self.ports_free[i] = known[0]
+            self.ports_free_count[at] = [known[1] for known in lefts]
+        self._touched_rows(at.tolist())
         if role is not None:
             self.instances_of(role)[at] += counts
 
@@ -460,5 +453,9 @@ def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
     return list(names), codes
 
 
-def _union(ranges: list[PortRanges]) -> PortRanges:
-    return PortRanges.of(*(pair for r in ranges for pair in r.ranges))
+def _popcounts(masks: np.ndarray) -> np.ndarray:
+    """Set bits per uint64 (numpy < 2 has no bitwise_count)."""
+    x = masks - ((masks >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return ((x * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)

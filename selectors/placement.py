@@ -59,8 +59,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gangmaster.gpu_topology.masks import lowest_bits
-
 from .candidates import node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
@@ -162,7 +160,7 @@ class _Loop:
         # instance would do (module docstring)
         self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
         self.room = self._initial_room()
-        self._sequential: dict[tuple[int, int], tuple[list[PortRanges], PortRanges]] = {}
+        self._sequential: dict[tuple[int, int], tuple] = {}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -284,13 +282,14 @@ class _Loop:
     # ------------------------------------------------------------------ booking
     def _place(self, nodes: list[int], takes: list[int], keys: list) -> None:
         """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
-        request, placement = self.request, self.placement
-        gpu_masks = [self._gpu_masks(node, take, request) for node, take in zip(nodes, takes)]
-        ports = [self._ports(node, take) for node, take in zip(nodes, takes)]
+        placement = self.placement
+        at, counts = np.asarray(nodes, dtype=np.int64), np.asarray(takes, dtype=np.int64)
+        gpu_masks, gpus = self._gpu_masks(at, takes)
+        ports, port_unions = self._ports(nodes, takes)
         if self.book:
-            self.view.allocate_many(nodes, self.demand, gpu_masks, ports, role=request.role)
-        placed = sum(takes)
-        self.room[nodes] -= takes
+            self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
+        placed = int(counts.sum())
+        self.room[at] -= counts
         self.left -= placed
         self.recent.add(nodes)
         placement.nodes += nodes
@@ -299,46 +298,81 @@ class _Loop:
         placement.keys += keys
         placement.count += placed
 
-    def _gpu_masks(self, node: int, take: int, request: SelectionRequest) -> list[int]:
-        """``take`` successive GPU choices on ``node``, as if each were booked first."""
+    def _gpu_masks(self, at: np.ndarray, takes: list[int]) -> tuple[list[list[int]], np.ndarray | None]:
+        """Per node, ``take`` successive GPU choices, as if each were booked before the
+        next; and the GPUs of each node in all (None when the request asks none)."""
         wanted, named = self.demand.gpus, self.demand.gpu_mask
-        if not wanted or named:
-            return [named] * take
-        if take == 1:
-            return [self.selector.choose_gpus(self.view, node, request)]
-        if type(self.selector).choose_gpus is Selector.choose_gpus:  # the lowest free bits
-            free, masks = self.view.free_mask(node), []
-            for _ in range(take):
-                masks.append(lowest_bits(free, wanted))
-                free &= ~masks[-1]
-            return masks
-        masks = []  # a strategy's own choice: book each choice on the view before the next
-        for _ in range(take):
-            masks.append(self.selector.choose_gpus(self.view, node, request))
-            self.view.allocate(node, ResourceDescriptor(gpu_mask=masks[-1]))
-        for mask in masks:
-            self.view.release(node, ResourceDescriptor(gpu_mask=mask))
+        if not wanted:
+            return [[0] * take for take in takes], None
+        if named:  # the same GPUs cannot go twice: one instance per node
+            return [[named] * take for take in takes], np.full(at.size, named, dtype=np.uint64)
+        if type(self.selector).choose_gpus is Selector.choose_gpus:  # the lowest free bits, for all at once
+            free = self.view.gpu_free_mask[at].copy()
+            counts = np.asarray(takes)
+            rounds = []
+            for k in range(int(counts.max())):
+                mask = _lowest_bits(free, wanted) * (counts > k)
+                free &= ~mask
+                rounds.append(mask.tolist())
+            masks = [list(chosen[:take]) for chosen, take in zip(zip(*rounds), takes)]
+            return masks, self.view.gpu_free_mask[at] & ~free
+        masks = [self._chosen_in_turn(int(node), take) for node, take in zip(at, takes)]
+        unions = [0] * len(masks)
+        for k, chosen in enumerate(masks):
+            for mask in chosen:
+                unions[k] |= mask
+        return masks, np.array(unions, dtype=np.uint64)
+
+    def _chosen_in_turn(self, node: int, take: int) -> list[int]:
+        """The strategy's own GPU choices on ``node``, each booked on the view before the
+        next and given back after."""
+        masks = [self.selector.choose_gpus(self.view, node, self.request)]
+        if take > 1:
+            for _ in range(take - 1):
+                self.view.allocate(node, ResourceDescriptor(gpu_mask=masks[-1]))
+                masks.append(self.selector.choose_gpus(self.view, node, self.request))
+            for mask in masks[:-1]:
+                self.view.release(node, ResourceDescriptor(gpu_mask=mask))
         return masks
 
-    def _ports(self, node: int, take: int) -> list[PortRanges]:
+    def _ports(self, nodes: list[int], takes: list[int]) -> tuple[list[list[PortRanges]], list[PortRanges] | None]:
+        """Per node, the ports of each instance; and the ports of each node in all (None
+        when the request asks none)."""
         demand = self.demand
-        if demand.port_ranges:
-            return [demand.port_ranges] * take
+        if demand.port_ranges:  # named ports cannot go twice: one instance per node
+            return [[demand.port_ranges] * take for take in takes], [demand.port_ranges] * len(nodes)
         if not demand.ports:
-            return [NO_PORTS] * take
-        free = self.view.ports_free[node]
-        port_min = self.settings.port_min
-        if self.settings.port_choice == "random":
-            chosen = []
-            for _ in range(take):
-                chosen.append(free.take_random(demand.ports, self.pipeline.rng, port_min))
-                free = free.subtract(chosen[-1])
-            return chosen
-        key = (id(free), take)  # nodes of a kind share their free ports (the same object)
-        known = self._sequential.get(key)
-        if known is None:
-            taken = list(free.take_sequential(demand.ports * take, port_min))
-            each = demand.ports
-            known = self._sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
-                                              for k in range(take)], free)  # (keeps the id alive)
-        return known[0]
+            return [[NO_PORTS] * take for take in takes], None
+        chosen, unions = [], []
+        port_min, free_ports = self.settings.port_min, self.view.ports_free
+        for node, take in zip(nodes, takes):
+            free = free_ports[node]
+            if self.settings.port_choice == "random":
+                each = []
+                for _ in range(take):
+                    each.append(free.take_random(demand.ports, self.pipeline.rng, port_min))
+                    free = free.subtract(each[-1])
+                chosen.append(each)
+                unions.append(free_ports[node].subtract(free))
+                continue
+            key = (id(free), take)  # nodes of a kind share their free ports (the same object)
+            known = self._sequential.get(key)
+            if known is None:
+                union = free.take_sequential(demand.ports * take, port_min)
+                taken, each = list(union), demand.ports
+                known = self._sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
+                                                  for k in range(take)], union, free)  # (keeps the id alive)
+            chosen.append(known[0])
+            unions.append(known[1])
+        return chosen, unions
+
+
+def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:
+    """Per mask, its ``count`` lowest set bits (``lowest_bits`` for a column)."""
+    chosen = np.zeros_like(free)
+    left = free.copy()
+    for _ in range(count):
+        low = left & (~left + np.uint64(1))
+        chosen |= low
+        left ^= low
+    return chosen
