@@ -181,14 +181,15 @@ def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: P
     of a kind are shared, so they are told apart by identity)."""
     kinds: dict[tuple[int, int], tuple[ResourceDescriptor, str]] = {}
     index = iter(todo)
-    append, name = placement.instances.append, role.name
+    append, name, make = placement.instances.append, role.name, tuple.__new__
     for node, gpu_masks, ports_of in zip(placed.nodes, placed.gpu_masks, placed.ports):
         host = hosts[node]
         for gpu_mask, ports in zip(gpu_masks, ports_of):
-            kind = kinds.get((gpu_mask, id(ports)))
+            key = (gpu_mask, id(ports))
+            kind = kinds.get(key)
             if kind is None:
-                kind = kinds[(gpu_mask, id(ports))] = _kind(asked, gpu_mask, ports)
-            append(InstancePlacement(name, next(index), host, gpu_mask, kind[1], kind[0]))
+                kind = kinds[key] = _kind(asked, gpu_mask, ports)
+            append(make(InstancePlacement, (name, next(index), host, gpu_mask, kind[1], kind[0])))
 
 
 def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .candidates import node_passes
+from .candidates import best_fitting, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
@@ -159,11 +159,17 @@ class _Loop:
         # one instance per pick where filling a node at once is not what one pick per
         # instance would do (module docstring)
         self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
-        self.room = self._initial_room()
+        self.room: np.ndarray | None = None
         self._sequential: dict[tuple[int, int], tuple] = {}
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
+        if self.left == 1 and not self.book:  # one pick, nothing booked: select_single_node
+            picked = self._indexed_pick()
+            if picked is not None:
+                self._place([picked[0]], [1], [picked[1]])
+                return
+        self.room = self._initial_room()
         while self.left > 0:
             if self._can_sweep():
                 self._sweep()
@@ -230,6 +236,37 @@ class _Loop:
         j = tied[0] if tied.size == 1 else tied[np.argmin(self.ties[candidates[tied]])]
         return int(candidates[j]), keys[j], rivals
 
+    def _indexed_pick(self) -> tuple[int, object] | None:
+        """The same pick for one instance through the strategy's node index
+        (:func:`candidates.best_fitting`), when the key is a node key and there is no
+        rack policy nor random pick: the job's hosts, then their racks, searched as
+        rows; else the index's best node, and on an exact tie every node of that key.
+        None when it does not apply."""
+        request, selector, view = self._current(), self.selector, self.view
+        if self.policy != "none" or self.random_pick:
+            return None
+        key = selector.node_key(request)
+        if key is None:
+            return None
+        search = lambda k, rows=None: best_fitting(view, request, self.settings, selector, k, rows)
+        if self.locality and self.recent.nodes:
+            held = np.array(self.recent.nodes, dtype=np.int64)
+            for rows in (held, rack_rows(view, view.rack_code[held])):
+                nodes, keys = search(rows.size, rows)
+                if nodes.size:
+                    return self._first_by_ties(nodes[keys == keys[0]]), keys[0]
+        nodes, keys = search(2)
+        if nodes.size == 0:
+            self._give_up()
+        if nodes.size == 1 or keys[1] != keys[0]:
+            return int(nodes[0]), keys[0]
+        tied = np.flatnonzero(key.column(view) == keys[0])
+        passing = node_passes(FilterContext(view, request, self.settings), tied)
+        return self._first_by_ties(tied if passing is None else tied[passing]), keys[0]
+
+    def _first_by_ties(self, nodes: np.ndarray) -> int:
+        return int(nodes[0] if nodes.size == 1 else nodes[np.argmin(self.ties[nodes])])
+
     def _give_up(self) -> None:
         """No eligible node: the filter chain says why, as one select() would now."""
         _, explanation = self.pipeline.filter(self.view, self._current())
@@ -289,7 +326,8 @@ class _Loop:
         if self.book:
             self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
         placed = int(counts.sum())
-        self.room[at] -= counts
+        if self.room is not None:
+            self.room[at] -= counts
         self.left -= placed
         self.recent.add(nodes)
         placement.nodes += nodes
@@ -306,7 +344,7 @@ class _Loop:
             return [[0] * take for take in takes], None
         if named:  # the same GPUs cannot go twice: one instance per node
             return [[named] * take for take in takes], np.full(at.size, named, dtype=np.uint64)
-        if type(self.selector).choose_gpus is Selector.choose_gpus:  # the lowest free bits, for all at once
+        if type(self.selector).choose_gpus is Selector.choose_gpus and at.size > 8:  # lowest free bits, at once
             free = self.view.gpu_free_mask[at].copy()
             counts = np.asarray(takes)
             rounds = []
@@ -365,6 +403,23 @@ class _Loop:
             chosen.append(known[0])
             unions.append(known[1])
         return chosen, unions
+
+
+_RACK_ROWS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def rack_rows(view: ClusterView, racks: np.ndarray) -> np.ndarray:
+    """The nodes of ``racks`` (rack codes), in node order. The grouping of the nodes
+    by rack is kept per rack column (a view's copies share it; racks never change)."""
+    known = _RACK_ROWS.get(id(view.rack_code))
+    if known is None or known[0] is not view.rack_code:
+        if len(_RACK_ROWS) > 16:
+            _RACK_ROWS.clear()
+        by_rack = np.argsort(view.rack_code, kind="stable")
+        starts = np.searchsorted(view.rack_code[by_rack], np.arange(len(view.racks) + 1))
+        known = _RACK_ROWS[id(view.rack_code)] = (view.rack_code, by_rack, starts)
+    _, by_rack, starts = known
+    return np.sort(np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in np.unique(racks)]))
 
 
 def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:
