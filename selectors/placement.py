@@ -34,19 +34,27 @@ strategy that opts out of locality, a random pick, the ``spread`` rack policy
 (each instance changes which racks are preferred), and a pick among several of the
 job's hosts with room.
 
-Keys are read fresh at every pick, over the nodes of the best tier only (a
-strategy's node-key column is refreshed by the view only for the nodes booked).
-When the strategy's key is a node-key column whatever the job's hosts are, there
-is no rack policy, and no host of the job nor more than one of their racks has room
-left, the rest of the role goes rack by rack without further picks — the racks in
-the order of their best node, each rack's nodes in (key, tie order) — because each
-node placed keeps its rack the only one of the job's racks with room: one sort and
-a cumulative sum of room (:meth:`_Loop._sweep`).
+Keys are read fresh at every pick, over the nodes of the best tier only, so a
+node's key must not depend on which other nodes are ranked with it (a node-key
+column is refreshed by the view only for the nodes booked). When the strategy's key
+is a node key (:meth:`Selector.node_key`) whether or not the job has hosts, there is
+no rack policy, and no host of the job nor more than one of their racks has room
+left, the rest of the role goes rack by rack without further picks — that rack
+first, then the racks in the order of their best node, each rack's nodes in (key,
+tie order) — because each node placed keeps its rack the only one of the job's racks
+with room: one sort and a cumulative sum of room (:meth:`_Loop._sweep`).
+
+One instance, not booked (``select_single_node``): with a node key and no rack
+policy nor random pick, the same order is searched through the strategy's node
+index (:func:`~gangmaster.selectors.candidates.best_fitting`): the job's hosts, then
+their racks, as rows; else the index's best node, and on an exact tie every node of
+that key, for the tie order.
 
 GPUs and ports
 --------------
 A node's instances get their GPUs from the strategy's ``choose_gpus``, one choice
-after another as if each were booked before the next, and their ports from the
+after another as if each were booked before the next (the base class's lowest free
+bits, for many nodes at once), and their ports from the
 node's free ports at or above ``port_min`` (sequentially: the lowest ones, as
 successive single choices would; or drawn with the pipeline's RNG), unless the
 request names its ports. Everything a step places is booked on the view at once
