@@ -235,9 +235,10 @@ class _Loop:
             raise ValueError(f"{type(self.selector).__name__}.rank returned {keys.shape} keys for "
                              f"{candidates.shape[0]} candidates")
         if self.random_pick:
-            order = np.lexsort((self.ties[candidates], keys))
             kept = self.selector.keep(request, candidates.size)
-            j = order[0 if kept == 1 else self.pipeline.rng.randrange(kept)]
+            inside = np.flatnonzero(keys <= np.partition(keys, kept - 1)[kept - 1])  # the kept, and ties
+            best = inside[np.lexsort((self.ties[candidates[inside]], keys[inside]))]
+            j = best[0 if kept == 1 else self.pipeline.rng.randrange(kept)]
             return int(candidates[j]), keys[j], rivals
         best = keys == keys.min()
         tied = np.flatnonzero(best)

@@ -35,7 +35,7 @@ def add_parser(sub):
     p.add_argument("--selector", default="job-packing")
     p.add_argument("--servers", type=count(0), default=3000)
     p.add_argument("--workers", type=count(0), default=3000)
-    p.add_argument("--repeat", type=count(), default=3)
+    p.add_argument("--repeat", type=count(), default=5)
     p.set_defaults(func=run)
     return p
 
@@ -56,23 +56,40 @@ def run(args) -> int:
     total = sum(r.instances for r in roles)
     settings = SelectionSettings()
     pipeline_for = lambda: SelectionPipeline(settings, get_selector(args.selector))
-    best = floor = float("inf")
+    decision, floor = _Best(), _Best()
     for _ in range(args.repeat):
-        start = time.perf_counter()
-        try:
-            placement = place_gang(view, roles, pipeline_for())
-        except GangDoesNotFit as exc:
-            print(f"no placement: {exc}")
-            return 1
-        best = min(best, time.perf_counter() - start)
-        start = time.perf_counter()
-        numpy_floor(view, roles, settings.port_min)
-        floor = min(floor, time.perf_counter() - start)
+        with decision:
+            try:
+                placement = place_gang(view, roles, pipeline_for())
+            except GangDoesNotFit as exc:
+                print(f"no placement: {exc}")
+                return 1
+        with floor:
+            numpy_floor(view, roles, settings.port_min)
     hosts = len(set(placement.hosts()))
     print(f"placed {total} instances on {hosts} of {len(view)} nodes with {args.selector}")
-    print(f"placement decision: {best * 1e3:.1f} ms (best of {args.repeat}); target <= {TARGET_S * 1e3:.0f} ms")
-    print(f"floor, numpy room + cumsum per role: {floor * 1e3:.1f} ms; ratio {best / floor:.1f}x")
+    print(f"placement decision: {decision} (best of {args.repeat}); target <= {TARGET_S * 1e3:.0f} ms")
+    print(f"floor, numpy room + cumsum per role: {floor}")
+    print(f"ratio to the floor: {decision.wall / floor.wall:.1f}x wall, {decision.cpu / floor.cpu:.1f}x CPU")
     return 0
+
+
+class _Best:
+    """The best wall-clock and CPU (process) time of the runs timed with ``with``. The
+    CPU time leaves out the waits of a process on a machine shared with others."""
+
+    def __init__(self):
+        self.wall = self.cpu = float("inf")
+
+    def __enter__(self):
+        self._wall, self._cpu = time.perf_counter(), time.process_time()
+
+    def __exit__(self, *exc):
+        self.wall = min(self.wall, time.perf_counter() - self._wall)
+        self.cpu = min(self.cpu, time.process_time() - self._cpu)
+
+    def __str__(self) -> str:
+        return f"{self.wall * 1e3:.1f} ms wall, {self.cpu * 1e3:.1f} ms CPU"
 
 
 def numpy_floor(view, roles: tuple[RoleSpec, ...], port_min: int) -> None:
