@@ -290,7 +290,8 @@ def test_bulk_placement_is_one_instance_at_a_time(view, roles, strategy, seed, p
 
 
 @settings(max_examples=150)
-@given(clusters(scarce_ports=True), gangs(), st.sampled_from(STRATEGIES), st.integers(0, 3),
+@given(st.one_of(clusters(scarce_ports=True), uniform_clusters()), gangs(), st.sampled_from(STRATEGIES),
+       st.integers(0, 3),
        st.lists(st.sampled_from(["n00", "n01", "n02", "n05", "n07"]), max_size=3, unique=True))
 def test_select_single_node_is_the_documented_pick(view, roles, strategy, seed, placed_hosts):
     role = roles[0]
@@ -394,3 +395,16 @@ def test_several_job_hosts_with_room_are_picked_again_after_each_instance():
     assert workers[0] != workers[1]  # the example does what it says
     assert outcome(lambda: place_gang(view, roles, make_pipeline(strategy, 0))) == \
            outcome(lambda: reference_place(view, roles, make_pipeline(strategy, 0)))
+
+
+@pytest.mark.parametrize("strategy", ["random", "job-packing", "topology"])
+def test_single_picks_on_a_tied_cluster_follow_the_tie_order(strategy):
+    """Every node ties: the pick (and a random strategy's few best to draw from) is
+    decided by the seeded tie order over all of them, not by node number."""
+    view = ClusterView([NodeSpec(f"n{i:02d}", memory_mb=65536, vcores=16.0, gpus=8, gpu_type="V100",
+                                 topology="dgx1-v100") for i in range(12)])
+    request = SelectionRequest("w", ResourceDescriptor(memory_mb=1024, vcores=1, gpus=1))
+    for seed in range(4):
+        expected, got = make_pipeline(strategy, seed), make_pipeline(strategy, seed)
+        assert [reference_pick(expected, view, request)[:2] for _ in range(4)] == \
+               [_single(got, view, request)[:2] for _ in range(4)]
