@@ -91,9 +91,9 @@ class NodeLedger(NodeColumns):
             return f"host {host}: memory free {free.memory_mb}MB < {need.memory_mb}MB asked"
         if reason == why.VCORES:
             return f"host {host}: vcores free {free.mvcores / 1000:g} < {need.mvcores / 1000:g} asked"
-        if need.gpu_mask:  # a mask asked: name the GPUs that are taken (the count follows from them)
-            return f"host {host}: GPUs {need.gpu_mask & ~free.gpu_mask:#x} of mask {need.gpu_mask:#x} are taken"
-        if reason == why.GPUS:
+        if reason in (why.GPUS, why.GPU_MASK):
+            if need.gpu_mask:  # name the GPUs that are taken (a short count follows from them)
+                return f"host {host}: GPUs {need.gpu_mask & ~free.gpu_mask:#x} of mask {need.gpu_mask:#x} are taken"
             return f"host {host}: GPUs free {free.gpus} < {need.gpus} asked"
         if need.port_ranges:
             return f"host {host}: ports {need.port_ranges.subtract(free.port_ranges)} are taken"
