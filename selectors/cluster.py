@@ -365,7 +365,7 @@ class _CachedColumn:
 
 def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:
     chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
-    return np.array([p.above(port_min).count for p in chosen], dtype=np.int64)
+    return np.array([p.count_at_or_above(port_min) for p in chosen], dtype=np.int64)
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:

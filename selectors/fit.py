@@ -100,13 +100,13 @@ class Amounts(NamedTuple):
     def ports_at_or_above(self, port_min: int) -> int:
         if self.port_ranges is None or port_min <= PORT_MIN:
             return self.port_count
-        return self.port_ranges.above(port_min).count
+        return self.port_ranges.count_at_or_above(port_min)
 
 
 # ------------------------------------------------------------------ the checks
 class Check:
     """One dimension of a demand: a reason code, and the comparison in three forms —
-    a vector over node columns (:meth:`short`), how many instances fit (:meth:`room`)
+    a vector over node columns (:meth:`meets`), how many instances fit (:meth:`room`)
     and a scalar over one node's :class:`Amounts` (:meth:`short_in`)."""
 
     reason = ""
@@ -116,26 +116,31 @@ class Check:
     #: Whether a node whose capacity is too small is reported ``filtered`` (never fits)
     #: by the filter chain; ports have always been reported ``exhausted``.
     filtered_when_too_small = True
-    #: Whether :meth:`short` is a numpy expression (else a loop over the rows asked).
+    #: Whether :meth:`meets` is a numpy expression (else a loop over the rows asked).
     vectorised = True
+    #: What explanations show: the ask, in the unit shown (vcores, not millis).
+    requested: object = None
+    unit = 1
+
+    def meets(self, view: "NodeColumns", rows, empty: bool = False) -> np.ndarray:
+        """Bool per row: this dimension fits (in the node's capacity when ``empty``)."""
+        raise NotImplementedError
 
     def short(self, view: "NodeColumns", rows, empty: bool = False) -> np.ndarray:
-        """Bool per row: this dimension does not fit (in capacity when ``empty``)."""
-        raise NotImplementedError
+        """Bool per row: this dimension does not fit (in the node's capacity when ``empty``)."""
+        return ~self.meets(view, rows, empty)
 
     def room(self, view: "NodeColumns", rows, empty: bool = False) -> np.ndarray:
         """int64 per row: how many instances this dimension alone lets in."""
         raise NotImplementedError
 
     def short_in(self, amounts: Amounts) -> bool:
+        """This dimension does not fit in one node's ``amounts``."""
         raise NotImplementedError
 
-    # what explanations show: the ask, and the column whose maximum is "most free" /
-    # "capacity at most" (None: no number for this dimension)
-    requested: object = None
-    unit = 1
-
     def shown_column(self, view: "NodeColumns", empty: bool) -> np.ndarray | None:
+        """The column explanations take "most free" (or, ``empty``, "capacity at most")
+        from, in the model's units; None: this dimension shows no number."""
         return None
 
 
@@ -156,8 +161,8 @@ class _Amount(Check):
     def _column(self, view, empty):
         return getattr(view, self.capacity if empty else self.free)
 
-    def short(self, view, rows, empty=False):
-        return _take(self._column(view, empty), rows) < self.need
+    def meets(self, view, rows, empty=False):
+        return _take(self._column(view, empty), rows) >= self.need
 
     def room(self, view, rows, empty=False):
         return _take(self._column(view, empty), rows) // self.need
@@ -180,12 +185,12 @@ class _GpuMask(Check):
         self.mask64 = np.uint64(mask)
         self.requested = f"{mask:#x}"
 
-    def short(self, view, rows, empty=False):
+    def meets(self, view, rows, empty=False):
         column = view.gpu_capacity_mask if empty else view.gpu_free_mask
-        return (_take(column, rows) & self.mask64) != self.mask64
+        return (_take(column, rows) & self.mask64) == self.mask64
 
     def room(self, view, rows, empty=False):
-        return (~self.short(view, rows, empty)).astype(np.int64)  # the same GPUs cannot go twice
+        return self.meets(view, rows, empty).astype(np.int64)  # the same GPUs cannot go twice
 
     def short_in(self, amounts):
         return amounts.gpu_mask is not None and (amounts.gpu_mask & self.mask) != self.mask
@@ -205,8 +210,8 @@ class _PortCount(Check):
     def shown_column(self, view, empty):
         return (view.ports_capacity_at_or_above if empty else view.ports_free_at_or_above)(self.port_min)
 
-    def short(self, view, rows, empty=False):
-        return _take(self.shown_column(view, empty), rows) < self.count
+    def meets(self, view, rows, empty=False):
+        return _take(self.shown_column(view, empty), rows) >= self.count
 
     def room(self, view, rows, empty=False):
         return _take(self.shown_column(view, empty), rows) // self.count
@@ -227,14 +232,13 @@ class _PortRangesFree(Check):
         self.ranges = ranges
         self.requested = str(ranges)
 
-    def short(self, view, rows, empty=False):
+    def meets(self, view, rows, empty=False):
         ports = view.port_capacity if empty else view.ports_free
         nodes = range(len(view)) if rows is None else rows
-        return np.fromiter((not self.ranges.fits_in(ports[int(i)]) for i in nodes), dtype=bool,
-                           count=len(nodes))
+        return np.fromiter((self.ranges.fits_in(ports[int(i)]) for i in nodes), dtype=bool, count=len(nodes))
 
     def room(self, view, rows, empty=False):
-        return (~self.short(view, rows, empty)).astype(np.int64)  # the same ports cannot go twice
+        return self.meets(view, rows, empty).astype(np.int64)  # the same ports cannot go twice
 
     def short_in(self, amounts):
         if amounts.port_ranges is None:
@@ -267,20 +271,13 @@ def fits(view: "NodeColumns", demand: Demand, port_min: int = PORT_MIN, rows=Non
     """Bool per node (per entry of ``rows``, an index array, when given): one instance
     of ``demand`` fits in what is free now (in the node's capacity when ``empty``).
     Health, labels and per-role caps are the filter chain's business, not the fit's."""
-    ok = None
-    later = []
+    ok = np.ones(len(view) if rows is None else len(rows), dtype=bool)
     for check in demand.checks(port_min):
-        if not check.vectorised:
-            later.append(check)
-            continue
-        passed = ~check.short(view, rows, empty)
-        ok = passed if ok is None else ok & passed
-    if ok is None:
-        ok = np.ones(len(view) if rows is None else len(rows), dtype=bool)
-    for check in later:  # per-node loops: only over the rows still in
-        where = np.flatnonzero(ok)
-        at = where if rows is None else np.asarray(rows)[where]
-        ok[where[check.short(view, at, empty)]] = False
+        if check.vectorised:
+            ok &= check.meets(view, rows, empty)
+        else:  # a per-node loop: only over the rows still in
+            where = np.flatnonzero(ok)
+            ok[where] = check.meets(view, _subset(rows, where), empty)
     return ok
 
 
@@ -291,8 +288,17 @@ def room(view: "NodeColumns", demand: Demand, port_min: int = PORT_MIN, rows=Non
     demand of nothing. ``room >= 1`` exactly where :func:`fits` is True."""
     out = np.full(len(view) if rows is None else len(rows), UNBOUNDED, dtype=np.int64)
     for check in demand.checks(port_min):
-        np.minimum(out, check.room(view, rows, empty), out=out)
+        if check.vectorised:
+            np.minimum(out, check.room(view, rows, empty), out=out)
+        else:  # a per-node loop: only over the rows with room so far
+            where = np.flatnonzero(out)
+            out[where] = np.minimum(out[where], check.room(view, _subset(rows, where), empty))
     return out
+
+
+def _subset(rows, where: np.ndarray) -> np.ndarray:
+    """The node indices at positions ``where`` of ``rows`` (of every node when None)."""
+    return where if rows is None else np.asarray(rows)[where]
 
 
 def shortfall(demand: Demand, amounts: Amounts, port_min: int = PORT_MIN) -> str | None:
