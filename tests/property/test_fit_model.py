@@ -17,7 +17,7 @@ from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 from gangmaster.selectors.settings import SelectionSettings
-from gangmaster.tools.rmsim.ledger import NodeLedger
+from gangmaster.tools.rmsim.ledger import Booking, NodeLedger
 
 PORT_MIN = 20000
 VCORES = [0, 0.3, 0.5, 1, 2.7, 4]
@@ -67,11 +67,22 @@ def exact(columns: NodeColumns, i: int, demand: Demand, port_min: int) -> Demand
 
 
 def book_exact(columns: NodeColumns, i: int, demand: Demand, port_min: int) -> Demand:
+    """Book one instance through the public API: the ledger's take, the view's allocate."""
     taken = exact(columns, i, demand, port_min)
     if taken is None:
         raise ResourceError("too few GPUs or ports")
-    columns._book(i, taken)
+    if isinstance(columns, NodeLedger):
+        columns.take(i, _booking(taken))
+    else:
+        columns.allocate(i, _descriptor(taken))
     return taken
+
+
+def give_back(columns: NodeColumns, i: int, taken: Demand) -> None:
+    if isinstance(columns, NodeLedger):
+        columns.give_back(i, _booking(taken))
+    else:
+        columns.release(i, _descriptor(taken))
 
 
 def assert_free_plus_used_is_capacity(columns: NodeColumns, held: list[tuple[int, Demand]]) -> None:
@@ -103,17 +114,14 @@ operations = st.lists(st.tuples(st.booleans(), st.integers(0, 5), asks), max_siz
 def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
     for columns in (ClusterView(specs), NodeLedger(specs)):
         held: list[tuple[int, Demand]] = []
-        for give_back, pick, ask in ops:
-            if give_back and held:
+        for returning, pick, ask in ops:
+            if returning and held:
                 i, d = held.pop(pick % len(held))
-                if isinstance(columns, NodeLedger):
-                    columns.give_back(i, _booking(d))
-                else:
-                    columns.release(i, _descriptor(d))
+                give_back(columns, i, d)
                 if d.gpu_mask or d.port_ranges:  # its GPUs / ports are free now: a second return is refused
                     before = columns.amounts(i)
                     try:
-                        columns._unbook(i, d)
+                        give_back(columns, i, d)
                     except ResourceError:
                         assert columns.amounts(i) == before
                     else:
@@ -129,11 +137,7 @@ def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
                         assert shortfall(demand, before) is not None and columns.amounts(i) == before
                 else:
                     try:
-                        taken = exact(columns, i, demand, 0)
-                        if taken is None:
-                            raise ResourceError("short")
-                        columns.allocate(i, _descriptor(taken))
-                        held.append((i, taken))
+                        held.append((i, book_exact(columns, i, demand, 0)))
                     except ResourceError:
                         assert shortfall(demand, before) is not None and columns.amounts(i) == before
             assert_free_plus_used_is_capacity(columns, held)
@@ -207,6 +211,5 @@ def _descriptor(d: Demand) -> ResourceDescriptor:
     return ResourceDescriptor(d.memory_mb, d.mvcores / 1000.0, d.gpus, d.gpu_mask, port_ranges=d.port_ranges)
 
 
-def _booking(d: Demand):
-    from gangmaster.tools.rmsim.ledger import Booking
+def _booking(d: Demand) -> Booking:
     return Booking(d.memory_mb, d.mvcores, d.gpu_mask, d.port_ranges)
