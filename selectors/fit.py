@@ -105,9 +105,9 @@ class Amounts(NamedTuple):
 
 # ------------------------------------------------------------------ the checks
 class Check:
-    """One dimension of a demand: a reason code, and the comparison in three forms —
-    a vector over node columns (:meth:`meets`), how many instances fit (:meth:`room`)
-    and a scalar over one node's :class:`Amounts` (:meth:`short_in`)."""
+    """One dimension of a demand: a reason code, and the comparison over node columns —
+    whether one instance fits (:meth:`meets`) and how many do (:meth:`room`). The
+    scalar form over one node's :class:`Amounts` is :func:`shortfall`."""
 
     reason = ""
     #: Checks of one group are compared on capacity together, then on what is free
@@ -134,10 +134,6 @@ class Check:
         """int64 per row: how many instances this dimension alone lets in."""
         raise NotImplementedError
 
-    def short_in(self, amounts: Amounts) -> bool:
-        """This dimension does not fit in one node's ``amounts``."""
-        raise NotImplementedError
-
     def shown_column(self, view: "NodeColumns", empty: bool) -> np.ndarray | None:
         """The column explanations take "most free" (or, ``empty``, "capacity at most")
         from, in the model's units; None: this dimension shows no number."""
@@ -153,9 +149,9 @@ class _Amount(Check):
 
     group = "amount"
 
-    def __init__(self, reason: str, need: int, amount: str, free: str, capacity: str, unit: int):
+    def __init__(self, reason: str, need: int, free: str, capacity: str, unit: int):
         self.reason, self.need, self.unit = reason, need, unit
-        self.amount, self.free, self.capacity = amount, free, capacity  # field and column names
+        self.free, self.capacity = free, capacity  # column names
         self.requested = need if unit == 1 else need / unit
 
     def _column(self, view, empty):
@@ -166,9 +162,6 @@ class _Amount(Check):
 
     def room(self, view, rows, empty=False):
         return _take(self._column(view, empty), rows) // self.need
-
-    def short_in(self, amounts):
-        return getattr(amounts, self.amount) < self.need
 
     def shown_column(self, view, empty):
         return self._column(view, empty)
@@ -192,9 +185,6 @@ class _GpuMask(Check):
     def room(self, view, rows, empty=False):
         return self.meets(view, rows, empty).astype(np.int64)  # the same GPUs cannot go twice
 
-    def short_in(self, amounts):
-        return amounts.gpu_mask is not None and (amounts.gpu_mask & self.mask) != self.mask
-
 
 class _PortCount(Check):
     """A count of ports, served only by free ports ``>= port_min``."""
@@ -215,9 +205,6 @@ class _PortCount(Check):
 
     def room(self, view, rows, empty=False):
         return _take(self.shown_column(view, empty), rows) // self.count
-
-    def short_in(self, amounts):
-        return amounts.ports_at_or_above(self.port_min) < self.count
 
 
 class _PortRangesFree(Check):
@@ -240,22 +227,17 @@ class _PortRangesFree(Check):
     def room(self, view, rows, empty=False):
         return self.meets(view, rows, empty).astype(np.int64)  # the same ports cannot go twice
 
-    def short_in(self, amounts):
-        if amounts.port_ranges is None:
-            return amounts.port_count < self.ranges.count
-        return not self.ranges.fits_in(amounts.port_ranges)
-
 
 @lru_cache(maxsize=4096)
 def _checks(demand: Demand, port_min: int) -> tuple[Check, ...]:
     """Built once per (demand, port_min): a role asks the same thing again and again."""
     found: list[Check] = []
     if demand.memory_mb:
-        found.append(_Amount(why.MEMORY, demand.memory_mb, "memory_mb", "memory_free", "memory_capacity", 1))
+        found.append(_Amount(why.MEMORY, demand.memory_mb, "memory_free", "memory_capacity", 1))
     if demand.mvcores:
-        found.append(_Amount(why.VCORES, demand.mvcores, "mvcores", "mvcores_free", "mvcores_capacity", 1000))
+        found.append(_Amount(why.VCORES, demand.mvcores, "mvcores_free", "mvcores_capacity", 1000))
     if demand.gpus:
-        found.append(_Amount(why.GPUS, demand.gpus, "gpus", "gpus_free", "gpu_capacity", 1))
+        found.append(_Amount(why.GPUS, demand.gpus, "gpus_free", "gpu_capacity", 1))
     if demand.gpu_mask:
         found.append(_GpuMask(demand.gpu_mask))
     if demand.port_ranges:
@@ -302,9 +284,23 @@ def _subset(rows, where: np.ndarray) -> np.ndarray:
 
 
 def shortfall(demand: Demand, amounts: Amounts, port_min: int = PORT_MIN) -> str | None:
-    """The scalar check: None when ``demand`` fits in ``amounts``, else the reason code of
-    the first dimension that is short (memory, vcores, gpus, gpu-mask, ports)."""
-    for check in demand.checks(port_min):
-        if check.short_in(amounts):
-            return check.reason
+    """The scalar form of the checks, for one node (the RM books container by container,
+    the AM instance by instance): None when ``demand`` fits in ``amounts``, else the
+    reason code of the first dimension that is short, in the checks' order. Written
+    out rather than built from :class:`Check` objects because every exact booking (its
+    own ports) is a new demand; the property tests hold it equal to :func:`fits`."""
+    if demand.memory_mb > amounts.memory_mb:
+        return why.MEMORY
+    if demand.mvcores > amounts.mvcores:
+        return why.VCORES
+    if demand.gpus > amounts.gpus:
+        return why.GPUS
+    if demand.gpu_mask and amounts.gpu_mask is not None and demand.gpu_mask & ~amounts.gpu_mask:
+        return why.GPU_MASK
+    if demand.port_ranges:
+        if (not demand.port_ranges.fits_in(amounts.port_ranges) if amounts.port_ranges is not None
+                else demand.ports > amounts.port_count):
+            return why.PORTS
+    elif demand.ports and demand.ports > amounts.ports_at_or_above(port_min):
+        return why.PORTS
     return None
