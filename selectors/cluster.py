@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Iterable
 
 import numpy as np
@@ -438,13 +437,7 @@ class _CachedColumn:
 
 def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:
     chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
-    return np.array([_count_at_or_above(p, port_min) for p in chosen], dtype=np.int64)
-
-
-@lru_cache(maxsize=4096)
-def _count_at_or_above(ports: PortRanges, port_min: int) -> int:
-    """By value: the nodes of one kind, booked alike, have equal free ports."""
-    return ports.above(port_min).count
+    return np.array([p.count_at_or_above(port_min) for p in chosen], dtype=np.int64)
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
