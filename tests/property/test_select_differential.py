@@ -6,7 +6,8 @@ The pipeline finds its candidates through a node index kept up to date row by ro
 (selectors/node_index.py) or by a scan; these tests hold it to the reference on
 fresh views, after random allocate / release / set_health / mark_failed / set_usage
 sequences (the index taken in incrementally, and rebuilt), and on copies of a view
-changed apart from their original.
+changed apart from their original; best_nodes also with a seeded tie order (equal
+keys by a rank per node instead of the node index).
 """
 from contextlib import contextmanager
 from dataclasses import replace
@@ -49,8 +50,9 @@ def reference_explained(view, request, settings) -> tuple[list[int], Explanation
     return [i for i in range(len(view)) if alive[i]], explanation
 
 
-def reference_best(view, request, settings, selector, k) -> tuple[list[int], list, Explanation]:
-    """The k best survivors by (key, node index), with their keys."""
+def reference_best(view, request, settings, selector, k, ties=None) -> tuple[list[int], list, Explanation]:
+    """The k best survivors by (key, node index), with their keys (by (key, ties[node])
+    when a tie rank per node is given)."""
     if request.reuse_ports:
         resource = request.resource.with_(ports=request.reuse_ports.count, port_ranges=request.reuse_ports)
         request = replace(request, resource=resource)
@@ -58,7 +60,8 @@ def reference_best(view, request, settings, selector, k) -> tuple[list[int], lis
     if not survivors:
         return [], [], explanation
     keys = list(np.asarray(selector.rank(view, np.array(survivors), request)))
-    ranked = sorted(zip(keys, survivors))[:k]
+    rank = (lambda n: n) if ties is None else (lambda n: ties[n])
+    ranked = sorted(zip(keys, survivors), key=lambda kn: (kn[0], rank(kn[1])))[:k]
     return [n for _, n in ranked], [key for key, _ in ranked], explanation
 
 
@@ -143,11 +146,11 @@ def rebuild_after(moved: int):
         yield
 
 
-def assert_decides_as_reference(pipeline, view, request, k=None):
+def assert_decides_as_reference(pipeline, view, request, k=None, ties=None):
     k = k or pipeline.selector.keep(request, len(view))
-    nodes, keys, explanation = reference_best(view, request, pipeline.settings, pipeline.selector, k)
+    nodes, keys, explanation = reference_best(view, request, pipeline.settings, pipeline.selector, k, ties)
     try:
-        got_nodes, got_keys = pipeline.best_nodes(view, request, k)
+        got_nodes, got_keys = pipeline.best_nodes(view, request, k, ties=ties)
     except NotAvailable as exc:
         assert nodes == [], f"NotAvailable, but the reference finds {nodes}"
         assert exc.explanation.to_dict() == explanation.to_dict()
@@ -180,29 +183,35 @@ def test_select_decides_as_the_reference(name, view, request, config):
 
 @pytest.mark.parametrize("name", ["job-packing", "topology", "locality", "random"])
 @settings(max_examples=40)
-@given(data=st.data(), view=clusters(), config=selection_settings, moved=st.sampled_from([0, 3, 64]))
-def test_the_index_follows_changes_and_copies(name, data, view, config, moved):
+@given(data=st.data(), view=clusters(), config=selection_settings, moved=st.sampled_from([0, 3, 64]),
+       seeded_ties=st.booleans())
+def test_the_index_follows_changes_and_copies(name, data, view, config, moved, seeded_ties):
     pipeline = SelectionPipeline(config, get_selector(name, config.candidate_nodes_factor))
+    ties = np.random.default_rng(config.seed).permutation(len(view)) if seeded_ties else None
     asked = [data.draw(requests()) for _ in range(3)]
     booked: list = []
+
+    def check(on, request, k=None):
+        assert_decides_as_reference(pipeline, on, request, k, ties)
+
     with rebuild_after(moved):
         for request in asked:  # build the indexes before anything changes
-            assert_decides_as_reference(pipeline, view, request)
+            check(view, request)
         for _ in range(data.draw(st.integers(1, 12))):
             random_change(data.draw, view, booked)
-            assert_decides_as_reference(pipeline, view, data.draw(st.sampled_from(asked)))
+            check(view, data.draw(st.sampled_from(asked)))
         scratch = view.copy()
-        before = [reference_best(view, r, config, pipeline.selector, 4)[:2] for r in asked]
+        before = [reference_best(view, r, config, pipeline.selector, 4, ties)[:2] for r in asked]
         scratch_booked = list(booked)
         for _ in range(data.draw(st.integers(1, 8))):
             random_change(data.draw, scratch, scratch_booked)
-            assert_decides_as_reference(pipeline, scratch, data.draw(st.sampled_from(asked)))
+            check(scratch, data.draw(st.sampled_from(asked)))
         for request, (nodes, keys) in zip(asked, before):  # the original did not move
-            assert reference_best(view, request, config, pipeline.selector, 4)[:2] == (nodes, keys)
-            assert_decides_as_reference(pipeline, view, request, k=4)
+            assert reference_best(view, request, config, pipeline.selector, 4, ties)[:2] == (nodes, keys)
+            check(view, request, k=4)
         for _ in range(data.draw(st.integers(0, 4))):  # and still follows its own changes
             random_change(data.draw, view, booked)
-            assert_decides_as_reference(pipeline, view, data.draw(st.sampled_from(asked)))
+            check(view, data.draw(st.sampled_from(asked)))
 
 
 @settings(max_examples=30)
