@@ -1,7 +1,8 @@
 """The best nodes that can take a request: through the strategy's node index, or by a scan.
 
 Both ways give one answer: the ``k`` nodes that pass every filter, with the lowest
-(strategy key, node number), best first.
+(strategy key, tie rank), best first; the tie rank is the node number unless the
+caller gives a seeded order.
 
 * **Indexed**, when the strategy gives a node key for the request
   (:meth:`~gangmaster.selectors.selector.Selector.node_key`) and the request has no
@@ -37,17 +38,23 @@ NO_NODES = np.zeros(0, dtype=np.int64)
 
 
 def best_fitting(view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
-                 selector: "Selector", k: int, rows=None) -> tuple[np.ndarray, np.ndarray]:
+                 selector: "Selector", k: int, rows=None,
+                 ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best nodes (among ``rows``, an index array, when given) that pass
-    every filter, best first by (key, node), and their keys; empty when none pass."""
+    every filter, best first by (key, tie rank), and their keys; empty when none
+    pass. ``ties`` ranks equal keys (one rank per node, lower first; keep the same
+    array for the same order: the view keeps an index per array); the node number
+    when None."""
     ctx = FilterContext(view, request, settings)
     key = selector.node_key(request)
     if key is not None and rows is None and request.rack_policy == "none":
         column = key.column(view)
-        index = view.derived(f"node-index:{key.name}", lambda v: NodeIndex(column, v.gpus_free, key.name))
+        # an index holds its tie array, so the array's id names it as long as it lives
+        name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
+        index = view.derived(name, lambda v: NodeIndex(column, v.gpus_free, key.name, ties))
         index.sync(column, view.gpus_free)
         return index.best(k, request.resource.gpus, lambda nodes: _passing(ctx, nodes))
-    return _scanned(ctx, selector, k, rows)
+    return _scanned(ctx, selector, k, rows, ties)
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:
@@ -66,7 +73,8 @@ def _passing(ctx: FilterContext, nodes: np.ndarray) -> np.ndarray:
     return np.ones(nodes.size, dtype=bool) if ok is None else ok
 
 
-def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows) -> tuple[np.ndarray, np.ndarray]:
+def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows,
+             ties: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     view, request = ctx.view, ctx.request
     considered = np.arange(len(view)) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
     ok = node_passes(ctx, None if rows is None else considered)
@@ -81,20 +89,41 @@ def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows) -> tuple[np
     if keys.shape != survivors.shape:
         raise ValueError(f"{type(selector).__name__}.rank returned {keys.shape} keys for "
                          f"{survivors.shape[0]} candidates")
-    chosen = smallest(keys, k)
+    chosen = smallest(keys, k, None if ties is None else ties[survivors])
     return survivors[chosen], keys[chosen]
 
 
-def smallest(keys: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` smallest keys, ordered by (key, position).
+def smallest(keys: np.ndarray, k: int, ties: np.ndarray | None = None) -> np.ndarray:
+    """Positions of the ``k`` smallest keys, ordered by (key, tie rank); ``ties``
+    ranks the positions (their order when None).
 
-    One pass (``argmin``) for a single node, which is what most requests keep; for
-    more, a partition finds the cut in O(n) and only the nodes up to it are sorted."""
-    if k <= 1:
-        return np.array([np.argmin(keys)])  # the first of equal minima: the lowest position
-    if k < keys.size:
-        cut = np.partition(keys, k - 1)[k - 1]
-        inside = np.flatnonzero(keys <= cut)
-    else:
+    No partition of all the keys (``np.partition`` costs 10x a ``min``): the k-th
+    smallest key is found by :func:`kth_smallest`; only the keys below it, and the
+    first positions with it, are sorted."""
+    if k >= keys.size:
         inside = np.arange(keys.size)
-    return inside[np.lexsort((inside, keys[inside]))][:k]
+    else:
+        cut = kth_smallest(keys, k)
+        below = np.flatnonzero(keys < cut)
+        at = np.flatnonzero(keys == cut)
+        wanted = k - below.size
+        at = at[:wanted] if ties is None else at[np.argsort(ties[at], kind="stable")[:wanted]]
+        inside = np.concatenate([below, at])
+    second = inside if ties is None else ties[inside]
+    return inside[np.lexsort((second, keys[inside]))][:k]
+
+
+def kth_smallest(keys: np.ndarray, k: int):
+    """The k-th smallest of ``keys`` (1-based, ``k <= keys.size``): the minimum for one;
+    else a sorted sample of about sqrt(2kn) keys gives a bound ``guess`` with at least
+    2k keys at or below it, and only the keys below it are sorted (about 2k·n/sample
+    of them, whatever the number of keys equal to ``guess``)."""
+    if k == 1:
+        return keys.min()
+    step = max(1, keys.size // int(np.sqrt(2 * k * keys.size)))
+    sample = np.sort(keys[::step])
+    if sample.size <= 2 * k:
+        return np.sort(keys)[k - 1]
+    guess = sample[2 * k]  # 2k + 1 sampled keys are <= guess
+    lower = keys[keys < guess]
+    return guess if lower.size < k else np.sort(lower)[k - 1]

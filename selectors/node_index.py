@@ -8,9 +8,12 @@ it wants: a request for ``g`` GPUs reads only the buckets of nodes with at least
 ``g`` free GPUs, and in each only the first nodes in key order, a chunk at a time
 (the caller checks a chunk with one numpy expression per filter).
 
+Equal keys are ordered by a tie rank per node: the node number (select()'s order),
+or a permutation the caller gives (a seeded tie order), one index per rank.
+
 Layout. Per bucket (a free-GPU count) a *base run*: node numbers sorted by (key,
-node) when the index was last built, with their keys; and an *extra run*: the nodes
-that changed since, sorted by their current (key, node). A changed node is marked
+tie rank) when the index was last built, with their keys; and an *extra run*: the
+nodes that changed since, sorted by their current (key, tie rank). A changed node is marked
 *moved* and skipped in the base runs. When the moved nodes pass a share of the
 cluster the base runs are built again (a sort of every node once per
 ``len(view) // REBUILD_SHARE`` changes).
@@ -26,7 +29,7 @@ The view tells the index which rows changed (its ``dirty`` set, filled by
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -40,42 +43,52 @@ FIRST_CHUNK = 16
 
 
 class NodeIndex:
-    """The nodes sorted by (key, node) per bucket, for the k best that pass a check."""
+    """The nodes sorted by (key, tie rank) per bucket, for the k best that pass a check.
 
-    def __init__(self, keys: np.ndarray, buckets: np.ndarray, what: str = "keys"):
+    ``ties``: a rank per node for equal keys, lower first (the node number when None).
+    The index keeps a reference to it: its order never changes."""
+
+    def __init__(self, keys: np.ndarray, buckets: np.ndarray, what: str = "keys",
+                 ties: np.ndarray | None = None):
         if not np.issubdtype(np.asarray(keys).dtype, np.integer):
             raise TypeError(f"{what}: a node-state key column must hold integers, got {np.asarray(keys).dtype}")
         self.dirty: set[int] = set()
+        self.ties = None if ties is None else np.asarray(ties)
         self._build(keys, buckets)
 
     def _build(self, keys: np.ndarray, buckets: np.ndarray) -> None:
-        order = np.argsort(keys, kind="stable")  # stable: equal keys stay in node order
+        if self.ties is None:  # stable: equal keys stay in node order
+            order = np.argsort(keys, kind="stable")
+        else:
+            order = np.lexsort((self.ties, keys))
         order = order[np.argsort(buckets[order], kind="stable")]
         values, starts = np.unique(buckets[order], return_index=True)
         ends = np.append(starts[1:], order.size)
-        self._base: dict[int, tuple[np.ndarray, np.ndarray]] = {
-            int(b): (order[s:e], keys[order[s:e]]) for b, s, e in zip(values, starts, ends)}
+        self._base: dict[int, _Run] = {}
+        for b, s, e in zip(values, starts, ends):
+            nodes = order[s:e]
+            self._base[int(b)] = _Run(nodes, keys[nodes], nodes if self.ties is None else self.ties[nodes])
         self._moved = np.zeros(len(keys), dtype=bool)
         self._moved_shared = False
-        self._extra: dict[int, list[tuple[int, int]]] = {}  # bucket -> sorted [(key, node)]
-        self._extra_arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._extra: dict[int, list[tuple[int, int, int]]] = {}  # bucket -> sorted [(key, tie, node)]
+        self._extra_runs: dict[int, _Run] = {}
         self._where: dict[int, tuple[int, int]] = {}  # moved node -> (bucket, key) now
 
     def copy(self) -> "NodeIndex":
         clone = object.__new__(NodeIndex)
         clone.dirty = set(self.dirty)
+        clone.ties = self.ties
         clone._base = self._base
         clone._moved = self._moved
         clone._moved_shared = self._moved_shared = True
         clone._extra = {b: list(entries) for b, entries in self._extra.items()}
-        clone._extra_arrays = dict(self._extra_arrays)
+        clone._extra_runs = dict(self._extra_runs)
         clone._where = dict(self._where)
         return clone
 
     def memory_bytes(self) -> int:
         """Bytes held in numpy arrays (the per-node part of the index)."""
-        base = sum(nodes.nbytes + keys.nbytes for nodes, keys in self._base.values())
-        return base + self._moved.nbytes
+        return sum(run.nbytes() for run in self._base.values()) + self._moved.nbytes
 
     # ------------------------------------------------------------ keeping up
     def sync(self, keys: np.ndarray, buckets: np.ndarray) -> None:
@@ -94,18 +107,21 @@ class NodeIndex:
                 self._moved[node] = True
             else:
                 entries = self._extra[old[0]]
-                del entries[bisect_left(entries, (old[1], node))]
-                self._extra_arrays.pop(old[0], None)
+                del entries[bisect_left(entries, (old[1], self._tie(node), node))]
+                self._extra_runs.pop(old[0], None)
             bucket, key = int(buckets[node]), int(keys[node])
-            insort(self._extra.setdefault(bucket, []), (key, node))
-            self._extra_arrays.pop(bucket, None)
+            insort(self._extra.setdefault(bucket, []), (key, self._tie(node), node))
+            self._extra_runs.pop(bucket, None)
             self._where[node] = (bucket, key)
         self.dirty.clear()
+
+    def _tie(self, node: int) -> int:
+        return node if self.ties is None else int(self.ties[node])
 
     # --------------------------------------------------------------- reading
     def best(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray]
              ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` smallest (key, node) among the nodes of buckets ``>= min_bucket``
+        """The ``k`` smallest (key, tie rank) among the nodes of buckets ``>= min_bucket``
         for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
         first. Runs are read in order of their smallest key, and a run (or the rest of
         one) whose smallest key is above the k-th found is not read."""
@@ -113,10 +129,10 @@ class NodeIndex:
         skip_moved = len(runs)  # the first runs are base runs: they may hold moved nodes
         runs += [self._extra_run(bucket) for bucket, entries in self._extra.items()
                  if bucket >= min_bucket and entries]
-        order = sorted(range(len(runs)), key=lambda r: runs[r][1][0])
-        found: list[tuple[int, int]] = []  # (key, node), sorted, at most k
+        order = sorted(range(len(runs)), key=lambda r: runs[r].keys[0])
+        found: list[tuple[int, int, int]] = []  # (key, tie, node), sorted, at most k
         for r in order:
-            nodes_run, keys_run = runs[r]
+            nodes_run, keys_run, ties_run = runs[r]
             if len(found) >= k and keys_run[0] > found[-1][0]:
                 break  # every later run starts even higher
             moved = self._moved if r < skip_moved and self._where else None
@@ -124,26 +140,38 @@ class NodeIndex:
             while start < nodes_run.size and taken < k:
                 if len(found) >= k and keys_run[start] > found[-1][0]:
                     break
-                nodes, keys = nodes_run[start:start + size], keys_run[start:start + size]
+                chunk = slice(start, start + size)
+                nodes, keys, ties = nodes_run[chunk], keys_run[chunk], ties_run[chunk]
                 start, size = start + size, size * 4
                 if moved is not None:
                     live = ~moved[nodes]
-                    nodes, keys = nodes[live], keys[live]
-                ok = passes(nodes)
-                new = list(zip(keys[ok][:k].tolist(), nodes[ok][:k].tolist()))
+                    nodes, keys, ties = nodes[live], keys[live], ties[live]
+                ok = np.flatnonzero(passes(nodes))[:k]
+                new = list(zip(keys[ok].tolist(), ties[ok].tolist(), nodes[ok].tolist()))
                 if not new:
                     continue
                 taken += len(new)
                 found = sorted(found + new)[:k] if found else new
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        keys, nodes = zip(*found)
+        keys, _, nodes = zip(*found)
         return np.array(nodes, dtype=np.int64), np.array(keys, dtype=np.int64)
 
-    def _extra_run(self, bucket: int) -> tuple[np.ndarray, np.ndarray]:
-        run = self._extra_arrays.get(bucket)
+    def _extra_run(self, bucket: int) -> "_Run":
+        run = self._extra_runs.get(bucket)
         if run is None:
-            entries = self._extra[bucket]
-            run = self._extra_arrays[bucket] = (np.array([n for _, n in entries], dtype=np.int64),
-                                                np.array([k for k, _ in entries], dtype=np.int64))
+            keys, ties, nodes = (np.array(column, dtype=np.int64) for column in zip(*self._extra[bucket]))
+            run = self._extra_runs[bucket] = _Run(nodes, keys, ties)
         return run
+
+
+class _Run(NamedTuple):
+    """Nodes sorted by (key, tie rank), with their keys and tie ranks."""
+
+    nodes: np.ndarray
+    keys: np.ndarray
+    ties: np.ndarray
+
+    def nbytes(self) -> int:
+        shared = self.ties is self.nodes  # ties by node number: one array
+        return self.nodes.nbytes + self.keys.nbytes + (0 if shared else self.ties.nbytes)

@@ -81,15 +81,19 @@ class SelectionPipeline:
                       for i in ranked]
         return SelectionResult(request, candidates, resource, self._explainer(view, request), ports, keys)
 
-    def best_nodes(self, view: ClusterView, request: SelectionRequest, k: int,
-                   rows=None) -> tuple[np.ndarray, np.ndarray]:
+    def best_nodes(self, view: ClusterView, request: SelectionRequest, k: int, rows=None,
+                   ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best nodes that can take ``request`` (among ``rows``, an index
         array, when given) and their keys, best first by (strategy key, node index):
-        select()'s candidates before ports and GPUs. Fewer when fewer fit; raises
-        NotAvailable with the filter chain's explanation (of ``rows``) when none do."""
+        select()'s candidates before ports and GPUs. ``ties``, a rank per node (lower
+        first), orders equal keys instead of the node index; pass the same array for
+        the same order (the view keeps one index per array). Fewer nodes when fewer
+        fit; raises NotAvailable with the filter chain's explanation (of ``rows``)
+        when none do. Costs the nodes read before ``k`` fit, not the cluster, for a
+        strategy with a node key and no rack policy (selectors/candidates.py)."""
         if k < 1:
             raise ValueError(f"best_nodes: k must be >= 1, got {k}")
-        return self._best_nodes(view, self._with_reused_ports(request), k, rows)
+        return self._best_nodes(view, self._with_reused_ports(request), k, rows, ties)
 
     def select_single_node(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
         """One node: the placement loop for one instance, not booked
@@ -106,8 +110,8 @@ class SelectionPipeline:
 
     # ---------------------------------------------------------------- internals
     def _best_nodes(self, view: ClusterView, request: SelectionRequest, k: int,
-                    rows=None) -> tuple[np.ndarray, np.ndarray]:
-        nodes, keys = best_fitting(view, request, self.settings, self.selector, k, rows)
+                    rows=None, ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        nodes, keys = best_fitting(view, request, self.settings, self.selector, k, rows, ties)
         if nodes.size == 0:
             raise NotAvailable(self.filter(view, request, rows)[1])
         return nodes, keys
