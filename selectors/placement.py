@@ -246,55 +246,31 @@ class _Loop:
         return int(candidates[j]), keys[j], rivals
 
     def _indexed_pick(self) -> tuple[int, object] | None:
-        """The same pick for one instance through the strategy's node index
-        (:func:`candidates.best_fitting`), when the key is a node key and there is no
-        rack policy: the job's hosts, then their racks, searched as rows; else the
-        index's best node, and on an exact tie every node of that key (a random pick:
-        its draw among the best few). None when it does not apply."""
+        """The same pick for one instance through the strategy's node index ordered by
+        (key, tie order) (:func:`candidates.best_fitting`), when the key is a node key
+        and there is no rack policy: the job's hosts, then their racks, searched as
+        rows, then the whole index; a random pick draws among the best few. None when
+        it does not apply."""
         request, selector, view = self._current(), self.selector, self.view
-        if self.policy != "none":
+        if self.policy != "none" or selector.node_key(request) is None:
             return None
-        key = selector.node_key(request)
-        if key is None:
-            return None
-        search = lambda k, rows=None: best_fitting(view, request, self.settings, selector, k, rows)
+        search = lambda k, rows=None: best_fitting(view, request, self.settings, selector, k, rows, self.ties)
         if self.random_pick:
-            return self._indexed_draw(key, search)
+            nodes, keys = search(selector.keep(request, len(view)))
+            if nodes.size == 0:
+                self._give_up()
+            j = 0 if nodes.size == 1 else self.pipeline.rng.randrange(nodes.size)  # keep(): at most those that fit
+            return int(nodes[j]), keys[j]
         if self.locality and self.recent.nodes:
             held = np.array(self.recent.nodes, dtype=np.int64)
             for rows in (held, rack_rows(view, view.rack_code[held])):
-                nodes, keys = search(rows.size, rows)
+                nodes, keys = search(1, rows)
                 if nodes.size:
-                    return self._first_by_ties(nodes[keys == keys[0]]), keys[0]
-        nodes, keys = search(2)
+                    return int(nodes[0]), keys[0]
+        nodes, keys = search(1)
         if nodes.size == 0:
             self._give_up()
-        if nodes.size == 1 or keys[1] != keys[0]:
-            return int(nodes[0]), keys[0]
-        tied = np.flatnonzero(key.column(view) == keys[0])
-        passing = node_passes(FilterContext(view, request, self.settings), tied)
-        return self._first_by_ties(tied if passing is None else tied[passing]), keys[0]
-
-    def _indexed_draw(self, key, search) -> tuple[int, object]:
-        """A random pick's draw among the keep() best in (key, tie order): the index's
-        best by (key, node), with every node of the last key kept for the tie order."""
-        wanted = self.selector.keep(self.request, len(self.view))
-        nodes, keys = search(wanted)
-        if nodes.size == 0:
-            self._give_up()
-        kept = min(wanted, nodes.size)  # keep(): no more than the nodes that fit
-        if nodes.size == wanted:  # the cut may split a tie: every node of the last key
-            at_cut = np.flatnonzero(key.column(self.view) == keys[-1])
-            passing = node_passes(FilterContext(self.view, self.request, self.settings), at_cut)
-            at_cut = at_cut if passing is None else at_cut[passing]
-            nodes, keys = np.concatenate([nodes[keys < keys[-1]], at_cut]), np.concatenate(
-                [keys[keys < keys[-1]], np.full(at_cut.size, keys[-1])])
-        best = np.lexsort((self.ties[nodes], keys))[:kept]
-        j = best[0 if kept == 1 else self.pipeline.rng.randrange(kept)]
-        return int(nodes[j]), keys[j]
-
-    def _first_by_ties(self, nodes: np.ndarray) -> int:
-        return int(nodes[0] if nodes.size == 1 else nodes[np.argmin(self.ties[nodes])])
+        return int(nodes[0]), keys[0]
 
     def _give_up(self) -> None:
         """No eligible node: the filter chain says why, as one select() would now."""
