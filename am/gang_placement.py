@@ -42,7 +42,7 @@ PipelineFor = Union[SelectionPipeline, Callable[[RoleSpec], SelectionPipeline]]
 
 class InstancePlacement(NamedTuple):
     """Where one instance goes. A named tuple: a gang makes thousands of them per
-    placement, and a tuple is made four times faster than a frozen dataclass."""
+    placement, and a tuple is made three times faster than a frozen dataclass."""
 
     role: str
     index: int
