@@ -261,12 +261,18 @@ class _Loop:
                 self._give_up()
             j = 0 if nodes.size == 1 else self.pipeline.rng.randrange(nodes.size)  # keep(): at most those that fit
             return int(nodes[j]), keys[j]
-        if self.locality and self.recent.nodes:
+        if self.locality and self.recent.nodes:  # the job's racks, its hosts first: one scan of them
             held = np.array(self.recent.nodes, dtype=np.int64)
-            for rows in (held, rack_rows(view, view.rack_code[held])):
-                nodes, keys = search(1, rows)
-                if nodes.size:
-                    return int(nodes[0]), keys[0]
+            rows = rack_rows(view, view.rack_code[held])
+            passing = node_passes(FilterContext(view, request, self.settings), rows)
+            fitting = rows if passing is None else rows[passing]
+            if fitting.size:
+                on_hosts = fitting[np.isin(fitting, held)]
+                tier = on_hosts if on_hosts.size else fitting
+                keys = selector.node_key(request).column(view)[tier]
+                best = tier[keys == keys.min()]
+                node = int(best[0] if best.size == 1 else best[np.argmin(self.ties[best])])
+                return node, keys.min()
         nodes, keys = search(1)
         if nodes.size == 0:
             self._give_up()
@@ -414,17 +420,17 @@ _RACK_ROWS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def rack_rows(view: ClusterView, racks: np.ndarray) -> np.ndarray:
-    """The nodes of ``racks`` (rack codes), in node order. The grouping of the nodes
-    by rack is kept per rack column (a view's copies share it; racks never change)."""
+    """The nodes of ``racks`` (rack codes). The grouping of the nodes by rack is kept
+    per rack column (a view's copies share it; racks never change)."""
     known = _RACK_ROWS.get(id(view.rack_code))
     if known is None or known[0] is not view.rack_code:
         if len(_RACK_ROWS) > 16:
             _RACK_ROWS.clear()
         by_rack = np.argsort(view.rack_code, kind="stable")
-        starts = np.searchsorted(view.rack_code[by_rack], np.arange(len(view.racks) + 1))
+        starts = np.searchsorted(view.rack_code[by_rack], np.arange(len(view.racks) + 1)).tolist()
         known = _RACK_ROWS[id(view.rack_code)] = (view.rack_code, by_rack, starts)
     _, by_rack, starts = known
-    return np.sort(np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in np.unique(racks)]))
+    return np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in set(racks.tolist())])
 
 
 def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:
