@@ -175,7 +175,7 @@ class _Loop:
         if self.left == 1 and not self.book:  # one pick, nothing booked: select_single_node
             picked = self._indexed_pick()
             if picked is not None:
-                self._place([picked[0]], [1], [picked[1]])
+                self._record_one(*picked)
                 return
         self.room = self._initial_room()
         while self.left > 0:
@@ -267,8 +267,9 @@ class _Loop:
             passing = node_passes(FilterContext(view, request, self.settings), rows)
             fitting = rows if passing is None else rows[passing]
             if fitting.size:
-                on_hosts = fitting[np.isin(fitting, held)]
-                tier = on_hosts if on_hosts.size else fitting
+                held_set = set(self.recent.nodes)
+                on_hosts = [i for i in fitting.tolist() if i in held_set]
+                tier = np.array(on_hosts, dtype=np.int64) if on_hosts else fitting
                 keys = selector.node_key(request).column(view)[tier]
                 best = tier[keys == keys.min()]
                 node = int(best[0] if best.size == 1 else best[np.argmin(self.ties[best])])
@@ -346,6 +347,17 @@ class _Loop:
         placement.ports += ports
         placement.keys += keys
         placement.count += placed
+
+    def _record_one(self, node: int, key) -> None:
+        """:meth:`_place` for one instance not booked, without the arrays."""
+        wanted, named = self.demand.gpus, self.demand.gpu_mask
+        gpu_mask = named or (self.selector.choose_gpus(self.view, node, self.request) if wanted else 0)
+        placement = self.placement
+        placement.nodes.append(node)
+        placement.gpu_masks.append([gpu_mask])
+        placement.ports.append(self._ports([node], [1])[0][0])
+        placement.keys.append(key)
+        placement.count, self.left = 1, 0
 
     def _gpu_masks(self, at: np.ndarray, takes: list[int]) -> tuple[list[list[int]], np.ndarray | None]:
         """Per node, ``take`` successive GPU choices, as if each were booked before the
