@@ -45,10 +45,10 @@ tie order) — because each node placed keeps its rack the only one of the job's
 with room: one sort and a cumulative sum of room (:meth:`_Loop._sweep`).
 
 One instance, not booked (``select_single_node``): with a node key and no rack
-policy nor random pick, the same order is searched through the strategy's node
-index (:func:`~gangmaster.selectors.candidates.best_fitting`): the job's hosts, then
-their racks, as rows; else the index's best node, and on an exact tie every node of
-that key, for the tie order.
+policy, the same order is searched without a look at every node: the job's racks
+(their rows, kept grouped per view) with its hosts first; else the strategy's node
+index in (key, tie order) (:func:`~gangmaster.selectors.candidates.best_fitting`),
+which also gives a random pick its few best to draw from.
 
 GPUs and ports
 --------------
@@ -240,17 +240,18 @@ class _Loop:
             best = inside[np.lexsort((self.ties[candidates[inside]], keys[inside]))]
             j = best[0 if kept == 1 else self.pipeline.rng.randrange(kept)]
             return int(candidates[j]), keys[j], rivals
-        best = keys == keys.min()
-        tied = np.flatnonzero(best)
-        j = tied[0] if tied.size == 1 else tied[np.argmin(self.ties[candidates[tied]])]
-        return int(candidates[j]), keys[j], rivals
+        return (*self._first(candidates, keys), rivals)
+
+    def _first(self, nodes: np.ndarray, keys: np.ndarray) -> tuple[int, object]:
+        """The first of ``nodes`` in (key, tie order), and its key."""
+        best = np.flatnonzero(keys == keys.min())
+        j = best[0] if best.size == 1 else best[np.argmin(self.ties[nodes[best]])]
+        return int(nodes[j]), keys[j]
 
     def _indexed_pick(self) -> tuple[int, object] | None:
-        """The same pick for one instance through the strategy's node index ordered by
-        (key, tie order) (:func:`candidates.best_fitting`), when the key is a node key
-        and there is no rack policy: the job's hosts, then their racks, searched as
-        rows, then the whole index; a random pick draws among the best few. None when
-        it does not apply."""
+        """The same pick for one instance without a look at every node, when the key is
+        a node key and there is no rack policy (module docstring); None when it does
+        not apply."""
         request, selector, view = self._current(), self.selector, self.view
         if self.policy != "none" or selector.node_key(request) is None:
             return None
@@ -270,10 +271,7 @@ class _Loop:
                 held_set = set(self.recent.nodes)
                 on_hosts = [i for i in fitting.tolist() if i in held_set]
                 tier = np.array(on_hosts, dtype=np.int64) if on_hosts else fitting
-                keys = selector.node_key(request).column(view)[tier]
-                best = tier[keys == keys.min()]
-                node = int(best[0] if best.size == 1 else best[np.argmin(self.ties[best])])
-                return node, keys.min()
+                return self._first(tier, selector.node_key(request).column(view)[tier])
         nodes, keys = search(1)
         if nodes.size == 0:
             self._give_up()
