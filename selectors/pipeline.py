@@ -6,6 +6,11 @@
     result = pipeline.select_single_node(view, SelectionRequest("worker", resource))
     result.best.host, result.best.gpu_mask, result.ports, result.explanation.summary()
 
+select() finds its candidates through :mod:`~gangmaster.selectors.candidates` (the
+strategy's node index, kept sorted by the view row by row, or a scan) and runs the
+explaining filter chain only when nothing fits, or when a result's explanation is
+read. :meth:`SelectionPipeline.best_nodes` is that search on its own.
+
 Why the final pick is not uniformly random (qizhi's choice): the tasks of a
 distributed GPU job talk to each other every step. Picking uniformly among the
 candidates scatters them over machines and racks, so their all-reduce crosses
@@ -70,10 +75,10 @@ class SelectionPipeline:
         request = self._with_reused_ports(request)
         ranked, keys = self._best_nodes(view, request, self.selector.keep(request, len(view)))
         ranked, keys, ports = self._choose_ports(view, request, ranked, keys)
-        resource = request.resource
+        resource, request_with_ports = request.resource, request
         if ports:
             resource = replace(resource, ports=ports.count, port_ranges=ports)
-        request_with_ports = replace(request, resource=resource)
+            request_with_ports = replace(request, resource=resource)
         candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
                       for i in ranked]
         return SelectionResult(request, candidates, resource, self._explainer(view, request), ports, keys)
