@@ -100,14 +100,14 @@ class Amounts(NamedTuple):
     def ports_at_or_above(self, port_min: int) -> int:
         if self.port_ranges is None or port_min <= PORT_MIN:
             return self.port_count
-        return self.port_ranges.above(port_min).count
+        return self.port_ranges.count_at_or_above(port_min)
 
 
 # ------------------------------------------------------------------ the checks
 class Check:
-    """One dimension of a demand: a reason code, and the comparison in three forms —
-    a vector over node columns (:meth:`short`), how many instances fit (:meth:`room`)
-    and a scalar over one node's :class:`Amounts` (:meth:`short_in`)."""
+    """One dimension of a demand: a reason code, and the comparison over node columns —
+    whether one instance fits (:meth:`meets`) and how many do (:meth:`room`). The
+    scalar form over one node's :class:`Amounts` is :func:`shortfall`."""
 
     reason = ""
     #: Checks of one group are compared on capacity together, then on what is free
@@ -116,26 +116,27 @@ class Check:
     #: Whether a node whose capacity is too small is reported ``filtered`` (never fits)
     #: by the filter chain; ports have always been reported ``exhausted``.
     filtered_when_too_small = True
-    #: Whether :meth:`short` is a numpy expression (else a loop over the rows asked).
+    #: Whether :meth:`meets` is a numpy expression (else a loop over the rows asked).
     vectorised = True
+    #: What explanations show: the ask, in the unit shown (vcores, not millis).
+    requested: object = None
+    unit = 1
+
+    def meets(self, view: "NodeColumns", rows, empty: bool = False) -> np.ndarray:
+        """Bool per row: this dimension fits (in the node's capacity when ``empty``)."""
+        raise NotImplementedError
 
     def short(self, view: "NodeColumns", rows, empty: bool = False) -> np.ndarray:
-        """Bool per row: this dimension does not fit (in capacity when ``empty``)."""
-        raise NotImplementedError
+        """Bool per row: this dimension does not fit (in the node's capacity when ``empty``)."""
+        return ~self.meets(view, rows, empty)
 
     def room(self, view: "NodeColumns", rows, empty: bool = False) -> np.ndarray:
         """int64 per row: how many instances this dimension alone lets in."""
         raise NotImplementedError
 
-    def short_in(self, amounts: Amounts) -> bool:
-        raise NotImplementedError
-
-    # what explanations show: the ask, and the column whose maximum is "most free" /
-    # "capacity at most" (None: no number for this dimension)
-    requested: object = None
-    unit = 1
-
     def shown_column(self, view: "NodeColumns", empty: bool) -> np.ndarray | None:
+        """The column explanations take "most free" (or, ``empty``, "capacity at most")
+        from, in the model's units; None: this dimension shows no number."""
         return None
 
 
@@ -148,22 +149,19 @@ class _Amount(Check):
 
     group = "amount"
 
-    def __init__(self, reason: str, need: int, amount: str, free: str, capacity: str, unit: int):
+    def __init__(self, reason: str, need: int, free: str, capacity: str, unit: int):
         self.reason, self.need, self.unit = reason, need, unit
-        self.amount, self.free, self.capacity = amount, free, capacity  # field and column names
+        self.free, self.capacity = free, capacity  # column names
         self.requested = need if unit == 1 else need / unit
 
     def _column(self, view, empty):
         return getattr(view, self.capacity if empty else self.free)
 
-    def short(self, view, rows, empty=False):
-        return _take(self._column(view, empty), rows) < self.need
+    def meets(self, view, rows, empty=False):
+        return _take(self._column(view, empty), rows) >= self.need
 
     def room(self, view, rows, empty=False):
         return _take(self._column(view, empty), rows) // self.need
-
-    def short_in(self, amounts):
-        return getattr(amounts, self.amount) < self.need
 
     def shown_column(self, view, empty):
         return self._column(view, empty)
@@ -180,15 +178,12 @@ class _GpuMask(Check):
         self.mask64 = np.uint64(mask)
         self.requested = f"{mask:#x}"
 
-    def short(self, view, rows, empty=False):
+    def meets(self, view, rows, empty=False):
         column = view.gpu_capacity_mask if empty else view.gpu_free_mask
-        return (_take(column, rows) & self.mask64) != self.mask64
+        return (_take(column, rows) & self.mask64) == self.mask64
 
     def room(self, view, rows, empty=False):
-        return (~self.short(view, rows, empty)).astype(np.int64)  # the same GPUs cannot go twice
-
-    def short_in(self, amounts):
-        return amounts.gpu_mask is not None and (amounts.gpu_mask & self.mask) != self.mask
+        return self.meets(view, rows, empty).astype(np.int64)  # the same GPUs cannot go twice
 
 
 class _PortCount(Check):
@@ -205,14 +200,11 @@ class _PortCount(Check):
     def shown_column(self, view, empty):
         return (view.ports_capacity_at_or_above if empty else view.ports_free_at_or_above)(self.port_min)
 
-    def short(self, view, rows, empty=False):
-        return _take(self.shown_column(view, empty), rows) < self.count
+    def meets(self, view, rows, empty=False):
+        return _take(self.shown_column(view, empty), rows) >= self.count
 
     def room(self, view, rows, empty=False):
         return _take(self.shown_column(view, empty), rows) // self.count
-
-    def short_in(self, amounts):
-        return amounts.ports_at_or_above(self.port_min) < self.count
 
 
 class _PortRangesFree(Check):
@@ -227,19 +219,13 @@ class _PortRangesFree(Check):
         self.ranges = ranges
         self.requested = str(ranges)
 
-    def short(self, view, rows, empty=False):
+    def meets(self, view, rows, empty=False):
         ports = view.port_capacity if empty else view.ports_free
         nodes = range(len(view)) if rows is None else rows
-        return np.fromiter((not self.ranges.fits_in(ports[int(i)]) for i in nodes), dtype=bool,
-                           count=len(nodes))
+        return np.fromiter((self.ranges.fits_in(ports[int(i)]) for i in nodes), dtype=bool, count=len(nodes))
 
     def room(self, view, rows, empty=False):
-        return (~self.short(view, rows, empty)).astype(np.int64)  # the same ports cannot go twice
-
-    def short_in(self, amounts):
-        if amounts.port_ranges is None:
-            return amounts.port_count < self.ranges.count
-        return not self.ranges.fits_in(amounts.port_ranges)
+        return self.meets(view, rows, empty).astype(np.int64)  # the same ports cannot go twice
 
 
 @lru_cache(maxsize=4096)
@@ -247,11 +233,11 @@ def _checks(demand: Demand, port_min: int) -> tuple[Check, ...]:
     """Built once per (demand, port_min): a role asks the same thing again and again."""
     found: list[Check] = []
     if demand.memory_mb:
-        found.append(_Amount(why.MEMORY, demand.memory_mb, "memory_mb", "memory_free", "memory_capacity", 1))
+        found.append(_Amount(why.MEMORY, demand.memory_mb, "memory_free", "memory_capacity", 1))
     if demand.mvcores:
-        found.append(_Amount(why.VCORES, demand.mvcores, "mvcores", "mvcores_free", "mvcores_capacity", 1000))
+        found.append(_Amount(why.VCORES, demand.mvcores, "mvcores_free", "mvcores_capacity", 1000))
     if demand.gpus:
-        found.append(_Amount(why.GPUS, demand.gpus, "gpus", "gpus_free", "gpu_capacity", 1))
+        found.append(_Amount(why.GPUS, demand.gpus, "gpus_free", "gpu_capacity", 1))
     if demand.gpu_mask:
         found.append(_GpuMask(demand.gpu_mask))
     if demand.port_ranges:
@@ -267,20 +253,13 @@ def fits(view: "NodeColumns", demand: Demand, port_min: int = PORT_MIN, rows=Non
     """Bool per node (per entry of ``rows``, an index array, when given): one instance
     of ``demand`` fits in what is free now (in the node's capacity when ``empty``).
     Health, labels and per-role caps are the filter chain's business, not the fit's."""
-    ok = None
-    later = []
+    ok = np.ones(len(view) if rows is None else len(rows), dtype=bool)
     for check in demand.checks(port_min):
-        if not check.vectorised:
-            later.append(check)
-            continue
-        passed = ~check.short(view, rows, empty)
-        ok = passed if ok is None else ok & passed
-    if ok is None:
-        ok = np.ones(len(view) if rows is None else len(rows), dtype=bool)
-    for check in later:  # per-node loops: only over the rows still in
-        where = np.flatnonzero(ok)
-        at = where if rows is None else np.asarray(rows)[where]
-        ok[where[check.short(view, at, empty)]] = False
+        if check.vectorised:
+            ok &= check.meets(view, rows, empty)
+        else:  # a per-node loop: only over the rows still in
+            where = np.flatnonzero(ok)
+            ok[where] = check.meets(view, _subset(rows, where), empty)
     return ok
 
 
@@ -291,14 +270,37 @@ def room(view: "NodeColumns", demand: Demand, port_min: int = PORT_MIN, rows=Non
     demand of nothing. ``room >= 1`` exactly where :func:`fits` is True."""
     out = np.full(len(view) if rows is None else len(rows), UNBOUNDED, dtype=np.int64)
     for check in demand.checks(port_min):
-        np.minimum(out, check.room(view, rows, empty), out=out)
+        if check.vectorised:
+            np.minimum(out, check.room(view, rows, empty), out=out)
+        else:  # a per-node loop: only over the rows with room so far
+            where = np.flatnonzero(out)
+            out[where] = np.minimum(out[where], check.room(view, _subset(rows, where), empty))
     return out
 
 
+def _subset(rows, where: np.ndarray) -> np.ndarray:
+    """The node indices at positions ``where`` of ``rows`` (of every node when None)."""
+    return where if rows is None else np.asarray(rows)[where]
+
+
 def shortfall(demand: Demand, amounts: Amounts, port_min: int = PORT_MIN) -> str | None:
-    """The scalar check: None when ``demand`` fits in ``amounts``, else the reason code of
-    the first dimension that is short (memory, vcores, gpus, gpu-mask, ports)."""
-    for check in demand.checks(port_min):
-        if check.short_in(amounts):
-            return check.reason
+    """The scalar form of the checks, for one node (the RM books container by container,
+    the AM instance by instance): None when ``demand`` fits in ``amounts``, else the
+    reason code of the first dimension that is short, in the checks' order. Written
+    out rather than built from :class:`Check` objects because every exact booking (its
+    own ports) is a new demand; the property tests hold it equal to :func:`fits`."""
+    if demand.memory_mb > amounts.memory_mb:
+        return why.MEMORY
+    if demand.mvcores > amounts.mvcores:
+        return why.VCORES
+    if demand.gpus > amounts.gpus:
+        return why.GPUS
+    if demand.gpu_mask and amounts.gpu_mask is not None and demand.gpu_mask & ~amounts.gpu_mask:
+        return why.GPU_MASK
+    if demand.port_ranges:
+        if (not demand.port_ranges.fits_in(amounts.port_ranges) if amounts.port_ranges is not None
+                else demand.ports > amounts.port_count):
+            return why.PORTS
+    elif demand.ports and demand.ports > amounts.ports_at_or_above(port_min):
+        return why.PORTS
     return None
