@@ -46,6 +46,7 @@ def best_fitting(view: "ClusterView", request: "SelectionRequest", settings: "Se
     array for the same order: the view keeps an index per array); the node number
     when None."""
     ctx = FilterContext(view, request, settings)
+    ties = None if ties is None else np.asarray(ties)
     key = selector.node_key(request)
     if key is not None and rows is None and request.rack_policy == "none":
         column = key.column(view)
