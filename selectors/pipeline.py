@@ -85,8 +85,8 @@ class SelectionPipeline:
 
     def best_nodes(self, view: ClusterView, request: SelectionRequest, k: int, rows=None,
                    ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best nodes that can take ``request`` (among ``rows``, an index
-        array, when given) and their keys, best first by (strategy key, node index):
+        """The ``k`` best nodes that can take ``request`` (among ``rows``, distinct
+        node indices in any order, when given) and their keys, best first by (strategy key, node index):
         select()'s candidates before ports and GPUs. ``ties``, a rank per node (lower
         first), orders equal keys instead of the node index; pass the same array for
         the same order (the view keeps one index per array). Fewer nodes when fewer
