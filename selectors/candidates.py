@@ -77,9 +77,13 @@ def _passing(ctx: FilterContext, nodes: np.ndarray) -> np.ndarray:
 def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows,
              ties: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     view, request = ctx.view, ctx.request
-    considered = np.arange(len(view)) if rows is None else np.asarray(rows, dtype=np.int64)
-    ok = node_passes(ctx, rows if rows is None else considered)
-    survivors = considered if ok is None else considered[ok]
+    if rows is None:
+        ok = node_passes(ctx)
+        survivors = np.arange(len(view)) if ok is None else np.flatnonzero(ok)
+    else:
+        considered = np.asarray(rows, dtype=np.int64)
+        ok = node_passes(ctx, considered)
+        survivors = considered if ok is None else considered[ok]
     if request.rack_policy != "none" and survivors.size:
         alive = np.zeros(len(view), dtype=bool)
         alive[survivors] = True
