@@ -43,11 +43,11 @@ from gangmaster.conf.limits import (INT32, MAX_ATTEMPTS, MAX_INSTANCES_PER_JOB, 
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
 from . import jobspec_gangmaster as ours
-from .jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec, SimulatedFailure
+from .jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
 from .jobspec_params import substitute
 
 __all__ = ["JobSpecError", "load_job", "parse_job", "read_job", "known_selectors",
-           "JobSpec", "RoleSpec", "Completion", "RetryPolicy", "SimulatedFailure"]
+           "JobSpec", "RoleSpec", "Completion", "RetryPolicy"]
 
 #: OpenPAI fields we read.
 JOB_FIELDS = ("protocolVersion", "name", "type", "version", "contributor", "description",
@@ -138,11 +138,13 @@ def read_job(data: Any, source: str, secrets: Mapping[str, Any] | None = None,
         unused += ([f"extras.{k}" for k in extras] if isinstance(extras, dict) and extras
                    else ["extras"])
     roles = []
+    simulation: dict[str, dict[str, Any]] = {}
     for role_name, section in role_sections:
-        role = _read_role(role_name, section, errors, parameters, secrets, selectors,
+        read = _read_role(role_name, section, errors, parameters, secrets, selectors,
                           role_defaults, job_keys, job_retry_count)
         unused += [section.field(k) for k in ROLE_UNUSED if k in section]
-        if role is not None:
+        if read is not None:
+            role, simulation[role_name] = read
             roles.append(role)
     total = sum(role.instances for role in roles)
     if total > MAX_INSTANCES_PER_JOB:
@@ -161,6 +163,7 @@ def read_job(data: Any, source: str, secrets: Mapping[str, Any] | None = None,
         contributor=str(top.data.get("contributor") or ""),
         version=str(top.data.get("version") or ""),
         kept={path: _value_at(top.data, path) for path in unused},
+        simulation={name: keys for name, keys in simulation.items() if keys},
     )
 
 
@@ -201,7 +204,9 @@ def _required_mapping(f: Fields, key: str) -> Fields:
 def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping[str, Any] | None,
                secrets: Mapping[str, Any] | None, selectors: list[str] | None,
                role_defaults: dict[str, Any], job_keys: ours.JobKeys,
-               job_retry_count: int) -> RoleSpec | None:
+               job_retry_count: int) -> tuple[RoleSpec, dict[str, Any]] | None:
+    """The role, and its simulation keys by name (carried for the simulator); None when
+    the role has errors (they went to ``errors``)."""
     before = len(errors.errors)
     errors.add(*f.unknown_fields(ROLE_FIELDS + ROLE_UNUSED + (ours.KEY,)))
     instances = errors.read(lambda: _instances(f))
@@ -228,16 +233,17 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
 
     section = errors.read(lambda: f.mapping(ours.KEY), Fields({}, f.source, f.field(ours.KEY)))
     errors.add(*section.unknown_fields(ours.ROLE_KEYS + ours.ROLE_ONLY_KEYS))
-    keys = ours.RoleKeys(**ours.read_role_keys(section, errors, selectors, base=role_defaults))
+    keys, simulation = ours.split_role_keys(ours.read_role_keys(section, errors, selectors,
+                                                                base=role_defaults))
 
     if job_keys.retry_scope == "role":
         retry = RetryPolicy("role", job_keys.attempts or task_retry_count + 1)
     else:
         retry = RetryPolicy("job", job_keys.attempts or job_retry_count + 1)
-    if keys.fail_instance >= instances:
+    if simulation.get("failInstance", 0) >= instances:
         errors.add(section.error("failInstance", f"an instance index within 0..{instances - 1}",
-                                 keys.fail_instance))
-    late = [a for a in keys.fail_on_attempts if a > retry.attempts]
+                                 simulation["failInstance"]))
+    late = [a for a in simulation.get("failOnAttempts", ()) if a > retry.attempts]
     if late:
         errors.add(section.error("failOnAttempts",
                                  f"attempt numbers within 1..{retry.attempts} (the job's attempts)",
@@ -250,11 +256,7 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
         retry=retry, request_ratio=keys.request_ratio,
         max_instances_per_node=keys.max_instances_per_node, node_label=keys.node_label,
         gpu_types=keys.gpu_types, selector=keys.selector, rack_policy=keys.rack_policy,
-        simulated_duration_s=keys.simulated_duration_s,
-        simulated_exit_code=keys.simulated_exit_code,
-        simulated_failure=SimulatedFailure(keys.fail_on_attempts, keys.fail_instance,
-                                           keys.fail_exit_code),
-    )
+    ), simulation
 
 
 def _ports(resource: Fields) -> dict[str, int]:

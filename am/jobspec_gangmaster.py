@@ -4,6 +4,13 @@ It appears once at job level and optionally once per task role
 (``taskRoles.<role>.gangmaster``). Role keys written at job level are the
 default of every role; a role's own value wins. ``conf/jobs/README.md``
 documents every key; keep the two in step.
+
+The simulation keys (:data:`SIMULATION_KEYS`: how long a task lasts and how it
+exits when the job runs in virtual time) are checked here like any other, but
+mean nothing to the AM: they are carried by name in ``JobSpec.simulation`` for the
+simulator's workload model (``gangmaster.tools.rmsim.workload``). Checking them
+here keeps one reader of the job file and one report of its problems, with the
+file and field of each.
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from gangmaster.conf.fields import ConfigError, ConfigErrors, ErrorCollector, Fi
 from gangmaster.conf.limits import MAX_ATTEMPTS, MAX_DURATION_S, MAX_INSTANCES_PER_ROLE
 from gangmaster.selectors.request import RACK_POLICIES
 
-from .jobspec_model import DEFAULT_SIMULATED_DURATION_S, RETRY_SCOPES
+from .jobspec_model import RETRY_SCOPES
 
 KEY = "gangmaster"
 
@@ -22,7 +29,10 @@ KEY = "gangmaster"
 ROLE_KEYS = ("maxInstancesPerNode", "requestRatio", "nodeLabel", "gpuTypes", "selector",
              "rackPolicy", "simulatedDurationSeconds", "simulatedExitCode")
 #: Testing aids: role level only (a job-wide injected failure would be a surprise).
-ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode")
+ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode", "failBeforeBarrier")
+#: What the role's tasks do in simulation (see the module docstring).
+SIMULATION_KEYS = ("simulatedDurationSeconds", "simulatedExitCode", "failOnAttempts", "failInstance",
+                   "failExitCode", "failBeforeBarrier")
 #: Keys that only make sense for the whole job.
 JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts")
 
@@ -37,11 +47,6 @@ class RoleKeys:
     gpu_types: tuple[str, ...] = ()
     selector: str | None = None
     rack_policy: str | None = None  # None: selection.rack_policy
-    simulated_duration_s: float = DEFAULT_SIMULATED_DURATION_S
-    simulated_exit_code: int = 0
-    fail_on_attempts: tuple[int, ...] = ()
-    fail_instance: int = 0
-    fail_exit_code: int = 1
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ class JobKeys:
 
 
 def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fields, str], Any]]]:
-    """Field name -> (RoleKeys attribute, reader)."""
+    """Field name -> (RoleKeys attribute, or the field name itself for a simulation key; reader)."""
     def selector(f: Fields, key: str) -> str:
         if selectors is None:
             return f.string(key)
@@ -68,11 +73,12 @@ def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fiel
         "gpuTypes": ("gpu_types", lambda f, k: tuple(f.names(k))),
         "selector": ("selector", selector),
         "rackPolicy": ("rack_policy", lambda f, k: f.string(k, choices=RACK_POLICIES)),
-        "simulatedDurationSeconds": ("simulated_duration_s", _duration),
-        "simulatedExitCode": ("simulated_exit_code", lambda f, k: f.integer(k, minimum=0, maximum=255)),
-        "failOnAttempts": ("fail_on_attempts", _attempt_list),
-        "failInstance": ("fail_instance", lambda f, k: f.integer(k, minimum=0)),
-        "failExitCode": ("fail_exit_code", lambda f, k: f.integer(k, minimum=1, maximum=255)),
+        "simulatedDurationSeconds": ("simulatedDurationSeconds", _duration),
+        "simulatedExitCode": ("simulatedExitCode", lambda f, k: f.integer(k, minimum=0, maximum=255)),
+        "failOnAttempts": ("failOnAttempts", _attempt_list),
+        "failInstance": ("failInstance", lambda f, k: f.integer(k, minimum=0)),
+        "failExitCode": ("failExitCode", lambda f, k: f.integer(k, minimum=1, maximum=255)),
+        "failBeforeBarrier": ("failBeforeBarrier", lambda f, k: f.boolean(k)),
     }
 
 
@@ -99,7 +105,8 @@ def read_role_keys(section: Fields, errors: ErrorCollector, selectors: list[str]
                    base: dict[str, Any] | None = None, allowed: tuple[str, ...] = ROLE_KEYS
                    + ROLE_ONLY_KEYS) -> dict[str, Any]:
     """Read the role keys present in ``section`` on top of ``base`` (attribute ->
-    value). Errors go to ``errors``; a bad value leaves the base value."""
+    value; a simulation key under its own name). Errors go to ``errors``; a bad value
+    leaves the base value."""
     values = dict(base or {})
     readers = _readers(selectors)
     for key in allowed:
@@ -110,6 +117,13 @@ def read_role_keys(section: Fields, errors: ErrorCollector, selectors: list[str]
             if value is not missing:
                 values[attribute] = value
     return values
+
+
+def split_role_keys(values: dict[str, Any]) -> tuple[RoleKeys, dict[str, Any]]:
+    """What :func:`read_role_keys` read, as the role's :class:`RoleKeys` and its
+    simulation keys (by name)."""
+    simulation = {key: values[key] for key in SIMULATION_KEYS if key in values}
+    return RoleKeys(**{k: v for k, v in values.items() if k not in simulation}), simulation
 
 
 def read_job_keys(section: Fields, errors: ErrorCollector, role_names: list[str],

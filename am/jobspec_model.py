@@ -2,8 +2,13 @@
 
 A :class:`JobSpec` is built only by :func:`gangmaster.am.jobspec.load_job` /
 ``parse_job``, which check every field first, so everything here can trust its
-values. Mappings inside (``ports``, ``parameters``) are plain dicts: treat them
-as read-only (they are left out of the hash, so specs can be dict keys).
+values. Mappings inside (``ports``, ``parameters``, ``simulation``) are plain dicts:
+treat them as read-only (they are left out of the hash, so specs can be dict keys).
+
+What a job's tasks do in simulation (how long they last, how they exit) is not the
+AM's business: the reader checks those keys and carries them in
+``JobSpec.simulation`` for the simulator's workload model
+(``gangmaster.tools.rmsim.workload``), and nothing in ``am/`` reads them.
 """
 from __future__ import annotations
 
@@ -14,7 +19,6 @@ from typing import Any, Mapping
 from gangmaster.selectors.resources import ResourceDescriptor
 
 RETRY_SCOPES = ("job", "role")
-DEFAULT_SIMULATED_DURATION_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -93,16 +97,6 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
-class SimulatedFailure:
-    """Testing aid: in the listed attempts, instance ``instance`` of the role
-    exits with ``exit_code`` at the end of its simulated duration."""
-
-    attempts: tuple[int, ...] = ()
-    instance: int = 0
-    exit_code: int = 1
-
-
-@dataclass(frozen=True)
 class RoleSpec:
     """One task role: ``instances`` identical containers.
 
@@ -126,9 +120,6 @@ class RoleSpec:
     gpu_types: tuple[str, ...] = ()
     selector: str | None = None
     rack_policy: str | None = None  # None: selection.rack_policy
-    simulated_duration_s: float = DEFAULT_SIMULATED_DURATION_S
-    simulated_exit_code: int = 0
-    simulated_failure: SimulatedFailure = field(default_factory=SimulatedFailure)
 
     @property
     def port_count(self) -> int:
@@ -147,13 +138,6 @@ class RoleSpec:
         """One instance as asked of the RM: ``cpu × request_ratio`` vcores."""
         return self.planned_resource().with_(vcores=self.ask_vcores)
 
-    def simulated_exit(self, instance: int, attempt: int) -> int:
-        """Exit code of ``instance`` in ``attempt`` (1-based) when not running live."""
-        failure = self.simulated_failure
-        if attempt in failure.attempts and instance == failure.instance:
-            return failure.exit_code
-        return self.simulated_exit_code
-
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -164,7 +148,12 @@ class JobSpec:
 
     ``retry`` is the job-level policy; with scope "role" and no ``attempts`` key
     each role has its own (``RoleSpec.retry``, from its ``taskRetryCount``), and
-    the AM should read the role's."""
+    the AM should read the role's.
+
+    ``simulation``: per role, the simulation keys its ``gangmaster:`` section set (its
+    own or the job-level default), by their names in the job file, values checked
+    (``{"worker": {"simulatedDurationSeconds": 5.0, "failOnAttempts": (1,)}}``); only
+    the simulator reads them."""
 
     name: str
     roles: tuple[RoleSpec, ...]
@@ -180,6 +169,7 @@ class JobSpec:
     version: str = ""
     kept: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False,
                                     hash=False)
+    simulation: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
 
     def role(self, name: str) -> RoleSpec:
         role = self._roles_by_name.get(name)

@@ -46,6 +46,7 @@ from gangmaster.gpu_topology.masks import indices_of
 from .acquisition import GangAcquisition
 from .am_settings import AMSettings
 from .barrier import TaskInfo
+from .gang_barrier import GangBarrier
 from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
 from .journal import JOURNAL_FILE, Journal, JournalState, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
@@ -120,12 +121,12 @@ class ApplicationMaster:
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
-                 barrier=None, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
+                 barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
                  task_env: Mapping[str, str] | None = None):
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
-        self.barrier = barrier            # a BarrierServer (live runs), or None
+        self.barrier = barrier            # live: the gRPC coordinator; simulation: the in-process one
         self.metrics = metrics or AMMetrics()
         self.task_env = dict(task_env or {})
         self.work_dir = Path(work_dir)
@@ -354,21 +355,15 @@ class ApplicationMaster:
                   for s in slots]
         infos = [TaskInfo(rank, p.host, {label: ports[0] for label, ports in p.ports.items() if ports},
                           p.role, p.index) for rank, p in enumerate(placed)]
-        token = None
-        if self.barrier is not None:
-            token = self.barrier.open_attempt(self.job.name, gang.name, gang.attempt, infos,
-                                              timeout_s=self.job.barrier_timeout_s)
-            gang.barrier_open = True
+        token = self.barrier.open_attempt(self.job.name, gang.name, gang.attempt, infos,
+                                          timeout_s=self.job.barrier_timeout_s)
+        gang.barrier_open = True
         tasks: list[TaskRecord] = []
         shared = {**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue)}
         for rank, (slot, me) in enumerate(zip(slots, placed)):
             role = gang.acquisition.roles[slot.role]
-            env = {**shared, **own_env(me)}
-            if self.barrier is not None:
-                env.update(self.barrier.task_env(self.job.name, gang.name, gang.attempt, rank))
-            launch = LaunchContext.of(["/bin/sh", "-c", _script(role.commands)], env,
-                                      duration_s=role.simulated_duration_s,
-                                      exit_code=role.simulated_exit(slot.index, gang.attempt))
+            env = {**shared, **own_env(me), **self.barrier.task_env(self.job.name, gang.name, gang.attempt, rank)}
+            launch = LaunchContext.of(["/bin/sh", "-c", _script(role.commands)], env)
             c = slot.container
             task = TaskRecord(slot.role, slot.index, rank, c.container_id, c.host,
                               tuple(indices_of(c.resource.gpu_mask)), infos[rank].ports, now)
@@ -450,7 +445,7 @@ class ApplicationMaster:
 
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
-        if self.barrier is not None and gang.barrier_open:
+        if gang.barrier_open:
             if outcome == "succeeded":
                 self.barrier.close_attempt(self.job.name, gang.name, gang.attempt)
             else:
@@ -604,8 +599,7 @@ class ApplicationMaster:
                 running = sum(1 for t in gang.tasks if t.state is TaskState.RUNNING)
                 self.log(f"gang {name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
                          f"{running} still running")
-                if self.barrier is not None:
-                    self._reopen_barrier(gang, saved.barrier_token)
+                self._reopen_barrier(gang, saved.barrier_token)
             self.gangs.append(gang)
         for cid in sorted(kept - known):   # started by a launch the journal never recorded
             self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")

@@ -86,16 +86,13 @@ def submission_from_pb(msg: pb.SubmitRequest) -> ApplicationSubmission:
 
 
 def launch_to_pb(c: LaunchContext) -> pb.LaunchContext:
-    return pb.LaunchContext(command=list(c.command), env=[pb.EnvVar(name=k, value=v) for k, v in c.env],
-                            has_duration=c.duration_s is not None, duration_s=c.duration_s or 0.0,
-                            exit_code=c.exit_code)
+    return pb.LaunchContext(command=list(c.command), env=[pb.EnvVar(name=k, value=v) for k, v in c.env])
 
 
 def launch_from_pb(msg: pb.LaunchContext) -> LaunchContext:
     check_count(msg.command, "launch.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
     check_count(msg.env, "launch.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
-    return LaunchContext(tuple(msg.command), tuple(sorted((e.name, e.value) for e in msg.env)),
-                         msg.duration_s if msg.has_duration else None, msg.exit_code)
+    return LaunchContext(tuple(msg.command), tuple(sorted((e.name, e.value) for e in msg.env)))
 
 
 # ------------------------------------------------------------------ responses

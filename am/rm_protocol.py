@@ -277,21 +277,19 @@ class ApplicationReport:
 class LaunchContext:
     """What a NodeManager starts in a container.
 
-    ``command`` and ``env`` are used by the live NodeManager (a real local
-    process); the NodeManager adds the placement variables (host, ports, GPUs,
-    see ``gangmaster.tools.rmsim.nodemanager``). ``duration_s`` and ``exit_code``
-    are used by the simulated NodeManager in virtual time (``None``: runs until
-    stopped). An AM sets all of them and never asks which NodeManager it has."""
+    The live NodeManager runs ``command`` as a real local process with ``env``,
+    adding the placement variables (host, ports, GPUs, see
+    ``gangmaster.tools.rmsim.nodemanager``). In virtual time nothing runs: what the
+    task does is the simulator's workload model's to say, from ``env``
+    (``gangmaster.tools.rmsim.workload``). An AM sets both and never asks which
+    NodeManager it has."""
 
     command: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    duration_s: float | None = None
-    exit_code: int = 0
 
     @classmethod
-    def of(cls, command=(), env: dict[str, str] | None = None, duration_s: float | None = None,
-           exit_code: int = 0) -> "LaunchContext":
-        return cls(tuple(command), tuple(sorted((env or {}).items())), duration_s, exit_code)
+    def of(cls, command=(), env: dict[str, str] | None = None) -> "LaunchContext":
+        return cls(tuple(command), tuple(sorted((env or {}).items())))
 
     @property
     def env_dict(self) -> dict[str, str]:

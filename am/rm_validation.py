@@ -162,9 +162,6 @@ def check_launch(c: Any, field: str = "launch") -> None:
     check_count(c.command, f"{field}.command", limits.RM_MAX_COMMAND_ARGS, "RM_MAX_COMMAND_ARGS")
     check_count(c.env, f"{field}.env", limits.RM_MAX_ENV_VARS, "RM_MAX_ENV_VARS")
     _check_launch_text(c, field)
-    if c.duration_s is not None:
-        check_number(c.duration_s, f"{field}.duration_s", 0, limits.MAX_DURATION_S, limit_name="MAX_DURATION_S")
-    check_int(c.exit_code, f"{field}.exit_code", *INT32)
 
 
 def _check_launch_text(c: LaunchContext, field: str) -> None:

@@ -40,12 +40,13 @@ NO_NODES = np.zeros(0, dtype=np.int64)
 def best_fitting(view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
                  selector: "Selector", k: int, rows=None,
                  ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best nodes (among ``rows``, an index array, when given) that pass
+    """The ``k`` best nodes (among ``rows``, distinct node indices, when given) that pass
     every filter, best first by (key, tie rank), and their keys; empty when none
     pass. ``ties`` ranks equal keys (one rank per node, lower first; keep the same
     array for the same order: the view keeps an index per array); the node number
     when None."""
     ctx = FilterContext(view, request, settings)
+    ties = None if ties is None else np.asarray(ties)
     key = selector.node_key(request)
     if key is not None and rows is None and request.rack_policy == "none":
         column = key.column(view)
@@ -76,9 +77,13 @@ def _passing(ctx: FilterContext, nodes: np.ndarray) -> np.ndarray:
 def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows,
              ties: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     view, request = ctx.view, ctx.request
-    considered = np.arange(len(view)) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
-    ok = node_passes(ctx, None if rows is None else considered)
-    survivors = considered if ok is None else considered[ok]
+    if rows is None:
+        ok = node_passes(ctx)
+        survivors = np.arange(len(view)) if ok is None else np.flatnonzero(ok)
+    else:
+        considered = np.asarray(rows, dtype=np.int64)
+        ok = node_passes(ctx, considered)
+        survivors = considered if ok is None else considered[ok]
     if request.rack_policy != "none" and survivors.size:
         alive = np.zeros(len(view), dtype=bool)
         alive[survivors] = True
@@ -89,7 +94,11 @@ def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows,
     if keys.shape != survivors.shape:
         raise ValueError(f"{type(selector).__name__}.rank returned {keys.shape} keys for "
                          f"{survivors.shape[0]} candidates")
-    chosen = smallest(keys, k, None if ties is None else ties[survivors])
+    if ties is not None:
+        second = ties[survivors]
+    else:  # rows come in any order: equal keys by node number (survivors of a scan are in order)
+        second = None if rows is None else survivors
+    chosen = smallest(keys, k, second)
     return survivors[chosen], keys[chosen]
 
 

@@ -196,6 +196,7 @@ class NodeColumns:
         """Take exactly these resources (the GPUs by mask, the ports by range) from node
         ``i``; raises :class:`ResourceError` naming the first short dimension, and
         changes nothing, when they are not all free."""
+        self._check_exact(i, exact)
         reason = shortfall(exact, self.amounts(i))
         if reason is not None:
             raise ResourceError(f"host {self.hosts[i]}: {exact} does not fit in free {self.free(i)} "
@@ -211,6 +212,7 @@ class NodeColumns:
 
     def _unbook(self, i: int, exact: Demand) -> None:
         """Give back what :meth:`_book` took; raises, changing nothing, for anything not in use."""
+        self._check_exact(i, exact)
         used_mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
         if not is_subset(exact.gpu_mask, used_mask):
             raise ResourceError(f"host {self.hosts[i]}: GPUs {indices_of(exact.gpu_mask & ~used_mask)} "
@@ -229,6 +231,11 @@ class NodeColumns:
         if exact.port_ranges:
             self._set_ports_free(i, self.ports_free[i].add(exact.port_ranges))
         self._touched(i)
+
+    def _check_exact(self, i: int, exact: Demand) -> None:
+        if exact.gpus != popcount(exact.gpu_mask) or exact.ports != exact.port_ranges.count:
+            raise ResourceError(f"host {self.hosts[i]}: a booking names its GPUs (a mask) and its ports "
+                                f"(ranges), got {exact}")
 
     def _set_ports_free(self, i: int, ports: PortRanges) -> None:
         self.ports_free[i] = ports

@@ -39,7 +39,7 @@ REBUILD_SHARE = 16
 MIN_MOVED_BEFORE_REBUILD = 64
 #: nodes checked in the first chunk of a run; each next chunk of the same run is 4x larger,
 #: so a walk that must skip many nodes costs O(skipped) numpy work in few steps.
-FIRST_CHUNK = 16
+FIRST_CHUNK = 32
 
 
 class NodeIndex:
@@ -85,10 +85,6 @@ class NodeIndex:
         clone._extra_runs = dict(self._extra_runs)
         clone._where = dict(self._where)
         return clone
-
-    def memory_bytes(self) -> int:
-        """Bytes held in numpy arrays (the per-node part of the index)."""
-        return sum(run.nbytes() for run in self._base.values()) + self._moved.nbytes
 
     # ------------------------------------------------------------ keeping up
     def sync(self, keys: np.ndarray, buckets: np.ndarray) -> None:
@@ -171,7 +167,3 @@ class _Run(NamedTuple):
     nodes: np.ndarray
     keys: np.ndarray
     ties: np.ndarray
-
-    def nbytes(self) -> int:
-        shared = self.ties is self.nodes  # ties by node number: one array
-        return self.nodes.nbytes + self.keys.nbytes + (0 if shared else self.ties.nbytes)

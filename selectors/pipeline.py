@@ -6,6 +6,11 @@
     result = pipeline.select_single_node(view, SelectionRequest("worker", resource))
     result.best.host, result.best.gpu_mask, result.ports, result.explanation.summary()
 
+select() finds its candidates through :mod:`~gangmaster.selectors.candidates` (the
+strategy's node index, kept sorted by the view row by row, or a scan) and runs the
+explaining filter chain only when nothing fits, or when a result's explanation is
+read. :meth:`SelectionPipeline.best_nodes` is that search on its own.
+
 Why the final pick is not uniformly random (qizhi's choice): the tasks of a
 distributed GPU job talk to each other every step. Picking uniformly among the
 candidates scatters them over machines and racks, so their all-reduce crosses
@@ -73,18 +78,18 @@ class SelectionPipeline:
         request = self._with_reused_ports(request)
         ranked, keys = self._best_nodes(view, request, self.selector.keep(request, len(view)))
         ranked, keys, ports = self._choose_ports(view, request, ranked, keys)
-        resource = request.resource
+        resource, request_with_ports = request.resource, request
         if ports:
             resource = replace(resource, ports=ports.count, port_ranges=ports)
-        request_with_ports = replace(request, resource=resource)
+            request_with_ports = replace(request, resource=resource)
         candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
                       for i in ranked]
         return SelectionResult(request, candidates, resource, self._explainer(view, request), ports, keys)
 
     def best_nodes(self, view: ClusterView, request: SelectionRequest, k: int, rows=None,
                    ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best nodes that can take ``request`` (among ``rows``, an index
-        array, when given) and their keys, best first by (strategy key, node index):
+        """The ``k`` best nodes that can take ``request`` (among ``rows``, distinct
+        node indices in any order, when given) and their keys, best first by (strategy key, node index):
         select()'s candidates before ports and GPUs. ``ties``, a rank per node (lower
         first), orders equal keys instead of the node index; pass the same array for
         the same order (the view keeps one index per array). Fewer nodes when fewer

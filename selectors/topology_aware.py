@@ -9,7 +9,8 @@ strategy asks the node's interconnect model instead
 * **GPUs on a node** (:meth:`TopologyAware.choose_gpus`): the free subset with the
   best set score, ties broken to leave the best sets free for later requests (see
   :mod:`gangmaster.gpu_topology.chooser`).
-* **Nodes** (:meth:`TopologyAware.rank`): first by the best set score the node can
+* **Nodes** (:meth:`TopologyAware.node_key`, a column per GPU count that the view
+  keeps row by row, so select() walks its node index): first by the best set score the node can
   offer for the request given its free GPUs (a lookup per node in a table indexed
   by free mask, one numpy indexing operation per node type), then by packing:
   fewer free GPUs, fewer GPUs, fewer free vcores, less free memory.
@@ -77,13 +78,13 @@ class TopologyAware(Selector):
 
     def node_key(self, request: "SelectionRequest") -> NodeKey | None:
         # A node's key depends only on its state and the GPU count asked: one column
-        # per count. Named GPUs are scored as named (rank), which is rare.
+        # per count. Named GPUs are scored as named (rank, by a scan), which is rare.
         if request.resource.gpu_mask:
             return None
         gpus = request.resource.gpus
         if gpus not in self._node_keys:
             self._node_keys[gpus] = NodeKey(
-                f"{self.name}:{gpus}-gpus", lambda view, rows: self.keys(view, np.arange(len(view))[rows], gpus, 0))
+                f"{self.name}:{gpus}-gpus", lambda view, rows: self.keys(view, _indices(view, rows), gpus, 0))
         return self._node_keys[gpus]
 
     def rank(self, view: "ClusterView", candidates: np.ndarray,
@@ -138,3 +139,7 @@ class TopologyAware(Selector):
             return None
         return chooser
 
+
+def _indices(view: "ClusterView", rows) -> np.ndarray:
+    """The node indices a cached column asks for: every node (a slice) or a few rows."""
+    return np.arange(len(view))[rows] if isinstance(rows, slice) else np.asarray(rows)

@@ -16,6 +16,7 @@ COMMANDS = [
     "topo_cmd",
     "validate_cmd",
     "run_cmd",
+    "am_cmd",
     "rm_cmd",
     "bench.cli",
 ]

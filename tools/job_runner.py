@@ -1,13 +1,18 @@
 """Drivers that run jobs through the AM on the RM simulator.
 
-* :class:`SimulatedRuns` — virtual time: tasks are timers of their simulated
-  duration; a day of cluster time passes in moments, and the same inputs give
-  the same run.
+* :class:`SimulatedRuns` — virtual time: what a task does is the simulator's
+  workload model's to say (it meets its gang at the simulation's in-process
+  barrier, then lasts its simulated duration); a day of cluster time passes in
+  moments, and the same inputs give the same run.
 * :class:`LiveRuns` — real time: tasks are real local processes started by the
   RM's process NodeManager, and they meet at barriers served by a real gRPC
-  coordinator inside the AM.
+  coordinator inside the AM. The RM is the live RM ``gangmaster rm serve`` runs
+  (:class:`~gangmaster.tools.rmsim.live_rm.LiveRM`), in this process.
+* :class:`RemoteRuns` — real time against a separate ``gangmaster rm serve``
+  over gRPC (``gangmaster am``): the AM and its barrier coordinator run here,
+  the RM and the tasks there.
 
-Both do what YARN does for an AM: submit the application, start the AM once it
+Each does what YARN does for an AM: submit the application, start the AM once it
 is accepted, call its heartbeat on the clock, and start a new AM when the RM
 declares the running one dead (``kill_am`` in a scenario, a missed heartbeat).
 The new AM recovers the job from the journal in the same work folder. When the
@@ -44,16 +49,17 @@ from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
-from gangmaster.am.rm_client import InProcessRMClient
-from gangmaster.am.rm_protocol import ApplicationSubmission
+from gangmaster.am.rm_client import InProcessRMClient, RMClient
+from gangmaster.am.rm_protocol import ApplicationSubmission, RMError
 from gangmaster.am.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
 from .rmsim.clock import RealTimeLoop
 from .rmsim.core import ResourceManager, RMEvent
-from .rmsim.nodemanager import ProcessNodeManager
+from .rmsim.live_rm import LiveRM
 from .rmsim.queues import Queue
+from .rmsim.rm_settings import RMSettings
 from .rmsim.scenario import Scenario
 from .rmsim.simulation import Simulation
 from .work_folder import JobIdentity, claim
@@ -101,22 +107,26 @@ class JobRun:
         return self.am.outcome if self.ams else None
 
 
-class _Runs:
-    """What both drivers share: submitting jobs and (re)starting their AMs."""
+class _AMDriver:
+    """What every driver shares: submitting jobs, and starting their AMs and a new AM
+    when the RM gives an application a new attempt (:meth:`_restart_later`)."""
 
-    def __init__(self, core: ResourceManager, client: InProcessRMClient, clock, settings: AMSettings,
-                 selection: SelectionSettings, echo: Callable[[str], None] | None):
-        self.core, self.client, self.clock = core, client, clock
+    def __init__(self, client: RMClient, clock, settings: AMSettings, selection: SelectionSettings,
+                 echo: Callable[[str], None] | None):
+        self.client, self.clock = client, clock
         self.settings, self.selection, self.echo = settings, selection, echo
         self.runs: list[JobRun] = []
         self.prefix_lines = False          # start each progress line with the job's name (several jobs)
         self.cluster_name = "the cluster"  # how the cluster is named in a work folder's identity
         self.metrics: MetricsEndpoint | None = None   # with settings.metrics_port: every job's metrics
         self._timers: dict[str, object] = {}
-        core.subscribe(self._on_event)
+
+    def cluster_specs(self) -> list[NodeSpec]:
+        """The RM's nodes, for a work folder's identity."""
+        raise NotImplementedError
 
     def identity(self, job: JobSpec) -> JobIdentity:
-        return JobIdentity.of(job, self.core.ledger.specs, self.cluster_name)
+        return JobIdentity.of(job, self.cluster_specs(), self.cluster_name)
 
     def check_work_dir(self, job: JobSpec, work_dir: str | Path) -> None:
         """Refuse (``WorkFolderTaken``, a ConfigError) a folder that holds another job's run;
@@ -171,15 +181,14 @@ class _Runs:
     def _am_extras(self, run: JobRun) -> dict:
         return {}
 
-    def _on_event(self, event: RMEvent) -> None:
-        if event.kind != "attempt_failed":
-            return
+    def _restart_later(self, app_id: str) -> None:
+        """The RM declared the application's AM dead: stop its heartbeats and start a new AM
+        (which recovers the job from the journal) after :data:`AM_RESTART_DELAY_S`."""
         for run in self.runs:
-            if run.app_id == event.app_id:
+            if run.app_id == app_id:
                 timer = self._timers.pop(run.app_id, None)
                 if timer is not None:
                     timer.cancel()
-                # the RM calls us inside its own call: act after it returns
                 self._timers[run.app_id] = self.clock.call_later(AM_RESTART_DELAY_S, self._start_am, run)
 
     @property
@@ -197,17 +206,43 @@ class _Runs:
             self.metrics.stop()
 
 
+class _Runs(_AMDriver):
+    """Drivers whose RM core runs in this process: the core's events tell when the RM
+    declared an AM dead."""
+
+    def __init__(self, core: ResourceManager, client: InProcessRMClient, clock, settings: AMSettings,
+                 selection: SelectionSettings, echo: Callable[[str], None] | None):
+        super().__init__(client, clock, settings, selection, echo)
+        self.core = core
+        core.subscribe(self._on_event)
+
+    def cluster_specs(self) -> list[NodeSpec]:
+        return self.core.ledger.specs
+
+    def _on_event(self, event: RMEvent) -> None:
+        if event.kind == "attempt_failed":   # the RM calls us inside its own call: act after it returns
+            self._restart_later(event.app_id)
+
+
 class SimulatedRuns(_Runs):
     """Jobs on the simulator in virtual time."""
 
     def __init__(self, specs: list[NodeSpec], settings: AMSettings | None = None,
                  selection: SelectionSettings | None = None, queues: list[Queue] | None = None,
                  scenario: Scenario | None = None, echo: Callable[[str], None] | None = None,
-                 scheduling_interval_s: float | None = None):
-        self.sim = Simulation(specs, queues, scenario, scheduling_interval_s=scheduling_interval_s)
+                 scheduling_interval_s: float | None = None, allocation_expiry_s: float | None = None):
+        self.sim = Simulation(specs, queues, scenario, scheduling_interval_s=scheduling_interval_s,
+                              allocation_expiry_s=allocation_expiry_s)
         self._seen: dict[int, int] = {}   # id(am) -> the RM's version its last heartbeat saw, if it changed nothing
         super().__init__(self.sim.core, self.sim.client, self.sim.loop, settings or AMSettings(),
                          selection or SelectionSettings(), echo)
+
+    def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
+        self.sim.workload.add_job(job)   # before its AM can launch a task
+        return super().submit(job, work_dir, queue)
+
+    def _am_extras(self, run: JobRun) -> dict:
+        return {"barrier": self.sim.barrier}
 
     def run(self) -> bool:
         """Run until every job is done or ``max_virtual_time_s`` passes; True when all are done.
@@ -245,30 +280,22 @@ class SimulatedRuns(_Runs):
                 and all(am.waiting_on_cluster() for am in waiting) and not self.sim.loop.has_one_shot_calls())
 
 
-class LiveRuns(_Runs):
-    """Jobs on the simulator in real time, with real task processes and a real
-    barrier coordinator. The AM's heartbeats run on the RM clock's thread, under
-    the RM's lock, exactly as the simulated ones do on the virtual loop.
+class _RealTime:
+    """What the real-time drivers (:class:`LiveRuns`, :class:`RemoteRuns`) share: a real
+    gRPC barrier coordinator for the tasks, the wait for the jobs (ended early by SIGTERM,
+    SIGINT or a timeout) and the shutdown that kills at the RM every job not done.
 
-    Nothing a run starts outlives it: :meth:`run` returns early on SIGTERM or
-    SIGINT (:attr:`interrupted` says which) and :meth:`shutdown` then stops every
-    task's processes; if this process dies without a chance to (``kill -9``),
-    every task's supervisor sees it and stops its task (see
-    :class:`~gangmaster.tools.rmsim.nodemanager.ProcessNodeManager`)."""
+    Nothing a run starts outlives it: :meth:`run` returns early on SIGTERM or SIGINT
+    (:attr:`interrupted` says which) and :meth:`shutdown` then has the RM stop every
+    task's processes."""
 
-    def __init__(self, specs: list[NodeSpec], work_dir: str | Path, settings: AMSettings | None = None,
-                 selection: SelectionSettings | None = None, queues: list[Queue] | None = None,
-                 barrier_config=None, kill_grace_s: float = 2.0, poll_s: float = 0.05,
-                 echo: Callable[[str], None] | None = None, scheduling_interval_s: float | None = None):
+    def _start_coordinator(self, barrier_config) -> None:
+        """Start the barrier coordinator, and catch the stop signals from now on: one that
+        arrives before :meth:`run` (while a job is submitted) ends it at once, and the
+        application is still killed at the RM."""
         from gangmaster.am.barrier_config import BarrierConfig
         from gangmaster.am.barrier_server import BarrierServer
 
-        lock = threading.RLock()
-        clock = RealTimeLoop(lock)
-        self.node_manager = ProcessNodeManager(clock, Path(work_dir) / "tasks", poll_s=poll_s,
-                                               kill_grace_s=kill_grace_s)
-        core = ResourceManager(specs, queues, clock=clock, node_manager=self.node_manager, lock=lock,
-                               scheduling_interval_s=scheduling_interval_s)
         self.barrier = BarrierServer(barrier_config or BarrierConfig.load())
         self.barrier.start()
         self._finished = threading.Event()
@@ -276,8 +303,7 @@ class LiveRuns(_Runs):
         self.timed_out = False
         self.stopped_tasks = 0     # containers whose processes shutdown() had to stop
         self._previous_handlers: dict = {}
-        super().__init__(core, InProcessRMClient(core), clock, settings or AMSettings(),
-                         selection or SelectionSettings(), echo)
+        self._catch_stop_signals()
 
     def _am_extras(self, run: JobRun) -> dict:
         # Tasks run with this Python first on PATH, so a job's `python -m ...` finds gangmaster.
@@ -286,14 +312,13 @@ class LiveRuns(_Runs):
                 "task_env": {"PATH": path, "GANGMASTER_OUTPUT_DIR": str(run.work_dir / "output")}}
 
     def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
-        with self.core.lock:
+        with self.clock.lock:
             return super().submit(job, work_dir, queue)
 
     def run(self, timeout_s: float | None = None) -> bool:
         """Wait until every job is done, ``timeout_s`` passes, or SIGTERM or SIGINT
-        arrives; True when all are done. Call :meth:`shutdown` afterwards: the
-        signals stay caught until it has stopped every task."""
-        self._catch_stop_signals()
+        arrives (or arrived since the driver was built); True when all are done. Call
+        :meth:`shutdown` afterwards: the signals stay caught until it has stopped every task."""
         watcher = self.clock.every(0.05, self._check_done)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
@@ -305,7 +330,7 @@ class LiveRuns(_Runs):
                     break
         finally:   # also when interrupted: no AM may act on the shutdown that follows
             watcher.cancel()
-            with self.core.lock:
+            with self.clock.lock:
                 self.close()
         return self._finished.is_set()
 
@@ -323,23 +348,91 @@ class LiveRuns(_Runs):
         self.interrupted = self.interrupted or signal.Signals(signum)
 
     def shutdown(self) -> None:
-        """End the run: every job not done is killed at the RM (saying why), every
-        task's processes are stopped (SIGTERM, then SIGKILL after the kill grace) and
-        gone when this returns (:attr:`stopped_tasks` counts them); then the clock
-        and the coordinator stop. The AMs are not told: to their journal the run was
-        interrupted, and it can be resumed."""
+        """End the run: every job not done is killed at the RM (saying why), so the RM
+        stops its tasks' processes (SIGTERM, then SIGKILL after the kill grace); then the
+        RM side of the run ends (:meth:`_stop_rm`) and the coordinator stops. The AMs are
+        not told: to their journal the run was interrupted, and it can be resumed."""
         why = (f"the run was interrupted by {self.interrupted.name}" if self.interrupted is not None
                else "the run timed out" if self.timed_out else "the run was stopped")
-        with self.core.lock:
+        with self.clock.lock:
             for run in self.runs:
                 if not run.done:
                     try:
                         self.client.kill(run.app_id, why)
-                    except Exception:  # noqa: BLE001 - best effort on the way out; the tasks are stopped below
-                        log.exception("killing %s", run.app_id)
-        self.clock.stop()
-        self.stopped_tasks = self.node_manager.shutdown()
+                    except RMError as exc:   # best effort on the way out (a remote RM may be gone)
+                        log.warning("could not kill %s at the RM: %s", run.app_id, exc.message)
+        self._stop_rm()
         self.barrier.stop()
         for sig, handler in self._previous_handlers.items():
             signal.signal(sig, handler)
         self._previous_handlers = {}
+
+    def _stop_rm(self) -> None:
+        raise NotImplementedError
+
+
+class LiveRuns(_RealTime, _Runs):
+    """Jobs on the live RM (:class:`~gangmaster.tools.rmsim.live_rm.LiveRM`, as
+    ``gangmaster rm serve`` builds it) in this process: real time, real task processes,
+    a real barrier coordinator. The AM's heartbeats run on the RM clock's thread, under
+    the RM's lock, exactly as the simulated ones do on the virtual loop.
+
+    :meth:`shutdown` stops every task's processes (gone when it returns; :attr:`stopped_tasks`
+    counts them); if this process dies without a chance to (``kill -9``), every task's
+    supervisor sees it and stops its task (see
+    :class:`~gangmaster.tools.rmsim.nodemanager.ProcessNodeManager`)."""
+
+    def __init__(self, specs: list[NodeSpec], work_dir: str | Path, settings: AMSettings | None = None,
+                 selection: SelectionSettings | None = None, queues: list[Queue] | None = None,
+                 barrier_config=None, rm_settings: RMSettings | None = None, scenario: Scenario | None = None,
+                 echo: Callable[[str], None] | None = None):
+        self.live = LiveRM.from_settings(specs, queues, rm_settings or RMSettings(),
+                                         work_dir=Path(work_dir) / "tasks", scenario=scenario)
+        self.node_manager = self.live.node_manager
+        self._start_coordinator(barrier_config)
+        super().__init__(self.live.core, InProcessRMClient(self.live.core), self.live.clock,
+                         settings or AMSettings(), selection or SelectionSettings(), echo)
+
+    def _stop_rm(self) -> None:
+        self.stopped_tasks = self.live.stop()
+
+
+class RemoteRuns(_RealTime, _AMDriver):
+    """Jobs on a separate RM process (``gangmaster rm serve``) reached over gRPC, YARN's
+    shape: the AM runs in this process on its own real-time clock, with a real barrier
+    coordinator its tasks reach on this machine; the tasks are processes the RM's
+    NodeManager starts.
+
+    No event stream comes from a remote RM: an AM learns that the RM gave its
+    application a new attempt when its heartbeat is refused (it stops without deciding
+    anything, ``done`` with no outcome), and a new AM is started then, as
+    :class:`LiveRuns` does on the RM's event. A heartbeat that cannot reach the RM is
+    said once and tried again at the next one."""
+
+    def __init__(self, client: RMClient, settings: AMSettings | None = None,
+                 selection: SelectionSettings | None = None, barrier_config=None,
+                 echo: Callable[[str], None] | None = None):
+        self._start_coordinator(barrier_config)
+        super().__init__(client, RealTimeLoop(threading.RLock()), settings or AMSettings(),
+                         selection or SelectionSettings(), echo)
+        self._unreachable = ""   # what the last failed heartbeat said; "" while the RM answers
+
+    def cluster_specs(self) -> list[NodeSpec]:
+        return [node.spec for node in self.client.cluster_nodes()]
+
+    def _heartbeat(self, am: ApplicationMaster) -> None:
+        try:
+            am.heartbeat()
+        except RMError as exc:
+            if exc.message != self._unreachable and self.echo is not None:
+                self.echo(f"the RM did not answer a heartbeat ({exc.message}); trying again")
+            self._unreachable = exc.message
+            return
+        if self._unreachable and self.echo is not None:
+            self.echo("the RM answers again")
+        self._unreachable = ""
+        if am.done and am.outcome is None:   # replaced: the RM gave the application a new attempt
+            self._restart_later(am.app_id)
+
+    def _stop_rm(self) -> None:
+        self.clock.stop()

@@ -23,19 +23,26 @@ from gangmaster.tools.arg_types import address, port_number
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def _add_client_security(parser) -> None:
+def add_client_security(parser) -> None:
+    """``--token-file`` and ``--tls-ca``: what every client of `rm serve` passes (see :func:`client_security`)."""
     parser.add_argument("--token-file", help="the server's token file (when it was started with --token-file)")
     parser.add_argument("--tls-ca", help="PEM certificate to trust (the server's --tls-cert, or its CA) "
                                          "when the server uses TLS")
 
 
-def _client(args):
+def client_security(args):
+    """The ClientSecurity of ``--token-file`` and ``--tls-ca`` (a bad token file is a ConfigError naming it)."""
     from gangmaster.am.grpc_security import ClientSecurity, read_token
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
     from gangmaster.conf.limits import RM_MAX_TOKEN_CHARS
 
     token = read_token(args.token_file, "--token-file", RM_MAX_TOKEN_CHARS) if args.token_file else None
-    return GrpcRMClient(args.address, security=ClientSecurity(tls_ca_file=args.tls_ca, token=token))
+    return ClientSecurity(tls_ca_file=args.tls_ca, token=token)
+
+
+def _client(args):
+    from gangmaster.am.rm_client_grpc import GrpcRMClient
+
+    return GrpcRMClient(args.address, security=client_security(args))
 
 
 def add_parser(sub):
@@ -78,13 +85,14 @@ def add_parser(sub):
     serve.add_argument("--work-dir", help="where task logs and exit files go (default: next to --state, "
                                           "else ./rm-tasks)")
     serve.add_argument("--config", help="override file for conf/defaults.yaml (its `rm:` section: process "
-                                        "poll interval, kill grace, state save interval, gRPC workers)")
+                                        "poll interval, kill grace, state save interval, gRPC workers, "
+                                        "allocation expiry, scheduling interval)")
     serve.add_argument("--verbose", "-v", action="store_true", help="log scheduling and scenario steps")
     serve.set_defaults(func=_serve)
 
     nodes = rm_sub.add_parser("nodes", help="list a running RM's nodes with their free resources")
     nodes.add_argument("--address", type=address, required=True, help="HOST:PORT of `gangmaster rm serve`")
-    _add_client_security(nodes)
+    add_client_security(nodes)
     nodes.set_defaults(func=_nodes)
 
     fault = rm_sub.add_parser("fault", help="inject a fault into a running RM")
@@ -95,7 +103,7 @@ def add_parser(sub):
     fault.add_argument("--container", default="")
     fault.add_argument("--app", default="")
     fault.add_argument("--exit-code", type=int, default=1)
-    _add_client_security(fault)
+    add_client_security(fault)
     fault.set_defaults(func=_fault)
     return parser
 
@@ -125,16 +133,16 @@ def _serve_security(args):
 
 def _serve(args) -> int:
     from gangmaster.am.grpc_security import ListenError, check_bindable
-    from gangmaster.conf.fields import ConfigError
     from gangmaster.selectors.cluster_file import load_cluster_specs
     from gangmaster.tools.rmsim.ledger import NodeLedger
+    from gangmaster.tools.rmsim.live_rm import LiveRM
     from gangmaster.tools.rmsim.queues import load_queues
+    from gangmaster.tools.rmsim.rm_settings import RMSettings
     from gangmaster.tools.rmsim.scenario import Scenario
-    from gangmaster.tools.rmsim.server import LiveRM, schedule_scenario, start_server
+    from gangmaster.tools.rmsim.server import start_server
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from gangmaster.tools.rmsim.rm_settings import RMSettings
     knobs = RMSettings.load(args.config)
     security = _serve_security(args)
     specs = load_cluster_specs(args.cluster)
@@ -143,9 +151,8 @@ def _serve(args) -> int:
     try:
         if args.port:
             check_bindable(args.host, args.port)   # before the state file is touched
-        live = LiveRM(specs, queues, state_path=args.state, work_dir=args.work_dir, poll_s=knobs.process_poll_s,
-                      save_every_s=knobs.state_save_interval_s, kill_grace_s=knobs.kill_grace_s,
-                      allocation_expiry_s=knobs.allocation_expiry_s)
+        live = LiveRM.from_settings(specs, queues, knobs, work_dir=args.work_dir, state_path=args.state,
+                                    scenario=scenario)
         try:
             server, port = start_server(live, args.host, args.port, workers=knobs.grpc_workers, security=security)
         except BaseException:
@@ -154,8 +161,6 @@ def _serve(args) -> int:
     except ListenError as exc:
         print(f"gangmaster rm serve: {exc}", file=sys.stderr)
         return 2
-    if scenario is not None:
-        schedule_scenario(live, scenario)
     print(f"listening on {args.host}:{port}" + (" (restored from state)" if live.restored else ""), flush=True)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -55,8 +55,9 @@ def add_parser(sub):
                                            f"when that run finished (see below)")
     parser.add_argument("--queues", help="queue file for the RM (see README: ResourceManager simulator); "
                                          "jobs go to the queues in order, cycling; default: one queue")
-    parser.add_argument("--scenario", help="fault scenario YAML played on the simulated RM (lose_node, "
-                                           "kill_am, fail_container, ...); without --live only")
+    parser.add_argument("--scenario", help="fault scenario YAML played on the RM's clock (lose_node, "
+                                           "kill_am, fail_container, ...; virtual seconds, or seconds since "
+                                           "the start with --live)")
     parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:, barrier:)")
     parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
     parser.add_argument("--metrics-port", type=port_number, help="serve Prometheus metrics on this port (0: any free "
@@ -70,51 +71,55 @@ def add_parser(sub):
     return parser
 
 
-def _run(args) -> int:
+def am_and_selection_settings(args):
+    """The ``am:`` and ``selection:`` settings of ``--config``, with ``--metrics-port`` and
+    ``--seed`` applied (``gangmaster run`` and ``gangmaster am`` take the same three options)."""
     from dataclasses import replace
 
     from gangmaster.am.am_settings import AMSettings
-    from gangmaster.am.jobspec import load_job
-    from gangmaster.am.run_report import format_report
     from gangmaster.conf.settings import Settings
-    from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
-    from gangmaster.selectors.selector import selector_classes
     from gangmaster.selectors.settings import SelectionSettings
-    from gangmaster.tools.rmsim.ledger import NodeLedger
-    from gangmaster.tools.rmsim.queues import load_queues
-    from gangmaster.tools.rmsim.rm_settings import RMSettings
-    from gangmaster.tools.rmsim.scenario import Scenario
 
     settings = Settings(args.config)
     am_settings = AMSettings.from_fields(settings.section("am"))
     if args.metrics_port is not None:
         am_settings = replace(am_settings, metrics_port=args.metrics_port)
-    rm_knobs = RMSettings.from_fields(settings.section("rm"))
-    interval = rm_knobs.scheduling_interval_s
     selection = SelectionSettings.from_fields(settings.section("selection"))
     if args.seed is not None:
         selection = replace(selection, seed=args.seed)
+    return am_settings, selection
+
+
+def _run(args) -> int:
+    from gangmaster.am.jobspec import load_job
+    from gangmaster.conf.settings import Settings
+    from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
+    from gangmaster.selectors.selector import selector_classes
+    from gangmaster.tools.rmsim.ledger import NodeLedger
+    from gangmaster.tools.rmsim.queues import load_queues
+    from gangmaster.tools.rmsim.rm_settings import RMSettings
+    from gangmaster.tools.rmsim.scenario import Scenario
+
+    am_settings, selection = am_and_selection_settings(args)
+    rm_knobs = RMSettings.from_fields(Settings(args.config).section("rm"))
     jobs = [load_job(path, selectors=list(selector_classes())) for path in args.job]
     specs = load_cluster_specs(args.cluster or default_cluster_path())
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
     queue_names = [q.name for q in queues] if queues else ["default"]
+    scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
     echo = None if args.quiet or args.json else (lambda line: print(line, flush=True))
-    base = Path(args.work_dir) if args.work_dir else _new_work_dir(jobs[0].name)
+    base = Path(args.work_dir) if args.work_dir else new_work_dir(jobs[0].name)
 
     if args.live:
-        if args.scenario:
-            print("gangmaster run: --scenario works without --live only", file=sys.stderr)
-            return 2
         from gangmaster.am.barrier_config import BarrierConfig
         from gangmaster.tools.job_runner import LiveRuns
-        runs = LiveRuns(specs, base, am_settings, selection, queues,
-                        barrier_config=BarrierConfig.load(args.config), echo=echo,
-                        scheduling_interval_s=interval, kill_grace_s=rm_knobs.kill_grace_s)
+        runs = LiveRuns(specs, base, am_settings, selection, queues, barrier_config=BarrierConfig.load(args.config),
+                        rm_settings=rm_knobs, scenario=scenario, echo=echo)
     else:
         from gangmaster.tools.job_runner import SimulatedRuns
-        scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
         runs = SimulatedRuns(specs, am_settings, selection, queues, scenario, echo=echo,
-                             scheduling_interval_s=interval)
+                             scheduling_interval_s=rm_knobs.scheduling_interval_s,
+                             allocation_expiry_s=rm_knobs.allocation_expiry_s)
     runs.prefix_lines = len(jobs) > 1
     interrupted = None
     runs.cluster_name = args.cluster or "default"
@@ -124,8 +129,7 @@ def _run(args) -> int:
             runs.check_work_dir(job, work_dir)
         for k, (job, work_dir) in enumerate(zip(jobs, work_dirs)):
             runs.submit(job, work_dir, queue_names[k % len(queue_names)])
-        if runs.metrics_url:
-            print(f"metrics: {runs.metrics_url}", file=sys.stderr if args.json else sys.stdout, flush=True)
+        print_metrics_url(runs, args.json)
         finished = runs.run(args.timeout) if args.live else runs.run()
     except KeyboardInterrupt:
         finished, interrupted = False, signal.SIGINT
@@ -135,14 +139,7 @@ def _run(args) -> int:
             interrupted = interrupted or runs.interrupted
         else:
             runs.close()
-    if args.json:
-        print(json.dumps([_report_dict(r, runs.metrics_url) for r in runs.runs], indent=2))
-    else:
-        for run in runs.runs:
-            print(format_report(run.result))
-            if run.finished_earlier is not None:
-                print("  (already finished in an earlier run into this work folder: nothing was run)")
-        print(f"work folder: {base}")
+    print_reports(runs, base, args.json)
     if interrupted is not None:
         stopped = f"; stopped the processes of {runs.stopped_tasks} running task(s)" if args.live else ""
         print(f"gangmaster run: interrupted by {interrupted.name}{stopped}", file=sys.stderr)
@@ -155,12 +152,32 @@ def _run(args) -> int:
     return 0 if all(r.outcome == "succeeded" for r in runs.runs) else 1
 
 
-def _new_work_dir(job_name: str) -> Path:
+def new_work_dir(job_name: str) -> Path:
+    """``./gangmaster-runs/<job>-<n>``, the first n not taken."""
     root = Path(DEFAULT_RUNS_DIR)
     n = 1
     while (root / f"{job_name}-{n}").exists():
         n += 1
     return root / f"{job_name}-{n}"
+
+
+def print_metrics_url(runs, as_json: bool) -> None:
+    if runs.metrics_url:
+        print(f"metrics: {runs.metrics_url}", file=sys.stderr if as_json else sys.stdout, flush=True)
+
+
+def print_reports(runs, base: Path, as_json: bool) -> None:
+    """Every job's report (what ran where, each attempt, the outcome), as text or JSON."""
+    from gangmaster.am.run_report import format_report
+
+    if as_json:
+        print(json.dumps([_report_dict(r, runs.metrics_url) for r in runs.runs], indent=2))
+        return
+    for run in runs.runs:
+        print(format_report(run.result))
+        if run.finished_earlier is not None:
+            print("  (already finished in an earlier run into this work folder: nothing was run)")
+    print(f"work folder: {base}")
 
 
 def _report_dict(run, metrics_url: str) -> dict:

@@ -9,6 +9,8 @@ from gangmaster.am.jobspec import load_job
 from gangmaster.am.jobspec_model import JobSpec, RoleSpec
 from gangmaster.conf.fields import ConfigError, ConfigErrors
 
+from .rmsim.workload import RoleBehaviour
+
 
 def add_parser(sub):
     p = sub.add_parser(
@@ -40,10 +42,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"gangmaster: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"valid": True, "job": spec.to_dict()}, indent=2))
+        print(json.dumps({"valid": True, "job": to_json(spec)}, indent=2))
     else:
         print(render(spec))
     return 0
+
+
+def to_json(spec: JobSpec) -> dict:
+    """The parsed job, each role with what its tasks do in simulation (as the workload model reads it)."""
+    data = spec.to_dict()
+    for role, spec_role in zip(data["roles"], spec.roles):
+        simulated = _simulated(spec, spec_role)
+        failure = simulated.failure
+        role.update(simulated_duration_s=simulated.duration_s, simulated_exit_code=simulated.exit_code,
+                    simulated_failure={"attempts": list(failure.attempts), "instance": failure.instance,
+                                       "exit_code": failure.exit_code, "before_barrier": failure.before_barrier})
+    return data
 
 
 def render(spec: JobSpec) -> str:
@@ -60,7 +74,7 @@ def render(spec: JobSpec) -> str:
                  f"barrier timeout: {timeout}")
     header = ("role", "inst", "cpu", "ask", "memMB", "gpu", "ports", "per-node", "label",
               "gpu types", "selector", "rack", "sim s")
-    rows = [header] + [_row(r) for r in spec.roles]
+    rows = [header] + [_row(r, _simulated(spec, r)) for r in spec.roles]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -73,9 +87,10 @@ def render(spec: JobSpec) -> str:
         lines.append(f"role {role.name}: attempt {fails}, {succeeds}; retry scope "
                      f"{role.retry.scope}, {role.retry.attempts} attempt(s)")
         lines += [f"  completion.{note}" for note in c.notes]
-        failure = role.simulated_failure
+        failure = _simulated(spec, role).failure
         if failure.attempts:
-            lines.append(f"  testing aid: instance {failure.instance} exits {failure.exit_code} "
+            when = " at once, before its barrier," if failure.before_barrier else ""
+            lines.append(f"  testing aid: instance {failure.instance} exits {failure.exit_code}{when} "
                          f"in attempt(s) {', '.join(map(str, failure.attempts))}")
         for command in role.commands:
             lines.append(f"  $ {command.rstrip()}")
@@ -85,10 +100,15 @@ def render(spec: JobSpec) -> str:
     return "\n".join(lines)
 
 
-def _row(role: RoleSpec) -> tuple[str, ...]:
+def _simulated(spec: JobSpec, role: RoleSpec) -> RoleBehaviour:
+    """What the simulator's workload model makes of the role's tasks."""
+    return RoleBehaviour.from_keys(spec.simulation.get(role.name, {}))
+
+
+def _row(role: RoleSpec, simulated: RoleBehaviour) -> tuple[str, ...]:
     ports = ",".join(f"{k}:{v}" for k, v in role.ports.items()) or "-"
     return (role.name, str(role.instances), str(role.cpu), f"{role.ask_vcores:g}",
             str(role.memory_mb), str(role.gpus), ports,
             str(role.max_instances_per_node or "-"), role.node_label or "-",
             ",".join(role.gpu_types) or "any", role.selector or "default", role.rack_policy or "default",
-            f"{role.simulated_duration_s:g}")
+            f"{simulated.duration_s:g}")

@@ -283,18 +283,12 @@ class EnvVar(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class LaunchContext(_message.Message):
-    __slots__ = ("command", "env", "has_duration", "duration_s", "exit_code")
+    __slots__ = ("command", "env")
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
-    HAS_DURATION_FIELD_NUMBER: _ClassVar[int]
-    DURATION_S_FIELD_NUMBER: _ClassVar[int]
-    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     command: _containers.RepeatedScalarFieldContainer[str]
     env: _containers.RepeatedCompositeFieldContainer[EnvVar]
-    has_duration: bool
-    duration_s: float
-    exit_code: int
-    def __init__(self, command: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., has_duration: _Optional[bool] = ..., duration_s: _Optional[float] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ...) -> None: ...
 
 class StartContainerRequest(_message.Message):
     __slots__ = ("container_id", "launch")

@@ -13,12 +13,13 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 RM_CLI = [sys.executable, "-m", "gangmaster.tools.cli", "rm"]
 
 
-def start_rm_serve(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+def start_rm_serve(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """A running `rm serve --cluster fixtures/rm/cluster.yaml *extra` (its stderr appended
-    to ``tmp_path/server.err``); returns (process, address) once it prints 'listening on'."""
+    to ``tmp_path/server.err``; ``env``: its environment, which its tasks inherit); returns
+    (process, address) once it prints 'listening on'."""
     err = open(tmp_path / "server.err", "a")
     proc = subprocess.Popen(RM_CLI + ["serve", "--cluster", str(FIX / "cluster.yaml"), *extra],
-                            stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp_path)
+                            stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp_path, env=env)
     line = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
     reader.start()

@@ -46,6 +46,9 @@ def required_arguments(prefix, tmp_path) -> list[str]:
     if command in ("run", "validate"):
         extra = [str(REPO / "conf/jobs/mpi-allreduce.yaml")]
         return extra + (["--work-dir", str(tmp_path / "run"), "-q"] if command == "run" else [])
+    if command == "am":   # an RM that cannot be reached: every value is checked before it is called
+        return [str(REPO / "conf/jobs/mpi-allreduce.yaml"), "--rm", "127.0.0.1:1", "--work-dir",
+                str(tmp_path / "run"), "-q"]
     if command in ("rm nodes", "rm fault"):
         return ["--address", "127.0.0.1:1"] + (["lose_node", "--host", "h"] if command == "rm fault" else [])
     return []

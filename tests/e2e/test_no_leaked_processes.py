@@ -20,6 +20,7 @@ from gangmaster.am.rm_protocol import AllocateRequest, ContainerState, ExitStatu
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.job_runner import LiveRuns
+from gangmaster.tools.rmsim.rm_settings import RMSettings
 from task_procs import MARKER_VAR, kill_marked, marked, new_marker, running, wait_until
 from rm_serve_helpers import pinned_containers, start_rm_serve, stop_rm_serve
 
@@ -86,7 +87,7 @@ def test_tasks_of_a_driver_killed_with_kill_9_end_with_it(marker, tmp_path):
 def _live_runs(tmp_path: Path, command: str, instances: int, monkeypatch, marker: str) -> LiveRuns:
     monkeypatch.setenv(MARKER_VAR, marker)      # task processes inherit this process's environment
     runs = LiveRuns(load_cluster_specs(default_cluster_path()), tmp_path / "run",
-                    AMSettings(heartbeat_s=0.05), kill_grace_s=0.5)
+                    AMSettings(heartbeat_s=0.05), rm_settings=RMSettings(kill_grace_s=0.5))
     runs.submit(load_job(job_file(tmp_path, command, instances)), tmp_path / "run")
     return runs
 

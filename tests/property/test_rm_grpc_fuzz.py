@@ -172,10 +172,7 @@ OPS = {
     "GetApplicationReport": {"app_id": field(app_ids, hostile_names)},
     "StartContainer": {"container": field(containers, hostile_names),
                        "command": field(st.just(["true"]), commands),
-                       "env": field(st.just([("A", "1")]), envs),
-                       "has_duration": field(st.just(False), st.just(True)),
-                       "duration": field(st.just(0.0), hostile_doubles),
-                       "exit_code": field(st.just(0), hostile_int32)},
+                       "env": field(st.just([("A", "1")]), envs)},
     "StopContainer": {"container": field(containers, hostile_names)},
     "GetContainerStatus": {"container": field(containers, hostile_names)},
     "InjectFault": {"action": field(st.sampled_from(["lose_node", "mark_unhealthy", "restore_node", "restore_node",
@@ -269,8 +266,7 @@ def message(core, op) -> tuple[str, bytes]:
         msg = pb.AppId(app_id=app)
     elif kind == "StartContainer":
         msg = pb.StartContainerRequest(container_id=container, launch=pb.LaunchContext(
-            command=f["command"], env=[pb.EnvVar(name=k, value=v) for k, v in f["env"]],
-            has_duration=f["has_duration"], duration_s=f["duration"], exit_code=f["exit_code"]))
+            command=f["command"], env=[pb.EnvVar(name=k, value=v) for k, v in f["env"]]))
     elif kind in ("StopContainer", "GetContainerStatus"):
         msg = pb.ContainerId(container_id=container)
     else:

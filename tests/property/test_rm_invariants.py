@@ -17,6 +17,7 @@ from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.rmsim.queues import Queue
 from gangmaster.tools.rmsim.simulation import Simulation
 from gangmaster.tools.rmsim.state import snapshot
+from gangmaster.tools.rmsim.workload import raw_task_env
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 SPECS = load_cluster_specs(FIX / "cluster.yaml")
@@ -97,7 +98,7 @@ def execute(op_list, check=True):
                 containers.extend(c.container_id for c in resp.allocated)
             elif kind == "start" and containers:
                 sim.client.start_container(containers[op[1] % len(containers)],
-                                           LaunchContext.of(duration_s=op[2], exit_code=op[3]))
+                                           LaunchContext.of(env={} if op[2] is None else raw_task_env(op[2], op[3])))
             elif kind == "advance":
                 sim.run_until(sim.now() + op[1])
             elif kind == "node":

@@ -215,10 +215,12 @@ def test_the_index_follows_changes_and_copies(name, data, view, config, moved, s
 
 
 @settings(max_examples=30)
+@pytest.mark.parametrize("name", ["job-packing", "locality"])
 @given(view=clusters(), request=requests(), k=st.integers(1, 30), data=st.data())
-def test_best_nodes_among_rows(view, request, k, data):
-    pipeline = SelectionPipeline(SelectionSettings(port_min=20_000), get_selector("job-packing"))
-    rows = sorted(data.draw(st.sets(st.integers(0, len(view) - 1), min_size=1)))
+def test_best_nodes_among_rows(name, view, request, k, data):
+    """Rows in any order: the best of them by (key, node index)."""
+    pipeline = SelectionPipeline(SelectionSettings(port_min=20_000), get_selector(name))
+    rows = data.draw(st.permutations(sorted(data.draw(st.sets(st.integers(0, len(view) - 1), min_size=1)))))
     everywhere, _, _ = reference_best(view, request, pipeline.settings, pipeline.selector, len(view))
     expected = [i for i in everywhere if i in rows][:k] if request.rack_policy == "none" else None
     try:

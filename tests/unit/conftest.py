@@ -63,7 +63,9 @@ def self_signed(tmp_path):
 @pytest.fixture
 def coordinated_runs():
     """``(SimulatedRuns subclass, server)``: runs in virtual time whose AMs all use one real
-    barrier coordinator on 127.0.0.1 (which outlives any AM), stopped after the test."""
+    barrier coordinator on 127.0.0.1 (which outlives any AM), stopped after the test. The
+    simulated tasks cannot reach it and run without a barrier: what is tested is the AM's
+    side of a live coordinator."""
     server = BarrierServer(BarrierConfig())
     server.start()
 

@@ -38,8 +38,8 @@ HOST_LIST = re.compile(r"^[^:,]+:\d+(,[^:,]+:\d+)*$")
 
 
 class RecordingNodeManager(SimulatedNodeManager):
-    def __init__(self, clock):
-        super().__init__(clock)
+    def __init__(self, sim):
+        super().__init__(sim.loop, sim.workload, sim.barrier)
         self.envs: list[dict[str, str]] = []
 
     def launch(self, rec, ctx):
@@ -53,7 +53,7 @@ def envs(tmp_path_factory):
              for i in range(2)]
     runs = SimulatedRuns(specs)
     core = runs.sim.core
-    core.node_manager = recorder = RecordingNodeManager(runs.sim.loop)
+    core.node_manager = recorder = RecordingNodeManager(runs.sim)
     recorder.bind(core)
     runs.submit(parse_job(JOB), tmp_path_factory.mktemp("run"))
     assert runs.run()

@@ -18,6 +18,7 @@ from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.scenario import Scenario
+from gangmaster.tools.rmsim.workload import raw_task_env
 
 PORTS = PortRanges.parse("20000-20099")
 
@@ -208,7 +209,7 @@ def test_a_node_taken_by_another_am_triggers_reselection_not_a_hang(tmp_path):
         attempt = rm.register(app).attempt
         (c,) = rm.allocate(AllocateRequest(app, attempt, asks=(
             ResourceRequest(1, whole, host=host, relax_locality=False),))).allocated
-        rm.start_container(c.container_id, LaunchContext.of(duration_s=duration))
+        rm.start_container(c.container_id, LaunchContext.of(env=raw_task_env(duration)))
     ahead = rm.submit(ApplicationSubmission("ahead"))
     rm.allocate(AllocateRequest(ahead, rm.register(ahead).attempt, asks=(ResourceRequest(1, whole),)))
     run = runs.submit(parse_job(job("ours", instances=1, gpus=4, duration=10)), tmp_path)

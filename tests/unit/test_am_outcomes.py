@@ -59,8 +59,8 @@ class RefusingNodeManager(SimulatedNodeManager):
     """A NodeManager whose ``exec`` refuses commands containing ``refuse`` (as the live one
     refuses a command over 128 KiB) in the first ``attempts`` gang attempts."""
 
-    def __init__(self, clock, attempts=(1, 2, 3)):
-        super().__init__(clock)
+    def __init__(self, sim, attempts=(1, 2, 3)):
+        super().__init__(sim.loop, sim.workload, sim.barrier)
         self.attempts = attempts
 
     def launch(self, rec, ctx):
@@ -73,7 +73,7 @@ class RefusingNodeManager(SimulatedNodeManager):
 def runs_with(node_manager_attempts, specs, **kwargs) -> SimulatedRuns:
     runs = SimulatedRuns(specs, **kwargs)
     core = runs.sim.core
-    core.node_manager = RefusingNodeManager(runs.sim.loop, node_manager_attempts)
+    core.node_manager = RefusingNodeManager(runs.sim, node_manager_attempts)
     core.node_manager.bind(core)
     return runs
 
@@ -96,7 +96,7 @@ def test_a_launch_failure_restarts_the_gang_as_a_new_attempt_with_a_barrier(tmp_
     runs_class, _server = coordinated_runs
     runs = runs_class(nodes(2))
     core = runs.sim.core
-    core.node_manager = RefusingNodeManager(runs.sim.loop, (1,))
+    core.node_manager = RefusingNodeManager(runs.sim, (1,))
     core.node_manager.bind(core)
     run = runs.submit(parse_job(job(instances=3, retry=2, command="refuse")), tmp_path)
     assert runs.run()

@@ -123,8 +123,9 @@ CASES = [
      '(the job\'s attempts), got "2"'),
     (f"{G}.failInstance", 4, f"{G}.failInstance: expected an instance index within 0..3, got 4"),
     (f"{G}.failExitCode", 0, f"{G}.failExitCode: expected an integer within 1..255, got 0"),
+    (f"{G}.failBeforeBarrier", "yes", f'{G}.failBeforeBarrier: expected true or false, got "yes"'),
     (f"{G}.gangs", [["worker"]], f"{G}.gangs: expected no such field here; known fields: "
-     "failExitCode, failInstance, failOnAttempts, gpuTypes, maxInstancesPerNode, nodeLabel, "
+     "failBeforeBarrier, failExitCode, failInstance, failOnAttempts, gpuTypes, maxInstancesPerNode, nodeLabel, "
      "rackPolicy, requestRatio, selector, simulatedDurationSeconds, simulatedExitCode"),
     # --- gangmaster: job level -------------------------------------------------
     ("gangmaster.gangs", [["worker", "wrker"], ["server"]],

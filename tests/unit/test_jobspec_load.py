@@ -12,6 +12,7 @@ from gangmaster.am.jobspec_model import Completion, RetryPolicy
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.tools.rmsim.workload import RoleBehaviour, TaskBehaviour
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "jobspec"
 OPENPAI = FIXTURES / "openpai-pytorch-ps.yaml"
@@ -91,8 +92,10 @@ def test_openpai_defaults():
     assert spec.barrier_timeout_s is None
     # our keys' defaults
     assert (role.request_ratio, role.max_instances_per_node, role.node_label, role.gpu_types,
-            role.selector, role.rack_policy, role.simulated_duration_s,
-            role.simulated_exit_code) == (1.0, None, None, (), None, None, 60.0, 0)
+            role.selector, role.rack_policy) == (1.0, None, None, (), None, None)
+    assert spec.simulation == {}                  # nothing written, nothing carried
+    simulated = RoleBehaviour.from_keys(spec.simulation.get(role.name, {}))   # the workload model's defaults
+    assert (simulated.duration_s, simulated.exit_code, simulated.failure.attempts) == (60.0, 0, ())
 
 
 GANGMASTER = """
@@ -141,7 +144,10 @@ def test_gangmaster_keys_and_job_level_defaults():
     assert spec.barrier_timeout_s == 30.0
     assert {r.node_label for r in spec.roles} == {"fast"}
     assert {r.selector for r in spec.roles} == {"locality"}
-    assert (coordinator.simulated_duration_s, worker.simulated_duration_s) == (20.0, 5.0)
+    assert spec.simulation == {   # carried by the names the file uses, for the simulator
+        "coordinator": {"simulatedDurationSeconds": 20.0}, "server": {"simulatedDurationSeconds": 20.0},
+        "worker": {"simulatedDurationSeconds": 5.0, "failOnAttempts": (1,), "failInstance": 3,
+                   "failExitCode": 137}}
     assert (server.request_ratio, server.max_instances_per_node, server.rack_policy) == (0.5, 1, "spread")
     assert worker.gpu_types == ("V100",)
     assert worker.completion == Completion(min_failed=None, min_succeeded=2)
@@ -172,10 +178,10 @@ def test_planned_and_asked_resources():
 
 
 def test_simulated_failure_injection():
-    worker = parse_job(GANGMASTER, selectors=SELECTORS).role("worker")
-    assert worker.simulated_exit(3, 1) == 137
-    assert worker.simulated_exit(3, 2) == 0
-    assert worker.simulated_exit(0, 1) == 0
+    worker = RoleBehaviour.from_keys(parse_job(GANGMASTER, selectors=SELECTORS).simulation["worker"])
+    assert worker.task(3, 1) == TaskBehaviour(5.0, 137)
+    assert worker.task(3, 2) == TaskBehaviour(5.0, 0)
+    assert worker.task(0, 1) == TaskBehaviour(5.0, 0)
 
 
 # (succeeded by role, failed by role) -> outcome, for the GANGMASTER job:

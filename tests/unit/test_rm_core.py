@@ -14,6 +14,7 @@ from gangmaster.selectors.resources import ResourceError
 from gangmaster.tools.rmsim.ledger import NodeLedger
 from gangmaster.tools.rmsim.queues import Queue, load_queues
 from gangmaster.tools.rmsim.simulation import Simulation
+from gangmaster.tools.rmsim.workload import raw_task_env
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 
@@ -182,8 +183,8 @@ def test_container_lifecycle_exit_codes(sim):
     app, _ = start_app(sim)
     resp = beat(sim, app, 1, ResourceRequest(1, R(1024, 1), count=4))
     ok, bad, stopped, released = (c.container_id for c in resp.allocated)
-    sim.client.start_container(ok, LaunchContext.of(["true"], duration_s=5))
-    sim.client.start_container(bad, LaunchContext.of(["false"], duration_s=3, exit_code=3))
+    sim.client.start_container(ok, LaunchContext.of(["true"], raw_task_env(5)))
+    sim.client.start_container(bad, LaunchContext.of(["false"], raw_task_env(3, exit_code=3)))
     sim.client.start_container(stopped, LaunchContext.of(["sleep"]))
     assert sim.client.container_status(ok).state is ContainerState.RUNNING
     with pytest.raises(WrongState, match="ALLOCATED"):
@@ -323,7 +324,7 @@ def run_workload(seed_events):
         resp = beat(sim, app, sim.client.application_report(app).attempt,
                     ResourceRequest(rid[0], R(1024, 1, gpus=1 + rid[0] % 3), count=2))
         for c in resp.allocated:
-            sim.client.start_container(c.container_id, LaunchContext.of(duration_s=1 + rid[0] % 4))
+            sim.client.start_container(c.container_id, LaunchContext.of(env=raw_task_env(1 + rid[0] % 4)))
 
     for app in apps:
         sim.every(1.0, lambda app=app: heartbeat(app)

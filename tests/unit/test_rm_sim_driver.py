@@ -11,6 +11,7 @@ from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.rmsim.scenario import Scenario
 from gangmaster.tools.rmsim.simulation import Simulation
+from gangmaster.tools.rmsim.workload import raw_task_env
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 
@@ -44,7 +45,7 @@ class ToyGangAM:
             self.done[s.container_id] = s.exit_status
         if len(self.held) == self.size and not self.started:
             for cid in sorted(self.held):
-                self.rm.start_container(cid, LaunchContext.of(["train"], env={"RANK": cid}, duration_s=10))
+                self.rm.start_container(cid, LaunchContext.of(["train"], env={"RANK": cid, **raw_task_env(10)}))
             self.started = set(self.held)
             self.log.append(f"{self.now():g}: gang of {self.size} started")
         if self.started and len(self.done) == self.size:

@@ -16,7 +16,7 @@ from gangmaster.tools.rmsim import state
 from gangmaster.tools.rmsim.clock import VirtualLoop
 from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager
 from gangmaster.tools.rmsim.scenario import Scenario
-from gangmaster.tools.rmsim.server import LiveRM, schedule_scenario
+from gangmaster.tools.rmsim.live_rm import LiveRM
 from gangmaster.tools.rmsim.simulation import Simulation
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
@@ -70,8 +70,8 @@ def test_scenario_on_the_real_time_clock(tmp_path):
     specs = load_cluster_specs(FIX / "cluster.yaml")
     live = LiveRM(specs, state_path=tmp_path / "s.json", work_dir=tmp_path / "t", poll_s=0.02, save_every_s=0.02)
     try:
-        schedule_scenario(live, Scenario.parse("events: [{at: 0.05, do: lose_node, host: dgx-001}]",
-                                               hosts={s.host for s in specs}))
+        live.play(Scenario.parse("events: [{at: 0.05, do: lose_node, host: dgx-001}]",
+                                 hosts={s.host for s in specs}))
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             nodes = {n.host: n.state for n in live.core.cluster_nodes()}

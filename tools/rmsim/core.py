@@ -94,6 +94,7 @@ class ContainerRecord:
     #: its processes gone (:meth:`ResourceManager.container_released`): a dying task keeps
     #: its GPUs, so nothing new is granted them while it may still use them.
     held: bool = False
+    expiry: Any = None   # the allocation-expiry timer while it waits to be started
 
 
 @dataclass(eq=False)
@@ -125,7 +126,10 @@ class Application:
 
 class ResourceManager:
     """The RM. ``clock`` defaults to a fresh :class:`VirtualLoop`; ``node_manager``
-    to the simulated one (container ends after ``LaunchContext.duration_s``)."""
+    to a simulated one with no workload and no barrier (a container lasts what its
+    ``GANGMASTER_SIMULATED_*`` variables say, else until stopped: see
+    :mod:`~gangmaster.tools.rmsim.workload`; :class:`~gangmaster.tools.rmsim.simulation.Simulation`
+    wires a complete one)."""
 
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, clock=None,
                  node_manager=None, lock: threading.RLock | None = None,
@@ -334,6 +338,7 @@ class ResourceManager:
             self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
             rec.state = ContainerState.RUNNING
             rec.started_at = self.clock.now()
+            self._disarm_expiry(rec)
             rec.launch = launch
             self.version += 1
             self._emit("container_started", rec.app_id, container_id, self.ledger.hosts[rec.node])
@@ -597,17 +602,38 @@ class ResourceManager:
         if ask.remaining <= 0:
             del app.asks[ask.request.request_id]
         app.out_allocated.append(rec)
-        if self.allocation_expiry_s is not None:
-            self.clock.call_later(self.allocation_expiry_s, self._expire_allocation, rec)
+        self._arm_allocation_expiry(rec)
         self.version += 1
         if self._subscribers:
             self._emit("container_allocated", app.app_id, cid, self.ledger.hosts[node])
+
+    def restart_allocation_expiry(self, expiry_s: float | None) -> None:
+        """Use ``expiry_s`` from now on, and give every container still ALLOCATED a full
+        expiry from now (a restored RM: its clock restarted, its timers were not saved)."""
+        with self.lock:
+            self.allocation_expiry_s = expiry_s
+            for rec in self.containers.values():
+                if rec.state is ContainerState.ALLOCATED:
+                    self._disarm_expiry(rec)
+                    self._arm_allocation_expiry(rec)
+
+    def _arm_allocation_expiry(self, rec: ContainerRecord) -> None:
+        if self.allocation_expiry_s is not None:
+            rec.expiry = self.clock.call_later(self.allocation_expiry_s, self._expire_allocation, rec)
 
     def _expire_allocation(self, rec: ContainerRecord) -> None:
         with self.lock:
             if rec.state is ContainerState.ALLOCATED:
                 self._finish_container(rec, ContainerState.KILLED, ExitStatus.ABORTED,
                                        f"container expired: not started within {self.allocation_expiry_s:g}s")
+
+    @staticmethod
+    def _disarm_expiry(rec: ContainerRecord) -> None:
+        """The container left ALLOCATED: its expiry timer would do nothing, and in virtual time
+        a pending timer reads as an event still to come (``VirtualLoop.has_one_shot_calls``)."""
+        if rec.expiry is not None:
+            rec.expiry.cancel()
+            rec.expiry = None
 
     # ================================================================ internals
     def _why_never(self, app: Application, ask: AskState) -> str | None:
@@ -742,6 +768,7 @@ class ResourceManager:
     def _finish_container(self, rec: ContainerRecord, state: ContainerState, exit_status: int,
                           diagnostics: str, stop: bool = True) -> None:
         was_running = rec.state is ContainerState.RUNNING
+        self._disarm_expiry(rec)
         rec.state, rec.exit_status, rec.diagnostics = state, int(exit_status), diagnostics
         rec.finished_at = self.clock.now()
         app = self.apps[rec.app_id]

@@ -1,8 +1,8 @@
 """NodeManagers: what "start a container" means in each mode.
 
-* :class:`SimulatedNodeManager` (virtual time): a started container ends after
-  ``LaunchContext.duration_s`` with ``LaunchContext.exit_code`` (never, when the
-  duration is ``None``, until it is stopped).
+* :class:`SimulatedNodeManager` (virtual time): nothing runs; what a started
+  container does (meet its gang at the barrier, run so long, exit with some code)
+  is the workload model's to say (:mod:`~gangmaster.tools.rmsim.workload`).
 * :class:`ProcessNodeManager` (live): a started container is a real local
   process, told where it "runs" through its environment (see
   :func:`container_env`), under a supervisor
@@ -25,10 +25,16 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from gangmaster.am.barrier import Arrival, Waiter
+from gangmaster.am.barrier_errors import BarrierError
+from gangmaster.am.barrier_in_process import InProcessBarrier
+from gangmaster.am.context import (ENV_ADDRESS, ENV_ATTEMPT, ENV_GANG, ENV_JOB, ENV_TASK_INDEX, ENV_TOKEN,
+                                   REQUIRED_ENV)
 from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
 from gangmaster.gpu_topology.masks import indices_of
 
 from .processes import is_running, send, session_members, start_time
+from .workload import BARRIER_ERROR_EXIT_CODE, JobWorkload, Workload
 
 log = logging.getLogger(__name__)
 
@@ -75,25 +81,69 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
 
 
 class SimulatedNodeManager:
-    """Containers are timers on the virtual clock."""
+    """Containers are timers on the virtual clock, as the workload model says.
+
+    A task that joins its barrier calls ``barrier`` (the simulation's in-process
+    coordinator) at epoch 0 when it starts, if its environment names that coordinator
+    (a task given another one, e.g. a real coordinator a test wired to the AM, cannot
+    reach it from here and runs without it); once released it runs its duration. A
+    task told its barrier failed exits at once with
+    :data:`~gangmaster.tools.rmsim.workload.BARRIER_ERROR_EXIT_CODE`. Without a
+    ``barrier`` no task waits for one; without a ``workload`` no job is known."""
 
     #: A stopped container's resources are free at once: nothing of it runs on.
     frees_at_once = True
 
-    def __init__(self, clock):
+    def __init__(self, clock, workload: Workload | None = None, barrier: InProcessBarrier | None = None):
         self.clock = clock
+        self.workload: Workload = workload if workload is not None else JobWorkload()
+        self.barrier = barrier
         self.core = None
-        self.timers: dict[str, object] = {}
+        self.timers: dict[str, object] = {}      # container id -> its exit, once it is scheduled
+        self.waiting: dict[str, Waiter] = {}     # container id -> its call at the barrier
 
     def bind(self, core) -> None:
         self.core = core
 
     def launch(self, rec, ctx: LaunchContext) -> None:
-        if ctx.duration_s is not None:
-            if ctx.duration_s < 0:
-                raise InvalidRequest(f"launch.duration_s: expected a number >= 0, got {ctx.duration_s}")
-            self.timers[rec.container_id] = self.clock.call_later(
-                ctx.duration_s, self._exited, rec.container_id, ctx.exit_code)
+        env = ctx.env_dict
+        task = self.workload.task(env)        # raises (and changes nothing) on an environment it cannot read
+        cid = rec.container_id
+        arrival = self._arrival(env) if task.joins_barrier else None
+        if arrival is None:
+            self._run(cid, task.duration_s, task.exit_code)
+            return
+
+        def told(outcome: object) -> None:
+            self.waiting.pop(cid, None)
+            if isinstance(outcome, BarrierError):
+                self._run(cid, 0.0, BARRIER_ERROR_EXIT_CODE)
+            else:
+                self._run(cid, task.duration_s, task.exit_code)
+
+        try:
+            waiter = self.barrier.arrive(arrival, told)
+        except BarrierError:
+            self._run(cid, 0.0, BARRIER_ERROR_EXIT_CODE)
+            return
+        if not waiter.done:
+            self.waiting[cid] = waiter
+
+    def _arrival(self, env: dict[str, str]) -> Arrival | None:
+        """The task's first ``barrier()`` call, when its environment names this simulation's coordinator."""
+        if self.barrier is None or env.get(ENV_ADDRESS) != self.barrier.address:
+            return None
+        try:
+            return Arrival(env[ENV_JOB], env[ENV_GANG], int(env[ENV_ATTEMPT]), env[ENV_TOKEN],
+                           int(env[ENV_TASK_INDEX]), epoch=0)
+        except (KeyError, ValueError):
+            raise InvalidRequest(f"launch.env: a barrier task needs {', '.join(REQUIRED_ENV)} "
+                                 "(the AM's barrier task_env)") from None
+
+    def _run(self, container_id: str, duration_s: float | None, exit_code: int) -> None:
+        """The task runs ``duration_s`` from now (None: until stopped), then exits."""
+        if duration_s is not None:
+            self.timers[container_id] = self.clock.call_later(duration_s, self._exited, container_id, exit_code)
 
     def _exited(self, container_id: str, exit_code: int) -> None:
         self.timers.pop(container_id, None)
@@ -103,6 +153,9 @@ class SimulatedNodeManager:
         timer = self.timers.pop(rec.container_id, None)
         if timer is not None:
             timer.cancel()
+        waiter = self.waiting.pop(rec.container_id, None)
+        if waiter is not None:   # its arrival stays counted, as a killed process's does at a real coordinator
+            self.barrier.withdraw(waiter)
 
     def adopt(self, rec) -> None:
         """After a restore the remaining run time is unknown: the container runs until stopped."""
@@ -209,9 +262,7 @@ class ProcessNodeManager:
     def launch(self, rec, ctx: LaunchContext) -> None:
         command = list(ctx.command)
         if not command:
-            if ctx.duration_s is None:
-                raise InvalidRequest("launch.command: expected a command to run (or duration_s)")
-            command = ["/bin/sh", "-c", f"sleep {float(ctx.duration_s)}; exit {int(ctx.exit_code)}"]
+            raise InvalidRequest("launch.command: expected a command to run")
         exit_file = self.work_dir / f"{rec.container_id}.exit"
         exit_file.unlink(missing_ok=True)        # one left by an earlier RM in this folder is not this task's
         log_file = self.work_dir / f"{rec.container_id}.log"

@@ -1,4 +1,5 @@
-"""The live RM: the core behind a gRPC server, real time, real task processes.
+"""The live RM behind a gRPC server (``gangmaster rm serve``); the live RM itself
+(real time, real task processes, state file) is :class:`~.live_rm.LiveRM`.
 
 Every RPC decodes its message, calls the core under the core's lock, and maps
 the core's errors to gRPC status codes (INVALID_ARGUMENT names the field). A
@@ -16,11 +17,8 @@ it can run any command as the user running it.
 """
 from __future__ import annotations
 
-import logging
 import reprlib
-import threading
 from concurrent import futures
-from pathlib import Path
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -31,17 +29,9 @@ from gangmaster.am.proto import rm_pb2 as pb
 from gangmaster.am.proto import rm_pb2_grpc
 from gangmaster.am.rm_protocol import InvalidRequest, NotFound, RMError, WrongState
 from gangmaster.conf import limits
-from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.resources import ResourceError
 
-from . import state as state_file
-from .clock import RealTimeLoop
-from .core import ResourceManager
-from .nodemanager import ProcessNodeManager
-from .queues import Queue
-from .scenario import Scenario
-
-log = logging.getLogger(__name__)
+from .live_rm import LiveRM
 
 _TO_CODE = {
     InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
@@ -50,64 +40,6 @@ _TO_CODE = {
 }
 
 EMPTY = pb.Empty()
-
-
-class LiveRM:
-    """Owns the real-time clock, the process NodeManager, the core and the state file."""
-
-    def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, state_path: str | Path | None = None,
-                 work_dir: str | Path | None = None, poll_s: float = 0.1, save_every_s: float = 0.2,
-                 kill_grace_s: float = 2.0, allocation_expiry_s: float | None = None):
-        self.state_path = Path(state_path) if state_path else None
-        lock = threading.RLock()
-        if work_dir is None:
-            work_dir = (self.state_path.parent / (self.state_path.name + ".tasks")) if self.state_path else \
-                Path.cwd() / "rm-tasks"
-        restored = self.state_path is not None and self.state_path.exists()
-        start = 0.0
-        if restored:
-            try:    # bounded, and a FIFO or /dev/zero refused (state_file.load below says why)
-                start = float(state_file.read(self.state_path).get("time", 0.0))
-            except (ValueError, TypeError):
-                start = 0.0
-        self.clock = RealTimeLoop(lock, start=start)
-        # With a state file, tasks outlive an RM killed with kill -9 and the restarted RM adopts them;
-        # without one, nothing could adopt them, so they end with this process.
-        self.node_manager = ProcessNodeManager(self.clock, work_dir, poll_s=poll_s, kill_grace_s=kill_grace_s,
-                                               tasks_outlive_rm=self.state_path is not None)
-        if restored:
-            self.core = state_file.load(self.state_path, self.clock, self.node_manager)
-            log.info("restored RM state from %s: %d node(s), %d application(s), %d live container(s)",
-                     self.state_path, len(self.core.ledger), len(self.core.apps),
-                     sum(1 for c in self.core.containers.values() if not c.state.finished))
-        else:
-            self.core = ResourceManager(specs, queues, clock=self.clock, node_manager=self.node_manager, lock=lock,
-                                        allocation_expiry_s=allocation_expiry_s)
-        if restored and allocation_expiry_s is not None:
-            with lock:
-                self.core.allocation_expiry_s = allocation_expiry_s
-                for rec in self.core.containers.values():   # the clock restarts: a full expiry from now
-                    if rec.state.value == "ALLOCATED":
-                        self.clock.call_later(allocation_expiry_s, self.core._expire_allocation, rec)
-        self.restored = restored
-        self._saved_version = -1
-        self.save()
-        if self.state_path is not None:
-            self.clock.every(save_every_s, self.save)
-
-    def save(self) -> None:
-        if self.state_path is None:
-            return
-        with self.core.lock:
-            if self.core.version == self._saved_version:
-                return
-            state_file.save(self.core, self.state_path)
-            self._saved_version = self.core.version
-
-    def stop(self) -> None:
-        self.save()
-        self.node_manager.shutdown()
-        self.clock.stop()
 
 
 class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
@@ -246,7 +178,3 @@ def start_server(live: LiveRM, host: str = "127.0.0.1", port: int = 0, workers: 
     server.start()
     return server, bound
 
-
-def schedule_scenario(live: LiveRM, scenario: Scenario) -> None:
-    with live.core.lock:
-        scenario.schedule(live.core)

@@ -1,10 +1,15 @@
-"""A virtual-time simulation: one clock, one RM core, an in-process client, and the
-periodic callbacks (AM heartbeats) the driver registers.
+"""A virtual-time simulation: one clock, one RM core, an in-process client, the
+periodic callbacks (AM heartbeats) the driver registers, the workload model that
+says what a started task does (:mod:`~gangmaster.tools.rmsim.workload`; a driver
+tells it of each job it submits), and the in-process barrier coordinator the AMs
+open their gangs' barriers on and the simulated tasks call (it outlives any AM, as
+the driver's coordinator does live).
 
 The AM never sleeps: the driver calls it on the clock::
 
     sim = Simulation.from_files("conf/clusters/default.yaml", scenario="faults.yaml")
-    am = MyAM(sim.client, now=sim.now)           # the AM only gets an RMClient and a time source
+    sim.workload.add_job(job)                    # what the job's tasks do in virtual time
+    am = MyAM(sim.client, now=sim.now, barrier=sim.barrier)   # an RMClient, a time source, a barrier
     sim.every(1.0, am.heartbeat)                 # AM heartbeat every virtual second
     sim.subscribe(events.append)                 # RMEvent stream (attempt_failed → start a new AM)
     sim.run_until(3600)
@@ -17,6 +22,7 @@ import random
 from pathlib import Path
 from typing import Callable
 
+from gangmaster.am.barrier_in_process import InProcessBarrier
 from gangmaster.am.rm_client import InProcessRMClient
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.cluster_file import load_cluster_specs
@@ -24,8 +30,10 @@ from gangmaster.selectors.cluster_file import load_cluster_specs
 from .clock import Timer, VirtualLoop
 from .core import ResourceManager, RMEvent
 from .ledger import NodeLedger
+from .nodemanager import SimulatedNodeManager
 from .queues import Queue, load_queues
 from .scenario import Scenario
+from .workload import JobWorkload
 
 
 class Simulation:
@@ -34,7 +42,11 @@ class Simulation:
                  scheduling_interval_s: float | None = None):
         self.loop = VirtualLoop()
         self.random = random.Random(seed)   # for drivers' own draws; the RM core itself draws nothing
-        self.core = ResourceManager(specs, queues, clock=self.loop, allocation_expiry_s=allocation_expiry_s,
+        self.workload = JobWorkload()
+        self.barrier = InProcessBarrier(self.loop)
+        self.node_manager = SimulatedNodeManager(self.loop, self.workload, self.barrier)
+        self.core = ResourceManager(specs, queues, clock=self.loop, node_manager=self.node_manager,
+                                    allocation_expiry_s=allocation_expiry_s,
                                     scheduling_interval_s=scheduling_interval_s)
         self.client = InProcessRMClient(self.core)
         self.scenario = scenario

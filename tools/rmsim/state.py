@@ -82,8 +82,7 @@ def _container(c: ContainerRecord) -> dict:
     b = c.booking
     launch = None
     if c.launch is not None:
-        launch = {"command": list(c.launch.command), "env": [list(e) for e in c.launch.env],
-                  "duration_s": c.launch.duration_s, "exit_code": c.launch.exit_code}
+        launch = {"command": list(c.launch.command), "env": [list(e) for e in c.launch.env]}
     return {"container_id": c.container_id, "app_id": c.app_id, "attempt": c.attempt, "node": c.node,
             "memory_mb": b.memory_mb, "mvcores": b.mvcores, "gpu_mask": b.gpu_mask,
             "port_ranges": _ranges(b.port_ranges), "request_id": c.request_id, "allocated_at": c.allocated_at,
@@ -153,8 +152,8 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
             Booking(c["memory_mb"], c["mvcores"], c["gpu_mask"], PortRanges.of(*c["port_ranges"])),
             c["request_id"], c["allocated_at"], ContainerState(c["state"]), c["exit_status"], c["diagnostics"],
             c["started_at"], c["finished_at"],
-            LaunchContext(tuple(launch["command"]), tuple(tuple(e) for e in launch["env"]), launch["duration_s"],
-                          launch["exit_code"]) if launch else None,
+            # (files written before the workload model also hold "duration_s" and "exit_code": unused)
+            LaunchContext(tuple(launch["command"]), tuple(tuple(e) for e in launch["env"])) if launch else None,
             c["handle"], held=c.get("held", False) is True)   # files before "held" hold none
         core.containers[rec.container_id] = rec
     for a in data["apps"]:

@@ -1,0 +1,253 @@
+"""`gangmaster am` as its own process against `gangmaster rm serve` (YARN's shape): the
+tasks are the RM's processes and meet at the AM's gRPC barrier. A barrier job succeeds;
+a task that fails once restarts the gang; SIGTERM kills the application at the RM and
+its tasks end; and what the RM recorded (its state file) with the AM's journal shows
+the AM's invariants held: nothing double-booked, every gang attempt started whole, no
+task running twice at once."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from gangmaster.am.grpc_security import ClientSecurity
+from gangmaster.am.journal import JOURNAL_FILE, read_records
+from gangmaster.am.rm_client_grpc import GrpcRMClient
+from gangmaster.am.rm_protocol import AppState
+from rm_serve_helpers import start_rm_serve, stop_rm_serve
+from task_procs import MARKER_VAR, kill_marked, new_marker, running, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
+AM_CLI = [sys.executable, "-m", "gangmaster.tools.cli", "am"]
+
+pytestmark = pytest.mark.slow
+
+FAILS_ONCE = """
+protocolVersion: 2
+name: fails-once
+type: job
+jobRetryCount: 1
+taskRoles:
+  worker:
+    instances: 3
+    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1, ports: {mpi: 1}}
+    commands:
+      - 'if [ "$GANGMASTER_ATTEMPT" = 1 ] && [ "$PAI_TASK_INDEX" = 1 ]; then exit 3; fi'
+      - python -m gangmaster.tools.examples.mpi_style_task
+"""
+
+SLEEPS = """
+protocolVersion: 2
+name: sleeps
+type: job
+taskRoles:
+  worker:
+    instances: 2
+    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
+    commands: ['if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep %s; fi']
+"""
+
+
+def am(address: str, job: Path, work: Path, *extra, timeout_s: float = 90):
+    return subprocess.run([*AM_CLI, "--rm", address, str(job), "--work-dir", str(work), "--timeout",
+                           str(timeout_s), "-q", *extra], capture_output=True, text=True, timeout=timeout_s + 60,
+                          cwd=work.parent)
+
+
+@pytest.fixture
+def rm_serve(tmp_path):
+    """`rm serve` with a token file and a state file: (address, token file, state file)."""
+    token, state = tmp_path / "token", tmp_path / "rm-state.json"
+    server, address = start_rm_serve(tmp_path, "--token-file", str(token), "--state", str(state),
+                                     "--work-dir", str(tmp_path / "rm-tasks"))
+    try:
+        yield address, token, state
+    finally:
+        stop_rm_serve(server)
+
+
+def check_am_invariants(state: dict, journal: list[dict], instances: int) -> int:
+    """The AM's invariants, from what the RM recorded of every container and the AM's
+    journal; returns how many gang attempts were launched."""
+    containers = {c["container_id"]: c for c in state["containers"]}
+    # Nothing double-booked: containers on one node whose bookings overlap in time share
+    # no GPU and no port.
+    by_node = defaultdict(list)
+    for c in containers.values():
+        by_node[c["node"]].append(c)
+    for booked in by_node.values():
+        for k, a in enumerate(booked):
+            for b in booked[k + 1:]:
+                a_end, b_end = a["finished_at"] or float("inf"), b["finished_at"] or float("inf")
+                if a["allocated_at"] < b_end and b["allocated_at"] < a_end:
+                    assert a["gpu_mask"] & b["gpu_mask"] == 0, (a, b)
+                    ports_a = {p for lo, hi in a["port_ranges"] for p in range(lo, hi + 1)}
+                    ports_b = {p for lo, hi in b["port_ranges"] for p in range(lo, hi + 1)}
+                    assert not ports_a & ports_b, (a, b)
+    # Every gang attempt started whole: all its instances, each started at the RM, and
+    # nothing started at the RM that no launch names.
+    launches = [r for r in journal if r["kind"] == "launched"]
+    launched = set()
+    for launch in launches:
+        ids = [t["container_id"] for t in launch["tasks"]]
+        assert len(ids) == instances, launch
+        assert all(containers[i]["started_at"] is not None for i in ids), launch
+        launched.update(ids)
+    assert {i for i, c in containers.items() if c["started_at"] is not None} == launched
+    # No task twice at once: the RM's run intervals of one (role, index) never overlap.
+    runs = defaultdict(list)
+    for launch in launches:
+        for t in launch["tasks"]:
+            c = containers[t["container_id"]]
+            runs[(t["role"], t["index"])].append((c["started_at"], c["finished_at"]))
+    for task, intervals in runs.items():
+        intervals.sort()
+        for (_, end), (start, _) in zip(intervals, intervals[1:]):
+            assert end is not None and end <= start, (task, intervals)
+    return len(launches)
+
+
+def test_a_barrier_job_succeeds_through_a_standalone_am(rm_serve, tmp_path):
+    address, token, state = rm_serve
+    work = tmp_path / "run"
+    result = am(address, MPI_JOB, work, "--token-file", token)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "job mpi-allreduce (app_0001): SUCCEEDED" in result.stdout
+    output = work / "output"
+    assert (output / "hostfile").read_text().endswith("slots=4\n")        # rank 0 wrote it after the barrier
+    assert all('"attempt": 1' in (output / f"gather-{r}.json").read_text() for r in range(4))
+    with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
+        report = rm.application_report("app_0001")
+        assert (report.state, report.final_status) == (AppState.FINISHED, "SUCCEEDED")
+        assert all(n.free == n.capacity for n in rm.cluster_nodes())
+    launches = check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 4)
+    assert launches == 1
+    again = am(address, MPI_JOB, work, "--token-file", token)        # the folder's run finished: reported
+    assert again.returncode == 0 and "already finished in an earlier run" in again.stdout
+    assert "app_0002" not in again.stdout
+
+
+def test_a_task_that_fails_once_restarts_the_gang(rm_serve, tmp_path):
+    address, token, state = rm_serve
+    (tmp_path / "job.yaml").write_text(FAILS_ONCE)
+    work = tmp_path / "run"
+    result = am(address, tmp_path / "job.yaml", work, "--token-file", token)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "gang worker attempt 1: failed" in result.stdout and "worker[1] exited with status 3" in result.stdout
+    assert "gang worker attempt 2: succeeded" in result.stdout
+    assert all('"attempt": 2' in (work / "output" / f"gather-{r}.json").read_text() for r in range(3))
+    launches = check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 3)
+    assert launches == 2
+
+
+def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):
+    marker = new_marker()
+    server, address = start_rm_serve(tmp_path, "--work-dir", str(tmp_path / "rm-tasks"),
+                                     env={**os.environ, MARKER_VAR: marker})
+    (tmp_path / "job.yaml").write_text(SLEEPS % 1000)        # attempt 1 runs until stopped; a later one ends at once
+    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir",
+                             str(tmp_path / "run"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        wait_until(lambda: len(running(marker, "sleep")) == 2, 60, "both tasks to start")
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+        assert "interrupted by SIGTERM; the application was killed at the RM" in stderr
+        assert "UNFINISHED" in stdout
+        wait_until(lambda: not running(marker, "sleep"), 30, "the RM to stop both tasks")
+        with GrpcRMClient(address) as rm:
+            report = rm.application_report("app_0001")
+            assert report.state is AppState.KILLED and "interrupted by SIGTERM" in report.diagnostics
+        resumed = am(address, tmp_path / "job.yaml", tmp_path / "run")   # the same folder: a new application
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert "job sleeps (app_0002): SUCCEEDED" in resumed.stdout
+        assert "gang worker attempt 1: stopped" in resumed.stdout
+        assert "gang worker attempt 2: succeeded" in resumed.stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        stop_rm_serve(server)
+        kill_marked(marker)
+
+
+def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serve, tmp_path):
+    address, token, state = rm_serve
+    (tmp_path / "job.yaml").write_text(SLEEPS % 8)   # long enough for the new AM to find the tasks running
+    work = tmp_path / "run"
+    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir", str(work),
+                             "--token-file", str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    try:
+        wait_until(lambda: any(r["kind"] == "launched" for r in read_records(work / JOURNAL_FILE)), 60,
+                   "the gang to start")
+        with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
+            rm.inject_fault("kill_am", app_id="app_0001")
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stdout + stderr
+    assert "AM attempt 2 of app_0001" in stdout and "job sleeps (app_0001): SUCCEEDED" in stdout
+    assert "gang worker attempt 1: succeeded" in stdout          # its tasks were kept across AM attempts
+    assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 1
+
+
+def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
+    """kill -9 of `rm serve --state` while the gang runs, and the same RM started again on
+    the same port: the AM's heartbeats fail meanwhile, then go on; the tasks, adopted by
+    the restored RM, finish and the job succeeds."""
+    state, token = tmp_path / "rm-state.json", tmp_path / "token"
+    args = ("--state", str(state), "--token-file", str(token), "--work-dir", str(tmp_path / "rm-tasks"))
+    server, address = start_rm_serve(tmp_path, *args)
+    (tmp_path / "job.yaml").write_text(SLEEPS % 6)
+    work = tmp_path / "run"
+    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir", str(work),
+                             "--token-file", str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    try:
+        wait_until(lambda: any(r["kind"] == "launched" for r in read_records(work / JOURNAL_FILE)), 60,
+                   "the gang to start")
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+        reader.start()
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=10)
+        wait_until(lambda: any("the RM did not answer a heartbeat" in line for line in lines), 30,
+                   "the AM to find the RM gone")
+        server, again = start_rm_serve(tmp_path, *args, "--port", address.rsplit(":", 1)[1])
+        assert again == address
+        proc.wait(timeout=90)
+        reader.join(timeout=10)
+        stdout, stderr = "".join(lines), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        stop_rm_serve(server)
+    assert proc.returncode == 0, stdout + stderr
+    assert "the RM answers again" in stdout
+    assert "job sleeps (app_0001): SUCCEEDED" in stdout and "gang worker attempt 1: succeeded" in stdout
+    assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 1
+
+
+def test_an_rm_that_cannot_be_used_is_a_clear_error(rm_serve, tmp_path):
+    address, token, _ = rm_serve
+    wrong = am(address, MPI_JOB, tmp_path / "a", timeout_s=30)           # the RM wants a token
+    assert wrong.returncode == 2 and f"gangmaster am: cannot use the RM at {address}:" in wrong.stderr
+    gone = am("127.0.0.1:1", MPI_JOB, tmp_path / "b", timeout_s=30)
+    assert gone.returncode == 2 and "cannot use the RM at 127.0.0.1:1" in gone.stderr
+    queue = am(address, MPI_JOB, tmp_path / "c", "--token-file", token, "--queue", "nope", timeout_s=30)
+    assert queue.returncode == 2 and "refused the job: queue: unknown queue 'nope'" in queue.stderr
+    for result in (wrong, gone, queue):
+        assert "Traceback" not in result.stderr
