@@ -183,6 +183,7 @@ class GangAcquisition:
             s.pending_reason = ""
         self.by_request.clear()
         self.first_grant_at = None
+        self.waiting_reason = ""  # it described a gang that held containers: not stalled until placed again
         self.release_count += 1
         s = self.settings
         backoff = min(s.release_backoff_max_s, s.release_backoff_s * 2 ** (self.release_count - 1))
