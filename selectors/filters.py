@@ -211,6 +211,8 @@ class ResourceFitFilter(Filter):
             rows = np.flatnonzero(remaining)
             short = np.zeros(len(view), bool)
             short[rows[check.short(view, rows, empty)]] = True
+        if not short.any():
+            return remaining
         numbers = {"requested": check.requested}
         column = check.shown_column(view, empty)
         if column is not None:

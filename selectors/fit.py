@@ -127,7 +127,8 @@ class Check:
         raise NotImplementedError
 
     def short(self, view: "NodeColumns", rows, empty: bool = False) -> np.ndarray:
-        """Bool per row: this dimension does not fit (in the node's capacity when ``empty``)."""
+        """Bool per row: ``~meets`` (the vector checks compare directly, saving the
+        inversion on select()'s hot path)."""
         return ~self.meets(view, rows, empty)
 
     def room(self, view: "NodeColumns", rows, empty: bool = False) -> np.ndarray:
@@ -160,6 +161,9 @@ class _Amount(Check):
     def meets(self, view, rows, empty=False):
         return _take(self._column(view, empty), rows) >= self.need
 
+    def short(self, view, rows, empty=False):
+        return _take(self._column(view, empty), rows) < self.need
+
     def room(self, view, rows, empty=False):
         return _take(self._column(view, empty), rows) // self.need
 
@@ -182,6 +186,10 @@ class _GpuMask(Check):
         column = view.gpu_capacity_mask if empty else view.gpu_free_mask
         return (_take(column, rows) & self.mask64) == self.mask64
 
+    def short(self, view, rows, empty=False):
+        column = view.gpu_capacity_mask if empty else view.gpu_free_mask
+        return (_take(column, rows) & self.mask64) != self.mask64
+
     def room(self, view, rows, empty=False):
         return self.meets(view, rows, empty).astype(np.int64)  # the same GPUs cannot go twice
 
@@ -202,6 +210,9 @@ class _PortCount(Check):
 
     def meets(self, view, rows, empty=False):
         return _take(self.shown_column(view, empty), rows) >= self.count
+
+    def short(self, view, rows, empty=False):
+        return _take(self.shown_column(view, empty), rows) < self.count
 
     def room(self, view, rows, empty=False):
         return _take(self.shown_column(view, empty), rows) // self.count
