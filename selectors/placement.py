@@ -34,6 +34,10 @@ strategy that opts out of locality, a random pick, the ``spread`` rack policy
 (each instance changes which racks are preferred), and a pick among several of the
 job's hosts with room.
 
+Where one instance goes per pick with no tiers (a random pick, a strategy that opts
+out of locality) and the key is a node key, the eligible nodes are kept sorted by
+(key, tie order) and only the node booked moves (:meth:`_Loop._in_key_order`).
+
 Keys are read fresh at every pick, over the nodes of the best tier only, so a
 node's key must not depend on which other nodes are ranked with it (a node-key
 column is refreshed by the view only for the nodes booked). When the strategy's key
@@ -62,6 +66,7 @@ request names its ports. Everything a step places is booked on the view at once
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -178,6 +183,9 @@ class _Loop:
                 self._record_one(*picked)
                 return
         self.room = self._initial_room()
+        if self.one_per_pick and self._keys_stay():
+            self._in_key_order()
+            return
         while self.left > 0:
             if self._can_sweep():
                 self._sweep()
@@ -283,6 +291,34 @@ class _Loop:
         exc = NotAvailable(explanation)
         exc.placed = self.placement
         raise exc
+
+    # ------------------------------------------------------------------ key order
+    def _keys_stay(self) -> bool:
+        """The key is a node key whatever the job's hosts, and no rack policy moves the
+        eligible set: booking a node changes that node's key alone."""
+        probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+        return (self.policy == "none" and self.selector.node_key(self.request) is not None
+                and self.selector.node_key(probe) is not None)
+
+    def _in_key_order(self) -> None:
+        """One instance per pick (no locality tiers here: a random pick or a strategy
+        that opts out), the eligible nodes kept sorted by (key, tie order): only the
+        node booked moves, to where its new key puts it."""
+        column = self.selector.node_key(self.request).column
+        nodes = np.flatnonzero(self.room > 0)
+        keys = column(self.view)[nodes]
+        order = sorted(zip(keys.tolist(), self.ties[nodes].tolist(), nodes.tolist()))
+        while self.left > 0:
+            if not order:
+                self._give_up()
+            j = 0
+            if self.random_pick:
+                kept = self.selector.keep(self.request, len(order))
+                j = 0 if kept == 1 else self.pipeline.rng.randrange(kept)
+            key, tie, node = order.pop(j)
+            self._place([node], [1], [key])
+            if self.room[node] > 0:
+                bisect.insort(order, (column(self.view)[node].item(), tie, node))
 
     # ------------------------------------------------------------------ sweep
     def _can_sweep(self) -> bool:
