@@ -9,14 +9,15 @@ an explanation add up to the nodes that did not survive.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
 
 import numpy as np
 
 from . import explanation as why
 from .cluster import ClusterView
 from .explanation import Rejection
+from .fit import Check, Demand
 from .request import SelectionRequest
-from .resources import milli
 from .settings import SelectionSettings
 
 
@@ -124,17 +125,22 @@ class RoleCapFilter(Filter):
 
 
 class ResourceFitFilter(Filter):
-    """Memory, vcores, GPUs (count and mask) and ports, capacity before usage.
+    """Memory, vcores, GPUs (count and mask) and ports, capacity before usage, answered
+    by the fit model (:mod:`~gangmaster.selectors.fit`), so a node passes here exactly
+    when :func:`~gangmaster.selectors.fit.fits` says one instance fits (ports counted
+    at or above ``port_min``, as the port chooser hands them out).
 
-    A node is charged to the first dimension it fails, in this order, and to
+    A node is charged to the first dimension it fails, in the model's order, and to
     ``filtered`` when even its capacity is too small, ``exhausted`` when only its
-    current usage is in the way. Nodes where the role already failed are skipped
-    first when configured (qizhi's amSkipLocalTriedResource)."""
+    current usage is in the way (memory, vcores and GPU counts are compared on
+    capacity together before usage; a port shortage is always ``exhausted``). Nodes
+    where the role already failed are skipped first when configured (qizhi's
+    amSkipLocalTriedResource)."""
 
     name = "resource-fit"
 
     def verdict(self, ctx, alive):
-        view, res = ctx.view, ctx.request.resource
+        view = ctx.view
         v = Verdict(alive)
         remaining = alive
         if ctx.settings.skip_nodes_where_role_failed:
@@ -142,43 +148,34 @@ class ResourceFitFilter(Filter):
             if failed is not None:
                 self._reject(v, remaining & failed, why.ROLE_FAILED_HERE, why.FILTERED)
                 remaining = remaining & ~failed
-        # (reason, need, capacity, free, unit): vcores are counted in millis, shown in vcores
-        dims = [(why.MEMORY, res.memory_mb, view.memory_capacity, view.memory_free, 1),
-                (why.VCORES, milli(res.vcores), view.mvcores_capacity, view.mvcores_free, 1000),
-                (why.GPUS, res.gpus, view.gpu_capacity, view.gpus_free, 1)]
-        dims = [d for d in dims if d[1]]
-        for reason, need, capacity, _, unit in dims:  # can never fit here: blamed first
-            small = remaining & (capacity < need)
-            self._reject(v, small, reason, why.FILTERED, requested=_shown(need, unit),
-                         capacity=lambda: _shown(_max(capacity, small), unit))
-            remaining = remaining & ~small
-        for reason, need, _, free, unit in dims:  # full right now
-            short = remaining & (free < need)
-            self._reject(v, short, reason, why.EXHAUSTED, requested=_shown(need, unit),
-                         most_free=lambda: _shown(_max(free, short), unit))
-            remaining = remaining & ~short
-        if res.gpu_mask:
-            mask = np.uint64(res.gpu_mask)
-            absent = remaining & ((view.gpu_capacity_mask & mask) != mask)
-            self._reject(v, absent, why.GPU_MASK, why.FILTERED, requested=f"{res.gpu_mask:#x}")
-            remaining = remaining & ~absent
-            taken = remaining & ((view.gpu_free_mask & mask) != mask)
-            self._reject(v, taken, why.GPU_MASK, why.EXHAUSTED, requested=f"{res.gpu_mask:#x}")
-            remaining = remaining & ~taken
-        if res.ports:
-            short = remaining & (view.ports_free_count < res.ports)
-            self._reject(v, short, why.PORTS, why.EXHAUSTED, requested=res.ports,
-                         most_free=lambda: _max(view.ports_free_count, short))
-            remaining = remaining & ~short
-            if res.port_ranges:
-                idx = np.flatnonzero(remaining)
-                missing = [i for i in idx if not res.port_ranges.fits_in(view.ports_free[i])]
-                taken = np.zeros(len(view), bool)
-                taken[missing] = True
-                self._reject(v, taken, why.PORTS, why.EXHAUSTED, requested=str(res.port_ranges))
-                remaining = remaining & ~taken
+        checks = Demand.of(ctx.request.resource).checks(ctx.settings.port_min)
+        for _, group in groupby(checks, key=lambda check: check.group):
+            group = list(group)
+            for check in group:  # can never fit here: blamed first
+                if check.filtered_when_too_small:
+                    remaining = self._charge(v, view, check, remaining, empty=True)
+            for check in group:  # full right now
+                remaining = self._charge(v, view, check, remaining, empty=False)
         v.passed = remaining
         return v
+
+    def _charge(self, v: Verdict, view: ClusterView, check: Check, remaining: np.ndarray,
+                empty: bool) -> np.ndarray:
+        """Reject the ``remaining`` nodes where ``check`` is short; the nodes left."""
+        if check.vectorised:
+            short = remaining & check.short(view, None, empty)
+        else:
+            rows = np.flatnonzero(remaining)
+            short = np.zeros(len(view), bool)
+            short[rows[check.short(view, rows, empty)]] = True
+        if not short.any():
+            return remaining
+        numbers = {"requested": check.requested}
+        column = check.shown_column(view, empty)
+        if column is not None:
+            numbers["capacity" if empty else "most_free"] = lambda: _shown(_max(column, short), check.unit)
+        self._reject(v, short, check.reason, why.FILTERED if empty else why.EXHAUSTED, **numbers)
+        return remaining & ~short
 
 
 class RackPolicyFilter(Filter):
