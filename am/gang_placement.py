@@ -72,6 +72,7 @@ from typing import Callable, Mapping, Sequence, Union
 
 import numpy as np
 
+from gangmaster.selectors.candidates import smallest
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.pipeline import SelectionPipeline
@@ -244,8 +245,10 @@ class _RolePlacer:
         self.selector = pipeline.selector
         self.resource = role.ask_resource()
         # what the strategy promises about its keys (module docstring)
-        self.per_node = bool(self.selector.key_is_per_node)
-        self.never_worse = bool(self.selector.booking_never_worsens_key)
+        # (the promise flags are gone from Selector: the always-exact setting until the
+        # placement loop is rebuilt on best_nodes)
+        self.per_node = False
+        self.never_worse = False
         self.sticky = self.never_worse and not self.selector.pick_at_random
 
     def place(self) -> None:
@@ -263,7 +266,9 @@ class _RolePlacer:
         survivors, _ = self.pipeline.filter(view, request)
         if survivors.size == 0:
             return 0
-        ranked, keys = self.selector.order(view, survivors, request)
+        keys = np.asarray(self.selector.rank(view, survivors, request))
+        chosen = smallest(keys, self.selector.keep(request, survivors.size))
+        ranked, keys = survivors[chosen], keys[chosen]
         walk = _RankedNodes(ranked.tolist(), keys.tolist(), self._room,
                             view.rack_code if request.rack_policy == "spread" else None)
         truncated = ranked.size < survivors.size  # the strategy kept only its best

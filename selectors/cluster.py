@@ -105,6 +105,9 @@ class NodeColumns:
         self.ports_free = list(self.port_capacity)
         self.ports_free_count = np.array([p.count for p in self.port_capacity], dtype=np.int64)
         self._column_caches: dict[str, _CachedColumn] = {}
+        self._derived: dict[str, object] = {}
+        #: counts every change of a row, so that a result read later can tell it is stale
+        self.changes = 0
         self._port_capacity_counts: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
@@ -163,9 +166,22 @@ class NodeColumns:
             cache.dirty.clear()
         return cache.values
 
+    def derived(self, name: str, build):
+        """State derived from the rows and kept in step by its owner (a strategy's sorted
+        node index, :mod:`~gangmaster.selectors.node_index`): ``build(view)`` makes it
+        once; the view then adds every changed row to its ``dirty`` set, and gives a copy
+        of itself ``state.copy()``."""
+        state = self._derived.get(name)
+        if state is None:
+            state = self._derived[name] = build(self)
+        return state
+
     def _touched(self, i: int) -> None:
+        self.changes += 1
         for cache in self._column_caches.values():
             cache.dirty.add(i)
+        for state in self._derived.values():
+            state.dirty.add(i)
 
     # ----------------------------------------------------------------- booking
     def _book(self, i: int, exact: Demand) -> None:
@@ -224,6 +240,7 @@ class NodeColumns:
         clone.ports_free = list(self.ports_free)
         clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
                                 for name, c in self._column_caches.items()}
+        clone._derived = {name: state.copy() for name, state in self._derived.items()}
 
 
 class ClusterView(NodeColumns):
@@ -342,6 +359,7 @@ class ClusterView(NodeColumns):
         if failed is None:
             failed = self.role_failed[role] = np.zeros(len(self), dtype=bool)
         failed[self.index(host)] = True
+        self.changes += 1
 
     def set_usage(self, host: str, used: ResourceDescriptor) -> None:
         """Overwrite a node's usage from an RM node report (the RM holds the truth)."""

@@ -6,6 +6,11 @@
     result = pipeline.select_single_node(view, SelectionRequest("worker", resource))
     result.best.host, result.best.gpu_mask, result.ports, result.explanation.summary()
 
+select() finds its candidates through :mod:`~gangmaster.selectors.candidates` (the
+strategy's node index, kept sorted by the view row by row, or a scan) and runs the
+explaining filter chain only when nothing fits, or when a result's explanation is
+read. :meth:`SelectionPipeline.best_nodes` is that search on its own.
+
 Why the final pick is not uniformly random (qizhi's choice): the tasks of a
 distributed GPU job talk to each other every step. Picking uniformly among the
 candidates scatters them over machines and racks, so their all-reduce crosses
@@ -22,7 +27,8 @@ from dataclasses import replace
 import numpy as np
 
 from .cluster import ClusterView
-from .explanation import Explanation, NotAvailable
+from .candidates import best_fitting
+from .explanation import Explanation, NotAvailable, StaleExplanation
 from .filters import FILTER_CHAIN, FilterContext
 from .ports import NO_PORTS, PortError, PortRanges
 from .request import Candidate, SelectionRequest, SelectionResult
@@ -39,11 +45,18 @@ class SelectionPipeline:
         self.rng = random.Random(self.settings.seed)
 
     # ------------------------------------------------------------------ filters
-    def filter(self, view: ClusterView, request: SelectionRequest) -> tuple[np.ndarray, Explanation]:
-        """Node indices that pass every filter, and the account of the rest."""
-        explanation = Explanation(total=len(view), role=request.role)
+    def filter(self, view: ClusterView, request: SelectionRequest,
+               rows=None) -> tuple[np.ndarray, Explanation]:
+        """Node indices that pass every filter (of ``rows``, an index array, when
+        given), and the account of the rest: the whole chain over every node, for
+        explanations (select() itself searches through the strategy's index)."""
+        if rows is None:
+            alive = np.ones(len(view), dtype=bool)
+        else:
+            alive = np.zeros(len(view), dtype=bool)
+            alive[rows] = True
+        explanation = Explanation(total=int(np.count_nonzero(alive)), role=request.role)
         ctx = FilterContext(view, request, self.settings)
-        alive = np.ones(len(view), dtype=bool)
         for stage in FILTER_CHAIN:
             verdict = stage.verdict(ctx, alive)
             explanation.rejections.extend(verdict.rejections)
@@ -54,20 +67,35 @@ class SelectionPipeline:
 
     # ------------------------------------------------------------------- select
     def select(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
-        """Ranked candidates for ``request`` (pending tasks × factor of them)."""
+        """Ranked candidates for ``request`` (pending tasks × factor of them).
+
+        The explanation is computed when first read (the filter chain over every
+        node), so read it before changing the view; raises NotAvailable, with the
+        explanation, when no node fits."""
         request = self._with_reused_ports(request)
-        survivors, explanation = self.filter(view, request)
-        if survivors.size == 0:
-            raise NotAvailable(explanation)
-        ranked, keys = self.selector.order(view, survivors, request)
+        ranked, keys = self._best_nodes(view, request, self.selector.keep(request, len(view)))
         ranked, keys, ports = self._choose_ports(view, request, ranked, keys)
-        resource = request.resource
+        resource, request_with_ports = request.resource, request
         if ports:
             resource = replace(resource, ports=ports.count, port_ranges=ports)
-        request_with_ports = replace(request, resource=resource)
+            request_with_ports = replace(request, resource=resource)
         candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
                       for i in ranked]
-        return SelectionResult(request, candidates, resource, explanation, ports, keys)
+        return SelectionResult(request, candidates, resource, self._explainer(view, request), ports, keys)
+
+    def best_nodes(self, view: ClusterView, request: SelectionRequest, k: int, rows=None,
+                   ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best nodes that can take ``request`` (among ``rows``, distinct
+        node indices in any order, when given) and their keys, best first by (strategy key, node index):
+        select()'s candidates before ports and GPUs. ``ties``, a rank per node (lower
+        first), orders equal keys instead of the node index; pass the same array for
+        the same order (the view keeps one index per array). Fewer nodes when fewer
+        fit; raises NotAvailable with the filter chain's explanation (of ``rows``)
+        when none do. Costs the nodes read before ``k`` fit, not the cluster, for a
+        strategy with a node key and no rack policy (selectors/candidates.py)."""
+        if k < 1:
+            raise ValueError(f"best_nodes: k must be >= 1, got {k}")
+        return self._best_nodes(view, self._with_reused_ports(request), k, rows, ties)
 
     def select_single_node(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
         """One node: locality first, then the strategy's order, ties by the seeded RNG."""
@@ -110,6 +138,24 @@ class SelectionPipeline:
     def _pick(self, view: ClusterView, request: SelectionRequest, result: SelectionResult) -> int:
         nodes = [view.host_index[c.host] for c in result.candidates]
         return self.final_pick(view, request, nodes, list(result.keys))
+
+    def _best_nodes(self, view: ClusterView, request: SelectionRequest, k: int,
+                    rows=None, ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        nodes, keys = best_fitting(view, request, self.settings, self.selector, k, rows, ties)
+        if nodes.size == 0:
+            raise NotAvailable(self.filter(view, request, rows)[1])
+        return nodes, keys
+
+    def _explainer(self, view: ClusterView, request: SelectionRequest):
+        """The explanation of a select() that succeeded, computed when asked, while
+        the view is as select() saw it."""
+        changes = view.changes
+
+        def explain() -> Explanation:
+            if view.changes != changes:
+                raise StaleExplanation(request.role)
+            return self.filter(view, request)[1]
+        return explain
 
     def _with_reused_ports(self, request: SelectionRequest) -> SelectionRequest:
         if not request.reuse_ports:
