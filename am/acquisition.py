@@ -19,6 +19,14 @@ Two things can keep a gang from completing, and neither may hang it:
 The acquisition only decides: the asks, cancels and releases it wants sent wait
 in its outbox for the AM's next heartbeat, and what it did is reported through
 ``report``.
+
+Placing is the expensive step, so it runs only when it can decide something new.
+A gang whose last placement found no room is placed again only when something
+happened that could let it fit: the cluster grew (the AM's
+:class:`~gangmaster.am.cluster_tracker.ClusterTracker` says so), the gang gave
+back what it held, the RM rejected one of its asks or lost one of its
+containers, or its backoff is over. A stuck gang's heartbeat is a few
+comparisons.
 """
 from __future__ import annotations
 
@@ -68,7 +76,8 @@ class GangAcquisition:
         self.report = report
         self.observe_selection = observe_selection
         self.slots: dict[tuple[str, int], Slot] = {(r.name, i): Slot(r.name, i) for r in roles for i in range(r.instances)}
-        self.by_request: dict[int, Slot] = {}
+        self.by_request: dict[int, Slot] = {}          # the slots with an ask outstanding
+        self.by_container: dict[str, Slot] = {}        # the slots holding a granted container
         self.asks: list[ResourceRequest] = []
         self.cancels: list[int] = []
         self.releases: list[str] = []
@@ -78,6 +87,8 @@ class GangAcquisition:
         self.reselections = 0
         self.waiting_reason = ""           # why the gang cannot be placed now, in numbers
         self.never_reason = ""             # set when an instance can never be granted
+        self._placed_at_growth = -1        # the cluster's growth count when the last placement failed
+        self._changed = True               # something of its own changed since that placement
 
     # ------------------------------------------------------------------ state
     @property
@@ -86,21 +97,27 @@ class GangAcquisition:
 
     @property
     def granted(self) -> list[Slot]:
-        return [s for s in self.slots.values() if s.container is not None]
+        return list(self.by_container.values())
 
     @property
     def complete(self) -> bool:
-        return all(s.container is not None for s in self.slots.values())
+        return len(self.by_container) == len(self.slots)
 
     @property
     def outstanding(self) -> list[Slot]:
-        return [s for s in self.slots.values() if s.container is None and s.request_id is not None]
+        return list(self.by_request.values())
 
-    def stalled(self, now: float) -> bool:
+    def stalled(self, now: float, cluster_growth: int) -> bool:
         """Holding and asking for nothing, not backing off, and the last placement found no
-        room: planning again changes nothing until the cluster does."""
-        return (bool(self.waiting_reason) and now >= self.not_before and not self.asks
-                and all(s.container is None and s.request_id is None for s in self.slots.values()))
+        room with nothing new since: planning again changes nothing until the cluster does."""
+        return (now >= self.not_before and not self.asks and not self.by_container
+                and self._nothing_new(cluster_growth))
+
+    def _nothing_new(self, cluster_growth: int) -> bool:
+        """The last placement found no room and nothing since could let the gang fit:
+        the cluster has not grown and nothing of the gang's own changed."""
+        return (bool(self.waiting_reason) and not self._changed and not self.by_request
+                and cluster_growth == self._placed_at_growth)
 
     def in_order(self) -> list[Slot]:
         """Slots by role (in the gang's order), then instance index: rank order."""
@@ -113,15 +130,17 @@ class GangAcquisition:
 
     # ------------------------------------------------------------------- plan
     def plan(self, now: float, view_source: Callable[[], ClusterView], place: Placer,
-             next_request_id: Callable[[], int]) -> None:
-        """Decide this heartbeat's asks, cancels and releases."""
+             next_request_id: Callable[[], int], cluster_growth: int = 0) -> None:
+        """Decide this heartbeat's asks, cancels and releases. ``cluster_growth`` counts
+        the times the cluster grew (:attr:`ClusterTracker.grown`): while it stays the same
+        and nothing of the gang's own changed, a gang that did not fit is not placed again."""
         if self.complete or self.never_reason:
             return
         if self.first_grant_at is not None and now - self.first_grant_at >= self.settings.hold_timeout_s:
             self.release_all(now, f"held {len(self.granted)}/{self.total} containers for "
                                   f"{now - self.first_grant_at:g}s without the rest")
             return
-        if now < self.not_before:
+        if now < self.not_before or self._nothing_new(cluster_growth):
             return
         unplaced = [s for s in self.slots.values() if s.container is None and s.request_id is None]
         stale = [s for s in self.outstanding if now - s.asked_at >= self.settings.reselect_after_s]
@@ -132,9 +151,11 @@ class GangAcquisition:
             view.instances_of(s.role)[view.index(s.container.host)] += 1
         for s in self.outstanding:
             try:   # our own asks are not in the RM's usage yet: book them so nothing picks them twice
+                if not view.healthy[view.index(s.placement.host)]:
+                    raise ResourceError(f"{s.placement.host} is not healthy")
                 view.allocate(s.placement.host, s.placement.resource, role=s.role)
             except ResourceError:
-                if s in stale:   # its host cannot hold it any more: another AM took it
+                if s in stale:   # its host cannot hold it any more: another AM took it, or it was lost
                     self._reselect(s)
                     unplaced.append(s)
         if not unplaced:
@@ -143,6 +164,7 @@ class GangAcquisition:
         for s in unplaced:
             wanted.setdefault(s.role, []).append(s.index)
         started = time.perf_counter()
+        self._changed, self._placed_at_growth = False, cluster_growth
         try:
             placement = place(view, wanted)
         except GangDoesNotFit as exc:
@@ -167,6 +189,7 @@ class GangAcquisition:
     def _reselect(self, slot: Slot) -> None:
         self.cancels.append(slot.request_id)
         self.by_request.pop(slot.request_id, None)
+        self._changed = True
         self.reselections += 1
         self.report(f"gang {self.gang}: {slot.name} not granted on {slot.placement.host} after "
                     f"{self.settings.reselect_after_s:g}s ({slot.pending_reason or 'taken by another application'}); "
@@ -178,12 +201,7 @@ class GangAcquisition:
         released = [s.container.container_id for s in self.granted]
         self.releases.extend(released)
         self.cancels.extend(s.request_id for s in self.outstanding)
-        for s in self.slots.values():
-            s.container = s.placement = s.request_id = None
-            s.pending_reason = ""
-        self.by_request.clear()
-        self.first_grant_at = None
-        self.waiting_reason = ""  # it described a gang that held containers: not stalled until placed again
+        self._clear()
         self.release_count += 1
         s = self.settings
         backoff = min(s.release_backoff_max_s, s.release_backoff_s * 2 ** (self.release_count - 1))
@@ -197,9 +215,17 @@ class GangAcquisition:
         """The attempt is over before it started: give back what was granted, cancel every ask."""
         self.releases.extend(s.container.container_id for s in self.granted)
         self.cancels.extend(s.request_id for s in self.outstanding)
-        for s in self.slots.values():
+        self._clear()
+
+    def _clear(self) -> None:
+        """Every slot back to nothing: no ask, no container."""
+        for s in (*self.by_request.values(), *self.by_container.values()):
             s.container = s.placement = s.request_id = None
+            s.pending_reason = ""
         self.by_request.clear()
+        self.by_container.clear()
+        self.first_grant_at = None
+        self._changed = True
 
     # -------------------------------------------------------------- responses
     def on_granted(self, container: Container, now: float) -> bool:
@@ -208,6 +234,7 @@ class GangAcquisition:
         if slot is None or slot.container is not None:
             return False
         slot.container, slot.request_id, slot.pending_reason = container, None, ""
+        self.by_container[container.container_id] = slot
         if self.first_grant_at is None:
             self.first_grant_at = now
         return True
@@ -219,6 +246,7 @@ class GangAcquisition:
         slot.rejections += 1
         host = slot.placement.host if slot.placement else "?"
         slot.request_id, slot.placement = None, None
+        self._changed = True
         if slot.rejections >= self.settings.max_rejections:
             self.never_reason = (f"{slot.name} was rejected by the RM {slot.rejections} times "
                                  f"(last on {host}): {reason}")
@@ -232,17 +260,17 @@ class GangAcquisition:
 
     def on_lost(self, container_id: str) -> bool:
         """A granted, not yet started container ended (node lost, allocation expired)."""
-        for slot in self.slots.values():
-            if slot.container is not None and slot.container.container_id == container_id:
-                slot.container = slot.placement = None
-                if not self.granted:
-                    self.first_grant_at = None
-                return True
-        return False
+        slot = self.by_container.pop(container_id, None)
+        if slot is None:
+            return False
+        slot.container = slot.placement = None
+        if not self.by_container:
+            self.first_grant_at = None
+        self._changed = True
+        return True
 
     def owns(self, container_id: str) -> bool:
-        return any(s.container is not None and s.container.container_id == container_id
-                   for s in self.slots.values())
+        return container_id in self.by_container
 
 
 def _hosts_summary(hosts: list[str], shown: int = 4) -> str:

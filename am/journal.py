@@ -32,6 +32,9 @@ from .private_files import open_private
 
 JOURNAL_FILE = "journal.jsonl"
 
+#: One encoder for every line (json.dumps with options builds a new one per call).
+_encode = json.JSONEncoder(sort_keys=True).encode
+
 
 class Journal:
     """Appends records to ``path`` (created with its folder when missing)."""
@@ -44,7 +47,7 @@ class Journal:
 
     def write(self, kind: str, **fields) -> None:
         record = {"t": round(float(self.now()), 6), "kind": kind, **fields}
-        self._file.write(json.dumps(record, sort_keys=True) + "\n")
+        self._file.write(_encode(record) + "\n")
         self._file.flush()
 
     @property

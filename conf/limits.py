@@ -129,6 +129,9 @@ RM_MAX_RUNNING_APPS = 10_000
 RM_MAX_COMPLETED_APPS = 10_000
 #: Finished containers remembered for container_status; past it the oldest tenth are forgotten.
 RM_MAX_FINISHED_CONTAINERS = 100_000
+#: Node reports in one allocate reply (the nodes changed since the AM's previous heartbeat);
+#: past it the rest come in the next replies, the oldest changes first.
+RM_MAX_NODE_UPDATES = 10_000
 #: Bytes of one gRPC message to or from `gangmaster rm serve` (gRPC's default, 4 MiB, is
 #: smaller than an allocate reply granting RM_MAX_CONTAINERS_PER_APP containers).
 RM_MAX_MESSAGE_BYTES = 64 * 1024 * 1024

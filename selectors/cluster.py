@@ -425,6 +425,17 @@ class ClusterView(NodeColumns):
         self._set_ports_free(i, self.port_capacity[i].subtract(used.port_ranges))
         self._touched(i)
 
+    def set_free(self, host: str, free: ResourceDescriptor) -> None:
+        """Overwrite what is free on a node from an RM node report (the same as
+        :meth:`set_usage` with capacity - free, without computing the difference)."""
+        i = self.index(host)
+        self.memory_free[i] = free.memory_mb
+        self.mvcores_free[i] = milli(free.vcores)
+        self.gpu_free_mask[i] = self.gpu_capacity_mask[i] & np.uint64(free.gpu_mask)
+        self.gpus_free[i] = popcount(int(self.gpu_free_mask[i]))
+        self._set_ports_free(i, self.port_capacity[i].intersect(free.port_ranges))
+        self._touched(i)
+
     def copy(self) -> "ClusterView":
         """A scratch copy for trial placement (a gang is committed only if it all fits)."""
         clone = copy.copy(self)

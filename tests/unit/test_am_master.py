@@ -1,6 +1,7 @@
 """The ApplicationMaster on the RM simulator in virtual time: all-or-nothing
 launch, completion, whole-gang restart, never-fits at submission, waiting,
 re-selection after a conflict, and AM failover from the journal."""
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -201,14 +202,17 @@ def test_a_node_taken_by_another_am_triggers_reselection_not_a_hang(tmp_path):
     # ours in the queue, waits for any whole node. When n0 frees, our AM sees it free and
     # asks for it, but the RM gives it to the application ahead. Our ask can never be
     # granted now: the AM must notice, select again, and run on n1 when that frees.
-    runs = SimulatedRuns(gpu_nodes(2, gpus=4), AMSettings(reselect_after_s=5))
+    # The RM schedules on its own clock (as YARN does), so our AM hears of n0 free before
+    # the pass that gives it to the application ahead.
+    runs = SimulatedRuns(gpu_nodes(2, gpus=4), AMSettings(reselect_after_s=5), scheduling_interval_s=1)
     rm = runs.sim.client
     whole = R(1024, 1, gpus=4)
     for name, host, duration in (("d", "n0", 50), ("e", "n1", 100)):
         app = rm.submit(ApplicationSubmission(name))
         attempt = rm.register(app).attempt
-        (c,) = rm.allocate(AllocateRequest(app, attempt, asks=(
-            ResourceRequest(1, whole, host=host, relax_locality=False),))).allocated
+        rm.allocate(AllocateRequest(app, attempt, asks=(ResourceRequest(1, whole, host=host, relax_locality=False),)))
+        runs.core.schedule()
+        (c,) = rm.allocate(AllocateRequest(app, attempt)).allocated
         rm.start_container(c.container_id, LaunchContext.of(env=raw_task_env(duration)))
     ahead = rm.submit(ApplicationSubmission("ahead"))
     rm.allocate(AllocateRequest(ahead, rm.register(ahead).attempt, asks=(ResourceRequest(1, whole),)))
@@ -276,12 +280,15 @@ def deadlock_prone(hold_timeout_s: float, tmp_path):
     no two fit together. The RM schedules on its own clock, so the asks the three AMs
     send in the same second compete in one pass and the grants interleave: at t=1 all
     three pick the same three nodes and get one each; the reselected rest splits the
-    last two nodes. Everyone holds part of a gang and nobody can complete."""
+    last two nodes. Everyone holds part of a gang and nobody can complete. The nodes'
+    memory differs so that job packing orders them alike for every AM (each AM breaks
+    exact ties with its own seed)."""
     from gangmaster.tools.rmsim.queues import Queue
     settings = AMSettings(hold_timeout_s=hold_timeout_s, release_backoff_s=10, max_virtual_time_s=3000)
     queues = [Queue("qa"), Queue("qb"), Queue("qc")]
     texts = [job(name, instances=3, gpus=4, duration=100) for name in ("a", "b", "c")]
-    runs = SimulatedRuns(gpu_nodes(5, gpus=4), settings, queues=queues, scheduling_interval_s=1.0)
+    nodes = [replace(n, memory_mb=n.memory_mb - 1024 * i) for i, n in enumerate(gpu_nodes(5, gpus=4))]
+    runs = SimulatedRuns(nodes, settings, queues=queues, scheduling_interval_s=1.0)
     for k, text in enumerate(texts):
         spec = parse_job(text)
         runs.submit(spec, tmp_path / spec.name, queues[k].name)

@@ -41,6 +41,7 @@ from gangmaster.selectors.resources import ResourceDescriptor
 
 from .clock import VirtualLoop
 from .ledger import Booking, Need, NodeLedger
+from .node_changes import NodeChanges
 from .queues import Queue, default_queues
 
 
@@ -119,7 +120,7 @@ class Application:
     containers: dict = field(default_factory=dict)    # container_id -> ContainerRecord (live ones)
     out_allocated: list = field(default_factory=list)
     out_completed: list = field(default_factory=list)
-    out_nodes: dict = field(default_factory=dict)     # host -> NodeReport (latest wins)
+    node_cursor: int = 0                              # the node changes its AM has heard of (NodeChanges)
     out_rejected: list = field(default_factory=list)
     expiry_timer: Any = None
 
@@ -149,6 +150,9 @@ class ResourceManager:
         self.apps: dict[str, Application] = {}
         self.containers: dict[str, ContainerRecord] = {}   # every container ever (finished ones too)
         self.node_containers: list[set] = [set() for _ in specs]
+        self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
+        self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
+        self._headroom_of: tuple = (None, None)          # ((version, queue), headroom) of the latest answer
         self.next_app = 1
         self.next_container = 1
         self._forget_containers_at = limits.RM_MAX_FINISHED_CONTAINERS   # see _forget_old_containers
@@ -244,7 +248,10 @@ class ResourceManager:
 
     def _node_report(self, i: int) -> NodeReport:
         spec = self.ledger.specs[i]
-        return NodeReport(spec.host, spec.rack, self.ledger.states[i], spec.capacity, self.ledger.free(i),
+        capacity = self._capacity[i]
+        if capacity is None:
+            capacity = self._capacity[i] = spec.capacity
+        return NodeReport(spec.host, spec.rack, self.ledger.states[i], capacity, self.ledger.free(i),
                           spec.labels, spec.gpu_type, spec.topology, len(self.node_containers[i]),
                           self.ledger.health_reports[i])
 
@@ -258,6 +265,7 @@ class ResourceManager:
                                  f"(waiting for its AM attempt {app.attempt}) can register")
             app.state = AppState.RUNNING
             app.last_heartbeat = self.clock.now()
+            app.node_cursor = self.node_changes.seq   # the AM reads cluster_nodes() once, then the changes
             self._arm_expiry(app)
             self.version += 1
             previous = tuple(self._container(c) for c in app.containers.values() if c.attempt < app.attempt)
@@ -594,6 +602,7 @@ class ResourceManager:
         self.containers[cid] = rec
         app.containers[cid] = rec
         self.node_containers[node].add(cid)
+        self.node_changes.touch(node)
         queue.used_mem += booking.memory_mb
         queue.used_mvc += booking.mvcores
         gpus = ask.need.gpus
@@ -750,20 +759,35 @@ class ResourceManager:
         response = AllocateResponse(
             allocated=tuple(self._container(r) for r in app.out_allocated),
             completed=tuple(app.out_completed),
-            node_updates=tuple(app.out_nodes.values()),
+            node_updates=self._node_updates(app),
             rejected=tuple(app.out_rejected),
             pending=tuple(PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()),
-            headroom=ResourceDescriptor(
-                max(0, min(queue.max_mem - queue.used_mem, int(self.ledger.memory_free.sum()))),
-                max(0, min(queue.max_mvc - queue.used_mvc, int(self.ledger.mvcores_free.sum()))) / 1000.0,
-                max(0, min(queue.max_gpus - queue.used_gpus, int(self.ledger.gpus_free.sum())))),
+            headroom=self._headroom(queue),
             response_id=app.response_id,
         )
         app.out_allocated = []
         app.out_completed = []
-        app.out_nodes = {}
         app.out_rejected = []
         return response
+
+    def _headroom(self, queue: Queue) -> ResourceDescriptor:
+        """What the queue could still be given: its room, at most what the cluster has free.
+        The same until the RM's ``version`` moves, so a quiet heartbeat does not sum the cluster."""
+        key = (self.version, queue.name)
+        if self._headroom_of[0] != key:
+            free_mem, free_mvc, free_gpus = (int(self.ledger.memory_free.sum()), int(self.ledger.mvcores_free.sum()),
+                                             int(self.ledger.gpus_free.sum()))
+            self._headroom_of = (key, ResourceDescriptor(
+                max(0, min(queue.max_mem - queue.used_mem, free_mem)),
+                max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)) / 1000.0,
+                max(0, min(queue.max_gpus - queue.used_gpus, free_gpus))))
+        return self._headroom_of[1]
+
+    def _node_updates(self, app: Application) -> tuple[NodeReport, ...]:
+        """Every node whose usage, health or containers changed since the application's
+        previous response (at most RM_MAX_NODE_UPDATES; the rest come in the next ones)."""
+        nodes, app.node_cursor = self.node_changes.since(app.node_cursor, limits.RM_MAX_NODE_UPDATES)
+        return tuple(self._node_report(i) for i in nodes)
 
     def _finish_container(self, rec: ContainerRecord, state: ContainerState, exit_status: int,
                           diagnostics: str, stop: bool = True) -> None:
@@ -794,6 +818,7 @@ class ResourceManager:
         """Free what a finished container booked, on its node and in its queue."""
         self.ledger.give_back(rec.node, rec.booking)
         self.node_containers[rec.node].discard(rec.container_id)
+        self.node_changes.touch(rec.node)
         queue = self.queues[self.apps[rec.app_id].queue]
         queue.used_mem -= rec.booking.memory_mb
         queue.used_mvc -= rec.booking.mvcores
@@ -802,11 +827,9 @@ class ResourceManager:
     def _node_changed(self, i: int) -> None:
         self._dirty = True
         self.version += 1
-        report = self._node_report(i)
-        for app in self.apps.values():
-            if app.state is AppState.RUNNING:
-                app.out_nodes[report.host] = report
-        self._emit("node_state", host=report.host, detail=f"{report.state.value} {report.health_report}")
+        self.node_changes.touch(i)
+        self._emit("node_state", host=self.ledger.hosts[i],
+                   detail=f"{self.ledger.states[i].value} {self.ledger.health_reports[i]}")
 
     def _end_app(self, app: Application, state: AppState, final_status: str, diagnostics: str,
                  exit_status: int) -> None:
@@ -841,7 +864,7 @@ class ResourceManager:
         app.state = AppState.ACCEPTED
         app.asks.clear()
         app.blacklist.clear()
-        app.out_allocated, app.out_completed, app.out_nodes, app.out_rejected = [], [], {}, []
+        app.out_allocated, app.out_completed, app.out_rejected = [], [], []
         app.diagnostics = f"attempt {failed} failed: {diagnostics}"
         if app.expiry_timer is not None:
             app.expiry_timer.cancel()

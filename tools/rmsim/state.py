@@ -41,9 +41,11 @@ def snapshot(core: ResourceManager) -> dict:
         "time": core.clock.now(),
         "next_app": core.next_app,
         "next_container": core.next_container,
+        "node_changes": core.node_changes.seq,
         "nodes": [{"host": s.host, "rack": s.rack, "labels": sorted(s.labels), "gpu_type": s.gpu_type,
                    "topology": s.topology, "memory_mb": s.memory_mb, "vcores": s.vcores, "gpus": s.gpus,
-                   "ports": _ranges(s.ports), "state": ledger.states[i].value, "report": ledger.health_reports[i]}
+                   "ports": _ranges(s.ports), "state": ledger.states[i].value, "report": ledger.health_reports[i],
+                   "changed": int(core.node_changes.last[i])}
                   for i, s in enumerate(ledger.specs)],
         "queues": [{"name": q.name, "max_mem": q.max_mem, "max_mvc": q.max_mvc, "max_gpus": q.max_gpus,
                     "apps": list(q.apps)} for q in core.queues.values()],
@@ -63,8 +65,8 @@ def _app(core: ResourceManager, a: Application) -> dict:
         "out_allocated": [r.container_id for r in a.out_allocated],
         "out_completed": [[s.container_id, s.host, s.state.value, s.exit_status, s.diagnostics, s.request_id]
                           for s in a.out_completed],
-        "out_nodes": list(a.out_nodes),               # hosts; their reports are rebuilt from the node state
         "out_rejected": [[j.request_id, j.reason] for j in a.out_rejected],
+        "node_cursor": a.node_cursor,
     }
 
 
@@ -173,6 +175,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         app.out_completed = [ContainerStatus(s[0], s[1], ContainerState(s[2]), s[3], s[4], s[5])
                              for s in a["out_completed"]]
         app.out_rejected = [Rejection(rid, reason) for rid, reason in a["out_rejected"]]
+        app.node_cursor = int(a.get("node_cursor", 0))
         core.apps[app.app_id] = app
     for rec in core.containers.values():
         if rec.state.finished and not rec.held:
@@ -192,10 +195,13 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
             node_manager.adopt_stopping(rec)
     for a in data["apps"]:
         app = core.apps[a["app_id"]]
-        app.out_nodes = {h: core._node_report(core.ledger.host_index[h]) for h in a["out_nodes"]}
         if app.state is AppState.RUNNING:
             core._arm_expiry(app)
     _check_consistent(core)
+    if "node_changes" in data:
+        core.node_changes.restore(int(data["node_changes"]), [int(n["changed"]) for n in data["nodes"]])
+    else:   # a file from before node changes were kept: every AM hears of every node again
+        core.node_changes.touch_all()
     core.version += 1
     return core
 

@@ -1,0 +1,73 @@
+"""The AM's view of the cluster: read from the RM once, then kept from node updates.
+
+Every allocate response carries the nodes whose usage, health or containers
+changed since the AM's previous heartbeat (``AllocateResponse.node_updates``);
+applying them keeps the :class:`ClusterView` what the RM says, without pulling
+and rebuilding the whole cluster every heartbeat. The RM's usage already holds
+this AM's granted containers; what it cannot hold yet (asks not granted, the
+per-role instance counts behind ``max_instances_per_node``) is booked on a
+scratch copy when a gang is placed (:meth:`ClusterTracker.scratch`).
+
+Applying updates also says whether anything *grew*: a node with more free memory,
+vcores, GPUs or ports than before, or a node healthy again. Only such a change can
+let a gang that did not fit fit now, so a waiting gang is placed again only then.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from gangmaster.selectors.cluster import ClusterView
+
+from .rm_protocol import NodeReport, view_from_nodes
+
+
+class ClusterTracker:
+    def __init__(self, read_nodes: Callable[[], list[NodeReport]]):
+        self._read_nodes = read_nodes
+        self.view: ClusterView = view_from_nodes(read_nodes())
+        self.grown = 0      # counts the updates after which some node had more room than before
+        self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
+
+    def apply(self, updates: Iterable[NodeReport]) -> bool:
+        """Take the RM's node updates; True when some node has more room than before."""
+        view = self.view
+        grew = False
+        for report in updates:
+            i = view.host_index.get(report.host)
+            if i is None:   # a node this view never had: read the cluster afresh
+                self._rebuild()
+                view, grew = self.view, True
+                continue
+            was_healthy = bool(view.healthy[i])
+            memory, mvcores, mask = int(view.memory_free[i]), int(view.mvcores_free[i]), int(view.gpu_free_mask[i])
+            ports = view.ports_free[i]
+            view.set_free(report.host, report.free)
+            view.set_health(report.host, report.state.usable)
+            grew = grew or (bool(view.healthy[i]) and not was_healthy) or view.memory_free[i] > memory \
+                or view.mvcores_free[i] > mvcores or bool(int(view.gpu_free_mask[i]) & ~mask) \
+                or bool(view.ports_free[i].subtract(ports))
+        if grew:
+            self.grown += 1
+        return grew
+
+    def mark_failed(self, role: str, host: str) -> None:
+        """``role`` failed on ``host`` because of the node: its instances avoid it from now on."""
+        self._failed.add((role, host))
+        if host in self.view.host_index:
+            self.view.mark_failed(role, host)
+
+    def scratch(self, running: Iterable[tuple[str, str]]) -> ClusterView:
+        """A copy to place on, with the instances of ``running`` ((role, host) pairs) counted
+        per node so per-node caps hold."""
+        view = self.view.copy()
+        for role, host in running:
+            i = view.host_index.get(host)
+            if i is not None:
+                view.instances_of(role)[i] += 1
+        return view
+
+    def _rebuild(self) -> None:
+        self.view = view_from_nodes(self._read_nodes())
+        for role, host in self._failed:
+            if host in self.view.host_index:
+                self.view.mark_failed(role, host)

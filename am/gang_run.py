@@ -1,0 +1,124 @@
+"""One gang of a job and its current attempt: the AM's unit of decision.
+
+An attempt moves ``waiting → acquiring → launching → running → succeeded |
+failed`` (:class:`~gangmaster.am.lifecycle.RoleState`). While it waits or
+acquires, its :class:`~gangmaster.am.acquisition.GangAcquisition` holds the asks
+and grants; once launched, its tasks. The gang keeps its counts of tasks by
+state and per role as the tasks end, so a decision about the gang (did a role
+reach its failure threshold? is every task done?) reads counters instead of
+walking every task of every gang.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .acquisition import GangAcquisition
+from .jobspec_model import JobSpec, RoleSpec
+from .journal import JournalState
+from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
+
+
+@dataclass(eq=False)
+class GangRun:
+    """One gang and its current attempt."""
+
+    name: str
+    roles: tuple[RoleSpec, ...]
+    attempt: int
+    state: RoleState
+    record: AttemptRecord
+    acquisition: GangAcquisition | None = None
+    tasks: list[TaskRecord] = field(default_factory=list)
+    history: list[AttemptRecord] = field(default_factory=list)
+    barrier_open: bool = False
+    succeeded: Counter = field(default_factory=Counter)   # per role: tasks of this attempt that succeeded
+    failed: Counter = field(default_factory=Counter)      # per role: tasks of this attempt that failed
+    by_state: Counter = field(default_factory=Counter)    # tasks of this attempt by TaskState
+
+    def __post_init__(self) -> None:
+        self._recount()
+
+    @property
+    def pending(self) -> bool:
+        """Waiting for, or acquiring, its containers."""
+        return self.state in (RoleState.WAITING, RoleState.ACQUIRING)
+
+    def launched(self, tasks: list[TaskRecord]) -> None:
+        """Every container of the attempt was started (or refused): the tasks are its own."""
+        self.tasks = tasks
+        self.record.tasks = tasks
+        self._recount()
+
+    def end_task(self, task: TaskRecord, state: TaskState, now: float, diagnostics: str,
+                 exit_status: int | None = None) -> None:
+        """A running task of this attempt ended (by itself, or stopped by the AM)."""
+        self.by_state[task.state] -= 1
+        task.state, task.finished_at, task.diagnostics, task.exit_status = state, now, diagnostics, exit_status
+        self._count(task)
+
+    @property
+    def finished_tasks(self) -> int:
+        return len(self.tasks) - self.by_state[TaskState.RUNNING]
+
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        return dict(self.succeeded), dict(self.failed)
+
+    def role_state(self, role: RoleSpec) -> RoleState:
+        if self.state is not RoleState.RUNNING:
+            return self.state
+        if role.completion.failed(self.failed[role.name]):
+            return RoleState.FAILED
+        if not any(t.state is TaskState.RUNNING for t in self.tasks if t.role == role.name):
+            return RoleState.SUCCEEDED
+        return RoleState.RUNNING
+
+    def _recount(self) -> None:
+        self.succeeded, self.failed, self.by_state = Counter(), Counter(), Counter()
+        for task in self.tasks:
+            self._count(task)
+
+    def _count(self, task: TaskRecord) -> None:
+        self.by_state[task.state] += 1
+        if task.state is TaskState.SUCCEEDED:
+            self.succeeded[task.role] += 1
+        elif task.state is TaskState.FAILED:
+            self.failed[task.role] += 1
+
+
+def recorded_gangs(job: JobSpec, journal: JournalState) -> list[GangRun]:
+    """The job's gangs as a journal left them, every attempt in their history: what a
+    report of a finished run shows, without an AM."""
+    gangs = []
+    for number, names in enumerate(job.gangs):
+        saved = journal.gangs.get(gang_name(names))
+        if saved is not None and saved.history:
+            last = saved.history[-1]
+            state = RoleState.SUCCEEDED if last.outcome == "succeeded" else RoleState.FAILED
+            gangs.append(GangRun(last.gang, job.gang_roles(number), last.attempt, state, last,
+                                 tasks=last.tasks, history=list(saved.history)))
+    return gangs
+
+
+def attempt_history(gangs: Sequence[GangRun]) -> list[AttemptRecord]:
+    """Every attempt of every gang, finished ones first, in the order they ended."""
+    ended = sorted((a for g in gangs for a in g.history), key=lambda a: (a.ended_at or 0, a.gang))
+    current = [g.record for g in gangs if not g.record.outcome]
+    return ended + current
+
+
+def gang_name(roles: Sequence[str]) -> str:
+    return "+".join(roles)
+
+
+def failure(task: TaskRecord) -> str:
+    """How a failed task failed, in one phrase."""
+    if task.launch_failed:
+        return f"task {task.name} could not be launched on {task.host}: {task.diagnostics}"
+    return f"{task.name} exited with status {task.exit_status} on {task.host}"
+
+
+def failed_attempts(gangs: Sequence[GangRun]) -> int:
+    """How many attempts of these gangs failed (gangs restarted together share attempt numbers)."""
+    return len({a.attempt for g in gangs for a in g.history if a.outcome == "failed"})
