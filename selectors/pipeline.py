@@ -39,7 +39,8 @@ from .settings import SelectionSettings
 
 
 class SelectionPipeline:
-    """One AM's selection machinery: settings, a strategy, and a seeded RNG."""
+    """One AM's selection machinery: settings, a strategy, a seeded order of the nodes for
+    exact ties, and a seeded RNG (random port choice, the ``random`` strategy's draw)."""
 
     def __init__(self, settings: SelectionSettings | None = None, selector: Selector | None = None):
         self.settings = settings or SelectionSettings()

@@ -29,8 +29,9 @@ kept sorted by it instead of ranking every node); register it under the
     #     emptiest-first = mypkg.strategies:EmptiestFirst
 
 The filters have already removed every node that cannot take the request, so a
-rank never needs to check fit. Ties are broken by the pipeline (locality, then a
-seeded RNG), so ``rank`` should not randomise. Run the shared property suite
+rank never needs to check fit. The pipeline orders the nodes by locality first and
+breaks exact ties by an order of the nodes drawn from the seed, so ``rank`` should
+not randomise. Run the shared property suite
 (``tests/property/test_selector_contract.py``) against your class.
 """
 from __future__ import annotations
