@@ -46,7 +46,7 @@ class RoleKeys:
     node_label: str | None = None
     gpu_types: tuple[str, ...] = ()
     selector: str | None = None
-    rack_policy: str = "none"
+    rack_policy: str | None = None  # None: selection.rack_policy
 
 
 @dataclass(frozen=True)

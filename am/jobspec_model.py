@@ -119,7 +119,7 @@ class RoleSpec:
     node_label: str | None = None
     gpu_types: tuple[str, ...] = ()
     selector: str | None = None
-    rack_policy: str = "none"
+    rack_policy: str | None = None  # None: selection.rack_policy
 
     @property
     def port_count(self) -> int:

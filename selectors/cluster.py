@@ -1,5 +1,10 @@
 """ClusterView: the AM's own view of the cluster, one row per node.
 
+:class:`NodeColumns` holds what a node has and what is free, in the integer units
+of the fit model (:mod:`~gangmaster.selectors.fit`), and books through its checks;
+the RM's ledger is built on the same class. :class:`ClusterView` adds what select()
+reads besides: racks, labels, GPU types, health and per-role counts.
+
 The view is columnar (numpy arrays indexed by node number) because select() must
 filter and rank tens of thousands of nodes in microseconds: every filter is a
 vector expression over these columns, never a Python loop over nodes. Per-node
@@ -19,8 +24,9 @@ import numpy as np
 
 from gangmaster.gpu_topology.masks import full_mask, indices_of, is_subset, popcount
 
-from .ports import NO_PORTS, PortRanges
-from .resources import ResourceDescriptor, ResourceError, milli
+from .fit import Amounts, Demand, milli, shortfall
+from .ports import NO_PORTS, PORT_MIN, PortRanges
+from .resources import ResourceDescriptor, ResourceError
 
 
 class UnknownHost(KeyError):
@@ -67,8 +73,15 @@ class NodeView:
     failed_roles: frozenset[str] = frozenset()
 
 
-class ClusterView:
-    """Columns of per-node capacity and usage, with per-role bookkeeping."""
+class NodeColumns:
+    """Per-node capacity and free resources as integer columns, in the units of the fit
+    model (:mod:`~gangmaster.selectors.fit`): memory in MB, vcores in millis, GPUs as a
+    count and a mask, ports as ranges (with their counts in a column).
+
+    Shared by the AM's :class:`ClusterView` and the RM's ledger, so both keep the same
+    columns and book through the same checks: :meth:`_book` refuses what does not fit
+    and :meth:`_unbook` what is not in use, so ``free + used == capacity`` always holds
+    and nothing is handed out twice."""
 
     def __init__(self, specs: Iterable[NodeSpec]):
         specs = list(specs)
@@ -79,6 +92,172 @@ class ClusterView:
             seen = set()
             dup = next(h for h in self.hosts if h in seen or seen.add(h))
             raise ValueError(f"host {dup!r} is declared twice")
+        self.memory_capacity = np.array([s.memory_mb for s in specs], dtype=np.int64)
+        self.mvcores_capacity = np.array([milli(s.vcores) for s in specs], dtype=np.int64)
+        self.gpu_capacity = np.array([s.gpus for s in specs], dtype=np.int64)
+        self.gpu_capacity_mask = np.array([full_mask(s.gpus) for s in specs], dtype=np.uint64)
+        # Free amounts are stored (not used amounts): select() reads them on every call.
+        self.memory_free = self.memory_capacity.copy()
+        self.mvcores_free = self.mvcores_capacity.copy()
+        self.gpus_free = self.gpu_capacity.copy()
+        self.gpu_free_mask = self.gpu_capacity_mask.copy()
+        self.port_capacity = [s.ports for s in specs]
+        self.ports_free = list(self.port_capacity)
+        self.ports_free_count = np.array([p.count for p in self.port_capacity], dtype=np.int64)
+        self._column_caches: dict[str, _CachedColumn] = {}
+        self._derived: dict[str, object] = {}
+        #: counts every change of a row, so that a result read later can tell it is stale
+        self.changes = 0
+        self._port_capacity_counts: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    # ----------------------------------------------------------------- reading
+    def amounts(self, i: int, empty: bool = False) -> Amounts:
+        """Node ``i``'s free resources (its capacity when ``empty``) for the scalar checks."""
+        if empty:
+            ports = self.port_capacity[i]
+            return Amounts(int(self.memory_capacity[i]), int(self.mvcores_capacity[i]),
+                           int(self.gpu_capacity[i]), int(self.gpu_capacity_mask[i]), ports, ports.count)
+        return Amounts(int(self.memory_free[i]), int(self.mvcores_free[i]), int(self.gpus_free[i]),
+                       int(self.gpu_free_mask[i]), self.ports_free[i], int(self.ports_free_count[i]))
+
+    def free(self, i: int) -> ResourceDescriptor:
+        mask = int(self.gpu_free_mask[i])
+        return ResourceDescriptor(memory_mb=int(self.memory_free[i]), vcores=int(self.mvcores_free[i]) / 1000.0,
+                                  gpus=popcount(mask), gpu_mask=mask, port_ranges=self.ports_free[i])
+
+    def used(self, i: int) -> ResourceDescriptor:
+        mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
+        return ResourceDescriptor(int(self.memory_capacity[i] - self.memory_free[i]),
+                                  int(self.mvcores_capacity[i] - self.mvcores_free[i]) / 1000.0,
+                                  popcount(mask), mask,
+                                  port_ranges=self.port_capacity[i].subtract(self.ports_free[i]))
+
+    def ports_free_at_or_above(self, port_min: int) -> np.ndarray:
+        """Per node, how many free ports are ``>= port_min`` (kept up to date incrementally)."""
+        if port_min <= PORT_MIN:
+            return self.ports_free_count
+        return self.cached_column(f"ports-free>={port_min}",
+                                  lambda view, rows: _counts_at_or_above(view.ports_free, rows, port_min))
+
+    def ports_capacity_at_or_above(self, port_min: int) -> np.ndarray:
+        """Per node, how many of its ports are ``>= port_min`` (capacity never changes)."""
+        counts = self._port_capacity_counts.get(port_min)
+        if counts is None:
+            counts = self._port_capacity_counts[port_min] = _counts_at_or_above(
+                self.port_capacity, slice(None), port_min)
+        return counts
+
+    def cached_column(self, name: str, compute) -> np.ndarray:
+        """A per-node column derived from node state, kept up to date incrementally.
+
+        ``compute(view, rows)`` returns the values for ``rows`` (an index array, or
+        ``slice(None)`` for every node). After a change to a node only its row is
+        recomputed, so a strategy whose keys do not depend on the request (job
+        packing) pays for a node's key once per change, not once per select()."""
+        cache = self._column_caches.get(name)
+        if cache is None:
+            cache = self._column_caches[name] = _CachedColumn(np.asarray(compute(self, slice(None))).copy())
+        elif cache.dirty:
+            rows = np.fromiter(cache.dirty, dtype=np.int64, count=len(cache.dirty))
+            cache.values[rows] = compute(self, rows)
+            cache.dirty.clear()
+        return cache.values
+
+    def derived(self, name: str, build):
+        """State derived from the rows and kept in step by its owner (a strategy's sorted
+        node index, :mod:`~gangmaster.selectors.node_index`): ``build(view)`` makes it
+        once; the view then adds every changed row to its ``dirty`` set, and gives a copy
+        of itself ``state.copy()``."""
+        state = self._derived.get(name)
+        if state is None:
+            state = self._derived[name] = build(self)
+        return state
+
+    def _touched(self, i: int) -> None:
+        self.changes += 1
+        for cache in self._column_caches.values():
+            cache.dirty.add(i)
+        for state in self._derived.values():
+            state.dirty.add(i)
+
+    def _touched_rows(self, rows: list[int]) -> None:
+        """:meth:`_touched` for many rows at once (a bulk booking)."""
+        self.changes += 1
+        for cache in self._column_caches.values():
+            cache.dirty.update(rows)
+        for state in self._derived.values():
+            state.dirty.update(rows)
+
+    # ----------------------------------------------------------------- booking
+    def _book(self, i: int, exact: Demand) -> None:
+        """Take exactly these resources (the GPUs by mask, the ports by range) from node
+        ``i``; raises :class:`ResourceError` naming the first short dimension, and
+        changes nothing, when they are not all free."""
+        self._check_exact(i, exact)
+        reason = shortfall(exact, self.amounts(i))
+        if reason is not None:
+            raise ResourceError(f"host {self.hosts[i]}: {exact} does not fit in free {self.free(i)} "
+                                f"({reason})")
+        self.memory_free[i] -= exact.memory_mb
+        self.mvcores_free[i] -= exact.mvcores
+        if exact.gpu_mask:
+            self.gpus_free[i] -= exact.gpus
+            self.gpu_free_mask[i] &= ~np.uint64(exact.gpu_mask)
+        if exact.port_ranges:
+            self._set_ports_free(i, self.ports_free[i].subtract(exact.port_ranges))
+        self._touched(i)
+
+    def _unbook(self, i: int, exact: Demand) -> None:
+        """Give back what :meth:`_book` took; raises, changing nothing, for anything not in use."""
+        self._check_exact(i, exact)
+        used_mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
+        if not is_subset(exact.gpu_mask, used_mask):
+            raise ResourceError(f"host {self.hosts[i]}: GPUs {indices_of(exact.gpu_mask & ~used_mask)} "
+                                f"are not in use")
+        if (exact.memory_mb > self.memory_capacity[i] - self.memory_free[i]
+                or exact.mvcores > self.mvcores_capacity[i] - self.mvcores_free[i]):
+            raise ResourceError(f"host {self.hosts[i]}: returning {exact} exceeds what is in use")
+        if exact.port_ranges and exact.port_ranges.intersect(self.ports_free[i]):
+            raise ResourceError(f"host {self.hosts[i]}: ports {exact.port_ranges.intersect(self.ports_free[i])} "
+                                f"are not in use")
+        self.memory_free[i] += exact.memory_mb
+        self.mvcores_free[i] += exact.mvcores
+        if exact.gpu_mask:
+            self.gpus_free[i] += exact.gpus
+            self.gpu_free_mask[i] |= np.uint64(exact.gpu_mask)
+        if exact.port_ranges:
+            self._set_ports_free(i, self.ports_free[i].add(exact.port_ranges))
+        self._touched(i)
+
+    def _check_exact(self, i: int, exact: Demand) -> None:
+        if exact.gpus != popcount(exact.gpu_mask) or exact.ports != exact.port_ranges.count:
+            raise ResourceError(f"host {self.hosts[i]}: a booking names its GPUs (a mask) and its ports "
+                                f"(ranges), got {exact}")
+
+    def _set_ports_free(self, i: int, ports: PortRanges) -> None:
+        self.ports_free[i] = ports
+        self.ports_free_count[i] = ports.count
+
+    def _copy_columns(self, clone: "NodeColumns") -> None:
+        """Give a shallow copy its own changeable columns (for trial placement)."""
+        for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count"):
+            setattr(clone, name, getattr(self, name).copy())
+        clone.ports_free = list(self.ports_free)
+        clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
+                                for name, c in self._column_caches.items()}
+        clone._derived = {name: state.copy() for name, state in self._derived.items()}
+
+
+class ClusterView(NodeColumns):
+    """The node columns, with what select() also reads: racks, labels, GPU types,
+    health, and per-role bookkeeping."""
+
+    def __init__(self, specs: Iterable[NodeSpec]):
+        super().__init__(specs)
+        specs = self.specs
         n = len(specs)
         self.racks, self.rack_code = _encode([s.rack for s in specs])
         self.gpu_types, self.gpu_type_code = _encode([s.gpu_type or "" for s in specs])
@@ -91,30 +270,12 @@ class ClusterView:
             raise ValueError(f"at most 64 distinct node labels are supported, got {len(self.label_bit)}")
         self.label_bits = np.array([sum(self.label_bit[l] for l in s.labels) for s in specs],
                                    dtype=np.uint64)
-        self.memory_capacity = np.array([s.memory_mb for s in specs], dtype=np.int64)
-        # vcores are kept in integer millis (as the RM's ledger does), so free + used == capacity
-        # holds exactly however many fractional asks (cpu x 0.7) come and go.
-        self.mvcores_capacity = np.array([milli(s.vcores) for s in specs], dtype=np.int64)
-        self.gpu_capacity = np.array([s.gpus for s in specs], dtype=np.int64)
-        self.gpu_capacity_mask = np.array([full_mask(s.gpus) for s in specs], dtype=np.uint64)
-        # Free amounts are stored (not used amounts): select() reads them on every call.
-        self.memory_free = self.memory_capacity.copy()
-        self.mvcores_free = self.mvcores_capacity.copy()
-        self.gpus_free = self.gpu_capacity.copy()
-        self.gpu_free_mask = self.gpu_capacity_mask.copy()
         self.healthy = np.ones(n, dtype=bool)
         self.outstanding = np.zeros(n, dtype=np.int64)
-        self.port_capacity = [s.ports for s in specs]
-        self.ports_free = list(self.port_capacity)
-        self.ports_free_count = np.array([p.count for p in self.port_capacity], dtype=np.int64)
         self.role_count: dict[str, np.ndarray] = {}
         self.role_failed: dict[str, np.ndarray] = {}
-        self._column_caches: dict[str, _CachedColumn] = {}
 
     # ----------------------------------------------------------------- reading
-    def __len__(self) -> int:
-        return len(self.hosts)
-
     def index(self, host: str) -> int:
         try:
             return self.host_index[host]
@@ -146,26 +307,6 @@ class ClusterView:
     def gpu_used_mask(self) -> np.ndarray:
         return self.gpu_capacity_mask & ~self.gpu_free_mask
 
-    def cached_column(self, name: str, compute) -> np.ndarray:
-        """A per-node column derived from node state, kept up to date incrementally.
-
-        ``compute(view, rows)`` returns the values for ``rows`` (an index array, or
-        ``slice(None)`` for every node). After a change to a node only its row is
-        recomputed, so a strategy whose keys do not depend on the request (job
-        packing) pays for a node's key once per change, not once per select()."""
-        cache = self._column_caches.get(name)
-        if cache is None:
-            cache = self._column_caches[name] = _CachedColumn(np.asarray(compute(self, slice(None))).copy())
-        elif cache.dirty:
-            rows = np.fromiter(cache.dirty, dtype=np.int64, count=len(cache.dirty))
-            cache.values[rows] = compute(self, rows)
-            cache.dirty.clear()
-        return cache.values
-
-    def _touched(self, i: int) -> None:
-        for cache in self._column_caches.values():
-            cache.dirty.add(i)
-
     def free_mask(self, i: int) -> int:
         return int(self.gpu_free_mask[i])
 
@@ -178,16 +319,6 @@ class ClusterView:
     def failed_here(self, role: str) -> np.ndarray | None:
         """Bool column: this role already failed on the node (None: nowhere)."""
         return self.role_failed.get(role)
-
-    def free(self, i: int) -> ResourceDescriptor:
-        mask = self.free_mask(i)
-        return ResourceDescriptor(
-            memory_mb=int(self.memory_free[i]),
-            vcores=int(self.mvcores_free[i]) / 1000.0,
-            gpus=popcount(mask),
-            gpu_mask=mask,
-            port_ranges=self.ports_free[i],
-        )
 
     def node(self, i_or_host: int | str) -> NodeView:
         i = self.index(i_or_host) if isinstance(i_or_host, str) else i_or_host
@@ -207,46 +338,68 @@ class ClusterView:
     def allocate(self, host_or_index: int | str, resource: ResourceDescriptor,
                  role: str | None = None) -> None:
         """Book ``resource`` on the node. The GPUs must be named by mask when the
-        request has GPUs; booking what is not free raises :class:`ResourceError`
-        and changes nothing."""
+        request has GPUs, the ports by range; booking what is not free raises
+        :class:`ResourceError` and changes nothing."""
         i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
-        free = self.free(i)
         if resource.gpus and not resource.gpu_mask:
-            raise ResourceError(f"{self.hosts[i]}: a GPU allocation must name its GPUs (gpu_mask)")
+            raise ResourceError(f"host {self.hosts[i]}: a GPU allocation must name its GPUs (gpu_mask)")
         if resource.ports and not resource.port_ranges:
-            raise ResourceError(f"{self.hosts[i]}: a port allocation must name its ports")
-        if not resource.fits_in(free):
-            raise ResourceError(f"{self.hosts[i]}: {resource} does not fit in free {free}")
-        self.memory_free[i] -= resource.memory_mb
-        self.mvcores_free[i] -= milli(resource.vcores)
-        self.gpus_free[i] -= resource.gpus
-        self.gpu_free_mask[i] &= ~np.uint64(resource.gpu_mask)
-        self._touched(i)
-        if resource.port_ranges:
-            self._set_ports_free(i, self.ports_free[i].subtract(resource.port_ranges))
+            raise ResourceError(f"host {self.hosts[i]}: a port allocation must name its ports")
+        self._book(i, Demand.of(resource))
         if role is not None:
             self.instances_of(role)[i] += 1
+
+    def allocate_many(self, rows: np.ndarray, counts: np.ndarray, each: Demand, gpus: np.ndarray | None,
+                      ports: list[PortRanges] | None, role: str | None = None) -> None:
+        """Book ``counts[k]`` instances of ``each`` on node ``rows[k]`` at once (gang
+        placement), taking there the GPUs ``gpus[k]`` (a mask; None when ``each`` asks
+        none) and the ports ``ports[k]`` (None when ``each`` asks none). Refuses with
+        :class:`ResourceError`, changing nothing, when the totals do not fit in what is
+        free: the same rule as :meth:`allocate` once per instance."""
+        at = np.asarray(rows, dtype=np.int64)
+        counts = np.asarray(counts, dtype=np.int64)
+        if np.unique(at).size != at.size:
+            raise ResourceError("allocate_many: a node is named twice")
+        short = (self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
+        if gpus is not None:
+            gpus = np.asarray(gpus, dtype=np.uint64)
+            short |= ((self.gpu_free_mask[at] & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
+        lefts: list[PortRanges] = []
+        if ports is not None:
+            outcome: dict[tuple[int, int], tuple] = {}  # nodes of a kind repeat the same objects
+            for k, taken in enumerate(ports):
+                free = self.ports_free[int(at[k])]
+                known = outcome.get((id(free), id(taken)))
+                if known is None:
+                    left = free.subtract(taken)
+                    fits_all = (taken.count == each.ports * int(counts[k])
+                                and left.count == free.count - taken.count)  # every port taken was free
+                    known = outcome[(id(free), id(taken))] = (left, left.count, fits_all, free, taken)
+                lefts.append(known)
+                if not known[2]:
+                    short[k] = True
+        if short.any():
+            k = int(np.argmax(short))
+            raise ResourceError(f"host {self.hosts[int(at[k])]}: {counts[k]} x {each} do not fit in free "
+                                f"{self.free(int(at[k]))}")
+        self.memory_free[at] -= counts * each.memory_mb
+        self.mvcores_free[at] -= counts * each.mvcores
+        if gpus is not None:
+            self.gpus_free[at] -= counts * each.gpus
+            self.gpu_free_mask[at] &= ~gpus
+        if lefts:
+            for i, known in zip(at.tolist(), lefts):
+                self.ports_free[i] = known[0]
+            self.ports_free_count[at] = [known[1] for known in lefts]
+        self._touched_rows(at.tolist())
+        if role is not None:
+            self.instances_of(role)[at] += counts
 
     def release(self, host_or_index: int | str, resource: ResourceDescriptor,
                 role: str | None = None) -> None:
         """Give back what :meth:`allocate` booked; releasing what is not in use raises."""
         i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
-        used_mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
-        if not is_subset(resource.gpu_mask, used_mask):
-            raise ResourceError(f"{self.hosts[i]}: GPUs {indices_of(resource.gpu_mask & ~used_mask)} are not in use")
-        memory_used = self.memory_capacity[i] - self.memory_free[i]
-        mvcores_used = self.mvcores_capacity[i] - self.mvcores_free[i]
-        if resource.memory_mb > memory_used or milli(resource.vcores) > mvcores_used:
-            raise ResourceError(f"{self.hosts[i]}: releasing {resource} exceeds what is in use")
-        if resource.port_ranges and resource.port_ranges.intersect(self.ports_free[i]):
-            raise ResourceError(f"{self.hosts[i]}: ports {resource.port_ranges} are not in use")
-        self.memory_free[i] += resource.memory_mb
-        self.mvcores_free[i] += milli(resource.vcores)
-        self.gpus_free[i] += resource.gpus
-        self.gpu_free_mask[i] |= np.uint64(resource.gpu_mask)
-        self._touched(i)
-        if resource.port_ranges:
-            self._set_ports_free(i, self.ports_free[i].add(resource.port_ranges))
+        self._unbook(i, Demand.of(resource))
         if role is not None and role in self.role_count and self.role_count[role][i] > 0:
             self.role_count[role][i] -= 1
 
@@ -260,6 +413,7 @@ class ClusterView:
         if failed is None:
             failed = self.role_failed[role] = np.zeros(len(self), dtype=bool)
         failed[self.index(host)] = True
+        self.changes += 1
 
     def set_usage(self, host: str, used: ResourceDescriptor) -> None:
         """Overwrite a node's usage from an RM node report (the RM holds the truth)."""
@@ -282,19 +436,12 @@ class ClusterView:
         self._set_ports_free(i, self.port_capacity[i].intersect(free.port_ranges))
         self._touched(i)
 
-    def _set_ports_free(self, i: int, ports: PortRanges) -> None:
-        self.ports_free[i] = ports
-        self.ports_free_count[i] = ports.count
-
     def copy(self) -> "ClusterView":
         """A scratch copy for trial placement (a gang is committed only if it all fits)."""
         clone = copy.copy(self)
-        for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "healthy", "outstanding",
-                     "ports_free_count"):
-            setattr(clone, name, getattr(self, name).copy())
-        clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
-                                for name, c in self._column_caches.items()}
-        clone.ports_free = list(self.ports_free)
+        self._copy_columns(clone)
+        clone.healthy = self.healthy.copy()
+        clone.outstanding = self.outstanding.copy()
         clone.role_count = {r: c.copy() for r, c in self.role_count.items()}
         clone.role_failed = {r: f.copy() for r, f in self.role_failed.items()}
         return clone
@@ -306,7 +453,20 @@ class _CachedColumn:
     dirty: set = field(default_factory=set)
 
 
+def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:
+    chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
+    return np.array([p.count_at_or_above(port_min) for p in chosen], dtype=np.int64)
+
+
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
     names: dict[str, int] = {}
     codes = np.array([names.setdefault(v, len(names)) for v in values], dtype=np.int32)
     return list(names), codes
+
+
+def _popcounts(masks: np.ndarray) -> np.ndarray:
+    """Set bits per uint64 (numpy < 2 has no bitwise_count)."""
+    x = masks - ((masks >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return ((x * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)

@@ -119,3 +119,12 @@ class NotAvailable(Exception):
         self.explanation = explanation
         message = explanation.summary()
         super().__init__(message + (f"; {detail}" if detail else ""))
+
+
+class StaleExplanation(RuntimeError):
+    """A selection's explanation was first read after the view changed: it would
+    describe another cluster than the one the selection saw."""
+
+    def __init__(self, role: str):
+        super().__init__(f"the explanation of a selection for role {role} was read after the view "
+                         f"changed; read result.explanation before booking")

@@ -5,18 +5,24 @@ of them pass, and a rejection (stable reason code, kind, numbers) for each group
 it turned down. Filters are vector expressions over the :class:`ClusterView`
 columns; a node rejected by one filter is not seen by the next, so the counts in
 an explanation add up to the nodes that did not survive.
+
+The stages that judge each node on its own also answer :meth:`Filter.passes` for a
+few rows at a time, without explaining: select() walks a strategy's node index and
+asks that of each chunk; the explaining chain runs only when nothing fits.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import groupby
 
 import numpy as np
 
 from . import explanation as why
 from .cluster import ClusterView
 from .explanation import Rejection
+from .fit import Check, Demand, fits
 from .request import SelectionRequest
-from .resources import milli
 from .settings import SelectionSettings
 
 
@@ -32,6 +38,10 @@ class FilterContext:
     request: SelectionRequest
     settings: SelectionSettings
 
+    @cached_property
+    def demand(self) -> Demand:
+        return Demand.of(self.request.resource)
+
 
 class Filter:
     """One stage: ``verdict(ctx, alive)`` where ``alive`` is a bool column."""
@@ -40,6 +50,13 @@ class Filter:
 
     def verdict(self, ctx: FilterContext, alive: np.ndarray) -> Verdict:
         raise NotImplementedError
+
+    def passes(self, ctx: FilterContext, rows: np.ndarray | None = None) -> np.ndarray | None:
+        """Bool per node (per entry of ``rows``, an index array): the node passes this
+        stage; None when the stage lets every node pass. No explanation: this is what
+        select()'s indexed search asks of a few rows at a time. Only for stages that
+        judge each node on its own (not the rack policy)."""
+        raise NotImplementedError(f"{type(self).__name__} compares nodes with each other")
 
     def _reject(self, verdict: Verdict, rejected: np.ndarray, reason: str, kind: str, **numbers) -> None:
         """Record a rejection; a number given as a callable is computed only when
@@ -50,91 +67,123 @@ class Filter:
             verdict.rejections.append(Rejection(self.name, reason, kind, count, **numbers))
 
 
-class HealthFilter(Filter):
+class NodeFilter(Filter):
+    """A stage that judges each node on its own, for one reason: :meth:`passes` says
+    which nodes pass, the verdict explains the others."""
+
+    reason = ""
+    kind = why.FILTERED
+
+    def numbers(self, ctx: FilterContext) -> dict:
+        """The numbers its rejection shows (``requested``...)."""
+        return {}
+
+    def verdict(self, ctx, alive):
+        ok = self.passes(ctx)
+        if ok is None:
+            return Verdict(alive)
+        v = Verdict(alive & ok)
+        self._reject(v, alive & ~ok, self.reason, self.kind, **self.numbers(ctx))
+        return v
+
+
+class HealthFilter(NodeFilter):
     """Blacklisted or lost nodes. Transient, so counted as exhausted, not filtered."""
 
     name = "health"
+    reason, kind = why.UNHEALTHY, why.EXHAUSTED
 
-    def verdict(self, ctx, alive):
-        passed = alive & ctx.view.healthy
-        v = Verdict(passed)
-        self._reject(v, alive & ~ctx.view.healthy, why.UNHEALTHY, why.EXHAUSTED)
-        return v
+    def passes(self, ctx, rows=None):
+        return _take(ctx.view.healthy, rows)
 
 
-class NodeLabelFilter(Filter):
+class NodeLabelFilter(NodeFilter):
     name = "node-label"
+    reason = why.LABEL_MISMATCH
 
-    def verdict(self, ctx, alive):
+    def numbers(self, ctx):
+        return {"requested": ctx.request.node_label}
+
+    def passes(self, ctx, rows=None):
         label = ctx.request.node_label
         if not label:
-            return Verdict(alive)
+            return None
         bit = ctx.view.label_bit.get(label, 0)
-        has = (ctx.view.label_bits & np.uint64(bit)) != 0 if bit else np.zeros(len(ctx.view), bool)
-        v = Verdict(alive & has)
-        self._reject(v, alive & ~has, why.LABEL_MISMATCH, why.FILTERED, requested=label)
-        return v
+        if not bit:
+            return np.zeros(_size(ctx.view, rows), bool)
+        return (_take(ctx.view.label_bits, rows) & np.uint64(bit)) != 0
 
 
-class GpuTypeFilter(Filter):
+class GpuTypeFilter(NodeFilter):
     name = "gpu-type"
+    reason = why.GPU_TYPE_MISMATCH
 
-    def verdict(self, ctx, alive):
+    def numbers(self, ctx):
+        return {"requested": "|".join(ctx.request.gpu_types)}
+
+    def passes(self, ctx, rows=None):
         wanted = ctx.request.gpu_types
         if not wanted:
-            return Verdict(alive)
+            return None
         codes = [i for i, t in enumerate(ctx.view.gpu_types) if t in wanted]
-        has = np.isin(ctx.view.gpu_type_code, codes)
-        v = Verdict(alive & has)
-        self._reject(v, alive & ~has, why.GPU_TYPE_MISMATCH, why.FILTERED, requested="|".join(wanted))
-        return v
+        return np.isin(_take(ctx.view.gpu_type_code, rows), codes)
 
 
-class NonGpuJobFilter(Filter):
+class NonGpuJobFilter(NodeFilter):
     """Keeps jobs that need no GPU at all off GPU nodes, when configured to.
 
     qizhi had this filter but never reached it (non-GPU requests skipped select());
     here every request goes through the chain, and the job's GPU total decides."""
 
     name = "non-gpu-job"
+    reason = why.GPU_NODE_RESERVED
 
-    def verdict(self, ctx, alive):
+    def passes(self, ctx, rows=None):
         job_gpus = ctx.request.job_gpus if ctx.request.job_gpus is not None else ctx.request.resource.gpus
         if ctx.settings.allow_non_gpu_job_on_gpu_node or job_gpus > 0:
-            return Verdict(alive)
-        gpu_node = ctx.view.gpu_capacity > 0
-        v = Verdict(alive & ~gpu_node)
-        self._reject(v, alive & gpu_node, why.GPU_NODE_RESERVED, why.FILTERED)
-        return v
+            return None
+        return _take(ctx.view.gpu_capacity, rows) == 0
 
 
-class RoleCapFilter(Filter):
+class RoleCapFilter(NodeFilter):
     """``maxInstancesPerNode``: at most N instances of the role on one node."""
 
     name = "role-cap"
+    reason, kind = why.ROLE_CAP_REACHED, why.EXHAUSTED
 
-    def verdict(self, ctx, alive):
+    def numbers(self, ctx):
+        return {"requested": ctx.request.max_instances_per_node}
+
+    def passes(self, ctx, rows=None):
         cap = ctx.request.max_instances_per_node
-        if cap is None:
-            return Verdict(alive)
-        full = ctx.view.instances_of(ctx.request.role) >= cap
-        v = Verdict(alive & ~full)
-        self._reject(v, alive & full, why.ROLE_CAP_REACHED, why.EXHAUSTED, requested=cap)
-        return v
+        counts = ctx.view.role_count.get(ctx.request.role)
+        if cap is None or counts is None:  # no column yet: no instance anywhere (cap >= 1)
+            return None
+        return _take(counts, rows) < cap
 
 
 class ResourceFitFilter(Filter):
-    """Memory, vcores, GPUs (count and mask) and ports, capacity before usage.
+    """Memory, vcores, GPUs (count and mask) and ports, capacity before usage, answered
+    by the fit model (:mod:`~gangmaster.selectors.fit`), so a node passes here exactly
+    when :func:`~gangmaster.selectors.fit.fits` says one instance fits (ports counted
+    at or above ``port_min``, as the port chooser hands them out).
 
-    A node is charged to the first dimension it fails, in this order, and to
+    A node is charged to the first dimension it fails, in the model's order, and to
     ``filtered`` when even its capacity is too small, ``exhausted`` when only its
-    current usage is in the way. Nodes where the role already failed are skipped
-    first when configured (qizhi's amSkipLocalTriedResource)."""
+    current usage is in the way (memory, vcores and GPU counts are compared on
+    capacity together before usage; a port shortage is always ``exhausted``). Nodes
+    where the role already failed are skipped first when configured (qizhi's
+    amSkipLocalTriedResource)."""
 
     name = "resource-fit"
 
+    def passes(self, ctx, rows=None):
+        ok = fits(ctx.view, ctx.demand, ctx.settings.port_min, rows)
+        failed = ctx.view.failed_here(ctx.request.role) if ctx.settings.skip_nodes_where_role_failed else None
+        return ok if failed is None else ok & ~_take(failed, rows)
+
     def verdict(self, ctx, alive):
-        view, res = ctx.view, ctx.request.resource
+        view = ctx.view
         v = Verdict(alive)
         remaining = alive
         if ctx.settings.skip_nodes_where_role_failed:
@@ -142,43 +191,34 @@ class ResourceFitFilter(Filter):
             if failed is not None:
                 self._reject(v, remaining & failed, why.ROLE_FAILED_HERE, why.FILTERED)
                 remaining = remaining & ~failed
-        # (reason, need, capacity, free, unit): vcores are counted in millis, shown in vcores
-        dims = [(why.MEMORY, res.memory_mb, view.memory_capacity, view.memory_free, 1),
-                (why.VCORES, milli(res.vcores), view.mvcores_capacity, view.mvcores_free, 1000),
-                (why.GPUS, res.gpus, view.gpu_capacity, view.gpus_free, 1)]
-        dims = [d for d in dims if d[1]]
-        for reason, need, capacity, _, unit in dims:  # can never fit here: blamed first
-            small = remaining & (capacity < need)
-            self._reject(v, small, reason, why.FILTERED, requested=_shown(need, unit),
-                         capacity=lambda: _shown(_max(capacity, small), unit))
-            remaining = remaining & ~small
-        for reason, need, _, free, unit in dims:  # full right now
-            short = remaining & (free < need)
-            self._reject(v, short, reason, why.EXHAUSTED, requested=_shown(need, unit),
-                         most_free=lambda: _shown(_max(free, short), unit))
-            remaining = remaining & ~short
-        if res.gpu_mask:
-            mask = np.uint64(res.gpu_mask)
-            absent = remaining & ((view.gpu_capacity_mask & mask) != mask)
-            self._reject(v, absent, why.GPU_MASK, why.FILTERED, requested=f"{res.gpu_mask:#x}")
-            remaining = remaining & ~absent
-            taken = remaining & ((view.gpu_free_mask & mask) != mask)
-            self._reject(v, taken, why.GPU_MASK, why.EXHAUSTED, requested=f"{res.gpu_mask:#x}")
-            remaining = remaining & ~taken
-        if res.ports:
-            short = remaining & (view.ports_free_count < res.ports)
-            self._reject(v, short, why.PORTS, why.EXHAUSTED, requested=res.ports,
-                         most_free=lambda: _max(view.ports_free_count, short))
-            remaining = remaining & ~short
-            if res.port_ranges:
-                idx = np.flatnonzero(remaining)
-                missing = [i for i in idx if not res.port_ranges.fits_in(view.ports_free[i])]
-                taken = np.zeros(len(view), bool)
-                taken[missing] = True
-                self._reject(v, taken, why.PORTS, why.EXHAUSTED, requested=str(res.port_ranges))
-                remaining = remaining & ~taken
+        checks = Demand.of(ctx.request.resource).checks(ctx.settings.port_min)
+        for _, group in groupby(checks, key=lambda check: check.group):
+            group = list(group)
+            for check in group:  # can never fit here: blamed first
+                if check.filtered_when_too_small:
+                    remaining = self._charge(v, view, check, remaining, empty=True)
+            for check in group:  # full right now
+                remaining = self._charge(v, view, check, remaining, empty=False)
         v.passed = remaining
         return v
+
+    def _charge(self, v: Verdict, view: ClusterView, check: Check, remaining: np.ndarray,
+                empty: bool) -> np.ndarray:
+        """Reject the ``remaining`` nodes where ``check`` is short; the nodes left."""
+        if check.vectorised:
+            short = remaining & check.short(view, None, empty)
+        else:
+            rows = np.flatnonzero(remaining)
+            short = np.zeros(len(view), bool)
+            short[rows[check.short(view, rows, empty)]] = True
+        if not short.any():
+            return remaining
+        numbers = {"requested": check.requested}
+        column = check.shown_column(view, empty)
+        if column is not None:
+            numbers["capacity" if empty else "most_free"] = lambda: _shown(_max(column, short), check.unit)
+        self._reject(v, short, check.reason, why.FILTERED if empty else why.EXHAUSTED, **numbers)
+        return remaining & ~short
 
 
 class RackPolicyFilter(Filter):
@@ -215,6 +255,14 @@ class RackPolicyFilter(Filter):
         return v
 
 
+def _take(column: np.ndarray, rows) -> np.ndarray:
+    return column if rows is None else column[rows]
+
+
+def _size(view: ClusterView, rows) -> int:
+    return len(view) if rows is None else len(rows)
+
+
 def _shown(value, unit: int):
     """A number as an explanation shows it: millis back in vcores."""
     return value if value is None or unit == 1 else value / unit
@@ -230,12 +278,15 @@ def _max(values: np.ndarray, where: np.ndarray):
 # The chain, in qizhi's order. Cheap, "can never fit" filters come first so the
 # explanation blames the most permanent reason; resource fit needs the role caps
 # applied first; the rack policy narrows only among nodes that fit.
-FILTER_CHAIN: tuple[Filter, ...] = (
+#: the stages that judge each node on its own (they answer Filter.passes)
+NODE_STAGES: tuple[Filter, ...] = (
     HealthFilter(),
     NodeLabelFilter(),
     GpuTypeFilter(),
     NonGpuJobFilter(),
     RoleCapFilter(),
     ResourceFitFilter(),
-    RackPolicyFilter(),
 )
+#: the stage that compares racks, last
+RACK_STAGE = RackPolicyFilter()
+FILTER_CHAIN: tuple[Filter, ...] = NODE_STAGES + (RACK_STAGE,)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .selector import Selector, pack_keys, tenths
+from .selector import NodeKey, Selector, pack_keys, tenths
 
 
 def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
@@ -19,11 +19,13 @@ def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
     )
 
 
+#: the packing key of every node, whatever the request: one column and one index per view
+PACKING = NodeKey("job-packing", packing_keys)
+
+
 class JobPacking(Selector):
     name = "job-packing"
     description = "fill the fullest nodes first: fewer free GPUs, fewer GPUs, fewer free vcores, less free memory"
-    key_is_per_node = True
-    booking_never_worsens_key = True  # packing keys: a fuller node ranks better
 
-    def rank(self, view, candidates, request):
-        return view.cached_column("job-packing", packing_keys)[candidates]
+    def node_key(self, request):
+        return PACKING

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .job_packing import packing_keys
+from .job_packing import PACKING
 from .selector import Selector
 
 
@@ -16,17 +16,21 @@ def locality_tiers(view, candidates: np.ndarray, placed_hosts) -> np.ndarray:
     rack_held = np.zeros(len(view.racks), dtype=bool)
     rack_held[view.rack_code[placed]] = True
     tiers = np.where(rack_held[view.rack_code[candidates]], 1, 2)
-    tiers[np.isin(candidates, placed)] = 0
+    for node in placed:  # a few hosts: cheaper than np.isin over the candidates
+        tiers[candidates == node] = 0
     return tiers
 
 
 class Locality(Selector):
     name = "locality"
     description = "the job's own hosts first, then their racks, then job packing"
-    booking_never_worsens_key = True  # the booked host becomes one of the job's; its packing improves
+
+    def node_key(self, request):
+        # with placed hosts a node's key depends on where the job runs: no node key
+        return None if request.placed_hosts else PACKING
 
     def rank(self, view, candidates, request):
-        packing = view.cached_column("job-packing", packing_keys)[candidates]
+        packing = PACKING.column(view)[candidates]
         if not request.placed_hosts:
             return packing
         # the packing key has 59 bits: the tier goes above them

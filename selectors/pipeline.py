@@ -6,12 +6,18 @@
     result = pipeline.select_single_node(view, SelectionRequest("worker", resource))
     result.best.host, result.best.gpu_mask, result.ports, result.explanation.summary()
 
+select() finds its candidates through :mod:`~gangmaster.selectors.candidates` (the
+strategy's node index, kept sorted by the view row by row, or a scan) and runs the
+explaining filter chain only when nothing fits, or when a result's explanation is
+read. :meth:`SelectionPipeline.best_nodes` is that search on its own.
+
 Why the final pick is not uniformly random (qizhi's choice): the tasks of a
 distributed GPU job talk to each other every step. Picking uniformly among the
 candidates scatters them over machines and racks, so their all-reduce crosses
 the network instead of NVLink or one switch. We prefer the hosts that already
 hold the job's tasks, then their racks, then the strategy's order, and break
-exact ties with a seeded RNG so any decision can be replayed. Two AMs can still
+exact ties by an order of the nodes drawn from the seed, so any decision can be
+replayed (the pick is the placement loop's, :mod:`~gangmaster.selectors.placement`). Two AMs can still
 pick the same node; the RM arbitrates and the loser selects again.
 """
 from __future__ import annotations
@@ -22,8 +28,10 @@ from dataclasses import replace
 import numpy as np
 
 from .cluster import ClusterView
-from .explanation import Explanation, NotAvailable
+from .candidates import best_fitting
+from .explanation import Explanation, NotAvailable, StaleExplanation
 from .filters import FILTER_CHAIN, FilterContext
+from .placement import TieOrder, place
 from .ports import NO_PORTS, PortError, PortRanges
 from .request import Candidate, SelectionRequest, SelectionResult
 from .selector import Selector, get_selector
@@ -31,19 +39,28 @@ from .settings import SelectionSettings
 
 
 class SelectionPipeline:
-    """One AM's selection machinery: settings, a strategy, and a seeded RNG."""
+    """One AM's selection machinery: settings, a strategy, a seeded order of the nodes for
+    exact ties, and a seeded RNG (random port choice, the ``random`` strategy's draw)."""
 
     def __init__(self, settings: SelectionSettings | None = None, selector: Selector | None = None):
         self.settings = settings or SelectionSettings()
         self.selector = selector or get_selector(self.settings.selector, self.settings.candidate_nodes_factor)
         self.rng = random.Random(self.settings.seed)
+        self.tie_order = TieOrder(self.settings.seed)
 
     # ------------------------------------------------------------------ filters
-    def filter(self, view: ClusterView, request: SelectionRequest) -> tuple[np.ndarray, Explanation]:
-        """Node indices that pass every filter, and the account of the rest."""
-        explanation = Explanation(total=len(view), role=request.role)
+    def filter(self, view: ClusterView, request: SelectionRequest,
+               rows=None) -> tuple[np.ndarray, Explanation]:
+        """Node indices that pass every filter (of ``rows``, an index array, when
+        given), and the account of the rest: the whole chain over every node, for
+        explanations (select() itself searches through the strategy's index)."""
+        if rows is None:
+            alive = np.ones(len(view), dtype=bool)
+        else:
+            alive = np.zeros(len(view), dtype=bool)
+            alive[rows] = True
+        explanation = Explanation(total=int(np.count_nonzero(alive)), role=request.role)
         ctx = FilterContext(view, request, self.settings)
-        alive = np.ones(len(view), dtype=bool)
         for stage in FILTER_CHAIN:
             verdict = stage.verdict(ctx, alive)
             explanation.rejections.extend(verdict.rejections)
@@ -54,62 +71,67 @@ class SelectionPipeline:
 
     # ------------------------------------------------------------------- select
     def select(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
-        """Ranked candidates for ``request`` (pending tasks × factor of them)."""
+        """Ranked candidates for ``request`` (pending tasks × factor of them).
+
+        The explanation is computed when first read (the filter chain over every
+        node), so read it before changing the view; raises NotAvailable, with the
+        explanation, when no node fits."""
         request = self._with_reused_ports(request)
-        survivors, explanation = self.filter(view, request)
-        if survivors.size == 0:
-            raise NotAvailable(explanation)
-        ranked, keys = self.selector.order(view, survivors, request)
+        ranked, keys = self._best_nodes(view, request, self.selector.keep(request, len(view)))
         ranked, keys, ports = self._choose_ports(view, request, ranked, keys)
+        resource, request_with_ports = request.resource, request
+        if ports:
+            resource = replace(resource, ports=ports.count, port_ranges=ports)
+            request_with_ports = replace(request, resource=resource)
+        candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
+                      for i in ranked]
+        return SelectionResult(request, candidates, resource, self._explainer(view, request), ports, keys)
+
+    def best_nodes(self, view: ClusterView, request: SelectionRequest, k: int, rows=None,
+                   ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best nodes that can take ``request`` (among ``rows``, distinct
+        node indices in any order, when given) and their keys, best first by (strategy key, node index):
+        select()'s candidates before ports and GPUs. ``ties``, a rank per node (lower
+        first), orders equal keys instead of the node index; pass the same array for
+        the same order (the view keeps one index per array). Fewer nodes when fewer
+        fit; raises NotAvailable with the filter chain's explanation (of ``rows``)
+        when none do. Costs the nodes read before ``k`` fit, not the cluster, for a
+        strategy with a node key and no rack policy (selectors/candidates.py)."""
+        if k < 1:
+            raise ValueError(f"best_nodes: k must be >= 1, got {k}")
+        return self._best_nodes(view, self._with_reused_ports(request), k, rows, ties)
+
+    def select_single_node(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
+        """One node: the placement loop for one instance, not booked
+        (:mod:`~gangmaster.selectors.placement`: eligible nodes, the job's hosts then
+        their racks, the strategy's key, exact ties by the seeded tie order)."""
+        request = self._with_reused_ports(request)
+        placed = place(self, view, request, 1, book=False)
+        node, gpu_mask, ports = placed.nodes[0], placed.gpu_masks[0][0], placed.ports[0][0]
         resource = request.resource
         if ports:
             resource = replace(resource, ports=ports.count, port_ranges=ports)
-        request_with_ports = replace(request, resource=resource)
-        candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
-                      for i in ranked]
-        return SelectionResult(request, candidates, resource, explanation, ports, keys)
-
-    def select_single_node(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
-        """One node: locality first, then the strategy's order, ties by the seeded RNG."""
-        result = self.select(view, request)
-        index = self._pick(view, request, result)
-        result.candidates = [result.candidates[index]]
-        result.keys = result.keys[index:index + 1]
-        return result
-
-    def final_pick(self, view: ClusterView, request: SelectionRequest, nodes, keys) -> int:
-        """Which of the ranked ``nodes`` (node indices, best first, with the strategy's
-        ``keys``) :meth:`select_single_node` takes: locality tiers first (hosts in
-        ``request.placed_hosts``, then their racks) unless the strategy opts out, then
-        the lowest key, exact ties by the seeded RNG; uniform among them all for a
-        ``pick_at_random`` strategy. Public so that gang placement, which ranks once
-        for many instances, picks exactly as one select() per instance would."""
-        n = len(nodes)
-        if self.selector.pick_at_random:
-            return 0 if n == 1 else self.rng.randrange(n)
-        if n == 1:
-            return 0
-        if self.selector.prefer_locality and request.placed_hosts:
-            placed = {view.host_index[h] for h in request.placed_hosts if h in view.host_index}
-            racks = {int(view.rack_code[i]) for i in placed}
-            tiers = [0 if int(i) in placed else 1 if int(view.rack_code[i]) in racks else 2 for i in nodes]
-        else:
-            tiers = [0] * n
-        best = min(zip(tiers, keys))
-        tied = [j for j in range(n) if tiers[j] == best[0] and keys[j] == best[1]]
-        return tied[0] if len(tied) == 1 else tied[self.rng.randrange(len(tied))]
-
-    def choose_ports(self, view: ClusterView, request: SelectionRequest, node: int) -> PortRanges:
-        """The ports select() would give ``request`` if ``node`` were its only candidate
-        (the reused or explicit ports, else ``request.resource.ports`` free ports chosen
-        sequentially or at random above ``port_min``); NO_PORTS when none are asked."""
-        request = self._with_reused_ports(request)
-        return self._choose_ports(view, request, np.array([node]), np.zeros(1))[2]
+        return SelectionResult(request, [Candidate(view.hosts[node], gpu_mask)], resource,
+                               self._explainer(view, request), ports, np.array(placed.keys))
 
     # ---------------------------------------------------------------- internals
-    def _pick(self, view: ClusterView, request: SelectionRequest, result: SelectionResult) -> int:
-        nodes = [view.host_index[c.host] for c in result.candidates]
-        return self.final_pick(view, request, nodes, list(result.keys))
+    def _best_nodes(self, view: ClusterView, request: SelectionRequest, k: int,
+                    rows=None, ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        nodes, keys = best_fitting(view, request, self.settings, self.selector, k, rows, ties)
+        if nodes.size == 0:
+            raise NotAvailable(self.filter(view, request, rows)[1])
+        return nodes, keys
+
+    def _explainer(self, view: ClusterView, request: SelectionRequest):
+        """The explanation of a select() that succeeded, computed when asked, while
+        the view is as select() saw it."""
+        changes = view.changes
+
+        def explain() -> Explanation:
+            if view.changes != changes:
+                raise StaleExplanation(request.role)
+            return self.filter(view, request)[1]
+        return explain
 
     def _with_reused_ports(self, request: SelectionRequest) -> SelectionRequest:
         if not request.reuse_ports:

@@ -129,6 +129,10 @@ class PortRanges:
         """True when every port here is also in ``other``."""
         return not self.subtract(other)
 
+    def count_at_or_above(self, minimum: int) -> int:
+        """How many ports are ``>= minimum`` (``above(minimum).count``, without building it)."""
+        return sum(end - max(begin, minimum) + 1 for begin, end in self.ranges if end >= minimum)
+
     def above(self, minimum: int) -> "PortRanges":
         """The ports ``>= minimum``."""
         return self.intersect(PortRanges(((max(minimum, PORT_MIN), PORT_MAX),)))

@@ -4,7 +4,7 @@ Ranks by job packing, keeps pending tasks × factor candidates, then picks one o
 them uniformly at random (the seeded RNG), ignoring where the job already runs."""
 from __future__ import annotations
 
-from .job_packing import packing_keys
+from .job_packing import PACKING
 from .selector import Selector
 
 
@@ -13,8 +13,6 @@ class RandomPick(Selector):
     description = "qizhi's pick: uniform among the job-packing candidates (the baseline)"
     prefer_locality = False
     pick_at_random = True
-    key_is_per_node = True
-    booking_never_worsens_key = True  # packing keys: a fuller node ranks better
 
-    def rank(self, view, candidates, request):
-        return view.cached_column("job-packing", packing_keys)[candidates]
+    def node_key(self, request):
+        return PACKING

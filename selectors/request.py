@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
 
 import numpy as np
 
@@ -54,15 +56,20 @@ class Candidate:
 class SelectionResult:
     """Candidate hosts, best first, each with the GPUs it would give; the ports common
     to all of them; the resource as it should be asked of the RM (ports filled in);
-    and the explanation of what the filters removed."""
+    and the explanation of what the filters removed (computed by ``explain`` when
+    first read: a selection that succeeded rarely needs it)."""
 
     request: SelectionRequest
     candidates: list[Candidate]
     resource: ResourceDescriptor
-    explanation: Explanation
+    explain: Callable[[], Explanation]
     ports: PortRanges = field(default=NO_PORTS)
     #: the strategy's sort keys, aligned with ``candidates`` (lower is better)
     keys: np.ndarray | None = None
+
+    @cached_property
+    def explanation(self) -> Explanation:
+        return self.explain()
 
     @property
     def hosts(self) -> list[str]:

@@ -14,15 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, is_subset, popcount
+from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, popcount
 
+from .fit import Amounts, Demand, milli, shortfall
 from .ports import NO_PORTS, PortRanges
 
-
-def milli(vcores: float) -> int:
-    """vcores in integer millis: the unit every fit check and booking counts in, so that
-    fractional asks (cpu x 0.7) add up and come back exactly."""
-    return int(round(vcores * 1000))
+__all__ = ["ResourceDescriptor", "ResourceError", "milli"]
 
 
 class ResourceError(ValueError):
@@ -114,15 +111,11 @@ class ResourceDescriptor:
         )
 
     def fits_in(self, free: "ResourceDescriptor") -> bool:
-        """True when this request can be carved out of ``free``."""
-        if self.memory_mb > free.memory_mb or milli(self.vcores) > milli(free.vcores):
-            return False
-        if self.gpus > free.gpus:
-            return False
-        if self.gpu_mask and free.gpu_mask and not is_subset(self.gpu_mask, free.gpu_mask):
-            return False
-        if self.port_ranges and free.port_ranges and not self.port_ranges.fits_in(free.port_ranges):
-            return False
-        if self.ports > (free.port_ranges.count if free.port_ranges else free.ports):
-            return False
-        return True
+        """True when this request can be carved out of ``free`` (the fit model's scalar
+        check; a mask or port ranges ``free`` does not name are compared by count)."""
+        return shortfall(Demand.of(self), free.amounts()) is None
+
+    def amounts(self) -> Amounts:
+        """This value as the fit model's :class:`~gangmaster.selectors.fit.Amounts`."""
+        return Amounts(self.memory_mb, milli(self.vcores), self.gpus, self.gpu_mask or None,
+                       self.port_ranges or None, self.port_ranges.count if self.port_ranges else self.ports)

@@ -1,7 +1,9 @@
 """The strategy plugin interface, and the registry that finds strategies by name.
 
 A strategy ranks the nodes that survived the filters. To write one, subclass
-:class:`Selector` and override :meth:`Selector.rank`; register it under the
+:class:`Selector` and override :meth:`Selector.rank` (or, when a node's key depends
+only on that node's state, :meth:`Selector.node_key`: select() then walks an index
+kept sorted by it instead of ranking every node); register it under the
 ``gangmaster.selectors`` entry-point group of your package (or call
 :func:`register_selector` in-process)::
 
@@ -27,14 +29,16 @@ A strategy ranks the nodes that survived the filters. To write one, subclass
     #     emptiest-first = mypkg.strategies:EmptiestFirst
 
 The filters have already removed every node that cannot take the request, so a
-rank never needs to check fit. Ties are broken by the pipeline (locality, then a
-seeded RNG), so ``rank`` should not randomise. Run the shared property suite
+rank never needs to check fit. The pipeline orders the nodes by locality first and
+breaks exact ties by an order of the nodes drawn from the seed, so ``rank`` should
+not randomise. Run the shared property suite
 (``tests/property/test_selector_contract.py``) against your class.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -56,6 +60,20 @@ class UnknownSelector(LookupError):
         return self.args[0]
 
 
+@dataclass(frozen=True)
+class NodeKey:
+    """A key column that depends only on node state (and the request's resource): its
+    name in the view's cache, and ``compute(view, rows)`` for the rows asked (an index
+    array, or ``slice(None)`` for every node). Integer keys, lower is better."""
+
+    name: str
+    compute: Callable[["ClusterView", object], np.ndarray]
+
+    def column(self, view: "ClusterView") -> np.ndarray:
+        """Every node's key, kept up to date by the view row by row."""
+        return view.cached_column(self.name, self.compute)
+
+
 class Selector:
     """Base class of node-ranking strategies."""
 
@@ -65,29 +83,37 @@ class Selector:
     prefer_locality: bool = True
     #: the final pick is uniform among the kept candidates (qizhi's behaviour)
     pick_at_random: bool = False
-    # What a strategy promises about its keys, so that gang placement (which ranks
-    # once for many instances of a role) can reuse a ranking and still pick what one
-    # select() per instance would. False is always safe, only slower.
-    #: a node's key depends only on that node's own state and the request's resource,
-    #: not on the job's placed hosts nor on other nodes (false for ``locality``)
-    key_is_per_node: bool = False
-    #: booking an instance on a node never makes that node's key worse (job packing:
-    #: a fuller node packs better; false for ``topology``: its best NVLink set can go)
-    booking_never_worsens_key: bool = False
 
     def __init__(self, candidate_nodes_factor: int = 2):
         self.candidate_nodes_factor = candidate_nodes_factor
+
+    def node_key(self, request: "SelectionRequest") -> NodeKey | None:
+        """The key column for ``request`` when a node's key depends only on that node's
+        state and the request's resource (not on the job's placed hosts, nor on other
+        nodes); None otherwise (the default).
+
+        With a node key the view keeps the nodes sorted by it, incrementally, and
+        select() walks them best first instead of ranking every node: give one
+        whenever you can. :meth:`rank` is derived from it, so the two agree."""
+        return None
 
     def rank(self, view: "ClusterView", candidates: np.ndarray,
              request: "SelectionRequest") -> np.ndarray:
         """Sort keys for ``candidates`` (node indices), lower is better.
 
-        Return a numeric array of the same length. Override this."""
-        raise NotImplementedError(f"{type(self).__name__} must override rank()")
+        The default reads the :meth:`node_key` column. Override it for the requests
+        whose keys depend on more than node state (:meth:`node_key` is None for those)
+        and return a numeric array of the same length."""
+        key = self.node_key(request)
+        if key is None:
+            raise NotImplementedError(f"{type(self).__name__} must override rank() or node_key()")
+        return key.column(view)[candidates]
 
     def keep(self, request: "SelectionRequest", available: int) -> int:
         """How many ranked candidates to return: the role's pending tasks times
-        ``candidate_nodes_factor`` (qizhi's buffer), at least one."""
+        ``candidate_nodes_factor`` (qizhi's buffer), at least one. ``available``
+        bounds the answer: select() may pass the number of nodes considered, not of
+        those that fit, and returns fewer when fewer fit."""
         return max(1, min(available, request.pending_tasks * self.candidate_nodes_factor))
 
     def choose_gpus(self, view: "ClusterView", node: int, request: "SelectionRequest") -> int:
@@ -100,29 +126,6 @@ class Selector:
         if request.resource.gpu_mask:
             return request.resource.gpu_mask
         return lowest_bits(view.free_mask(node), wanted)
-
-    def order(self, view: "ClusterView", candidates: np.ndarray,
-              request: "SelectionRequest") -> tuple[np.ndarray, np.ndarray]:
-        """The best ``keep()`` candidates, best first (equal keys by node index),
-        with their keys."""
-        if candidates.size == 0:
-            return candidates, np.zeros(0)
-        keys = np.asarray(self.rank(view, candidates, request))
-        if keys.shape != candidates.shape:
-            raise ValueError(f"{type(self).__name__}.rank returned {keys.shape} keys for "
-                             f"{candidates.shape[0]} candidates")
-        k = self.keep(request, candidates.size)
-        if k < candidates.size:
-            # argpartition finds the k smallest in O(n); then sort only those. Ties at
-            # the cut are resolved by node index so the result is deterministic.
-            cut = np.partition(keys, k - 1)[k - 1]
-            inside = np.flatnonzero(keys < cut)
-            at_cut = np.flatnonzero(keys == cut)[: k - inside.size]
-            chosen = np.concatenate([inside, at_cut])
-        else:
-            chosen = np.arange(candidates.size)
-        chosen = chosen[np.lexsort((chosen, keys[chosen]))]
-        return candidates[chosen], keys[chosen]
 
 
 def tenths(mvcores: np.ndarray) -> np.ndarray:

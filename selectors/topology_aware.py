@@ -9,7 +9,8 @@ strategy asks the node's interconnect model instead
 * **GPUs on a node** (:meth:`TopologyAware.choose_gpus`): the free subset with the
   best set score, ties broken to leave the best sets free for later requests (see
   :mod:`gangmaster.gpu_topology.chooser`).
-* **Nodes** (:meth:`TopologyAware.rank`): first by the best set score the node can
+* **Nodes** (:meth:`TopologyAware.node_key`, a column per GPU count that the view
+  keeps row by row, so select() walks its node index): first by the best set score the node can
   offer for the request given its free GPUs (a lookup per node in a table indexed
   by free mask, one numpy indexing operation per node type), then by packing:
   fewer free GPUs, fewer GPUs, fewer free vcores, less free memory.
@@ -30,7 +31,7 @@ from gangmaster.gpu_topology.chooser import GpuChooser, chooser_for
 from gangmaster.gpu_topology.masks import lowest_bits
 from gangmaster.gpu_topology.presets import UnknownPreset, load_preset
 
-from .selector import Selector, pack_keys, tenths
+from .selector import NodeKey, Selector, pack_keys, tenths
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
@@ -58,7 +59,10 @@ class TopologyAware(Selector):
     name = "topology"
     description = ("best-connected free GPUs (NVLink first); nodes by the best GPU set they "
                    "offer, then packing")
-    key_is_per_node = True  # the node's free GPUs and packing; taking GPUs can lower its offer
+
+    def __init__(self, candidate_nodes_factor: int = 2):
+        super().__init__(candidate_nodes_factor)
+        self._node_keys: dict[int, NodeKey] = {}  # per GPU count asked
 
     def choose_gpus(self, view: "ClusterView", node: int, request: "SelectionRequest") -> int:
         wanted = request.resource.gpus
@@ -72,17 +76,22 @@ class TopologyAware(Selector):
             return lowest_bits(free, wanted)
         return chooser.choose(free, wanted)
 
+    def node_key(self, request: "SelectionRequest") -> NodeKey | None:
+        # A node's key depends only on its state and the GPU count asked: one column
+        # per count. Named GPUs are scored as named (rank, by a scan), which is rare.
+        if request.resource.gpu_mask:
+            return None
+        gpus = request.resource.gpus
+        if gpus not in self._node_keys:
+            self._node_keys[gpus] = NodeKey(
+                f"{self.name}:{gpus}-gpus", lambda view, rows: self.keys(view, _indices(view, rows), gpus, 0))
+        return self._node_keys[gpus]
+
     def rank(self, view: "ClusterView", candidates: np.ndarray,
              request: "SelectionRequest") -> np.ndarray:
-        wanted, named = request.resource.gpus, request.resource.gpu_mask
-        cached = getattr(view, "cached_column", None)
-        if named or cached is None:
-            return self.keys(view, candidates, wanted, named)
-        # The key of a node depends only on its state and the GPU count asked, so the
-        # view keeps one column per count and refreshes only the nodes that changed.
-        column = cached(f"{self.name}:{wanted}-gpus",
-                        lambda v, rows: self.keys(v, np.arange(len(v))[rows], wanted, 0))
-        return column[candidates]
+        if request.resource.gpu_mask:
+            return self.keys(view, candidates, request.resource.gpus, request.resource.gpu_mask)
+        return super().rank(view, candidates, request)
 
     def keys(self, view: "ClusterView", candidates: np.ndarray, gpus: int, gpu_mask: int = 0) -> np.ndarray:
         """The rank keys of ``candidates`` for a request of ``gpus`` GPUs (``gpu_mask``:
@@ -129,3 +138,8 @@ class TopologyAware(Selector):
         if chooser is None or chooser.gpu_count != int(view.gpu_capacity[node]):
             return None
         return chooser
+
+
+def _indices(view: "ClusterView", rows) -> np.ndarray:
+    """The node indices a cached column asks for: every node (a slice) or a few rows."""
+    return np.arange(len(view))[rows] if isinstance(rows, slice) else np.asarray(rows)

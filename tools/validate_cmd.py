@@ -110,5 +110,5 @@ def _row(role: RoleSpec, simulated: RoleBehaviour) -> tuple[str, ...]:
     return (role.name, str(role.instances), str(role.cpu), f"{role.ask_vcores:g}",
             str(role.memory_mb), str(role.gpus), ports,
             str(role.max_instances_per_node or "-"), role.node_label or "-",
-            ",".join(role.gpu_types) or "any", role.selector or "default", role.rack_policy,
+            ",".join(role.gpu_types) or "any", role.selector or "default", role.rack_policy or "default",
             f"{simulated.duration_s:g}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gangmaster.am.am_settings import AMSettings
@@ -81,7 +81,17 @@ def simulate(gpus, nodes, jobs, interval, own_queues, work: Path):
     return runs, done, violations
 
 
+# A gang that released its containers (hold timeout) was taken for stuck as soon as its
+# backoff ended, before it could place again: the reason it waited still described the
+# containers it had given back.
+RELEASED_THEN_BACKED_OFF = (8, 3, [
+    dict(name="j0", instances=3, gpus=2, fail=[], duration=20, retry=0),
+    dict(name="j1", instances=1, gpus=1, fail=[], duration=5, retry=0),
+    dict(name="j2", instances=5, gpus=4, fail=[], duration=5, retry=0)], 1.0, True)
+
+
 @given(scenarios())
+@example(RELEASED_THEN_BACKED_OFF)
 def test_am_invariants(tmp_path_factory, scenario):
     gpus, nodes, jobs, interval, own_queues = scenario
     work = tmp_path_factory.mktemp("am")

@@ -28,6 +28,11 @@ def test_set_operations(a, b):
     assert a.count == len(ports(a))
 
 
+@given(ranges, st.integers(0, 250))
+def test_counting_ports_at_or_above_a_minimum(r, minimum):
+    assert r.count_at_or_above(minimum) == len({p for p in ports(r) if p >= minimum}) == r.above(minimum).count
+
+
 @given(ranges, st.integers(0, 40), st.integers(0, 250), st.integers(0, 5))
 def test_taking_ports(r, count, minimum, seed):
     pool = {p for p in ports(r) if p >= minimum}

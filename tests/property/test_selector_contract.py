@@ -7,8 +7,11 @@ through the entry point). Strategy authors run this same suite on theirs.
 - NotAvailable only when no node could take the request (checked by brute force);
 - the same view, request and seed give the same answer;
 - booking selections one after another never double-books a GPU or a port, and
-  free + used = capacity throughout.
+  free + used = capacity throughout;
+- where a strategy gives a node key (select() then walks an index sorted by it),
+  its rank agrees with that key column, and the column holds integers.
 """
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
@@ -155,3 +158,16 @@ def test_booking_selections_never_double_books(name, view, request):
             raise ResourceError("no GPU in use to double-book")
         used = int(view.gpu_used_mask[i])
         view.allocate(i, ResourceDescriptor(gpu_mask=used & -used))
+
+
+@pytest.mark.parametrize("name", SELECTORS)
+@given(view=clusters(), request=requests())
+def test_rank_agrees_with_the_node_key(name, view, request):
+    selector = get_selector(name)
+    key = selector.node_key(request)
+    if key is None:
+        return
+    column = key.column(view)
+    assert np.issubdtype(column.dtype, np.integer) and column.shape == (len(view),)
+    candidates = np.arange(len(view))[::-1]
+    assert np.array_equal(np.asarray(selector.rank(view, candidates, request)), column[candidates])

@@ -3,9 +3,10 @@ not granted yet) and a pipeline per role (roles can name their own strategy)."""
 import numpy as np
 import pytest
 
-from gangmaster.am.gang_placement import GangDoesNotFit, check_fits_empty, place_gang
+from gangmaster.am.gang_placement import GangDoesNotFit, check_fits_empty, place_gang, role_request
 from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
+from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.selector import Selector, get_selector
@@ -117,3 +118,36 @@ def test_the_view_passed_in_is_not_changed():
     place_gang(view, (role("worker", 8, gpus=2),), SelectionPipeline())
     assert np.array_equal(view.memory_free, before[0]) and np.array_equal(view.gpu_free_mask, before[1])
     assert view.ports_free == before[2] and not view.role_count.get("worker", np.zeros(1)).any()
+
+
+# ------------------------------------------------------- selection.rack_policy
+def test_selection_rack_policy_is_the_default_of_a_role_that_sets_none():
+    """selection.rack_policy reaches the roles that set no rackPolicy (the AM's
+    pipelines carry the selection settings); a role's own policy, none included, wins."""
+    view = ClusterView([NodeSpec(f"h{i}", rack=f"r{i % 3}", memory_mb=16384, vcores=8.0,
+                                 ports=PortRanges.of((20000, 20099))) for i in range(6)])
+    spread = SelectionPipeline(SelectionSettings(rack_policy="spread"))
+    racks = lambda placement: sorted(view.node(p.host).rack for p in placement.instances)
+    unset = RoleSpec(name="ps", instances=3, cpu=1, memory_mb=1024, gpus=0, ports={}, commands=("true",),
+                     completion=Completion(), task_retry_count=0, retry=RetryPolicy())
+    assert unset.rack_policy is None
+    assert racks(place_gang(view, (unset,), spread)) == ["r0", "r1", "r2"]       # one per rack
+    assert len(set(racks(place_gang(view, (unset,), SelectionPipeline())))) == 1  # none: packed together
+    own = RoleSpec(name="ps", instances=3, cpu=1, memory_mb=1024, gpus=0, ports={}, commands=("true",),
+                   completion=Completion(), task_retry_count=0, retry=RetryPolicy(), rack_policy="none")
+    assert len(set(racks(place_gang(view, (own,), spread)))) == 1
+
+
+def test_ports_free_only_below_port_min_fail_with_an_explanation_not_a_port_error():
+    """The fit counts ports at or above selection.port_min, so the loop never picks a
+    node whose free ports sit below it: NotAvailable / GangDoesNotFit naming ports."""
+    view = ClusterView([NodeSpec(f"h{i}", memory_mb=16384, vcores=8.0, ports=PortRanges.of((1000, 1099)))
+                        for i in range(2)])
+    pipeline = SelectionPipeline(SelectionSettings(port_min=20000))
+    with pytest.raises(GangDoesNotFit) as err:
+        place_gang(view, (role("ps", 1),), pipeline)
+    assert "2 ports exhausted" in str(err.value)
+    with pytest.raises(NotAvailable, match="ports"):
+        pipeline.select_single_node(view, role_request(role("ps", 1), 1, ()))
+    with pytest.raises(NotAvailable, match="ports"):
+        pipeline.select(view, role_request(role("ps", 1), 1, ()))

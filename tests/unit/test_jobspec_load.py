@@ -92,7 +92,7 @@ def test_openpai_defaults():
     assert spec.barrier_timeout_s is None
     # our keys' defaults
     assert (role.request_ratio, role.max_instances_per_node, role.node_label, role.gpu_types,
-            role.selector, role.rack_policy) == (1.0, None, None, (), None, "none")
+            role.selector, role.rack_policy) == (1.0, None, None, (), None, None)
     assert spec.simulation == {}                  # nothing written, nothing carried
     simulated = RoleBehaviour.from_keys(spec.simulation.get(role.name, {}))   # the workload model's defaults
     assert (simulated.duration_s, simulated.exit_code, simulated.failure.attempts) == (60.0, 0, ())

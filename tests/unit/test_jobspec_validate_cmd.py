@@ -29,7 +29,7 @@ def test_valid_job_prints_roles_gangs_resources(capsys):
     server_row = next(l for l in lines if l.split()[:1] == ["server"])
     # role inst cpu ask memMB gpu ports per-node label gpu-types selector rack sim-s
     assert server_row.split() == ["server", "2", "8", "4", "32768", "0", "grpc:1", "1", "-",
-                                  "any", "default", "none", "60"]
+                                  "any", "default", "default", "60"]
     worker_row = next(l for l in lines if l.split()[:1] == ["worker"])
     assert worker_row.split()[:4] == ["worker", "4", "8", "5.6"]
     assert ("role worker: attempt fails at 1 failed, succeeds when all have completed; "

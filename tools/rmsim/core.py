@@ -163,8 +163,8 @@ class ResourceManager:
         self._pass_failed: dict = {}       # per scheduling pass: ask key -> why it could not be placed
         self._pass_candidates: dict = {}   # per scheduling pass: (size, label, rack) -> candidate nodes
         self.max_allocation = ResourceDescriptor(
-            int(self.ledger.cap_mem.max()), int(self.ledger.cap_mvc.max()) / 1000.0,
-            int(self.ledger.cap_gpus.max()))
+            int(self.ledger.memory_capacity.max()), int(self.ledger.mvcores_capacity.max()) / 1000.0,
+            int(self.ledger.gpu_capacity.max()))
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -283,7 +283,7 @@ class ResourceManager:
     def _queue_limit(self, queue: Queue) -> ResourceDescriptor | None:
         """The queue's limit, each unlimited dimension capped at the cluster's total."""
         ledger = self.ledger
-        totals = (int(ledger.cap_mem.sum()), int(ledger.cap_mvc.sum()), int(ledger.cap_gpus.sum()))
+        totals = (int(ledger.memory_capacity.sum()), int(ledger.mvcores_capacity.sum()), int(ledger.gpu_capacity.sum()))
         limits = (queue.max_mem, queue.max_mvc, queue.max_gpus)
         if all(limit >= total for limit, total in zip(limits, totals)):
             return None
@@ -610,10 +610,10 @@ class ResourceManager:
         return levels
 
     def _candidates(self, need: Need, label: str | None, rack: int | None) -> np.ndarray:
-        """Nodes that could hold ``need`` now, computed once per pass per (size, label, rack):
+        """Nodes that could hold ``need`` now, computed once per pass per (need, label, rack):
         during a pass resources only shrink, so an earlier list is a superset of the truth
         and every node taken from it is checked again before booking."""
-        key = (need.memory_mb, need.mvcores, need.gpus, label, rack)
+        key = (need, label, rack)
         found = self._pass_candidates.get(key)
         if found is None:
             ledger = self.ledger
@@ -804,8 +804,8 @@ class ResourceManager:
         The same until the RM's ``version`` moves, so a quiet heartbeat does not sum the cluster."""
         key = (self.version, queue.name)
         if self._headroom_of[0] != key:
-            free_mem, free_mvc, free_gpus = (int(self.ledger.free_mem.sum()), int(self.ledger.free_mvc.sum()),
-                                             int(self.ledger.free_gpus.sum()))
+            free_mem, free_mvc, free_gpus = (int(self.ledger.memory_free.sum()), int(self.ledger.mvcores_free.sum()),
+                                             int(self.ledger.gpus_free.sum()))
             self._headroom_of = (key, ResourceDescriptor(
                 max(0, min(queue.max_mem - queue.used_mem, free_mem)),
                 max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)) / 1000.0,
@@ -975,15 +975,16 @@ class ResourceManager:
                 mvc += b.mvcores
                 ports.extend(b.port_ranges)
             assert len(ports) == len(set(ports)), f"{ledger.hosts[i]}: a port is double-booked"
-            assert mem + ledger.free_mem[i] == ledger.cap_mem[i], f"{ledger.hosts[i]}: memory drift"
-            assert mvc + ledger.free_mvc[i] == ledger.cap_mvc[i], f"{ledger.hosts[i]}: vcores drift"
-            assert mask | ledger.free_mask[i] == ledger.cap_mask[i] and not (mask & ledger.free_mask[i]), \
-                f"{ledger.hosts[i]}: GPU masks drift"
-            assert bin(ledger.free_mask[i]).count("1") == ledger.free_gpus[i], f"{ledger.hosts[i]}: GPU count drift"
-            assert ledger.free_mem[i] >= 0 and ledger.free_mvc[i] >= 0, f"{ledger.hosts[i]}: negative free"
+            assert mem + ledger.memory_free[i] == ledger.memory_capacity[i], f"{ledger.hosts[i]}: memory drift"
+            assert mvc + ledger.mvcores_free[i] == ledger.mvcores_capacity[i], f"{ledger.hosts[i]}: vcores drift"
+            free_mask, capacity_mask = int(ledger.gpu_free_mask[i]), int(ledger.gpu_capacity_mask[i])
+            assert mask | free_mask == capacity_mask and not (mask & free_mask), f"{ledger.hosts[i]}: GPU masks drift"
+            assert bin(free_mask).count("1") == ledger.gpus_free[i], f"{ledger.hosts[i]}: GPU count drift"
+            assert ledger.memory_free[i] >= 0 and ledger.mvcores_free[i] >= 0, f"{ledger.hosts[i]}: negative free"
             used_ports = set(ports)
-            assert not used_ports & set(ledger.free_ports[i]), f"{ledger.hosts[i]}: a used port is free"
-            assert used_ports | set(ledger.free_ports[i]) == set(ledger.cap_ports[i]), f"{ledger.hosts[i]}: ports drift"
+            assert not used_ports & set(ledger.ports_free[i]), f"{ledger.hosts[i]}: a used port is free"
+            assert used_ports | set(ledger.ports_free[i]) == set(ledger.port_capacity[i]), \
+                f"{ledger.hosts[i]}: ports drift"
         for q in self.queues.values():
             live = [c for c in self.containers.values()
                     if (not c.state.finished or c.held) and self.apps[c.app_id].queue == q.name]

@@ -97,9 +97,11 @@ def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
                 raise q.error("like", "a host of the cluster", host)
             i = ledger.host_index[host]
         else:
-            i = max(range(len(ledger)), key=lambda j: (int(ledger.cap_gpus[j]), int(ledger.cap_mem[j]), -j))
-        return Queue(name, max_mem=int(machines * ledger.cap_mem[i]), max_mvc=int(machines * ledger.cap_mvc[i]),
-                     max_gpus=int(machines * ledger.cap_gpus[i]))
+            i = max(range(len(ledger)),
+                    key=lambda j: (int(ledger.gpu_capacity[j]), int(ledger.memory_capacity[j]), -j))
+        return Queue(name, max_mem=int(machines * ledger.memory_capacity[i]),
+                     max_mvc=int(machines * ledger.mvcores_capacity[i]),
+                     max_gpus=int(machines * ledger.gpu_capacity[i]))
     if "like" in q:
         raise q.error("like", "to be used together with machines")
     return Queue(name,

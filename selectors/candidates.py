@@ -1,0 +1,138 @@
+"""The best nodes that can take a request: through the strategy's node index, or by a scan.
+
+Both ways give one answer: the ``k`` nodes that pass every filter, with the lowest
+(strategy key, tie rank), best first; the tie rank is the node number unless the
+caller gives a seeded order.
+
+* **Indexed**, when the strategy gives a node key for the request
+  (:meth:`~gangmaster.selectors.selector.Selector.node_key`) and the request has no
+  rack policy: the view's :class:`~gangmaster.selectors.node_index.NodeIndex` for that
+  key is walked best first, from the buckets of nodes with enough free GPUs, a chunk
+  at a time checked by the stages that judge each node alone
+  (:meth:`~gangmaster.selectors.filters.Filter.passes`), until ``k`` pass. The cost
+  is the nodes read before ``k`` pass, not the cluster.
+* **Scanned** otherwise (a key that depends on the job's hosts, such as locality's
+  with placed hosts; a rack policy, which compares racks; a plugin that only ranks;
+  or a search restricted to given rows): those stages over every node considered,
+  the rack policy, then the strategy's rank of the survivors and the ``k`` smallest.
+
+Neither explains: when nothing passes, the caller runs the filter chain, which
+accounts for every node exactly.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .filters import NODE_STAGES, RACK_STAGE, FilterContext
+from .node_index import NodeIndex
+
+if TYPE_CHECKING:
+    from .cluster import ClusterView
+    from .request import SelectionRequest
+    from .selector import Selector
+    from .settings import SelectionSettings
+
+NO_NODES = np.zeros(0, dtype=np.int64)
+
+
+def best_fitting(view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
+                 selector: "Selector", k: int, rows=None,
+                 ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best nodes (among ``rows``, distinct node indices, when given) that pass
+    every filter, best first by (key, tie rank), and their keys; empty when none
+    pass. ``ties`` ranks equal keys (one rank per node, lower first; keep the same
+    array for the same order: the view keeps an index per array); the node number
+    when None."""
+    ctx = FilterContext(view, request, settings)
+    ties = None if ties is None else np.asarray(ties)
+    key = selector.node_key(request)
+    if key is not None and rows is None and request.rack_policy == "none":
+        column = key.column(view)
+        # an index holds its tie array, so the array's id names it as long as it lives
+        name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
+        index = view.derived(name, lambda v: NodeIndex(column, v.gpus_free, key.name, ties))
+        index.sync(column, view.gpus_free)
+        return index.best(k, request.resource.gpus, lambda nodes: _passing(ctx, nodes))
+    return _scanned(ctx, selector, k, rows, ties)
+
+
+def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:
+    """Bool per node (per entry of ``rows``): every stage that judges a node alone
+    lets it pass; None when no stage restricts anything."""
+    ok = None
+    for stage in NODE_STAGES:
+        passed = stage.passes(ctx, rows)
+        if passed is not None:
+            ok = passed if ok is None else ok & passed
+    return ok
+
+
+def _passing(ctx: FilterContext, nodes: np.ndarray) -> np.ndarray:
+    ok = node_passes(ctx, nodes)
+    return np.ones(nodes.size, dtype=bool) if ok is None else ok
+
+
+def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows,
+             ties: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    view, request = ctx.view, ctx.request
+    if rows is None:
+        ok = node_passes(ctx)
+        survivors = np.arange(len(view)) if ok is None else np.flatnonzero(ok)
+    else:
+        considered = np.asarray(rows, dtype=np.int64)
+        ok = node_passes(ctx, considered)
+        survivors = considered if ok is None else considered[ok]
+    if request.rack_policy != "none" and survivors.size:
+        alive = np.zeros(len(view), dtype=bool)
+        alive[survivors] = True
+        survivors = np.flatnonzero(RACK_STAGE.verdict(ctx, alive).passed)
+    if survivors.size == 0:
+        return NO_NODES, NO_NODES
+    keys = np.asarray(selector.rank(view, survivors, request))
+    if keys.shape != survivors.shape:
+        raise ValueError(f"{type(selector).__name__}.rank returned {keys.shape} keys for "
+                         f"{survivors.shape[0]} candidates")
+    if ties is not None:
+        second = ties[survivors]
+    else:  # rows come in any order: equal keys by node number (survivors of a scan are in order)
+        second = None if rows is None else survivors
+    chosen = smallest(keys, k, second)
+    return survivors[chosen], keys[chosen]
+
+
+def smallest(keys: np.ndarray, k: int, ties: np.ndarray | None = None) -> np.ndarray:
+    """Positions of the ``k`` smallest keys, ordered by (key, tie rank); ``ties``
+    ranks the positions (their order when None).
+
+    No partition of all the keys (``np.partition`` costs 10x a ``min``): the k-th
+    smallest key is found by :func:`kth_smallest`; only the keys below it, and the
+    first positions with it, are sorted."""
+    if k >= keys.size:
+        inside = np.arange(keys.size)
+    else:
+        cut = kth_smallest(keys, k)
+        below = np.flatnonzero(keys < cut)
+        at = np.flatnonzero(keys == cut)
+        wanted = k - below.size
+        at = at[:wanted] if ties is None else at[np.argsort(ties[at], kind="stable")[:wanted]]
+        inside = np.concatenate([below, at])
+    second = inside if ties is None else ties[inside]
+    return inside[np.lexsort((second, keys[inside]))][:k]
+
+
+def kth_smallest(keys: np.ndarray, k: int):
+    """The k-th smallest of ``keys`` (1-based, ``k <= keys.size``): the minimum for one;
+    else a sorted sample of about sqrt(2kn) keys gives a bound ``guess`` with at least
+    2k keys at or below it, and only the keys below it are sorted (about 2k·n/sample
+    of them, whatever the number of keys equal to ``guess``)."""
+    if k == 1:
+        return keys.min()
+    step = max(1, keys.size // int(np.sqrt(2 * k * keys.size)))
+    sample = np.sort(keys[::step])
+    if sample.size <= 2 * k:
+        return np.sort(keys)[k - 1]
+    guess = sample[2 * k]  # 2k + 1 sampled keys are <= guess
+    lower = keys[keys < guess]
+    return guess if lower.size < k else np.sort(lower)[k - 1]

@@ -1,0 +1,169 @@
+"""NodeIndex: a view's nodes in a strategy's key order, per free-GPU count, kept up to date row by row.
+
+select() wants the few best nodes that can take a request. When a strategy's key of
+a node depends only on that node's state (:meth:`Selector.node_key
+<gangmaster.selectors.selector.Selector.node_key>`), the nodes can be kept sorted by
+key once, and a request walks them best first and stops as soon as it has the nodes
+it wants: a request for ``g`` GPUs reads only the buckets of nodes with at least
+``g`` free GPUs, and in each only the first nodes in key order, a chunk at a time
+(the caller checks a chunk with one numpy expression per filter).
+
+Equal keys are ordered by a tie rank per node: the node number (select()'s order),
+or a permutation the caller gives (a seeded tie order), one index per rank.
+
+Layout. Per bucket (a free-GPU count) a *base run*: node numbers sorted by (key,
+tie rank) when the index was last built, with their keys; and an *extra run*: the
+nodes that changed since, sorted by their current (key, tie rank). A changed node is marked
+*moved* and skipped in the base runs. When the moved nodes pass a share of the
+cluster the base runs are built again (a sort of every node once per
+``len(view) // REBUILD_SHARE`` changes).
+
+Copies. A copy shares the base runs (never written in place) and copies what
+changed: the extra runs, and the moved column on its first change. So a scratch copy
+of the view costs what differs from its original, not the cluster.
+
+The view tells the index which rows changed (its ``dirty`` set, filled by
+:meth:`ClusterView.derived <gangmaster.selectors.cluster.ClusterView.derived>`);
+:meth:`NodeIndex.best` takes them in before it walks.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+#: the base runs are rebuilt once the moved nodes exceed len(view) // REBUILD_SHARE (at least
+#: MIN_MOVED_BEFORE_REBUILD): a sort of n nodes then costs O(log n) per change, amortised.
+REBUILD_SHARE = 16
+MIN_MOVED_BEFORE_REBUILD = 64
+#: nodes checked in the first chunk of a run; each next chunk of the same run is 4x larger,
+#: so a walk that must skip many nodes costs O(skipped) numpy work in few steps.
+FIRST_CHUNK = 32
+
+
+class NodeIndex:
+    """The nodes sorted by (key, tie rank) per bucket, for the k best that pass a check.
+
+    ``ties``: a rank per node for equal keys, lower first (the node number when None).
+    The index keeps a reference to it: its order never changes."""
+
+    def __init__(self, keys: np.ndarray, buckets: np.ndarray, what: str = "keys",
+                 ties: np.ndarray | None = None):
+        if not np.issubdtype(np.asarray(keys).dtype, np.integer):
+            raise TypeError(f"{what}: a node-state key column must hold integers, got {np.asarray(keys).dtype}")
+        self.dirty: set[int] = set()
+        self.ties = None if ties is None else np.asarray(ties)
+        self._build(keys, buckets)
+
+    def _build(self, keys: np.ndarray, buckets: np.ndarray) -> None:
+        if self.ties is None:  # stable: equal keys stay in node order
+            order = np.argsort(keys, kind="stable")
+        else:
+            order = np.lexsort((self.ties, keys))
+        order = order[np.argsort(buckets[order], kind="stable")]
+        values, starts = np.unique(buckets[order], return_index=True)
+        ends = np.append(starts[1:], order.size)
+        self._base: dict[int, _Run] = {}
+        for b, s, e in zip(values, starts, ends):
+            nodes = order[s:e]
+            self._base[int(b)] = _Run(nodes, keys[nodes], nodes if self.ties is None else self.ties[nodes])
+        self._moved = np.zeros(len(keys), dtype=bool)
+        self._moved_shared = False
+        self._extra: dict[int, list[tuple[int, int, int]]] = {}  # bucket -> sorted [(key, tie, node)]
+        self._extra_runs: dict[int, _Run] = {}
+        self._where: dict[int, tuple[int, int]] = {}  # moved node -> (bucket, key) now
+
+    def copy(self) -> "NodeIndex":
+        clone = object.__new__(NodeIndex)
+        clone.dirty = set(self.dirty)
+        clone.ties = self.ties
+        clone._base = self._base
+        clone._moved = self._moved
+        clone._moved_shared = self._moved_shared = True
+        clone._extra = {b: list(entries) for b, entries in self._extra.items()}
+        clone._extra_runs = dict(self._extra_runs)
+        clone._where = dict(self._where)
+        return clone
+
+    # ------------------------------------------------------------ keeping up
+    def sync(self, keys: np.ndarray, buckets: np.ndarray) -> None:
+        """Take in the rows that changed (``dirty``), given the current columns."""
+        if not self.dirty:
+            return
+        if len(self._where) + len(self.dirty) > max(MIN_MOVED_BEFORE_REBUILD, len(keys) // REBUILD_SHARE):
+            self.dirty.clear()
+            self._build(keys, buckets)
+            return
+        if self._moved_shared:
+            self._moved, self._moved_shared = self._moved.copy(), False
+        for node in self.dirty:
+            old = self._where.get(node)
+            if old is None:
+                self._moved[node] = True
+            else:
+                entries = self._extra[old[0]]
+                del entries[bisect_left(entries, (old[1], self._tie(node), node))]
+                self._extra_runs.pop(old[0], None)
+            bucket, key = int(buckets[node]), int(keys[node])
+            insort(self._extra.setdefault(bucket, []), (key, self._tie(node), node))
+            self._extra_runs.pop(bucket, None)
+            self._where[node] = (bucket, key)
+        self.dirty.clear()
+
+    def _tie(self, node: int) -> int:
+        return node if self.ties is None else int(self.ties[node])
+
+    # --------------------------------------------------------------- reading
+    def best(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray]
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` smallest (key, tie rank) among the nodes of buckets ``>= min_bucket``
+        for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
+        first. Runs are read in order of their smallest key, and a run (or the rest of
+        one) whose smallest key is above the k-th found is not read."""
+        runs = [run for bucket, run in self._base.items() if bucket >= min_bucket]
+        skip_moved = len(runs)  # the first runs are base runs: they may hold moved nodes
+        runs += [self._extra_run(bucket) for bucket, entries in self._extra.items()
+                 if bucket >= min_bucket and entries]
+        order = sorted(range(len(runs)), key=lambda r: runs[r].keys[0])
+        found: list[tuple[int, int, int]] = []  # (key, tie, node), sorted, at most k
+        for r in order:
+            nodes_run, keys_run, ties_run = runs[r]
+            if len(found) >= k and keys_run[0] > found[-1][0]:
+                break  # every later run starts even higher
+            moved = self._moved if r < skip_moved and self._where else None
+            start, size, taken = 0, FIRST_CHUNK, 0
+            while start < nodes_run.size and taken < k:
+                if len(found) >= k and keys_run[start] > found[-1][0]:
+                    break
+                chunk = slice(start, start + size)
+                nodes, keys, ties = nodes_run[chunk], keys_run[chunk], ties_run[chunk]
+                start, size = start + size, size * 4
+                if moved is not None:
+                    live = ~moved[nodes]
+                    nodes, keys, ties = nodes[live], keys[live], ties[live]
+                ok = np.flatnonzero(passes(nodes))[:k]
+                new = list(zip(keys[ok].tolist(), ties[ok].tolist(), nodes[ok].tolist()))
+                if not new:
+                    continue
+                taken += len(new)
+                found = sorted(found + new)[:k] if found else new
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        keys, _, nodes = zip(*found)
+        return np.array(nodes, dtype=np.int64), np.array(keys, dtype=np.int64)
+
+    def _extra_run(self, bucket: int) -> "_Run":
+        run = self._extra_runs.get(bucket)
+        if run is None:
+            keys, ties, nodes = (np.array(column, dtype=np.int64) for column in zip(*self._extra[bucket]))
+            run = self._extra_runs[bucket] = _Run(nodes, keys, ties)
+        return run
+
+
+class _Run(NamedTuple):
+    """Nodes sorted by (key, tie rank), with their keys and tie ranks."""
+
+    nodes: np.ndarray
+    keys: np.ndarray
+    ties: np.ndarray

@@ -1,0 +1,490 @@
+"""The one placement loop: where ``count`` instances of one request go.
+
+``select_single_node()`` is this loop with a count of one; gang placement runs it
+once per role with the role's instances. Both pick in the same total order, so
+placing a role in bulk gives exactly the nodes that placing its instances one at a
+time (a ``select_single_node()`` and a booking each) would give.
+
+The pick order
+--------------
+1. **Eligible nodes**: those that pass every filter of the chain (health, label,
+   GPU type, non-GPU jobs, the role's per-node cap, the fit with ports counted at
+   or above ``port_min``) and the rack policy.
+2. **Locality tier**, unless the strategy opts out (``prefer_locality``): the job's
+   hosts (``request.placed_hosts``) first, then the other nodes of their racks,
+   then the rest — over every eligible node, not only the best few by key.
+3. **The strategy's key** (:meth:`Selector.rank`), lower first.
+4. **Exact ties** by the pipeline's tie order: a permutation of the node positions
+   seeded by ``selection.seed`` (:class:`TieOrder`), so a decision can be replayed
+   and another seed breaks ties differently.
+
+A ``pick_at_random`` strategy (``random``, qizhi's baseline) draws instead, for
+every instance, uniformly with the pipeline's RNG among the ``keep()`` best
+eligible nodes in (key, tie order).
+
+Why a node can be filled in one step
+------------------------------------
+Once an instance is booked on a node picked from tier 1 or 2, that node is one of
+the job's hosts and the only one with room left, so the next pick is that node
+again until it is full — whatever its key does. The loop therefore gives such a
+node every instance it can take (its *room*: :func:`fit.room`, capped by
+``max_instances_per_node`` minus the instances already there) at once. Where the
+argument does not hold, it places one instance per pick and ranks again: a
+strategy that opts out of locality, a random pick, the ``spread`` rack policy
+(each instance changes which racks are preferred), and a pick among several of the
+job's hosts with room.
+
+Where one instance goes per pick with no tiers (a random pick, a strategy that opts
+out of locality) and the key is a node key, the eligible nodes are kept sorted by
+(key, tie order) and only the node booked moves (:meth:`_Loop._in_key_order`).
+
+Keys are read fresh at every pick, over the nodes of the best tier only, so a
+node's key must not depend on which other nodes are ranked with it (a node-key
+column is refreshed by the view only for the nodes booked). When the strategy's key
+is a node key (:meth:`Selector.node_key`) whether or not the job has hosts, there is
+no rack policy, and no host of the job nor more than one of their racks has room
+left, the rest of the role goes rack by rack without further picks — that rack
+first, then the racks in the order of their best node, each rack's nodes in (key,
+tie order) — because each node placed keeps its rack the only one of the job's racks
+with room: one sort and a cumulative sum of room (:meth:`_Loop._sweep`).
+
+One instance, not booked (``select_single_node``): with a node key and no rack
+policy, the same order is searched without a look at every node: the job's racks
+(their rows, kept grouped per view) with its hosts first; else the strategy's node
+index in (key, tie order) (:func:`~gangmaster.selectors.candidates.best_fitting`),
+which also gives a random pick its few best to draw from.
+
+GPUs and ports
+--------------
+A node's instances get their GPUs from the strategy's ``choose_gpus``, one choice
+after another as if each were booked before the next (the base class's lowest free
+bits, for many nodes at once), and their ports from the
+node's free ports at or above ``port_min`` (sequentially: the lowest ones, as
+successive single choices would; or drawn with the pipeline's RNG), unless the
+request names its ports. Everything a step places is booked on the view at once
+(:meth:`ClusterView.allocate_many`) when the caller asks for booking.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .candidates import best_fitting, node_passes
+from .cluster import ClusterView
+from .explanation import NotAvailable
+from .filters import RACK_STAGE, FilterContext
+from .fit import Demand, room as fit_room
+from .ports import NO_PORTS, PortRanges
+from .request import SelectionRequest
+from .resources import ResourceDescriptor
+from .selector import Selector
+
+if TYPE_CHECKING:
+    from .pipeline import SelectionPipeline
+
+
+class TieOrder:
+    """The pipeline's order for exact ties: a permutation of node positions drawn from
+    the seed (one per cluster size, kept)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._by_size: dict[int, np.ndarray] = {}
+
+    def of(self, nodes: int) -> np.ndarray:
+        """``order[node]``: the lower, the earlier the node wins a tie."""
+        order = self._by_size.get(nodes)
+        if order is None:
+            permutation = np.random.default_rng(self.seed & (2**64 - 1)).permutation(nodes)
+            order = np.empty(nodes, dtype=np.int64)
+            order[permutation] = np.arange(nodes)
+            self._by_size[nodes] = order
+        return order
+
+
+class RecentHosts:
+    """The job's hosts as the locality tiers see them: the distinct hosts used, in the
+    order first used, the oldest dropped beyond ``limit`` (None: no limit)."""
+
+    def __init__(self, view: ClusterView, hosts=(), limit: int | None = None):
+        self.view, self.limit = view, limit
+        self.nodes: list[int] = []
+        self._held: set[int] = set()
+        self.add([view.host_index[h] for h in hosts if h in view.host_index])
+
+    def add(self, nodes: list[int]) -> None:
+        if self.limit is not None and self._held.isdisjoint(nodes):  # all new (a sweep): at once
+            self.nodes = (self.nodes + nodes)[-self.limit:]
+            self._held = set(self.nodes)
+            return
+        for node in nodes:
+            if node not in self._held:
+                self.nodes.append(int(node))
+                self._held.add(node)
+                if self.limit is not None and len(self.nodes) > self.limit:
+                    self._held.discard(self.nodes.pop(0))
+
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(self.view.hosts[i] for i in self.nodes)
+
+
+def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, count: int,
+          recent: RecentHosts | None = None, book: bool = True) -> "Placement":
+    """Place ``count`` instances of ``request`` (its ``placed_hosts`` are replaced by
+    ``recent`` when given); book them on ``view`` when ``book``. Raises
+    :class:`NotAvailable` (the filter chain's explanation for the instance that found
+    no node) with the :class:`Placement` so far in ``placed``."""
+    loop = _Loop(pipeline, view, request, count, recent, book)
+    loop.run()
+    return loop.placement
+
+
+@dataclass
+class Placement:
+    """What :func:`place` put where, one entry per node and step, in the order placed:
+    the node, one GPU mask and one port range per instance there, and the strategy's
+    key of the node when it was picked."""
+
+    nodes: list[int] = field(default_factory=list)
+    gpu_masks: list[list[int]] = field(default_factory=list)
+    ports: list[list[PortRanges]] = field(default_factory=list)
+    keys: list = field(default_factory=list)
+    count: int = 0
+
+
+class _Loop:
+    def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
+                 count: int, recent: RecentHosts | None, book: bool):
+        self.pipeline, self.view, self.left, self.book = pipeline, view, count, book
+        self.selector: Selector = pipeline.selector
+        self.settings = pipeline.settings
+        self.recent = recent if recent is not None else RecentHosts(view, request.placed_hosts)
+        self.request = request
+        self.demand = Demand.of(request.resource)
+        self.policy = request.rack_policy
+        self.ties = pipeline.tie_order.of(len(view))
+        self.placement = Placement()
+        self.random_pick = self.selector.pick_at_random
+        self.locality = self.selector.prefer_locality and not self.random_pick
+        # one instance per pick where filling a node at once is not what one pick per
+        # instance would do (module docstring)
+        self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
+        self.room: np.ndarray | None = None
+        self._sequential: dict[tuple[int, int], tuple] = {}
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        if self.left == 1 and not self.book:  # one pick, nothing booked: select_single_node
+            picked = self._indexed_pick()
+            if picked is not None:
+                self._record_one(*picked)
+                return
+        self.room = self._initial_room()
+        if self.one_per_pick and self._keys_stay():
+            self._in_key_order()
+            return
+        while self.left > 0:
+            if self._can_sweep():
+                self._sweep()
+                return
+            node, key, rivals = self._pick()
+            take = 1 if self.one_per_pick or rivals else min(int(self.room[node]), self.left)
+            self._place([node], [take], [key])
+
+    def _initial_room(self) -> np.ndarray:
+        """Room per node (0 where a filter other than the rack policy says no)."""
+        passing = node_passes(FilterContext(self.view, self.request, self.settings))
+        survivors = np.arange(len(self.view)) if passing is None else np.flatnonzero(passing)
+        room = np.zeros(len(self.view), dtype=np.int64)
+        if survivors.size:
+            counts = fit_room(self.view, self.demand, self.settings.port_min, rows=survivors)
+            cap = self.request.max_instances_per_node
+            if cap is not None:
+                counts = np.minimum(counts, cap - self.view.instances_of(self.request.role)[survivors])
+            room[survivors] = np.clip(counts, 0, self.left)
+        return room
+
+    def _current(self) -> SelectionRequest:
+        """The request as one pick sees it now: the job's hosts so far."""
+        hosts = self.recent.hosts()
+        return self.request if hosts == self.request.placed_hosts else replace(self.request, placed_hosts=hosts)
+
+    def _eligible(self) -> np.ndarray:
+        alive = self.room > 0
+        if self.policy != "none" and alive.any():
+            ctx = FilterContext(self.view, replace(self.request, rack_policy=self.policy), self.settings)
+            alive = RACK_STAGE.verdict(ctx, alive).passed
+        return alive
+
+    def _pick(self) -> tuple[int, object, bool]:
+        """The next node in the pick order, its key, and whether other hosts of the job
+        with room compete with it."""
+        eligible = self._eligible()
+        candidates = np.flatnonzero(eligible)
+        if candidates.size == 0:
+            self._give_up()
+        rivals = False
+        if self.locality and self.recent.nodes:
+            held = [i for i in self.recent.nodes if eligible[i]]
+            if held:
+                candidates, rivals = np.array(held, dtype=np.int64), len(held) > 1
+            else:
+                racks = np.zeros(len(self.view.racks), dtype=bool)
+                racks[self.view.rack_code[self.recent.nodes]] = True
+                near = racks[self.view.rack_code[candidates]]
+                if near.any():
+                    candidates = candidates[near]
+        request = self._current()
+        keys = np.asarray(self.selector.rank(self.view, candidates, request))
+        if keys.shape != candidates.shape:
+            raise ValueError(f"{type(self.selector).__name__}.rank returned {keys.shape} keys for "
+                             f"{candidates.shape[0]} candidates")
+        if self.random_pick:
+            kept = self.selector.keep(request, candidates.size)
+            inside = np.flatnonzero(keys <= np.partition(keys, kept - 1)[kept - 1])  # the kept, and ties
+            best = inside[np.lexsort((self.ties[candidates[inside]], keys[inside]))]
+            j = best[0 if kept == 1 else self.pipeline.rng.randrange(kept)]
+            return int(candidates[j]), keys[j], rivals
+        return (*self._first(candidates, keys), rivals)
+
+    def _first(self, nodes: np.ndarray, keys: np.ndarray) -> tuple[int, object]:
+        """The first of ``nodes`` in (key, tie order), and its key."""
+        best = np.flatnonzero(keys == keys.min())
+        j = best[0] if best.size == 1 else best[np.argmin(self.ties[nodes[best]])]
+        return int(nodes[j]), keys[j]
+
+    def _indexed_pick(self) -> tuple[int, object] | None:
+        """The same pick for one instance without a look at every node, when the key is
+        a node key and there is no rack policy (module docstring); None when it does
+        not apply."""
+        request, selector, view = self._current(), self.selector, self.view
+        if self.policy != "none" or selector.node_key(request) is None:
+            return None
+        search = lambda k, rows=None: best_fitting(view, request, self.settings, selector, k, rows, self.ties)
+        if self.random_pick:
+            nodes, keys = search(selector.keep(request, len(view)))
+            if nodes.size == 0:
+                self._give_up()
+            j = 0 if nodes.size == 1 else self.pipeline.rng.randrange(nodes.size)  # keep(): at most those that fit
+            return int(nodes[j]), keys[j]
+        if self.locality and self.recent.nodes:  # the job's racks, its hosts first: one scan of them
+            held = np.array(self.recent.nodes, dtype=np.int64)
+            rows = rack_rows(view, view.rack_code[held])
+            passing = node_passes(FilterContext(view, request, self.settings), rows)
+            fitting = rows if passing is None else rows[passing]
+            if fitting.size:
+                held_set = set(self.recent.nodes)
+                on_hosts = [i for i in fitting.tolist() if i in held_set]
+                tier = np.array(on_hosts, dtype=np.int64) if on_hosts else fitting
+                return self._first(tier, selector.node_key(request).column(view)[tier])
+        nodes, keys = search(1)
+        if nodes.size == 0:
+            self._give_up()
+        return int(nodes[0]), keys[0]
+
+    def _give_up(self) -> None:
+        """No eligible node: the filter chain says why, as one select() would now."""
+        _, explanation = self.pipeline.filter(self.view, self._current())
+        exc = NotAvailable(explanation)
+        exc.placed = self.placement
+        raise exc
+
+    # ------------------------------------------------------------------ key order
+    def _keys_stay(self) -> bool:
+        """The key is a node key whatever the job's hosts, and no rack policy moves the
+        eligible set: booking a node changes that node's key alone."""
+        probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+        return (self.policy == "none" and self.selector.node_key(self.request) is not None
+                and self.selector.node_key(probe) is not None)
+
+    def _in_key_order(self) -> None:
+        """One instance per pick (no locality tiers here: a random pick or a strategy
+        that opts out), the eligible nodes kept sorted by (key, tie order): only the
+        node booked moves, to where its new key puts it."""
+        column = self.selector.node_key(self.request).column
+        nodes = np.flatnonzero(self.room > 0)
+        keys = column(self.view)[nodes]
+        order = sorted(zip(keys.tolist(), self.ties[nodes].tolist(), nodes.tolist()))
+        while self.left > 0:
+            if not order:
+                self._give_up()
+            j = 0
+            if self.random_pick:
+                kept = self.selector.keep(self.request, len(order))
+                j = 0 if kept == 1 else self.pipeline.rng.randrange(kept)
+            key, tie, node = order.pop(j)
+            self._place([node], [1], [key])
+            if self.room[node] > 0:
+                bisect.insort(order, (column(self.view)[node].item(), tie, node))
+
+    # ------------------------------------------------------------------ sweep
+    def _can_sweep(self) -> bool:
+        """Whether the rest of the role can go rack by rack (module docstring)."""
+        if self.one_per_pick or self.policy != "none" or self.left <= 1:
+            return False
+        probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+        if self.selector.node_key(self.request) is None or self.selector.node_key(probe) is None:
+            return False
+        if any(self.room[i] > 0 for i in self.recent.nodes):
+            return False
+        racks = {int(self.view.rack_code[i]) for i in self.recent.nodes}
+        with_room = [r for r in racks if self._rack_has_room(r)]
+        return len(with_room) <= 1
+
+    def _rack_has_room(self, rack: int) -> bool:
+        return bool((self.room[self.view.rack_code == rack] > 0).any())
+
+    def _sweep(self) -> None:
+        view = self.view
+        nodes = np.flatnonzero(self.room > 0)
+        if nodes.size == 0:
+            self._give_up()
+        column = self.selector.node_key(self.request).column(view)
+        keys = column[nodes]
+        by_key = nodes[np.lexsort((self.ties[nodes], keys))]
+        racks = view.rack_code[by_key]
+        first_seen = np.full(len(view.racks), len(by_key), dtype=np.int64)
+        np.minimum.at(first_seen, racks, np.arange(len(by_key)))
+        for rack in {int(view.rack_code[i]) for i in self.recent.nodes}:
+            first_seen[rack] = -1  # the job's rack with room left goes first
+        ordered = by_key[np.argsort(first_seen[racks], kind="stable")]
+        cumulative = np.cumsum(self.room[ordered])
+        used = int(np.searchsorted(cumulative, self.left)) + 1
+        if used > ordered.size:  # not enough room: place what fits, then explain
+            used = ordered.size
+        chosen = ordered[:used]
+        takes = self.room[chosen].copy()
+        takes[-1] -= max(0, int(cumulative[used - 1]) - self.left)
+        self._place(chosen.tolist(), takes.tolist(), column[chosen].tolist())
+        if self.left > 0:
+            self._give_up()
+
+    # ------------------------------------------------------------------ booking
+    def _place(self, nodes: list[int], takes: list[int], keys: list) -> None:
+        """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
+        placement = self.placement
+        at, counts = np.asarray(nodes, dtype=np.int64), np.asarray(takes, dtype=np.int64)
+        gpu_masks, gpus = self._gpu_masks(at, takes)
+        ports, port_unions = self._ports(nodes, takes)
+        if self.book:
+            self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
+        placed = int(counts.sum())
+        if self.room is not None:
+            self.room[at] -= counts
+        self.left -= placed
+        self.recent.add(nodes)
+        placement.nodes += nodes
+        placement.gpu_masks += gpu_masks
+        placement.ports += ports
+        placement.keys += keys
+        placement.count += placed
+
+    def _record_one(self, node: int, key) -> None:
+        """:meth:`_place` for one instance not booked, without the arrays."""
+        wanted, named = self.demand.gpus, self.demand.gpu_mask
+        gpu_mask = named or (self.selector.choose_gpus(self.view, node, self.request) if wanted else 0)
+        placement = self.placement
+        placement.nodes.append(node)
+        placement.gpu_masks.append([gpu_mask])
+        placement.ports.append(self._ports([node], [1])[0][0])
+        placement.keys.append(key)
+        placement.count, self.left = 1, 0
+
+    def _gpu_masks(self, at: np.ndarray, takes: list[int]) -> tuple[list[list[int]], np.ndarray | None]:
+        """Per node, ``take`` successive GPU choices, as if each were booked before the
+        next; and the GPUs of each node in all (None when the request asks none)."""
+        wanted, named = self.demand.gpus, self.demand.gpu_mask
+        if not wanted:
+            return [[0] * take for take in takes], None
+        if named:  # the same GPUs cannot go twice: one instance per node
+            return [[named] * take for take in takes], np.full(at.size, named, dtype=np.uint64)
+        if type(self.selector).choose_gpus is Selector.choose_gpus and at.size > 8:  # lowest free bits, at once
+            free = self.view.gpu_free_mask[at].copy()
+            counts = np.asarray(takes)
+            rounds = []
+            for k in range(int(counts.max())):
+                mask = _lowest_bits(free, wanted) * (counts > k)
+                free &= ~mask
+                rounds.append(mask.tolist())
+            masks = [list(chosen[:take]) for chosen, take in zip(zip(*rounds), takes)]
+            return masks, self.view.gpu_free_mask[at] & ~free
+        masks = [self._chosen_in_turn(int(node), take) for node, take in zip(at, takes)]
+        unions = [0] * len(masks)
+        for k, chosen in enumerate(masks):
+            for mask in chosen:
+                unions[k] |= mask
+        return masks, np.array(unions, dtype=np.uint64)
+
+    def _chosen_in_turn(self, node: int, take: int) -> list[int]:
+        """The strategy's own GPU choices on ``node``, each booked on the view before the
+        next and given back after."""
+        masks = [self.selector.choose_gpus(self.view, node, self.request)]
+        if take > 1:
+            for _ in range(take - 1):
+                self.view.allocate(node, ResourceDescriptor(gpu_mask=masks[-1]))
+                masks.append(self.selector.choose_gpus(self.view, node, self.request))
+            for mask in masks[:-1]:
+                self.view.release(node, ResourceDescriptor(gpu_mask=mask))
+        return masks
+
+    def _ports(self, nodes: list[int], takes: list[int]) -> tuple[list[list[PortRanges]], list[PortRanges] | None]:
+        """Per node, the ports of each instance; and the ports of each node in all (None
+        when the request asks none)."""
+        demand = self.demand
+        if demand.port_ranges:  # named ports cannot go twice: one instance per node
+            return [[demand.port_ranges] * take for take in takes], [demand.port_ranges] * len(nodes)
+        if not demand.ports:
+            return [[NO_PORTS] * take for take in takes], None
+        chosen, unions = [], []
+        port_min, free_ports = self.settings.port_min, self.view.ports_free
+        for node, take in zip(nodes, takes):
+            free = free_ports[node]
+            if self.settings.port_choice == "random":
+                each = []
+                for _ in range(take):
+                    each.append(free.take_random(demand.ports, self.pipeline.rng, port_min))
+                    free = free.subtract(each[-1])
+                chosen.append(each)
+                unions.append(free_ports[node].subtract(free))
+                continue
+            key = (id(free), take)  # nodes of a kind share their free ports (the same object)
+            known = self._sequential.get(key)
+            if known is None:
+                union = free.take_sequential(demand.ports * take, port_min)
+                taken, each = list(union), demand.ports
+                known = self._sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
+                                                  for k in range(take)], union, free)  # (keeps the id alive)
+            chosen.append(known[0])
+            unions.append(known[1])
+        return chosen, unions
+
+
+_RACK_ROWS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def rack_rows(view: ClusterView, racks: np.ndarray) -> np.ndarray:
+    """The nodes of ``racks`` (rack codes). The grouping of the nodes by rack is kept
+    per rack column (a view's copies share it; racks never change)."""
+    known = _RACK_ROWS.get(id(view.rack_code))
+    if known is None or known[0] is not view.rack_code:
+        if len(_RACK_ROWS) > 16:
+            _RACK_ROWS.clear()
+        by_rack = np.argsort(view.rack_code, kind="stable")
+        starts = np.searchsorted(view.rack_code[by_rack], np.arange(len(view.racks) + 1)).tolist()
+        known = _RACK_ROWS[id(view.rack_code)] = (view.rack_code, by_rack, starts)
+    _, by_rack, starts = known
+    return np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in set(racks.tolist())])
+
+
+def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:
+    """Per mask, its ``count`` lowest set bits (``lowest_bits`` for a column)."""
+    chosen = np.zeros_like(free)
+    left = free.copy()
+    for _ in range(count):
+        low = left & (~left + np.uint64(1))
+        chosen |= low
+        left ^= low
+    return chosen

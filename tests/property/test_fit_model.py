@@ -1,0 +1,215 @@
+"""The fit model's invariants, on random clusters and asks.
+
+* free + used == capacity after any sequence of bookings and give-backs, on the AM's
+  ClusterView and on the RM's ledger (both are NodeColumns);
+* ``room(i)`` instances can be booked one by one on node ``i`` and one more is refused;
+* ``fits`` agrees with ``room >= 1``, with the scalar ``shortfall``, with
+  ``ResourceDescriptor.fits_in`` and with the filter chain's resource verdict.
+"""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from gangmaster.gpu_topology.masks import lowest_bits, popcount
+from gangmaster.selectors.cluster import ClusterView, NodeColumns, NodeSpec
+from gangmaster.selectors.filters import FilterContext, ResourceFitFilter
+from gangmaster.selectors.fit import UNBOUNDED, Demand, fits, room, shortfall
+from gangmaster.selectors.ports import PortError, PortRanges
+from gangmaster.selectors.request import SelectionRequest
+from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
+from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.tools.rmsim.ledger import Booking, NodeLedger
+
+PORT_MIN = 20000
+VCORES = [0, 0.3, 0.5, 1, 2.7, 4]
+
+# ports around port_min, so that some nodes have free ports on both sides of it
+port_ranges = st.lists(st.tuples(st.integers(19996, 20003), st.integers(0, 4)), max_size=3).map(
+    lambda pairs: PortRanges.of(*((b, b + w) for b, w in pairs)))
+
+node_specs = st.builds(
+    lambda i, memory, vcores, gpus, ports: NodeSpec(f"n{i}", f"r{i % 2}", memory_mb=memory, vcores=vcores,
+                                                    gpus=gpus, ports=ports),
+    st.just(0), st.sampled_from([0, 1000, 3000, 8000]), st.sampled_from(VCORES), st.integers(0, 4), port_ranges)
+
+
+@st.composite
+def clusters(draw):
+    specs = draw(st.lists(node_specs, min_size=1, max_size=6))
+    return [NodeSpec(f"n{i}", s.rack, memory_mb=s.memory_mb, vcores=s.vcores, gpus=s.gpus, ports=s.ports)
+            for i, s in enumerate(specs)]
+
+
+asks = st.one_of(
+    st.builds(lambda m, v, g, p: ResourceDescriptor(memory_mb=m, vcores=v, gpus=g, ports=p),
+              st.sampled_from([0, 0, 500, 1000, 3000]), st.sampled_from([0, 0] + VCORES), st.integers(0, 3),
+              st.integers(0, 4)),
+    st.builds(lambda m, mask: ResourceDescriptor(memory_mb=m, gpu_mask=mask),
+              st.sampled_from([0, 1000]), st.integers(1, 15)),
+    st.builds(lambda v, r: ResourceDescriptor(vcores=v, port_ranges=r), st.sampled_from(VCORES),
+              port_ranges.filter(bool)),
+)
+
+
+def exact(columns: NodeColumns, i: int, demand: Demand, port_min: int) -> Demand | None:
+    """The exact GPUs and ports one instance of ``demand`` would take on node ``i`` (the
+    lowest free ones, ports at or above ``port_min``), or None when there are too few."""
+    free_mask = int(columns.gpu_free_mask[i])
+    mask = demand.gpu_mask or (lowest_bits(free_mask, demand.gpus) if demand.gpus else 0)
+    if popcount(mask) != demand.gpus:
+        return None
+    ports = demand.port_ranges
+    if not ports and demand.ports:
+        try:
+            ports = columns.ports_free[i].take_sequential(demand.ports, port_min)
+        except PortError:
+            return None
+    return Demand(demand.memory_mb, demand.mvcores, demand.gpus, mask, ports.count, ports)
+
+
+def book_exact(columns: NodeColumns, i: int, demand: Demand, port_min: int) -> Demand:
+    """Book one instance through the public API: the ledger's take, the view's allocate."""
+    taken = exact(columns, i, demand, port_min)
+    if taken is None:
+        raise ResourceError("too few GPUs or ports")
+    if isinstance(columns, NodeLedger):
+        columns.take(i, _booking(taken))
+    else:
+        columns.allocate(i, _descriptor(taken))
+    return taken
+
+
+def give_back(columns: NodeColumns, i: int, taken: Demand) -> None:
+    if isinstance(columns, NodeLedger):
+        columns.give_back(i, _booking(taken))
+    else:
+        columns.release(i, _descriptor(taken))
+
+
+def assert_free_plus_used_is_capacity(columns: NodeColumns, held: list[tuple[int, Demand]]) -> None:
+    for i, spec in enumerate(columns.specs):
+        mine = [d for node, d in held if node == i]
+        used_mask = 0
+        used_ports = PortRanges()
+        for d in mine:
+            assert not used_mask & d.gpu_mask and not used_ports.intersect(d.port_ranges)
+            used_mask |= d.gpu_mask
+            used_ports = used_ports.add(d.port_ranges)
+        assert columns.memory_free[i] + sum(d.memory_mb for d in mine) == columns.memory_capacity[i]
+        assert columns.mvcores_free[i] + sum(d.mvcores for d in mine) == columns.mvcores_capacity[i]
+        assert int(columns.gpu_free_mask[i]) | used_mask == int(columns.gpu_capacity_mask[i])
+        assert not int(columns.gpu_free_mask[i]) & used_mask
+        assert columns.gpus_free[i] == popcount(int(columns.gpu_free_mask[i]))
+        assert columns.ports_free[i].add(used_ports) == spec.ports
+        assert not columns.ports_free[i].intersect(used_ports)
+        assert columns.ports_free_count[i] == columns.ports_free[i].count
+        above = columns.ports_free_at_or_above(PORT_MIN)[i]
+        assert above == columns.ports_free[i].above(PORT_MIN).count  # the cached column follows
+
+
+operations = st.lists(st.tuples(st.booleans(), st.integers(0, 5), asks), max_size=25)
+
+
+@settings(max_examples=60)
+@given(clusters(), operations)
+def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
+    for columns in (ClusterView(specs), NodeLedger(specs)):
+        held: list[tuple[int, Demand]] = []
+        for returning, pick, ask in ops:
+            if returning and held:
+                i, d = held.pop(pick % len(held))
+                give_back(columns, i, d)
+                if d.gpu_mask or d.port_ranges:  # its GPUs / ports are free now: a second return is refused
+                    before = columns.amounts(i)
+                    try:
+                        give_back(columns, i, d)
+                    except ResourceError:
+                        assert columns.amounts(i) == before
+                    else:
+                        raise AssertionError(f"{d} given back twice")
+            else:
+                i = pick % len(specs)
+                demand = Demand.of(ask)
+                before = columns.amounts(i)
+                if isinstance(columns, NodeLedger):
+                    try:
+                        held.append((i, columns.book(i, demand).demand))
+                    except ResourceError:
+                        assert shortfall(demand, before) is not None and columns.amounts(i) == before
+                else:
+                    try:
+                        held.append((i, book_exact(columns, i, demand, 0)))
+                    except ResourceError:
+                        assert shortfall(demand, before) is not None and columns.amounts(i) == before
+            assert_free_plus_used_is_capacity(columns, held)
+
+
+@settings(max_examples=60)
+@given(clusters(), st.lists(st.tuples(st.integers(0, 5), asks), max_size=6), asks,
+       st.sampled_from([0, PORT_MIN]))
+def test_room_instances_can_be_booked_and_one_more_is_refused(specs, before, ask, port_min):
+    demand = Demand.of(ask)
+    for columns in (ClusterView(specs), NodeLedger(specs)):
+        for pick, other in before:
+            try:
+                book_exact(columns, pick % len(specs), Demand.of(other), port_min)
+            except ResourceError:
+                pass
+        counts = room(columns, demand, port_min)
+        for i in range(len(specs)):
+            n = int(counts[i])
+            if n == UNBOUNDED:
+                assert demand == Demand(0, 0, 0, 0, 0)
+                continue
+            assert n == room(columns, demand, port_min, rows=np.array([i]))[0]
+            for _ in range(n):
+                assert shortfall(demand, columns.amounts(i), port_min) is None
+                book_exact(columns, i, demand, port_min)
+            assert not fits(columns, demand, port_min)[i] and room(columns, demand, port_min)[i] == 0
+            assert shortfall(demand, columns.amounts(i), port_min) is not None
+            assert exact(columns, i, demand, port_min) is None or _refused(columns, i, demand, port_min)
+
+
+@settings(max_examples=80)
+@given(clusters(), st.lists(st.tuples(st.integers(0, 5), asks), max_size=8), asks,
+       st.sampled_from([0, PORT_MIN]))
+def test_fits_agrees_with_room_the_scalar_check_fits_in_and_the_filter(specs, before, ask, port_min):
+    view = ClusterView(specs)
+    for pick, other in before:
+        try:
+            book_exact(view, pick % len(specs), Demand.of(other), 0)
+        except ResourceError:
+            pass
+    demand = Demand.of(ask)
+    ok = fits(view, demand, port_min)
+    assert ok.tolist() == (room(view, demand, port_min) >= 1).tolist()
+    assert ok.tolist() == [shortfall(demand, view.amounts(i), port_min) is None for i in range(len(view))]
+    never = ~fits(view, demand, port_min, empty=True)
+    assert never.tolist() == [shortfall(demand, view.amounts(i, empty=True), port_min) is not None
+                              for i in range(len(view))]
+    assert not (ok & never).any()
+    if port_min == 0:
+        assert ok.tolist() == [ask.fits_in(view.free(i)) for i in range(len(view))]
+    rows = np.arange(len(view))[::-1]
+    assert fits(view, demand, port_min, rows=rows).tolist() == ok[rows].tolist()
+
+    ctx = FilterContext(view, SelectionRequest("worker", ask), SelectionSettings(port_min=port_min))
+    verdict = ResourceFitFilter().verdict(ctx, np.ones(len(view), bool))
+    assert verdict.passed.tolist() == ok.tolist()
+    assert sum(r.count for r in verdict.rejections) == int((~ok).sum())
+    assert sum(r.count for r in verdict.rejections if r.kind == "filtered") <= int(never.sum())
+
+
+def _refused(columns: NodeColumns, i: int, demand: Demand, port_min: int) -> bool:
+    try:
+        book_exact(columns, i, demand, port_min)
+    except ResourceError:
+        return True
+    return False
+
+
+def _descriptor(d: Demand) -> ResourceDescriptor:
+    return ResourceDescriptor(d.memory_mb, d.mvcores / 1000.0, d.gpus, d.gpu_mask, port_ranges=d.port_ranges)
+
+
+def _booking(d: Demand) -> Booking:
+    return Booking(d.memory_mb, d.mvcores, d.gpu_mask, d.port_ranges)

@@ -1,0 +1,61 @@
+"""The node index on small hand-made cases: equal keys in tie order whether a node
+sits in the base run or among the changed ones, copies apart from their original."""
+import numpy as np
+
+from gangmaster.selectors.cluster import ClusterView, NodeSpec
+from gangmaster.selectors.node_index import NodeIndex
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.request import SelectionRequest
+from gangmaster.selectors.resources import ResourceDescriptor as R
+from gangmaster.selectors.selector import get_selector
+from gangmaster.selectors.settings import SelectionSettings
+
+
+def twins(n=6):
+    """n identical nodes: every job-packing key is equal."""
+    return ClusterView([NodeSpec(f"n{i}", memory_mb=1000, vcores=4, gpus=2) for i in range(n)])
+
+
+def best(view, k, ties=None, gpus=0):
+    pipeline = SelectionPipeline(SelectionSettings(), get_selector("job-packing"))
+    return pipeline.best_nodes(view, SelectionRequest("w", R(100, 1, gpus)), k, ties=ties)[0].tolist()
+
+
+def test_equal_keys_follow_the_tie_order_in_base_and_changed_nodes():
+    view = twins()
+    ties = np.array([3, 0, 5, 1, 4, 2])  # rank per node
+    by_rank = [1, 3, 5, 0, 4, 2]
+    assert best(view, 6, ties) == by_rank and best(view, 6) == list(range(6))
+    for host in ("n1", "n4", "n2"):  # changed (moved out of the base run), keys unchanged
+        view.set_health(host, True)
+    assert best(view, 6, ties) == by_rank and best(view, 6) == list(range(6))
+
+
+def test_a_node_that_changes_moves_to_its_new_key_and_bucket():
+    view = twins()
+    assert best(view, 1, gpus=1) == [0]
+    view.allocate("n3", R(500, 1, gpu_mask=0b1))  # fewer free GPUs: packs first
+    assert best(view, 2, gpus=1) == [3, 0]
+    assert best(view, 1, gpus=2) == [0]
+    view.release("n3", R(500, 1, gpu_mask=0b1))
+    assert best(view, 2, gpus=1) == [0, 1]
+
+
+def test_a_copy_changes_apart_from_its_original():
+    view = twins()
+    best(view, 1)  # the index exists before the copy
+    scratch = view.copy()
+    scratch.allocate("n5", R(900, 3, gpu_mask=0b11))
+    view.set_health("n0", False)
+    assert best(scratch, 2) == [5, 0] and best(view, 2) == [1, 2]
+
+
+def test_rebuilt_after_many_changes():
+    keys, buckets = np.arange(200)[::-1].copy(), np.zeros(200, dtype=np.int64)
+    index = NodeIndex(keys, buckets)
+    index.dirty.update(range(100))
+    keys[:100] += 1000  # the first hundred nodes become the worst
+    index.sync(keys, buckets)
+    assert not index._where  # more than MIN_MOVED_BEFORE_REBUILD changed: built again
+    nodes, found = index.best(3, 0, lambda rows: np.ones(rows.size, bool))
+    assert nodes.tolist() == [199, 198, 197] and found.tolist() == [0, 1, 2]
