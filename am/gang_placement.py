@@ -49,7 +49,7 @@ class InstancePlacement(NamedTuple):
     host: str
     gpu_mask: int
     ports: str
-    resource: object  # the ResourceDescriptor booked (asked of the RM)
+    resource: ResourceDescriptor  # what is asked of the RM (its GPUs and ports named)
 
 
 @dataclass
