@@ -19,7 +19,7 @@ from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, popcount
 from .fit import Amounts, Demand, describe_ask, milli, shortfall
 from .ports import NO_PORTS, PortRanges
 
-__all__ = ["ResourceDescriptor", "ResourceError", "milli"]
+__all__ = ["ResourceDescriptor", "ResourceError"]
 
 
 class ResourceError(ValueError):
