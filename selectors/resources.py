@@ -65,6 +65,10 @@ class ResourceDescriptor:
     def with_(self, **changes) -> "ResourceDescriptor":
         return replace(self, **changes)
 
+    def with_ports(self, ports: PortRanges) -> "ResourceDescriptor":
+        """The same ask naming these exact ports (the count follows from them)."""
+        return replace(self, ports=ports.count, port_ranges=ports)
+
     def add(self, other: "ResourceDescriptor") -> "ResourceDescriptor":
         if self.gpu_mask & other.gpu_mask:
             raise ResourceError(

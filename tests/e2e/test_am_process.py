@@ -56,17 +56,21 @@ taskRoles:
 """
 
 
+def am_argv(address: str, job: Path, work: Path, *extra) -> list[str]:
+    return [*AM_CLI, "--rm", address, str(job), "--work-dir", str(work), *map(str, extra)]
+
+
 def am(address: str, job: Path, work: Path, *extra, timeout_s: float = 90):
-    return subprocess.run([*AM_CLI, "--rm", address, str(job), "--work-dir", str(work), "--timeout",
-                           str(timeout_s), "-q", *extra], capture_output=True, text=True, timeout=timeout_s + 60,
-                          cwd=work.parent)
+    """`gangmaster am` run to its end, quietly."""
+    return subprocess.run(am_argv(address, job, work, "--timeout", timeout_s, "-q", *extra), capture_output=True,
+                          text=True, timeout=timeout_s + 60, cwd=work.parent)
 
 
 def am_started(address: str, job: Path, work: Path, *extra):
     """`gangmaster am` running in the background (its output piped), killed if still
     running when the ``with`` block ends."""
-    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(job), "--work-dir", str(work), *map(str, extra)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work.parent)
+    proc = subprocess.Popen(am_argv(address, job, work, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=work.parent)
     return killed_on_exit(proc)
 
 
