@@ -149,7 +149,8 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 class Placement:
     """What :func:`place` put where, one entry per node and step, in the order placed:
     the node, one GPU mask and one port range per instance there, and the strategy's
-    key of the node when it was picked."""
+    key of the node when it was picked (for the nodes of a rack-by-rack sweep, its key
+    within the tier, :meth:`Selector.key_within_tiers`: locality's without the tier)."""
 
     nodes: list[int] = field(default_factory=list)
     gpu_masks: list[list[int]] = field(default_factory=list)
