@@ -43,11 +43,12 @@ node's key must not depend on which other nodes are ranked with it (a node-key
 column is refreshed by the view only for the nodes booked). When the strategy orders
 the nodes of a tier by a node key whether or not the job has hosts
 (:meth:`Selector.key_within_tiers`: its node key, or job packing's for ``locality``,
-whose tiers are the loop's), there is no rack policy, and no host of the job nor more than one of their racks has room
-left, the rest of the role goes rack by rack without further picks — that rack
-first, then the racks in the order of their best node, each rack's nodes in (key,
-tie order) — because each node placed keeps its rack the only one of the job's racks
-with room: one sort and a cumulative sum of room (:meth:`_Loop._sweep`).
+whose tiers are the loop's), there is no rack policy, and no host of the job nor
+more than one of their racks has room left, the rest of the role goes rack by rack
+without further picks — that rack first, then the racks in the order of their best
+node, each rack's nodes in (key, tie order) — because each node placed keeps its
+rack the only one of the job's racks with room: one sort and a cumulative sum of
+room (:meth:`_Loop._sweep`).
 
 One instance, not booked (``select_single_node``): with a node key (within the
 tiers) and no rack policy, the same order is searched without a look at every node:
@@ -166,6 +167,7 @@ class _Loop:
         self.selector: Selector = pipeline.selector
         self.settings = pipeline.settings
         self.recent = recent if recent is not None else RecentHosts(view, request.placed_hosts)
+        self._hosts_asked = RecentHosts(view, request.placed_hosts).nodes  # the request's, in the view
         self.request = request
         self.demand = Demand.of(request.resource)
         self.policy = request.rack_policy
@@ -212,7 +214,11 @@ class _Loop:
         return room
 
     def _current(self) -> SelectionRequest:
-        """The request as one pick sees it now: the job's hosts so far."""
+        """The request as one pick sees it now: the job's hosts so far (the request
+        itself while they are the hosts it names that the view knows, so that a key
+        reported is the strategy's rank for the request as asked)."""
+        if self.recent.nodes == self._hosts_asked:
+            return self.request
         hosts = self.recent.hosts()
         return self.request if hosts == self.request.placed_hosts else replace(self.request, placed_hosts=hosts)
 

@@ -272,6 +272,15 @@ def test_a_single_pick_reports_the_strategys_rank_of_its_node(name, view, reques
     assert list(result.keys) == list(np.asarray(pipeline.selector.rank(view, node, result.request)))
 
 
+def test_a_single_pick_for_hosts_the_view_does_not_know_reports_the_rank_as_asked():
+    view = ClusterView([NodeSpec(f"n{i}", memory_mb=1000, vcores=4) for i in range(3)])
+    pipeline = SelectionPipeline(SelectionSettings(), get_selector("locality"))
+    request = SelectionRequest("w", ResourceDescriptor(500, 1), placed_hosts=("gone",))
+    result = pipeline.select_single_node(view, request)
+    node = np.array([view.index(result.best.host)])
+    assert list(result.keys) == list(pipeline.selector.rank(view, node, request)) == list(pipeline.select(view, request).keys[:1])
+
+
 def test_the_explanation_of_a_success_is_read_before_the_view_changes():
     view = ClusterView([NodeSpec(f"n{i}", memory_mb=1000, vcores=4) for i in range(3)])
     view.set_health("n2", False)
