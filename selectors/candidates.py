@@ -70,20 +70,22 @@ def best_by_tier(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | 
     (locality tier, ``key``, tie rank): the job's hosts (``ctx.request.placed_hosts``),
     then the other nodes of their racks, then the rest through ``key``'s index."""
     view = ctx.view
-    hosts = np.array(sorted({view.host_index[h] for h in ctx.request.placed_hosts if h in view.host_index}),
-                     dtype=np.int64)
-    if hosts.size == 0:
+    known = view.host_index
+    hosts = {known[h] for h in ctx.request.placed_hosts if h in known}
+    if not hosts:
         return _indexed(ctx, key, k, ties)[0]
     column = key.column(view)
-    near = view.rack_rows(view.rack_code[hosts])  # the hosts' racks, the hosts among them
+    racks = view.rack_code[list(hosts)]
+    near = view.rack_rows(racks)  # the hosts' racks, the hosts among them
     passing = node_passes(ctx, near)
     fitting = near if passing is None else near[passing]
     on_host = np.zeros(fitting.size, dtype=bool)
-    for host in hosts.tolist():  # a few hosts: cheaper than np.isin over the racks
+    for host in hosts:  # a few hosts: cheaper than np.isin over the racks
         on_host |= fitting == host
     found: list[np.ndarray] = []
     wanted = k
-    for tier in (fitting[on_host], fitting[~on_host]):
+    for on_hosts in (True, False):
+        tier = fitting[on_host if on_hosts else ~on_host]
         if tier.size:
             chosen = tier[smallest(column[tier], wanted, tier if ties is None else ties[tier])]
             found.append(chosen)
@@ -91,7 +93,7 @@ def best_by_tier(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | 
         if wanted == 0:
             return np.concatenate(found)
     held_racks = np.zeros(len(view.racks), dtype=bool)
-    held_racks[view.rack_code[hosts]] = True
+    held_racks[racks] = True
     elsewhere = _indexed(ctx, key, wanted, ties, skip=lambda nodes: held_racks[view.rack_code[nodes]])[0]
     return np.concatenate(found + [elsewhere])
 
@@ -161,7 +163,10 @@ def smallest(keys: np.ndarray, k: int, ties: np.ndarray | None = None) -> np.nda
 
     No partition of all the keys (``np.partition`` costs 10x a ``min``): the k-th
     smallest key is found by :func:`kth_smallest`; only the keys below it, and the
-    first positions with it, are sorted."""
+    first positions with it, are sorted; for one, the minimum alone."""
+    if k == 1 and keys.size:
+        at = np.flatnonzero(keys == keys.min())
+        return at[:1] if ties is None or at.size == 1 else at[np.argmin(ties[at])][None]
     if k >= keys.size:
         inside = np.arange(keys.size)
     else:

@@ -318,9 +318,9 @@ class ClusterView(NodeColumns):
             self._by_rack = (by_rack, starts)
         by_rack, starts = self._by_rack
         chosen = sorted({int(r) for r in racks})
-        if not chosen:
-            return np.zeros(0, dtype=np.int64)
-        return np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in chosen])
+        if len(chosen) == 1:
+            return by_rack[starts[chosen[0]]:starts[chosen[0] + 1]]
+        return np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in chosen] or [np.zeros(0, dtype=np.int64)])
 
     def free_mask(self, i: int) -> int:
         return int(self.gpu_free_mask[i])

@@ -166,8 +166,9 @@ class _Loop:
         self.pipeline, self.view, self.left, self.book = pipeline, view, count, book
         self.selector: Selector = pipeline.selector
         self.settings = pipeline.settings
-        self.recent = recent if recent is not None else RecentHosts(view, request.placed_hosts)
-        self._hosts_asked = RecentHosts(view, request.placed_hosts).nodes  # the request's, in the view
+        asked = RecentHosts(view, request.placed_hosts) if recent is None or request.placed_hosts else None
+        self.recent = recent if recent is not None else asked
+        self._hosts_asked = list(asked.nodes) if asked else []  # the request's hosts the view knows
         self.request = request
         self.demand = Demand.of(request.resource)
         self.policy = request.rack_policy
@@ -281,7 +282,10 @@ class _Loop:
             nodes = best_by_tier(ctx, within, 1, self.ties)
             if nodes.size == 0:
                 self._give_up()
-            return int(nodes[0]), np.asarray(selector.rank(view, nodes, request))[0]
+            node = int(nodes[0])
+            if selector.node_key(request) is not None:  # the rank is that key: read it
+                return node, selector.node_key(request).column(view)[node]
+            return node, np.asarray(selector.rank(view, nodes, request))[0]
         if selector.node_key(request) is None:
             return None
         k = selector.keep(request, len(view)) if self.random_pick else 1
