@@ -11,10 +11,17 @@ caller gives a seeded order.
   at a time checked by the stages that judge each node alone
   (:meth:`~gangmaster.selectors.filters.Filter.passes`), until ``k`` pass. The cost
   is the nodes read before ``k`` pass, not the cluster.
-* **Scanned** otherwise (a key that depends on the job's hosts, such as locality's
-  with placed hosts; a rack policy, which compares racks; a plugin that only ranks;
-  or a search restricted to given rows): those stages over every node considered,
-  the rack policy, then the strategy's rank of the survivors and the ``k`` smallest.
+* **By tier**, when the key depends on the job's hosts only through the locality
+  tier, a node key below it (:meth:`~gangmaster.selectors.selector.Selector.key_within_tiers`:
+  locality's with placed hosts), and no rack policy (:func:`best_by_tier`): the job's
+  hosts, then the other nodes of their racks (the view's rack grouping), each checked
+  and sorted, then the index walk for the rest, skipping those racks. The cost is
+  the hosts' racks and ``k``, not the cluster; the keys are the strategy's rank of
+  the nodes found.
+* **Scanned** otherwise (a rack policy, which compares racks; a plugin that only
+  ranks; or a search restricted to given rows): those stages over every node
+  considered, the rack policy, then the strategy's rank of the survivors and the
+  ``k`` smallest.
 
 Neither explains: when nothing passes, the caller runs the filter chain, which
 accounts for every node exactly.
@@ -31,7 +38,7 @@ from .node_index import NodeIndex
 if TYPE_CHECKING:
     from .cluster import ClusterView
     from .request import SelectionRequest
-    from .selector import Selector
+    from .selector import NodeKey, Selector
     from .settings import SelectionSettings
 
 NO_NODES = np.zeros(0, dtype=np.int64)
@@ -47,15 +54,63 @@ def best_fitting(view: "ClusterView", request: "SelectionRequest", settings: "Se
     when None."""
     ctx = FilterContext(view, request, settings)
     ties = None if ties is None else np.asarray(ties)
-    key = selector.node_key(request)
-    if key is not None and rows is None and request.rack_policy == "none":
-        column = key.column(view)
-        # an index holds its tie array, so the array's id names it as long as it lives
-        name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
-        index = view.derived(name, lambda v: NodeIndex(column, v.gpus_free, key.name, ties))
-        index.sync(column, view.gpus_free)
-        return index.best(k, request.resource.gpus, lambda nodes: _passing(ctx, nodes))
+    if rows is None and request.rack_policy == "none":
+        key = selector.node_key(request)
+        if key is not None:
+            return _indexed(ctx, key, k, ties)
+        within = selector.key_within_tiers(request)
+        if within is not None:
+            nodes = best_by_tier(ctx, within, k, ties)
+            return nodes, (np.asarray(selector.rank(view, nodes, request)) if nodes.size else NO_NODES)
     return _scanned(ctx, selector, k, rows, ties)
+
+
+def best_by_tier(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None) -> np.ndarray:
+    """The ``k`` best nodes that pass the stages judging a node alone, best first by
+    (locality tier, ``key``, tie rank): the job's hosts (``ctx.request.placed_hosts``),
+    then the other nodes of their racks, then the rest through ``key``'s index."""
+    view = ctx.view
+    known = view.host_index
+    hosts = {known[h] for h in ctx.request.placed_hosts if h in known}
+    if not hosts:
+        return _indexed(ctx, key, k, ties)[0]
+    column = key.column(view)
+    racks = view.rack_code[list(hosts)]
+    near = view.rack_rows(racks)  # the hosts' racks, the hosts among them
+    passing = node_passes(ctx, near)
+    fitting = near if passing is None else near[passing]
+    on_host = np.zeros(fitting.size, dtype=bool)
+    for host in hosts:  # a few hosts: cheaper than np.isin over the racks
+        on_host |= fitting == host
+    found: list[np.ndarray] = []
+    wanted = k
+    for on_hosts in (True, False):
+        tier = fitting[on_host if on_hosts else ~on_host]
+        if tier.size:
+            chosen = tier[smallest(column[tier], wanted, tier if ties is None else ties[tier])]
+            found.append(chosen)
+            wanted -= chosen.size
+        if wanted == 0:
+            return np.concatenate(found)
+    held_racks = np.zeros(len(view.racks), dtype=bool)
+    held_racks[racks] = True
+    elsewhere = _indexed(ctx, key, wanted, ties, skip=lambda nodes: held_racks[view.rack_code[nodes]])[0]
+    return np.concatenate(found + [elsewhere])
+
+
+def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None,
+             skip=None) -> tuple[np.ndarray, np.ndarray]:
+    """The index walk: the ``k`` best nodes by (key, tie rank) that pass (and that
+    ``skip``, a bool per node, leaves), and their keys."""
+    view = ctx.view
+    column = key.column(view)
+    # an index holds its tie array, so the array's id names it as long as it lives
+    name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
+    index = view.derived(name, lambda v: NodeIndex(column, v.gpus_free, key.name, ties))
+    index.sync(column, view.gpus_free)
+    if skip is None:
+        return index.best(k, ctx.request.resource.gpus, lambda nodes: _passing(ctx, nodes))
+    return index.best(k, ctx.request.resource.gpus, lambda nodes: _passing(ctx, nodes) & ~skip(nodes))
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:
@@ -108,7 +163,10 @@ def smallest(keys: np.ndarray, k: int, ties: np.ndarray | None = None) -> np.nda
 
     No partition of all the keys (``np.partition`` costs 10x a ``min``): the k-th
     smallest key is found by :func:`kth_smallest`; only the keys below it, and the
-    first positions with it, are sorted."""
+    first positions with it, are sorted; for one, the minimum alone."""
+    if k == 1 and keys.size:
+        at = np.flatnonzero(keys == keys.min())
+        return at[:1] if ties is None or at.size == 1 else at[np.argmin(ties[at])][None]
     if k >= keys.size:
         inside = np.arange(keys.size)
     else:

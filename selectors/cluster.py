@@ -272,6 +272,7 @@ class ClusterView(NodeColumns):
                                    dtype=np.uint64)
         self.healthy = np.ones(n, dtype=bool)
         self.outstanding = np.zeros(n, dtype=np.int64)
+        self._by_rack: tuple[np.ndarray, list[int]] | None = None  # rack_rows(): built once, shared by copies
         self.role_count: dict[str, np.ndarray] = {}
         self.role_failed: dict[str, np.ndarray] = {}
 
@@ -306,6 +307,20 @@ class ClusterView(NodeColumns):
     @property
     def gpu_used_mask(self) -> np.ndarray:
         return self.gpu_capacity_mask & ~self.gpu_free_mask
+
+    def rack_rows(self, racks) -> np.ndarray:
+        """The nodes of ``racks`` (rack codes, repeats ignored), rack by rack, each in
+        node order. The nodes are grouped by rack once per view (racks never change, so
+        copies share the grouping)."""
+        if self._by_rack is None:
+            by_rack = np.argsort(self.rack_code, kind="stable")
+            starts = np.searchsorted(self.rack_code[by_rack], np.arange(len(self.racks) + 1)).tolist()
+            self._by_rack = (by_rack, starts)
+        by_rack, starts = self._by_rack
+        chosen = sorted({int(r) for r in racks})
+        if len(chosen) == 1:
+            return by_rack[starts[chosen[0]]:starts[chosen[0] + 1]]
+        return np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in chosen] or [np.zeros(0, dtype=np.int64)])
 
     def free_mask(self, i: int) -> int:
         return int(self.gpu_free_mask[i])

@@ -1,11 +1,20 @@
 """``locality``: keep a job's tasks together: the hosts that already hold its tasks
-first, then their racks, then qizhi's packing order."""
+first, then their racks, then qizhi's packing order.
+
+Its key of a node depends on where the job runs, so it has no node key when the job
+has hosts; but below the tier it is job packing's key (:meth:`Locality.key_within_tiers`),
+so select() searches the job's hosts, then their racks, then the packing index, and
+costs what those hold, not the cluster
+(:func:`~gangmaster.selectors.candidates.best_by_tier`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .job_packing import PACKING
 from .selector import Selector
+
+#: the packing key has 59 bits: the tier goes above them
+TIER_SHIFT = 59
 
 
 def locality_tiers(view, candidates: np.ndarray, placed_hosts) -> np.ndarray:
@@ -29,9 +38,11 @@ class Locality(Selector):
         # with placed hosts a node's key depends on where the job runs: no node key
         return None if request.placed_hosts else PACKING
 
+    def key_within_tiers(self, request):
+        return PACKING
+
     def rank(self, view, candidates, request):
         packing = PACKING.column(view)[candidates]
         if not request.placed_hosts:
             return packing
-        # the packing key has 59 bits: the tier goes above them
-        return (locality_tiers(view, candidates, request.placed_hosts) << 59) | packing
+        return (locality_tiers(view, candidates, request.placed_hosts) << TIER_SHIFT) | packing

@@ -40,19 +40,23 @@ out of locality) and the key is a node key, the eligible nodes are kept sorted b
 
 Keys are read fresh at every pick, over the nodes of the best tier only, so a
 node's key must not depend on which other nodes are ranked with it (a node-key
-column is refreshed by the view only for the nodes booked). When the strategy's key
-is a node key (:meth:`Selector.node_key`) whether or not the job has hosts, there is
-no rack policy, and no host of the job nor more than one of their racks has room
-left, the rest of the role goes rack by rack without further picks — that rack
-first, then the racks in the order of their best node, each rack's nodes in (key,
-tie order) — because each node placed keeps its rack the only one of the job's racks
-with room: one sort and a cumulative sum of room (:meth:`_Loop._sweep`).
+column is refreshed by the view only for the nodes booked). When the strategy orders
+the nodes of a tier by a node key whether or not the job has hosts
+(:meth:`Selector.key_within_tiers`: its node key, or job packing's for ``locality``,
+whose tiers are the loop's), there is no rack policy, and no host of the job nor
+more than one of their racks has room left, the rest of the role goes rack by rack
+without further picks — that rack first, then the racks in the order of their best
+node, each rack's nodes in (key, tie order) — because each node placed keeps its
+rack the only one of the job's racks with room: one sort and a cumulative sum of
+room (:meth:`_Loop._sweep`).
 
-One instance, not booked (``select_single_node``): with a node key and no rack
-policy, the same order is searched without a look at every node: the job's racks
-(their rows, kept grouped per view) with its hosts first; else the strategy's node
-index in (key, tie order) (:func:`~gangmaster.selectors.candidates.best_fitting`),
-which also gives a random pick its few best to draw from.
+One instance, not booked (``select_single_node``): with a node key (within the
+tiers) and no rack policy, the same order is searched without a look at every node:
+the job's hosts, the rest of their racks (the view's rack grouping), then the
+strategy's node index in (key, tie order), skipping those racks
+(:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts, the index
+alone (:func:`~gangmaster.selectors.candidates.best_fitting`), which also gives a
+random pick its few best to draw from.
 
 GPUs and ports
 --------------
@@ -72,7 +76,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .candidates import best_fitting, node_passes
+from .candidates import best_by_tier, best_fitting, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
@@ -146,7 +150,8 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 class Placement:
     """What :func:`place` put where, one entry per node and step, in the order placed:
     the node, one GPU mask and one port range per instance there, and the strategy's
-    key of the node when it was picked."""
+    key of the node when it was picked (for the nodes of a rack-by-rack sweep, its key
+    within the tier, :meth:`Selector.key_within_tiers`: locality's without the tier)."""
 
     nodes: list[int] = field(default_factory=list)
     gpu_masks: list[list[int]] = field(default_factory=list)
@@ -161,7 +166,9 @@ class _Loop:
         self.pipeline, self.view, self.left, self.book = pipeline, view, count, book
         self.selector: Selector = pipeline.selector
         self.settings = pipeline.settings
-        self.recent = recent if recent is not None else RecentHosts(view, request.placed_hosts)
+        asked = RecentHosts(view, request.placed_hosts) if recent is None or request.placed_hosts else None
+        self.recent = recent if recent is not None else asked
+        self._hosts_asked = list(asked.nodes) if asked else []  # the request's hosts the view knows
         self.request = request
         self.demand = Demand.of(request.resource)
         self.policy = request.rack_policy
@@ -208,7 +215,11 @@ class _Loop:
         return room
 
     def _current(self) -> SelectionRequest:
-        """The request as one pick sees it now: the job's hosts so far."""
+        """The request as one pick sees it now: the job's hosts so far (the request
+        itself while they are the hosts it names that the view knows, so that a key
+        reported is the strategy's rank for the request as asked)."""
+        if self.recent.nodes == self._hosts_asked:
+            return self.request
         hosts = self.recent.hosts()
         return self.request if hosts == self.request.placed_hosts else replace(self.request, placed_hosts=hosts)
 
@@ -257,33 +268,32 @@ class _Loop:
         return int(nodes[j]), keys[j]
 
     def _indexed_pick(self) -> tuple[int, object] | None:
-        """The same pick for one instance without a look at every node, when the key is
-        a node key and there is no rack policy (module docstring); None when it does
-        not apply."""
+        """The same pick for one instance without a look at every node, when the order
+        is a node key's (within the tiers) and there is no rack policy (module
+        docstring); None when it does not apply."""
         request, selector, view = self._current(), self.selector, self.view
-        if self.policy != "none" or selector.node_key(request) is None:
+        if self.policy != "none":
             return None
-        search = lambda k, rows=None: best_fitting(view, request, self.settings, selector, k, rows, self.ties)
-        if self.random_pick:
-            nodes, keys = search(selector.keep(request, len(view)))
+        if self.locality and self.recent.nodes:  # the job's hosts, their racks, then the index
+            within = selector.key_within_tiers(request)
+            if within is None:
+                return None
+            ctx = FilterContext(view, request, self.settings)
+            nodes = best_by_tier(ctx, within, 1, self.ties)
             if nodes.size == 0:
                 self._give_up()
-            j = 0 if nodes.size == 1 else self.pipeline.rng.randrange(nodes.size)  # keep(): at most those that fit
-            return int(nodes[j]), keys[j]
-        if self.locality and self.recent.nodes:  # the job's racks, its hosts first: one scan of them
-            held = np.array(self.recent.nodes, dtype=np.int64)
-            rows = rack_rows(view, view.rack_code[held])
-            passing = node_passes(FilterContext(view, request, self.settings), rows)
-            fitting = rows if passing is None else rows[passing]
-            if fitting.size:
-                held_set = set(self.recent.nodes)
-                on_hosts = [i for i in fitting.tolist() if i in held_set]
-                tier = np.array(on_hosts, dtype=np.int64) if on_hosts else fitting
-                return self._first(tier, selector.node_key(request).column(view)[tier])
-        nodes, keys = search(1)
+            node = int(nodes[0])
+            if selector.node_key(request) is not None:  # the rank is that key: read it
+                return node, selector.node_key(request).column(view)[node]
+            return node, np.asarray(selector.rank(view, nodes, request))[0]
+        if selector.node_key(request) is None:
+            return None
+        k = selector.keep(request, len(view)) if self.random_pick else 1
+        nodes, keys = best_fitting(view, request, self.settings, selector, k, ties=self.ties)
         if nodes.size == 0:
             self._give_up()
-        return int(nodes[0]), keys[0]
+        j = 0 if nodes.size == 1 else self.pipeline.rng.randrange(nodes.size)  # keep(): at most those that fit
+        return int(nodes[j]), keys[j]
 
     def _give_up(self) -> None:
         """No eligible node: the filter chain says why, as one select() would now."""
@@ -326,7 +336,7 @@ class _Loop:
         if self.one_per_pick or self.policy != "none" or self.left <= 1:
             return False
         probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
-        if self.selector.node_key(self.request) is None or self.selector.node_key(probe) is None:
+        if self.selector.key_within_tiers(self.request) is None or self.selector.key_within_tiers(probe) is None:
             return False
         if any(self.room[i] > 0 for i in self.recent.nodes):
             return False
@@ -335,14 +345,14 @@ class _Loop:
         return len(with_room) <= 1
 
     def _rack_has_room(self, rack: int) -> bool:
-        return bool((self.room[self.view.rack_code == rack] > 0).any())
+        return bool((self.room[self.view.rack_rows([rack])] > 0).any())
 
     def _sweep(self) -> None:
         view = self.view
         nodes = np.flatnonzero(self.room > 0)
         if nodes.size == 0:
             self._give_up()
-        column = self.selector.node_key(self.request).column(view)
+        column = self.selector.key_within_tiers(self.request).column(view)
         keys = column[nodes]
         by_key = nodes[np.lexsort((self.ties[nodes], keys))]
         racks = view.rack_code[by_key]
@@ -460,23 +470,6 @@ class _Loop:
             chosen.append(known[0])
             unions.append(known[1])
         return chosen, unions
-
-
-_RACK_ROWS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-
-
-def rack_rows(view: ClusterView, racks: np.ndarray) -> np.ndarray:
-    """The nodes of ``racks`` (rack codes). The grouping of the nodes by rack is kept
-    per rack column (a view's copies share it; racks never change)."""
-    known = _RACK_ROWS.get(id(view.rack_code))
-    if known is None or known[0] is not view.rack_code:
-        if len(_RACK_ROWS) > 16:
-            _RACK_ROWS.clear()
-        by_rack = np.argsort(view.rack_code, kind="stable")
-        starts = np.searchsorted(view.rack_code[by_rack], np.arange(len(view.racks) + 1)).tolist()
-        known = _RACK_ROWS[id(view.rack_code)] = (view.rack_code, by_rack, starts)
-    _, by_rack, starts = known
-    return np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in set(racks.tolist())])
 
 
 def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:

@@ -97,6 +97,18 @@ class Selector:
         whenever you can. :meth:`rank` is derived from it, so the two agree."""
         return None
 
+    def key_within_tiers(self, request: "SelectionRequest") -> NodeKey | None:
+        """The node key that orders the nodes of one locality tier (the job's hosts,
+        then their racks, then the rest) as :meth:`rank` does; None when there is none.
+
+        The default is :meth:`node_key`. A strategy whose rank orders by the tier first
+        and by a node key below it (``locality``, whose :meth:`node_key` is None when
+        the job has hosts) returns that key whatever the hosts; a key given here for a
+        request without a :meth:`node_key` promises that rank. select() then searches
+        the job's hosts, their racks and the key's index in turn; the placement loop,
+        which orders by tier itself, fills nodes in bulk by the key."""
+        return self.node_key(request)
+
     def rank(self, view: "ClusterView", candidates: np.ndarray,
              request: "SelectionRequest") -> np.ndarray:
         """Sort keys for ``candidates`` (node indices), lower is better.

@@ -7,7 +7,8 @@ The pipeline finds its candidates through a node index kept up to date row by ro
 fresh views, after random allocate / release / set_health / mark_failed / set_usage
 sequences (the index taken in incrementally, and rebuilt), and on copies of a view
 changed apart from their original; best_nodes also with a seeded tie order (equal
-keys by a rank per node instead of the node index).
+keys by a rank per node instead of the node index); locality with the job's hosts
+(searched by tier) also on clusters of many racks.
 """
 from contextlib import contextmanager
 from dataclasses import replace
@@ -27,6 +28,8 @@ from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector, selector_classes
 from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.tools.bench.select import request_stream
+from gangmaster.tools.bench.synthetic import occupy_randomly, synthetic_specs
 
 SELECTORS = sorted(selector_classes())
 MACHINES = [  # (gpu type, topology preset, gpus, vcores, memory)
@@ -232,6 +235,50 @@ def test_best_nodes_among_rows(name, view, request, k, data):
     assert set(nodes.tolist()) <= set(rows) and len(nodes) <= k
     if expected is not None:  # a rack policy judges racks by the rows given: checked above only
         assert nodes.tolist() == expected
+
+
+@settings(max_examples=12)
+@given(nodes=st.integers(41, 400), rack_size=st.sampled_from([4, 40]), seed=st.integers(0, 1000),
+       seeded_ties=st.booleans(), data=st.data())
+def test_locality_searches_hosts_racks_then_the_index_as_the_reference(nodes, rack_size, seed, seeded_ties, data):
+    """Clusters of many racks, the job's hosts spread over them, up to 60 nodes asked:
+    the search by tier (hosts, their racks, the index walked past those racks, a chunk
+    at a time) against the reference, before and after bookings."""
+    view = ClusterView(synthetic_specs(nodes, rack_size))
+    occupy_randomly(view, seed)
+    pipeline = SelectionPipeline(SelectionSettings(seed=seed), get_selector("locality"))
+    ties = np.random.default_rng(seed).permutation(nodes) if seeded_ties else None
+    for request in request_stream(view, 8, seed):
+        hosts = tuple(data.draw(st.lists(st.sampled_from(view.hosts), min_size=1, max_size=6, unique=True)))
+        request = replace(request, placed_hosts=hosts)
+        assert_decides_as_reference(pipeline, view, request, data.draw(st.integers(1, 60)), ties)
+        chosen = view.host_index[data.draw(st.sampled_from(hosts))]  # the job books on one of its hosts
+        free = view.free(chosen)
+        view.allocate(chosen, ResourceDescriptor(free.memory_mb // 2, free.vcores // 2))
+
+
+@pytest.mark.parametrize("name", SELECTORS)
+@settings(max_examples=40)
+@given(view=clusters(), request=requests(), config=selection_settings)
+def test_a_single_pick_reports_the_strategys_rank_of_its_node(name, view, request, config):
+    """select_single_node()'s key is what the strategy's rank says of the node it chose
+    (locality's with the tier of the job's hosts), whichever search found it."""
+    pipeline = SelectionPipeline(config, get_selector(name, config.candidate_nodes_factor))
+    try:
+        result = pipeline.select_single_node(view, request)
+    except NotAvailable:
+        return
+    node = np.array([view.index(result.best.host)])
+    assert list(result.keys) == list(np.asarray(pipeline.selector.rank(view, node, result.request)))
+
+
+def test_a_single_pick_for_hosts_the_view_does_not_know_reports_the_rank_as_asked():
+    view = ClusterView([NodeSpec(f"n{i}", memory_mb=1000, vcores=4) for i in range(3)])
+    pipeline = SelectionPipeline(SelectionSettings(), get_selector("locality"))
+    request = SelectionRequest("w", ResourceDescriptor(500, 1), placed_hosts=("gone",))
+    result = pipeline.select_single_node(view, request)
+    node = np.array([view.index(result.best.host)])
+    assert list(result.keys) == list(pipeline.selector.rank(view, node, request)) == list(pipeline.select(view, request).keys[:1])
 
 
 def test_the_explanation_of_a_success_is_read_before_the_view_changes():

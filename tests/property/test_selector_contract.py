@@ -9,7 +9,10 @@ through the entry point). Strategy authors run this same suite on theirs.
 - booking selections one after another never double-books a GPU or a port, and
   free + used = capacity throughout;
 - where a strategy gives a node key (select() then walks an index sorted by it),
-  its rank agrees with that key column, and the column holds integers.
+  its rank agrees with that key column, and the column holds integers;
+- where it gives a key within the locality tiers and no node key (select() then
+  searches the job's hosts, their racks, then that key's index), its rank orders the
+  nodes by tier, then by that key.
 """
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ from hypothesis import given, strategies as st
 from gangmaster.gpu_topology.masks import is_subset, popcount
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.locality import locality_tiers
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.request import SelectionRequest
@@ -171,3 +175,22 @@ def test_rank_agrees_with_the_node_key(name, view, request):
     assert np.issubdtype(column.dtype, np.integer) and column.shape == (len(view),)
     candidates = np.arange(len(view))[::-1]
     assert np.array_equal(np.asarray(selector.rank(view, candidates, request)), column[candidates])
+
+
+@pytest.mark.parametrize("name", SELECTORS)
+@given(view=clusters(), request=requests())
+def test_rank_orders_by_tier_then_the_key_within_tiers(name, view, request):
+    selector = get_selector(name)
+    key = selector.key_within_tiers(request)
+    if key is None:
+        return
+    nodes = np.arange(len(view))
+    ranks = np.asarray(selector.rank(view, nodes, request))
+    within = key.column(view)
+    tiers = (locality_tiers(view, nodes, request.placed_hosts) if selector.node_key(request) is None
+             else np.zeros(len(view), dtype=np.int64))  # a node key: the rank is that key (test above)
+    order = np.lexsort((within, tiers))
+    ranks, tiers, within = ranks[order], tiers[order], within[order]
+    assert np.all(ranks[:-1] <= ranks[1:])
+    alike = (tiers[:-1] == tiers[1:]) & (within[:-1] == within[1:])
+    assert np.array_equal(ranks[:-1][alike], ranks[1:][alike])
