@@ -15,6 +15,7 @@ takes the lowest free ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from gangmaster.selectors import explanation as why
 from gangmaster.selectors import fit
 from gangmaster.selectors.cluster import NodeColumns, NodeSpec
 from gangmaster.selectors.fit import Demand
-from gangmaster.selectors.ports import NO_PORTS, PortRanges
+from gangmaster.selectors.ports import NO_PORTS, PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 #: The scheduler's name for a compiled ask: the fit model's :class:`Demand`.
@@ -33,19 +34,21 @@ Need = Demand
 
 @dataclass(frozen=True)
 class Booking:
-    """Exactly what one container holds on its node."""
+    """Exactly what one container holds on its node. Its :attr:`resource` (what the AM
+    is told) and :attr:`demand` (what the ledger books and gives back) are made once,
+    when first read: a container is booked, reported and given back once each."""
 
     memory_mb: int
     mvcores: int
     gpu_mask: int
     port_ranges: PortRanges
 
-    @property
+    @cached_property
     def resource(self) -> ResourceDescriptor:
         return ResourceDescriptor(self.memory_mb, self.mvcores / 1000.0, popcount(self.gpu_mask),
                                   self.gpu_mask, port_ranges=self.port_ranges)
 
-    @property
+    @cached_property
     def demand(self) -> Demand:
         return Demand(self.memory_mb, self.mvcores, popcount(self.gpu_mask), self.gpu_mask,
                       self.port_ranges.count, self.port_ranges)
@@ -133,18 +136,24 @@ class NodeLedger(NodeColumns):
     # ------------------------------------------------------------- booking
     def book(self, i: int, need: Need) -> Booking:
         """Take ``need`` from node ``i``: the GPUs named by the mask or the lowest free
-        ones; the ports named or the lowest free ones. Raises if it does not fit."""
-        reason = self.why_not_now(i, need)
-        if reason:
-            raise ResourceError(reason)
-        mask = need.gpu_mask or (lowest_bits(int(self.gpu_free_mask[i]), need.gpus) if need.gpus else 0)
-        if need.port_ranges:
-            ports = need.port_ranges
-        elif need.ports:
-            ports = self.ports_free[i].take_sequential(need.ports)  # enough are free: checked above
-        else:
-            ports = NO_PORTS
-        return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports))
+        ones; the ports named or the lowest free ones. Raises, naming what is short, if it
+        does not fit. The fit is checked once, by the booking itself (the scheduler has
+        just asked :meth:`why_not_now`); the reason is worked out only on a refusal."""
+        if not self.usable[i]:
+            raise ResourceError(self.why_not_now(i, need))
+        try:
+            mask = need.gpu_mask or (lowest_bits(int(self.gpu_free_mask[i]), need.gpus) if need.gpus else 0)
+            if popcount(mask) != need.gpus:   # lowest_bits answers 0 when too few are free
+                raise ResourceError(f"{need.gpus} GPU(s) asked")
+            if need.port_ranges:
+                ports = need.port_ranges
+            elif need.ports:
+                ports = self.ports_free[i].take_sequential(need.ports)
+            else:
+                ports = NO_PORTS
+            return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports))
+        except (ResourceError, PortError) as exc:
+            raise ResourceError(self.why_not_now(i, need) or str(exc)) from None
 
     def take(self, i: int, b: Booking) -> Booking:
         """Book an exact :class:`Booking` (also used to rebuild state after a restart)."""
