@@ -213,3 +213,30 @@ def _descriptor(d: Demand) -> ResourceDescriptor:
 
 def _booking(d: Demand) -> Booking:
     return Booking(d.memory_mb, d.mvcores, d.gpu_mask, d.port_ranges)
+
+
+@settings(max_examples=60)
+@given(clusters(), st.lists(st.tuples(st.integers(0, 5), asks), max_size=8))
+def test_the_ledger_books_exactly_what_fits_and_tells_what_it_booked(specs, ops):
+    """``NodeLedger.book`` books when, and only when, the scalar check says the ask fits;
+    a refusal names the reason ``why_not_now`` gives and changes nothing; a booking holds
+    the GPUs and ports asked for, and reports them as the resource (the ask's own
+    descriptor when the ask named them, an equal one built otherwise)."""
+    ledger = NodeLedger(specs)
+    for pick, ask in ops:
+        i = pick % len(specs)
+        demand = Demand.of(ask)
+        before = ledger.amounts(i)
+        reason = ledger.why_not_now(i, demand)
+        try:
+            booking = ledger.book(i, demand, ask)
+        except ResourceError as exc:
+            assert reason is not None and str(exc) == reason and ledger.amounts(i) == before
+            continue
+        assert reason is None and shortfall(demand, before) is None
+        assert popcount(booking.gpu_mask) == demand.gpus and booking.port_ranges.count == demand.ports
+        built = ResourceDescriptor(booking.memory_mb, booking.mvcores / 1000.0, popcount(booking.gpu_mask),
+                                   booking.gpu_mask, port_ranges=booking.port_ranges)
+        assert booking.resource == built
+        named = (ask.gpu_mask or not ask.gpus) and (ask.port_ranges or not ask.ports)
+        assert (booking.resource is ask) == bool(named and ask.vcores * 1000 == booking.mvcores)

@@ -551,7 +551,7 @@ class ResourceManager:
                 cursor += 1
                 continue
             entry[1] = cursor
-            booking = ledger.book(node, need)
+            booking = ledger.book(node, need, ask.request.resource)
             self._grant(app, ask, node, booking, queue)
             return True
         entry[1] = cursor

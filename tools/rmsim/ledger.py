@@ -14,7 +14,7 @@ takes the lowest free ones.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -36,15 +36,19 @@ Need = Demand
 class Booking:
     """Exactly what one container holds on its node. Its :attr:`resource` (what the AM
     is told) and :attr:`demand` (what the ledger books and gives back) are made once,
-    when first read: a container is booked, reported and given back once each."""
+    when first read: a container is booked, reported and given back once each. An ask
+    that named its GPUs and ports is booked as it was asked: its resource is ``asked``."""
 
     memory_mb: int
     mvcores: int
     gpu_mask: int
     port_ranges: PortRanges
+    asked: ResourceDescriptor | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def resource(self) -> ResourceDescriptor:
+        if self.asked is not None:
+            return self.asked
         return ResourceDescriptor(self.memory_mb, self.mvcores / 1000.0, popcount(self.gpu_mask),
                                   self.gpu_mask, port_ranges=self.port_ranges)
 
@@ -134,11 +138,13 @@ class NodeLedger(NodeColumns):
         return np.flatnonzero(ok)
 
     # ------------------------------------------------------------- booking
-    def book(self, i: int, need: Need) -> Booking:
+    def book(self, i: int, need: Need, asked: ResourceDescriptor | None = None) -> Booking:
         """Take ``need`` from node ``i``: the GPUs named by the mask or the lowest free
-        ones; the ports named or the lowest free ones. Raises, naming what is short, if it
-        does not fit. The fit is checked once, by the booking itself (the scheduler has
-        just asked :meth:`why_not_now`); the reason is worked out only on a refusal."""
+        ones; the ports named or the lowest free ones. ``asked``: the resource ``need`` was
+        compiled from (the booking's resource when it is exactly what was booked). Raises,
+        naming what is short, if it does not fit. The fit is checked once, by the booking
+        itself (the scheduler has just asked :meth:`why_not_now`); the reason is worked
+        out only on a refusal."""
         if not self.usable[i]:
             raise ResourceError(self.why_not_now(i, need))
         try:
@@ -151,7 +157,8 @@ class NodeLedger(NodeColumns):
                 ports = self.ports_free[i].take_sequential(need.ports)
             else:
                 ports = NO_PORTS
-            return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports))
+            named = asked is not None and _is_exactly(asked, need, mask, ports)
+            return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports, asked if named else None))
         except (ResourceError, PortError) as exc:
             raise ResourceError(self.why_not_now(i, need) or str(exc)) from None
 
@@ -162,3 +169,9 @@ class NodeLedger(NodeColumns):
 
     def give_back(self, i: int, b: Booking) -> None:
         self._unbook(i, b.demand)
+
+
+def _is_exactly(asked: ResourceDescriptor, need: Need, gpu_mask: int, ports: PortRanges) -> bool:
+    """True when ``asked`` names exactly what ``need`` booked as ``gpu_mask`` and ``ports``."""
+    return (asked.gpu_mask == gpu_mask and asked.port_ranges == ports and asked.memory_mb == need.memory_mb
+            and asked.vcores == need.mvcores / 1000.0 and asked.gpus == need.gpus and asked.ports == need.ports)
