@@ -85,6 +85,11 @@ class NodeLedger(NodeColumns):
     def capacity(self, i: int) -> ResourceDescriptor:
         return self.specs[i].capacity
 
+    def unused(self, i: int) -> bool:
+        """True when nothing of node ``i`` is booked: all of it is free."""
+        return (self.memory_free[i] == self.memory_capacity[i] and self.mvcores_free[i] == self.mvcores_capacity[i]
+                and self.gpu_free_mask[i] == self.gpu_capacity_mask[i] and self.ports_free[i] == self.port_capacity[i])
+
     def why_not_now(self, i: int, need: Need) -> str | None:
         """None when ``need`` fits in node ``i``'s free resources now, else the reason."""
         if not self.usable[i]:
