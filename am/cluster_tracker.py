@@ -14,11 +14,34 @@ let a gang that did not fit fit now, so a waiting gang is placed again only then
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from gangmaster.selectors.cluster import ClusterView
+from gangmaster.selectors.ports import PortRanges
 
 from .rm_protocol import NodeReport, view_from_nodes
+
+
+class _Room(NamedTuple):
+    """What one node of the view offers now: whether it is usable, and what is free."""
+
+    healthy: bool
+    memory_mb: int
+    mvcores: int
+    gpu_mask: int
+    ports: PortRanges
+
+    @classmethod
+    def of(cls, view: ClusterView, i: int) -> "_Room":
+        return cls(bool(view.healthy[i]), int(view.memory_free[i]), int(view.mvcores_free[i]),
+                   int(view.gpu_free_mask[i]), view.ports_free[i])
+
+    def grew_from(self, before: "_Room") -> bool:
+        """More room than ``before`` in any dimension (a GPU or port freed counts even when
+        another was taken), or usable again."""
+        return ((self.healthy and not before.healthy) or self.memory_mb > before.memory_mb
+                or self.mvcores > before.mvcores or bool(self.gpu_mask & ~before.gpu_mask)
+                or bool(self.ports.subtract(before.ports)))
 
 
 class ClusterTracker:
@@ -38,14 +61,10 @@ class ClusterTracker:
                 self._rebuild()
                 view, grew = self.view, True
                 continue
-            was_healthy = bool(view.healthy[i])
-            memory, mvcores, mask = int(view.memory_free[i]), int(view.mvcores_free[i]), int(view.gpu_free_mask[i])
-            ports = view.ports_free[i]
+            before = _Room.of(view, i)
             view.set_free(report.host, report.free)
             view.set_health(report.host, report.state.usable)
-            grew = grew or (bool(view.healthy[i]) and not was_healthy) or view.memory_free[i] > memory \
-                or view.mvcores_free[i] > mvcores or bool(int(view.gpu_free_mask[i]) & ~mask) \
-                or bool(view.ports_free[i].subtract(ports))
+            grew = _Room.of(view, i).grew_from(before) or grew
         if grew:
             self.grown += 1
         return grew

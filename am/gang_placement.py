@@ -52,7 +52,7 @@ class InstancePlacement(NamedTuple):
     host: str
     gpu_mask: int
     ports: str
-    resource: object  # the ResourceDescriptor booked (asked of the RM)
+    resource: ResourceDescriptor  # what is asked of the RM (its GPUs and ports named)
 
 
 @dataclass
@@ -206,9 +206,7 @@ def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: P
 
 def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:
     """The resource to ask of the RM for these GPUs and ports, and the ports as text."""
-    named = {}
-    if ports:
-        named.update(ports=ports.count, port_ranges=ports)
+    resource = asked.with_ports(ports) if ports else asked
     if gpu_mask:
-        named.update(gpus=0, gpu_mask=gpu_mask)
-    return (replace(asked, **named) if named else asked), (str(ports) if ports else "")
+        resource = replace(resource, gpus=0, gpu_mask=gpu_mask)
+    return resource, (str(ports) if ports else "")

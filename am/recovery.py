@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 
 def recover(am: "ApplicationMaster", previous: JournalState, kept_containers) -> None:
+    """Take the job over from the journal of this application's previous AM attempt, with
+    the containers the RM kept running (see the module docstring)."""
     kept = {c.container_id for c in kept_containers}
     am.log(f"recovering from the journal of AM attempt(s) {previous.am_attempts}; the RM kept "
            f"{len(kept)} running container(s)")

@@ -81,10 +81,6 @@ class Explanation:
     rejections: list[Rejection] = field(default_factory=list)
     survivors: int = 0
 
-    def reject(self, filter_name: str, reason: str, kind: str, count: int, **numbers) -> None:
-        if count:
-            self.rejections.append(Rejection(filter_name, reason, kind, int(count), **numbers))
-
     def count(self, reason: str) -> int:
         return sum(r.count for r in self.rejections if r.reason == reason)
 

@@ -52,6 +52,18 @@ def milli(vcores: float) -> int:
     return int(round(vcores * 1000))
 
 
+def describe_ask(memory_mb: int, vcores: float, gpus: int, gpu_mask: int, ports: int,
+                 port_ranges: PortRanges) -> str:
+    """``memory=4096MB vcores=0.5 gpus=1 ports=2``: an ask as messages show it, the same
+    for a :class:`Demand` and a ``ResourceDescriptor`` (the mask and ports only when set)."""
+    parts = [f"memory={memory_mb}MB", f"vcores={vcores:g}", f"gpus={gpus}"]
+    if gpu_mask:
+        parts.append(f"gpu_mask={gpu_mask:#x}")
+    if ports:
+        parts.append(f"ports={ports}" + (f" [{port_ranges}]" if port_ranges else ""))
+    return " ".join(parts)
+
+
 @dataclass(frozen=True)
 class Demand:
     """One instance's ask in integer units (the hot path's form of a ResourceDescriptor).
@@ -72,12 +84,8 @@ class Demand:
                    resource.ports, resource.port_ranges)
 
     def __str__(self) -> str:
-        parts = [f"memory={self.memory_mb}MB", f"vcores={self.mvcores / 1000:g}", f"gpus={self.gpus}"]
-        if self.gpu_mask:
-            parts.append(f"gpu_mask={self.gpu_mask:#x}")
-        if self.ports:
-            parts.append(f"ports={self.ports}" + (f" [{self.port_ranges}]" if self.port_ranges else ""))
-        return " ".join(parts)
+        return describe_ask(self.memory_mb, self.mvcores / 1000, self.gpus, self.gpu_mask, self.ports,
+                            self.port_ranges)
 
     def checks(self, port_min: int = PORT_MIN) -> tuple["Check", ...]:
         """The checks this demand needs, in the order reasons are given (dimensions it
@@ -145,7 +153,23 @@ def _take(column, rows):
     return column if rows is None else column[rows]
 
 
-class _Amount(Check):
+class _AtLeast(Check):
+    """Enough of an integer column: ``need`` per instance of what :meth:`shown_column`
+    gives (the free amount, or the capacity when ``empty``)."""
+
+    need = 1
+
+    def meets(self, view, rows, empty=False):
+        return _take(self.shown_column(view, empty), rows) >= self.need
+
+    def short(self, view, rows, empty=False):
+        return _take(self.shown_column(view, empty), rows) < self.need
+
+    def room(self, view, rows, empty=False):
+        return _take(self.shown_column(view, empty), rows) // self.need
+
+
+class _Amount(_AtLeast):
     """Memory, vcores (in millis) or a GPU count: enough of an integer amount."""
 
     group = "amount"
@@ -155,20 +179,8 @@ class _Amount(Check):
         self.free, self.capacity = free, capacity  # column names
         self.requested = need if unit == 1 else need / unit
 
-    def _column(self, view, empty):
-        return getattr(view, self.capacity if empty else self.free)
-
-    def meets(self, view, rows, empty=False):
-        return _take(self._column(view, empty), rows) >= self.need
-
-    def short(self, view, rows, empty=False):
-        return _take(self._column(view, empty), rows) < self.need
-
-    def room(self, view, rows, empty=False):
-        return _take(self._column(view, empty), rows) // self.need
-
     def shown_column(self, view, empty):
-        return self._column(view, empty)
+        return getattr(view, self.capacity if empty else self.free)
 
 
 class _GpuMask(Check):
@@ -194,7 +206,7 @@ class _GpuMask(Check):
         return self.meets(view, rows, empty).astype(np.int64)  # the same GPUs cannot go twice
 
 
-class _PortCount(Check):
+class _PortCount(_AtLeast):
     """A count of ports, served only by free ports ``>= port_min``."""
 
     reason = why.PORTS
@@ -202,20 +214,11 @@ class _PortCount(Check):
     filtered_when_too_small = False
 
     def __init__(self, count: int, port_min: int):
-        self.count, self.port_min = count, port_min
+        self.need, self.port_min = count, port_min
         self.requested = count
 
     def shown_column(self, view, empty):
         return (view.ports_capacity_at_or_above if empty else view.ports_free_at_or_above)(self.port_min)
-
-    def meets(self, view, rows, empty=False):
-        return _take(self.shown_column(view, empty), rows) >= self.count
-
-    def short(self, view, rows, empty=False):
-        return _take(self.shown_column(view, empty), rows) < self.count
-
-    def room(self, view, rows, empty=False):
-        return _take(self.shown_column(view, empty), rows) // self.count
 
 
 class _PortRangesFree(Check):

@@ -81,7 +81,7 @@ class SelectionPipeline:
         ranked, keys, ports = self._choose_ports(view, request, ranked, keys)
         resource, request_with_ports = request.resource, request
         if ports:
-            resource = replace(resource, ports=ports.count, port_ranges=ports)
+            resource = resource.with_ports(ports)
             request_with_ports = replace(request, resource=resource)
         candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
                       for i in ranked]
@@ -108,9 +108,7 @@ class SelectionPipeline:
         request = self._with_reused_ports(request)
         placed = place(self, view, request, 1, book=False)
         node, gpu_mask, ports = placed.nodes[0], placed.gpu_masks[0][0], placed.ports[0][0]
-        resource = request.resource
-        if ports:
-            resource = replace(resource, ports=ports.count, port_ranges=ports)
+        resource = request.resource.with_ports(ports) if ports else request.resource
         return SelectionResult(request, [Candidate(view.hosts[node], gpu_mask)], resource,
                                self._explainer(view, request), ports, np.array(placed.keys))
 
@@ -136,8 +134,7 @@ class SelectionPipeline:
     def _with_reused_ports(self, request: SelectionRequest) -> SelectionRequest:
         if not request.reuse_ports:
             return request
-        resource = replace(request.resource, ports=request.reuse_ports.count, port_ranges=request.reuse_ports)
-        return replace(request, resource=resource)
+        return replace(request, resource=request.resource.with_ports(request.reuse_ports))
 
     def _choose_ports(self, view: ClusterView, request: SelectionRequest, ranked: np.ndarray,
                       keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, PortRanges]:

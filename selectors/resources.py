@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, popcount
 
-from .fit import Amounts, Demand, milli, shortfall
+from .fit import Amounts, Demand, describe_ask, milli, shortfall
 from .ports import NO_PORTS, PortRanges
 
-__all__ = ["ResourceDescriptor", "ResourceError", "milli"]
+__all__ = ["ResourceDescriptor", "ResourceError"]
 
 
 class ResourceError(ValueError):
@@ -60,15 +60,14 @@ class ResourceDescriptor:
             object.__setattr__(self, "ports", self.port_ranges.count)
 
     def __str__(self) -> str:
-        parts = [f"memory={self.memory_mb}MB", f"vcores={self.vcores:g}", f"gpus={self.gpus}"]
-        if self.gpu_mask:
-            parts.append(f"gpu_mask={self.gpu_mask:#x}")
-        if self.ports:
-            parts.append(f"ports={self.ports}" + (f" [{self.port_ranges}]" if self.port_ranges else ""))
-        return " ".join(parts)
+        return describe_ask(self.memory_mb, self.vcores, self.gpus, self.gpu_mask, self.ports, self.port_ranges)
 
     def with_(self, **changes) -> "ResourceDescriptor":
         return replace(self, **changes)
+
+    def with_ports(self, ports: PortRanges) -> "ResourceDescriptor":
+        """The same ask naming these exact ports (the count follows from them)."""
+        return replace(self, ports=ports.count, port_ranges=ports)
 
     def add(self, other: "ResourceDescriptor") -> "ResourceDescriptor":
         if self.gpu_mask & other.gpu_mask:

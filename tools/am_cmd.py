@@ -13,8 +13,9 @@ import signal
 import sys
 from pathlib import Path
 
-from gangmaster.tools.arg_types import address, port_number, seconds
+from gangmaster.tools.arg_types import address
 from gangmaster.tools.rm_cmd import add_client_security
+from gangmaster.tools.run_cmd import add_am_options
 
 
 def add_parser(sub):
@@ -55,14 +56,9 @@ def add_parser(sub):
                                            "./gangmaster-runs/<job>-<n>, a new one each run); a folder holding "
                                            "an earlier run of the same job is resumed, or reported when that "
                                            "run finished")
-    parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:, barrier:)")
-    parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
-    parser.add_argument("--metrics-port", type=port_number, help="serve Prometheus metrics on this port (0: any "
-                                                                 "free port); prints \"metrics: URL\"")
-    parser.add_argument("--timeout", type=seconds, default=3600.0,
-                        help="give up after this many seconds: the application is killed at the RM (default 3600)")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the report")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_am_options(parser, metrics_port_note="",
+                   timeout_help="give up after this many seconds: the application is killed at the RM "
+                                "(default 3600)")
     parser.set_defaults(func=_am)
     return parser
 

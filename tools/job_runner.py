@@ -27,7 +27,7 @@ the job again into a folder that holds an earlier run of it:
 * it did not finish (interrupted, killed, the machine went down): its RM and
   every task went with it, so a new application resumes the job from the
   journal: the attempts that were running end as interrupted and start again
-  as new attempts (:meth:`ApplicationMaster._resume`), and the AM's clock goes
+  as new attempts (:func:`gangmaster.am.recovery.resume`), and the AM's clock goes
   on from the journal's last record.
 
 In virtual time a run that can never progress is stopped as soon as that is

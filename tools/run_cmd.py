@@ -58,22 +58,29 @@ def add_parser(sub):
     parser.add_argument("--scenario", help="fault scenario YAML played on the RM's clock (lose_node, "
                                            "kill_am, fail_container, ...; virtual seconds, or seconds since "
                                            "the start with --live)")
-    parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:, barrier:)")
-    parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
-    parser.add_argument("--metrics-port", type=port_number, help="serve Prometheus metrics on this port (0: any free "
-                                                            "port); prints \"metrics: URL\" (several jobs: one "
-                                                            "endpoint, labelled job_name and app_id)")
-    parser.add_argument("--timeout", type=seconds, default=3600.0,
-                        help="with --live: give up after this many seconds (default 3600)")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the report")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id)",
+                   timeout_help="with --live: give up after this many seconds (default 3600)")
     parser.set_defaults(func=_run)
     return parser
 
 
+def add_am_options(parser, metrics_port_note: str, timeout_help: str) -> None:
+    """The options ``gangmaster run`` and ``gangmaster am`` share: the AM's settings
+    (read back by :func:`am_and_selection_settings`), the time limit and how the report
+    is printed."""
+    parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:, barrier:)")
+    parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
+    parser.add_argument("--metrics-port", type=port_number, help="serve Prometheus metrics on this port (0: any "
+                                                                 "free port); prints \"metrics: URL\""
+                                                                 + metrics_port_note)
+    parser.add_argument("--timeout", type=seconds, default=3600.0, help=timeout_help)
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the report")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
 def am_and_selection_settings(args):
     """The ``am:`` and ``selection:`` settings of ``--config``, with ``--metrics-port`` and
-    ``--seed`` applied (``gangmaster run`` and ``gangmaster am`` take the same three options)."""
+    ``--seed`` applied (the options :func:`add_am_options` adds)."""
     from dataclasses import replace
 
     from gangmaster.am.am_settings import AMSettings

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 MARKER_VAR = "GANGMASTER_TEST_MARKER"
@@ -68,3 +70,15 @@ def kill_marked(marker: str) -> None:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+@contextmanager
+def killed_on_exit(proc: subprocess.Popen):
+    """``proc`` for the block; killed and reaped when it is still running as the block
+    ends (a failed assertion must not leave the process behind)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

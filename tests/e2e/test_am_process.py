@@ -22,7 +22,7 @@ from gangmaster.am.journal import JOURNAL_FILE, read_records
 from gangmaster.am.rm_client_grpc import GrpcRMClient
 from gangmaster.am.rm_protocol import AppState
 from rm_serve_helpers import start_rm_serve, stop_rm_serve
-from task_procs import MARKER_VAR, kill_marked, new_marker, running, wait_until
+from task_procs import MARKER_VAR, kill_marked, killed_on_exit, new_marker, running, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
@@ -56,10 +56,27 @@ taskRoles:
 """
 
 
+def am_argv(address: str, job: Path, work: Path, *extra) -> list[str]:
+    return [*AM_CLI, "--rm", address, str(job), "--work-dir", str(work), *map(str, extra)]
+
+
 def am(address: str, job: Path, work: Path, *extra, timeout_s: float = 90):
-    return subprocess.run([*AM_CLI, "--rm", address, str(job), "--work-dir", str(work), "--timeout",
-                           str(timeout_s), "-q", *extra], capture_output=True, text=True, timeout=timeout_s + 60,
-                          cwd=work.parent)
+    """`gangmaster am` run to its end, quietly."""
+    return subprocess.run(am_argv(address, job, work, "--timeout", timeout_s, "-q", *extra), capture_output=True,
+                          text=True, timeout=timeout_s + 60, cwd=work.parent)
+
+
+def am_started(address: str, job: Path, work: Path, *extra):
+    """`gangmaster am` running in the background (its output piped), killed if still
+    running when the ``with`` block ends."""
+    proc = subprocess.Popen(am_argv(address, job, work, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=work.parent)
+    return killed_on_exit(proc)
+
+
+def wait_for_the_gang_to_start(work: Path) -> None:
+    wait_until(lambda: any(r["kind"] == "launched" for r in read_records(work / JOURNAL_FILE)), 60,
+               "the gang to start")
 
 
 @pytest.fixture
@@ -153,13 +170,11 @@ def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):
     server, address = start_rm_serve(tmp_path, "--work-dir", str(tmp_path / "rm-tasks"),
                                      env={**os.environ, MARKER_VAR: marker})
     (tmp_path / "job.yaml").write_text(SLEEPS % 1000)        # attempt 1 runs until stopped; a later one ends at once
-    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir",
-                             str(tmp_path / "run"), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tmp_path)
     try:
-        wait_until(lambda: len(running(marker, "sleep")) == 2, 60, "both tasks to start")
-        proc.send_signal(signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=60)
+        with am_started(address, tmp_path / "job.yaml", tmp_path / "run", "-q") as proc:
+            wait_until(lambda: len(running(marker, "sleep")) == 2, 60, "both tasks to start")
+            proc.send_signal(signal.SIGTERM)
+            stdout, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
         assert "interrupted by SIGTERM; the application was killed at the RM" in stderr
         assert "UNFINISHED" in stdout
@@ -173,9 +188,6 @@ def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):
         assert "gang worker attempt 1: stopped" in resumed.stdout
         assert "gang worker attempt 2: succeeded" in resumed.stdout
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
         stop_rm_serve(server)
         kill_marked(marker)
 
@@ -184,19 +196,11 @@ def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serv
     address, token, state = rm_serve
     (tmp_path / "job.yaml").write_text(SLEEPS % 8)   # long enough for the new AM to find the tasks running
     work = tmp_path / "run"
-    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir", str(work),
-                             "--token-file", str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path)
-    try:
-        wait_until(lambda: any(r["kind"] == "launched" for r in read_records(work / JOURNAL_FILE)), 60,
-                   "the gang to start")
+    with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as proc:
+        wait_for_the_gang_to_start(work)
         with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
             rm.inject_fault("kill_am", app_id="app_0001")
         stdout, stderr = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 0, stdout + stderr
     assert "AM attempt 2 of app_0001" in stdout and "job sleeps (app_0001): SUCCEEDED" in stdout
     assert "gang worker attempt 1: succeeded" in stdout          # its tasks were kept across AM attempts
@@ -212,28 +216,22 @@ def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
     server, address = start_rm_serve(tmp_path, *args)
     (tmp_path / "job.yaml").write_text(SLEEPS % 6)
     work = tmp_path / "run"
-    proc = subprocess.Popen([*AM_CLI, "--rm", address, str(tmp_path / "job.yaml"), "--work-dir", str(work),
-                             "--token-file", str(token)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path)
     try:
-        wait_until(lambda: any(r["kind"] == "launched" for r in read_records(work / JOURNAL_FILE)), 60,
-                   "the gang to start")
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
-        reader.start()
-        server.send_signal(signal.SIGKILL)
-        server.wait(timeout=10)
-        wait_until(lambda: any("the RM did not answer a heartbeat" in line for line in lines), 30,
-                   "the AM to find the RM gone")
-        server, again = start_rm_serve(tmp_path, *args, "--port", address.rsplit(":", 1)[1])
-        assert again == address
-        proc.wait(timeout=90)
-        reader.join(timeout=10)
-        stdout, stderr = "".join(lines), proc.stderr.read()
+        with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as proc:
+            wait_for_the_gang_to_start(work)
+            lines: list[str] = []
+            reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+            reader.start()
+            server.send_signal(signal.SIGKILL)
+            server.wait(timeout=10)
+            wait_until(lambda: any("the RM did not answer a heartbeat" in line for line in lines), 30,
+                       "the AM to find the RM gone")
+            server, again = start_rm_serve(tmp_path, *args, "--port", address.rsplit(":", 1)[1])
+            assert again == address
+            proc.wait(timeout=90)
+            reader.join(timeout=10)
+            stdout, stderr = "".join(lines), proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
         stop_rm_serve(server)
     assert proc.returncode == 0, stdout + stderr
     assert "the RM answers again" in stdout

@@ -19,19 +19,13 @@ from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import parse_job
 from gangmaster.am.rm_protocol import InvalidRequest
 from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager
 from gangmaster.tools.rmsim.scenario import Scenario
+from sim_cluster import PORTS, nodes
 
 REPO = Path(__file__).resolve().parents[2]
 MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
-PORTS = PortRanges.parse("20000-20099")
-
-
-def nodes(n: int, label: str | None = None) -> list[NodeSpec]:
-    labels = frozenset({label}) if label else frozenset()
-    return [NodeSpec(f"n{i}", "rack-0", labels, "V100", None, 65536, 16, 4, PORTS) for i in range(n)]
 
 
 def job(instances: int = 2, retry: int = 0, command: str = "train", duration: float = 60, label: str = "") -> str:

@@ -16,17 +16,10 @@ from gangmaster.am.barrier import Arrival, TaskInfo
 from gangmaster.am.barrier_errors import AttemptFailed, BarrierTimeout
 from gangmaster.am.barrier_in_process import InProcessBarrier
 from gangmaster.am.jobspec import parse_job
-from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.clock import VirtualLoop
 from gangmaster.tools.rmsim.workload import BARRIER_ERROR_EXIT_CODE
-
-PORTS = PortRanges.parse("20000-20099")
-
-
-def nodes(n: int) -> list[NodeSpec]:
-    return [NodeSpec(f"n{i}", "rack-0", frozenset(), "V100", None, 65536, 16, 4, PORTS) for i in range(n)]
+from sim_cluster import nodes
 
 
 #: Instance 2 of the worker role crashes on start in attempt 1, never reaching its barrier.

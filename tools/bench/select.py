@@ -29,10 +29,11 @@ import tracemalloc
 import numpy as np
 
 from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.fit import milli
 from gangmaster.selectors.job_packing import PACKING
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
-from gangmaster.selectors.resources import ResourceDescriptor, milli
+from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector, selector_classes
 from gangmaster.selectors.settings import SelectionSettings
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
 from gangmaster.conf.limits import MAX_CLUSTER_NODES
-from gangmaster.selectors.resources import milli
+from gangmaster.selectors.fit import milli
 
 from .ledger import NodeLedger
 
