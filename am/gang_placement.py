@@ -39,6 +39,9 @@ __all__ = ["InstancePlacement", "GangPlacement", "GangDoesNotFit", "PipelineFor"
 #: own strategy).
 PipelineFor = Union[SelectionPipeline, Callable[[RoleSpec], SelectionPipeline]]
 
+#: How many of the job's most recent distinct hosts count as its hosts (locality tiers).
+RECENT_HOSTS = 8
+
 
 class InstancePlacement(NamedTuple):
     """Where one instance goes. A named tuple: a gang makes thousands of them per
@@ -84,7 +87,7 @@ def role_request(role: RoleSpec, pending: int, placed_hosts: tuple[str, ...],
 
 
 def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor,
-               recent_hosts: int = 8,
+               recent_hosts: int = RECENT_HOSTS,
                indices: Mapping[str, Sequence[int]] | None = None) -> GangPlacement:
     """Place the gang's instances on a scratch copy of ``view`` (``view`` is not
     changed) and return where each went, or raise :class:`GangDoesNotFit`.
@@ -102,11 +105,19 @@ def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipelin
         placement = place_gang(view, job.roles, pipeline, indices={"worker": [3, 7]})
         [(p.index, p.host, p.gpu_mask, p.ports) for p in placement.instances]
     """
-    wanted = _wanted_indices(roles, indices)
+    placement = GangPlacement()
+    _place_roles(view, roles, pipeline, recent_hosts, _wanted_indices(roles, indices), placement)
+    return placement
+
+
+def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor, recent_hosts: int,
+                 wanted: list[list[int]], placement: GangPlacement | None) -> None:
+    """:func:`place_gang`'s loop; the instances are recorded in ``placement`` when one is
+    given (the never-fits check needs only the answer, not 6,001 records of it)."""
     total = sum(len(todo) for todo in wanted)
     scratch = view.copy()
     recent = RecentHosts(scratch, limit=recent_hosts)
-    placement = GangPlacement()
+    placed_before = 0
     for role, todo in zip(roles, wanted):
         if not todo:
             continue
@@ -116,9 +127,10 @@ def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipelin
             placed = place(chosen, scratch, request, len(todo), recent)
         except NotAvailable as exc:
             done = exc.placed.count
-            raise GangDoesNotFit(role.name, todo[done], len(placement.instances) + done, total, exc) from None
-        _record(placement, role, todo, placed, scratch.hosts, request.resource)
-    return placement
+            raise GangDoesNotFit(role.name, todo[done], placed_before + done, total, exc) from None
+        if placement is not None:
+            _record(placement, role, todo, placed, scratch.hosts, request.resource)
+        placed_before += len(todo)
 
 
 def empty_view(view: ClusterView) -> ClusterView:
@@ -130,7 +142,7 @@ def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: P
     """Raise :class:`GangDoesNotFit` (``never=True``) if the gang cannot be placed
     even on the empty cluster."""
     try:
-        place_gang(empty_view(view), roles, pipeline)
+        _place_roles(empty_view(view), roles, pipeline, RECENT_HOSTS, _wanted_indices(roles, None), None)
     except GangDoesNotFit as exc:
         raise GangDoesNotFit(exc.role, exc.index, exc.placed, exc.total, exc.cause, never=True) from None
 

@@ -208,8 +208,15 @@ class ApplicationMaster:
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
+        growth = self._cluster().grown
+        if acq.first_grant_at is None and acq.stalled(now, growth):
+            # Holding and asking for nothing, and nothing new could let it fit: planning would
+            # change nothing (releases and reselections happen only in it), so a stuck gang
+            # costs this one check a heartbeat.
+            gang.state = RoleState.WAITING
+            return
         acq.plan(now, self._view_for_placement, lambda view, wanted: self._place(gang, view, wanted),
-                 lambda: self._new_request_id(gang), self._cluster().grown)
+                 lambda: self._new_request_id(gang), growth)
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
             self.metrics.releases.inc()

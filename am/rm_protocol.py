@@ -207,9 +207,11 @@ def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
     """The AM's :class:`ClusterView` from ``RMClient.cluster_nodes()``: capacity, current usage
     and health as the RM reports them (a LOST or UNHEALTHY node is not healthy)."""
     view = ClusterView([n.spec for n in nodes])
-    for n in nodes:
-        view.set_usage(n.host, n.used)
-        view.set_health(n.host, n.state.usable)
+    for n in nodes:   # a new view's nodes are healthy and unused: only the others are set (and marked changed)
+        if n.free != n.capacity:
+            view.set_free(n.host, n.free)
+        if not n.state.usable:
+            view.set_health(n.host, False)
     return view
 
 

@@ -4,18 +4,24 @@
   ClusterView and on the RM's ledger (both are NodeColumns);
 * ``room(i)`` instances can be booked one by one on node ``i`` and one more is refused;
 * ``fits`` agrees with ``room >= 1``, with the scalar ``shortfall``, with
-  ``ResourceDescriptor.fits_in`` and with the filter chain's resource verdict.
+  ``ResourceDescriptor.fits_in`` and with the filter chain's resource verdict;
+* the RM's ledger books exactly what fits; the AM's view read from the RM's node
+  reports is the RM's usage and health.
 """
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
+from gangmaster.am.rm_protocol import NodeReport, NodeState, view_from_nodes
 from gangmaster.gpu_topology.masks import lowest_bits, popcount
 from gangmaster.selectors.cluster import ClusterView, NodeColumns, NodeSpec
+from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.filters import FilterContext, ResourceFitFilter
 from gangmaster.selectors.fit import UNBOUNDED, Demand, fits, room, shortfall
 from gangmaster.selectors.ports import PortError, PortRanges
+from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
+from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.tools.rmsim.ledger import Booking, NodeLedger
 
@@ -213,3 +219,64 @@ def _descriptor(d: Demand) -> ResourceDescriptor:
 
 def _booking(d: Demand) -> Booking:
     return Booking(d.memory_mb, d.mvcores, d.gpu_mask, d.port_ranges)
+
+
+@settings(max_examples=60)
+@given(clusters(), st.lists(st.tuples(st.integers(0, 5), asks), max_size=8))
+def test_the_ledger_books_exactly_what_fits_and_tells_what_it_booked(specs, ops):
+    """``NodeLedger.book`` books when, and only when, the scalar check says the ask fits;
+    a refusal names the reason ``why_not_now`` gives and changes nothing; a booking holds
+    the GPUs and ports asked for, and reports them as the resource (the ask's own
+    descriptor when the ask named them, an equal one built otherwise)."""
+    ledger = NodeLedger(specs)
+    for pick, ask in ops:
+        i = pick % len(specs)
+        demand = Demand.of(ask)
+        before = ledger.amounts(i)
+        reason = ledger.why_not_now(i, demand)
+        try:
+            booking = ledger.book(i, demand, ask)
+        except ResourceError as exc:
+            assert reason is not None and str(exc) == reason and ledger.amounts(i) == before
+            continue
+        assert reason is None and shortfall(demand, before) is None
+        assert popcount(booking.gpu_mask) == demand.gpus and booking.port_ranges.count == demand.ports
+        built = ResourceDescriptor(booking.memory_mb, booking.mvcores / 1000.0, popcount(booking.gpu_mask),
+                                   booking.gpu_mask, port_ranges=booking.port_ranges)
+        assert booking.resource == built
+        named = (ask.gpu_mask or not ask.gpus) and (ask.port_ranges or not ask.ports)
+        assert (booking.resource is ask) == bool(named and ask.vcores * 1000 == booking.mvcores)
+
+
+@settings(max_examples=40)
+@given(clusters(), st.lists(st.tuples(st.integers(0, 5), asks), max_size=8),
+       st.lists(st.sampled_from(list(NodeState)), min_size=6, max_size=6))
+def test_the_view_read_from_node_reports_is_the_rms_usage_and_health(specs, bookings, states):
+    """``view_from_nodes`` sets only the nodes that are used or not usable; the view it
+    gives is the one that setting every node's usage and health from its report gives
+    (the reference), row by row, and a placement on it chooses the same."""
+    ledger = NodeLedger(specs)
+    for pick, ask in bookings:
+        try:
+            ledger.book(pick % len(specs), Demand.of(ask))
+        except ResourceError:
+            pass
+    reports = [NodeReport(s.host, s.rack, states[i], s.capacity, ledger.free(i)) for i, s in enumerate(specs)]
+    view = view_from_nodes(reports)
+    reference = ClusterView([r.spec for r in reports])
+    for r in reports:
+        reference.set_usage(r.host, r.used)
+        reference.set_health(r.host, r.state.usable)
+    for column in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count", "healthy"):
+        assert np.array_equal(getattr(view, column), getattr(reference, column)), column
+    assert view.ports_free == reference.ports_free
+    pipeline = SelectionPipeline(SelectionSettings(), get_selector("job-packing"))
+    for ask in (ResourceDescriptor(memory_mb=500, vcores=0.5), ResourceDescriptor(gpus=1, ports=1)):
+        chosen = []
+        for v in (view, reference):
+            try:
+                result = pipeline.select(v, SelectionRequest(role="r", resource=ask))
+                chosen.append((result.candidates, result.ports))
+            except NotAvailable as exc:
+                chosen.append(str(exc))
+        assert chosen[0] == chosen[1]

@@ -153,6 +153,7 @@ class ResourceManager:
         self.node_containers: list[set] = [set() for _ in specs]
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
         self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
+        self._free_when_unused: list = [None] * len(specs)   # what an unused node reports free (once built)
         self._headroom_of: tuple = (None, None)          # ((version, queue), headroom) of the latest answer
         self.next_app = 1
         self.next_container = 1
@@ -258,7 +259,13 @@ class ResourceManager:
         capacity = self._capacity[i]
         if capacity is None:
             capacity = self._capacity[i] = spec.capacity
-        return NodeReport(spec.host, spec.rack, self.ledger.states[i], capacity, self.ledger.free(i),
+        if self.ledger.unused(i):   # as every time it was unused: report the same value
+            free = self._free_when_unused[i]
+            if free is None:
+                free = self._free_when_unused[i] = self.ledger.free(i)
+        else:
+            free = self.ledger.free(i)
+        return NodeReport(spec.host, spec.rack, self.ledger.states[i], capacity, free,
                           spec.labels, spec.gpu_type, spec.topology, len(self.node_containers[i]),
                           self.ledger.health_reports[i])
 
@@ -551,7 +558,7 @@ class ResourceManager:
                 cursor += 1
                 continue
             entry[1] = cursor
-            booking = ledger.book(node, need)
+            booking = ledger.book(node, need, ask.request.resource)
             self._grant(app, ask, node, booking, queue)
             return True
         entry[1] = cursor

@@ -14,7 +14,8 @@ takes the lowest free ones.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from gangmaster.selectors import explanation as why
 from gangmaster.selectors import fit
 from gangmaster.selectors.cluster import NodeColumns, NodeSpec
 from gangmaster.selectors.fit import Demand
-from gangmaster.selectors.ports import NO_PORTS, PortRanges
+from gangmaster.selectors.ports import NO_PORTS, PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 #: The scheduler's name for a compiled ask: the fit model's :class:`Demand`.
@@ -33,19 +34,25 @@ Need = Demand
 
 @dataclass(frozen=True)
 class Booking:
-    """Exactly what one container holds on its node."""
+    """Exactly what one container holds on its node. Its :attr:`resource` (what the AM
+    is told) and :attr:`demand` (what the ledger books and gives back) are made once,
+    when first read: a container is booked, reported and given back once each. An ask
+    that named its GPUs and ports is booked as it was asked: its resource is ``asked``."""
 
     memory_mb: int
     mvcores: int
     gpu_mask: int
     port_ranges: PortRanges
+    asked: ResourceDescriptor | None = field(default=None, compare=False, repr=False)
 
-    @property
+    @cached_property
     def resource(self) -> ResourceDescriptor:
+        if self.asked is not None:
+            return self.asked
         return ResourceDescriptor(self.memory_mb, self.mvcores / 1000.0, popcount(self.gpu_mask),
                                   self.gpu_mask, port_ranges=self.port_ranges)
 
-    @property
+    @cached_property
     def demand(self) -> Demand:
         return Demand(self.memory_mb, self.mvcores, popcount(self.gpu_mask), self.gpu_mask,
                       self.port_ranges.count, self.port_ranges)
@@ -77,6 +84,11 @@ class NodeLedger(NodeColumns):
     # ------------------------------------------------------------- reading
     def capacity(self, i: int) -> ResourceDescriptor:
         return self.specs[i].capacity
+
+    def unused(self, i: int) -> bool:
+        """True when nothing of node ``i`` is booked: all of it is free."""
+        return (self.memory_free[i] == self.memory_capacity[i] and self.mvcores_free[i] == self.mvcores_capacity[i]
+                and self.gpu_free_mask[i] == self.gpu_capacity_mask[i] and self.ports_free[i] == self.port_capacity[i])
 
     def why_not_now(self, i: int, need: Need) -> str | None:
         """None when ``need`` fits in node ``i``'s free resources now, else the reason."""
@@ -131,20 +143,29 @@ class NodeLedger(NodeColumns):
         return np.flatnonzero(ok)
 
     # ------------------------------------------------------------- booking
-    def book(self, i: int, need: Need) -> Booking:
+    def book(self, i: int, need: Need, asked: ResourceDescriptor | None = None) -> Booking:
         """Take ``need`` from node ``i``: the GPUs named by the mask or the lowest free
-        ones; the ports named or the lowest free ones. Raises if it does not fit."""
-        reason = self.why_not_now(i, need)
-        if reason:
-            raise ResourceError(reason)
-        mask = need.gpu_mask or (lowest_bits(int(self.gpu_free_mask[i]), need.gpus) if need.gpus else 0)
-        if need.port_ranges:
-            ports = need.port_ranges
-        elif need.ports:
-            ports = self.ports_free[i].take_sequential(need.ports)  # enough are free: checked above
-        else:
-            ports = NO_PORTS
-        return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports))
+        ones; the ports named or the lowest free ones. ``asked``: the resource ``need`` was
+        compiled from (the booking's resource when it is exactly what was booked). Raises,
+        naming what is short, if it does not fit. The fit is checked once, by the booking
+        itself (the scheduler has just asked :meth:`why_not_now`); the reason is worked
+        out only on a refusal."""
+        if not self.usable[i]:
+            raise ResourceError(self.why_not_now(i, need))
+        try:
+            mask = need.gpu_mask or (lowest_bits(int(self.gpu_free_mask[i]), need.gpus) if need.gpus else 0)
+            if popcount(mask) != need.gpus:   # lowest_bits answers 0 when too few are free
+                raise ResourceError(f"{need.gpus} GPU(s) asked")
+            if need.port_ranges:
+                ports = need.port_ranges
+            elif need.ports:
+                ports = self.ports_free[i].take_sequential(need.ports)
+            else:
+                ports = NO_PORTS
+            named = asked is not None and _is_exactly(asked, need, mask, ports)
+            return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports, asked if named else None))
+        except (ResourceError, PortError) as exc:
+            raise ResourceError(self.why_not_now(i, need) or str(exc)) from None
 
     def take(self, i: int, b: Booking) -> Booking:
         """Book an exact :class:`Booking` (also used to rebuild state after a restart)."""
@@ -153,3 +174,9 @@ class NodeLedger(NodeColumns):
 
     def give_back(self, i: int, b: Booking) -> None:
         self._unbook(i, b.demand)
+
+
+def _is_exactly(asked: ResourceDescriptor, need: Need, gpu_mask: int, ports: PortRanges) -> bool:
+    """True when ``asked`` names exactly what ``need`` booked as ``gpu_mask`` and ``ports``."""
+    return (asked.gpu_mask == gpu_mask and asked.port_ranges == ports and asked.memory_mb == need.memory_mb
+            and asked.vcores == need.mvcores / 1000.0 and asked.gpus == need.gpus and asked.ports == need.ports)
