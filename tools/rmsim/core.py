@@ -38,7 +38,7 @@ from gangmaster.am.rm_protocol import (
 )
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 from .clock import VirtualLoop
 from .ledger import Booking, Need, NodeLedger
@@ -532,7 +532,6 @@ class ResourceManager:
 
     def _place_one(self, queue: Queue, entry: list) -> bool:
         plan, cursor = entry
-        ledger = self.ledger
         while cursor < len(plan):
             app, ask = plan[cursor]
             if ask.remaining <= 0 or ask.blocked or app.asks.get(ask.request.request_id) is not ask:
@@ -547,8 +546,8 @@ class ResourceManager:
             key = (need, ask.request.node_label, ask.host_i, ask.rack_code, ask.request.relax_locality,
                    app.app_id if app.blacklist else None)
             failed = self._pass_failed.get(key)
-            node = None if failed is not None else self._find_node(app, ask)
-            if node is None:
+            booked = None if failed is not None else self._book_first(app, ask)
+            if booked is None:
                 # Resources only shrink during a pass: an identical ask cannot fit either.
                 if failed is not None:
                     ask.reason = failed
@@ -558,22 +557,22 @@ class ResourceManager:
                 cursor += 1
                 continue
             entry[1] = cursor
-            booking = ledger.book(node, need, ask.request.resource)
-            self._grant(app, ask, node, booking, queue)
+            self._grant(app, ask, *booked, queue)
             return True
         entry[1] = cursor
         return False
 
-    def _find_node(self, app: Application, ask: AskState) -> int | None:
-        """The first node, in locality order, that holds ``ask`` now."""
+    def _book_first(self, app: Application, ask: AskState) -> tuple[int, Booking] | None:
+        """Book ``ask`` on the first node, in locality order, that holds it now: the node
+        and its booking. Each node is tried by booking it, which checks the fit once and
+        names the shortfall only on a refusal."""
         ledger = self.ledger
-        need = ask.need
+        need, asked = ask.need, ask.request.resource
         if ask.levels is None:
             ask.levels = self._levels(app, ask)
             ask.level = ask.pos = 0
         levels = ask.levels
         blacklist = app.blacklist
-        why = ledger.why_not_now
         while ask.level < len(levels):
             nodes = levels[ask.level]
             if callable(nodes):
@@ -583,9 +582,10 @@ class ResourceManager:
                 if i in blacklist:
                     ask.pos += 1
                     continue
-                reason = why(i, need)
-                if reason is None:
-                    return i
+                try:
+                    return i, ledger.book(i, need, asked)
+                except ResourceError as refused:
+                    reason = str(refused)
                 if ask.level == 0 and ask.host_i is not None:
                     ask.reason = reason
                 ask.pos += 1

@@ -74,6 +74,7 @@ class NodeLedger(NodeColumns):
         self.states = [NodeState.RUNNING] * len(self.specs)
         self.health_reports = [""] * len(self.specs)
         self.usable = np.ones(len(self.specs), dtype=bool)
+        self._capacity_amounts: list = [None] * len(self.specs)
 
     # ------------------------------------------------------------- health
     def set_state(self, i: int, state: NodeState, report: str = "") -> None:
@@ -112,8 +113,11 @@ class NodeLedger(NodeColumns):
         return f"host {host}: ports free {free.port_count} < {need.ports} asked"
 
     def why_never(self, i: int, need: Need) -> str | None:
-        """None when ``need`` fits in node ``i``'s capacity (when empty), else the reason."""
-        capacity = self.amounts(i, empty=True)
+        """None when ``need`` fits in node ``i``'s capacity (when empty), else the reason.
+        A node's capacity never changes: its amounts are read from the columns once."""
+        capacity = self._capacity_amounts[i]
+        if capacity is None:
+            capacity = self._capacity_amounts[i] = self.amounts(i, empty=True)
         reason = fit.shortfall(need, capacity)
         if reason is None:
             return None
@@ -147,9 +151,9 @@ class NodeLedger(NodeColumns):
         """Take ``need`` from node ``i``: the GPUs named by the mask or the lowest free
         ones; the ports named or the lowest free ones. ``asked``: the resource ``need`` was
         compiled from (the booking's resource when it is exactly what was booked). Raises,
-        naming what is short, if it does not fit. The fit is checked once, by the booking
-        itself (the scheduler has just asked :meth:`why_not_now`); the reason is worked
-        out only on a refusal."""
+        naming what is short as :meth:`why_not_now` does, if it does not fit. The fit is
+        checked once, by the booking itself (the scheduler books without asking first);
+        the reason is worked out only on a refusal."""
         if not self.usable[i]:
             raise ResourceError(self.why_not_now(i, need))
         try:
