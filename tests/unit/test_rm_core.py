@@ -368,3 +368,20 @@ def test_allocated_but_never_started_containers_expire():
         idle.container_id, ContainerState.KILLED, ExitStatus.ABORTED)
     assert "not started within 5s" in expired.diagnostics
     assert sim.client.container_status(used.container_id).state is ContainerState.RUNNING
+
+
+def test_an_unused_node_reports_all_of_itself_free_as_the_ledger_holds_it():
+    """Whole-milli vcores report the capacity itself; vcores finer than a milli report the
+    ledger's booked amount (the capacity rounded to millis), never the unrounded capacity."""
+    from gangmaster.selectors.cluster import NodeSpec
+    from gangmaster.selectors.ports import PortRanges
+    specs = [NodeSpec("whole", memory_mb=4096, vcores=2.5, gpus=2, ports=PortRanges.of((8000, 8009))),
+             NodeSpec("fine", memory_mb=4096, vcores=1.0004, gpus=0)]
+    sim = Simulation(specs)
+    ledger = sim.core.ledger
+    for _ in range(2):   # the first report and the remembered one alike
+        reports = {n.host: n for n in sim.client.cluster_nodes()}
+        for i, spec in enumerate(specs):
+            assert reports[spec.host].free == ledger.free(i)
+    assert reports["whole"].free == reports["whole"].capacity
+    assert reports["fine"].free.vcores == 1.0 != reports["fine"].capacity.vcores

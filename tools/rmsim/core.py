@@ -262,12 +262,22 @@ class ResourceManager:
         if self.ledger.unused(i):   # as every time it was unused: report the same value
             free = self._free_when_unused[i]
             if free is None:
-                free = self._free_when_unused[i] = self.ledger.free(i)
+                free = self._free_when_unused[i] = self._free_of_unused(i, capacity)
         else:
             free = self.ledger.free(i)
         return NodeReport(spec.host, spec.rack, self.ledger.states[i], capacity, free,
                           spec.labels, spec.gpu_type, spec.topology, len(self.node_containers[i]),
                           self.ledger.health_reports[i])
+
+    def _free_of_unused(self, i: int, capacity: ResourceDescriptor) -> ResourceDescriptor:
+        """What an unused node has free: all of it. Its capacity itself when the ledger holds
+        that exactly (vcores in whole millis), so a cluster's first report builds no copies."""
+        ledger = self.ledger
+        if (capacity.memory_mb == ledger.memory_capacity[i] and capacity.vcores == ledger.mvcores_capacity[i] / 1000.0
+                and capacity.gpu_mask == ledger.gpu_capacity_mask[i]
+                and capacity.port_ranges == ledger.port_capacity[i]):
+            return capacity
+        return ledger.free(i)
 
     # ================================================================ AM side
     def register(self, app_id: str) -> RegisterResponse:
@@ -306,9 +316,9 @@ class ResourceManager:
             asks = self._validate_asks(app, request)
             releases = self._validate_releases(app, request)
             self._check_app_size(app, request, asks, releases)
-            black_add = [self._host_field(h, f"blacklist_additions[{k}]")
+            black_add = [self._known_host(h, f"blacklist_additions[{k}]")
                          for k, h in enumerate(request.blacklist_additions)]
-            black_rm = [self._host_field(h, f"blacklist_removals[{k}]")
+            black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
                         for k, h in enumerate(request.blacklist_removals)]
             # Everything is valid: apply.
             app.last_heartbeat = self.clock.now()
@@ -717,7 +727,7 @@ class ResourceManager:
             if req.request_id in app.asks or req.request_id in seen:
                 raise InvalidRequest(f"{where}.request_id: {req.request_id} is already pending for {app.app_id}")
             seen.add(req.request_id)
-            host_i = self._host_field(req.host, f"{where}.host") if req.host else None
+            host_i = self._known_host(req.host, f"{where}.host") if req.host else None
             rack_code = None
             if req.rack:
                 rack_code = self.ledger.rack_index.get(req.rack)
@@ -757,6 +767,10 @@ class ResourceManager:
 
     def _host_field(self, host: str, field_name: str) -> int:
         check.check_name(host, field_name)
+        return self._known_host(host, field_name)
+
+    def _known_host(self, host: str, field_name: str) -> int:
+        """The node of ``host``, a name already checked (``check_allocate`` checks a whole call's)."""
         i = self.ledger.host_index.get(host)
         if i is None:
             raise InvalidRequest(f"{field_name}: unknown host {host!r}")
@@ -859,7 +873,7 @@ class ResourceManager:
         queue = self.queues[self.apps[rec.app_id].queue]
         queue.used_mem -= rec.booking.memory_mb
         queue.used_mvc -= rec.booking.mvcores
-        queue.used_gpus -= bin(rec.booking.gpu_mask).count("1")
+        queue.used_gpus -= rec.booking.demand.gpus
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True

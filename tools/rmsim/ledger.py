@@ -37,13 +37,16 @@ class Booking:
     """Exactly what one container holds on its node. Its :attr:`resource` (what the AM
     is told) and :attr:`demand` (what the ledger books and gives back) are made once,
     when first read: a container is booked, reported and given back once each. An ask
-    that named its GPUs and ports is booked as it was asked: its resource is ``asked``."""
+    that named its GPUs and ports is booked as it was asked: its resource is ``asked``
+    and its demand the ask's own, compiled when the ask came."""
 
     memory_mb: int
     mvcores: int
     gpu_mask: int
     port_ranges: PortRanges
     asked: ResourceDescriptor | None = field(default=None, compare=False, repr=False)
+    #: the ask's compiled demand when the booking is exactly it (``asked`` is set): not built again
+    asked_demand: Demand | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def resource(self) -> ResourceDescriptor:
@@ -54,6 +57,8 @@ class Booking:
 
     @cached_property
     def demand(self) -> Demand:
+        if self.asked_demand is not None:
+            return self.asked_demand
         return Demand(self.memory_mb, self.mvcores, popcount(self.gpu_mask), self.gpu_mask,
                       self.port_ranges.count, self.port_ranges)
 
@@ -167,7 +172,9 @@ class NodeLedger(NodeColumns):
             else:
                 ports = NO_PORTS
             named = asked is not None and _is_exactly(asked, need, mask, ports)
-            return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports, asked if named else None))
+            booking = (Booking(need.memory_mb, need.mvcores, mask, ports, asked, need) if named
+                       else Booking(need.memory_mb, need.mvcores, mask, ports))
+            return self.take(i, booking)
         except (ResourceError, PortError) as exc:
             raise ResourceError(self.why_not_now(i, need) or str(exc)) from None
 
