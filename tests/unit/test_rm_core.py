@@ -385,3 +385,26 @@ def test_an_unused_node_reports_all_of_itself_free_as_the_ledger_holds_it():
             assert reports[spec.host].free == ledger.free(i)
     assert reports["whole"].free == reports["whole"].capacity
     assert reports["fine"].free.vcores == 1.0 != reports["fine"].capacity.vcores
+
+
+@pytest.mark.parametrize("interval", [None, 1.0])
+def test_never_fitting_asks_are_rejected_in_their_call_in_order_beside_granted_ones(interval):
+    """Never-fitting asks are answered in the call that made them, in the order asked,
+    whether the RM schedules in the call or later; asks that fit are granted or wait."""
+    sim = Simulation(load_cluster_specs(FIX / "cluster.yaml"), scheduling_interval_s=interval)
+    app, att = start_app(sim)
+    resp = beat(sim, app, att,
+                ResourceRequest(1, R(1024, 1, gpus=9)),
+                ResourceRequest(2, R(1024, 1, gpus=1), host="dgx-000", relax_locality=False),
+                ResourceRequest(3, R(1024, 1), node_label="infiniband"),
+                ResourceRequest(4, R(1024, 1, gpus=2), count=2),
+                ResourceRequest(5, R(1024, 1, gpus=4), host="cpu-000", relax_locality=False))
+    assert [r.request_id for r in resp.rejected] == [1, 3, 5]
+    if interval is None:
+        assert sorted(c.request_id for c in resp.allocated) == [2, 4, 4] and resp.pending == ()
+    else:
+        assert resp.allocated == () and sorted(p.request_id for p in resp.pending) == [2, 4]
+        sim.run_until(2.0)
+        later = beat(sim, app, att)
+        assert sorted(c.request_id for c in later.allocated) == [2, 4, 4] and later.rejected == ()
+    sim.core.check_invariants()

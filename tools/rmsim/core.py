@@ -333,17 +333,29 @@ class ResourceManager:
                 if app.asks.pop(request_id, None) is not None:
                     self.version += 1
             for ask in asks:
-                reason = self._why_never(app, ask)
-                if reason:
-                    app.out_rejected.append(Rejection(ask.request.request_id, reason))
-                else:
-                    app.asks[ask.request.request_id] = ask
-                    self._dirty = True
+                app.asks[ask.request.request_id] = ask
+                self._dirty = True
             if asks or releases or request.cancel:
                 self.version += 1
             if self.scheduling_interval_s is None:
                 self.schedule()
+            self._reject_never_fitting(app, asks)
             return self._drain(app)
+
+    def _reject_never_fitting(self, app: Application, asks: list[AskState]) -> None:
+        """Reject, in the call that made them, the new asks that can never fit. An ask that
+        has been granted a container has shown that it fits, so only those still wholly
+        waiting are checked: one that can never fit is never granted (its queue's room and
+        every node's free resources are within their limits and capacities, and a label no
+        node has scopes no node), so checking after the scheduling pass, not before,
+        rejects the same asks with the same reasons."""
+        for ask in asks:
+            if ask.remaining < ask.request.count:
+                continue
+            reason = self._why_never(app, ask)
+            if reason:
+                del app.asks[ask.request.request_id]
+                app.out_rejected.append(Rejection(ask.request.request_id, reason))
 
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
         """The AM unregisters; its remaining containers are killed."""
@@ -610,7 +622,7 @@ class ResourceManager:
     def _levels(self, app: Application, ask: AskState) -> list:
         """Where to look, in order: the host, its rack, anywhere (as far as locality is relaxed)."""
         ledger, need, req = self.ledger, ask.need, ask.request
-        label = ledger.label_nodes.get(req.node_label) if req.node_label else None
+        label = ledger.label_scope(req.node_label)
         levels: list = []
         if ask.host_i is not None:
             if label is None or label[ask.host_i]:
@@ -634,7 +646,7 @@ class ResourceManager:
         found = self._pass_candidates.get(key)
         if found is None:
             ledger = self.ledger
-            scope = ledger.label_nodes.get(label) if label else None
+            scope = ledger.label_scope(label)
             if rack is not None:
                 in_rack = ledger.rack_of == rack
                 scope = in_rack if scope is None else scope & in_rack

@@ -88,6 +88,14 @@ class NodeLedger(NodeColumns):
         self.usable[i] = state.usable
 
     # ------------------------------------------------------------- reading
+    def label_scope(self, label: str | None) -> np.ndarray | None:
+        """Bool column of the nodes with ``label``: None when no label is asked (every node),
+        all False for a label no node has."""
+        if not label:
+            return None
+        scope = self.label_nodes.get(label)
+        return np.zeros(len(self.specs), dtype=bool) if scope is None else scope
+
     def capacity(self, i: int) -> ResourceDescriptor:
         return self.specs[i].capacity
 
