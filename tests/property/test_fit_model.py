@@ -227,7 +227,8 @@ def test_the_ledger_books_exactly_what_fits_and_tells_what_it_booked(specs, ops)
     """``NodeLedger.book`` books when, and only when, the scalar check says the ask fits;
     a refusal names the reason ``why_not_now`` gives and changes nothing; a booking holds
     the GPUs and ports asked for, and reports them as the resource (the ask's own
-    descriptor when the ask named them, an equal one built otherwise)."""
+    descriptor when the ask named them, an equal one built otherwise) and gives back
+    exactly what it booked."""
     ledger = NodeLedger(specs)
     for pick, ask in ops:
         i = pick % len(specs)
@@ -244,6 +245,7 @@ def test_the_ledger_books_exactly_what_fits_and_tells_what_it_booked(specs, ops)
         built = ResourceDescriptor(booking.memory_mb, booking.mvcores / 1000.0, popcount(booking.gpu_mask),
                                    booking.gpu_mask, port_ranges=booking.port_ranges)
         assert booking.resource == built
+        assert booking.demand == _booking(booking.demand).demand   # the ask's own demand when booked as asked
         named = (ask.gpu_mask or not ask.gpus) and (ask.port_ranges or not ask.ports)
         assert (booking.resource is ask) == bool(named and ask.vcores * 1000 == booking.mvcores)
 
