@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import getpass
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping, Sequence
 
 from gangmaster.selectors.ports import PortRanges
@@ -63,10 +64,11 @@ class PlacedTask:
     host: str
     ports: Mapping[str, tuple[int, ...]]   # label -> the ports with that label
 
-    @property
+    @cached_property
     def main_port(self) -> int | None:
         """The port OpenPAI names the task by: its ``http`` port (which OpenPAI always
-        reserves), else its first port; None without ports."""
+        reserves), else its first port; None without ports. Found once: the gang's and the
+        task's own variables both name it."""
         for ports in (self.ports.get("http", ()), *self.ports.values()):
             if ports:
                 return ports[0]
