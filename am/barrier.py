@@ -507,9 +507,9 @@ class BarrierCoordinator:
         known = g.token_of(attempt) if g else None
         if known is None or not hmac.compare_digest(known.encode(), (token or "").encode()):
             self._refuse(job, gang, attempt, task, epoch)
-        barrier = BarrierId(job, gang, attempt)
         a = g.current
         if a is None or a.attempt != attempt:
+            barrier = BarrierId(job, gang, attempt)
             self._stats.stale_requests += 1
             ended = g.ended[attempt]
             err = ended.error
@@ -520,7 +520,7 @@ class BarrierCoordinator:
                                barrier, epoch, err.arrived, err.total)
         if not 0 <= task < a.total:
             self._stats.invalid_requests += 1
-            raise BarrierInvalid(f"{barrier}: task index {task} is outside 0..{a.total - 1}", barrier, epoch)
+            raise BarrierInvalid(f"{a.barrier}: task index {task} is outside 0..{a.total - 1}", a.barrier, epoch)
         if a.broken is not None:
             b = a.broken
             raise type(b)(b.message, b.barrier, b.epoch, b.arrived, b.total, b.missing)

@@ -61,10 +61,10 @@ class ClusterTracker:
                 self._rebuild()
                 view, grew = self.view, True
                 continue
-            before = _Room.of(view, i)
+            before = None if grew else _Room.of(view, i)   # once one node grew, the answer is known
             view.set_free(report.host, report.free)
             view.set_health(report.host, report.state.usable)
-            grew = _Room.of(view, i).grew_from(before) or grew
+            grew = grew or _Room.of(view, i).grew_from(before)
         if grew:
             self.grown += 1
         return grew

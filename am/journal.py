@@ -36,8 +36,10 @@ from .private_files import open_private
 
 JOURNAL_FILE = "journal.jsonl"
 
-#: One encoder for every line (json.dumps with options builds a new one per call).
-_encode = json.JSONEncoder(sort_keys=True).encode
+#: One encoder for every line (json.dumps with options builds a new one per call). Keys keep
+#: the order the AM wrote them in (sorting them is a cost per object that no reader needs),
+#: and records are built here from plain values, never cyclic, so no cycle check either.
+_encode = json.JSONEncoder(check_circular=False).encode
 
 
 class Journal:

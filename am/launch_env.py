@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import getpass
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping, Sequence
 
 from gangmaster.selectors.ports import PortRanges
@@ -63,10 +64,11 @@ class PlacedTask:
     host: str
     ports: Mapping[str, tuple[int, ...]]   # label -> the ports with that label
 
-    @property
+    @cached_property
     def main_port(self) -> int | None:
         """The port OpenPAI names the task by: its ``http`` port (which OpenPAI always
-        reserves), else its first port; None without ports."""
+        reserves), else its first port; None without ports. Found once: the gang's and the
+        task's own variables both name it."""
         for ports in (self.ports.get("http", ()), *self.ports.values()):
             if ports:
                 return ports[0]
@@ -152,17 +154,19 @@ def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str
 
 def own_env(me: PlacedTask) -> dict[str, str]:
     """The variables that say which task this is, and its own ports."""
+    listed = {label: ",".join(map(str, ports)) for label, ports in me.ports.items()}
+    index = str(me.index)
     env = {
         "PAI_CURRENT_TASK_ROLE_NAME": me.role,
-        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(me.index),
-        "PAI_TASK_INDEX": str(me.index),
-        "PAI_CONTAINER_HOST_PORT_LIST": "".join(f"{label}:{','.join(map(str, ports))};"
-                                                for label, ports in me.ports.items()),
+        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": index,
+        "PAI_TASK_INDEX": index,
+        "PAI_CONTAINER_HOST_PORT_LIST": "".join(f"{label}:{ports};" for label, ports in listed.items()),
     }
-    for label, ports in me.ports.items():
-        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = ",".join(map(str, ports))
-    if me.main_port is not None:
-        env["PAI_CONTAINER_HOST_PORT"] = env["PAI_CURRENT_CONTAINER_PORT"] = str(me.main_port)
+    for label, ports in listed.items():
+        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = ports
+    main_port = me.main_port
+    if main_port is not None:
+        env["PAI_CONTAINER_HOST_PORT"] = env["PAI_CURRENT_CONTAINER_PORT"] = str(main_port)
     if me.ports.get("ssh"):
         env["PAI_CONTAINER_SSH_PORT"] = str(me.ports["ssh"][0])
     return env

@@ -42,9 +42,11 @@ when the driver finds it can make no progress
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import random
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -182,6 +184,10 @@ class ApplicationMaster:
         """One round: decide, talk to the RM once, react."""
         if self.done:
             return
+        with _collector_paused():
+            self._heartbeat()
+
+    def _heartbeat(self) -> None:
         now = self.now()
         for gang in self.gangs:
             if gang.pending:
@@ -590,3 +596,21 @@ class ApplicationMaster:
 def _script(commands: Sequence[str]) -> str:
     """OpenPAI runs a role's commands as one shell script; the first failing one fails the task."""
     return "set -e\n" + "\n".join(commands)
+
+
+@contextmanager
+def _collector_paused():
+    """Python's cycle collector waits until the heartbeat is over. Starting a gang of
+    thousands of tasks makes hundreds of thousands of objects that all live on (tasks,
+    containers, their environments); collecting during that burst traverses the whole
+    heap again and again (a full collection each time the survivors grow by a quarter),
+    to find no garbage. Paused, it collects once after the burst. Objects freed by
+    reference counting are freed at once either way."""
+    if not gc.isenabled():   # someone else (a test, an embedding program) has paused it
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

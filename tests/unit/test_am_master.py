@@ -395,3 +395,34 @@ def test_failover_after_the_barrier_ended_an_attempt_the_journal_still_shows_run
     assert runs.run(), "the job did not end"
     assert len(run.ams) == 2
     assert run.outcome == "succeeded"
+
+
+def test_heartbeat_pauses_the_cycle_collector_and_gives_it_back(tmp_path):
+    """The collector is off while a heartbeat runs (a gang's start is one burst of
+    long-lived objects) and as it was afterwards, whether it was on or off before."""
+    import gc
+    from gangmaster.am import master as am_master
+
+    seen = []
+    plan = am_master.ApplicationMaster._plan
+
+    def spying_plan(self, gang, now):
+        seen.append(gc.isenabled())
+        return plan(self, gang, now)
+
+    runs = SimulatedRuns(gpu_nodes(2))
+    one = runs.submit(parse_job(job(instances=2)), tmp_path / "run")
+    was = gc.isenabled()
+    try:
+        am_master.ApplicationMaster._plan = spying_plan
+        gc.enable()
+        one.am.heartbeat()
+        assert seen == [False] and gc.isenabled()
+        gc.disable()
+        runs.run()
+        assert not gc.isenabled()
+    finally:
+        am_master.ApplicationMaster._plan = plan
+        if was:
+            gc.enable()
+    assert one.outcome == "succeeded"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping, Protocol
 
 from gangmaster.am.jobspec_model import JobSpec
@@ -106,6 +107,12 @@ class RoleBehaviour:
             if failure.before_barrier:
                 return TaskBehaviour(0.0, failure.exit_code, joins_barrier=False)
             return TaskBehaviour(self.duration_s, failure.exit_code)
+        return self.usual
+
+    @cached_property
+    def usual(self) -> TaskBehaviour:
+        """What every task of the role does when no failure is injected into it (one
+        immutable value, shared by the gang's thousands of tasks)."""
         return TaskBehaviour(self.duration_s, self.exit_code)
 
 
