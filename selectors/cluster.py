@@ -430,19 +430,8 @@ class ClusterView(NodeColumns):
         failed[self.index(host)] = True
         self.changes += 1
 
-    def set_usage(self, host: str, used: ResourceDescriptor) -> None:
-        """Overwrite a node's usage from an RM node report (the RM holds the truth)."""
-        i = self.index(host)
-        self.memory_free[i] = self.memory_capacity[i] - used.memory_mb
-        self.mvcores_free[i] = self.mvcores_capacity[i] - milli(used.vcores)
-        self.gpus_free[i] = self.gpu_capacity[i] - used.gpus
-        self.gpu_free_mask[i] = self.gpu_capacity_mask[i] & ~np.uint64(used.gpu_mask)
-        self._set_ports_free(i, self.port_capacity[i].subtract(used.port_ranges))
-        self._touched(i)
-
     def set_free(self, host: str, free: ResourceDescriptor) -> None:
-        """Overwrite what is free on a node from an RM node report (the same as
-        :meth:`set_usage` with capacity - free, without computing the difference)."""
+        """Overwrite what is free on a node from an RM node report (the RM holds the truth)."""
         i = self.index(host)
         self.memory_free[i] = free.memory_mb
         self.mvcores_free[i] = milli(free.vcores)

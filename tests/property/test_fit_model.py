@@ -255,8 +255,8 @@ def test_the_ledger_books_exactly_what_fits_and_tells_what_it_booked(specs, ops)
        st.lists(st.sampled_from(list(NodeState)), min_size=6, max_size=6))
 def test_the_view_read_from_node_reports_is_the_rms_usage_and_health(specs, bookings, states):
     """``view_from_nodes`` sets only the nodes that are used or not usable; the view it
-    gives is the one that setting every node's usage and health from its report gives
-    (the reference), row by row, and a placement on it chooses the same."""
+    gives is the one that setting every node's free resources and health from its report
+    gives (the reference), row by row, and a placement on it chooses the same."""
     ledger = NodeLedger(specs)
     for pick, ask in bookings:
         try:
@@ -267,7 +267,7 @@ def test_the_view_read_from_node_reports_is_the_rms_usage_and_health(specs, book
     view = view_from_nodes(reports)
     reference = ClusterView([r.spec for r in reports])
     for r in reports:
-        reference.set_usage(r.host, r.used)
+        reference.set_free(r.host, r.free)
         reference.set_health(r.host, r.state.usable)
     for column in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count", "healthy"):
         assert np.array_equal(getattr(view, column), getattr(reference, column)), column

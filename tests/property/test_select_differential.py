@@ -4,7 +4,7 @@ survivors, sort them by (key, node index), keep ``keep()`` of them.
 
 The pipeline finds its candidates through a node index kept up to date row by row
 (selectors/node_index.py) or by a scan; these tests hold it to the reference on
-fresh views, after random allocate / release / set_health / mark_failed / set_usage
+fresh views, after random allocate / release / set_health / mark_failed / set_free
 sequences (the index taken in incrementally, and rebuilt), and on copies of a view
 changed apart from their original; best_nodes also with a seeded tie order (equal
 keys by a rank per node instead of the node index); locality with the job's hosts
@@ -111,8 +111,9 @@ def random_change(draw, view: ClusterView, booked: list | None = None) -> None:
         view.mark_failed(draw(st.sampled_from(["w", "s"])), host)
     elif what == "usage" and booked is None:  # overwrites usage: only where nothing tracks bookings
         spec = view.specs[i]
-        view.set_usage(host, ResourceDescriptor(draw(st.integers(0, spec.memory_mb)), draw(st.integers(0, int(spec.vcores))),
-                                                gpu_mask=draw(st.integers(0, (1 << spec.gpus) - 1))))
+        used = ResourceDescriptor(draw(st.integers(0, spec.memory_mb)), draw(st.integers(0, int(spec.vcores))),
+                                  gpu_mask=draw(st.integers(0, (1 << spec.gpus) - 1)))
+        view.set_free(host, spec.capacity.subtract(used))
 
 
 @st.composite

@@ -3,21 +3,11 @@ and the one-line-per-task ``task_finished`` of older folders still read the same
 from gangmaster.am.jobspec import parse_job
 from gangmaster.am.journal import JOURNAL_FILE, read_records, replay, task_endings
 from gangmaster.am.lifecycle import TaskRecord, TaskState
-from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns
 
-JOB = """
-protocolVersion: 2
-name: j
-type: job
-taskRoles:
-  worker:
-    instances: 6
-    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
-    commands: ["train"]
-    gangmaster: {simulatedDurationSeconds: 30}
-"""
+from sim_cluster import nodes, worker_job
+
+JOB = worker_job(instances=6, duration_s=30)
 
 
 def launched(n: int) -> dict:
@@ -26,8 +16,7 @@ def launched(n: int) -> dict:
 
 
 def test_a_heartbeat_that_sees_tasks_end_writes_one_line_for_them(tmp_path):
-    specs = [NodeSpec(f"n{i}", "rack-0", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20099"))
-             for i in range(2)]
+    specs = nodes(2)
     runs = SimulatedRuns(specs)
     run = runs.submit(parse_job(JOB), tmp_path)
     assert runs.run() and run.outcome == "succeeded"

@@ -5,25 +5,15 @@ import gc
 import pytest
 
 from gangmaster.am.jobspec import parse_job
-from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns
 
-JOB = """
-protocolVersion: 2
-name: j
-type: job
-taskRoles:
-  worker:
-    instances: 2
-    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
-    commands: ["train"]
-    gangmaster: {simulatedDurationSeconds: 5}
-"""
+from sim_cluster import nodes, worker_job
+
+JOB = worker_job(instances=2, duration_s=5)
 
 
 def runs():
-    return SimulatedRuns([NodeSpec("n0", "r", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20009"))])
+    return SimulatedRuns(nodes(1))
 
 
 def test_the_run_sees_the_world_frozen_and_unfreezes_it(tmp_path):

@@ -103,7 +103,7 @@ def _grant_all(core, app_id: str, asks_fn, total: int) -> tuple[int, float]:
 
 def bench_allocations(n_nodes: int, total: int) -> dict:
     from gangmaster.tools.rmsim.core import ResourceManager
-    from gangmaster.tools.rmsim.ledger import Need
+    from gangmaster.selectors.fit import Demand
 
     specs = cluster(n_nodes)
     gpu_hosts = [s.host for s in specs if s.gpus]
@@ -143,7 +143,7 @@ def bench_allocations(n_nodes: int, total: int) -> dict:
     # baseline: naive first-fit, a Python scan of every node per container
     core3 = ResourceManager(specs)
     ledger = core3.ledger
-    need = Need.of(one_gpu)
+    need = Demand.of(one_gpu)
     naive = min(2000, total)
     # fill the first nodes so the scan has to walk, as it would on a busy cluster
     for i in range(0, len(ledger) // 2, 2):

@@ -38,10 +38,11 @@ from gangmaster.am.rm_protocol import (
 )
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 from .clock import VirtualLoop
-from .ledger import Booking, Need, NodeLedger
+from .ledger import Booking, NodeLedger
 from .node_changes import NodeChanges
 from .queues import Queue, default_queues
 
@@ -65,7 +66,7 @@ class AskState:
     __slots__ = ("request", "need", "remaining", "host_i", "rack_code", "reason", "levels", "level", "pos",
                  "blocked")
 
-    def __init__(self, request: ResourceRequest, need: Need, host_i: int | None, rack_code: int | None):
+    def __init__(self, request: ResourceRequest, need: Demand, host_i: int | None, rack_code: int | None):
         self.request, self.need = request, need
         self.remaining = request.count
         self.host_i, self.rack_code = host_i, rack_code
@@ -638,7 +639,7 @@ class ResourceManager:
         levels.append(lambda: self._candidates(need, req.node_label, None))
         return levels
 
-    def _candidates(self, need: Need, label: str | None, rack: int | None) -> np.ndarray:
+    def _candidates(self, need: Demand, label: str | None, rack: int | None) -> np.ndarray:
         """Nodes that could hold ``need`` now, computed once per pass per (need, label, rack):
         during a pass resources only shrink, so an earlier list is a superset of the truth
         and every node taken from it is checked again before booking."""
@@ -749,7 +750,7 @@ class ResourceManager:
                 if host_i is not None and int(self.ledger.rack_of[host_i]) != rack_code:
                     raise InvalidRequest(f"{where}.rack: host {req.host} is in rack "
                                          f"{self.ledger.specs[host_i].rack}, not {req.rack}")
-            out.append(AskState(req, Need.of(req.resource), host_i, rack_code))
+            out.append(AskState(req, Demand.of(req.resource), host_i, rack_code))
         return out
 
     def _check_app_size(self, app: Application, request: AllocateRequest, asks: list[AskState],

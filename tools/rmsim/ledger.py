@@ -28,9 +28,6 @@ from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.ports import NO_PORTS, PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
-#: The scheduler's name for a compiled ask: the fit model's :class:`Demand`.
-Need = Demand
-
 
 @dataclass(frozen=True)
 class Booking:
@@ -104,7 +101,7 @@ class NodeLedger(NodeColumns):
         return (self.memory_free[i] == self.memory_capacity[i] and self.mvcores_free[i] == self.mvcores_capacity[i]
                 and self.gpu_free_mask[i] == self.gpu_capacity_mask[i] and self.ports_free[i] == self.port_capacity[i])
 
-    def why_not_now(self, i: int, need: Need) -> str | None:
+    def why_not_now(self, i: int, need: Demand) -> str | None:
         """None when ``need`` fits in node ``i``'s free resources now, else the reason."""
         if not self.usable[i]:
             return f"host {self.hosts[i]} is {self.states[i].value}"
@@ -125,7 +122,7 @@ class NodeLedger(NodeColumns):
             return f"host {host}: ports {need.port_ranges.subtract(free.port_ranges)} are taken"
         return f"host {host}: ports free {free.port_count} < {need.ports} asked"
 
-    def why_never(self, i: int, need: Need) -> str | None:
+    def why_never(self, i: int, need: Demand) -> str | None:
         """None when ``need`` fits in node ``i``'s capacity (when empty), else the reason.
         A node's capacity never changes: its amounts are read from the columns once."""
         capacity = self._capacity_amounts[i]
@@ -147,12 +144,12 @@ class NodeLedger(NodeColumns):
             return f"host {host} has ports {capacity.port_ranges}; {need.port_ranges} asked"
         return f"host {host} has {capacity.port_count} port(s), {need.ports} asked"
 
-    def nodes_by_capacity(self, need: Need, scope: np.ndarray | None) -> np.ndarray:
+    def nodes_by_capacity(self, need: Demand, scope: np.ndarray | None) -> np.ndarray:
         """Bool column: nodes whose capacity could ever hold ``need`` (within ``scope``)."""
         ok = fit.fits(self, need, empty=True)
         return ok if scope is None else ok & scope
 
-    def candidates(self, need: Need, scope: np.ndarray | None) -> np.ndarray:
+    def candidates(self, need: Demand, scope: np.ndarray | None) -> np.ndarray:
         """Indices of usable nodes (within ``scope``) where ``need`` fits now."""
         ok = fit.fits(self, need) & self.usable
         if scope is not None:
@@ -160,7 +157,7 @@ class NodeLedger(NodeColumns):
         return np.flatnonzero(ok)
 
     # ------------------------------------------------------------- booking
-    def book(self, i: int, need: Need, asked: ResourceDescriptor | None = None) -> Booking:
+    def book(self, i: int, need: Demand, asked: ResourceDescriptor | None = None) -> Booking:
         """Take ``need`` from node ``i``: the GPUs named by the mask or the lowest free
         ones; the ports named or the lowest free ones. ``asked``: the resource ``need`` was
         compiled from (the booking's resource when it is exactly what was booked). Raises,
@@ -195,7 +192,7 @@ class NodeLedger(NodeColumns):
         self._unbook(i, b.demand)
 
 
-def _is_exactly(asked: ResourceDescriptor, need: Need, gpu_mask: int, ports: PortRanges) -> bool:
+def _is_exactly(asked: ResourceDescriptor, need: Demand, gpu_mask: int, ports: PortRanges) -> bool:
     """True when ``asked`` names exactly what ``need`` booked as ``gpu_mask`` and ``ports``."""
     return (asked.gpu_mask == gpu_mask and asked.port_ranges == ports and asked.memory_mb == need.memory_mb
             and asked.vcores == need.mvcores / 1000.0 and asked.gpus == need.gpus and asked.ports == need.ports)
