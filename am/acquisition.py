@@ -87,6 +87,7 @@ class GangAcquisition:
         self.reselections = 0
         self.waiting_reason = ""           # why the gang cannot be placed now, in numbers
         self.never_reason = ""             # set when an instance can never be granted
+        self.failed_placements = 0         # placements that found no room (a diagnosis is redone after one)
         self._placed_at_growth = -1        # the cluster's growth count when the last placement failed
         self._changed = True               # something of its own changed since that placement
 
@@ -122,6 +123,14 @@ class GangAcquisition:
     def in_order(self) -> list[Slot]:
         """Slots by role (in the gang's order), then instance index: rank order."""
         return [self.slots[(role, i)] for role, spec in self.roles.items() for i in range(spec.instances)]
+
+    def unplaced(self) -> dict[str, list[int]]:
+        """The instances with neither a container nor an ask, per role (in the gang's order)."""
+        wanted: dict[str, list[int]] = {role: [] for role in self.roles}
+        for s in self.in_order():
+            if s.container is None and s.request_id is None:
+                wanted[s.role].append(s.index)
+        return wanted
 
     def take_outbox(self) -> tuple[list[ResourceRequest], list[int], list[str]]:
         out = (self.asks, self.cancels, self.releases)
@@ -168,6 +177,7 @@ class GangAcquisition:
         try:
             placement = place(view, wanted)
         except GangDoesNotFit as exc:
+            self.failed_placements += 1
             reason = str(exc)
             if reason != self.waiting_reason:
                 self.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {reason}")

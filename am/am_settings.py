@@ -7,7 +7,7 @@ at most ``MAX_DURATION_S``; counts of attempts at most ``MAX_ATTEMPTS``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gangmaster.conf.fields import Fields
 from gangmaster.conf.limits import MAX_ATTEMPTS, MAX_DURATION_S, MAX_HEARTBEAT_S, MIN_PERIOD_S
@@ -26,6 +26,9 @@ class AMSettings:
     max_am_attempts: int = 3
     metrics_port: int | None = None
     max_virtual_time_s: float = 604800.0
+    explain_after_s: float = 60.0
+    max_wait_s: float | None = None
+    simulated_max_wait_s: float = 86400.0
 
     @classmethod
     def from_fields(cls, f: Fields) -> "AMSettings":
@@ -49,7 +52,16 @@ class AMSettings:
                                       limit="MAX_ATTEMPTS"),
             metrics_port=None if port is None else f.integer("metrics_port", minimum=0, maximum=65535),
             max_virtual_time_s=_duration(f, "max_virtual_time_s", minimum=MIN_PERIOD_S),
+            explain_after_s=_duration(f, "explain_after_s", minimum=0.0),
+            max_wait_s=None if f.raw("max_wait_s", None) is None else _duration(f, "max_wait_s", minimum=MIN_PERIOD_S),
+            simulated_max_wait_s=_duration(f, "simulated_max_wait_s", minimum=MIN_PERIOD_S),
         )
+
+    def for_virtual_time(self) -> "AMSettings":
+        """The settings a run in virtual time uses: without a ``max_wait_s`` of its own, a
+        gang waits at most ``simulated_max_wait_s`` (a stuck simulated run ends with the
+        diagnosis instead of running out ``max_virtual_time_s``)."""
+        return self if self.max_wait_s is not None else replace(self, max_wait_s=self.simulated_max_wait_s)
 
     @classmethod
     def load(cls, override: str | None = None) -> "AMSettings":

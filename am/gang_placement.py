@@ -33,7 +33,7 @@ from gangmaster.selectors.resources import ResourceDescriptor
 from .jobspec_model import RoleSpec
 
 __all__ = ["InstancePlacement", "GangPlacement", "GangDoesNotFit", "PipelineFor", "role_request",
-           "place_gang", "empty_view", "check_fits_empty"]
+           "place_gang", "empty_view", "check_fits_empty", "RoleOutcome", "place_each_role", "pipeline_of"]
 
 #: One pipeline for every role, or the pipeline of each role (roles can name their
 #: own strategy).
@@ -121,7 +121,7 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
     for role, todo in zip(roles, wanted):
         if not todo:
             continue
-        chosen = _pipeline_of(pipeline, role)
+        chosen = pipeline_of(pipeline, role)
         request = role_request(role, 1, (), chosen.settings.rack_policy)
         try:
             placed = place(chosen, scratch, request, len(todo), recent)
@@ -131,6 +131,47 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
         if placement is not None:
             _record(placement, role, todo, placed, scratch.hosts, request.resource)
         placed_before += len(todo)
+
+
+@dataclass
+class RoleOutcome:
+    """How far one role of the gang got in :func:`place_each_role`: ``placed`` of the
+    ``wanted`` instances, and when some found no node, why (``cause``: the filter
+    chain's explanation for the first of them, over the view as it was then)."""
+
+    role: RoleSpec
+    wanted: int
+    placed: int
+    cause: NotAvailable | None = None
+
+
+def place_each_role(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor,
+                    indices: Mapping[str, Sequence[int]] | None = None,
+                    recent_hosts: int = RECENT_HOSTS,
+                    on_short: Callable[[RoleOutcome, ClusterView], None] | None = None
+                    ) -> tuple[list[RoleOutcome], ClusterView]:
+    """Place the roles as :func:`place_gang` does, on a scratch copy of ``view``, but a
+    role that cannot place all its instances keeps those it placed and the next role
+    is placed after it: every role is evaluated with the others placed as the gang
+    would place them (a diagnosis needs all of them, not the first that fails).
+    Returns each role's outcome and the scratch view with everything placed booked;
+    ``on_short(outcome, scratch)`` is called when a role falls short, before the next
+    role is placed (the view as the role's explanation saw it)."""
+    scratch = view.copy()
+    recent = RecentHosts(scratch, limit=recent_hosts)
+    outcomes = []
+    for role, todo in zip(roles, _wanted_indices(roles, indices)):
+        outcome = RoleOutcome(role, len(todo), len(todo))
+        if todo:
+            chosen = pipeline_of(pipeline, role)
+            try:
+                place(chosen, scratch, role_request(role, 1, (), chosen.settings.rack_policy), len(todo), recent)
+            except NotAvailable as exc:
+                outcome.placed, outcome.cause = exc.placed.count, exc
+                if on_short is not None:
+                    on_short(outcome, scratch)
+        outcomes.append(outcome)
+    return outcomes, scratch
 
 
 def empty_view(view: ClusterView) -> ClusterView:
@@ -148,7 +189,8 @@ def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: P
 
 
 # --------------------------------------------------------------------- internals
-def _pipeline_of(pipeline: PipelineFor, role: RoleSpec) -> SelectionPipeline:
+def pipeline_of(pipeline: PipelineFor, role: RoleSpec) -> SelectionPipeline:
+    """The pipeline that places ``role``."""
     if isinstance(pipeline, SelectionPipeline):
         return pipeline
     chosen = pipeline(role)

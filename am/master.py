@@ -63,6 +63,7 @@ from .am_settings import AMSettings
 from .attempt_barrier import AttemptBarrier
 from .barrier import TaskInfo
 from .cluster_tracker import ClusterTracker
+from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
 from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
@@ -73,6 +74,7 @@ from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .progress_log import ProgressLog
 from .rm_client import RMClient
+from .waiting_watch import WaitingWatch
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
     LaunchContext, RMError, StartContainers, StartRefused, WrongState
 
@@ -93,8 +95,11 @@ class ApplicationMaster:
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
                  barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
-                 task_env: Mapping[str, str] | None = None):
+                 task_env: Mapping[str, str] | None = None,
+                 occupants: Callable[[], Sequence[Occupant]] | None = None):
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
+        #: what other applications hold where (a driver that knows tells; names blocking jobs)
+        self._occupants = occupants or (lambda: ())
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
@@ -106,6 +111,7 @@ class ApplicationMaster:
         previous = replay(read_records(self.work_dir / JOURNAL_FILE))
         self.log = ProgressLog(self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
         self.journal = Journal(self.work_dir / JOURNAL_FILE, now)
+        self.watch = WaitingWatch(self.settings, self.log, self.metrics, self.diagnose)
         self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
         self._seed = pipeline_seed(self.selection.seed, app_id)
         self._pipelines: dict[str, SelectionPipeline] = {}
@@ -192,6 +198,10 @@ class ApplicationMaster:
         for gang in self.gangs:
             if gang.pending:
                 self._plan(gang, now)
+                waited_too_long = self.watch.check(gang, now)
+                if waited_too_long:
+                    self._finish("failed", waited_too_long)
+                    return
         request = self._request()
         try:
             response = self.rm.allocate(request)
@@ -211,6 +221,7 @@ class ApplicationMaster:
                 self._launch(gang, now)
         self._decide(now)
         self._update_metrics()
+        self.watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
@@ -579,6 +590,38 @@ class ApplicationMaster:
     def history(self) -> list[AttemptRecord]:
         """Every attempt of every gang, finished ones first, in the order they ended."""
         return attempt_history(self.gangs)
+
+    def diagnose(self, gang: GangRun) -> Diagnosis:
+        """Why ``gang`` waits, as data (:mod:`~gangmaster.am.diagnosis`), on the AM's view
+        now: its granted containers count as placed, the rest is placed again."""
+        acq = gang.acquisition
+        wanted = {role: [s.index for s in acq.in_order() if s.role == role and s.container is None]
+                  for role in acq.roles}
+        return self.diagnose_roles(gang.name, gang.roles, wanted,
+                                   [(s.role, s.container.host, s.container.resource) for s in acq.granted])
+
+    def diagnose_roles(self, name: str, roles: tuple[RoleSpec, ...], wanted: Mapping[str, Sequence[int]] | None = None,
+                       held: Sequence[tuple] = ()) -> Diagnosis:
+        """:meth:`diagnose` for ``roles`` placed with this AM's pipelines on its view now;
+        ``held``: the containers the gang holds, (role, host, resource)."""
+        view = self._view_for_placement()
+        for role, host, _resource in held:
+            view.instances_of(role)[view.index(host)] += 1
+        return diagnose(view, roles, self._pipeline_for, job=self.job.name, gang=name, occupants=self._occupants(),
+                        indices=wanted, own=[(host, resource) for _role, host, resource in held])
+
+    def why_report(self) -> dict:
+        """What ``/why`` serves for this job: each gang still waiting, how long, and its last
+        diagnosis (null until it has waited ``am.explain_after_s``)."""
+        now = self.now()
+        gangs = {}
+        for g in self.gangs:
+            if g.pending and g.acquisition is not None:
+                diagnosis = self.watch.latest.get(g.name)
+                gangs[g.name] = {"waiting_s": round(now - g.record.waiting_since, 3),
+                                 "reason": self.why_waiting().get(g.name, ""),
+                                 "diagnosis": diagnosis.to_dict() if diagnosis is not None else None}
+        return {"job": self.job.name, "app_id": self.app_id, "outcome": self.outcome, "waiting": gangs}
 
     def why_waiting(self) -> dict[str, str]:
         """For each gang not running yet: why, in numbers (empty when it is just being granted)."""

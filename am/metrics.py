@@ -41,6 +41,12 @@ class AMMetrics:
                                            "Wall time of one placement decision for the instances of a gang",
                                            buckets=_SELECT_BUCKETS, registry=r)
         self.containers = Gauge("gangmaster_containers", "The AM's containers by state", ["state"], registry=r)
+        self.gang_shortfall = Gauge("gangmaster_gang_shortfall",
+                                    "Instances of the role a waiting gang cannot place now (its last diagnosis)",
+                                    ["role"], registry=r)
+        self.gang_blocked_nodes = Gauge("gangmaster_gang_blocked_nodes",
+                                        "Nodes that turn the role of a waiting gang down, by reason code "
+                                        "(its last diagnosis)", ["role", "reason"], registry=r)
         for state in CONTAINER_STATES:
             self.containers.labels(state).set(0)
 

@@ -9,6 +9,7 @@ right now (wait, or release something). Reason codes are constants; the numbers
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 FILTERED = "filtered"     # can never fit on this node
 EXHAUSTED = "exhausted"   # full right now
@@ -49,6 +50,9 @@ class Rejection:
     requested: object = None
     most_free: object = None
     capacity: object = None
+    #: Bool per node of the view: the nodes this rejection counts (for a diagnosis that
+    #: asks more of them, e.g. whether another job holds what they lack); not shown.
+    nodes: Any = field(default=None, repr=False, compare=False)
 
     def phrase(self) -> str:
         if self.reason in (MEMORY, VCORES, GPUS, PORTS, GPU_MASK):
@@ -63,7 +67,7 @@ class Rejection:
         return f"{self.count} " + _PHRASES.get(self.reason, self.reason).format(requested=self.requested)
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: v for k, v in self.__dict__.items() if v is not None and k != "nodes"}
 
 
 def _num(value: object) -> str:

@@ -64,7 +64,7 @@ class Filter:
         count = int(np.count_nonzero(rejected))
         if count:
             numbers = {k: (v() if callable(v) else v) for k, v in numbers.items()}
-            verdict.rejections.append(Rejection(self.name, reason, kind, count, **numbers))
+            verdict.rejections.append(Rejection(self.name, reason, kind, count, nodes=rejected, **numbers))
 
 
 class NodeFilter(Filter):

@@ -88,6 +88,7 @@ from .selector import Selector
 
 if TYPE_CHECKING:
     from .pipeline import SelectionPipeline
+    from .settings import SelectionSettings
 
 
 class TieOrder:
@@ -144,6 +145,25 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     loop = _Loop(pipeline, view, request, count, recent, book)
     loop.run()
     return loop.placement
+
+
+def room_per_node(view: ClusterView, request: SelectionRequest, settings: "SelectionSettings",
+                  limit: int | None = None) -> np.ndarray:
+    """int64 per node: how many instances of ``request`` the node takes now — 0 where a
+    filter other than the rack policy says no, else the fit model's room capped by
+    ``max_instances_per_node`` less the role's instances there (and by ``limit``). The
+    placement loop starts from it; a diagnosis asks it of nodes it imagines (restored,
+    added)."""
+    passing = node_passes(FilterContext(view, request, settings))
+    survivors = np.arange(len(view)) if passing is None else np.flatnonzero(passing)
+    room = np.zeros(len(view), dtype=np.int64)
+    if survivors.size:
+        counts = fit_room(view, Demand.of(request.resource), settings.port_min, rows=survivors)
+        cap = request.max_instances_per_node
+        if cap is not None:
+            counts = np.minimum(counts, cap - view.instances_of(request.role)[survivors])
+        room[survivors] = np.clip(counts, 0, limit) if limit is not None else np.maximum(counts, 0)
+    return room
 
 
 @dataclass
@@ -203,16 +223,7 @@ class _Loop:
 
     def _initial_room(self) -> np.ndarray:
         """Room per node (0 where a filter other than the rack policy says no)."""
-        passing = node_passes(FilterContext(self.view, self.request, self.settings))
-        survivors = np.arange(len(self.view)) if passing is None else np.flatnonzero(passing)
-        room = np.zeros(len(self.view), dtype=np.int64)
-        if survivors.size:
-            counts = fit_room(self.view, self.demand, self.settings.port_min, rows=survivors)
-            cap = self.request.max_instances_per_node
-            if cap is not None:
-                counts = np.minimum(counts, cap - self.view.instances_of(self.request.role)[survivors])
-            room[survivors] = np.clip(counts, 0, self.left)
-        return room
+        return room_per_node(self.view, self.request, self.settings, self.left)
 
     def _current(self) -> SelectionRequest:
         """The request as one pick sees it now: the job's hosts so far (the request

@@ -19,6 +19,8 @@ COMMANDS = [
     "am_cmd",
     "rm_cmd",
     "bench.cli",
+    "diagnose_cmd",
+    "why_cmd",
 ]
 
 

@@ -56,6 +56,7 @@ from gangmaster.am.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
+from .occupancy import simulated_occupants
 from .rmsim.clock import RealTimeLoop
 from .rmsim.core import ResourceManager, RMEvent
 from .rmsim.live_rm import LiveRM
@@ -235,7 +236,7 @@ class SimulatedRuns(_Runs):
         self.sim = Simulation(specs, queues, scenario, scheduling_interval_s=scheduling_interval_s,
                               allocation_expiry_s=allocation_expiry_s)
         self._seen: dict[int, int] = {}   # id(am) -> the RM's version its last heartbeat saw, if it changed nothing
-        super().__init__(self.sim.core, self.sim.client, self.sim.loop, settings or AMSettings(),
+        super().__init__(self.sim.core, self.sim.client, self.sim.loop, (settings or AMSettings()).for_virtual_time(),
                          selection or SelectionSettings(), echo)
 
     def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
@@ -243,7 +244,7 @@ class SimulatedRuns(_Runs):
         return super().submit(job, work_dir, queue)
 
     def _am_extras(self, run: JobRun) -> dict:
-        return {"barrier": self.sim.barrier}
+        return {"barrier": self.sim.barrier, "occupants": lambda: simulated_occupants(self.sim, run.app_id)}
 
     def run(self) -> bool:
         """Run until every job is done or ``max_virtual_time_s`` passes; True when all are done.

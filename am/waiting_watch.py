@@ -1,0 +1,73 @@
+"""Watching the gangs that wait: diagnose one once it has waited ``am.explain_after_s``,
+say it again each time the diagnosis changes, and end the job when a gang has waited
+``am.max_wait_s``.
+
+A diagnosis costs a few gang placements (:mod:`~gangmaster.am.diagnosis`), so it is
+redone only after the gang's placement failed again — which itself happens only when
+something changed that could let the gang fit — never per heartbeat: a gang stuck
+for an hour is diagnosed once. A heartbeat costs this watch a few comparisons per gang.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .am_settings import AMSettings
+from .diagnosis import Diagnosis
+from .gang_run import GangRun
+from .metrics import AMMetrics
+
+
+class WaitingWatch:
+    def __init__(self, settings: AMSettings, log: Callable[[str], None], metrics: AMMetrics,
+                 diagnose: Callable[[GangRun], Diagnosis]):
+        self.settings, self.log, self.metrics, self._diagnose = settings, log, metrics, diagnose
+        self.latest: dict[str, Diagnosis] = {}       # gang name -> its last diagnosis while it waits
+        self._diagnosed_after: dict[str, tuple] = {}  # gang name -> (attempt, failed placements) diagnosed
+
+    def check(self, gang: GangRun, now: float) -> str:
+        """Called each heartbeat for a gang still pending: diagnose it when due; returns why
+        the job must fail ("" when it need not): the gang waited ``max_wait_s``."""
+        waited = now - gang.record.waiting_since
+        acq = gang.acquisition
+        if waited >= self.settings.explain_after_s and acq.waiting_reason:
+            key = (gang.attempt, acq.failed_placements)
+            if self._diagnosed_after.get(gang.name) != key:
+                self._diagnosed_after[gang.name] = key
+                self._record(gang, self._diagnose(gang), waited)
+        limit = self.settings.max_wait_s
+        if limit is None or waited < limit:
+            return ""
+        diagnosis = self.latest.get(gang.name) if acq.waiting_reason else None
+        if acq.waiting_reason and diagnosis is None:
+            diagnosis = self._diagnose(gang)
+        why = diagnosis.summary() if diagnosis is not None else (
+            acq.waiting_reason or f"{len(acq.by_container)}/{acq.total} containers granted")
+        return f"gang {gang.name} waited {waited:g}s, the limit (am.max_wait_s / --max-wait): {why}"
+
+    def started(self, gangs: list[GangRun]) -> None:
+        """Forget the diagnoses of the gangs no longer pending (their gauges go back to 0)."""
+        for gang in gangs:
+            if gang.name in self.latest and not gang.pending:
+                self._clear(self.latest.pop(gang.name))
+
+    def _record(self, gang: GangRun, diagnosis: Diagnosis, waited: float) -> None:
+        before = self.latest.get(gang.name)
+        self.latest[gang.name] = diagnosis
+        if before is not None and before.signature() == diagnosis.signature():
+            return
+        if before is not None:
+            self._clear(before)
+        for role in diagnosis.roles.values():
+            self.metrics.gang_shortfall.labels(role.role).set(role.shortfall)
+            for reason in role.reasons:
+                self.metrics.gang_blocked_nodes.labels(role.role, reason.code).set(reason.count)
+        changed = "changed" if before is not None else f"after {waited:.0f}s"
+        self.log(f"gang {gang.name}: why it waits ({changed}):")
+        for line in diagnosis.text().splitlines():
+            self.log(line)
+
+    def _clear(self, diagnosis: Diagnosis) -> None:
+        for role in diagnosis.roles.values():
+            self.metrics.gang_shortfall.labels(role.role).set(0)
+            for reason in role.reasons:
+                self.metrics.gang_blocked_nodes.remove(role.role, reason.code)

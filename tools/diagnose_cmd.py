@@ -1,0 +1,231 @@
+"""``gangmaster diagnose JOB.yaml``: will the job's gangs start on this cluster, and if
+not, why — per role, in numbers, with the jobs holding the capacity and what would
+unblock it (:mod:`gangmaster.am.diagnosis`).
+
+The run is the real one, in virtual time: the ``--after`` jobs are submitted first
+and run (each through its own AM, until its gangs have started), the scenario's
+events due by then happen, then JOB is submitted and its AM runs until its gangs
+start or have waited ``--wait`` seconds; the diagnosis is the AM's own. With
+``--snapshot`` the cluster is a real one's, as an operator dumped it (YARN REST,
+kubectl, Slurm JSON): its nodes, the unhealthy ones marked so at the RM, and what
+runs there booked as containers of placeholder applications named after their jobs
+(each lasting until its expected end when the snapshot knows it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from gangmaster.conf.limits import MAX_DURATION_S
+from gangmaster.tools.arg_types import seconds
+
+#: How long the --after jobs may take to start, in virtual time (seconds).
+AFTER_START_LIMIT_S = 86400.0
+
+
+def add_parser(sub):
+    parser = sub.add_parser(
+        "diagnose", help="say whether a job's gangs can start on a cluster, and if not why, in numbers",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run JOB through the ApplicationMaster on the RM simulator in virtual time and print, for "
+                    "each gang that cannot start, per role: instances needed, placeable now (the other roles "
+                    "placed as the gang would place them), the shortfall, what one instance asks (vcores after "
+                    "requestRatio), and the reasons nodes turn it down with their counts, each marked whether "
+                    "waiting helps (resources held by other jobs) or not (unhealthy or blacklisted machines, "
+                    "labels, GPU types, machines too small, the per-machine cap, the gang's own instances); "
+                    "whether it fits the empty cluster; the jobs holding the capacity and when they are "
+                    "expected to end; and the smallest change that lets it start, each checked by placing the "
+                    "whole gang.",
+        epilog="Order of events: the --after jobs are submitted first and run until their gangs have started; "
+               "the --scenario's events due by then happen (e.g. machines blacklisted at time 0); JOB is "
+               "submitted and its gangs wait at most --wait seconds.\n\n"
+               "--json prints one object: {\"job\", \"gang_can_start\", \"fits_empty_cluster\", "
+               "\"healthy_machines\", \"machines\", \"roles\": {ROLE: {\"needed\", \"placeable\", \"shortfall\", "
+               "\"asked\": {\"vcores\", \"memoryMB\", \"gpus\"}, \"reasons\": [{\"code\", \"count\", "
+               "\"waiting_helps\", \"detail\"}]}}, \"blocking_jobs\": [{\"job\", \"machines\", \"holds\", "
+               "\"expected_end_s\"}], \"hint\", \"gangs\": {GANG: the same, per gang}}.\n\n"
+               "--snapshot FILE... diagnoses against a real cluster's state instead of --cluster: Hadoop YARN's "
+               "/ws/v1/cluster/nodes (+ /ws/v1/cluster/apps) JSON, `kubectl get nodes -o json` (+ `kubectl get "
+               "pods -A -o json`), or Slurm's `sinfo --json` / `squeue --json` / `scontrol show node --json`; "
+               "the format is detected.\n\n"
+               "Exit status: 0 every gang can start, 1 one cannot, 2 bad input (the message names the file "
+               "and field).")
+    parser.add_argument("job", help="the job file (OpenPAI v2 YAML, see conf/jobs/README.md)")
+    parser.add_argument("--cluster", help="cluster file (default: the embedded conf/clusters/default.yaml)")
+    parser.add_argument("--scenario", help="fault scenario YAML played on the RM's clock (e.g. mark_unhealthy "
+                                           "at time 0: machines blacklisted before JOB is submitted)")
+    parser.add_argument("--after", nargs="+", default=[], metavar="OTHER.yaml",
+                        help="jobs submitted first, which run (until their gangs start) before JOB is submitted")
+    parser.add_argument("--wait", type=seconds, default=60.0,
+                        help="virtual seconds JOB's gangs may wait to start before the diagnosis (default 60)")
+    parser.add_argument("--snapshot", nargs="+", metavar="FILE",
+                        help="a real cluster's state as its engine dumps it (YARN, Kubernetes or Slurm JSON), "
+                             "instead of --cluster")
+    parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:)")
+    parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
+    parser.add_argument("--json", action="store_true", help="print the diagnosis as one JSON object")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def _run(args) -> int:
+    from dataclasses import replace
+
+    from gangmaster.am.am_settings import AMSettings
+    from gangmaster.am.jobspec import load_job
+    from gangmaster.conf.fields import ConfigError
+    from gangmaster.conf.settings import Settings
+    from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
+    from gangmaster.selectors.selector import selector_classes
+    from gangmaster.selectors.settings import SelectionSettings
+    from gangmaster.tools.rmsim.scenario import Scenario
+
+    settings = Settings(args.config)
+    am_settings = AMSettings.from_fields(settings.section("am"))
+    selection = SelectionSettings.from_fields(settings.section("selection"))
+    if args.seed is not None:
+        selection = replace(selection, seed=args.seed)
+    known = list(selector_classes())
+    job = load_job(args.job, selectors=known)
+    after = [load_job(path, selectors=known) for path in args.after]
+    snapshot = None
+    if args.snapshot:
+        if args.cluster:
+            raise ConfigError("--snapshot", "", "either --cluster or --snapshot, not both", args.cluster)
+        snapshot = _load_snapshot(args.snapshot)
+        specs = snapshot.specs
+    else:
+        specs = load_cluster_specs(args.cluster or default_cluster_path())
+    scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
+    # The gang is diagnosed here, once it has waited --wait: the AM's own limits must not end it first.
+    am_settings = replace(am_settings, max_wait_s=None, simulated_max_wait_s=MAX_DURATION_S)
+    with tempfile.TemporaryDirectory(prefix="gangmaster-diagnose-") as work:
+        result = diagnose_job(job, specs, Path(work), am_settings, selection, scenario=scenario, after=after,
+                              wait_s=args.wait, snapshot=snapshot)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(result["text"])
+    return 0 if result["gang_can_start"] else 1
+
+
+def _load_snapshot(paths: list[str]):
+    from gangmaster.conf.fields import ConfigError
+    try:
+        from gangmaster.tools.snapshots import SnapshotError, load_snapshot
+    except ImportError:
+        raise ConfigError("--snapshot", "", "the snapshot readers (gangmaster.tools.snapshots), which are not "
+                                            "part of this build") from None
+    try:
+        return load_snapshot([Path(p) for p in paths])
+    except SnapshotError as exc:
+        raise ConfigError(" ".join(paths), "", f"a YARN, Kubernetes or Slurm snapshot ({exc})") from None
+
+
+def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=None, after=(), wait_s: float = 60.0,
+                 snapshot=None) -> dict:
+    """Run the ``after`` jobs, then ``job``, in virtual time, and return the diagnosis of
+    ``job`` as the JSON object ``--json`` prints (with ``"text"``, what is printed without)."""
+    from gangmaster.am.diagnosis import Diagnosis
+    from gangmaster.am.gang_run import gang_name
+    from gangmaster.tools.job_runner import SimulatedRuns
+
+    runs = SimulatedRuns(specs, am_settings, selection, scenario=scenario)
+    try:
+        if snapshot is not None:
+            book_snapshot(runs.sim, snapshot)
+        loop = runs.sim.loop
+        others = [runs.submit(other, work / f"after-{k}-{other.name}") for k, other in enumerate(after)]
+        limit = loop.now() + AFTER_START_LIMIT_S
+        while not all(_started_or_done(r) for r in others) and _step(loop, limit):
+            pass
+        _step(loop, loop.now())   # the events due now (a scenario's at: 0) happen before JOB arrives
+        run = runs.submit(job, work / job.name)
+        deadline = loop.now() + wait_s
+        while not _started_or_done(run) and _step(loop, deadline):
+            pass
+        am = run.am
+        diagnoses: list[Diagnosis] = []
+        for gang in am.gangs:
+            if gang.pending and gang.acquisition is not None:
+                diagnoses.append(am.diagnose(gang))
+            else:
+                diagnoses.append(Diagnosis.started(job.name, gang.name, gang.roles, runs.sim.client.cluster_nodes()))
+        if not am.gangs:   # refused at submission: it can never run here
+            diagnoses = [am.diagnose_roles(gang_name(names), job.gang_roles(number))
+                         for number, names in enumerate(job.gangs)]
+    finally:
+        runs.close()
+    return _combined(job.name, diagnoses)
+
+
+def _step(loop, until: float) -> bool:
+    """Run the next event due by ``until``; False when there is none."""
+    next_time = loop.next_time()
+    if next_time is None or next_time > until:
+        return False
+    loop.step()
+    return True
+
+
+def _started_or_done(run) -> bool:
+    return run.done or (bool(run.am.gangs) and not any(g.pending for g in run.am.gangs))
+
+
+def _combined(job: str, diagnoses) -> dict:
+    """One object for the job: every role of every gang; per gang, its own diagnosis."""
+    first = diagnoses[0]
+    roles, blocking, hints = {}, [], []
+    for d in diagnoses:
+        roles.update(d.to_dict()["roles"])
+        blocking += [b.to_dict() for b in d.blocking_jobs]
+        if d.hint:
+            hints.append(d.hint if len(diagnoses) == 1 else f"gang {d.gang}: {d.hint}")
+    return {"job": job, "gang_can_start": all(d.gang_can_start for d in diagnoses),
+            "fits_empty_cluster": all(d.fits_empty_cluster for d in diagnoses),
+            "healthy_machines": first.healthy_machines, "machines": first.machines, "roles": roles,
+            "blocking_jobs": blocking, "hint": "; ".join(hints),
+            "gangs": {d.gang: d.to_dict() for d in diagnoses},
+            "text": "\n".join(d.text() for d in diagnoses)}
+
+
+def book_snapshot(sim, snapshot) -> None:
+    """Make the simulated RM hold what the snapshot says: unhealthy nodes marked so, and
+    each job's running allocations as containers of a placeholder application of that
+    name, on their hosts, lasting until their expected end (else until stopped)."""
+    from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerLaunch, LaunchContext,
+                                           ResourceRequest, StartContainers)
+    from gangmaster.conf.fields import ConfigError
+    from gangmaster.selectors.resources import ResourceDescriptor
+    from gangmaster.tools.rmsim.workload import raw_task_env
+
+    for host, state in sorted(snapshot.unhealthy.items()):
+        sim.core.mark_unhealthy(host, state or "unhealthy")
+    by_job: dict[str, list] = {}
+    for allocation in snapshot.running:
+        by_job.setdefault(allocation.job, []).append(allocation)
+    client = sim.client
+    for name, allocations in by_job.items():
+        app_id = client.submit(ApplicationSubmission(name))
+        client.register(app_id)
+        asks = tuple(ResourceRequest(k + 1, ResourceDescriptor(memory_mb=a.memory_mb, vcores=a.vcores, gpus=a.gpus),
+                                     1, host=a.host, relax_locality=False) for k, a in enumerate(allocations))
+        granted = list(client.allocate(AllocateRequest(app_id, 1, asks=asks)).allocated)
+        if len(granted) < len(asks):
+            granted += client.allocate(AllocateRequest(app_id, 1)).allocated
+        if len(granted) != len(asks):
+            missing = {a.request_id for a in asks} - {c.request_id for c in granted}
+            first = allocations[min(missing) - 1]
+            raise ConfigError("--snapshot", f"running[{name}]", f"allocations that fit their hosts; "
+                              f"{first.vcores:g} vcores, {first.memory_mb} MB, {first.gpus} GPU(s) on "
+                              f"{first.host} do not fit what the snapshot says the host has")
+        launches = []
+        for container in granted:
+            a = allocations[container.request_id - 1]
+            env = raw_task_env(a.expected_end_s) if a.expected_end_s is not None else {}
+            launches.append(ContainerLaunch(container.container_id, LaunchContext(("placeholder",),
+                                                                                  tuple(env.items()))))
+        client.start_containers(StartContainers(tuple(launches)))
