@@ -558,7 +558,8 @@ class ApplicationMaster:
     def cannot_progress(self, why: str) -> None:
         """The driver found that nothing still to come can change what this job waits for:
         the job fails, saying ``why`` and why each gang waits (:meth:`why_waiting`)."""
-        waiting = "; ".join(f"gang {gang} is waiting: {reason}" for gang, reason in self.why_waiting().items())
+        waiting = "; ".join(f"gang {g.name} is waiting: {self.watch.why(g)}" for g in self.gangs
+                            if g.pending and g.acquisition is not None)
         self._finish("failed", f"it can make no progress ({why}); {waiting}")
 
     # ============================================================== status

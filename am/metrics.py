@@ -5,13 +5,18 @@ Names follow Prometheus conventions: base units (``_seconds``), ``_total`` on
 counters (the client library adds it), and no job or application ids as labels
 when an endpoint serves one job (the scrape target already says which). A driver
 running several jobs serves them all on one :class:`MetricsEndpoint`, each sample
-labelled ``job_name`` and ``app_id``.
+labelled ``job_name`` and ``app_id``. Beside ``/metrics`` it serves ``/why``: each
+job's waiting gangs and their diagnoses as JSON (``gangmaster why``).
 """
 from __future__ import annotations
 
-from typing import Iterator
+import json
+import threading
+from socketserver import ThreadingMixIn
+from typing import Callable, Iterator
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 
 CONTAINER_STATES = ("requested", "allocated", "running", "succeeded", "failed", "stopped")
@@ -53,24 +58,33 @@ class AMMetrics:
 
 class MetricsEndpoint:
     """``/metrics`` over HTTP for every job of a driver: one job's metrics as they are;
-    several jobs' merged, each sample labelled with its ``job_name`` and ``app_id``.
+    several jobs' merged, each sample labelled with its ``job_name`` and ``app_id``;
+    and ``/why``: ``{"jobs": [...]}``, what each job's ``why`` callable says (the AM's
+    :meth:`~gangmaster.am.master.ApplicationMaster.why_report`).
 
     ::
 
         endpoint = MetricsEndpoint()
         port = endpoint.serve(0)                      # 0: any free port
-        endpoint.add(run.metrics, job_name="train", app_id="app_0001")
+        endpoint.add(run.metrics, why=lambda: run.am.why_report(), job_name="train", app_id="app_0001")
     """
 
     def __init__(self) -> None:
         self._jobs: list[tuple[AMMetrics, dict[str, str]]] = []
+        self._why: list[Callable[[], dict]] = []
         self.registry = CollectorRegistry()
         self.registry.register(self)
         self.server = None
         self.url = ""
 
-    def add(self, metrics: AMMetrics, **labels: str) -> None:
+    def add(self, metrics: AMMetrics, why: Callable[[], dict] | None = None, **labels: str) -> None:
         self._jobs.append((metrics, labels))
+        if why is not None:
+            self._why.append(why)
+
+    def why(self) -> dict:
+        """What ``/why`` answers."""
+        return {"jobs": [report() for report in self._why]}
 
     def collect(self) -> Iterator[Metric]:
         """The registry calls this at every scrape."""
@@ -89,10 +103,25 @@ class MetricsEndpoint:
         yield from merged.values()
 
     def serve(self, port: int = 0, addr: str = "127.0.0.1") -> int:
-        """Serve on ``addr:port`` (0: a free port); returns the port (also in :attr:`url`)."""
-        self.server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        """Serve on ``addr:port`` (0: a free port), in a thread of its own; returns the port
+        (the metrics' address is :attr:`url`, the diagnoses' :attr:`why_url`)."""
+        metrics_app = make_wsgi_app(self.registry)
+
+        def app(environ, start_response):
+            if environ.get("PATH_INFO") != "/why":
+                return metrics_app(environ, start_response)
+            try:
+                body, status = json.dumps(self.why()).encode(), "200 OK"
+            except Exception as exc:   # the AM was changing under the reader: say so, keep serving
+                body, status = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode(), "503 Service Unavailable"
+            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+
+        self.server = make_server(addr, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        threading.Thread(target=self.server.serve_forever, name="gangmaster-metrics", daemon=True).start()
         bound = int(self.server.server_port)
         self.url = f"http://{addr}:{bound}/metrics"
+        self.why_url = f"http://{addr}:{bound}/why"
         return bound
 
     def stop(self) -> None:
@@ -100,3 +129,12 @@ class MetricsEndpoint:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):   # a scrape is not news
+        pass

@@ -37,12 +37,19 @@ class WaitingWatch:
         limit = self.settings.max_wait_s
         if limit is None or waited < limit:
             return ""
-        diagnosis = self.latest.get(gang.name) if acq.waiting_reason else None
-        if acq.waiting_reason and diagnosis is None:
-            diagnosis = self._diagnose(gang)
-        why = diagnosis.summary() if diagnosis is not None else (
-            acq.waiting_reason or f"{len(acq.by_container)}/{acq.total} containers granted")
-        return f"gang {gang.name} waited {waited:g}s, the limit (am.max_wait_s / --max-wait): {why}"
+        return f"gang {gang.name} waited {waited:g}s, the limit (am.max_wait_s / --max-wait): {self.why(gang)}"
+
+    def why(self, gang: GangRun) -> str:
+        """Why ``gang`` waits, in one line: its diagnosis when its placement found no room
+        (the last one, or a new one), else how far the RM got granting it."""
+        acq = gang.acquisition
+        if not acq.waiting_reason:
+            return f"{len(acq.by_container)}/{acq.total} containers granted"
+        key = (gang.attempt, acq.failed_placements)
+        if gang.name not in self.latest or self._diagnosed_after.get(gang.name) != key:
+            self._diagnosed_after[gang.name] = key
+            self._record(gang, self._diagnose(gang), None)
+        return self.latest[gang.name].summary()
 
     def started(self, gangs: list[GangRun]) -> None:
         """Forget the diagnoses of the gangs no longer pending (their gauges go back to 0)."""
@@ -50,7 +57,7 @@ class WaitingWatch:
             if gang.name in self.latest and not gang.pending:
                 self._clear(self.latest.pop(gang.name))
 
-    def _record(self, gang: GangRun, diagnosis: Diagnosis, waited: float) -> None:
+    def _record(self, gang: GangRun, diagnosis: Diagnosis, waited: float | None) -> None:
         before = self.latest.get(gang.name)
         self.latest[gang.name] = diagnosis
         if before is not None and before.signature() == diagnosis.signature():
@@ -61,8 +68,8 @@ class WaitingWatch:
             self.metrics.gang_shortfall.labels(role.role).set(role.shortfall)
             for reason in role.reasons:
                 self.metrics.gang_blocked_nodes.labels(role.role, reason.code).set(reason.count)
-        changed = "changed" if before is not None else f"after {waited:.0f}s"
-        self.log(f"gang {gang.name}: why it waits ({changed}):")
+        changed = "changed" if before is not None else "" if waited is None else f"after {waited:.0f}s"
+        self.log(f"gang {gang.name}: why it waits" + (f" ({changed})" if changed else "") + ":")
         for line in diagnosis.text().splitlines():
             self.log(line)
 

@@ -35,6 +35,7 @@ certain (:meth:`SimulatedRuns.run`).
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -151,9 +152,18 @@ class _AMDriver:
             if self.metrics is None:
                 self.metrics = MetricsEndpoint()
                 self.metrics.serve(self.settings.metrics_port)
-            self.metrics.add(run.metrics, job_name=job.name, app_id=app_id)
+            self.metrics.add(run.metrics, why=lambda: self._why_report(run), job_name=job.name, app_id=app_id)
         self._start_am(run)
         return run
+
+    def _why_report(self, run: JobRun) -> dict:
+        """What ``/why`` says of ``run`` (asked from the endpoint's thread: under the clock's
+        lock when it has one, so the AM does not change while it is read)."""
+        lock = getattr(self.clock, "lock", None)
+        with lock if lock is not None else contextlib.nullcontext():
+            if not run.ams:
+                return {"job": run.job.name, "app_id": run.app_id, "outcome": run.outcome, "waiting": {}}
+            return run.am.why_report()
 
     @property
     def metrics_url(self) -> str:

@@ -74,6 +74,12 @@ def add_am_options(parser, metrics_port_note: str, timeout_help: str) -> None:
                                                                  "free port); prints \"metrics: URL\""
                                                                  + metrics_port_note)
     parser.add_argument("--timeout", type=seconds, default=3600.0, help=timeout_help)
+    parser.add_argument("--max-wait", type=seconds, metavar="S",
+                        help="fail the job when a gang has waited S seconds for room, with its diagnosis as the "
+                             "reason (default: am.max_wait_s, no limit; without --live a day of virtual time, "
+                             "am.simulated_max_wait_s). A gang that waited am.explain_after_s (60) is diagnosed in "
+                             "the log: per role needed, placeable, shortfall, reasons, whether waiting helps, the "
+                             "jobs holding the capacity, a hint; /why serves it beside /metrics")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the report")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -91,6 +97,8 @@ def am_and_selection_settings(args):
     am_settings = AMSettings.from_fields(settings.section("am"))
     if args.metrics_port is not None:
         am_settings = replace(am_settings, metrics_port=args.metrics_port)
+    if args.max_wait is not None:
+        am_settings = replace(am_settings, max_wait_s=args.max_wait)
     selection = SelectionSettings.from_fields(settings.section("selection"))
     if args.seed is not None:
         selection = replace(selection, seed=args.seed)

@@ -1,0 +1,124 @@
+"""The diagnosis as data (am/diagnosis.py) on small clusters: every role evaluated with
+the others placed, waiting that helps told from waiting that does not, the jobs holding
+the capacity, and hints that are the smallest change that lets the gang start."""
+from __future__ import annotations
+
+import pytest
+
+from gangmaster.am.diagnosis import Occupant, diagnose
+from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.selectors.cluster import ClusterView, NodeSpec
+from gangmaster.selectors.explanation import Rejection
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.selectors.resources import ResourceDescriptor as R
+
+PORTS = PortRanges.parse("20000-20099")
+
+
+def role(name, instances, cpu=2, memory=1024, gpus=0, cap=None, ratio=1.0, label=None):
+    return RoleSpec(name=name, instances=instances, cpu=cpu, memory_mb=memory, gpus=gpus, ports={"p": 1},
+                    commands=("true",), completion=Completion(), task_retry_count=0, retry=RetryPolicy(),
+                    request_ratio=ratio, max_instances_per_node=cap, node_label=label)
+
+
+def cluster(n: int, vcores: int = 16) -> ClusterView:
+    return ClusterView([NodeSpec(f"n{i}", f"rack-{i % 2}", frozenset(), "V100", None, 65536, vcores, 4, PORTS)
+                        for i in range(n)])
+
+
+def reasons(diagnosis, name):
+    return {(r.code, r.count, r.waiting_helps) for r in diagnosis.roles[name].reasons}
+
+
+def starts(view, roles) -> bool:
+    try:
+        place_gang(view, roles, SelectionPipeline())
+    except GangDoesNotFit:
+        return False
+    return True
+
+
+def test_every_role_is_evaluated_with_the_others_placed_as_the_gang_would():
+    view = cluster(4)
+    view.set_health("n3", False)
+    roles = (role("a", 2, cpu=8, cap=1), role("b", 2, cpu=10, cap=1), role("c", 4, cap=1))
+    d = diagnose(view, roles, SelectionPipeline(), job="j")
+    assert (d.roles["a"].needed, d.roles["a"].placeable, d.roles["a"].shortfall) == (2, 2, 0)
+    # b alone would fit 3 machines; with a's instances placed first, one is left: the rest is the gang's own
+    assert (d.roles["b"].placeable, d.roles["b"].shortfall) == (1, 1)
+    assert reasons(d, "b") == {("unhealthy", 1, False), ("role-cap-reached", 1, False), ("vcores-held-by-gang", 2, False)}
+    assert d.roles["b"].asked == {"vcores": 10.0, "memoryMB": 1024, "gpus": 0}
+    # c, after a role that fell short, is still evaluated (placement stops at the first failing role)
+    assert (d.roles["c"].placeable, d.roles["c"].shortfall) == (3, 1)
+    assert reasons(d, "c") == {("unhealthy", 1, False), ("role-cap-reached", 3, False)}
+    assert not d.gang_can_start and d.fits_empty_cluster and d.healthy_machines == 3
+    assert d.hint == "1 more machine(s) like n0, or restore 1 of the 1 unhealthy/blacklisted machines"
+    assert view.mvcores_free.sum() == view.mvcores_capacity.sum()   # the view is not changed
+
+
+def test_capacity_held_by_another_job_is_worth_waiting_for_and_names_the_job():
+    view = cluster(4)
+    for host in ("n0", "n1"):
+        view.allocate(host, R(vcores=12, memory_mb=4096))
+    running = [Occupant("etl", h, 12.0, 4096, 0, 300.0) for h in ("n0", "n1")]
+    roles = (role("server", 4, cpu=16, cap=1, ratio=0.5),)      # asks 8 vcores; 4 are free on n0, n1
+    d = diagnose(view, roles, SelectionPipeline(), job="j", occupants=running)
+    server = d.roles["server"]
+    assert (server.placeable, server.shortfall) == (2, 2)
+    assert reasons(d, "server") == {("role-cap-reached", 2, False), ("vcores-exhausted", 2, True)}
+    assert [b.to_dict() for b in d.blocking_jobs] == [
+        {"job": "etl", "machines": 2, "holds": {"vcores": 24}, "expected_end_s": 300.0}]
+    assert d.hint == ("2 more machine(s) like n0, or when job etl ends (expected to end in 5m 00s), "
+                      "2 machine(s) get 4.0 → 16.0 free vcores")
+
+
+def test_hints_are_the_smallest_change_that_lets_the_gang_start():
+    view = cluster(7)
+    for host in ("n1", "n3", "n5"):
+        view.set_health(host, False)
+    roles = (role("server", 6, cap=1),)
+    d = diagnose(view, roles, SelectionPipeline(), job="j")
+    assert d.roles["server"].shortfall == 2
+    assert d.hint == "2 more machine(s) like n0, or restore 2 of the 3 unhealthy/blacklisted machines"
+    one_back = view.copy()
+    one_back.set_health("n1", True)
+    assert not starts(one_back, roles)           # one restored is not enough ...
+    one_back.set_health("n3", True)
+    assert starts(one_back, roles)               # ... two are
+
+
+def test_a_gang_too_big_for_any_machine_can_never_start():
+    d = diagnose(cluster(3), (role("big", 1, cpu=32),), SelectionPipeline(), job="j")
+    assert not d.fits_empty_cluster and not d.gang_can_start
+    assert reasons(d, "big") == {("vcores-too-small", 3, False)}
+    assert d.hint.startswith("the gang can never start: it does not fit even on the empty cluster")
+
+
+def test_labels_are_a_reason_waiting_does_not_remove():
+    d = diagnose(cluster(2), (role("w", 1, label="infiniband"),), SelectionPipeline(), job="j")
+    assert reasons(d, "w") == {("label-mismatch", 2, False)}
+    assert "without label infiniband" in d.roles["w"].reasons[0].detail
+
+
+def test_a_gang_that_fits_has_no_reasons_and_no_hint():
+    d = diagnose(cluster(4), (role("w", 4, cap=1),), SelectionPipeline(), job="j")
+    assert d.gang_can_start and d.hint == "" and d.roles["w"].reasons == []
+    assert d.summary() == "the gang can start now"
+
+
+def test_the_json_has_the_issues_shape():
+    d = diagnose(cluster(1), (role("w", 2, cap=1),), SelectionPipeline(), job="j", gang="w")
+    data = d.to_dict()
+    assert {"job", "gang_can_start", "fits_empty_cluster", "healthy_machines", "roles", "blocking_jobs",
+            "hint"} <= set(data)
+    assert set(data["roles"]["w"]) == {"needed", "placeable", "shortfall", "asked", "reasons"}
+    assert set(data["roles"]["w"]["reasons"][0]) == {"code", "count", "waiting_helps", "detail"}
+
+
+def test_a_rejection_keeps_its_nodes_out_of_its_dict_and_comparisons():
+    import numpy as np
+    a = Rejection("health", "unhealthy", "exhausted", 1, nodes=np.array([True, False]))
+    b = Rejection("health", "unhealthy", "exhausted", 1)
+    assert a == b and "nodes" not in a.to_dict()
