@@ -40,15 +40,14 @@ class WaitingWatch:
         return f"gang {gang.name} waited {waited:g}s, the limit (am.max_wait_s / --max-wait): {self.why(gang)}"
 
     def why(self, gang: GangRun) -> str:
-        """Why ``gang`` waits, in one line: its diagnosis when its placement found no room
-        (the last one, or a new one), else how far the RM got granting it."""
+        """Why ``gang`` waits, in one line, for the reason its job ends: its diagnosis made
+        now (the expected ends of the jobs holding the capacity are counted from now) when
+        its placement found no room, else how far the RM got granting it."""
         acq = gang.acquisition
         if not acq.waiting_reason:
             return f"{len(acq.by_container)}/{acq.total} containers granted"
-        key = (gang.attempt, acq.failed_placements)
-        if gang.name not in self.latest or self._diagnosed_after.get(gang.name) != key:
-            self._diagnosed_after[gang.name] = key
-            self._record(gang, self._diagnose(gang), None)
+        self._diagnosed_after[gang.name] = (gang.attempt, acq.failed_placements)
+        self._record(gang, self._diagnose(gang), None)
         return self.latest[gang.name].summary()
 
     def started(self, gangs: list[GangRun]) -> None:

@@ -1,0 +1,229 @@
+"""`gangmaster diagnose` on story 3's two incidents (exact numbers), its exit codes and
+JSON, a snapshot booked on the simulator, and the live diagnosis of a waiting gang:
+the AM's log, /why, `gangmaster why`, the gauges, and --max-wait."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.request import urlopen
+
+import pytest
+
+from gangmaster.am.am_settings import AMSettings
+from gangmaster.am.jobspec import load_job, parse_job
+from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.cluster_file import load_cluster_specs
+from gangmaster.selectors.ports import PortRanges
+from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.tools.diagnose_cmd import diagnose_job
+from gangmaster.tools.job_runner import SimulatedRuns
+from gangmaster.tools.rmsim.scenario import Scenario
+
+REPO = Path(__file__).resolve().parents[2]
+CONF = REPO / "conf"
+CLUSTER = CONF / "clusters" / "story3-incidents.yaml"
+JOB = CONF / "jobs" / "story3-ps.yaml"
+
+
+def gangmaster(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def story3():
+    return load_cluster_specs(CLUSTER), load_job(JOB)
+
+
+def test_incident_a_32_machines_blacklisted_overnight(story3, tmp_path):
+    specs, job = story3
+    scenario = Scenario.load(CONF / "scenarios" / "story3-blacklisted.yaml", {s.host for s in specs})
+    d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(), scenario=scenario)
+    assert (d["gang_can_start"], d["fits_empty_cluster"], d["healthy_machines"]) == (False, True, 2998)
+    server = d["roles"]["server"]
+    assert (server["needed"], server["placeable"], server["shortfall"]) == (3000, 2998, 2)
+    assert server["asked"] == {"vcores": 7.5, "memoryMB": 16384, "gpus": 0}
+    assert [(r["code"], r["count"], r["waiting_helps"]) for r in server["reasons"]] == [
+        ("unhealthy", 32, False), ("role-cap-reached", 2998, False)]
+    assert [(r["placeable"], r["shortfall"]) for name, r in d["roles"].items() if name != "server"] == [
+        (1, 0), (3000, 0)]
+    assert d["roles"]["worker"]["asked"]["vcores"] == pytest.approx(5.6)
+    assert d["blocking_jobs"] == []
+    assert d["hint"] == "2 more machine(s) like s10-0000, or restore 2 of the 32 unhealthy/blacklisted machines"
+
+
+def test_incident_b_another_all_or_nothing_job_left_90_machines_short_of_cpu(story3, tmp_path):
+    specs, job = story3
+    d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(),
+                     after=[load_job(CONF / "jobs" / "story3-xlibmpi.yaml")])
+    assert (d["gang_can_start"], d["fits_empty_cluster"], d["healthy_machines"]) == (False, True, 3030)
+    server = d["roles"]["server"]
+    assert (server["needed"], server["placeable"], server["shortfall"]) == (3000, 2940, 60)
+    assert [(r["code"], r["count"], r["waiting_helps"]) for r in server["reasons"]] == [
+        ("role-cap-reached", 2940, False), ("vcores-exhausted", 90, True)]
+    assert "need 7.5, most free 7" in server["reasons"][1]["detail"]
+    (blocking,) = d["blocking_jobs"]
+    assert (blocking["job"], blocking["machines"], blocking["holds"]) == ("xlibmpi", 90, {"vcores": 2250})
+    # xlibmpi started at 1 s and lasts 7,200 s; JOB was diagnosed after waiting 60 s from 1 s
+    assert blocking["expected_end_s"] == pytest.approx(7201 - 61, abs=2)
+    assert d["hint"].startswith("60 more machine(s) like s10-0000, or when job xlibmpi ends (expected to end in ")
+    assert d["hint"].endswith("90 machine(s) get 7.0 → 32.0 free vcores")
+
+
+def test_the_command_prints_json_and_exits_1_when_the_gang_cannot_start():
+    result = gangmaster("diagnose", JOB, "--cluster", CLUSTER, "--scenario", CONF / "scenarios" /
+                        "story3-blacklisted.yaml", "--json")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert {"job", "gang_can_start", "fits_empty_cluster", "healthy_machines", "roles", "blocking_jobs",
+            "hint"} <= set(data)
+    assert data["roles"]["server"]["shortfall"] == 2
+
+
+def test_the_command_exits_0_when_the_gang_can_start_and_2_on_bad_input(tmp_path):
+    ok = gangmaster("diagnose", CONF / "jobs" / "mpi-allreduce.yaml")
+    assert ok.returncode == 0, ok.stderr
+    assert "can start now" in ok.stdout and "placeable 4, shortfall 0" in ok.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("protocolVersion: 2\nname: x\ntaskRoles: {w: {instances: -1}}\n")
+    result = gangmaster("diagnose", bad)
+    assert result.returncode == 2 and "bad.yaml" in result.stderr
+    result = gangmaster("diagnose", CONF / "jobs" / "mpi-allreduce.yaml", "--wait", "soon")
+    assert result.returncode == 2
+
+
+# ---------------------------------------------------------------- a snapshot, booked on the simulator
+@dataclass
+class _Allocation:   # the snapshot helper's RunningAllocation, as its interface gives it
+    job: str
+    host: str
+    vcores: float
+    memory_mb: int
+    gpus: int
+    expected_end_s: float | None
+
+
+@dataclass
+class _Snapshot:
+    format: str
+    specs: list
+    unhealthy: dict
+    running: list
+
+
+def test_a_snapshot_s_unhealthy_nodes_and_running_jobs_are_what_the_gang_is_diagnosed_against(tmp_path):
+    ports = PortRanges.parse("20000-20099")
+    specs = [NodeSpec(f"node-{i}", "r0", frozenset(), "A100", None, 65536, 16, 4, ports) for i in range(4)]
+    snapshot = _Snapshot("kubernetes", specs, {"node-3": "NotReady"},
+                         [_Allocation("team-a/etl", "node-0", 2, 1024, 4, 1800.0),
+                          _Allocation("team-a/etl", "node-1", 2, 1024, 3, None)])
+    job = parse_job("""
+protocolVersion: 2
+name: train
+type: job
+taskRoles:
+  worker:
+    instances: 3
+    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 2}
+    commands: [train]
+    gangmaster: {maxInstancesPerNode: 1}
+""")
+    d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(), snapshot=snapshot, wait_s=5)
+    worker = d["roles"]["worker"]
+    assert (worker["placeable"], worker["shortfall"], d["healthy_machines"]) == (1, 2, 3)
+    assert {(r["code"], r["count"], r["waiting_helps"]) for r in worker["reasons"]} == {
+        ("unhealthy", 1, False), ("role-cap-reached", 1, False), ("gpus-exhausted", 2, True)}
+    assert [(b["job"], b["machines"], b["holds"]) for b in d["blocking_jobs"]] == [("team-a/etl", 2, {"gpus": 7})]
+    assert d["blocking_jobs"][0]["expected_end_s"] is None      # one of its allocations has no known end
+
+
+# ---------------------------------------------------------------- live, from the AM
+_SMALL = [NodeSpec(f"n{i}", "rack-0", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20099"))
+          for i in range(2)]
+
+
+def _job(name: str, instances: int, duration: float) -> str:
+    return f"""
+protocolVersion: 2
+name: {name}
+type: job
+taskRoles:
+  worker:
+    instances: {instances}
+    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
+    commands: [train]
+    gangmaster: {{simulatedDurationSeconds: {duration}}}
+"""
+
+
+def test_a_waiting_gang_is_diagnosed_once_in_the_log_on_why_and_in_the_gauges(tmp_path):
+    lines: list[str] = []
+    runs = SimulatedRuns(_SMALL, AMSettings(metrics_port=0, explain_after_s=10), echo=lines.append)
+    try:
+        runs.submit(parse_job(_job("holder", 8, 600)), tmp_path / "a")
+        runs.sim.run_until(2)
+        runs.submit(parse_job(_job("waiter", 4, 60)), tmp_path / "b")
+        runs.sim.run_until(300)
+        why = json.loads(urlopen(runs.metrics.why_url, timeout=5).read())
+        metrics = urlopen(runs.metrics_url, timeout=5).read().decode()
+        address = runs.metrics_url.split("/")[2]
+        printed = gangmaster("why", "--address", address)
+    finally:
+        runs.close()
+    said = [line for line in lines if "why it waits" in line]
+    assert len(said) == 1 and "after 10s" in said[0]         # once: nothing changed in 300 s
+    holder, waiter = why["jobs"]
+    assert holder["waiting"] == {}
+    d = waiter["waiting"]["worker"]["diagnosis"]
+    assert (d["roles"]["worker"]["placeable"], d["roles"]["worker"]["shortfall"]) == (0, 4)
+    assert d["roles"]["worker"]["reasons"] == [{"code": "gpus-exhausted", "count": 2, "waiting_helps": True,
+                                                "detail": "2 machine(s) with GPUs exhausted by other jobs "
+                                                          "(need 1, most free 0)"}]
+    # holder's tasks started at 1 s for 600 s; waiter, waiting since 2 s, was diagnosed at 12 s
+    assert (d["blocking_jobs"][0]["job"], d["blocking_jobs"][0]["expected_end_s"]) == ("holder", 589)
+    assert 'gangmaster_gang_shortfall{app_id="app_0002",job_name="waiter",role="worker"} 4.0' in metrics
+    assert ('gangmaster_gang_blocked_nodes{app_id="app_0002",job_name="waiter",reason="gpus-exhausted",'
+            'role="worker"} 2.0') in metrics
+    assert printed.returncode == 1, printed.stderr
+    assert "job waiter (app_0002): gang worker has waited" in printed.stdout
+    assert "gpus-exhausted: 2 machine(s) with GPUs exhausted by other jobs" in printed.stdout
+
+
+def test_the_gauges_go_back_to_zero_when_the_gang_starts(tmp_path):
+    runs = SimulatedRuns(_SMALL, AMSettings(explain_after_s=10))
+    try:
+        runs.submit(parse_job(_job("holder", 8, 100)), tmp_path / "a")
+        runs.sim.run_until(2)
+        waiter = runs.submit(parse_job(_job("waiter", 4, 60)), tmp_path / "b")
+        runs.sim.run_until(50)
+        assert waiter.metrics.registry.get_sample_value("gangmaster_gang_shortfall", {"role": "worker"}) == 4
+        assert runs.run()
+    finally:
+        runs.close()
+    assert waiter.outcome == "succeeded"
+    assert waiter.metrics.registry.get_sample_value("gangmaster_gang_shortfall", {"role": "worker"}) == 0
+    assert waiter.metrics.registry.get_sample_value(
+        "gangmaster_gang_blocked_nodes", {"role": "worker", "reason": "gpus-exhausted"}) is None
+
+
+def test_max_wait_fails_the_job_with_the_diagnosis(tmp_path):
+    runs = SimulatedRuns(_SMALL, AMSettings(max_wait_s=120))
+    runs.submit(parse_job(_job("holder", 8, 3600)), tmp_path / "a")
+    runs.sim.run_until(2)
+    waiter = runs.submit(parse_job(_job("waiter", 4, 60)), tmp_path / "b")
+    runs.run()
+    assert waiter.outcome == "failed"
+    assert waiter.am.reason.startswith("gang worker waited 120s, the limit (am.max_wait_s / --max-wait): "
+                                       "worker 0/4 placeable, 4 short (2 machine(s) with GPUs exhausted by other "
+                                       "jobs (need 1, most free 0)); to unblock: ")
+    # holder's tasks end at 3,601 s; the job ends at 122 s (submitted at 2 s, waited 120 s)
+    assert "when job holder ends (expected to end in 57m 59s), 2 machine(s) get 0.0 → 4.0 free GPUs" in waiter.am.reason
+
+
+def test_a_simulated_run_without_max_wait_waits_a_virtual_day_at_most():
+    assert AMSettings().max_wait_s is None
+    assert AMSettings().for_virtual_time().max_wait_s == 86400
+    assert AMSettings(max_wait_s=5).for_virtual_time().max_wait_s == 5
