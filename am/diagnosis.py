@@ -57,7 +57,7 @@ __all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "d
 #: Reasons that no amount of waiting removes (the rest of the chain's codes are
 #: resources, split by who holds them).
 _PERMANENT_DETAIL = {
-    why.UNHEALTHY: "{n} machine(s) unhealthy or blacklisted",
+    why.UNHEALTHY: "{n} machine(s) unhealthy, blacklisted or lost",
     why.LABEL_MISMATCH: "{n} machine(s) without label {requested}",
     why.GPU_TYPE_MISMATCH: "{n} machine(s) of another GPU type (want {requested})",
     why.GPU_NODE_RESERVED: "{n} GPU machine(s) kept for GPU jobs",

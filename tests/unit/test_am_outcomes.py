@@ -148,7 +148,9 @@ def test_a_job_whose_nodes_are_lost_for_good_fails_at_once_saying_why(tmp_path):
     assert run.outcome == "failed"
     assert "it can make no progress (no task will end and no event is scheduled); gang worker is waiting: " \
         in run.result.reason
-    assert "0/3 nodes fit role worker: 2 unhealthy, 1 without label nvlink" in run.result.reason
+    assert ("worker 0/2 placeable, 2 short (2 machine(s) unhealthy, blacklisted or lost [waiting does not help], "
+            "1 machine(s) without label nvlink [waiting does not help]); to unblock: 1 more machine(s) like n0, or "
+            "restore 1 of the 2 unhealthy/blacklisted machines") in run.result.reason
     assert runs.sim.now() < 60                 # virtual seconds: it did not wait out the day
 
 
@@ -160,7 +162,8 @@ def test_gangmaster_run_says_why_a_job_can_never_start(tmp_path):
     result = gangmaster("run", MPI_JOB, "--scenario", scenario, "--config", day, "--work-dir", tmp_path / "run", "-q")
     assert result.returncode == 1
     assert "job mpi-allreduce (app_0001): FAILED - it can make no progress" in result.stdout
-    assert "0/12 nodes fit role worker: 4 unhealthy, 8 without label nvlink" in result.stdout
+    assert ("worker 0/4 placeable, 4 short (4 machine(s) unhealthy, blacklisted or lost [waiting does not help], "
+            "8 machine(s) without label nvlink [waiting does not help])") in result.stdout
     assert "max_virtual_time_s" not in result.stderr
 
 
@@ -172,7 +175,9 @@ def test_a_gang_restarted_after_its_nodes_died_and_blocked_for_good_fails_at_onc
     first, second = run.result.history()
     assert first.outcome == "failed" and "status -110" in first.reason     # NODE_LOST
     assert run.outcome == "failed" and "it can make no progress" in run.result.reason
-    assert "0/2 nodes fit role worker: 2 unhealthy" in run.result.reason
+    assert ("worker 0/2 placeable, 2 short (2 machine(s) unhealthy, blacklisted or lost [waiting does not help]); "
+            "to unblock: 1 more machine(s) like n0, or restore 1 of the 2 unhealthy/blacklisted machines") \
+        in run.result.reason
     assert runs.sim.now() < 120
 
 
