@@ -49,6 +49,9 @@ class AMMetrics:
         self.gang_shortfall = Gauge("gangmaster_gang_shortfall",
                                     "Instances of the role a waiting gang cannot place now (its last diagnosis)",
                                     ["role"], registry=r)
+        self.diagnoses = Counter("gangmaster_gang_diagnoses",
+                                 "Diagnoses of waiting gangs made (once per change of what they wait for)",
+                                 registry=r)
         self.gang_blocked_nodes = Gauge("gangmaster_gang_blocked_nodes",
                                         "Nodes that turn the role of a waiting gang down, by reason code "
                                         "(its last diagnosis)", ["role", "reason"], registry=r)

@@ -33,7 +33,7 @@ class WaitingWatch:
             key = (gang.attempt, acq.failed_placements)
             if self._diagnosed_after.get(gang.name) != key:
                 self._diagnosed_after[gang.name] = key
-                self._record(gang, self._diagnose(gang), waited)
+                self._record(gang, self._diagnosed(gang), waited)
         limit = self.settings.max_wait_s
         if limit is None or waited < limit:
             return ""
@@ -47,7 +47,7 @@ class WaitingWatch:
         if not acq.waiting_reason:
             return f"{len(acq.by_container)}/{acq.total} containers granted"
         self._diagnosed_after[gang.name] = (gang.attempt, acq.failed_placements)
-        self._record(gang, self._diagnose(gang), None)
+        self._record(gang, self._diagnosed(gang), None)
         return self.latest[gang.name].summary()
 
     def started(self, gangs: list[GangRun]) -> None:
@@ -55,6 +55,10 @@ class WaitingWatch:
         for gang in gangs:
             if gang.name in self.latest and not gang.pending:
                 self._clear(self.latest.pop(gang.name))
+
+    def _diagnosed(self, gang: GangRun) -> Diagnosis:
+        self.metrics.diagnoses.inc()
+        return self._diagnose(gang)
 
     def _record(self, gang: GangRun, diagnosis: Diagnosis, waited: float | None) -> None:
         before = self.latest.get(gang.name)
