@@ -22,9 +22,6 @@ from pathlib import Path
 from gangmaster.conf.limits import MAX_DURATION_S
 from gangmaster.tools.arg_types import seconds
 
-#: How long the --after jobs may take to start, in virtual time (seconds).
-AFTER_START_LIMIT_S = 86400.0
-
 
 def add_parser(sub):
     parser = sub.add_parser(
@@ -58,7 +55,8 @@ def add_parser(sub):
     parser.add_argument("--scenario", help="fault scenario YAML played on the RM's clock (e.g. mark_unhealthy "
                                            "at time 0: machines blacklisted before JOB is submitted)")
     parser.add_argument("--after", nargs="+", default=[], metavar="OTHER.yaml",
-                        help="jobs submitted first, which run (until their gangs start) before JOB is submitted")
+                        help="jobs submitted first, which run (until their gangs start, at most "
+                             "am.simulated_max_wait_s) before JOB is submitted")
     parser.add_argument("--wait", type=seconds, default=60.0,
                         help="virtual seconds JOB's gangs may wait to start before the diagnosis (default 60)")
     parser.add_argument("--snapshot", nargs="+", metavar="FILE",
@@ -100,13 +98,18 @@ def _run(args) -> int:
     else:
         specs = load_cluster_specs(args.cluster or default_cluster_path())
     scenario = Scenario.load(args.scenario, {s.host for s in specs}) if args.scenario else None
-    # The gang is diagnosed here, once it has waited --wait: the AM's own limits must not end it first.
+    # JOB is diagnosed here once it has waited --wait: the AM's own limit must not end it first. The
+    # --after jobs get the usual limit to start (am.simulated_max_wait_s).
+    after_limit_s = am_settings.max_wait_s or am_settings.simulated_max_wait_s
     am_settings = replace(am_settings, max_wait_s=None, simulated_max_wait_s=MAX_DURATION_S)
     with tempfile.TemporaryDirectory(prefix="gangmaster-diagnose-") as work:
         result = diagnose_job(job, specs, Path(work), am_settings, selection, scenario=scenario, after=after,
-                              wait_s=args.wait, snapshot=snapshot)
+                              wait_s=args.wait, snapshot=snapshot, after_limit_s=after_limit_s)
+    for name in result["after_not_started"]:
+        print(f"gangmaster diagnose: --after job {name} had not started after {after_limit_s:g}s "
+              f"(am.simulated_max_wait_s); diagnosing {job.name} anyway", file=sys.stderr)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps({k: v for k, v in result.items() if k not in ("text", "after_not_started")}, indent=2))
     else:
         print(result["text"])
     return 0 if result["gang_can_start"] else 1
@@ -126,9 +129,11 @@ def _load_snapshot(paths: list[str]):
 
 
 def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=None, after=(), wait_s: float = 60.0,
-                 snapshot=None) -> dict:
-    """Run the ``after`` jobs, then ``job``, in virtual time, and return the diagnosis of
-    ``job`` as the JSON object ``--json`` prints (with ``"text"``, what is printed without)."""
+                 snapshot=None, after_limit_s: float = 86400.0) -> dict:
+    """Run the ``after`` jobs (until their gangs start, at most ``after_limit_s``), then
+    ``job``, in virtual time, and return the diagnosis of ``job`` as the JSON object
+    ``--json`` prints (with ``"text"``, what is printed without, and
+    ``"after_not_started"``, the ``after`` jobs whose gangs had not started)."""
     from gangmaster.am.diagnosis import Diagnosis
     from gangmaster.am.gang_run import gang_name
     from gangmaster.tools.job_runner import SimulatedRuns
@@ -139,7 +144,7 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
             book_snapshot(runs.sim, snapshot)
         loop = runs.sim.loop
         others = [runs.submit(other, work / f"after-{k}-{other.name}") for k, other in enumerate(after)]
-        limit = loop.now() + AFTER_START_LIMIT_S
+        limit = loop.now() + after_limit_s
         while not all(_started_or_done(r) for r in others) and _step(loop, limit):
             pass
         _step(loop, loop.now())   # the events due now (a scenario's at: 0) happen before JOB arrives
@@ -157,9 +162,10 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
         if not am.gangs:   # refused at submission: it can never run here
             diagnoses = [am.diagnose_roles(gang_name(names), job.gang_roles(number))
                          for number, names in enumerate(job.gangs)]
+        not_started = [r.job.name for r in others if not _started_or_done(r)]
     finally:
         runs.close()
-    return _combined(job.name, diagnoses)
+    return {**_combined(job.name, diagnoses), "after_not_started": not_started}
 
 
 def _step(loop, until: float) -> bool:
