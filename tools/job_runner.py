@@ -57,7 +57,7 @@ from gangmaster.am.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
-from .occupancy import simulated_occupants
+from .occupancy import rm_occupants, simulated_occupants
 from .rmsim.clock import RealTimeLoop
 from .rmsim.core import ResourceManager, RMEvent
 from .rmsim.live_rm import LiveRM
@@ -411,6 +411,9 @@ class LiveRuns(_RealTime, _Runs):
         self._start_coordinator(barrier_config)
         super().__init__(self.live.core, InProcessRMClient(self.live.core), self.live.clock,
                          settings or AMSettings(), selection or SelectionSettings(), echo)
+
+    def _am_extras(self, run: JobRun) -> dict:
+        return {**super()._am_extras(run), "occupants": lambda: rm_occupants(self.live.core, run.app_id)}
 
     def _stop_rm(self) -> None:
         self.stopped_tasks = self.live.stop()

@@ -1,22 +1,25 @@
-"""What other applications hold on the simulated cluster, for a diagnosis to name the
-jobs blocking a gang (:class:`~gangmaster.am.diagnosis.Occupant`).
+"""What other applications hold on an in-process RM, for a diagnosis to name the jobs
+blocking a gang (:class:`~gangmaster.am.diagnosis.Occupant`).
 
-The RM simulator knows every container; the workload model knows when each running
-one exits (the simulated NodeManager's exit instant), so the expected end is exact
-in virtual time. A container still waiting at its gang's barrier, or one without a
-duration, has no known end.
+The RM core knows every container. In virtual time the workload model also knows when
+each running one exits (the simulated NodeManager's exit instant), so the expected end
+is exact; a container still waiting at its gang's barrier, one without a duration, and
+every live process have no known end.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from gangmaster.am.diagnosis import Occupant
 
+from .rmsim.core import ResourceManager
 from .rmsim.simulation import Simulation
 
 
-def simulated_occupants(sim: Simulation, except_app: str) -> list[Occupant]:
-    """One :class:`Occupant` per live container of every application but ``except_app``."""
-    core, now = sim.core, sim.now()
-    exiting = sim.node_manager.exiting
+def rm_occupants(core: ResourceManager, except_app: str,
+                 ends_in: Callable[[str], float | None] = lambda container_id: None) -> list[Occupant]:
+    """One :class:`Occupant` per live container of every application but ``except_app``;
+    ``ends_in(container_id)``: seconds until it is expected to end (None: unknown)."""
     found = []
     for i, ids in enumerate(core.node_containers):
         host = core.ledger.hosts[i]
@@ -26,8 +29,17 @@ def simulated_occupants(sim: Simulation, except_app: str) -> list[Occupant]:
                 continue
             app = core.apps.get(rec.app_id)
             b = rec.booking
-            instant = exiting.get(cid)
-            end = None if instant is None else max(0.0, instant.timer.when - now)
             found.append(Occupant(app.name if app is not None else rec.app_id, host, b.mvcores / 1000,
-                                  b.memory_mb, bin(b.gpu_mask).count("1"), end))
+                                  b.memory_mb, bin(b.gpu_mask).count("1"), ends_in(cid)))
     return found
+
+
+def simulated_occupants(sim: Simulation, except_app: str) -> list[Occupant]:
+    """:func:`rm_occupants` of a simulation, each with its exit time when the workload model set one."""
+    now, exiting = sim.now(), sim.node_manager.exiting
+
+    def ends_in(container_id: str) -> float | None:
+        instant = exiting.get(container_id)
+        return None if instant is None else max(0.0, instant.timer.when - now)
+
+    return rm_occupants(sim.core, except_app, ends_in)
