@@ -52,7 +52,7 @@ from .gang_placement import (GangDoesNotFit, PipelineFor, RoleOutcome, check_fit
                              pipeline_of, place_each_role, place_gang, role_request)
 from .jobspec_model import RoleSpec
 
-__all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose"]
+__all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose", "with_more_machines"]
 
 #: Reasons that no amount of waiting removes (the rest of the chain's codes are
 #: resources, split by who holds them).
@@ -397,7 +397,7 @@ class _Hints:
             return ""
         estimate, i = best
         spec = self.view.specs[i]
-        n = self._smallest(estimate, 4 * estimate + 16, lambda k: self._starts(_with_more(self.view, spec, k)))
+        n = self._smallest(estimate, 4 * estimate + 16, lambda k: self._starts(with_more_machines(self.view, spec, k)))
         return f"{n} more machine(s) like {spec.host}" if n else ""
 
     # ------------------------------------------------------------------ restore
@@ -470,7 +470,7 @@ def _distinct_kinds(view: ClusterView) -> list[int]:
     return first
 
 
-def _with_more(view: ClusterView, spec: NodeSpec, count: int) -> ClusterView:
+def with_more_machines(view: ClusterView, spec: NodeSpec, count: int) -> ClusterView:
     """``view`` with ``count`` more empty, healthy machines like ``spec``."""
     extra = [replace(spec, host=f"{spec.host}+{k + 1}") for k in range(count)]
     grown = ClusterView([*view.specs, *extra])
