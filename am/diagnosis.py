@@ -232,13 +232,14 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
         check_fits_empty(view, roles, pipeline)
         never = ""
     except GangDoesNotFit as exc:
-        never = str(exc)
+        never = (f"none: the gang can never start on this cluster, even empty it holds {exc.placed}/{exc.total} "
+                 f"instances; {exc.role}[{exc.index}] found no node: {exc.cause}")
     blocking = _blocking_jobs(view, waiting_nodes, by_host)
     diagnosis = Diagnosis(job, gang, can_start, not never, int(np.count_nonzero(view.healthy)), len(view),
                           diagnosed, blocking)
     if not can_start:
-        diagnosis.hint = never.replace("the gang does not fit", "the gang can never start: it does not fit", 1) \
-            if never else _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking, waiting_nodes).hint()
+        diagnosis.hint = never or _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking,
+                                         waiting_nodes).hint()
     return diagnosis
 
 
@@ -397,7 +398,10 @@ class _Hints:
             return ""
         estimate, i = best
         spec = self.view.specs[i]
-        n = self._smallest(estimate, 4 * estimate + 16, lambda k: self._starts(with_more_machines(self.view, spec, k)))
+        # the estimate counts each short role alone; the search goes past it (other roles may
+        # take some of the new machines), but not without end
+        most = 4 * estimate + 16
+        n = self._smallest(estimate, most, lambda k: self._starts(with_more_machines(self.view, spec, k)))
         return f"{n} more machine(s) like {spec.host}" if n else ""
 
     # ------------------------------------------------------------------ restore

@@ -220,7 +220,8 @@ def test_max_wait_fails_the_job_with_the_diagnosis(tmp_path):
                                        "worker 0/4 placeable, 4 short (2 machine(s) with GPUs exhausted by other "
                                        "jobs (need 1, most free 0)); to unblock: ")
     # holder's tasks end at 3,601 s; the job ends at 122 s (submitted at 2 s, waited 120 s)
-    assert "when job holder ends (expected to end in 57m 59s), 2 machine(s) get 0.0 → 4.0 free GPUs" in waiter.am.reason
+    assert ("when job holder ends (expected to end in 57m 59s), 2 machine(s) get 0.0 → 4.0 free GPUs"
+            in waiter.am.reason)
 
 
 def test_a_simulated_run_without_max_wait_waits_a_virtual_day_at_most():

@@ -48,7 +48,8 @@ def test_every_role_is_evaluated_with_the_others_placed_as_the_gang_would():
     assert (d.roles["a"].needed, d.roles["a"].placeable, d.roles["a"].shortfall) == (2, 2, 0)
     # b alone would fit 3 machines; with a's instances placed first, one is left: the rest is the gang's own
     assert (d.roles["b"].placeable, d.roles["b"].shortfall) == (1, 1)
-    assert reasons(d, "b") == {("unhealthy", 1, False), ("role-cap-reached", 1, False), ("vcores-held-by-gang", 2, False)}
+    assert reasons(d, "b") == {("unhealthy", 1, False), ("role-cap-reached", 1, False),
+                               ("vcores-held-by-gang", 2, False)}
     assert d.roles["b"].asked == {"vcores": 10.0, "memoryMB": 1024, "gpus": 0}
     # c, after a role that fell short, is still evaluated (placement stops at the first failing role)
     assert (d.roles["c"].placeable, d.roles["c"].shortfall) == (3, 1)
@@ -93,7 +94,8 @@ def test_a_gang_too_big_for_any_machine_can_never_start():
     d = diagnose(cluster(3), (role("big", 1, cpu=32),), SelectionPipeline(), job="j")
     assert not d.fits_empty_cluster and not d.gang_can_start
     assert reasons(d, "big") == {("vcores-too-small", 3, False)}
-    assert d.hint.startswith("the gang can never start: it does not fit even on the empty cluster")
+    assert d.hint == ("none: the gang can never start on this cluster, even empty it holds 0/1 instances; big[0] "
+                      "found no node: 0/3 nodes fit role big: 3 vcores too small (need 32, capacity at most 16)")
 
 
 def test_labels_are_a_reason_waiting_does_not_remove():
