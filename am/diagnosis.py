@@ -69,8 +69,9 @@ _RESOURCES = (why.MEMORY, why.VCORES, why.GPUS, why.GPU_MASK, why.PORTS)
 _UNIT = {why.MEMORY: "MB memory", why.VCORES: "vcores", why.GPUS: "GPUs", why.GPU_MASK: "of the named GPUs",
          why.PORTS: "ports"}
 _HELD_AS = {why.MEMORY: "memoryMB", why.VCORES: "vcores", why.GPUS: "gpus", why.GPU_MASK: "gpus"}
-#: How many blocking jobs a diagnosis names.
+#: How many blocking jobs a diagnosis names, and machines a hint names.
 BLOCKING_SHOWN = 3
+HOSTS_SHOWN = 3
 
 
 @dataclass(frozen=True)
@@ -427,7 +428,11 @@ class _Hints:
             return self._starts(view)
 
         n = self._smallest(estimate, int(down.size), works)
-        return f"restore {n} of the {down.size} unhealthy/blacklisted machines" if n else ""
+        if not n:
+            return ""
+        named = [self.view.hosts[i] for i in order[:min(n, HOSTS_SHOWN)].tolist()]
+        more = ", ..." if n > HOSTS_SHOWN else ""
+        return f"restore {n} of the {down.size} unhealthy/blacklisted machines ({', '.join(named)}{more})"
 
     # ---------------------------------------------------------------- job ends
     def _job_ends(self) -> str:
@@ -464,14 +469,15 @@ def _asked(role: RoleSpec) -> dict:
 
 
 def _distinct_kinds(view: ClusterView) -> list[int]:
-    """One node of each kind (the same capacity, labels, GPU type, rack aside), first seen first."""
-    seen, first = set(), []
+    """One node of each kind (the same capacity, labels, GPU type; racks aside), the first
+    healthy one of its kind where there is one (a hint names it as the example), kinds in
+    the order first seen."""
+    chosen: dict[tuple, int] = {}
     for i, s in enumerate(view.specs):
         kind = (s.memory_mb, s.vcores, s.gpus, s.gpu_type, s.labels, s.topology, s.ports)
-        if kind not in seen:
-            seen.add(kind)
-            first.append(i)
-    return first
+        if kind not in chosen or (view.healthy[i] and not view.healthy[chosen[kind]]):
+            chosen[kind] = i
+    return list(chosen.values())
 
 
 def with_more_machines(view: ClusterView, spec: NodeSpec, count: int) -> ClusterView:

@@ -52,7 +52,8 @@ def test_incident_a_32_machines_blacklisted_overnight(story3, tmp_path):
         (1, 0), (3000, 0)]
     assert d["roles"]["worker"]["asked"]["vcores"] == pytest.approx(5.6)
     assert d["blocking_jobs"] == []
-    assert d["hint"] == "2 more machine(s) like s10-0000, or restore 2 of the 32 unhealthy/blacklisted machines"
+    assert d["hint"] == ("2 more machine(s) like s10-0001, or restore 2 of the 32 unhealthy/blacklisted machines "
+                         "(s10-0000, s10-0100)")
 
 
 def test_incident_b_another_all_or_nothing_job_left_90_machines_short_of_cpu(story3, tmp_path):
@@ -228,3 +229,20 @@ def test_a_simulated_run_without_max_wait_waits_a_virtual_day_at_most():
     assert AMSettings().max_wait_s is None
     assert AMSettings().for_virtual_time().max_wait_s == 86400
     assert AMSettings(max_wait_s=5).for_virtual_time().max_wait_s == 5
+
+
+def test_the_diagnosis_is_said_again_when_it_changes(tmp_path):
+    scenario = Scenario.parse("events: [{at: 0, do: mark_unhealthy, host: n0}, {at: 0, do: mark_unhealthy, host: n1},"
+                              " {at: 100, do: restore_node, host: n0}]")
+    lines: list[str] = []
+    runs = SimulatedRuns(_SMALL, AMSettings(explain_after_s=10), scenario=scenario, echo=lines.append)
+    run = runs.submit(parse_job(_job("waiter", 8, 60)), tmp_path)
+    runs.run()
+    said = [k for k, line in enumerate(lines) if "why it waits" in line]
+    assert len(said) == 2 and "(after 10s)" in lines[said[0]] and "(changed)" in lines[said[1]]
+    assert "worker: needed 8, placeable 0, shortfall 8" in lines[said[0] + 2]
+    assert "worker: needed 8, placeable 4, shortfall 4" in lines[said[1] + 2]
+    assert "gpus-held-by-gang: 1 machine(s) whose GPUs the gang's own instances take" in "\n".join(lines)
+    # then nothing is left to change it: the job fails at once, with the diagnosis
+    assert run.outcome == "failed" and "worker 4/8 placeable, 4 short" in run.am.reason
+    assert runs.sim.now() < 200

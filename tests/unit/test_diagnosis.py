@@ -55,7 +55,7 @@ def test_every_role_is_evaluated_with_the_others_placed_as_the_gang_would():
     assert (d.roles["c"].placeable, d.roles["c"].shortfall) == (3, 1)
     assert reasons(d, "c") == {("unhealthy", 1, False), ("role-cap-reached", 3, False)}
     assert not d.gang_can_start and d.fits_empty_cluster and d.healthy_machines == 3
-    assert d.hint == "1 more machine(s) like n0, or restore 1 of the 1 unhealthy/blacklisted machines"
+    assert d.hint == "1 more machine(s) like n0, or restore 1 of the 1 unhealthy/blacklisted machines (n3)"
     assert view.mvcores_free.sum() == view.mvcores_capacity.sum()   # the view is not changed
 
 
@@ -82,7 +82,7 @@ def test_hints_are_the_smallest_change_that_lets_the_gang_start():
     roles = (role("server", 6, cap=1),)
     d = diagnose(view, roles, SelectionPipeline(), job="j")
     assert d.roles["server"].shortfall == 2
-    assert d.hint == "2 more machine(s) like n0, or restore 2 of the 3 unhealthy/blacklisted machines"
+    assert d.hint == "2 more machine(s) like n0, or restore 2 of the 3 unhealthy/blacklisted machines (n1, n3)"
     one_back = view.copy()
     one_back.set_health("n1", True)
     assert not starts(one_back, roles)           # one restored is not enough ...
