@@ -110,11 +110,13 @@ def _run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="gangmaster-diagnose-") as work:
         result = diagnose_job(job, specs, Path(work), am_settings, selection, scenario=scenario, after=after,
                               wait_s=args.wait, snapshot=snapshot, after_limit_s=after_limit_s)
+    for warning in result["warnings"]:
+        print(f"gangmaster diagnose: snapshot: {warning}", file=sys.stderr)
     for name in result["after_not_started"]:
         print(f"gangmaster diagnose: --after job {name} had not started after {after_limit_s:g}s "
               f"(am.simulated_max_wait_s); diagnosing {job.name} anyway", file=sys.stderr)
     if args.json:
-        print(json.dumps({k: v for k, v in result.items() if k not in ("text", "after_not_started")}, indent=2))
+        print(json.dumps({k: v for k, v in result.items() if k not in ("text", "after_not_started", "warnings")}, indent=2))
     else:
         print(result["text"])
     return 0 if result["gang_can_start"] else 1
@@ -137,16 +139,16 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
                  snapshot=None, after_limit_s: float = 86400.0) -> dict:
     """Run the ``after`` jobs (until their gangs start, at most ``after_limit_s``), then
     ``job``, in virtual time, and return the diagnosis of ``job`` as the JSON object
-    ``--json`` prints (with ``"text"``, what is printed without, and
-    ``"after_not_started"``, the ``after`` jobs whose gangs had not started)."""
+    ``--json`` prints (with ``"text"``, what is printed without, ``"after_not_started"``,
+    the ``after`` jobs whose gangs had not started, and ``"warnings"``, what of the
+    snapshot could not be booked as given)."""
     from gangmaster.am.diagnosis import Diagnosis
     from gangmaster.am.gang_run import gang_name
     from gangmaster.tools.job_runner import SimulatedRuns
 
     runs = SimulatedRuns(specs, am_settings, selection, scenario=scenario)
     try:
-        if snapshot is not None:
-            book_snapshot(runs.sim, snapshot)
+        warnings = book_snapshot(runs.sim, snapshot) if snapshot is not None else []
         loop = runs.sim.loop
         others = [runs.submit(other, work / f"after-{k}-{other.name}") for k, other in enumerate(after)]
         limit = loop.now() + after_limit_s
@@ -170,7 +172,7 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
         not_started = [r.job.name for r in others if not _started_or_done(r)]
     finally:
         runs.close()
-    return {**_combined(job.name, diagnoses), "after_not_started": not_started}
+    return {**_combined(job.name, diagnoses), "after_not_started": not_started, "warnings": warnings}
 
 
 def _step(loop, until: float) -> bool:
@@ -203,40 +205,55 @@ def _combined(job: str, diagnoses) -> dict:
             "text": "\n".join(d.text() for d in diagnoses)}
 
 
-def book_snapshot(sim, snapshot) -> None:
+def book_snapshot(sim, snapshot) -> list[str]:
     """Make the simulated RM hold what the snapshot says: unhealthy nodes marked so, and
     each job's running allocations as containers of a placeholder application of that
-    name, on their hosts, lasting until their expected end (else until stopped)."""
+    name, on their hosts, lasting until their expected end (else until stopped).
+
+    A snapshot is taken from a live system and may not add up (a pod counted on a node
+    it overcommits, a host missing from the node list): what cannot be booked as given
+    is booked as far as the host has room, or skipped, and said in the returned
+    warnings."""
     from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerLaunch, LaunchContext,
                                            ResourceRequest, StartContainers)
-    from gangmaster.conf.fields import ConfigError
     from gangmaster.selectors.resources import ResourceDescriptor
     from gangmaster.tools.rmsim.workload import raw_task_env
 
+    warnings = []
+    hosts = {spec.host: spec for spec in snapshot.specs}
     for host, state in sorted(snapshot.unhealthy.items()):
-        sim.core.mark_unhealthy(host, state or "unhealthy")
+        if host in hosts:
+            sim.core.mark_unhealthy(host, state or "unhealthy")
+        else:
+            warnings.append(f"unhealthy host {host} is not among the snapshot's nodes: ignored")
+    left = {h: [s.vcores, s.memory_mb, s.gpus] for h, s in hosts.items()}   # what is not booked yet
     by_job: dict[str, list] = {}
-    for allocation in snapshot.running:
-        by_job.setdefault(allocation.job, []).append(allocation)
+    for a in snapshot.running:
+        if a.host not in left:
+            warnings.append(f"{a.job} runs on {a.host}, which is not among the snapshot's nodes: ignored")
+            continue
+        room = left[a.host]
+        asked = (min(a.vcores, room[0]), min(a.memory_mb, room[1]), min(a.gpus, room[2]))
+        if asked != (a.vcores, a.memory_mb, a.gpus):
+            warnings.append(f"{a.job} on {a.host}: {a.vcores:g} vcores, {a.memory_mb} MB, {a.gpus} GPU(s) do not fit "
+                            f"what is left of the host; booked {asked[0]:g}, {asked[1]}, {asked[2]}")
+        if not any(asked):
+            continue
+        room[0], room[1], room[2] = room[0] - asked[0], room[1] - asked[1], room[2] - asked[2]
+        by_job.setdefault(a.job, []).append((a, asked))
     client = sim.client
     for name, allocations in by_job.items():
         app_id = client.submit(ApplicationSubmission(name))
         client.register(app_id)
-        asks = tuple(ResourceRequest(k + 1, ResourceDescriptor(memory_mb=a.memory_mb, vcores=a.vcores, gpus=a.gpus),
-                                     1, host=a.host, relax_locality=False) for k, a in enumerate(allocations))
+        asks = tuple(ResourceRequest(k + 1, ResourceDescriptor(memory_mb=m, vcores=v, gpus=g), 1, host=a.host,
+                                     relax_locality=False) for k, (a, (v, m, g)) in enumerate(allocations))
         granted = list(client.allocate(AllocateRequest(app_id, 1, asks=asks)).allocated)
-        if len(granted) < len(asks):
-            granted += client.allocate(AllocateRequest(app_id, 1)).allocated
-        if len(granted) != len(asks):
-            missing = {a.request_id for a in asks} - {c.request_id for c in granted}
-            first = allocations[min(missing) - 1]
-            raise ConfigError("--snapshot", f"running[{name}]", f"allocations that fit their hosts; "
-                              f"{first.vcores:g} vcores, {first.memory_mb} MB, {first.gpus} GPU(s) on "
-                              f"{first.host} do not fit what the snapshot says the host has")
+        granted += client.allocate(AllocateRequest(app_id, 1)).allocated
         launches = []
         for container in granted:
-            a = allocations[container.request_id - 1]
+            a, _ = allocations[container.request_id - 1]
             env = raw_task_env(a.expected_end_s) if a.expected_end_s is not None else {}
             launches.append(ContainerLaunch(container.container_id, LaunchContext(("placeholder",),
                                                                                   tuple(env.items()))))
         client.start_containers(StartContainers(tuple(launches)))
+    return warnings

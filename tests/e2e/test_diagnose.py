@@ -246,3 +246,21 @@ def test_the_diagnosis_is_said_again_when_it_changes(tmp_path):
     # then nothing is left to change it: the job fails at once, with the diagnosis
     assert run.outcome == "failed" and "worker 4/8 placeable, 4 short" in run.am.reason
     assert runs.sim.now() < 200
+
+
+def test_what_of_a_snapshot_does_not_add_up_is_booked_as_far_as_it_fits_and_said(tmp_path):
+    ports = PortRanges.parse("20000-20099")
+    specs = [NodeSpec(f"node-{i}", "r0", frozenset(), "A100", None, 65536, 16, 4, ports) for i in range(2)]
+    snapshot = _Snapshot("yarn", specs, {"gone-9": "LOST"},
+                         [_Allocation("big", "node-0", 20, 1024, 0, None),        # more vcores than the node has
+                          _Allocation("elsewhere", "node-7", 1, 1024, 0, None)])
+    job = parse_job(_job("w", 5, 60))
+    d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(), snapshot=snapshot, wait_s=5)
+    assert d["warnings"] == [
+        "unhealthy host gone-9 is not among the snapshot's nodes: ignored",
+        "big on node-0: 20 vcores, 1024 MB, 0 GPU(s) do not fit what is left of the host; booked 16, 1024, 0",
+        "elsewhere runs on node-7, which is not among the snapshot's nodes: ignored"]
+    worker = d["roles"]["worker"]
+    assert (worker["placeable"], worker["shortfall"]) == (4, 1)       # node-1 takes 4; node-0 is full
+    assert [(r["code"], r["count"]) for r in worker["reasons"]] == [("vcores-exhausted", 1), ("gpus-held-by-gang", 1)]
+    assert [(b["job"], b["holds"]) for b in d["blocking_jobs"]] == [("big", {"vcores": 16})]
