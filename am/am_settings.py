@@ -26,7 +26,7 @@ class AMSettings:
     max_am_attempts: int = 3
     metrics_port: int | None = None
     max_virtual_time_s: float = 604800.0
-    explain_after_s: float = 60.0
+    explain_after_s: float | None = 60.0
     max_wait_s: float | None = None
     simulated_max_wait_s: float = 86400.0
 
@@ -52,7 +52,8 @@ class AMSettings:
                                       limit="MAX_ATTEMPTS"),
             metrics_port=None if port is None else f.integer("metrics_port", minimum=0, maximum=65535),
             max_virtual_time_s=_duration(f, "max_virtual_time_s", minimum=MIN_PERIOD_S),
-            explain_after_s=_duration(f, "explain_after_s", minimum=0.0),
+            explain_after_s=None if f.raw("explain_after_s", None) is None else _duration(f, "explain_after_s",
+                                                                                          minimum=0.0),
             max_wait_s=None if f.raw("max_wait_s", None) is None else _duration(f, "max_wait_s", minimum=MIN_PERIOD_S),
             simulated_max_wait_s=_duration(f, "simulated_max_wait_s", minimum=MIN_PERIOD_S),
         )

@@ -1,11 +1,13 @@
 """Watching the gangs that wait: diagnose one once it has waited ``am.explain_after_s``,
-say it again each time the diagnosis changes, and end the job when a gang has waited
+say it again when the diagnosis changes, and end the job when a gang has waited
 ``am.max_wait_s``.
 
-A diagnosis costs a few gang placements (:mod:`~gangmaster.am.diagnosis`), so it is
-redone only after the gang's placement failed again — which itself happens only when
-something changed that could let the gang fit — never per heartbeat: a gang stuck
-for an hour is diagnosed once. A heartbeat costs this watch a few comparisons per gang.
+A diagnosis costs about a dozen gang placements (:mod:`~gangmaster.am.diagnosis`), so
+it is redone only after the gang's placement failed again — which itself happens only
+when something changed that could let the gang fit — and at most once per
+``explain_after_s``, never per heartbeat: a gang stuck for an hour is diagnosed once,
+and one that waits on a busy cluster (placed again each time a container ends) at most
+once a minute. A heartbeat costs this watch a few comparisons per gang.
 """
 from __future__ import annotations
 
@@ -23,16 +25,19 @@ class WaitingWatch:
         self.settings, self.log, self.metrics, self._diagnose = settings, log, metrics, diagnose
         self.latest: dict[str, Diagnosis] = {}       # gang name -> its last diagnosis while it waits
         self._diagnosed_after: dict[str, tuple] = {}  # gang name -> (attempt, failed placements) diagnosed
+        self._diagnosed_at: dict[str, float] = {}     # gang name -> when it was last diagnosed
 
     def check(self, gang: GangRun, now: float) -> str:
         """Called each heartbeat for a gang still pending: diagnose it when due; returns why
         the job must fail ("" when it need not): the gang waited ``max_wait_s``."""
         waited = now - gang.record.waiting_since
         acq = gang.acquisition
-        if waited >= self.settings.explain_after_s and acq.waiting_reason:
+        every = self.settings.explain_after_s
+        if every is not None and waited >= every and acq.waiting_reason:
             key = (gang.attempt, acq.failed_placements)
-            if self._diagnosed_after.get(gang.name) != key:
-                self._diagnosed_after[gang.name] = key
+            if (self._diagnosed_after.get(gang.name) != key
+                    and now - self._diagnosed_at.get(gang.name, -every) >= every):
+                self._diagnosed_after[gang.name], self._diagnosed_at[gang.name] = key, now
                 self._record(gang, self._diagnosed(gang), waited)
         limit = self.settings.max_wait_s
         if limit is None or waited < limit:

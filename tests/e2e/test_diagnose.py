@@ -264,3 +264,19 @@ def test_what_of_a_snapshot_does_not_add_up_is_booked_as_far_as_it_fits_and_said
     assert (worker["placeable"], worker["shortfall"]) == (4, 1)       # node-1 takes 4; node-0 is full
     assert [(r["code"], r["count"]) for r in worker["reasons"]] == [("vcores-exhausted", 1), ("gpus-held-by-gang", 1)]
     assert [(b["job"], b["holds"]) for b in d["blocking_jobs"]] == [("big", {"vcores": 16})]
+
+
+def test_on_a_busy_cluster_a_waiting_gang_is_diagnosed_at_most_once_per_explain_after_s(tmp_path):
+    runs = SimulatedRuns(_SMALL, AMSettings(explain_after_s=60))
+    for k in range(4):   # four jobs of 2 GPUs each, ending 30 s apart: the waiter is placed again each time
+        runs.submit(parse_job(_job(f"holder{k}", 2, 100 + 30 * k)), tmp_path / f"h{k}")
+    runs.sim.run_until(2)
+    waiter = runs.submit(parse_job(_job("waiter", 8, 60)), tmp_path / "w")
+    assert runs.run() and waiter.outcome == "succeeded"
+    sample = waiter.metrics.registry.get_sample_value
+    placements = sample("gangmaster_selection_latency_seconds_count")
+    diagnoses = sample("gangmaster_gang_diagnoses_total")
+    started = waiter.am.history()[-1].started_at
+    assert placements >= 5                                   # the first, one per job ending, the one that fits
+    # first at 62 s, then at most once a minute (one per placement would be 4 here)
+    assert 1 <= diagnoses <= 1 + (started - 62) // 60
