@@ -116,7 +116,8 @@ def _run(args) -> int:
         print(f"gangmaster diagnose: --after job {name} had not started after {after_limit_s:g}s "
               f"(am.simulated_max_wait_s); diagnosing {job.name} anyway", file=sys.stderr)
     if args.json:
-        print(json.dumps({k: v for k, v in result.items() if k not in ("text", "after_not_started", "warnings")}, indent=2))
+        shown = {k: v for k, v in result.items() if k not in ("text", "after_not_started", "warnings")}
+        print(json.dumps(shown, indent=2))
     else:
         print(result["text"])
     return 0 if result["gang_can_start"] else 1
