@@ -44,7 +44,7 @@ import numpy as np
 from gangmaster.selectors import explanation as why
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import Rejection
-from gangmaster.selectors.fit import Demand, fits
+from gangmaster.selectors.fit import Demand, fits, milli
 from gangmaster.selectors.placement import room_per_node
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -105,8 +105,11 @@ class RoleDiagnosis:
     role: str
     needed: int
     placeable: int
-    asked: dict
+    asked: dict          # one instance, as asked of the RM: vcores after requestRatio
     reasons: list[Reason] = field(default_factory=list)
+    #: how the vcores asked come about: the role's cpu x requestRatio (shown when the ratio is not 1)
+    cpu: float = 0.0
+    request_ratio: float = 1.0
 
     @property
     def shortfall(self) -> int:
@@ -152,7 +155,7 @@ class Diagnosis:
     def started(cls, job: str, gang: str, roles: Sequence[RoleSpec], nodes: Sequence) -> "Diagnosis":
         """The diagnosis of a gang that started: every instance placed (``nodes``: the RM's node reports)."""
         return cls(job, gang, True, True, sum(1 for n in nodes if n.state.usable), len(nodes),
-                   {r.name: RoleDiagnosis(r.name, r.instances, r.instances, _asked(r)) for r in roles})
+                   {r.name: _role(r, r.instances, []) for r in roles})
 
     def to_dict(self) -> dict:
         return {"job": self.job, "gang": self.gang, "gang_can_start": self.gang_can_start,
@@ -186,7 +189,9 @@ class Diagnosis:
                  + f"; {self.healthy_machines}/{self.machines} machines healthy"
                  + ("" if self.fits_empty_cluster else "; it does not fit even the empty cluster")]
         for r in self.roles.values():
-            asked = ", ".join(f"{k}={_num(v)}" for k, v in r.asked.items())
+            ratio = f" (cpu {_num(r.cpu)} x requestRatio {_num(r.request_ratio)})" if r.request_ratio != 1 else ""
+            asked = (f"vcores={_num(r.asked['vcores'])}{ratio}, memoryMB={r.asked['memoryMB']}, "
+                     f"gpus={r.asked['gpus']}")
             lines.append(f"  {r.role}: needed {r.needed}, placeable {r.placeable}, shortfall {r.shortfall} "
                          f"(each asks {asked})")
             for x in r.reasons:
@@ -225,8 +230,7 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     for outcome in outcomes:
         role = outcome.role
         reasons, helps = explained.get(role.name, ([], {}))
-        diagnosed[role.name] = RoleDiagnosis(role.name, role.instances,
-                                             role.instances - outcome.wanted + outcome.placed, _asked(role), reasons)
+        diagnosed[role.name] = _role(role, role.instances - outcome.wanted + outcome.placed, reasons)
         waiting_nodes.update(helps)
     can_start = all(r.shortfall == 0 for r in diagnosed.values())
     try:
@@ -463,9 +467,12 @@ class _Hints:
 
 
 # ===================================================================== helpers
-def _asked(role: RoleSpec) -> dict:
-    """What one instance asks of the RM (vcores after ``requestRatio``)."""
-    return {"vcores": role.ask_vcores, "memoryMB": role.memory_mb, "gpus": role.gpus}
+def _role(role: RoleSpec, placeable: int, reasons: list[Reason]) -> RoleDiagnosis:
+    """A role's diagnosis; what one instance asks of the RM has its vcores after ``requestRatio``."""
+    return RoleDiagnosis(role.name, role.instances, placeable,
+                         {"vcores": milli(role.ask_vcores) / 1000, "memoryMB": role.memory_mb, "gpus": role.gpus},
+                         reasons,
+                         float(role.cpu), role.request_ratio)
 
 
 def _distinct_kinds(view: ClusterView) -> list[int]:

@@ -69,6 +69,8 @@ def test_capacity_held_by_another_job_is_worth_waiting_for_and_names_the_job():
     server = d.roles["server"]
     assert (server.placeable, server.shortfall) == (2, 2)
     assert reasons(d, "server") == {("role-cap-reached", 2, False), ("vcores-exhausted", 2, True)}
+    assert server.asked == {"vcores": 8.0, "memoryMB": 1024, "gpus": 0}
+    assert "each asks vcores=8 (cpu 16 x requestRatio 0.5), memoryMB=1024, gpus=0" in d.text()
     assert [b.to_dict() for b in d.blocking_jobs] == [
         {"job": "etl", "machines": 2, "holds": {"vcores": 24}, "expected_end_s": 300.0}]
     assert d.hint == ("2 more machine(s) like n0, or when job etl ends (expected to end in 5m 00s), "
