@@ -124,14 +124,6 @@ class GangAcquisition:
         """Slots by role (in the gang's order), then instance index: rank order."""
         return [self.slots[(role, i)] for role, spec in self.roles.items() for i in range(spec.instances)]
 
-    def unplaced(self) -> dict[str, list[int]]:
-        """The instances with neither a container nor an ask, per role (in the gang's order)."""
-        wanted: dict[str, list[int]] = {role: [] for role in self.roles}
-        for s in self.in_order():
-            if s.container is None and s.request_id is None:
-                wanted[s.role].append(s.index)
-        return wanted
-
     def take_outbox(self) -> tuple[list[ResourceRequest], list[int], list[str]]:
         out = (self.asks, self.cancels, self.releases)
         self.asks, self.cancels, self.releases = [], [], []

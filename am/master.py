@@ -74,9 +74,9 @@ from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .progress_log import ProgressLog
 from .rm_client import RMClient
-from .waiting_watch import WaitingWatch
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
     LaunchContext, RMError, StartContainers, StartRefused, WrongState
+from .waiting_watch import WaitingWatch
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
 
@@ -614,13 +614,13 @@ class ApplicationMaster:
     def why_report(self) -> dict:
         """What ``/why`` serves for this job: each gang still waiting, how long, and its last
         diagnosis (null until it has waited ``am.explain_after_s``)."""
-        now = self.now()
+        now, reasons = self.now(), self.why_waiting()
         gangs = {}
         for g in self.gangs:
             if g.pending and g.acquisition is not None:
                 diagnosis = self.watch.latest.get(g.name)
                 gangs[g.name] = {"waiting_s": round(now - g.record.waiting_since, 3),
-                                 "reason": self.why_waiting().get(g.name, ""),
+                                 "reason": reasons.get(g.name, ""),
                                  "diagnosis": diagnosis.to_dict() if diagnosis is not None else None}
         return {"job": self.job.name, "app_id": self.app_id, "outcome": self.outcome, "waiting": gangs}
 
