@@ -280,3 +280,28 @@ def test_on_a_busy_cluster_a_waiting_gang_is_diagnosed_at_most_once_per_explain_
     assert placements >= 5                                   # the first, one per job ending, the one that fits
     # first at 62 s, then at most once a minute (one per placement would be 4 here)
     assert 1 <= diagnoses <= 1 + (started - 62) // 60
+
+
+def test_a_live_run_serves_why_while_its_gang_waits_on_another_job_s_processes(tmp_path):
+    import time
+    from gangmaster.tools.job_runner import LiveRuns
+
+    runs = LiveRuns(_SMALL, tmp_path / "run", AMSettings(heartbeat_s=0.05, explain_after_s=0.2, metrics_port=0))
+    try:
+        runs.submit(parse_job(_job("holder", 8, 60).replace("commands: [train]", "commands: ['sleep 60']")),
+                    tmp_path / "holder")
+        time.sleep(0.5)
+        runs.submit(parse_job(_job("waiter", 4, 60).replace("commands: [train]", "commands: ['true']")),
+                    tmp_path / "waiter")
+        deadline, d = time.monotonic() + 30, None
+        while d is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            jobs = json.loads(urlopen(runs.metrics.why_url, timeout=5).read())["jobs"]
+            waiting = jobs[1]["waiting"].get("worker")
+            d = waiting and waiting["diagnosis"]
+    finally:
+        runs.shutdown()
+    assert d is not None, "no diagnosis was served within 30 s"
+    assert (d["roles"]["worker"]["placeable"], d["roles"]["worker"]["shortfall"]) == (0, 4)
+    assert [(b["job"], b["machines"], b["holds"], b["expected_end_s"]) for b in d["blocking_jobs"]] == [
+        ("holder", 2, {"gpus": 8}, None)]                      # live processes: no known end
