@@ -10,7 +10,7 @@ import sys
 from urllib.error import URLError
 from urllib.request import urlopen
 
-from gangmaster.tools.arg_types import address
+from gangmaster.tools.arg_types import address, seconds
 
 
 def add_parser(sub):
@@ -27,7 +27,7 @@ def add_parser(sub):
     parser.add_argument("--address", type=address, required=True, help="HOST:PORT of the AM's metrics endpoint")
     parser.add_argument("--job", help="only this job (by name)")
     parser.add_argument("--json", action="store_true", help="print the JSON as served")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the answer (default 10)")
+    parser.add_argument("--timeout", type=seconds, default=10.0, help="seconds to wait for the answer (default 10)")
     parser.set_defaults(func=_run)
     return parser
 
