@@ -305,3 +305,9 @@ def test_a_live_run_serves_why_while_its_gang_waits_on_another_job_s_processes(t
     assert (d["roles"]["worker"]["placeable"], d["roles"]["worker"]["shortfall"]) == (0, 4)
     assert [(b["job"], b["machines"], b["holds"], b["expected_end_s"]) for b in d["blocking_jobs"]] == [
         ("holder", 2, {"gpus": 8}, None)]                      # live processes: no known end
+
+
+def test_why_says_when_the_address_does_not_answer():
+    result = gangmaster("why", "--address", "127.0.0.1:1", "--timeout", "2")
+    assert result.returncode == 2
+    assert "http://127.0.0.1:1/why did not answer with a diagnosis" in result.stderr
