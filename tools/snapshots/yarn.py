@@ -89,7 +89,7 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
             found.used[spec.host] = in_use
             if state != SCHEDULABLE_STATE:
                 found.unhealthy[spec.host] = state
-                if report:
+                if report and report.lower() != "healthy":
                     found.reasons[spec.host] = report
     apps = _apps(docs.get("apps", []))
     found.named = [alloc for doc in docs.get("containers", []) for alloc in _containers(doc, apps)]
@@ -103,7 +103,7 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
         elif any(u != Usage() for u in found.used.values()):
             found.notes.append("YARN's apps API does not say where an application's containers run: add "
                                "/ws/v1/cluster/apps/{app}/appattempts/{attempt}/containers for each to name the jobs")
-    if found.nodes:
+    if any(spec.gpus for spec, _ in found.nodes):
         found.notes.append("YARN does not report GPU models: a job that asks for a GPU type fits none of these nodes")
     return found
 
@@ -122,14 +122,14 @@ def _node(node: Value) -> tuple[NodeSpec, str, str, Usage]:
     total = node.get("totalResource")
     used_info, avail_info = node.get("usedResource"), node.get("availableResource")
     used = _amounts(used_info) if used_info is not None else Usage(
-        node.number("usedVirtualCores", 0.0), int(node.number("usedMemoryMB", 0)), 0)
+        float(node.number("usedVirtualCores", 0.0)), int(node.number("usedMemoryMB", 0)), 0)
     if total is not None:
         capacity = _amounts(total)
     elif avail_info is not None:
         free = _amounts(avail_info)
         capacity = Usage(used.vcores + free.vcores, used.memory_mb + free.memory_mb, used.gpus + free.gpus)
     else:
-        capacity = Usage(used.vcores + node.number("availableVirtualCores", 0.0),
+        capacity = Usage(used.vcores + float(node.number("availableVirtualCores", 0.0)),
                          used.memory_mb + int(node.number("availMemoryMB", 0)), used.gpus)
     where = node.field()
     if capacity.memory_mb > MAX_MEMORY_MB or capacity.vcores > MAX_VCORES or capacity.gpus > MAX_GPUS_PER_NODE:
@@ -167,7 +167,7 @@ def _amounts(info: Value) -> Usage:
     for entry in _resource_informations(info):
         if entry.text("name", "") == GPU_RESOURCE:
             gpus = entry.integer("value", 0, maximum=MAX_GPUS_PER_NODE, limit="MAX_GPUS_PER_NODE")
-    return Usage(info.number("vCores", 0.0), info.integer("memory", 0), gpus)
+    return Usage(float(info.number("vCores", 0.0)), info.integer("memory", 0), gpus)
 
 
 def _resource_informations(info: Value) -> list[Value]:
