@@ -191,7 +191,7 @@ def _availability(node: Value, status: Value) -> tuple[str, str]:
         if not isinstance(flag.raw, bool):
             raise flag.error("true or false", flag.raw)
         if flag.raw:
-            return "cordoned", "spec.unschedulable (kubectl cordon)"
+            return "cordoned", "spec.unschedulable is true (kubectl cordon)"
     return "", ""
 
 
