@@ -20,9 +20,7 @@ from typing import Any
 from gangmaster.conf.fields import ConfigError, Fields, decode_utf8, read_limited
 from gangmaster.conf.limits import MAX_SNAPSHOT_BYTES
 
-from .model import SnapshotError
-
-_MISSING: Any = object()
+from .model import _MISSING, SnapshotError
 
 
 def config_error(exc: ConfigError) -> SnapshotError:
@@ -54,7 +52,7 @@ def read_json(path: Path, budget: int) -> Any:
         raise SnapshotError(source, "", "JSON nested less deeply (it nests lists or objects past "
                                         "what the parser can follow)") from None
     except ValueError as exc:       # an integer of more digits than Python converts, NaN, ...
-        raise SnapshotError(source, "", f"JSON with finite numbers of sensible size ({exc})") from None
+        raise SnapshotError(source, "", f"JSON with finite numbers of sensible size ({str(exc).split(';')[0]})") from None
 
 
 def _refuse_constant(name: str) -> Any:

@@ -257,7 +257,7 @@ def _pod(pod: Value, taken_at: float) -> RunningAllocation | None:
         deadline = spec.number("activeDeadlineSeconds")
         started = _timestamp(status, "startTime")
         ends_in = max(0.0, started + deadline - taken_at)
-    return RunningAllocation(job_name(_job(pod)), host, float(cpu), int(-(-memory // _MIB)), int(gpus), ends_in)
+    return RunningAllocation(job_name(_job(pod)), host, float(cpu), math.ceil(memory / _MIB), int(gpus), ends_in)
 
 
 def _pod_requests(spec: Value) -> tuple[Decimal, Decimal, Decimal]:
