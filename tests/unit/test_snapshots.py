@@ -319,6 +319,10 @@ CASES = {
     "deep nesting": ("[" * 100000 + "]" * 100000, "nested"),
     "huge integer": ('{"nodes": [{"name": "n", "cpus": ' + "9" * 5000 + "}]}", "sensible size"),
     "negative memory": ('{"nodes": [{"name": "n", "real_memory": -5}]}', "nodes[0].real_memory: expected a number >= 0"),
+    "alloc_cpus past MAX_VCORES": ('{"nodes": [{"name": "n", "alloc_cpus": 1e308}]}', "nodes[0].alloc_cpus: expected a "
+                                                                                   "number <= 1,048,576 (MAX_VCORES"),
+    "a YARN count past 2^53": ('{"nodes": {"node": [{"nodeHostName": "h", "usedMemoryMB": 1e300}]}}',
+                               "nodes.node[0].usedMemoryMB: expected a number <= 9,007,199,254,740,992"),
     "past MAX_MEMORY_MB": ('{"nodes": [{"name": "n", "real_memory": 4294967297}]}', "MAX_MEMORY_MB"),
     "a host that is no name": ('{"nodes": [{"name": "two words"}]}', "nodes[0].name: expected a name"),
     "a duplicate host": ('{"nodes": [{"name": "n"}, {"name": "n"}]}', "nodes[1]: expected each host once; 'n' is also at"),
@@ -339,6 +343,7 @@ def test_bad_input_is_refused(tmp_path, case):
     with pytest.raises(SnapshotError) as caught:
         load_snapshot([path])
     assert str(caught.value).startswith(str(path)) and expected in str(caught.value), str(caught.value)
+    assert "<object" not in str(caught.value)
 
 
 def test_files_of_two_engines_are_refused():

@@ -22,6 +22,10 @@ from gangmaster.conf.limits import MAX_SNAPSHOT_BYTES
 
 from .model import _MISSING, SnapshotError
 
+#: The largest number read where no limit of conf/limits.py applies (a time, a count):
+#: every integer up to it is exact as a float, and amounts derived from it stay finite.
+LARGEST_NUMBER = 2 ** 53
+
 
 def config_error(exc: ConfigError) -> SnapshotError:
     """The same error as a :class:`SnapshotError` (``read_limited`` and ``Fields`` raise
@@ -145,7 +149,7 @@ class Value:
         raise found.error("a list of strings or a comma-separated string", found.raw)
 
     def number(self, key: str, default: Any = _MISSING, minimum: float | None = 0,
-               maximum: float | None = None, limit: str | None = None) -> Any:
+               maximum: float = LARGEST_NUMBER, limit: str | None = None) -> Any:
         """A finite number within the bounds; ``default`` when missing, ``null``, or (Slurm)
         wrapped as ``{"set": false}`` or ``{"infinite": true}``."""
         found = self.get(key)
@@ -159,15 +163,15 @@ class Value:
             raise found.error(f"a number{bounds}", found.raw)
         if not _finite(raw):
             raise found.error(f"a finite number{bounds}", raw)
-        if minimum is not None and raw < minimum:
+        if (minimum is not None and raw < minimum) or (minimum is None and raw < -LARGEST_NUMBER):
             raise found.error(f"a number{bounds}", raw)
-        if maximum is not None and raw > maximum:
+        if raw > maximum:
             where = f" ({limit} in conf/limits.py)" if limit else ""
             raise found.error(f"a number <= {maximum:,}{where}", raw)
         return raw
 
     def integer(self, key: str, default: Any = _MISSING, minimum: int | None = 0,
-                maximum: int | None = None, limit: str | None = None) -> Any:
+                maximum: int = LARGEST_NUMBER, limit: str | None = None) -> Any:
         value = self.number(key, default, minimum, maximum, limit)
         if value is default:
             return value

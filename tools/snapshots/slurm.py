@@ -124,7 +124,8 @@ def _node(node: Value) -> tuple[NodeSpec, str, Usage]:
     unavailable = "+".join(dict.fromkeys(w for w in states if w not in AVAILABLE_STATES))
     if not states:
         unavailable = "(no state)"
-    used = Usage(float(node.number("alloc_cpus", 0)), int(node.integer("alloc_memory", 0)), gpus_used)
+    used = Usage(float(node.number("alloc_cpus", 0, maximum=MAX_VCORES, limit="MAX_VCORES")),
+                 node.integer("alloc_memory", 0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB"), gpus_used)
     return spec, unavailable, used
 
 
@@ -262,7 +263,7 @@ def _per_node(job: Value) -> list[tuple[str, float, int]]:
             for entry in items:
                 entries.append((entry.name("nodename"), _allocated_cores(entry),
                                 entry.integer("memory_allocated", 0)))
-    total_cpus = float(job.number("cpus", 0))
+    total_cpus = float(job.number("cpus", 0, maximum=MAX_VCORES * MAX_CLUSTER_NODES))
     if not entries:
         hosts = expand_hostlist(job.text("nodes", ""), job, "nodes")
         memory = job.integer("memory_per_node", 0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
