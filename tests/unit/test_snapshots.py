@@ -54,6 +54,7 @@ def test_slurm_22_05_as_captured_from_a_real_slurmctld():
     dgx1 = nodes["dgx1"]
     assert (dgx1.vcores, dgx1.memory_mb, dgx1.gpus, dgx1.gpu_type, dgx1.rack) == (16.0, 64000, 8, "v100", "rack1")
     assert dgx1.labels == {"rack1", "nvlink", "gpu", "all"}          # features and partitions
+    assert dgx1.ports == snapshots.NODE_PORTS                         # no engine reports ports: none block
     assert (nodes["cpu1"].gpus, nodes["cpu1"].gpu_type, nodes["cpu1"].rack) == (0, None, "rack2")
     assert snap.unhealthy == {"cpu2": "DOWN+NOT_RESPONDING", "dgx2": "DRAIN"}   # dgx2 is "mixed" + DRAIN
     assert snap.unhealthy_reasons == {"cpu2": "Not responding", "dgx2": "ECC errors on GPU 3"}

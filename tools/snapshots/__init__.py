@@ -26,11 +26,13 @@ reports in use or holds (:mod:`.attribution`). Anything wrong in a file is a
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
 from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_SNAPSHOT_ALLOCATIONS, MAX_SNAPSHOT_BYTES,
                                     MAX_SNAPSHOT_FILES)
+from gangmaster.selectors.ports import PortRanges
 
 from . import kubernetes, slurm, yarn
 from .attribution import reconcile
@@ -43,6 +45,11 @@ __all__ = ["ClusterSnapshot", "RunningAllocation", "SnapshotError", "UNATTRIBUTE
 #: Each engine's reader, by the name ``ClusterSnapshot.format`` gives it.
 READERS = {"yarn": yarn, "kubernetes": kubernetes, "slurm": slurm}
 FORMATS = tuple(READERS)
+
+#: The ports each node of a snapshot offers. No engine reports ports as a resource (a
+#: YARN container, a pod or a Slurm step binds what it likes), so every node offers every
+#: port from ``selection.port_min``'s default up: a job's ports never block it on a snapshot.
+NODE_PORTS = PortRanges.parse("20000-65535")
 
 _WHAT_FILES = ("JSON from YARN's RM REST API (/ws/v1/cluster/nodes, /ws/v1/cluster/apps, an attempt's "
                "containers), `kubectl get nodes|pods -o json`, or Slurm's `sinfo --json`, "
@@ -80,7 +87,7 @@ def load_snapshot(paths: Iterable[str | Path], taken_at: float | None = None) ->
         newest = max(paths, key=lambda p: os.stat(p).st_mtime)
         taken_at, time_from = os.stat(newest).st_mtime, f"the modification time of {newest}"
     found = reader.read(docs, taken_at)
-    specs = _unique_nodes(found.nodes)
+    specs = [replace(spec, ports=NODE_PORTS) for spec in _unique_nodes(found.nodes)]
     if len(found.named) > MAX_SNAPSHOT_ALLOCATIONS:
         raise SnapshotError(str(paths[-1]), "", f"at most {MAX_SNAPSHOT_ALLOCATIONS:,} running allocations "
                                                 "(job x host) in a snapshot (MAX_SNAPSHOT_ALLOCATIONS in "

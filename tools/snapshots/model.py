@@ -84,7 +84,7 @@ class ClusterSnapshot:
 
     ``specs`` lists every node, healthy or not, with its capacity (what the engine lets
     jobs use: YARN's total resource, a Kubernetes node's allocatable, Slurm's CPUs and
-    real memory). ``unhealthy`` maps each node that cannot take new work now to the
+    real memory), and the ports 20000-65535 (no engine reports ports). ``unhealthy`` maps each node that cannot take new work now to the
     engine's word for why ("UNHEALTHY", "NotReady", "cordoned", "DRAIN", ...);
     ``unhealthy_reasons`` the engine's free text for it where it gives one (a YARN
     health report, a Slurm reason). ``running`` is what holds resources now, by job and
