@@ -56,3 +56,12 @@ def test_no_files_is_a_usage_error(capsys):
         main(["snapshot"])
     assert exited.value.code == 2
     assert "give the snapshot files" in capsys.readouterr().err
+
+
+def test_bench_snapshot_makes_a_valid_snapshot_of_every_engine(capsys):
+    cluster = Path(__file__).resolve().parents[1] / "fixtures" / "rm" / "cluster.yaml"
+    assert main(["bench", "snapshot", "--cluster", str(cluster), "--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(FORMATS)
+    for line in lines:
+        assert "load_snapshot" in line and "floor json.loads" in line

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import re
 
+from gangmaster.conf.fields import is_name
 from gangmaster.conf.limits import MAX_MEMORY_MB, MAX_VCORES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 from gangmaster.selectors.cluster import NodeSpec
 
 from .attribution import job_name
-from .json_doc import Value, is_name
+from .json_doc import Value
 from .model import EngineRead, RunningAllocation, Usage
 
 FIELDS_READ = (
