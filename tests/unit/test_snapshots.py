@@ -242,15 +242,11 @@ def test_yarn_nodes_apps_and_containers():
     assert nodes["gpu-host-05.example.com"].gpus == 8          # LOST, but totalResource still says what it has
     assert snap.unhealthy == {"gpu-host-04.example.com": "UNHEALTHY", "gpu-host-05.example.com": "LOST"}
     assert "local-dirs" in snap.unhealthy_reasons["gpu-host-04.example.com"]
-    per_host = {}
-    for host, vcores, memory, gpus, ends in held(snap, "resnet50-train"):
-        assert ends == 14400.0                                  # the LIFETIME timeout's remaining seconds
-        total = per_host.setdefault(host, [0, 0, 0])
-        total[0] += vcores
-        total[1] += memory
-        total[2] += gpus
-    assert per_host == {"gpu-host-01.example.com": [24, 196608, 4], "gpu-host-02.example.com": [24, 196608, 4],
-                        "gpu-host-03.example.com": [1, 4096, 0]}
+    # two containers on each of two hosts and the AM's on a third, added up per host; the
+    # LIFETIME timeout's remaining seconds as the latest end
+    assert held(snap, "resnet50-train") == [("gpu-host-01.example.com", 24.0, 196608, 4, 14400.0),
+                                            ("gpu-host-02.example.com", 24.0, 196608, 4, 14400.0),
+                                            ("gpu-host-03.example.com", 1.0, 4096, 0, 14400.0)]
     # nightly-etl's containers were not dumped: the rest of gpu-host-03's usage is nobody's
     assert held(snap, UNATTRIBUTED) == [("gpu-host-03.example.com", 39.0, 98304, 0, None)]
 
@@ -292,6 +288,14 @@ def test_allocations_are_cut_to_what_the_node_reports_in_use():
     assert running == [RunningAllocation("j1", "a", 6.0, 600, 2), RunningAllocation("j2", "a", 2.0, 300, 0),
                        RunningAllocation(UNATTRIBUTED, "b", 1.5, 0, 0)]
     assert len(notes) == 3 and "ghost" in notes[2]
+
+
+def test_a_job_s_allocations_on_one_host_are_added_up():
+    specs = [NodeSpec("a", vcores=8, memory_mb=1000, gpus=2)]
+    named = [RunningAllocation("j", "a", 1.5, 100, 1, 60.0), RunningAllocation("j", "a", 2, 200, 1, 90.0),
+             RunningAllocation("k", "a", 1, 100, 0, None), RunningAllocation("k", "a", 1, 100, 0, 30.0)]
+    running, _ = reconcile(specs, named, None)
+    assert running == [RunningAllocation("j", "a", 3.5, 300, 2, 90.0), RunningAllocation("k", "a", 2.0, 200, 0, None)]
 
 
 def test_without_node_usage_allocations_are_bounded_by_capacity():

@@ -11,7 +11,9 @@ as the truth for how much is used; the job listing says whose it is:
 * what the node reports used beyond its jobs' allocations is held by
   :data:`~.model.UNATTRIBUTED` (usage without a named job still blocks, and waiting for
   it may help, but nobody can be named);
-* an allocation on a host no node listing has is dropped.
+* an allocation on a host no node listing has is dropped;
+* a job's allocations on one host are added up into one (YARN lists each container, Kubernetes
+  each pod), ending when the last of them ends.
 
 Each correction is counted in a note, so the diagnosis can say how far to trust it.
 """
@@ -78,4 +80,17 @@ def reconcile(specs: list[NodeSpec], named: list[RunningAllocation],
         shown = ", ".join(sorted(unknown_hosts)[:5]) + (", ..." if len(unknown_hosts) > 5 else "")
         notes.append(f"allocations on {len(unknown_hosts)} host(s) that no node listing has were left out: {shown}")
     assert all(alloc.host in by_host for alloc in result)
-    return result, notes
+    return _per_job_and_host(result), notes
+
+
+def _per_job_and_host(allocations: list[RunningAllocation]) -> list[RunningAllocation]:
+    merged: dict[tuple[str, str], list] = {}
+    for a in allocations:
+        total = merged.setdefault((a.job, a.host), [0, 0, 0, a.expected_end_s])
+        total[0] += milli(a.vcores)
+        total[1] += a.memory_mb
+        total[2] += a.gpus
+        if total[3] is not None:
+            total[3] = None if a.expected_end_s is None else max(total[3], a.expected_end_s)
+    return [RunningAllocation(job, host, mvcores / 1000.0, memory, gpus, ends)
+            for (job, host), (mvcores, memory, gpus, ends) in merged.items()]
