@@ -27,8 +27,11 @@ def add_parser(sub):
                     "answers (/ws/v1/cluster/nodes; optionally /ws/v1/cluster/apps and each attempt's "
                     ".../containers), `kubectl get nodes -o json` (optionally `kubectl get pods -A -o json`), "
                     "or Slurm's `sinfo --json` / `scontrol show node --json` (optionally `squeue --json`). "
-                    "The format is told from the JSON; all files must come from one engine. Bad input "
-                    "exits 2 naming the file, the JSON path and what was expected.",
+                    "The format is told from the JSON; all files must come from one engine. A node state "
+                    "gangmaster does not know counts as unavailable; usage a node reports that no job in the "
+                    "files accounts for is held by \"(unattributed)\". Bad input exits 2 naming the file, the "
+                    "JSON path and what was expected. The README's *Real clusters: snapshots* says what is "
+                    "read from each engine and what cannot be known.",
         epilog="Examples: gangmaster snapshot conf/snapshots/slurm/sinfo.json conf/snapshots/slurm/squeue.json; "
                "gangmaster snapshot --fields  (the JSON fields read, per engine)")
     p.add_argument("files", metavar="FILE", nargs="*", help="snapshot files of one engine")
