@@ -202,6 +202,16 @@ def test_kubernetes_pod_requests_follow_the_scheduler(tmp_path):
     assert held(snap, "ns/pg-7") == [("gpu-node-2", 0.0, 0, 2, None)]
 
 
+def test_kubernetes_typed_lists_may_leave_out_the_items_kind(tmp_path):
+    doc = json.loads(K8S[0].read_text())
+    doc["kind"] = "NodeList"
+    for item in doc["items"]:
+        del item["kind"]
+    single = json.loads(K8S[0].read_text())["items"][4]          # kubectl get node cpu-node-1 -o json
+    assert len(load_snapshot([write(tmp_path, "nodes.json", doc)]).specs) == 5
+    assert [s.host for s in load_snapshot([write(tmp_path, "node.json", single)]).specs] == ["cpu-node-1"]
+
+
 def test_kubernetes_taints(tmp_path):
     path = k8s_nodes(tmp_path, taints=[{"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}])
     assert load_snapshot([path]).unhealthy["gpu-node-1"] == "node.kubernetes.io/disk-pressure"

@@ -88,7 +88,7 @@ _MIB = Decimal(2) ** 20
 def kind_of(doc: Value) -> str | None:
     """"nodes" for a list holding Node objects (``kubectl get nodes,pods`` holds both),
     "pods" for one holding pods, "empty" for an empty list; None if not Kubernetes JSON."""
-    kinds = {item.text("kind", "") for item in _items(doc)} if _is_kubernetes(doc) else None
+    kinds = {_kind(doc, item) for item in _items(doc)} if _is_kubernetes(doc) else None
     if kinds is None:
         return None
     return "nodes" if "Node" in kinds else "pods" if "Pod" in kinds else "empty"
@@ -104,6 +104,13 @@ def _items(doc: Value) -> list[Value]:
     return [doc] if doc.text("kind", "") in ("Node", "Pod") else doc.objects("items")
 
 
+def _kind(doc: Value, item: Value) -> str:
+    """An item's kind; the items of a typed list (``NodeList``, as API clients write it) may
+    leave it out."""
+    listed = doc.text("kind", "")
+    return item.text("kind", "") or (listed[:-len("List")] if listed.endswith("List") else "")
+
+
 def document_time(docs: dict[str, list[Value]]) -> float | None:
     """``kubectl get -o json`` carries no time of its own."""
     return None
@@ -115,7 +122,7 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
     other_kinds = 0
     for doc in (d for kind in ("nodes", "pods", "empty") for d in docs.get(kind, [])):
         for item in _items(doc):
-            kind = item.text("kind", "")
+            kind = _kind(doc, item)
             if kind == "Node":
                 spec, state, reason, taints = _node(item)
                 found.nodes.append((spec, f"{item.source}: {item.field()}"))
