@@ -86,8 +86,6 @@ def document_time(docs: dict[str, list[Value]]) -> float | None:
 
 def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
     found = EngineRead(used={})
-    threads: dict[str, int] = {}
-    gpu_types = set()
     for doc in docs.get("nodes", []):
         for node in doc.objects("nodes"):
             spec, unavailable, used = _node(node)
@@ -98,8 +96,6 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
                 reason = node.get("reason")
                 if reason is not None and isinstance(reason.raw, str) and reason.raw.strip():
                     found.reasons[spec.host] = reason.raw.strip()
-            if spec.gpu_type:
-                gpu_types.add(spec.gpu_type)
     jobs = [job for doc in docs.get("jobs", []) for job in doc.objects("jobs") if _holds(job)]
     names = _job_names(jobs)
     for job in jobs:
