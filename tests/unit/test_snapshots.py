@@ -400,3 +400,20 @@ def test_time_falls_back_to_the_newest_file(tmp_path):
     assert held(snap, "trainer")[0][-1] == 7071.0
     os.utime(jobs, (1795422406 + 60, 1795422406 + 60))          # past the job's end_time: 0, not negative
     assert held(load_snapshot([nodes, jobs]), "trainer")[0][-1] == 0.0
+
+
+def test_jobs_sharing_a_name_are_told_apart_by_their_id(tmp_path):
+    jobs = json.loads(SLURM_24[1].read_text())
+    second = json.loads(json.dumps(jobs["jobs"][0]))
+    second.update(job_id=48299, nodes="a100-02")
+    second["job_resources"]["nodes"]["allocation"] = second["job_resources"]["nodes"]["allocation"][1:]
+    jobs["jobs"][0]["job_resources"]["nodes"]["allocation"] = jobs["jobs"][0]["job_resources"]["nodes"]["allocation"][:1]
+    jobs["jobs"].append(second)
+    snap = load_snapshot([SLURM_24[0], write(tmp_path, "jobs.json", jobs)])
+    # each with its own node's CPUs as counted (not scaled to the job's total of 64)
+    assert {(a.job, a.host, a.vcores) for a in snap.running} == {("llm-finetune (48211)", "a100-01", 32.0),
+                                                                ("llm-finetune (48299)", "a100-02", 32.0)}
+    apps = json.loads(YARN[1].read_text())
+    apps["apps"]["app"][1]["name"] = apps["apps"]["app"][0]["name"]
+    snap = load_snapshot([YARN[0], write(tmp_path, "apps.json", apps), YARN[2]])
+    assert {a.job for a in snap.running} == {"resnet50-train (application_1795400000000_0007)", UNATTRIBUTED}

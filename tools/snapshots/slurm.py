@@ -244,37 +244,37 @@ def _allocations(job: Value, name: str, taken_at: float) -> list[RunningAllocati
 def _per_node(job: Value) -> list[tuple[str, float, int]]:
     """(host, CPUs, memory MB) per node of a running job (module docstring)."""
     resources = job.get("job_resources")
-    entries = []
-    if resources is not None:
-        nodes = resources.get("nodes")
-        if nodes is not None and nodes.is_object():                # 23.02 and later
-            for entry in nodes.objects("allocation"):
-                cpus = entry.get("cpus")
-                memory = entry.get("memory")
-                entries.append((entry.name("name"), cpus.number("count", 0) if cpus is not None else None,
-                                memory.integer("allocated", 0) if memory is not None else 0))
-        else:                                                      # 22.05: a list, or an object by index
-            allocated = resources.get("allocated_nodes")
-            items = allocated.objects() if allocated is not None and isinstance(allocated.raw, list) else (
-                [allocated.need(k) for k in sorted(allocated.keys(), key=str)] if allocated is not None else [])
-            for entry in items:
-                entries.append((entry.name("nodename"), _allocated_cores(entry),
-                                entry.integer("memory_allocated", 0)))
+    nodes = resources.get("nodes") if resources is not None else None
+    if nodes is not None and nodes.is_object():                    # 23.02 and later: CPUs counted
+        result = []
+        for entry in nodes.objects("allocation"):
+            cpus, memory = entry.get("cpus"), entry.get("memory")
+            result.append((entry.name("name"), float(cpus.number("count", 0)) if cpus is not None else 0.0,
+                           memory.integer("allocated", 0) if memory is not None else 0))
+        if result:
+            return result
     total_cpus = float(job.number("cpus", 0, maximum=MAX_VCORES * MAX_CLUSTER_NODES))
-    if not entries:
-        hosts = expand_hostlist(job.text("nodes", ""), job, "nodes")
-        memory = job.integer("memory_per_node", 0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
-        return [(host, total_cpus / len(hosts), memory) for host in hosts]
-    counted = sum(c for _, c, _ in entries if c)
-    scale = total_cpus / counted if counted and total_cpus else 1.0
-    return [(host, float(cpus or 0) * scale, int(memory)) for host, cpus, memory in entries]
+    allocated = resources.get("allocated_nodes") if resources is not None else None
+    if allocated is not None:                                      # 22.05: a list, or an object by index
+        items = allocated.objects() if isinstance(allocated.raw, list) else [
+            allocated.need(k) for k in sorted(allocated.keys(), key=lambda k: (len(k), k))]
+        entries = [(entry.name("nodename"), _allocated_cores(entry), entry.integer("memory_allocated", 0))
+                   for entry in items]
+        if entries:
+            # cores, not CPUs: scaled so that they add up to the job's CPUs (threads per core)
+            counted = sum(cores for _, cores, _ in entries)
+            scale = total_cpus / counted if counted and total_cpus else 1.0
+            return [(host, cores * scale, memory) for host, cores, memory in entries]
+    hosts = expand_hostlist(job.text("nodes", ""), job, "nodes")
+    memory = job.integer("memory_per_node", 0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
+    return [(host, total_cpus / len(hosts), memory) for host in hosts]
 
 
-def _allocated_cores(entry: Value) -> int | None:
+def _allocated_cores(entry: Value) -> int:
     """22.05's ``sockets: {"0": {"cores": {"0": "allocated"}}}``: the cores marked allocated."""
     sockets = entry.get("sockets")
     if sockets is None or not sockets.is_object():
-        return None
+        return 0
     count = 0
     for socket in sockets.raw.values():
         cores = socket.get("cores") if isinstance(socket, dict) else None
