@@ -37,7 +37,7 @@ def add_parser(sub):
     p.add_argument("files", metavar="FILE", nargs="*", help="snapshot files of one engine")
     p.add_argument("--time", type=_epoch, metavar="EPOCH",
                    help="when the files were dumped, in seconds since the epoch (default: their own time "
-                        "where they carry one, as Slurm 23.02+ does, else the newest file's modification "
+                        "where they carry one, as newer Slurm does, else the newest file's modification "
                         "time); Slurm's end_time and pods' deadlines are counted from it")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--fields", action="store_true", help="list the JSON fields read from each engine's files")

@@ -1,7 +1,7 @@
 """Reading a snapshot's JSON defensively, every error naming the file and the JSON path.
 
 The engines' JSON changes between versions (Slurm wraps numbers as
-``{"set": true, "infinite": false, "number": N}`` from 23.02 on, Jersey renders a
+``{"set": true, "infinite": false, "number": N}`` after 22.05, Jersey renders a
 one-element list as a bare object in old Hadoop releases, fields come and go), and a
 snapshot may be cut short or hand-edited. :class:`Value` reads it tolerantly where the
 engines differ (a missing or ``null`` field is "not reported") and strictly where a
@@ -202,7 +202,7 @@ class Value:
 
 
 def _unwrapped(raw: Any) -> Any:
-    """Slurm 23.02+'s ``{"set": bool, "infinite": bool, "number": N}``: N when set and
+    """Newer Slurm's ``{"set": bool, "infinite": bool, "number": N}``: N when set and
     finite, else ``None`` (not reported); any other value as it is."""
     if isinstance(raw, dict) and "number" in raw and set(raw) <= {"set", "infinite", "number"}:
         if raw.get("set") is False or raw.get("infinite") is True:

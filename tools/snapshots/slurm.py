@@ -2,10 +2,10 @@
 
 The JSON changes between Slurm versions; this reader takes both shapes seen so far:
 22.05 (``"state": "mixed"`` with ``"state_flags": ["DRAIN"]``, plain numbers, features as
-one comma-separated string, ``job_resources.allocated_nodes[]``) and 23.02 and later
+one comma-separated string, ``job_resources.allocated_nodes[]``) and the newer one, as 24.05 writes it
 (``"state": ["MIXED", "DRAIN"]``, numbers as ``{"set": true, "infinite": false,
 "number": N}``, features as lists, ``job_resources.nodes.allocation[]``). The
-``sinfo --json`` of 23.11 and later groups nodes like sinfo's table and loses per-node
+``sinfo --json`` of newer versions groups nodes like sinfo's table and loses per-node
 usage: give ``scontrol show node --json`` instead (it is refused with that advice).
 
 Read per node (``nodes[]``): ``name`` → host; ``cpus`` and ``real_memory`` (MB) →
@@ -68,7 +68,7 @@ def kind_of(doc: Value) -> str | None:
     """"nodes" (sinfo 22.05, scontrol show node), "jobs" (squeue), or None."""
     raw = doc.raw
     if isinstance(raw.get("sinfo"), list):
-        raise doc.error("`scontrol show node --json` (the `sinfo --json` of Slurm 23.11 and later groups "
+        raise doc.error("`scontrol show node --json` (the `sinfo --json` of newer Slurm versions groups "
                         "nodes and does not say what each one has in use)", "sinfo's grouped JSON")
     if isinstance(raw.get("nodes"), list):
         return "nodes"
@@ -78,7 +78,7 @@ def kind_of(doc: Value) -> str | None:
 
 
 def document_time(docs: dict[str, list[Value]]) -> float | None:
-    """Slurm 23.02 and later stamp their answers with ``last_update``; the latest is taken."""
+    """Newer Slurm stamps its answers with ``last_update`` (24.05 does); the latest is taken."""
     times = [doc.number("last_update", None) for kind in docs.values() for doc in kind]
     times = [t for t in times if t]
     return float(max(times)) if times else None
@@ -245,7 +245,7 @@ def _per_node(job: Value) -> list[tuple[str, float, int]]:
     """(host, CPUs, memory MB) per node of a running job (module docstring)."""
     resources = job.get("job_resources")
     nodes = resources.get("nodes") if resources is not None else None
-    if nodes is not None and nodes.is_object():                    # 23.02 and later: CPUs counted
+    if nodes is not None and nodes.is_object():                    # newer Slurm: CPUs counted
         result = []
         for entry in nodes.objects("allocation"):
             cpus, memory = entry.get("cpus"), entry.get("memory")
