@@ -50,6 +50,12 @@ def _is_name(value: Any) -> bool:
     return isinstance(value, str) and _NAME.fullmatch(value) is not None
 
 
+def is_name(value: Any) -> bool:
+    """Whether ``value`` is a name (:meth:`Fields.name`'s rule), for readers of other formats
+    (the cluster snapshots' JSON) that check names without a :class:`Fields`."""
+    return _is_name(value)
+
+
 def _show(value: Any) -> str:
     """A found value for a message, clipped: a 4 MB string must not become a 4 MB message."""
     if isinstance(value, str):

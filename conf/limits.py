@@ -216,3 +216,22 @@ MAX_WORKER_THREADS = 1024
 #: Ranked candidates kept per pending task (selection.candidate_nodes_factor): more
 #: only makes every selection slower.
 MAX_CANDIDATE_NODES_FACTOR = 1000
+
+
+# ------------------------------------------------ cluster snapshots (tools/snapshots/)
+# `gangmaster diagnose --snapshot FILE ...` reads what an operator can dump from a real
+# cluster: YARN's RM REST JSON, `kubectl get nodes/pods -o json`, Slurm's `--json`.
+
+#: Bytes of a snapshot's files, all together. `kubectl get nodes -o json` lists every
+#: node's container images (10-50 KB a node), so a 5,000-node cluster's dump is about
+#: 100 MB, and `kubectl get pods -A -o json` of 100,000 pods a little more; JSON this
+#: size parses in seconds, in a few GB of memory.
+MAX_SNAPSHOT_BYTES = 256 * MiB
+
+#: Files in one snapshot: YARN needs one containers file per application attempt to name
+#: the jobs on each node; a thousand running applications is a very busy cluster.
+MAX_SNAPSHOT_FILES = 1000
+
+#: Running allocations (job x host) one snapshot may hold: every pod of a very large
+#: Kubernetes cluster, each task host of every running Slurm job.
+MAX_SNAPSHOT_ALLOCATIONS = 1_000_000

@@ -21,6 +21,7 @@ COMMANDS = [
     "bench.cli",
     "diagnose_cmd",
     "why_cmd",
+    "snapshot_cmd",
 ]
 
 
