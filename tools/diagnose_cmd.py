@@ -67,6 +67,10 @@ def add_parser(sub):
     parser.add_argument("--snapshot", nargs="+", metavar="FILE",
                         help="a real cluster's state as its engine dumps it (YARN, Kubernetes or Slurm JSON), "
                              "instead of --cluster")
+    parser.add_argument("--snapshot-time", type=float, metavar="EPOCH",
+                        help="when the snapshot was taken, in Unix seconds: expected ends (Slurm end_time, "
+                             "Kubernetes deadlines) are counted from it (default: the time the snapshot says, "
+                             "else the files' modification time)")
     parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:)")
     parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
     parser.add_argument("--json", action="store_true", help="print the diagnosis as one JSON object")
@@ -98,7 +102,7 @@ def _run(args) -> int:
     if args.snapshot:
         if args.cluster:
             raise ConfigError("--snapshot", "", "either --cluster or --snapshot, not both", args.cluster)
-        snapshot = _load_snapshot(args.snapshot)
+        snapshot = _load_snapshot(args.snapshot, args.snapshot_time)
         specs = snapshot.specs
     else:
         specs = load_cluster_specs(args.cluster or default_cluster_path())
@@ -110,6 +114,8 @@ def _run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="gangmaster-diagnose-") as work:
         result = diagnose_job(job, specs, Path(work), am_settings, selection, scenario=scenario, after=after,
                               wait_s=args.wait, snapshot=snapshot, after_limit_s=after_limit_s)
+    for note in (snapshot.notes if snapshot is not None else ()):
+        print(f"gangmaster diagnose: snapshot: {note}", file=sys.stderr)
     for warning in result["warnings"]:
         print(f"gangmaster diagnose: snapshot: {warning}", file=sys.stderr)
     for name in result["after_not_started"]:
@@ -123,17 +129,9 @@ def _run(args) -> int:
     return 0 if result["gang_can_start"] else 1
 
 
-def _load_snapshot(paths: list[str]):
-    from gangmaster.conf.fields import ConfigError
-    try:
-        from gangmaster.tools.snapshots import SnapshotError, load_snapshot
-    except ImportError:
-        raise ConfigError("--snapshot", "", "the snapshot readers (gangmaster.tools.snapshots), which are not "
-                                            "part of this build") from None
-    try:
-        return load_snapshot([Path(p) for p in paths])
-    except SnapshotError as exc:
-        raise ConfigError(" ".join(paths), "", f"a YARN, Kubernetes or Slurm snapshot ({exc})") from None
+def _load_snapshot(paths: list[str], taken_at: float | None):
+    from gangmaster.tools.snapshots import load_snapshot   # its SnapshotError is a ConfigError: exit 2
+    return load_snapshot([Path(p) for p in paths], taken_at=taken_at)
 
 
 def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=None, after=(), wait_s: float = 60.0,
@@ -207,9 +205,10 @@ def _combined(job: str, diagnoses) -> dict:
 
 
 def book_snapshot(sim, snapshot) -> list[str]:
-    """Make the simulated RM hold what the snapshot says: unhealthy nodes marked so, and
-    each job's running allocations as containers of a placeholder application of that
-    name, on their hosts, lasting until their expected end (else until stopped).
+    """Make the simulated RM hold what the snapshot says: each job's running allocations
+    as containers of a placeholder application of that name, on their hosts, lasting
+    until their expected end (else until stopped); then unhealthy nodes marked so (a
+    drained node keeps what runs on it).
 
     A snapshot is taken from a live system and may not add up (a pod counted on a node
     it overcommits, a host missing from the node list): what cannot be booked as given
@@ -222,11 +221,6 @@ def book_snapshot(sim, snapshot) -> list[str]:
 
     warnings = []
     hosts = {spec.host: spec for spec in snapshot.specs}
-    for host, state in sorted(snapshot.unhealthy.items()):
-        if host in hosts:
-            sim.core.mark_unhealthy(host, state or "unhealthy")
-        else:
-            warnings.append(f"unhealthy host {host} is not among the snapshot's nodes: ignored")
     left = {h: [s.vcores, s.memory_mb, s.gpus] for h, s in hosts.items()}   # what is not booked yet
     by_job: dict[str, list] = {}
     for a in snapshot.running:
@@ -257,4 +251,10 @@ def book_snapshot(sim, snapshot) -> list[str]:
             launches.append(ContainerLaunch(container.container_id, LaunchContext(("placeholder",),
                                                                                   tuple(env.items()))))
         client.start_containers(StartContainers(tuple(launches)))
+    # Marked after the bookings: a drained or failing node still runs what it ran.
+    for host, state in sorted(snapshot.unhealthy.items()):
+        if host in hosts:
+            sim.core.mark_unhealthy(host, state or "unhealthy")
+        else:
+            warnings.append(f"unhealthy host {host} is not among the snapshot's nodes: ignored")
     return warnings

@@ -256,10 +256,10 @@ def test_what_of_a_snapshot_does_not_add_up_is_booked_as_far_as_it_fits_and_said
                           _Allocation("elsewhere", "node-7", 1, 1024, 0, None)])
     job = parse_job(_job("w", 5, 60))
     d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(), snapshot=snapshot, wait_s=5)
-    assert d["warnings"] == [
-        "unhealthy host gone-9 is not among the snapshot's nodes: ignored",
+    assert d["warnings"] == [   # bookings first, then unhealthy marks (a drained node keeps what it runs)
         "big on node-0: 20 vcores, 1024 MB, 0 GPU(s) do not fit what is left of the host; booked 16, 1024, 0",
-        "elsewhere runs on node-7, which is not among the snapshot's nodes: ignored"]
+        "elsewhere runs on node-7, which is not among the snapshot's nodes: ignored",
+        "unhealthy host gone-9 is not among the snapshot's nodes: ignored"]
     worker = d["roles"]["worker"]
     assert (worker["placeable"], worker["shortfall"]) == (4, 1)       # node-1 takes 4; node-0 is full
     assert [(r["code"], r["count"]) for r in worker["reasons"]] == [("vcores-exhausted", 1), ("gpus-held-by-gang", 1)]
@@ -311,3 +311,16 @@ def test_why_says_when_the_address_does_not_answer():
     result = gangmaster("why", "--address", "127.0.0.1:1", "--timeout", "2")
     assert result.returncode == 2
     assert "http://127.0.0.1:1/why did not answer with a diagnosis" in result.stderr
+
+
+def test_a_drained_node_keeps_what_it_runs_in_a_snapshot_diagnosis(tmp_path):
+    """Slurm drains a node with jobs still on it: the jobs are booked there, then the node
+    is marked unhealthy, so neither the booking nor the mark is lost."""
+    ports = PortRanges.parse("20000-20099")
+    specs = [NodeSpec(f"node-{i}", "r0", frozenset(), "A100", None, 65536, 16, 4, ports) for i in range(2)]
+    snapshot = _Snapshot("slurm", specs, {"node-0": "DRAIN"}, [_Allocation("train", "node-0", 4, 1024, 2, 3600.0)])
+    job = parse_job(_job("w", 4, 60))
+    d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(), snapshot=snapshot, wait_s=5)
+    assert d["warnings"] == []
+    assert d["healthy_machines"] == 1
+    assert d["roles"]["worker"]["placeable"] == 4 and d["gang_can_start"]
