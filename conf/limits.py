@@ -216,3 +216,21 @@ MAX_WORKER_THREADS = 1024
 #: Ranked candidates kept per pending task (selection.candidate_nodes_factor): more
 #: only makes every selection slower.
 MAX_CANDIDATE_NODES_FACTOR = 1000
+
+# Slurm (tools/slurm/: the local test cluster and the Slurm RM client).
+
+#: Nodes of a local Slurm cluster (`gangmaster slurm local-cluster start`): one slurmd
+#: process each (~20 MB) on this one machine.
+LOCAL_SLURM_MAX_NODES = 64
+
+#: How long `local-cluster start` waits for every node to be idle, seconds.
+LOCAL_SLURM_START_TIMEOUT_S = 60.0
+
+#: SlurmdTimeout of a local cluster, seconds: a node whose slurmd is gone is DOWN (its jobs
+#: NODE_FAIL) about this long after. Lower is rejected or flaps: slurmctld pings a node every
+#: SlurmdTimeout/3 s.
+LOCAL_SLURMD_TIMEOUT_S = 10
+
+#: Seconds a Slurm command (sbatch, squeue, scontrol, scancel) may take before the client
+#: gives up on it and says so: a slurmctld that does not answer must not hang the AM.
+SLURM_COMMAND_TIMEOUT_S = 30.0
