@@ -36,15 +36,21 @@ from pathlib import Path
 
 #: How often the launcher looks for new launch and stop files, seconds.
 POLL_S = 0.05
+#: How often the launcher asks Slurm whether its job still runs, seconds. A launcher whose
+#: node's slurmd died is not told when Slurm ends the job (NODE_FAIL): it ends by itself.
+JOB_CHECK_S = 2.0
 #: A stopped task's srun gets SIGKILL if it has not ended this long after SIGINT, seconds
 #: (Slurm's own KillWait has then long passed on the local cluster).
 STOP_GRACE_S = 15.0
 
 
 def write_whole(path: Path, data: dict | str) -> None:
-    """Write a file whole: a reader sees nothing or all of it."""
+    """Write a file whole, readable by its owner only (a task's launch holds its barrier
+    token): a reader sees nothing or all of it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(data if isinstance(data, str) else json.dumps(data))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(data if isinstance(data, str) else json.dumps(data))
     os.replace(tmp, path)
 
 
@@ -121,11 +127,31 @@ class Launcher:
         write_whole(self.folder / "launcher.pid", str(os.getpid()))
         stopping = []
         signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+        checked = time.monotonic()
         while not stopping:
             self.step()
             time.sleep(POLL_S)
+            if time.monotonic() - checked >= JOB_CHECK_S:
+                checked = time.monotonic()
+                if not _job_runs(os.environ.get("SLURM_JOB_ID", "")):
+                    break
         for task in self.running.values():   # Slurm ends the job: its steps go with it
             _signal(task.process, signal.SIGINT)
+
+
+def _job_runs(job_id: str) -> bool:
+    """Whether Slurm still runs the job (True when it cannot tell: never stop on a hiccup)."""
+    if not job_id:
+        return True
+    try:
+        done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    if done.returncode != 0:
+        return "Invalid job id" not in done.stderr
+    states = done.stdout.split()
+    return not states or any(s in ("RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED") for s in states)
 
 
 def _signal(process: subprocess.Popen, sig: int) -> None:

@@ -187,10 +187,14 @@ class LocalCluster:
         (self.work_dir / STATE_FILE).write_text(json.dumps(
             {"source": source, "nodes": [s.host for s in specs], "controller_port": ports.controller,
              "first_slurmd_port": ports.first_slurmd}, indent=2))
-        self._daemon(["slurmctld", "-f", str(self.conf_path), "-c"], "slurmctld")
-        for spec in specs:
-            self.start_node(spec.host)
-        self.wait_idle([s.host for s in specs], timeout_s)
+        try:
+            self._daemon(["slurmctld", "-f", str(self.conf_path), "-c"], "slurmctld")
+            for spec in specs:
+                self.start_node(spec.host)
+            self.wait_idle([s.host for s in specs], timeout_s)
+        except BaseException:
+            self.stop()   # nothing of a cluster that did not come up is left running
+            raise
 
     def start_node(self, node: str) -> None:
         """Start (or start again) one node's slurmd."""
@@ -204,10 +208,9 @@ class LocalCluster:
 
     def nodes(self) -> list:
         """The cluster's nodes as Slurm reports them (:func:`.slurm_json.read_nodes`)."""
-        done = subprocess.run(["scontrol", "show", "node", "--json"], env=self.env, capture_output=True, text=True,
-                              timeout=30)
+        done = subprocess.run(["sinfo", "--json"], env=self.env, capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
-            raise RuntimeError(f"scontrol show node: {done.stderr.strip() or done.returncode}")
+            raise RuntimeError(f"sinfo --json: {done.stderr.strip() or done.returncode}")
         return read_nodes(done.stdout)
 
     def wait_idle(self, hosts: list[str], timeout_s: float) -> None:

@@ -102,6 +102,7 @@ class SlurmRuns(_RealTime, _AMDriver):
 def _port_free(port: int) -> bool:
     import socket
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as gRPC binds: TIME_WAIT is no obstacle
         try:
             s.bind(("0.0.0.0", port))
         except OSError:
