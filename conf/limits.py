@@ -227,8 +227,8 @@ LOCAL_SLURM_MAX_NODES = 64
 LOCAL_SLURM_START_TIMEOUT_S = 60.0
 
 #: SlurmdTimeout of a local cluster, seconds: a node whose slurmd is gone is DOWN (its jobs
-#: NODE_FAIL) about this long after. Lower is rejected or flaps: slurmctld pings a node every
-#: SlurmdTimeout/3 s.
+#: NODE_FAIL) once it has not answered for this long, at slurmctld's next check of its nodes:
+#: 20-30 s after on Slurm 22.05 (a lower timeout barely shortens that).
 LOCAL_SLURMD_TIMEOUT_S = 10
 
 #: Seconds a Slurm command (sbatch, squeue, scontrol, scancel) may take before the client

@@ -181,6 +181,7 @@ class SlurmRMClient(RMClient):
         self._nodes: dict[str, SlurmNode] = {}
         self._sent: dict[str, NodeReport] = {}        # app id + host -> the report last sent to that app
         self._completed: dict[str, list[ContainerStatus]] = {}   # app id -> completions not yet reported
+        self._completed_later: dict[str, list[ContainerStatus]] = {}   # ... held back one response
         self.slurm_version = ""
 
     # ------------------------------------------------------------ Slurm commands
@@ -344,6 +345,7 @@ class SlurmRMClient(RMClient):
         for cid in request.releases:
             self._release(app, cid)
         rejected: list[Rejection] = []
+        self._read_nodes()   # first: a job that ended is told apart by its nodes' state
         again = self._cancel(app, set(request.cancel))
         asks = again + [a for a in request.asks]
         if asks:
@@ -352,6 +354,7 @@ class SlurmRMClient(RMClient):
         rejected += gone
         node_updates = self._node_updates(app)
         completed = tuple(self._completed.pop(app.app_id, []))
+        self._completed[app.app_id] = self._completed_later.pop(app.app_id, [])
         self._cancel_unwanted_jobs(app)
         self._save(app)
         return AllocateResponse(allocated=tuple(allocated), completed=completed, node_updates=node_updates,
@@ -400,7 +403,7 @@ class SlurmRMClient(RMClient):
         folder.mkdir(parents=True, exist_ok=True)
         hosts = list(by_host)
         command = ["sbatch", "--parsable", f"--job-name={key}", f"--output={folder}/launcher.log",
-                   f"--chdir={folder}", "--export=ALL", "--kill-on-invalid-dep=yes"]
+                   f"--chdir={folder}", "--export=ALL", "--no-requeue"]   # the AM restarts a gang, not Slurm
         if app.partition:
             command.append(f"--partition={app.partition}")
         for k, host in enumerate(hosts):
@@ -460,6 +463,7 @@ class SlurmRMClient(RMClient):
         before they started (their asks rejected: cancelled by someone else, refused by a
         limit) or under their tasks; then read the launchers' exit files."""
         allocated, pending, rejected = [], [], []
+        exits = self._exit_files(app)   # before squeue: a task Slurm killed is then seen with its job's end
         live = [j for j in app.jobs.values() if j.state != "ended"]
         if live:
             slurm_jobs = self._read_jobs()
@@ -468,9 +472,15 @@ class SlurmRMClient(RMClient):
                 if job.state == "pending":
                     allocated += self._maybe_granted(app, job, records, pending, rejected)
                 if job.state == "granted":
-                    self._maybe_ended(app, job, records)
-        self._read_exits(app)
+                    self._maybe_ended(app, job, records, exits)
+        self._apply_exits(app, {cid: e for cid, e in exits.items() if not self._on_dead_node(app, cid)})
         return allocated, pending, rejected
+
+    def _on_dead_node(self, app: _App, cid: str) -> bool:
+        """Whether the container's node is down: its srun's exit status then means nothing
+        until Slurm ends the job (NODE_FAIL, :meth:`_maybe_ended`)."""
+        node = self._nodes.get(app.containers[cid].container.host)
+        return node is not None and node.lost
 
     def _maybe_granted(self, app: _App, job: _Job, records: list[SlurmJob], pending: list,
                        rejected: list) -> list[Container]:
@@ -510,29 +520,56 @@ class SlurmRMClient(RMClient):
             out.append(container)
         return out
 
-    def _maybe_ended(self, app: _App, job: _Job, records: list[SlurmJob]) -> None:
-        ended = [r for r in records if r.ended]
+    def _maybe_ended(self, app: _App, job: _Job, records: list[SlurmJob], exits: dict[str, dict]) -> None:
+        """A granted job Slurm ended (or requeued) under its tasks. A task that ended by
+        itself before (its exit status says so, not a signal) keeps its own ending. After a
+        node failure only the tasks on the dead node(s) are lost now; the others, killed by
+        Slurm with the job, are reported a heartbeat later, once the AM has stopped their gang
+        for the lost ones: they did not fail, and their nodes are not to blame."""
+        ended = [r for r in records if r.ended or not r.running]   # not running again: requeued
         if records and not ended:
             return
-        self._read_exits(app)   # a task's own exit first: it ended before its job did
-        node_failed = any(r.node_failed for r in ended)
         job.state = "ended"
-        why = (f"Slurm job {job.job_id} ended NODE_FAIL (node {', '.join(r.nodes for r in ended if r.node_failed)} "
-               f"down)" if node_failed else
-               f"Slurm job {job.job_id} ended ({'/'.join(sorted(ended[0].states)) if ended else 'gone from squeue'})")
-        status = ExitStatus.NODE_LOST if node_failed else ExitStatus.KILLED_BY_RESOURCEMANAGER
-        for rec in app.containers.values():
-            if rec.job_key == job.key and not rec.state.finished:
-                self._finish(app, rec, ContainerState.FAILED if node_failed else ContainerState.KILLED, status, why)
+        mine = [rec for rec in app.containers.values() if rec.job_key == job.key and not rec.state.finished]
+        down = {h for h in job.hosts if h in self._nodes and self._nodes[h].lost}
+        node_failed = any(r.node_failed or "PENDING" in r.states for r in ended) or bool(down)
+        if node_failed:
+            down = down or {r.nodes for r in ended if r.node_failed}
+        # what a task's srun said stands, but not on a dead node: its srun lost the node and
+        # exits 0 however the task fared
+        self._apply_exits(app, {cid: e for cid, e in exits.items() if e.get("exit_status", 0) < 128
+                                and cid in {r.container.container_id for r in mine if r.container.host not in down}})
+        killed = [rec for rec in mine if not rec.state.finished]
+        if node_failed:
+            why = f"Slurm job {job.job_id} ended NODE_FAIL: node {', '.join(sorted(down))} is down"
+            for rec in killed:
+                if rec.container.host in down:
+                    self._finish(app, rec, ContainerState.FAILED, ExitStatus.NODE_LOST, why)
+                else:
+                    self._finish(app, rec, ContainerState.KILLED, ExitStatus.KILLED_BY_RESOURCEMANAGER,
+                                 f"killed by Slurm with its job: {why}", later=True)
+            return
+        why = f"Slurm job {job.job_id} ended ({'/'.join(sorted(ended[0].states)) if ended else 'gone from squeue'})"
+        for rec in killed:
+            self._finish(app, rec, ContainerState.KILLED, ExitStatus.KILLED_BY_RESOURCEMANAGER, why)
 
-    def _read_exits(self, app: _App) -> None:
+    def _exit_files(self, app: _App) -> dict[str, dict]:
+        """What the launchers wrote of the running containers that ended, by container."""
+        out = {}
         for rec in app.containers.values():
             if rec.state is not ContainerState.RUNNING:
                 continue
             path = self._job_dir(app, rec.job_key) / "exit" / f"{rec.container.container_id}.json"
             try:
-                ended = json.loads(path.read_text())
+                out[rec.container.container_id] = json.loads(path.read_text())
             except (OSError, ValueError):
+                continue
+        return out
+
+    def _apply_exits(self, app: _App, exits: dict[str, dict]) -> None:
+        for cid, ended in exits.items():
+            rec = app.containers[cid]
+            if rec.state is not ContainerState.RUNNING:
                 continue
             code = int(ended["exit_status"])
             diagnostics = ended.get("diagnostics") or (
@@ -540,9 +577,11 @@ class SlurmRMClient(RMClient):
             self._finish(app, rec, ContainerState.COMPLETED if code == 0 else ContainerState.FAILED, code,
                          diagnostics)
 
-    def _finish(self, app: _App, rec: _Container, state: ContainerState, status: int, diagnostics: str) -> None:
+    def _finish(self, app: _App, rec: _Container, state: ContainerState, status: int, diagnostics: str,
+                later: bool = False) -> None:
+        """The container ended: reported in the next allocate response (``later``: the one after)."""
         rec.state, rec.exit_status, rec.diagnostics = state, status, diagnostics
-        self._completed.setdefault(app.app_id, []).append(rec.status())
+        (self._completed_later if later else self._completed).setdefault(app.app_id, []).append(rec.status())
 
     def _cancel_unwanted_jobs(self, app: _App) -> None:
         """A granted job none of whose containers is still wanted is cancelled: its
@@ -556,7 +595,7 @@ class SlurmRMClient(RMClient):
     def _node_updates(self, app: _App) -> tuple[NodeReport, ...]:
         ports = self._ports_in_use()
         out = []
-        for node in self._read_nodes():
+        for node in self._nodes.values():
             report = self._report(node, ports)
             key = f"{app.app_id}\0{node.name}"
             if self._sent.get(key) != report:
@@ -641,7 +680,7 @@ class SlurmRMClient(RMClient):
     def container_status(self, container_id: str) -> ContainerStatus:
         app, rec = self._find(container_id)
         if rec.state is ContainerState.RUNNING:
-            self._read_exits(app)
+            self._apply_exits(app, self._exit_files(app))
         return rec.status()
 
 
