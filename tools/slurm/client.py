@@ -291,7 +291,7 @@ class SlurmRMClient(RMClient):
                                  app.finished_at, app.final_status, app.diagnostics, running, pending)
 
     def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
-        reports = [self._report(n, self._ports_in_use()) for n in self._read_nodes()]
+        reports = [self.node_report(n, self._ports_in_use()) for n in self._read_nodes()]
         return [r for r in reports if r.state.usable] if usable_only else reports
 
     def _ports_in_use(self) -> dict[str, PortRanges]:
@@ -303,7 +303,7 @@ class SlurmRMClient(RMClient):
                     used[host] = used.get(host, PortRanges()).add(rec.container.resource.port_ranges)
         return used
 
-    def _report(self, node: SlurmNode, ports_in_use: dict[str, PortRanges]) -> NodeReport:
+    def node_report(self, node: SlurmNode, ports_in_use: dict[str, PortRanges]) -> NodeReport:
         rack, labels, topology = read_features(node.features)
         gpus = node.gpus
         capacity = ResourceDescriptor(node.memory_mb, float(node.cpus), gpus, full_mask(gpus),
@@ -596,7 +596,7 @@ class SlurmRMClient(RMClient):
         ports = self._ports_in_use()
         out = []
         for node in self._nodes.values():
-            report = self._report(node, ports)
+            report = self.node_report(node, ports)
             key = f"{app.app_id}\0{node.name}"
             if self._sent.get(key) != report:
                 self._sent[key] = report

@@ -276,7 +276,27 @@ class LocalCluster:
                 time.sleep(0.05)
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+        for pid in self._stray_step_daemons():
+            os.kill(pid, signal.SIGKILL)
         return sorted(daemons)
+
+    def _stray_step_daemons(self) -> list[int]:
+        """The slurmstepd processes this cluster's nodes left behind. A node whose slurmd was
+        killed (a simulated node failure) leaves its steps' slurmstepd running, never told
+        that Slurm ended their job; each works in the cluster's folder."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if (entry / "comm").read_text().strip() != "slurmstepd":
+                    continue
+                cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)")
+            except OSError:
+                continue
+            if Path(cwd) == self.work_dir or self.work_dir in Path(cwd).parents:
+                found.append(int(entry.name))
+        return found
 
     def _wait_no_jobs(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
