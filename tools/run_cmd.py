@@ -116,6 +116,8 @@ def _run(args) -> int:
     am_settings, selection = am_and_selection_settings(args)
     rm_knobs = RMSettings.from_fields(Settings(args.config).section("rm"))
     jobs = [load_job(path, selectors=list(selector_classes())) for path in args.job]
+    if args.rm == "slurm":
+        return _run_on_slurm(args, jobs, am_settings, selection)
     specs = load_cluster_specs(args.cluster or default_cluster_path())
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
     queue_names = [q.name for q in queues] if queues else ["default"]
@@ -123,8 +125,6 @@ def _run(args) -> int:
     echo = None if args.quiet or args.json else (lambda line: print(line, flush=True))
     base = Path(args.work_dir) if args.work_dir else new_work_dir(jobs[0].name)
 
-    if args.rm == "slurm":
-        return _run_on_slurm(args, jobs, am_settings, selection, echo)
     if args.live:
         from gangmaster.am.barrier_config import BarrierConfig
         from gangmaster.tools.job_runner import LiveRuns
@@ -167,9 +167,10 @@ def _run(args) -> int:
     return 0 if all(r.outcome == "succeeded" for r in runs.runs) else 1
 
 
-def _run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
+def _run_on_slurm(args, jobs, am_settings, selection) -> int:
     """``--rm slurm``: the same run on the Slurm cluster SLURM_CONF names (tools/slurm/)."""
     from gangmaster.tools.slurm.cli_run import run_on_slurm
+    echo = None if args.quiet or args.json else (lambda line: print(line, flush=True))
     return run_on_slurm(args, jobs, am_settings, selection, echo)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
     from gangmaster.am.barrier_config import BarrierConfig
+    from gangmaster.am.rm_protocol import RMError
     from gangmaster.tools.run_cmd import new_work_dir, print_metrics_url, print_reports
 
     from .runs import SlurmRuns
@@ -23,9 +24,14 @@ def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
     if args.partition and any(not (c.isalnum() or c in "-_.") for c in args.partition):
         print(f"gangmaster run: --partition {args.partition!r}: expected a Slurm partition name", file=sys.stderr)
         return 2
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():
+        print(f"gangmaster run: SLURM_CONF={conf} is not a file: point it at the cluster's slurm.conf "
+              f"(`gangmaster slurm local-cluster start` prints it)", file=sys.stderr)
+        return 2
     base = Path(args.work_dir) if args.work_dir else new_work_dir(jobs[0].name)
     base.mkdir(parents=True, exist_ok=True)
-    if echo is not None and not os.environ.get("SLURM_CONF"):
+    if echo is not None and not conf:
         echo("SLURM_CONF is not set: using the Slurm cluster of this machine's default configuration")
     runs = SlurmRuns(base, args.partition, am_settings, selection, BarrierConfig.load(args.config), echo=echo)
     runs.prefix_lines = len(jobs) > 1
@@ -40,6 +46,9 @@ def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
         finished = runs.run(args.timeout)
     except KeyboardInterrupt:
         finished, interrupted = False, signal.SIGINT
+    except RMError as exc:   # Slurm did not answer while the jobs were submitted
+        print(f"gangmaster run: {exc.message}", file=sys.stderr)
+        return 1
     finally:
         runs.shutdown()
         interrupted = interrupted or runs.interrupted
