@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gangmaster.am.rm_protocol import NodeState
+from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.slurm.client import SlurmRMClient
 from gangmaster.tools.slurm.slurm_json import (
     GresEntry, SlurmJSONError, indices, number, read_jobs, read_nodes, slurm_version, words)
@@ -129,3 +130,17 @@ def test_index_lists_and_state_words():
 def test_what_is_not_understood_is_said(text, message):
     with pytest.raises(SlurmJSONError, match=message.replace("[", r"\[").replace("]", r"\]")):
         read_nodes(text)
+
+
+def test_the_gres_asked_names_exact_gpus_only_where_the_node_has_per_gpu_types():
+    from dataclasses import replace
+
+    from gangmaster.tools.slurm.client import gres_request
+
+    [exact] = [n for n in read_nodes(fixture("sinfo-22.05-idle.json")) if n.name == "dgx-000"]
+    asks = [ResourceDescriptor(512, 1, 1, 0b0100), ResourceDescriptor(512, 1, 2, 0b1001)]
+    assert gres_request(asks, exact) == "gpu:V100_0:1,gpu:V100_2:1,gpu:V100_3:1"
+    plain = replace(exact, per_gpu_types=False, gpu_type="a100")
+    assert gres_request(asks, plain) == "gpu:a100:3"
+    assert gres_request(asks, replace(plain, gpu_type="gpu")) == "gpu:3"
+    assert gres_request([ResourceDescriptor(512, 1)], exact) == ""

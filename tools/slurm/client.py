@@ -428,26 +428,10 @@ class SlurmRMClient(RMClient):
         opts = ["-N1", "-n1", f"--cpus-per-task={cpus}", f"--mem={memory}M"]
         if not host.startswith("*"):
             opts.append(f"--nodelist={host}")
-        gres = self._gres([a.resource for a in asks], self._nodes.get(host))
+        gres = gres_request([a.resource for a in asks], self._nodes.get(host))
         if gres:
             opts.append(f"--gres={gres}")
         return opts
-
-    @staticmethod
-    def _gres(resources: list[ResourceDescriptor], node: SlurmNode | None) -> str:
-        """The GRES of some asks on a node: each GPU by its own type where the node declares
-        per-GPU types (exact), else a count of the node's type (Slurm chooses)."""
-        gpus = sum(r.gpus for r in resources)
-        if not gpus:
-            return ""
-        if node is not None and node.per_gpu_types:
-            mask = 0
-            for r in resources:
-                mask |= r.gpu_mask
-            if bin(mask).count("1") == gpus:
-                return ",".join(f"gpu:{per_gpu_type(node.gpu_type, g)}:1" for g in indices_of(mask))
-        gpu_type = node.gpu_type if node is not None else None
-        return f"gpu:{gpu_type}:{gpus}" if gpu_type and gpu_type != UNTYPED_GPU else f"gpu:{gpus}"
 
     def _launcher_script(self) -> Path:
         script = self.state_dir / "launcher.sh"
@@ -682,6 +666,23 @@ class SlurmRMClient(RMClient):
         if rec.state is ContainerState.RUNNING:
             self._apply_exits(app, self._exit_files(app))
         return rec.status()
+
+
+def gres_request(resources: list[ResourceDescriptor], node: SlurmNode | None) -> str:
+    """The ``--gres`` of some asks on one node: each GPU by its own type where the node
+    declares per-GPU types (exact: the GPUs the AM chose), else a count of the node's GPU
+    type (Slurm chooses which; the client records what it got)."""
+    gpus = sum(r.gpus for r in resources)
+    if not gpus:
+        return ""
+    if node is not None and node.per_gpu_types:
+        mask = 0
+        for r in resources:
+            mask |= r.gpu_mask
+        if bin(mask).count("1") == gpus:
+            return ",".join(f"gpu:{per_gpu_type(node.gpu_type, g)}:1" for g in indices_of(mask))
+    gpu_type = node.gpu_type if node is not None else None
+    return f"gpu:{gpu_type}:{gpus}" if gpu_type and gpu_type != UNTYPED_GPU else f"gpu:{gpus}"
 
 
 def _sbatch_error(text: str) -> str:
