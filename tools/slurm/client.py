@@ -83,7 +83,7 @@ class _Job:
 
     key: str                      # gm-<app>-<n>: the job's name and folder
     asks: list[ResourceRequest]
-    hosts: list[str]              # component k runs on hosts[k]
+    hosts: list[str]              # the host of each ask; component k is the k-th host
     job_id: int = 0               # the leader's Slurm job id
     state: str = "pending"        # pending | granted | ended
     reason: str = ""
@@ -382,21 +382,23 @@ class SlurmRMClient(RMClient):
         return again
 
     def _submit_job(self, app: _App, asks: list[ResourceRequest]) -> list[Rejection]:
-        """One heterogeneous job for the asks (one component per host); the asks rejected."""
-        by_host: dict[str, list[ResourceRequest]] = {}
-        flat: list[ResourceRequest] = []
-        for ask in asks:
-            for k in range(ask.count):
-                one = ask if ask.count == 1 else replace(ask, count=1)
-                flat.append(one)
-                by_host.setdefault(ask.host or f"*{len(by_host)}", []).append(one)
+        """One heterogeneous job for the asks (one component per host); the asks rejected.
+        The AM names a host for every ask (it chose the node and its GPUs): one without a
+        host, or on a host Slurm does not have, is rejected and the others are asked."""
         if not self._nodes:
             self._read_nodes()
-        unknown = [h for h in by_host if not h.startswith("*") and h not in self._nodes]
-        if unknown:
-            return [Rejection(a.request_id, f"unknown host {a.host!r} (not a node of the Slurm cluster"
-                                            f"{' partition ' + app.partition if app.partition else ''})")
-                    for a in flat if a.host in unknown]
+        rejected: list[Rejection] = []
+        by_host: dict[str, list[ResourceRequest]] = {}
+        for ask in asks:
+            if ask.host is None or ask.host not in self._nodes:
+                where = (f"unknown host {ask.host!r} (not a node of the Slurm cluster"
+                         f"{' partition ' + app.partition if app.partition else ''})" if ask.host
+                         else "no host: the Slurm client places asks on the host the AM chose")
+                rejected.append(Rejection(ask.request_id, where))
+                continue
+            by_host.setdefault(ask.host, []).extend([ask if ask.count == 1 else replace(ask, count=1)] * ask.count)
+        if not by_host:
+            return rejected
         app.jobs_made += 1
         key = f"{JOB_PREFIX}{app.app_id}-{app.jobs_made}"
         folder = self._job_dir(app, key)
@@ -414,20 +416,18 @@ class SlurmRMClient(RMClient):
         done = self._run(*command, check=False)
         if done.returncode != 0:
             reason = _sbatch_error(done.stderr or done.stdout)
-            return [Rejection(a.request_id, f"Slurm refused the job: {reason}") for a in flat]
+            return rejected + [Rejection(a.request_id, f"Slurm refused the job: {reason}")
+                               for h in hosts for a in by_host[h]]
         job_id = int(done.stdout.strip().split(";")[0])
-        job = _Job(key, [a for h in hosts for a in by_host[h]], hosts, job_id)
-        job.hosts = [h for h in hosts for _ in by_host[h]]   # the host of each ask, in order
-        app.jobs[key] = job
+        app.jobs[key] = _Job(key, [a for h in hosts for a in by_host[h]], [h for h in hosts for _ in by_host[h]],
+                             job_id)
         self._save(app)
-        return []
+        return rejected
 
     def _component(self, host: str, asks: list[ResourceRequest]) -> list[str]:
         cpus = sum(max(1, math.ceil(a.resource.vcores)) for a in asks)
         memory = sum(max(1, a.resource.memory_mb) for a in asks)
-        opts = ["-N1", "-n1", f"--cpus-per-task={cpus}", f"--mem={memory}M"]
-        if not host.startswith("*"):
-            opts.append(f"--nodelist={host}")
+        opts = ["-N1", "-n1", f"--cpus-per-task={cpus}", f"--mem={memory}M", f"--nodelist={host}"]
         gres = gres_request([a.resource for a in asks], self._nodes.get(host))
         if gres:
             opts.append(f"--gres={gres}")
@@ -488,9 +488,8 @@ class SlurmRMClient(RMClient):
         got: dict[int, list[int]] = {k: list(r.gpu_indices) for k, r in enumerate(records)}
         out = []
         now = time.time()
-        for i, (ask, host_key) in enumerate(zip(job.asks, job.hosts)):
-            k = components.index(host_key)
-            host = host_key if not host_key.startswith("*") else records[k].nodes
+        for i, (ask, host) in enumerate(zip(job.asks, job.hosts)):
+            k = components.index(host)
             resource = ask.resource
             node = self._nodes.get(host)
             if resource.gpus and not (node is not None and node.per_gpu_types):
