@@ -11,6 +11,7 @@ from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.slurm.client import SlurmRMClient
 
 from slurm_cluster import Runner, job_yaml, records, start_cluster
+from task_procs import marked, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -45,6 +46,8 @@ def test_a_gang_of_four_over_three_nodes_gets_exact_gpus_and_meets_at_the_barrie
         assert seen["slurm_node"] == seen["host"] == task["host"]
         assert seen["cuda"] == ",".join(map(str, task["gpus"])) == seen["gpus"]
         assert len(task["gpus"]) == (1 if task["role"] == "chief" else 2)
+    # nothing of the run outlives it: not a task, not a launcher, not an srun
+    wait_until(lambda: not marked(runner.marker), 20, "every process of the run to end")
 
 
 def test_a_killed_task_restarts_the_whole_gang(runner, tmp_path):
@@ -57,6 +60,7 @@ def test_a_killed_task_restarts_the_whole_gang(runner, tmp_path):
     assert second["outcome"] == "succeeded"
     assert len(records(tmp_path / "run" / "output", "passed", 2)) == 4
     assert not records(tmp_path / "run" / "output", "passed", 1)   # nobody of attempt 1 got through
+    wait_until(lambda: not marked(runner.marker), 20, "every process of the run to end")
 
 
 def test_an_impossible_gang_is_refused_at_submission(runner, tmp_path):

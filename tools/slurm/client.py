@@ -41,6 +41,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from gangmaster.am.rm_client import RMClient
 from gangmaster.am.rm_protocol import (
@@ -143,6 +144,7 @@ class _App:
     jobs_made: int = 0
     jobs: dict[str, _Job] = field(default_factory=dict)
     containers: dict[str, _Container] = field(default_factory=dict)
+    held: list[ResourceRequest] = field(default_factory=list)   # asks of a cancelled job, not asked again yet
 
     def to_dict(self) -> dict:
         return {"app_id": self.app_id, "name": self.name, "queue": self.queue, "partition": self.partition,
@@ -170,13 +172,15 @@ class SlurmRMClient(RMClient):
     (a submission's queue other than ``default`` names the partition instead)."""
 
     def __init__(self, state_dir: str | Path, partition: str | None = None, env: dict[str, str] | None = None,
-                 task_ports: str = DEFAULT_TASK_PORTS, python: str | None = None):
+                 task_ports: str = DEFAULT_TASK_PORTS, python: str | None = None,
+                 run_command: Callable[..., subprocess.CompletedProcess] = subprocess.run):
         self.state_dir = Path(state_dir).resolve()
         (self.state_dir / "apps").mkdir(parents=True, exist_ok=True)
         self.partition = partition
         self.env = dict(env if env is not None else os.environ)
         self.task_ports = PortRanges.parse(task_ports)
         self.python = python or sys.executable
+        self.run_command = run_command   # subprocess.run's signature: the one way Slurm is reached
         self.apps: dict[str, _App] = {}
         self._nodes: dict[str, SlurmNode] = {}
         self._sent: dict[str, NodeReport] = {}        # app id + host -> the report last sent to that app
@@ -187,8 +191,8 @@ class SlurmRMClient(RMClient):
     # ------------------------------------------------------------ Slurm commands
     def _run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
         try:
-            done = subprocess.run(command, env=self.env, capture_output=True, text=True,
-                                  timeout=SLURM_COMMAND_TIMEOUT_S)
+            done = self.run_command(command, env=self.env, capture_output=True, text=True,
+                                    timeout=SLURM_COMMAND_TIMEOUT_S)
         except FileNotFoundError:
             raise SlurmError(f"{command[0]} not found: is slurm-wlm installed and on PATH?") from None
         except subprocess.TimeoutExpired:
@@ -326,6 +330,7 @@ class SlurmRMClient(RMClient):
             raise WrongState(f"application {app_id} is {app.state.value}")
         self._refresh(app)
         app.attempt += 1
+        app.held = []   # the asks of an AM attempt that is gone
         app.state = AppState.RUNNING
         self._save(app)
         kept = tuple(rec.container for rec in app.containers.values() if rec.state is ContainerState.RUNNING)
@@ -346,11 +351,16 @@ class SlurmRMClient(RMClient):
             self._release(app, cid)
         rejected: list[Rejection] = []
         self._read_nodes()   # first: a job that ended is told apart by its nodes' state
-        again = self._cancel(app, set(request.cancel))
-        asks = again + [a for a in request.asks]
-        if asks:
-            rejected += self._submit_job(app, asks)
+        cancel = set(request.cancel)
+        held = [a for a in app.held + self._cancel(app, cancel) if a.request_id not in cancel]
+        app.held = []
+        if request.asks:   # a gang's asks go to Slurm together, as one job
+            rejected += self._submit_job(app, held + list(request.asks))
+        else:
+            app.held = held
         allocated, pending, gone = self._refresh(app)
+        pending += [PendingAsk(a.request_id, 1, "held back until the rest of its gang is asked again (a "
+                                                "heterogeneous job cannot be changed)") for a in app.held]
         rejected += gone
         node_updates = self._node_updates(app)
         completed = tuple(self._completed.pop(app.app_id, []))
@@ -369,8 +379,10 @@ class SlurmRMClient(RMClient):
         rec.state, rec.exit_status, rec.diagnostics = ContainerState.KILLED, ExitStatus.ABORTED, "released by the AM"
 
     def _cancel(self, app: _App, cancel: set[int]) -> list[ResourceRequest]:
-        """Withdraw asks; a pending job that loses one is cancelled, its other asks returned
-        to be asked again (a heterogeneous job cannot be changed)."""
+        """Withdraw asks; a pending job that loses one is cancelled, its other asks returned.
+        They are asked again together with the next asks of the AM (the instances it selects
+        again), so the gang stays one job: a heterogeneous job cannot be changed, and asked
+        alone they could be granted while the rest waits."""
         if not cancel:
             return []
         again: list[ResourceRequest] = []
