@@ -116,7 +116,7 @@ def _run(args) -> int:
     am_settings, selection = am_and_selection_settings(args)
     rm_knobs = RMSettings.from_fields(Settings(args.config).section("rm"))
     jobs = [load_job(path, selectors=list(selector_classes())) for path in args.job]
-    if args.rm == "slurm":
+    if args.rm == "slurm" or args.partition:
         return _run_on_slurm(args, jobs, am_settings, selection)
     specs = load_cluster_specs(args.cluster or default_cluster_path())
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None

@@ -39,3 +39,9 @@ def test_a_slurm_conf_that_is_not_there_is_named(tmp_path):
                         env={"SLURM_CONF": str(tmp_path / "missing.conf")})
     assert result.returncode == 2
     assert f"SLURM_CONF={tmp_path / 'missing.conf'} is not a file" in result.stderr
+
+
+def test_a_partition_without_slurm_is_refused(tmp_path):
+    result = gangmaster("run", MPI_JOB, "--partition", "gpu", "--work-dir", tmp_path)
+    assert result.returncode == 2
+    assert "--partition is a Slurm partition: it needs --rm slurm" in result.stderr

@@ -14,6 +14,9 @@ def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
 
     from .runs import SlurmRuns
 
+    if args.rm != "slurm":
+        print("gangmaster run: --partition is a Slurm partition: it needs --rm slurm", file=sys.stderr)
+        return 2
     unsupported = [f"--{name}" for name in ("cluster", "queues", "scenario") if getattr(args, name)]
     if args.live:
         unsupported.append("--live")
