@@ -5,7 +5,6 @@ saying why, where Slurm cannot run (see slurm_cluster.require_slurm)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 
 import pytest

@@ -2,7 +2,6 @@
 how racks, labels, topology presets and exact GPUs are written as Slurm features and GRES."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -39,7 +39,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -55,6 +55,7 @@ from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 
 from .launcher import write_whole
+from .records import AppRecord, ContainerRecord, SlurmJobRecord
 from .names import UNTYPED_GPU, per_gpu_type, read_features
 from .slurm_json import SlurmJob, SlurmJSONError, SlurmNode, read_jobs, read_nodes
 
@@ -65,102 +66,6 @@ JOB_PREFIX = "gm-"
 
 class SlurmError(RMError):
     """A Slurm command failed or could not be read (the message says which and why)."""
-
-
-# ------------------------------------------------------------------ persisted records
-def _resource_to_dict(r: ResourceDescriptor) -> dict:
-    return {"memory_mb": r.memory_mb, "vcores": r.vcores, "gpus": r.gpus, "gpu_mask": r.gpu_mask,
-            "ports": r.ports, "port_ranges": str(r.port_ranges) if r.port_ranges.ranges else ""}
-
-
-def _resource_from_dict(d: dict) -> ResourceDescriptor:
-    ranges = PortRanges.parse(d["port_ranges"]) if d.get("port_ranges") else PortRanges()
-    return ResourceDescriptor(d["memory_mb"], d["vcores"], d["gpus"], d["gpu_mask"], d["ports"], ranges)
-
-
-@dataclass
-class _Job:
-    """One heterogeneous job: the asks it serves, one component per host."""
-
-    key: str                      # gm-<app>-<n>: the job's name and folder
-    asks: list[ResourceRequest]
-    hosts: list[str]              # the host of each ask; component k is the k-th host
-    job_id: int = 0               # the leader's Slurm job id
-    state: str = "pending"        # pending | granted | ended
-    reason: str = ""
-
-    def to_dict(self) -> dict:
-        return {"key": self.key, "job_id": self.job_id, "state": self.state, "reason": self.reason,
-                "hosts": self.hosts,
-                "asks": [{"request_id": a.request_id, "resource": _resource_to_dict(a.resource), "host": a.host,
-                          "node_label": a.node_label} for a in self.asks]}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "_Job":
-        asks = [ResourceRequest(a["request_id"], _resource_from_dict(a["resource"]), 1, host=a["host"],
-                                relax_locality=False, node_label=a.get("node_label")) for a in d["asks"]]
-        return cls(d["key"], asks, d["hosts"], d["job_id"], d["state"], d["reason"])
-
-
-@dataclass
-class _Container:
-    container: Container
-    job_key: str
-    het_group: int
-    state: ContainerState = ContainerState.ALLOCATED
-    exit_status: int | None = None
-    diagnostics: str = ""
-
-    def to_dict(self) -> dict:
-        c = self.container
-        return {"id": c.container_id, "attempt": c.attempt, "host": c.host, "rack": c.rack,
-                "resource": _resource_to_dict(c.resource), "request_id": c.request_id,
-                "allocated_at": c.allocated_at, "job": self.job_key, "het_group": self.het_group,
-                "state": self.state.value, "exit_status": self.exit_status, "diagnostics": self.diagnostics}
-
-    @classmethod
-    def from_dict(cls, app_id: str, d: dict) -> "_Container":
-        c = Container(d["id"], app_id, d["attempt"], d["host"], d["rack"], _resource_from_dict(d["resource"]),
-                      d["request_id"], d["allocated_at"])
-        return cls(c, d["job"], d["het_group"], ContainerState(d["state"]), d["exit_status"], d["diagnostics"])
-
-    def status(self) -> ContainerStatus:
-        return ContainerStatus(self.container.container_id, self.container.host, self.state, self.exit_status,
-                               self.diagnostics, self.container.request_id)
-
-
-@dataclass
-class _App:
-    app_id: str
-    name: str
-    queue: str
-    partition: str | None
-    submitted_at: float
-    attempt: int = 0
-    state: AppState = AppState.ACCEPTED
-    final_status: str = ""
-    diagnostics: str = ""
-    finished_at: float | None = None
-    jobs_made: int = 0
-    jobs: dict[str, _Job] = field(default_factory=dict)
-    containers: dict[str, _Container] = field(default_factory=dict)
-    held: list[ResourceRequest] = field(default_factory=list)   # asks of a cancelled job, not asked again yet
-
-    def to_dict(self) -> dict:
-        return {"app_id": self.app_id, "name": self.name, "queue": self.queue, "partition": self.partition,
-                "submitted_at": self.submitted_at, "attempt": self.attempt, "state": self.state.value,
-                "final_status": self.final_status, "diagnostics": self.diagnostics,
-                "finished_at": self.finished_at, "jobs_made": self.jobs_made,
-                "jobs": [j.to_dict() for j in self.jobs.values()],
-                "containers": [c.to_dict() for c in self.containers.values()]}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "_App":
-        app = cls(d["app_id"], d["name"], d["queue"], d["partition"], d["submitted_at"], d["attempt"],
-                  AppState(d["state"]), d["final_status"], d["diagnostics"], d["finished_at"], d["jobs_made"])
-        app.jobs = {j["key"]: _Job.from_dict(j) for j in d["jobs"]}
-        app.containers = {c["id"]: _Container.from_dict(app.app_id, c) for c in d["containers"]}
-        return app
 
 
 # ----------------------------------------------------------------------- the client
@@ -181,7 +86,7 @@ class SlurmRMClient(RMClient):
         self.task_ports = PortRanges.parse(task_ports)
         self.python = python or sys.executable
         self.run_command = run_command   # subprocess.run's signature: the one way Slurm is reached
-        self.apps: dict[str, _App] = {}
+        self.apps: dict[str, AppRecord] = {}
         self._nodes: dict[str, SlurmNode] = {}
         self._sent: dict[str, NodeReport] = {}        # app id + host -> the report last sent to that app
         self._completed: dict[str, list[ContainerStatus]] = {}   # app id -> completions not yet reported
@@ -236,25 +141,25 @@ class SlurmRMClient(RMClient):
     def _app_file(self, app_id: str) -> Path:
         return self.state_dir / "apps" / app_id / "app.json"
 
-    def _save(self, app: _App) -> None:
+    def _save(self, app: AppRecord) -> None:
         path = self._app_file(app.app_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_whole(path, app.to_dict())
 
-    def _app(self, app_id: str) -> _App:
+    def _app(self, app_id: str) -> AppRecord:
         app = self.apps.get(app_id)
         if app is None:
             path = self._app_file(app_id)
             if not path.is_file():
                 raise NotFound(f"unknown application {app_id!r} (no {path})")
-            app = self.apps[app_id] = _App.from_dict(json.loads(path.read_text()))
+            app = self.apps[app_id] = AppRecord.from_dict(json.loads(path.read_text()))
         return app
 
     def knows(self, app_id: str) -> bool:
         """Whether this state folder holds the application (an earlier AM's)."""
         return app_id in self.apps or self._app_file(app_id).is_file()
 
-    def _job_dir(self, app: _App, key: str) -> Path:
+    def _job_dir(self, app: AppRecord, key: str) -> Path:
         return self.state_dir / "apps" / app.app_id / key
 
     # ------------------------------------------------------------ client side
@@ -265,7 +170,7 @@ class SlurmRMClient(RMClient):
             n += 1
         app_id = f"app_{n:04d}"
         partition = submission.queue if submission.queue != "default" else self.partition
-        app = _App(app_id, submission.name, submission.queue, partition, time.time())
+        app = AppRecord(app_id, submission.name, submission.queue, partition, time.time())
         self.apps[app_id] = app
         self._save(app)
         return app_id
@@ -273,7 +178,7 @@ class SlurmRMClient(RMClient):
     def kill(self, app_id: str, diagnostics: str = "") -> None:
         self._end(self._app(app_id), AppState.KILLED, "KILLED", diagnostics or "killed by a client")
 
-    def _end(self, app: _App, state: AppState, final_status: str, diagnostics: str) -> None:
+    def _end(self, app: AppRecord, state: AppState, final_status: str, diagnostics: str) -> None:
         if app.state.finished:
             return
         for job in app.jobs.values():
@@ -370,7 +275,7 @@ class SlurmRMClient(RMClient):
         return AllocateResponse(allocated=tuple(allocated), completed=completed, node_updates=node_updates,
                                 rejected=tuple(rejected), pending=tuple(pending))
 
-    def _release(self, app: _App, cid: str) -> None:
+    def _release(self, app: AppRecord, cid: str) -> None:
         rec = app.containers.get(cid)
         if rec is None or rec.state.finished:
             return
@@ -378,7 +283,7 @@ class SlurmRMClient(RMClient):
             self._stop_step(app, rec)
         rec.state, rec.exit_status, rec.diagnostics = ContainerState.KILLED, ExitStatus.ABORTED, "released by the AM"
 
-    def _cancel(self, app: _App, cancel: set[int]) -> list[ResourceRequest]:
+    def _cancel(self, app: AppRecord, cancel: set[int]) -> list[ResourceRequest]:
         """Withdraw asks; a pending job that loses one is cancelled, its other asks returned.
         They are asked again together with the next asks of the AM (the instances it selects
         again), so the gang stays one job: a heterogeneous job cannot be changed, and asked
@@ -393,7 +298,7 @@ class SlurmRMClient(RMClient):
                 again += [a for a in job.asks if a.request_id not in cancel]
         return again
 
-    def _submit_job(self, app: _App, asks: list[ResourceRequest]) -> list[Rejection]:
+    def _submit_job(self, app: AppRecord, asks: list[ResourceRequest]) -> list[Rejection]:
         """One heterogeneous job for the asks (one component per host); the asks rejected.
         The AM names a host for every ask (it chose the node and its GPUs): one without a
         host, or on a host Slurm does not have, is rejected and the others are asked."""
@@ -431,7 +336,7 @@ class SlurmRMClient(RMClient):
             return rejected + [Rejection(a.request_id, f"Slurm refused the job: {reason}")
                                for h in hosts for a in by_host[h]]
         job_id = int(done.stdout.strip().split(";")[0])
-        app.jobs[key] = _Job(key, [a for h in hosts for a in by_host[h]], [h for h in hosts for _ in by_host[h]],
+        app.jobs[key] = SlurmJobRecord(key, [a for h in hosts for a in by_host[h]], [h for h in hosts for _ in by_host[h]],
                              job_id)
         self._save(app)
         return rejected
@@ -454,7 +359,7 @@ class SlurmRMClient(RMClient):
         return script
 
     # ------------------------------------------------------------- what happened
-    def _refresh(self, app: _App) -> tuple[list[Container], list[PendingAsk], list[Rejection]]:
+    def _refresh(self, app: AppRecord) -> tuple[list[Container], list[PendingAsk], list[Rejection]]:
         """Ask Slurm once about the app's jobs: grants, pending reasons, jobs that ended
         before they started (their asks rejected: cancelled by someone else, refused by a
         limit) or under their tasks; then read the launchers' exit files."""
@@ -472,13 +377,13 @@ class SlurmRMClient(RMClient):
         self._apply_exits(app, {cid: e for cid, e in exits.items() if not self._on_dead_node(app, cid)})
         return allocated, pending, rejected
 
-    def _on_dead_node(self, app: _App, cid: str) -> bool:
+    def _on_dead_node(self, app: AppRecord, cid: str) -> bool:
         """Whether the container's node is down: its srun's exit status then means nothing
         until Slurm ends the job (NODE_FAIL, :meth:`_maybe_ended`)."""
         node = self._nodes.get(app.containers[cid].container.host)
         return node is not None and node.lost
 
-    def _maybe_granted(self, app: _App, job: _Job, records: list[SlurmJob], pending: list,
+    def _maybe_granted(self, app: AppRecord, job: SlurmJobRecord, records: list[SlurmJob], pending: list,
                        rejected: list) -> list[Container]:
         if records and all(r.running for r in records):
             job.state = "granted"
@@ -494,7 +399,7 @@ class SlurmRMClient(RMClient):
         pending += [PendingAsk(a.request_id, 1, f"Slurm job {job.job_id} pending: {reason}") for a in job.asks]
         return []
 
-    def _grant(self, app: _App, job: _Job, records: list[SlurmJob]) -> list[Container]:
+    def _grant(self, app: AppRecord, job: SlurmJobRecord, records: list[SlurmJob]) -> list[Container]:
         """The job runs: one container per ask, with the GPUs Slurm gave where it chose them."""
         components = list(dict.fromkeys(job.hosts))
         got: dict[int, list[int]] = {k: list(r.gpu_indices) for k, r in enumerate(records)}
@@ -511,11 +416,11 @@ class SlurmRMClient(RMClient):
             rack = read_features(node.features)[0] if node is not None else "default-rack"
             container = Container(f"{job.key}-{i}", app.app_id, app.attempt, host, rack, resource, ask.request_id,
                                   now)
-            app.containers[container.container_id] = _Container(container, job.key, k)
+            app.containers[container.container_id] = ContainerRecord(container, job.key, k)
             out.append(container)
         return out
 
-    def _maybe_ended(self, app: _App, job: _Job, records: list[SlurmJob], exits: dict[str, dict]) -> None:
+    def _maybe_ended(self, app: AppRecord, job: SlurmJobRecord, records: list[SlurmJob], exits: dict[str, dict]) -> None:
         """A granted job Slurm ended (or requeued) under its tasks. A task that ended by
         itself before (its exit status says so, not a signal) keeps its own ending. After a
         node failure only the tasks on the dead node(s) are lost now; the others, killed by
@@ -548,7 +453,7 @@ class SlurmRMClient(RMClient):
         for rec in killed:
             self._finish(app, rec, ContainerState.KILLED, ExitStatus.KILLED_BY_RESOURCEMANAGER, why)
 
-    def _exit_files(self, app: _App) -> dict[str, dict]:
+    def _exit_files(self, app: AppRecord) -> dict[str, dict]:
         """What the launchers wrote of the running containers that ended, by container."""
         out = {}
         for rec in app.containers.values():
@@ -561,7 +466,7 @@ class SlurmRMClient(RMClient):
                 continue
         return out
 
-    def _apply_exits(self, app: _App, exits: dict[str, dict]) -> None:
+    def _apply_exits(self, app: AppRecord, exits: dict[str, dict]) -> None:
         for cid, ended in exits.items():
             rec = app.containers[cid]
             if rec.state is not ContainerState.RUNNING:
@@ -572,13 +477,13 @@ class SlurmRMClient(RMClient):
             self._finish(app, rec, ContainerState.COMPLETED if code == 0 else ContainerState.FAILED, code,
                          diagnostics)
 
-    def _finish(self, app: _App, rec: _Container, state: ContainerState, status: int, diagnostics: str,
+    def _finish(self, app: AppRecord, rec: ContainerRecord, state: ContainerState, status: int, diagnostics: str,
                 later: bool = False) -> None:
         """The container ended: reported in the next allocate response (``later``: the one after)."""
         rec.state, rec.exit_status, rec.diagnostics = state, status, diagnostics
         (self._completed_later if later else self._completed).setdefault(app.app_id, []).append(rec.status())
 
-    def _cancel_unwanted_jobs(self, app: _App) -> None:
+    def _cancel_unwanted_jobs(self, app: AppRecord) -> None:
         """A granted job none of whose containers is still wanted is cancelled: its
         resources go back to Slurm (the launcher and any step still stopping go with it)."""
         for job in app.jobs.values():
@@ -587,7 +492,7 @@ class SlurmRMClient(RMClient):
                 self._scancel(job.job_id)
                 job.state = "ended"
 
-    def _node_updates(self, app: _App) -> tuple[NodeReport, ...]:
+    def _node_updates(self, app: AppRecord) -> tuple[NodeReport, ...]:
         ports = self._ports_in_use()
         out = []
         for node in self._nodes.values():
@@ -613,7 +518,7 @@ class SlurmRMClient(RMClient):
                 return StartRefused(index, launch.container_id, exc)
         return None
 
-    def _find(self, cid: str) -> tuple[_App, _Container]:
+    def _find(self, cid: str) -> tuple[AppRecord, ContainerRecord]:
         for app in self.apps.values():
             if cid in app.containers:
                 return app, app.containers[cid]
@@ -653,7 +558,7 @@ class SlurmRMClient(RMClient):
         self._save(app)
 
     @staticmethod
-    def _components(app: _App, key: str) -> int:
+    def _components(app: AppRecord, key: str) -> int:
         """Components of the job: a job of one is an ordinary job (no het group to name)."""
         return len(set(app.jobs[key].hosts))
 
@@ -667,7 +572,7 @@ class SlurmRMClient(RMClient):
                      "stopped by the application master")
         self._save(app)
 
-    def _stop_step(self, app: _App, rec: _Container) -> None:
+    def _stop_step(self, app: AppRecord, rec: ContainerRecord) -> None:
         stop = self._job_dir(app, rec.job_key) / "stop"
         stop.mkdir(parents=True, exist_ok=True)
         (stop / rec.container.container_id).touch()

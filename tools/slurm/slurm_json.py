@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from .names import UNTYPED_GPU, split_per_gpu_type
 
@@ -217,7 +217,7 @@ def read_nodes(text: str) -> list[SlurmNode]:
 
 
 def _merge(a: SlurmNode, b: SlurmNode) -> SlurmNode:
-    from dataclasses import replace
+    """One node listed under two partitions: one node in both."""
     return replace(a, partitions=tuple(dict.fromkeys(a.partitions + b.partitions)))
 
 
