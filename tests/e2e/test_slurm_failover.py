@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from slurm_cluster import Runner, alive, job_yaml, records, start_cluster
-from task_procs import killed_on_exit, wait_until
+from task_procs import killed_on_exit, marked, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -81,3 +81,16 @@ def test_tasks_outlive_the_am_and_the_next_run_takes_them_back(runner, tmp_path)
     passed = records(output, "passed", 1)
     assert [p["pid"] for p in passed] == [s["pid"] for s in started]   # the very processes of the first run
     assert "recovering from the journal" in (work / "am-2.log").read_text()
+
+
+def test_sigterm_cancels_the_run_and_nothing_of_it_outlives_it(runner, tmp_path):
+    job = tmp_path / "gang.yaml"
+    job.write_text(job_yaml("slurm-sigterm"))
+    output = tmp_path / "run" / "output"
+    with killed_on_exit(runner.start(job, work_dir=tmp_path / "run", SLURM_TEST_HOLD_S="90")) as proc:
+        wait_until(lambda: _all_started(output, 1), 60, "every task of attempt 1 to start")
+        proc.send_signal(signal.SIGTERM)
+        _stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "its Slurm jobs were cancelled" in stderr
+    wait_until(lambda: not marked(runner.marker), 30, "every task, launcher and srun of the run to end")
