@@ -24,7 +24,7 @@ The AM does not know it talks to Slurm. How each call maps:
   containers is still wanted is cancelled (``scancel``), as are all of an application's
   jobs when it finishes or is killed.
 * ``register``: the application's state lives in ``state_dir`` (a JSON file per
-  application), so an AM started again (the same ``gangmaster run --rm slurm`` into the
+  application, :mod:`.records`), so an AM started again (the same ``gangmaster run --rm slurm`` into the
   same work folder) registers as the next attempt and gets the containers still running:
   the tasks outlived the AM in their launcher.
 
@@ -200,7 +200,8 @@ class SlurmRMClient(RMClient):
                                  app.finished_at, app.final_status, app.diagnostics, running, pending)
 
     def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
-        reports = [self.node_report(n, self._ports_in_use()) for n in self._read_nodes()]
+        in_use = self._ports_in_use()
+        reports = [self.node_report(n, in_use) for n in self._read_nodes()]
         return [r for r in reports if r.state.usable] if usable_only else reports
 
     def _ports_in_use(self) -> dict[str, PortRanges]:
