@@ -235,3 +235,21 @@ MAX_SNAPSHOT_FILES = 1000
 #: Running allocations (job x host) one snapshot may hold: every pod of a very large
 #: Kubernetes cluster, each task host of every running Slurm job.
 MAX_SNAPSHOT_ALLOCATIONS = 1_000_000
+
+# ------------------------------------------------ Slurm (tools/slurm/: the local test cluster and the Slurm RM client).
+
+#: Nodes of a local Slurm cluster (`gangmaster slurm local-cluster start`): one slurmd
+#: process each (~20 MB) on this one machine.
+LOCAL_SLURM_MAX_NODES = 64
+
+#: How long `local-cluster start` waits for every node to be idle, seconds.
+LOCAL_SLURM_START_TIMEOUT_S = 60.0
+
+#: SlurmdTimeout of a local cluster, seconds: a node whose slurmd is gone is DOWN (its jobs
+#: NODE_FAIL) once it has not answered for this long, at slurmctld's next check of its nodes:
+#: 20-30 s after on Slurm 22.05 (a lower timeout barely shortens that).
+LOCAL_SLURMD_TIMEOUT_S = 10
+
+#: Seconds a Slurm command (sbatch, squeue, scontrol, scancel) may take before the client
+#: gives up on it and says so: a slurmctld that does not answer must not hang the AM.
+SLURM_COMMAND_TIMEOUT_S = 30.0

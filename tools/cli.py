@@ -22,6 +22,7 @@ COMMANDS = [
     "diagnose_cmd",
     "why_cmd",
     "snapshot_cmd",
+    "slurm_cmd",
 ]
 
 

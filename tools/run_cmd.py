@@ -58,6 +58,12 @@ def add_parser(sub):
     parser.add_argument("--scenario", help="fault scenario YAML played on the RM's clock (lose_node, "
                                            "kill_am, fail_container, ...; virtual seconds, or seconds since "
                                            "the start with --live)")
+    parser.add_argument("--rm", choices=("sim", "slurm"), default="sim",
+                        help="the ResourceManager: sim (the simulator, default) or slurm (the Slurm cluster "
+                             "SLURM_CONF points at: real processes as Slurm jobs, see README: Slurm; "
+                             "--work-dir must be on a file system the nodes share)")
+    parser.add_argument("--partition", help="with --rm slurm: the Slurm partition to run in (default: the "
+                                            "cluster's default partition; its nodes only)")
     add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id)",
                    timeout_help="with --live: give up after this many seconds (default 3600)")
     parser.set_defaults(func=_run)
@@ -118,6 +124,8 @@ def _run(args) -> int:
     am_settings, selection = am_and_selection_settings(args)
     rm_knobs = RMSettings.from_fields(Settings(args.config).section("rm"))
     jobs = [load_job(path, selectors=list(selector_classes())) for path in args.job]
+    if args.rm == "slurm" or args.partition:
+        return _run_on_slurm(args, jobs, am_settings, selection)
     specs = load_cluster_specs(args.cluster or default_cluster_path())
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
     queue_names = [q.name for q in queues] if queues else ["default"]
@@ -165,6 +173,13 @@ def _run(args) -> int:
               file=sys.stderr)
         return 1
     return 0 if all(r.outcome == "succeeded" for r in runs.runs) else 1
+
+
+def _run_on_slurm(args, jobs, am_settings, selection) -> int:
+    """``--rm slurm``: the same run on the Slurm cluster SLURM_CONF names (tools/slurm/)."""
+    from gangmaster.tools.slurm.cli_run import run_on_slurm
+    echo = None if args.quiet or args.json else (lambda line: print(line, flush=True))
+    return run_on_slurm(args, jobs, am_settings, selection, echo)
 
 
 def new_work_dir(job_name: str) -> Path:

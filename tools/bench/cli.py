@@ -15,6 +15,7 @@ BENCHES = [
     "topology",
     "diagnose",
     "snapshot",
+    "slurm",
 ]
 
 

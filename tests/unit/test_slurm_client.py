@@ -1,0 +1,118 @@
+"""The Slurm client's bookkeeping against a fake Slurm (its commands answered in
+process, in 22.05's JSON): a gang is one heterogeneous job, asks cancelled from a
+pending job keep the rest of the gang together, refusals come back as rejections."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
+from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.tools.slurm.client import SlurmRMClient
+
+SINFO = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "sinfo-22.05-idle.json").read_text()
+
+
+class FakeSlurm:
+    """sinfo, squeue, sbatch and scancel of a cluster whose jobs the test moves by hand."""
+
+    def __init__(self):
+        self.jobs: dict[int, dict] = {}    # leader id -> {"components": [argv...], "state", "reason", "name"}
+        self.refuse = ""                   # sbatch fails with this, when set
+        self.cancelled: list[int] = []
+        self.next_id = 100
+
+    def __call__(self, command, **_kw):
+        name = command[0]
+        if name == "sinfo":
+            return self._ok(SINFO)
+        if name == "squeue":
+            return self._ok(json.dumps({"jobs": [
+                {"job_id": leader + k, "het_job_id": leader if len(job["components"]) > 1 else 0,
+                 "het_job_offset": k, "name": job["name"], "job_state": job["state"], "state_reason": job["reason"],
+                 "nodes": ""} for leader, job in self.jobs.items() for k in range(len(job["components"]))]}))
+        if name == "scancel":
+            leader = int(command[1])
+            self.cancelled.append(leader)
+            self.jobs[leader]["state"] = "CANCELLED"
+            return self._ok("")
+        if name == "sbatch":
+            if self.refuse:
+                return subprocess.CompletedProcess(command, 1, "", f"sbatch: error: {self.refuse}\n")
+            args = list(command[1:-2])
+            components, current = [], []
+            for arg in args:
+                if arg == ":":
+                    components.append(current)
+                    current = []
+                elif not arg.startswith(("--parsable", "--job-name", "--output", "--chdir", "--export",
+                                         "--no-requeue", "--partition")):
+                    current.append(arg)
+            components.append(current)
+            name = next(a.split("=", 1)[1] for a in args if a.startswith("--job-name="))
+            leader = self.next_id
+            self.next_id += 10
+            self.jobs[leader] = {"components": components, "state": "PENDING", "reason": "Resources", "name": name}
+            return self._ok(f"{leader}\n")
+        raise AssertionError(f"unexpected command {command}")
+
+    @staticmethod
+    def _ok(out: str):
+        return subprocess.CompletedProcess([], 0, out, "")
+
+
+def ask(request_id: int, host: str, mask: int) -> ResourceRequest:
+    return ResourceRequest(request_id, ResourceDescriptor(1024, 2, bin(mask).count("1"), mask), host=host,
+                           relax_locality=False)
+
+
+def client_and_app(tmp_path):
+    slurm = FakeSlurm()
+    client = SlurmRMClient(tmp_path, run_command=slurm)
+    app = client.submit(ApplicationSubmission("gang"))
+    client.register(app)
+    return slurm, client, app
+
+
+def test_a_gang_is_one_heterogeneous_job_granted_whole(tmp_path):
+    slurm, client, app = client_and_app(tmp_path)
+    asks = (ask(1, "dgx-000", 0b0001), ask(2, "dgx-001", 0b0110), ask(3, "dgx-000", 0b1000))
+    response = client.allocate(AllocateRequest(app, 1, asks=asks))
+    [(leader, job)] = slurm.jobs.items()
+    first, second = job["components"]
+    assert first == ["-N1", "-n1", "--cpus-per-task=4", "--mem=2048M", "--nodelist=dgx-000",
+                     "--gres=gpu:V100_0:1,gpu:V100_3:1"]
+    assert second[-2:] == ["--nodelist=dgx-001", "--gres=gpu:V100_1:1,gpu:V100_2:1"]
+    assert not response.allocated
+    assert {p.request_id: p.reason for p in response.pending} == {
+        r: f"Slurm job {leader} pending: Resources" for r in (1, 2, 3)}
+    job["state"], job["reason"] = "RUNNING", "None"
+    response = client.allocate(AllocateRequest(app, 1))
+    granted = {c.request_id: (c.host, c.resource.gpu_mask) for c in response.allocated}
+    assert granted == {1: ("dgx-000", 0b0001), 2: ("dgx-001", 0b0110), 3: ("dgx-000", 0b1000)}
+
+
+def test_the_rest_of_a_cancelled_job_waits_for_the_gangs_next_asks(tmp_path):
+    slurm, client, app = client_and_app(tmp_path)
+    client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1), ask(2, "dgx-001", 1))))
+    [first] = slurm.jobs
+    response = client.allocate(AllocateRequest(app, 1, cancel=(1,)))   # the AM selects worker 1 again
+    assert slurm.cancelled == [first] and len(slurm.jobs) == 1         # nothing asked alone
+    assert [(p.request_id, "held back" in p.reason) for p in response.pending] == [(2, True)]
+    client.allocate(AllocateRequest(app, 1, asks=(ask(3, "dgx-000", 0b10),)))
+    second = max(slurm.jobs)
+    hosts = [c[-2] if c[-1].startswith("--gres") else c[-1] for c in slurm.jobs[second]["components"]]
+    assert hosts == ["--nodelist=dgx-001", "--nodelist=dgx-000"]        # the held ask and the new one, one job
+    response = client.allocate(AllocateRequest(app, 1, cancel=(2, 3)))
+    assert not response.pending and slurm.cancelled == [first, second]
+
+
+def test_a_refused_job_rejects_every_ask_of_it(tmp_path):
+    slurm, client, app = client_and_app(tmp_path)
+    slurm.refuse = "Batch job submission failed: Requested node configuration is not available"
+    response = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1 << 7), ask(2, "nowhere", 1))))
+    reasons = {r.request_id: r.reason for r in response.rejected}
+    assert reasons[1] == ("Slurm refused the job: Batch job submission failed: Requested node configuration is "
+                          "not available")
+    assert reasons[2].startswith("unknown host 'nowhere'")

@@ -1,0 +1,360 @@
+"""A whole Slurm cluster on this machine, written from a gangmaster cluster file.
+
+``gangmaster slurm local-cluster start --cluster FILE --work-dir DIR`` writes
+``DIR/slurm.conf`` and ``DIR/gres.conf`` (:func:`slurm_conf`, :func:`gres_conf`), starts
+one ``slurmctld`` and one ``slurmd`` per node of the file on 127.0.0.1, each on its own
+port, and waits until every node is idle. Each GPU is declared as its own GRES type
+(:mod:`.names`) backed by a stand-in device file (a character device like
+``/dev/null``), so jobs can name exact GPUs and get ``CUDA_VISIBLE_DEVICES`` as a real
+node would set it. Racks, labels and topology presets become node features.
+
+It is for trying gangmaster on Slurm and for tests, not for production: no munge
+(``AuthType=auth/none``), every daemon runs as root, nodes' CPUs and memory are taken
+as declared (``SlurmdParameters=config_overrides``). A real cluster's admin writes
+the same GRES and features by hand (README: Slurm).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from gangmaster.conf.fields import ConfigError
+from gangmaster.conf.limits import (LOCAL_SLURM_MAX_NODES, LOCAL_SLURM_START_TIMEOUT_S,
+                                    LOCAL_SLURMD_TIMEOUT_S)
+from gangmaster.selectors.cluster import NodeSpec
+
+from .names import features_of, per_gpu_type
+from .slurm_json import SlurmJSONError, read_nodes
+
+DEFAULT_CONTROLLER_PORT = 6820
+DEFAULT_FIRST_SLURMD_PORT = 17000
+PARTITION = "gangmaster"
+STATE_FILE = "local-cluster.json"
+REQUIRED_PROGRAMS = ("slurmctld", "slurmd", "sinfo", "scontrol", "squeue", "sbatch", "srun", "scancel")
+INSTALL_HINT = "apt-get install slurm-wlm"
+
+
+class SlurmUnavailable(RuntimeError):
+    """This machine cannot run a local Slurm cluster (not root, slurm-wlm missing)."""
+
+
+def missing_requirements() -> str:
+    """Why a local cluster cannot run here ("" when it can): it needs root and slurm-wlm."""
+    missing = [p for p in REQUIRED_PROGRAMS if shutil.which(p) is None]
+    if missing:
+        return f"slurm-wlm not installed ({', '.join(missing)} not found): {INSTALL_HINT}"
+    if os.geteuid() != 0:
+        return "a local Slurm cluster needs root (slurmd starts every task's processes as root here)"
+    return ""
+
+
+@dataclass(frozen=True)
+class Ports:
+    controller: int = DEFAULT_CONTROLLER_PORT
+    first_slurmd: int = DEFAULT_FIRST_SLURMD_PORT
+
+
+# ---------------------------------------------------------------- configuration
+def slurm_conf(specs: list[NodeSpec], work_dir: Path, ports: Ports = Ports(), host: str | None = None,
+               slurmd_timeout_s: int = LOCAL_SLURMD_TIMEOUT_S) -> str:
+    """The ``slurm.conf`` of a local cluster holding ``specs``' nodes, everything under ``work_dir``."""
+    host = host or socket.gethostname()
+    d = work_dir.resolve()
+    lines = [
+        "# Written by `gangmaster slurm local-cluster start`: a test cluster on one machine.",
+        "ClusterName=gangmaster",
+        f"SlurmctldHost={host}(127.0.0.1)",
+        f"SlurmctldPort={ports.controller}",
+        "AuthType=auth/none",
+        "CredType=cred/none",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        f"StateSaveLocation={d}/state",
+        f"SlurmdSpoolDir={d}/spool/%n",
+        f"SlurmctldPidFile={d}/run/slurmctld.pid",
+        f"SlurmdPidFile={d}/run/slurmd-%n.pid",
+        f"SlurmctldLogFile={d}/log/slurmctld.log",
+        f"SlurmdLogFile={d}/log/slurmd-%n.log",
+        "SlurmdParameters=config_overrides",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        "GresTypes=gpu",
+        "ProctrackType=proctrack/pgid",
+        "TaskPlugin=task/none",
+        "MpiDefault=none",
+        "SchedulerType=sched/backfill",
+        # heterogeneous jobs start on a backfill pass: look every second, not every 30 s
+        "SchedulerParameters=bf_interval=1,bf_resolution=1",
+        "ReturnToService=2",
+        f"SlurmdTimeout={slurmd_timeout_s}",
+        "KillWait=2",
+        "InactiveLimit=0",
+        "MinJobAge=600",
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/none",
+        "",
+    ]
+    for i, spec in enumerate(specs):
+        node = [f"NodeName={spec.host}", f"NodeHostname={host}", "NodeAddr=127.0.0.1",
+                f"Port={ports.first_slurmd + i}", f"CPUs={max(1, int(spec.vcores))}",
+                f"RealMemory={spec.memory_mb}"]
+        if spec.gpus:
+            node.append("Gres=" + ",".join(f"gpu:{per_gpu_type(spec.gpu_type, g)}:1" for g in range(spec.gpus)))
+        features = features_of(spec.rack, spec.labels, spec.topology)
+        if features:
+            node.append("Feature=" + ",".join(features))
+        lines.append(" ".join(node + ["State=UNKNOWN"]))
+    lines.append(f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def gres_conf(specs: list[NodeSpec], work_dir: Path) -> str:
+    """``gres.conf``: one line per GPU of every node, its own type, its stand-in device file."""
+    d = work_dir.resolve()
+    lines = ["# Written by `gangmaster slurm local-cluster start`: each GPU its own GRES type."]
+    for spec in specs:
+        for g in range(spec.gpus):
+            lines.append(f"NodeName={spec.host} Name=gpu Type={per_gpu_type(spec.gpu_type, g)} "
+                         f"File={d}/dev/nvidia{g}")
+    return "\n".join(lines) + "\n"
+
+
+def check_specs(specs: list[NodeSpec], source: str) -> None:
+    if len(specs) > LOCAL_SLURM_MAX_NODES:
+        raise ConfigError(source, "nodeGroups", f"at most {LOCAL_SLURM_MAX_NODES} nodes for a local Slurm "
+                                                f"cluster (one slurmd each; LOCAL_SLURM_MAX_NODES in "
+                                                f"conf/limits.py), got {len(specs)}")
+
+
+# ---------------------------------------------------------------------- running
+class LocalCluster:
+    """The local cluster whose files are in ``work_dir``."""
+
+    def __init__(self, work_dir: str | Path):
+        self.work_dir = Path(work_dir).resolve()
+
+    @property
+    def conf_path(self) -> Path:
+        return self.work_dir / "slurm.conf"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """This process's environment pointed at the cluster."""
+        return {**os.environ, "SLURM_CONF": str(self.conf_path)}
+
+    def _state(self) -> dict | None:
+        try:
+            return json.loads((self.work_dir / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def start(self, specs: list[NodeSpec], ports: Ports = Ports(), source: str = "cluster file",
+              slurmd_timeout_s: int = LOCAL_SLURMD_TIMEOUT_S, timeout_s: float = LOCAL_SLURM_START_TIMEOUT_S) -> None:
+        """Write the configuration, start every daemon, wait until every node is idle.
+        Raises :class:`SlurmUnavailable` (saying what is missing) or RuntimeError."""
+        why = missing_requirements()
+        if why:
+            raise SlurmUnavailable(why)
+        check_specs(specs, source)
+        if self.running_daemons():
+            raise RuntimeError(f"a local Slurm cluster already runs from {self.work_dir}; "
+                               f"`gangmaster slurm local-cluster stop --work-dir {self.work_dir}` first")
+        taken = [p for p in [ports.controller, *range(ports.first_slurmd, ports.first_slurmd + len(specs))]
+                 if not _port_free(p)]
+        if taken:
+            raise RuntimeError(f"port(s) {', '.join(map(str, taken))} already in use on 127.0.0.1: choose "
+                               f"others with --port / --slurmd-port")
+        for sub in ("state", "spool", "run", "log", "dev"):
+            (self.work_dir / sub).mkdir(parents=True, exist_ok=True)
+        for sub in ("state", "spool"):   # a fresh cluster: no jobs of an earlier one
+            shutil.rmtree(self.work_dir / sub)
+            (self.work_dir / sub).mkdir()
+        for g in range(max((s.gpus for s in specs), default=0)):
+            device = self.work_dir / "dev" / f"nvidia{g}"
+            if not device.exists():
+                os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))   # a stand-in, like /dev/null
+        self.conf_path.write_text(slurm_conf(specs, self.work_dir, ports, slurmd_timeout_s=slurmd_timeout_s))
+        (self.work_dir / "gres.conf").write_text(gres_conf(specs, self.work_dir))
+        (self.work_dir / STATE_FILE).write_text(json.dumps(
+            {"source": source, "nodes": [s.host for s in specs], "controller_port": ports.controller,
+             "first_slurmd_port": ports.first_slurmd}, indent=2))
+        try:
+            self._daemon(["slurmctld", "-f", str(self.conf_path), "-c"], "slurmctld")
+            for spec in specs:
+                self.start_node(spec.host)
+            self.wait_idle([s.host for s in specs], timeout_s)
+        except BaseException:
+            self.stop()   # nothing of a cluster that did not come up is left running
+            raise
+
+    def start_node(self, node: str) -> None:
+        """Start (or start again) one node's slurmd."""
+        self._daemon(["slurmd", "-f", str(self.conf_path), "-N", node], f"slurmd -N {node}")
+
+    def _daemon(self, command: list[str], what: str) -> None:
+        done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"{what} did not start (exit {done.returncode}): "
+                               f"{(done.stderr or done.stdout).strip()[-500:]}; see {self.work_dir / 'log'}")
+
+    def nodes(self) -> list:
+        """The cluster's nodes as Slurm reports them (:func:`.slurm_json.read_nodes`)."""
+        done = subprocess.run(["sinfo", "--json"], env=self.env, capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"sinfo --json: {done.stderr.strip() or done.returncode}")
+        return read_nodes(done.stdout)
+
+    def wait_idle(self, hosts: list[str], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        last = "slurmctld did not answer"
+        while time.monotonic() < deadline:
+            try:
+                states = {n.name: n for n in self.nodes()}
+            except (RuntimeError, SlurmJSONError, subprocess.TimeoutExpired) as exc:
+                last = str(exc)
+            else:
+                waiting = [h for h in hosts if h not in states or not states[h].idle]
+                if not waiting:
+                    return
+                last = ", ".join(f"{h} {'/'.join(states[h].states) if h in states else 'unknown'}"
+                                 for h in waiting[:6])
+            time.sleep(0.2)
+        raise RuntimeError(f"the local Slurm cluster was not idle after {timeout_s:g}s: {last}; "
+                           f"see the logs in {self.work_dir / 'log'}")
+
+    def pid_files(self) -> dict[str, Path]:
+        run = self.work_dir / "run"
+        files = {"slurmctld": run / "slurmctld.pid"}
+        state = self._state() or {}
+        for node in state.get("nodes", []):
+            files[f"slurmd -N {node}"] = run / f"slurmd-{node}.pid"
+        return files
+
+    def running_daemons(self) -> dict[str, int]:
+        """Each daemon of this cluster that runs now, with its pid."""
+        alive = {}
+        for what, path in self.pid_files().items():
+            pid = _read_pid(path)
+            if pid is not None and _is_daemon(pid, path.stem.split("-")[0]):
+                alive[what] = pid
+        return alive
+
+    def stop_node(self, node: str) -> int | None:
+        """Kill one node's slurmd (SIGKILL, as when a machine dies); its pid, or None."""
+        path = self.work_dir / "run" / f"slurmd-{node}.pid"
+        pid = _read_pid(path)
+        if pid is None or not _is_daemon(pid, "slurmd"):
+            return None
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def stop(self, grace_s: float = 10.0) -> list[str]:
+        """Cancel every job, then stop every daemon (SIGTERM, SIGKILL after ``grace_s``);
+        the daemons that were running."""
+        daemons = self.running_daemons()
+        if "slurmctld" in daemons:
+            subprocess.run(["scancel", "--full", "--quiet", "--partition", PARTITION], env=self.env,
+                           capture_output=True, timeout=30)
+            self._wait_no_jobs(grace_s)
+        for pid in daemons.values():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        for pid in daemons.values():
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        for pid in self._stray_step_daemons():
+            os.kill(pid, signal.SIGKILL)
+        return sorted(daemons)
+
+    def _stray_step_daemons(self) -> list[int]:
+        """The slurmstepd processes this cluster's nodes left behind. A node whose slurmd was
+        killed (a simulated node failure) leaves its steps' slurmstepd running, never told
+        that Slurm ended their job; each works in the cluster's folder."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if (entry / "comm").read_text().strip() != "slurmstepd":
+                    continue
+                cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)")
+            except OSError:
+                continue
+            if Path(cwd) == self.work_dir or self.work_dir in Path(cwd).parents:
+                found.append(int(entry.name))
+        return found
+
+    def _wait_no_jobs(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            done = subprocess.run(["squeue", "-h", "-t", "PD,R,CG,CF,S", "-o", "%i"], env=self.env,
+                                  capture_output=True, text=True, timeout=30)
+            if done.returncode != 0 or not done.stdout.strip():
+                return
+            time.sleep(0.2)
+
+    def status(self) -> dict:
+        """What runs and each node's state, for ``local-cluster status``."""
+        state = self._state()
+        daemons = self.running_daemons()
+        out = {"work_dir": str(self.work_dir), "configured": state is not None,
+               "slurm_conf": str(self.conf_path), "daemons": daemons, "nodes": {}}
+        if "slurmctld" in daemons:
+            try:
+                out["nodes"] = {n.name: "/".join(n.states) for n in self.nodes()}
+            except (RuntimeError, SlurmJSONError, subprocess.TimeoutExpired) as exc:
+                out["error"] = str(exc)
+        return out
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:   # a zombie child of ours is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _is_daemon(pid: int, program: str) -> bool:
+    """The pid is alive and runs ``program`` (a pid file can outlive its daemon, its pid reused)."""
+    try:
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return False
+    return name == program and _alive(pid)

@@ -1,0 +1,111 @@
+"""Jobs through the AM on a Slurm cluster (``gangmaster run JOB.yaml --rm slurm``).
+
+The same AM, driver and report as ``gangmaster run --live``; the RM is Slurm, reached
+through :class:`~.client.SlurmRMClient`. The AM and its barrier coordinator run in this
+process; the tasks run in Slurm jobs, started by each job's launcher (a batch step), so
+they outlive this process.
+
+**Failover.** If this process dies (``kill -9``, the machine the AM runs on reboots),
+running the same job into the same work folder again takes the application back
+instead of submitting a new one: the new AM registers as the next attempt, gets the
+containers still running (their tasks never stopped), reads from the journal which
+task each is, and carries on in the same gang attempt. Its barrier coordinator listens
+on the port the previous one had (recorded in the work folder), so tasks that dial it
+again find it.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from gangmaster.am.am_settings import AMSettings
+from gangmaster.am.jobspec_model import JobSpec
+from gangmaster.am.rm_protocol import RMError
+from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.settings import SelectionSettings
+
+from ..job_runner import JobRun, _AMDriver, _RealTime
+from ..rmsim.clock import RealTimeLoop
+from ..work_folder import claim
+from .client import SlurmRMClient
+
+BARRIER_PORT_FILE = "barrier-port"
+
+
+class SlurmRuns(_RealTime, _AMDriver):
+    """Jobs on Slurm, in real time. ``work_dir``/slurm holds the client's records and every
+    job's launcher folder (tasks' logs included)."""
+
+    def __init__(self, work_dir: str | Path, partition: str | None = None, settings: AMSettings | None = None,
+                 selection: SelectionSettings | None = None, barrier_config=None,
+                 echo: Callable[[str], None] | None = None, client: SlurmRMClient | None = None):
+        self.state_dir = Path(work_dir) / "slurm"
+        client = client or SlurmRMClient(self.state_dir, partition)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._start_coordinator(self._same_port(barrier_config))
+        (self.state_dir / BARRIER_PORT_FILE).write_text(self.barrier.address.rsplit(":", 1)[1])
+        super().__init__(client, RealTimeLoop(threading.RLock()), settings or AMSettings(),
+                         selection or SelectionSettings(), echo)
+        self.cluster_name = f"slurm{':' + partition if partition else ''}"
+        self._unreachable = ""
+
+    def _same_port(self, barrier_config):
+        """The barrier configuration, on the port an earlier coordinator of this folder had
+        (when the configuration names none and that port is free)."""
+        from gangmaster.am.barrier_config import BarrierConfig
+
+        config = barrier_config or BarrierConfig.load()
+        try:
+            port = int((self.state_dir / BARRIER_PORT_FILE).read_text())
+        except (OSError, ValueError):
+            return config
+        if config.port or not _port_free(port):
+            return config
+        return replace(config, port=port)
+
+    def cluster_specs(self) -> list[NodeSpec]:
+        return [node.spec for node in self.client.cluster_nodes()]
+
+    def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
+        """Submit the job, or take back its application when an earlier run into this folder
+        did not finish and Slurm still holds the application (failover)."""
+        earlier = claim(work_dir, self.identity(job))
+        if (not earlier.empty and not earlier.finished and earlier.app_id and self.client.knows(earlier.app_id)
+                and not self.client.application_report(earlier.app_id).state.finished):
+            with self.clock.lock:
+                run = JobRun(job, earlier.app_id, Path(work_dir), queue)
+                self.runs.append(run)
+                if self.echo is not None:
+                    self.echo(f"taking back application {earlier.app_id} of the earlier run into {work_dir}")
+                self._start_am(run)
+                return run
+        return super().submit(job, work_dir, queue)
+
+    def _heartbeat(self, am) -> None:
+        try:
+            am.heartbeat()
+        except RMError as exc:
+            if exc.message != self._unreachable and self.echo is not None:
+                self.echo(f"Slurm did not answer a heartbeat ({exc.message}); trying again")
+            self._unreachable = exc.message
+            return
+        if self._unreachable and self.echo is not None:
+            self.echo("Slurm answers again")
+        self._unreachable = ""
+
+    def _stop_rm(self) -> None:
+        self.clock.stop()
+
+
+def _port_free(port: int) -> bool:
+    import socket
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as gRPC binds: TIME_WAIT is no obstacle
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
