@@ -118,22 +118,20 @@ class NodeColumns:
         """Node ``i``'s free resources (its capacity when ``empty``) for the scalar checks."""
         if empty:
             ports = self.port_capacity[i]
-            return Amounts(int(self.memory_capacity[i]), int(self.mvcores_capacity[i]),
-                           int(self.gpu_capacity[i]), int(self.gpu_capacity_mask[i]), ports, ports.count)
-        return Amounts(int(self.memory_free[i]), int(self.mvcores_free[i]), int(self.gpus_free[i]),
-                       int(self.gpu_free_mask[i]), self.ports_free[i], int(self.ports_free_count[i]))
+            return Amounts(self.memory_capacity.item(i), self.mvcores_capacity.item(i),
+                           self.gpu_capacity.item(i), self.gpu_capacity_mask.item(i), ports, ports.count)
+        return Amounts(self.memory_free.item(i), self.mvcores_free.item(i), self.gpus_free.item(i),
+                       self.gpu_free_mask.item(i), self.ports_free[i], self.ports_free_count.item(i))
 
     def free(self, i: int) -> ResourceDescriptor:
-        mask = int(self.gpu_free_mask[i])
-        return ResourceDescriptor(memory_mb=int(self.memory_free[i]), vcores=int(self.mvcores_free[i]) / 1000.0,
-                                  gpus=popcount(mask), gpu_mask=mask, port_ranges=self.ports_free[i])
+        return ResourceDescriptor.exactly(self.memory_free.item(i), self.mvcores_free.item(i) / 1000.0,
+                                          self.gpu_free_mask.item(i), self.ports_free[i])
 
     def used(self, i: int) -> ResourceDescriptor:
-        mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
-        return ResourceDescriptor(int(self.memory_capacity[i] - self.memory_free[i]),
-                                  int(self.mvcores_capacity[i] - self.mvcores_free[i]) / 1000.0,
-                                  popcount(mask), mask,
-                                  port_ranges=self.port_capacity[i].subtract(self.ports_free[i]))
+        return ResourceDescriptor.exactly(self.memory_capacity.item(i) - self.memory_free.item(i),
+                                          (self.mvcores_capacity.item(i) - self.mvcores_free.item(i)) / 1000.0,
+                                          self.gpu_capacity_mask.item(i) & ~self.gpu_free_mask.item(i),
+                                          self.port_capacity[i].subtract(self.ports_free[i]))
 
     def ports_free_at_or_above(self, port_min: int) -> np.ndarray:
         """Per node, how many free ports are ``>= port_min`` (kept up to date incrementally)."""
@@ -195,41 +193,61 @@ class NodeColumns:
     def _book(self, i: int, exact: Demand) -> None:
         """Take exactly these resources (the GPUs by mask, the ports by range) from node
         ``i``; raises :class:`ResourceError` naming the first short dimension, and
-        changes nothing, when they are not all free."""
+        changes nothing, when they are not all free.
+
+        The fit is :func:`~gangmaster.selectors.fit.shortfall`'s rule for an exact demand
+        (every amount stays >= 0, every GPU and port named is free), worked out here on
+        what would be left, which is then stored: the RM books every container of a gang
+        through this, so it reads each column once. The reason is asked of ``shortfall``
+        only on a refusal."""
         self._check_exact(i, exact)
-        reason = shortfall(exact, self.amounts(i))
-        if reason is not None:
+        memory = self.memory_free.item(i) - exact.memory_mb
+        mvcores = self.mvcores_free.item(i) - exact.mvcores
+        free_mask = self.gpu_free_mask.item(i)
+        taken = exact.port_ranges
+        ports_short = False
+        if taken:
+            free_ports = self.ports_free[i]
+            left = free_ports.subtract(taken)
+            ports_short = left.count != free_ports.count - taken.count   # some port taken was not free
+        if memory < 0 or mvcores < 0 or exact.gpu_mask & ~free_mask or ports_short:
             raise ResourceError(f"host {self.hosts[i]}: {exact} does not fit in free {self.free(i)} "
-                                f"({reason})")
-        self.memory_free[i] -= exact.memory_mb
-        self.mvcores_free[i] -= exact.mvcores
+                                f"({shortfall(exact, self.amounts(i))})")
+        self.memory_free[i] = memory
+        self.mvcores_free[i] = mvcores
         if exact.gpu_mask:
-            self.gpus_free[i] -= exact.gpus
-            self.gpu_free_mask[i] &= ~np.uint64(exact.gpu_mask)
-        if exact.port_ranges:
-            self._set_ports_free(i, self.ports_free[i].subtract(exact.port_ranges))
+            self.gpus_free[i] = self.gpus_free.item(i) - exact.gpus
+            self.gpu_free_mask[i] = free_mask & ~exact.gpu_mask
+        if taken:
+            self._set_ports_free(i, left)
         self._touched(i)
 
     def _unbook(self, i: int, exact: Demand) -> None:
         """Give back what :meth:`_book` took; raises, changing nothing, for anything not in use."""
         self._check_exact(i, exact)
-        used_mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
+        free_mask = self.gpu_free_mask.item(i)
+        used_mask = self.gpu_capacity_mask.item(i) & ~free_mask
         if not is_subset(exact.gpu_mask, used_mask):
             raise ResourceError(f"host {self.hosts[i]}: GPUs {indices_of(exact.gpu_mask & ~used_mask)} "
                                 f"are not in use")
-        if (exact.memory_mb > self.memory_capacity[i] - self.memory_free[i]
-                or exact.mvcores > self.mvcores_capacity[i] - self.mvcores_free[i]):
+        memory = self.memory_free.item(i) + exact.memory_mb
+        mvcores = self.mvcores_free.item(i) + exact.mvcores
+        if memory > self.memory_capacity.item(i) or mvcores > self.mvcores_capacity.item(i):
             raise ResourceError(f"host {self.hosts[i]}: returning {exact} exceeds what is in use")
-        if exact.port_ranges and exact.port_ranges.intersect(self.ports_free[i]):
-            raise ResourceError(f"host {self.hosts[i]}: ports {exact.port_ranges.intersect(self.ports_free[i])} "
-                                f"are not in use")
-        self.memory_free[i] += exact.memory_mb
-        self.mvcores_free[i] += exact.mvcores
+        returned = exact.port_ranges
+        if returned:
+            free_ports = self.ports_free[i]
+            after = free_ports.add(returned)
+            if after.count != free_ports.count + returned.count:   # some port returned was free
+                raise ResourceError(f"host {self.hosts[i]}: ports {returned.intersect(free_ports)} "
+                                    f"are not in use")
+        self.memory_free[i] = memory
+        self.mvcores_free[i] = mvcores
         if exact.gpu_mask:
-            self.gpus_free[i] += exact.gpus
-            self.gpu_free_mask[i] |= np.uint64(exact.gpu_mask)
-        if exact.port_ranges:
-            self._set_ports_free(i, self.ports_free[i].add(exact.port_ranges))
+            self.gpus_free[i] = self.gpus_free.item(i) + exact.gpus
+            self.gpu_free_mask[i] = free_mask | exact.gpu_mask
+        if returned:
+            self._set_ports_free(i, after)
         self._touched(i)
 
     def _check_exact(self, i: int, exact: Demand) -> None:
@@ -433,11 +451,12 @@ class ClusterView(NodeColumns):
     def set_free(self, host: str, free: ResourceDescriptor) -> None:
         """Overwrite what is free on a node from an RM node report (the RM holds the truth)."""
         i = self.index(host)
+        mask = self.gpu_capacity_mask.item(i) & free.gpu_mask
         self.memory_free[i] = free.memory_mb
         self.mvcores_free[i] = milli(free.vcores)
-        self.gpu_free_mask[i] = self.gpu_capacity_mask[i] & np.uint64(free.gpu_mask)
-        self.gpus_free[i] = popcount(int(self.gpu_free_mask[i]))
-        self._set_ports_free(i, self.port_capacity[i].intersect(free.port_ranges))
+        self.gpu_free_mask[i] = mask
+        self.gpus_free[i] = popcount(mask)
+        self._set_ports_free(i, free.port_ranges.intersect(self.port_capacity[i]))
         self._touched(i)
 
     def copy(self) -> "ClusterView":

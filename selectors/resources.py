@@ -59,6 +59,18 @@ class ResourceDescriptor:
         if self.port_ranges and not self.ports:
             object.__setattr__(self, "ports", self.port_ranges.count)
 
+    @classmethod
+    def exactly(cls, memory_mb: int, vcores: float, gpu_mask: int, port_ranges: PortRanges) -> "ResourceDescriptor":
+        """What a node or a container holds, named exactly: its GPUs by mask and its ports
+        by range (the counts follow from them). Only for values made of ones already
+        checked (a node's columns, a booking): they are not checked again, which the RM's
+        node reports need (thousands of nodes a heartbeat). Whatever comes from a file or
+        the wire goes through the constructor's checks."""
+        value = object.__new__(cls)
+        value.__dict__.update(memory_mb=memory_mb, vcores=vcores, gpus=gpu_mask.bit_count(), gpu_mask=gpu_mask,
+                              ports=port_ranges.count, port_ranges=port_ranges)
+        return value
+
     def __str__(self) -> str:
         return describe_ask(self.memory_mb, self.vcores, self.gpus, self.gpu_mask, self.ports, self.port_ranges)
 
