@@ -605,7 +605,12 @@ def _collector_paused():
     containers, their environments); collecting during that burst traverses the whole
     heap again and again (a full collection each time the survivors grow by a quarter),
     to find no garbage. Paused, it collects once after the burst. Objects freed by
-    reference counting are freed at once either way."""
+    reference counting are freed at once either way.
+
+    After a burst (more new objects than the youngest generation's threshold) that one
+    collection takes the two young generations together: what survives it goes straight
+    to the oldest generation. Left to the collector, the burst would be traversed twice,
+    by the youngest generation's next collection and again by the middle one's."""
     if not gc.isenabled():   # someone else (a test, an embedding program) has paused it
         yield
         return
@@ -614,3 +619,5 @@ def _collector_paused():
         yield
     finally:
         gc.enable()
+        if gc.get_count()[0] > gc.get_threshold()[0]:
+            gc.collect(1)
