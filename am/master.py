@@ -68,7 +68,7 @@ from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, pla
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
-from .launch_env import PlacedTask, gang_env, label_ports, own_env, split_alike
+from .launch_env import PlacedTask, PortKinds, gang_env, identity_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .progress_log import ProgressLog
@@ -344,17 +344,20 @@ class ApplicationMaster:
         gang.state = RoleState.LAUNCHING
         acq = gang.acquisition
         slots = acq.in_order()
-        placed = [PlacedTask(s.role, s.index, s.container.host,
-                             label_ports(acq.roles[s.role].ports, s.container.resource.port_ranges))
-                  for s in slots]
-        infos = [TaskInfo(rank, p.host, {label: ports[0] for label, ports in p.ports.items() if ports},
-                          p.role, p.index) for rank, p in enumerate(placed)]
+        kinds = PortKinds(acq.roles)
+        placed, infos, tasks, port_envs = [], [], [], []
+        for rank, s in enumerate(slots):
+            c = s.container
+            ports, named, port_env = kinds.of(s.role, c.resource.port_ranges)
+            placed.append(PlacedTask(s.role, s.index, c.host, ports))
+            infos.append(TaskInfo(rank, c.host, named, s.role, s.index))
+            tasks.append(TaskRecord(s.role, s.index, rank, c.container_id, c.host,
+                                    tuple(indices_of(c.resource.gpu_mask)), named, now))
+            port_envs.append(port_env)
         token, barrier_envs = self._barrier.open(gang, infos)
         commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
-        tasks = [TaskRecord(s.role, s.index, rank, s.container.container_id, s.container.host,
-                            tuple(indices_of(s.container.resource.gpu_mask)), infos[rank].ports, now)
-                 for rank, s in enumerate(slots)]
-        alike, own = split_alike([{**own_env(me), **barrier_envs[rank]} for rank, me in enumerate(placed)])
+        alike, own = split_alike([{**identity_env(me.role, me.index), **port_envs[rank], **barrier_envs[rank]}
+                                  for rank, me in enumerate(placed)])
         shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
                                           **alike}.items()))
         launches = tuple(ContainerLaunch(t.container_id, LaunchContext(commands[t.role], env))
