@@ -36,13 +36,18 @@ def coalesce(ranges: Iterable[Sequence[int]]) -> tuple[tuple[int, int], ...]:
 
 def _merge_sorted(items: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """Merge sorted, valid ``(begin, end)`` pairs that overlap or touch."""
+    if not items:
+        return ()
     merged: list[tuple[int, int]] = []
-    for begin, end in items:
-        if merged and begin <= merged[-1][1] + 1:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
+    begin, end = items[0]
+    for b, e in items:
+        if b <= end + 1:
+            if e > end:
+                end = e
         else:
             merged.append((begin, end))
+            begin, end = b, e
+    merged.append((begin, end))
     return tuple(merged)
 
 
