@@ -478,7 +478,9 @@ class _CachedColumn:
 
 def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:
     chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
-    return np.array([p.count_at_or_above(port_min) for p in chosen], dtype=np.int64)
+    # Most nodes' ports all lie at or above port_min: their count is the answer.
+    return np.array([p.count if not p.ranges or p.ranges[0][0] >= port_min else p.count_at_or_above(port_min)
+                     for p in chosen], dtype=np.int64)
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
