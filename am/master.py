@@ -42,11 +42,9 @@ when the driver finds it can make no progress
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import random
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -63,6 +61,7 @@ from .am_settings import AMSettings
 from .attempt_barrier import AttemptBarrier
 from .barrier import TaskInfo
 from .cluster_tracker import ClusterTracker
+from .collector import collector_paused
 from .gang_barrier import GangBarrier
 from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
@@ -184,7 +183,7 @@ class ApplicationMaster:
         """One round: decide, talk to the RM once, react."""
         if self.done:
             return
-        with _collector_paused():
+        with collector_paused():   # a gang's start is one burst of long-lived objects
             self._heartbeat()
 
     def _heartbeat(self) -> None:
@@ -599,28 +598,3 @@ class ApplicationMaster:
 def _script(commands: Sequence[str]) -> str:
     """OpenPAI runs a role's commands as one shell script; the first failing one fails the task."""
     return "set -e\n" + "\n".join(commands)
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cycle collector waits until the heartbeat is over. Starting a gang of
-    thousands of tasks makes hundreds of thousands of objects that all live on (tasks,
-    containers, their environments); collecting during that burst traverses the whole
-    heap again and again (a full collection each time the survivors grow by a quarter),
-    to find no garbage. Paused, it collects once after the burst. Objects freed by
-    reference counting are freed at once either way.
-
-    After a burst (more new objects than the youngest generation's threshold) that one
-    collection takes the two young generations together: what survives it goes straight
-    to the oldest generation. Left to the collector, the burst would be traversed twice,
-    by the youngest generation's next collection and again by the middle one's."""
-    if not gc.isenabled():   # someone else (a test, an embedding program) has paused it
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        if gc.get_count()[0] > gc.get_threshold()[0]:
-            gc.collect(1)
