@@ -138,13 +138,20 @@ def empty_view(view: ClusterView) -> ClusterView:
     return ClusterView(view.specs)
 
 
-def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor) -> None:
+def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...],
+                     pipeline: PipelineFor) -> GangPlacement | None:
     """Raise :class:`GangDoesNotFit` (``never=True``) if the gang cannot be placed
-    even on the empty cluster."""
+    even on the empty cluster. When ``view`` is the empty cluster itself
+    (:meth:`ClusterView.is_empty`, an AM starting on an idle cluster), the check is the
+    gang's placement on it, and returns it: what :func:`place_gang` gives on ``view``
+    while it stays as it is, so the gang need not be placed again. Else None."""
     try:
+        if view.is_empty():
+            return place_gang(view, roles, pipeline)
         _place_roles(empty_view(view), roles, pipeline, RECENT_HOSTS, _wanted_indices(roles, None), None)
     except GangDoesNotFit as exc:
         raise GangDoesNotFit(exc.role, exc.index, exc.placed, exc.total, exc.cause, never=True) from None
+    return None
 
 
 # --------------------------------------------------------------------- internals

@@ -110,6 +110,7 @@ class ApplicationMaster:
         self._pipelines: dict[str, SelectionPipeline] = {}
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
         self._tracker: ClusterTracker | None = None   # read from the RM on first use, then kept
+        self._placed_at_start: dict[str, tuple] = {}   # gang -> (placement, the view, its changes) of the check
         self._next_request = self.am_attempt * 1_000_000   # request ids of different AM attempts never collide
         self._asked_by: dict[int, GangRun] = {}   # request id -> the gang whose ask it is
         self._to_release: list[str] = []   # containers to give back at the next heartbeat
@@ -140,7 +141,7 @@ class ApplicationMaster:
         for number, names in enumerate(self.job.gangs):
             roles = self.job.gang_roles(number)
             try:
-                check_fits_empty(view, roles, self._pipeline_for)
+                placed = check_fits_empty(view, roles, self._pipeline_for)
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {gang_name(names)} can never run on this cluster: {exc}")
                 return
@@ -148,6 +149,8 @@ class ApplicationMaster:
             if over:
                 self._finish("failed", f"gang {gang_name(names)} can never run in queue {self.queue}: {over}")
                 return
+            if placed is not None:   # placed on the idle cluster itself: its first placement, while the view stays so
+                self._placed_at_start[gang_name(names)] = (placed, view, view.changes)
         for number, names in enumerate(self.job.gangs):
             self.gangs.append(self._new_gang(gang_name(names), self.job.gang_roles(number), 1, []))
 
@@ -328,6 +331,16 @@ class ApplicationMaster:
         return self._cluster().scratch((task.role, task.host) for _gang, task in self._running.values())
 
     def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
+        """The gang's placement on ``view``; its first one is the never-fits check's, when
+        that placed it on the idle cluster and nothing has changed since (the same view,
+        unchanged, nothing running, every instance wanted)."""
+        at_start = self._placed_at_start.pop(gang.name, None)
+        if at_start is not None:
+            placed, checked, changes = at_start
+            tracker = self._cluster()
+            if (tracker.view is checked and checked.changes == changes and not self._running
+                    and all(list(wanted.get(r.name, ())) == list(range(r.instances)) for r in gang.roles)):
+                return placed
         return place_gang(view, gang.roles, self._pipeline_for, indices=wanted)
 
     def _new_request_id(self, gang: GangRun) -> int:

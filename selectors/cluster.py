@@ -340,6 +340,17 @@ class ClusterView(NodeColumns):
             return by_rack[starts[chosen[0]]:starts[chosen[0] + 1]]
         return np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in chosen] or [np.zeros(0, dtype=np.int64)])
 
+    def is_empty(self) -> bool:
+        """True when the view is as a new view of its nodes would be: nothing used, every
+        node healthy, no per-role counts or failures, nothing outstanding."""
+        return bool((self.memory_free == self.memory_capacity).all()
+                    and (self.mvcores_free == self.mvcores_capacity).all()
+                    and (self.gpu_free_mask == self.gpu_capacity_mask).all()
+                    and self.ports_free == self.port_capacity
+                    and self.healthy.all() and not self.outstanding.any()
+                    and not any(c.any() for c in self.role_count.values())
+                    and not any(f.any() for f in self.role_failed.values()))
+
     def free_mask(self, i: int) -> int:
         return int(self.gpu_free_mask[i])
 
