@@ -46,6 +46,7 @@ import hashlib
 import random
 from collections import Counter
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -363,8 +364,8 @@ class ApplicationMaster:
             ports, named, port_env = kinds.of(s.role, c.resource.port_ranges)
             placed.append(PlacedTask(s.role, s.index, c.host, ports))
             infos.append(TaskInfo(rank, c.host, named, s.role, s.index))
-            tasks.append(TaskRecord(s.role, s.index, rank, c.container_id, c.host,
-                                    tuple(indices_of(c.resource.gpu_mask)), named, now))
+            tasks.append(TaskRecord(s.role, s.index, rank, c.container_id, c.host, _gpu_indices(c.resource.gpu_mask),
+                                    named, now))
             port_envs.append(port_env)
         token, barrier_envs = self._barrier.open(gang, infos)
         commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
@@ -606,6 +607,12 @@ class ApplicationMaster:
                 granted = f"{len(acq.by_container)}/{acq.total} granted"
                 out[g.name] = acq.waiting_reason or "; ".join([granted, *pending[:3]])
         return out
+
+
+@lru_cache(maxsize=1024)
+def _gpu_indices(mask: int) -> tuple[int, ...]:
+    """A container's GPUs as indices: one tuple per mask (a gang's thousands of tasks hold a few masks)."""
+    return tuple(indices_of(mask))
 
 
 def _script(commands: Sequence[str]) -> str:

@@ -93,9 +93,12 @@ class NodeColumns:
             dup = next(h for h in self.hosts if h in seen or seen.add(h))
             raise ValueError(f"host {dup!r} is declared twice")
         self.memory_capacity = np.array([s.memory_mb for s in specs], dtype=np.int64)
-        self.mvcores_capacity = np.array([milli(s.vcores) for s in specs], dtype=np.int64)
-        self.gpu_capacity = np.array([s.gpus for s in specs], dtype=np.int64)
-        self.gpu_capacity_mask = np.array([full_mask(s.gpus) for s in specs], dtype=np.uint64)
+        vcores, gpus = [s.vcores for s in specs], [s.gpus for s in specs]
+        mvcores = {v: milli(v) for v in set(vcores)}   # a cluster has few kinds of machine: each converted once
+        masks = {g: full_mask(g) for g in set(gpus)}
+        self.mvcores_capacity = np.array([mvcores[v] for v in vcores], dtype=np.int64)
+        self.gpu_capacity = np.array(gpus, dtype=np.int64)
+        self.gpu_capacity_mask = np.array([masks[g] for g in gpus], dtype=np.uint64)
         # Free amounts are stored (not used amounts): select() reads them on every call.
         self.memory_free = self.memory_capacity.copy()
         self.mvcores_free = self.mvcores_capacity.copy()
@@ -281,13 +284,16 @@ class ClusterView(NodeColumns):
         self.gpu_types, self.gpu_type_code = _encode([s.gpu_type or "" for s in specs])
         self.topologies, self.topology_code = _encode([s.topology or "" for s in specs])
         self.label_bit: dict[str, int] = {}
+        bits_of: dict[frozenset[str], int] = {}   # per set of labels (nodes of a kind share one)
         for s in specs:
-            for label in sorted(s.labels):
-                self.label_bit.setdefault(label, 1 << len(self.label_bit))
+            if s.labels not in bits_of:
+                for label in sorted(s.labels):
+                    self.label_bit.setdefault(label, 1 << len(self.label_bit))
+                bits_of[s.labels] = -1
         if len(self.label_bit) > 64:
             raise ValueError(f"at most 64 distinct node labels are supported, got {len(self.label_bit)}")
-        self.label_bits = np.array([sum(self.label_bit[l] for l in s.labels) for s in specs],
-                                   dtype=np.uint64)
+        bits_of = {labels: sum(self.label_bit[l] for l in labels) for labels in bits_of}
+        self.label_bits = np.array([bits_of[s.labels] for s in specs], dtype=np.uint64)
         self.healthy = np.ones(n, dtype=bool)
         self.outstanding = np.zeros(n, dtype=np.int64)
         self._by_rack: tuple[np.ndarray, list[int]] | None = None  # rack_rows(): built once, shared by copies
