@@ -735,6 +735,7 @@ class ResourceManager:
     def _validate_asks(self, app: Application, request: AllocateRequest) -> list[AskState]:
         out = []
         seen = set()
+        needs: dict[int, Demand] = {}   # by resource object: a gang's asks share a few, each compiled once
         for k, req in enumerate(request.asks):
             where = f"asks[{k}]"
             if req.request_id in app.asks or req.request_id in seen:
@@ -750,7 +751,10 @@ class ResourceManager:
                 if host_i is not None and int(self.ledger.rack_of[host_i]) != rack_code:
                     raise InvalidRequest(f"{where}.rack: host {req.host} is in rack "
                                          f"{self.ledger.specs[host_i].rack}, not {req.rack}")
-            out.append(AskState(req, Demand.of(req.resource), host_i, rack_code))
+            need = needs.get(id(req.resource))
+            if need is None:
+                need = needs[id(req.resource)] = Demand.of(req.resource)
+            out.append(AskState(req, need, host_i, rack_code))
         return out
 
     def _check_app_size(self, app: Application, request: AllocateRequest, asks: list[AskState],
