@@ -57,6 +57,17 @@ class Booking:
         object.__setattr__(self, "resource", resource)
         object.__setattr__(self, "demand", demand)
 
+    @classmethod
+    def as_asked(cls, asked: ResourceDescriptor, need: Demand) -> "Booking":
+        """The booking of an ask that named exactly what it holds (its GPUs by mask, its
+        ports by range), made as it was asked: ``need`` is ``asked`` compiled, so nothing is
+        worked out again (the RM books every container of a gang this way)."""
+        booking = object.__new__(cls)
+        booking.__dict__.update(memory_mb=need.memory_mb, mvcores=need.mvcores, gpu_mask=need.gpu_mask,
+                                port_ranges=need.port_ranges, asked=asked, asked_demand=need, resource=asked,
+                                demand=need)
+        return booking
+
 
 class NodeLedger(NodeColumns):
     """The node columns, with each node's state (running, unhealthy, lost), racks and labels."""
@@ -164,10 +175,10 @@ class NodeLedger(NodeColumns):
         naming what is short as :meth:`why_not_now` does, if it does not fit. The fit is
         checked once, by the booking itself (the scheduler books without asking first);
         the reason is worked out only on a refusal."""
-        if not self.usable[i]:
+        if not self.usable.item(i):
             raise ResourceError(self.why_not_now(i, need))
         try:
-            mask = need.gpu_mask or (lowest_bits(int(self.gpu_free_mask[i]), need.gpus) if need.gpus else 0)
+            mask = need.gpu_mask or (lowest_bits(self.gpu_free_mask.item(i), need.gpus) if need.gpus else 0)
             if popcount(mask) != need.gpus:   # lowest_bits answers 0 when too few are free
                 raise ResourceError(f"{need.gpus} GPU(s) asked")
             if need.port_ranges:
@@ -177,7 +188,7 @@ class NodeLedger(NodeColumns):
             else:
                 ports = NO_PORTS
             named = asked is not None and _is_exactly(asked, need, mask, ports)
-            booking = (Booking(need.memory_mb, need.mvcores, mask, ports, asked, need) if named
+            booking = (Booking.as_asked(asked, need) if named
                        else Booking(need.memory_mb, need.mvcores, mask, ports))
             return self.take(i, booking)
         except (ResourceError, PortError) as exc:
