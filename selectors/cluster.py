@@ -209,7 +209,7 @@ class NodeColumns:
         free_mask = self.gpu_free_mask.item(i)
         taken = exact.port_ranges
         ports_short = False
-        if taken:
+        if taken.ranges:
             free_ports = self.ports_free[i]
             left = free_ports.subtract(taken)
             ports_short = left.count != free_ports.count - taken.count   # some port taken was not free
@@ -221,7 +221,7 @@ class NodeColumns:
         if exact.gpu_mask:
             self.gpus_free[i] = self.gpus_free.item(i) - exact.gpus
             self.gpu_free_mask[i] = free_mask & ~exact.gpu_mask
-        if taken:
+        if taken.ranges:
             self._set_ports_free(i, left)
         self._touched(i)
 
@@ -238,7 +238,7 @@ class NodeColumns:
         if memory > self.memory_capacity.item(i) or mvcores > self.mvcores_capacity.item(i):
             raise ResourceError(f"host {self.hosts[i]}: returning {exact} exceeds what is in use")
         returned = exact.port_ranges
-        if returned:
+        if returned.ranges:
             free_ports = self.ports_free[i]
             after = free_ports.add(returned)
             if after.count != free_ports.count + returned.count:   # some port returned was free
@@ -249,7 +249,7 @@ class NodeColumns:
         if exact.gpu_mask:
             self.gpus_free[i] = self.gpus_free.item(i) + exact.gpus
             self.gpu_free_mask[i] = free_mask | exact.gpu_mask
-        if returned:
+        if returned.ranges:
             self._set_ports_free(i, after)
         self._touched(i)
 

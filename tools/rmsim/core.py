@@ -398,7 +398,7 @@ class ResourceManager:
                              f"container can be started")
         if app.state is not AppState.RUNNING:
             raise WrongState(f"application {app.app_id} is {app.state.value}")
-        if not self.ledger.usable[rec.node] and self.ledger.states[rec.node] is NodeState.LOST:
+        if not self.ledger.usable.item(rec.node) and self.ledger.states[rec.node] is NodeState.LOST:
             raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
         launch = own.over(shared)
         self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
