@@ -154,7 +154,7 @@ class ResourceManager:
         self.node_containers: list[set] = [set() for _ in specs]
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
         self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
-        self._free_when_unused: list = [None] * len(specs)   # what an unused node reports free (once built)
+        self._report_when_unused: list = [None] * len(specs)   # what an unused node reports (once built per state)
         self._headroom_of: tuple = (None, None)          # ((version, queue), headroom) of the latest answer
         self.next_app = 1
         self.next_container = 1
@@ -256,19 +256,22 @@ class ResourceManager:
                     if not usable_only or self.ledger.usable[i]]
 
     def _node_report(self, i: int) -> NodeReport:
-        spec = self.ledger.specs[i]
+        ledger = self.ledger
+        spec = ledger.specs[i]
         capacity = self._capacity[i]
         if capacity is None:
             capacity = self._capacity[i] = spec.capacity
-        if self.ledger.unused(i):   # as every time it was unused: report the same value
-            free = self._free_when_unused[i]
-            if free is None:
-                free = self._free_when_unused[i] = self._free_of_unused(i, capacity)
-        else:
-            free = self.ledger.free(i)
-        return NodeReport(spec.host, spec.rack, self.ledger.states[i], capacity, free,
-                          spec.labels, spec.gpu_type, spec.topology, len(self.node_containers[i]),
-                          self.ledger.health_reports[i])
+        state, health, containers = ledger.states[i], ledger.health_reports[i], len(self.node_containers[i])
+        if ledger.unused(i):   # as every time it was unused in this state: the same report (a gang's end: thousands)
+            report = self._report_when_unused[i]
+            if (report is None or report.state is not state or report.health_report != health
+                    or report.containers != containers):
+                report = self._report_when_unused[i] = NodeReport(
+                    spec.host, spec.rack, state, capacity, self._free_of_unused(i, capacity), spec.labels,
+                    spec.gpu_type, spec.topology, containers, health)
+            return report
+        return NodeReport(spec.host, spec.rack, state, capacity, ledger.free(i), spec.labels, spec.gpu_type,
+                          spec.topology, containers, health)
 
     def _free_of_unused(self, i: int, capacity: ResourceDescriptor) -> ResourceDescriptor:
         """What an unused node has free: all of it. Its capacity itself when the ledger holds
