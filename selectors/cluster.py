@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Iterable
 
 import numpy as np
@@ -52,8 +53,14 @@ class NodeSpec:
 
     @property
     def capacity(self) -> ResourceDescriptor:
-        return ResourceDescriptor(self.memory_mb, self.vcores, self.gpus, full_mask(self.gpus),
-                                  port_ranges=self.ports)
+        return _capacity(self.memory_mb, self.vcores, self.gpus, self.ports)
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _capacity(memory_mb: int, vcores: float, gpus: int, ports: PortRanges) -> ResourceDescriptor:
+    """A node's capacity, checked: one (immutable) value per kind of machine, of which a
+    cluster of thousands of nodes has a few. Keyed by type too (8 and 8.0 vcores print apart)."""
+    return ResourceDescriptor(memory_mb, vcores, gpus, full_mask(gpus), port_ranges=ports)
 
 
 @dataclass(frozen=True)

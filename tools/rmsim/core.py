@@ -277,8 +277,9 @@ class ResourceManager:
         """What an unused node has free: all of it. Its capacity itself when the ledger holds
         that exactly (vcores in whole millis), so a cluster's first report builds no copies."""
         ledger = self.ledger
-        if (capacity.memory_mb == ledger.memory_capacity[i] and capacity.vcores == ledger.mvcores_capacity[i] / 1000.0
-                and capacity.gpu_mask == ledger.gpu_capacity_mask[i]
+        if (capacity.memory_mb == ledger.memory_capacity.item(i)
+                and capacity.vcores == ledger.mvcores_capacity.item(i) / 1000.0
+                and capacity.gpu_mask == ledger.gpu_capacity_mask.item(i)
                 and capacity.port_ranges == ledger.port_capacity[i]):
             return capacity
         return ledger.free(i)
