@@ -67,8 +67,9 @@ class ResourceDescriptor:
         node reports need (thousands of nodes a heartbeat). Whatever comes from a file or
         the wire goes through the constructor's checks."""
         value = object.__new__(cls)
-        value.__dict__.update(memory_mb=memory_mb, vcores=vcores, gpus=gpu_mask.bit_count(), gpu_mask=gpu_mask,
-                              ports=port_ranges.count, port_ranges=port_ranges)
+        for name, field_value in (("memory_mb", memory_mb), ("vcores", vcores), ("gpus", gpu_mask.bit_count()),
+                                  ("gpu_mask", gpu_mask), ("ports", port_ranges.count), ("port_ranges", port_ranges)):
+            object.__setattr__(value, name, field_value)   # (a __dict__ built here would be one more object to collect)
         return value
 
     def __str__(self) -> str:

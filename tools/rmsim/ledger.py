@@ -63,9 +63,10 @@ class Booking:
         ports by range), made as it was asked: ``need`` is ``asked`` compiled, so nothing is
         worked out again (the RM books every container of a gang this way)."""
         booking = object.__new__(cls)
-        booking.__dict__.update(memory_mb=need.memory_mb, mvcores=need.mvcores, gpu_mask=need.gpu_mask,
-                                port_ranges=need.port_ranges, asked=asked, asked_demand=need, resource=asked,
-                                demand=need)
+        for name, value in (("memory_mb", need.memory_mb), ("mvcores", need.mvcores), ("gpu_mask", need.gpu_mask),
+                            ("port_ranges", need.port_ranges), ("asked", asked), ("asked_demand", need),
+                            ("resource", asked), ("demand", need)):
+            object.__setattr__(booking, name, value)   # (a __dict__ built here would be one more object to collect)
         return booking
 
 
