@@ -66,10 +66,13 @@ class ResourceDescriptor:
         checked (a node's columns, a booking): they are not checked again, which the RM's
         node reports need (thousands of nodes a heartbeat). Whatever comes from a file or
         the wire goes through the constructor's checks."""
-        value = object.__new__(cls)
-        for name, field_value in (("memory_mb", memory_mb), ("vcores", vcores), ("gpus", gpu_mask.bit_count()),
-                                  ("gpu_mask", gpu_mask), ("ports", port_ranges.count), ("port_ranges", port_ranges)):
-            object.__setattr__(value, name, field_value)   # (a __dict__ built here would be one more object to collect)
+        value, set_ = object.__new__(cls), object.__setattr__   # as the dataclass sets them (no __dict__ object)
+        set_(value, "memory_mb", memory_mb)
+        set_(value, "vcores", vcores)
+        set_(value, "gpus", gpu_mask.bit_count())
+        set_(value, "gpu_mask", gpu_mask)
+        set_(value, "ports", port_ranges.count)
+        set_(value, "port_ranges", port_ranges)
         return value
 
     def __str__(self) -> str:

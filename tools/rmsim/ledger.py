@@ -62,11 +62,15 @@ class Booking:
         """The booking of an ask that named exactly what it holds (its GPUs by mask, its
         ports by range), made as it was asked: ``need`` is ``asked`` compiled, so nothing is
         worked out again (the RM books every container of a gang this way)."""
-        booking = object.__new__(cls)
-        for name, value in (("memory_mb", need.memory_mb), ("mvcores", need.mvcores), ("gpu_mask", need.gpu_mask),
-                            ("port_ranges", need.port_ranges), ("asked", asked), ("asked_demand", need),
-                            ("resource", asked), ("demand", need)):
-            object.__setattr__(booking, name, value)   # (a __dict__ built here would be one more object to collect)
+        booking, set_ = object.__new__(cls), object.__setattr__   # as the dataclass sets them (no __dict__ object)
+        set_(booking, "memory_mb", need.memory_mb)
+        set_(booking, "mvcores", need.mvcores)
+        set_(booking, "gpu_mask", need.gpu_mask)
+        set_(booking, "port_ranges", need.port_ranges)
+        set_(booking, "asked", asked)
+        set_(booking, "asked_demand", need)
+        set_(booking, "resource", asked)
+        set_(booking, "demand", need)
         return booking
 
 
