@@ -119,6 +119,7 @@ class NodeColumns:
         #: counts every change of a row, so that a result read later can tell it is stale
         self.changes = 0
         self._port_capacity_counts: dict[int, np.ndarray] = {}
+        self._port_results: dict[tuple[PortRanges, PortRanges, bool], PortRanges] = {}   # see _ports_changed
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -218,7 +219,7 @@ class NodeColumns:
         ports_short = False
         if taken.ranges:
             free_ports = self.ports_free[i]
-            left = free_ports.subtract(taken)
+            left = self._ports_changed(free_ports, taken, adding=False)
             ports_short = left.count != free_ports.count - taken.count   # some port taken was not free
         if memory < 0 or mvcores < 0 or exact.gpu_mask & ~free_mask or ports_short:
             raise ResourceError(f"host {self.hosts[i]}: {exact} does not fit in free {self.free(i)} "
@@ -247,7 +248,7 @@ class NodeColumns:
         returned = exact.port_ranges
         if returned.ranges:
             free_ports = self.ports_free[i]
-            after = free_ports.add(returned)
+            after = self._ports_changed(free_ports, returned, adding=True)
             if after.count != free_ports.count + returned.count:   # some port returned was free
                 raise ResourceError(f"host {self.hosts[i]}: ports {returned.intersect(free_ports)} "
                                     f"are not in use")
@@ -259,6 +260,18 @@ class NodeColumns:
         if returned.ranges:
             self._set_ports_free(i, after)
         self._touched(i)
+
+    def _ports_changed(self, free: PortRanges, change: PortRanges, adding: bool) -> PortRanges:
+        """``free`` less ``change`` (plus it, ``adding``). Nodes of a kind go through the same
+        few of these again and again (the lowest ports taken, then given back): each result
+        is made once and shared by every node holding it (at most _PORT_RESULTS_KEPT kept)."""
+        key = (free, change, adding)
+        result = self._port_results.get(key)
+        if result is None:
+            if len(self._port_results) >= _PORT_RESULTS_KEPT:
+                self._port_results.clear()
+            result = self._port_results[key] = free.add(change) if adding else free.subtract(change)
+        return result
 
     def _check_exact(self, i: int, exact: Demand) -> None:
         if exact.gpus != popcount(exact.gpu_mask) or exact.ports != exact.port_ranges.count:
@@ -492,6 +505,10 @@ class ClusterView(NodeColumns):
         clone.role_count = {r: c.copy() for r, c in self.role_count.items()}
         clone.role_failed = {r: f.copy() for r, f in self.role_failed.items()}
         return clone
+
+
+#: How many port-range results :meth:`NodeColumns._ports_changed` keeps (then it starts afresh).
+_PORT_RESULTS_KEPT = 4096
 
 
 @dataclass
