@@ -33,8 +33,8 @@ class _Room(NamedTuple):
 
     @classmethod
     def of(cls, view: ClusterView, i: int) -> "_Room":
-        return cls(bool(view.healthy[i]), int(view.memory_free[i]), int(view.mvcores_free[i]),
-                   int(view.gpu_free_mask[i]), view.ports_free[i])
+        return cls(view.healthy.item(i), view.memory_free.item(i), view.mvcores_free.item(i),
+                   view.gpu_free_mask.item(i), view.ports_free[i])
 
     def grew_from(self, before: "_Room") -> bool:
         """More room than ``before`` in any dimension (a GPU or port freed counts even when

@@ -179,13 +179,20 @@ def empty_view(view: ClusterView) -> ClusterView:
     return ClusterView(view.specs)
 
 
-def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor) -> None:
+def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...],
+                     pipeline: PipelineFor) -> GangPlacement | None:
     """Raise :class:`GangDoesNotFit` (``never=True``) if the gang cannot be placed
-    even on the empty cluster."""
+    even on the empty cluster. When ``view`` is the empty cluster itself
+    (:meth:`ClusterView.is_empty`, an AM starting on an idle cluster), the check is the
+    gang's placement on it, and returns it: what :func:`place_gang` gives on ``view``
+    while it stays as it is, so the gang need not be placed again. Else None."""
     try:
+        if view.is_empty():
+            return place_gang(view, roles, pipeline)
         _place_roles(empty_view(view), roles, pipeline, RECENT_HOSTS, _wanted_indices(roles, None), None)
     except GangDoesNotFit as exc:
         raise GangDoesNotFit(exc.role, exc.index, exc.placed, exc.total, exc.cause, never=True) from None
+    return None
 
 
 # --------------------------------------------------------------------- internals
@@ -214,14 +221,14 @@ def _wanted_indices(roles: tuple[RoleSpec, ...],
     for role in roles:
         given = indices.get(role.name, ())
         try:
-            todo = sorted(operator.index(i) for i in given)
+            todo = sorted(map(operator.index, given))   # (C-level passes: the AM asks for thousands at once)
         except TypeError:
             raise ValueError(f"indices[{role.name!r}]: expected integers, got {list(given)!r}") from None
-        bad = [i for i in todo if not 0 <= i < role.instances]
-        if bad:
+        if todo and not 0 <= todo[0] <= todo[-1] < role.instances:
+            bad = [i for i in todo if not 0 <= i < role.instances]
             raise ValueError(f"indices[{role.name!r}]: expected indices in 0..{role.instances - 1}, got {bad}")
-        twice = sorted({a for a, b in zip(todo, todo[1:]) if a == b})
-        if twice:
+        if len(set(todo)) != len(todo):
+            twice = sorted({a for a, b in zip(todo, todo[1:]) if a == b})
             raise ValueError(f"indices[{role.name!r}]: index(es) {twice} given more than once")
         wanted.append(todo)
     return wanted

@@ -31,7 +31,7 @@ gangs of up to :data:`PER_INSTANCE_VARIABLES_UP_TO` tasks, ``PAI_HOST_IP_<role>_
 ``PAI_PORT_LIST_<role>_<i>_<label>`` and its older name ``PAI_<role>_<i>_<label>_PORT``
 (comma separated ports).
 
-**The task itself** (:func:`own_env`): ``PAI_CURRENT_TASK_ROLE_NAME``,
+**The task itself** (:func:`identity_env`, :func:`ports_env`): ``PAI_CURRENT_TASK_ROLE_NAME``,
 ``PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX``, ``PAI_TASK_INDEX``,
 ``PAI_CONTAINER_HOST_PORT_LIST`` (``label:port,port;label:port;``, every label
 followed by ``;``), ``PAI_CONTAINER_HOST_<label>_PORT_LIST`` (comma separated),
@@ -47,8 +47,8 @@ from __future__ import annotations
 
 import getpass
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Mapping, Sequence
+from operator import itemgetter
+from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.ports import PortRanges
 
@@ -64,15 +64,19 @@ class PlacedTask:
     host: str
     ports: Mapping[str, tuple[int, ...]]   # label -> the ports with that label
 
-    @cached_property
+    @property
     def main_port(self) -> int | None:
-        """The port OpenPAI names the task by: its ``http`` port (which OpenPAI always
-        reserves), else its first port; None without ports. Found once: the gang's and the
-        task's own variables both name it."""
-        for ports in (self.ports.get("http", ()), *self.ports.values()):
-            if ports:
-                return ports[0]
-        return None
+        """The port OpenPAI names the task by (see :func:`main_port`)."""
+        return main_port(self.ports)
+
+
+def main_port(ports: Mapping[str, tuple[int, ...]]) -> int | None:
+    """The port OpenPAI names a task by: its ``http`` port (which OpenPAI always
+    reserves), else its first port; None without ports."""
+    for listed in (ports.get("http", ()), *ports.values()):
+        if listed:
+            return listed[0]
+    return None
 
 
 def label_ports(labels: Mapping[str, int], ranges: PortRanges) -> dict[str, tuple[int, ...]]:
@@ -85,6 +89,28 @@ def label_ports(labels: Mapping[str, int], ranges: PortRanges) -> dict[str, tupl
         out[label] = tuple(ports[at:at + count])
         at += count
     return out
+
+
+class PortKinds:
+    """The ports of a gang's tasks, by kind: the tasks of a role given the same port
+    ranges (most tasks of a big gang: like nodes give their lowest free ports) share
+    one labelled mapping, one mapping of each label's first port (what the barrier and
+    the task's record keep) and one set of the task's own port variables
+    (:func:`ports_env`), worked out once. They are read only."""
+
+    def __init__(self, roles: Mapping[str, RoleSpec]):
+        self.roles = roles
+        self._kinds: dict[tuple[str, PortRanges], tuple[dict, dict, dict]] = {}
+
+    def of(self, role: str, ranges: PortRanges) -> tuple[dict[str, tuple[int, ...]], dict[str, int], dict[str, str]]:
+        """``(ports by label, first port by label, own port variables)`` of a task of ``role``
+        holding ``ranges``."""
+        kind = self._kinds.get((role, ranges))
+        if kind is None:
+            ports = label_ports(self.roles[role].ports, ranges)
+            named = {label: listed[0] for label, listed in ports.items() if listed}
+            kind = self._kinds[(role, ranges)] = (ports, named, ports_env(ports))
+        return kind
 
 
 #: Gangs up to this many tasks also get the per-instance variables (``PAI_HOST_IP_<role>_<i>``,
@@ -152,34 +178,74 @@ def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str
     return env
 
 
-def own_env(me: PlacedTask) -> dict[str, str]:
-    """The variables that say which task this is, and its own ports."""
-    listed = {label: ",".join(map(str, ports)) for label, ports in me.ports.items()}
-    index = str(me.index)
-    env = {
-        "PAI_CURRENT_TASK_ROLE_NAME": me.role,
-        "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": index,
-        "PAI_TASK_INDEX": index,
-        "PAI_CONTAINER_HOST_PORT_LIST": "".join(f"{label}:{ports};" for label, ports in listed.items()),
-    }
-    for label, ports in listed.items():
-        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = ports
-    main_port = me.main_port
-    if main_port is not None:
-        env["PAI_CONTAINER_HOST_PORT"] = env["PAI_CURRENT_CONTAINER_PORT"] = str(main_port)
-    if me.ports.get("ssh"):
-        env["PAI_CONTAINER_SSH_PORT"] = str(me.ports["ssh"][0])
+def identity_env(role: str, index: int) -> dict[str, str]:
+    """The variables that say which task this is."""
+    text = str(index)
+    return {"PAI_CURRENT_TASK_ROLE_NAME": role, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": text,
+            "PAI_TASK_INDEX": text}
+
+
+def ports_env(ports: Mapping[str, tuple[int, ...]]) -> dict[str, str]:
+    """A task's own port variables (the same for every task holding the same ports)."""
+    listed = {label: ",".join(map(str, numbers)) for label, numbers in ports.items()}
+    env = {"PAI_CONTAINER_HOST_PORT_LIST": "".join(f"{label}:{numbers};" for label, numbers in listed.items())}
+    for label, numbers in listed.items():
+        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = numbers
+    main = main_port(ports)
+    if main is not None:
+        env["PAI_CONTAINER_HOST_PORT"] = env["PAI_CURRENT_CONTAINER_PORT"] = str(main)
+    if ports.get("ssh"):
+        env["PAI_CONTAINER_SSH_PORT"] = str(ports["ssh"][0])
     return env
 
 
 def split_alike(envs: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], list[tuple[tuple[str, str], ...]]]:
     """Tasks' own variables split into those every task has alike (sent once for the gang:
-    the barrier's address and token, the attempt…) and, per task, the rest as launch pairs."""
-    alike = set(envs[0].items()) if len(envs) > 1 else set()
-    for env in envs[1:]:
-        alike.intersection_update(env.items())
-    names = {name for name, _ in alike}
-    return dict(alike), [tuple(pair for pair in env.items() if pair[0] not in names) for env in envs]
+    the barrier's address and token, the attempt…) and, per task, the rest as launch pairs,
+    in the order the task's mapping gives them.
+
+    A gang has thousands of tasks and few layouts of variables (a role's tasks name the
+    same ones, in the same order): the variables left to a task are found once per
+    layout and then read out of each task's mapping in one pass. Equal pairs are one
+    object (a role's tasks share most of theirs: the role, the ports): the launches of
+    a gang hold a few pairs per task, not a dozen, and the cycle collector traverses
+    that many fewer objects after the gang starts."""
+    if len(envs) < 2:
+        return {}, [tuple(env.items()) for env in envs]
+    first, rest = envs[0], envs[1:]
+    alike: dict[str, str] = {}
+    for name, value in first.items():
+        if rest[0].get(name, _ABSENT) != value:   # most variables differ at once: no need to look further
+            continue
+        values = [env.get(name, _ABSENT) for env in rest]
+        if values.count(value) == len(values):
+            alike[name] = value
+    own_names: dict[tuple[str, ...], tuple[tuple[str, ...], Callable]] = {}   # layout -> its own names, their reader
+    one_of: dict[tuple[str, str], tuple[str, str]] = {}   # each distinct pair, once
+    own = []
+    for env in envs:
+        layout = tuple(env)
+        known = own_names.get(layout)
+        if known is None:
+            names = tuple(name for name in layout if name not in alike)
+            known = own_names[layout] = (names, _reader(names))
+        names, read = known
+        pairs = list(zip(names, read(env)))
+        own.append(tuple(map(one_of.setdefault, pairs, pairs)))
+    return alike, own
+
+
+_ABSENT = object()
+
+
+def _reader(names: tuple[str, ...]) -> Callable[[Mapping[str, str]], tuple[str, ...]]:
+    """Reads the values of ``names`` from a mapping, as a tuple (``itemgetter`` gives a bare
+    value for one name and fails for none)."""
+    if not names:
+        return lambda env: ()
+    if len(names) == 1:
+        return lambda env: (env[names[0]],)
+    return itemgetter(*names)
 
 
 def current_user() -> str:

@@ -42,12 +42,11 @@ when the driver finds it can make no progress
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import random
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -63,13 +62,14 @@ from .am_settings import AMSettings
 from .attempt_barrier import AttemptBarrier
 from .barrier import TaskInfo
 from .cluster_tracker import ClusterTracker
+from .collector import collector_paused
 from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
 from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
-from .launch_env import PlacedTask, gang_env, label_ports, own_env, split_alike
+from .launch_env import PlacedTask, PortKinds, gang_env, identity_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .progress_log import ProgressLog
@@ -117,6 +117,7 @@ class ApplicationMaster:
         self._pipelines: dict[str, SelectionPipeline] = {}
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
         self._tracker: ClusterTracker | None = None   # read from the RM on first use, then kept
+        self._placed_at_start: dict[str, tuple] = {}   # gang -> (placement, the view, its changes) of the check
         self._next_request = self.am_attempt * 1_000_000   # request ids of different AM attempts never collide
         self._asked_by: dict[int, GangRun] = {}   # request id -> the gang whose ask it is
         self._to_release: list[str] = []   # containers to give back at the next heartbeat
@@ -147,7 +148,7 @@ class ApplicationMaster:
         for number, names in enumerate(self.job.gangs):
             roles = self.job.gang_roles(number)
             try:
-                check_fits_empty(view, roles, self._pipeline_for)
+                placed = check_fits_empty(view, roles, self._pipeline_for)
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {gang_name(names)} can never run on this cluster: {exc}")
                 return
@@ -155,6 +156,8 @@ class ApplicationMaster:
             if over:
                 self._finish("failed", f"gang {gang_name(names)} can never run in queue {self.queue}: {over}")
                 return
+            if placed is not None:   # placed on the idle cluster itself: its first placement, while the view stays so
+                self._placed_at_start[gang_name(names)] = (placed, view, view.changes)
         for number, names in enumerate(self.job.gangs):
             self.gangs.append(self._new_gang(gang_name(names), self.job.gang_roles(number), 1, []))
 
@@ -190,7 +193,7 @@ class ApplicationMaster:
         """One round: decide, talk to the RM once, react."""
         if self.done:
             return
-        with _collector_paused():
+        with collector_paused():   # a gang's start is one burst of long-lived objects
             self._heartbeat()
 
     def _heartbeat(self) -> None:
@@ -340,6 +343,16 @@ class ApplicationMaster:
         return self._cluster().scratch((task.role, task.host) for _gang, task in self._running.values())
 
     def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
+        """The gang's placement on ``view``; its first one is the never-fits check's, when
+        that placed it on the idle cluster and nothing has changed since (the same view,
+        unchanged, nothing running, every instance wanted)."""
+        at_start = self._placed_at_start.pop(gang.name, None)
+        if at_start is not None:
+            placed, checked, changes = at_start
+            tracker = self._cluster()
+            if (tracker.view is checked and checked.changes == changes and not self._running
+                    and all(list(wanted.get(r.name, ())) == list(range(r.instances)) for r in gang.roles)):
+                return placed
         return place_gang(view, gang.roles, self._pipeline_for, indices=wanted)
 
     def _new_request_id(self, gang: GangRun) -> int:
@@ -355,17 +368,20 @@ class ApplicationMaster:
         gang.state = RoleState.LAUNCHING
         acq = gang.acquisition
         slots = acq.in_order()
-        placed = [PlacedTask(s.role, s.index, s.container.host,
-                             label_ports(acq.roles[s.role].ports, s.container.resource.port_ranges))
-                  for s in slots]
-        infos = [TaskInfo(rank, p.host, {label: ports[0] for label, ports in p.ports.items() if ports},
-                          p.role, p.index) for rank, p in enumerate(placed)]
+        kinds = PortKinds(acq.roles)
+        placed, infos, tasks, port_envs = [], [], [], []
+        for rank, s in enumerate(slots):
+            c = s.container
+            ports, named, port_env = kinds.of(s.role, c.resource.port_ranges)
+            placed.append(PlacedTask(s.role, s.index, c.host, ports))
+            infos.append(TaskInfo(rank, c.host, named, s.role, s.index))
+            tasks.append(TaskRecord(s.role, s.index, rank, c.container_id, c.host, _gpu_indices(c.resource.gpu_mask),
+                                    named, now))
+            port_envs.append(port_env)
         token, barrier_envs = self._barrier.open(gang, infos)
         commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
-        tasks = [TaskRecord(s.role, s.index, rank, s.container.container_id, s.container.host,
-                            tuple(indices_of(s.container.resource.gpu_mask)), infos[rank].ports, now)
-                 for rank, s in enumerate(slots)]
-        alike, own = split_alike([{**own_env(me), **barrier_envs[rank]} for rank, me in enumerate(placed)])
+        alike, own = split_alike([{**identity_env(me.role, me.index), **port_envs[rank], **barrier_envs[rank]}
+                                  for rank, me in enumerate(placed)])
         shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
                                           **alike}.items()))
         launches = tuple(ContainerLaunch(t.container_id, LaunchContext(commands[t.role], env))
@@ -637,24 +653,12 @@ class ApplicationMaster:
         return out
 
 
+@lru_cache(maxsize=1024)
+def _gpu_indices(mask: int) -> tuple[int, ...]:
+    """A container's GPUs as indices: one tuple per mask (a gang's thousands of tasks hold a few masks)."""
+    return tuple(indices_of(mask))
+
+
 def _script(commands: Sequence[str]) -> str:
     """OpenPAI runs a role's commands as one shell script; the first failing one fails the task."""
     return "set -e\n" + "\n".join(commands)
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cycle collector waits until the heartbeat is over. Starting a gang of
-    thousands of tasks makes hundreds of thousands of objects that all live on (tasks,
-    containers, their environments); collecting during that burst traverses the whole
-    heap again and again (a full collection each time the survivors grow by a quarter),
-    to find no garbage. Paused, it collects once after the burst. Objects freed by
-    reference counting are freed at once either way."""
-    if not gc.isenabled():   # someone else (a test, an embedding program) has paused it
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()

@@ -208,7 +208,7 @@ def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
     and health as the RM reports them (a LOST or UNHEALTHY node is not healthy)."""
     view = ClusterView([n.spec for n in nodes])
     for n in nodes:   # a new view's nodes are healthy and unused: only the others are set (and marked changed)
-        if n.free != n.capacity:
+        if n.free is not n.capacity and n.free != n.capacity:
             view.set_free(n.host, n.free)
         if not n.state.usable:
             view.set_health(n.host, False)

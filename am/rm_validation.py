@@ -209,13 +209,16 @@ def check_start(r: Any) -> LaunchSize:
     return check_launch(r.shared, "shared")
 
 
+_TUPLE, _PAIR = {tuple}, {2}
+
+
 def _launch_text_bytes(c: LaunchContext, field: str) -> int:
     """The command and environment as ``execve`` takes them: strings without NUL, each
     variable NAME=value with a name; returns the bytes they take. The usual launch (ASCII
     text, well formed) is measured whole, in a few C-level passes; any other is walked
     field by field, which names the one at fault (or counts the bytes of non-ASCII text)."""
     env = c.env
-    if all(type(pair) is tuple and len(pair) == 2 for pair in env):
+    if set(map(type, env)) <= _TUPLE and set(map(len, env)) <= _PAIR:   # every one a (name, value) tuple
         texts = [*c.command, *chain.from_iterable(env)]
         try:
             blob = "".join(texts)

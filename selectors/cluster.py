@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Iterable
 
 import numpy as np
@@ -52,8 +53,14 @@ class NodeSpec:
 
     @property
     def capacity(self) -> ResourceDescriptor:
-        return ResourceDescriptor(self.memory_mb, self.vcores, self.gpus, full_mask(self.gpus),
-                                  port_ranges=self.ports)
+        return _capacity(self.memory_mb, self.vcores, self.gpus, self.ports)
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _capacity(memory_mb: int, vcores: float, gpus: int, ports: PortRanges) -> ResourceDescriptor:
+    """A node's capacity, checked: one (immutable) value per kind of machine, of which a
+    cluster of thousands of nodes has a few. Keyed by type too (8 and 8.0 vcores print apart)."""
+    return ResourceDescriptor(memory_mb, vcores, gpus, full_mask(gpus), port_ranges=ports)
 
 
 @dataclass(frozen=True)
@@ -93,9 +100,12 @@ class NodeColumns:
             dup = next(h for h in self.hosts if h in seen or seen.add(h))
             raise ValueError(f"host {dup!r} is declared twice")
         self.memory_capacity = np.array([s.memory_mb for s in specs], dtype=np.int64)
-        self.mvcores_capacity = np.array([milli(s.vcores) for s in specs], dtype=np.int64)
-        self.gpu_capacity = np.array([s.gpus for s in specs], dtype=np.int64)
-        self.gpu_capacity_mask = np.array([full_mask(s.gpus) for s in specs], dtype=np.uint64)
+        vcores, gpus = [s.vcores for s in specs], [s.gpus for s in specs]
+        mvcores = {v: milli(v) for v in set(vcores)}   # a cluster has few kinds of machine: each converted once
+        masks = {g: full_mask(g) for g in set(gpus)}
+        self.mvcores_capacity = np.array([mvcores[v] for v in vcores], dtype=np.int64)
+        self.gpu_capacity = np.array(gpus, dtype=np.int64)
+        self.gpu_capacity_mask = np.array([masks[g] for g in gpus], dtype=np.uint64)
         # Free amounts are stored (not used amounts): select() reads them on every call.
         self.memory_free = self.memory_capacity.copy()
         self.mvcores_free = self.mvcores_capacity.copy()
@@ -109,6 +119,7 @@ class NodeColumns:
         #: counts every change of a row, so that a result read later can tell it is stale
         self.changes = 0
         self._port_capacity_counts: dict[int, np.ndarray] = {}
+        self._port_results: dict[tuple[PortRanges, PortRanges, bool], PortRanges] = {}   # see _ports_changed
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -118,22 +129,20 @@ class NodeColumns:
         """Node ``i``'s free resources (its capacity when ``empty``) for the scalar checks."""
         if empty:
             ports = self.port_capacity[i]
-            return Amounts(int(self.memory_capacity[i]), int(self.mvcores_capacity[i]),
-                           int(self.gpu_capacity[i]), int(self.gpu_capacity_mask[i]), ports, ports.count)
-        return Amounts(int(self.memory_free[i]), int(self.mvcores_free[i]), int(self.gpus_free[i]),
-                       int(self.gpu_free_mask[i]), self.ports_free[i], int(self.ports_free_count[i]))
+            return Amounts(self.memory_capacity.item(i), self.mvcores_capacity.item(i),
+                           self.gpu_capacity.item(i), self.gpu_capacity_mask.item(i), ports, ports.count)
+        return Amounts(self.memory_free.item(i), self.mvcores_free.item(i), self.gpus_free.item(i),
+                       self.gpu_free_mask.item(i), self.ports_free[i], self.ports_free_count.item(i))
 
     def free(self, i: int) -> ResourceDescriptor:
-        mask = int(self.gpu_free_mask[i])
-        return ResourceDescriptor(memory_mb=int(self.memory_free[i]), vcores=int(self.mvcores_free[i]) / 1000.0,
-                                  gpus=popcount(mask), gpu_mask=mask, port_ranges=self.ports_free[i])
+        return ResourceDescriptor.exactly(self.memory_free.item(i), self.mvcores_free.item(i) / 1000.0,
+                                          self.gpu_free_mask.item(i), self.ports_free[i])
 
     def used(self, i: int) -> ResourceDescriptor:
-        mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
-        return ResourceDescriptor(int(self.memory_capacity[i] - self.memory_free[i]),
-                                  int(self.mvcores_capacity[i] - self.mvcores_free[i]) / 1000.0,
-                                  popcount(mask), mask,
-                                  port_ranges=self.port_capacity[i].subtract(self.ports_free[i]))
+        return ResourceDescriptor.exactly(self.memory_capacity.item(i) - self.memory_free.item(i),
+                                          (self.mvcores_capacity.item(i) - self.mvcores_free.item(i)) / 1000.0,
+                                          self.gpu_capacity_mask.item(i) & ~self.gpu_free_mask.item(i),
+                                          self.port_capacity[i].subtract(self.ports_free[i]))
 
     def ports_free_at_or_above(self, port_min: int) -> np.ndarray:
         """Per node, how many free ports are ``>= port_min`` (kept up to date incrementally)."""
@@ -195,42 +204,74 @@ class NodeColumns:
     def _book(self, i: int, exact: Demand) -> None:
         """Take exactly these resources (the GPUs by mask, the ports by range) from node
         ``i``; raises :class:`ResourceError` naming the first short dimension, and
-        changes nothing, when they are not all free."""
+        changes nothing, when they are not all free.
+
+        The fit is :func:`~gangmaster.selectors.fit.shortfall`'s rule for an exact demand
+        (every amount stays >= 0, every GPU and port named is free), worked out here on
+        what would be left, which is then stored: the RM books every container of a gang
+        through this, so it reads each column once. The reason is asked of ``shortfall``
+        only on a refusal."""
         self._check_exact(i, exact)
-        reason = shortfall(exact, self.amounts(i))
-        if reason is not None:
+        memory = self.memory_free.item(i) - exact.memory_mb
+        mvcores = self.mvcores_free.item(i) - exact.mvcores
+        free_mask = self.gpu_free_mask.item(i)
+        taken = exact.port_ranges
+        ports_short = False
+        if taken.ranges:
+            free_ports = self.ports_free[i]
+            left = self._ports_changed(free_ports, taken, adding=False)
+            ports_short = left.count != free_ports.count - taken.count   # some port taken was not free
+        if memory < 0 or mvcores < 0 or exact.gpu_mask & ~free_mask or ports_short:
             raise ResourceError(f"host {self.hosts[i]}: {exact} does not fit in free {self.free(i)} "
-                                f"({reason})")
-        self.memory_free[i] -= exact.memory_mb
-        self.mvcores_free[i] -= exact.mvcores
+                                f"({shortfall(exact, self.amounts(i))})")
+        self.memory_free[i] = memory
+        self.mvcores_free[i] = mvcores
         if exact.gpu_mask:
-            self.gpus_free[i] -= exact.gpus
-            self.gpu_free_mask[i] &= ~np.uint64(exact.gpu_mask)
-        if exact.port_ranges:
-            self._set_ports_free(i, self.ports_free[i].subtract(exact.port_ranges))
+            self.gpus_free[i] = self.gpus_free.item(i) - exact.gpus
+            self.gpu_free_mask[i] = free_mask & ~exact.gpu_mask
+        if taken.ranges:
+            self._set_ports_free(i, left)
         self._touched(i)
 
     def _unbook(self, i: int, exact: Demand) -> None:
         """Give back what :meth:`_book` took; raises, changing nothing, for anything not in use."""
         self._check_exact(i, exact)
-        used_mask = int(self.gpu_capacity_mask[i]) & ~int(self.gpu_free_mask[i])
+        free_mask = self.gpu_free_mask.item(i)
+        used_mask = self.gpu_capacity_mask.item(i) & ~free_mask
         if not is_subset(exact.gpu_mask, used_mask):
             raise ResourceError(f"host {self.hosts[i]}: GPUs {indices_of(exact.gpu_mask & ~used_mask)} "
                                 f"are not in use")
-        if (exact.memory_mb > self.memory_capacity[i] - self.memory_free[i]
-                or exact.mvcores > self.mvcores_capacity[i] - self.mvcores_free[i]):
+        memory = self.memory_free.item(i) + exact.memory_mb
+        mvcores = self.mvcores_free.item(i) + exact.mvcores
+        if memory > self.memory_capacity.item(i) or mvcores > self.mvcores_capacity.item(i):
             raise ResourceError(f"host {self.hosts[i]}: returning {exact} exceeds what is in use")
-        if exact.port_ranges and exact.port_ranges.intersect(self.ports_free[i]):
-            raise ResourceError(f"host {self.hosts[i]}: ports {exact.port_ranges.intersect(self.ports_free[i])} "
-                                f"are not in use")
-        self.memory_free[i] += exact.memory_mb
-        self.mvcores_free[i] += exact.mvcores
+        returned = exact.port_ranges
+        if returned.ranges:
+            free_ports = self.ports_free[i]
+            after = self._ports_changed(free_ports, returned, adding=True)
+            if after.count != free_ports.count + returned.count:   # some port returned was free
+                raise ResourceError(f"host {self.hosts[i]}: ports {returned.intersect(free_ports)} "
+                                    f"are not in use")
+        self.memory_free[i] = memory
+        self.mvcores_free[i] = mvcores
         if exact.gpu_mask:
-            self.gpus_free[i] += exact.gpus
-            self.gpu_free_mask[i] |= np.uint64(exact.gpu_mask)
-        if exact.port_ranges:
-            self._set_ports_free(i, self.ports_free[i].add(exact.port_ranges))
+            self.gpus_free[i] = self.gpus_free.item(i) + exact.gpus
+            self.gpu_free_mask[i] = free_mask | exact.gpu_mask
+        if returned.ranges:
+            self._set_ports_free(i, after)
         self._touched(i)
+
+    def _ports_changed(self, free: PortRanges, change: PortRanges, adding: bool) -> PortRanges:
+        """``free`` less ``change`` (plus it, ``adding``). Nodes of a kind go through the same
+        few of these again and again (the lowest ports taken, then given back): each result
+        is made once and shared by every node holding it (at most _PORT_RESULTS_KEPT kept)."""
+        key = (free, change, adding)
+        result = self._port_results.get(key)
+        if result is None:
+            if len(self._port_results) >= _PORT_RESULTS_KEPT:
+                self._port_results.clear()
+            result = self._port_results[key] = free.add(change) if adding else free.subtract(change)
+        return result
 
     def _check_exact(self, i: int, exact: Demand) -> None:
         if exact.gpus != popcount(exact.gpu_mask) or exact.ports != exact.port_ranges.count:
@@ -263,13 +304,16 @@ class ClusterView(NodeColumns):
         self.gpu_types, self.gpu_type_code = _encode([s.gpu_type or "" for s in specs])
         self.topologies, self.topology_code = _encode([s.topology or "" for s in specs])
         self.label_bit: dict[str, int] = {}
+        bits_of: dict[frozenset[str], int] = {}   # per set of labels (nodes of a kind share one)
         for s in specs:
-            for label in sorted(s.labels):
-                self.label_bit.setdefault(label, 1 << len(self.label_bit))
+            if s.labels not in bits_of:
+                for label in sorted(s.labels):
+                    self.label_bit.setdefault(label, 1 << len(self.label_bit))
+                bits_of[s.labels] = -1
         if len(self.label_bit) > 64:
             raise ValueError(f"at most 64 distinct node labels are supported, got {len(self.label_bit)}")
-        self.label_bits = np.array([sum(self.label_bit[l] for l in s.labels) for s in specs],
-                                   dtype=np.uint64)
+        bits_of = {labels: sum(self.label_bit[l] for l in labels) for labels in bits_of}
+        self.label_bits = np.array([bits_of[s.labels] for s in specs], dtype=np.uint64)
         self.healthy = np.ones(n, dtype=bool)
         self.outstanding = np.zeros(n, dtype=np.int64)
         self._by_rack: tuple[np.ndarray, list[int]] | None = None  # rack_rows(): built once, shared by copies
@@ -321,6 +365,17 @@ class ClusterView(NodeColumns):
         if len(chosen) == 1:
             return by_rack[starts[chosen[0]]:starts[chosen[0] + 1]]
         return np.concatenate([by_rack[starts[r]:starts[r + 1]] for r in chosen] or [np.zeros(0, dtype=np.int64)])
+
+    def is_empty(self) -> bool:
+        """True when the view is as a new view of its nodes would be: nothing used, every
+        node healthy, no per-role counts or failures, nothing outstanding."""
+        return bool((self.memory_free == self.memory_capacity).all()
+                    and (self.mvcores_free == self.mvcores_capacity).all()
+                    and (self.gpu_free_mask == self.gpu_capacity_mask).all()
+                    and self.ports_free == self.port_capacity
+                    and self.healthy.all() and not self.outstanding.any()
+                    and not any(c.any() for c in self.role_count.values())
+                    and not any(f.any() for f in self.role_failed.values()))
 
     def free_mask(self, i: int) -> int:
         return int(self.gpu_free_mask[i])
@@ -433,11 +488,12 @@ class ClusterView(NodeColumns):
     def set_free(self, host: str, free: ResourceDescriptor) -> None:
         """Overwrite what is free on a node from an RM node report (the RM holds the truth)."""
         i = self.index(host)
+        mask = self.gpu_capacity_mask.item(i) & free.gpu_mask
         self.memory_free[i] = free.memory_mb
         self.mvcores_free[i] = milli(free.vcores)
-        self.gpu_free_mask[i] = self.gpu_capacity_mask[i] & np.uint64(free.gpu_mask)
-        self.gpus_free[i] = popcount(int(self.gpu_free_mask[i]))
-        self._set_ports_free(i, self.port_capacity[i].intersect(free.port_ranges))
+        self.gpu_free_mask[i] = mask
+        self.gpus_free[i] = popcount(mask)
+        self._set_ports_free(i, free.port_ranges.intersect(self.port_capacity[i]))
         self._touched(i)
 
     def copy(self) -> "ClusterView":
@@ -451,6 +507,10 @@ class ClusterView(NodeColumns):
         return clone
 
 
+#: How many port-range results :meth:`NodeColumns._ports_changed` keeps (then it starts afresh).
+_PORT_RESULTS_KEPT = 4096
+
+
 @dataclass
 class _CachedColumn:
     values: np.ndarray
@@ -459,7 +519,9 @@ class _CachedColumn:
 
 def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:
     chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
-    return np.array([p.count_at_or_above(port_min) for p in chosen], dtype=np.int64)
+    # Most nodes' ports all lie at or above port_min: their count is the answer.
+    return np.array([p.count if not p.ranges or p.ranges[0][0] >= port_min else p.count_at_or_above(port_min)
+                     for p in chosen], dtype=np.int64)
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:

@@ -8,7 +8,7 @@ cover, which is what the property tests check.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 PORT_MIN = 0
@@ -31,13 +31,23 @@ def coalesce(ranges: Iterable[Sequence[int]]) -> tuple[tuple[int, int], ...]:
             raise PortError(f"port range [{begin}, {end}]: ports must be within {PORT_MIN}..{PORT_MAX}")
         items.append((begin, end))
     items.sort()
+    return _merge_sorted(items)
+
+
+def _merge_sorted(items: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Merge sorted, valid ``(begin, end)`` pairs that overlap or touch."""
+    if not items:
+        return ()
     merged: list[tuple[int, int]] = []
-    for begin, end in items:
-        if merged and begin <= merged[-1][1] + 1:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
+    begin, end = items[0]
+    for b, e in items:
+        if b <= end + 1:
+            if e > end:
+                end = e
         else:
             merged.append((begin, end))
+            begin, end = b, e
+    merged.append((begin, end))
     return tuple(merged)
 
 
@@ -46,6 +56,15 @@ class PortRanges:
     """An immutable set of ports stored as coalesced closed ranges."""
 
     ranges: tuple[tuple[int, int], ...] = ()
+    #: How many ports the ranges hold, counted once when the value is made: the ledger and
+    #: the view read it at every booking (a gang's start books thousands).
+    count: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        count = len(self.ranges)
+        for begin, end in self.ranges:
+            count += end - begin
+        object.__setattr__(self, "count", count)
 
     @classmethod
     def of(cls, *ranges: Sequence[int]) -> "PortRanges":
@@ -83,14 +102,17 @@ class PortRanges:
         for begin, end in self.ranges:
             yield from range(begin, end + 1)
 
-    @property
-    def count(self) -> int:
-        return sum(end - begin + 1 for begin, end in self.ranges)
-
     def add(self, other: "PortRanges") -> "PortRanges":
-        return PortRanges(coalesce(self.ranges + other.ranges))
+        if not other.ranges:
+            return self
+        if not self.ranges:
+            return other
+        return PortRanges(_merge_sorted(sorted(self.ranges + other.ranges)))   # both valid already
 
     def intersect(self, other: "PortRanges") -> "PortRanges":
+        if len(other.ranges) == 1 and self.ranges and other.ranges[0][0] <= self.ranges[0][0] \
+                and self.ranges[-1][1] <= other.ranges[0][1]:
+            return self   # all of it lies in the one range of ``other`` (a node's free ports in its capacity)
         out = []
         i = j = 0
         a, b = self.ranges, other.ranges

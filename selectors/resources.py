@@ -59,6 +59,22 @@ class ResourceDescriptor:
         if self.port_ranges and not self.ports:
             object.__setattr__(self, "ports", self.port_ranges.count)
 
+    @classmethod
+    def exactly(cls, memory_mb: int, vcores: float, gpu_mask: int, port_ranges: PortRanges) -> "ResourceDescriptor":
+        """What a node or a container holds, named exactly: its GPUs by mask and its ports
+        by range (the counts follow from them). Only for values made of ones already
+        checked (a node's columns, a booking): they are not checked again, which the RM's
+        node reports need (thousands of nodes a heartbeat). Whatever comes from a file or
+        the wire goes through the constructor's checks."""
+        value, set_ = object.__new__(cls), object.__setattr__   # as the dataclass sets them (no __dict__ object)
+        set_(value, "memory_mb", memory_mb)
+        set_(value, "vcores", vcores)
+        set_(value, "gpus", gpu_mask.bit_count())
+        set_(value, "gpu_mask", gpu_mask)
+        set_(value, "ports", port_ranges.count)
+        set_(value, "port_ranges", port_ranges)
+        return value
+
     def __str__(self) -> str:
         return describe_ask(self.memory_mb, self.vcores, self.gpus, self.gpu_mask, self.ports, self.port_ranges)
 

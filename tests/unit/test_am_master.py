@@ -426,3 +426,60 @@ def test_heartbeat_pauses_the_cycle_collector_and_gives_it_back(tmp_path):
         if was:
             gc.enable()
     assert one.outcome == "succeeded"
+
+
+def test_what_a_heartbeat_burst_leaves_alive_goes_to_the_oldest_generation(tmp_path):
+    """A heartbeat that made more objects than the youngest generation holds ends with one
+    collection of both young generations: the survivors (a started gang's tasks, containers,
+    environments) move to the oldest one, so the young collections after it do not traverse
+    them again."""
+    import gc
+    from gangmaster.am import master as am_master
+
+    kept = []
+    plan = am_master.ApplicationMaster._plan
+
+    def bursting_plan(self, gang, now):
+        kept.extend([] for _ in range(3 * gc.get_threshold()[0]))   # lists are tracked by the collector
+        return plan(self, gang, now)
+
+    runs = SimulatedRuns(gpu_nodes(2))
+    one = runs.submit(parse_job(job(instances=2)), tmp_path / "run")
+    was = gc.isenabled()
+    try:
+        am_master.ApplicationMaster._plan = bursting_plan
+        gc.enable()
+        gc.collect()   # every generation empty: left to itself the collector would move the burst one step only
+        one.am.heartbeat()
+        oldest = {id(o) for o in gc.get_objects(generation=2)}
+    finally:
+        am_master.ApplicationMaster._plan = plan
+        if not was:
+            gc.disable()
+    assert kept and all(id(o) in oldest for o in kept)
+
+
+def test_an_am_starting_on_an_idle_cluster_places_its_gang_once(tmp_path):
+    """The never-fits check places the gang on the idle cluster itself: that placement is
+    the gang's first (the same hosts as placing it afresh would give), not made twice."""
+    from gangmaster.am import gang_placement
+
+    placements = []
+    place_roles = gang_placement._place_roles
+
+    def counting(*args, **kwargs):
+        placements.append(args[1])
+        return place_roles(*args, **kwargs)
+
+    gang_placement._place_roles = counting
+    try:
+        runs = SimulatedRuns(gpu_nodes(3))
+        one = runs.submit(parse_job(job(instances=6)), tmp_path / "run")
+        assert runs.run() and one.outcome == "succeeded"
+    finally:
+        gang_placement._place_roles = place_roles
+    assert len(placements) == 1
+    view = runs.sim.core.ledger
+    fresh = gang_placement.place_gang(gang_placement.ClusterView(view.specs), one.am.job.gang_roles(0),
+                                      one.am._pipeline_for)
+    assert sorted(t.host for t in one.am.history()[-1].tasks) == sorted(p.host for p in fresh.instances)

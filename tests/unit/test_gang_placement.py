@@ -64,3 +64,30 @@ def test_placement_never_double_books_and_is_all_or_nothing(shape):
     for p in placement.instances:   # booking it all on the real view must succeed: nothing double-booked
         view.allocate(p.host, p.resource, role=p.role)
     assert (view.gpus_free >= 0).all() and (view.memory_free >= 0).all()
+
+
+def test_the_never_fits_check_on_an_idle_cluster_is_the_gangs_placement_on_it():
+    """On a view that is the empty cluster itself the check places the gang there and hands
+    that placement back (what place_gang gives on the view); on any other view it only checks."""
+    roles = (role("server", 6, cpu=8, cap=1, ratio=0.5), role("worker", 8, gpus=2, cap=2))
+    view = load_cluster()
+    assert view.is_empty()
+    placed = check_fits_empty(view, roles, SelectionPipeline())
+    again = place_gang(view, roles, SelectionPipeline())
+    assert [(p.role, p.index, p.host, p.resource) for p in placed.instances] == \
+           [(p.role, p.index, p.host, p.resource) for p in again.instances]
+    assert view.is_empty()                                    # checked on a copy
+    view.allocate(view.hosts[0], R(memory_mb=1))
+    assert not view.is_empty()
+    assert check_fits_empty(view, roles, SelectionPipeline()) is None
+
+
+def test_a_view_is_empty_only_as_a_new_view_of_its_nodes_would_be():
+    view = load_cluster()
+    assert view.is_empty()
+    for change in (lambda v: v.set_health(v.hosts[1], False), lambda v: v.instances_of("w").__setitem__(2, 1),
+                   lambda v: v.mark_failed("w", v.hosts[3]), lambda v: v.outstanding.__setitem__(4, 1),
+                   lambda v: v.allocate(v.hosts[5], R(ports=1, port_ranges=v.ports_free[5].take_sequential(1)))):
+        changed = load_cluster()
+        change(changed)
+        assert not changed.is_empty()

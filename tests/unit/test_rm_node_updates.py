@@ -100,3 +100,25 @@ def test_the_log_stays_bounded():
         changes.touch(k % 4)
     assert len(changes.log) <= max(MIN_LOG_ENTRIES, 8)
     assert changes.since(0, 100) == ([0, 1, 2, 3], changes.seq)   # an old cursor: answered from the column
+
+
+def test_an_unused_nodes_report_follows_its_state_and_health():
+    """An unused node is reported alike each time it is unused in the same state; a change
+    of state or health report, or a container on it, shows at once."""
+    sim = Simulation.from_files(FIX / "cluster.yaml")
+    core = sim.core
+    host = core.ledger.hosts[0]
+    first = core.cluster_nodes()[0]
+    assert (first.state, first.health_report, first.containers, first.free) == \
+           (NodeState.RUNNING, "", 0, first.capacity)
+    core.mark_unhealthy(host, "disk full")
+    assert (core.cluster_nodes()[0].state, core.cluster_nodes()[0].health_report) == (NodeState.UNHEALTHY, "disk full")
+    core.restore_node(host)
+    assert core.cluster_nodes()[0] == first
+    app, attempt = start_app(sim, "a")
+    granted = beat(sim, app, attempt, ResourceRequest(1, R(memory_mb=1024, vcores=1), host=host,
+                                                      relax_locality=False)).allocated
+    used = core.cluster_nodes()[0]
+    assert used.containers == 1 and used.free.memory_mb == first.free.memory_mb - 1024
+    beat(sim, app, attempt, releases=(granted[0].container_id,))
+    assert core.cluster_nodes()[0] == first

@@ -124,6 +124,33 @@ def test_the_in_process_coordinator_times_out_on_the_loop_and_leaves_no_call_beh
     assert not loop.has_one_shot_calls()
 
 
+def test_each_epoch_keeps_its_own_deadline_whoever_arrives_later():
+    """An epoch's deadline runs from its first arrival: a later arrival in it does not move
+    it, and an epoch of another gang that starts later with a shorter timeout ends first;
+    an attempt opened again starts afresh."""
+    loop = VirtualLoop()
+    barrier = InProcessBarrier(loop)
+    three = [TaskInfo(i, f"h{i}") for i in range(3)]
+    long_token = barrier.open_attempt("job", "long", 1, three, timeout_s=100)
+    short_token = barrier.open_attempt("job", "short", 1, three[:2], timeout_s=30)
+    told: dict = {}
+    barrier.arrive(Arrival("job", "long", 1, long_token, task=0, epoch=0),
+                   lambda o: told.setdefault("long", loop.now()))
+    loop.run_until(10)
+    barrier.arrive(Arrival("job", "short", 1, short_token, task=0, epoch=0),
+                   lambda o: told.setdefault("short", loop.now()))
+    loop.run_until(50)
+    barrier.arrive(Arrival("job", "long", 1, long_token, task=1, epoch=0), lambda o: None)
+    loop.run_until(99.9)
+    assert told == {"short": 40}
+    loop.run_until(101)
+    assert told == {"short": 40, "long": 100}
+    again = barrier.open_attempt("job", "short", 2, three[:2], timeout_s=30)
+    barrier.arrive(Arrival("job", "short", 2, again, task=1, epoch=0), lambda o: told.setdefault("again", loop.now()))
+    loop.run_until(200)
+    assert told["again"] == pytest.approx(131)
+
+
 def test_tokens_are_numbered_so_a_simulation_replays(tmp_path):
     def tokens(where):
         runs = SimulatedRuns(nodes(2))

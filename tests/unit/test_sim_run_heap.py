@@ -37,3 +37,27 @@ def test_a_run_that_raises_unfreezes_too(tmp_path):
     with pytest.raises(RuntimeError, match="boom"):
         sim.run()
     assert gc.get_freeze_count() == 0
+
+
+def test_tasks_that_exit_together_end_with_the_collector_paused_and_given_back(tmp_path):
+    """The containers that exit at one instant are one burst (statuses, records): the
+    simulated NodeManager reports them with the collector held off, then gives it back."""
+    sim = runs()
+    run = sim.submit(parse_job(JOB), tmp_path)
+    core = sim.sim.core
+    exited = core.container_exited
+    seen = []
+
+    def spying_exit(container_id, exit_code, diagnostics=""):
+        seen.append(gc.isenabled())
+        return exited(container_id, exit_code, diagnostics)
+
+    core.container_exited = spying_exit
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        assert sim.run() and run.outcome == "succeeded"
+        assert seen == [False, False] and gc.isenabled()
+    finally:
+        if not was:
+            gc.disable()

@@ -154,7 +154,7 @@ class ResourceManager:
         self.node_containers: list[set] = [set() for _ in specs]
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
         self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
-        self._free_when_unused: list = [None] * len(specs)   # what an unused node reports free (once built)
+        self._report_when_unused: list = [None] * len(specs)   # what an unused node reports (once built per state)
         self._headroom_of: tuple = (None, None)          # ((version, queue), headroom) of the latest answer
         self.next_app = 1
         self.next_container = 1
@@ -256,26 +256,30 @@ class ResourceManager:
                     if not usable_only or self.ledger.usable[i]]
 
     def _node_report(self, i: int) -> NodeReport:
-        spec = self.ledger.specs[i]
+        ledger = self.ledger
+        spec = ledger.specs[i]
         capacity = self._capacity[i]
         if capacity is None:
             capacity = self._capacity[i] = spec.capacity
-        if self.ledger.unused(i):   # as every time it was unused: report the same value
-            free = self._free_when_unused[i]
-            if free is None:
-                free = self._free_when_unused[i] = self._free_of_unused(i, capacity)
-        else:
-            free = self.ledger.free(i)
-        return NodeReport(spec.host, spec.rack, self.ledger.states[i], capacity, free,
-                          spec.labels, spec.gpu_type, spec.topology, len(self.node_containers[i]),
-                          self.ledger.health_reports[i])
+        state, health, containers = ledger.states[i], ledger.health_reports[i], len(self.node_containers[i])
+        if ledger.unused(i):   # as every time it was unused in this state: the same report (a gang's end: thousands)
+            report = self._report_when_unused[i]
+            if (report is None or report.state is not state or report.health_report != health
+                    or report.containers != containers):
+                report = self._report_when_unused[i] = NodeReport(
+                    spec.host, spec.rack, state, capacity, self._free_of_unused(i, capacity), spec.labels,
+                    spec.gpu_type, spec.topology, containers, health)
+            return report
+        return NodeReport(spec.host, spec.rack, state, capacity, ledger.free(i), spec.labels, spec.gpu_type,
+                          spec.topology, containers, health)
 
     def _free_of_unused(self, i: int, capacity: ResourceDescriptor) -> ResourceDescriptor:
         """What an unused node has free: all of it. Its capacity itself when the ledger holds
         that exactly (vcores in whole millis), so a cluster's first report builds no copies."""
         ledger = self.ledger
-        if (capacity.memory_mb == ledger.memory_capacity[i] and capacity.vcores == ledger.mvcores_capacity[i] / 1000.0
-                and capacity.gpu_mask == ledger.gpu_capacity_mask[i]
+        if (capacity.memory_mb == ledger.memory_capacity.item(i)
+                and capacity.vcores == ledger.mvcores_capacity.item(i) / 1000.0
+                and capacity.gpu_mask == ledger.gpu_capacity_mask.item(i)
                 and capacity.port_ranges == ledger.port_capacity[i]):
             return capacity
         return ledger.free(i)
@@ -398,7 +402,7 @@ class ResourceManager:
                              f"container can be started")
         if app.state is not AppState.RUNNING:
             raise WrongState(f"application {app.app_id} is {app.state.value}")
-        if not self.ledger.usable[rec.node] and self.ledger.states[rec.node] is NodeState.LOST:
+        if not self.ledger.usable.item(rec.node) and self.ledger.states[rec.node] is NodeState.LOST:
             raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
         launch = own.over(shared)
         self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
@@ -735,6 +739,7 @@ class ResourceManager:
     def _validate_asks(self, app: Application, request: AllocateRequest) -> list[AskState]:
         out = []
         seen = set()
+        needs: dict[int, Demand] = {}   # by resource object: a gang's asks share a few, each compiled once
         for k, req in enumerate(request.asks):
             where = f"asks[{k}]"
             if req.request_id in app.asks or req.request_id in seen:
@@ -750,7 +755,10 @@ class ResourceManager:
                 if host_i is not None and int(self.ledger.rack_of[host_i]) != rack_code:
                     raise InvalidRequest(f"{where}.rack: host {req.host} is in rack "
                                          f"{self.ledger.specs[host_i].rack}, not {req.rack}")
-            out.append(AskState(req, Demand.of(req.resource), host_i, rack_code))
+            need = needs.get(id(req.resource))
+            if need is None:
+                need = needs[id(req.resource)] = Demand.of(req.resource)
+            out.append(AskState(req, need, host_i, rack_code))
         return out
 
     def _check_app_size(self, app: Application, request: AllocateRequest, asks: list[AskState],

@@ -15,7 +15,6 @@ takes the lowest free ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
@@ -31,11 +30,11 @@ from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 @dataclass(frozen=True)
 class Booking:
-    """Exactly what one container holds on its node. Its :attr:`resource` (what the AM
-    is told) and :attr:`demand` (what the ledger books and gives back) are made once,
-    when first read: a container is booked, reported and given back once each. An ask
-    that named its GPUs and ports is booked as it was asked: its resource is ``asked``
-    and its demand the ask's own, compiled when the ask came."""
+    """Exactly what one container holds on its node, with its :attr:`resource` (what the
+    AM is told) and its :attr:`demand` (what the ledger books and gives back), made with
+    it: a container is booked, reported and given back once each. An ask that named its
+    GPUs and ports is booked as it was asked: its resource is ``asked`` and its demand
+    the ask's own, compiled when the ask came."""
 
     memory_mb: int
     mvcores: int
@@ -44,20 +43,35 @@ class Booking:
     asked: ResourceDescriptor | None = field(default=None, compare=False, repr=False)
     #: the ask's compiled demand when the booking is exactly it (``asked`` is set): not built again
     asked_demand: Demand | None = field(default=None, compare=False, repr=False)
+    resource: ResourceDescriptor = field(init=False, compare=False, repr=False)
+    demand: Demand = field(init=False, compare=False, repr=False)
 
-    @cached_property
-    def resource(self) -> ResourceDescriptor:
-        if self.asked is not None:
-            return self.asked
-        return ResourceDescriptor(self.memory_mb, self.mvcores / 1000.0, popcount(self.gpu_mask),
-                                  self.gpu_mask, port_ranges=self.port_ranges)
+    def __post_init__(self) -> None:
+        resource, demand = self.asked, self.asked_demand
+        if resource is None:   # checked: a booking may come from a state file
+            resource = ResourceDescriptor(self.memory_mb, self.mvcores / 1000.0, popcount(self.gpu_mask),
+                                          self.gpu_mask, port_ranges=self.port_ranges)
+        if demand is None:
+            demand = Demand(self.memory_mb, self.mvcores, popcount(self.gpu_mask), self.gpu_mask,
+                            self.port_ranges.count, self.port_ranges)
+        object.__setattr__(self, "resource", resource)
+        object.__setattr__(self, "demand", demand)
 
-    @cached_property
-    def demand(self) -> Demand:
-        if self.asked_demand is not None:
-            return self.asked_demand
-        return Demand(self.memory_mb, self.mvcores, popcount(self.gpu_mask), self.gpu_mask,
-                      self.port_ranges.count, self.port_ranges)
+    @classmethod
+    def as_asked(cls, asked: ResourceDescriptor, need: Demand) -> "Booking":
+        """The booking of an ask that named exactly what it holds (its GPUs by mask, its
+        ports by range), made as it was asked: ``need`` is ``asked`` compiled, so nothing is
+        worked out again (the RM books every container of a gang this way)."""
+        booking, set_ = object.__new__(cls), object.__setattr__   # as the dataclass sets them (no __dict__ object)
+        set_(booking, "memory_mb", need.memory_mb)
+        set_(booking, "mvcores", need.mvcores)
+        set_(booking, "gpu_mask", need.gpu_mask)
+        set_(booking, "port_ranges", need.port_ranges)
+        set_(booking, "asked", asked)
+        set_(booking, "asked_demand", need)
+        set_(booking, "resource", asked)
+        set_(booking, "demand", need)
+        return booking
 
 
 class NodeLedger(NodeColumns):
@@ -98,8 +112,10 @@ class NodeLedger(NodeColumns):
 
     def unused(self, i: int) -> bool:
         """True when nothing of node ``i`` is booked: all of it is free."""
-        return (self.memory_free[i] == self.memory_capacity[i] and self.mvcores_free[i] == self.mvcores_capacity[i]
-                and self.gpu_free_mask[i] == self.gpu_capacity_mask[i] and self.ports_free[i] == self.port_capacity[i])
+        return (self.memory_free.item(i) == self.memory_capacity.item(i)
+                and self.mvcores_free.item(i) == self.mvcores_capacity.item(i)
+                and self.gpu_free_mask.item(i) == self.gpu_capacity_mask.item(i)
+                and self.ports_free[i].count == self.port_capacity[i].count)   # free ports are some of its ports
 
     def why_not_now(self, i: int, need: Demand) -> str | None:
         """None when ``need`` fits in node ``i``'s free resources now, else the reason."""
@@ -164,10 +180,10 @@ class NodeLedger(NodeColumns):
         naming what is short as :meth:`why_not_now` does, if it does not fit. The fit is
         checked once, by the booking itself (the scheduler books without asking first);
         the reason is worked out only on a refusal."""
-        if not self.usable[i]:
+        if not self.usable.item(i):
             raise ResourceError(self.why_not_now(i, need))
         try:
-            mask = need.gpu_mask or (lowest_bits(int(self.gpu_free_mask[i]), need.gpus) if need.gpus else 0)
+            mask = need.gpu_mask or (lowest_bits(self.gpu_free_mask.item(i), need.gpus) if need.gpus else 0)
             if popcount(mask) != need.gpus:   # lowest_bits answers 0 when too few are free
                 raise ResourceError(f"{need.gpus} GPU(s) asked")
             if need.port_ranges:
@@ -177,7 +193,7 @@ class NodeLedger(NodeColumns):
             else:
                 ports = NO_PORTS
             named = asked is not None and _is_exactly(asked, need, mask, ports)
-            booking = (Booking(need.memory_mb, need.mvcores, mask, ports, asked, need) if named
+            booking = (Booking.as_asked(asked, need) if named
                        else Booking(need.memory_mb, need.mvcores, mask, ports))
             return self.take(i, booking)
         except (ResourceError, PortError) as exc:

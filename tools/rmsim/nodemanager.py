@@ -28,6 +28,7 @@ from pathlib import Path
 from gangmaster.am.barrier import Arrival, Waiter
 from gangmaster.am.barrier_errors import BarrierError
 from gangmaster.am.barrier_in_process import InProcessBarrier
+from gangmaster.am.collector import collector_paused
 from gangmaster.am.context import (ENV_ADDRESS, ENV_ATTEMPT, ENV_GANG, ENV_JOB, ENV_TASK_INDEX, ENV_TOKEN,
                                    REQUIRED_ENV)
 from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
@@ -164,9 +165,10 @@ class SimulatedNodeManager:
         self.exiting[container_id] = instant
 
     def _exit_at(self, when: float) -> None:
-        for container_id, exit_code in self._exiting_at.pop(when).exits.items():
-            del self.exiting[container_id]
-            self.core.container_exited(container_id, exit_code)
+        with collector_paused():   # a gang that ends together leaves thousands of statuses and records
+            for container_id, exit_code in self._exiting_at.pop(when).exits.items():
+                del self.exiting[container_id]
+                self.core.container_exited(container_id, exit_code)
 
     def stop(self, rec) -> None:
         instant = self.exiting.pop(rec.container_id, None)

@@ -1,0 +1,36 @@
+"""The cycle collector around bursts of long-lived objects.
+
+Starting a gang of thousands of tasks makes hundreds of thousands of objects that
+all live on (tasks, containers, their environments), and so does ending one
+(statuses, records). Collecting during such a burst traverses the young objects
+again and again, to find no garbage. :func:`collector_paused` holds the collector
+off for the burst (objects freed by reference counting are freed at once either
+way) and then collects once.
+"""
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["collector_paused"]
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Hold the cycle collector off inside the block and give it back as it was found.
+
+    After a burst (more new objects than the youngest generation's threshold) one
+    collection takes the two young generations together: what survives it goes straight
+    to the oldest generation. Left to the collector, the burst would be traversed twice,
+    by the youngest generation's next collection and again by the middle one's."""
+    if not gc.isenabled():   # someone else (a test, an embedding program) has paused it
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        if gc.get_count()[0] > gc.get_threshold()[0]:
+            gc.collect(1)
