@@ -44,6 +44,10 @@ from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
 from gangmaster.am.rm_protocol import ApplicationSubmission
+from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.request import SelectionRequest
+from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
 
@@ -62,6 +66,10 @@ __all__ = ["ReplayOptions", "JobOutcome", "ReplayResult", "Timeline", "replay", 
 SHARED_LABEL = "shared"
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
+#: What the shared view's indexes are kept fresh with (any request walks them).
+import os
+_NO_WARM = os.environ.get("NOWARM")
+_WARM_REQUEST = SelectionRequest("warm", ResourceDescriptor())
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,7 @@ class _Replay:
         self.rack_of = {spec.host: spec.rack for spec in specs}
         self.tracker = ClusterTracker(self.core.cluster_nodes)
         _, self._cursor = self.core.changed_nodes(None)
+        self.pipelines: dict[str, SelectionPipeline] = {}   # shared by every AM (see ApplicationMaster)
         self.metrics = AMMetrics()
         self.settings = AMSettings()
         self.selection = SelectionSettings(selector=options.selector, seed=options.seed)
@@ -263,13 +272,28 @@ class _Replay:
         self._sync()
         job.am = ApplicationMaster(spec, self.sim.client, app_id, self.sim.now, "", settings=self.settings,
                                    selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
-                                   journal=MemoryJournal(self.sim.now), log=QuietLog(), tracker=self.tracker)
+                                   journal=MemoryJournal(self.sim.now), log=QuietLog(), tracker=self.tracker,
+                                   shared_pipelines=self.pipelines)
 
     def _sync(self) -> None:
         """Bring the shared view up to what the RM holds now."""
         reports, self._cursor = self.core.changed_nodes(self._cursor)
         if reports:
             self.tracker.apply(reports)
+            self._warm()
+
+    def _warm(self) -> None:
+        """Bring the shared view's node indexes up to date, on the view itself: every AM
+        places on a copy of it, and a copy carries the index as it is, so an index kept
+        here is built once, not once per placement."""
+        if _NO_WARM:
+            return
+        view = self.tracker.view
+        for pipeline in self.pipelines.values():
+            try:
+                pipeline.best_nodes(view, _WARM_REQUEST, 1, ties=pipeline.tie_order.of(len(view)))
+            except NotAvailable:
+                pass
 
     def _heartbeat(self, job: _Job) -> None:
         am = job.am
