@@ -14,11 +14,14 @@ let a gang that did not fit fit now, so a waiting gang is placed again only then
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterable, NamedTuple
 
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.ports import PortRanges
 
+from .gang_placement import GangDoesNotFit, PipelineFor, check_fits_empty
+from .jobspec_model import RoleSpec
 from .rm_protocol import NodeReport, view_from_nodes
 
 
@@ -50,6 +53,7 @@ class ClusterTracker:
         self.view: ClusterView = view_from_nodes(read_nodes())
         self.grown = 0      # counts the updates after which some node had more room than before
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
+        self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
         """Take the RM's node updates; True when some node has more room than before."""
@@ -69,6 +73,23 @@ class ClusterTracker:
             self.grown += 1
         return grew
 
+    def check_fits_empty(self, roles: tuple[RoleSpec, ...], pipeline_for) -> None:
+        """:func:`~gangmaster.am.gang_placement.check_fits_empty` on this cluster, remembered
+        per gang shape and strategy: the empty cluster is the same for every gang until the
+        nodes themselves change, and a tracker shared by many AMs (trace replay) answers
+        most gangs from what it found for an earlier one of the same shape."""
+        pipelines = [pipeline_for(role) for role in roles]
+        key = (roles, tuple((p.selector.name, replace(p.settings, seed=0)) for p in pipelines))   # seeds break ties only
+        if key not in self._fits_empty:
+            try:
+                check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
+                self._fits_empty[key] = None
+            except GangDoesNotFit as exc:
+                self._fits_empty[key] = exc
+        never = self._fits_empty[key]
+        if never is not None:
+            raise never
+
     def mark_failed(self, role: str, host: str) -> None:
         """``role`` failed on ``host`` because of the node: its instances avoid it from now on."""
         self._failed.add((role, host))
@@ -87,6 +108,7 @@ class ClusterTracker:
 
     def _rebuild(self) -> None:
         self.view = view_from_nodes(self._read_nodes())
+        self._fits_empty.clear()
         for role, host in self._failed:
             if host in self.view.host_index:
                 self.view.mark_failed(role, host)

@@ -64,14 +64,14 @@ from .attempt_barrier import AttemptBarrier
 from .barrier import TaskInfo
 from .cluster_tracker import ClusterTracker
 from .gang_barrier import GangBarrier
-from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
+from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
-from .journal import JOURNAL_FILE, Journal, read_records, replay
+from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
 from .launch_env import PlacedTask, gang_env, label_ports, own_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
-from .progress_log import ProgressLog
+from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
     LaunchContext, RMError, StartContainers, StartRefused, WrongState
@@ -93,7 +93,13 @@ class ApplicationMaster:
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
                  barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
-                 task_env: Mapping[str, str] | None = None):
+                 task_env: Mapping[str, str] | None = None, journal: Journal | MemoryJournal | None = None,
+                 log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None):
+        """``journal``, ``log`` and ``tracker`` are for drivers that run many AMs in one
+        process (trace replay): a journal kept in memory instead of ``work_dir``'s file
+        (an earlier run is read from it, not from the folder), a log instead of the
+        folder's ``am-<n>.log``, and a view of the cluster shared by every AM and kept by
+        the driver (the RM then sends no node updates). Without them the AM keeps its own."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
@@ -103,14 +109,15 @@ class ApplicationMaster:
         registration = rm.register(app_id)
         self.am_attempt = registration.attempt
         self.queue, self.queue_limit = registration.queue, registration.queue_limit
-        previous = replay(read_records(self.work_dir / JOURNAL_FILE))
-        self.log = ProgressLog(self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
-        self.journal = Journal(self.work_dir / JOURNAL_FILE, now)
+        previous = replay(read_records(self.work_dir / JOURNAL_FILE) if journal is None else journal.records())
+        self.log = log if log is not None else ProgressLog(
+            self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
+        self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
         self._seed = pipeline_seed(self.selection.seed, app_id)
         self._pipelines: dict[str, SelectionPipeline] = {}
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
-        self._tracker: ClusterTracker | None = None   # read from the RM on first use, then kept
+        self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         self._next_request = self.am_attempt * 1_000_000   # request ids of different AM attempts never collide
         self._asked_by: dict[int, GangRun] = {}   # request id -> the gang whose ask it is
         self._to_release: list[str] = []   # containers to give back at the next heartbeat
@@ -137,11 +144,11 @@ class ApplicationMaster:
 
     # =============================================================== start
     def _start_fresh(self) -> None:
-        view = self._cluster().view
+        cluster = self._cluster()
         for number, names in enumerate(self.job.gangs):
             roles = self.job.gang_roles(number)
             try:
-                check_fits_empty(view, roles, self._pipeline_for)
+                cluster.check_fits_empty(roles, self._pipeline_for)
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {gang_name(names)} can never run on this cluster: {exc}")
                 return
