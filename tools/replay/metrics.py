@@ -236,3 +236,28 @@ def _median(values: list[Any]) -> Any:
         middle = statistics.median(present)
         return middle if isinstance(middle, int) else _num(middle)
     return present[0]
+
+
+#: What each headline figure means, in a line: the CLI's --help, the report pages and the
+#: README say the same. (key, heading, unit, meaning)
+METRIC_HELP = (
+    ("jobs", "jobs", "", "jobs in the measurement window"),
+    ("jct_mean_s", "JCT mean", "s", "job completion time, end - submit, mean over finished jobs"),
+    ("jct_p50_s", "JCT p50", "s", "median JCT"),
+    ("jct_p95_s", "JCT p95", "s", "95th percentile of JCT"),
+    ("jct_p99_s", "JCT p99", "s", "99th percentile of JCT"),
+    ("queue_mean_s", "queue mean", "s", "queueing delay, first start - submit, mean over started jobs"),
+    ("queue_p95_s", "queue p95", "s", "95th percentile of the queueing delay"),
+    ("gpu_allocation_mean", "allocation", "%", "allocated GPUs / capacity, time-averaged over the window"),
+    ("frag_hol_mean", "frag (HOL)", "%", "free GPUs idle while a queue's head gang could not be placed "
+                                         "although its queue had that many free, time-averaged, / capacity"),
+    ("consolidated_share", "consolidated", "%", "multi-GPU jobs on the fewest nodes possible "
+                                                "(one node when g <= G, else ceil(g/G))"),
+    ("one_rack_share", "one rack", "%", "multi-GPU jobs within one rack"),
+    ("slowdown_mean", "slowdown", "x", "JCT / trace duration, mean"),
+    ("bounded_slowdown_mean", "bounded slowdown", "x", "JCT / max(duration, 10 s), mean"),
+    ("queued_share", "queued", "%", "jobs that waited at all (start > submit)"),
+    ("unfinished", "unfinished", "", "jobs in the window that never finished (still queued or running at the end)"),
+    ("never_fits", "never fits", "", "jobs refused at submission: more than the cluster (or its queue) can ever hold"),
+    ("wall_s", "wall", "s", "wall time of the replay (varies run to run)"),
+)

@@ -26,7 +26,7 @@ ON_BAD_ROW = ("stop", "skip")
 #: Skipped rows kept to show; the rest are only counted.
 SHOWN_BAD_ROWS = 5
 _NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,%d}" % MAX_NAME_CHARS)
-TIMESTAMP_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
+TIMESTAMP_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
 
 
 class BadRow(ConfigError):
