@@ -19,6 +19,7 @@ COMMANDS = [
     "am_cmd",
     "rm_cmd",
     "bench.cli",
+    "replay_cmd",
 ]
 
 

@@ -8,6 +8,7 @@ keeps that instant as a date for printing when the trace had one.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -91,13 +92,19 @@ class NodeShape:
     def gang_roles(self, gpus: int) -> tuple[TraceRole, ...]:
         """The roles of a gang of ``gpus`` GPUs: one instance when it fits a node, else
         ⌊gpus/G⌋ instances of G GPUs plus one of the remainder (the Philly rule)."""
-        if gpus <= self.gpus:
-            return (self.role(gpus),)
-        whole, rest = divmod(gpus, self.gpus)
-        roles = [TraceRole("worker", whole, self.gpus, *self.share(self.gpus))]
-        if rest:
-            roles.append(TraceRole("rest", 1, rest, *self.share(rest)))
-        return tuple(roles)
+        return _gang_roles(self, gpus)
+
+
+@functools.lru_cache(maxsize=1024)
+def _gang_roles(shape: NodeShape, gpus: int) -> tuple[TraceRole, ...]:
+    """Cached: a trace has few gang sizes (Philly 10), and jobs of one size share one tuple."""
+    if gpus <= shape.gpus:
+        return (shape.role(gpus),)
+    whole, rest = divmod(gpus, shape.gpus)
+    roles = [TraceRole("worker", whole, shape.gpus, *shape.share(shape.gpus))]
+    if rest:
+        roles.append(TraceRole("rest", 1, rest, *shape.share(rest)))
+    return tuple(roles)
 
 
 def sha256_of(data: bytes) -> str:
