@@ -67,8 +67,6 @@ SHARED_LABEL = "shared"
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
 #: What the shared view's indexes are kept fresh with (any request walks them).
-import os
-_NO_WARM = os.environ.get("NOWARM")
 _WARM_REQUEST = SelectionRequest("warm", ResourceDescriptor())
 
 
@@ -286,8 +284,6 @@ class _Replay:
         """Bring the shared view's node indexes up to date, on the view itself: every AM
         places on a copy of it, and a copy carries the index as it is, so an index kept
         here is built once, not once per placement."""
-        if _NO_WARM:
-            return
         view = self.tracker.view
         for pipeline in self.pipelines.values():
             try:
