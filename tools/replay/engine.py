@@ -31,6 +31,7 @@ Same inputs, same options → the same result (every tie is broken by seeded ord
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import time
 from dataclasses import dataclass
@@ -203,7 +204,13 @@ class _Replay:
         scale = self.options.time_scale
         for job in self.jobs:
             loop.call_at(job.trace.submit_s * scale, self._submitted, job)
-        loop.run()
+        # What exists now (the cluster, the RM, the job table) lives through the run: the
+        # cycle collector need not scan it again at each full pass (as SimulatedRuns.run).
+        gc.freeze()
+        try:
+            loop.run()
+        finally:
+            gc.unfreeze()
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
 
@@ -256,6 +263,7 @@ class _Replay:
                 self._left_queue(job)
                 self._ended(job)
                 return True
+        self._sync()
         self._heartbeat(job)
         if job.start_s is None:
             return job.am is None   # ended without starting (it cannot have): leaves the queue
@@ -267,14 +275,14 @@ class _Replay:
         self.sim.workload.add_job(spec)
         app_id = self.sim.client.submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
         self.by_app[app_id] = job
-        self._sync()
         job.am = ApplicationMaster(spec, self.sim.client, app_id, self.sim.now, "", settings=self.settings,
                                    selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
                                    journal=MemoryJournal(self.sim.now), log=QuietLog(), tracker=self.tracker,
                                    shared_pipelines=self.pipelines)
 
     def _sync(self) -> None:
-        """Bring the shared view up to what the RM holds now."""
+        """Bring the shared view up to what the RM holds now, before an AM places a gang on
+        it (an AM that only hears of its containers' end does not read it)."""
         reports, self._cursor = self.core.changed_nodes(self._cursor)
         if reports:
             self.tracker.apply(reports)
@@ -293,7 +301,6 @@ class _Replay:
 
     def _heartbeat(self, job: _Job) -> None:
         am = job.am
-        self._sync()
         am.heartbeat()
         gang = am.gangs[0] if am.gangs else None
         if job.start_s is None and gang is not None and gang.record.started_at is not None:
