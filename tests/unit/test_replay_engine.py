@@ -210,3 +210,24 @@ def test_time_scale_stretches_arrivals_and_progress_counts_every_job():
     assert [j.submit_s for j in result.jobs] == [20.0, 40.0]
     assert [j.start_s for j in result.jobs] == [20.0, 40.0]
     assert seen[-1] == (2, 2) and (1, 2) in seen
+
+
+# ---------------------------------------------------------------- the consolidating rule
+@pytest.mark.parametrize("seed", range(6))
+def test_job_packing_consolidates_as_the_helios_setup_does(seed):
+    """philly-helios-11vc's rule: a gang of at most 8 GPUs on the node with the fewest free
+    GPUs that fit; a larger one on whole free nodes plus one node for the remainder. The
+    setup has no racks: each VC's nodes are one rack (job-packing prefers a job's racks for
+    the rest of its gang, which then is the whole VC), so the rule holds whatever the seed."""
+    trace = table([job("a5", 0, 100, 5), job("b2", 1, 100, 2), job("c2", 2, 100, 2), job("d6", 3, 100, 6),
+                   job("e17", 4, 100, 17)])
+    result = replay(trace, cluster(6, specs=nodes(6, rack_nodes=6)), ReplayOptions(seed=seed))
+    jobs = by_id(result)
+    a, = jobs["a5"].hosts
+    assert jobs["b2"].hosts == (a,)                 # 3 free on a: the fewest that fit
+    b, = jobs["c2"].hosts
+    assert b != a                                   # 1 free on a: does not fit; an empty node
+    assert jobs["d6"].hosts == (b,)                 # 6 free on b: the fewest that fit
+    big = jobs["e17"].hosts
+    assert len(big) == 3 and big[-1] == a           # 2 whole free nodes, and the 1 GPU left on a (1 free)
+    assert not {a, b} & set(big[:2])
