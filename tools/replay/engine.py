@@ -45,7 +45,7 @@ from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
 from gangmaster.am.rm_protocol import ApplicationSubmission
-from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.candidates import node_index
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -67,8 +67,9 @@ __all__ = ["ReplayOptions", "JobOutcome", "ReplayResult", "Timeline", "replay", 
 SHARED_LABEL = "shared"
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
-#: What the shared view's indexes are kept fresh with (any request walks them).
-_WARM_REQUEST = SelectionRequest("warm", ResourceDescriptor())
+#: The request a strategy's node key is asked for when the shared view's index is kept
+#: (a node key depends on the node alone; see Selector.node_key).
+_ANY_REQUEST = SelectionRequest("any", ResourceDescriptor())
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class _Job:
     """A job being replayed: its table row, its AM while it has one, what it held."""
 
     __slots__ = ("index", "trace", "queue", "label", "partition", "am", "spec", "start_s", "end_s", "hosts",
-                 "outcome")
+                 "gang_wait_s", "outcome")
 
     def __init__(self, index: int, trace: TraceJob, queue: str, label: str | None, partition: str | None):
         self.index, self.trace, self.queue, self.label, self.partition = index, trace, queue, label, partition
@@ -146,6 +147,7 @@ class _Job:
         self.start_s: float | None = None
         self.end_s: float | None = None
         self.hosts: tuple[str, ...] = ()
+        self.gang_wait_s = 0.0
         self.outcome = "unfinished"
 
 
@@ -260,14 +262,11 @@ class _Replay:
         if job.am is None:
             self._admit(job)
             if job.am.done:   # refused at submission: it can never run here
-                self._left_queue(job)
                 self._ended(job)
                 return True
         self._sync()
         self._heartbeat(job)
-        if job.start_s is None:
-            return job.am is None   # ended without starting (it cannot have): leaves the queue
-        return True
+        return job.start_s is not None or job.am is None   # started, or ended without starting
 
     def _admit(self, job: _Job) -> None:
         spec = job_spec(job.trace, job.label)
@@ -294,10 +293,9 @@ class _Replay:
         here is built once, not once per placement."""
         view = self.tracker.view
         for pipeline in self.pipelines.values():
-            try:
-                pipeline.best_nodes(view, _WARM_REQUEST, 1, ties=pipeline.tie_order.of(len(view)))
-            except NotAvailable:
-                pass
+            key = pipeline.selector.node_key(_ANY_REQUEST)
+            if key is not None:
+                node_index(view, key, pipeline.tie_order.of(len(view)))
 
     def _heartbeat(self, job: _Job) -> None:
         am = job.am
@@ -314,6 +312,8 @@ class _Replay:
     def _started(self, job: _Job, gang) -> None:
         job.start_s = gang.record.started_at
         job.hosts = tuple(dict.fromkeys(task.host for task in gang.tasks))
+        starts = [task.started_at for task in gang.tasks]
+        job.gang_wait_s = max(starts) - min(starts)
         gpus = job.trace.gpus
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
@@ -325,11 +325,11 @@ class _Replay:
 
     def _ended(self, job: _Job) -> None:
         am = job.am
-        if am.outcome == "failed" and job.start_s is None:
-            job.outcome = "never-fits"
+        if job.start_s is None:   # refused, or its asks rejected: it can never run here
+            job.outcome = "never-fits" if am.outcome == "failed" else am.outcome or "unfinished"
+            self._left_queue(job)
         else:
             job.outcome = am.outcome or "unfinished"
-        if job.start_s is not None:
             job.end_s = self.sim.loop.now()
             gpus = job.trace.gpus
             self.allocated -= gpus
@@ -364,7 +364,7 @@ class _Replay:
             out.append(JobOutcome(
                 trace.job_id, job.queue, trace.submit_s * self.options.time_scale, job.start_s, job.end_s,
                 trace.duration_s, trace.gpus, trace.instances, job.hosts,
-                tuple(dict.fromkeys(self.rack_of[h] for h in job.hosts)), 0.0, job.outcome))
+                tuple(dict.fromkeys(self.rack_of[h] for h in job.hosts)), job.gang_wait_s, job.outcome))
         return tuple(out)
 
     def selection_cost(self) -> tuple[int, float]:
