@@ -69,6 +69,16 @@ def test_fifo_head_of_line_blocks_the_queue():
     assert hol[100.0] == 0
 
 
+def test_head_of_line_free_gpus_follow_what_other_queues_take():
+    trace = table([job("a", 0, 100, 6), job("b", 0, 100, 6), job("big", 1, 10, 4),
+                   job("other", 2, 10, 1, queue="q2")])
+    result = replay(trace, cluster(2))
+    hol = dict(zip(result.timeline.t.tolist(), result.timeline.hol_blocked_free_gpus.tolist()))
+    assert hol[1.0] == 4        # q's head cannot use the 4 free GPUs (2 + 2)
+    assert hol[2.0] == 0        # q2's job took one: 3 free, fewer than the head's 4
+    assert by_id(result)["other"].start_s == 2.0
+
+
 def test_backfill_lets_a_later_job_start_when_it_fits_now():
     result = replay(fragmented_then_small(), cluster(2), ReplayOptions(queue_policy="backfill"))
     jobs = by_id(result)

@@ -196,6 +196,7 @@ class _Replay:
         self.pending_gpus = 0
         self.hol: dict[str, int] = {}       # queue -> free GPUs held back by its blocked head
         self._dirty: set[str] = set()        # queues to try at the end of this instant
+        self._touched: set[str | None] = set()   # partitions whose free GPUs changed in this instant
         self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
         self._flush_at: float | None = None  # when the end-of-instant work is scheduled
         self.core.subscribe(self._on_container_finished, kinds=("container_finished",))
@@ -249,8 +250,10 @@ class _Replay:
                 self._heartbeat(job)
         for name in sorted(self._dirty):
             self.queues[name].run_pass(self._try_start)
+        for name in self._dirty.union(*(self.partition_queues.get(p, ()) for p in self._touched)):
             self._update_hol(name)
         self._dirty.clear()
+        self._touched.clear()
         self.recorder.record(self.sim.loop.now(), self.allocated, self.waiting_jobs, self.pending_gpus,
                              sum(self.hol.values()))
 
@@ -317,6 +320,7 @@ class _Replay:
         gpus = job.trace.gpus
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
+        self._touched.add(job.partition)
         self._left_queue(job)
 
     def _left_queue(self, job: _Job) -> None:
@@ -334,6 +338,7 @@ class _Replay:
             gpus = job.trace.gpus
             self.allocated -= gpus
             self.free_gpus[job.partition] += gpus
+            self._touched.add(job.partition)
             self._dirty.update(self.partition_queues.get(job.partition, ()))
             self._schedule_flush()
         self.sim.workload.forget_job(job.spec)
