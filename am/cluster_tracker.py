@@ -14,7 +14,6 @@ let a gang that did not fit fit now, so a waiting gang is placed again only then
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Iterable, NamedTuple
 
 from gangmaster.selectors.cluster import ClusterView
@@ -75,11 +74,12 @@ class ClusterTracker:
 
     def check_fits_empty(self, roles: tuple[RoleSpec, ...], pipeline_for) -> None:
         """:func:`~gangmaster.am.gang_placement.check_fits_empty` on this cluster, remembered
-        per gang shape and strategy: the empty cluster is the same for every gang until the
-        nodes themselves change, and a tracker shared by many AMs (trace replay) answers
-        most gangs from what it found for an earlier one of the same shape."""
-        pipelines = [pipeline_for(role) for role in roles]
-        key = (roles, tuple((p.selector.name, replace(p.settings, seed=0)) for p in pipelines))   # seeds break ties only
+        per gang shape and pipelines: the empty cluster is the same for every gang until the
+        nodes themselves change, and a tracker shared by many AMs that share their pipelines
+        (trace replay) answers most gangs from what it found for an earlier one of the same
+        shape."""
+        pipelines = tuple(pipeline_for(role) for role in roles)
+        key = (roles, pipelines)   # pipelines by identity: AMs that share them share the answer
         if key not in self._fits_empty:
             try:
                 check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
