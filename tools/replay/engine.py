@@ -129,7 +129,8 @@ class ReplayResult:
 def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
            progress: Callable[[int, int], None] | None = None) -> ReplayResult:
     """Replay every job of ``table`` on ``cluster``; ``progress(done, total)`` is called
-    as jobs end (and once at the end)."""
+    as jobs end (and once at the end). The cycle collector is paused while it runs (see
+    :data:`COLLECT_EVERY_JOBS`) and left as it was found."""
     get_selector(options.selector)   # an unknown name fails here, naming the known ones
     started = time.perf_counter()
     run = _Replay(table, cluster, options, progress)

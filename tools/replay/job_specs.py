@@ -20,9 +20,9 @@ from .trace import TraceJob, TraceRole
 TASK_COMMAND = "true"
 
 
-def job_spec(job: TraceJob, node_label: str | None = None, time_scale: float = 1.0) -> JobSpec:
-    """The JobSpec of ``job``: one gang of all its roles; each task lasts the trace's
-    duration (times nothing: ``time_scale`` stretches arrivals, not durations)."""
+def job_spec(job: TraceJob, node_label: str | None = None) -> JobSpec:
+    """The JobSpec of ``job``: one gang of all its roles, each task lasting the trace's
+    duration (a replay's ``time_scale`` stretches arrivals, never durations)."""
     roles = tuple(_role(role, node_label) for role in job.roles)
     simulation = {role.name: {"simulatedDurationSeconds": float(job.duration_s)} for role in roles}
     return JobSpec(name=job.job_id, roles=roles, gangs=(tuple(role.name for role in roles),),
