@@ -531,6 +531,8 @@ class ResourceManager:
             if not self._dirty:
                 return 0
             self._dirty = False
+            if not self.asking:   # nothing asked: nothing to grant (a freed container, a finish)
+                return 0
             heap = []
             plans: dict[str, list] = {}
             asking: dict[str, list[Application]] = {}
