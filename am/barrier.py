@@ -40,7 +40,9 @@ message): past it the gather fails at once for every task. Example::
 """
 from __future__ import annotations
 
+import heapq
 import hmac
+import itertools
 import logging
 import secrets
 import threading
@@ -281,6 +283,11 @@ class BarrierCoordinator:
         self._refusals = RefusalLog(log, "a wrong token, or an attempt the coordinator does not know",
                                     refusal_log_interval_s, clock=self.clock.now)
         self._stats = CoordinatorStatistics()
+        #: (deadline, seq, attempt) of every epoch started, earliest first; an entry whose
+        #: attempt is no longer current, or whose epoch ended, is dropped when it comes up,
+        #: so the next deadline costs no scan of every open barrier (thousands in a replay).
+        self._deadlines: list[tuple[float, int, _Attempt]] = []
+        self._deadline_seq = itertools.count()
 
     # ----------------------------------------------------------- the AM's side
     def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
@@ -431,6 +438,7 @@ class BarrierCoordinator:
         if not a.arrivals:
             a.started_at = self.clock.now()
             a.operation = arrival.operation
+            heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
         a.arrivals[arrival.task] = message
         n = len(a.arrivals)
         log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task,
@@ -545,9 +553,14 @@ class BarrierCoordinator:
     def next_deadline(self) -> float | None:
         """The earliest time (clock seconds) at which an epoch times out, if any is running."""
         with self._lock:
-            deadlines = [d for g in self._gangs.values() if g.current
-                         for d in [g.current.deadline()] if d is not None]
-        return min(deadlines, default=None)
+            heap = self._deadlines
+            while heap:
+                deadline, _, a = heap[0]
+                g = self._gangs.get((a.barrier.job, a.barrier.gang))
+                if g is not None and g.current is a and a.deadline() == deadline:
+                    return deadline
+                heapq.heappop(heap)
+        return None
 
     def expire(self) -> int:
         """Fail every epoch whose deadline has passed; returns how many calls failed.

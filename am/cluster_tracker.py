@@ -19,6 +19,8 @@ from typing import Callable, Iterable, NamedTuple
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.ports import PortRanges
 
+from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, check_fits_empty
+from .jobspec_model import RoleSpec
 from .rm_protocol import NodeReport, view_from_nodes
 
 
@@ -50,6 +52,7 @@ class ClusterTracker:
         self.view: ClusterView = view_from_nodes(read_nodes())
         self.grown = 0      # counts the updates after which some node had more room than before
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
+        self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
         """Take the RM's node updates; True when some node has more room than before."""
@@ -69,6 +72,28 @@ class ClusterTracker:
             self.grown += 1
         return grew
 
+    def check_fits_empty(self, roles: tuple[RoleSpec, ...], pipeline_for) -> GangPlacement | None:
+        """:func:`~gangmaster.am.gang_placement.check_fits_empty` on this cluster, remembered
+        per gang shape and pipelines: the empty cluster is the same for every gang until the
+        nodes themselves change, and a tracker shared by many AMs that share their pipelines
+        (trace replay) answers most gangs from what it found for an earlier one of the same
+        shape. While the view is the idle cluster itself the check is the gang's placement
+        on it, returned as that function returns it; else None."""
+        pipelines = tuple(pipeline_for(role) for role in roles)
+        key = (roles, pipelines)   # pipelines by identity: AMs that share them share the answer
+        if key not in self._fits_empty or self.view.is_empty():
+            try:
+                placed = check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
+            except GangDoesNotFit as exc:
+                self._fits_empty[key] = exc
+                raise
+            self._fits_empty[key] = None
+            return placed
+        never = self._fits_empty[key]
+        if never is not None:
+            raise never
+        return None
+
     def mark_failed(self, role: str, host: str) -> None:
         """``role`` failed on ``host`` because of the node: its instances avoid it from now on."""
         self._failed.add((role, host))
@@ -87,6 +112,7 @@ class ClusterTracker:
 
     def _rebuild(self) -> None:
         self.view = view_from_nodes(self._read_nodes())
+        self._fits_empty.clear()
         for role, host in self._failed:
             if host in self.view.host_index:
                 self.view.mark_failed(role, host)

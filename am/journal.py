@@ -64,6 +64,28 @@ class Journal:
         self._file.close()
 
 
+class MemoryJournal:
+    """A journal kept in memory: the records a :class:`Journal` would write, without a
+    file. For drivers that run many short-lived AMs in one process and need no
+    failover from disk (trace replay: tens of thousands of jobs, one folder and two
+    open files each would cost more than the jobs). :meth:`records` reads them back
+    as :func:`read_records` reads a file."""
+
+    def __init__(self, now=time.time):
+        self.now = now
+        self._records: list[dict] = []
+        self.closed = False
+
+    def write(self, kind: str, **fields) -> None:
+        self._records.append({"t": round(float(self.now()), 6), "kind": kind, **fields})
+
+    def records(self) -> list[dict]:
+        return list(self._records)
+
+    def close(self) -> None:
+        self.closed = True
+
+
 def read_records(path: str | Path) -> list[dict]:
     """Every complete record of the journal at ``path`` ([] when there is none)."""
     path = Path(path)

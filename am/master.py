@@ -65,14 +65,14 @@ from .cluster_tracker import ClusterTracker
 from .collector import collector_paused
 from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
-from .gang_placement import GangDoesNotFit, GangPlacement, check_fits_empty, place_gang
+from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
-from .journal import JOURNAL_FILE, Journal, read_records, replay
+from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
 from .launch_env import PlacedTask, PortKinds, gang_env, identity_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
-from .progress_log import ProgressLog
+from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
     LaunchContext, RMError, StartContainers, StartRefused, WrongState
@@ -96,7 +96,18 @@ class ApplicationMaster:
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
                  barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
                  task_env: Mapping[str, str] | None = None,
-                 occupants: Callable[[], Sequence[Occupant]] | None = None):
+                 occupants: Callable[[], Sequence[Occupant]] | None = None,
+                 journal: Journal | MemoryJournal | None = None,
+                 log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None,
+                 shared_pipelines: dict[str, SelectionPipeline] | None = None):
+        """``journal``, ``log``, ``tracker`` and ``shared_pipelines`` are for drivers that
+        run many AMs in one process (trace replay): a journal kept in memory instead of
+        ``work_dir``'s file (an earlier run is read from it, not from the folder), a log
+        instead of the folder's ``am-<n>.log``, a view of the cluster shared by every AM
+        and kept by the driver (the RM then sends no node updates), and selection
+        pipelines shared by every AM, seeded from ``selection.seed`` alone: one tie order
+        for all the driver's jobs, as one scheduler would break ties (and one node index
+        kept on the shared view serves them all). Without them the AM keeps its own."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         #: what other applications hold where (a driver that knows tells; names blocking jobs)
         self._occupants = occupants or (lambda: ())
@@ -108,15 +119,16 @@ class ApplicationMaster:
         registration = rm.register(app_id)
         self.am_attempt = registration.attempt
         self.queue, self.queue_limit = registration.queue, registration.queue_limit
-        previous = replay(read_records(self.work_dir / JOURNAL_FILE))
-        self.log = ProgressLog(self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
-        self.journal = Journal(self.work_dir / JOURNAL_FILE, now)
+        previous = replay(read_records(self.work_dir / JOURNAL_FILE) if journal is None else journal.records())
+        self.log = log if log is not None else ProgressLog(
+            self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
+        self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self.watch = WaitingWatch(self.settings, self.log, self.metrics, self.diagnose)
         self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
-        self._seed = pipeline_seed(self.selection.seed, app_id)
-        self._pipelines: dict[str, SelectionPipeline] = {}
+        self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
+        self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
-        self._tracker: ClusterTracker | None = None   # read from the RM on first use, then kept
+        self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         self._placed_at_start: dict[str, tuple] = {}   # gang -> (placement, the view, its changes) of the check
         self._next_request = self.am_attempt * 1_000_000   # request ids of different AM attempts never collide
         self._asked_by: dict[int, GangRun] = {}   # request id -> the gang whose ask it is
@@ -144,11 +156,11 @@ class ApplicationMaster:
 
     # =============================================================== start
     def _start_fresh(self) -> None:
-        view = self._cluster().view
+        cluster = self._cluster()
         for number, names in enumerate(self.job.gangs):
             roles = self.job.gang_roles(number)
             try:
-                placed = check_fits_empty(view, roles, self._pipeline_for)
+                placed = cluster.check_fits_empty(roles, self._pipeline_for)
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {gang_name(names)} can never run on this cluster: {exc}")
                 return
@@ -157,7 +169,7 @@ class ApplicationMaster:
                 self._finish("failed", f"gang {gang_name(names)} can never run in queue {self.queue}: {over}")
                 return
             if placed is not None:   # placed on the idle cluster itself: its first placement, while the view stays so
-                self._placed_at_start[gang_name(names)] = (placed, view, view.changes)
+                self._placed_at_start[gang_name(names)] = (placed, cluster.view, cluster.view.changes)
         for number, names in enumerate(self.job.gangs):
             self.gangs.append(self._new_gang(gang_name(names), self.job.gang_roles(number), 1, []))
 

@@ -253,3 +253,20 @@ LOCAL_SLURMD_TIMEOUT_S = 10
 #: Seconds a Slurm command (sbatch, squeue, scontrol, scancel) may take before the client
 #: gives up on it and says so: a slurmctld that does not answer must not hang the AM.
 SLURM_COMMAND_TIMEOUT_S = 30.0
+# ---------------------------------------------------------------- trace replay (tools/replay/)
+# `gangmaster replay` reads whole traces into memory (a job is about 1 KB there, with its
+# outcome and report rows), so these bound what a replay may hold.
+
+#: A trace file (Philly or Tiresias CSV, native CSV, a Tiresias cluster spec), bytes. The full
+#: Philly trace is 4 MB; 256 MiB is room for traces 60x its size, still read in seconds.
+#: A native YAML trace is a YAML file and held to MAX_YAML_FILE_BYTES.
+MAX_TRACE_FILE_BYTES = 256 * MiB
+
+#: Jobs (data rows) of one trace: 12x the full Philly trace (82,247 jobs), about 1 GB with
+#: every job's outcome and report rows; past it, split the trace with --window.
+MAX_TRACE_JOBS = 1_000_000
+
+#: Seeds one replay runs per selector (--seed N ...), and capacities in one --capacity-sweep:
+#: each is a whole replay of the trace.
+MAX_REPLAY_SEEDS = 100
+MAX_SWEEP_POINTS = 64

@@ -136,7 +136,8 @@ class ResourceManager:
 
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, clock=None,
                  node_manager=None, lock: threading.RLock | None = None,
-                 allocation_expiry_s: float | None = None, scheduling_interval_s: float | None = None):
+                 allocation_expiry_s: float | None = None, scheduling_interval_s: float | None = None,
+                 node_updates: bool = True):
         if not specs:
             raise ValueError("a cluster needs at least one node")
         if len(specs) > limits.MAX_CLUSTER_NODES:
@@ -150,6 +151,14 @@ class ResourceManager:
             raise ValueError(f"allocation_expiry_s: expected a number > 0, got {allocation_expiry_s}")
         self.allocation_expiry_s = allocation_expiry_s   # YARN: a granted container never started is taken back
         self.apps: dict[str, Application] = {}
+        #: The applications that may have asks waiting (a scheduling pass looks at these, not at
+        #: every running application): added when an allocate brings asks, dropped by the pass
+        #: once they have none.
+        self.asking: dict[str, Application] = {}
+        #: False when the AMs share one view of the cluster that their driver keeps
+        #: (:meth:`changed_nodes`; trace replay): responses then carry no node updates, which
+        #: would otherwise repeat every change to each of tens of thousands of AMs.
+        self.node_updates = node_updates
         self.containers: dict[str, ContainerRecord] = {}   # every container ever (finished ones too)
         self.node_containers: list[set] = [set() for _ in specs]
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
@@ -340,6 +349,8 @@ class ResourceManager:
             for ask in asks:
                 app.asks[ask.request.request_id] = ask
                 self._dirty = True
+            if asks:
+                self.asking[app.app_id] = app
             if asks or releases or request.cancel:
                 self.version += 1
             if self.scheduling_interval_s is None:
@@ -524,12 +535,19 @@ class ResourceManager:
             if not self._dirty:
                 return 0
             self._dirty = False
+            if not self.asking:   # nothing asked: nothing to grant (a freed container, a finish)
+                return 0
             heap = []
             plans: dict[str, list] = {}
+            asking: dict[str, list[Application]] = {}
+            for app_id, app in list(self.asking.items()):
+                if not app.asks:
+                    del self.asking[app_id]
+                elif app.state is AppState.RUNNING:
+                    asking.setdefault(app.queue, []).append(app)
             for name, queue in self.queues.items():
                 plan = []
-                for app_id in queue.apps:
-                    app = self.apps[app_id]
+                for app in sorted(asking.get(name, ()), key=lambda a: a.seq):   # in submission order
                     if app.state is AppState.RUNNING and app.asks:
                         asks = list(app.asks.values())
                         if any(a.request.priority for a in asks):
@@ -830,7 +848,7 @@ class ResourceManager:
         response = AllocateResponse(
             allocated=tuple(self._container(r) for r in app.out_allocated),
             completed=tuple(app.out_completed),
-            node_updates=self._node_updates(app),
+            node_updates=self._node_updates(app) if self.node_updates else (),
             rejected=tuple(app.out_rejected),
             pending=tuple(PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()),
             headroom=self._headroom(queue),
@@ -853,6 +871,16 @@ class ResourceManager:
                 max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)) / 1000.0,
                 max(0, min(queue.max_gpus - queue.used_gpus, free_gpus))))
         return self._headroom_of[1]
+
+    def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
+        """The reports of every node whose usage, health or containers changed after change
+        number ``cursor``, and the cursor to pass next time (``None``: no reports, only the
+        cursor of now). For a driver that keeps one view for all its AMs."""
+        with self.lock:
+            if cursor is None:
+                return [], self.node_changes.seq
+            nodes, cursor = self.node_changes.since(cursor, len(self.ledger))
+            return [self._node_report(i) for i in nodes], cursor
 
     def _node_updates(self, app: Application) -> tuple[NodeReport, ...]:
         """Every node whose usage, health or containers changed since the application's

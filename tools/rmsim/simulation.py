@@ -39,7 +39,7 @@ from .workload import JobWorkload
 class Simulation:
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None,
                  scenario: Scenario | None = None, seed: int = 0, allocation_expiry_s: float | None = None,
-                 scheduling_interval_s: float | None = None):
+                 scheduling_interval_s: float | None = None, node_updates: bool = True):
         self.loop = VirtualLoop()
         self.random = random.Random(seed)   # for drivers' own draws; the RM core itself draws nothing
         self.workload = JobWorkload()
@@ -47,7 +47,7 @@ class Simulation:
         self.node_manager = SimulatedNodeManager(self.loop, self.workload, self.barrier)
         self.core = ResourceManager(specs, queues, clock=self.loop, node_manager=self.node_manager,
                                     allocation_expiry_s=allocation_expiry_s,
-                                    scheduling_interval_s=scheduling_interval_s)
+                                    scheduling_interval_s=scheduling_interval_s, node_updates=node_updates)
         self.client = InProcessRMClient(self.core)
         self.scenario = scenario
         if scenario is not None:

@@ -171,6 +171,8 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
             state = AskState(req, Demand.of(req.resource), host_i, rack)
             state.remaining = ask["remaining"]
             app.asks[req.request_id] = state
+        if app.asks:
+            core.asking[app.app_id] = app
         app.blacklist = {core.ledger.host_index[h] for h in a["blacklist"]}
         app.out_allocated = [core.containers[cid] for cid in a["out_allocated"]]
         app.out_completed = [ContainerStatus(s[0], s[1], ContainerState(s[2]), s[3], s[4], s[5])

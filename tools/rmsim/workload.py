@@ -139,6 +139,11 @@ class JobWorkload:
             raise ValueError(f"job {job.name!r}: another job of that name, simulated differently, is already "
                              "known; simulated tasks are told apart by their job's name")
 
+    def forget_job(self, job: JobSpec) -> None:
+        """``job`` is over and no task of it will start again: stop knowing it (a replay
+        tells the workload of tens of thousands of jobs, one after another)."""
+        self._jobs.pop(job.name, None)
+
     def task(self, env: Mapping[str, str]) -> TaskBehaviour:
         roles = self._jobs.get(env.get(ENV_JOB_NAME, "").rpartition("~")[2])
         behaviour = roles.get(env.get(ENV_ROLE, "")) if roles else None

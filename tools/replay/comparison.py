@@ -1,0 +1,116 @@
+"""Everything one ``gangmaster replay`` ran, and its metrics.json document.
+
+A :class:`Comparison` holds the job table, the cluster, the measurement window and every
+replay's result, by selector and seed, plus the load sweep's points when one was asked
+for. :func:`metrics_document` turns it into metrics.json's shape::
+
+    {"selectors": {NAME: {"jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s",
+                          "queue_mean_s", "queue_p95_s", "gpu_allocation_mean", "frag_hol_mean",
+                          "consolidated_share", "by_queue": {Q: {"jobs", "jct_mean_s",
+                          "queue_mean_s"}}, "by_gang_size": {...}, "wall_s", ...}},
+     "run": {"input": {...sha256...}, "cluster", "window", "seeds", "tie_rules",
+             "queue_policy", "heartbeat_s", "time_scale", "version"},
+     "sweep": {"kind": "capacity", "points": [...]}}     # only with --capacity-sweep
+
+Only ``wall_s`` and ``cost`` (measured wall time) differ between two runs of the same
+inputs; :func:`~.metrics.without_timing` drops them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from .clusters import ReplayCluster
+from .engine import ReplayResult
+from .metrics import Window, across_seeds, selector_metrics
+from .trace import JobTable
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One capacity of a load sweep: its cluster and each selector's results by seed."""
+
+    nodes: int
+    cluster: ReplayCluster
+    results: dict[str, dict[int, ReplayResult]]
+
+
+@dataclass
+class Comparison:
+    table: JobTable
+    cluster: ReplayCluster
+    window: Window
+    results: dict[str, dict[int, ReplayResult]]      # selector -> seed -> result
+    submit_window: str = ""                           # --window as given, or the preset's
+    sweep: list[SweepPoint] = field(default_factory=list)
+
+    @property
+    def selectors(self) -> list[str]:
+        return list(self.results)
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted({seed for by_seed in self.results.values() for seed in by_seed})
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.cluster.gpu_node_shape().gpus
+
+    def first_result(self, selector: str) -> ReplayResult:
+        """The result of the lowest seed: what the per-job files and plots show first."""
+        by_seed = self.results[selector]
+        return by_seed[min(by_seed)]
+
+    def any_result(self) -> ReplayResult:
+        return self.first_result(self.selectors[0])
+
+
+def metrics_document(comparison: Comparison) -> dict[str, Any]:
+    gpn = comparison.gpus_per_node
+    selectors = {
+        name: across_seeds({seed: selector_metrics(result, comparison.window, gpn)
+                            for seed, result in sorted(by_seed.items())})
+        for name, by_seed in comparison.results.items()
+    }
+    document: dict[str, Any] = {"selectors": selectors, "run": run_identity(comparison)}
+    if comparison.sweep:
+        document["sweep"] = {"kind": "capacity", "points": [_sweep_point(p, comparison.window) for p in comparison.sweep]}
+    return document
+
+
+def run_identity(comparison: Comparison) -> dict[str, Any]:
+    table, cluster, options = comparison.table, comparison.cluster, comparison.any_result().options
+    return {
+        "input": {"source": table.source, "sha256": table.sha256, "format": table.format, "jobs": len(table),
+                  "origin": table.origin.strftime("%Y-%m-%d %H:%M:%S") if table.origin else None,
+                  "submit_window": comparison.submit_window or None},
+        "cluster": {"name": cluster.name, "nodes": len(cluster.specs), "gpus": cluster.capacity_gpus,
+                    "gpus_per_node": comparison.gpus_per_node,
+                    "isolated_queues": sorted(cluster.queue_hosts) if cluster.queue_hosts else None,
+                    "source": cluster.source or None},
+        "window": comparison.window.to_dict(),
+        "seeds": comparison.seeds,
+        "tie_rules": {name: comparison.first_result(name).tie_rule for name in comparison.selectors},
+        "queue_policy": options.queue_policy,
+        "heartbeat_s": options.heartbeat_s,
+        "time_scale": options.time_scale,
+        "version": gangmaster_version(),
+    }
+
+
+def gangmaster_version() -> str:
+    try:
+        return metadata.version("gangmaster")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _sweep_point(point: SweepPoint, window: Window) -> dict[str, Any]:
+    gpn = point.cluster.gpu_node_shape().gpus
+    figures = {}
+    for name, by_seed in point.results.items():
+        merged = across_seeds({seed: selector_metrics(result, window, gpn) for seed, result in sorted(by_seed.items())})
+        figures[name] = {key: merged[key] for key in ("jct_mean_s", "jct_p95_s", "queue_mean_s",
+                                                      "gpu_allocation_mean", "frag_hol_mean", "unfinished")}
+    return {"nodes": point.nodes, "gpus": point.cluster.capacity_gpus, "selectors": figures}

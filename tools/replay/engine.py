@@ -1,0 +1,415 @@
+"""Replay a trace through the real AM and RM: every job gets an ApplicationMaster that
+places its gang with select() and the Selector plugins, asks the simulated RM for
+every instance, starts them when all are granted, and finishes when the simulated
+workload ends them — the same code ``gangmaster run`` runs, in virtual time.
+
+**Event-driven.** Nothing heartbeats on a clock of its own. With ``heartbeat_s == 0``
+an AM is called at the instant something concerns it: its job is tried (submitted,
+or capacity freed in its queue's nodes), or one of its containers ended. All that
+happens at one instant is taken in before the queues are tried (one *pass* per
+instant). With ``heartbeat_s = h > 0`` the AMs hear of events and the queues are
+tried only at multiples of h (every AM heartbeats in step, every h seconds), so a
+job waits up to h for each step, as with real heartbeats.
+
+**Queues.** A job's queue is an RM queue of the same name. The queue policy
+(:mod:`.queue_policy`) decides which waiting job may try to start: strict FIFO per
+queue, or backfill. A job is admitted — its application submitted and its AM started —
+when its queue first offers it; jobs behind a blocked head are table rows, not AMs.
+A cluster with ``queue_hosts`` isolates queues: each queue's nodes carry a node label
+named after the queue, and its jobs ask for that label (YARN's node labels, a
+queue's accessible partition), so they can never land elsewhere; jobs of a queue not
+listed ask for :data:`SHARED_LABEL`, given to the nodes no queue lists.
+
+**One view of the cluster, one tie order.** All AMs share one :class:`ClusterTracker`
+that the driver brings up to date from the RM's changed nodes before an AM places a
+gang; the RM sends them no node updates (each AM would otherwise hear of every change
+since its last call). They share their selection pipelines too: one order of the nodes
+for exact ties, drawn from ``seed`` (:func:`tie_rule`), as one scheduler breaks ties,
+and one node index kept on the shared view, which each placement's copy starts from.
+AMs keep their journal in memory, log nothing, and are dropped when their job ends;
+only a :class:`JobOutcome` is kept.
+
+Same inputs, same options → the same result (every tie is broken by seeded orders).
+"""
+from __future__ import annotations
+
+import dataclasses
+import gc
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from gangmaster.am.am_settings import AMSettings
+from gangmaster.am.cluster_tracker import ClusterTracker
+from gangmaster.am.journal import MemoryJournal
+from gangmaster.am.lifecycle import RoleState
+from gangmaster.am.master import ApplicationMaster
+from gangmaster.am.metrics import AMMetrics
+from gangmaster.am.progress_log import QuietLog
+from gangmaster.am.rm_protocol import ApplicationSubmission
+from gangmaster.selectors.candidates import node_index
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.request import SelectionRequest
+from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.selectors.selector import get_selector
+from gangmaster.selectors.settings import SelectionSettings
+
+from ..rmsim.core import RMEvent
+from ..rmsim.queues import Queue
+from ..rmsim.simulation import Simulation
+from .clusters import ReplayCluster
+from .job_specs import gang_shape, job_spec
+from .queue_policy import QUEUE_POLICIES, Waiting, queue_for
+from .timeline import Timeline, TimelineRecorder
+from .trace import JobTable, TraceJob
+
+__all__ = ["ReplayOptions", "JobOutcome", "ReplayResult", "Timeline", "replay", "SHARED_LABEL"]
+
+#: The node label of the nodes no isolated queue lists, asked for by jobs of unlisted queues.
+SHARED_LABEL = "shared"
+#: A full pass of the cycle collector after this many jobs ended; none in between. A
+#: replay makes little cyclic garbage (an AM is freed by reference counting when its job
+#: ends), while the collector's own schedule cost it about a fifth of its time (its full
+#: passes scan every live job's AM and the RM's records, again and again). This pass
+#: bounds what cycles there are (memory measured with and without it: bench replay).
+COLLECT_EVERY_JOBS = 20_000
+#: The RM queue of jobs whose trace names none.
+DEFAULT_QUEUE = "default"
+#: The request a strategy's node key is asked for when the shared view's index is kept
+#: (a node key depends on the node alone; see Selector.node_key).
+_ANY_REQUEST = SelectionRequest("any", ResourceDescriptor())
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    selector: str = "job-packing"
+    queue_policy: str = "fifo"          # | "backfill"
+    seed: int = 0
+    heartbeat_s: float = 0.0
+    time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
+
+    def __post_init__(self) -> None:
+        if self.queue_policy not in QUEUE_POLICIES:
+            raise ValueError(f"queue_policy: expected one of {', '.join(QUEUE_POLICIES)}, got {self.queue_policy!r}")
+        if not (self.heartbeat_s >= 0 and math.isfinite(self.heartbeat_s)):
+            raise ValueError(f"heartbeat_s: expected a number >= 0, got {self.heartbeat_s}")
+        if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
+            raise ValueError(f"time_scale: expected a number > 0, got {self.time_scale}")
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job_id: str
+    queue: str
+    submit_s: float
+    start_s: float | None
+    end_s: float | None
+    duration_s: float
+    gpus: int
+    instances: int
+    hosts: tuple[str, ...]      # distinct hosts, in the gang's rank order
+    racks: tuple[str, ...]      # distinct racks, likewise
+    gang_wait_s: float          # last task start - first task start (0: all or nothing)
+    outcome: str                # "succeeded" | "never-fits" | "unfinished" | "failed"
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    jobs: tuple[JobOutcome, ...]   # in table order
+    timeline: Timeline
+    wall_s: float
+    events: int                    # events the virtual clock ran
+    select_calls: int              # gang placement decisions (each places every instance of a gang)
+    select_s: float                # their wall time in all
+    tie_rule: str
+    options: ReplayOptions
+
+
+def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
+           progress: Callable[[int, int], None] | None = None) -> ReplayResult:
+    """Replay every job of ``table`` on ``cluster``; ``progress(done, total)`` is called
+    as jobs end (and once at the end). The cycle collector is paused while it runs (see
+    :data:`COLLECT_EVERY_JOBS`) and left as it was found."""
+    get_selector(options.selector)   # an unknown name fails here, naming the known ones
+    started = time.perf_counter()
+    run = _Replay(table, cluster, options, progress)
+    run.run()
+    return ReplayResult(run.outcomes(), run.recorder.timeline(), time.perf_counter() - started,
+                        run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options)
+
+
+def tie_rule(options: ReplayOptions) -> str:
+    """How the replay breaks ties, for the report (REPLAY.md: tie-breaking is part of the policy)."""
+    return (f"{options.selector}: equal keys ranked by one order of the nodes drawn from seed {options.seed}, "
+            "the same for every job; a gang's later instances prefer the job's hosts, then their racks")
+
+
+class _Job:
+    """A job being replayed: its table row, its AM while it has one, what it held."""
+
+    __slots__ = ("index", "trace", "queue", "label", "partition", "am", "spec", "start_s", "end_s", "hosts",
+                 "gang_wait_s", "outcome")
+
+    def __init__(self, index: int, trace: TraceJob, queue: str, label: str | None, partition: str | None):
+        self.index, self.trace, self.queue, self.label, self.partition = index, trace, queue, label, partition
+        self.am: ApplicationMaster | None = None
+        self.spec = None
+        self.start_s: float | None = None
+        self.end_s: float | None = None
+        self.hosts: tuple[str, ...] = ()
+        self.gang_wait_s = 0.0
+        self.outcome = "unfinished"
+
+
+class _Replay:
+    def __init__(self, table: JobTable, cluster: ReplayCluster, options: ReplayOptions,
+                 progress: Callable[[int, int], None] | None):
+        self.options, self.progress = options, progress
+        isolated = dict(cluster.queue_hosts or {})
+        queue_names = sorted({job.queue or DEFAULT_QUEUE for job in table.jobs} | set(isolated)) or [DEFAULT_QUEUE]
+        specs, owner = _labelled(cluster, isolated)
+        self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False)
+        self.core = self.sim.core
+        self.rack_of = {spec.host: spec.rack for spec in specs}
+        self.tracker = ClusterTracker(self.core.cluster_nodes)
+        _, self._cursor = self.core.changed_nodes(None)
+        self.pipelines: dict[str, SelectionPipeline] = {}   # shared by every AM (see ApplicationMaster)
+        self.metrics = AMMetrics()
+        self.settings = AMSettings()
+        self.selection = SelectionSettings(selector=options.selector, seed=options.seed)
+        # Partitions: an isolated queue's nodes, or (None) the nodes no queue owns.
+        self.partition_gpus: dict[str | None, int] = {}
+        for spec in specs:
+            partition = owner.get(spec.host)
+            self.partition_gpus[partition] = self.partition_gpus.get(partition, 0) + spec.gpus
+        self.free_gpus = dict(self.partition_gpus)
+        self.queues = {name: queue_for(options.queue_policy) for name in queue_names}
+        self.partition_queues: dict[str | None, list[str]] = {}
+        for name in queue_names:
+            self.partition_queues.setdefault(name if name in isolated else None, []).append(name)
+        self.jobs: list[_Job] = []
+        for index, trace in enumerate(table.jobs):
+            queue = trace.queue or DEFAULT_QUEUE
+            if not isolated:
+                label, partition = None, None
+            elif queue in isolated:
+                label, partition = queue, queue
+            else:
+                label, partition = SHARED_LABEL, None
+            self.jobs.append(_Job(index, trace, queue, label, partition))
+        self.by_app: dict[str, _Job] = {}
+        self.done = 0
+        self.recorder = TimelineRecorder(sum(spec.gpus for spec in specs))
+        self.allocated = 0
+        self.waiting_jobs = 0
+        self.pending_gpus = 0
+        self.hol: dict[str, int] = {}       # queue -> free GPUs held back by its blocked head
+        self._dirty: set[str] = set()        # queues to try at the end of this instant
+        self._touched: set[str | None] = set()   # partitions whose free GPUs changed in this instant
+        self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
+        self._flush_at: float | None = None  # when the end-of-instant work is scheduled
+        self.core.subscribe(self._on_container_finished, kinds=("container_finished",))
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> None:
+        loop = self.sim.loop
+        scale = self.options.time_scale
+        for job in self.jobs:
+            loop.call_at(job.trace.submit_s * scale, self._submitted, job)
+        # The cycle collector runs on the driver's schedule (see _collect), and what exists
+        # now (the cluster, the RM, the job table) lives through the run: it is not scanned.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        gc.freeze()
+        try:
+            loop.run()
+        finally:
+            gc.unfreeze()
+            if was_enabled:
+                gc.enable()
+        if self.progress is not None:
+            self.progress(self.done, len(self.jobs))
+
+    def _submitted(self, job: _Job) -> None:
+        waiting = Waiting(job.index, gang_shape(job.trace), job.trace.gpus, job)
+        self.queues[job.queue].add(waiting)
+        self.waiting_jobs += 1
+        self.pending_gpus += waiting.gpus
+        self._dirty.add(job.queue)
+        self._schedule_flush()
+
+    def _on_container_finished(self, event: RMEvent) -> None:
+        job = self.by_app.get(event.app_id)
+        if job is not None and job.am is not None and not job.am.done:
+            self._wake[event.app_id] = job
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._flush_at is not None:
+            return
+        now = self.sim.loop.now()
+        beat = self.options.heartbeat_s
+        when = now if beat == 0 else math.ceil(now / beat - 1e-9) * beat
+        self._flush_at = when
+        self.sim.loop.call_at(when, self._flush)
+
+    def _flush(self) -> None:
+        """The end of an instant (or a heartbeat): the AMs that have news hear it, then the
+        queues whose nodes changed or that got jobs are tried, then the timeline is written."""
+        self._flush_at = None
+        while self._wake:
+            woken, self._wake = self._wake, {}
+            for job in woken.values():
+                self._heartbeat(job)
+        for name in sorted(self._dirty):
+            self.queues[name].run_pass(self._try_start)
+        for name in self._dirty.union(*(self.partition_queues.get(p, ()) for p in self._touched)):
+            self._update_hol(name)
+        self._dirty.clear()
+        self._touched.clear()
+        self.recorder.record(self.sim.loop.now(), self.allocated, self.waiting_jobs, self.pending_gpus,
+                             sum(self.hol.values()))
+
+    # ------------------------------------------------------------------ AMs
+    def _try_start(self, waiting: Waiting) -> bool:
+        """Place the job's gang through its AM (admitting the job first); True when it
+        started or can never run (either way it leaves the queue)."""
+        job: _Job = waiting.job
+        if job.am is None:
+            self._admit(job)
+            if job.am.done:   # refused at submission: it can never run here
+                self._ended(job)
+                return True
+        self._sync()
+        self._heartbeat(job)
+        return job.start_s is not None or job.am is None   # started, or ended without starting
+
+    def _admit(self, job: _Job) -> None:
+        spec = job_spec(job.trace, job.label)
+        job.spec = spec
+        self.sim.workload.add_job(spec)
+        app_id = self.sim.client.submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
+        self.by_app[app_id] = job
+        job.am = ApplicationMaster(spec, self.sim.client, app_id, self.sim.now, "", settings=self.settings,
+                                   selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
+                                   journal=MemoryJournal(self.sim.now), log=QuietLog(), tracker=self.tracker,
+                                   shared_pipelines=self.pipelines)
+
+    def _sync(self) -> None:
+        """Bring the shared view up to what the RM holds now, before an AM places a gang on
+        it (an AM that only hears of its containers' end does not read it)."""
+        reports, self._cursor = self.core.changed_nodes(self._cursor)
+        if reports:
+            self.tracker.apply(reports)
+            self._warm()
+
+    def _warm(self) -> None:
+        """Bring the shared view's node indexes up to date, on the view itself: every AM
+        places on a copy of it, and a copy carries the index as it is, so an index kept
+        here is built once, not once per placement."""
+        view = self.tracker.view
+        for pipeline in self.pipelines.values():
+            key = pipeline.selector.node_key(_ANY_REQUEST)
+            if key is not None:
+                node_index(view, key, pipeline.tie_order.of(len(view)))
+
+    def _heartbeat(self, job: _Job) -> None:
+        am = job.am
+        am.heartbeat()
+        gang = am.gangs[0] if am.gangs else None
+        if job.start_s is None and gang is not None and gang.record.started_at is not None:
+            self._started(job, gang)
+        elif gang is not None and gang.state is RoleState.ACQUIRING:
+            raise RuntimeError(f"replay: job {job.trace.job_id}'s gang was placed on the shared view but its "
+                               "asks were not all granted at once (the view and the RM disagree)")
+        if am.done:
+            self._ended(job)
+
+    def _started(self, job: _Job, gang) -> None:
+        job.start_s = gang.record.started_at
+        job.hosts = tuple(dict.fromkeys(task.host for task in gang.tasks))
+        starts = [task.started_at for task in gang.tasks]
+        job.gang_wait_s = max(starts) - min(starts)
+        gpus = job.trace.gpus
+        self.allocated += gpus
+        self.free_gpus[job.partition] -= gpus
+        self._touched.add(job.partition)
+        self._left_queue(job)
+
+    def _left_queue(self, job: _Job) -> None:
+        self.waiting_jobs -= 1
+        self.pending_gpus -= job.trace.gpus
+
+    def _ended(self, job: _Job) -> None:
+        am = job.am
+        if job.start_s is None:   # refused, or its asks rejected: it can never run here
+            job.outcome = "never-fits" if am.outcome == "failed" else am.outcome or "unfinished"
+            self._left_queue(job)
+        else:
+            job.outcome = am.outcome or "unfinished"
+            job.end_s = self.sim.loop.now()
+            gpus = job.trace.gpus
+            self.allocated -= gpus
+            self.free_gpus[job.partition] += gpus
+            self._touched.add(job.partition)
+            self._dirty.update(self.partition_queues.get(job.partition, ()))
+            self._schedule_flush()
+        self.sim.workload.forget_job(job.spec)
+        self.by_app.pop(am.app_id, None)
+        job.am = None
+        job.spec = None
+        self.done += 1
+        if self.done % COLLECT_EVERY_JOBS == 0:
+            gc.collect()
+        if self.progress is not None:
+            self.progress(self.done, len(self.jobs))
+
+    def _update_hol(self, name: str) -> None:
+        """The free GPUs of the queue's nodes while its head waits although they would be
+        enough for it (0 otherwise)."""
+        head = self.queues[name].head
+        job = head.job if head is not None else None
+        free = self.free_gpus.get(job.partition, 0) if job is not None else 0
+        blocked = job is not None and free >= head.gpus
+        if blocked:
+            self.hol[name] = free
+        else:
+            self.hol.pop(name, None)
+
+    # ------------------------------------------------------------------ results
+    def outcomes(self) -> tuple[JobOutcome, ...]:
+        out = []
+        for job in self.jobs:
+            trace = job.trace
+            out.append(JobOutcome(
+                trace.job_id, job.queue, trace.submit_s * self.options.time_scale, job.start_s, job.end_s,
+                trace.duration_s, trace.gpus, trace.instances, job.hosts,
+                tuple(dict.fromkeys(self.rack_of[h] for h in job.hosts)), job.gang_wait_s, job.outcome))
+        return tuple(out)
+
+    def selection_cost(self) -> tuple[int, float]:
+        registry = self.metrics.registry
+        count = registry.get_sample_value("gangmaster_selection_latency_seconds_count") or 0.0
+        total = registry.get_sample_value("gangmaster_selection_latency_seconds_sum") or 0.0
+        return int(count), float(total)
+
+
+def _labelled(cluster: ReplayCluster, isolated: dict) -> tuple[list, dict[str, str]]:
+    """The cluster's nodes, each isolated queue's carrying the queue's label and the
+    others :data:`SHARED_LABEL` (no labels when no queue is isolated); and the queue
+    owning each host."""
+    if not isolated:
+        return list(cluster.specs), {}
+    owner: dict[str, str] = {}
+    for queue, hosts in isolated.items():
+        for host in hosts:
+            if host in owner:
+                raise ValueError(f"queue_hosts: host {host!r} is given to queues {owner[host]!r} and {queue!r}")
+            owner[host] = queue
+    known = {spec.host for spec in cluster.specs}
+    unknown = sorted(set(owner) - known)
+    if unknown:
+        raise ValueError(f"queue_hosts: {len(unknown)} host(s) not in cluster {cluster.name}: {', '.join(unknown[:5])}")
+    return [dataclasses.replace(spec, labels=spec.labels | {owner.get(spec.host, SHARED_LABEL)})
+            for spec in cluster.specs], owner

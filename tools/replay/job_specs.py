@@ -1,0 +1,47 @@
+"""A trace's job as the AM reads it: a :class:`~gangmaster.am.jobspec_model.JobSpec`
+built directly from a :class:`~.trace.TraceJob` (no YAML: a replay builds tens of
+thousands of them).
+
+Every role of the job is one gang (all or nothing), retried never (a trace records
+how long a job ran, not how it failed), asks its GPUs, vcores and memory, and in
+an isolated queue the queue's node label (see :mod:`.engine`). What a task does in
+virtual time — run the trace's duration, exit 0 — goes to the simulator's workload
+model through the job's simulation keys, as a job file's would.
+"""
+from __future__ import annotations
+
+import math
+
+from gangmaster.am.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
+
+from .trace import TraceJob, TraceRole
+
+#: What each task's command would be on a real cluster; in virtual time nothing runs.
+TASK_COMMAND = "true"
+
+
+def job_spec(job: TraceJob, node_label: str | None = None) -> JobSpec:
+    """The JobSpec of ``job``: one gang of all its roles, each task lasting the trace's
+    duration (a replay's ``time_scale`` stretches arrivals, never durations)."""
+    roles = tuple(_role(role, node_label) for role in job.roles)
+    simulation = {role.name: {"simulatedDurationSeconds": float(job.duration_s)} for role in roles}
+    return JobSpec(name=job.job_id, roles=roles, gangs=(tuple(role.name for role in roles),),
+                   retry=RetryPolicy("job", 1), job_retry_count=0, barrier_timeout_s=None, parameters={},
+                   unused=(), source=f"trace job {job.job_id}", simulation=simulation)
+
+
+def _role(role: TraceRole, node_label: str | None) -> RoleSpec:
+    # RoleSpec plans whole vcores and asks cpu × request_ratio: a fractional share of a
+    # node (1.25 vcores) is asked as 2 × 0.625.
+    cpu = math.ceil(role.vcores)
+    ratio = role.vcores / cpu if cpu else 1.0
+    return RoleSpec(name=role.name, instances=role.instances, cpu=cpu, memory_mb=role.memory_mb, gpus=role.gpus,
+                    ports={}, commands=(TASK_COMMAND,), completion=Completion(), task_retry_count=0,
+                    retry=RetryPolicy("job", 1), request_ratio=ratio, node_label=node_label,
+                    gpu_types=role.gpu_types)
+
+
+def gang_shape(job: TraceJob) -> tuple:
+    """What placing the job's gang depends on, besides the cluster: jobs of one queue with
+    the same shape fit or do not fit alike."""
+    return tuple((r.instances, r.gpus, r.vcores, r.memory_mb, r.gpu_types) for r in job.roles)

@@ -1,0 +1,263 @@
+"""REPLAY.md's metrics, from a :class:`~.engine.ReplayResult` and a measurement window.
+
+**The measurement window.** A trace starts on an empty cluster and ends with the queue
+draining, so neither end says how the policy behaves under the trace's load. By default
+the first and last 10 % of jobs by submit order are dropped (``trim``); per-job figures
+are over the jobs left, time-averaged figures over the time from the first to the last
+of their submits. Every figure is printed beside its window (:meth:`Window.describe`).
+
+Per job j (submit s, first start a, end e, trace duration d, gang size g GPUs):
+
+- **JCT** e − s, over the window's jobs that finished; **queueing delay** a − s, over
+  those that started; ``queued_share``: jobs with a > s.
+- **slowdown** JCT / d; **bounded slowdown** JCT / max(d, 10 s).
+- **gang wait**: last task start − first task start (0 when all start together).
+- **GPU allocation**: allocated GPUs / capacity, time-averaged (a trace has no
+  utilisation, so it is called allocation). **frag_hol**: free GPUs held back while a
+  queue's head gang cannot be placed although its queue's free GPUs are at least its
+  size, time-averaged, as a share of capacity.
+- **consolidated_share**: of the multi-GPU jobs that started, those on the fewest nodes
+  possible (one node when g ≤ G, ⌈g/G⌉ otherwise; G: GPUs of the cluster's GPU nodes);
+  ``one_rack_share``: of the same jobs, those within one rack.
+- Jobs that never started are counted (``unfinished``, ``never_fits``, ``failed``),
+  never given a JCT.
+
+With several seeds each number is the median across seeds, ``iqr`` gives the 25th and
+75th percentiles of the top-level numbers, and ``by_seed`` each seed's own figures.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+#: Share of jobs dropped at each end of the submit order by default.
+DEFAULT_TRIM = 0.1
+#: The floor of the bounded slowdown's denominator, seconds.
+BOUNDED_SLOWDOWN_FLOOR_S = 10.0
+#: Gang-size buckets (GPUs), as REPLAY.md reports them.
+GANG_BUCKETS = (("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), (">8", 9, math.inf))
+#: Decimals kept in metrics.json: below a microsecond or a millionth is noise.
+DECIMALS = 6
+
+
+@dataclass(frozen=True)
+class Window:
+    """Jobs ``first`` .. ``last - 1`` of ``total`` in submit order, and the time from the
+    first to the last of their submits."""
+
+    first: int
+    last: int
+    total: int
+    start_s: float
+    end_s: float
+    trim: float
+
+    @property
+    def jobs(self) -> int:
+        return self.last - self.first
+
+    def describe(self) -> str:
+        share = f"middle {100 * (1 - 2 * self.trim):g} %" if self.trim else "all"
+        return (f"jobs {self.first + 1:,}..{self.last:,} of {self.total:,} by submit ({share}), "
+                f"t {self.start_s:,.0f}..{self.end_s:,.0f} s")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trim": self.trim, "first_job": self.first + 1, "last_job": self.last, "jobs": self.jobs,
+                "of": self.total, "start_s": _num(self.start_s), "end_s": _num(self.end_s),
+                "text": self.describe()}
+
+
+def measurement_window(submits: Sequence[float], trim: float = DEFAULT_TRIM) -> Window:
+    """Drop ⌊n × trim⌋ jobs at each end of ``submits`` (sorted, as a job table is)."""
+    if not 0 <= trim < 0.5:
+        raise ValueError(f"trim: expected a share 0 <= trim < 0.5, got {trim}")
+    n = len(submits)
+    cut = int(n * trim)
+    first, last = cut, n - cut
+    if first >= last:
+        return Window(0, 0, n, 0.0, 0.0, trim)
+    return Window(first, last, n, float(submits[first]), float(submits[last - 1]), trim)
+
+
+# --------------------------------------------------------------------- per job
+
+def consolidated(gpus: int, nodes: int, gpus_per_node: int) -> bool:
+    """On the fewest nodes a gang of ``gpus`` GPUs can use."""
+    return nodes == max(1, math.ceil(gpus / gpus_per_node))
+
+
+def gang_bucket(gpus: int) -> str:
+    return next(name for name, low, high in GANG_BUCKETS if low <= gpus <= high)
+
+
+# --------------------------------------------------------------------- per run
+
+def selector_metrics(result, window: Window, gpus_per_node: int) -> dict[str, Any]:
+    """One replay's figures (the per-selector entry of metrics.json)."""
+    jobs = result.jobs[window.first:window.last]
+    done = [j for j in jobs if j.end_s is not None and j.start_s is not None]
+    started = [j for j in jobs if j.start_s is not None]
+    jct = np.array([j.end_s - j.submit_s for j in done], dtype=float)
+    queueing = np.array([j.start_s - j.submit_s for j in started], dtype=float)
+    durations = np.array([j.duration_s for j in done], dtype=float)
+    multi = [j for j in started if j.gpus > 1]
+    timeline = result.timeline
+    capacity = timeline.capacity_gpus or 1
+    outcomes = [j.outcome for j in jobs]
+    figures: dict[str, Any] = {
+        "jobs": len(jobs),
+        "jct_mean_s": _mean(jct),
+        "jct_p50_s": _percentile(jct, 50),
+        "jct_p95_s": _percentile(jct, 95),
+        "jct_p99_s": _percentile(jct, 99),
+        "queue_mean_s": _mean(queueing),
+        "queue_p95_s": _percentile(queueing, 95),
+        "gpu_allocation_mean": _num(time_average(timeline.t, timeline.allocated_gpus, window) / capacity),
+        "frag_hol_mean": _num(time_average(timeline.t, timeline.hol_blocked_free_gpus, window) / capacity),
+        "consolidated_share": _share(sum(consolidated(j.gpus, len(j.hosts), gpus_per_node) for j in multi),
+                                     len(multi)),
+        "by_queue": _groups(jobs, lambda j: j.queue),
+        "by_gang_size": _groups(jobs, lambda j: gang_bucket(j.gpus), order=[name for name, *_ in GANG_BUCKETS]),
+        "wall_s": round(result.wall_s, 3),
+        "finished": len(done),
+        "unfinished": outcomes.count("unfinished"),
+        "never_fits": outcomes.count("never-fits"),
+        "failed": outcomes.count("failed"),
+        "queued_share": _share(int(np.count_nonzero(queueing > 0)), len(queueing)),
+        "gang_wait_mean_s": _mean(np.array([j.gang_wait_s for j in started], dtype=float)),
+        "slowdown_mean": _mean(jct / durations) if len(done) else None,
+        "bounded_slowdown_mean": _mean(jct / np.maximum(durations, BOUNDED_SLOWDOWN_FLOOR_S)) if len(done) else None,
+        "makespan_s": _num(max(j.end_s for j in done) - min(j.submit_s for j in jobs)) if done else None,
+        "one_rack_share": _share(sum(len(j.racks) == 1 for j in multi), len(multi)),
+        "queue_length_mean": _num(time_average(timeline.t, timeline.queue_length, window)),
+        "pending_gpus_mean": _num(time_average(timeline.t, timeline.pending_gpus, window)),
+        "events": result.events,
+        "select_calls": result.select_calls,
+        "cost": {"select_s": round(result.select_s, 3),
+                 "select_us_mean": round(1e6 * result.select_s / result.select_calls, 1)
+                 if result.select_calls else None},
+    }
+    return figures
+
+
+#: Keys whose values are measured wall time: they differ from run to run, everything else
+#: in metrics.json is the same for the same inputs.
+TIMING_KEYS = ("wall_s", "cost")
+
+
+def without_timing(figures: Any) -> Any:
+    """``figures`` (any part of metrics.json) without the wall-time keys, for comparing runs."""
+    if isinstance(figures, dict):
+        return {k: without_timing(v) for k, v in figures.items() if k not in TIMING_KEYS}
+    if isinstance(figures, list):
+        return [without_timing(v) for v in figures]
+    return figures
+
+
+def time_average(t: np.ndarray, values: np.ndarray, window: Window) -> float:
+    """The mean of a step function (``values[i]`` from ``t[i]`` to ``t[i+1]``, the last
+    held on; 0 before ``t[0]``) over [window.start_s, window.end_s]; over an empty
+    interval, its value at that instant."""
+    t0, t1 = window.start_s, window.end_s
+    if len(t) == 0:
+        return 0.0
+    if t1 <= t0:
+        i = int(np.searchsorted(t, t0, side="right")) - 1
+        return float(values[i]) if i >= 0 else 0.0
+    ends = np.append(t[1:], np.inf)
+    overlap = np.clip(np.minimum(ends, t1) - np.maximum(t, t0), 0.0, None)
+    return float(np.dot(overlap, values.astype(float)) / (t1 - t0))
+
+
+def _groups(jobs, key, order: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    members: dict[str, list] = {}
+    for job in jobs:
+        members.setdefault(key(job), []).append(job)
+    names = [name for name in order if name in members] if order else sorted(members)
+    out = {}
+    for name in names:
+        group = members[name]
+        jct = np.array([j.end_s - j.submit_s for j in group if j.end_s is not None and j.start_s is not None])
+        queueing = np.array([j.start_s - j.submit_s for j in group if j.start_s is not None])
+        out[name] = {"jobs": len(group), "jct_mean_s": _mean(jct), "queue_mean_s": _mean(queueing)}
+    return out
+
+
+def _num(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    rounded = round(float(value), DECIMALS)
+    return rounded + 0.0   # no "-0.0" in the output
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return _num(float(np.mean(values))) if len(values) else None
+
+
+def _percentile(values: np.ndarray, q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    return _num(float(np.percentile(values, q))) if len(values) else None
+
+
+def _share(count: int, of: int) -> float | None:
+    return _num(count / of) if of else None
+
+
+# --------------------------------------------------------------------- seeds
+
+def across_seeds(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """One selector's figures over several seeds: medians (nested too), the
+    interquartile range of the top-level numbers, and each seed's own figures. One seed:
+    its figures as they are."""
+    if len(by_seed) == 1:
+        return next(iter(by_seed.values()))
+    runs = [by_seed[seed] for seed in sorted(by_seed)]
+    merged = _median(runs)
+    merged["iqr"] = {key: [_num(float(np.percentile(vals, 25))), _num(float(np.percentile(vals, 75)))]
+                     for key in runs[0]
+                     if (vals := [r[key] for r in runs if isinstance(r.get(key), (int, float))])
+                     and not isinstance(runs[0][key], bool)}
+    merged["by_seed"] = {str(seed): by_seed[seed] for seed in sorted(by_seed)}
+    return merged
+
+
+def _median(values: list[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    if isinstance(present[0], dict):
+        keys = list(dict.fromkeys(k for v in present for k in v))
+        return {k: _median([v.get(k) for v in present]) for k in keys}
+    if isinstance(present[0], (int, float)) and not isinstance(present[0], bool):
+        middle = statistics.median(present)
+        return middle if isinstance(middle, int) else _num(middle)
+    return present[0]
+
+
+#: What each headline figure means, in a line: the CLI's --help, the report pages and the
+#: README say the same. (key, heading, unit, meaning)
+METRIC_HELP = (
+    ("jobs", "jobs", "", "jobs in the measurement window"),
+    ("jct_mean_s", "JCT mean", "s", "job completion time, end - submit, mean over finished jobs"),
+    ("jct_p50_s", "JCT p50", "s", "median JCT"),
+    ("jct_p95_s", "JCT p95", "s", "95th percentile of JCT"),
+    ("jct_p99_s", "JCT p99", "s", "99th percentile of JCT"),
+    ("queue_mean_s", "queue mean", "s", "queueing delay, first start - submit, mean over started jobs"),
+    ("queue_p95_s", "queue p95", "s", "95th percentile of the queueing delay"),
+    ("gpu_allocation_mean", "allocation", "%", "allocated GPUs / capacity, time-averaged over the window"),
+    ("frag_hol_mean", "frag (HOL)", "%", "free GPUs idle while a queue's head gang could not be placed "
+                                         "although its queue had that many free, time-averaged, / capacity"),
+    ("consolidated_share", "consolidated", "%", "multi-GPU jobs on the fewest nodes possible "
+                                                "(one node when g <= G, else ceil(g/G))"),
+    ("one_rack_share", "one rack", "%", "multi-GPU jobs within one rack"),
+    ("slowdown_mean", "slowdown", "x", "JCT / trace duration, mean"),
+    ("bounded_slowdown_mean", "bounded slowdown", "x", "JCT / max(duration, 10 s), mean"),
+    ("queued_share", "queued", "%", "jobs that waited at all (start > submit)"),
+    ("unfinished", "unfinished", "", "jobs in the window that never finished (still queued or running at the end)"),
+    ("never_fits", "never fits", "", "jobs refused at submission: more than the cluster (or its queue) can ever hold"),
+    ("wall_s", "wall", "s", "wall time of the replay (varies run to run)"),
+)

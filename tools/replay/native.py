@@ -1,0 +1,178 @@
+"""gangmaster's own trace format, for jobs of several roles: CSV or YAML.
+
+CSV, one row per role (rows of one job share its ``job_id``; ``submit_s``,
+``duration_s`` and ``queue`` must agree across them)::
+
+    job_id,submit_s,duration_s,queue,role,instances,gpus,vcores,memory_mb,gpu_types
+    ps-1,0,3600,research,ps,2,0,4,16384,
+    ps-1,0,3600,research,worker,4,2,,,V100;A100
+
+==============  ========  =====================================================
+column          required  meaning
+==============  ========  =====================================================
+``job_id``      yes       the job's name
+``submit_s``    yes       submit time, seconds (any origin; ``--window`` in it)
+``duration_s``  yes       how long the gang runs once every instance started, s
+``queue``       no        the RM queue (default ``default``)
+``role``        no        the task role (default ``worker``; unique within a job)
+``instances``   no        instances of the role (default 1)
+``gpus``        yes       GPUs of each instance (at most a node's: no splitting)
+``vcores``      no        vcores of each instance (default: its GPUs' share of a node)
+``memory_mb``   no        memory of each instance, MB (default: its GPUs' share)
+``gpu_types``   no        acceptable GPU types, ``;``-separated (default: any)
+==============  ========  =====================================================
+
+A role without GPUs must give ``vcores`` or ``memory_mb``. A bad row drops its whole
+job (a gang with a role missing would be a different job). YAML holds the same::
+
+    jobs:
+      - {id: ps-1, submit: 0, duration: 3600, queue: research,
+         roles: [{name: ps, instances: 2, gpus: 0, vcores: 4, memoryMB: 16384},
+                 {name: worker, instances: 4, gpus: 2, gpuTypes: [V100, A100]}]}
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from gangmaster.conf.fields import ConfigError, Fields, decode_utf8, parse_yaml, read_limited
+from gangmaster.conf.limits import (MAX_DURATION_S, MAX_GPUS_PER_NODE, MAX_INSTANCES_PER_JOB,
+                                    MAX_INSTANCES_PER_ROLE, MAX_MEMORY_MB, MAX_TRACE_JOBS, MAX_VCORES,
+                                    MAX_YAML_FILE_BYTES)
+
+from .trace import JobTable, NodeShape, TraceRole, sha256_of
+from .trace_csv import (BadRow, BadRows, Row, Submitted, TraceText, Window, csv_rows, job_table,
+                        read_trace_text)
+
+COLUMNS = ("job_id", "submit_s", "duration_s", "gpus")
+OPTIONAL_COLUMNS = ("queue", "role", "instances", "vcores", "memory_mb", "gpu_types")
+DEFAULT_QUEUE, DEFAULT_ROLE = "default", "worker"
+
+
+def read_native(path: str | Path, shape: NodeShape, bad_rows: BadRows | None = None,
+                window: Window | None = None) -> JobTable:
+    bad_rows = bad_rows or BadRows()
+    if Path(path).suffix.lower() in (".yaml", ".yml"):
+        return _read_yaml(path, shape, bad_rows, window)
+    return _read_csv(read_trace_text(path), shape, bad_rows, window)
+
+
+# ------------------------------------------------------------------- CSV
+
+class _Job:
+    """The rows of one job read so far (its first row's line names it in errors)."""
+
+    def __init__(self, row: Row, submit: float, duration: float, queue: str):
+        self.line, self.submit, self.duration, self.queue = row.line, submit, duration, queue
+        self.roles: list[TraceRole] = []
+        self.broken = False
+
+
+def _read_csv(trace: TraceText, shape: NodeShape, bad_rows: BadRows, window: Window | None) -> JobTable:
+    jobs: dict[str, _Job] = {}
+    for row in csv_rows(trace, bad_rows, COLUMNS, OPTIONAL_COLUMNS):
+        job = None
+        try:
+            job_id = row.name("job_id")
+            job = jobs.get(job_id)
+            submit = row.seconds("submit_s")
+            duration = row.seconds("duration_s", positive=True)
+            queue = row.name("queue", DEFAULT_QUEUE)
+            if job is None:
+                job = jobs[job_id] = _Job(row, submit, duration, queue)
+            else:
+                _agrees(row, job, submit, duration, queue)
+            role = _role(row, shape)
+            if any(other.name == role.name for other in job.roles):
+                raise row.error("role", f"a role name not used before in job {job_id} (line {job.line})", role.name)
+            job.roles.append(role)
+            if sum(r.instances for r in job.roles) > MAX_INSTANCES_PER_JOB:
+                raise row.error("instances", f"at most {MAX_INSTANCES_PER_JOB:,} instances in job {job_id}, "
+                                             "all roles together (MAX_INSTANCES_PER_JOB)")
+        except BadRow as error:
+            if job is not None:
+                job.broken = True
+            bad_rows.add(error)
+    read = [Submitted(job.submit, job_id, job.duration, job.queue, tuple(job.roles))
+            for job_id, job in jobs.items() if not job.broken and job.roles]
+    return job_table(read, trace, "native", window)
+
+
+def _agrees(row: Row, job: _Job, submit: float, duration: float, queue: str) -> None:
+    for column, mine, first in (("submit_s", submit, job.submit), ("duration_s", duration, job.duration),
+                                ("queue", queue, job.queue)):
+        if mine != first:
+            raise row.error(column, f"the value of this job's first row (line {job.line}): {first}",
+                            row.values.get(column, ""))
+
+
+def _role(row: Row, shape: NodeShape) -> TraceRole:
+    gpus = row.integer("gpus", maximum=MAX_GPUS_PER_NODE, limit="MAX_GPUS_PER_NODE")
+    vcores_share, memory_share = shape.share(gpus)
+    if not gpus and not (row.has("vcores") or row.has("memory_mb")):
+        raise row.error("vcores", "vcores or memory_mb for a role without GPUs (it would ask for nothing)")
+    vcores = row.number("vcores", maximum=MAX_VCORES, limit="MAX_VCORES", default=vcores_share)
+    memory = row.integer("memory_mb", maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB", default=memory_share)
+    gpu_types = tuple(t.strip() for t in row.values.get("gpu_types", "").split(";") if t.strip())
+    return TraceRole(row.name("role", DEFAULT_ROLE),
+                     row.integer("instances", minimum=1, maximum=MAX_INSTANCES_PER_ROLE,
+                                 limit="MAX_INSTANCES_PER_ROLE", default=1),
+                     gpus, vcores, memory, gpu_types)
+
+
+# ------------------------------------------------------------------- YAML
+
+JOB_FIELDS = ("id", "submit", "duration", "queue", "roles")
+ROLE_FIELDS = ("name", "instances", "gpus", "vcores", "memoryMB", "gpuTypes")
+
+
+def _read_yaml(path: str | Path, shape: NodeShape, bad_rows: BadRows, window: Window | None) -> JobTable:
+    source = str(path)
+    raw = read_limited(path, MAX_YAML_FILE_BYTES, "MAX_YAML_FILE_BYTES")
+    doc = Fields(parse_yaml(decode_utf8(raw, source), source), source)
+    doc.reject_unknown(("jobs",))
+    entries = doc.list_of_mappings("jobs")
+    if len(entries) > MAX_TRACE_JOBS:
+        raise doc.error("jobs", f"at most {MAX_TRACE_JOBS:,} jobs (MAX_TRACE_JOBS)", f"{len(entries):,} jobs")
+    seen: set[str] = set()
+    read = []
+    for entry in entries:
+        try:
+            job = _yaml_job(entry, shape)
+            if job.job_id in seen:
+                raise entry.error("id", "a job id not used before", job.job_id)
+        except ConfigError as error:
+            bad_rows.add(error)
+            continue
+        seen.add(job.job_id)
+        read.append(job)
+    return job_table(read, TraceText(source, "", sha256_of(raw)), "native", window)
+
+
+def _yaml_job(entry: Fields, shape: NodeShape) -> Submitted:
+    entry.reject_unknown(JOB_FIELDS)
+    roles = []
+    for role in entry.list_of_mappings("roles"):
+        role.reject_unknown(ROLE_FIELDS)
+        gpus = role.integer("gpus", 0, minimum=0, maximum=MAX_GPUS_PER_NODE, limit="MAX_GPUS_PER_NODE")
+        if not gpus and "vcores" not in role and "memoryMB" not in role:
+            raise role.error("vcores", "vcores or memoryMB for a role without GPUs (it would ask for nothing)")
+        vcores_share, memory_share = shape.share(gpus)
+        roles.append(TraceRole(
+            role.name("name", DEFAULT_ROLE),
+            role.integer("instances", 1, minimum=1, maximum=MAX_INSTANCES_PER_ROLE, limit="MAX_INSTANCES_PER_ROLE"),
+            gpus, role.number("vcores", vcores_share, minimum=0, maximum=MAX_VCORES, limit="MAX_VCORES"),
+            role.integer("memoryMB", memory_share, minimum=0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB"),
+            tuple(role.names("gpuTypes", []))))
+    if not roles:
+        raise entry.error("roles", "at least one role")
+    names = [role.name for role in roles]
+    if len(set(names)) != len(names):
+        raise entry.error("roles", "unique role names", names)
+    if sum(role.instances for role in roles) > MAX_INSTANCES_PER_JOB:
+        raise entry.error("roles", f"at most {MAX_INSTANCES_PER_JOB:,} instances, all roles together "
+                                   "(MAX_INSTANCES_PER_JOB)")
+    return Submitted(entry.number("submit", minimum=0, maximum=MAX_DURATION_S, limit="MAX_DURATION_S"),
+                     entry.name("id"),
+                     entry.number("duration", minimum=0, exclusive_minimum=True, maximum=MAX_DURATION_S,
+                                  limit="MAX_DURATION_S"),
+                     entry.name("queue", DEFAULT_QUEUE), tuple(roles))

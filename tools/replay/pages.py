@@ -1,0 +1,198 @@
+"""report.html and report.md: the comparison a person reads.
+
+report.html is one self-contained file: inline CSS, the figures embedded as PNG data
+URIs, no JavaScript, so it opens anywhere and can be mailed. report.md has the same
+tables and links the PNG files beside it.
+"""
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import Any
+
+from .metrics import METRIC_HELP
+from .plots import Figure
+
+#: The summary table's columns (keys of a selector's figures in metrics.json).
+SUMMARY = ("jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "queue_mean_s", "queue_p95_s",
+           "gpu_allocation_mean", "frag_hol_mean", "consolidated_share", "one_rack_share", "slowdown_mean",
+           "unfinished", "never_fits", "wall_s")
+HELP = {key: (heading, unit, meaning) for key, heading, unit, meaning in METRIC_HELP}
+
+
+def cell(key: str, value: Any) -> str:
+    """A figure as the tables show it: shares as %, seconds with separators, – for none."""
+    if value is None:
+        return "–"
+    unit = HELP.get(key, ("", "", ""))[1]
+    if unit == "%":
+        return f"{100 * value:.1f} %"
+    if unit == "x":
+        return f"{value:.2f}×"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if unit == "s" or key.endswith("_s"):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
+    return f"{value:,.3g}"
+
+
+def heading(key: str) -> str:
+    name, unit, _ = HELP.get(key, (key, "", ""))
+    return f"{name} ({unit})" if unit in ("s",) else name
+
+
+def summary_rows(document: dict[str, Any], keys=SUMMARY) -> tuple[list[str], list[list[str]]]:
+    """The summary: a row per figure, a column per selector (a few selectors fit a page
+    across; fifteen figures do not)."""
+    selectors = document["selectors"]
+    header = ["figure"] + list(selectors)
+    rows = [[heading(k)] + [cell(k, figures.get(k)) for figures in selectors.values()] for k in keys]
+    return header, rows
+
+
+def _group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[list[str]]]:
+    header = [group.replace("by_", "").replace("_", " "), "selector", "jobs", "JCT mean (s)", "queue mean (s)"]
+    rows = []
+    names = list(document["selectors"])
+    keys = list(dict.fromkeys(k for f in document["selectors"].values() for k in f[group]))
+    for key in keys:
+        for name in names:
+            entry = document["selectors"][name][group].get(key)
+            if entry:
+                rows.append([key, name, cell("jobs", entry["jobs"]), cell("jct_mean_s", entry["jct_mean_s"]),
+                             cell("queue_mean_s", entry["queue_mean_s"])])
+    return header, rows
+
+
+def _sweep_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    header = ["nodes", "GPUs", "selector", "JCT mean (s)", "JCT p95 (s)", "queue mean (s)", "allocation",
+              "frag (HOL)", "unfinished"]
+    rows = []
+    for point in document["sweep"]["points"]:
+        for name, f in point["selectors"].items():
+            rows.append([f"{point['nodes']:,}", f"{point['gpus']:,}", name, cell("jct_mean_s", f["jct_mean_s"]),
+                         cell("jct_p95_s", f["jct_p95_s"]), cell("queue_mean_s", f["queue_mean_s"]),
+                         cell("gpu_allocation_mean", f["gpu_allocation_mean"]),
+                         cell("frag_hol_mean", f["frag_hol_mean"]), cell("unfinished", f["unfinished"])])
+    return header, rows
+
+
+def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
+    run = document["run"]
+    source = run["input"]
+    cluster = run["cluster"]
+    lines = [
+        ("trace", f"{source['source']} ({source['format']}, {source['jobs']:,} jobs"
+                  + (f", from {source['origin']}" if source["origin"] else "")
+                  + (f", submitted in {source['submit_window']}" if source["submit_window"] else "") + ")"),
+        ("trace sha256", source["sha256"]),
+        ("cluster", f"{cluster['name']}: {cluster['nodes']:,} nodes, {cluster['gpus']:,} GPUs"
+                    + (f", isolated queues {', '.join(cluster['isolated_queues'])}" if cluster["isolated_queues"]
+                       else "")),
+        ("measurement window", run["window"]["text"]),
+        ("queue policy", f"{run['queue_policy']}; heartbeat {run['heartbeat_s']:g} s; "
+                         f"arrivals × {run['time_scale']:g}"),
+        ("seeds", ", ".join(map(str, run["seeds"]))
+                  + (" (figures: median across seeds)" if len(run["seeds"]) > 1 else "")),
+    ]
+    if cluster["source"]:
+        lines.insert(3, ("cluster source", cluster["source"]))
+    lines += [(f"tie rule, {name}", rule) for name, rule in run["tie_rules"].items()]
+    lines.append(("gangmaster", run["version"]))
+    return lines
+
+
+# ------------------------------------------------------------------ HTML
+
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1150px;
+       color: #1d1d1f; padding: 0 16px; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #d0d0d5; padding: 4px 8px; text-align: right; white-space: nowrap; }
+th { background: #f2f2f5; font-weight: 600; } td:first-child, th:first-child, td.text { text-align: left; }
+table.identity td { text-align: left; white-space: normal; } table.identity td:first-child { color: #555; width: 170px; }
+table.wide { display: block; overflow-x: auto; max-width: 100%; }
+figure { margin: 12px 0 24px; } figure img { max-width: 100%; border: 1px solid #e3e3e8; }
+figcaption { color: #555; font-size: 13px; } dt { font-weight: 600; margin-top: 6px; } dd { margin-left: 18px; }
+.note { color: #666; font-size: 13px; }
+"""
+
+
+def _html_cell(text: str) -> str:
+    """Numbers right-aligned (the default), words left-aligned."""
+    numeric = text[:1].isdigit() or text[:1] in "–-"
+    return f"<td>{html.escape(text)}</td>" if numeric else f"<td class=\"text\">{html.escape(text)}</td>"
+
+
+def _html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>\n" for row in rows)
+    cls = f' class="{css}"' if css else ""
+    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>\n"
+
+
+def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
+                skipped: list[tuple[Figure, str]]) -> str:
+    parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
+             "<title>gangmaster replay report</title>", f"<style>{STYLE}</style></head><body>",
+             "<h1>gangmaster replay: placement policies compared</h1>",
+             f"<p class=\"note\">{html.escape(document['run']['window']['text'])} — every figure below is over "
+             "this window unless it says otherwise.</p>"]
+    identity = [[k, v] for k, v in identity_lines(document)]
+    parts.append(_html_table(["", ""], identity, "identity").replace("<thead><tr><th></th><th></th></tr></thead>", ""))
+    parts.append("<h2>Summary</h2>")
+    parts.append(_html_table(*summary_rows(document)))
+    if "sweep" in document:
+        parts.append("<h2>Load sweep</h2>")
+        parts.append(_html_table(*_sweep_rows(document)))
+    parts.append("<h2>Figures</h2>")
+    for figure in figures:
+        data = base64.b64encode((folder / figure.name).read_bytes()).decode("ascii")
+        parts.append(f"<figure><img alt=\"{html.escape(figure.title)}\" src=\"data:image/png;base64,{data}\">"
+                     f"<figcaption>{html.escape(figure.title)} ({figure.name})</figcaption></figure>")
+    if skipped:
+        items = "".join(f"<li>{html.escape(f.name)}: {html.escape(why)}</li>" for f, why in skipped)
+        parts.append(f"<p class=\"note\">Not drawn:</p><ul class=\"note\">{items}</ul>")
+    parts.append("<h2>By queue</h2>")
+    parts.append(_html_table(*_group_rows(document, "by_queue")))
+    parts.append("<h2>By gang size (GPUs)</h2>")
+    parts.append(_html_table(*_group_rows(document, "by_gang_size")))
+    parts.append("<h2>What each figure means</h2><dl>")
+    for key, name, unit, meaning in METRIC_HELP:
+        parts.append(f"<dt>{html.escape(name)}{' (' + unit + ')' if unit else ''}</dt>"
+                     f"<dd>{html.escape(meaning)}</dd>")
+    parts.append("</dl><p class=\"note\">Definitions: REPLAY.md. Files beside this page: metrics.json, jobs.csv, "
+                 "timeline.csv, report.md and the figures as PNG.</p></body></html>\n")
+    return "\n".join(parts)
+
+
+# ------------------------------------------------------------------ Markdown
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " if i == 0 else " ---: " for i in
+                                                                 range(len(header))) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: list[tuple[Figure, str]]) -> str:
+    parts = ["# gangmaster replay: placement policies compared\n"]
+    parts += [f"- **{k}**: {v}" for k, v in identity_lines(document)]
+    parts.append(f"\nEvery figure is over the measurement window: {document['run']['window']['text']}.\n")
+    parts.append("## Summary\n")
+    parts.append(_md_table(*summary_rows(document)))
+    if "sweep" in document:
+        parts.append("## Load sweep\n")
+        parts.append(_md_table(*_sweep_rows(document)))
+    parts.append("## Figures\n")
+    parts += [f"![{f.title}]({f.name})\n" for f in figures]
+    parts += [f"- not drawn: {f.name}: {why}" for f, why in skipped]
+    parts.append("\n## By queue\n")
+    parts.append(_md_table(*_group_rows(document, "by_queue")))
+    parts.append("## By gang size (GPUs)\n")
+    parts.append(_md_table(*_group_rows(document, "by_gang_size")))
+    parts.append("## What each figure means\n")
+    parts += [f"- **{name}**{' (' + unit + ')' if unit else ''}: {meaning}" for _, name, unit, meaning in METRIC_HELP]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,186 @@
+"""The report's figures, drawn with matplotlib (Agg, no display) when it is installed
+(``pip install -e .[plots]``). Without it :func:`draw` draws nothing and says which
+figures it skipped; every other report file is written all the same.
+
+Each figure is a PNG in the report folder: JCT and queueing-delay CDFs per selector,
+allocation / queue length / head-of-line fragmentation over time, mean JCT and queueing
+per queue, and mean JCT against capacity when the run swept it. Figures show each
+selector's lowest seed; the shaded band is the measurement window.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .comparison import Comparison
+
+#: Points per line in the over-time figure: the step function is sampled on this grid
+#: (a full Philly replay has ~10^5 steps; a plot cannot show more than its pixels).
+TIME_GRID_POINTS = 2000
+DPI = 100
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str        # file name in the report folder
+    title: str
+
+
+FIGURES = (
+    Figure("jct_cdf.png", "JCT, cumulative share of jobs"),
+    Figure("queueing_cdf.png", "Queueing delay, cumulative share of jobs"),
+    Figure("over_time.png", "Allocation, queue length and fragmentation over time"),
+    Figure("queues.png", "Mean JCT and queueing by queue"),
+    Figure("sweep.png", "Mean JCT against capacity"),
+)
+
+
+def matplotlib_missing() -> str | None:
+    """Why no figure can be drawn, or None when matplotlib is there."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "matplotlib is not installed (pip install -e '.[plots]')"
+    return None
+
+
+def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tuple[list[Figure], list[tuple[Figure, str]]]:
+    """(figures written, (figure skipped, why)); ``document``: metrics.json's, whose
+    figures the sweep plot shows (medians across seeds, as its table)."""
+    missing = matplotlib_missing()
+    if missing:
+        return [], [(figure, missing) for figure in FIGURES]
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from cycler import cycler   # matplotlib's own dependency
+    # Line styles as well as colours: selectors that decide alike draw the same line, and
+    # a dashed line over a solid one still shows both.
+    plt.rcParams.update({"figure.dpi": DPI, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
+                         "path.simplify": True,
+                         "axes.prop_cycle": cycler(color=["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+                                                          "#8c564b"]) + cycler(linestyle=["-", "--", ":", "-.",
+                                                                                          (0, (5, 1)), (0, (1, 3))])})
+    painters = {"jct_cdf.png": _jct_cdf, "queueing_cdf.png": _queueing_cdf, "over_time.png": _over_time,
+                "queues.png": _queues, "sweep.png": _sweep}
+    written, skipped = [], []
+    for figure in FIGURES:
+        if figure.name == "sweep.png" and not comparison.sweep:
+            skipped.append((figure, "no --capacity-sweep in this run"))
+            continue
+        fig = painters[figure.name](plt, comparison, figure.title, document)
+        fig.savefig(folder / figure.name, metadata={"Software": None})
+        plt.close(fig)
+        written.append(figure)
+    return written, skipped
+
+
+def _window_jobs(comparison: Comparison, name: str):
+    result = comparison.first_result(name)
+    return result.jobs[comparison.window.first:comparison.window.last]
+
+
+def _cdf(plt, comparison: Comparison, title: str, value, xlabel: str):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name in comparison.selectors:
+        values = np.sort(np.array([v for v in map(value, _window_jobs(comparison, name)) if v is not None]))
+        if len(values):
+            ax.step(np.maximum(values, 1.0), np.arange(1, len(values) + 1) / len(values), where="post", label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("share of jobs")
+    ax.set_ylim(0, 1.01)
+    ax.set_title(f"{title}\n{comparison.window.describe()}", fontsize=9)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def _jct_cdf(plt, comparison, title, document):
+    return _cdf(plt, comparison, title,
+                lambda j: j.end_s - j.submit_s if j.end_s is not None and j.start_s is not None else None,
+                "JCT, s (log; below 1 s drawn at 1 s)")
+
+
+def _queueing_cdf(plt, comparison, title, document):
+    return _cdf(plt, comparison, title, lambda j: j.start_s - j.submit_s if j.start_s is not None else None,
+                "queueing delay, s (log; below 1 s, including 0, drawn at 1 s)")
+
+
+def sample(t: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """A step function's value at each grid time (0 before its first step)."""
+    index = np.searchsorted(t, grid, side="right") - 1
+    return np.where(index >= 0, values[np.clip(index, 0, None)], 0)
+
+
+def _over_time(plt, comparison, title, document):
+    fig, axes = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    end = max(float(comparison.first_result(n).timeline.t[-1]) if len(comparison.first_result(n).timeline.t) else 0.0
+              for n in comparison.selectors)
+    grid = np.linspace(0.0, max(end, 1.0), TIME_GRID_POINTS)
+    hours = grid / 3600.0
+    for name in comparison.selectors:
+        line = comparison.first_result(name).timeline
+        capacity = line.capacity_gpus or 1
+        axes[0].plot(hours, 100.0 * sample(line.t, line.allocated_gpus, grid) / capacity, label=name, lw=1)
+        axes[1].plot(hours, sample(line.t, line.queue_length, grid), label=name, lw=1)
+        axes[2].plot(hours, 100.0 * sample(line.t, line.hol_blocked_free_gpus, grid) / capacity, label=name, lw=1)
+    for ax, label in zip(axes, ("allocated GPUs, % of capacity", "jobs queued", "HOL-blocked free GPUs, %")):
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.axvspan(comparison.window.start_s / 3600.0, comparison.window.end_s / 3600.0, color="0.85", zorder=0)
+    axes[0].set_ylim(0, 105)
+    axes[1].set_ylim(top=max(1.0, axes[1].get_ylim()[1]))
+    axes[2].set_ylim(top=max(1.0, axes[2].get_ylim()[1]))
+    axes[0].legend(loc="upper right")
+    axes[0].set_title(f"{title} (sampled at {TIME_GRID_POINTS:,} points; shaded: measurement window)", fontsize=9)
+    axes[-1].set_xlabel("hours since the first submit")
+    fig.tight_layout()
+    return fig
+
+
+def _queues(plt, comparison, title, document):
+    queues = sorted({j.queue for j in comparison.any_result().jobs})
+    fig, axes = plt.subplots(1, 2, figsize=(min(16.0, max(7.0, 1.0 + 0.6 * len(queues) * len(comparison.selectors))), 4))
+    width = 0.8 / len(comparison.selectors)
+    x = np.arange(len(queues))
+    for k, name in enumerate(comparison.selectors):
+        jobs = _window_jobs(comparison, name)
+        jct, queueing = [], []
+        for queue in queues:
+            mine = [j for j in jobs if j.queue == queue]
+            done = [j.end_s - j.submit_s for j in mine if j.end_s is not None and j.start_s is not None]
+            started = [j.start_s - j.submit_s for j in mine if j.start_s is not None]
+            jct.append(np.mean(done) if done else 0.0)
+            queueing.append(np.mean(started) if started else 0.0)
+        axes[0].bar(x + k * width, jct, width, label=name)
+        axes[1].bar(x + k * width, queueing, width, label=name)
+    for ax, label in zip(axes, ("mean JCT, s", "mean queueing delay, s")):
+        ax.set_xticks(x + 0.4 - width / 2, queues, rotation=45, ha="right")
+        ax.set_ylabel(label)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(comparison.selectors),
+               frameon=False)
+    fig.suptitle(f"{title} ({comparison.window.describe()})", fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+def _sweep(plt, comparison, title, document):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    points = document["sweep"]["points"]
+    for name in comparison.selectors:
+        line = [(p["nodes"], p["selectors"][name]["jct_mean_s"]) for p in points
+                if p["selectors"][name]["jct_mean_s"] is not None]
+        if line:
+            ax.plot(*zip(*line), marker="o", label=name)
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("mean JCT, s" + (" (median across seeds)" if len(comparison.seeds) > 1 else ""))
+    ax.set_yscale("log")
+    ax.set_title(f"{title}\n{comparison.window.describe()}", fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    return fig

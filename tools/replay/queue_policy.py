@@ -1,0 +1,115 @@
+"""Which waiting jobs of a queue may try to start, and in what order: FIFO or backfill.
+
+A *pass* over a queue offers its waiting jobs, in submission order, to ``try_start``
+(which places the job's gang through its AM and returns whether it started):
+
+* **FIFO** (strict): the head first; the pass stops at the first job that does not
+  start, so a head that does not fit blocks every job behind it (head-of-line
+  blocking, as in the Helios and Philly replays).
+* **Backfill**: a job behind a blocked head may start when it fits now. The queue
+  is indexed by gang shape (:func:`~.job_specs.gang_shape`): within a pass free
+  capacity only shrinks, so a shape that failed stays failed, and the pass offers
+  only the oldest job of each shape not yet failed — never a rescan of the whole
+  queue. It starts exactly the jobs a pass trying every waiting job in order would.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Iterator
+
+
+@dataclass(eq=False)
+class Waiting:
+    """A job waiting in its queue: ``order`` is its place in submission order."""
+
+    order: int
+    shape: Hashable
+    gpus: int
+    job: object = field(repr=False)
+
+
+TryStart = Callable[[Waiting], bool]
+
+
+class FifoQueue:
+    name = "fifo"
+
+    def __init__(self) -> None:
+        self._jobs: deque[Waiting] = deque()
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __iter__(self) -> Iterator[Waiting]:
+        return iter(self._jobs)
+
+    def add(self, waiting: Waiting) -> None:
+        self._jobs.append(waiting)
+
+    @property
+    def head(self) -> Waiting | None:
+        return self._jobs[0] if self._jobs else None
+
+    def run_pass(self, try_start: TryStart) -> int:
+        """Start jobs from the head until one does not start; how many started."""
+        started = 0
+        jobs = self._jobs
+        while jobs and try_start(jobs[0]):
+            jobs.popleft()
+            started += 1
+        return started
+
+
+class BackfillQueue:
+    name = "backfill"
+
+    def __init__(self) -> None:
+        self._by_shape: dict[Hashable, deque[Waiting]] = {}
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[Waiting]:
+        return iter(sorted((w for jobs in self._by_shape.values() for w in jobs), key=lambda w: w.order))
+
+    def add(self, waiting: Waiting) -> None:
+        self._by_shape.setdefault(waiting.shape, deque()).append(waiting)
+        self._count += 1
+
+    @property
+    def head(self) -> Waiting | None:
+        heads = [jobs[0] for jobs in self._by_shape.values()]
+        return min(heads, key=lambda w: w.order) if heads else None
+
+    def run_pass(self, try_start: TryStart) -> int:
+        """Offer the oldest job of each shape, oldest first; a shape that fails is not
+        offered again in this pass."""
+        heap = [(jobs[0].order, shape) for shape, jobs in self._by_shape.items()]
+        heapq.heapify(heap)
+        started = 0
+        while heap:
+            _, shape = heapq.heappop(heap)
+            jobs = self._by_shape[shape]
+            if not try_start(jobs[0]):
+                continue   # this shape failed: not offered again in this pass
+            jobs.popleft()
+            self._count -= 1
+            started += 1
+            if jobs:
+                heapq.heappush(heap, (jobs[0].order, shape))
+            else:
+                del self._by_shape[shape]
+        return started
+
+
+QUEUE_POLICIES = {"fifo": FifoQueue, "backfill": BackfillQueue}
+
+
+def queue_for(policy: str) -> FifoQueue | BackfillQueue:
+    try:
+        return QUEUE_POLICIES[policy]()
+    except KeyError:
+        raise ValueError(f"queue_policy: expected one of {', '.join(QUEUE_POLICIES)}, got {policy!r}") from None

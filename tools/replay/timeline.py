@@ -1,0 +1,47 @@
+"""The replay's time series, recorded as it happens: one row per instant at which a
+value changed (rows of one instant coalesced), never by rescanning the cluster."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A step function: each value holds from ``t[i]`` until ``t[i + 1]`` (the last
+    until the replay's end). ``hol_blocked_free_gpus``: the free GPUs (of the head
+    gang's queue's nodes) while a queue's head gang cannot be placed although its
+    queue's free GPUs are at least its size, summed over queues."""
+
+    t: np.ndarray
+    allocated_gpus: np.ndarray
+    queue_length: np.ndarray
+    pending_gpus: np.ndarray
+    hol_blocked_free_gpus: np.ndarray
+    capacity_gpus: int
+
+
+class TimelineRecorder:
+    def __init__(self, capacity_gpus: int):
+        self.capacity_gpus = capacity_gpus
+        self._rows: list[tuple[float, int, int, int, int]] = []
+
+    def record(self, t: float, allocated: int, queue_length: int, pending_gpus: int, hol: int) -> None:
+        row = (t, allocated, queue_length, pending_gpus, hol)
+        rows = self._rows
+        if rows:
+            if rows[-1][1:] == row[1:]:
+                return
+            if rows[-1][0] == t:   # the same instant: its last values stand
+                rows[-1] = row
+                if len(rows) > 1 and rows[-2][1:] == row[1:]:
+                    rows.pop()
+                return
+        rows.append(row)
+
+    def timeline(self) -> Timeline:
+        rows = self._rows
+        columns = list(zip(*rows)) if rows else [(), (), (), (), ()]
+        return Timeline(np.array(columns[0], dtype=np.float64), *(np.array(c, dtype=np.int64) for c in columns[1:]),
+                        capacity_gpus=self.capacity_gpus)

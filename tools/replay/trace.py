@@ -1,0 +1,115 @@
+"""The one job table every trace reader produces and the replay engine consumes.
+
+A trace says when each job was submitted, how long it ran and what it asked for; the
+readers (:mod:`.philly`, :mod:`.tiresias`, :mod:`.native`) turn each format into these
+types, so nothing downstream knows which format a job came from. Times are seconds
+from the table's origin (the first submit, or the start of ``--window``); ``origin``
+keeps that instant as a date for printing when the trace had one.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class TraceRole:
+    """One task role of a job: ``instances`` containers of the same shape, all part of
+    the job's gang."""
+
+    name: str
+    instances: int
+    gpus: int
+    vcores: float
+    memory_mb: int
+    gpu_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """A job as the trace gives it: every instance of every role is one gang."""
+
+    job_id: str
+    submit_s: float
+    duration_s: float
+    queue: str
+    roles: tuple[TraceRole, ...]
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole gang (the job's gang size in GPU terms)."""
+        return sum(role.instances * role.gpus for role in self.roles)
+
+    @property
+    def instances(self) -> int:
+        return sum(role.instances for role in self.roles)
+
+
+@dataclass(frozen=True)
+class JobTable:
+    """Jobs sorted by (submit_s, job_id); ``source`` is the file read, ``sha256`` its
+    bytes' digest (the run's identity), ``format`` the reader's name."""
+
+    jobs: tuple[TraceJob, ...]
+    source: str
+    sha256: str
+    format: str
+    origin: datetime | None = None
+
+    def __post_init__(self) -> None:
+        keys = [(job.submit_s, job.job_id) for job in self.jobs]
+        if keys != sorted(keys):
+            raise ValueError("JobTable.jobs must be sorted by (submit_s, job_id)")
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What a trace that gives only GPU counts needs to know of the cluster: the GPUs of
+    its GPU nodes (a gang larger than that spans nodes) and the vcores and memory that
+    come with each GPU (an instance asks for its GPUs' share of the node, so CPU and
+    memory never bind before GPUs do, as a GPU-only trace assumes)."""
+
+    gpus: int
+    vcores: float
+    memory_mb: int
+
+    def role(self, gpus: int, name: str = "worker") -> TraceRole:
+        """One instance of ``gpus`` GPUs (at most a node's) with its share of the node."""
+        return TraceRole(name, 1, gpus, *self.share(gpus))
+
+    def share(self, gpus: int) -> tuple[float, int]:
+        """(vcores, memory MB) that come with ``gpus`` GPUs: the node's, pro rata, rounded
+        down to a milli-vcore and a MB so that G shares always fit one node."""
+        vcores = math.floor(self.vcores * gpus / self.gpus * 1000) / 1000
+        return vcores, self.memory_mb * gpus // self.gpus
+
+    def gang_roles(self, gpus: int) -> tuple[TraceRole, ...]:
+        """The roles of a gang of ``gpus`` GPUs: one instance when it fits a node, else
+        ⌊gpus/G⌋ instances of G GPUs plus one of the remainder (the Philly rule)."""
+        return _gang_roles(self, gpus)
+
+
+@functools.lru_cache(maxsize=1024)
+def _gang_roles(shape: NodeShape, gpus: int) -> tuple[TraceRole, ...]:
+    """Cached: a trace has few gang sizes (Philly 10), and jobs of one size share one tuple."""
+    if gpus <= shape.gpus:
+        return (shape.role(gpus),)
+    whole, rest = divmod(gpus, shape.gpus)
+    roles = [TraceRole("worker", whole, shape.gpus, *shape.share(shape.gpus))]
+    if rest:
+        roles.append(TraceRole("rest", 1, rest, *shape.share(rest)))
+    return tuple(roles)
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sorted_jobs(jobs: list[TraceJob]) -> tuple[TraceJob, ...]:
+    return tuple(sorted(jobs, key=lambda job: (job.submit_s, job.job_id)))

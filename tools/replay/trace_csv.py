@@ -1,0 +1,284 @@
+"""What every trace reader shares: reading a trace file within the limits, CSV rows with
+their line numbers, typed fields whose errors name the file, line and field, the
+``--on-bad-row stop|skip`` policy, and the submit window.
+
+A bad row raises :class:`BadRow` (a :class:`~gangmaster.conf.fields.ConfigError`, so
+the command exits 2 with ``philly.csv: line 17: num_gpus: expected an integer >= 1,
+got "x"``). Under ``skip`` the reader hands it to :class:`BadRows` instead and goes on;
+the command prints how many were skipped and the first few.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Iterator
+
+from gangmaster.conf.fields import ConfigError, decode_utf8, read_limited
+from gangmaster.conf.limits import MAX_DURATION_S, MAX_NAME_CHARS, MAX_TRACE_FILE_BYTES, MAX_TRACE_JOBS
+
+from .trace import JobTable, TraceJob, TraceRole, sha256_of, sorted_jobs
+
+ON_BAD_ROW = ("stop", "skip")
+#: Skipped rows kept to show; the rest are only counted.
+SHOWN_BAD_ROWS = 5
+_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,%d}" % MAX_NAME_CHARS)
+TIMESTAMP_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
+
+
+class BadRow(ConfigError):
+    """A trace row that cannot be read: ``source: line N: field: expected ..., got ...``."""
+
+    def __init__(self, source: str, line: int, column: str, expected: str, got=None):
+        self.line, self.column = line, column
+        where = f"line {line}: {column}" if column else f"line {line}"
+        if got is None:
+            super().__init__(source, where, expected)
+        else:
+            super().__init__(source, where, expected, got)
+
+
+@dataclass
+class BadRows:
+    """The ``--on-bad-row`` policy and what it skipped: ``stop`` raises the first bad
+    row, ``skip`` counts them all and keeps the first :data:`SHOWN_BAD_ROWS`."""
+
+    policy: str = "stop"
+    count: int = 0
+    first: list[ConfigError] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.policy not in ON_BAD_ROW:
+            raise ValueError(f"on_bad_row: expected one of {ON_BAD_ROW}, got {self.policy!r}")
+
+    def add(self, error: ConfigError) -> None:
+        """A bad row (a :class:`BadRow`, or a YAML job's ConfigError): raised under ``stop``."""
+        if self.policy == "stop":
+            raise error
+        self.count += 1
+        if len(self.first) < SHOWN_BAD_ROWS:
+            self.first.append(error)
+
+    def summary(self) -> str:
+        """``skipped 3 bad rows; first: ...`` (empty when none were skipped)."""
+        if not self.count:
+            return ""
+        rows = "s" if self.count != 1 else ""
+        shown = "\n  ".join(str(error) for error in self.first)
+        more = f"\n  ... and {self.count - len(self.first):,} more" if self.count > len(self.first) else ""
+        return f"skipped {self.count:,} bad row{rows}; first:\n  {shown}{more}"
+
+
+@dataclass(frozen=True)
+class TraceText:
+    source: str
+    text: str
+    sha256: str
+
+
+def read_trace_text(path: str | Path) -> TraceText:
+    """A trace file's text and digest: regular files only, at most MAX_TRACE_FILE_BYTES, UTF-8."""
+    data = read_limited(path, MAX_TRACE_FILE_BYTES, "MAX_TRACE_FILE_BYTES")
+    return TraceText(str(path), decode_utf8(data, str(path)), sha256_of(data))
+
+
+class Row:
+    """One CSV data row: its line number and typed accessors whose errors name the
+    file, line and column."""
+
+    def __init__(self, source: str, line: int, values: dict[str, str]):
+        self.source, self.line, self.values = source, line, values
+
+    def error(self, column: str, expected: str, got=None) -> BadRow:
+        return BadRow(self.source, self.line, column, expected, got)
+
+    def has(self, column: str) -> bool:
+        return bool(self.values.get(column, "").strip())
+
+    def text(self, column: str) -> str:
+        value = self.values.get(column, "").strip()
+        if not value:
+            raise self.error(column, "a value (the column is required)")
+        return value
+
+    def name(self, column: str, default: str | None = None) -> str:
+        if default is not None and not self.has(column):
+            return default
+        value = self.text(column)
+        if not _NAME.fullmatch(value):
+            raise self.error(column, f"a name of 1..{MAX_NAME_CHARS} characters (MAX_NAME_CHARS) "
+                                     "without spaces or control characters", value)
+        return value
+
+    def number(self, column: str, minimum: float = 0.0, positive: bool = False,
+               maximum: float = math.inf, limit: str = "", default: float | None = None) -> float:
+        if default is not None and not self.has(column):
+            return default
+        text = self.text(column)
+        bound = f"> {minimum:g}" if positive else f">= {minimum:g}"
+        if math.isfinite(maximum):
+            bound += f" and <= {maximum:,.0f}" + (f" ({limit})" if limit else "")
+        try:
+            value = float(text)
+        except ValueError:
+            raise self.error(column, f"a number {bound}", text) from None
+        if not math.isfinite(value) or value < minimum or (positive and value == minimum) or value > maximum:
+            raise self.error(column, f"a finite number {bound}", text)
+        return value
+
+    def seconds(self, column: str, positive: bool = False) -> float:
+        return self.number(column, positive=positive, maximum=MAX_DURATION_S, limit="MAX_DURATION_S")
+
+    def integer(self, column: str, minimum: int = 0, maximum: int | None = None, limit: str = "",
+                default: int | None = None) -> int:
+        if default is not None and not self.has(column):
+            return default
+        text = self.text(column)
+        bound = f">= {minimum}" + (f" and <= {maximum:,}" if maximum is not None else "") + \
+            (f" ({limit})" if limit else "")
+        try:
+            value = int(text)
+        except ValueError:
+            try:   # "8.0" is an integer written as a float, as pandas writes one
+                number = float(text)
+            except ValueError:
+                raise self.error(column, f"an integer {bound}", text) from None
+            if not number.is_integer():
+                raise self.error(column, f"an integer {bound}", text) from None
+            value = int(number)
+        if value < minimum or (maximum is not None and value > maximum):
+            raise self.error(column, f"an integer {bound}", text)
+        return value
+
+    def timestamp(self, column: str) -> datetime:
+        text = self.text(column)
+        parsed = parse_timestamp(text)
+        if parsed is None:
+            raise self.error(column, "a time like 2017-10-01 00:00:00", text)
+        return parsed
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    text = text.strip()
+    if len(text) == 19 and text[10] == " ":     # the usual layout, ten times faster than strptime
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            return None
+    for layout in TIMESTAMP_FORMATS:
+        try:
+            return datetime.strptime(text, layout)
+        except ValueError:
+            continue
+    return None
+
+
+def csv_rows(trace: TraceText, bad_rows: BadRows, required: tuple[str, ...],
+             optional: tuple[str, ...] = ()) -> Iterator[Row]:
+    """The data rows of a CSV trace with a header line; blank lines are skipped (Philly's
+    file ends with one). A header without a required column, an unknown column, or more
+    than MAX_TRACE_JOBS rows is an error of the whole file, whatever ``--on-bad-row``
+    says; a row with the wrong number of fields goes to ``bad_rows``."""
+    reader = csv.reader(trace.text.splitlines())
+    try:
+        header = [name.strip() for name in next(reader)]
+    except StopIteration:
+        raise ConfigError(trace.source, "line 1", f"a header line naming the columns {','.join(required)}") from None
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise ConfigError(trace.source, "line 1", f"a header with the columns {','.join(required)} "
+                                                  f"(missing: {','.join(missing)})", ",".join(header))
+    unknown = [name for name in header if name not in required and name not in optional]
+    if unknown:
+        known = ",".join(required + optional)
+        raise ConfigError(trace.source, "line 1", f"only the columns {known} (unknown: {','.join(unknown)})",
+                          ",".join(header))
+    rows = 0
+    for values in reader:
+        line = reader.line_num
+        if not values or all(not v.strip() for v in values):
+            continue
+        rows += 1
+        if rows > MAX_TRACE_JOBS:
+            raise ConfigError(trace.source, f"line {line}", f"at most {MAX_TRACE_JOBS:,} rows (MAX_TRACE_JOBS in "
+                                                            "conf/limits.py); split the trace with --window")
+        if len(values) != len(header):
+            bad_rows.add(BadRow(trace.source, line, "", f"{len(header)} comma-separated fields like the header",
+                                f"{len(values)} fields"))
+            continue
+        yield Row(trace.source, line, dict(zip(header, values)))
+
+
+@dataclass(frozen=True)
+class Window:
+    """Jobs submitted in [start, end] (inclusive), in the trace's own time: seconds for
+    traces that count seconds, a date for Philly. ``None`` ends are open."""
+
+    start: float | datetime | None = None
+    end: float | datetime | None = None
+
+    def holds(self, submit) -> bool:
+        return (self.start is None or submit >= self.start) and (self.end is None or submit <= self.end)
+
+    def __str__(self) -> str:
+        show = (lambda v: "…" if v is None else (v.strftime("%Y-%m-%d %H:%M:%S") if isinstance(v, datetime)
+                                                 else f"{v:g} s"))
+        return f"{show(self.start)} .. {show(self.end)}"
+
+
+def parse_window(start: str, end: str, dated: bool) -> Window:
+    """``--window START END``: dates (``2017-10-01 00:00:00``) for a dated trace, seconds otherwise."""
+    def one(text: str, which: str):
+        if dated:
+            value = parse_timestamp(text)
+            if value is None:
+                raise ConfigError("--window", which, "a time like 2017-10-01 00:00:00 (this trace is dated)", text)
+            return value
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError("--window", which, "seconds from the trace's start (a number)", text) from None
+        if not math.isfinite(value):
+            raise ConfigError("--window", which, "a finite number of seconds", text)
+        return value
+    window = Window(one(start, "START"), one(end, "END"))
+    if window.end < window.start:
+        raise ConfigError("--window", "END", f"a time at or after START ({start})", end)
+    return window
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A job read from a trace, its submit still in the trace's own time."""
+
+    submit: float | datetime
+    job_id: str
+    duration_s: float
+    queue: str
+    roles: tuple[TraceRole, ...]
+
+
+def job_table(read: list[Submitted], trace: TraceText, format: str, window: Window | None) -> JobTable:
+    """The jobs inside ``window``, their submits made seconds from the window's start (or
+    the first submit), sorted; a dated trace keeps that origin as a date."""
+    window = window or Window()
+    kept = [job for job in read if window.holds(job.submit)]
+    origin = window.start if window.start is not None else min((job.submit for job in kept), default=None)
+    dated = isinstance(origin, datetime)
+
+    def seconds(submit) -> float:
+        return (submit - origin).total_seconds() if dated else float(submit - origin)
+
+    jobs = [TraceJob(job.job_id, seconds(job.submit), job.duration_s, job.queue, job.roles) for job in kept]
+    return JobTable(sorted_jobs(jobs), trace.source, trace.sha256, format, origin if dated else None)
+
+
+def duplicate_id(row: Row, column: str, job_id: str, seen: dict[str, int]) -> BadRow | None:
+    """A bad row when ``job_id`` was already read (on the line ``seen`` remembers)."""
+    if job_id in seen:
+        return row.error(column, f"a job id not used before (line {seen[job_id]} has it)", job_id)
+    seen[job_id] = row.line
+    return None
