@@ -13,6 +13,7 @@ BENCHES = [
     "am",
     "barrier",
     "topology",
+    "replay_report",
 ]
 
 
