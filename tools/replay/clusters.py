@@ -10,7 +10,7 @@ Nodes sit in racks of :data:`RACK_NODES`, in host order, unless a preset says ot
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -124,16 +124,15 @@ def from_tiresias_spec(path: str | Path) -> ReplayCluster:
     return ReplayCluster(Path(path).stem, specs, source=f"Tiresias cluster spec {source}")
 
 
-def inferred(table: JobTable, how: str, gpus_per_node: int) -> tuple[ReplayCluster, "OfferedLoad"]:
+def inferred(table: JobTable, how: str, gpus_per_node: int) -> ReplayCluster:
     """A homogeneous cluster sized from the trace: ``peak``, the most GPUs the jobs would
     hold at once if each started at its submit; ``mean``, their GPU-seconds over the
     submit span (offered load 1.0)."""
     load = offered_load(table)
     gpus = load.peak_gpus if how == "peak" else load.mean_gpus
     nodes = max(1, math.ceil(gpus / gpus_per_node))
-    cluster = ReplayCluster(f"inferred-{how}-{nodes}x{gpus_per_node}", homogeneous(nodes, gpus_per_node),
-                            source=f"--infer {how}: {gpus:,.1f} GPUs needed")
-    return cluster, load
+    return ReplayCluster(f"inferred-{how}-{nodes}x{gpus_per_node}", homogeneous(nodes, gpus_per_node),
+                         source=f"--infer {how}: {gpus:,.1f} GPUs needed")
 
 
 @dataclass(frozen=True)
@@ -181,7 +180,7 @@ HELIOS_VC_NODES = {   # VC -> nodes of 8 GPUs
 class Preset:
     """A named cluster with what a faithful replay on it needs besides its nodes: the
     submit window and queue policy of the setup it reproduces (a command-line
-    ``--window`` or ``--queue-policy`` still wins), and the trace format it was made for."""
+    ``--window`` or ``--queue-policy`` still wins)."""
 
     name: str
     description: str
@@ -189,8 +188,6 @@ class Preset:
     build: Callable[[], ReplayCluster]
     window: tuple[str, str] | None = None
     queue_policy: str | None = None
-    trace_format: str | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 def _helios() -> ReplayCluster:
@@ -217,18 +214,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "Philly's 11 largest VCs, each on its own nodes of 8 GPUs (352 nodes), "
            "jobs submitted 2017-10-01 .. 2017-11-30, strict FIFO per VC",
            PRESETS_SOURCES["helios"], _helios,
-           window=("2017-10-01 00:00:00", "2017-11-30 23:59:00"), queue_policy="fifo", trace_format="philly",
-           notes=("jobs of the 4 small VCs outside the 11 are left out",)),
+           window=("2017-10-01 00:00:00", "2017-11-30 23:59:00"), queue_policy="fifo"),
     Preset("tiresias-n32g4", "32 nodes of 4 GPUs, 40 vcores and 256 GB each, one rack",
            PRESETS_SOURCES["tiresias"],
            lambda: ReplayCluster("tiresias-n32g4", tuple(
                NodeSpec(host=f"s0-n{n:03d}", rack="switch-0", gpus=4, vcores=40.0, memory_mb=256 * 1024)
-               for n in range(32)), source=PRESETS_SOURCES["tiresias"]),
-           trace_format="tiresias"),
+               for n in range(32)), source=PRESETS_SOURCES["tiresias"])),
     Preset("philly-1000x8", "1,000 nodes of 8 GPUs in racks of 32, one shared queue",
            PRESETS_SOURCES["philly-1000x8"],
-           lambda: ReplayCluster("philly-1000x8", homogeneous(1000, 8), source=PRESETS_SOURCES["philly-1000x8"]),
-           trace_format="philly"),
+           lambda: ReplayCluster("philly-1000x8", homogeneous(1000, 8), source=PRESETS_SOURCES["philly-1000x8"])),
 )}
 
 
