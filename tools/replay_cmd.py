@@ -188,6 +188,10 @@ def run(args) -> int:
         + (f" from {table.origin:%Y-%m-%d %H:%M:%S}" if table.origin else "") + f"), sha256 {table.sha256[:16]}…")
     say(f"cluster: {cluster.describe()}; offered load {load.on(cluster.capacity_gpus) / args.time_scale:.2f} "
         f"(GPU-seconds asked / offered over the submit span; peak {load.peak_gpus:,} GPUs at once)")
+    if cluster.queue_hosts:
+        say("  offered load by isolated queue: " + ", ".join(
+            f"{queue} {clusters.offered_load(table, queue).on(cluster.queue_gpus(queue)) / args.time_scale:.2f}"
+            for queue in sorted(cluster.queue_hosts)))
     if cluster.source:
         say(f"  source: {cluster.source}")
     interactive = not args.json and sys.stderr.isatty()

@@ -79,6 +79,9 @@ def test_a_preset_with_isolated_queues_leaves_out_jobs_of_other_queues(tmp_path,
     out = capsys.readouterr().out
     assert "left out 1 jobs of queues philly-helios-11vc has no nodes for: 23dbec" in out
     assert "jobs 1..2 of 2" in out            # the one before the preset's window is not read at all
+    # ed69ec: 480 GPU-s on 8 nodes of 8 GPUs over the 60 s submit span; 103959: 960 GPU-s on 8 nodes too
+    assert "offered load by isolated queue: 0e4a51 0.00, 103959 0.25, 11cb48 0.00" in out
+    assert "ed69ec 0.12" in out
 
 
 @pytest.mark.parametrize("args, message", [

@@ -52,6 +52,11 @@ class ReplayCluster:
         node = max(gpu_nodes, key=lambda spec: (spec.gpus, spec.vcores, spec.memory_mb))
         return NodeShape(node.gpus, node.vcores, node.memory_mb)
 
+    def queue_gpus(self, queue: str) -> int:
+        """GPUs of an isolated queue's own nodes."""
+        hosts = set(self.queue_hosts[queue])
+        return sum(spec.gpus for spec in self.specs if spec.host in hosts)
+
     def describe(self) -> str:
         shapes: dict[int, int] = {}
         for spec in self.specs:
@@ -150,10 +155,14 @@ class OfferedLoad:
         return self.mean_gpus / capacity_gpus if capacity_gpus else math.inf
 
 
-def offered_load(table: JobTable) -> OfferedLoad:
+def offered_load(table: JobTable, queue: str | None = None) -> OfferedLoad:
+    """What the table's jobs (of ``queue`` only, when given) ask, over the whole table's
+    submit span."""
     deltas: list[tuple[float, int]] = []
     gpu_seconds = 0.0
     for job in table.jobs:
+        if queue is not None and job.queue != queue:
+            continue
         gpus = job.gpus
         gpu_seconds += gpus * job.duration_s
         deltas.append((job.submit_s, gpus))
