@@ -186,3 +186,13 @@ def test_a_trace_past_the_size_limit_is_refused(monkeypatch):
     monkeypatch.setattr(trace_csv, "MAX_TRACE_FILE_BYTES", 100)
     with pytest.raises(ConfigError, match=r"expected a file of at most 100 bytes \(MAX_TRACE_FILE_BYTES"):
         read_trace(FIXTURES / "philly_small.csv", "philly", EIGHT)
+
+
+def test_the_helios_preset_has_each_vc_on_its_own_nodes_in_one_rack():
+    from gangmaster.tools.replay.clusters import HELIOS_VC_NODES, preset
+    cluster = preset("philly-helios-11vc").build()
+    assert len(cluster.specs) == 352 and cluster.capacity_gpus == 352 * 8
+    for vc, nodes in HELIOS_VC_NODES.items():
+        hosts = cluster.queue_hosts[vc]
+        assert len(hosts) == nodes and all(h.startswith(vc + "-") for h in hosts)
+        assert {s.rack for s in cluster.specs if s.host in set(hosts)} == {vc}

@@ -67,15 +67,17 @@ class ReplayCluster:
 
 
 def homogeneous(nodes: int, gpus_per_node: int, name: str | None = None, prefix: str = "node",
-                rack_prefix: str = "rack") -> tuple[NodeSpec, ...]:
-    """``nodes`` nodes of ``gpus_per_node`` GPUs with the per-GPU vcores and memory above."""
+                rack_prefix: str = "rack", one_rack: bool = False) -> tuple[NodeSpec, ...]:
+    """``nodes`` nodes of ``gpus_per_node`` GPUs with the per-GPU vcores and memory above,
+    in racks of RACK_NODES (``one_rack``: all in the rack ``rack_prefix``)."""
     if not 1 <= nodes <= MAX_CLUSTER_NODES:
         raise ConfigError(name or "--nodes", "", f"1..{MAX_CLUSTER_NODES:,} nodes (MAX_CLUSTER_NODES)", nodes)
     if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
         raise ConfigError(name or "--gpus-per-node", "", f"1..{MAX_GPUS_PER_NODE} GPUs per node "
                                                          "(MAX_GPUS_PER_NODE)", gpus_per_node)
     width = max(3, len(str(nodes - 1)))
-    return tuple(NodeSpec(host=f"{prefix}-{i:0{width}d}", rack=f"{rack_prefix}-{i // RACK_NODES:0{width}d}",
+    return tuple(NodeSpec(host=f"{prefix}-{i:0{width}d}",
+                          rack=rack_prefix if one_rack else f"{rack_prefix}-{i // RACK_NODES:0{width}d}",
                           vcores=float(VCORES_PER_GPU * gpus_per_node),
                           memory_mb=MEMORY_MB_PER_GPU * gpus_per_node, gpus=gpus_per_node)
                  for i in range(nodes))
@@ -203,7 +205,9 @@ def _helios() -> ReplayCluster:
     specs: list[NodeSpec] = []
     queue_hosts: dict[str, tuple[str, ...]] = {}
     for vc, nodes in HELIOS_VC_NODES.items():
-        vc_specs = homogeneous(nodes, 8, name="philly-helios-11vc", prefix=vc, rack_prefix=f"{vc}-rack")
+        # One rack per VC: the Helios setup models no racks, and job packing's rack preference
+        # must not pull a gang's remainder off the node with the fewest free GPUs that fit.
+        vc_specs = homogeneous(nodes, 8, name="philly-helios-11vc", prefix=vc, rack_prefix=vc, one_rack=True)
         specs.extend(vc_specs)
         queue_hosts[vc] = tuple(spec.host for spec in vc_specs)
     return ReplayCluster("philly-helios-11vc", tuple(specs), queue_hosts, source=PRESETS_SOURCES["helios"])
