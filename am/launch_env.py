@@ -45,7 +45,9 @@ commands start in.
 """
 from __future__ import annotations
 
-import getpass
+import functools
+import os
+import pwd
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Mapping, Sequence
@@ -183,9 +185,20 @@ def split_alike(envs: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], list
 
 
 def current_user() -> str:
-    """Who runs this process (OpenPAI's submitting user), or "unknown" when the system cannot say."""
+    """Who runs this process (OpenPAI's submitting user), or "unknown" when the system cannot say.
+    As :func:`getpass.getuser`: the login variables first, then the password database, whose
+    answer for this process's uid is kept (a replay launches tens of thousands of gangs)."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        user = os.environ.get(name)
+        if user:
+            return user
+    return _user_of(os.getuid())
+
+
+@functools.lru_cache(maxsize=4)
+def _user_of(uid: int) -> str:
     try:
-        return getpass.getuser()
+        return pwd.getpwuid(uid).pw_name
     except (KeyError, OSError):
         return "unknown"
 

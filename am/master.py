@@ -94,12 +94,16 @@ class ApplicationMaster:
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
                  barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
                  task_env: Mapping[str, str] | None = None, journal: Journal | MemoryJournal | None = None,
-                 log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None):
-        """``journal``, ``log`` and ``tracker`` are for drivers that run many AMs in one
-        process (trace replay): a journal kept in memory instead of ``work_dir``'s file
-        (an earlier run is read from it, not from the folder), a log instead of the
-        folder's ``am-<n>.log``, and a view of the cluster shared by every AM and kept by
-        the driver (the RM then sends no node updates). Without them the AM keeps its own."""
+                 log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None,
+                 shared_pipelines: dict[str, SelectionPipeline] | None = None):
+        """``journal``, ``log``, ``tracker`` and ``shared_pipelines`` are for drivers that
+        run many AMs in one process (trace replay): a journal kept in memory instead of
+        ``work_dir``'s file (an earlier run is read from it, not from the folder), a log
+        instead of the folder's ``am-<n>.log``, a view of the cluster shared by every AM
+        and kept by the driver (the RM then sends no node updates), and selection
+        pipelines shared by every AM, seeded from ``selection.seed`` alone: one tie order
+        for all the driver's jobs, as one scheduler would break ties (and one node index
+        kept on the shared view serves them all). Without them the AM keeps its own."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
@@ -114,8 +118,8 @@ class ApplicationMaster:
             self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
-        self._seed = pipeline_seed(self.selection.seed, app_id)
-        self._pipelines: dict[str, SelectionPipeline] = {}
+        self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
+        self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
         self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         self._next_request = self.am_attempt * 1_000_000   # request ids of different AM attempts never collide

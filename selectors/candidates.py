@@ -102,15 +102,23 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
              skip=None) -> tuple[np.ndarray, np.ndarray]:
     """The index walk: the ``k`` best nodes by (key, tie rank) that pass (and that
     ``skip``, a bool per node, leaves), and their keys."""
-    view = ctx.view
+    index = node_index(ctx.view, key, ties)
+    if skip is None:
+        return index.best(k, ctx.request.resource.gpus, lambda nodes: _passing(ctx, nodes))
+    return index.best(k, ctx.request.resource.gpus, lambda nodes: _passing(ctx, nodes) & ~skip(nodes))
+
+
+def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
+    """The view's index of its nodes by ``key`` (equal keys by ``ties``), up to date with
+    every row changed since it was last read. A driver that keeps one view which many
+    placements copy (trace replay) reads it on that view, so each copy starts from an
+    index kept up to date once instead of building its own."""
     column = key.column(view)
     # an index holds its tie array, so the array's id names it as long as it lives
     name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
     index = view.derived(name, lambda v: NodeIndex(column, v.gpus_free, key.name, ties))
     index.sync(column, view.gpus_free)
-    if skip is None:
-        return index.best(k, ctx.request.resource.gpus, lambda nodes: _passing(ctx, nodes))
-    return index.best(k, ctx.request.resource.gpus, lambda nodes: _passing(ctx, nodes) & ~skip(nodes))
+    return index
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:

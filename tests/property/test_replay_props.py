@@ -1,48 +1,111 @@
-"""Invariants of the replay's readers and metrics, over generated inputs."""
+"""Invariants of a replay on random small traces: nothing is double-booked at any instant,
+GPU-seconds are conserved, no job starts before it is submitted or runs longer than its
+duration, FIFO starts each queue in order, and shape-indexed backfill decides exactly as
+a pass that tries every waiting job."""
+from __future__ import annotations
+
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import pytest
+from hypothesis import given, settings, strategies as st
 
-from gangmaster.tools.replay.metrics import Window, measurement_window, time_average
-from gangmaster.tools.replay.trace import NodeShape
+from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.tools.replay import engine as engine_module
+from gangmaster.tools.replay import queue_policy
+from gangmaster.tools.replay.clusters import ReplayCluster
+from gangmaster.tools.replay.engine import ReplayOptions, replay
+from gangmaster.tools.replay.trace import JobTable, NodeShape, TraceJob, sorted_jobs
 
-
-@settings(max_examples=60)
-@given(gpus=st.integers(1, 4096), node_gpus=st.sampled_from([1, 2, 4, 8, 16]))
-def test_a_gang_is_split_into_whole_nodes_and_one_remainder(gpus, node_gpus):
-    roles = NodeShape(node_gpus, 10.0 * node_gpus, 65536 * node_gpus).gang_roles(gpus)
-    assert sum(r.instances * r.gpus for r in roles) == gpus
-    assert all(r.gpus <= node_gpus for r in roles)
-    assert sum(r.instances for r in roles) == -(-gpus // node_gpus)       # the fewest nodes possible
-    assert sum(r.instances for r in roles if r.gpus < node_gpus) <= 1
-    for r in roles:   # an instance's share of the node never exceeds the node
-        assert r.vcores * (node_gpus // r.gpus) <= 10.0 * node_gpus and r.memory_mb <= 65536 * node_gpus
+SHAPE = NodeShape(8, 80.0, 8 * 65536)
 
 
-steps = st.lists(st.tuples(st.floats(0, 1000, allow_nan=False), st.integers(0, 64)), min_size=1, max_size=30)
+def cluster(count: int) -> ReplayCluster:
+    return ReplayCluster(f"{count}x8", tuple(
+        NodeSpec(f"n{i}", rack=f"r{i // 2}", vcores=SHAPE.vcores, memory_mb=SHAPE.memory_mb, gpus=8)
+        for i in range(count)))
 
 
-@settings(max_examples=60)
-@given(steps=steps, a=st.floats(0, 1200), b=st.floats(0, 1200))
-def test_time_average_equals_a_fine_riemann_sum(steps, a, b):
-    t0, t1 = min(a, b), max(a, b)
-    steps = sorted(dict(steps).items())
-    t = np.array([s[0] for s in steps])
-    v = np.array([s[1] for s in steps])
-    window = Window(0, 1, 1, t0, t1, 0.0)
-    got = time_average(t, v, window)
-    assert 0 <= got <= max(v) + 1e-9
-    if t1 - t0 > 1.0:
-        grid = np.linspace(t0, t1, 20001)[:-1] + (t1 - t0) / 40000
-        index = np.searchsorted(t, grid, side="right") - 1
-        expected = np.where(index >= 0, v[np.clip(index, 0, None)], 0).mean()
-        assert abs(got - expected) <= max(v) * (len(t) + 1) * 2 / 20000 + 1e-9
+@st.composite
+def traces(draw) -> JobTable:
+    count = draw(st.integers(1, 18))
+    jobs = []
+    for i in range(count):
+        gpus = draw(st.sampled_from([1, 1, 1, 2, 3, 4, 6, 8, 12, 16, 40]))
+        submit = draw(st.integers(0, 60)) * 5.0            # shared instants happen often
+        duration = draw(st.integers(1, 40)) * 5.0
+        jobs.append(TraceJob(f"j{i:02d}", submit, duration, draw(st.sampled_from(["q1", "q2"])),
+                             SHAPE.gang_roles(gpus)))
+    return JobTable(sorted_jobs(jobs), "hypothesis", "0" * 64, "native")
 
 
-@settings(max_examples=60)
-@given(n=st.integers(0, 500), trim=st.floats(0, 0.49))
-def test_the_window_drops_the_same_number_of_jobs_at_each_end(n, trim):
-    window = measurement_window([float(k) for k in range(n)], trim)
-    if window.jobs:
-        assert window.first == n - window.last == int(n * trim)
-        assert (window.start_s, window.end_s) == (float(window.first), float(window.last - 1))
+class NaiveBackfill:
+    """The reference: every pass tries every waiting job, oldest first."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def __len__(self):
+        return len(self.jobs)
+
+    def add(self, waiting):
+        self.jobs.append(waiting)
+
+    @property
+    def head(self):
+        return self.jobs[0] if self.jobs else None
+
+    def run_pass(self, try_start):
+        still = [w for w in self.jobs if not try_start(w)]
+        started, self.jobs = len(self.jobs) - len(still), still
+        return started
+
+
+@settings(max_examples=30)
+@given(trace=traces(), nodes=st.integers(1, 4), policy=st.sampled_from(["fifo", "backfill"]))
+def test_a_replay_keeps_the_books(monkeypatch_flush, trace, nodes, policy):
+    result = replay(trace, cluster(nodes), ReplayOptions(queue_policy=policy))
+    capacity = nodes * 8
+    asked = 0.0
+    for job in result.jobs:
+        if job.gpus > capacity:
+            assert job.outcome == "never-fits" and job.start_s is None
+            continue
+        assert job.outcome == "succeeded"
+        assert job.start_s >= job.submit_s
+        assert job.end_s - job.start_s == job.duration_s
+        asked += job.gpus * job.duration_s
+    timeline = result.timeline
+    end = max([j.end_s for j in result.jobs if j.end_s is not None], default=0.0)
+    held = float(np.sum(timeline.allocated_gpus * np.diff(np.append(timeline.t, end)))) if timeline.t.size else 0.0
+    assert held == asked
+    assert timeline.allocated_gpus.max(initial=0) <= capacity
+    assert np.all(np.diff(timeline.t) > 0)
+    if policy == "fifo":
+        for queue in ("q1", "q2"):
+            starts = [j.start_s for j in result.jobs if j.queue == queue and j.start_s is not None]
+            assert starts == sorted(starts)
+
+
+@settings(max_examples=30)
+@given(trace=traces(), nodes=st.integers(1, 3))
+def test_backfill_by_shape_equals_trying_every_waiting_job(trace, nodes):
+    queue_policy.QUEUE_POLICIES["naive-backfill"] = NaiveBackfill
+    try:
+        naive = replay(trace, cluster(nodes), ReplayOptions(queue_policy="naive-backfill"))
+    finally:
+        del queue_policy.QUEUE_POLICIES["naive-backfill"]
+    assert replay(trace, cluster(nodes), ReplayOptions(queue_policy="backfill")).jobs == naive.jobs
+
+
+def _checked_flush(flush):
+    def checked(self):
+        flush(self)
+        self.core.check_invariants()   # no GPU, memory or vcore booked twice; queues within limits
+    return checked
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_flush():
+    patch = pytest.MonkeyPatch()
+    patch.setattr(engine_module._Replay, "_flush", _checked_flush(engine_module._Replay._flush))
+    yield
+    patch.undo()

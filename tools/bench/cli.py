@@ -14,6 +14,7 @@ BENCHES = [
     "barrier",
     "topology",
     "replay_report",
+    "replay",
 ]
 
 

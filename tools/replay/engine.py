@@ -31,6 +31,7 @@ Same inputs, same options → the same result (every tie is broken by seeded ord
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import time
 from dataclasses import dataclass
@@ -44,6 +45,10 @@ from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
 from gangmaster.am.rm_protocol import ApplicationSubmission
+from gangmaster.selectors.candidates import node_index
+from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.request import SelectionRequest
+from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
 
@@ -62,6 +67,9 @@ __all__ = ["ReplayOptions", "JobOutcome", "ReplayResult", "Timeline", "replay", 
 SHARED_LABEL = "shared"
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
+#: The request a strategy's node key is asked for when the shared view's index is kept
+#: (a node key depends on the node alone; see Selector.node_key).
+_ANY_REQUEST = SelectionRequest("any", ResourceDescriptor())
 
 
 @dataclass(frozen=True)
@@ -130,7 +138,7 @@ class _Job:
     """A job being replayed: its table row, its AM while it has one, what it held."""
 
     __slots__ = ("index", "trace", "queue", "label", "partition", "am", "spec", "start_s", "end_s", "hosts",
-                 "outcome")
+                 "gang_wait_s", "outcome")
 
     def __init__(self, index: int, trace: TraceJob, queue: str, label: str | None, partition: str | None):
         self.index, self.trace, self.queue, self.label, self.partition = index, trace, queue, label, partition
@@ -139,6 +147,7 @@ class _Job:
         self.start_s: float | None = None
         self.end_s: float | None = None
         self.hosts: tuple[str, ...] = ()
+        self.gang_wait_s = 0.0
         self.outcome = "unfinished"
 
 
@@ -155,6 +164,7 @@ class _Replay:
         self.rack_of = {spec.host: spec.rack for spec in specs}
         self.tracker = ClusterTracker(self.core.cluster_nodes)
         _, self._cursor = self.core.changed_nodes(None)
+        self.pipelines: dict[str, SelectionPipeline] = {}   # shared by every AM (see ApplicationMaster)
         self.metrics = AMMetrics()
         self.settings = AMSettings()
         self.selection = SelectionSettings(selector=options.selector, seed=options.seed)
@@ -186,6 +196,7 @@ class _Replay:
         self.pending_gpus = 0
         self.hol: dict[str, int] = {}       # queue -> free GPUs held back by its blocked head
         self._dirty: set[str] = set()        # queues to try at the end of this instant
+        self._touched: set[str | None] = set()   # partitions whose free GPUs changed in this instant
         self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
         self._flush_at: float | None = None  # when the end-of-instant work is scheduled
         self.core.subscribe(self._on_container_finished, kinds=("container_finished",))
@@ -196,7 +207,13 @@ class _Replay:
         scale = self.options.time_scale
         for job in self.jobs:
             loop.call_at(job.trace.submit_s * scale, self._submitted, job)
-        loop.run()
+        # What exists now (the cluster, the RM, the job table) lives through the run: the
+        # cycle collector need not scan it again at each full pass (as SimulatedRuns.run).
+        gc.freeze()
+        try:
+            loop.run()
+        finally:
+            gc.unfreeze()
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
 
@@ -233,8 +250,10 @@ class _Replay:
                 self._heartbeat(job)
         for name in sorted(self._dirty):
             self.queues[name].run_pass(self._try_start)
+        for name in self._dirty.union(*(self.partition_queues.get(p, ()) for p in self._touched)):
             self._update_hol(name)
         self._dirty.clear()
+        self._touched.clear()
         self.recorder.record(self.sim.loop.now(), self.allocated, self.waiting_jobs, self.pending_gpus,
                              sum(self.hol.values()))
 
@@ -246,13 +265,11 @@ class _Replay:
         if job.am is None:
             self._admit(job)
             if job.am.done:   # refused at submission: it can never run here
-                self._left_queue(job)
                 self._ended(job)
                 return True
+        self._sync()
         self._heartbeat(job)
-        if job.start_s is None:
-            return job.am is None   # ended without starting (it cannot have): leaves the queue
-        return True
+        return job.start_s is not None or job.am is None   # started, or ended without starting
 
     def _admit(self, job: _Job) -> None:
         spec = job_spec(job.trace, job.label)
@@ -260,20 +277,31 @@ class _Replay:
         self.sim.workload.add_job(spec)
         app_id = self.sim.client.submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
         self.by_app[app_id] = job
-        self._sync()
         job.am = ApplicationMaster(spec, self.sim.client, app_id, self.sim.now, "", settings=self.settings,
                                    selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
-                                   journal=MemoryJournal(self.sim.now), log=QuietLog(), tracker=self.tracker)
+                                   journal=MemoryJournal(self.sim.now), log=QuietLog(), tracker=self.tracker,
+                                   shared_pipelines=self.pipelines)
 
     def _sync(self) -> None:
-        """Bring the shared view up to what the RM holds now."""
+        """Bring the shared view up to what the RM holds now, before an AM places a gang on
+        it (an AM that only hears of its containers' end does not read it)."""
         reports, self._cursor = self.core.changed_nodes(self._cursor)
         if reports:
             self.tracker.apply(reports)
+            self._warm()
+
+    def _warm(self) -> None:
+        """Bring the shared view's node indexes up to date, on the view itself: every AM
+        places on a copy of it, and a copy carries the index as it is, so an index kept
+        here is built once, not once per placement."""
+        view = self.tracker.view
+        for pipeline in self.pipelines.values():
+            key = pipeline.selector.node_key(_ANY_REQUEST)
+            if key is not None:
+                node_index(view, key, pipeline.tie_order.of(len(view)))
 
     def _heartbeat(self, job: _Job) -> None:
         am = job.am
-        self._sync()
         am.heartbeat()
         gang = am.gangs[0] if am.gangs else None
         if job.start_s is None and gang is not None and gang.record.started_at is not None:
@@ -287,9 +315,12 @@ class _Replay:
     def _started(self, job: _Job, gang) -> None:
         job.start_s = gang.record.started_at
         job.hosts = tuple(dict.fromkeys(task.host for task in gang.tasks))
+        starts = [task.started_at for task in gang.tasks]
+        job.gang_wait_s = max(starts) - min(starts)
         gpus = job.trace.gpus
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
+        self._touched.add(job.partition)
         self._left_queue(job)
 
     def _left_queue(self, job: _Job) -> None:
@@ -298,15 +329,16 @@ class _Replay:
 
     def _ended(self, job: _Job) -> None:
         am = job.am
-        if am.outcome == "failed" and job.start_s is None:
-            job.outcome = "never-fits"
+        if job.start_s is None:   # refused, or its asks rejected: it can never run here
+            job.outcome = "never-fits" if am.outcome == "failed" else am.outcome or "unfinished"
+            self._left_queue(job)
         else:
             job.outcome = am.outcome or "unfinished"
-        if job.start_s is not None:
             job.end_s = self.sim.loop.now()
             gpus = job.trace.gpus
             self.allocated -= gpus
             self.free_gpus[job.partition] += gpus
+            self._touched.add(job.partition)
             self._dirty.update(self.partition_queues.get(job.partition, ()))
             self._schedule_flush()
         self.sim.workload.forget_job(job.spec)
@@ -337,7 +369,7 @@ class _Replay:
             out.append(JobOutcome(
                 trace.job_id, job.queue, trace.submit_s * self.options.time_scale, job.start_s, job.end_s,
                 trace.duration_s, trace.gpus, trace.instances, job.hosts,
-                tuple(dict.fromkeys(self.rack_of[h] for h in job.hosts)), 0.0, job.outcome))
+                tuple(dict.fromkeys(self.rack_of[h] for h in job.hosts)), job.gang_wait_s, job.outcome))
         return tuple(out)
 
     def selection_cost(self) -> tuple[int, float]:

@@ -1,0 +1,147 @@
+"""``gangmaster bench replay``: a whole trace through the replay engine (every job through
+the real AM and RM: :func:`gangmaster.tools.replay.engine.replay`), against a floor
+measured in the same run.
+
+* **The figure**: the trace (default: the full Philly trace, 82,247 jobs) on
+  ``--nodes`` × ``--gpus-per-node`` (default 1,000 × 8), job-packing, FIFO per queue
+  (the trace's 15 VCs share the cluster), and with ``--policy both`` FIFO + backfill
+  too: wall time, µs per job, events, placement decisions, and the process's peak RSS.
+* **The floor**: a bare numpy + heapq FIFO replay of the same job table (same queues,
+  same per-instant passes, the consolidating rule: a gang of at most a node's GPUs on
+  the node with the fewest free GPUs that fit, a larger one on whole free nodes plus
+  one node for the remainder, ties to the lowest node). It shows what the decisions
+  alone cost in Python; the ratio is what running them through AMs and an RM costs.
+  Its mean JCT is printed beside the engine's as a sanity check (they differ only
+  where ties and rack locality choose differently).
+
+Wall and CPU time are both printed: on a shared machine the CPU time of this process
+is the steadier figure. The trace is read first (not timed). The peak RSS is the process's high-water mark
+after each step (``resource.getrusage``), so it includes the job table.
+"""
+from __future__ import annotations
+
+import gc
+import heapq
+import resource
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from gangmaster.tools.arg_types import count
+from gangmaster.tools.bench.cli import add_bench_parser
+
+PHILLY = "/work/shared/traces/philly/philly.csv"
+
+
+def add_parser(sub):
+    p = add_bench_parser(sub, "replay", "replay a whole trace through the AM + RM path, beside a bare floor",
+                         __doc__)
+    p.add_argument("--trace", default=PHILLY, help=f"a Philly CSV (default {PHILLY})")
+    p.add_argument("--nodes", type=count(), default=1000)
+    p.add_argument("--gpus-per-node", type=count(), default=8)
+    p.add_argument("--policy", choices=("fifo", "backfill", "both"), default="both")
+    p.add_argument("--limit", type=count(), default=None, help="replay only the first N jobs")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from gangmaster.tools.replay.clusters import sized
+    from gangmaster.tools.replay.engine import ReplayOptions, replay
+    from gangmaster.tools.replay.philly import read_philly
+    from gangmaster.tools.replay.trace import JobTable
+
+    if not Path(args.trace).exists():
+        print(f"bench replay: {args.trace} does not exist (--trace PATH)")
+        return 2
+    cluster = sized(args.nodes, args.gpus_per_node)
+    table = read_philly(args.trace, cluster.gpu_node_shape())
+    if args.limit is not None:
+        table = JobTable(table.jobs[:args.limit], table.source, table.sha256, table.format, table.origin)
+    print(f"{len(table.jobs):,} jobs of {args.trace} on {cluster.describe()}")
+    gc.collect()
+    started, cpu = time.perf_counter(), time.process_time()
+    floor_jct = floor_fifo(table, args.nodes, args.gpus_per_node)
+    floor_s, floor_cpu = time.perf_counter() - started, time.process_time() - cpu
+    print(f"  floor (numpy + heapq FIFO): {floor_s:6.2f} s wall, {floor_cpu:6.2f} s CPU   mean JCT {floor_jct:,.0f} s   "
+          f"peak RSS {_peak_rss_mb():,.0f} MiB")
+    walls = {}
+    for policy in (("fifo", "backfill") if args.policy == "both" else (args.policy,)):
+        gc.collect()
+        cpu = time.process_time()
+        result = replay(table, cluster, ReplayOptions(queue_policy=policy))
+        cpu = time.process_time() - cpu
+        walls[policy] = result.wall_s
+        done = [j for j in result.jobs if j.end_s is not None]
+        jct = sum(j.end_s - j.submit_s for j in done) / max(1, len(done))
+        print(f"  engine {policy:8s}: {result.wall_s:6.2f} s wall = {result.wall_s / floor_s:5.1f} x floor, "
+              f"{cpu:6.2f} s CPU = {cpu / floor_cpu:5.1f} x floor   "
+              f"{cpu / len(table.jobs) * 1e6:6.0f} us CPU/job   mean JCT {jct:,.0f} s   "
+              f"{result.events:,} events   {result.select_calls:,} placements ({result.select_s:.2f} s)   "
+              f"peak RSS {_peak_rss_mb():,.0f} MiB")
+    if len(walls) == 2:
+        print(f"  backfill / FIFO: {walls['backfill'] / walls['fifo']:.2f} x")
+    return 0
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def floor_fifo(table, nodes: int, gpus_per_node: int) -> float:
+    """Strict FIFO per queue on one shared homogeneous cluster; returns the mean JCT."""
+    free = np.full(nodes, gpus_per_node, dtype=np.int64)
+    queues: dict[str, deque] = {}
+    events: list = []   # (time, seq, gpus held as [(node, gpus)] | None, job index)
+    for i, job in enumerate(table.jobs):
+        events.append((job.submit_s, i, None, i))
+        queues.setdefault(job.queue, deque())
+    heapq.heapify(events)
+    names = sorted(queues)
+    seq = len(table.jobs)
+    jct_sum = 0.0
+    while events:
+        now = events[0][0]
+        while events and events[0][0] == now:
+            _, _, held, i = heapq.heappop(events)
+            if held is None:
+                queues[table.jobs[i].queue].append(i)
+            else:
+                for node, gpus in held:
+                    free[node] += gpus
+        for name in names:
+            queue = queues[name]
+            while queue:
+                job = table.jobs[queue[0]]
+                held = _place(free, job.gpus, gpus_per_node)
+                if held is None:
+                    break
+                queue.popleft()
+                jct_sum += now + job.duration_s - job.submit_s
+                heapq.heappush(events, (now + job.duration_s, seq, held, 0))
+                seq += 1
+    return jct_sum / max(1, len(table.jobs))
+
+
+def _place(free: np.ndarray, gpus: int, per_node: int):
+    """The consolidating rule; books and returns [(node, gpus)], or None (nothing booked)."""
+    whole, rest = divmod(gpus, per_node) if gpus > per_node else (0, gpus)
+    held = []
+    if whole:
+        empty = np.flatnonzero(free == per_node)[:whole]
+        if empty.size < whole:
+            return None
+        free[empty] = 0
+        held = [(int(n), per_node) for n in empty]
+    if rest:
+        fits = np.flatnonzero(free >= rest)
+        if fits.size == 0:
+            for node, g in held:
+                free[node] += g
+            return None
+        node = int(fits[np.argmin(free[fits])])
+        free[node] -= rest
+        held.append((node, rest))
+    return held
