@@ -59,11 +59,16 @@ def test_json_has_the_issues_shape(capsys):
     assert len(document["run"]["input"]["sha256"]) == 64 and document["run"]["cluster"]["gpus"] == 32
 
 
-def test_capacity_sweep_adds_a_point_per_node_count(capsys):
-    document = replay_json(capsys, TRACE, "--nodes", "4", "--gpus-per-node", "4", "--capacity-sweep", "3,8")
+def test_capacity_sweep_adds_a_point_per_node_count(tmp_path, capsys):
+    document = replay_json(capsys, TRACE, "--nodes", "4", "--gpus-per-node", "4", "--capacity-sweep", "3,8",
+                           "--report", str(tmp_path))
     points = document["sweep"]["points"]
     assert [p["nodes"] for p in points] == [3, 8] and [p["gpus"] for p in points] == [12, 32]
     assert points[0]["selectors"]["job-packing"]["jct_mean_s"] > points[1]["selectors"]["job-packing"]["jct_mean_s"]
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Load sweep" in markdown and "| 8 | 32 | job-packing |" in markdown
+    if "sweep.png" not in capsys.readouterr().err:      # named as not drawn only without matplotlib
+        assert (tmp_path / "sweep.png").exists()
 
 
 def test_infer_prints_the_offered_load(capsys):
