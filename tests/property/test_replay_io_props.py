@@ -46,3 +46,45 @@ def test_the_window_drops_the_same_number_of_jobs_at_each_end(n, trim):
     if window.jobs:
         assert window.first == n - window.last == int(n * trim)
         assert (window.start_s, window.end_s) == (float(window.first), float(window.last - 1))
+
+
+# ------------------------------------------------------------------ fuzzing the trace readers
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from gangmaster.conf.fields import ConfigError  # noqa: E402
+from gangmaster.tools.replay.clusters import from_tiresias_spec  # noqa: E402
+from gangmaster.tools.replay.readers import read_trace  # noqa: E402
+from gangmaster.tools.replay.trace_csv import BadRows  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "replay"
+EIGHT = NodeShape(8, 80.0, 524288)
+READS = [("philly_small.csv", lambda p, bad: read_trace(p, "philly", EIGHT, bad)),
+         ("tiresias_small.csv", lambda p, bad: read_trace(p, "tiresias", EIGHT, bad)),
+         ("native_small.csv", lambda p, bad: read_trace(p, "native", EIGHT, bad)),
+         ("native_small.yaml", lambda p, bad: read_trace(p, "native", EIGHT, bad)),
+         ("tiresias_n4g4.csv", lambda p, bad: from_tiresias_spec(p))]
+
+
+@pytest.mark.parametrize("name, read", READS, ids=[name for name, _ in READS])
+@settings(max_examples=40)
+@given(data=st.data())
+def test_a_damaged_trace_is_read_or_refused_with_a_config_error(name, read, data):
+    """Whatever is spliced into a shipped trace, the reader returns a table or raises a
+    ConfigError naming the file: never another exception."""
+    text = (FIXTURES / name).read_bytes()
+    at = data.draw(st.integers(0, len(text)))
+    cut = data.draw(st.integers(0, 20))
+    spliced = data.draw(st.one_of(st.binary(max_size=20), st.text(max_size=20).map(str.encode),
+                                  st.sampled_from([b",", b"\n", b"nan", b"inf", b"-1", b"1e400", b'"', b"\x00"])))
+    damaged = text[:at] + spliced + text[at + cut:]
+    skip = data.draw(st.booleans())
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / name
+        path.write_bytes(damaged)
+        try:
+            read(path, BadRows("skip" if skip else "stop"))
+        except ConfigError as error:
+            assert str(error).startswith(str(path)) or str(error).startswith("--"), str(error)
