@@ -1,10 +1,18 @@
 """Invariants of the replay's readers and metrics, over generated inputs."""
+import tempfile
+from pathlib import Path
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gangmaster.conf.fields import ConfigError
+from gangmaster.tools.replay.clusters import from_tiresias_spec
 from gangmaster.tools.replay.metrics import Window, measurement_window, time_average
+from gangmaster.tools.replay.readers import read_trace
 from gangmaster.tools.replay.trace import NodeShape
+from gangmaster.tools.replay.trace_csv import BadRows
 
 
 @settings(max_examples=60)
@@ -49,16 +57,6 @@ def test_the_window_drops_the_same_number_of_jobs_at_each_end(n, trim):
 
 
 # ------------------------------------------------------------------ fuzzing the trace readers
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-
-from gangmaster.conf.fields import ConfigError  # noqa: E402
-from gangmaster.tools.replay.clusters import from_tiresias_spec  # noqa: E402
-from gangmaster.tools.replay.readers import read_trace  # noqa: E402
-from gangmaster.tools.replay.trace_csv import BadRows  # noqa: E402
-
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "replay"
 EIGHT = NodeShape(8, 80.0, 524288)
 READS = [("philly_small.csv", lambda p, bad: read_trace(p, "philly", EIGHT, bad)),
