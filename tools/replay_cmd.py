@@ -186,8 +186,9 @@ def run(args) -> int:
 
     say(f"trace: {table.source} ({table.format}, {len(table):,} jobs"
         + (f" from {table.origin:%Y-%m-%d %H:%M:%S}" if table.origin else "") + f"), sha256 {table.sha256[:16]}…")
+    peak = f"; peak {load.peak_gpus:,} GPUs at once" if args.time_scale == 1 else ""   # unscaled arrivals only
     say(f"cluster: {cluster.describe()}; offered load {load.on(cluster.capacity_gpus) / args.time_scale:.2f} "
-        f"(GPU-seconds asked / offered over the submit span; peak {load.peak_gpus:,} GPUs at once)")
+        f"(GPU-seconds asked / offered over the submit span{peak})")
     if cluster.queue_hosts:
         say("  offered load by isolated queue: " + ", ".join(
             f"{queue} {clusters.offered_load(table, queue).on(cluster.queue_gpus(queue)) / args.time_scale:.2f}"
