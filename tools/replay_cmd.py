@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from dataclasses import replace
 
 from gangmaster.conf.limits import MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS
@@ -61,10 +62,16 @@ def _share(text: str) -> float:
     return value
 
 
+def _listed(pairs, width: int = 88) -> str:
+    """``name: text`` lines, the text wrapped under itself."""
+    column = max(len(name) for name, _ in pairs) + 4
+    return "\n".join(textwrap.fill(text, width, initial_indent=f"  {name + ':':<{column - 2}}",
+                                    subsequent_indent=" " * column) for name, text in pairs)
+
+
 def _epilog() -> str:
-    width = max(len(name) for _, name, _, _ in METRIC_HELP) + 2
-    metrics = "\n".join(f"  {name + ':':<{width}} {meaning}" for _, name, _, meaning in METRIC_HELP)
-    presets = "\n".join(f"  {p.name}: {p.description}" for p in clusters.PRESETS.values())
+    metrics = _listed([(name, meaning) for _, name, _, meaning in METRIC_HELP])
+    presets = _listed([(p.name, p.description) for p in clusters.PRESETS.values()])
     return f"""\
 the cluster (one of; default --infer {DEFAULT_INFER}):
   --cluster FILE    a cluster YAML (conf/clusters/*.yaml) or a Tiresias cluster spec CSV
@@ -94,9 +101,10 @@ and field)."""
 def add_parser(sub):
     p = sub.add_parser(
         "replay", help="replay a workload trace through the AM and RM and compare placement policies",
-        description="Replay a trace (Philly, Tiresias or gangmaster's native CSV/YAML) through the same "
-                    "ApplicationMaster, ResourceManager and Selector plugins as a real run, in virtual time, "
-                    "once per --selector and --seed, and compare the outcomes.",
+        description=textwrap.fill(
+            "Replay a trace (Philly, Tiresias or gangmaster's native CSV/YAML) through the same ApplicationMaster, "
+            "ResourceManager and Selector plugins as a real run, in virtual time, once per --selector and --seed, "
+            "and compare the outcomes.", 88),
         epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace", metavar="TRACE", help="the trace file")
     p.add_argument("--format", choices=FORMATS, help="the trace's format (default: from its header, or "
@@ -158,9 +166,8 @@ def run(args) -> int:
                     "it does not go with --cluster or --preset")
 
     preset = clusters.preset(args.preset) if args.preset else None
-    trace_format = args.format or (preset.trace_format if preset and preset.trace_format else None) \
-        or detect_format(args.trace)
-    cluster = _fixed_cluster(args, preset, trace_format)
+    trace_format = args.format or detect_format(args.trace)
+    cluster = _fixed_cluster(args, preset)
     shape = cluster.gpu_node_shape() if cluster else clusters.sized(1, gpus_per_node).gpu_node_shape()
     window_args = args.window or (preset.window if preset else None)
     window = parse_window(*window_args, dated=trace_format in DATED_FORMATS) if window_args else None
@@ -169,7 +176,7 @@ def run(args) -> int:
     if bad_rows.count:
         print(f"gangmaster replay: {bad_rows.summary()}", file=sys.stderr)
     if cluster is None:
-        cluster, _ = clusters.inferred(table, args.infer or DEFAULT_INFER, gpus_per_node)
+        cluster = clusters.inferred(table, args.infer or DEFAULT_INFER, gpus_per_node)
     table = _only_listed_queues(table, cluster, say)
     if not table.jobs:
         return _bad(f"{args.trace}: no jobs to replay" + (f" in the window {window}" if window else ""))
@@ -179,8 +186,13 @@ def run(args) -> int:
 
     say(f"trace: {table.source} ({table.format}, {len(table):,} jobs"
         + (f" from {table.origin:%Y-%m-%d %H:%M:%S}" if table.origin else "") + f"), sha256 {table.sha256[:16]}…")
+    peak = f"; peak {load.peak_gpus:,} GPUs at once" if args.time_scale == 1 else ""   # unscaled arrivals only
     say(f"cluster: {cluster.describe()}; offered load {load.on(cluster.capacity_gpus) / args.time_scale:.2f} "
-        f"(GPU-seconds asked / offered over the submit span; peak {load.peak_gpus:,} GPUs at once)")
+        f"(GPU-seconds asked / offered over the submit span{peak})")
+    if cluster.queue_hosts:
+        say("  offered load by isolated queue: " + ", ".join(
+            f"{queue} {clusters.offered_load(table, queue).on(cluster.queue_gpus(queue)) / args.time_scale:.2f}"
+            for queue in sorted(cluster.queue_hosts)))
     if cluster.source:
         say(f"  source: {cluster.source}")
     interactive = not args.json and sys.stderr.isatty()
@@ -207,7 +219,7 @@ def run(args) -> int:
     return 0
 
 
-def _fixed_cluster(args, preset, trace_format) -> clusters.ReplayCluster | None:
+def _fixed_cluster(args, preset) -> clusters.ReplayCluster | None:
     """The cluster named on the command line; None when it is to be inferred from the trace."""
     if preset:
         return preset.build()

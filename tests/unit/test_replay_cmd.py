@@ -20,10 +20,12 @@ def replay_json(capsys, *args) -> dict:
 
 
 def test_golden_run_on_the_tiresias_fixture(tmp_path, capsys):
-    """12 jobs on 4 nodes of 4 GPUs, FIFO, job packing. Checked by hand: job 5 (8 GPUs)
-    waits for two whole nodes until job 1 ends at 177 and job 6 queues behind it (FIFO);
-    job 9 (4 GPUs) waits until 315; job 10 (6 = 4 + 2) then takes a whole node and the
-    2 free GPUs of the node in the same rack; job 11 the node with the fewest free GPUs."""
+    """12 jobs on 4 nodes of 4 GPUs in 2 racks, FIFO, job packing. Checked by hand: a gang
+    of 8 GPUs takes two whole nodes; job 2 (2 GPUs) and 3 (1) go to the node with the
+    fewest free GPUs that fit (s1-n000, next to job 0); job 5 (8 GPUs) waits for two whole
+    nodes until job 1 ends at 177 and job 6 queues behind it (FIFO); job 9 (4 GPUs) waits
+    until 315; job 10 (6 = 4 + 2) then takes a whole node and one of the two nodes with 2
+    free GPUs (both in the other rack); job 11 the only node left with a free GPU."""
     assert main(["replay", TRACE, "--cluster", SPEC, "--measure-trim", "0", "--report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "window: jobs 1..12 of 12 by submit (all), t 0..300 s" in out
@@ -33,7 +35,7 @@ def test_golden_run_on_the_tiresias_fixture(tmp_path, capsys):
     assert figures["jobs"] == 12 and figures["finished"] == 12
     assert figures["jct_mean_s"] == round(1949 / 12, 6)
     assert figures["queue_mean_s"] == round((45 + 1 + 65 + 55 + 15) / 12, 6)
-    assert figures["consolidated_share"] == 1.0 and figures["one_rack_share"] == 0.75   # jobs 1, 5 span racks
+    assert figures["consolidated_share"] == 1.0 and figures["one_rack_share"] == 0.875   # 7 of 8: job 10 spans racks
 
 
 def test_same_inputs_give_byte_identical_files(tmp_path, capsys):
@@ -57,11 +59,16 @@ def test_json_has_the_issues_shape(capsys):
     assert len(document["run"]["input"]["sha256"]) == 64 and document["run"]["cluster"]["gpus"] == 32
 
 
-def test_capacity_sweep_adds_a_point_per_node_count(capsys):
-    document = replay_json(capsys, TRACE, "--nodes", "4", "--gpus-per-node", "4", "--capacity-sweep", "3,8")
+def test_capacity_sweep_adds_a_point_per_node_count(tmp_path, capsys):
+    document = replay_json(capsys, TRACE, "--nodes", "4", "--gpus-per-node", "4", "--capacity-sweep", "3,8",
+                           "--report", str(tmp_path))
     points = document["sweep"]["points"]
     assert [p["nodes"] for p in points] == [3, 8] and [p["gpus"] for p in points] == [12, 32]
     assert points[0]["selectors"]["job-packing"]["jct_mean_s"] > points[1]["selectors"]["job-packing"]["jct_mean_s"]
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Load sweep" in markdown and "| 8 | 32 | job-packing |" in markdown
+    if "sweep.png" not in capsys.readouterr().err:      # named as not drawn only without matplotlib
+        assert (tmp_path / "sweep.png").exists()
 
 
 def test_infer_prints_the_offered_load(capsys):
@@ -79,6 +86,9 @@ def test_a_preset_with_isolated_queues_leaves_out_jobs_of_other_queues(tmp_path,
     out = capsys.readouterr().out
     assert "left out 1 jobs of queues philly-helios-11vc has no nodes for: 23dbec" in out
     assert "jobs 1..2 of 2" in out            # the one before the preset's window is not read at all
+    # ed69ec: 480 GPU-s on 8 nodes of 8 GPUs over the 60 s submit span; 103959: 960 GPU-s on 8 nodes too
+    assert "offered load by isolated queue: 0e4a51 0.00, 103959 0.25, 11cb48 0.00" in out
+    assert "ed69ec 0.12" in out
 
 
 @pytest.mark.parametrize("args, message", [

@@ -172,3 +172,27 @@ def test_the_full_philly_trace_reads_whole():
     for job in table.jobs:
         sizes[job.gpus] = sizes.get(job.gpus, 0) + 1
     assert sizes == {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6, 128: 3}
+
+
+def test_a_trace_past_the_row_limit_is_refused_whatever_on_bad_row_says(tmp_path, monkeypatch):
+    import gangmaster.tools.replay.trace_csv as trace_csv
+    monkeypatch.setattr(trace_csv, "MAX_TRACE_JOBS", 3)
+    with pytest.raises(ConfigError, match=r"philly_small.csv: line 5: expected at most 3 rows \(MAX_TRACE_JOBS"):
+        read_trace(FIXTURES / "philly_small.csv", "philly", EIGHT, BadRows("skip"))
+
+
+def test_a_trace_past_the_size_limit_is_refused(monkeypatch):
+    import gangmaster.tools.replay.trace_csv as trace_csv
+    monkeypatch.setattr(trace_csv, "MAX_TRACE_FILE_BYTES", 100)
+    with pytest.raises(ConfigError, match=r"expected a file of at most 100 bytes \(MAX_TRACE_FILE_BYTES"):
+        read_trace(FIXTURES / "philly_small.csv", "philly", EIGHT)
+
+
+def test_the_helios_preset_has_each_vc_on_its_own_nodes_in_one_rack():
+    from gangmaster.tools.replay.clusters import HELIOS_VC_NODES, preset
+    cluster = preset("philly-helios-11vc").build()
+    assert len(cluster.specs) == 352 and cluster.capacity_gpus == 352 * 8
+    for vc, nodes in HELIOS_VC_NODES.items():
+        hosts = cluster.queue_hosts[vc]
+        assert len(hosts) == nodes and all(h.startswith(vc + "-") for h in hosts)
+        assert {s.rack for s in cluster.specs if s.host in set(hosts)} == {vc}

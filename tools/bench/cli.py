@@ -16,6 +16,7 @@ BENCHES = [
     "diagnose",
     "snapshot",
     "slurm",
+    "replay_report",
     "replay",
 ]
 

@@ -10,7 +10,7 @@ Nodes sit in racks of :data:`RACK_NODES`, in host order, unless a preset says ot
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -52,6 +52,11 @@ class ReplayCluster:
         node = max(gpu_nodes, key=lambda spec: (spec.gpus, spec.vcores, spec.memory_mb))
         return NodeShape(node.gpus, node.vcores, node.memory_mb)
 
+    def queue_gpus(self, queue: str) -> int:
+        """GPUs of an isolated queue's own nodes."""
+        hosts = set(self.queue_hosts[queue])
+        return sum(spec.gpus for spec in self.specs if spec.host in hosts)
+
     def describe(self) -> str:
         shapes: dict[int, int] = {}
         for spec in self.specs:
@@ -62,15 +67,17 @@ class ReplayCluster:
 
 
 def homogeneous(nodes: int, gpus_per_node: int, name: str | None = None, prefix: str = "node",
-                rack_prefix: str = "rack") -> tuple[NodeSpec, ...]:
-    """``nodes`` nodes of ``gpus_per_node`` GPUs with the per-GPU vcores and memory above."""
+                rack_prefix: str = "rack", one_rack: bool = False) -> tuple[NodeSpec, ...]:
+    """``nodes`` nodes of ``gpus_per_node`` GPUs with the per-GPU vcores and memory above,
+    in racks of RACK_NODES (``one_rack``: all in the rack ``rack_prefix``)."""
     if not 1 <= nodes <= MAX_CLUSTER_NODES:
         raise ConfigError(name or "--nodes", "", f"1..{MAX_CLUSTER_NODES:,} nodes (MAX_CLUSTER_NODES)", nodes)
     if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
         raise ConfigError(name or "--gpus-per-node", "", f"1..{MAX_GPUS_PER_NODE} GPUs per node "
                                                          "(MAX_GPUS_PER_NODE)", gpus_per_node)
     width = max(3, len(str(nodes - 1)))
-    return tuple(NodeSpec(host=f"{prefix}-{i:0{width}d}", rack=f"{rack_prefix}-{i // RACK_NODES:0{width}d}",
+    return tuple(NodeSpec(host=f"{prefix}-{i:0{width}d}",
+                          rack=rack_prefix if one_rack else f"{rack_prefix}-{i // RACK_NODES:0{width}d}",
                           vcores=float(VCORES_PER_GPU * gpus_per_node),
                           memory_mb=MEMORY_MB_PER_GPU * gpus_per_node, gpus=gpus_per_node)
                  for i in range(nodes))
@@ -124,16 +131,15 @@ def from_tiresias_spec(path: str | Path) -> ReplayCluster:
     return ReplayCluster(Path(path).stem, specs, source=f"Tiresias cluster spec {source}")
 
 
-def inferred(table: JobTable, how: str, gpus_per_node: int) -> tuple[ReplayCluster, "OfferedLoad"]:
+def inferred(table: JobTable, how: str, gpus_per_node: int) -> ReplayCluster:
     """A homogeneous cluster sized from the trace: ``peak``, the most GPUs the jobs would
     hold at once if each started at its submit; ``mean``, their GPU-seconds over the
     submit span (offered load 1.0)."""
     load = offered_load(table)
     gpus = load.peak_gpus if how == "peak" else load.mean_gpus
     nodes = max(1, math.ceil(gpus / gpus_per_node))
-    cluster = ReplayCluster(f"inferred-{how}-{nodes}x{gpus_per_node}", homogeneous(nodes, gpus_per_node),
-                            source=f"--infer {how}: {gpus:,.1f} GPUs needed")
-    return cluster, load
+    return ReplayCluster(f"inferred-{how}-{nodes}x{gpus_per_node}", homogeneous(nodes, gpus_per_node),
+                         source=f"--infer {how}: {gpus:,.1f} GPUs needed")
 
 
 @dataclass(frozen=True)
@@ -151,10 +157,14 @@ class OfferedLoad:
         return self.mean_gpus / capacity_gpus if capacity_gpus else math.inf
 
 
-def offered_load(table: JobTable) -> OfferedLoad:
+def offered_load(table: JobTable, queue: str | None = None) -> OfferedLoad:
+    """What the table's jobs (of ``queue`` only, when given) ask, over the whole table's
+    submit span."""
     deltas: list[tuple[float, int]] = []
     gpu_seconds = 0.0
     for job in table.jobs:
+        if queue is not None and job.queue != queue:
+            continue
         gpus = job.gpus
         gpu_seconds += gpus * job.duration_s
         deltas.append((job.submit_s, gpus))
@@ -181,7 +191,7 @@ HELIOS_VC_NODES = {   # VC -> nodes of 8 GPUs
 class Preset:
     """A named cluster with what a faithful replay on it needs besides its nodes: the
     submit window and queue policy of the setup it reproduces (a command-line
-    ``--window`` or ``--queue-policy`` still wins), and the trace format it was made for."""
+    ``--window`` or ``--queue-policy`` still wins)."""
 
     name: str
     description: str
@@ -189,15 +199,15 @@ class Preset:
     build: Callable[[], ReplayCluster]
     window: tuple[str, str] | None = None
     queue_policy: str | None = None
-    trace_format: str | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 def _helios() -> ReplayCluster:
     specs: list[NodeSpec] = []
     queue_hosts: dict[str, tuple[str, ...]] = {}
     for vc, nodes in HELIOS_VC_NODES.items():
-        vc_specs = homogeneous(nodes, 8, name="philly-helios-11vc", prefix=vc, rack_prefix=f"{vc}-rack")
+        # One rack per VC: the Helios setup models no racks, and job packing's rack preference
+        # must not pull a gang's remainder off the node with the fewest free GPUs that fit.
+        vc_specs = homogeneous(nodes, 8, name="philly-helios-11vc", prefix=vc, rack_prefix=vc, one_rack=True)
         specs.extend(vc_specs)
         queue_hosts[vc] = tuple(spec.host for spec in vc_specs)
     return ReplayCluster("philly-helios-11vc", tuple(specs), queue_hosts, source=PRESETS_SOURCES["helios"])
@@ -217,18 +227,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "Philly's 11 largest VCs, each on its own nodes of 8 GPUs (352 nodes), "
            "jobs submitted 2017-10-01 .. 2017-11-30, strict FIFO per VC",
            PRESETS_SOURCES["helios"], _helios,
-           window=("2017-10-01 00:00:00", "2017-11-30 23:59:00"), queue_policy="fifo", trace_format="philly",
-           notes=("jobs of the 4 small VCs outside the 11 are left out",)),
+           window=("2017-10-01 00:00:00", "2017-11-30 23:59:00"), queue_policy="fifo"),
     Preset("tiresias-n32g4", "32 nodes of 4 GPUs, 40 vcores and 256 GB each, one rack",
            PRESETS_SOURCES["tiresias"],
            lambda: ReplayCluster("tiresias-n32g4", tuple(
                NodeSpec(host=f"s0-n{n:03d}", rack="switch-0", gpus=4, vcores=40.0, memory_mb=256 * 1024)
-               for n in range(32)), source=PRESETS_SOURCES["tiresias"]),
-           trace_format="tiresias"),
+               for n in range(32)), source=PRESETS_SOURCES["tiresias"])),
     Preset("philly-1000x8", "1,000 nodes of 8 GPUs in racks of 32, one shared queue",
            PRESETS_SOURCES["philly-1000x8"],
-           lambda: ReplayCluster("philly-1000x8", homogeneous(1000, 8), source=PRESETS_SOURCES["philly-1000x8"]),
-           trace_format="philly"),
+           lambda: ReplayCluster("philly-1000x8", homogeneous(1000, 8), source=PRESETS_SOURCES["philly-1000x8"])),
 )}
 
 

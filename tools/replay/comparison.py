@@ -23,7 +23,7 @@ from typing import Any
 
 from .clusters import ReplayCluster
 from .engine import ReplayResult
-from .metrics import Window, across_seeds, selector_metrics
+from .metrics import JobColumns, Window, across_seeds, selector_metrics
 from .trace import JobTable
 
 
@@ -44,6 +44,16 @@ class Comparison:
     results: dict[str, dict[int, ReplayResult]]      # selector -> seed -> result
     submit_window: str = ""                           # --window as given, or the preset's
     sweep: list[SweepPoint] = field(default_factory=list)
+    _columns: dict[tuple[str, int], JobColumns] = field(default_factory=dict, repr=False, compare=False)
+
+    def columns(self, selector: str, seed: int | None = None) -> JobColumns:
+        """The jobs of one replay as columns (built once; the metrics, files and figures
+        all read them). ``seed``: the lowest when not given."""
+        seed = min(self.results[selector]) if seed is None else seed
+        key = (selector, seed)
+        if key not in self._columns:
+            self._columns[key] = JobColumns.of(self.results[selector][seed].jobs)
+        return self._columns[key]
 
     @property
     def selectors(self) -> list[str]:
@@ -69,7 +79,7 @@ class Comparison:
 def metrics_document(comparison: Comparison) -> dict[str, Any]:
     gpn = comparison.gpus_per_node
     selectors = {
-        name: across_seeds({seed: selector_metrics(result, comparison.window, gpn)
+        name: across_seeds({seed: selector_metrics(result, comparison.window, gpn, comparison.columns(name, seed))
                             for seed, result in sorted(by_seed.items())})
         for name, by_seed in comparison.results.items()
     }

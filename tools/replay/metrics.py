@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Sequence
 
 import numpy as np
@@ -96,20 +96,78 @@ def gang_bucket(gpus: int) -> str:
 
 # --------------------------------------------------------------------- per run
 
-def selector_metrics(result, window: Window, gpus_per_node: int) -> dict[str, Any]:
-    """One replay's figures (the per-selector entry of metrics.json)."""
-    jobs = result.jobs[window.first:window.last]
-    done = [j for j in jobs if j.end_s is not None and j.start_s is not None]
-    started = [j for j in jobs if j.start_s is not None]
-    jct = np.array([j.end_s - j.submit_s for j in done], dtype=float)
-    queueing = np.array([j.start_s - j.submit_s for j in started], dtype=float)
-    durations = np.array([j.duration_s for j in done], dtype=float)
-    multi = [j for j in started if j.gpus > 1]
+@dataclass(frozen=True)
+class JobColumns:
+    """A replay's jobs as numpy columns (NaN where a job never started or ended), so that
+    figures over 10^5 jobs are vector expressions, not Python loops."""
+
+    submit: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    duration: np.ndarray
+    gpus: np.ndarray
+    nodes: np.ndarray
+    racks: np.ndarray
+    gang_wait: np.ndarray
+    queue: np.ndarray          # str
+    outcome: np.ndarray        # str
+
+    @classmethod
+    def of(cls, jobs) -> "JobColumns":
+        if not jobs:
+            empty = np.array([], dtype=float)
+            return cls(empty, empty, empty, empty, empty.astype(np.int64), empty.astype(np.int64),
+                       empty.astype(np.int64), empty, empty.astype(object), empty.astype(object))
+        nan = math.nan
+        rows = [(j.submit_s, nan if j.start_s is None else j.start_s,
+                 nan if j.end_s is None or j.start_s is None else j.end_s, j.duration_s, j.gpus, len(j.hosts),
+                 len(j.racks), j.gang_wait_s, j.queue, j.outcome) for j in jobs]
+        columns = list(zip(*rows))
+        floats = [np.array(columns[i], dtype=float) for i in (0, 1, 2, 3)]
+        ints = [np.array(columns[i], dtype=np.int64) for i in (4, 5, 6)]
+        return cls(*floats, *ints, np.array(columns[7], dtype=float), np.array(columns[8], dtype=object),
+                   np.array(columns[9], dtype=object))
+
+    def rows(self, first: int, last: int) -> "JobColumns":
+        """Jobs ``first`` .. ``last - 1`` (views, not copies)."""
+        return JobColumns(*(getattr(self, f.name)[first:last] for f in fields(self)))
+
+    @property
+    def started(self) -> np.ndarray:
+        return ~np.isnan(self.start)
+
+    @property
+    def finished(self) -> np.ndarray:
+        return ~np.isnan(self.end)
+
+    @property
+    def jct(self) -> np.ndarray:
+        """end - submit (NaN for jobs that did not finish)."""
+        return self.end - self.submit
+
+    @property
+    def queueing(self) -> np.ndarray:
+        """first start - submit (NaN for jobs that never started)."""
+        return self.start - self.submit
+
+    def consolidated(self, gpus_per_node: int) -> np.ndarray:
+        """On the fewest nodes a gang of its GPUs can use (see :func:`consolidated`)."""
+        return self.nodes == np.maximum(1, -(-self.gpus // gpus_per_node))
+
+
+def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobColumns | None = None) -> dict[str, Any]:
+    """One replay's figures (the per-selector entry of metrics.json); ``columns``: its
+    jobs' :class:`JobColumns` when the caller has them already."""
+    c = (columns or JobColumns.of(result.jobs)).rows(window.first, window.last)
+    done, started = c.finished, c.started
+    jct, queueing = c.jct[done], c.queueing[started]
+    durations = c.duration[done]
+    multi = started & (c.gpus > 1)
     timeline = result.timeline
     capacity = timeline.capacity_gpus or 1
-    outcomes = [j.outcome for j in jobs]
+    outcomes = list(c.outcome)
     figures: dict[str, Any] = {
-        "jobs": len(jobs),
+        "jobs": len(c.submit),
         "jct_mean_s": _mean(jct),
         "jct_p50_s": _percentile(jct, 50),
         "jct_p95_s": _percentile(jct, 95),
@@ -118,21 +176,22 @@ def selector_metrics(result, window: Window, gpus_per_node: int) -> dict[str, An
         "queue_p95_s": _percentile(queueing, 95),
         "gpu_allocation_mean": _num(time_average(timeline.t, timeline.allocated_gpus, window) / capacity),
         "frag_hol_mean": _num(time_average(timeline.t, timeline.hol_blocked_free_gpus, window) / capacity),
-        "consolidated_share": _share(sum(consolidated(j.gpus, len(j.hosts), gpus_per_node) for j in multi),
-                                     len(multi)),
-        "by_queue": _groups(jobs, lambda j: j.queue),
-        "by_gang_size": _groups(jobs, lambda j: gang_bucket(j.gpus), order=[name for name, *_ in GANG_BUCKETS]),
+        "consolidated_share": _share(int(np.count_nonzero(c.consolidated(gpus_per_node)[multi])),
+                                     int(np.count_nonzero(multi))),
+        "by_queue": _groups(c, c.queue),
+        "by_gang_size": _groups(c, np.array([gang_bucket(g) for g in c.gpus], dtype=object),
+                                order=[name for name, *_ in GANG_BUCKETS]),
         "wall_s": round(result.wall_s, 3),
-        "finished": len(done),
+        "finished": int(np.count_nonzero(done)),
         "unfinished": outcomes.count("unfinished"),
         "never_fits": outcomes.count("never-fits"),
         "failed": outcomes.count("failed"),
         "queued_share": _share(int(np.count_nonzero(queueing > 0)), len(queueing)),
-        "gang_wait_mean_s": _mean(np.array([j.gang_wait_s for j in started], dtype=float)),
-        "slowdown_mean": _mean(jct / durations) if len(done) else None,
-        "bounded_slowdown_mean": _mean(jct / np.maximum(durations, BOUNDED_SLOWDOWN_FLOOR_S)) if len(done) else None,
-        "makespan_s": _num(max(j.end_s for j in done) - min(j.submit_s for j in jobs)) if done else None,
-        "one_rack_share": _share(sum(len(j.racks) == 1 for j in multi), len(multi)),
+        "gang_wait_mean_s": _mean(c.gang_wait[started]),
+        "slowdown_mean": _mean(jct / durations) if len(jct) else None,
+        "bounded_slowdown_mean": _mean(jct / np.maximum(durations, BOUNDED_SLOWDOWN_FLOOR_S)) if len(jct) else None,
+        "makespan_s": _num(float(np.max(c.end[done])) - float(np.min(c.submit))) if len(jct) else None,
+        "one_rack_share": _share(int(np.count_nonzero(c.racks[multi] == 1)), int(np.count_nonzero(multi))),
         "queue_length_mean": _num(time_average(timeline.t, timeline.queue_length, window)),
         "pending_gpus_mean": _num(time_average(timeline.t, timeline.pending_gpus, window)),
         "events": result.events,
@@ -173,17 +232,15 @@ def time_average(t: np.ndarray, values: np.ndarray, window: Window) -> float:
     return float(np.dot(overlap, values.astype(float)) / (t1 - t0))
 
 
-def _groups(jobs, key, order: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    members: dict[str, list] = {}
-    for job in jobs:
-        members.setdefault(key(job), []).append(job)
-    names = [name for name in order if name in members] if order else sorted(members)
+def _groups(c: JobColumns, keys: np.ndarray, order: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    names = [name for name in order if name in set(keys)] if order else sorted(set(keys))
     out = {}
+    jct, queueing = c.jct, c.queueing
     for name in names:
-        group = members[name]
-        jct = np.array([j.end_s - j.submit_s for j in group if j.end_s is not None and j.start_s is not None])
-        queueing = np.array([j.start_s - j.submit_s for j in group if j.start_s is not None])
-        out[name] = {"jobs": len(group), "jct_mean_s": _mean(jct), "queue_mean_s": _mean(queueing)}
+        mine = keys == name
+        out[name] = {"jobs": int(np.count_nonzero(mine)),
+                     "jct_mean_s": _mean(jct[mine & c.finished]),
+                     "queue_mean_s": _mean(queueing[mine & c.started])}
     return out
 
 

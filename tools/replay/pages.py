@@ -98,7 +98,8 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if cluster["source"]:
         lines.insert(3, ("cluster source", cluster["source"]))
-    lines += [(f"tie rule, {name}", rule) for name, rule in run["tie_rules"].items()]
+    seed_note = f" (seed {run['seeds'][0]}; the others alike)" if len(run["seeds"]) > 1 else ""
+    lines += [(f"tie rule, {name}{seed_note}", rule) for name, rule in run["tie_rules"].items()]
     lines.append(("gangmaster", run["version"]))
     return lines
 

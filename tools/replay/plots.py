@@ -16,10 +16,13 @@ from typing import Any
 import numpy as np
 
 from .comparison import Comparison
+from .metrics import JobColumns
 
 #: Points per line in the over-time figure: the step function is sampled on this grid
 #: (a full Philly replay has ~10^5 steps; a plot cannot show more than its pixels).
 TIME_GRID_POINTS = 2000
+#: Points per CDF line (jobs beyond this are drawn at evenly spaced ranks).
+CDF_POINTS = 2000
 DPI = 100
 
 
@@ -79,17 +82,21 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
     return written, skipped
 
 
-def _window_jobs(comparison: Comparison, name: str):
-    result = comparison.first_result(name)
-    return result.jobs[comparison.window.first:comparison.window.last]
+def _window_jobs(comparison: Comparison, name: str) -> JobColumns:
+    return comparison.columns(name).rows(comparison.window.first, comparison.window.last)
 
 
 def _cdf(plt, comparison: Comparison, title: str, value, xlabel: str):
     fig, ax = plt.subplots(figsize=(7, 4))
     for name in comparison.selectors:
-        values = np.sort(np.array([v for v in map(value, _window_jobs(comparison, name)) if v is not None]))
+        values = value(_window_jobs(comparison, name))
+        values = np.sort(values[~np.isnan(values)])
         if len(values):
-            ax.step(np.maximum(values, 1.0), np.arange(1, len(values) + 1) / len(values), where="post", label=name)
+            shares = np.arange(1, len(values) + 1) / len(values)
+            if len(values) > CDF_POINTS:     # a plot cannot show more steps than its pixels
+                keep = np.unique(np.linspace(0, len(values) - 1, CDF_POINTS).astype(int))
+                values, shares = values[keep], shares[keep]
+            ax.step(np.maximum(values, 1.0), shares, where="post", label=name)
     ax.set_xscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("share of jobs")
@@ -101,13 +108,11 @@ def _cdf(plt, comparison: Comparison, title: str, value, xlabel: str):
 
 
 def _jct_cdf(plt, comparison, title, document):
-    return _cdf(plt, comparison, title,
-                lambda j: j.end_s - j.submit_s if j.end_s is not None and j.start_s is not None else None,
-                "JCT, s (log; below 1 s drawn at 1 s)")
+    return _cdf(plt, comparison, title, lambda c: c.jct, "JCT, s (log; below 1 s drawn at 1 s)")
 
 
 def _queueing_cdf(plt, comparison, title, document):
-    return _cdf(plt, comparison, title, lambda j: j.start_s - j.submit_s if j.start_s is not None else None,
+    return _cdf(plt, comparison, title, lambda c: c.queueing,
                 "queueing delay, s (log; below 1 s, including 0, drawn at 1 s)")
 
 
@@ -122,7 +127,8 @@ def _over_time(plt, comparison, title, document):
     end = max(float(comparison.first_result(n).timeline.t[-1]) if len(comparison.first_result(n).timeline.t) else 0.0
               for n in comparison.selectors)
     grid = np.linspace(0.0, max(end, 1.0), TIME_GRID_POINTS)
-    hours = grid / 3600.0
+    unit, per = ("days", 86400.0) if end > 3 * 86400 else ("hours", 3600.0)
+    hours = grid / per
     for name in comparison.selectors:
         line = comparison.first_result(name).timeline
         capacity = line.capacity_gpus or 1
@@ -132,36 +138,36 @@ def _over_time(plt, comparison, title, document):
     for ax, label in zip(axes, ("allocated GPUs, % of capacity", "jobs queued", "HOL-blocked free GPUs, %")):
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
-        ax.axvspan(comparison.window.start_s / 3600.0, comparison.window.end_s / 3600.0, color="0.85", zorder=0)
+        ax.axvspan(comparison.window.start_s / per, comparison.window.end_s / per, color="0.85", zorder=0)
     axes[0].set_ylim(0, 105)
     axes[1].set_ylim(top=max(1.0, axes[1].get_ylim()[1]))
     axes[2].set_ylim(top=max(1.0, axes[2].get_ylim()[1]))
     axes[0].legend(loc="upper right")
     axes[0].set_title(f"{title} (sampled at {TIME_GRID_POINTS:,} points; shaded: measurement window)", fontsize=9)
-    axes[-1].set_xlabel("hours since the first submit")
+    axes[-1].set_xlabel(f"{unit} since the first submit")
     fig.tight_layout()
     return fig
 
 
 def _queues(plt, comparison, title, document):
-    queues = sorted({j.queue for j in comparison.any_result().jobs})
+    queues = sorted(set(comparison.columns(comparison.selectors[0]).queue))
     fig, axes = plt.subplots(1, 2, figsize=(min(16.0, max(7.0, 1.0 + 0.6 * len(queues) * len(comparison.selectors))), 4))
     width = 0.8 / len(comparison.selectors)
     x = np.arange(len(queues))
     for k, name in enumerate(comparison.selectors):
-        jobs = _window_jobs(comparison, name)
+        c = _window_jobs(comparison, name)
         jct, queueing = [], []
         for queue in queues:
-            mine = [j for j in jobs if j.queue == queue]
-            done = [j.end_s - j.submit_s for j in mine if j.end_s is not None and j.start_s is not None]
-            started = [j.start_s - j.submit_s for j in mine if j.start_s is not None]
-            jct.append(np.mean(done) if done else 0.0)
-            queueing.append(np.mean(started) if started else 0.0)
+            mine = c.queue == queue
+            done, started = c.jct[mine & c.finished], c.queueing[mine & c.started]
+            jct.append(float(np.mean(done)) if len(done) else 0.0)
+            queueing.append(float(np.mean(started)) if len(started) else 0.0)
         axes[0].bar(x + k * width, jct, width, label=name)
         axes[1].bar(x + k * width, queueing, width, label=name)
     for ax, label in zip(axes, ("mean JCT, s", "mean queueing delay, s")):
         ax.set_xticks(x + 0.4 - width / 2, queues, rotation=45, ha="right")
         ax.set_ylabel(label)
+        ax.set_ylim(bottom=0, top=max(1.0, ax.get_ylim()[1]))
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(comparison.selectors),
                frameon=False)
     fig.suptitle(f"{title} ({comparison.window.describe()})", fontsize=9)

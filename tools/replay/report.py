@@ -25,7 +25,6 @@ from gangmaster.conf.fields import ConfigError
 
 from . import pages, plots
 from .comparison import Comparison, metrics_document
-from .metrics import consolidated
 
 JOBS_COLUMNS = ("selector", "seed", "job_id", "queue", "submit_s", "start_s", "end_s", "duration_s", "jct_s",
                 "queue_s", "gpus", "instances", "nodes", "racks", "consolidated", "outcome", "hosts")
@@ -59,8 +58,9 @@ def write_report(comparison: Comparison, folder: str | Path, document: dict[str,
     return ReportFiles(folder, written, tuple((f.name, why) for f, why in skipped))
 
 
-def _seconds(value: float | None) -> str:
-    return "" if value is None else f"{value:.3f}"
+def _seconds(values) -> list[str]:
+    """Seconds with 3 decimals; empty for NaN (a job that never started or ended)."""
+    return ["" if v != v else f"{v:.3f}" for v in values.tolist()]
 
 
 def write_jobs_csv(comparison: Comparison, path: Path) -> None:
@@ -70,17 +70,16 @@ def write_jobs_csv(comparison: Comparison, path: Path) -> None:
         out.writerow(JOBS_COLUMNS)
         for name, by_seed in comparison.results.items():
             for seed in sorted(by_seed):
-                out.writerows(_job_row(name, seed, job, gpn) for job in by_seed[seed].jobs)
-
-
-def _job_row(selector: str, seed: int, job, gpus_per_node: int) -> tuple:
-    started = job.start_s is not None
-    finished = started and job.end_s is not None
-    return (selector, seed, job.job_id, job.queue, _seconds(job.submit_s), _seconds(job.start_s),
-            _seconds(job.end_s), _seconds(job.duration_s), _seconds(job.end_s - job.submit_s) if finished else "",
-            _seconds(job.start_s - job.submit_s) if started else "", job.gpus, job.instances, len(job.hosts),
-            len(job.racks), (1 if consolidated(job.gpus, len(job.hosts), gpus_per_node) else 0) if started else "",
-            job.outcome, " ".join(job.hosts))
+                jobs = by_seed[seed].jobs
+                c = comparison.columns(name, seed)
+                together = c.consolidated(gpn)
+                consolidated = ["" if not s else ("1" if k else "0") for s, k in zip(c.started.tolist(),
+                                                                                     together.tolist())]
+                out.writerows(zip([name] * len(jobs), [seed] * len(jobs), [j.job_id for j in jobs], c.queue,
+                                  _seconds(c.submit), _seconds(c.start), _seconds(c.end), _seconds(c.duration),
+                                  _seconds(c.jct), _seconds(c.queueing), c.gpus.tolist(),
+                                  [j.instances for j in jobs], c.nodes.tolist(), c.racks.tolist(), consolidated,
+                                  c.outcome, [" ".join(j.hosts) for j in jobs]))
 
 
 def write_timeline_csv(comparison: Comparison, path: Path) -> None:
