@@ -62,3 +62,14 @@ def counts(text: str) -> list[int]:
 
 #: A seed for Python's and numpy's generators (numpy refuses negative ones).
 seed = count(0, 2 ** 63 - 1)
+
+
+def epoch_seconds(text: str) -> float:
+    """A moment as seconds since the epoch (a snapshot's time): finite, >= 0, before 2^40."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds since the epoch, got {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value < 2 ** 40):
+        raise argparse.ArgumentTypeError(f"expected seconds since the epoch, got {text}")
+    return value

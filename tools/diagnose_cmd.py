@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from gangmaster.conf.limits import MAX_DURATION_S
-from gangmaster.tools.arg_types import seconds
+from gangmaster.tools.arg_types import epoch_seconds, seconds
 
 
 def add_parser(sub):
@@ -67,7 +67,7 @@ def add_parser(sub):
     parser.add_argument("--snapshot", nargs="+", metavar="FILE",
                         help="a real cluster's state as its engine dumps it (YARN, Kubernetes or Slurm JSON), "
                              "instead of --cluster")
-    parser.add_argument("--snapshot-time", type=float, metavar="EPOCH",
+    parser.add_argument("--snapshot-time", type=epoch_seconds, metavar="EPOCH",
                         help="when the snapshot was taken, in Unix seconds: expected ends (Slurm end_time, "
                              "Kubernetes deadlines) are counted from it (default: the time the snapshot says, "
                              "else the files' modification time)")

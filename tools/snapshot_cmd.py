@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from collections import Counter
 
+from .arg_types import epoch_seconds
 from .snapshots import FORMATS, ClusterSnapshot, fields_read, load_snapshot
 
 SHOWN = 10      # unavailable nodes, node shapes and jobs listed before "... and N more"
@@ -35,7 +35,7 @@ def add_parser(sub):
         epilog="Examples: gangmaster snapshot conf/snapshots/slurm/sinfo.json conf/snapshots/slurm/squeue.json; "
                "gangmaster snapshot --fields  (the JSON fields read, per engine)")
     p.add_argument("files", metavar="FILE", nargs="*", help="snapshot files of one engine")
-    p.add_argument("--time", type=_epoch, metavar="EPOCH",
+    p.add_argument("--time", type=epoch_seconds, metavar="EPOCH",
                    help="when the files were dumped, in seconds since the epoch (default: their own time "
                         "where they carry one, as newer Slurm does, else the newest file's modification "
                         "time); Slurm's end_time and pods' deadlines are counted from it")
@@ -43,16 +43,6 @@ def add_parser(sub):
     p.add_argument("--fields", action="store_true", help="list the JSON fields read from each engine's files")
     p.set_defaults(func=run, parser=p)
     return p
-
-
-def _epoch(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds since the epoch, got {text!r}") from None
-    if not (math.isfinite(value) and 0 <= value < 2 ** 40):
-        raise argparse.ArgumentTypeError(f"expected seconds since the epoch, got {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

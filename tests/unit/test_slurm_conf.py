@@ -13,7 +13,7 @@ from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster
 from gangmaster.tools.slurm.local_cluster import Ports, check_specs, gres_conf, slurm_conf
 from gangmaster.tools.slurm.names import (DEFAULT_RACK, features_of, per_gpu_type, read_features,
                                           split_per_gpu_type)
-from gangmaster.tools.slurm.slurm_json import GresEntry
+from gangmaster.tools.slurm.values import GresEntry
 
 
 def lines(text: str, prefix: str) -> list[str]:

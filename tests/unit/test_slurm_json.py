@@ -10,8 +10,8 @@ import pytest
 from gangmaster.am.rm_protocol import NodeState
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.slurm.client import SlurmRMClient
-from gangmaster.tools.slurm.slurm_json import (
-    GresEntry, SlurmJSONError, indices, number, read_jobs, read_nodes, slurm_version, words)
+from gangmaster.tools.slurm.slurm_json import SlurmJSONError, read_jobs, read_nodes, slurm_version
+from gangmaster.tools.slurm.values import GresEntry, indices, number, state_words
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -119,7 +119,7 @@ def test_gres_entries(text, entry):
 
 def test_index_lists_and_state_words():
     assert indices("0,2-4,7") == [0, 2, 3, 4, 7] and indices("N/A") == []
-    assert words("down*+drain", ["NOT_RESPONDING"]) == {"DOWN", "DRAIN", "NOT_RESPONDING"}
+    assert set(state_words("down*+drain", ["NOT_RESPONDING"])) == {"DOWN", "DRAIN", "NOT_RESPONDING"}
 
 
 @pytest.mark.parametrize("text, message", [

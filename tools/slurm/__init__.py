@@ -2,6 +2,8 @@
 
 * :mod:`.slurm_json` reads Slurm's JSON (``scontrol show node --json``, ``squeue
   --json``) defensively, across the schema changes between versions.
+* :mod:`.values` says how Slurm writes one value (numbers, state words, GRES) in every
+  version seen; the snapshot reader (``tools/snapshots/slurm.py``) reads them with it too.
 * :mod:`.names` is the one place that says how gangmaster's vocabulary (racks, labels,
   exact GPUs, topology presets) is written as Slurm node features and GRES types.
 * :mod:`.client` is the :class:`~gangmaster.am.rm_client.RMClient` that talks to Slurm:

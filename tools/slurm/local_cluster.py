@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gangmaster.am.grpc_security import ListenError, check_bindable
 from gangmaster.conf.fields import ConfigError
 from gangmaster.conf.limits import (LOCAL_SLURM_MAX_NODES, LOCAL_SLURM_START_TIMEOUT_S,
                                     LOCAL_SLURMD_TIMEOUT_S)
@@ -322,12 +323,11 @@ class LocalCluster:
 
 
 def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
+    """Whether a daemon can listen on ``port`` of 127.0.0.1 now."""
+    try:
+        check_bindable("127.0.0.1", port)
+    except ListenError:
+        return False
     return True
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from gangmaster.am.am_settings import AMSettings
+from gangmaster.am.grpc_security import ListenError, check_bindable
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.rm_protocol import RMError
 from gangmaster.selectors.cluster import NodeSpec
@@ -61,7 +62,11 @@ class SlurmRuns(_RealTime, _AMDriver):
             port = int((self.state_dir / BARRIER_PORT_FILE).read_text())
         except (OSError, ValueError):
             return config
-        if config.port or not _port_free(port):
+        if config.port:
+            return config
+        try:
+            check_bindable("0.0.0.0", port)
+        except ListenError:                  # taken by now: any free port, as configured
             return config
         return replace(config, port=port)
 
@@ -97,15 +102,4 @@ class SlurmRuns(_RealTime, _AMDriver):
 
     def _stop_rm(self) -> None:
         self.clock.stop()
-
-
-def _port_free(port: int) -> bool:
-    import socket
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as gRPC binds: TIME_WAIT is no obstacle
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
 

@@ -1,7 +1,8 @@
 """Slurm's JSON (``sinfo --json``, ``squeue --json``), read defensively.
 
 The schema changes between Slurm versions; what is read here and how each shape is
-taken (tested on output captured from Slurm 22.05.8, plus the newer shapes by hand):
+taken (tested on output captured from Slurm 22.05.8, plus the newer shapes by hand;
+numbers, state words and GRES are read by :mod:`.values`, as the snapshot reader reads them):
 
 * numbers: a plain number (22.05), or ``{"set": bool, "infinite": bool, "number": n}``
   (23.02 and later); unset or infinite reads as the default given;
@@ -20,10 +21,10 @@ Anything else (not JSON, no ``nodes`` / ``jobs`` list, a node without a name) ra
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 
 from .names import UNTYPED_GPU, split_per_gpu_type
+from .values import gpu_entries, number, state_words
 
 #: Node states in which a node takes no new work (Slurm's base states and flags).
 DEAD_STATES = frozenset({"DOWN", "FAIL", "FAILING", "NOT_RESPONDING", "UNKNOWN", "FUTURE", "POWERED_DOWN",
@@ -36,37 +37,6 @@ class SlurmJSONError(ValueError):
     """Slurm's JSON is not what this reader understands (the message says what was expected)."""
 
 
-# ------------------------------------------------------------------- scalars
-def number(value, default=0):
-    """A plain number, or the ``{"set", "infinite", "number"}`` wrapper of newer versions."""
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite", False):
-            return default
-        value = value.get("number", default)
-    if isinstance(value, bool) or value is None:
-        return default
-    if isinstance(value, (int, float)):
-        return value
-    try:
-        return float(value) if "." in str(value) else int(value)
-    except (TypeError, ValueError):
-        return default
-
-
-def words(*values) -> frozenset[str]:
-    """State words from strings (``"idle"``, ``"down+drain"``, ``"MIXED*"``) and lists of them."""
-    out = set()
-    for value in values:
-        items = value if isinstance(value, (list, tuple)) else [value]
-        for item in items:
-            if isinstance(item, str):
-                for part in re.split(r"[+,\s]+", item.strip().upper()):
-                    part = part.rstrip("*~#!%$@^-")
-                    if part:
-                        out.add(part)
-    return frozenset(out)
-
-
 def text_list(value) -> list[str]:
     """A comma-separated string or a list of strings."""
     if isinstance(value, str):
@@ -74,70 +44,6 @@ def text_list(value) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(item).strip() for item in value if str(item).strip()]
     return []
-
-
-def _split_gres(text) -> list[str]:
-    """``gpu:V100_0:1(S:0),gpu:V100_1:1`` → its entries (commas inside parentheses kept)."""
-    if isinstance(text, (list, tuple)):
-        return [item for part in text for item in _split_gres(part)]
-    if not isinstance(text, str):
-        return []
-    entries, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth = max(0, depth - 1)
-        elif ch == "," and depth == 0:
-            entries.append(text[start:i])
-            start = i + 1
-    entries.append(text[start:])
-    return [e.strip() for e in entries if e.strip() and e.strip() not in ("(null)", "N/A")]
-
-
-def indices(text: str) -> list[int]:
-    """``0,2-3`` → [0, 2, 3]; ``N/A`` → []."""
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        if re.fullmatch(r"\d+", part):
-            out.append(int(part))
-        elif re.fullmatch(r"\d+-\d+", part):
-            a, b = map(int, part.split("-"))
-            out.extend(range(a, b + 1))
-    return out
-
-
-@dataclass(frozen=True)
-class GresEntry:
-    """One entry of a GRES string: ``gpu:V100_3:1(IDX:3)``."""
-
-    name: str
-    type: str | None
-    count: int
-    idx: tuple[int, ...] = ()
-
-    @classmethod
-    def parse(cls, entry: str) -> "GresEntry | None":
-        match = re.fullmatch(r"(?P<body>[^()]+?)(?:\((?P<extra>[^)]*)\))?", entry.strip())
-        if not match:
-            return None
-        parts = match["body"].split(":")
-        extra = match["extra"] or ""
-        idx = ()
-        found = re.search(r"IDX:([0-9,\-]+|N/A)", extra)
-        if found:
-            idx = tuple(indices(found.group(1)))
-        name = parts[0]
-        if len(parts) == 1:
-            return cls(name, None, 1, idx)
-        if len(parts) == 2:
-            return cls(name, None, int(number(parts[1])), idx) if parts[1].isdigit() else cls(name, parts[1], 1, idx)
-        return cls(name, parts[1], int(number(parts[2])), idx)
-
-
-def gpu_entries(text) -> list[GresEntry]:
-    return [e for e in (GresEntry.parse(x) for x in _split_gres(text)) if e is not None and e.name == "gpu"]
 
 
 # --------------------------------------------------------------------- nodes
@@ -242,7 +148,7 @@ def read_node(raw: dict) -> SlurmNode:
     if isinstance(reason, dict):
         reason = reason.get("description", "")
     return SlurmNode(
-        name=raw["name"], states=words(raw.get("state"), raw.get("state_flags")),
+        name=raw["name"], states=frozenset(state_words(raw.get("state"), raw.get("state_flags"))),
         cpus=int(number(raw.get("cpus"))), alloc_cpus=int(number(raw.get("alloc_cpus"))),
         memory_mb=int(number(raw.get("real_memory"))), alloc_memory_mb=int(number(raw.get("alloc_memory"))),
         features=tuple(features), gpu_type=gpu_type, gpus=gpus, per_gpu_types=per_gpu,
@@ -314,6 +220,6 @@ def read_jobs(text: str) -> list[SlurmJob]:
         jobs.append(SlurmJob(
             job_id=int(number(raw["job_id"])), het_job_id=int(number(raw.get("het_job_id"))),
             het_offset=int(number(raw.get("het_job_offset"))), name=str(raw.get("name", "")),
-            states=words(raw.get("job_state"), raw.get("state")), reason=str(reason or ""),
+            states=frozenset(state_words(raw.get("job_state"), raw.get("state"))), reason=str(reason or ""),
             nodes=str(raw.get("nodes") or ""), gpu_indices=tuple(gpus), exit_code=code, signal=sig))
     return jobs

@@ -20,6 +20,7 @@ from typing import Any
 from gangmaster.conf.fields import ConfigError, Fields, decode_utf8, is_name, read_limited
 from gangmaster.conf.limits import MAX_SNAPSHOT_BYTES
 
+from ..slurm.values import unwrap_number
 from .model import _MISSING, SnapshotError
 
 #: The largest number read where no limit of conf/limits.py applies (a time, a count):
@@ -163,7 +164,7 @@ class Value:
         """A finite number within the bounds; ``default`` when missing, ``null``, or (Slurm)
         wrapped as ``{"set": false}`` or ``{"infinite": true}``."""
         found = self.get(key)
-        raw = None if found is None else _unwrapped(found.raw)
+        raw = None if found is None else unwrap_number(found.raw)
         if raw is None:
             if default is _MISSING:
                 raise self.error("a number (the field is required)", key=key)
@@ -199,16 +200,6 @@ class Value:
         except ConfigError as exc:
             raise config_error(exc) from None
         raise AssertionError("Fields.name accepted what is_name refused")
-
-
-def _unwrapped(raw: Any) -> Any:
-    """Newer Slurm's ``{"set": bool, "infinite": bool, "number": N}``: N when set and
-    finite, else ``None`` (not reported); any other value as it is."""
-    if isinstance(raw, dict) and "number" in raw and set(raw) <= {"set", "infinite", "number"}:
-        if raw.get("set") is False or raw.get("infinite") is True:
-            return None
-        return raw["number"]
-    return raw
 
 
 def _finite(value: int | float) -> bool:

@@ -38,6 +38,8 @@ from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_MEMORY_MB, MAX_VCORES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 from gangmaster.selectors.cluster import NodeSpec
 
+from ..slurm.names import split_per_gpu_type
+from ..slurm.values import GresError, gpu_entries, state_words, top_level_split
 from .attribution import job_name
 from .json_doc import Value
 from .model import EngineRead, RunningAllocation, Usage
@@ -60,8 +62,6 @@ AVAILABLE_STATES = frozenset({"IDLE", "MIXED", "ALLOCATED", "COMPLETING", "PLANN
                               "POWERING_UP"})
 #: Job states that hold their nodes' resources.
 HOLDING_JOB_STATES = frozenset({"RUNNING", "COMPLETING"})
-
-_PER_GPU_TYPE = re.compile(r"_\d+$")
 
 
 def kind_of(doc: Value) -> str | None:
@@ -117,8 +117,8 @@ def _node(node: Value) -> tuple[NodeSpec, str, Usage]:
     labels = frozenset(label for label in features + node.words("partitions") if is_name(label))
     spec = NodeSpec(host=host, rack=racks[0] if racks else "default-rack", labels=labels,
                     gpu_type=gpu_type if gpus else None, memory_mb=memory, vcores=float(vcores), gpus=gpus)
-    states = [w.upper() for w in node.words("state") + node.words("state_flags")]
-    unavailable = "+".join(dict.fromkeys(w for w in states if w not in AVAILABLE_STATES))
+    states = state_words(node.words("state"), node.words("state_flags"))
+    unavailable = "+".join(w for w in states if w not in AVAILABLE_STATES)
     if not states:
         unavailable = "(no state)"
     used = Usage(float(node.number("alloc_cpus", 0, maximum=MAX_VCORES, limit="MAX_VCORES")),
@@ -131,48 +131,30 @@ def _gres(holder: Value, key: str) -> tuple[int, str | None]:
     over its ``gpu`` entries, and their type when they share one (per-GPU types such as
     ``v100_3`` counted as ``v100``)."""
     text = holder.text(key, "") if not isinstance(holder.raw.get(key), list) else ",".join(holder.words(key))
-    count, types = 0, set()
-    for entry in _top_level_split(text):
-        parts = re.sub(r"\([^()]*\)$", "", entry.strip()).split(":")
-        if parts[0] != "gpu":
-            continue
-        if len(parts) > 1 and parts[-1].isdigit():
-            count += int(parts[-1])
-            kind = parts[1] if len(parts) > 2 else None
-        elif len(parts) <= 2:
-            count += 1
-            kind = parts[1] if len(parts) == 2 else None
-        else:
-            raise holder.error('GRES like "gpu:v100:8(S:0-1)" or "gpu:4"', text, key=key)
-        if kind and kind != "(null)":
-            types.add(_PER_GPU_TYPE.sub("", kind))
+    try:
+        entries = gpu_entries(text, strict=True)
+    except GresError:
+        raise holder.error('GRES like "gpu:v100:8(S:0-1)" or "gpu:4"', text, key=key) from None
+    count = sum(entry.count for entry in entries)
     if count > MAX_GPUS_PER_NODE:
         raise holder.error(f"at most {MAX_GPUS_PER_NODE} GPUs on a node (MAX_GPUS_PER_NODE in conf/limits.py)",
                            text, key=key)
+    types = {_gpu_model(entry.type) for entry in entries if entry.type}
     gpu_type = types.pop() if len(types) == 1 else None
     return count, gpu_type if gpu_type and is_name(gpu_type) else None
 
 
-def _top_level_split(text: str) -> list[str]:
-    """``text`` split at the commas outside brackets and parentheses."""
-    parts, depth, start = [], 0, 0
-    for i, char in enumerate(text):
-        if char in "[(":
-            depth += 1
-        elif char in "])":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p for p in parts if p.strip()]
+def _gpu_model(gres_type: str) -> str:
+    """``v100`` of a per-GPU GRES type ``v100_3``; any other type as it is."""
+    per_gpu = split_per_gpu_type(gres_type)
+    return per_gpu[0] if per_gpu else gres_type
 
 
 def expand_hostlist(text: str, holder: Value, key: str) -> list[str]:
     """A Slurm hostlist (``dgx[01-04,07],cpu1``; several bracket groups multiply) as host
     names, refused past MAX_CLUSTER_NODES hosts before any is made."""
     hosts: list[str] = []
-    for item in _top_level_split(text):
+    for item in top_level_split(text):
         pieces = re.split(r"(\[[^\[\]]*\])", item.strip())
         choices = []
         size = 1
@@ -287,11 +269,10 @@ def _tres_per_node_gpus(job: Value) -> int:
     """``tres_per_node`` ("gres:gpu:v100:2", "gres/gpu:2", "gres/gpu=2"): GPUs on each node."""
     text = job.text("tres_per_node", "") if isinstance(job.raw.get("tres_per_node"), (str, type(None))) else ""
     total = 0
-    for entry in _top_level_split(text):
-        entry = entry.strip().replace("gres/", "gres:").replace("=", ":")
-        parts = entry.split(":")
-        if len(parts) >= 2 and parts[0] == "gres" and parts[1] == "gpu":
-            total += int(parts[-1]) if parts[-1].isdigit() and len(parts) > 2 else 1
+    for entry in top_level_split(text):
+        entry = entry.replace("gres/", "gres:").replace("=", ":")
+        if entry.startswith("gres:"):
+            total += sum(gpu.count for gpu in gpu_entries(entry[len("gres:"):]))
     return min(total, MAX_GPUS_PER_NODE)
 
 
