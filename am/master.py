@@ -247,7 +247,7 @@ class ApplicationMaster:
             # costs this one check a heartbeat.
             gang.state = RoleState.WAITING
             return
-        acq.plan(now, self._view_for_placement, lambda view, wanted: self._place(gang, view, wanted),
+        acq.plan(now, lambda: self._view_for_placement(gang), lambda view, wanted: self._place(gang, view, wanted),
                  lambda: self._new_request_id(gang), growth)
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
@@ -350,8 +350,15 @@ class ApplicationMaster:
                 replace(self.selection, seed=self._seed), get_selector(name, self.selection.candidate_nodes_factor))
         return self._pipelines[name]
 
-    def _view_for_placement(self) -> ClusterView:
-        """A scratch copy of the view, with the per-node caps counting our running instances."""
+    def _view_for_placement(self, gang: GangRun | None = None) -> ClusterView:
+        """A scratch copy of the view, with the per-node caps counting our running instances;
+        for ``gang``'s planning, the view itself when there is nothing to count: no task
+        runs and the gang holds and asks nothing (planning books only those on the view it
+        gets, and placement works on a copy of its own)."""
+        if gang is not None and not self._running:
+            acq = gang.acquisition
+            if not acq.by_container and not acq.by_request:
+                return self._cluster().view
         return self._cluster().scratch((task.role, task.host) for _gang, task in self._running.values())
 
     def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
@@ -610,8 +617,9 @@ class ApplicationMaster:
             return
         self._metrics_set = (pending, counts)
         self.metrics.pending_gangs.set(pending)
+        gauges = self.metrics.container_gauges
         for state, n in counts.items():
-            self.metrics.containers.labels(state).set(n)
+            gauges[state].set(n)
 
     def role_states(self) -> dict[str, RoleState]:
         return {r.name: g.role_state(r) for g in self.gangs for r in g.roles}

@@ -176,6 +176,9 @@ class ResourceManager:
         self.max_allocation = ResourceDescriptor(
             int(self.ledger.memory_capacity.max()), int(self.ledger.mvcores_capacity.max()) / 1000.0,
             int(self.ledger.gpu_capacity.max()))
+        #: the cluster's total memory, milli-vcores and GPUs (a node's capacity never changes)
+        self._capacity_totals = (int(self.ledger.memory_capacity.sum()), int(self.ledger.mvcores_capacity.sum()),
+                                 int(self.ledger.gpu_capacity.sum()))
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -313,8 +316,7 @@ class ResourceManager:
 
     def _queue_limit(self, queue: Queue) -> ResourceDescriptor | None:
         """The queue's limit, each unlimited dimension capped at the cluster's total."""
-        ledger = self.ledger
-        totals = (int(ledger.memory_capacity.sum()), int(ledger.mvcores_capacity.sum()), int(ledger.gpu_capacity.sum()))
+        totals = self._capacity_totals
         limits = (queue.max_mem, queue.max_mvc, queue.max_gpus)
         if all(limit >= total for limit, total in zip(limits, totals)):
             return None
