@@ -547,9 +547,10 @@ class ResourceManager:
                     del self.asking[app_id]
                 elif app.state is AppState.RUNNING:
                     asking.setdefault(app.queue, []).append(app)
-            for name, queue in self.queues.items():
+            for name, apps in asking.items():   # the queues with asks (the heap orders them)
+                queue = self.queues[name]
                 plan = []
-                for app in sorted(asking.get(name, ()), key=lambda a: a.seq):   # in submission order
+                for app in sorted(apps, key=lambda a: a.seq):   # in submission order
                     if app.state is AppState.RUNNING and app.asks:
                         asks = list(app.asks.values())
                         if any(a.request.priority for a in asks):
