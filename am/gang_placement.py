@@ -115,7 +115,11 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
     """:func:`place_gang`'s loop; the instances are recorded in ``placement`` when one is
     given (the never-fits check needs only the answer, not 6,001 records of it)."""
     total = sum(len(todo) for todo in wanted)
-    scratch = view.copy()
+    # A lone instance books nothing a later one would see: it is picked on the view itself,
+    # not booked (place() leaves a view it does not book on as it was), as one
+    # select_single_node() picks — the same node, without a copy of the view.
+    alone = total == 1
+    scratch = view if alone else view.copy()
     recent = RecentHosts(scratch, limit=recent_hosts)
     placed_before = 0
     for role, todo in zip(roles, wanted):
@@ -124,7 +128,7 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
         chosen = pipeline_of(pipeline, role)
         request = role_request(role, 1, (), chosen.settings.rack_policy)
         try:
-            placed = place(chosen, scratch, request, len(todo), recent)
+            placed = place(chosen, scratch, request, len(todo), recent, book=not alone)
         except NotAvailable as exc:
             done = exc.placed.count
             raise GangDoesNotFit(role.name, todo[done], placed_before + done, total, exc) from None

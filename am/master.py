@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import weakref
 from collections import Counter
 from dataclasses import replace
 from functools import lru_cache
@@ -123,7 +124,7 @@ class ApplicationMaster:
         self.log = log if log is not None else ProgressLog(
             self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
-        self.watch = WaitingWatch(self.settings, self.log, self.metrics, self.diagnose)
+        self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self.diagnose))
         self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
         self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
         self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
@@ -247,7 +248,7 @@ class ApplicationMaster:
             # costs this one check a heartbeat.
             gang.state = RoleState.WAITING
             return
-        acq.plan(now, self._view_for_placement, lambda view, wanted: self._place(gang, view, wanted),
+        acq.plan(now, lambda: self._view_for_placement(gang), lambda view, wanted: self._place(gang, view, wanted),
                  lambda: self._new_request_id(gang), growth)
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
@@ -350,8 +351,15 @@ class ApplicationMaster:
                 replace(self.selection, seed=self._seed), get_selector(name, self.selection.candidate_nodes_factor))
         return self._pipelines[name]
 
-    def _view_for_placement(self) -> ClusterView:
-        """A scratch copy of the view, with the per-node caps counting our running instances."""
+    def _view_for_placement(self, gang: GangRun | None = None) -> ClusterView:
+        """A scratch copy of the view, with the per-node caps counting our running instances;
+        for ``gang``'s planning, the view itself when there is nothing to count: no task
+        runs and the gang holds and asks nothing (planning books only those on the view it
+        gets, and placement works on a copy of its own)."""
+        if gang is not None and not self._running:
+            acq = gang.acquisition
+            if not acq.by_container and not acq.by_request:
+                return self._cluster().view
         return self._cluster().scratch((task.role, task.host) for _gang, task in self._running.values())
 
     def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
@@ -610,8 +618,9 @@ class ApplicationMaster:
             return
         self._metrics_set = (pending, counts)
         self.metrics.pending_gangs.set(pending)
+        gauges = self.metrics.container_gauges
         for state, n in counts.items():
-            self.metrics.containers.labels(state).set(n)
+            gauges[state].set(n)
 
     def role_states(self) -> dict[str, RoleState]:
         return {r.name: g.role_state(r) for g in self.gangs for r in g.roles}
@@ -663,6 +672,15 @@ class ApplicationMaster:
                 granted = f"{len(acq.by_container)}/{acq.total} granted"
                 out[g.name] = acq.waiting_reason or "; ".join([granted, *pending[:3]])
         return out
+
+
+def _weakly(method: Callable) -> Callable:
+    """``method``, called without keeping its object alive: for what the AM owns and that
+    calls back into it, so the AM and it make no reference cycle. An AM is then freed as
+    soon as its driver drops it, not by the cycle collector (a trace replay ends tens of
+    thousands of AMs; their cycles cost it a tenth of its time)."""
+    ref = weakref.WeakMethod(method)
+    return lambda *args: ref()(*args)
 
 
 @lru_cache(maxsize=1024)

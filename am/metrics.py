@@ -55,8 +55,10 @@ class AMMetrics:
         self.gang_blocked_nodes = Gauge("gangmaster_gang_blocked_nodes",
                                         "Nodes that turn the role of a waiting gang down, by reason code "
                                         "(its last diagnosis)", ["role", "reason"], registry=r)
-        for state in CONTAINER_STATES:
-            self.containers.labels(state).set(0)
+        #: the containers gauge of each state, looked up once (an AM sets them as its gang moves)
+        self.container_gauges = {state: self.containers.labels(state) for state in CONTAINER_STATES}
+        for gauge in self.container_gauges.values():
+            gauge.set(0)
 
 
 class MetricsEndpoint:

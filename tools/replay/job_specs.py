@@ -11,6 +11,7 @@ model through the job's simulation keys, as a job file's would.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from gangmaster.am.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
 
@@ -30,7 +31,10 @@ def job_spec(job: TraceJob, node_label: str | None = None) -> JobSpec:
                    unused=(), source=f"trace job {job.job_id}", simulation=simulation)
 
 
+@lru_cache(maxsize=4096)
 def _role(role: TraceRole, node_label: str | None) -> RoleSpec:
+    """One RoleSpec per role shape and label, shared by the jobs of that shape (a RoleSpec
+    is immutable; a trace has a few hundred shapes and tens of thousands of jobs)."""
     # RoleSpec plans whole vcores and asks cpu × request_ratio: a fractional share of a
     # node (1.25 vcores) is asked as 2 × 0.625.
     cpu = math.ceil(role.vcores)

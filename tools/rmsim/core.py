@@ -176,6 +176,9 @@ class ResourceManager:
         self.max_allocation = ResourceDescriptor(
             int(self.ledger.memory_capacity.max()), int(self.ledger.mvcores_capacity.max()) / 1000.0,
             int(self.ledger.gpu_capacity.max()))
+        #: the cluster's total memory, milli-vcores and GPUs (a node's capacity never changes)
+        self._capacity_totals = (int(self.ledger.memory_capacity.sum()), int(self.ledger.mvcores_capacity.sum()),
+                                 int(self.ledger.gpu_capacity.sum()))
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -313,8 +316,7 @@ class ResourceManager:
 
     def _queue_limit(self, queue: Queue) -> ResourceDescriptor | None:
         """The queue's limit, each unlimited dimension capped at the cluster's total."""
-        ledger = self.ledger
-        totals = (int(ledger.memory_capacity.sum()), int(ledger.mvcores_capacity.sum()), int(ledger.gpu_capacity.sum()))
+        totals = self._capacity_totals
         limits = (queue.max_mem, queue.max_mvc, queue.max_gpus)
         if all(limit >= total for limit, total in zip(limits, totals)):
             return None
@@ -545,9 +547,10 @@ class ResourceManager:
                     del self.asking[app_id]
                 elif app.state is AppState.RUNNING:
                     asking.setdefault(app.queue, []).append(app)
-            for name, queue in self.queues.items():
+            for name, apps in asking.items():   # the queues with asks (the heap orders them)
+                queue = self.queues[name]
                 plan = []
-                for app in sorted(asking.get(name, ()), key=lambda a: a.seq):   # in submission order
+                for app in sorted(apps, key=lambda a: a.seq):   # in submission order
                     if app.state is AppState.RUNNING and app.asks:
                         asks = list(app.asks.values())
                         if any(a.request.priority for a in asks):
@@ -864,13 +867,21 @@ class ResourceManager:
         The same until the RM's ``version`` moves, so a quiet heartbeat does not sum the cluster."""
         key = (self.version, queue.name)
         if self._headroom_of[0] != key:
-            free_mem, free_mvc, free_gpus = (int(self.ledger.memory_free.sum()), int(self.ledger.mvcores_free.sum()),
-                                             int(self.ledger.gpus_free.sum()))
+            free_mem, free_mvc, free_gpus = self._free_totals()
             self._headroom_of = (key, ResourceDescriptor(
                 max(0, min(queue.max_mem - queue.used_mem, free_mem)),
                 max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)) / 1000.0,
                 max(0, min(queue.max_gpus - queue.used_gpus, free_gpus))))
         return self._headroom_of[1]
+
+    def _free_totals(self) -> tuple[int, int, int]:
+        """The cluster's free memory, milli-vcores and GPUs: its capacity less what the queues
+        use (every booking is a queue's: :meth:`check_invariants` holds the two books equal),
+        a sum over the queues, not over every node."""
+        queues = self.queues.values()
+        mem, mvc, gpus = self._capacity_totals
+        return (mem - sum(q.used_mem for q in queues), mvc - sum(q.used_mvc for q in queues),
+                gpus - sum(q.used_gpus for q in queues))
 
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change
@@ -1062,3 +1073,5 @@ class ResourceManager:
             assert q.used_gpus == sum(bin(c.booking.gpu_mask).count("1") for c in live), f"queue {q.name}: GPU drift"
             assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.used_gpus <= q.max_gpus, \
                 f"queue {q.name}: over its limit"
+        assert self._free_totals() == (int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
+                                       int(ledger.gpus_free.sum())), "the queues' usage and the nodes' free drift"
