@@ -198,7 +198,10 @@ class _Replay:
         _, self._cursor = self.core.changed_nodes(None)
         self.pipelines: dict[str, SelectionPipeline] = {}   # shared by every AM (see ApplicationMaster)
         self.metrics = AMMetrics()
-        self.settings = AMSettings()
+        # No live diagnoses: nobody reads a replayed AM's log, and a queue head that waits
+        # would be diagnosed once a minute of virtual time. Nor a wait limit: a trace's job
+        # waits as long as its queue makes it.
+        self.settings = AMSettings(explain_after_s=None)
         self.selection = SelectionSettings(selector=options.selector, seed=options.seed)
         # Partitions: an isolated queue's nodes, or (None) the nodes no queue owns.
         self.partition_gpus: dict[str | None, int] = {}
