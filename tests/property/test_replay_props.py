@@ -10,10 +10,10 @@ from hypothesis import given, settings, strategies as st
 
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.tools.replay import engine as engine_module
-from gangmaster.tools.replay import queue_policy
 from gangmaster.tools.replay.clusters import ReplayCluster
 from gangmaster.tools.replay.engine import ReplayOptions, replay
 from gangmaster.tools.replay.trace import JobTable, NodeShape, TraceJob, sorted_jobs
+from replay_reference import naive_backfill_registered
 
 SHAPE = NodeShape(8, 80.0, 8 * 65536)
 
@@ -35,28 +35,6 @@ def traces(draw) -> JobTable:
         jobs.append(TraceJob(f"j{i:02d}", submit, duration, draw(st.sampled_from(["q1", "q2"])),
                              SHAPE.gang_roles(gpus)))
     return JobTable(sorted_jobs(jobs), "hypothesis", "0" * 64, "native")
-
-
-class NaiveBackfill:
-    """The reference: every pass tries every waiting job, oldest first."""
-
-    def __init__(self):
-        self.jobs = []
-
-    def __len__(self):
-        return len(self.jobs)
-
-    def add(self, waiting):
-        self.jobs.append(waiting)
-
-    @property
-    def head(self):
-        return self.jobs[0] if self.jobs else None
-
-    def run_pass(self, try_start):
-        still = [w for w in self.jobs if not try_start(w)]
-        started, self.jobs = len(self.jobs) - len(still), still
-        return started
 
 
 @settings(max_examples=30)
@@ -88,11 +66,8 @@ def test_a_replay_keeps_the_books(monkeypatch_flush, trace, nodes, policy):
 @settings(max_examples=30)
 @given(trace=traces(), nodes=st.integers(1, 3))
 def test_backfill_by_shape_equals_trying_every_waiting_job(trace, nodes):
-    queue_policy.QUEUE_POLICIES["naive-backfill"] = NaiveBackfill
-    try:
+    with naive_backfill_registered():
         naive = replay(trace, cluster(nodes), ReplayOptions(queue_policy="naive-backfill"))
-    finally:
-        del queue_policy.QUEUE_POLICIES["naive-backfill"]
     assert replay(trace, cluster(nodes), ReplayOptions(queue_policy="backfill")).jobs == naive.jobs
 
 

@@ -6,9 +6,9 @@ import pytest
 from gangmaster.tools.replay import engine as engine_module
 from gangmaster.tools.replay import queue_policy
 from gangmaster.tools.replay.engine import ReplayOptions, replay
-from gangmaster.tools.replay.queue_policy import Waiting
 
 from replay_helpers import allocated_gpu_seconds, cluster, job, nodes, synthetic, table
+from replay_reference import NaiveBackfill
 
 
 def by_id(result):
@@ -92,31 +92,6 @@ def test_a_gang_that_can_never_fit_fails_at_once_and_blocks_nobody():
     jobs = by_id(result)
     assert jobs["huge"].outcome == "never-fits" and jobs["huge"].start_s is None and jobs["huge"].end_s is None
     assert jobs["next"].outcome == "succeeded" and jobs["next"].start_s == 1.0
-
-
-class NaiveBackfill:
-    """The reference: every pass tries every waiting job, oldest first."""
-
-    name = "naive-backfill"
-
-    def __init__(self):
-        self.jobs: list[Waiting] = []
-
-    def __len__(self):
-        return len(self.jobs)
-
-    def add(self, waiting):
-        self.jobs.append(waiting)
-
-    @property
-    def head(self):
-        return self.jobs[0] if self.jobs else None
-
-    def run_pass(self, try_start):
-        still = [w for w in self.jobs if not try_start(w)]
-        started = len(self.jobs) - len(still)
-        self.jobs = still
-        return started
 
 
 def test_backfill_by_shape_decides_exactly_as_rescanning_the_whole_queue(monkeypatch):
