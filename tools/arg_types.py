@@ -60,6 +60,26 @@ def counts(text: str) -> list[int]:
     return [parse(part) for part in text.split(",")]
 
 
+def real(low: float, high: float, *, low_open: bool = False, high_open: bool = False):
+    """A finite number between ``low`` and ``high`` (each bound included unless ``*_open``):
+    a factor, a share."""
+    low_sign, high_sign = (">" if low_open else ">="), ("<" if high_open else "<=")
+    expected = f"expected a number {low_sign} {low:g} and {high_sign} {high:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        if not (math.isfinite(value) and above and below):
+            raise argparse.ArgumentTypeError(f"{expected}, got {text}")
+        return value
+    parse.__name__ = "real"
+    return parse
+
+
 #: A seed for Python's and numpy's generators (numpy refuses negative ones).
 seed = count(0, 2 ** 63 - 1)
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from gangmaster.conf.limits import MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS
 from gangmaster.selectors.selector import UnknownSelector, get_selector
-from gangmaster.tools.arg_types import count, counts, seed
+from gangmaster.tools.arg_types import count, counts, real, seed
 
 from .replay import clusters
 from .replay.comparison import Comparison, SweepPoint, metrics_document
@@ -40,26 +40,6 @@ def _non_negative_seconds(maximum: float):
         return value
     parse.__name__ = "seconds"
     return parse
-
-
-def _factor(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not (math.isfinite(value) and 0 < value <= 1000):
-        raise argparse.ArgumentTypeError(f"expected a number > 0 and <= 1000, got {text}")
-    return value
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share 0 <= F < 0.5, got {text!r}") from None
-    if not 0 <= value < 0.5:
-        raise argparse.ArgumentTypeError(f"expected a share 0 <= F < 0.5, got {text}")
-    return value
 
 
 def _listed(pairs, width: int = 88) -> str:
@@ -124,7 +104,7 @@ def add_parser(sub):
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="replay only jobs submitted in [START, END]: dates for Philly ('2017-10-01 00:00:00'), "
                         "seconds otherwise (default: all, or the preset's)")
-    p.add_argument("--time-scale", type=_factor, default=1.0, metavar="F",
+    p.add_argument("--time-scale", type=real(0, 1000, low_open=True), default=1.0, metavar="F",
                    help="multiply submit times by F (> 1 spreads arrivals out: less load; default 1)")
     p.add_argument("--capacity-sweep", type=counts, metavar="N,N,...",
                    help="also replay on clusters of these node counts (of --gpus-per-node GPUs) for a load sweep")
@@ -132,7 +112,7 @@ def add_parser(sub):
                    help="seeds of the tie-breaking orders; several: medians and IQR (default 0)")
     p.add_argument("--heartbeat", type=_non_negative_seconds(MAX_HEARTBEAT_S), default=0.0, metavar="S",
                    help="AM/RM heartbeat, s: 0 reacts at each event (default); > 0 shows what latency costs")
-    p.add_argument("--measure-trim", type=_share, default=DEFAULT_TRIM, metavar="F",
+    p.add_argument("--measure-trim", type=real(0, 0.5, high_open=True), default=DEFAULT_TRIM, metavar="F",
                    help=f"share of jobs left out at each end of the submit order (default {DEFAULT_TRIM})")
     p.add_argument("--on-bad-row", choices=ON_BAD_ROW, default="stop",
                    help="stop at the first bad trace row (default), or skip bad rows and say how many")
