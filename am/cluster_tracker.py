@@ -65,7 +65,7 @@ class ClusterTracker:
                 view, grew = self.view, True
                 continue
             before = None if grew else _Room.of(view, i)   # once one node grew, the answer is known
-            view.set_free(report.host, report.free)
+            view.set_free(report.host, report.free, report.gpu_milli_free)
             view.set_health(report.host, report.state.usable)
             grew = grew or _Room.of(view, i).grew_from(before)
         if grew:

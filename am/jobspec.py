@@ -214,6 +214,7 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
 
     resource = errors.read(lambda: _required_mapping(f, "resourcePerInstance"))
     cpu = memory_mb = gpus = 0
+    asks_nothing = False
     ports: dict[str, int] = {}
     if resource is not None:
         errors.add(*resource.unknown_fields(RESOURCE_FIELDS))
@@ -223,8 +224,7 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
         memory_mb = errors.read(lambda: resource.integer("memoryMB", minimum=0, maximum=MAX_MEMORY_MB,
                                                          limit="MAX_MEMORY_MB"), 0)
         gpus = errors.read(lambda: resource.integer("gpu", minimum=0, maximum=MAX_GPUS_PER_NODE), 0)
-        if not (cpu or memory_mb or gpus) and len(errors.errors) == read_before:   # the RM refuses such an ask
-            errors.add(resource.error("cpu", "cpu, memoryMB or gpu > 0 (a task must ask for something)", 0))
+        asks_nothing = not (cpu or memory_mb or gpus) and len(errors.errors) == read_before
         ports = errors.read(lambda: _ports(resource), {})
 
     commands = _commands(f, errors, parameters, secrets)
@@ -248,6 +248,13 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
         errors.add(section.error("failOnAttempts",
                                  f"attempt numbers within 1..{retry.attempts} (the job's attempts)",
                                  ", ".join(map(str, late))))
+    if asks_nothing and not keys.gpu_milli and "gpuMilli" not in section:   # the RM refuses such an ask
+        errors.add(resource.error("cpu", "cpu, memoryMB or gpu > 0, or gangmaster.gpuMilli (a task must ask "
+                                         "for something)", 0))
+    if keys.gpu_milli and gpus:
+        errors.add(section.error("gpuMilli", f"{f.field('resourcePerInstance.gpu')} 0 with it (a share of one "
+                                             "GPU asks no whole GPU; whole GPUs are asked with gpu alone)",
+                                 f"gpuMilli {keys.gpu_milli} with gpu {gpus}"))
     if len(errors.errors) > before:
         return None
     return RoleSpec(
@@ -256,6 +263,7 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
         retry=retry, request_ratio=keys.request_ratio,
         max_instances_per_node=keys.max_instances_per_node, node_label=keys.node_label,
         gpu_types=keys.gpu_types, selector=keys.selector, rack_policy=keys.rack_policy,
+        gpu_milli=keys.gpu_milli,
     ), simulation
 
 

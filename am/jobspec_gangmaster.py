@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from gangmaster.conf.fields import ConfigError, ConfigErrors, ErrorCollector, Fields
 from gangmaster.conf.limits import MAX_ATTEMPTS, MAX_DURATION_S, MAX_INSTANCES_PER_ROLE
+from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.request import RACK_POLICIES
 
 from .jobspec_model import RETRY_SCOPES
@@ -26,7 +27,7 @@ from .jobspec_model import RETRY_SCOPES
 KEY = "gangmaster"
 
 #: Keys a role may set; at job level they are every role's default.
-ROLE_KEYS = ("maxInstancesPerNode", "requestRatio", "nodeLabel", "gpuTypes", "selector",
+ROLE_KEYS = ("maxInstancesPerNode", "requestRatio", "nodeLabel", "gpuTypes", "gpuMilli", "selector",
              "rackPolicy", "simulatedDurationSeconds", "simulatedExitCode")
 #: Testing aids: role level only (a job-wide injected failure would be a surprise).
 ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode", "failBeforeBarrier")
@@ -45,6 +46,7 @@ class RoleKeys:
     request_ratio: float = 1.0
     node_label: str | None = None
     gpu_types: tuple[str, ...] = ()
+    gpu_milli: int = 0              # 0: whole GPUs (resourcePerInstance.gpu); else a share of one GPU
     selector: str | None = None
     rack_policy: str | None = None  # None: selection.rack_policy
 
@@ -71,6 +73,7 @@ def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fiel
         "requestRatio": ("request_ratio", _ratio),
         "nodeLabel": ("node_label", lambda f, k: f.name(k)),
         "gpuTypes": ("gpu_types", lambda f, k: tuple(f.names(k))),
+        "gpuMilli": ("gpu_milli", _gpu_milli),
         "selector": ("selector", selector),
         "rackPolicy": ("rack_policy", lambda f, k: f.string(k, choices=RACK_POLICIES)),
         "simulatedDurationSeconds": ("simulatedDurationSeconds", _duration),
@@ -84,6 +87,15 @@ def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fiel
 
 def _duration(f: Fields, key: str) -> float:
     return f.number(key, minimum=0, maximum=MAX_DURATION_S, limit="MAX_DURATION_S")
+
+
+def _gpu_milli(f: Fields, key: str) -> int:
+    """A share of one GPU in milli-GPU: 1..999 (a whole GPU or more is asked with ``gpu``)."""
+    value = f.raw(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < GPU_MILLI:
+        raise f.error(key, f"an integer within 1..{GPU_MILLI - 1} (milli-GPU: a share of one GPU; whole GPUs "
+                           "are asked with resourcePerInstance.gpu)", value)
+    return value
 
 
 def _ratio(f: Fields, key: str) -> float:

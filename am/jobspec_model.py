@@ -120,6 +120,13 @@ class RoleSpec:
     gpu_types: tuple[str, ...] = ()
     selector: str | None = None
     rack_policy: str | None = None  # None: selection.rack_policy
+    #: a share of one GPU per instance, in milli-GPU (1..999; ``gpus`` is then 0); 0: whole GPUs
+    gpu_milli: int = 0
+
+    @property
+    def gpu_share(self) -> float:
+        """The GPU one instance asks, in GPUs: ``gpus``, or the share (0.25 for 250 milli)."""
+        return self.gpu_milli / 1000 if self.gpu_milli else float(self.gpus)
 
     @property
     def port_count(self) -> int:
@@ -132,7 +139,7 @@ class RoleSpec:
     def planned_resource(self) -> ResourceDescriptor:
         """One instance as planned: the full ``cpu``."""
         return ResourceDescriptor(memory_mb=self.memory_mb, vcores=float(self.cpu),
-                                  gpus=self.gpus, ports=self.port_count)
+                                  gpus=self.gpus, ports=self.port_count, gpu_milli=self.gpu_milli)
 
     def ask_resource(self) -> ResourceDescriptor:
         """One instance as asked of the RM: ``cpu × request_ratio`` vcores."""

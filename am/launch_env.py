@@ -38,10 +38,16 @@ followed by ``;``), ``PAI_CONTAINER_HOST_<label>_PORT_LIST`` (comma separated),
 ``PAI_CONTAINER_HOST_PORT`` / ``PAI_CURRENT_CONTAINER_PORT`` (the ``http`` port, else
 the first) and ``PAI_CONTAINER_SSH_PORT`` (with an ``ssh`` label); ``GANGMASTER_ATTEMPT``.
 
+**A share of one GPU** (:func:`gpu_share_env`, a task whose role asks ``gpuMilli``):
+``GANGMASTER_GPU_MILLI``, the task's share of its GPU in milli-GPU (250: a quarter), and
+``GANGMASTER_GPU_SHARE``, the same as a fraction (``0.25``); the GPU itself is the one in
+``CUDA_VISIBLE_DEVICES``. A task holding whole GPUs gets neither. ``PAI_RESOURCE_<role>``
+keeps OpenPAI's integer GPU count (0 for a share role: OpenPAI has no fractions).
+
 The NodeManager adds what only it knows (``tools/rmsim/nodemanager.py``): the
 container's id, its host's address (``PAI_CONTAINER_HOST_IP``,
-``PAI_CURRENT_CONTAINER_IP``), its GPUs, and ``PAI_WORK_DIR``, the folder the task's
-commands start in.
+``PAI_CURRENT_CONTAINER_IP``), its GPUs (``CUDA_VISIBLE_DEVICES``: a share's one GPU),
+and ``PAI_WORK_DIR``, the folder the task's commands start in.
 """
 from __future__ import annotations
 
@@ -53,6 +59,7 @@ from operator import itemgetter
 from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.ports import PortRanges
+from gangmaster.selectors.resources import ResourceDescriptor
 
 from .jobspec_model import JobSpec, RoleSpec
 
@@ -185,6 +192,14 @@ def identity_env(role: str, index: int) -> dict[str, str]:
     text = str(index)
     return {"PAI_CURRENT_TASK_ROLE_NAME": role, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": text,
             "PAI_TASK_INDEX": text}
+
+
+def gpu_share_env(resource: ResourceDescriptor) -> dict[str, str]:
+    """A task's share of its one GPU, for a task that holds a share (else nothing): the
+    program sizes its memory and batch by it (the GPU is not partitioned for it)."""
+    if not resource.gpu_milli:
+        return {}
+    return {"GANGMASTER_GPU_MILLI": str(resource.gpu_milli), "GANGMASTER_GPU_SHARE": f"{resource.gpu_share:g}"}
 
 
 def ports_env(ports: Mapping[str, tuple[int, ...]]) -> dict[str, str]:

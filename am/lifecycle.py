@@ -48,6 +48,7 @@ class TaskRecord:
     exit_status: int | None = None     # None on a FAILED task: it never ran (the RM could not start it)
     diagnostics: str = ""
     finished_at: float | None = None
+    gpu_milli: int = 0         # a share of its one GPU (``gpus``), in milli-GPU; 0: its GPUs whole
 
     @property
     def name(self) -> str:
@@ -59,7 +60,7 @@ class TaskRecord:
         return self.state is TaskState.FAILED and self.exit_status is None
 
     def where(self) -> str:
-        gpus = ",".join(map(str, self.gpus)) or "-"
+        gpus = (",".join(map(str, self.gpus)) or "-") + (f" share={self.gpu_milli}m" if self.gpu_milli else "")
         ports = ",".join(f"{k}={v}" for k, v in self.ports.items()) or "-"
         return f"{self.host} gpus={gpus} ports={ports}"
 
@@ -68,7 +69,7 @@ class TaskRecord:
         return {"role": self.role, "index": self.index, "rank": self.rank, "container_id": self.container_id,
                 "host": self.host, "gpus": list(self.gpus), "ports": dict(self.ports),
                 "started_at": self.started_at, "state": self.state.value, "exit_status": self.exit_status,
-                "diagnostics": self.diagnostics, "finished_at": self.finished_at}
+                "diagnostics": self.diagnostics, "finished_at": self.finished_at, "gpu_milli": self.gpu_milli}
 
     @classmethod
     def from_dict(cls, data: dict) -> "TaskRecord":

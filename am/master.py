@@ -70,7 +70,7 @@ from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
-from .launch_env import PlacedTask, PortKinds, gang_env, identity_env, split_alike
+from .launch_env import PlacedTask, PortKinds, gang_env, gpu_share_env, identity_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
 from .progress_log import ProgressLog, QuietLog
@@ -181,7 +181,7 @@ class ApplicationMaster:
             return ""
         memory = sum(r.instances * r.memory_mb for r in roles)
         vcores = sum(r.instances * r.ask_vcores for r in roles)
-        gpus = sum(r.instances * r.gpus for r in roles)
+        gpus = sum(r.instances * r.gpu_share for r in roles)   # a share of a GPU counts its fraction
         over = [f"{need:g} {what} in all, the queue is limited to {cap:g}"
                 for need, cap, what in ((memory, limit.memory_mb, "MB memory"), (vcores, limit.vcores, "vcores"),
                                         (gpus, limit.gpus, "GPUs")) if need > cap + 1e-9]
@@ -396,8 +396,8 @@ class ApplicationMaster:
             placed.append(PlacedTask(s.role, s.index, c.host, ports))
             infos.append(TaskInfo(rank, c.host, named, s.role, s.index))
             tasks.append(TaskRecord(s.role, s.index, rank, c.container_id, c.host, _gpu_indices(c.resource.gpu_mask),
-                                    named, now))
-            port_envs.append(port_env)
+                                    named, now, gpu_milli=c.resource.gpu_milli))
+            port_envs.append({**port_env, **gpu_share_env(c.resource)} if c.resource.gpu_milli else port_env)
         token, barrier_envs = self._barrier.open(gang, infos)
         commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
         alike, own = split_alike([{**identity_env(me.role, me.index), **port_envs[rank], **barrier_envs[rank]}

@@ -12,6 +12,7 @@ for both clients alike.
 from __future__ import annotations
 
 from gangmaster.conf import limits
+from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
@@ -28,6 +29,7 @@ from .rm_protocol import (
 def resource_to_pb(r: ResourceDescriptor, msg: pb.Resource | None = None) -> pb.Resource:
     msg = msg if msg is not None else pb.Resource()
     msg.memory_mb, msg.vcores, msg.gpus, msg.gpu_mask, msg.ports = r.memory_mb, r.vcores, r.gpus, r.gpu_mask, r.ports
+    msg.gpu_milli = r.gpu_milli
     for begin, end in r.port_ranges.ranges:
         msg.port_ranges.add(begin=begin, end=end)
     return msg
@@ -37,7 +39,7 @@ def resource_from_pb(msg: pb.Resource, where: str = "resource") -> ResourceDescr
     check_count(msg.port_ranges, f"{where}.port_ranges", limits.RM_MAX_PORT_RANGES, "RM_MAX_PORT_RANGES")
     try:
         ranges = PortRanges.of(*[(p.begin, p.end) for p in msg.port_ranges]) if msg.port_ranges else PortRanges()
-        return ResourceDescriptor(msg.memory_mb, msg.vcores, msg.gpus, msg.gpu_mask, msg.ports, ranges)
+        return ResourceDescriptor(msg.memory_mb, msg.vcores, msg.gpus, msg.gpu_mask, msg.ports, ranges, msg.gpu_milli)
     except (ResourceError, PortError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from None
 
@@ -155,12 +157,25 @@ def node_to_pb(n: NodeReport, msg: pb.NodeReport) -> None:
     msg.labels.extend(sorted(n.labels))
     resource_to_pb(n.capacity, msg.capacity)
     resource_to_pb(n.free, msg.free)
+    if n.gpu_milli_free is not None:
+        msg.gpu_milli_free.extend(n.gpu_milli_free)
 
 
 def node_from_pb(msg: pb.NodeReport) -> NodeReport:
     return NodeReport(msg.host, msg.rack, NodeState(msg.state), resource_from_pb(msg.capacity),
                       resource_from_pb(msg.free), frozenset(msg.labels), msg.gpu_type or None, msg.topology or None,
-                      msg.containers, msg.health_report)
+                      msg.containers, msg.health_report, _milli_free_from_pb(msg))
+
+
+def _milli_free_from_pb(msg: pb.NodeReport) -> tuple[int, ...] | None:
+    """A node report's per-GPU milli free: None when sent empty (no shares on the node)."""
+    if not msg.gpu_milli_free:
+        return None
+    check_count(msg.gpu_milli_free, "gpu_milli_free", limits.MAX_GPUS_PER_NODE, "MAX_GPUS_PER_NODE")
+    milli = tuple(msg.gpu_milli_free)
+    if not all(0 <= m <= GPU_MILLI for m in milli):
+        raise InvalidRequest(f"gpu_milli_free: expected milli-GPU within 0..{GPU_MILLI} per GPU, got {list(milli)}")
+    return milli
 
 
 def allocate_response_to_pb(r: AllocateResponse) -> pb.AllocateResponse:
@@ -210,7 +225,7 @@ def report_to_pb(r: ApplicationReport) -> pb.ApplicationReport:
                                submitted_at=r.submitted_at, has_finished_at=r.finished_at is not None,
                                finished_at=r.finished_at or 0.0, final_status=r.final_status,
                                diagnostics=r.diagnostics, running_containers=r.running_containers,
-                               pending_containers=r.pending_containers)
+                               pending_containers=r.pending_containers, gpu_milli_used=r.gpu_milli_used)
     resource_to_pb(r.used, msg.used)
     return msg
 
@@ -218,4 +233,5 @@ def report_to_pb(r: ApplicationReport) -> pb.ApplicationReport:
 def report_from_pb(msg: pb.ApplicationReport) -> ApplicationReport:
     return ApplicationReport(msg.app_id, msg.name, msg.queue, AppState(msg.state), msg.attempt, msg.submitted_at,
                              msg.finished_at if msg.has_finished_at else None, msg.final_status, msg.diagnostics,
-                             msg.running_containers, msg.pending_containers, resource_from_pb(msg.used))
+                             msg.running_containers, msg.pending_containers, resource_from_pb(msg.used),
+                             msg.gpu_milli_used)

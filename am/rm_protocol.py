@@ -5,7 +5,9 @@ ResourceManager, mirroring YARN's ``ApplicationMasterProtocol``,
 These dataclasses are the one vocabulary shared by the in-process RM (virtual
 time), the gRPC server (live) and the AM, so the AM never learns which RM it
 talks to. Resources are :class:`ResourceDescriptor` values from the selection
-layer; a container's GPUs are always named by a mask.
+layer; a container's GPUs are always named by a mask (a share of one GPU,
+``gpu_milli``, by the mask of that one GPU; an ask for a share may leave the GPU to
+the RM, which gives the one with the least milli free that still takes it).
 
 Semantics worth knowing (they differ from YARN in small, deliberate ways):
 
@@ -188,7 +190,9 @@ class NodeReport:
     topology: str | None = None
     containers: int = 0
     health_report: str = ""
-
+    #: milli-GPU free per GPU index, for a node whose GPUs hold shares (1000: wholly free; 0:
+    #: taken whole or full of shares); None: no GPU of it holds a share (``free`` says it all)
+    gpu_milli_free: tuple[int, ...] | None = None
 
     @property
     def spec(self) -> NodeSpec:
@@ -205,11 +209,12 @@ class NodeReport:
 
 def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
     """The AM's :class:`ClusterView` from ``RMClient.cluster_nodes()``: capacity, current usage
-    and health as the RM reports them (a LOST or UNHEALTHY node is not healthy)."""
+    (GPU shares per GPU included) and health as the RM reports them (a LOST or UNHEALTHY node
+    is not healthy)."""
     view = ClusterView([n.spec for n in nodes])
     for n in nodes:   # a new view's nodes are healthy and unused: only the others are set (and marked changed)
         if n.free is not n.capacity and n.free != n.capacity:
-            view.set_free(n.host, n.free)
+            view.set_free(n.host, n.free, n.gpu_milli_free)
         if not n.state.usable:
             view.set_health(n.host, False)
     return view
@@ -273,7 +278,9 @@ class ApplicationReport:
     diagnostics: str = ""
     running_containers: int = 0
     pending_containers: int = 0
-    used: ResourceDescriptor = field(default_factory=ResourceDescriptor)
+    used: ResourceDescriptor = field(default_factory=ResourceDescriptor)   # whole GPUs only
+    #: milli-GPU its containers hold as shares of GPUs (``used`` counts whole GPUs only)
+    gpu_milli_used: int = 0
 
 
 @dataclass(frozen=True)

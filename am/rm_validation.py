@@ -16,7 +16,8 @@ starts them; it stops at the first it refuses and says which.
 What is refused: numbers that are not finite or outside their range, names with
 control characters (a NUL in a host or an application name is never meant), NUL
 in any text (it cannot reach a process's argv or environment), counts and sizes
-past the limits, and an ask for nothing (no memory, no vcores, no GPUs).
+past the limits, an ask for nothing (no memory, no vcores, no GPUs, no share of one), and a
+share of a GPU (``gpu_milli``) outside 1..999 or with whole GPUs or more than one GPU named.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from typing import Any, Iterable, NoReturn, Sequence
 
 from gangmaster.conf import limits
 from gangmaster.conf.limits import INT32
+from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
 from .rm_protocol import (
@@ -121,9 +123,20 @@ def check_resource(r: Any, field: str) -> None:
     check_int(r.gpu_mask, f"{field}.gpu_mask", 0, UINT64_MAX)
     check_int(r.ports, f"{field}.ports", 0, limits.RM_MAX_PORTS, "RM_MAX_PORTS")
     check_count(r.port_ranges.ranges, f"{field}.port_ranges", limits.RM_MAX_PORT_RANGES, "RM_MAX_PORT_RANGES")
+    check_share(r, field)
     # vcores are booked in milli-vcores: less than half of one books nothing.
-    if r.memory_mb == 0 and round(r.vcores * 1000) == 0 and r.gpus == 0:
-        raise InvalidRequest(f"{field}: expected memory_mb, vcores or gpus > 0 (an ask for nothing), got {r}")
+    if r.memory_mb == 0 and round(r.vcores * 1000) == 0 and r.gpus == 0 and r.gpu_milli == 0:
+        raise InvalidRequest(f"{field}: expected memory_mb, vcores, gpus or gpu_milli > 0 (an ask for nothing), "
+                             f"got {r}")
+
+
+def check_share(r: ResourceDescriptor, field: str) -> None:
+    """A share of one GPU: 0 (none) or 1..999 milli-GPU, with no whole GPUs and at most one
+    GPU named (a descriptor is built so; one made by hand past its checks is refused here)."""
+    check_int(r.gpu_milli, f"{field}.gpu_milli", 0, GPU_MILLI - 1)
+    if r.gpu_milli and (r.gpus or r.gpu_mask & (r.gpu_mask - 1)):
+        raise InvalidRequest(f"{field}.gpu_milli: expected a share of one GPU (gpus 0, gpu_mask naming at most "
+                             f"one GPU), got gpu_milli={r.gpu_milli} gpus={r.gpus} gpu_mask={r.gpu_mask:#x}")
 
 
 def check_ask(a: Any, field: str) -> None:

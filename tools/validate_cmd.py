@@ -78,6 +78,8 @@ def render(spec: JobSpec) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    if any(r.gpu_milli for r in spec.roles):
+        lines.append("  (gpu 250m: a share of one GPU, 250 milli-GPU per instance)")
     for role in spec.roles:
         c = role.completion
         fails = (f"fails at {c.min_failed} failed" if c.min_failed is not None
@@ -108,7 +110,7 @@ def _simulated(spec: JobSpec, role: RoleSpec) -> RoleBehaviour:
 def _row(role: RoleSpec, simulated: RoleBehaviour) -> tuple[str, ...]:
     ports = ",".join(f"{k}:{v}" for k, v in role.ports.items()) or "-"
     return (role.name, str(role.instances), str(role.cpu), f"{role.ask_vcores:g}",
-            str(role.memory_mb), str(role.gpus), ports,
+            str(role.memory_mb), f"{role.gpu_milli}m" if role.gpu_milli else str(role.gpus), ports,
             str(role.max_instances_per_node or "-"), role.node_label or "-",
             ",".join(role.gpu_types) or "any", role.selector or "default", role.rack_policy or "default",
             f"{simulated.duration_s:g}")

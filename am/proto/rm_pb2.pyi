@@ -15,20 +15,22 @@ class PortRange(_message.Message):
     def __init__(self, begin: _Optional[int] = ..., end: _Optional[int] = ...) -> None: ...
 
 class Resource(_message.Message):
-    __slots__ = ("memory_mb", "vcores", "gpus", "gpu_mask", "ports", "port_ranges")
+    __slots__ = ("memory_mb", "vcores", "gpus", "gpu_mask", "ports", "port_ranges", "gpu_milli")
     MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     VCORES_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     GPU_MASK_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     PORT_RANGES_FIELD_NUMBER: _ClassVar[int]
+    GPU_MILLI_FIELD_NUMBER: _ClassVar[int]
     memory_mb: int
     vcores: float
     gpus: int
     gpu_mask: int
     ports: int
     port_ranges: _containers.RepeatedCompositeFieldContainer[PortRange]
-    def __init__(self, memory_mb: _Optional[int] = ..., vcores: _Optional[float] = ..., gpus: _Optional[int] = ..., gpu_mask: _Optional[int] = ..., ports: _Optional[int] = ..., port_ranges: _Optional[_Iterable[_Union[PortRange, _Mapping]]] = ...) -> None: ...
+    gpu_milli: int
+    def __init__(self, memory_mb: _Optional[int] = ..., vcores: _Optional[float] = ..., gpus: _Optional[int] = ..., gpu_mask: _Optional[int] = ..., ports: _Optional[int] = ..., port_ranges: _Optional[_Iterable[_Union[PortRange, _Mapping]]] = ..., gpu_milli: _Optional[int] = ...) -> None: ...
 
 class ResourceRequest(_message.Message):
     __slots__ = ("request_id", "resource", "count", "host", "rack", "relax_locality", "node_label", "priority")
@@ -89,7 +91,7 @@ class ContainerStatus(_message.Message):
     def __init__(self, container_id: _Optional[str] = ..., host: _Optional[str] = ..., state: _Optional[str] = ..., has_exit_status: _Optional[bool] = ..., exit_status: _Optional[int] = ..., diagnostics: _Optional[str] = ..., request_id: _Optional[int] = ...) -> None: ...
 
 class NodeReport(_message.Message):
-    __slots__ = ("host", "rack", "state", "capacity", "free", "labels", "gpu_type", "topology", "containers", "health_report")
+    __slots__ = ("host", "rack", "state", "capacity", "free", "labels", "gpu_type", "topology", "containers", "health_report", "gpu_milli_free")
     HOST_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +102,7 @@ class NodeReport(_message.Message):
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_REPORT_FIELD_NUMBER: _ClassVar[int]
+    GPU_MILLI_FREE_FIELD_NUMBER: _ClassVar[int]
     host: str
     rack: str
     state: str
@@ -110,7 +113,8 @@ class NodeReport(_message.Message):
     topology: str
     containers: int
     health_report: str
-    def __init__(self, host: _Optional[str] = ..., rack: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[Resource, _Mapping]] = ..., free: _Optional[_Union[Resource, _Mapping]] = ..., labels: _Optional[_Iterable[str]] = ..., gpu_type: _Optional[str] = ..., topology: _Optional[str] = ..., containers: _Optional[int] = ..., health_report: _Optional[str] = ...) -> None: ...
+    gpu_milli_free: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, host: _Optional[str] = ..., rack: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[Resource, _Mapping]] = ..., free: _Optional[_Union[Resource, _Mapping]] = ..., labels: _Optional[_Iterable[str]] = ..., gpu_type: _Optional[str] = ..., topology: _Optional[str] = ..., containers: _Optional[int] = ..., health_report: _Optional[str] = ..., gpu_milli_free: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
     __slots__ = ("app_id", "attempt", "asks", "cancel", "releases", "blacklist_additions", "blacklist_removals", "progress")
@@ -233,7 +237,7 @@ class KillRequest(_message.Message):
     def __init__(self, app_id: _Optional[str] = ..., diagnostics: _Optional[str] = ...) -> None: ...
 
 class ApplicationReport(_message.Message):
-    __slots__ = ("app_id", "name", "queue", "state", "attempt", "submitted_at", "has_finished_at", "finished_at", "final_status", "diagnostics", "running_containers", "pending_containers", "used")
+    __slots__ = ("app_id", "name", "queue", "state", "attempt", "submitted_at", "has_finished_at", "finished_at", "final_status", "diagnostics", "running_containers", "pending_containers", "used", "gpu_milli_used")
     APP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -247,6 +251,7 @@ class ApplicationReport(_message.Message):
     RUNNING_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     PENDING_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     USED_FIELD_NUMBER: _ClassVar[int]
+    GPU_MILLI_USED_FIELD_NUMBER: _ClassVar[int]
     app_id: str
     name: str
     queue: str
@@ -260,7 +265,8 @@ class ApplicationReport(_message.Message):
     running_containers: int
     pending_containers: int
     used: Resource
-    def __init__(self, app_id: _Optional[str] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., submitted_at: _Optional[float] = ..., has_finished_at: _Optional[bool] = ..., finished_at: _Optional[float] = ..., final_status: _Optional[str] = ..., diagnostics: _Optional[str] = ..., running_containers: _Optional[int] = ..., pending_containers: _Optional[int] = ..., used: _Optional[_Union[Resource, _Mapping]] = ...) -> None: ...
+    gpu_milli_used: int
+    def __init__(self, app_id: _Optional[str] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., submitted_at: _Optional[float] = ..., has_finished_at: _Optional[bool] = ..., finished_at: _Optional[float] = ..., final_status: _Optional[str] = ..., diagnostics: _Optional[str] = ..., running_containers: _Optional[int] = ..., pending_containers: _Optional[int] = ..., used: _Optional[_Union[Resource, _Mapping]] = ..., gpu_milli_used: _Optional[int] = ...) -> None: ...
 
 class NodesRequest(_message.Message):
     __slots__ = ("usable_only",)

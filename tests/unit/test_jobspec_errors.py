@@ -109,6 +109,17 @@ CASES = [
                            f'without spaces or control characters, got ""'),
     (f"{G}.gpuTypes", [1], f"{G}.gpuTypes: expected a list of names (a name of 1..255 characters "
                            f"(MAX_NAME_CHARS) without spaces or control characters), got a list"),
+    # a share of one GPU: 1..999 milli, and never with whole GPUs (the worker asks gpu: 1)
+    (f"{G}.gpuMilli", 250, f'{G}.gpuMilli: expected {R}.gpu 0 with it (a share of one GPU asks no whole GPU; '
+                           f'whole GPUs are asked with gpu alone), got "gpuMilli 250 with gpu 1"'),
+    (f"{G}.gpuMilli", 1000, f"{G}.gpuMilli: expected an integer within 1..999 (milli-GPU: a share of one GPU; "
+                            f"whole GPUs are asked with resourcePerInstance.gpu), got 1000"),
+    (f"{G}.gpuMilli", 0, f"{G}.gpuMilli: expected an integer within 1..999 (milli-GPU: a share of one GPU; "
+                         f"whole GPUs are asked with resourcePerInstance.gpu), got 0"),
+    (f"{G}.gpuMilli", 0.5, f"{G}.gpuMilli: expected an integer within 1..999 (milli-GPU: a share of one GPU; "
+                           f"whole GPUs are asked with resourcePerInstance.gpu), got 0.5"),
+    (f"{G}.gpuMilli", True, f"{G}.gpuMilli: expected an integer within 1..999 (milli-GPU: a share of one GPU; "
+                            f"whole GPUs are asked with resourcePerInstance.gpu), got True"),
     (f"{G}.selector", "fastest",
      f'{G}.selector: expected one of job-packing, locality, random, got "fastest"'),
     (f"{G}.rackPolicy", "diagonal",
@@ -125,8 +136,8 @@ CASES = [
     (f"{G}.failExitCode", 0, f"{G}.failExitCode: expected an integer within 1..255, got 0"),
     (f"{G}.failBeforeBarrier", "yes", f'{G}.failBeforeBarrier: expected true or false, got "yes"'),
     (f"{G}.gangs", [["worker"]], f"{G}.gangs: expected no such field here; known fields: "
-     "failBeforeBarrier, failExitCode, failInstance, failOnAttempts, gpuTypes, maxInstancesPerNode, nodeLabel, "
-     "rackPolicy, requestRatio, selector, simulatedDurationSeconds, simulatedExitCode"),
+     "failBeforeBarrier, failExitCode, failInstance, failOnAttempts, gpuMilli, gpuTypes, maxInstancesPerNode, "
+     "nodeLabel, rackPolicy, requestRatio, selector, simulatedDurationSeconds, simulatedExitCode"),
     # --- gangmaster: job level -------------------------------------------------
     ("gangmaster.gangs", [["worker", "wrker"], ["server"]],
      'gangmaster.gangs[0][1]: expected a task role (one of server, worker), got "wrker"'),
@@ -144,7 +155,7 @@ CASES = [
     ("gangmaster.barrierTimeoutSeconds", 0,
      "gangmaster.barrierTimeoutSeconds: expected a number > 0, got 0"),
     ("gangmaster.failOnAttempts", [1], "gangmaster.failOnAttempts: expected no such field here; "
-     "known fields: attempts, barrierTimeoutSeconds, gangs, gpuTypes, maxInstancesPerNode, "
+     "known fields: attempts, barrierTimeoutSeconds, gangs, gpuMilli, gpuTypes, maxInstancesPerNode, "
      "nodeLabel, rackPolicy, requestRatio, retryScope, selector, simulatedDurationSeconds, "
      "simulatedExitCode"),
     ("gangmaster.requestRatio", 2, "gangmaster.requestRatio: expected a number > 0 and <= 1, got 2"),

@@ -48,7 +48,7 @@ NAN = float("nan")
 # (what, call(rm, app), expected message)
 REFUSED = [
     ("an ask for nothing, 2**31-1 times", lambda rm, app: rm.allocate(ask(R(0, 0), count=2 ** 31 - 1)),
-     r"asks\[0\].resource: expected memory_mb, vcores or gpus > 0 \(an ask for nothing\)"),
+     r"asks\[0\].resource: expected memory_mb, vcores, gpus or gpu_milli > 0 \(an ask for nothing\)"),
     ("an ask for ports only", lambda rm, app: rm.allocate(ask(R(0, 0, ports=2))),
      r"an ask for nothing"),
     ("vcores rounding to 0", lambda rm, app: rm.allocate(ask(R(0, 0.0004))), r"an ask for nothing"),
@@ -275,7 +275,15 @@ def _allocate(**ask_fields):
 
 # Hostile messages straight from a stub (no client-side checks): (method, message, expected detail)
 OVER_THE_WIRE = [
-    ("Allocate", _allocate(resource={}, count=2 ** 31 - 1), "asks[0].resource: expected memory_mb, vcores or gpus > 0"),
+    ("Allocate", _allocate(resource={}, count=2 ** 31 - 1),
+     "asks[0].resource: expected memory_mb, vcores, gpus or gpu_milli > 0"),
+    ("Allocate", _allocate(resource={"gpu_milli": 1000}),
+     "asks[0].resource: gpu_milli: expected a whole number of milli-GPU from 1 to 999"),
+    ("Allocate", _allocate(resource={"gpu_milli": -250}), "asks[0].resource: gpu_milli: expected a finite number >= 0"),
+    ("Allocate", _allocate(resource={"gpu_milli": 250, "gpus": 1}),
+     "asks[0].resource: gpu_milli=250 and gpus=1: a share of one GPU and whole GPUs cannot be asked together"),
+    ("Allocate", _allocate(resource={"gpu_milli": 250, "gpu_mask": 0b11}),
+     "asks[0].resource: gpu_milli=250: a share sits on one GPU, but gpu_mask 0x3 names 2"),
     ("Allocate", _allocate(resource={"memory_mb": 1, "vcores": math.nan}), "asks[0].resource: vcores: expected a finite number >= 0, got nan"),
     ("Allocate", _allocate(resource={"memory_mb": 1, "gpus": -1}), "asks[0].resource: gpus: expected a finite number >= 0"),
     ("Allocate", _allocate(host="dgx\x00"), "asks[0].host: expected no control characters"),
@@ -312,8 +320,11 @@ def test_a_job_whose_role_asks_for_nothing_is_refused_when_read():
     spec = ("protocolVersion: 2\nname: zero\ntype: job\ntaskRoles:\n  worker:\n    instances: 1\n"
             "    resourcePerInstance: {cpu: 0, memoryMB: 0, gpu: 0}\n    commands: [\"true\"]\n")
     with pytest.raises(JobSpecError, match=r"job.yaml: taskRoles.worker.resourcePerInstance.cpu: expected cpu, "
-                                           r"memoryMB or gpu > 0 \(a task must ask for something\), got 0"):
+                                           r"memoryMB or gpu > 0, or gangmaster.gpuMilli \(a task must ask for "
+                                           r"something\), got 0"):
         parse_job(spec, "job.yaml")
+    share = parse_job(spec + "    gangmaster: {gpuMilli: 100}\n", "job.yaml")   # a share of a GPU is something
+    assert share.role("worker").ask_resource().gpu_milli == 100
 
 
 @pytest.mark.parametrize("size_over_limit", [-1, 0, 1])

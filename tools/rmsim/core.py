@@ -38,7 +38,7 @@ from gangmaster.am.rm_protocol import (
 )
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.fit import Demand
+from gangmaster.selectors.fit import GPU_MILLI, Demand
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 from .clock import VirtualLoop
@@ -251,16 +251,16 @@ class ResourceManager:
         with self.lock:
             app = self._app(app_id)
             running = sum(1 for c in app.containers.values() if c.state is ContainerState.RUNNING)
-            mem = mvc = 0
-            mask_gpus = 0
+            mem = mvc = gpus = gpu_milli = 0
             for c in app.containers.values():
                 mem += c.booking.memory_mb
                 mvc += c.booking.mvcores
-                mask_gpus += bin(c.booking.gpu_mask).count("1")
+                gpus += c.booking.demand.gpus
+                gpu_milli += c.booking.gpu_milli
             return ApplicationReport(
                 app.app_id, app.name, app.queue, app.state, app.attempt, app.submitted_at, app.finished_at,
                 app.final_status, app.diagnostics, running, sum(a.remaining for a in app.asks.values()),
-                ResourceDescriptor(mem, mvc / 1000.0, mask_gpus))
+                ResourceDescriptor(mem, mvc / 1000.0, gpus), gpu_milli)
 
     def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
         with self.lock:
@@ -283,7 +283,14 @@ class ResourceManager:
                     spec.gpu_type, spec.topology, containers, health)
             return report
         return NodeReport(spec.host, spec.rack, state, capacity, ledger.free(i), spec.labels, spec.gpu_type,
-                          spec.topology, containers, health)
+                          spec.topology, containers, health, self._gpu_milli_free(i))
+
+    def _gpu_milli_free(self, i: int) -> tuple[int, ...] | None:
+        """Node ``i``'s milli-GPU free per GPU for its report, when some GPU of it holds shares."""
+        ledger = self.ledger
+        if not ledger.gpus_shared.item(i):
+            return None
+        return tuple(ledger.gpu_milli_free_rows([i])[0][:ledger.gpu_capacity.item(i)].tolist())
 
     def _free_of_unused(self, i: int, capacity: ResourceDescriptor) -> ResourceDescriptor:
         """What an unused node has free: all of it. Its capacity itself when the ledger holds
@@ -586,7 +593,7 @@ class ResourceManager:
                 cursor += 1
                 continue
             need = ask.need
-            if not queue.room_for(need.memory_mb, need.mvcores, need.gpus):
+            if not queue.room_for(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli):
                 ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
                 ask.blocked = True
                 cursor += 1
@@ -689,8 +696,8 @@ class ResourceManager:
         self.node_changes.touch(node)
         queue.used_mem += booking.memory_mb
         queue.used_mvc += booking.mvcores
-        gpus = ask.need.gpus
-        queue.used_gpus += gpus
+        queue.used_gpus += ask.need.gpus
+        queue.used_gpu_milli += ask.need.gpu_milli
         ask.remaining -= 1
         if ask.remaining <= 0:
             del app.asks[ask.request.request_id]
@@ -731,7 +738,7 @@ class ResourceManager:
     # ================================================================ internals
     def _why_never(self, app: Application, ask: AskState) -> str | None:
         need, req, ledger = ask.need, ask.request, self.ledger
-        reason = self.queues[app.queue].why_never(need.memory_mb, need.mvcores, need.gpus)
+        reason = self.queues[app.queue].why_never(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli)
         if reason:
             return reason
         scope = None
@@ -867,21 +874,21 @@ class ResourceManager:
         The same until the RM's ``version`` moves, so a quiet heartbeat does not sum the cluster."""
         key = (self.version, queue.name)
         if self._headroom_of[0] != key:
-            free_mem, free_mvc, free_gpus = self._free_totals()
+            free_mem, free_mvc, free_gpu_milli = self._free_totals()
             self._headroom_of = (key, ResourceDescriptor(
                 max(0, min(queue.max_mem - queue.used_mem, free_mem)),
                 max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)) / 1000.0,
-                max(0, min(queue.max_gpus - queue.used_gpus, free_gpus))))
+                max(0, min(queue.max_gpus * GPU_MILLI - queue.gpu_milli_used, free_gpu_milli)) // GPU_MILLI))
         return self._headroom_of[1]
 
     def _free_totals(self) -> tuple[int, int, int]:
-        """The cluster's free memory, milli-vcores and GPUs: its capacity less what the queues
-        use (every booking is a queue's: :meth:`check_invariants` holds the two books equal),
-        a sum over the queues, not over every node."""
+        """The cluster's free memory, milli-vcores and milli-GPU: its capacity less what the
+        queues use (every booking is a queue's: :meth:`check_invariants` holds the two books
+        equal), a sum over the queues, not over every node."""
         queues = self.queues.values()
         mem, mvc, gpus = self._capacity_totals
         return (mem - sum(q.used_mem for q in queues), mvc - sum(q.used_mvc for q in queues),
-                gpus - sum(q.used_gpus for q in queues))
+                gpus * GPU_MILLI - sum(q.gpu_milli_used for q in queues))
 
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change
@@ -934,6 +941,7 @@ class ResourceManager:
         queue.used_mem -= rec.booking.memory_mb
         queue.used_mvc -= rec.booking.mvcores
         queue.used_gpus -= rec.booking.demand.gpus
+        queue.used_gpu_milli -= rec.booking.gpu_milli
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True
@@ -1045,21 +1053,28 @@ class ResourceManager:
         for i in range(len(ledger)):
             mem = mvc = 0
             mask = 0
+            shares = np.zeros(ledger.gpu_width, dtype=np.int64)   # milli-GPU held by shares, per GPU
             ports = []
             for cid in self.node_containers[i]:
                 b = self.containers[cid].booking
                 c = self.containers[cid]
                 assert not c.state.finished or c.held, f"finished container {cid} still on node"
-                assert not (mask & b.gpu_mask), f"{ledger.hosts[i]}: GPU mask {b.gpu_mask:#x} double-booked"
-                mask |= b.gpu_mask
+                if b.gpu_milli:
+                    shares[b.gpu_mask.bit_length() - 1] += b.gpu_milli
+                else:
+                    assert not (mask & b.gpu_mask), f"{ledger.hosts[i]}: GPU mask {b.gpu_mask:#x} double-booked"
+                    mask |= b.gpu_mask
                 mem += b.memory_mb
                 mvc += b.mvcores
                 ports.extend(b.port_ranges)
+            self._check_gpu_shares(i, mask, shares)
             assert len(ports) == len(set(ports)), f"{ledger.hosts[i]}: a port is double-booked"
             assert mem + ledger.memory_free[i] == ledger.memory_capacity[i], f"{ledger.hosts[i]}: memory drift"
             assert mvc + ledger.mvcores_free[i] == ledger.mvcores_capacity[i], f"{ledger.hosts[i]}: vcores drift"
             free_mask, capacity_mask = int(ledger.gpu_free_mask[i]), int(ledger.gpu_capacity_mask[i])
-            assert mask | free_mask == capacity_mask and not (mask & free_mask), f"{ledger.hosts[i]}: GPU masks drift"
+            shared_mask = int(sum(1 << int(g) for g in np.flatnonzero(shares)))
+            assert mask | free_mask | shared_mask == capacity_mask and not (mask & free_mask), \
+                f"{ledger.hosts[i]}: GPU masks drift"
             assert bin(free_mask).count("1") == ledger.gpus_free[i], f"{ledger.hosts[i]}: GPU count drift"
             assert ledger.memory_free[i] >= 0 and ledger.mvcores_free[i] >= 0, f"{ledger.hosts[i]}: negative free"
             used_ports = set(ports)
@@ -1070,8 +1085,31 @@ class ResourceManager:
             live = [c for c in self.containers.values()
                     if (not c.state.finished or c.held) and self.apps[c.app_id].queue == q.name]
             assert q.used_mem == sum(c.booking.memory_mb for c in live), f"queue {q.name}: memory drift"
-            assert q.used_gpus == sum(bin(c.booking.gpu_mask).count("1") for c in live), f"queue {q.name}: GPU drift"
-            assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.used_gpus <= q.max_gpus, \
+            assert q.used_gpus == sum(c.booking.demand.gpus for c in live), f"queue {q.name}: GPU drift"
+            assert q.used_gpu_milli == sum(c.booking.gpu_milli for c in live), f"queue {q.name}: GPU share drift"
+            assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.gpu_milli_used <= q.max_gpus * GPU_MILLI, \
                 f"queue {q.name}: over its limit"
         assert self._free_totals() == (int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
-                                       int(ledger.gpus_free.sum())), "the queues' usage and the nodes' free drift"
+                                       int(ledger.gpu_milli_free.sum())), "the queues' usage and the nodes' free drift"
+
+    def _check_gpu_shares(self, i: int, whole_mask: int, shares: np.ndarray) -> None:
+        """Node ``i``'s GPUs, recounted from its containers (whole GPUs by ``whole_mask``, shares
+        in milli per GPU): each GPU wholly free, taken whole, or holding shares that leave
+        free + used = 1000; never a share on a GPU taken whole or past 1000 on one GPU."""
+        ledger, host = self.ledger, self.ledger.hosts[i]
+        present = np.arange(ledger.gpu_width) < ledger.gpu_capacity.item(i)
+        shared = shares > 0
+        assert not (shares[~present]).any(), f"{host}: a share on a GPU the node does not have"
+        assert (shares <= GPU_MILLI).all(), f"{host}: a GPU shared past {GPU_MILLI} milli: {shares.tolist()}"
+        shared_mask = int(sum(1 << int(g) for g in np.flatnonzero(shared)))
+        assert not (shared_mask & whole_mask), f"{host}: a share on a GPU taken whole"
+        assert np.array_equal(ledger.gpu_share_used[i], shares), \
+            f"{host}: share ledger {ledger.gpu_share_used[i].tolist()} != containers' {shares.tolist()}"
+        assert ledger.gpus_shared.item(i) == int(shared.sum()), f"{host}: count of shared GPUs drift"
+        milli_free = ledger.gpu_milli_free_rows([i])[0]
+        used = np.where(shared, shares, np.where([whole_mask >> g & 1 for g in range(ledger.gpu_width)],
+                                                  GPU_MILLI, 0))
+        assert ((milli_free + used)[present] == GPU_MILLI).all() and not milli_free[~present].any(), \
+            f"{host}: per GPU free {milli_free.tolist()} + used {used.tolist()} != {GPU_MILLI}"
+        free_mask = int(ledger.gpu_free_mask[i])
+        assert not (shared_mask & free_mask), f"{host}: a GPU holding shares is in the free mask"

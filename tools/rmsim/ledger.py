@@ -10,7 +10,9 @@ a container fits. The scheduler asks "which nodes could hold this?" once per ask
 vector scan over the columns) and then books containers one by one with the scalar
 checks; booking refuses anything that does not fit, so a GPU, a port or a byte of
 memory can never be handed out twice. The RM has no ``port_min``: a count of ports
-takes the lowest free ones.
+takes the lowest free ones. A share of one GPU (``gpu_milli``) goes on the GPU the ask
+names, else on the tightest fit (the GPU with the least milli free that takes it); the
+per-GPU share ledger is :class:`NodeColumns`' own (free + used = 1000 per GPU).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from gangmaster.selectors.cluster import NodeColumns, NodeSpec
 from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.ports import NO_PORTS, PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
+from gangmaster.selectors.selector import tightest_gpu
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class Booking:
     mvcores: int
     gpu_mask: int
     port_ranges: PortRanges
+    #: a share of the one GPU ``gpu_mask`` names, in milli-GPU (0: the mask's GPUs whole)
+    gpu_milli: int = 0
     asked: ResourceDescriptor | None = field(default=None, compare=False, repr=False)
     #: the ask's compiled demand when the booking is exactly it (``asked`` is set): not built again
     asked_demand: Demand | None = field(default=None, compare=False, repr=False)
@@ -48,12 +53,13 @@ class Booking:
 
     def __post_init__(self) -> None:
         resource, demand = self.asked, self.asked_demand
+        whole = 0 if self.gpu_milli else popcount(self.gpu_mask)
         if resource is None:   # checked: a booking may come from a state file
-            resource = ResourceDescriptor(self.memory_mb, self.mvcores / 1000.0, popcount(self.gpu_mask),
-                                          self.gpu_mask, port_ranges=self.port_ranges)
+            resource = ResourceDescriptor(self.memory_mb, self.mvcores / 1000.0, whole, self.gpu_mask,
+                                          port_ranges=self.port_ranges, gpu_milli=self.gpu_milli)
         if demand is None:
-            demand = Demand(self.memory_mb, self.mvcores, popcount(self.gpu_mask), self.gpu_mask,
-                            self.port_ranges.count, self.port_ranges)
+            demand = Demand(self.memory_mb, self.mvcores, whole, self.gpu_mask, self.port_ranges.count,
+                            self.port_ranges, self.gpu_milli)
         object.__setattr__(self, "resource", resource)
         object.__setattr__(self, "demand", demand)
 
@@ -67,6 +73,7 @@ class Booking:
         set_(booking, "mvcores", need.mvcores)
         set_(booking, "gpu_mask", need.gpu_mask)
         set_(booking, "port_ranges", need.port_ranges)
+        set_(booking, "gpu_milli", need.gpu_milli)
         set_(booking, "asked", asked)
         set_(booking, "asked_demand", need)
         set_(booking, "resource", asked)
@@ -130,6 +137,8 @@ class NodeLedger(NodeColumns):
             return f"host {host}: memory free {free.memory_mb}MB < {need.memory_mb}MB asked"
         if reason == why.VCORES:
             return f"host {host}: vcores free {free.mvcores / 1000:g} < {need.mvcores / 1000:g} asked"
+        if reason == why.GPU_SHARE:
+            return f"host {host}: {self._share_shortfall(i, need)}"
         if reason in (why.GPUS, why.GPU_MASK):
             if need.gpu_mask:  # name the GPUs that are taken (a short count follows from them)
                 return f"host {host}: GPUs {need.gpu_mask & ~free.gpu_mask:#x} of mask {need.gpu_mask:#x} are taken"
@@ -154,11 +163,22 @@ class NodeLedger(NodeColumns):
             return f"host {host} has {capacity.mvcores / 1000:g} vcores, {need.mvcores / 1000:g} asked"
         if reason == why.GPUS:
             return f"host {host} has {capacity.gpus} GPU(s), {need.gpus} asked"
+        if reason == why.GPU_SHARE:
+            named = f"GPU {need.gpu_mask.bit_length() - 1} named" if need.gpu_mask else "no GPU to share"
+            return f"host {host} has {capacity.gpus} GPU(s), {named} for a share of {need.gpu_milli} milli"
         if reason == why.GPU_MASK:
             return f"host {host} has {capacity.gpus} GPU(s); mask {need.gpu_mask:#x} names others"
         if need.port_ranges:
             return f"host {host} has ports {capacity.port_ranges}; {need.port_ranges} asked"
         return f"host {host} has {capacity.port_count} port(s), {need.ports} asked"
+
+    def _share_shortfall(self, i: int, need: Demand) -> str:
+        """Why a share does not fit node ``i`` now: the GPU it names, or the most any GPU has."""
+        milli_free = self.gpu_milli_free_rows([i])[0]
+        if need.gpu_mask:
+            gpu = need.gpu_mask.bit_length() - 1
+            return f"GPU {gpu} has {int(milli_free[gpu])} milli free, {need.gpu_milli} asked"
+        return f"no GPU with {need.gpu_milli} milli free (most free {int(milli_free.max())})"
 
     def nodes_by_capacity(self, need: Demand, scope: np.ndarray | None) -> np.ndarray:
         """Bool column: nodes whose capacity could ever hold ``need`` (within ``scope``)."""
@@ -183,9 +203,12 @@ class NodeLedger(NodeColumns):
         if not self.usable.item(i):
             raise ResourceError(self.why_not_now(i, need))
         try:
-            mask = need.gpu_mask or (lowest_bits(self.gpu_free_mask.item(i), need.gpus) if need.gpus else 0)
-            if popcount(mask) != need.gpus:   # lowest_bits answers 0 when too few are free
-                raise ResourceError(f"{need.gpus} GPU(s) asked")
+            if need.gpu_milli:
+                mask = need.gpu_mask or self._tightest_gpu(i, need.gpu_milli)
+            else:
+                mask = need.gpu_mask or (lowest_bits(self.gpu_free_mask.item(i), need.gpus) if need.gpus else 0)
+                if popcount(mask) != need.gpus:   # lowest_bits answers 0 when too few are free
+                    raise ResourceError(f"{need.gpus} GPU(s) asked")
             if need.port_ranges:
                 ports = need.port_ranges
             elif need.ports:
@@ -194,10 +217,19 @@ class NodeLedger(NodeColumns):
                 ports = NO_PORTS
             named = asked is not None and _is_exactly(asked, need, mask, ports)
             booking = (Booking.as_asked(asked, need) if named
-                       else Booking(need.memory_mb, need.mvcores, mask, ports))
+                       else Booking(need.memory_mb, need.mvcores, mask, ports, need.gpu_milli))
             return self.take(i, booking)
         except (ResourceError, PortError) as exc:
             raise ResourceError(self.why_not_now(i, need) or str(exc)) from None
+
+    def _tightest_gpu(self, i: int, need: int) -> int:
+        """The GPU a share that names none gets on node ``i`` (as a mask): the one with the
+        least milli free that still takes it, so whole GPUs stay whole for whole-GPU asks (the
+        AM's default choice, :func:`~gangmaster.selectors.selector.tightest_gpu`)."""
+        try:
+            return 1 << tightest_gpu(self.gpu_milli_free_rows([i])[0][:self.gpu_capacity.item(i)], need)
+        except ValueError as exc:
+            raise ResourceError(str(exc)) from None
 
     def take(self, i: int, b: Booking) -> Booking:
         """Book an exact :class:`Booking` (also used to rebuild state after a restart)."""

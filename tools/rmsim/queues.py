@@ -15,7 +15,9 @@ Queue file (``--queues FILE``)::
 No file: one queue ``default`` that may use the whole cluster. A queue's limit is
 enforced: a container that would take the queue past it is not granted (the ask
 stays pending, reason "queue limit"); an ask larger than the limit itself is
-rejected. Between queues the scheduler serves the queue with the lowest dominant
+rejected. GPU usage is counted in milli-GPU against ``gpus`` × 1000: a share of a GPU
+(``gpu_milli``) uses its milli, a whole GPU 1000, so four 250-milli shares use one GPU
+of the limit (and of the queue's dominant share). Between queues the scheduler serves the queue with the lowest dominant
 share (its largest used/limit fraction) first.
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
 from gangmaster.conf.limits import MAX_CLUSTER_NODES
-from gangmaster.selectors.fit import milli
+from gangmaster.selectors.fit import GPU_MILLI, milli
 
 from .ledger import NodeLedger
 
@@ -41,26 +43,35 @@ class Queue:
     max_gpus: int = UNLIMITED
     used_mem: int = 0
     used_mvc: int = 0
-    used_gpus: int = 0
+    used_gpus: int = 0          # whole GPUs held
     apps: list = field(default_factory=list)   # app ids in submission order (FIFO)
+    used_gpu_milli: int = 0     # milli-GPU held by shares of GPUs
+
+    @property
+    def gpu_milli_used(self) -> int:
+        """GPU held, in milli-GPU: whole GPUs at 1000 each plus the shares. The GPU limit
+        (``max_gpus``, in GPUs) is held against this: four shares of 250 use one GPU of it."""
+        return self.used_gpus * GPU_MILLI + self.used_gpu_milli
 
     def share(self) -> float:
         """Dominant share: the largest used/limit fraction over the limited dimensions."""
         return max(self.used_mem / self.max_mem if self.max_mem else 0.0,
                    self.used_mvc / self.max_mvc if self.max_mvc else 0.0,
-                   self.used_gpus / self.max_gpus if self.max_gpus else 0.0)
+                   self.gpu_milli_used / (self.max_gpus * GPU_MILLI) if self.max_gpus else 0.0)
 
-    def room_for(self, mem: int, mvc: int, gpus: int) -> bool:
+    def room_for(self, mem: int, mvc: int, gpus: int, gpu_milli: int = 0) -> bool:
         return (self.used_mem + mem <= self.max_mem and self.used_mvc + mvc <= self.max_mvc
-                and self.used_gpus + gpus <= self.max_gpus)
+                and self.gpu_milli_used + gpus * GPU_MILLI + gpu_milli <= self.max_gpus * GPU_MILLI)
 
-    def why_never(self, mem: int, mvc: int, gpus: int) -> str | None:
+    def why_never(self, mem: int, mvc: int, gpus: int, gpu_milli: int = 0) -> str | None:
         if mem > self.max_mem:
             return f"queue {self.name} is limited to {self.max_mem}MB memory, {mem}MB asked"
         if mvc > self.max_mvc:
             return f"queue {self.name} is limited to {self.max_mvc / 1000:g} vcores, {mvc / 1000:g} asked"
         if gpus > self.max_gpus:
             return f"queue {self.name} is limited to {self.max_gpus} GPU(s), {gpus} asked"
+        if gpu_milli > self.max_gpus * GPU_MILLI:
+            return f"queue {self.name} is limited to {self.max_gpus} GPU(s), a share of {gpu_milli} milli asked"
         return None
 
     def limits(self) -> dict:

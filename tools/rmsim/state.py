@@ -20,7 +20,7 @@ from gangmaster.am.rm_protocol import (
 from gangmaster.conf.fields import ConfigError, decode_utf8, read_limited
 from gangmaster.conf.limits import MAX_STATE_FILE_BYTES
 from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.fit import Demand
+from gangmaster.selectors.fit import GPU_MILLI, Demand
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -73,7 +73,7 @@ def _app(core: ResourceManager, a: Application) -> dict:
 
 def _resource(r: ResourceDescriptor) -> dict:
     return {"memory_mb": r.memory_mb, "vcores": r.vcores, "gpus": r.gpus, "gpu_mask": r.gpu_mask,
-            "ports": r.ports, "port_ranges": _ranges(r.port_ranges)}
+            "ports": r.ports, "port_ranges": _ranges(r.port_ranges), "gpu_milli": r.gpu_milli}
 
 
 def _resource_request(r: ResourceRequest) -> dict:
@@ -87,7 +87,7 @@ def _container(c: ContainerRecord) -> dict:
     if c.launch is not None:
         launch = {"command": list(c.launch.command), "env": [list(e) for e in c.launch.env]}
     return {"container_id": c.container_id, "app_id": c.app_id, "attempt": c.attempt, "node": c.node,
-            "memory_mb": b.memory_mb, "mvcores": b.mvcores, "gpu_mask": b.gpu_mask,
+            "memory_mb": b.memory_mb, "mvcores": b.mvcores, "gpu_mask": b.gpu_mask, "gpu_milli": b.gpu_milli,
             "port_ranges": _ranges(b.port_ranges), "request_id": c.request_id, "allocated_at": c.allocated_at,
             "state": c.state.value, "exit_status": c.exit_status, "diagnostics": c.diagnostics,
             "started_at": c.started_at, "finished_at": c.finished_at, "launch": launch, "handle": c.handle,
@@ -136,7 +136,7 @@ def _not_a_number(constant: str) -> float:
 
 def _resource_from(d: dict) -> ResourceDescriptor:
     return ResourceDescriptor(d["memory_mb"], d["vcores"], d["gpus"], d["gpu_mask"], d["ports"],
-                              PortRanges.of(*d["port_ranges"]))
+                              PortRanges.of(*d["port_ranges"]), d.get("gpu_milli", 0))
 
 
 def restore(data: dict, clock, node_manager) -> ResourceManager:
@@ -152,7 +152,8 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         launch = c["launch"]
         rec = ContainerRecord(
             c["container_id"], c["app_id"], c["attempt"], c["node"],
-            Booking(c["memory_mb"], c["mvcores"], c["gpu_mask"], PortRanges.of(*c["port_ranges"])),
+            Booking(c["memory_mb"], c["mvcores"], c["gpu_mask"], PortRanges.of(*c["port_ranges"]),
+                    c.get("gpu_milli", 0)),
             c["request_id"], c["allocated_at"], ContainerState(c["state"]), c["exit_status"], c["diagnostics"],
             c["started_at"], c["finished_at"],
             # (files written before the workload model also hold "duration_s" and "exit_code": unused)
@@ -191,7 +192,8 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         q = core.queues[app.queue]
         q.used_mem += rec.booking.memory_mb
         q.used_mvc += rec.booking.mvcores
-        q.used_gpus += bin(rec.booking.gpu_mask).count("1")
+        q.used_gpus += rec.booking.demand.gpus
+        q.used_gpu_milli += rec.booking.gpu_milli
         if rec.state is ContainerState.RUNNING:
             node_manager.adopt(rec)
         elif rec.held:                                   # it was being stopped when the RM went down
@@ -225,5 +227,5 @@ def _check_consistent(core: ResourceManager) -> None:
         limits = (q.max_mem, q.max_mvc, q.max_gpus)
         if not all(count(v) for v in limits):
             raise ValueError(f"queue {q.name}: limits must be integers >= 0, got {limits}")
-        if q.used_mem > q.max_mem or q.used_mvc > q.max_mvc or q.used_gpus > q.max_gpus:
+        if q.used_mem > q.max_mem or q.used_mvc > q.max_mvc or q.gpu_milli_used > q.max_gpus * GPU_MILLI:
             raise ValueError(f"queue {q.name}: its containers exceed its limits {limits}")
