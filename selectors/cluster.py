@@ -158,6 +158,8 @@ class NodeColumns:
         masks = self.gpu_free_mask if every else self.gpu_free_mask[rows]
         used = self.gpu_share_used if every else self.gpu_share_used[rows]
         if gpu is not None:
+            if gpu >= self.gpu_width:   # a GPU no node has (an ask may name one): nothing free on it
+                return np.zeros(len(masks), dtype=np.int32)
             whole = (masks >> np.uint64(gpu)) & np.uint64(1) == 1
             used = used[:, gpu]
             return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)

@@ -1,6 +1,7 @@
 """Property tests of the RM core: whatever AMs and faults do, the RM never
 double-books a GPU, port, byte of memory or vcore (free + used == capacity on
-every node, queue usage equals its containers and stays within the limit), and
+every node, queue usage equals its containers and stays within the limit), never
+shares a GPU past 1000 milli or a GPU taken whole (free + used == 1000 per GPU), and
 a run is a pure function of its inputs."""
 import json
 from pathlib import Path
@@ -37,9 +38,18 @@ resources = st.builds(
     st.one_of(st.none(), st.none(), st.none(), st.tuples(st.integers(0, 9), st.integers(0, 2))),
 )
 
+#: shares of one GPU: the GPU left to the RM (tightest fit) or named, sometimes one the node lacks
+shares = st.builds(
+    lambda mem, vc, milli, gpu: ResourceDescriptor(mem, vc, gpu_mask=0 if gpu is None else 1 << gpu, gpu_milli=milli),
+    st.sampled_from([0, 512, 4096]),
+    st.sampled_from([0.0, 0.5, 1.0]),
+    st.sampled_from([1, 100, 250, 250, 333, 500, 750, 999]),
+    st.one_of(st.none(), st.none(), st.integers(0, 8)),
+)
+
 asks = st.builds(
     lambda r, host, rack, relax, count: (r, host, rack, relax, count),
-    resources, st.one_of(st.none(), st.sampled_from(HOSTS)), st.one_of(st.none(), st.sampled_from(RACKS)),
+    st.one_of(resources, resources, shares), st.one_of(st.none(), st.sampled_from(HOSTS)), st.one_of(st.none(), st.sampled_from(RACKS)),
     st.booleans(), st.integers(1, 4))
 
 ask_op = st.tuples(st.just("ask"), st.integers(0, 5), st.lists(asks, min_size=1, max_size=4))
@@ -127,6 +137,14 @@ def test_never_double_books(op_list):
         assert node.free.add(used).memory_mb == node.capacity.memory_mb
         assert node.free.gpu_mask | used.gpu_mask == node.capacity.gpu_mask
         assert not node.free.gpu_mask & used.gpu_mask
+        i = sim.core.ledger.host_index[node.host]
+        milli_free = sim.core.ledger.gpu_milli_free_rows([i])[0][:node.capacity.gpus]
+        assert (milli_free + sim.core.ledger.used_milli(i)[:node.capacity.gpus] == 1000).all()
+        # the report carries the per-GPU milli exactly when some GPU holds a share
+        shared = sim.core.ledger.gpus_shared[i] > 0
+        assert (node.gpu_milli_free is not None) == shared
+        if shared:
+            assert list(node.gpu_milli_free) == milli_free.tolist()
 
 
 @settings(max_examples=40)
@@ -139,9 +157,9 @@ def test_same_operations_same_outcome(op_list):
 
 
 def asks_for_something(ask) -> bool:
-    """An ask for no memory, vcores or GPUs is refused whole (tests/unit/test_rm_limits.py)."""
+    """An ask for no memory, vcores, GPUs or share is refused whole (tests/unit/test_rm_limits.py)."""
     r = ask[0]
-    return bool(r.memory_mb or r.vcores or r.gpus)
+    return bool(r.memory_mb or r.vcores or r.gpus or r.gpu_milli)
 
 
 @settings(max_examples=60)
@@ -157,7 +175,11 @@ def test_every_ask_is_granted_pending_or_rejected(ask_list):
     for c in resp.allocated:
         granted[c.request_id] = granted.get(c.request_id, 0) + 1
         req = reqs[c.request_id]
-        assert req.resource.fits_in(c.resource) or c.resource.gpu_mask and req.resource.gpus == c.resource.gpus
+        if req.resource.gpu_milli:   # a share: on one GPU, the one named if the ask named one
+            assert c.resource.gpu_milli == req.resource.gpu_milli and c.resource.gpus == 0
+            assert bin(c.resource.gpu_mask).count("1") == 1 and req.resource.gpu_mask in (0, c.resource.gpu_mask)
+        else:
+            assert req.resource.fits_in(c.resource) or c.resource.gpu_mask and req.resource.gpus == c.resource.gpus
         if req.host and not req.relax_locality:
             assert c.host == req.host
     pending = {p.request_id: p.remaining for p in resp.pending}

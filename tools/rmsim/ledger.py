@@ -177,6 +177,8 @@ class NodeLedger(NodeColumns):
         milli_free = self.gpu_milli_free_rows([i])[0]
         if need.gpu_mask:
             gpu = need.gpu_mask.bit_length() - 1
+            if gpu >= self.gpu_capacity.item(i):
+                return f"no GPU {gpu} (the node has {self.gpu_capacity.item(i)}) for a share of {need.gpu_milli} milli"
             return f"GPU {gpu} has {int(milli_free[gpu])} milli free, {need.gpu_milli} asked"
         return f"no GPU with {need.gpu_milli} milli free (most free {int(milli_free.max())})"
 
