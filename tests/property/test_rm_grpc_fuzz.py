@@ -11,7 +11,8 @@ ids, calls in the wrong order). Whatever it is sent:
   traceback looks like from the client;
 * the server keeps serving (Ping and a node listing answer);
 * its books balance: on every node free + used == capacity, nothing negative,
-  nothing double-booked (the core's own recount, and the nodes as a client sees them).
+  nothing double-booked, free + used == 1000 milli on every GPU holding shares (the
+  core's own recount, and the nodes as a client sees them).
 """
 import math
 from pathlib import Path
@@ -85,6 +86,10 @@ def assert_still_serving_and_balanced(core, call):
         assert node.free.add(used).memory_mb == node.capacity.memory_mb
         assert node.free.gpu_mask | used.gpu_mask == node.capacity.gpu_mask
         assert not node.free.gpu_mask & used.gpu_mask
+        if node.gpu_milli_free is not None:   # some GPU holds shares: per GPU within 0..1000, wholly free at 1000
+            assert len(node.gpu_milli_free) == node.capacity.gpus
+            assert all(0 <= m <= 1000 for m in node.gpu_milli_free)
+            assert all((m == 1000) == bool(node.free.gpu_mask >> g & 1) for g, m in enumerate(node.gpu_milli_free))
 
 
 # ------------------------------------------------------------------ random bytes
@@ -132,6 +137,9 @@ resources = plausible({
     # A mask must agree with gpus (or gpus be 0): plausible asks go by count, hostile ones by any mask.
     "gpu_mask": field(st.just(0), st.one_of(st.sampled_from([0b1, 0b11, 0xF0, 0x1FF]), st.integers(0, 2 ** 64 - 1))),
     "ports": field(st.sampled_from([0, 0, 1]), st.one_of(st.sampled_from([70000, -1]), hostile_int32)),
+    # a share of one GPU (with gpus > 0 it is refused: a plausible mix, a typed answer)
+    "gpu_milli": field(st.sampled_from([0, 0, 0, 250, 500]), st.one_of(st.sampled_from([1000, -1, 999]),
+                                                                       hostile_int32)),
     "ranges": field(st.just([]), st.lists(st.tuples(st.integers(0, 2 ** 32 - 1), st.integers(0, 2 ** 32 - 1)),
                                           min_size=1, max_size=3)),
 })
@@ -255,6 +263,7 @@ def message(core, op) -> tuple[str, bytes]:
             r = a["resource"]
             out.resource.memory_mb, out.resource.vcores, out.resource.gpus = r["memory_mb"], r["vcores"], r["gpus"]
             out.resource.gpu_mask, out.resource.ports = r["gpu_mask"], r["ports"]
+            out.resource.gpu_milli = r["gpu_milli"]
             for begin, end in r["ranges"]:
                 out.resource.port_ranges.add(begin=begin, end=end)
     elif kind == "Finish":
