@@ -89,6 +89,35 @@ def test_ask_is_cpu_times_ratio_and_nothing_else_changes(cpu, memory, gpus, port
                                                    planned.ports) == (memory, gpus, sum(ports.values()))
 
 
+@given(gpus=st.integers(0, 3), milli=st.one_of(st.none(), st.integers(-5, 1005)), at_job_level=st.booleans(),
+       cpu=st.integers(0, 2))
+def test_a_share_is_asked_exactly_when_gpu_milli_is_valid_and_no_whole_gpu_is(gpus, milli, at_job_level, cpu):
+    """``gpuMilli`` (a role's, or the job's default) gives each instance a share of one GPU:
+    the ask carries it (no whole GPU, no GPU named: the RM or the selector picks one) when it
+    is 1..999 and the role asks ``gpu: 0``; otherwise the spec is refused naming the key."""
+    keys = {} if milli is None else {"gpuMilli": milli}
+    role = {"resourcePerInstance": {"cpu": cpu, "memoryMB": 0, "gpu": gpus}}
+    if not at_job_level:
+        role["gangmaster"] = keys
+    data = job({"r": role}, **({"gangmaster": keys} if at_job_level else {}))
+    valid_share = milli is not None and 1 <= milli <= 999 and gpus == 0
+    asks_something = cpu or gpus or valid_share
+    if (milli is None and asks_something) or valid_share:
+        ask = read_job(data, "p.yaml", selectors=SELECTORS).role("r").ask_resource()
+        assert (ask.gpu_milli, ask.gpus, ask.gpu_mask) == ((milli, 0, 0) if valid_share else (0, gpus, 0))
+        assert ask.gpu_share == (milli / 1000 if valid_share else gpus)
+    else:
+        with pytest.raises(JobSpecError) as info:
+            read_job(data, "p.yaml", selectors=SELECTORS)
+        if milli is None:
+            field = "taskRoles.r.resourcePerInstance.cpu"          # asks for nothing
+        elif not 1 <= milli <= 999:
+            field = "gangmaster.gpuMilli" if at_job_level else "taskRoles.r.gangmaster.gpuMilli"
+        else:
+            field = "taskRoles.r.gangmaster.gpuMilli"              # with whole GPUs: the role's conflict
+        assert any(f"p.yaml: {field}: expected" in m for m in info.value.messages), info.value.messages
+
+
 role_sets = st.lists(names, min_size=1, max_size=6, unique=True)
 
 
