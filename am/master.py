@@ -115,6 +115,7 @@ class ApplicationMaster:
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
+        self.metrics.watch_gpus(self.gpus_held)
         self.task_env = dict(task_env or {})
         self.work_dir = Path(work_dir)
         registration = rm.register(app_id)
@@ -621,6 +622,19 @@ class ApplicationMaster:
         gauges = self.metrics.container_gauges
         for state, n in counts.items():
             gauges[state].set(n)
+
+    def gpus_held(self) -> tuple[int, int]:
+        """Whole GPUs, and milli-GPU of shares of GPUs, that the job's containers hold now:
+        those granted to gangs still acquiring, and those of running tasks."""
+        whole = milli = 0
+        for gang in list(self.gangs):
+            acq = gang.acquisition
+            if acq is not None and gang.state is RoleState.ACQUIRING:
+                for slot in acq.granted:
+                    whole, milli = whole + slot.container.resource.gpus, milli + slot.container.resource.gpu_milli
+        for _gang, task in list(self._running.values()):
+            whole, milli = (whole, milli + task.gpu_milli) if task.gpu_milli else (whole + len(task.gpus), milli)
+        return whole, milli
 
     def role_states(self) -> dict[str, RoleState]:
         return {r.name: g.role_state(r) for g in self.gangs for r in g.roles}

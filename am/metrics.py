@@ -55,10 +55,22 @@ class AMMetrics:
         self.gang_blocked_nodes = Gauge("gangmaster_gang_blocked_nodes",
                                         "Nodes that turn the role of a waiting gang down, by reason code "
                                         "(its last diagnosis)", ["role", "reason"], registry=r)
+        self.gpus_allocated = Gauge("gangmaster_gpus_allocated",
+                                    "Whole GPUs the job's containers hold now (granted or running)", registry=r)
+        self.gpu_milli_allocated = Gauge("gangmaster_gpu_milli_allocated",
+                                         "Milli-GPU the job's containers hold now as shares of GPUs (1000: one "
+                                         "GPU's worth; whole GPUs are in gangmaster_gpus_allocated)", registry=r)
         #: the containers gauge of each state, looked up once (an AM sets them as its gang moves)
         self.container_gauges = {state: self.containers.labels(state) for state in CONTAINER_STATES}
         for gauge in self.container_gauges.values():
             gauge.set(0)
+
+    def watch_gpus(self, held: Callable[[], tuple[int, int]]) -> None:
+        """Read the GPU gauges from ``held()`` — (whole GPUs, milli-GPU in shares) — when they
+        are scraped: worked out only when someone reads them (a replay of thousands of AMs
+        never does)."""
+        self.gpus_allocated.set_function(lambda: held()[0])
+        self.gpu_milli_allocated.set_function(lambda: held()[1])
 
 
 class MetricsEndpoint:

@@ -182,8 +182,15 @@ def _nodes(args) -> int:
     for n in nodes:
         gpus = f"{n.free.gpus}/{n.capacity.gpus} {n.free.gpu_mask:#x}"
         print(f"{n.host:<16} {n.rack:<10} {n.state.value:<10} {n.free.memory_mb:>10}MB {n.free.vcores:>11g} "
-              f"{gpus:<16} {n.containers}")
+              f"{gpus:<16} {n.containers}" + _shares(n))
     return 0
+
+
+def _shares(node) -> str:
+    """For a node whose GPUs hold shares, milli-GPU free per GPU (``  milli free per GPU: 0 750 1000 1000``)."""
+    if node.gpu_milli_free is None:
+        return ""
+    return "  milli free per GPU: " + " ".join(map(str, node.gpu_milli_free))
 
 
 def _fault(args) -> int:

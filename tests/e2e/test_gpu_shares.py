@@ -16,11 +16,12 @@ import pytest
 from gangmaster.am.jobspec import load_job
 from gangmaster.am.gang_placement import place_gang
 from gangmaster.am.journal import JOURNAL_FILE, read_records
+from gangmaster.am.rm_client_grpc import GrpcRMClient
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.pipeline import SelectionPipeline
-from gangmaster.selectors.resources import ResourceError
-from rm_serve_helpers import start_rm_serve, stop_rm_serve
+from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
+from rm_serve_helpers import pinned_containers, start_rm_serve, stop_rm_serve
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "conf" / "jobs" / "shared-gpu-inference.yaml"
@@ -152,5 +153,29 @@ def test_a_lone_share_over_the_grpc_rm(tmp_path):
         assert (booked["gpu_milli"], booked["gpu_mask"]) == (300, 1 << task["gpus"][0])
         (log,) = [p.read_text().strip() for p in (tmp_path / "rm-tasks").rglob("*.log") if "share" in p.read_text()]
         assert log == f"GPU {task['gpus'][0]} share 300 = 0.3"
+    finally:
+        stop_rm_serve(server)
+
+
+def test_the_grpc_rm_reports_shares_per_gpu_and_per_application(tmp_path):
+    """A share granted over gRPC: `gangmaster rm nodes` shows what shares leave on each GPU
+    of the node, and the application report counts the share apart from whole GPUs."""
+    server, address = start_rm_serve(tmp_path, "--work-dir", str(tmp_path / "rm-tasks"))
+    try:
+        with GrpcRMClient(address) as rm:
+            app, (quarter, whole) = pinned_containers(
+                rm, "sharing", (ResourceDescriptor(512, 1, gpu_milli=250), "pcie-000"),
+                (ResourceDescriptor(512, 1, gpus=1), "pcie-000"))
+            assert (quarter.resource.gpu_milli, quarter.resource.gpu_mask) == (250, 0b1)
+            assert whole.resource.gpu_mask == 0b10   # not the shared GPU
+            report = rm.application_report(app)
+            assert (report.used.gpus, report.gpu_milli_used) == (1, 250)
+            (node,) = [n for n in rm.cluster_nodes() if n.host == "pcie-000"]
+            assert node.gpu_milli_free == (750, 0, 1000, 1000)
+        listing = subprocess.run([*CLI, "rm", "nodes", "--address", address], capture_output=True, text=True,
+                                 timeout=30)
+        (line,) = [l for l in listing.stdout.splitlines() if l.startswith("pcie-000")]
+        assert line.endswith("  milli free per GPU: 750 0 1000 1000"), line
+        assert "milli free" not in next(l for l in listing.stdout.splitlines() if l.startswith("pcie-001"))
     finally:
         stop_rm_serve(server)
