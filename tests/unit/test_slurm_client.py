@@ -116,3 +116,14 @@ def test_a_refused_job_rejects_every_ask_of_it(tmp_path):
     assert reasons[1] == ("Slurm refused the job: Batch job submission failed: Requested node configuration is "
                           "not available")
     assert reasons[2].startswith("unknown host 'nowhere'")
+
+
+def test_a_gang_asking_a_share_of_a_gpu_is_rejected_whole_and_nothing_is_submitted(tmp_path):
+    """Slurm's GRES are whole GPUs: a gang with a share of one is refused, every ask of it,
+    saying why, and no job reaches Slurm."""
+    slurm, client, app = client_and_app(tmp_path)
+    share = ResourceRequest(2, ResourceDescriptor(1024, 1, gpu_mask=0b1, gpu_milli=250), host="dgx-000",
+                            relax_locality=False)
+    resp = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 0b10), share)))
+    assert [j.request_id for j in resp.rejected] == [1, 2] and not resp.allocated and not slurm.jobs
+    assert "a share of one GPU (gpu_milli=250) cannot be asked of it" in resp.rejected[1].reason

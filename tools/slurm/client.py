@@ -260,8 +260,14 @@ class SlurmRMClient(RMClient):
         cancel = set(request.cancel)
         held = [a for a in app.held + self._cancel(app, cancel) if a.request_id not in cancel]
         app.held = []
-        if request.asks:   # a gang's asks go to Slurm together, as one job
-            rejected += self._submit_job(app, held + list(request.asks))
+        asks = list(request.asks)
+        if any(a.resource.gpu_milli for a in asks):   # Slurm's GRES are whole GPUs: the gang cannot be asked
+            rejected += [Rejection(a.request_id, "Slurm gives whole GPUs only (GRES): a share of one GPU "
+                                                 f"(gpu_milli={a.resource.gpu_milli}) cannot be asked of it")
+                         for a in asks]
+            asks = []
+        if asks:   # a gang's asks go to Slurm together, as one job
+            rejected += self._submit_job(app, held + asks)
         else:
             app.held = held
         allocated, pending, gone = self._refresh(app)
