@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from socketserver import ThreadingMixIn
 from typing import Callable, Iterator
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -66,11 +67,18 @@ class AMMetrics:
             gauge.set(0)
 
     def watch_gpus(self, held: Callable[[], tuple[int, int]]) -> None:
-        """Read the GPU gauges from ``held()`` — (whole GPUs, milli-GPU in shares) — when they
-        are scraped: worked out only when someone reads them (a replay of thousands of AMs
-        never does)."""
-        self.gpus_allocated.set_function(lambda: held()[0])
-        self.gpu_milli_allocated.set_function(lambda: held()[1])
+        """Read the GPU gauges from ``held()`` — (whole GPUs, milli-GPU in shares), a bound
+        method of the AM — when they are scraped: worked out only when someone reads them (a
+        replay of thousands of AMs never does). Held weakly: the metrics outlive an AM (a
+        new AM attempt takes them over), and must not keep it, or make it a reference cycle."""
+        method = weakref.WeakMethod(held)
+
+        def read(k: int) -> float:
+            owner = method()
+            return 0 if owner is None else owner()[k]
+
+        self.gpus_allocated.set_function(lambda: read(0))
+        self.gpu_milli_allocated.set_function(lambda: read(1))
 
 
 class MetricsEndpoint:
