@@ -121,3 +121,21 @@ def test_free_plus_used_is_1000_per_gpu(milli):
     i = ledger.host_index["dgx-000"]
     assert ((ledger.gpu_milli_free_rows([i])[0] + ledger.used_milli(i)) == 1000).all()
     sim.core.check_invariants()
+
+
+def test_the_invariant_check_sees_a_share_ledger_that_drifts_from_the_containers():
+    """The recount is a real check: a ledger off by one milli, or a queue that forgot a share,
+    is caught."""
+    sim = Simulation(SPECS)
+    app = start(sim)
+    ask(sim, app, on("pcie-000", 1, share(250)))
+    sim.core.check_invariants()
+    ledger = sim.core.ledger
+    i = ledger.host_index["pcie-000"]
+    ledger.gpu_share_used[i, 0] += 1
+    with pytest.raises(AssertionError, match="pcie-000: share ledger"):
+        sim.core.check_invariants()
+    ledger.gpu_share_used[i, 0] -= 1
+    sim.core.queues["default"].used_gpu_milli -= 250
+    with pytest.raises(AssertionError, match="queue default: GPU share drift"):
+        sim.core.check_invariants()

@@ -1067,12 +1067,11 @@ class ResourceManager:
                 mem += b.memory_mb
                 mvc += b.mvcores
                 ports.extend(b.port_ranges)
-            self._check_gpu_shares(i, mask, shares)
+            shared_mask = self._check_gpu_shares(i, mask, shares)
             assert len(ports) == len(set(ports)), f"{ledger.hosts[i]}: a port is double-booked"
             assert mem + ledger.memory_free[i] == ledger.memory_capacity[i], f"{ledger.hosts[i]}: memory drift"
             assert mvc + ledger.mvcores_free[i] == ledger.mvcores_capacity[i], f"{ledger.hosts[i]}: vcores drift"
             free_mask, capacity_mask = int(ledger.gpu_free_mask[i]), int(ledger.gpu_capacity_mask[i])
-            shared_mask = int(sum(1 << int(g) for g in np.flatnonzero(shares)))
             assert mask | free_mask | shared_mask == capacity_mask and not (mask & free_mask), \
                 f"{ledger.hosts[i]}: GPU masks drift"
             assert bin(free_mask).count("1") == ledger.gpus_free[i], f"{ledger.hosts[i]}: GPU count drift"
@@ -1092,10 +1091,11 @@ class ResourceManager:
         assert self._free_totals() == (int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
                                        int(ledger.gpu_milli_free.sum())), "the queues' usage and the nodes' free drift"
 
-    def _check_gpu_shares(self, i: int, whole_mask: int, shares: np.ndarray) -> None:
+    def _check_gpu_shares(self, i: int, whole_mask: int, shares: np.ndarray) -> int:
         """Node ``i``'s GPUs, recounted from its containers (whole GPUs by ``whole_mask``, shares
         in milli per GPU): each GPU wholly free, taken whole, or holding shares that leave
-        free + used = 1000; never a share on a GPU taken whole or past 1000 on one GPU."""
+        free + used = 1000; never a share on a GPU taken whole or past 1000 on one GPU.
+        Returns the mask of the GPUs holding shares."""
         ledger, host = self.ledger, self.ledger.hosts[i]
         present = np.arange(ledger.gpu_width) < ledger.gpu_capacity.item(i)
         shared = shares > 0
@@ -1113,3 +1113,4 @@ class ResourceManager:
             f"{host}: per GPU free {milli_free.tolist()} + used {used.tolist()} != {GPU_MILLI}"
         free_mask = int(ledger.gpu_free_mask[i])
         assert not (shared_mask & free_mask), f"{host}: a GPU holding shares is in the free mask"
+        return shared_mask
