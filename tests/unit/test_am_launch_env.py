@@ -127,3 +127,32 @@ def test_split_alike_sends_what_every_task_has_alike_once():
     assert [{**alike, **dict(pairs)} for pairs in own] == envs
     assert split_alike([{"A": "1"}]) == ({}, [(("A", "1"),)])     # one task: nothing to share
     assert split_alike([]) == ({}, [])
+
+
+SHARE_JOB = """
+protocolVersion: 2
+name: sharejob
+type: job
+taskRoles:
+  nb:
+    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 0}
+    commands: [notebook]
+    gangmaster: {gpuMilli: 125}
+"""
+
+
+def test_a_share_task_is_told_its_share_and_a_whole_gpu_task_is_not(envs, tmp_path):
+    """GANGMASTER_GPU_MILLI / _SHARE only where a task holds a share; OpenPAI's GPU count stays
+    an integer (0 for a share role). The GPU itself is the NodeManager's to set."""
+    specs = [NodeSpec("n0", "rack-0", frozenset(), "V100", None, 65536, 16, 4, PortRanges.parse("20000-20099"))]
+    runs = SimulatedRuns(specs)
+    core = runs.sim.core
+    core.node_manager = recorder = RecordingNodeManager(runs.sim)
+    recorder.bind(core)
+    runs.submit(parse_job(SHARE_JOB), tmp_path)
+    assert runs.run()
+    (env,) = recorder.envs
+    assert (env["GANGMASTER_GPU_MILLI"], env["GANGMASTER_GPU_SHARE"], env["PAI_RESOURCE_nb"]) == \
+        ("125", "0.125", "0,1,1024,0")
+    for whole in envs.values():
+        assert "GANGMASTER_GPU_MILLI" not in whole and "GANGMASTER_GPU_SHARE" not in whole
