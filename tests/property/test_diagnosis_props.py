@@ -7,7 +7,9 @@ machine kinds, unhealthy machines and another job's allocations, a random gang.
 * waiting helps only where another job holds something (no other job: no reason
   says waiting helps, and no job is named);
 * every hint is checked: "N more machines like HOST" lets the gang start, N - 1 do
-  not; "when job X ends" lets it start once X's allocations are gone."""
+  not; "when job X ends" lets it start once X's allocations are gone.
+
+Roles may ask a share of one GPU, and the other job may hold shares as well as whole GPUs."""
 from __future__ import annotations
 
 import re
@@ -21,6 +23,7 @@ from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
+from share_roles import ShareRole
 
 PORTS = PortRanges.parse("20000-20019")
 KINDS = [(16, 65536, 4), (32, 131072, 8), (8, 32768, 0)]   # vcores, memory, GPUs
@@ -41,13 +44,23 @@ def cases(draw):
             vcores = draw(st.integers(1, int(spec.vcores)))
             gpus = draw(st.integers(0, spec.gpus))
             view.allocate(spec.host, ResourceDescriptor(vcores=vcores, memory_mb=1024, gpu_mask=(1 << gpus) - 1))
-            occupants.append(Occupant("other", spec.host, float(vcores), 1024, gpus, 100.0))
-    roles = tuple(RoleSpec(name=f"r{k}", instances=draw(st.integers(1, 6)), cpu=draw(st.sampled_from([1, 4, 10])),
-                           memory_mb=1024, gpus=draw(st.integers(0, 2)), ports={}, commands=("true",),
-                           completion=Completion(), task_retry_count=0, retry=RetryPolicy(),
-                           max_instances_per_node=draw(st.sampled_from([None, 1, 2])))
-                  for k in range(draw(st.integers(1, 3))))
-    return view, occupants, roles
+            shares = []
+            if gpus < spec.gpus:   # shares on the GPUs above the whole ones
+                for milli in draw(st.lists(st.sampled_from([300, 500, 700]), max_size=3)):
+                    gpu = draw(st.integers(gpus, spec.gpus - 1))
+                    if view.gpu_milli_free[i, gpu] >= milli:
+                        view.allocate(spec.host, ResourceDescriptor(gpu_milli=milli, gpu_mask=1 << gpu))
+                        shares.append((gpu, milli))
+            occupants.append(Occupant("other", spec.host, float(vcores), 1024, gpus, 100.0, tuple(shares)))
+    roles = []
+    for k in range(draw(st.integers(1, 3))):
+        gpus = draw(st.sampled_from([0, 1, 2, "share"]))
+        roles.append(ShareRole(name=f"r{k}", instances=draw(st.integers(1, 6)), cpu=draw(st.sampled_from([1, 4, 10])),
+                               memory_mb=1024, gpus=0 if gpus == "share" else gpus, ports={}, commands=("true",),
+                               completion=Completion(), task_retry_count=0, retry=RetryPolicy(),
+                               max_instances_per_node=draw(st.sampled_from([None, 1, 2])),
+                               gpu_milli=draw(st.sampled_from([250, 500, 800])) if gpus == "share" else 0))
+    return view, occupants, tuple(roles)
 
 
 def starts(view, roles) -> bool:
@@ -87,5 +100,8 @@ def test_a_diagnosis_agrees_with_the_placement_kernel(case, named):
             i = freed.index(o.host)
             freed.release(o.host, ResourceDescriptor(vcores=o.vcores, memory_mb=o.memory_mb,
                                                      gpu_mask=(1 << o.gpus) - 1))
+            for gpu, milli in o.gpu_shares:
+                freed.release(o.host, ResourceDescriptor(gpu_milli=milli, gpu_mask=1 << gpu))
+            assert not freed.gpus_shared[i]
             assert freed.free(i).vcores == freed.specs[i].vcores
         assert starts(freed, roles)
