@@ -158,6 +158,8 @@ class NodeColumns:
         slice): 1000 for a wholly free GPU, what shares leave on a shared one, 0 for a GPU
         taken whole or absent. int32, shape (rows, gpu_width); only column ``gpu`` when given."""
         every = rows is None or isinstance(rows, slice)
+        if gpu is not None and gpu >= self.gpu_width:   # a GPU no node has (a share pinned past them all)
+            return np.zeros(self.gpu_free_mask.shape[0] if every else len(rows), dtype=np.int32)
         masks = self.gpu_free_mask if every else self.gpu_free_mask[rows]
         used = self.gpu_share_used if every else self.gpu_share_used[rows]
         if gpu is not None:
