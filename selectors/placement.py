@@ -416,9 +416,11 @@ class _Loop:
 
     def _record_one(self, node: int, key) -> None:
         """:meth:`_place` for one instance not booked, without the arrays."""
-        wanted, named = self.demand.gpus or self.demand.gpu_milli, self.demand.gpu_mask
-        gpu_mask = named or (self._chosen_share(node) if self.demand.gpu_milli
-                             else self.selector.choose_gpus(self.view, node, self.request) if wanted else 0)
+        if self.demand.gpu_milli:
+            gpu_mask = self._chosen_share(node)
+        else:
+            wanted, named = self.demand.gpus, self.demand.gpu_mask
+            gpu_mask = named or (self.selector.choose_gpus(self.view, node, self.request) if wanted else 0)
         placement = self.placement
         placement.nodes.append(node)
         placement.gpu_masks.append([gpu_mask])
@@ -500,11 +502,11 @@ class _Loop:
         """The strategy's GPU for one instance of a share on ``node`` (the one named, when
         the request names it); a choice that is not one GPU of the node is the strategy's
         error, named as such."""
-        gpu = self.demand.gpu_mask or self.selector.choose_gpus(self.view, node, self.request)
+        gpu = int(self.demand.gpu_mask or self.selector.choose_gpus(self.view, node, self.request))
         if gpu <= 0 or gpu & (gpu - 1) or gpu.bit_length() > int(self.view.gpu_capacity[node]):
             raise ValueError(f"{type(self.selector).__name__}.choose_gpus gave {gpu:#x} for a share of "
                              f"{self.demand.gpu_milli} milli on {self.view.hosts[node]}: expected one of its GPUs")
-        return int(gpu)
+        return gpu
 
     def _ports(self, nodes: list[int], takes: list[int]) -> tuple[list[list[PortRanges]], list[PortRanges] | None]:
         """Per node, the ports of each instance; and the ports of each node in all (None

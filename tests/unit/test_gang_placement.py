@@ -128,3 +128,23 @@ def test_a_share_gang_that_does_not_fit_places_nothing_and_says_why_in_milli():
     assert "2/3 instances placed; infer[2] found no node" in str(err.value)
     assert "2 no GPU with 400 milli free, most free 300" in str(err.value)
     assert np.array_equal(view.gpu_milli_free, before)
+
+
+def test_a_strategy_that_gives_a_share_no_gpu_is_named():
+    from gangmaster.selectors.cluster import ClusterView, NodeSpec
+    from gangmaster.selectors.selector import Selector
+    from gangmaster.selectors.settings import SelectionSettings
+
+    class NoGpuForShares(Selector):
+        name = "no-gpu-for-shares-test"
+
+        def rank(self, view, candidates, request):
+            return np.zeros(len(candidates), dtype=np.int64)
+
+        def choose_gpus(self, view, node, request):
+            return 0
+
+    view = ClusterView([NodeSpec("n0", "r", frozenset(), "V100", None, 65536, 16, 2)])
+    with pytest.raises(ValueError, match="NoGpuForShares.choose_gpus gave 0x0 for a share of 300 milli on n0"):
+        place_gang(view, (share_role("infer", 2, 300),), SelectionPipeline(SelectionSettings(), NoGpuForShares()))
+    assert view.gpu_milli_free.tolist() == [[1000, 1000]]
