@@ -158,11 +158,11 @@ class NodeColumns:
         slice): 1000 for a wholly free GPU, what shares leave on a shared one, 0 for a GPU
         taken whole or absent. int32, shape (rows, gpu_width); only column ``gpu`` when given."""
         every = rows is None or isinstance(rows, slice)
-        if gpu is not None and gpu >= self.gpu_width:   # a GPU no node has (a share pinned past them all)
-            return np.zeros(self.gpu_free_mask.shape[0] if every else len(rows), dtype=np.int32)
         masks = self.gpu_free_mask if every else self.gpu_free_mask[rows]
         used = self.gpu_share_used if every else self.gpu_share_used[rows]
         if gpu is not None:
+            if gpu >= self.gpu_width:   # a GPU no node has (an ask may name one): nothing free on it
+                return np.zeros(len(masks), dtype=np.int32)
             whole = (masks >> np.uint64(gpu)) & np.uint64(1) == 1
             used = used[:, gpu]
             return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)
