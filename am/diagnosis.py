@@ -298,8 +298,8 @@ def _exhausted(rej: Rejection, demand: Demand, port_min: int, scratch: ClusterVi
 def _others_free(view: ClusterView, scratch: ClusterView, own: Sequence[tuple[str, ResourceDescriptor]]) -> ClusterView:
     """``scratch`` as it would be without any other application's containers: what is
     free plus what others use (the RM's usage less the gang's own granted containers).
-    Only for the fit checks (its cached columns are not kept, but for the nodes whose
-    GPU shares change: those go through ``set_free``)."""
+    Only for the fit checks (its cached columns are not kept, but for the nodes where
+    GPUs are freed: those go through ``set_free``)."""
     relaxed = scratch.copy()
     used_memory = view.memory_capacity - view.memory_free
     used_mvcores = view.mvcores_capacity - view.mvcores_free
@@ -319,7 +319,8 @@ def _others_free(view: ClusterView, scratch: ClusterView, own: Sequence[tuple[st
     relaxed.mvcores_free = relaxed.mvcores_free + used_mvcores
     relaxed.gpu_free_mask = relaxed.gpu_free_mask | used_mask
     relaxed.gpus_free = relaxed.gpus_free + _popcount(used_mask)
-    for i in np.flatnonzero(others_shares.any(axis=1)).tolist():
+    # the GPUs freed go through set_free, which keeps the share columns (cached per row) in step
+    for i in np.flatnonzero(others_shares.any(axis=1) | (used_mask != 0)).tolist():
         milli_free = np.minimum(GPU_MILLI, relaxed.gpu_milli_free_rows([i])[0] + others_shares[i])
         wholly_free = sum(1 << k for k in range(int(view.gpu_capacity[i])) if milli_free[k] == GPU_MILLI)
         free = relaxed.free(i)

@@ -156,3 +156,20 @@ def test_a_share_role_is_diagnosed_in_milli_of_one_gpu():
     for host in ("n0", "n1"):
         freed.release(host, R(gpu_milli=600, gpu_mask=0b1))
     assert starts(freed, (infer,)) and not starts(view, (infer,))
+
+
+def test_a_share_waits_for_gpus_another_job_holds_in_a_view_read_from_node_reports():
+    """The AM's view is read from the RM's node reports: a GPU full of another job's
+    shares reads as taken (0 milli free), like a GPU taken whole; either way waiting helps."""
+    from share_roles import ShareRole
+
+    view = ClusterView([NodeSpec(f"n{i}", "r", frozenset(), "V100", None, 65536, 16, 2, PORTS) for i in range(2)])
+    for host in view.hosts:
+        view.set_free(host, view.free(view.index(host)).with_(gpus=0, gpu_mask=0), (0, 0))
+    running = [Occupant("etl", h, 0.0, 0, 1, 60.0, gpu_shares=((0, 500), (0, 500))) for h in view.hosts]
+    infer = ShareRole(name="infer", instances=2, cpu=1, memory_mb=1024, gpus=0, ports={}, commands=("true",),
+                      completion=Completion(), task_retry_count=0, retry=RetryPolicy(), gpu_milli=250)
+    d = diagnose(view, (infer,), SelectionPipeline(), job="j", occupants=running)
+    assert reasons(d, "infer") == {("gpu-share-exhausted", 2, True)}
+    assert [b.to_dict() for b in d.blocking_jobs] == [
+        {"job": "etl", "machines": 2, "holds": {"gpuMilli": 4000}, "expected_end_s": 60.0}]
