@@ -532,7 +532,8 @@ def _plus(view: ClusterView, i: int, free: ResourceDescriptor,
     ones that hold no shares; their shares from the GPUs they name), and the milli-GPU free
     per GPU then (None where the node holds no shares), as ``set_free`` takes them."""
     gpus = sum(o.gpus for o in occupants)
-    used = int(view.gpu_capacity_mask[i]) & ~free.gpu_mask & ~_shared_mask(view, i)
+    their_shares = sum(1 << gpu for gpu in {gpu for o in occupants for gpu, _ in o.gpu_shares})
+    used = int(view.gpu_capacity_mask[i]) & ~free.gpu_mask & ~_shared_mask(view, i) & ~their_shares
     freed = 0
     while gpus and used:
         low = used & -used
@@ -556,8 +557,10 @@ def _shared_mask(view: ClusterView, i: int) -> int:
 
 def _shares_gone(view: ClusterView, i: int, occupants: list[Occupant]) -> tuple[int, ...] | None:
     """Milli-GPU free per GPU of node ``i`` once the shares of ``occupants`` are gone (None:
-    the node holds no shares, its free GPUs say it all)."""
-    if not view.gpus_shared[i]:
+    neither the node nor they hold shares, its free GPUs say it all). A GPU full of shares
+    reads as taken (0 free, as a view read from node reports has it): its occupants' shares
+    give back what they hold there all the same."""
+    if not view.gpus_shared[i] and not any(o.gpu_shares for o in occupants):
         return None
     milli_free = view.gpu_milli_free_rows([i])[0].copy()
     for o in occupants:

@@ -169,7 +169,11 @@ def test_a_share_waits_for_gpus_another_job_holds_in_a_view_read_from_node_repor
     running = [Occupant("etl", h, 0.0, 0, 1, 60.0, gpu_shares=((0, 500), (0, 500))) for h in view.hosts]
     infer = ShareRole(name="infer", instances=2, cpu=1, memory_mb=1024, gpus=0, ports={}, commands=("true",),
                       completion=Completion(), task_retry_count=0, retry=RetryPolicy(), gpu_milli=250)
-    d = diagnose(view, (infer,), SelectionPipeline(), job="j", occupants=running)
+    train = ShareRole(name="train", instances=1, cpu=1, memory_mb=1024, gpus=2, ports={}, commands=("true",),
+                      completion=Completion(), task_retry_count=0, retry=RetryPolicy())
+    d = diagnose(view, (infer, train), SelectionPipeline(), job="j", occupants=running)
     assert reasons(d, "infer") == {("gpu-share-exhausted", 2, True)}
     assert [b.to_dict() for b in d.blocking_jobs] == [
-        {"job": "etl", "machines": 2, "holds": {"gpuMilli": 4000}, "expected_end_s": 60.0}]
+        {"job": "etl", "machines": 2, "holds": {"gpuMilli": 4000, "gpus": 2}, "expected_end_s": 60.0}]
+    # etl's end frees both GPUs of a node: the one its shares fill and the one it holds whole
+    assert "when job etl ends (expected to end in 1m 00s)" in d.hint
