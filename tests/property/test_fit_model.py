@@ -150,6 +150,12 @@ def _for(columns: NodeColumns, asks_drawn: list) -> list:
     return asks_drawn if not isinstance(columns, NodeLedger) else [a for a in asks_drawn if not a[-1].gpu_milli]
 
 
+def _shares_left_cover(held: list[tuple[int, Demand]], i: int, d: Demand) -> bool:
+    """Whether the shares still held on ``d``'s GPU of node ``i`` add up to ``d``'s share."""
+    return bool(d.gpu_milli) and sum(o.gpu_milli for node, o in held
+                                     if node == i and o.gpu_milli and o.gpu_mask == d.gpu_mask) >= d.gpu_milli
+
+
 @settings(max_examples=60)
 @given(clusters(), operations)
 def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
@@ -159,7 +165,9 @@ def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
             if returning and held:
                 i, d = held.pop(pick % len(held))
                 give_back(columns, i, d)
-                if d.gpu_mask or d.port_ranges:  # its GPUs / ports are free now: a second return is refused
+                if (d.gpu_mask or d.port_ranges) and not _shares_left_cover(held, i, d):
+                    # its GPUs / ports are free now: a second return is refused (a share's, unless
+                    # other shares still held on its GPU add up to it: the ledger counts milli per GPU)
                     before = columns.amounts(i)
                     try:
                         give_back(columns, i, d)
