@@ -9,7 +9,8 @@ per-role instance counts behind ``max_instances_per_node``) is booked on a
 scratch copy when a gang is placed (:meth:`ClusterTracker.scratch`).
 
 Applying updates also says whether anything *grew*: a node with more free memory,
-vcores, GPUs or ports than before, or a node healthy again. Only such a change can
+vcores, GPUs or ports than before, a GPU with more milli-GPU free for a share, or a
+node healthy again. Only such a change can
 let a gang that did not fit fit now, so a waiting gang is placed again only then.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, NamedTuple
 
 from gangmaster.selectors.cluster import ClusterView
+from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.ports import PortRanges
 
 from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, check_fits_empty
@@ -25,25 +27,38 @@ from .rm_protocol import NodeReport, view_from_nodes
 
 
 class _Room(NamedTuple):
-    """What one node of the view offers now: whether it is usable, and what is free."""
+    """What one node of the view offers now: whether it is usable, and what is free
+    (``gpu_milli``: milli-GPU free per GPU, only where some GPU holds shares; elsewhere
+    the wholly free GPUs of ``gpu_mask`` say it all)."""
 
     healthy: bool
     memory_mb: int
     mvcores: int
     gpu_mask: int
     ports: PortRanges
+    gpu_milli: tuple[int, ...] | None
 
     @classmethod
     def of(cls, view: ClusterView, i: int) -> "_Room":
+        shares = tuple(view.gpu_milli_free_rows([i])[0].tolist()) if view.gpus_shared.item(i) else None
         return cls(view.healthy.item(i), view.memory_free.item(i), view.mvcores_free.item(i),
-                   view.gpu_free_mask.item(i), view.ports_free[i])
+                   view.gpu_free_mask.item(i), view.ports_free[i], shares)
 
     def grew_from(self, before: "_Room") -> bool:
-        """More room than ``before`` in any dimension (a GPU or port freed counts even when
-        another was taken), or usable again."""
+        """More room than ``before`` in any dimension (a GPU or port freed, or milli-GPU
+        freed on a shared GPU, counts even when another was taken), or usable again."""
         return ((self.healthy and not before.healthy) or self.memory_mb > before.memory_mb
                 or self.mvcores > before.mvcores or bool(self.gpu_mask & ~before.gpu_mask)
-                or bool(self.ports.subtract(before.ports)))
+                or bool(self.ports.subtract(before.ports)) or self._shares_grew_from(before))
+
+    def _shares_grew_from(self, before: "_Room") -> bool:
+        """Some GPU that holds shares now has more milli free than before (a GPU wholly
+        freed is in the mask's comparison)."""
+        if self.gpu_milli is None:
+            return False
+        was = before.gpu_milli or tuple(GPU_MILLI if before.gpu_mask >> k & 1 else 0
+                                        for k in range(len(self.gpu_milli)))
+        return any(now > then for now, then in zip(self.gpu_milli, was))
 
 
 class ClusterTracker:

@@ -44,7 +44,7 @@ import numpy as np
 from gangmaster.selectors import explanation as why
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import Rejection
-from gangmaster.selectors.fit import Demand, fits, milli
+from gangmaster.selectors.fit import GPU_MILLI, Demand, fits, milli
 from gangmaster.selectors.placement import room_per_node
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -65,10 +65,13 @@ _PERMANENT_DETAIL = {
     why.ROLE_FAILED_HERE: "{n} machine(s) where the role already failed",
     why.RACK_POLICY: "{n} machine(s) outside the racks the {requested} rack policy allows",
 }
-_RESOURCES = (why.MEMORY, why.VCORES, why.GPUS, why.GPU_MASK, why.PORTS)
+_RESOURCES = (why.MEMORY, why.VCORES, why.GPUS, why.GPU_MASK, why.GPU_SHARE, why.PORTS)
 _UNIT = {why.MEMORY: "MB memory", why.VCORES: "vcores", why.GPUS: "GPUs", why.GPU_MASK: "of the named GPUs",
-         why.PORTS: "ports"}
-_HELD_AS = {why.MEMORY: "memoryMB", why.VCORES: "vcores", why.GPUS: "gpus", why.GPU_MASK: "gpus"}
+         why.GPU_SHARE: "milli of one GPU", why.PORTS: "ports"}
+#: What a blocking job is said to hold of each resource: for a share, milli-GPU (a whole
+#: GPU held counts 1000: a share waits for either to go).
+_HELD_AS = {why.MEMORY: "memoryMB", why.VCORES: "vcores", why.GPUS: "gpus", why.GPU_MASK: "gpus",
+            why.GPU_SHARE: "gpuMilli"}
 #: How many blocking jobs a diagnosis names, and machines a hint names.
 BLOCKING_SHOWN = 3
 HOSTS_SHOWN = 3
@@ -87,6 +90,8 @@ class Occupant:
     memory_mb: int
     gpus: int
     expected_end_s: float | None = None
+    #: shares of GPUs held, as (GPU index, milli-GPU) pairs (``gpus`` counts whole GPUs only)
+    gpu_shares: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,8 +195,8 @@ class Diagnosis:
                  + ("" if self.fits_empty_cluster else "; it does not fit even the empty cluster")]
         for r in self.roles.values():
             ratio = f" (cpu {_num(r.cpu)} x requestRatio {_num(r.request_ratio)})" if r.request_ratio != 1 else ""
-            asked = (f"vcores={_num(r.asked['vcores'])}{ratio}, memoryMB={r.asked['memoryMB']}, "
-                     f"gpus={r.asked['gpus']}")
+            gpus = (f"gpuMilli={r.asked['gpuMilli']}" if r.asked.get("gpuMilli") else f"gpus={r.asked['gpus']}")
+            asked = f"vcores={_num(r.asked['vcores'])}{ratio}, memoryMB={r.asked['memoryMB']}, {gpus}"
             lines.append(f"  {r.role}: needed {r.needed}, placeable {r.placeable}, shortfall {r.shortfall} "
                          f"(each asks {asked})")
             for x in r.reasons:
@@ -293,20 +298,34 @@ def _exhausted(rej: Rejection, demand: Demand, port_min: int, scratch: ClusterVi
 def _others_free(view: ClusterView, scratch: ClusterView, own: Sequence[tuple[str, ResourceDescriptor]]) -> ClusterView:
     """``scratch`` as it would be without any other application's containers: what is
     free plus what others use (the RM's usage less the gang's own granted containers).
-    Only for the fit checks (its cached columns are not kept)."""
+    Only for the fit checks (its cached columns are not kept, but for the nodes where
+    GPUs are freed: those go through ``set_free``)."""
     relaxed = scratch.copy()
     used_memory = view.memory_capacity - view.memory_free
     used_mvcores = view.mvcores_capacity - view.mvcores_free
-    used_mask = view.gpu_capacity_mask & ~view.gpu_free_mask
+    shared = view.gpu_share_used > 0                       # GPUs holding shares: freed share by share below
+    shared_mask = (shared.astype(np.uint64) << np.arange(view.gpu_width, dtype=np.uint64)).sum(axis=1, dtype=np.uint64)
+    used_mask = view.gpu_capacity_mask & ~view.gpu_free_mask & ~shared_mask
+    others_shares = view.gpu_share_used.copy()
     for host, resource in own:
         i = view.index(host)
         used_memory[i] -= resource.memory_mb
         used_mvcores[i] -= int(round(resource.vcores * 1000))
-        used_mask[i] &= ~np.uint64(resource.gpu_mask)
+        if resource.gpu_milli:
+            others_shares[i, resource.gpu_mask.bit_length() - 1] -= resource.gpu_milli
+        else:
+            used_mask[i] &= ~np.uint64(resource.gpu_mask)
     relaxed.memory_free = relaxed.memory_free + used_memory
     relaxed.mvcores_free = relaxed.mvcores_free + used_mvcores
     relaxed.gpu_free_mask = relaxed.gpu_free_mask | used_mask
     relaxed.gpus_free = relaxed.gpus_free + _popcount(used_mask)
+    # the GPUs freed go through set_free, which keeps the share columns (cached per row) in step
+    for i in np.flatnonzero(others_shares.any(axis=1) | (used_mask != 0)).tolist():
+        milli_free = np.minimum(GPU_MILLI, relaxed.gpu_milli_free_rows([i])[0] + others_shares[i])
+        wholly_free = sum(1 << k for k in range(int(view.gpu_capacity[i])) if milli_free[k] == GPU_MILLI)
+        free = relaxed.free(i)
+        relaxed.set_free(view.hosts[i], ResourceDescriptor.exactly(free.memory_mb, free.vcores, wholly_free,
+                                                                   free.port_ranges), tuple(milli_free.tolist()))
     return relaxed
 
 
@@ -451,7 +470,7 @@ class _Hints:
                 continue
             i = view.index(host)
             before = view.free(i)
-            view.set_free(host, _plus(view, i, before, mine))
+            view.set_free(host, *_plus(view, i, before, mine))
             touched.append(i)
         if not self._starts(view):
             return ""
@@ -469,9 +488,11 @@ class _Hints:
 # ===================================================================== helpers
 def _role(role: RoleSpec, placeable: int, reasons: list[Reason]) -> RoleDiagnosis:
     """A role's diagnosis; what one instance asks of the RM has its vcores after ``requestRatio``."""
-    return RoleDiagnosis(role.name, role.instances, placeable,
-                         {"vcores": milli(role.ask_vcores) / 1000, "memoryMB": role.memory_mb, "gpus": role.gpus},
-                         reasons,
+    asked = {"vcores": milli(role.ask_vcores) / 1000, "memoryMB": role.memory_mb, "gpus": role.gpus}
+    share = role.ask_resource().gpu_milli
+    if share:
+        asked["gpuMilli"] = share
+    return RoleDiagnosis(role.name, role.instances, placeable, asked, reasons,
                          float(role.cpu), role.request_ratio)
 
 
@@ -495,6 +516,8 @@ def with_more_machines(view: ClusterView, spec: NodeSpec, count: int) -> Cluster
     for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count", "healthy",
                  "outstanding"):
         getattr(grown, name)[:n] = getattr(view, name)
+    grown.gpu_share_used[:n] = view.gpu_share_used        # a fresh view: its ledger is its own
+    grown.gpus_shared[:n] = view.gpus_shared
     grown.ports_free[:n] = view.ports_free
     for role, counts in view.role_count.items():
         grown.instances_of(role)[:n] = counts
@@ -503,10 +526,14 @@ def with_more_machines(view: ClusterView, spec: NodeSpec, count: int) -> Cluster
     return grown
 
 
-def _plus(view: ClusterView, i: int, free: ResourceDescriptor, occupants: list[Occupant]) -> ResourceDescriptor:
-    """What is free on node ``i`` once ``occupants`` are gone (their GPUs taken from the used ones)."""
+def _plus(view: ClusterView, i: int, free: ResourceDescriptor,
+          occupants: list[Occupant]) -> tuple[ResourceDescriptor, tuple[int, ...] | None]:
+    """What is free on node ``i`` once ``occupants`` are gone (their GPUs taken from the used
+    ones that hold no shares; their shares from the GPUs they name), and the milli-GPU free
+    per GPU then (None where the node holds no shares), as ``set_free`` takes them."""
     gpus = sum(o.gpus for o in occupants)
-    used = int(view.gpu_capacity_mask[i]) & ~free.gpu_mask
+    their_shares = sum(1 << gpu for gpu in {gpu for o in occupants for gpu, _ in o.gpu_shares})
+    used = int(view.gpu_capacity_mask[i]) & ~free.gpu_mask & ~_shared_mask(view, i) & ~their_shares
     freed = 0
     while gpus and used:
         low = used & -used
@@ -516,11 +543,35 @@ def _plus(view: ClusterView, i: int, free: ResourceDescriptor, occupants: list[O
     memory = min(int(view.memory_capacity[i]), free.memory_mb + sum(o.memory_mb for o in occupants))
     mvcores = min(int(view.mvcores_capacity[i]),
                   int(round(free.vcores * 1000)) + sum(int(round(o.vcores * 1000)) for o in occupants))
-    return ResourceDescriptor(memory_mb=memory, vcores=mvcores / 1000, gpu_mask=free.gpu_mask | freed,
-                              port_ranges=free.port_ranges)
+    milli_free = _shares_gone(view, i, occupants)
+    if milli_free is not None:   # a GPU whose shares are all gone is wholly free
+        freed |= sum(1 << k for k, left in enumerate(milli_free) if left == GPU_MILLI)
+    return (ResourceDescriptor(memory_mb=memory, vcores=mvcores / 1000, gpu_mask=free.gpu_mask | freed,
+                               port_ranges=free.port_ranges), milli_free)
+
+
+def _shared_mask(view: ClusterView, i: int) -> int:
+    """The GPUs of node ``i`` that hold shares."""
+    return sum(1 << k for k, used in enumerate(view.gpu_share_used[i].tolist()) if used)
+
+
+def _shares_gone(view: ClusterView, i: int, occupants: list[Occupant]) -> tuple[int, ...] | None:
+    """Milli-GPU free per GPU of node ``i`` once the shares of ``occupants`` are gone (None:
+    neither the node nor they hold shares, its free GPUs say it all). A GPU full of shares
+    reads as taken (0 free, as a view read from node reports has it): its occupants' shares
+    give back what they hold there all the same."""
+    if not view.gpus_shared[i] and not any(o.gpu_shares for o in occupants):
+        return None
+    milli_free = view.gpu_milli_free_rows([i])[0].copy()
+    for o in occupants:
+        for gpu, amount in o.gpu_shares:
+            milli_free[gpu] = min(GPU_MILLI, milli_free[gpu] + amount)
+    return tuple(milli_free.tolist())
 
 
 def _amount(view: ClusterView, reason: str, rows) -> np.ndarray:
+    if reason == why.GPU_SHARE:
+        return view.gpu_share_max_free[rows]
     if reason == why.MEMORY:
         return view.memory_free[rows]
     if reason == why.VCORES:
@@ -538,6 +589,8 @@ def _span(values: np.ndarray) -> str:
 
 
 def _held(o: Occupant, kind: str) -> float:
+    if kind == "gpuMilli":
+        return o.gpus * GPU_MILLI + sum(amount for _, amount in o.gpu_shares)
     return {"memoryMB": o.memory_mb, "vcores": o.vcores, "gpus": o.gpus}[kind]
 
 

@@ -50,9 +50,9 @@ class InstancePlacement(NamedTuple):
     role: str
     index: int
     host: str
-    gpu_mask: int
+    gpu_mask: int       # the GPUs given; for a share, the one GPU it sits on
     ports: str
-    resource: ResourceDescriptor  # what is asked of the RM (its GPUs and ports named)
+    resource: ResourceDescriptor  # what is asked of the RM (its GPUs and ports named; a share's gpu_milli)
 
 
 @dataclass
@@ -258,7 +258,8 @@ def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: P
 
 
 def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:
-    """The resource to ask of the RM for these GPUs and ports, and the ports as text."""
+    """The resource to ask of the RM for these GPUs and ports, and the ports as text; for
+    a share of one GPU, the share on the GPU chosen (``gpu_milli`` kept, ``gpu_mask`` its GPU)."""
     resource = asked.with_ports(ports) if ports else asked
     if gpu_mask:
         resource = replace(resource, gpus=0, gpu_mask=gpu_mask)

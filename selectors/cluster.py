@@ -69,7 +69,9 @@ def _capacity(memory_mb: int, vcores: float, gpus: int, ports: PortRanges) -> Re
 
 @dataclass(frozen=True)
 class NodeView:
-    """A snapshot of one node, for explanations, JSON output and tests."""
+    """A snapshot of one node, for explanations, JSON output and tests. ``free`` names
+    the wholly free GPUs; ``gpu_milli_free`` gives milli-GPU free on each of the node's
+    GPUs (1000 wholly free, 0 taken whole, between: what its shares leave)."""
 
     host: str
     rack: str
@@ -82,6 +84,7 @@ class NodeView:
     outstanding_requests: int
     role_instances: dict[str, int] = field(default_factory=dict)
     failed_roles: frozenset[str] = frozenset()
+    gpu_milli_free: tuple[int, ...] = ()
 
 
 class NodeColumns:
@@ -504,6 +507,7 @@ class ClusterView(NodeColumns):
             free=self.free(i), outstanding_requests=int(self.outstanding[i]),
             role_instances={r: int(c[i]) for r, c in self.role_count.items() if c[i]},
             failed_roles=frozenset(r for r, f in self.role_failed.items() if f[i]),
+            gpu_milli_free=tuple(self.gpu_milli_free_rows([i])[0, :spec.gpus].tolist()),
         )
 
     def nodes(self) -> list[NodeView]:

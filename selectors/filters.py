@@ -133,14 +133,15 @@ class NonGpuJobFilter(NodeFilter):
     """Keeps jobs that need no GPU at all off GPU nodes, when configured to.
 
     qizhi had this filter but never reached it (non-GPU requests skipped select());
-    here every request goes through the chain, and the job's GPU total decides."""
+    here every request goes through the chain, and the job's GPU total decides. A share
+    of one GPU is a GPU ask: it needs a GPU node."""
 
     name = "non-gpu-job"
     reason = why.GPU_NODE_RESERVED
 
     def passes(self, ctx, rows=None):
         job_gpus = ctx.request.job_gpus if ctx.request.job_gpus is not None else ctx.request.resource.gpus
-        if ctx.settings.allow_non_gpu_job_on_gpu_node or job_gpus > 0:
+        if ctx.settings.allow_non_gpu_job_on_gpu_node or job_gpus > 0 or ctx.request.resource.gpu_milli:
             return None
         return _take(ctx.view.gpu_capacity, rows) == 0
 

@@ -260,7 +260,10 @@ class _GpuShareOn(Check):
         return view.gpu_milli_free_rows(rows, self.gpu) >= self.need
 
     def room(self, view, rows, empty=False):
-        return self.meets(view, rows, empty).astype(np.int64)   # one GPU named: one share of it checked
+        # shares stack on the GPU named: as many as its milli free hold
+        if empty:
+            return (_take(view.gpu_capacity, rows) > self.gpu).astype(np.int64) * (GPU_MILLI // self.need)
+        return (view.gpu_milli_free_rows(rows, self.gpu) // self.need).astype(np.int64)
 
     def shown_column(self, view, empty):
         return view.gpu_share_capacity if empty else view.gpu_share_max_free

@@ -67,6 +67,14 @@ node's free ports at or above ``port_min`` (sequentially: the lowest ones, as
 successive single choices would; or drawn with the pipeline's RNG), unless the
 request names its ports. Everything a step places is booked on the view at once
 (:meth:`ClusterView.allocate_many`) when the caller asks for booking.
+
+A share of one GPU (``gpu_milli``) is placed the same way — a node's room for it is
+Σ over its GPUs of ⌊milli free / share⌋, which any GPU choice with room lowers by
+exactly one, so filling a node in one step still holds — but its instances get their
+GPU one at a time: ``choose_gpus`` on the view as the instances before left it
+(several may land on one GPU or on several), each instance booked on its own
+(:meth:`ClusterView.allocate`: a share names its GPU, which a bulk booking cannot).
+Not booking, the shares chosen are booked on the view while choosing and given back.
 """
 from __future__ import annotations
 
@@ -388,10 +396,13 @@ class _Loop:
         """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
         placement = self.placement
         at, counts = np.asarray(nodes, dtype=np.int64), np.asarray(takes, dtype=np.int64)
-        gpu_masks, gpus = self._gpu_masks(at, takes)
         ports, port_unions = self._ports(nodes, takes)
-        if self.book:
-            self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
+        if self.demand.gpu_milli:
+            gpu_masks = self._place_shares(nodes, ports)
+        else:
+            gpu_masks, gpus = self._gpu_masks(at, takes)
+            if self.book:
+                self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
         placed = int(counts.sum())
         if self.room is not None:
             self.room[at] -= counts
@@ -405,8 +416,11 @@ class _Loop:
 
     def _record_one(self, node: int, key) -> None:
         """:meth:`_place` for one instance not booked, without the arrays."""
-        wanted, named = self.demand.gpus, self.demand.gpu_mask
-        gpu_mask = named or (self.selector.choose_gpus(self.view, node, self.request) if wanted else 0)
+        if self.demand.gpu_milli:
+            gpu_mask = self._chosen_share(node)
+        else:
+            wanted, named = self.demand.gpus, self.demand.gpu_mask
+            gpu_mask = named or (self.selector.choose_gpus(self.view, node, self.request) if wanted else 0)
         placement = self.placement
         placement.nodes.append(node)
         placement.gpu_masks.append([gpu_mask])
@@ -450,6 +464,49 @@ class _Loop:
             for mask in masks[:-1]:
                 self.view.release(node, ResourceDescriptor(gpu_mask=mask))
         return masks
+
+    def _place_shares(self, nodes: list[int], ports: list[list[PortRanges]]) -> list[list[int]]:
+        """Per node, the GPU of each instance of a share, chosen one after another on the
+        view as the instances before left it; each instance booked (with its ports) when
+        booking, else only its share, for the next choice, and given back at the end.
+        A booking that fails gives back what this step booked before raising."""
+        view, need, role = self.view, self.demand.gpu_milli, self.request.role
+        memory, vcores = self.demand.memory_mb, self.request.resource.vcores
+        booked: list[tuple[int, ResourceDescriptor, str | None]] = []
+        masks: list[list[int]] = []
+        try:
+            for node, ports_of in zip(nodes, ports):
+                chosen = []
+                for instance_ports in ports_of:
+                    gpu = self._chosen_share(node)
+                    if self.book:
+                        share = ResourceDescriptor.exactly(memory, vcores, gpu, instance_ports, need)
+                    else:
+                        share = ResourceDescriptor(gpu_milli=need, gpu_mask=gpu)
+                    view.allocate(node, share, role=role if self.book else None)
+                    booked.append((node, share, role if self.book else None))
+                    chosen.append(gpu)
+                masks.append(chosen)
+        except Exception:
+            self._give_back(booked)
+            raise
+        if not self.book:
+            self._give_back(booked)
+        return masks
+
+    def _give_back(self, booked: list[tuple[int, ResourceDescriptor, str | None]]) -> None:
+        for node, share, role in reversed(booked):
+            self.view.release(node, share, role=role)
+
+    def _chosen_share(self, node: int) -> int:
+        """The strategy's GPU for one instance of a share on ``node`` (the one named, when
+        the request names it); a choice that is not one GPU of the node is the strategy's
+        error, named as such."""
+        gpu = int(self.demand.gpu_mask or self.selector.choose_gpus(self.view, node, self.request))
+        if gpu <= 0 or gpu & (gpu - 1) or gpu.bit_length() > int(self.view.gpu_capacity[node]):
+            raise ValueError(f"{type(self.selector).__name__}.choose_gpus gave {gpu:#x} for a share of "
+                             f"{self.demand.gpu_milli} milli on {self.view.hosts[node]}: expected one of its GPUs")
+        return gpu
 
     def _ports(self, nodes: list[int], takes: list[int]) -> tuple[list[list[PortRanges]], list[PortRanges] | None]:
         """Per node, the ports of each instance; and the ports of each node in all (None

@@ -8,7 +8,8 @@ strategy asks the node's interconnect model instead
 
 * **GPUs on a node** (:meth:`TopologyAware.choose_gpus`): the free subset with the
   best set score, ties broken to leave the best sets free for later requests (see
-  :mod:`gangmaster.gpu_topology.chooser`).
+  :mod:`gangmaster.gpu_topology.chooser`). A share of one GPU gets the base class's
+  tightest fit (no set to connect; it leaves the most GPUs whole).
 * **Nodes** (:meth:`TopologyAware.node_key`, a column per GPU count that the view
   keeps row by row, so select() walks its node index): first by the best set score the node can
   offer for the request given its free GPUs (a lookup per node in a table indexed
@@ -65,6 +66,10 @@ class TopologyAware(Selector):
         self._node_keys: dict[int, NodeKey] = {}  # per GPU count asked
 
     def choose_gpus(self, view: "ClusterView", node: int, request: "SelectionRequest") -> int:
+        if request.resource.gpu_milli:
+            # A share sits on one GPU: there is no set to connect, and the base class's
+            # tightest fit keeps the most GPUs whole, so the NVLink sets stay free.
+            return super().choose_gpus(view, node, request)
         wanted = request.resource.gpus
         if not wanted:
             return 0

@@ -9,6 +9,7 @@ from dataclasses import replace
 from gangmaster.gpu_topology.masks import MaskError, format_mask, indices_of, mask_from_indices
 from gangmaster.selectors.cluster_file import load_cluster
 from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.request import RACK_POLICIES, SelectionRequest
@@ -33,7 +34,12 @@ def add_parser(sub):
     p.add_argument("--memory", type=count(0), default=1024, help="memory per instance, MB (default: 1024)")
     p.add_argument("--vcores", type=float, default=1.0, help="vcores per instance, fractions allowed (default: 1)")
     p.add_argument("--gpus", type=count(0), default=0, help="GPUs per instance")
-    p.add_argument("--gpu-indices", help="exact GPUs to ask for, e.g. 0,1 (sets the GPU mask)")
+    p.add_argument("--gpu-indices", help="exact GPUs to ask for, e.g. 0,1 (sets the GPU mask); with "
+                                         "--gpu-milli, the one GPU the share must sit on")
+    p.add_argument("--gpu-milli", type=count(1, GPU_MILLI - 1),
+                   help=f"a share of one GPU in milli-GPU (1..{GPU_MILLI - 1}, e.g. 500 for half a GPU) "
+                        f"instead of whole GPUs; the strategy picks the GPU (by default the one with the "
+                        f"least milli free that still fits)")
     p.add_argument("--ports", type=count(0), default=0, help="number of ports to choose")
     p.add_argument("--reuse-ports", help="ports the role already uses, e.g. 20000-20001")
     p.add_argument("--label", help="node label the node must carry")
@@ -85,7 +91,8 @@ def run(args) -> int:
     try:
         mask = _gpu_mask(args.gpu_indices) if args.gpu_indices else 0
         reuse = PortRanges.parse(args.reuse_ports) if args.reuse_ports else PortRanges()
-        resource = ResourceDescriptor(args.memory, args.vcores, args.gpus if not mask else 0, mask, args.ports)
+        resource = ResourceDescriptor(args.memory, args.vcores, args.gpus if not mask else 0, mask, args.ports,
+                                      gpu_milli=args.gpu_milli or 0)
         request = SelectionRequest(
             role=args.role, resource=resource, node_label=args.label, gpu_types=tuple(args.gpu_type),
             pending_tasks=args.pending, reuse_ports=reuse,
@@ -106,21 +113,44 @@ def run(args) -> int:
     except PortError as exc:
         print(f"no ports: {exc}")
         return 1
+    resource = request.resource
     if args.json:
         print(json.dumps({
             "ok": True, "selector": selector.name, "resource": str(result.resource),
             "ports": str(result.ports) if result.ports else None,
-            "candidates": [{"host": c.host, "gpu_mask": c.gpu_mask, "gpus": indices_of(c.gpu_mask),
-                            "rack": view.node(c.host).rack} for c in result.candidates],
+            "candidates": [_candidate_json(view.node(c.host), c.gpu_mask, resource.gpu_milli)
+                           for c in result.candidates],
             "explanation": result.explanation.to_dict(),
         }, indent=2))
         return 0
     print(f"selector: {selector.name}    request: {result.resource}")
     for rank, c in enumerate(result.candidates, 1):
         node = view.node(c.host)
+        if resource.gpu_milli:
+            print(f"{rank:>3}. {c.host:<20} rack={node.rack:<10} {_share_text(node, c.gpu_mask, resource.gpu_milli)}"
+                  f"  free={node.free}")
+            continue
         gpus = format_mask(c.gpu_mask) if c.gpu_mask else "-"
         print(f"{rank:>3}. {c.host:<20} rack={node.rack:<10} gpus={gpus:<16} free={node.free}")
     if result.ports:
         print(f"ports: {result.ports}")
     print(result.explanation.summary())
     return 0
+
+
+def _share_text(node, gpu_mask: int, share: int) -> str:
+    """``gpu=3 share=250 milli (of 700 free; per GPU 1000,700)``: the GPU a share gets,
+    and what each GPU of the node has free before it."""
+    gpu = gpu_mask.bit_length() - 1
+    per_gpu = ",".join(map(str, node.gpu_milli_free))
+    return f"gpu={gpu} share={share} milli (of {node.gpu_milli_free[gpu]} free; per GPU {per_gpu})"
+
+
+def _candidate_json(node, gpu_mask: int, share: int) -> dict:
+    """One candidate for --json: its GPUs (for a share, the GPU and the share) and the
+    node's milli-GPU free per GPU."""
+    doc = {"host": node.host, "gpu_mask": gpu_mask, "gpus": indices_of(gpu_mask), "rack": node.rack}
+    if share:
+        doc.update(gpu=gpu_mask.bit_length() - 1, gpu_milli=share)
+    doc["gpu_milli_free"] = list(node.gpu_milli_free)
+    return doc

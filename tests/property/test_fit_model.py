@@ -7,6 +7,10 @@
   ``ResourceDescriptor.fits_in`` and with the filter chain's resource verdict;
 * the RM's ledger books exactly what fits; the AM's view read from the RM's node
   reports is the RM's usage and health.
+
+Shares of one GPU (``gpu_milli``, free or pinned to a GPU) are among the asks on the AM's
+view (the RM ledger's take of a share is tools/rmsim's, held by its own suites): per GPU,
+milli free + milli used = 1000, and a share takes the tightest GPU that fits.
 """
 import numpy as np
 from hypothesis import given, settings, strategies as st
@@ -21,7 +25,7 @@ from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
-from gangmaster.selectors.selector import get_selector
+from gangmaster.selectors.selector import get_selector, tightest_gpu
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.tools.rmsim.ledger import Booking, NodeLedger
 
@@ -56,20 +60,33 @@ asks = st.one_of(
 )
 
 
+share_asks = st.builds(lambda m, share, pin: ResourceDescriptor(memory_mb=m, gpu_milli=share, gpu_mask=pin),
+                       st.sampled_from([0, 1000]), st.sampled_from([250, 400, 500, 999]),
+                       st.sampled_from([0, 0, 0, 1, 2, 8]))
+view_asks = st.one_of(asks, share_asks)   # what the AM's view is asked (the RM ledger: `asks`)
+
+
 def exact(columns: NodeColumns, i: int, demand: Demand, port_min: int) -> Demand | None:
     """The exact GPUs and ports one instance of ``demand`` would take on node ``i`` (the
-    lowest free ones, ports at or above ``port_min``), or None when there are too few."""
+    lowest free ones; for a share the GPU named, or the tightest that fits; ports at or
+    above ``port_min``), or None when there are too few."""
     free_mask = int(columns.gpu_free_mask[i])
-    mask = demand.gpu_mask or (lowest_bits(free_mask, demand.gpus) if demand.gpus else 0)
-    if popcount(mask) != demand.gpus:
-        return None
+    if demand.gpu_milli:
+        milli_free = columns.gpu_milli_free_rows([i])[0]
+        if not demand.gpu_mask and milli_free.max() < demand.gpu_milli:
+            return None
+        mask = demand.gpu_mask or 1 << tightest_gpu(milli_free, demand.gpu_milli)
+    else:
+        mask = demand.gpu_mask or (lowest_bits(free_mask, demand.gpus) if demand.gpus else 0)
+        if popcount(mask) != demand.gpus:
+            return None
     ports = demand.port_ranges
     if not ports and demand.ports:
         try:
             ports = columns.ports_free[i].take_sequential(demand.ports, port_min)
         except PortError:
             return None
-    return Demand(demand.memory_mb, demand.mvcores, demand.gpus, mask, ports.count, ports)
+    return Demand(demand.memory_mb, demand.mvcores, demand.gpus, mask, ports.count, ports, demand.gpu_milli)
 
 
 def book_exact(columns: NodeColumns, i: int, demand: Demand, port_min: int) -> Demand:
@@ -96,10 +113,22 @@ def assert_free_plus_used_is_capacity(columns: NodeColumns, held: list[tuple[int
         mine = [d for node, d in held if node == i]
         used_mask = 0
         used_ports = PortRanges()
+        shares = [0] * columns.gpu_width   # milli held by shares, per GPU
         for d in mine:
-            assert not used_mask & d.gpu_mask and not used_ports.intersect(d.port_ranges)
-            used_mask |= d.gpu_mask
+            if d.gpu_milli:
+                shares[d.gpu_mask.bit_length() - 1] += d.gpu_milli
+            else:
+                assert not used_mask & d.gpu_mask
+                used_mask |= d.gpu_mask
+            assert not used_ports.intersect(d.port_ranges)
             used_ports = used_ports.add(d.port_ranges)
+        shared_mask = sum(1 << k for k, milli in enumerate(shares) if milli)
+        assert not used_mask & shared_mask                 # a GPU is taken whole or shared, never both
+        for k in range(columns.gpu_width):                 # free + used = 1000 per GPU (0 past the node's GPUs)
+            used = 1000 if used_mask >> k & 1 else shares[k]
+            assert used <= 1000
+            assert columns.gpu_milli_free[i, k] == ((1000 - used) if k < spec.gpus else 0)
+        used_mask |= shared_mask
         assert columns.memory_free[i] + sum(d.memory_mb for d in mine) == columns.memory_capacity[i]
         assert columns.mvcores_free[i] + sum(d.mvcores for d in mine) == columns.mvcores_capacity[i]
         assert int(columns.gpu_free_mask[i]) | used_mask == int(columns.gpu_capacity_mask[i])
@@ -112,7 +141,19 @@ def assert_free_plus_used_is_capacity(columns: NodeColumns, held: list[tuple[int
         assert above == columns.ports_free[i].above(PORT_MIN).count  # the cached column follows
 
 
-operations = st.lists(st.tuples(st.booleans(), st.integers(0, 5), asks), max_size=25)
+operations = st.lists(st.tuples(st.booleans(), st.integers(0, 5), view_asks), max_size=25)
+
+
+def _for(columns: NodeColumns, asks_drawn: list) -> list:
+    """The asks for ``columns``: all of them for the AM's view; the RM ledger's share take
+    is tools/rmsim's (its own suites), so shares are left out of its sequence here."""
+    return asks_drawn if not isinstance(columns, NodeLedger) else [a for a in asks_drawn if not a[-1].gpu_milli]
+
+
+def _shares_left_cover(held: list[tuple[int, Demand]], i: int, d: Demand) -> bool:
+    """Whether the shares still held on ``d``'s GPU of node ``i`` add up to ``d``'s share."""
+    return bool(d.gpu_milli) and sum(o.gpu_milli for node, o in held
+                                     if node == i and o.gpu_milli and o.gpu_mask == d.gpu_mask) >= d.gpu_milli
 
 
 @settings(max_examples=60)
@@ -120,11 +161,13 @@ operations = st.lists(st.tuples(st.booleans(), st.integers(0, 5), asks), max_siz
 def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
     for columns in (ClusterView(specs), NodeLedger(specs)):
         held: list[tuple[int, Demand]] = []
-        for returning, pick, ask in ops:
+        for returning, pick, ask in _for(columns, ops):
             if returning and held:
                 i, d = held.pop(pick % len(held))
                 give_back(columns, i, d)
-                if d.gpu_mask or d.port_ranges:  # its GPUs / ports are free now: a second return is refused
+                if (d.gpu_mask or d.port_ranges) and not _shares_left_cover(held, i, d):
+                    # its GPUs / ports are free now: a second return is refused (a share's, unless
+                    # other shares still held on its GPU add up to it: the ledger counts milli per GPU)
                     before = columns.amounts(i)
                     try:
                         give_back(columns, i, d)
@@ -150,12 +193,14 @@ def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
 
 
 @settings(max_examples=60)
-@given(clusters(), st.lists(st.tuples(st.integers(0, 5), asks), max_size=6), asks,
+@given(clusters(), st.lists(st.tuples(st.integers(0, 5), view_asks), max_size=6), view_asks,
        st.sampled_from([0, PORT_MIN]))
 def test_room_instances_can_be_booked_and_one_more_is_refused(specs, before, ask, port_min):
     demand = Demand.of(ask)
     for columns in (ClusterView(specs), NodeLedger(specs)):
-        for pick, other in before:
+        if ask.gpu_milli and isinstance(columns, NodeLedger):
+            continue   # the RM ledger's share take: tools/rmsim's suites
+        for pick, other in _for(columns, before):
             try:
                 book_exact(columns, pick % len(specs), Demand.of(other), port_min)
             except ResourceError:
@@ -176,7 +221,7 @@ def test_room_instances_can_be_booked_and_one_more_is_refused(specs, before, ask
 
 
 @settings(max_examples=80)
-@given(clusters(), st.lists(st.tuples(st.integers(0, 5), asks), max_size=8), asks,
+@given(clusters(), st.lists(st.tuples(st.integers(0, 5), view_asks), max_size=8), view_asks,
        st.sampled_from([0, PORT_MIN]))
 def test_fits_agrees_with_room_the_scalar_check_fits_in_and_the_filter(specs, before, ask, port_min):
     view = ClusterView(specs)
@@ -193,7 +238,7 @@ def test_fits_agrees_with_room_the_scalar_check_fits_in_and_the_filter(specs, be
     assert never.tolist() == [shortfall(demand, view.amounts(i, empty=True), port_min) is not None
                               for i in range(len(view))]
     assert not (ok & never).any()
-    if port_min == 0:
+    if port_min == 0 and not ask.gpu_milli:   # a descriptor names whole GPUs only: no milli per GPU to fit a share in
         assert ok.tolist() == [ask.fits_in(view.free(i)) for i in range(len(view))]
     rows = np.arange(len(view))[::-1]
     assert fits(view, demand, port_min, rows=rows).tolist() == ok[rows].tolist()
@@ -214,7 +259,8 @@ def _refused(columns: NodeColumns, i: int, demand: Demand, port_min: int) -> boo
 
 
 def _descriptor(d: Demand) -> ResourceDescriptor:
-    return ResourceDescriptor(d.memory_mb, d.mvcores / 1000.0, d.gpus, d.gpu_mask, port_ranges=d.port_ranges)
+    return ResourceDescriptor(d.memory_mb, d.mvcores / 1000.0, d.gpus, d.gpu_mask, port_ranges=d.port_ranges,
+                              gpu_milli=d.gpu_milli)
 
 
 def _booking(d: Demand) -> Booking:

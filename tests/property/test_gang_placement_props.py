@@ -9,7 +9,12 @@ strategy's rank, exact ties by the pipeline's tie order (a uniform draw among th
 keep() best for a random strategy), the strategy's GPU choice, ports from the free
 ports at or above port_min; then books the instance. Same nodes, GPUs, ports and
 failures are asked of the product for every built-in strategy and for plugins that
-only rank, opt out of locality or give a node key."""
+only rank, opt out of locality or give a node key.
+
+Roles may ask a share of one GPU (``gpu_milli``) on clusters where some GPUs already
+hold shares: several instances may land on one node, on one GPU or several; the
+per-GPU ledger after booking a placement is checked against one worked out from the
+instances (free + used = 1000 per GPU, nothing double-booked)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -31,8 +36,10 @@ from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import NodeKey, Selector, get_selector
 from gangmaster.selectors.settings import SelectionSettings
+from share_roles import ShareRole
 
 TOPOLOGY = {8: "dgx1-v100", 4: "pcie-4gpu", 0: None}
+SHARES = [250, 300, 500, 700]   # milli-GPU: some pack a GPU exactly, some leave a remainder
 
 
 class EmptiestFirst(Selector):
@@ -168,7 +175,17 @@ def clusters(draw, scarce_ports: bool = False) -> ClusterView:
             role = draw(st.sampled_from([None, "r0", "r1"]))
             view.allocate(i, ResourceDescriptor(memory_mb=draw(st.integers(0, 4096)), vcores=draw(st.sampled_from([0.0, 1.0, 2.5])),
                                                 gpu_mask=mask, port_ranges=PortRanges.of((20000, 20000))), role=role)
+        if view.gpus_free[i] and draw(st.integers(0, 2)) == 0:  # shares already on a GPU or two
+            _take_shares(view, i, draw(st.lists(st.tuples(st.integers(0, 7), st.sampled_from(SHARES)), max_size=3)))
     return view
+
+
+def _take_shares(view: ClusterView, i: int, shares) -> None:
+    """Book ``(gpu, milli)`` shares on node ``i`` where they fit (the rest skipped)."""
+    for gpu, milli in shares:
+        gpu %= int(view.gpu_capacity[i])
+        if view.gpu_milli_free[i, gpu] >= milli:
+            view.allocate(i, ResourceDescriptor(gpu_milli=milli, gpu_mask=1 << gpu))
 
 
 @st.composite
@@ -182,10 +199,12 @@ def uniform_clusters(draw) -> ClusterView:
                                  gpu_type="V100" if gpus else None, topology=TOPOLOGY[gpus], memory_mb=65536,
                                  vcores=16.0, gpus=gpus, ports=PortRanges.of((20000, 29999)))
                         for i in range(draw(st.integers(3, 8)))])
-    if gpus and draw(st.booleans()):  # one GPU already taken here and there
+    if gpus and draw(st.booleans()):  # one GPU already taken here and there, or a share on it
         for i in range(len(view)):
             if draw(st.booleans()):
-                view.allocate(i, ResourceDescriptor(gpu_mask=1 << draw(st.integers(0, gpus - 1))))
+                gpu = 1 << draw(st.integers(0, gpus - 1))
+                share = draw(st.sampled_from([0] + SHARES))
+                view.allocate(i, ResourceDescriptor(gpu_mask=gpu, gpu_milli=share))
     return view
 
 
@@ -193,9 +212,11 @@ def uniform_clusters(draw) -> ClusterView:
 def gangs(draw, min_instances: int = 1) -> tuple[RoleSpec, ...]:
     roles = []
     for i in range(draw(st.integers(1, 3))):
-        roles.append(RoleSpec(
+        gpus = draw(st.sampled_from([0, 0, 1, 2, "share"]))
+        roles.append(ShareRole(
             name=f"r{i}", instances=draw(st.integers(min_instances, 6)), cpu=draw(st.integers(1, 4)),
-            memory_mb=draw(st.sampled_from([512, 2048, 4096])), gpus=draw(st.sampled_from([0, 0, 1, 2])),
+            memory_mb=draw(st.sampled_from([512, 2048, 4096])), gpus=0 if gpus == "share" else gpus,
+            gpu_milli=draw(st.sampled_from(SHARES)) if gpus == "share" else 0,
             ports={"p": draw(st.integers(0, 2))}, commands=("true",), completion=Completion(), task_retry_count=0,
             retry=RetryPolicy(), request_ratio=draw(st.sampled_from([1.0, 0.5, 0.7])),
             max_instances_per_node=draw(st.sampled_from([None, 1, 2])),
@@ -223,7 +244,7 @@ def describe(view: ClusterView) -> str:
 
 def snapshot(view: ClusterView):
     return (view.memory_free.tolist(), view.vcores_free.tolist(), view.gpus_free.tolist(),
-            view.gpu_free_mask.tolist(), list(view.ports_free), view.healthy.tolist(),
+            view.gpu_free_mask.tolist(), view.gpu_milli_free.tolist(), list(view.ports_free), view.healthy.tolist(),
             {r: c.tolist() for r, c in view.role_count.items() if c.any()})
 
 
@@ -250,14 +271,27 @@ def test_placement_books_cleanly_respects_caps_and_places_exactly_the_indices(vi
     assert len(got) == len(set(got)) and set(got) == requested(roles, indices)
     by_name = {r.name: r for r in roles}
     fresh = view.copy()
+    expected_used = {}   # (host, GPU) -> milli in use, worked out from the instances
     for p in placement.instances:
         role = by_name[p.role]
-        assert popcount(p.gpu_mask) == role.gpus and p.resource.gpu_mask == p.gpu_mask
+        share = role.ask_resource().gpu_milli
+        assert popcount(p.gpu_mask) == (1 if share else role.gpus) and p.resource.gpu_mask == p.gpu_mask
+        assert p.resource.gpu_milli == share and p.resource.gpus == (0 if share else role.gpus)
+        for gpu in range(8):
+            if p.gpu_mask >> gpu & 1:
+                key = (p.host, gpu)
+                expected_used[key] = expected_used.get(key, 0) + (share or 1000)
         assert p.resource.ports == role.port_count and str(p.resource.port_ranges or "") == p.ports
         assert p.resource.vcores == role.ask_vcores and p.resource.memory_mb == role.memory_mb
         # booking everything on a copy of the view succeeds: no GPU, port, memory or
         # vcore is given twice or beyond what is free
         fresh.allocate(p.host, p.resource, role=p.role)
+    for (host, gpu), used in expected_used.items():   # free + used = 1000 per GPU, counted apart
+        i = view.index(host)
+        assert 1000 - view.gpu_milli_free[i, gpu] + used <= 1000
+        assert fresh.gpu_milli_free[i, gpu] == view.gpu_milli_free[i, gpu] - used
+    assert all(fresh.gpu_milli_free[view.index(h), g] == view.gpu_milli_free[view.index(h), g]
+               for h in view.hosts for g in range(view.gpu_width) if (h, g) not in expected_used)
     for role in roles:
         if role.max_instances_per_node is not None:  # counting what already ran there
             assert fresh.instances_of(role.name).max() <= max(role.max_instances_per_node,

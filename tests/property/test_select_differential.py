@@ -8,7 +8,8 @@ fresh views, after random allocate / release / set_health / mark_failed / set_fr
 sequences (the index taken in incrementally, and rebuilt), and on copies of a view
 changed apart from their original; best_nodes also with a seeded tie order (equal
 keys by a rank per node instead of the node index); locality with the job's hosts
-(searched by tier) also on clusters of many racks.
+(searched by tier) also on clusters of many racks. Shares of one GPU are asked, booked,
+given back and reported (``set_free`` with milli-GPU free per GPU) among the changes.
 """
 from contextlib import contextmanager
 from dataclasses import replace
@@ -90,8 +91,16 @@ def random_change(draw, view: ClusterView, booked: list | None = None) -> None:
     """One change a running AM makes: book, give back, health, a failure, an RM report."""
     i = draw(st.integers(0, len(view) - 1))
     host = view.hosts[i]
-    what = draw(st.sampled_from(["allocate", "allocate", "release", "health", "failed", "usage"]))
-    if what == "allocate":
+    what = draw(st.sampled_from(["allocate", "allocate", "share", "release", "health", "failed", "usage"]))
+    if what == "share" and view.gpu_share_max_free[i] > 0:   # a share on a GPU with room for it
+        milli = draw(st.sampled_from([250, 500, 700]))
+        room = np.flatnonzero(view.gpu_milli_free[i] >= milli)
+        if room.size:
+            ask = ResourceDescriptor(gpu_milli=milli, gpu_mask=1 << int(draw(st.sampled_from(room.tolist()))))
+            view.allocate(i, ask)
+            if booked is not None:
+                booked.append((i, ask, None))
+    elif what == "allocate":
         free = view.free(i)
         mask = draw(st.integers(0, free.gpu_mask)) & free.gpu_mask
         ports = free.port_ranges.take_sequential(min(free.port_ranges.count, draw(st.integers(0, 2))), 0) \
@@ -113,19 +122,25 @@ def random_change(draw, view: ClusterView, booked: list | None = None) -> None:
         spec = view.specs[i]
         used = ResourceDescriptor(draw(st.integers(0, spec.memory_mb)), draw(st.integers(0, int(spec.vcores))),
                                   gpu_mask=draw(st.integers(0, (1 << spec.gpus) - 1)))
-        view.set_free(host, spec.capacity.subtract(used))
+        shares = None
+        if draw(st.booleans()):   # the report has shares: a GPU not wholly free is taken whole or shared
+            shares = tuple(draw(st.sampled_from([0, 400, 750])) if used.gpu_mask >> k & 1 else 1000
+                           for k in range(spec.gpus))
+        view.set_free(host, spec.capacity.subtract(used), shares)
 
 
 @st.composite
 def requests(draw):
     named = draw(st.integers(0, 9)) == 0
-    gpus = 0 if named else draw(st.sampled_from([0, 1, 2, 3, 4, 8]))
+    share = draw(st.sampled_from([0, 0, 0, 250, 500, 999]))   # a share of one GPU (milli), pinned when named
+    gpus = 0 if named or share else draw(st.sampled_from([0, 1, 2, 3, 4, 8]))
+    masks = [0b1, 0b100, 0b1000] if share else [0b1, 0b11, 0b1010]
     reuse = draw(st.sampled_from([PortRanges(), PortRanges(), PortRanges.of((20_001, 20_002))]))
     return SelectionRequest(
         role=draw(st.sampled_from(["w", "s"])),
         resource=ResourceDescriptor(draw(st.sampled_from([0, 1024, 200_000])), draw(st.sampled_from([0, 1, 7.5, 40])),
-                                    gpus, gpu_mask=draw(st.sampled_from([0b1, 0b11, 0b1010])) if named else 0,
-                                    ports=0 if reuse else draw(st.sampled_from([0, 0, 2, 5]))),
+                                    gpus, gpu_mask=draw(st.sampled_from(masks)) if named else 0,
+                                    ports=0 if reuse else draw(st.sampled_from([0, 0, 2, 5])), gpu_milli=share),
         node_label=draw(st.sampled_from([None, None, "a", "c"])),
         gpu_types=draw(st.sampled_from([(), (), ("V100",), ("V100", "T4")])),
         pending_tasks=draw(st.integers(1, 6)),

@@ -3,11 +3,12 @@
 through the entry point). Strategy authors run this same suite on theirs.
 
 - never a node that fails a filter, never over capacity, never a GPU mask outside
-  the free mask, and exactly the requested number of GPUs;
+  the free mask, and exactly the requested number of GPUs (for a share of one GPU:
+  one GPU with that many milli free);
 - NotAvailable only when no node could take the request (checked by brute force);
 - the same view, request and seed give the same answer;
 - booking selections one after another never double-books a GPU or a port, and
-  free + used = capacity throughout;
+  free + used = capacity throughout (per GPU for shares: free + used = 1000 milli);
 - where a strategy gives a node key (select() then walks an index sorted by it),
   its rank agrees with that key column, and the column holds integers;
 - where it gives a key within the locality tiers and no node key (select() then
@@ -57,6 +58,12 @@ def clusters(draw):
             mask = draw(st.integers(0, free)) & free
             view.allocate(i, ResourceDescriptor(draw(st.integers(0, 100_000)), draw(st.sampled_from([0, 4, 16.5])),
                                                 gpu_mask=mask), role=draw(st.sampled_from(["w", "s"])))
+        if view.gpus_free[i] and draw(st.integers(0, 3)) == 0:   # shares on a wholly free GPU or two
+            for gpu, milli in draw(st.lists(st.tuples(st.integers(0, 7), st.sampled_from([250, 500, 900])),
+                                            max_size=3)):
+                gpu %= int(view.gpu_capacity[i])
+                if view.gpu_milli_free[i, gpu] >= milli:
+                    view.allocate(i, ResourceDescriptor(gpu_milli=milli, gpu_mask=1 << gpu))
         if draw(st.integers(0, 9)) == 0:
             view.set_health(view.hosts[i], False)
         if draw(st.integers(0, 9)) == 0:
@@ -66,11 +73,12 @@ def clusters(draw):
 
 @st.composite
 def requests(draw):
-    gpus = draw(st.sampled_from([0, 1, 2, 3, 4, 8]))
+    gpus = draw(st.sampled_from([0, 1, 2, 3, 4, 8, "share"]))
+    share = draw(st.sampled_from([250, 500, 750, 999])) if gpus == "share" else 0
     return SelectionRequest(
         role=draw(st.sampled_from(["w", "s"])),
         resource=ResourceDescriptor(draw(st.sampled_from([1024, 200_000])), draw(st.sampled_from([1, 7.5, 40])),
-                                    gpus, ports=draw(st.sampled_from([0, 0, 2]))),
+                                    0 if share else gpus, ports=draw(st.sampled_from([0, 0, 2])), gpu_milli=share),
         node_label=draw(st.sampled_from([None, "a"])),
         gpu_types=draw(st.sampled_from([(), ("V100",), ("V100", "T4")])),
         pending_tasks=draw(st.integers(1, 4)),
@@ -96,8 +104,9 @@ def node_can_take(view, i, request, settings) -> bool:
     if settings.skip_nodes_where_role_failed and request.role in node.failed_roles:
         return False
     free = node.free
+    share_fits = not res.gpu_milli or max(node.gpu_milli_free, default=0) >= res.gpu_milli
     return (res.memory_mb <= free.memory_mb and res.vcores <= free.vcores + 1e-9 and res.gpus <= free.gpus
-            and res.ports <= free.port_ranges.above(settings.port_min).count)
+            and share_fits and res.ports <= free.port_ranges.above(settings.port_min).count)
 
 
 SETTINGS = SelectionSettings(port_min=20000)
@@ -116,8 +125,13 @@ def test_selection_respects_filters_capacity_and_masks(name, view, request, seed
     for candidate in result.candidates:
         i = view.index(candidate.host)
         assert node_can_take(view, i, request, SETTINGS), candidate
-        assert is_subset(candidate.gpu_mask, view.free_mask(i))
-        assert popcount(candidate.gpu_mask) == request.resource.gpus
+        share = request.resource.gpu_milli
+        if share:   # one GPU of the node, with the share's milli free (wholly free or shared)
+            assert popcount(candidate.gpu_mask) == 1
+            assert view.node(i).gpu_milli_free[candidate.gpu_mask.bit_length() - 1] >= share
+        else:
+            assert is_subset(candidate.gpu_mask, view.free_mask(i))
+            assert popcount(candidate.gpu_mask) == request.resource.gpus
         assert result.resource.port_ranges.fits_in(view.ports_free[i])
         assert result.resource.ports == request.resource.ports
 
@@ -141,16 +155,27 @@ def test_booking_selections_never_double_books(name, view, request):
     pipeline = SelectionPipeline(SelectionSettings(port_min=20000), get_selector(name))
     capacity_ports = {h: view.port_capacity[view.index(h)] for h in view.hosts}
     booked_gpus = {h: 0 for h in view.hosts}
+    milli_before = view.gpu_milli_free.copy()
+    shares = np.zeros_like(milli_before)   # milli booked per node and GPU by the shares selected
+    share = request.resource.gpu_milli
     for _ in range(12):
         try:
             result = pipeline.select_single_node(view, request)
         except NotAvailable:
             break
         choice = result.best
-        assert choice.gpu_mask & booked_gpus[choice.host] == 0, "GPU handed out twice"
+        if share:
+            gpu = choice.gpu_mask.bit_length() - 1
+            shares[view.index(choice.host), gpu] += share
+            assert shares[view.index(choice.host), gpu] <= milli_before[view.index(choice.host), gpu], \
+                "a GPU's milli handed out twice"
+        else:
+            assert choice.gpu_mask & booked_gpus[choice.host] == 0, "GPU handed out twice"
         booked = result.resource.with_(gpu_mask=choice.gpu_mask, gpus=0)
         view.allocate(choice.host, booked, role=request.role)
         booked_gpus[choice.host] |= choice.gpu_mask
+    if share:   # free + used = 1000 per GPU, counted apart from the view's ledger
+        assert np.array_equal(view.gpu_milli_free, milli_before - shares)
     for i, host in enumerate(view.hosts):
         assert view.memory_free[i] + view.memory_used[i] == view.memory_capacity[i]
         assert 0 <= view.memory_free[i] and 0 <= view.gpus_free[i] and view.vcores_free[i] >= -1e-9

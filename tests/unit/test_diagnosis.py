@@ -126,3 +126,54 @@ def test_a_rejection_keeps_its_nodes_out_of_its_dict_and_comparisons():
     a = Rejection("health", "unhealthy", "exhausted", 1, nodes=np.array([True, False]))
     b = Rejection("health", "unhealthy", "exhausted", 1)
     assert a == b and "nodes" not in a.to_dict()
+
+
+def test_a_share_role_is_diagnosed_in_milli_of_one_gpu():
+    """Two one-GPU machines each hold another job's 600-milli share; a third is the
+    gang's; a CPU machine has no GPU to share. Only the other job's shares going lets
+    the gang start."""
+    from share_roles import ShareRole
+
+    view = ClusterView([NodeSpec(f"n{i}", "r", frozenset(), "V100" if i < 3 else None, None, 65536, 16,
+                                 1 if i < 3 else 0, PORTS) for i in range(4)])
+    for host in ("n0", "n1"):
+        view.allocate(host, R(gpu_milli=600, gpu_mask=0b1))
+    running = [Occupant("etl", h, 0.0, 0, 0, 120.0, gpu_shares=((0, 600),)) for h in ("n0", "n1")]
+    infer = ShareRole(name="infer", instances=4, cpu=1, memory_mb=1024, gpus=0, ports={}, commands=("true",),
+                      completion=Completion(), task_retry_count=0, retry=RetryPolicy(), gpu_milli=500)
+    d = diagnose(view, (infer,), SelectionPipeline(), job="j", occupants=running)
+    r = d.roles["infer"]
+    assert (r.placeable, r.shortfall) == (2, 2) and r.asked["gpuMilli"] == 500
+    assert reasons(d, "infer") == {("gpu-share-too-small", 1, False), ("gpu-share-exhausted", 2, True),
+                                   ("gpu-share-held-by-gang", 1, False)}
+    assert "each asks vcores=1, memoryMB=1024, gpuMilli=500" in d.text()
+    assert "2 machine(s) with milli of one GPU exhausted by other jobs (need 500, most free 400)" in d.text()
+    assert [b.to_dict() for b in d.blocking_jobs] == [
+        {"job": "etl", "machines": 2, "holds": {"gpuMilli": 1200}, "expected_end_s": 120.0}]
+    assert d.hint == ("1 more machine(s) like n0, or when job etl ends (expected to end in 2m 00s), "
+                      "2 machine(s) get 400.0 → 1000.0 free milli of one GPU")
+    freed = view.copy()                       # the hint holds: with etl's shares gone, the gang starts
+    for host in ("n0", "n1"):
+        freed.release(host, R(gpu_milli=600, gpu_mask=0b1))
+    assert starts(freed, (infer,)) and not starts(view, (infer,))
+
+
+def test_a_share_waits_for_gpus_another_job_holds_in_a_view_read_from_node_reports():
+    """The AM's view is read from the RM's node reports: a GPU full of another job's
+    shares reads as taken (0 milli free), like a GPU taken whole; either way waiting helps."""
+    from share_roles import ShareRole
+
+    view = ClusterView([NodeSpec(f"n{i}", "r", frozenset(), "V100", None, 65536, 16, 2, PORTS) for i in range(2)])
+    for host in view.hosts:
+        view.set_free(host, view.free(view.index(host)).with_(gpus=0, gpu_mask=0), (0, 0))
+    running = [Occupant("etl", h, 0.0, 0, 1, 60.0, gpu_shares=((0, 500), (0, 500))) for h in view.hosts]
+    infer = ShareRole(name="infer", instances=2, cpu=1, memory_mb=1024, gpus=0, ports={}, commands=("true",),
+                      completion=Completion(), task_retry_count=0, retry=RetryPolicy(), gpu_milli=250)
+    train = ShareRole(name="train", instances=1, cpu=1, memory_mb=1024, gpus=2, ports={}, commands=("true",),
+                      completion=Completion(), task_retry_count=0, retry=RetryPolicy())
+    d = diagnose(view, (infer, train), SelectionPipeline(), job="j", occupants=running)
+    assert reasons(d, "infer") == {("gpu-share-exhausted", 2, True)}
+    assert [b.to_dict() for b in d.blocking_jobs] == [
+        {"job": "etl", "machines": 2, "holds": {"gpuMilli": 4000, "gpus": 2}, "expected_end_s": 60.0}]
+    # etl's end frees both GPUs of a node: the one its shares fill and the one it holds whole
+    assert "when job etl ends (expected to end in 1m 00s)" in d.hint

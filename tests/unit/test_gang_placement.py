@@ -91,3 +91,60 @@ def test_a_view_is_empty_only_as_a_new_view_of_its_nodes_would_be():
         changed = load_cluster()
         change(changed)
         assert not changed.is_empty()
+
+
+def share_role(name, instances, milli, cap=None):
+    from share_roles import ShareRole
+    return ShareRole(name=name, instances=instances, cpu=1, memory_mb=1024, gpus=0, ports={}, commands=("true",),
+                     completion=Completion(), task_retry_count=0, retry=RetryPolicy(), max_instances_per_node=cap,
+                     gpu_milli=milli)
+
+
+def test_a_share_role_stacks_on_the_tightest_gpus_of_a_node_and_a_whole_gpu_role_keeps_off_them():
+    from gangmaster.selectors.cluster import ClusterView, NodeSpec
+    from gangmaster.selectors.ports import PortRanges
+    view = ClusterView([NodeSpec(f"n{i}", "r", frozenset(), "V100", None, 65536, 16, 2, PortRanges.of((20000, 20009)))
+                        for i in range(2)])
+    view.allocate("n1", R(gpu_milli=500, gpu_mask=0b10))
+    roles = (share_role("infer", 5, 300), role("train", 1, gpus=1))
+    placement = place_gang(view, roles, SelectionPipeline())
+    shares = [(p.host, p.gpu_mask, p.resource.gpu_milli) for p in placement.instances if p.role == "infer"]
+    # job packing takes n1 (fuller) first: its GPU 1 (500 free) takes one share, GPU 0 three more; n0 the last
+    assert shares == [("n1", 0b10, 300), ("n1", 0b01, 300), ("n1", 0b01, 300), ("n1", 0b01, 300), ("n0", 0b01, 300)]
+    assert all(str(p.resource).endswith(f"gpu_milli=300@gpu{p.gpu_mask.bit_length() - 1}")
+               for p in placement.instances if p.role == "infer")
+    train = [p for p in placement.instances if p.role == "train"]
+    assert [(p.host, p.gpu_mask, p.resource.gpu_milli) for p in train] == [("n0", 0b10, 0)]   # a wholly free GPU
+    assert view.gpu_milli_free.tolist() == [[1000, 1000], [1000, 500]]   # the view itself is untouched
+
+
+def test_a_share_gang_that_does_not_fit_places_nothing_and_says_why_in_milli():
+    from gangmaster.selectors.cluster import ClusterView, NodeSpec
+    view = ClusterView([NodeSpec(f"n{i}", "r", frozenset(), "V100", None, 65536, 16, 1) for i in range(2)])
+    view.allocate("n0", R(gpu_milli=700, gpu_mask=0b1))
+    before = view.gpu_milli_free.copy()
+    with pytest.raises(GangDoesNotFit) as err:
+        place_gang(view, (share_role("infer", 3, 400),), SelectionPipeline())
+    assert "2/3 instances placed; infer[2] found no node" in str(err.value)
+    assert "2 no GPU with 400 milli free, most free 300" in str(err.value)
+    assert np.array_equal(view.gpu_milli_free, before)
+
+
+def test_a_strategy_that_gives_a_share_no_gpu_is_named():
+    from gangmaster.selectors.cluster import ClusterView, NodeSpec
+    from gangmaster.selectors.selector import Selector
+    from gangmaster.selectors.settings import SelectionSettings
+
+    class NoGpuForShares(Selector):
+        name = "no-gpu-for-shares-test"
+
+        def rank(self, view, candidates, request):
+            return np.zeros(len(candidates), dtype=np.int64)
+
+        def choose_gpus(self, view, node, request):
+            return 0
+
+    view = ClusterView([NodeSpec("n0", "r", frozenset(), "V100", None, 65536, 16, 2)])
+    with pytest.raises(ValueError, match="NoGpuForShares.choose_gpus gave 0x0 for a share of 300 milli on n0"):
+        place_gang(view, (share_role("infer", 2, 300),), SelectionPipeline(SelectionSettings(), NoGpuForShares()))
+    assert view.gpu_milli_free.tolist() == [[1000, 1000]]

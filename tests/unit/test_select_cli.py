@@ -22,6 +22,32 @@ def test_select_json_and_not_available(capsys):
         "filter": "resource-fit", "reason": "gpus", "kind": "filtered", "count": 12, "requested": 9, "capacity": 8}
 
 
+def test_select_a_share_names_the_gpu_and_the_share(capsys):
+    assert main(["select", "--gpu-milli", "500", "--gpu-type", "V100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["resource"] == "memory=1024MB vcores=1 gpu_milli=500"
+    best = doc["candidates"][0]
+    assert best["gpu_milli"] == 500 and best["gpus"] == [best["gpu"]] and best["gpu_mask"] == 1 << best["gpu"]
+    assert best["gpu_milli_free"] == [1000] * 8           # a DGX-1, all free before the share
+    assert main(["select", "--gpu-milli", "250", "--gpu-indices", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "gpu_milli=250@gpu3" in out and "gpu=3 share=250 milli (of 1000 free" in out
+    assert "nodes fit role worker: 4 without a GPU to share (need 250 milli)" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpu-milli", "1000"], "expected an integer 1..999, got 1000"),
+    (["--gpu-milli", "0"], "expected an integer 1..999, got 0"),
+    (["--gpu-milli", "300", "--gpus", "1"], "a share of one GPU and whole GPUs cannot be asked together"),
+    (["--gpu-milli", "300", "--gpu-indices", "1,2"], "a share sits on one GPU"),
+])
+def test_bad_share_asks_exit_2(capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(["select", *argv]))
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
 def test_selectors_lists_every_strategy(capsys):
     assert main(["selectors"]) == 0
     out = capsys.readouterr().out

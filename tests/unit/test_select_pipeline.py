@@ -41,6 +41,8 @@ def req(role="w", memory=1000, vcores=1, gpus=0, **kw):
      "2/5 nodes fit role w: 3 of another GPU type (want T4)"),
     (req(pending_tasks=3), {"allow_non_gpu_job_on_gpu_node": False}, {"c0"},
      "1/5 nodes fit role w: 4 GPU nodes kept for GPU jobs"),
+    (SelectionRequest("w", R(1000, 1, gpu_milli=500), pending_tasks=3), {"allow_non_gpu_job_on_gpu_node": False},
+     {"a0", "a1", "b0", "b1"}, "4/5 nodes fit role w: 1 without a GPU to share (need 500 milli)"),
     (req(gpus=6, pending_tasks=3), {}, {"a0", "a1"},
      "2/5 nodes fit role w: 3 gpus too small (need 6, capacity at most 4)"),
     (req(memory=60_000, pending_tasks=3), {}, {"a0", "a1"},
@@ -63,6 +65,20 @@ def test_exhausted_is_kept_apart_from_filtered_with_numbers():
     assert str(err.value) == ("0/5 nodes fit role w: 1 unhealthy, 2 gpus too small (need 5, capacity at most 4), "
                               "2 vcores exhausted (need 7.5, most free 7)")
     assert (e.filtered, e.exhausted, e.count("unhealthy")) == (2, 3, 1)
+
+
+def test_a_share_exhausted_is_explained_in_milli_with_the_most_free():
+    view = cluster()
+    for host, gpus in (("a0", 8), ("a1", 8), ("b0", 4)):
+        for gpu in range(gpus):
+            view.allocate(host, R(gpu_milli=600, gpu_mask=1 << gpu))
+    view.allocate("b0", R(gpu_milli=100, gpu_mask=0b1))
+    result = pipeline().select(view, SelectionRequest("w", R(1000, 1, gpu_milli=500)))
+    assert result.hosts == ["b1"]
+    assert result.explanation.summary() == ("1/5 nodes fit role w: 1 without a GPU to share (need 500 milli), "
+                                            "3 no GPU with 500 milli free, most free 400")
+    fitting = pipeline().select(view, SelectionRequest("w", R(1000, 1, gpu_milli=400), pending_tasks=5))
+    assert set(fitting.hosts) == {"a0", "a1", "b0", "b1"}   # 400 fits where 600 is taken (b0: its GPU 1..3)
 
 
 def test_role_cap_and_failed_here():
