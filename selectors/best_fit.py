@@ -26,7 +26,7 @@ MVCORES_PER_GPU_MILLI = 128_000 // 8_000
 
 def best_fit_keys(view, rows) -> np.ndarray:
     """Per node, what is left weighed as the paper's best-fit weighs it (module docstring)."""
-    gpu_left = np.asarray(view.gpu_milli_free[rows], dtype=np.int64).sum(axis=1)
+    gpu_left = view.gpu_milli_free_rows(rows).sum(axis=1, dtype=np.int64)
     return np.asarray(view.mvcores_free[rows], dtype=np.int64) + MVCORES_PER_GPU_MILLI * gpu_left
 
 

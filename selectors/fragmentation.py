@@ -109,7 +109,7 @@ def node_fragment_units(view: "NodeColumns", table: ShapeTable, rows=slice(None)
     """:func:`fragment_units` of the view's nodes ``rows`` as they are now."""
     at = _rows(view, rows)
     access = table.access(view.gpu_types)[view.gpu_type_code[at]]
-    return fragment_units(view.gpu_milli_free[at], view.mvcores_free[at], view.memory_free[at], access, table)
+    return fragment_units(view.gpu_milli_free_rows(at), view.mvcores_free[at], view.memory_free[at], access, table)
 
 
 def fragment_units_column(view: "NodeColumns", table: ShapeTable) -> np.ndarray:
@@ -192,7 +192,7 @@ def fragmentation_increase(view: "NodeColumns", table: ShapeTable, mvcores: int,
     mv_left = view.mvcores_free[at] - mvcores
     mem_left = view.memory_free[at] - memory_mb
     enough = (mv_left >= 0) & (mem_left >= 0)
-    node, gpu, after = placement_options(view.gpu_milli_free[at], gpus, gpu_milli, gpu_mask)
+    node, gpu, after = placement_options(view.gpu_milli_free_rows(at), gpus, gpu_milli, gpu_mask)
     keep = enough[node]
     node, gpu, after = node[keep], gpu[keep], after[keep]
     if node.size == 0:

@@ -29,6 +29,9 @@ class StandIn:
     def __len__(self):
         return len(self.mvcores_free)
 
+    def gpu_milli_free_rows(self, rows=None):
+        return self.gpu_milli_free if rows is None or isinstance(rows, slice) else self.gpu_milli_free[rows]
+
     def cached_column(self, name, compute):
         return compute(self, slice(None))
 
