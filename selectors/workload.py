@@ -14,7 +14,7 @@ A strategy receives the workload through :meth:`Selector.observe_workload
 every selector it builds; ``--workload FILE`` where a user gives one), never through a
 global. The file form, YAML or JSON::
 
-    # conf/workloads/example.yaml: weights are any positive numbers (renormalised)
+    # workload.yaml: weights are any positive numbers (renormalised)
     top: 20                  # optional: keep the 20 heaviest shapes
     shapes:
       - {vcores: 3.152, memoryMB: 0, gpuMilli: 810, weight: 1047}
