@@ -29,7 +29,7 @@ from gangmaster.tools.arg_types import count, seed
 from gangmaster.tools.bench.cli import add_bench_parser
 
 BASELINE = "random"
-STRATEGIES = ["random", "best-fit", "fgd"]
+STRATEGIES = ["random", "best-fit", "packing", "fgd"]
 # (GPUs per node, share of nodes, vcores, memory MB, [(GPU model, share of these nodes)])
 MACHINES = [
     (8, 0.509, 96, 786_432, [("G2", 0.89), ("G3", 0.06), ("V100M32", 0.05)]),
@@ -40,7 +40,8 @@ MACHINES = [
 
 
 def add_parser(sub):
-    p = add_bench_parser(sub, "fgd", "place a GPU-sharing pod stream with random, best-fit and fgd", __doc__)
+    p = add_bench_parser(sub, "fgd", "place a GPU-sharing pod stream with random, best-fit, packing and fgd",
+                         __doc__)
     p.add_argument("--nodes", type=count(), default=1213, help="cluster size (default 1213, as openb)")
     p.add_argument("--pods", type=count(), default=10_000, help="pods in the stream (default 10000)")
     p.add_argument("--seed", type=seed, default=42)
