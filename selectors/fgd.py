@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .fit import milli
 from .fragmentation import ShapeTable, fragmentation_increase, shape_table
 from .selector import NodeKey, Selector
 
@@ -69,7 +70,7 @@ class FragmentationGradientDescent(Selector):
     @staticmethod
     def _ask(request: "SelectionRequest") -> tuple[int, int, int, int]:
         res = request.resource
-        return (int(round(res.vcores * 1000)), res.memory_mb, res.gpus, getattr(res, "gpu_milli", 0))
+        return (milli(res.vcores), res.memory_mb, res.gpus, res.gpu_milli)
 
     def node_key(self, request: "SelectionRequest") -> NodeKey | None:
         # named GPUs are judged as named, by a scan (rank); rare
@@ -92,7 +93,7 @@ class FragmentationGradientDescent(Selector):
 
     def choose_gpus(self, view: "ClusterView", node: int, request: "SelectionRequest") -> int:
         res = request.resource
-        if res.gpu_mask or not getattr(res, "gpu_milli", 0):
+        if res.gpu_mask or not res.gpu_milli:
             return super().choose_gpus(view, node, request)  # named GPUs; whole GPUs: the lowest free
         _, gpu = fragmentation_increase(view, self._table(), *self._ask(request), rows=np.array([node]))
         if gpu[0] < 0:  # no GPU with enough left: what the base class says about it

@@ -58,7 +58,7 @@ class GpuPacking(Selector):
         self._node_keys: dict[tuple[int, int], NodeKey] = {}
 
     def node_key(self, request):
-        ask = (request.resource.gpus, getattr(request.resource, "gpu_milli", 0))
+        ask = (request.resource.gpus, request.resource.gpu_milli)
         key = self._node_keys.get(ask)
         if key is None:
             def keys(view, rows, ask=ask):

@@ -74,8 +74,8 @@ class TaskShape:
     @classmethod
     def of(cls, resource, gpu_types: Iterable[str] = ()) -> "TaskShape":
         """The shape of one instance of a ``ResourceDescriptor`` (ports and named GPUs aside)."""
-        return cls(milli(resource.vcores), resource.memory_mb, resource.gpus,
-                   getattr(resource, "gpu_milli", 0), tuple(sorted(gpu_types)))
+        return cls(milli(resource.vcores), resource.memory_mb, resource.gpus, resource.gpu_milli,
+                   tuple(sorted(gpu_types)))
 
     def __str__(self) -> str:
         gpu = (f" gpus={self.gpus}" if self.gpus else "") + (f" gpu_milli={self.gpu_milli}" if self.gpu_milli else "")
