@@ -50,7 +50,8 @@ MACHINES = [  # (gpu type, topology preset, gpus, vcores, memory)
 
 
 def test_the_builtin_and_plugin_selectors_are_all_registered():
-    assert {"job-packing", "locality", "random", "topology", "emptiest-first", "best-fit", "fgd", "packing"} <= set(SELECTORS)
+    assert {"job-packing", "locality", "random", "topology", "emptiest-first", "best-fit", "dot-product", "fgd",
+            "packing"} <= set(SELECTORS)
 
 
 @st.composite

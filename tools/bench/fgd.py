@@ -30,7 +30,7 @@ from gangmaster.tools.arg_types import count, seed
 from gangmaster.tools.bench.cli import add_bench_parser
 
 BASELINE = "random"
-STRATEGIES = ["random", "best-fit", "packing", "fgd"]
+STRATEGIES = ["random", "best-fit", "dot-product", "packing", "fgd"]
 # (GPUs per node, share of nodes, vcores, memory MB, [(GPU model, share of these nodes)])
 MACHINES = [
     (8, 0.509, 96, 786_432, [("G2", 0.89), ("G3", 0.06), ("V100M32", 0.05)]),
@@ -41,7 +41,7 @@ MACHINES = [
 
 
 def add_parser(sub):
-    p = add_bench_parser(sub, "fgd", "place a GPU-sharing pod stream with random, best-fit, packing and fgd",
+    p = add_bench_parser(sub, "fgd", "place a GPU-sharing pod stream with the FGD paper's strategies",
                          __doc__)
     p.add_argument("--nodes", type=count(), default=1213, help="cluster size (default 1213, as openb)")
     p.add_argument("--pods", type=count(), default=10_000, help="pods in the stream (default 10000)")
@@ -137,14 +137,14 @@ def run(args) -> int:
     gpus = sum(s.gpus for s in specs)
     print(f"{args.nodes:,} nodes, {gpus:,} GPUs; {args.pods:,} pods of {len(workload)} shapes "
           f"asking {sum(a.gpus * 1000 + a.gpu_milli for a, _ in stream) / (gpus * 10):.0f} % of the GPUs; seed {args.seed}")
-    print(f"{'':<63} {'at 100 % asked':>19} {'at end':>8}")
-    print(f"{'strategy':<10} {'ties':<10} {'wall s':>7} {'cpu s':>7} {'us/pod':>8} {'/random':>8} "
+    print(f"{'':<65} {'at 100 % asked':>19} {'at end':>8}")
+    print(f"{'strategy':<12} {'ties':<10} {'wall s':>7} {'cpu s':>7} {'us/pod':>8} {'/random':>8} "
           f"{'placed':>7} {'alloc %':>8} {'frag %idle':>10} {'alloc %':>8}")
     baseline = None
     for name in names:
         r = place_stream(name, specs, stream, workload, args.seed)
         baseline = baseline or r["cpu"]
-        print(f"{name:<10} {r['tie_rule']:<10} {r['wall']:7.2f} {r['cpu']:7.2f} {1e6 * r['cpu'] / args.pods:8.0f} "
+        print(f"{name:<12} {r['tie_rule']:<10} {r['wall']:7.2f} {r['cpu']:7.2f} {1e6 * r['cpu'] / args.pods:8.0f} "
               f"{r['cpu'] / baseline:7.2f}x {r['placed']:7,} {r['at_full'][0]:8.1f} {r['at_full'][1]:10.1f} "
               f"{r['at_end'][0]:8.1f}")
     return 0
