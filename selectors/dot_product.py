@@ -24,10 +24,9 @@ import numpy as np
 
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
-from .fit import milli
+from .fit import GPU_MILLI, milli
 from .fragmentation import CANNOT_TAKE
 from .selector import NodeKey, Selector
-from .workload import GPU_MILLI
 
 #: (128 vcores / 8 GPUs)², in the units of the key: milli-vcores against milli-GPU
 GPU_WEIGHT = (128_000 // 8_000) ** 2

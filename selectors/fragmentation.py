@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .workload import GPU_MILLI, WorkloadShapes
+from .fit import GPU_MILLI
+from .workload import WorkloadShapes
 
 if TYPE_CHECKING:
     from .cluster import NodeColumns

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fit import GPU_MILLI
 from .fragmentation import CANNOT_TAKE
 from .selector import NodeKey, Selector
-from .workload import GPU_MILLI
 
 
 def packing_scores(view, rows, gpus: int, gpu_milli: int) -> np.ndarray:

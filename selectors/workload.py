@@ -34,10 +34,8 @@ from gangmaster.conf.fields import ConfigError, Fields, load_yaml
 from gangmaster.conf.limits import MAX_MEMORY_MB, MAX_VCORES, MAX_WORKLOAD_SHAPES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
-from .fit import milli
+from .fit import GPU_MILLI, milli
 
-#: a whole GPU in milli-GPU: what a GPU has when nothing is booked on it
-GPU_MILLI = 1000
 SHAPE_FIELDS = ("vcores", "memoryMB", "gpus", "gpuMilli", "gpuTypes", "weight")
 
 
