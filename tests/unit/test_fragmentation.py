@@ -151,3 +151,13 @@ def test_the_file_form_round_trips_and_names_bad_fields(tmp_path):
     bad.write_text("shapes: []\n")
     with pytest.raises(ConfigError, match="at least one"):
         WorkloadShapes.from_file(bad)
+
+
+def test_a_named_gpu_is_judged_as_named():
+    # the same node as above: the share named on GPU 0 raises F by 50, whatever GPU 1 would do
+    view = StandIn([[1000, 600, 300, 0]], [8000], [65536])
+    table = shape_table(WORKLOAD)
+    delta, gpu = fragmentation_increase(view, table, 1000, 1024, 0, 500, gpu_mask=0b1)
+    assert delta[0] / table.total_units == pytest.approx(50) and gpu[0] == 0
+    delta, _ = fragmentation_increase(view, table, 1000, 1024, 0, 500, gpu_mask=0b100)   # 300 left: no room
+    assert delta[0] == CANNOT_TAKE
