@@ -179,13 +179,14 @@ def placement_options(gpu_free: np.ndarray, gpus: int, gpu_milli: int,
 
 
 def fragmentation_increase(view: "NodeColumns", table: ShapeTable, mvcores: int, memory_mb: int,
-                           gpus: int, gpu_milli: int, rows=slice(None),
-                           gpu_mask: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                           gpus: int, gpu_milli: int, rows=slice(None), gpu_mask: int = 0,
+                           score=None) -> tuple[np.ndarray, np.ndarray]:
     """Per node of ``rows``: the least increase of ``F_n`` (in :func:`fragment_units`)
     that one task of this ask can cause there, and the GPU that causes it (-1: whole
     GPUs or none; ties: the lowest GPU index). A node that cannot take the task gets
     :data:`CANNOT_TAKE`. Only vcores, memory and GPUs are judged here; the filters judge
-    the rest."""
+    the rest. ``score``, when given, maps the increases (int64 array) to the integer
+    keys compared instead (non-decreasing in the increase)."""
     at = _rows(view, rows)
     before = fragment_units_column(view, table)[at]
     increase = np.full(at.size, CANNOT_TAKE, dtype=np.int64)
@@ -200,6 +201,8 @@ def fragmentation_increase(view: "NodeColumns", table: ShapeTable, mvcores: int,
         return increase, best_gpu
     access = table.access(view.gpu_types)[view.gpu_type_code[at[node]]]
     delta = fragment_units(after, mv_left[node], mem_left[node], access, table) - before[node]
+    if score is not None:
+        delta = np.asarray(score(delta), dtype=np.int64)
     # the best option per node: options come node by node, GPUs ascending, so a stable
     # sort by (node, delta) puts each node's least delta, lowest GPU first, at its start
     order = np.lexsort((delta, node))

@@ -161,3 +161,17 @@ def test_a_named_gpu_is_judged_as_named():
     assert delta[0] / table.total_units == pytest.approx(50) and gpu[0] == 0
     delta, _ = fragmentation_increase(view, table, 1000, 1024, 0, 500, gpu_mask=0b100)   # 300 left: no room
     assert delta[0] == CANNOT_TAKE
+
+
+def test_fgd_k8s_compares_the_schedulers_integer_score():
+    # increases of -200 and +50 milli-GPU score floor(100 sigmoid(0.2)) = 54 and
+    # floor(100 sigmoid(-0.05)) = 48: keys 46 and 52, still GPU 1 first
+    from gangmaster.selectors.fgd import FgdAsScheduled
+    selector = FgdAsScheduled()
+    selector.observe_workload(WORKLOAD)
+    table = shape_table(WORKLOAD)
+    delta, gpu = fragmentation_increase(StandIn([[1000, 600, 300, 0]], [8000], [65536]), table, 1000, 1024, 0, 500,
+                                        score=selector.score)
+    assert delta.tolist() == [46] and gpu.tolist() == [1]
+    # within ~40 milli the scores agree: a tie, which the exact fgd would not have
+    assert selector.score(np.array([10, 30]) * table.total_units).tolist() == [51, 51]   # both score 49
