@@ -270,3 +270,7 @@ MAX_TRACE_JOBS = 1_000_000
 #: each is a whole replay of the trace.
 MAX_REPLAY_SEEDS = 100
 MAX_SWEEP_POINTS = 64
+# ---------------------------------------------------------------- workload shapes (selectors/workload.py)
+#: Task shapes in one --workload file: a fragmentation-aware strategy weighs every shape
+#: for every node it judges (the openb trace has 151 distinct shapes).
+MAX_WORKLOAD_SHAPES = 1_000

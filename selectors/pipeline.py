@@ -17,7 +17,8 @@ candidates scatters them over machines and racks, so their all-reduce crosses
 the network instead of NVLink or one switch. We prefer the hosts that already
 hold the job's tasks, then their racks, then the strategy's order, and break
 exact ties by an order of the nodes drawn from the seed, so any decision can be
-replayed (the pick is the placement loop's, :mod:`~gangmaster.selectors.placement`). Two AMs can still
+replayed (a strategy may declare ``tie_rule = "node-name"`` instead: the smallest
+host name first; the pick is the placement loop's, :mod:`~gangmaster.selectors.placement`). Two AMs can still
 pick the same node; the RM arbitrates and the loser selects again.
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ class SelectionPipeline:
         self.settings = settings or SelectionSettings()
         self.selector = selector or get_selector(self.settings.selector, self.settings.candidate_nodes_factor)
         self.rng = random.Random(self.settings.seed)
-        self.tie_order = TieOrder(self.settings.seed)
+        self.tie_order = tie_order_for(self.selector.tie_rule, self.settings.seed)
 
     # ------------------------------------------------------------------ filters
     def filter(self, view: ClusterView, request: SelectionRequest,
@@ -71,13 +72,15 @@ class SelectionPipeline:
 
     # ------------------------------------------------------------------- select
     def select(self, view: ClusterView, request: SelectionRequest) -> SelectionResult:
-        """Ranked candidates for ``request`` (pending tasks × factor of them).
+        """Ranked candidates for ``request`` (pending tasks × factor of them), equal keys
+        by node number (by host name under the ``node-name`` tie rule).
 
         The explanation is computed when first read (the filter chain over every
         node), so read it before changing the view; raises NotAvailable, with the
         explanation, when no node fits."""
         request = self._with_reused_ports(request)
-        ranked, keys = self._best_nodes(view, request, self.selector.keep(request, len(view)))
+        ties = self.tie_order.of(len(view), view.hosts) if self.selector.tie_rule == "node-name" else None
+        ranked, keys = self._best_nodes(view, request, self.selector.keep(request, len(view)), ties=ties)
         ranked, keys, ports = self._choose_ports(view, request, ranked, keys)
         resource, request_with_ports = request.resource, request
         if ports:
@@ -162,6 +165,39 @@ class SelectionPipeline:
         else:
             ports = common.take_sequential(res.ports, self.settings.port_min)
         return ranked[:prefix], keys[:prefix], ports
+
+
+#: the tie rules a strategy may declare (:attr:`Selector.tie_rule`)
+TIE_RULES = ("seeded", "node-name")
+
+
+class HostNameOrder:
+    """The tie order of the ``node-name`` rule: the smallest host name wins a tie (the
+    FGD paper's scheduler). One order per list of host names (a view and its copies
+    share theirs), the same array each time, as the node indexes want."""
+
+    def __init__(self):
+        self._orders: dict[int, tuple[list[str], np.ndarray]] = {}
+
+    def of(self, nodes: int, hosts: list[str] | None = None) -> np.ndarray:
+        """``order[node]``: the rank of the node's host name among ``hosts``."""
+        if hosts is None or len(hosts) != nodes:
+            raise ValueError("the node-name tie order needs the view's host names")
+        known = self._orders.get(id(hosts))
+        if known is None or known[0] is not hosts:
+            order = np.empty(nodes, dtype=np.int64)
+            order[np.argsort(np.array(hosts, dtype=object), kind="stable")] = np.arange(nodes)
+            known = self._orders[id(hosts)] = (hosts, order)
+        return known[1]
+
+
+def tie_order_for(rule: str, seed: int):
+    """The pipeline's order for exact ties under a strategy's ``tie_rule``."""
+    if rule == "seeded":
+        return TieOrder(seed)
+    if rule == "node-name":
+        return HostNameOrder()
+    raise ValueError(f"unknown tie rule {rule!r}; known: {', '.join(TIE_RULES)}")
 
 
 def select(view: ClusterView, request: SelectionRequest, settings: SelectionSettings | None = None,

@@ -107,8 +107,9 @@ class TieOrder:
         self.seed = seed
         self._by_size: dict[int, np.ndarray] = {}
 
-    def of(self, nodes: int) -> np.ndarray:
-        """``order[node]``: the lower, the earlier the node wins a tie."""
+    def of(self, nodes: int, hosts: list[str] | None = None) -> np.ndarray:
+        """``order[node]``: the lower, the earlier the node wins a tie (``hosts``, the
+        view's host names, serve the ``node-name`` rule's order; this one ignores them)."""
         order = self._by_size.get(nodes)
         if order is None:
             permutation = np.random.default_rng(self.seed & (2**64 - 1)).permutation(nodes)
@@ -200,7 +201,7 @@ class _Loop:
         self.request = request
         self.demand = Demand.of(request.resource)
         self.policy = request.rack_policy
-        self.ties = pipeline.tie_order.of(len(view))
+        self.ties = pipeline.tie_order.of(len(view), view.hosts)
         self.placement = Placement()
         self.random_pick = self.selector.pick_at_random
         self.locality = self.selector.prefer_locality and not self.random_pick

@@ -31,7 +31,9 @@ kept sorted by it instead of ranking every node); register it under the
 The filters have already removed every node that cannot take the request, so a
 rank never needs to check fit. The pipeline orders the nodes by locality first and
 breaks exact ties by an order of the nodes drawn from the seed, so ``rank`` should
-not randomise. Run the shared property suite
+not randomise; a strategy declares how exact ties are broken in ``tie_rule``. A
+strategy that plans for the workload to come overrides
+:meth:`Selector.observe_workload`. Run the shared property suite
 (``tests/property/test_selector_contract.py``) against your class.
 """
 from __future__ import annotations
@@ -47,6 +49,7 @@ from gangmaster.gpu_topology.masks import lowest_bits
 if TYPE_CHECKING:
     from .cluster import ClusterView
     from .request import SelectionRequest
+    from .workload import WorkloadShapes
 
 ENTRY_POINT_GROUP = "gangmaster.selectors"
 
@@ -83,6 +86,11 @@ class Selector:
     prefer_locality: bool = True
     #: the final pick is uniform among the kept candidates (qizhi's behaviour)
     pick_at_random: bool = False
+    #: how exact ties of the key are broken: "seeded" (an order of the nodes drawn from
+    #: the selection seed, the default) or "node-name" (the smallest host name first, as
+    #: the FGD paper's scheduler does: the tie rule is part of a policy, and a replay's
+    #: report prints it)
+    tie_rule: str = "seeded"
 
     def __init__(self, candidate_nodes_factor: int = 2):
         self.candidate_nodes_factor = candidate_nodes_factor
@@ -120,6 +128,13 @@ class Selector:
         if key is None:
             raise NotImplementedError(f"{type(self).__name__} must override rank() or node_key()")
         return key.column(view)[candidates]
+
+    def observe_workload(self, shapes: "WorkloadShapes") -> None:
+        """THE hook through which a strategy learns the workload it places: the typical
+        task shapes and their weights (:class:`~gangmaster.selectors.workload.WorkloadShapes`).
+        The replay calls it on every selector it builds, before the first job; ``--workload
+        FILE`` calls it where a user gives one. The default ignores it; a strategy that
+        plans for the tasks to come (``fgd``) keeps it, and refuses to rank without it."""
 
     def keep(self, request: "SelectionRequest", available: int) -> int:
         """How many ranked candidates to return: the role's pending tasks times

@@ -8,7 +8,9 @@ from dataclasses import replace
 
 from gangmaster.gpu_topology.masks import MaskError, format_mask, indices_of, mask_from_indices
 from gangmaster.selectors.cluster_file import load_cluster
+from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.fgd import NeedsWorkload
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortError, PortRanges
@@ -16,6 +18,7 @@ from gangmaster.selectors.request import RACK_POLICIES, SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import UnknownSelector, get_selector
 from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.selectors.workload import WorkloadShapes
 from gangmaster.tools.arg_types import count, seed
 
 
@@ -49,6 +52,9 @@ def add_parser(sub):
     p.add_argument("--rack-policy", choices=RACK_POLICIES, help="override the configured rack policy")
     p.add_argument("--placed-hosts", default="", help="hosts already holding the job's tasks, comma separated")
     p.add_argument("--selector", help="strategy name (see `gangmaster selectors`)")
+    p.add_argument("--workload", metavar="FILE",
+                   help="the workload's typical task shapes, YAML or JSON (selectors/workload.py): "
+                        "given to the strategy; fgd needs it")
     p.add_argument("--seed", type=seed, help="seed of the tie-breaking RNG")
     p.add_argument("--all", action="store_true", help="list every ranked candidate, not just the pick")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -86,7 +92,9 @@ def run(args) -> int:
     settings = _settings(args)
     try:
         selector = get_selector(settings.selector, settings.candidate_nodes_factor)
-    except UnknownSelector as exc:
+        if args.workload:
+            selector.observe_workload(WorkloadShapes.from_file(args.workload))
+    except (UnknownSelector, ConfigError) as exc:
         return _bad_input(exc)
     try:
         mask = _gpu_mask(args.gpu_indices) if args.gpu_indices else 0
@@ -113,6 +121,8 @@ def run(args) -> int:
     except PortError as exc:
         print(f"no ports: {exc}")
         return 1
+    except NeedsWorkload as exc:
+        return _bad_input(exc)
     resource = request.resource
     if args.json:
         print(json.dumps({

@@ -1,6 +1,7 @@
 """select() and best_nodes() decide as a straightforward reference does, for every
 registered strategy: run every filter of the chain on every node, rank all the
-survivors, sort them by (key, node index), keep ``keep()`` of them.
+survivors, sort them by (key, node index; host name under the ``node-name`` tie rule),
+keep ``keep()`` of them.
 
 The pipeline finds its candidates through a node index kept up to date row by row
 (selectors/node_index.py) or by a scan; these tests hold it to the reference on
@@ -27,12 +28,22 @@ from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
-from gangmaster.selectors.selector import get_selector, selector_classes
+from gangmaster.selectors.selector import get_selector as get_registered, selector_classes
 from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.selectors.workload import TaskShape, WorkloadShapes
 from gangmaster.tools.bench.select import request_stream
 from gangmaster.tools.bench.synthetic import occupy_randomly, synthetic_specs
 
 SELECTORS = sorted(selector_classes())
+#: every strategy is told the workload (fgd needs it; the others ignore it)
+WORKLOAD = WorkloadShapes.weighted([(TaskShape(1000, 1024, gpus=1), 3), (TaskShape(2000, 8192, gpus=4), 1),
+                                    (TaskShape(1000, 2048), 1)])
+
+
+def get_selector(name, candidate_nodes_factor=2):
+    selector = get_registered(name, candidate_nodes_factor)
+    selector.observe_workload(WORKLOAD)
+    return selector
 MACHINES = [  # (gpu type, topology preset, gpus, vcores, memory)
     ("V100", "dgx1-v100", 8, 80, 491_520),
     ("T4", "pcie-4gpu", 4, 32, 196_608),
@@ -185,7 +196,9 @@ def assert_decides_as_reference(pipeline, view, request, k=None, ties=None):
 def test_select_decides_as_the_reference(name, view, request, config):
     pipeline = SelectionPipeline(config, get_selector(name, config.candidate_nodes_factor))
     k = pipeline.selector.keep(request, len(view))
-    nodes, keys, explanation = reference_best(view, request, config, pipeline.selector, k)
+    # select() breaks ties by node number, or by host name under the node-name tie rule
+    by_name = pipeline.tie_order.of(len(view), view.hosts) if pipeline.selector.tie_rule == "node-name" else None
+    nodes, keys, explanation = reference_best(view, request, config, pipeline.selector, k, by_name)
     try:
         result = pipeline.select(view, request)
     except NotAvailable as exc:

@@ -27,10 +27,22 @@ from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
-from gangmaster.selectors.selector import get_selector, selector_classes
+from gangmaster.selectors.selector import get_selector as get_registered, selector_classes
 from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.selectors.workload import TaskShape, WorkloadShapes
 
 SELECTORS = sorted(selector_classes())
+#: every strategy is told the workload (those that ignore it, ignore it: fgd needs it)
+WORKLOAD = WorkloadShapes.weighted([(TaskShape(1000, 1024, gpus=1), 3), (TaskShape(7500, 200_000, gpus=2), 1),
+                                    (TaskShape(1000, 1024, gpu_milli=500), 2), (TaskShape(40_000, 1024), 1),
+                                    (TaskShape(1000, 1024, gpus=4, gpu_types=("T4",)), 1)])
+
+
+def get_selector(name):
+    """The registered strategy, given the workload through the hook."""
+    selector = get_registered(name)
+    selector.observe_workload(WORKLOAD)
+    return selector
 MACHINES = [  # (gpu type, topology preset, gpus, vcores, memory)
     ("V100", "dgx1-v100", 8, 80, 491_520),
     ("T4", "pcie-4gpu", 4, 32, 196_608),
@@ -39,7 +51,8 @@ MACHINES = [  # (gpu type, topology preset, gpus, vcores, memory)
 
 
 def test_the_builtin_and_plugin_selectors_are_all_registered():
-    assert {"job-packing", "locality", "random", "topology", "emptiest-first"} <= set(SELECTORS)
+    assert {"job-packing", "locality", "random", "topology", "emptiest-first", "best-fit", "dot-product", "fgd",
+            "packing"} <= set(SELECTORS)
 
 
 @st.composite

@@ -36,6 +36,7 @@ from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector, selector_classes
 from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.selectors.workload import TaskShape, WorkloadShapes
 
 from .synthetic import synthetic_cluster
 
@@ -123,6 +124,9 @@ def run(args) -> int:
         view_bytes = tracemalloc.get_traced_memory()[0]
         requests = request_stream(view, args.requests, args.seed)
         pipelines = {n: SelectionPipeline(settings, get_selector(n)) for n in names}
+        workload = WorkloadShapes.from_asks(TaskShape.of(r.resource) for r in requests)
+        for pipeline in pipelines.values():   # the stream's shapes: fgd plans for them
+            pipeline.selector.observe_workload(workload)
         for pipeline in pipelines.values():
             for request in requests[:100]:
                 _answer(lambda r: pipeline.select_single_node(view, r), request)

@@ -327,7 +327,7 @@ class _Replay:
         for pipeline in self.pipelines.values():
             key = pipeline.selector.node_key(_ANY_REQUEST)
             if key is not None:
-                node_index(view, key, pipeline.tie_order.of(len(view)))
+                node_index(view, key, pipeline.tie_order.of(len(view), view.hosts))
 
     def _heartbeat(self, job: _Job) -> None:
         am = job.am
