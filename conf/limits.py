@@ -270,3 +270,7 @@ MAX_TRACE_JOBS = 1_000_000
 #: each is a whole replay of the trace.
 MAX_REPLAY_SEEDS = 100
 MAX_SWEEP_POINTS = 64
+
+#: openb fill mode's --inflate: the pods asked fill at most this many times the cluster's GPUs
+#: (the paper fills to 1.3; a fill is also held to MAX_TRACE_JOBS pods).
+MAX_FILL_INFLATE = 10

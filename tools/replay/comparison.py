@@ -12,6 +12,12 @@ for. :func:`metrics_document` turns it into metrics.json's shape::
              "queue_policy", "heartbeat_s", "time_scale", "version"},
      "sweep": {"kind": "capacity", "points": [...]}}     # only with --capacity-sweep
 
+In openb's fill mode each selector's entry also has ``"fill"`` (pods, placed, dropped,
+arrived and allocated GPU % at the end; medians over seeds, each seed's in ``by_seed``)
+and the headline ``"unallocated_gpu_pct_at_arrived": {"1": {"median", "p25", "p75"},
+..., "130": {...}}`` over the seeds (:func:`~.metrics.unallocated_at_arrived`), and
+``run`` has ``"fill": {"inflate", "pods_by_seed", "capacity_gpus"}``.
+
 Only ``wall_s`` and ``cost`` (measured wall time) differ between two runs of the same
 inputs; :func:`~.metrics.without_timing` drops them.
 """
@@ -23,7 +29,8 @@ from typing import Any
 
 from .clusters import ReplayCluster
 from .engine import ReplayResult
-from .metrics import JobColumns, Window, across_seeds, selector_metrics
+from .metrics import (FillCurve, JobColumns, Window, across_seeds, fill_curve, fill_figures, selector_metrics,
+                      unallocated_at_arrived)
 from .trace import JobTable
 
 
@@ -44,6 +51,9 @@ class Comparison:
     results: dict[str, dict[int, ReplayResult]]      # selector -> seed -> result
     submit_window: str = ""                           # --window as given, or the preset's
     sweep: list[SweepPoint] = field(default_factory=list)
+    #: openb fill mode: each seed's arrival sequence (what its replays replayed); empty otherwise
+    fill_tables: dict[int, JobTable] = field(default_factory=dict)
+    inflate: float | None = None
     _columns: dict[tuple[str, int], JobColumns] = field(default_factory=dict, repr=False, compare=False)
 
     def columns(self, selector: str, seed: int | None = None) -> JobColumns:
@@ -67,6 +77,13 @@ class Comparison:
     def gpus_per_node(self) -> int:
         return self.cluster.gpu_node_shape().gpus
 
+    @property
+    def is_fill(self) -> bool:
+        return bool(self.fill_tables)
+
+    def fill_curve(self, selector: str, seed: int) -> FillCurve:
+        return fill_curve(self.fill_tables[seed], self.results[selector][seed], 1000 * self.cluster.capacity_gpus)
+
     def first_result(self, selector: str) -> ReplayResult:
         """The result of the lowest seed: what the per-job files and plots show first."""
         by_seed = self.results[selector]
@@ -78,11 +95,18 @@ class Comparison:
 
 def metrics_document(comparison: Comparison) -> dict[str, Any]:
     gpn = comparison.gpus_per_node
-    selectors = {
-        name: across_seeds({seed: selector_metrics(result, comparison.window, gpn, comparison.columns(name, seed))
-                            for seed, result in sorted(by_seed.items())})
-        for name, by_seed in comparison.results.items()
-    }
+    selectors = {}
+    for name, by_seed in comparison.results.items():
+        figures = {seed: selector_metrics(result, comparison.window, gpn, comparison.columns(name, seed))
+                   for seed, result in sorted(by_seed.items())}
+        curves = []
+        if comparison.is_fill:
+            for seed, result in sorted(by_seed.items()):
+                curves.append(comparison.fill_curve(name, seed))
+                figures[seed]["fill"] = fill_figures(curves[-1], result)
+        selectors[name] = across_seeds(figures)
+        if curves:
+            selectors[name]["unallocated_gpu_pct_at_arrived"] = unallocated_at_arrived(curves)
     document: dict[str, Any] = {"selectors": selectors, "run": run_identity(comparison)}
     if comparison.sweep:
         document["sweep"] = {"kind": "capacity", "points": [_sweep_point(p, comparison.window) for p in comparison.sweep]}
@@ -106,6 +130,9 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
         "heartbeat_s": options.heartbeat_s,
         "time_scale": options.time_scale,
         "version": gangmaster_version(),
+        **({"fill": {"inflate": comparison.inflate,
+                     "pods_by_seed": {str(seed): len(t) for seed, t in sorted(comparison.fill_tables.items())},
+                     "capacity_gpus": cluster.capacity_gpus}} if comparison.is_fill else {}),
     }
 
 

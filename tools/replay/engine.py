@@ -61,7 +61,7 @@ from ..rmsim.queues import Queue
 from ..rmsim.simulation import Simulation
 from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
-from .queue_policy import QUEUE_POLICIES, Waiting, queue_for
+from .queue_policy import QUEUE_POLICIES, Waiting, dropped, queue_for
 from .timeline import Timeline, TimelineRecorder
 from .trace import JobTable, TraceJob
 
@@ -88,7 +88,7 @@ _ANY_REQUEST = SelectionRequest("any", ResourceDescriptor())
 @dataclass(frozen=True)
 class ReplayOptions:
     selector: str = "job-packing"
-    queue_policy: str = "fifo"          # | "backfill"
+    queue_policy: str = "fifo"          # | "backfill" | "drop"
     seed: int = 0
     heartbeat_s: float = 0.0
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
@@ -115,7 +115,7 @@ class JobOutcome:
     hosts: tuple[str, ...]      # distinct hosts, in the gang's rank order
     racks: tuple[str, ...]      # distinct racks, likewise
     gang_wait_s: float          # last task start - first task start (0: all or nothing)
-    outcome: str                # "succeeded" | "never-fits" | "unfinished" | "failed"
+    outcome: str                # "succeeded" | "never-fits" | "unfinished" | "failed" | "dropped"
 
 
 @dataclass(frozen=True)
@@ -279,6 +279,8 @@ class _Replay:
                 self._heartbeat(job)
         for name in sorted(self._dirty):
             self.queues[name].run_pass(self._try_start)
+            for waiting in dropped(self.queues[name]):
+                self._dropped(waiting.job)
         for name in self._dirty.union(*(self.partition_queues.get(p, ()) for p in self._touched)):
             self._update_hol(name)
         self._dirty.clear()
@@ -340,6 +342,13 @@ class _Replay:
                                "asks were not all granted at once (the view and the RM disagree)")
         if am.done:
             self._ended(job)
+
+    def _dropped(self, job: _Job) -> None:
+        """The queue policy gave up on the job (``drop``: no room at its arrival): the driver
+        kills its application through the RM, as a user would, and its AM ends with it."""
+        self.sim.client.kill(job.am.app_id, "dropped: no room at its arrival (queue policy drop)")
+        self._heartbeat(job)
+        job.outcome = "dropped"
 
     def _started(self, job: _Job, gang) -> None:
         job.start_s = gang.record.started_at
