@@ -17,7 +17,7 @@ from .replay import clusters, openb
 from .replay.comparison import Comparison, SweepPoint, metrics_document
 from .replay.engine import ReplayOptions, replay
 from .replay.metrics import DEFAULT_TRIM, METRIC_HELP, measurement_window
-from .replay.pages import summary_rows
+from .replay.pages import fill_rows, is_fill, summary_rows
 from .replay.progress import ProgressBar
 from .replay.queue_policy import QUEUE_POLICIES
 from .replay.readers import DATED_FORMATS, FORMATS, detect_format, read_trace
@@ -343,8 +343,16 @@ def _replays(table_for, cluster, base: ReplayOptions, selectors, seeds, interact
 
 
 def _print_summary(document) -> None:
+    if is_fill(document):
+        several = len(document["run"]["seeds"]) > 1
+        print("unallocated GPU % against GPUs arrived (fill mode" + ("; median (IQR) over the seeds" if several else "")
+              + "; every 1 % in metrics.json):")
+        _print_table(*fill_rows(document))
     print(f"window: {document['run']['window']['text']}")
-    header, rows = summary_rows(document)
+    _print_table(*summary_rows(document))
+
+
+def _print_table(header, rows) -> None:
     widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
     for row in [header] + rows:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
