@@ -6,7 +6,7 @@ for. :func:`metrics_document` turns it into metrics.json's shape::
 
     {"selectors": {NAME: {"jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s",
                           "queue_mean_s", "queue_p95_s", "gpu_allocation_mean", "frag_hol_mean",
-                          "consolidated_share", "by_queue": {Q: {"jobs", "jct_mean_s",
+                          "frag_fgd_mean", "frag_fgd_idle_share", "consolidated_share", "by_queue": {Q: {"jobs", "jct_mean_s",
                           "queue_mean_s"}}, "by_gang_size": {...}, "wall_s", ...}},
      "run": {"input": {...sha256...}, "cluster", "window", "seeds", "tie_rules",
              "queue_policy", "heartbeat_s", "time_scale", "version"},
@@ -149,5 +149,6 @@ def _sweep_point(point: SweepPoint, window: Window) -> dict[str, Any]:
     for name, by_seed in point.results.items():
         merged = across_seeds({seed: selector_metrics(result, window, gpn) for seed, result in sorted(by_seed.items())})
         figures[name] = {key: merged[key] for key in ("jct_mean_s", "jct_p95_s", "queue_mean_s",
-                                                      "gpu_allocation_mean", "frag_hol_mean", "unfinished")}
+                                                      "gpu_allocation_mean", "frag_hol_mean", "frag_fgd_mean",
+                                                      "unfinished")}
     return {"nodes": point.nodes, "gpus": point.cluster.capacity_gpus, "selectors": figures}

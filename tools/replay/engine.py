@@ -64,6 +64,7 @@ from .job_specs import gang_shape, job_spec
 from .queue_policy import QUEUE_POLICIES, Waiting, dropped, queue_for
 from .timeline import Timeline, TimelineRecorder
 from .trace import JobTable, TraceJob
+from .workload import FragmentationRecorder, FragmentationSeries, observe, workload_shapes
 
 __all__ = ["ReplayOptions", "JobOutcome", "ReplayResult", "Timeline", "replay", "SHARED_LABEL"]
 
@@ -128,6 +129,7 @@ class ReplayResult:
     select_s: float                # their wall time in all
     tie_rule: str
     options: ReplayOptions
+    fragmentation: FragmentationSeries | None = None   # the FGD paper's measure, sampled (.workload)
 
 
 def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
@@ -142,7 +144,8 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
         run.run()               # it scan the whole run's heap again and again (a tenth of the time)
         jobs, timeline = run.outcomes(), run.recorder.timeline()
     return ReplayResult(jobs, timeline, time.perf_counter() - started,
-                        run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options)
+                        run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
+                        run.fragmentation.series() if run.fragmentation is not None else None)
 
 
 @contextmanager
@@ -203,6 +206,13 @@ class _Replay:
         # waits as long as its queue makes it.
         self.settings = AMSettings(explain_after_s=None)
         self.selection = SelectionSettings(selector=options.selector, seed=options.seed)
+        # The shared pipeline is built here, as the AMs would build it (they find it and use it
+        # as is), so that its selector hears of the workload before the first job.
+        self.shapes = workload_shapes(table)
+        pipeline = SelectionPipeline(self.selection, get_selector(options.selector,
+                                                                  self.selection.candidate_nodes_factor))
+        observe(pipeline.selector, self.shapes)
+        self.pipelines[options.selector] = pipeline
         # Partitions: an isolated queue's nodes, or (None) the nodes no queue owns.
         self.partition_gpus: dict[str | None, int] = {}
         for spec in specs:
@@ -226,6 +236,9 @@ class _Replay:
         self.by_app: dict[str, _Job] = {}
         self.done = 0
         self.recorder = TimelineRecorder(sum(spec.gpus for spec in specs))
+        span = (table.jobs[-1].submit_s - table.jobs[0].submit_s) * options.time_scale if table.jobs else 0.0
+        self.fragmentation = (FragmentationRecorder(self.shapes, self.recorder.capacity_gpus, span)
+                              if self.shapes is not None else None)
         self.allocated = 0
         self.waiting_jobs = 0
         self.pending_gpus = 0
@@ -285,8 +298,11 @@ class _Replay:
             self._update_hol(name)
         self._dirty.clear()
         self._touched.clear()
-        self.recorder.record(self.sim.loop.now(), self.allocated, self.waiting_jobs, self.pending_gpus,
-                             sum(self.hol.values()))
+        now = self.sim.loop.now()
+        self.recorder.record(now, self.allocated, self.waiting_jobs, self.pending_gpus, sum(self.hol.values()))
+        if self.fragmentation is not None and self.fragmentation.due(now):
+            self._sync()
+            self.fragmentation.record(now, self.tracker.view)
 
     # ------------------------------------------------------------------ AMs
     def _try_start(self, waiting: Waiting) -> bool:

@@ -16,6 +16,10 @@ Per job j (submit s, first start a, end e, trace duration d, gang size g GPUs):
   utilisation, so it is called allocation). **frag_hol**: free GPUs held back while a
   queue's head gang cannot be placed although its queue's free GPUs are at least its
   size, time-averaged, as a share of capacity.
+- **frag_fgd_mean** (Weng et al.'s measure, :mod:`.workload`): the idle milli-GPU the
+  workload's typical shapes cannot use, in expectation, sampled over the run and
+  time-averaged, as a share of capacity; **frag_fgd_idle_share**: its time average over
+  the idle milli-GPU's (the share of idle GPU capacity that is fragmented).
 - **consolidated_share**: of the multi-GPU jobs that started, those on the fewest nodes
   possible (one node when g ≤ G, ⌈g/G⌉ otherwise; G: GPUs of the cluster's GPU nodes);
   ``one_rack_share``: of the same jobs, those within one rack.
@@ -184,6 +188,7 @@ def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobCol
         "queue_p95_s": _percentile(queueing, 95),
         "gpu_allocation_mean": _num(time_average(timeline.t, timeline.allocated_gpus, window) / capacity),
         "frag_hol_mean": _num(time_average(timeline.t, timeline.hol_blocked_free_gpus, window) / capacity),
+        **fgd_fragmentation(result.fragmentation, window),
         "consolidated_share": _share(int(np.count_nonzero(c.consolidated(gpus_per_node)[multi])),
                                      int(np.count_nonzero(multi))),
         "by_queue": _groups(c, c.queue),
@@ -224,6 +229,16 @@ def without_timing(figures: Any) -> Any:
     if isinstance(figures, list):
         return [without_timing(v) for v in figures]
     return figures
+
+
+def fgd_fragmentation(series, window: Window) -> dict[str, float | None]:
+    """The FGD measure's figures over the window (None when the replay measured none)."""
+    if series is None or not len(series.t):
+        return {"frag_fgd_mean": None, "frag_fgd_idle_share": None}
+    frag = time_average(series.t, series.frag_milli, window)
+    idle = time_average(series.t, series.idle_milli, window)
+    return {"frag_fgd_mean": _num(frag / series.capacity_milli) if series.capacity_milli else None,
+            "frag_fgd_idle_share": _num(frag / idle) if idle > 0 else None}
 
 
 def time_average(t: np.ndarray, values: np.ndarray, window: Window) -> float:
@@ -373,6 +388,9 @@ METRIC_HELP = (
     ("gpu_allocation_mean", "allocation", "%", "allocated GPUs / capacity, time-averaged over the window"),
     ("frag_hol_mean", "frag (HOL)", "%", "free GPUs idle while a queue's head gang could not be placed "
                                          "although its queue had that many free, time-averaged, / capacity"),
+    ("frag_fgd_mean", "frag (FGD)", "%", "idle GPU capacity the workload's typical shapes cannot use (Weng et al., "
+                                         "ATC'23), sampled, time-averaged, / capacity"),
+    ("frag_fgd_idle_share", "frag (FGD) / idle", "%", "the same, time-averaged, / idle GPU capacity time-averaged"),
     ("consolidated_share", "consolidated", "%", "multi-GPU jobs on the fewest nodes possible "
                                                 "(one node when g <= G, else ceil(g/G))"),
     ("one_rack_share", "one rack", "%", "multi-GPU jobs within one rack"),

@@ -16,8 +16,8 @@ from .plots import Figure
 
 #: The summary table's columns (keys of a selector's figures in metrics.json).
 SUMMARY = ("jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "queue_mean_s", "queue_p95_s",
-           "gpu_allocation_mean", "frag_hol_mean", "consolidated_share", "one_rack_share", "slowdown_mean",
-           "unfinished", "never_fits", "dropped", "wall_s")
+           "gpu_allocation_mean", "frag_hol_mean", "frag_fgd_mean", "frag_fgd_idle_share", "consolidated_share",
+           "one_rack_share", "slowdown_mean", "unfinished", "never_fits", "dropped", "wall_s")
 HELP = {key: (heading, unit, meaning) for key, heading, unit, meaning in METRIC_HELP}
 
 

@@ -37,7 +37,7 @@ class Figure:
 FIGURES = (
     Figure("jct_cdf.png", "JCT, cumulative share of jobs"),
     Figure("queueing_cdf.png", "Queueing delay, cumulative share of jobs"),
-    Figure("over_time.png", "Allocation, queue length and fragmentation over time"),
+    Figure("over_time.png", "Allocation, queue length and fragmentation (head-of-line; FGD measure) over time"),
     Figure("queues.png", "Mean JCT and queueing by queue"),
     Figure("sweep.png", "Mean JCT against capacity"),
     Figure("fill.png", "Unallocated GPUs against GPUs arrived (fill mode)"),
@@ -133,7 +133,8 @@ def sample(t: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 
 def _over_time(plt, comparison, title, document):
-    fig, axes = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    measured = any(comparison.first_result(n).fragmentation is not None for n in comparison.selectors)
+    fig, axes = plt.subplots(4 if measured else 3, 1, figsize=(9, 9 if measured else 7), sharex=True)
     end = max(float(comparison.first_result(n).timeline.t[-1]) if len(comparison.first_result(n).timeline.t) else 0.0
               for n in comparison.selectors)
     grid = np.linspace(0.0, max(end, 1.0), TIME_GRID_POINTS)
@@ -145,13 +146,18 @@ def _over_time(plt, comparison, title, document):
         axes[0].plot(hours, 100.0 * sample(line.t, line.allocated_gpus, grid) / capacity, label=name, lw=1)
         axes[1].plot(hours, sample(line.t, line.queue_length, grid), label=name, lw=1)
         axes[2].plot(hours, 100.0 * sample(line.t, line.hol_blocked_free_gpus, grid) / capacity, label=name, lw=1)
-    for ax, label in zip(axes, ("allocated GPUs, % of capacity", "jobs queued", "HOL-blocked free GPUs, %")):
+        frag = comparison.first_result(name).fragmentation
+        if measured and frag is not None and len(frag.t):
+            axes[3].plot(hours, 100.0 * sample(frag.t, frag.frag_milli, grid) / frag.capacity_milli, label=name, lw=1)
+    for ax, label in zip(axes, ("allocated GPUs, % of capacity", "jobs queued", "HOL-blocked free GPUs, %",
+                                "fragmented GPU (FGD), %")):
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
         ax.axvspan(comparison.window.start_s / per, comparison.window.end_s / per, color="0.85", zorder=0)
     axes[0].set_ylim(0, 105)
     axes[1].set_ylim(top=max(1.0, axes[1].get_ylim()[1]))
-    axes[2].set_ylim(top=max(1.0, axes[2].get_ylim()[1]))
+    for ax in axes[2:]:
+        ax.set_ylim(top=max(1.0, ax.get_ylim()[1]))
     axes[0].legend(loc="upper right")
     axes[0].set_title(f"{title} (sampled at {TIME_GRID_POINTS:,} points; shaded: measurement window)", fontsize=9)
     axes[-1].set_xlabel(f"{unit} since the first submit")
