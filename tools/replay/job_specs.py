@@ -48,4 +48,4 @@ def _role(role: TraceRole, node_label: str | None) -> RoleSpec:
 def gang_shape(job: TraceJob) -> tuple:
     """What placing the job's gang depends on, besides the cluster: jobs of one queue with
     the same shape fit or do not fit alike."""
-    return tuple((r.instances, r.gpus, r.vcores, r.memory_mb, r.gpu_types) for r in job.roles)
+    return tuple((r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb, r.gpu_types) for r in job.roles)
