@@ -271,3 +271,11 @@ def test_cli_refuses_openb_flags_with_other_formats(capsys):
 def test_cli_bad_pod_row_exits_2_naming_it(capsys):
     code, _, err = run_cli(capsys, FIXTURES / "pods_bad.csv", "--format", "openb")
     assert code == 2 and "pods_bad.csv: line 3: gpu_milli:" in err
+
+
+def test_a_strategy_that_declares_ties_by_node_name_is_reported_so(monkeypatch):
+    from gangmaster.selectors.selector import get_selector
+    from gangmaster.tools.replay.comparison import declared_tie_rule
+    assert declared_tie_rule("random", "the replay's rule") == "the replay's rule"
+    monkeypatch.setattr(type(get_selector("random")), "tie_rule", "node-name", raising=False)
+    assert declared_tie_rule("random", "the replay's rule").startswith("random: equal keys to the smallest host name")

@@ -18,6 +18,7 @@ BENCHES = [
     "slurm",
     "replay_report",
     "replay",
+    "openb_fill",
 ]
 
 

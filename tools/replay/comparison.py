@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from gangmaster.selectors.selector import get_selector
+
 from .clusters import ReplayCluster
 from .engine import ReplayResult
 from .metrics import (FillCurve, JobColumns, Window, across_seeds, fill_curve, fill_figures, selector_metrics,
@@ -125,7 +127,8 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
                     "source": cluster.source or None},
         "window": comparison.window.to_dict(),
         "seeds": comparison.seeds,
-        "tie_rules": {name: comparison.first_result(name).tie_rule for name in comparison.selectors},
+        "tie_rules": {name: declared_tie_rule(name, comparison.first_result(name).tie_rule)
+                      for name in comparison.selectors},
         "queue_policy": options.queue_policy,
         "heartbeat_s": options.heartbeat_s,
         "time_scale": options.time_scale,
@@ -134,6 +137,15 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
                      "pods_by_seed": {str(seed): len(t) for seed, t in sorted(comparison.fill_tables.items())},
                      "capacity_gpus": cluster.capacity_gpus}} if comparison.is_fill else {}),
     }
+
+
+def declared_tie_rule(selector: str, replayed: str) -> str:
+    """The replay's tie rule, unless the strategy declares its own (``Selector.tie_rule``
+    "node-name": exact ties to the smallest host name, as the FGD paper's scheduler)."""
+    if getattr(get_selector(selector), "tie_rule", "seeded") != "node-name":
+        return replayed
+    return (f"{selector}: equal keys to the smallest host name (the strategy's declared tie rule, as the FGD "
+            "paper's scheduler); a gang's later instances prefer the job's hosts, then their racks")
 
 
 def gangmaster_version() -> str:
