@@ -284,7 +284,7 @@ def _run_openb(args, say) -> int:
             "still running when the trace was collected")
         results = _replays(lambda _: table, cluster, base, args.selector, args.seed, interactive, "")
         comparison = Comparison(table, cluster, _measured(results, args), results,
-                                " .. ".join(args.window) if args.window else "")
+                                " .. ".join(args.window) if args.window else "", reading=openb.TIME_MODE_READING)
         return _conclude(comparison, args, say)
     inflate = args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE
     plans = {seed: openb.fill_plan(pods, cluster.capacity_gpus, seed, inflate) for seed in dict.fromkeys(args.seed)}
@@ -294,7 +294,8 @@ def _run_openb(args, say) -> int:
     base = ReplayOptions(queue_policy="drop")
     results = _replays(lambda seed: plans[seed].table, cluster, base, args.selector, args.seed, interactive, "")
     comparison = Comparison(table, cluster, _measured(results, args), results,
-                            fill_tables={seed: plan.table for seed, plan in plans.items()}, inflate=inflate)
+                            fill_tables={seed: plan.table for seed, plan in plans.items()}, inflate=inflate,
+                            reading=openb.FILL_MODE_READING)
     return _conclude(comparison, args, say)
 
 

@@ -245,10 +245,15 @@ def test_cli_fill_mode_is_deterministic(tmp_path, capsys):
 def test_cli_time_mode_with_a_nodes_file(tmp_path, capsys):
     nodes = tmp_path / "nodes.csv"
     nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nx0,64000,262144,8,V100\n")
-    code, out, err = run_cli(capsys, WHOLE, "--format", "openb", "--nodes-file", nodes, "--measure-trim", "0")
+    code, out, err = run_cli(capsys, WHOLE, "--format", "openb", "--nodes-file", nodes, "--measure-trim", "0",
+                             "--report", tmp_path / "r")
     assert code == 0, err
     assert f"from {nodes}" in out and "beside" not in out
     assert "deletion_time read as each pod's end" in out
+    import json
+    reading = json.loads((tmp_path / "r" / "metrics.json").read_text())["run"]["input"]["reading"]
+    assert "alibaba/clusterdata#218" in reading and "lower bounds" in reading
+    assert "alibaba/clusterdata#218" in (tmp_path / "r" / "report.md").read_text()
 
 
 @pytest.mark.parametrize("args, message", [

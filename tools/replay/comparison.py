@@ -56,6 +56,7 @@ class Comparison:
     #: openb fill mode: each seed's arrival sequence (what its replays replayed); empty otherwise
     fill_tables: dict[int, JobTable] = field(default_factory=dict)
     inflate: float | None = None
+    reading: str = ""                                 # how the trace was read, when a reader must say (openb)
     _columns: dict[tuple[str, int], JobColumns] = field(default_factory=dict, repr=False, compare=False)
 
     def columns(self, selector: str, seed: int | None = None) -> JobColumns:
@@ -120,7 +121,8 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
     return {
         "input": {"source": table.source, "sha256": table.sha256, "format": table.format, "jobs": len(table),
                   "origin": table.origin.strftime("%Y-%m-%d %H:%M:%S") if table.origin else None,
-                  "submit_window": comparison.submit_window or None},
+                  "submit_window": comparison.submit_window or None,
+                  **({"reading": comparison.reading} if comparison.reading else {})},
         "cluster": {"name": cluster.name, "nodes": len(cluster.specs), "gpus": cluster.capacity_gpus,
                     "gpus_per_node": comparison.gpus_per_node,
                     "isolated_queues": sorted(cluster.queue_hosts) if cluster.queue_hosts else None,

@@ -178,6 +178,16 @@ def read_openb(path: str | Path, shape: NodeShape, bad_rows: BadRows | None = No
     return time_table(read_openb_pods(path, bad_rows), window)
 
 
+#: How --mode time reads the pods, for the report.
+TIME_MODE_READING = ("openb --mode time: each pod submitted at creation_time and running until deletion_time; "
+                     "deletion_time is set even for pods still running when the trace was collected "
+                     "(alibaba/clusterdata#218), so those durations are lower bounds")
+#: How --mode fill reads them.
+FILL_MODE_READING = ("openb --mode fill (the FGD paper's method): pods shuffled by seed, topped up by drawing again "
+                     "with replacement to --inflate x the GPUs, one arrival per second, each tried once (dropped "
+                     "when it cannot be placed), none leaving; creation and deletion times unused")
+
+
 def time_table(pods: Pods, window: Window | None = None) -> JobTable:
     """Each pod submitted at its ``creation_time`` (within ``window``), running until its
     ``deletion_time`` (see the module docstring for pods that were still running)."""

@@ -133,6 +133,7 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
                   + (f", from {source['origin']}" if source["origin"] else "")
                   + (f", submitted in {source['submit_window']}" if source["submit_window"] else "") + ")"),
         ("trace sha256", source["sha256"]),
+        *((("read as", source["reading"]),) if source.get("reading") else ()),
         ("cluster", f"{cluster['name']}: {cluster['nodes']:,} nodes, {cluster['gpus']:,} GPUs"
                     + (f", isolated queues {', '.join(cluster['isolated_queues'])}" if cluster["isolated_queues"]
                        else "")),
