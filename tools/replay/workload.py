@@ -32,8 +32,9 @@ from .trace import JobTable
 if TYPE_CHECKING:
     from gangmaster.selectors.workload import WorkloadShapes
 
-#: Samples of the fragmentation measure over the submit span (a plot shows no more).
-FRAGMENTATION_SAMPLES = 2000
+#: Samples of the fragmentation measure over the submit span: enough for a figure (an openb
+#: fill seed takes about 1,900 in all, the release after the last arrival included).
+FRAGMENTATION_SAMPLES = 1000
 #: The typical shapes kept: None keeps every distinct ask (openb has a few hundred).
 WORKLOAD_TOP: int | None = None
 
