@@ -187,6 +187,7 @@ def test_fill_through_the_am_and_rm_drops_what_cannot_be_placed():
         assert [o.outcome for o in gpu_pods] == ["succeeded"] * 9 + ["dropped"] * 5
         assert all(o.start_s == o.submit_s for o in gpu_pods[:9])
         assert all(o.outcome == "succeeded" for job, o in zip(plan.table.jobs, result.jobs) if not job.gpus)
+        assert result.timeline.queue_length.max() == 0 and result.timeline.pending_gpus.max() == 0   # none waits
         table = unallocated_at_arrived([fill_curve(plan.table, result, 9000)])
         assert list(table) == [str(p) for p in range(1, 156)]
         for p, point in table.items():
