@@ -274,3 +274,7 @@ MAX_SWEEP_POINTS = 64
 #: Task shapes in one --workload file: a fragmentation-aware strategy weighs every shape
 #: for every node it judges (the openb trace has 151 distinct shapes).
 MAX_WORKLOAD_SHAPES = 1_000
+
+#: openb fill mode's --inflate: the pods asked fill at most this many times the cluster's GPUs
+#: (the paper fills to 1.3; a fill is also held to MAX_TRACE_JOBS pods).
+MAX_FILL_INFLATE = 10

@@ -9,15 +9,15 @@ import sys
 import textwrap
 from dataclasses import replace
 
-from gangmaster.conf.limits import MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS
+from gangmaster.conf.limits import MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS
 from gangmaster.selectors.selector import UnknownSelector, get_selector
 from gangmaster.tools.arg_types import count, counts, real, seed
 
-from .replay import clusters
+from .replay import clusters, openb
 from .replay.comparison import Comparison, SweepPoint, metrics_document
 from .replay.engine import ReplayOptions, replay
 from .replay.metrics import DEFAULT_TRIM, METRIC_HELP, measurement_window
-from .replay.pages import summary_rows
+from .replay.pages import fill_rows, is_fill, summary_rows
 from .replay.progress import ProgressBar
 from .replay.queue_policy import QUEUE_POLICIES
 from .replay.readers import DATED_FORMATS, FORMATS, detect_format, read_trace
@@ -70,6 +70,27 @@ the figures (over the measurement window: the first and last --measure-trim of j
 submit order are left out; printed beside every number; definitions in REPLAY.md):
 {metrics}
 
+Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
+  TRACE is a pod list (openb_pod_list_*.csv); the cluster is the node list given by
+  --nodes-file, by default {openb.DEFAULT_NODE_FILE} beside the pod list: one node
+  per row (cpu_milli/1000 vcores, memory_mib MB, gpu GPUs of type model), all in one
+  rack. A pod is a job of one instance: its CPU and memory, and num_gpu whole GPUs, or a
+  share of one GPU when gpu_milli < 1000; gpu_spec (models separated by |) limits the GPU
+  types. Pods that ask for no GPU are replayed too (CPU and memory on GPU nodes) and
+  count for nothing in the GPU figures.
+  --mode time  each pod submitted at creation_time, running deletion_time - creation_time.
+               The trace sets deletion_time even for pods still running when it was
+               collected (alibaba/clusterdata#218): they are read as ending then, so
+               their durations are lower bounds.
+  --mode fill  the paper's method, once per --seed: the pods shuffled with the seed, topped
+               up by pods drawn again at random (with replacement) until they ask for
+               --inflate x the cluster's GPUs (default {openb.DEFAULT_INFLATE:g}; cut there when they
+               ask more), arriving one per second; a pod that cannot be placed at its
+               arrival is dropped (queue policy drop) and none leaves while pods arrive.
+               The headline: unallocated GPU % at each integer % of GPUs arrived, median
+               and IQR over the seeds, per selector (metrics.json:
+               unallocated_gpu_pct_at_arrived; report: fill.png).
+
 output: a table on stdout (--json: metrics.json's document instead). --report DIR
 writes metrics.json, jobs.csv, timeline.csv, figures (with matplotlib: pip install -e
 '.[plots]'), report.html and report.md. The same inputs give the same files byte for
@@ -97,8 +118,17 @@ def add_parser(sub):
     p.add_argument("--gpus-per-node", type=count(1, 64), metavar="G",
                    help=f"GPUs of each node for --nodes, --infer and --capacity-sweep (default {DEFAULT_GPUS_PER_NODE})")
     p.add_argument("--queue-policy", choices=QUEUE_POLICIES,
-                   help="fifo: a queue's head blocks those behind it; backfill: a later job that fits now starts "
-                        "(default fifo, or the preset's)")
+                   help="fifo: a queue's head blocks those behind it; backfill: a later job that fits now starts; "
+                        "drop: a job that cannot start at its arrival is dropped (default fifo, or the preset's; "
+                        "drop in --mode fill)")
+    p.add_argument("--nodes-file", metavar="FILE",
+                   help=f"openb: the node list (default: {openb.DEFAULT_NODE_FILE} beside the pod list)")
+    p.add_argument("--mode", choices=("time", "fill"),
+                   help="openb: replay pods at their creation times (time, the default) or fill the cluster the "
+                        "FGD paper's way (fill); see below")
+    p.add_argument("--inflate", type=real(0, MAX_FILL_INFLATE, low_open=True), metavar="F",
+                   help=f"openb --mode fill: pods arrive until they ask F x the cluster's GPUs "
+                        f"(default {openb.DEFAULT_INFLATE:g}, at most {MAX_FILL_INFLATE}: MAX_FILL_INFLATE)")
     p.add_argument("--selector", nargs="+", metavar="NAME", default=["job-packing"],
                    help="placement strategies to compare (see `gangmaster selectors`; default job-packing)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
@@ -145,8 +175,13 @@ def run(args) -> int:
         return _bad("--capacity-sweep replays on clusters of N nodes of --gpus-per-node GPUs; "
                     "it does not go with --cluster or --preset")
 
-    preset = clusters.preset(args.preset) if args.preset else None
     trace_format = args.format or detect_format(args.trace)
+    if trace_format == "openb":
+        return _run_openb(args, say)
+    for flag, value in (("--nodes-file", args.nodes_file), ("--mode", args.mode), ("--inflate", args.inflate)):
+        if value is not None:
+            return _bad(f"{flag} goes with --format openb")
+    preset = clusters.preset(args.preset) if args.preset else None
     cluster = _fixed_cluster(args, preset)
     shape = cluster.gpu_node_shape() if cluster else clusters.sized(1, gpus_per_node).gpu_node_shape()
     window_args = args.window or (preset.window if preset else None)
@@ -176,16 +211,25 @@ def run(args) -> int:
     if cluster.source:
         say(f"  source: {cluster.source}")
     interactive = not args.json and sys.stderr.isatty()
-    results = _replays(table, cluster, base, args.selector, args.seed, interactive, "")
-    submits = [job.submit_s for job in results[args.selector[0]][args.seed[0]].jobs]
-    measured = measurement_window(submits, args.measure_trim)
+    results = _replays(lambda _: table, cluster, base, args.selector, args.seed, interactive, "")
+    measured = _measured(results, args)
     sweep = []
     for nodes in args.capacity_sweep or ():
         point = clusters.sized(nodes, gpus_per_node)
-        sweep.append(SweepPoint(nodes, point, _replays(table, point, base, args.selector, args.seed, interactive,
-                                                       f"{nodes:,} nodes: ")))
+        sweep.append(SweepPoint(nodes, point, _replays(lambda _: table, point, base, args.selector, args.seed,
+                                                       interactive, f"{nodes:,} nodes: ")))
     comparison = Comparison(table, cluster, measured, results, " .. ".join(window_args) if window_args else "",
                             sweep)
+    return _conclude(comparison, args, say)
+
+
+def _measured(results, args):
+    submits = [job.submit_s for job in results[args.selector[0]][args.seed[0]].jobs]
+    return measurement_window(submits, args.measure_trim)
+
+
+def _conclude(comparison: Comparison, args, say) -> int:
+    """Print (or --json) the comparison and write its report."""
     document = metrics_document(comparison)
     if args.json:
         print(json.dumps(document, indent=2))
@@ -197,6 +241,62 @@ def run(args) -> int:
         for name, why in files.skipped_figures:
             say(f"  not drawn: {name}: {why}")
     return 0
+
+
+def _run_openb(args, say) -> int:
+    """``--format openb``: the cluster from the node list, pods at their creation times
+    (``--mode time``) or one fill per seed (``--mode fill``)."""
+    for flag, given in (("--cluster", args.cluster), ("--preset", args.preset), ("--nodes", args.nodes),
+                        ("--infer", args.infer), ("--capacity-sweep", args.capacity_sweep),
+                        ("--gpus-per-node", args.gpus_per_node)):
+        if given:
+            return _bad(f"{flag} does not go with --format openb: the cluster is the node list (--nodes-file)")
+    fill = args.mode == "fill"
+    if args.inflate is not None and not fill:
+        return _bad("--inflate goes with --mode fill")
+    if fill:
+        for flag, given in (("--window", args.window), ("--time-scale", args.time_scale != 1.0),
+                            ("--heartbeat", args.heartbeat != 0.0),
+                            ("--queue-policy", args.queue_policy not in (None, "drop"))):
+            if given:
+                return _bad(f"{flag} does not go with --mode fill: every pod is tried once, at its arrival, "
+                            "one arrival per second (queue policy drop)")
+    nodes_file = args.nodes_file or openb.default_nodes_file(args.trace)
+    cluster = openb.read_openb_nodes(nodes_file)
+    bad_rows = BadRows(args.on_bad_row)
+    pods = openb.read_openb_pods(args.trace, bad_rows)
+    if bad_rows.count:
+        print(f"gangmaster replay: {bad_rows.summary()}", file=sys.stderr)
+    window = parse_window(*args.window, dated=False) if args.window else None
+    table = openb.time_table(pods, window)
+    if not table.jobs:
+        return _bad(f"{args.trace}: no pods to replay" + (f" in the window {window}" if window else ""))
+    say(f"trace: {table.source} (openb, {len(table):,} pods, --mode {args.mode or 'time'}), "
+        f"sha256 {table.sha256[:16]}…")
+    say(f"cluster: {cluster.describe()}, from {nodes_file}"
+        + ("" if args.nodes_file else " (the node list beside the pods; --nodes-file to change)"))
+    interactive = not args.json and sys.stderr.isatty()
+    if not fill:
+        base = ReplayOptions(queue_policy=args.queue_policy or "fifo", heartbeat_s=args.heartbeat,
+                             time_scale=args.time_scale)
+        say(f"  offered load {clusters.offered_load(table).on(cluster.capacity_gpus) / args.time_scale:.2f} "
+            "(whole GPUs; shares of a GPU not counted); deletion_time read as each pod's end, also for pods "
+            "still running when the trace was collected")
+        results = _replays(lambda _: table, cluster, base, args.selector, args.seed, interactive, "")
+        comparison = Comparison(table, cluster, _measured(results, args), results,
+                                " .. ".join(args.window) if args.window else "", reading=openb.TIME_MODE_READING)
+        return _conclude(comparison, args, say)
+    inflate = args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE
+    plans = {seed: openb.fill_plan(pods, cluster.capacity_gpus, seed, inflate) for seed in dict.fromkeys(args.seed)}
+    for seed, plan in plans.items():
+        say(f"  fill, seed {seed}: {len(plan.table):,} pods ({plan.drawn_again:,} drawn again) asking "
+            f"{plan.requested_milli / plan.capacity_milli:.1%} of {cluster.capacity_gpus:,} GPUs")
+    base = ReplayOptions(queue_policy="drop")
+    results = _replays(lambda seed: plans[seed].table, cluster, base, args.selector, args.seed, interactive, "")
+    comparison = Comparison(table, cluster, _measured(results, args), results,
+                            fill_tables={seed: plan.table for seed, plan in plans.items()}, inflate=inflate,
+                            reading=openb.FILL_MODE_READING)
+    return _conclude(comparison, args, say)
 
 
 def _fixed_cluster(args, preset) -> clusters.ReplayCluster | None:
@@ -228,22 +328,32 @@ def _only_listed_queues(table: JobTable, cluster: clusters.ReplayCluster, say) -
     return replace(table, jobs=kept)
 
 
-def _replays(table, cluster, base: ReplayOptions, selectors, seeds, interactive: bool, label: str):
+def _replays(table_for, cluster, base: ReplayOptions, selectors, seeds, interactive: bool, label: str):
+    """Each selector's replay with each seed; ``table_for(seed)``: the table it replays."""
     results = {}
     for name in selectors:
         results[name] = {}
         for one_seed in dict.fromkeys(seeds):
             bar = ProgressBar(f"{label}{name} seed {one_seed}", enabled=interactive)
             try:
-                results[name][one_seed] = replay(table, cluster, replace(base, selector=name, seed=one_seed), bar)
+                results[name][one_seed] = replay(table_for(one_seed), cluster,
+                                                 replace(base, selector=name, seed=one_seed), bar)
             finally:
                 bar.close()
     return results
 
 
 def _print_summary(document) -> None:
+    if is_fill(document):
+        several = len(document["run"]["seeds"]) > 1
+        print("unallocated GPU % against GPUs arrived (fill mode" + ("; median (IQR) over the seeds" if several else "")
+              + "; every 1 % in metrics.json):")
+        _print_table(*fill_rows(document))
     print(f"window: {document['run']['window']['text']}")
-    header, rows = summary_rows(document)
+    _print_table(*summary_rows(document))
+
+
+def _print_table(header, rows) -> None:
     widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
     for row in [header] + rows:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))

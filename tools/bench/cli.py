@@ -19,6 +19,7 @@ BENCHES = [
     "replay_report",
     "replay",
     "fgd",
+    "openb_fill",
 ]
 
 

@@ -6,11 +6,17 @@ for. :func:`metrics_document` turns it into metrics.json's shape::
 
     {"selectors": {NAME: {"jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s",
                           "queue_mean_s", "queue_p95_s", "gpu_allocation_mean", "frag_hol_mean",
-                          "consolidated_share", "by_queue": {Q: {"jobs", "jct_mean_s",
+                          "frag_fgd_mean", "frag_fgd_idle_share", "consolidated_share", "by_queue": {Q: {"jobs", "jct_mean_s",
                           "queue_mean_s"}}, "by_gang_size": {...}, "wall_s", ...}},
      "run": {"input": {...sha256...}, "cluster", "window", "seeds", "tie_rules",
              "queue_policy", "heartbeat_s", "time_scale", "version"},
      "sweep": {"kind": "capacity", "points": [...]}}     # only with --capacity-sweep
+
+In openb's fill mode each selector's entry also has ``"fill"`` (pods, placed, dropped,
+arrived and allocated GPU % at the end; medians over seeds, each seed's in ``by_seed``)
+and the headline ``"unallocated_gpu_pct_at_arrived": {"1": {"median", "p25", "p75"},
+..., "130": {...}}`` over the seeds (:func:`~.metrics.unallocated_at_arrived`), and
+``run`` has ``"fill": {"inflate", "pods_by_seed", "capacity_gpus"}``.
 
 Only ``wall_s`` and ``cost`` (measured wall time) differ between two runs of the same
 inputs; :func:`~.metrics.without_timing` drops them.
@@ -21,9 +27,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from gangmaster.selectors.selector import get_selector
+
 from .clusters import ReplayCluster
 from .engine import ReplayResult
-from .metrics import JobColumns, Window, across_seeds, selector_metrics
+from .metrics import (FillCurve, JobColumns, Window, across_seeds, fill_curve, fill_figures, selector_metrics,
+                      unallocated_at_arrived)
 from .trace import JobTable
 
 
@@ -44,6 +53,10 @@ class Comparison:
     results: dict[str, dict[int, ReplayResult]]      # selector -> seed -> result
     submit_window: str = ""                           # --window as given, or the preset's
     sweep: list[SweepPoint] = field(default_factory=list)
+    #: openb fill mode: each seed's arrival sequence (what its replays replayed); empty otherwise
+    fill_tables: dict[int, JobTable] = field(default_factory=dict)
+    inflate: float | None = None
+    reading: str = ""                                 # how the trace was read, when a reader must say (openb)
     _columns: dict[tuple[str, int], JobColumns] = field(default_factory=dict, repr=False, compare=False)
 
     def columns(self, selector: str, seed: int | None = None) -> JobColumns:
@@ -67,6 +80,13 @@ class Comparison:
     def gpus_per_node(self) -> int:
         return self.cluster.gpu_node_shape().gpus
 
+    @property
+    def is_fill(self) -> bool:
+        return bool(self.fill_tables)
+
+    def fill_curve(self, selector: str, seed: int) -> FillCurve:
+        return fill_curve(self.fill_tables[seed], self.results[selector][seed], 1000 * self.cluster.capacity_gpus)
+
     def first_result(self, selector: str) -> ReplayResult:
         """The result of the lowest seed: what the per-job files and plots show first."""
         by_seed = self.results[selector]
@@ -78,11 +98,18 @@ class Comparison:
 
 def metrics_document(comparison: Comparison) -> dict[str, Any]:
     gpn = comparison.gpus_per_node
-    selectors = {
-        name: across_seeds({seed: selector_metrics(result, comparison.window, gpn, comparison.columns(name, seed))
-                            for seed, result in sorted(by_seed.items())})
-        for name, by_seed in comparison.results.items()
-    }
+    selectors = {}
+    for name, by_seed in comparison.results.items():
+        figures = {seed: selector_metrics(result, comparison.window, gpn, comparison.columns(name, seed))
+                   for seed, result in sorted(by_seed.items())}
+        curves = []
+        if comparison.is_fill:
+            for seed, result in sorted(by_seed.items()):
+                curves.append(comparison.fill_curve(name, seed))
+                figures[seed]["fill"] = fill_figures(curves[-1], result)
+        selectors[name] = across_seeds(figures)
+        if curves:
+            selectors[name]["unallocated_gpu_pct_at_arrived"] = unallocated_at_arrived(curves)
     document: dict[str, Any] = {"selectors": selectors, "run": run_identity(comparison)}
     if comparison.sweep:
         document["sweep"] = {"kind": "capacity", "points": [_sweep_point(p, comparison.window) for p in comparison.sweep]}
@@ -94,19 +121,33 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
     return {
         "input": {"source": table.source, "sha256": table.sha256, "format": table.format, "jobs": len(table),
                   "origin": table.origin.strftime("%Y-%m-%d %H:%M:%S") if table.origin else None,
-                  "submit_window": comparison.submit_window or None},
+                  "submit_window": comparison.submit_window or None,
+                  **({"reading": comparison.reading} if comparison.reading else {})},
         "cluster": {"name": cluster.name, "nodes": len(cluster.specs), "gpus": cluster.capacity_gpus,
                     "gpus_per_node": comparison.gpus_per_node,
                     "isolated_queues": sorted(cluster.queue_hosts) if cluster.queue_hosts else None,
                     "source": cluster.source or None},
         "window": comparison.window.to_dict(),
         "seeds": comparison.seeds,
-        "tie_rules": {name: comparison.first_result(name).tie_rule for name in comparison.selectors},
+        "tie_rules": {name: declared_tie_rule(name, comparison.first_result(name).tie_rule)
+                      for name in comparison.selectors},
         "queue_policy": options.queue_policy,
         "heartbeat_s": options.heartbeat_s,
         "time_scale": options.time_scale,
         "version": gangmaster_version(),
+        **({"fill": {"inflate": comparison.inflate,
+                     "pods_by_seed": {str(seed): len(t) for seed, t in sorted(comparison.fill_tables.items())},
+                     "capacity_gpus": cluster.capacity_gpus}} if comparison.is_fill else {}),
     }
+
+
+def declared_tie_rule(selector: str, replayed: str) -> str:
+    """The replay's tie rule, unless the strategy declares its own (``Selector.tie_rule``
+    "node-name": exact ties to the smallest host name, as the FGD paper's scheduler)."""
+    if getattr(get_selector(selector), "tie_rule", "seeded") != "node-name":
+        return replayed
+    return (f"{selector}: equal keys to the smallest host name (the strategy's declared tie rule, as the FGD "
+            "paper's scheduler); a gang's later instances prefer the job's hosts, then their racks")
 
 
 def gangmaster_version() -> str:
@@ -122,5 +163,6 @@ def _sweep_point(point: SweepPoint, window: Window) -> dict[str, Any]:
     for name, by_seed in point.results.items():
         merged = across_seeds({seed: selector_metrics(result, window, gpn) for seed, result in sorted(by_seed.items())})
         figures[name] = {key: merged[key] for key in ("jct_mean_s", "jct_p95_s", "queue_mean_s",
-                                                      "gpu_allocation_mean", "frag_hol_mean", "unfinished")}
+                                                      "gpu_allocation_mean", "frag_hol_mean", "frag_fgd_mean",
+                                                      "unfinished")}
     return {"nodes": point.nodes, "gpus": point.cluster.capacity_gpus, "selectors": figures}

@@ -61,9 +61,10 @@ from ..rmsim.queues import Queue
 from ..rmsim.simulation import Simulation
 from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
-from .queue_policy import QUEUE_POLICIES, Waiting, queue_for
+from .queue_policy import QUEUE_POLICIES, Waiting, dropped, queue_for
 from .timeline import Timeline, TimelineRecorder
 from .trace import JobTable, TraceJob
+from .workload import FragmentationRecorder, FragmentationSeries, observe, workload_shapes
 
 __all__ = ["ReplayOptions", "JobOutcome", "ReplayResult", "Timeline", "replay", "SHARED_LABEL"]
 
@@ -88,7 +89,7 @@ _ANY_REQUEST = SelectionRequest("any", ResourceDescriptor())
 @dataclass(frozen=True)
 class ReplayOptions:
     selector: str = "job-packing"
-    queue_policy: str = "fifo"          # | "backfill"
+    queue_policy: str = "fifo"          # | "backfill" | "drop"
     seed: int = 0
     heartbeat_s: float = 0.0
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
@@ -115,7 +116,7 @@ class JobOutcome:
     hosts: tuple[str, ...]      # distinct hosts, in the gang's rank order
     racks: tuple[str, ...]      # distinct racks, likewise
     gang_wait_s: float          # last task start - first task start (0: all or nothing)
-    outcome: str                # "succeeded" | "never-fits" | "unfinished" | "failed"
+    outcome: str                # "succeeded" | "never-fits" | "unfinished" | "failed" | "dropped"
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class ReplayResult:
     select_s: float                # their wall time in all
     tie_rule: str
     options: ReplayOptions
+    fragmentation: FragmentationSeries | None = None   # the FGD paper's measure, sampled (.workload)
 
 
 def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
@@ -142,7 +144,8 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
         run.run()               # it scan the whole run's heap again and again (a tenth of the time)
         jobs, timeline = run.outcomes(), run.recorder.timeline()
     return ReplayResult(jobs, timeline, time.perf_counter() - started,
-                        run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options)
+                        run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
+                        run.fragmentation.series() if run.fragmentation is not None else None)
 
 
 @contextmanager
@@ -203,6 +206,13 @@ class _Replay:
         # waits as long as its queue makes it.
         self.settings = AMSettings(explain_after_s=None)
         self.selection = SelectionSettings(selector=options.selector, seed=options.seed)
+        # The shared pipeline is built here, as the AMs would build it (they find it and use it
+        # as is), so that its selector hears of the workload before the first job.
+        self.shapes = workload_shapes(table)
+        pipeline = SelectionPipeline(self.selection, get_selector(options.selector,
+                                                                  self.selection.candidate_nodes_factor))
+        observe(pipeline.selector, self.shapes)
+        self.pipelines[options.selector] = pipeline
         # Partitions: an isolated queue's nodes, or (None) the nodes no queue owns.
         self.partition_gpus: dict[str | None, int] = {}
         for spec in specs:
@@ -226,6 +236,9 @@ class _Replay:
         self.by_app: dict[str, _Job] = {}
         self.done = 0
         self.recorder = TimelineRecorder(sum(spec.gpus for spec in specs))
+        span = (table.jobs[-1].submit_s - table.jobs[0].submit_s) * options.time_scale if table.jobs else 0.0
+        self.fragmentation = (FragmentationRecorder(self.shapes, self.recorder.capacity_gpus, span)
+                              if self.shapes is not None else None)
         self.allocated = 0
         self.waiting_jobs = 0
         self.pending_gpus = 0
@@ -279,12 +292,17 @@ class _Replay:
                 self._heartbeat(job)
         for name in sorted(self._dirty):
             self.queues[name].run_pass(self._try_start)
+            for waiting in dropped(self.queues[name]):
+                self._dropped(waiting.job)
         for name in self._dirty.union(*(self.partition_queues.get(p, ()) for p in self._touched)):
             self._update_hol(name)
         self._dirty.clear()
         self._touched.clear()
-        self.recorder.record(self.sim.loop.now(), self.allocated, self.waiting_jobs, self.pending_gpus,
-                             sum(self.hol.values()))
+        now = self.sim.loop.now()
+        self.recorder.record(now, self.allocated, self.waiting_jobs, self.pending_gpus, sum(self.hol.values()))
+        if self.fragmentation is not None and self.fragmentation.due(now):
+            self._sync()
+            self.fragmentation.record(now, self.tracker.view)
 
     # ------------------------------------------------------------------ AMs
     def _try_start(self, waiting: Waiting) -> bool:
@@ -340,6 +358,13 @@ class _Replay:
                                "asks were not all granted at once (the view and the RM disagree)")
         if am.done:
             self._ended(job)
+
+    def _dropped(self, job: _Job) -> None:
+        """The queue policy gave up on the job (``drop``: no room at its arrival): the driver
+        kills its application through the RM, as a user would, and its AM ends with it."""
+        self.sim.client.kill(job.am.app_id, "dropped: no room at its arrival (queue policy drop)")
+        self._heartbeat(job)
+        job.outcome = "dropped"
 
     def _started(self, job: _Job, gang) -> None:
         job.start_s = gang.record.started_at

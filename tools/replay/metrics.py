@@ -16,6 +16,10 @@ Per job j (submit s, first start a, end e, trace duration d, gang size g GPUs):
   utilisation, so it is called allocation). **frag_hol**: free GPUs held back while a
   queue's head gang cannot be placed although its queue's free GPUs are at least its
   size, time-averaged, as a share of capacity.
+- **frag_fgd_mean** (Weng et al.'s measure, :mod:`.workload`): the idle milli-GPU the
+  workload's typical shapes cannot use, in expectation, sampled over the run and
+  time-averaged, as a share of capacity; **frag_fgd_idle_share**: its time average over
+  the idle milli-GPU's (the share of idle GPU capacity that is fragmented).
 - **consolidated_share**: of the multi-GPU jobs that started, those on the fewest nodes
   possible (one node when g ≤ G, ⌈g/G⌉ otherwise; G: GPUs of the cluster's GPU nodes);
   ``one_rack_share``: of the same jobs, those within one rack.
@@ -24,6 +28,14 @@ Per job j (submit s, first start a, end e, trace duration d, gang size g GPUs):
 
 With several seeds each number is the median across seeds, ``iqr`` gives the 25th and
 75th percentiles of the top-level numbers, and ``by_seed`` each seed's own figures.
+
+**Fill mode** (openb, the FGD paper's method; :func:`fill_curve`): pods arrive one at a
+time, never leave, and a pod that cannot be placed at its arrival is dropped. After
+pod k, *arrived* is the GPUs asked by pods 1..k and *allocated* the GPUs of those placed
+(whole GPUs + milli/1000), both as % of the cluster's GPUs. The headline,
+``unallocated_gpu_pct_at_arrived`` (:func:`unallocated_at_arrived`), is 100 − allocated %
+at each integer arrived % p: the state after the last pod whose arrival kept arrived at
+or below p % — its median and quartiles over the seeds.
 """
 from __future__ import annotations
 
@@ -38,8 +50,8 @@ import numpy as np
 DEFAULT_TRIM = 0.1
 #: The floor of the bounded slowdown's denominator, seconds.
 BOUNDED_SLOWDOWN_FLOOR_S = 10.0
-#: Gang-size buckets (GPUs), as REPLAY.md reports them.
-GANG_BUCKETS = (("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), (">8", 9, math.inf))
+#: Gang-size buckets (whole GPUs), as REPLAY.md reports them; "<1": a share of a GPU, or none (openb).
+GANG_BUCKETS = (("<1", 0, 0), ("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), (">8", 9, math.inf))
 #: Decimals kept in metrics.json: below a microsecond or a millionth is noise.
 DECIMALS = 6
 
@@ -176,6 +188,7 @@ def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobCol
         "queue_p95_s": _percentile(queueing, 95),
         "gpu_allocation_mean": _num(time_average(timeline.t, timeline.allocated_gpus, window) / capacity),
         "frag_hol_mean": _num(time_average(timeline.t, timeline.hol_blocked_free_gpus, window) / capacity),
+        **fgd_fragmentation(result.fragmentation, window),
         "consolidated_share": _share(int(np.count_nonzero(c.consolidated(gpus_per_node)[multi])),
                                      int(np.count_nonzero(multi))),
         "by_queue": _groups(c, c.queue),
@@ -185,6 +198,7 @@ def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobCol
         "finished": int(np.count_nonzero(done)),
         "unfinished": outcomes.count("unfinished"),
         "never_fits": outcomes.count("never-fits"),
+        "dropped": outcomes.count("dropped"),
         "failed": outcomes.count("failed"),
         "queued_share": _share(int(np.count_nonzero(queueing > 0)), len(queueing)),
         "gang_wait_mean_s": _mean(c.gang_wait[started]),
@@ -215,6 +229,16 @@ def without_timing(figures: Any) -> Any:
     if isinstance(figures, list):
         return [without_timing(v) for v in figures]
     return figures
+
+
+def fgd_fragmentation(series, window: Window) -> dict[str, float | None]:
+    """The FGD measure's figures over the window (None when the replay measured none)."""
+    if series is None or not len(series.t):
+        return {"frag_fgd_mean": None, "frag_fgd_idle_share": None}
+    frag = time_average(series.t, series.frag_milli, window)
+    idle = time_average(series.t, series.idle_milli, window)
+    return {"frag_fgd_mean": _num(frag / series.capacity_milli) if series.capacity_milli else None,
+            "frag_fgd_idle_share": _num(frag / idle) if idle > 0 else None}
 
 
 def time_average(t: np.ndarray, values: np.ndarray, window: Window) -> float:
@@ -264,6 +288,62 @@ def _share(count: int, of: int) -> float | None:
     return _num(count / of) if of else None
 
 
+# --------------------------------------------------------------------- fill mode
+
+@dataclass(frozen=True)
+class FillCurve:
+    """One fill-mode replay, after each pod in arrival order: GPUs asked by the pods
+    arrived so far and GPUs of those placed, in milli-GPU × 100 (so that "p % of
+    capacity" is the exact integer comparison ``value >= p × capacity_milli``)."""
+
+    arrived: np.ndarray      # int64, cumulative
+    allocated: np.ndarray    # int64, cumulative
+    capacity_milli: int
+
+    def percent(self, values: np.ndarray) -> np.ndarray:
+        return values / self.capacity_milli
+
+    def at(self, percents: np.ndarray) -> np.ndarray:
+        """Allocated % of capacity when ``percents`` % had arrived: after the last pod whose
+        arrival kept arrived at or below each (0 before the first pod)."""
+        index = np.searchsorted(self.arrived, np.asarray(percents, dtype=np.int64) * self.capacity_milli,
+                                side="right") - 1
+        return np.where(index >= 0, self.percent(self.allocated[np.clip(index, 0, None)]), 0.0)
+
+
+def fill_curve(table, result, capacity_milli: int) -> FillCurve:
+    """The curve of one fill replay: ``table`` its arrival sequence, ``result`` the replay
+    of it (jobs in table order; a job placed at its arrival has a start)."""
+    if len(table.jobs) != len(result.jobs):
+        raise ValueError(f"fill_curve: {len(table.jobs)} pods in the table, {len(result.jobs)} in the result")
+    asked = np.fromiter((job.gpu_milli for job in table.jobs), dtype=np.int64, count=len(table.jobs))
+    placed = np.fromiter((job.start_s is not None for job in result.jobs), dtype=bool, count=len(result.jobs))
+    return FillCurve(np.cumsum(asked * 100), np.cumsum(asked * 100 * placed), capacity_milli)
+
+
+def fill_figures(curve: FillCurve, result) -> dict[str, Any]:
+    """One fill replay's own figures: pods placed and dropped, GPUs arrived and allocated at the end."""
+    outcomes = [job.outcome for job in result.jobs]
+    return {"pods": len(outcomes), "placed": sum(job.start_s is not None for job in result.jobs),
+            "dropped": outcomes.count("dropped"),
+            "arrived_gpu_pct": _num(float(curve.percent(curve.arrived[-1]))) if len(curve.arrived) else 0.0,
+            "allocated_gpu_pct": _num(float(curve.percent(curve.allocated[-1]))) if len(curve.allocated) else 0.0}
+
+
+def unallocated_at_arrived(curves: Sequence[FillCurve]) -> dict[str, dict[str, float | None]]:
+    """``{"p": {"median", "p25", "p75"}}`` of the unallocated GPU % (100 − allocated %) at
+    each integer arrived % p from 1 to the most every curve reached, over the curves
+    (one per seed; numpy's linear-interpolation percentiles)."""
+    if not curves:
+        return {}
+    top = min(int(c.arrived[-1] // c.capacity_milli) if len(c.arrived) else 0 for c in curves)
+    points = np.arange(1, top + 1)
+    unallocated = np.array([100.0 - c.at(points) for c in curves]).reshape(len(curves), len(points))
+    median, low, high = (np.percentile(unallocated, q, axis=0) for q in (50, 25, 75))
+    return {str(p): {"median": _num(float(m)), "p25": _num(float(a)), "p75": _num(float(b))}
+            for p, m, a, b in zip(points.tolist(), median, low, high)}
+
+
 # --------------------------------------------------------------------- seeds
 
 def across_seeds(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -308,6 +388,9 @@ METRIC_HELP = (
     ("gpu_allocation_mean", "allocation", "%", "allocated GPUs / capacity, time-averaged over the window"),
     ("frag_hol_mean", "frag (HOL)", "%", "free GPUs idle while a queue's head gang could not be placed "
                                          "although its queue had that many free, time-averaged, / capacity"),
+    ("frag_fgd_mean", "frag (FGD)", "%", "idle GPU capacity the workload's typical shapes cannot use (Weng et al., "
+                                         "ATC'23), sampled, time-averaged, / capacity"),
+    ("frag_fgd_idle_share", "frag (FGD) / idle", "%", "the same, time-averaged, / idle GPU capacity time-averaged"),
     ("consolidated_share", "consolidated", "%", "multi-GPU jobs on the fewest nodes possible "
                                                 "(one node when g <= G, else ceil(g/G))"),
     ("one_rack_share", "one rack", "%", "multi-GPU jobs within one rack"),
@@ -316,5 +399,6 @@ METRIC_HELP = (
     ("queued_share", "queued", "%", "jobs that waited at all (start > submit)"),
     ("unfinished", "unfinished", "", "jobs in the window that never finished (still queued or running at the end)"),
     ("never_fits", "never fits", "", "jobs refused at submission: more than the cluster (or its queue) can ever hold"),
+    ("dropped", "dropped", "", "jobs dropped by the drop queue policy: no room at their arrival (openb fill mode)"),
     ("wall_s", "wall", "s", "wall time of the replay (varies run to run)"),
 )

@@ -16,8 +16,8 @@ from .plots import Figure
 
 #: The summary table's columns (keys of a selector's figures in metrics.json).
 SUMMARY = ("jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "queue_mean_s", "queue_p95_s",
-           "gpu_allocation_mean", "frag_hol_mean", "consolidated_share", "one_rack_share", "slowdown_mean",
-           "unfinished", "never_fits", "wall_s")
+           "gpu_allocation_mean", "frag_hol_mean", "frag_fgd_mean", "frag_fgd_idle_share", "consolidated_share",
+           "one_rack_share", "slowdown_mean", "unfinished", "never_fits", "dropped", "wall_s")
 HELP = {key: (heading, unit, meaning) for key, heading, unit, meaning in METRIC_HELP}
 
 
@@ -65,6 +65,52 @@ def _group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[l
     return header, rows
 
 
+#: The fill table's rows: every this many % of GPUs arrived (metrics.json has every 1 %).
+FILL_ROW_STEP = 5
+
+
+def fill_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """openb fill mode's headline: unallocated GPU % at every :data:`FILL_ROW_STEP` % of GPUs
+    arrived (and the last), a column per selector: the median and, over several seeds, the
+    interquartile range in brackets."""
+    selectors = document["selectors"]
+    names = list(selectors)
+    curves = {name: selectors[name]["unallocated_gpu_pct_at_arrived"] for name in names}
+    several = len(document["run"]["seeds"]) > 1
+    arrived = list(curves[names[0]])
+    shown = [p for p in arrived if int(p) % FILL_ROW_STEP == 0]
+    if arrived and arrived[-1] not in shown:
+        shown.append(arrived[-1])
+    rows = []
+    for p in shown:
+        row = [f"{p} %"]
+        for name in names:
+            point = curves[name].get(p)
+            if point is None:
+                row.append("–")
+            elif several:
+                row.append(f"{point['median']:.1f} ({point['p25']:.1f}–{point['p75']:.1f})")
+            else:
+                row.append(f"{point['median']:.1f}")
+        rows.append(row)
+    return ["GPUs arrived"] + names, rows
+
+
+def is_fill(document: dict[str, Any]) -> bool:
+    return "fill" in document["run"]
+
+
+def _fill_note(document: dict[str, Any]) -> str:
+    fill = document["run"]["fill"]
+    pods = ", ".join(f"seed {seed}: {n:,}" for seed, n in fill["pods_by_seed"].items())
+    return (f"openb fill mode (the FGD paper's method): pods shuffled by seed and topped up by drawing again until "
+            f"they ask {fill['inflate']:g} × the {fill['capacity_gpus']:,} GPUs; each tried once at its arrival "
+            f"(dropped when it cannot be placed), none leaving. Pods per seed: {pods}. Unallocated = 100 − "
+            "allocated % of capacity, after the last pod whose arrival kept the GPUs arrived at or below that %. "
+            "Cells: unallocated GPU %, the median over the seeds (25th–75th percentile). "
+            "Every 1 % is in metrics.json (unallocated_gpu_pct_at_arrived).")
+
+
 def _sweep_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     header = ["nodes", "GPUs", "selector", "JCT mean (s)", "JCT p95 (s)", "queue mean (s)", "allocation",
               "frag (HOL)", "unfinished"]
@@ -87,6 +133,7 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
                   + (f", from {source['origin']}" if source["origin"] else "")
                   + (f", submitted in {source['submit_window']}" if source["submit_window"] else "") + ")"),
         ("trace sha256", source["sha256"]),
+        *((("read as", source["reading"]),) if source.get("reading") else ()),
         ("cluster", f"{cluster['name']}: {cluster['nodes']:,} nodes, {cluster['gpus']:,} GPUs"
                     + (f", isolated queues {', '.join(cluster['isolated_queues'])}" if cluster["isolated_queues"]
                        else "")),
@@ -143,6 +190,10 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
              "this window unless it says otherwise.</p>"]
     identity = [[k, v] for k, v in identity_lines(document)]
     parts.append(_html_table(["", ""], identity, "identity").replace("<thead><tr><th></th><th></th></tr></thead>", ""))
+    if is_fill(document):
+        parts.append("<h2>Unallocated GPUs against GPUs arrived (fill mode)</h2>")
+        parts.append(f"<p class=\"note\">{html.escape(_fill_note(document))}</p>")
+        parts.append(_html_table(*fill_rows(document)))
     parts.append("<h2>Summary</h2>")
     parts.append(_html_table(*summary_rows(document)))
     if "sweep" in document:
@@ -182,6 +233,10 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
     parts = ["# gangmaster replay: placement policies compared\n"]
     parts += [f"- **{k}**: {v}" for k, v in identity_lines(document)]
     parts.append(f"\nEvery figure is over the measurement window: {document['run']['window']['text']}.\n")
+    if is_fill(document):
+        parts.append("## Unallocated GPUs against GPUs arrived (fill mode)\n")
+        parts.append(_fill_note(document) + "\n")
+        parts.append(_md_table(*fill_rows(document)))
     parts.append("## Summary\n")
     parts.append(_md_table(*summary_rows(document)))
     if "sweep" in document:

@@ -4,8 +4,10 @@ figures it skipped; every other report file is written all the same.
 
 Each figure is a PNG in the report folder: JCT and queueing-delay CDFs per selector,
 allocation / queue length / head-of-line fragmentation over time, mean JCT and queueing
-per queue, and mean JCT against capacity when the run swept it. Figures show each
-selector's lowest seed; the shaded band is the measurement window.
+per queue, mean JCT against capacity when the run swept it, and in openb's fill mode
+unallocated GPU % against arrived GPU % (median over the seeds, the interquartile range
+shaded). Other figures show each selector's lowest seed; their shaded band is the
+measurement window.
 """
 from __future__ import annotations
 
@@ -35,9 +37,10 @@ class Figure:
 FIGURES = (
     Figure("jct_cdf.png", "JCT, cumulative share of jobs"),
     Figure("queueing_cdf.png", "Queueing delay, cumulative share of jobs"),
-    Figure("over_time.png", "Allocation, queue length and fragmentation over time"),
+    Figure("over_time.png", "Allocation, queue length and fragmentation (head-of-line; FGD measure) over time"),
     Figure("queues.png", "Mean JCT and queueing by queue"),
     Figure("sweep.png", "Mean JCT against capacity"),
+    Figure("fill.png", "Unallocated GPUs against GPUs arrived (fill mode)"),
 )
 
 
@@ -55,7 +58,7 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
     figures the sweep plot shows (medians across seeds, as its table)."""
     missing = matplotlib_missing()
     if missing:
-        return [], [(figure, missing) for figure in FIGURES]
+        return [], [(figure, missing) for figure in FIGURES if _applies(figure, comparison)]
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -69,17 +72,24 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
                                                           "#8c564b"]) + cycler(linestyle=["-", "--", ":", "-.",
                                                                                           (0, (5, 1)), (0, (1, 3))])})
     painters = {"jct_cdf.png": _jct_cdf, "queueing_cdf.png": _queueing_cdf, "over_time.png": _over_time,
-                "queues.png": _queues, "sweep.png": _sweep}
+                "queues.png": _queues, "sweep.png": _sweep, "fill.png": _fill}
     written, skipped = [], []
     for figure in FIGURES:
         if figure.name == "sweep.png" and not comparison.sweep:
             skipped.append((figure, "no --capacity-sweep in this run"))
+            continue
+        if not _applies(figure, comparison):
             continue
         fig = painters[figure.name](plt, comparison, figure.title, document)
         fig.savefig(folder / figure.name, metadata={"Software": None})
         plt.close(fig)
         written.append(figure)
     return written, skipped
+
+
+def _applies(figure: Figure, comparison: Comparison) -> bool:
+    """fill.png belongs to fill mode only (elsewhere it is not "skipped": there is nothing to draw)."""
+    return figure.name != "fill.png" or comparison.is_fill
 
 
 def _window_jobs(comparison: Comparison, name: str) -> JobColumns:
@@ -123,7 +133,8 @@ def sample(t: np.ndarray, values: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 
 def _over_time(plt, comparison, title, document):
-    fig, axes = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    measured = any(comparison.first_result(n).fragmentation is not None for n in comparison.selectors)
+    fig, axes = plt.subplots(4 if measured else 3, 1, figsize=(9, 9 if measured else 7), sharex=True)
     end = max(float(comparison.first_result(n).timeline.t[-1]) if len(comparison.first_result(n).timeline.t) else 0.0
               for n in comparison.selectors)
     grid = np.linspace(0.0, max(end, 1.0), TIME_GRID_POINTS)
@@ -135,13 +146,18 @@ def _over_time(plt, comparison, title, document):
         axes[0].plot(hours, 100.0 * sample(line.t, line.allocated_gpus, grid) / capacity, label=name, lw=1)
         axes[1].plot(hours, sample(line.t, line.queue_length, grid), label=name, lw=1)
         axes[2].plot(hours, 100.0 * sample(line.t, line.hol_blocked_free_gpus, grid) / capacity, label=name, lw=1)
-    for ax, label in zip(axes, ("allocated GPUs, % of capacity", "jobs queued", "HOL-blocked free GPUs, %")):
+        frag = comparison.first_result(name).fragmentation
+        if measured and frag is not None and len(frag.t):
+            axes[3].plot(hours, 100.0 * sample(frag.t, frag.frag_milli, grid) / frag.capacity_milli, label=name, lw=1)
+    for ax, label in zip(axes, ("allocated GPUs, % of capacity", "jobs queued", "HOL-blocked free GPUs, %",
+                                "fragmented GPU (FGD), %")):
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
         ax.axvspan(comparison.window.start_s / per, comparison.window.end_s / per, color="0.85", zorder=0)
     axes[0].set_ylim(0, 105)
     axes[1].set_ylim(top=max(1.0, axes[1].get_ylim()[1]))
-    axes[2].set_ylim(top=max(1.0, axes[2].get_ylim()[1]))
+    for ax in axes[2:]:
+        ax.set_ylim(top=max(1.0, ax.get_ylim()[1]))
     axes[0].legend(loc="upper right")
     axes[0].set_title(f"{title} (sampled at {TIME_GRID_POINTS:,} points; shaded: measurement window)", fontsize=9)
     axes[-1].set_xlabel(f"{unit} since the first submit")
@@ -188,5 +204,26 @@ def _sweep(plt, comparison, title, document):
     ax.set_yscale("log")
     ax.set_title(f"{title}\n{comparison.window.describe()}", fontsize=9)
     ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def _fill(plt, comparison, title, document):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in comparison.selectors:
+        points = document["selectors"][name]["unallocated_gpu_pct_at_arrived"]
+        arrived = np.array([int(p) for p in points], dtype=float)
+        median, low, high = (np.array([points[p][k] for p in points], dtype=float) for k in ("median", "p25", "p75"))
+        line, = ax.plot(arrived, median, label=name, lw=1.2)
+        if len(comparison.seeds) > 1:
+            ax.fill_between(arrived, low, high, color=line.get_color(), alpha=0.2, lw=0)
+    ax.set_xlabel("GPUs arrived (asked by the pods so far), % of capacity")
+    ax.set_ylabel("GPUs unallocated, % of capacity")
+    ax.set_ylim(0, 101)
+    ax.set_xlim(left=0)
+    seeds = comparison.seeds
+    band = f"median over {len(seeds)} seeds, 25th-75th percentile shaded" if len(seeds) > 1 else f"seed {seeds[0]}"
+    ax.set_title(f"{title}\n{comparison.cluster.capacity_gpus:,} GPUs; {band}", fontsize=9)
+    ax.legend(loc="upper right")
     fig.tight_layout()
     return fig

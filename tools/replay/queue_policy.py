@@ -11,6 +11,10 @@ A *pass* over a queue offers its waiting jobs, in submission order, to ``try_sta
   capacity only shrinks, so a shape that failed stays failed, and the pass offers
   only the oldest job of each shape not yet failed — never a rescan of the whole
   queue. It starts exactly the jobs a pass trying every waiting job in order would.
+* **Drop**: every job is offered once, at the first pass after it arrived; one that
+  does not start then is dropped, never tried again (openb's fill mode: a pod that
+  cannot be placed at its arrival is dropped, as in the FGD paper). The driver takes
+  the dropped jobs (:func:`dropped`) and ends them.
 """
 from __future__ import annotations
 
@@ -105,10 +109,54 @@ class BackfillQueue:
         return started
 
 
-QUEUE_POLICIES = {"fifo": FifoQueue, "backfill": BackfillQueue}
+class DropQueue:
+    name = "drop"
+
+    def __init__(self) -> None:
+        self._jobs: deque[Waiting] = deque()
+        self._dropped: list[Waiting] = []
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __iter__(self) -> Iterator[Waiting]:
+        return iter(self._jobs)
+
+    def add(self, waiting: Waiting) -> None:
+        self._jobs.append(waiting)
+
+    @property
+    def head(self) -> Waiting | None:
+        return self._jobs[0] if self._jobs else None
+
+    def run_pass(self, try_start: TryStart) -> int:
+        """Offer every job that arrived since the last pass, in order, once; how many
+        started (the others are dropped: :meth:`take_dropped`)."""
+        started = 0
+        jobs = self._jobs
+        while jobs:
+            waiting = jobs.popleft()
+            if try_start(waiting):
+                started += 1
+            else:
+                self._dropped.append(waiting)
+        return started
+
+    def take_dropped(self) -> list[Waiting]:
+        """The jobs dropped since the last call, in the order they were offered."""
+        taken, self._dropped = self._dropped, []
+        return taken
 
 
-def queue_for(policy: str) -> FifoQueue | BackfillQueue:
+def dropped(queue) -> list[Waiting]:
+    """The jobs ``queue`` gave up on since the last call (only the drop policy gives up on any)."""
+    return queue.take_dropped() if isinstance(queue, DropQueue) else []
+
+
+QUEUE_POLICIES = {"fifo": FifoQueue, "backfill": BackfillQueue, "drop": DropQueue}
+
+
+def queue_for(policy: str) -> FifoQueue | BackfillQueue | DropQueue:
     try:
         return QUEUE_POLICIES[policy]()
     except KeyError:

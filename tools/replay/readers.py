@@ -1,5 +1,6 @@
 """One entry to the trace readers: ``read_trace(path, format, shape, ...)``, and which
-format a file is when ``--format`` is not given."""
+format a file is when ``--format`` is not given. (An openb pod list read this way is its
+``--mode time`` table; fill mode builds one table per seed: :func:`.openb.fill_plan`.)"""
 from __future__ import annotations
 
 import csv
@@ -9,6 +10,8 @@ from gangmaster.conf.fields import ConfigError
 
 from .native import COLUMNS as NATIVE_COLUMNS
 from .native import read_native
+from .openb import POD_COLUMNS as OPENB_COLUMNS
+from .openb import read_openb
 from .philly import COLUMNS as PHILLY_COLUMNS
 from .philly import read_philly
 from .tiresias import COLUMNS as TIRESIAS_COLUMNS
@@ -16,7 +19,7 @@ from .tiresias import read_tiresias
 from .trace import JobTable, NodeShape
 from .trace_csv import BadRows, Window, read_trace_text
 
-READERS = {"philly": read_philly, "tiresias": read_tiresias, "native": read_native}
+READERS = {"philly": read_philly, "tiresias": read_tiresias, "native": read_native, "openb": read_openb}
 FORMATS = tuple(READERS)
 #: Formats whose submit times are dates (their --window is given as dates).
 DATED_FORMATS = ("philly",)
@@ -38,8 +41,8 @@ def detect_format(path: str | Path) -> str:
     header = next(csv.reader(trace.text.splitlines()[:1]), [])
     columns = {name.strip() for name in header}
     for format, required in (("philly", PHILLY_COLUMNS), ("tiresias", TIRESIAS_COLUMNS),
-                             ("native", NATIVE_COLUMNS)):
+                             ("native", NATIVE_COLUMNS), ("openb", OPENB_COLUMNS)):
         if set(required) <= columns:
             return format
-    raise ConfigError(str(path), "line 1", "the header of a Philly, Tiresias or native trace (or say which "
+    raise ConfigError(str(path), "line 1", "the header of a Philly, Tiresias, native or openb trace (or say which "
                                            "with --format)", ",".join(header))

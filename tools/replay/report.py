@@ -7,6 +7,9 @@
   whether it was consolidated, its outcome.
 - ``timeline.csv``: per selector and seed, the step function the replay recorded: each
   row holds from its ``t_s`` until the next row's.
+- ``fragmentation.csv``: per selector and seed, the FGD paper's measure as sampled
+  (:mod:`.workload`): idle milli-GPU the typical shapes cannot use, and idle milli-GPU
+  (written when the replay measured it).
 - the figures (:mod:`.plots`, when matplotlib is installed), ``report.html`` and
   ``report.md`` (:mod:`.pages`).
 
@@ -28,6 +31,7 @@ from .comparison import Comparison, metrics_document
 
 JOBS_COLUMNS = ("selector", "seed", "job_id", "queue", "submit_s", "start_s", "end_s", "duration_s", "jct_s",
                 "queue_s", "gpus", "instances", "nodes", "racks", "consolidated", "outcome", "hosts")
+FRAGMENTATION_COLUMNS = ("selector", "seed", "t_s", "frag_milli", "idle_milli", "capacity_milli")
 TIMELINE_COLUMNS = ("selector", "seed", "t_s", "allocated_gpus", "capacity_gpus", "queue_length", "pending_gpus",
                     "hol_blocked_free_gpus")
 
@@ -51,10 +55,12 @@ def write_report(comparison: Comparison, folder: str | Path, document: dict[str,
     (folder / "metrics.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     write_jobs_csv(comparison, folder / "jobs.csv")
     write_timeline_csv(comparison, folder / "timeline.csv")
+    measured = write_fragmentation_csv(comparison, folder / "fragmentation.csv")
     figures, skipped = plots.draw(comparison, folder, document)
     (folder / "report.html").write_text(pages.render_html(document, folder, figures, skipped), encoding="utf-8")
     (folder / "report.md").write_text(pages.render_markdown(document, figures, skipped), encoding="utf-8")
-    written = ("metrics.json", "jobs.csv", "timeline.csv", *(f.name for f in figures), "report.html", "report.md")
+    written = ("metrics.json", "jobs.csv", "timeline.csv", *(("fragmentation.csv",) if measured else ()),
+               *(f.name for f in figures), "report.html", "report.md")
     return ReportFiles(folder, written, tuple((f.name, why) for f, why in skipped))
 
 
@@ -93,3 +99,22 @@ def write_timeline_csv(comparison: Comparison, path: Path) -> None:
                 out.writerows((name, seed, f"{t:.3f}", a, capacity, q, p, h) for t, a, q, p, h in zip(
                     line.t.tolist(), line.allocated_gpus.tolist(), line.queue_length.tolist(),
                     line.pending_gpus.tolist(), line.hol_blocked_free_gpus.tolist()))
+
+
+def write_fragmentation_csv(comparison: Comparison, path: Path) -> bool:
+    """The sampled FGD measure of every replay that has one; False (nothing written) when none has."""
+    rows = []
+    for name, by_seed in comparison.results.items():
+        for seed in sorted(by_seed):
+            series = by_seed[seed].fragmentation
+            if series is None:
+                continue
+            rows += [(name, seed, f"{t:.3f}", f"{f:.3f}", i, series.capacity_milli)
+                     for t, f, i in zip(series.t.tolist(), series.frag_milli.tolist(), series.idle_milli.tolist())]
+    if not rows:
+        return False
+    with path.open("w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f, lineterminator="\n")
+        out.writerow(FRAGMENTATION_COLUMNS)
+        out.writerows(rows)
+    return True

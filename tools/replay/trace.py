@@ -18,7 +18,8 @@ from datetime import datetime
 @dataclass(frozen=True)
 class TraceRole:
     """One task role of a job: ``instances`` containers of the same shape, all part of
-    the job's gang."""
+    the job's gang. Each asks ``gpus`` whole GPUs, or (``gpu_milli`` 1..999, ``gpus`` 0)
+    a share of one GPU in milli-GPU, on a GPU of ``gpu_types`` when any are named."""
 
     name: str
     instances: int
@@ -26,6 +27,17 @@ class TraceRole:
     vcores: float
     memory_mb: int
     gpu_types: tuple[str, ...] = ()
+    gpu_milli: int = 0
+
+    def __post_init__(self) -> None:
+        if self.gpu_milli and not (0 < self.gpu_milli < 1000 and self.gpus == 0):
+            raise ValueError(f"TraceRole {self.name}: gpu_milli is a share of one GPU, 1..999 with gpus 0; "
+                             f"got gpus={self.gpus}, gpu_milli={self.gpu_milli}")
+
+    @property
+    def gpu_milli_each(self) -> int:
+        """What one instance asks of GPUs, in milli-GPU (a whole GPU is 1000)."""
+        return 1000 * self.gpus + self.gpu_milli
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,11 @@ class TraceJob:
     @property
     def instances(self) -> int:
         return sum(role.instances for role in self.roles)
+
+    @property
+    def gpu_milli(self) -> int:
+        """GPUs of the whole gang in milli-GPU, shares included (``gpus`` counts whole GPUs only)."""
+        return sum(role.instances * role.gpu_milli_each for role in self.roles)
 
 
 @dataclass(frozen=True)
