@@ -191,7 +191,8 @@ class _Replay:
         isolated = dict(cluster.queue_hosts or {})
         queue_names = sorted({job.queue or DEFAULT_QUEUE for job in table.jobs} | set(isolated)) or [DEFAULT_QUEUE]
         specs, owner = _labelled(cluster, isolated)
-        self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False)
+        self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False,
+                              trusted_client=True)
         self.core = self.sim.core
         self.rack_of = {spec.host: spec.rack for spec in specs}
         self.tracker = ClusterTracker(self.core.cluster_nodes)

@@ -215,8 +215,9 @@ class ResourceManager:
         return self.clock.now()
 
     # ================================================================ client side
-    def submit(self, submission: ApplicationSubmission) -> str:
-        check.check_submission(submission)
+    def submit(self, submission: ApplicationSubmission, checked: bool = False) -> str:
+        if not checked:
+            check.check_submission(submission)
         with self.lock:
             if submission.queue not in self.queues:
                 raise NotFound(f"queue: unknown queue {submission.queue!r}; queues: {', '.join(self.queues)}")
@@ -297,8 +298,9 @@ class ResourceManager:
         return ledger.free(i)
 
     # ================================================================ AM side
-    def register(self, app_id: str) -> RegisterResponse:
-        check.check_name(app_id, "app_id")
+    def register(self, app_id: str, checked: bool = False) -> RegisterResponse:
+        if not checked:
+            check.check_name(app_id, "app_id")
         with self.lock:
             app = self._app(app_id)
             if app.state is not AppState.ACCEPTED:
@@ -323,10 +325,15 @@ class ResourceManager:
         mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
         return ResourceDescriptor(mem, mvc / 1000.0, gpus)
 
-    def allocate(self, request: AllocateRequest) -> AllocateResponse:
-        if not isinstance(request, AllocateRequest):
-            raise InvalidRequest(f"request: expected an AllocateRequest, got {type(request).__name__}")
-        check.check_allocate(request)
+    def allocate(self, request: AllocateRequest, checked: bool = False) -> AllocateResponse:
+        """One AM heartbeat. ``checked``: the request's form (types, ranges, names, list
+        lengths) was already checked or built by code that cannot get it wrong (see
+        :class:`~gangmaster.am.rm_client.InProcessRMClient`); what it asks is checked
+        against the RM's state either way (known hosts and racks, ids, sizes)."""
+        if not checked:
+            if not isinstance(request, AllocateRequest):
+                raise InvalidRequest(f"request: expected an AllocateRequest, got {type(request).__name__}")
+            check.check_allocate(request)
         with self.lock:
             app = self._live_attempt(request.app_id, request.attempt)
             asks = self._validate_asks(app, request)
@@ -375,20 +382,23 @@ class ResourceManager:
                 del app.asks[ask.request.request_id]
                 app.out_rejected.append(Rejection(ask.request.request_id, reason))
 
-    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
+    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "",
+               checked: bool = False) -> None:
         """The AM unregisters; its remaining containers are killed."""
-        check.check_finish(app_id, attempt, final_status, diagnostics)
+        if not checked:
+            check.check_finish(app_id, attempt, final_status, diagnostics)
         with self.lock:
             app = self._live_attempt(app_id, attempt)
             self._end_app(app, AppState.FINISHED, final_status, diagnostics,
                           ExitStatus.KILLED_AFTER_APP_COMPLETION)
 
     # ================================================================ NodeManager side
-    def start_containers(self, request: StartContainers) -> StartRefused | None:
+    def start_containers(self, request: StartContainers, checked: bool = False) -> StartRefused | None:
         """Start a batch of containers in order (a gang's, in one call): the shared launch is
-        checked once, each container's own launch in its turn. Stops at the first container
-        that cannot be started and says which and why; None when every one started."""
-        shared_size = check.check_start(request)
+        checked once, each container's own launch in its turn (``checked``: their form was
+        checked already, as :meth:`allocate` says). Stops at the first container that cannot
+        be started and says which and why; None when every one started."""
+        shared_size = None if checked else check.check_start(request)
         shared = request.shared
         with self.lock:
             for k, item in enumerate(request.containers):
@@ -405,9 +415,11 @@ class ResourceManager:
             raise refused.error
 
     def _start(self, container_id: str, own: LaunchContext, field_name: str, shared: LaunchContext,
-               shared_size: check.LaunchSize) -> None:
-        check.check_name(container_id, "container_id")
-        check.check_launch(own, field_name, shared_size)
+               shared_size: check.LaunchSize | None) -> None:
+        """Start one container of a batch; ``shared_size`` None: its form is not checked again."""
+        if shared_size is not None:
+            check.check_name(container_id, "container_id")
+            check.check_launch(own, field_name, shared_size)
         rec = self._container_rec(container_id)
         app = self.apps[rec.app_id]
         if rec.state is not ContainerState.ALLOCATED:
