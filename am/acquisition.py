@@ -42,6 +42,7 @@ from gangmaster.selectors.resources import ResourceError
 from .am_settings import AMSettings
 from .gang_placement import GangDoesNotFit, GangPlacement, InstancePlacement
 from .jobspec_model import RoleSpec
+from .progress_log import keeps_lines
 from .rm_protocol import Container, ResourceRequest
 
 #: place(view, {role: [instance indices]}) -> placement; raises GangDoesNotFit.
@@ -74,6 +75,7 @@ class GangAcquisition:
         self.settings = settings
         self.rng = rng
         self.report = report
+        self._reporting = keeps_lines(report)
         self.observe_selection = observe_selection
         self.slots: dict[tuple[str, int], Slot] = {(r.name, i): Slot(r.name, i) for r in roles for i in range(r.instances)}
         self.by_request: dict[int, Slot] = {}          # the slots with an ask outstanding
@@ -185,8 +187,9 @@ class GangAcquisition:
             self.by_request[slot.request_id] = slot
             self.asks.append(ResourceRequest(slot.request_id, p.resource, 1, host=p.host, relax_locality=False,
                                              node_label=role.node_label))
-        self.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
-                    f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
+        if self._reporting:
+            self.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
+                        f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
 
     def _reselect(self, slot: Slot) -> None:
         self.cancels.append(slot.request_id)
