@@ -240,7 +240,8 @@ class ApplicationMaster:
             if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
                 self._launch(gang, now)
         self._decide(now)
-        self._update_metrics()
+        if not self.done:   # a job that finished set its gauges last thing
+            self._update_metrics()
         self.watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
