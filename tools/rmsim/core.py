@@ -890,10 +890,10 @@ class ResourceManager:
         """The cluster's free memory, milli-vcores and GPUs: its capacity less what the queues
         use (every booking is a queue's: :meth:`check_invariants` holds the two books equal),
         a sum over the queues, not over every node."""
-        queues = self.queues.values()
         mem, mvc, gpus = self._capacity_totals
-        return (mem - sum(q.used_mem for q in queues), mvc - sum(q.used_mvc for q in queues),
-                gpus - sum(q.used_gpus for q in queues))
+        for q in self.queues.values():   # one pass (every allocate's headroom asks)
+            mem, mvc, gpus = mem - q.used_mem, mvc - q.used_mvc, gpus - q.used_gpus
+        return mem, mvc, gpus
 
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change
