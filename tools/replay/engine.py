@@ -29,6 +29,34 @@ and one node index kept on the shared view, which each placement's copy starts f
 AMs keep their journal in memory, log nothing, and are dropped when their job ends;
 only a :class:`JobOutcome` is kept.
 
+**How replay stays honest.** Every job goes through the code ``gangmaster run`` runs:
+its application is submitted to the RM simulator's core and its AM registers; the AM
+places the gang with select(), the Selector plugin and gang placement on its view of
+the cluster, asks the RM for every instance on the hosts it chose, the RM's scheduling
+pass grants them, the AM opens the gang's barrier and starts every container, the
+simulated NodeManager's tasks arrive at that barrier and run the trace's duration, and
+the AM hears of their end from an allocate response, decides, and unregisters. No
+decision is made anywhere else. What the replay does differently, each for a measured
+cost (BENCHMARKS.md, "issue 13"), and why none changes a decision:
+
+* its in-process RM client is *trusted* (:class:`~gangmaster.am.rm_client.InProcessRMClient`):
+  the RM does not re-check the *form* of what the AM's own code built (types, number
+  ranges, names, list and launch sizes), while everything a call *asks* is checked
+  against the RM's state as always (known hosts, ids, states, what can ever fit).
+  Calls from the wire (``gangmaster rm serve``) and ``gangmaster run``'s simulator are
+  checked in full. A trace's gangs (a few tasks, a few dozen variables each) are far
+  inside every launch limit;
+* its AMs keep their journal in memory (records made only if read: a replayed AM is
+  never restarted) and a quiet log, for which lines that cost work are not built;
+* AMs share one view of the cluster and one set of selection pipelines (above).
+
+Kept whole on purpose: a task's OpenPAI environment is built at every launch, because
+the simulated workload tells which task it runs the way a real program would, by that
+environment (job, role, index, attempt, barrier address and token); one AM per job (its
+construction is a small part of a job's cost, most of it the gang's own state); and two
+allocate calls per job (the first asks, is granted and launches; the second is how the
+AM hears that its containers ended).
+
 Same inputs, same options → the same result (every tie is broken by seeded orders).
 """
 from __future__ import annotations
