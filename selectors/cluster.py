@@ -13,6 +13,10 @@ values that are not numbers (host names, port ranges) live in parallel lists.
 The view is the only place that changes a node's usage, through
 :meth:`ClusterView.allocate` and :meth:`ClusterView.release`, which refuse to
 double-book a GPU, a port, or more memory/vcores than the node has.
+
+GPU sharing: a GPU is wholly free (in ``gpu_free_mask``), taken whole, or holds
+shares (``gpu_share_used``, milli-GPU per GPU). Whole-GPU bookings never touch the
+share ledger, so a cluster without shares pays nothing for it.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ import numpy as np
 
 from gangmaster.gpu_topology.masks import full_mask, indices_of, is_subset, popcount
 
-from .fit import Amounts, Demand, milli, shortfall
+from .fit import GPU_MILLI, Amounts, Demand, milli, shortfall
 from .ports import NO_PORTS, PORT_MIN, PortRanges
 from .resources import ResourceDescriptor, ResourceError
 
@@ -114,6 +118,15 @@ class NodeColumns:
         self.port_capacity = [s.ports for s in specs]
         self.ports_free = list(self.port_capacity)
         self.ports_free_count = np.array([p.count for p in self.port_capacity], dtype=np.int64)
+        #: the most GPUs a node has: the width of the per-GPU columns
+        self.gpu_width = max(1, max(gpus, default=0))
+        #: milli-GPU taken by shares, per node and GPU (0: wholly free, taken whole, or absent)
+        self.gpu_share_used = np.zeros((len(specs), self.gpu_width), dtype=np.int32)
+        #: per node, how many of its GPUs hold shares (0: the share ledger has nothing here)
+        self.gpus_shared = np.zeros(len(specs), dtype=np.int32)
+        #: a share's "capacity": a node with a GPU could give any share when empty
+        self.gpu_share_capacity = np.where(self.gpu_capacity > 0, GPU_MILLI, 0).astype(np.int32)
+        self._share_ledger_shared = False   # copy-on-write with copies of the view
         self._column_caches: dict[str, _CachedColumn] = {}
         self._derived: dict[str, object] = {}
         #: counts every change of a row, so that a result read later can tell it is stale
@@ -126,13 +139,48 @@ class NodeColumns:
 
     # ----------------------------------------------------------------- reading
     def amounts(self, i: int, empty: bool = False) -> Amounts:
-        """Node ``i``'s free resources (its capacity when ``empty``) for the scalar checks."""
+        """Node ``i``'s free resources (its capacity when ``empty``) for the scalar checks.
+        The per-GPU milli are given only where GPUs hold shares (elsewhere the whole
+        GPUs say it all)."""
         if empty:
             ports = self.port_capacity[i]
             return Amounts(self.memory_capacity.item(i), self.mvcores_capacity.item(i),
                            self.gpu_capacity.item(i), self.gpu_capacity_mask.item(i), ports, ports.count)
         return Amounts(self.memory_free.item(i), self.mvcores_free.item(i), self.gpus_free.item(i),
-                       self.gpu_free_mask.item(i), self.ports_free[i], self.ports_free_count.item(i))
+                       self.gpu_free_mask.item(i), self.ports_free[i], self.ports_free_count.item(i),
+                       tuple(self.gpu_milli_free_rows([i])[0].tolist()) if self.gpus_shared.item(i) else None)
+
+    def gpu_milli_free_rows(self, rows=None, gpu: int | None = None) -> np.ndarray:
+        """Milli-GPU free per GPU of ``rows`` (an index array; every node when None or a
+        slice): 1000 for a wholly free GPU, what shares leave on a shared one, 0 for a GPU
+        taken whole or absent. int32, shape (rows, gpu_width); only column ``gpu`` when given."""
+        every = rows is None or isinstance(rows, slice)
+        masks = self.gpu_free_mask if every else self.gpu_free_mask[rows]
+        used = self.gpu_share_used if every else self.gpu_share_used[rows]
+        if gpu is not None:
+            whole = (masks >> np.uint64(gpu)) & np.uint64(1) == 1
+            used = used[:, gpu]
+            return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)
+        whole = (masks[:, None] >> np.arange(self.gpu_width, dtype=np.uint64)) & np.uint64(1) == 1
+        return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)
+
+    @property
+    def gpu_milli_free(self) -> np.ndarray:
+        """:meth:`gpu_milli_free_rows` of every node (computed: read, do not write)."""
+        return self.gpu_milli_free_rows()
+
+    @property
+    def gpu_share_max_free(self) -> np.ndarray:
+        """Per node, the most milli-GPU free on one of its GPUs (the share a node can still
+        take), kept up to date row by row."""
+        return self.cached_column("gpu-share-max-free",
+                                  lambda view, rows: view.gpu_milli_free_rows(rows).max(axis=1))
+
+    def used_milli(self, i: int) -> np.ndarray:
+        """Milli-GPU in use per GPU of node ``i`` (1000 − free for its GPUs; free + used =
+        1000 per GPU always)."""
+        present = np.arange(self.gpu_width) < self.gpu_capacity.item(i)
+        return np.where(present, GPU_MILLI - self.gpu_milli_free_rows([i])[0], 0).astype(np.int32)
 
     def free(self, i: int) -> ResourceDescriptor:
         return ResourceDescriptor.exactly(self.memory_free.item(i), self.mvcores_free.item(i) / 1000.0,
@@ -221,12 +269,16 @@ class NodeColumns:
             free_ports = self.ports_free[i]
             left = self._ports_changed(free_ports, taken, adding=False)
             ports_short = left.count != free_ports.count - taken.count   # some port taken was not free
-        if memory < 0 or mvcores < 0 or exact.gpu_mask & ~free_mask or ports_short:
+        gpu_short = (self._share_left(i, exact) < 0 if exact.gpu_milli
+                     else exact.gpu_mask & ~free_mask)
+        if memory < 0 or mvcores < 0 or gpu_short or ports_short:
             raise ResourceError(f"host {self.hosts[i]}: {exact} does not fit in free {self.free(i)} "
                                 f"({shortfall(exact, self.amounts(i))})")
         self.memory_free[i] = memory
         self.mvcores_free[i] = mvcores
-        if exact.gpu_mask:
+        if exact.gpu_milli:
+            self._take_share(i, exact.gpu_mask, exact.gpu_milli)
+        elif exact.gpu_mask:
             self.gpus_free[i] = self.gpus_free.item(i) - exact.gpus
             self.gpu_free_mask[i] = free_mask & ~exact.gpu_mask
         if taken.ranges:
@@ -238,9 +290,14 @@ class NodeColumns:
         self._check_exact(i, exact)
         free_mask = self.gpu_free_mask.item(i)
         used_mask = self.gpu_capacity_mask.item(i) & ~free_mask
-        if not is_subset(exact.gpu_mask, used_mask):
+        if exact.gpu_milli:
+            gpu = exact.gpu_mask.bit_length() - 1
+            if self.gpu_share_used.item(i, gpu) < exact.gpu_milli:
+                raise ResourceError(f"host {self.hosts[i]}: {exact.gpu_milli} milli of GPU {gpu} are not in use "
+                                    f"by shares ({self.gpu_share_used.item(i, gpu)} are)")
+        elif not is_subset(exact.gpu_mask, used_mask) or (exact.gpu_mask and self._holds_shares(i, exact.gpu_mask)):
             raise ResourceError(f"host {self.hosts[i]}: GPUs {indices_of(exact.gpu_mask & ~used_mask)} "
-                                f"are not in use")
+                                f"are not in use (or hold shares, not a whole booking)")
         memory = self.memory_free.item(i) + exact.memory_mb
         mvcores = self.mvcores_free.item(i) + exact.mvcores
         if memory > self.memory_capacity.item(i) or mvcores > self.mvcores_capacity.item(i):
@@ -254,7 +311,9 @@ class NodeColumns:
                                     f"are not in use")
         self.memory_free[i] = memory
         self.mvcores_free[i] = mvcores
-        if exact.gpu_mask:
+        if exact.gpu_milli:
+            self._return_share(i, exact.gpu_mask, exact.gpu_milli)
+        elif exact.gpu_mask:
             self.gpus_free[i] = self.gpus_free.item(i) + exact.gpus
             self.gpu_free_mask[i] = free_mask | exact.gpu_mask
         if returned.ranges:
@@ -274,9 +333,50 @@ class NodeColumns:
         return result
 
     def _check_exact(self, i: int, exact: Demand) -> None:
-        if exact.gpus != popcount(exact.gpu_mask) or exact.ports != exact.port_ranges.count:
-            raise ResourceError(f"host {self.hosts[i]}: a booking names its GPUs (a mask) and its ports "
-                                f"(ranges), got {exact}")
+        gpus_named = (exact.gpus == 0 and popcount(exact.gpu_mask) == 1) if exact.gpu_milli \
+            else exact.gpus == popcount(exact.gpu_mask)
+        if not gpus_named or exact.ports != exact.port_ranges.count:
+            raise ResourceError(f"host {self.hosts[i]}: a booking names its GPUs (a mask; one GPU for a share) "
+                                f"and its ports (ranges), got {exact}")
+
+    # ----------------------------------------------------------------- GPU shares
+    def _share_left(self, i: int, exact: Demand) -> int:
+        """Milli that would be left on the share's GPU (negative: it does not fit)."""
+        gpu = exact.gpu_mask.bit_length() - 1
+        if gpu >= self.gpu_capacity.item(i):
+            return -1
+        if self.gpu_free_mask.item(i) >> gpu & 1:
+            return GPU_MILLI - exact.gpu_milli
+        used = self.gpu_share_used.item(i, gpu)
+        return (GPU_MILLI - used if used else 0) - exact.gpu_milli
+
+    def _take_share(self, i: int, gpu_mask: int, amount: int) -> None:
+        gpu = gpu_mask.bit_length() - 1
+        ledger = self._writable_share_ledger()
+        if ledger.item(i, gpu) == 0:   # the GPU was wholly free (checked): it holds shares now
+            self.gpu_free_mask[i] = self.gpu_free_mask.item(i) & ~gpu_mask
+            self.gpus_free[i] = self.gpus_free.item(i) - 1
+            self.gpus_shared[i] = self.gpus_shared.item(i) + 1
+        ledger[i, gpu] = ledger.item(i, gpu) + amount
+
+    def _return_share(self, i: int, gpu_mask: int, amount: int) -> None:
+        gpu = gpu_mask.bit_length() - 1
+        ledger = self._writable_share_ledger()
+        left = ledger[i, gpu] = ledger.item(i, gpu) - amount
+        if left == 0:   # its last share left: the GPU is wholly free again
+            self.gpu_free_mask[i] = self.gpu_free_mask.item(i) | gpu_mask
+            self.gpus_free[i] = self.gpus_free.item(i) + 1
+            self.gpus_shared[i] = self.gpus_shared.item(i) - 1
+
+    def _holds_shares(self, i: int, gpu_mask: int) -> bool:
+        return bool(self.gpus_shared.item(i)) and any(
+            self.gpu_share_used.item(i, gpu) for gpu in indices_of(gpu_mask) if gpu < self.gpu_width)
+
+    def _writable_share_ledger(self) -> np.ndarray:
+        if self._share_ledger_shared:   # shared with a copy since: this one gets its own now
+            self.gpu_share_used = self.gpu_share_used.copy()
+            self._share_ledger_shared = False
+        return self.gpu_share_used
 
     def _set_ports_free(self, i: int, ports: PortRanges) -> None:
         self.ports_free[i] = ports
@@ -284,8 +384,10 @@ class NodeColumns:
 
     def _copy_columns(self, clone: "NodeColumns") -> None:
         """Give a shallow copy its own changeable columns (for trial placement)."""
-        for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count"):
+        for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count", "gpus_shared"):
             setattr(clone, name, getattr(self, name).copy())
+        # the share ledger (nodes x GPUs) is shared until one side writes to it
+        self._share_ledger_shared = clone._share_ledger_shared = True
         clone.ports_free = list(self.ports_free)
         clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
                                 for name, c in self._column_caches.items()}
@@ -372,6 +474,7 @@ class ClusterView(NodeColumns):
         return bool((self.memory_free == self.memory_capacity).all()
                     and (self.mvcores_free == self.mvcores_capacity).all()
                     and (self.gpu_free_mask == self.gpu_capacity_mask).all()
+                    and not self.gpus_shared.any()
                     and self.ports_free == self.port_capacity
                     and self.healthy.all() and not self.outstanding.any()
                     and not any(c.any() for c in self.role_count.values())
@@ -411,8 +514,9 @@ class ClusterView(NodeColumns):
         request has GPUs, the ports by range; booking what is not free raises
         :class:`ResourceError` and changes nothing."""
         i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
-        if resource.gpus and not resource.gpu_mask:
-            raise ResourceError(f"host {self.hosts[i]}: a GPU allocation must name its GPUs (gpu_mask)")
+        if (resource.gpus or resource.gpu_milli) and not resource.gpu_mask:
+            raise ResourceError(f"host {self.hosts[i]}: a GPU allocation must name its GPUs (gpu_mask; "
+                                f"the GPU shared, for a share)")
         if resource.ports and not resource.port_ranges:
             raise ResourceError(f"host {self.hosts[i]}: a port allocation must name its ports")
         self._book(i, Demand.of(resource))
@@ -426,6 +530,8 @@ class ClusterView(NodeColumns):
         none) and the ports ``ports[k]`` (None when ``each`` asks none). Refuses with
         :class:`ResourceError`, changing nothing, when the totals do not fit in what is
         free: the same rule as :meth:`allocate` once per instance."""
+        if each.gpu_milli:
+            raise ResourceError("allocate_many: GPU shares are booked one by one (allocate): each names its GPU")
         at = np.asarray(rows, dtype=np.int64)
         counts = np.asarray(counts, dtype=np.int64)
         if np.unique(at).size != at.size:
@@ -485,16 +591,34 @@ class ClusterView(NodeColumns):
         failed[self.index(host)] = True
         self.changes += 1
 
-    def set_free(self, host: str, free: ResourceDescriptor) -> None:
-        """Overwrite what is free on a node from an RM node report (the RM holds the truth)."""
+    def set_free(self, host: str, free: ResourceDescriptor,
+                 gpu_milli_free: tuple[int, ...] | None = None) -> None:
+        """Overwrite what is free on a node from an RM node report (the RM holds the truth):
+        ``free`` names the wholly free GPUs; ``gpu_milli_free`` (per GPU, when the report
+        has shares) what shares leave on the others. A GPU reported at 0 keeps its
+        shares if the view had some (full of shares and taken whole read the same)."""
         i = self.index(host)
         mask = self.gpu_capacity_mask.item(i) & free.gpu_mask
         self.memory_free[i] = free.memory_mb
         self.mvcores_free[i] = milli(free.vcores)
         self.gpu_free_mask[i] = mask
         self.gpus_free[i] = popcount(mask)
+        if gpu_milli_free is not None or self.gpus_shared.item(i):
+            self._set_shares(i, mask, gpu_milli_free or ())
         self._set_ports_free(i, free.port_ranges.intersect(self.port_capacity[i]))
         self._touched(i)
+
+    def _set_shares(self, i: int, free_mask: int, milli_free: tuple[int, ...]) -> None:
+        ledger = self._writable_share_ledger()
+        for gpu in range(self.gpu_width):
+            reported = milli_free[gpu] if gpu < len(milli_free) else 0
+            if free_mask >> gpu & 1 or gpu >= self.gpu_capacity.item(i):
+                ledger[i, gpu] = 0
+            elif 0 < reported < GPU_MILLI:
+                ledger[i, gpu] = GPU_MILLI - reported
+            elif reported == 0 and ledger.item(i, gpu) != GPU_MILLI:
+                ledger[i, gpu] = 0   # taken whole (a GPU full of shares the view knew stays so)
+        self.gpus_shared[i] = int((ledger[i] > 0).sum())
 
     def copy(self) -> "ClusterView":
         """A scratch copy for trial placement (a gang is committed only if it all fits)."""

@@ -25,6 +25,7 @@ MEMORY = "memory"
 VCORES = "vcores"
 GPUS = "gpus"
 GPU_MASK = "gpu-mask"
+GPU_SHARE = "gpu-share"
 PORTS = "ports"
 RACK_POLICY = "rack-policy"
 
@@ -55,6 +56,11 @@ class Rejection:
     nodes: Any = field(default=None, repr=False, compare=False)
 
     def phrase(self) -> str:
+        if self.reason == GPU_SHARE:
+            if self.kind == FILTERED:
+                return f"{self.count} without a GPU to share (need {_num(self.requested)} milli)"
+            numbers = f", most free {_num(self.most_free)}" if self.most_free is not None else ""
+            return f"{self.count} no GPU with {_num(self.requested)} milli free{numbers}"
         if self.reason in (MEMORY, VCORES, GPUS, PORTS, GPU_MASK):
             what = {"memory": "memory (MB)", GPU_MASK: "requested GPUs"}.get(self.reason, self.reason)
             state = "exhausted" if self.kind == EXHAUSTED else "too small"

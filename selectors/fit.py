@@ -5,7 +5,12 @@ select(), the gang placer, :class:`~gangmaster.selectors.cluster.ClusterView`'s
 bookings, :meth:`ResourceDescriptor.fits_in` and the RM's ledger — so they cannot
 disagree. The model counts in integers: memory in MB, vcores in millis (so
 fractional asks add up and come back exactly), GPUs as a count and optionally the
-exact GPUs as a mask, and ports as a count or as explicit ranges.
+exact GPUs as a mask, a share of one GPU in milli-GPU (``gpu_milli``: GPU sharing), and
+ports as a count or as explicit ranges.
+
+A share fits a node when one of its GPUs has that many milli free (a GPU that holds a
+share is no longer wholly free, so whole-GPU asks never land on it); a share naming its
+GPU (a booking) needs that GPU to have them free.
 
 ``port_min`` is applied here, once: a count of ports is served only by free ports
 ``>= port_min`` (the ports the port chooser may hand out), so a node whose free ports
@@ -13,7 +18,7 @@ all sit below it does not fit, with reason ``ports``. Explicit port ranges (reus
 ports) must simply be free.
 
 A demand is checked dimension by dimension, in a fixed order (memory, vcores, GPUs,
-GPU mask, ports); the first dimension that is short is the reason, a code from
+GPU share, GPU mask, ports); the first dimension that is short is the reason, a code from
 :mod:`~gangmaster.selectors.explanation`. Each check has a vector form over the
 node columns (:func:`fits`, :func:`room`: numpy expressions, fast at 100k nodes,
 touching only ``rows`` when given) and a scalar form over one node's amounts
@@ -45,6 +50,9 @@ if TYPE_CHECKING:  # fit.py sits below resources.py and cluster.py: type names o
 #: :func:`room` of a demand that asks for nothing a node can run out of.
 UNBOUNDED = np.iinfo(np.int64).max
 
+#: One whole GPU in milli-GPU: a share (``gpu_milli``) is 1 to GPU_MILLI − 1 of it.
+GPU_MILLI = 1000
+
 
 def milli(vcores: float) -> int:
     """vcores in integer millis: the unit every fit check and booking counts in, so that
@@ -53,12 +61,17 @@ def milli(vcores: float) -> int:
 
 
 def describe_ask(memory_mb: int, vcores: float, gpus: int, gpu_mask: int, ports: int,
-                 port_ranges: PortRanges) -> str:
+                 port_ranges: PortRanges, gpu_milli: int = 0) -> str:
     """``memory=4096MB vcores=0.5 gpus=1 ports=2``: an ask as messages show it, the same
-    for a :class:`Demand` and a ``ResourceDescriptor`` (the mask and ports only when set)."""
-    parts = [f"memory={memory_mb}MB", f"vcores={vcores:g}", f"gpus={gpus}"]
-    if gpu_mask:
-        parts.append(f"gpu_mask={gpu_mask:#x}")
+    for a :class:`Demand` and a ``ResourceDescriptor`` (the mask, share and ports only
+    when set; a share shows its GPU when named: ``gpu_milli=250@gpu3``)."""
+    parts = [f"memory={memory_mb}MB", f"vcores={vcores:g}"]
+    if gpu_milli:
+        parts.append(f"gpu_milli={gpu_milli}" + (f"@gpu{gpu_mask.bit_length() - 1}" if gpu_mask else ""))
+    else:
+        parts.append(f"gpus={gpus}")
+        if gpu_mask:
+            parts.append(f"gpu_mask={gpu_mask:#x}")
     if ports:
         parts.append(f"ports={ports}" + (f" [{port_ranges}]" if port_ranges else ""))
     return " ".join(parts)
@@ -68,8 +81,9 @@ def describe_ask(memory_mb: int, vcores: float, gpus: int, gpu_mask: int, ports:
 class Demand:
     """One instance's ask in integer units (the hot path's form of a ResourceDescriptor).
 
-    ``gpus`` is the mask's popcount when a mask is set; ``ports`` is the ranges' count
-    when ranges are set (a descriptor guarantees both)."""
+    ``gpus`` is the mask's popcount when a mask is set, unless the demand is a share
+    (``gpu_milli`` > 0: ``gpus`` is 0 and the mask names at most the one GPU shared);
+    ``ports`` is the ranges' count when ranges are set (a descriptor guarantees all this)."""
 
     memory_mb: int
     mvcores: int
@@ -77,15 +91,16 @@ class Demand:
     gpu_mask: int
     ports: int
     port_ranges: PortRanges = NO_PORTS
+    gpu_milli: int = 0
 
     @classmethod
     def of(cls, resource: "ResourceDescriptor") -> "Demand":
         return cls(resource.memory_mb, milli(resource.vcores), resource.gpus, resource.gpu_mask,
-                   resource.ports, resource.port_ranges)
+                   resource.ports, resource.port_ranges, resource.gpu_milli)
 
     def __str__(self) -> str:
         return describe_ask(self.memory_mb, self.mvcores / 1000, self.gpus, self.gpu_mask, self.ports,
-                            self.port_ranges)
+                            self.port_ranges, self.gpu_milli)
 
     def checks(self, port_min: int = PORT_MIN) -> tuple["Check", ...]:
         """The checks this demand needs, in the order reasons are given (dimensions it
@@ -96,7 +111,9 @@ class Demand:
 class Amounts(NamedTuple):
     """What one node has (free, or its capacity), in the model's units, for the scalar
     checks. ``gpu_mask`` / ``port_ranges`` are None where only counts are known (a
-    descriptor without a mask or ranges): then only counts are compared."""
+    descriptor without a mask or ranges): then only counts are compared.
+    ``gpu_milli_free`` is each GPU's milli free, by GPU index (None where unknown: then
+    a share is served only by a wholly free GPU)."""
 
     memory_mb: int
     mvcores: int
@@ -104,6 +121,7 @@ class Amounts(NamedTuple):
     gpu_mask: int | None
     port_ranges: PortRanges | None
     port_count: int
+    gpu_milli_free: tuple[int, ...] | None = None
 
     def ports_at_or_above(self, port_min: int) -> int:
         if self.port_ranges is None or port_min <= PORT_MIN:
@@ -206,6 +224,48 @@ class _GpuMask(Check):
         return self.meets(view, rows, empty).astype(np.int64)  # the same GPUs cannot go twice
 
 
+class _GpuShare(_AtLeast):
+    """A share of one GPU: some GPU of the node with ``need`` milli free. On an empty
+    node every GPU has 1000 free, so a node with a GPU is never too small for a share."""
+
+    reason = why.GPU_SHARE
+    group = "amount"
+
+    def __init__(self, need: int):
+        self.need = self.requested = need
+
+    def shown_column(self, view, empty):
+        return view.gpu_share_capacity if empty else view.gpu_share_max_free
+
+    def room(self, view, rows, empty=False):
+        if empty:
+            return _take(view.gpu_capacity, rows) * (GPU_MILLI // self.need)
+        return (view.gpu_milli_free_rows(rows) // self.need).sum(axis=1)
+
+
+class _GpuShareOn(Check):
+    """A share of one named GPU (a booking, or an ask pinned to a GPU): that GPU has
+    ``need`` milli free (in the node's capacity when ``empty``: the GPU exists)."""
+
+    reason = why.GPU_SHARE
+    group = "amount"
+
+    def __init__(self, gpu: int, need: int):
+        self.gpu, self.need = gpu, need
+        self.requested = need
+
+    def meets(self, view, rows, empty=False):
+        if empty:
+            return _take(view.gpu_capacity, rows) > self.gpu
+        return view.gpu_milli_free_rows(rows, self.gpu) >= self.need
+
+    def room(self, view, rows, empty=False):
+        return self.meets(view, rows, empty).astype(np.int64)   # one GPU named: one share of it checked
+
+    def shown_column(self, view, empty):
+        return view.gpu_share_capacity if empty else view.gpu_share_max_free
+
+
 class _PortCount(_AtLeast):
     """A count of ports, served only by free ports ``>= port_min``."""
 
@@ -252,7 +312,10 @@ def _checks(demand: Demand, port_min: int) -> tuple[Check, ...]:
         found.append(_Amount(why.VCORES, demand.mvcores, "mvcores_free", "mvcores_capacity", 1000))
     if demand.gpus:
         found.append(_Amount(why.GPUS, demand.gpus, "gpus_free", "gpu_capacity", 1))
-    if demand.gpu_mask:
+    if demand.gpu_milli:
+        found.append(_GpuShareOn(demand.gpu_mask.bit_length() - 1, demand.gpu_milli) if demand.gpu_mask
+                     else _GpuShare(demand.gpu_milli))
+    elif demand.gpu_mask:
         found.append(_GpuMask(demand.gpu_mask))
     if demand.port_ranges:
         found.append(_PortRangesFree(demand.port_ranges))
@@ -309,7 +372,10 @@ def shortfall(demand: Demand, amounts: Amounts, port_min: int = PORT_MIN) -> str
         return why.VCORES
     if demand.gpus > amounts.gpus:
         return why.GPUS
-    if demand.gpu_mask and amounts.gpu_mask is not None and demand.gpu_mask & ~amounts.gpu_mask:
+    if demand.gpu_milli:
+        if _share_short(demand, amounts):
+            return why.GPU_SHARE
+    elif demand.gpu_mask and amounts.gpu_mask is not None and demand.gpu_mask & ~amounts.gpu_mask:
         return why.GPU_MASK
     if demand.port_ranges:
         if (not demand.port_ranges.fits_in(amounts.port_ranges) if amounts.port_ranges is not None
@@ -318,3 +384,16 @@ def shortfall(demand: Demand, amounts: Amounts, port_min: int = PORT_MIN) -> str
     elif demand.ports and demand.ports > amounts.ports_at_or_above(port_min):
         return why.PORTS
     return None
+
+
+def _share_short(demand: Demand, amounts: Amounts) -> bool:
+    """Whether no GPU of ``amounts`` can take the share (the named one, when named)."""
+    per_gpu = amounts.gpu_milli_free
+    if per_gpu is None:   # only whole GPUs known: a wholly free one serves any share
+        if demand.gpu_mask and amounts.gpu_mask is not None:
+            return not demand.gpu_mask & amounts.gpu_mask
+        return amounts.gpus < 1
+    if demand.gpu_mask:
+        gpu = demand.gpu_mask.bit_length() - 1
+        return gpu >= len(per_gpu) or per_gpu[gpu] < demand.gpu_milli
+    return max(per_gpu, default=0) < demand.gpu_milli

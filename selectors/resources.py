@@ -1,8 +1,14 @@
 """ResourceDescriptor: what a container asks for or a node has.
 
 Memory in MB, vcores (fractional: the AM scales CPU requests by per-role ratios
-such as 0.5), a GPU count and optionally the exact GPUs as a bitmask, and ports
-as a count and/or explicit ranges.
+such as 0.5), a GPU count and optionally the exact GPUs as a bitmask, or instead a
+share of one GPU in milli-GPU (``gpu_milli``, 1-999: GPU sharing), and ports as a
+count and/or explicit ranges.
+
+Share rules: a share asks no whole GPU (``gpus`` is 0) and its mask names at most one
+GPU — the one granted, in a booking. Shares do not add up into one value (two shares
+may sit on two GPUs): a node's ledger keeps them per GPU
+(:class:`~gangmaster.selectors.cluster.NodeColumns`).
 
 Mask rules: when a mask is set the GPU count is the mask's popcount (a
 mismatching pair is rejected at construction); a requested mask fits only when it
@@ -16,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, popcount
 
-from .fit import Amounts, Demand, describe_ask, milli, shortfall
+from .fit import GPU_MILLI, Amounts, Demand, describe_ask, milli, shortfall
 from .ports import NO_PORTS, PortRanges
 
 __all__ = ["ResourceDescriptor", "ResourceError"]
@@ -34,16 +40,19 @@ class ResourceDescriptor:
     gpu_mask: int = 0
     ports: int = 0
     port_ranges: PortRanges = field(default=NO_PORTS)
+    gpu_milli: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("memory_mb", "vcores", "gpus", "gpu_mask", "ports"):
+        for name in ("memory_mb", "vcores", "gpus", "gpu_mask", "ports", "gpu_milli"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ResourceError(f"{name}: expected a finite number >= 0, got {value}")
         if self.gpu_mask >> MAX_GPUS_PER_NODE:
             raise ResourceError(f"gpu_mask: names GPU(s) beyond the {MAX_GPUS_PER_NODE}-GPU limit of a node, "
                                 f"got {self.gpu_mask:#x}")
-        if self.gpu_mask and popcount(self.gpu_mask) != self.gpus:
+        if self.gpu_milli:
+            self._check_share()
+        elif self.gpu_mask and popcount(self.gpu_mask) != self.gpus:
             if self.gpus == 0:
                 object.__setattr__(self, "gpus", popcount(self.gpu_mask))
             else:
@@ -59,8 +68,25 @@ class ResourceDescriptor:
         if self.port_ranges and not self.ports:
             object.__setattr__(self, "ports", self.port_ranges.count)
 
+    def _check_share(self) -> None:
+        if self.gpu_milli != int(self.gpu_milli) or self.gpu_milli >= GPU_MILLI:
+            raise ResourceError(f"gpu_milli: expected a whole number of milli-GPU from 1 to {GPU_MILLI - 1} "
+                                f"(a share of one GPU; ask whole GPUs with gpus), got {self.gpu_milli}")
+        if self.gpus:
+            raise ResourceError(f"gpu_milli={self.gpu_milli} and gpus={self.gpus}: a share of one GPU and whole "
+                                f"GPUs cannot be asked together")
+        if popcount(self.gpu_mask) > 1:
+            raise ResourceError(f"gpu_milli={self.gpu_milli}: a share sits on one GPU, but gpu_mask "
+                                f"{self.gpu_mask:#x} names {popcount(self.gpu_mask)}")
+
+    @property
+    def gpu_share(self) -> float:
+        """The GPU this asks as a fraction of GPUs: whole GPUs, or the share (0.25 for 250 milli)."""
+        return self.gpu_milli / GPU_MILLI if self.gpu_milli else float(self.gpus)
+
     @classmethod
-    def exactly(cls, memory_mb: int, vcores: float, gpu_mask: int, port_ranges: PortRanges) -> "ResourceDescriptor":
+    def exactly(cls, memory_mb: int, vcores: float, gpu_mask: int, port_ranges: PortRanges,
+                gpu_milli: int = 0) -> "ResourceDescriptor":
         """What a node or a container holds, named exactly: its GPUs by mask and its ports
         by range (the counts follow from them). Only for values made of ones already
         checked (a node's columns, a booking): they are not checked again, which the RM's
@@ -69,14 +95,16 @@ class ResourceDescriptor:
         value, set_ = object.__new__(cls), object.__setattr__   # as the dataclass sets them (no __dict__ object)
         set_(value, "memory_mb", memory_mb)
         set_(value, "vcores", vcores)
-        set_(value, "gpus", gpu_mask.bit_count())
+        set_(value, "gpus", 0 if gpu_milli else gpu_mask.bit_count())
         set_(value, "gpu_mask", gpu_mask)
         set_(value, "ports", port_ranges.count)
         set_(value, "port_ranges", port_ranges)
+        set_(value, "gpu_milli", gpu_milli)
         return value
 
     def __str__(self) -> str:
-        return describe_ask(self.memory_mb, self.vcores, self.gpus, self.gpu_mask, self.ports, self.port_ranges)
+        return describe_ask(self.memory_mb, self.vcores, self.gpus, self.gpu_mask, self.ports, self.port_ranges,
+                            self.gpu_milli)
 
     def with_(self, **changes) -> "ResourceDescriptor":
         return replace(self, **changes)
@@ -86,6 +114,7 @@ class ResourceDescriptor:
         return replace(self, ports=ports.count, port_ranges=ports)
 
     def add(self, other: "ResourceDescriptor") -> "ResourceDescriptor":
+        self._no_share_arithmetic(other, "add")
         if self.gpu_mask & other.gpu_mask:
             raise ResourceError(
                 f"GPU masks overlap: {self.gpu_mask:#x} and {other.gpu_mask:#x} (a GPU counted twice)"
@@ -102,9 +131,18 @@ class ResourceDescriptor:
             gpu_mask=mask,
             ports=ranges.count if ranges else self.ports + other.ports,
             port_ranges=ranges,
+            gpu_milli=self.gpu_milli or other.gpu_milli,
         )
 
+    def _no_share_arithmetic(self, other: "ResourceDescriptor", verb: str) -> None:
+        """A share plus anything with GPUs has no single value (which GPU holds what?):
+        refused, rather than silently merged."""
+        if (self.gpu_milli and (other.gpu_milli or other.gpus)) or (other.gpu_milli and (self.gpus or self.gpu_milli)):
+            raise ResourceError(f"cannot {verb} {other} and {self}: shares of GPUs are kept per GPU by a node's "
+                                f"ledger, not summed into one value")
+
     def subtract(self, other: "ResourceDescriptor") -> "ResourceDescriptor":
+        self._no_share_arithmetic(other, "subtract")
         if not other.fits_in(self):
             raise ResourceError(f"cannot subtract {other} from {self}: it does not fit")
         if self.gpu_mask:
@@ -123,6 +161,7 @@ class ResourceDescriptor:
             gpu_mask=mask,
             ports=ranges.count if self.port_ranges else self.ports - other.ports,
             port_ranges=ranges,
+            gpu_milli=self.gpu_milli,
         )
 
     def fits_in(self, free: "ResourceDescriptor") -> bool:

@@ -130,14 +130,26 @@ class Selector:
 
     def choose_gpus(self, view: "ClusterView", node: int, request: "SelectionRequest") -> int:
         """The GPU mask to give on ``node``: the requested mask if one was named,
-        else the lowest free bits (qizhi's choice). Topology-aware strategies
-        override this."""
-        wanted = request.resource.gpus
-        if not wanted:
+        else the lowest free bits (qizhi's choice); for a share of one GPU, the GPU
+        with the least milli free that still takes it (lowest index on ties), which
+        keeps whole GPUs whole. Topology-aware strategies override this."""
+        resource = request.resource
+        if resource.gpu_mask:
+            return resource.gpu_mask
+        if resource.gpu_milli:
+            return 1 << tightest_gpu(view.gpu_milli_free_rows([node])[0], resource.gpu_milli)
+        if not resource.gpus:
             return 0
-        if request.resource.gpu_mask:
-            return request.resource.gpu_mask
-        return lowest_bits(view.free_mask(node), wanted)
+        return lowest_bits(view.free_mask(node), resource.gpus)
+
+
+def tightest_gpu(milli_free: np.ndarray, need: int) -> int:
+    """The index of the GPU with the least milli free that is still >= ``need`` (the
+    lowest index on ties); raises ValueError when none has enough."""
+    fitting = np.flatnonzero(milli_free >= need)
+    if not fitting.size:
+        raise ValueError(f"no GPU with {need} milli free")
+    return int(fitting[np.argmin(milli_free[fitting])])
 
 
 def tenths(mvcores: np.ndarray) -> np.ndarray:
