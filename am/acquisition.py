@@ -67,8 +67,26 @@ class Slot:
         return f"{self.role}[{self.index}]"
 
 
+class SeededOnUse:
+    """A ``random.Random(seed)`` made when first drawn from: an acquisition draws only to
+    jitter a release backoff, which is rare, and seeding from a string hashes it (a trace
+    replay starts tens of thousands of AMs that never draw)."""
+
+    __slots__ = ("_seed", "_random")
+
+    def __init__(self, seed: str):
+        self._seed = seed
+        self._random: random.Random | None = None
+
+    def uniform(self, a: float, b: float) -> float:
+        if self._random is None:
+            self._random = random.Random(self._seed)
+        return self._random.uniform(a, b)
+
+
 class GangAcquisition:
-    def __init__(self, gang: str, roles: Sequence[RoleSpec], settings: AMSettings, rng: random.Random,
+    def __init__(self, gang: str, roles: Sequence[RoleSpec], settings: AMSettings,
+                 rng: random.Random | SeededOnUse,
                  now: float, report: Callable[[str], None], observe_selection: Callable[[float], None] = lambda s: None):
         self.gang = gang
         self.roles = {r.name: r for r in roles}

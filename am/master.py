@@ -43,7 +43,6 @@ when the driver finds it can make no progress
 from __future__ import annotations
 
 import hashlib
-import random
 import weakref
 from collections import Counter
 from dataclasses import replace
@@ -58,7 +57,7 @@ from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.gpu_topology.masks import indices_of
 
 from . import recovery
-from .acquisition import GangAcquisition
+from .acquisition import GangAcquisition, SeededOnUse
 from .am_settings import AMSettings
 from .attempt_barrier import AttemptBarrier
 from .barrier import TaskInfo
@@ -126,7 +125,7 @@ class ApplicationMaster:
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
         self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self.diagnose))
-        self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
+        self.rng = SeededOnUse(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
         self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
         self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)

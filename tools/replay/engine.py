@@ -106,6 +106,8 @@ SHARED_LABEL = "shared"
 #: RM's records of every job so far again (an ended AM leaves no cycle: each pass
 #: found next to nothing, at a cost that grew with the run).
 COLLECT_EVERY_JOBS = 20_000
+#: The log of every replayed AM: it keeps nothing, so one serves them all.
+_QUIET = QuietLog()
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
 #: The request a strategy's node key is asked for when the shared view's index is kept
@@ -313,7 +315,7 @@ class _Replay:
                 self._heartbeat(job)
         for name in sorted(self._dirty):
             self.queues[name].run_pass(self._try_start)
-        for name in self._dirty.union(*(self.partition_queues.get(p, ()) for p in self._touched)):
+        for name in self._dirty.union(self._held_back_in(self._touched)):
             self._update_hol(name)
         self._dirty.clear()
         self._touched.clear()
@@ -342,7 +344,7 @@ class _Replay:
         self.by_app[app_id] = job
         job.am = ApplicationMaster(spec, self.sim.client, app_id, self.sim.now, "", settings=self.settings,
                                    selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
-                                   journal=MemoryJournal(self.sim.now), log=QuietLog(), tracker=self.tracker,
+                                   journal=MemoryJournal(self.sim.now), log=_QUIET, tracker=self.tracker,
                                    shared_pipelines=self.pipelines)
 
     def _sync(self) -> None:
@@ -414,6 +416,14 @@ class _Replay:
             gc.freeze()
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
+
+    def _held_back_in(self, partitions: set[str | None]) -> list[str]:
+        """The queues of ``partitions`` whose head is held back now. Only they can change
+        between passes: free GPUs grow only when a job ends, and that gives every queue of
+        its partition a pass; when they shrink (a job started) a head not held back stays
+        so (it was bigger than what was free, and is bigger still)."""
+        hol = self.hol
+        return [name for p in partitions for name in self.partition_queues.get(p, ()) if name in hol]
 
     def _update_hol(self, name: str) -> None:
         """The free GPUs of the queue's nodes while its head waits although they would be
