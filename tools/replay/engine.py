@@ -404,7 +404,8 @@ class _Replay:
             self.allocated -= gpus
             self.free_gpus[job.partition] += gpus
             self._touched.add(job.partition)
-            self._dirty.update(self.partition_queues.get(job.partition, ()))
+            if self.waiting_jobs:   # else every queue is empty: a pass would start nothing
+                self._dirty.update(self.partition_queues.get(job.partition, ()))
             self._schedule_flush()
         self.sim.workload.forget_job(job.spec)
         self.by_app.pop(am.app_id, None)
