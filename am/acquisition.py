@@ -42,6 +42,7 @@ from gangmaster.selectors.resources import ResourceError
 from .am_settings import AMSettings
 from .gang_placement import GangDoesNotFit, GangPlacement, InstancePlacement
 from .jobspec_model import RoleSpec
+from .progress_log import keeps_lines
 from .rm_protocol import Container, ResourceRequest
 
 #: place(view, {role: [instance indices]}) -> placement; raises GangDoesNotFit.
@@ -66,14 +67,33 @@ class Slot:
         return f"{self.role}[{self.index}]"
 
 
+class SeededOnUse:
+    """A ``random.Random(seed)`` made when first drawn from: an acquisition draws only to
+    jitter a release backoff, which is rare, and seeding from a string hashes it (a trace
+    replay starts tens of thousands of AMs that never draw)."""
+
+    __slots__ = ("_seed", "_random")
+
+    def __init__(self, seed: str):
+        self._seed = seed
+        self._random: random.Random | None = None
+
+    def uniform(self, a: float, b: float) -> float:
+        if self._random is None:
+            self._random = random.Random(self._seed)
+        return self._random.uniform(a, b)
+
+
 class GangAcquisition:
-    def __init__(self, gang: str, roles: Sequence[RoleSpec], settings: AMSettings, rng: random.Random,
+    def __init__(self, gang: str, roles: Sequence[RoleSpec], settings: AMSettings,
+                 rng: random.Random | SeededOnUse,
                  now: float, report: Callable[[str], None], observe_selection: Callable[[float], None] = lambda s: None):
         self.gang = gang
         self.roles = {r.name: r for r in roles}
         self.settings = settings
         self.rng = rng
         self.report = report
+        self._reporting = keeps_lines(report)
         self.observe_selection = observe_selection
         self.slots: dict[tuple[str, int], Slot] = {(r.name, i): Slot(r.name, i) for r in roles for i in range(r.instances)}
         self.by_request: dict[int, Slot] = {}          # the slots with an ask outstanding
@@ -185,8 +205,9 @@ class GangAcquisition:
             self.by_request[slot.request_id] = slot
             self.asks.append(ResourceRequest(slot.request_id, p.resource, 1, host=p.host, relax_locality=False,
                                              node_label=role.node_label))
-        self.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
-                    f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
+        if self._reporting:
+            self.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
+                        f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
 
     def _reselect(self, slot: Slot) -> None:
         self.cancels.append(slot.request_id)

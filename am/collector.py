@@ -10,27 +10,30 @@ way) and then collects once.
 from __future__ import annotations
 
 import gc
-from contextlib import contextmanager
-from typing import Iterator
 
 __all__ = ["collector_paused"]
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
+class collector_paused:   # noqa: N801 - used as a function: ``with collector_paused():``
     """Hold the cycle collector off inside the block and give it back as it was found.
 
     After a burst (more new objects than the youngest generation's threshold) one
     collection takes the two young generations together: what survives it goes straight
     to the oldest generation. Left to the collector, the burst would be traversed twice,
-    by the youngest generation's next collection and again by the middle one's."""
-    if not gc.isenabled():   # someone else (a test, an embedding program) has paused it
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        if gc.get_count()[0] > gc.get_threshold()[0]:
-            gc.collect(1)
+    by the youngest generation's next collection and again by the middle one's.
+
+    A class, not a generator: it wraps every AM heartbeat, and where someone else (a
+    test, a trace replay) has paused the collector it must cost next to nothing."""
+
+    __slots__ = ("_was_enabled",)
+
+    def __enter__(self) -> None:
+        self._was_enabled = gc.isenabled()
+        if self._was_enabled:
+            gc.disable()
+
+    def __exit__(self, *exc) -> None:
+        if self._was_enabled:
+            gc.enable()
+            if gc.get_count()[0] > gc.get_threshold()[0]:
+                gc.collect(1)

@@ -73,14 +73,15 @@ class MemoryJournal:
 
     def __init__(self, now=time.time):
         self.now = now
-        self._records: list[dict] = []
+        self._written: list[tuple[float, str, dict]] = []   # (time, kind, fields) as written
         self.closed = False
 
     def write(self, kind: str, **fields) -> None:
-        self._records.append({"t": round(float(self.now()), 6), "kind": kind, **fields})
+        # Made into a record only when read (most never are: a replayed job's AM is not restarted).
+        self._written.append((self.now(), kind, fields))
 
     def records(self) -> list[dict]:
-        return list(self._records)
+        return [{"t": round(float(t), 6), "kind": kind, **fields} for t, kind, fields in self._written]
 
     def close(self) -> None:
         self.closed = True

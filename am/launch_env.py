@@ -265,21 +265,18 @@ def _reader(names: tuple[str, ...]) -> Callable[[Mapping[str, str]], tuple[str, 
     return itemgetter(*names)
 
 
+@functools.lru_cache(maxsize=1)
 def current_user() -> str:
     """Who runs this process (OpenPAI's submitting user), or "unknown" when the system cannot say.
-    As :func:`getpass.getuser`: the login variables first, then the password database, whose
-    answer for this process's uid is kept (a replay launches tens of thousands of gangs)."""
+    As :func:`getpass.getuser`: the login variables first, then the password database. The
+    answer is kept for the process (a replay launches tens of thousands of gangs, and each
+    missing login variable costs a raised and caught KeyError)."""
     for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
         user = os.environ.get(name)
         if user:
             return user
-    return _user_of(os.getuid())
-
-
-@functools.lru_cache(maxsize=4)
-def _user_of(uid: int) -> str:
     try:
-        return pwd.getpwuid(uid).pw_name
+        return pwd.getpwuid(os.getuid()).pw_name
     except (KeyError, OSError):
         return "unknown"
 

@@ -43,7 +43,6 @@ when the driver finds it can make no progress
 from __future__ import annotations
 
 import hashlib
-import random
 import weakref
 from collections import Counter
 from dataclasses import replace
@@ -58,7 +57,7 @@ from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.gpu_topology.masks import indices_of
 
 from . import recovery
-from .acquisition import GangAcquisition
+from .acquisition import GangAcquisition, SeededOnUse
 from .am_settings import AMSettings
 from .attempt_barrier import AttemptBarrier
 from .barrier import TaskInfo
@@ -73,7 +72,7 @@ from .jobspec_model import JobSpec, RoleSpec
 from .launch_env import PlacedTask, PortKinds, gang_env, gpu_share_env, identity_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
 from .metrics import CONTAINER_STATES, AMMetrics
-from .progress_log import ProgressLog, QuietLog
+from .progress_log import ProgressLog, QuietLog, keeps_lines
 from .rm_client import RMClient
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
     LaunchContext, RMError, StartContainers, StartRefused, WrongState
@@ -125,8 +124,9 @@ class ApplicationMaster:
         self.log = log if log is not None else ProgressLog(
             self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
+        self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
         self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self.diagnose))
-        self.rng = random.Random(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
+        self.rng = SeededOnUse(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
         self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
         self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
@@ -140,13 +140,15 @@ class ApplicationMaster:
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
         self._metrics_set: tuple | None = None  # the gauge values last set
+        self._total_instances = job.total_instances   # a sum over the roles, read at every heartbeat
         self.done = False
         self.outcome: str | None = None
         self.reason = ""
         self.gangs: list[GangRun] = []
         self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
-        self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
-                 f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {self.work_dir}")
+        if self._logging:
+            self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
+                     f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {self.work_dir}")
         if previous.empty:
             self._start_fresh()
         elif self.am_attempt == 1:
@@ -199,7 +201,8 @@ class ApplicationMaster:
             self.metrics.attempts.inc()
         gang.acquisition = GangAcquisition(gang.name, gang.roles, self.settings, self.rng, now, self.log,
                                            self.metrics.selection_latency.observe)
-        self.log(f"gang {name} attempt {attempt}: waiting for {sum(r.instances for r in roles)} instance(s)")
+        if self._logging:
+            self.log(f"gang {name} attempt {attempt}: waiting for {sum(r.instances for r in roles)} instance(s)")
         return gang
 
     # ============================================================ heartbeat
@@ -237,7 +240,8 @@ class ApplicationMaster:
             if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
                 self._launch(gang, now)
         self._decide(now)
-        self._update_metrics()
+        if not self.done:   # a job that finished set its gauges last thing
+            self._update_metrics()
         self.watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
@@ -427,8 +431,9 @@ class ApplicationMaster:
             self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(tasks[-1])}; the attempt fails")
             return
         self.metrics.gang_wait.observe(now - gang.record.waiting_since)
-        self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
-                 f"{now - gang.record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
+        if self._logging:
+            self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
+                     f"{now - gang.record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
@@ -601,7 +606,7 @@ class ApplicationMaster:
 
     # ============================================================== status
     def _progress(self) -> float:
-        total = self.job.total_instances
+        total = self._total_instances
         finished = sum(g.finished_tasks for g in self.gangs)
         return min(1.0, finished / total) if total else 1.0
 

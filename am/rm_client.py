@@ -97,28 +97,39 @@ class RMClient(ABC):
 
 class RMCore(Protocol):
     """What :class:`InProcessRMClient` needs of the core (``gangmaster.tools.rmsim.core.
-    ResourceManager`` provides it; the AM layer does not import the tools layer)."""
+    ResourceManager`` provides it; the AM layer does not import the tools layer).
+    ``checked=True``: the call's form was checked already (see :class:`InProcessRMClient`)."""
 
-    def submit(self, submission: ApplicationSubmission) -> str: ...
+    def submit(self, submission: ApplicationSubmission, checked: bool = False) -> str: ...
     def kill(self, app_id: str, diagnostics: str = "") -> None: ...
     def application_report(self, app_id: str) -> ApplicationReport: ...
     def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]: ...
-    def register(self, app_id: str) -> RegisterResponse: ...
-    def allocate(self, request: AllocateRequest) -> AllocateResponse: ...
-    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None: ...
-    def start_containers(self, request: StartContainers) -> StartRefused | None: ...
+    def register(self, app_id: str, checked: bool = False) -> RegisterResponse: ...
+    def allocate(self, request: AllocateRequest, checked: bool = False) -> AllocateResponse: ...
+    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "",
+               checked: bool = False) -> None: ...
+    def start_containers(self, request: StartContainers, checked: bool = False) -> StartRefused | None: ...
     def stop_container(self, container_id: str) -> None: ...
     def container_status(self, container_id: str) -> ContainerStatus: ...
 
 
 class InProcessRMClient(RMClient):
-    """Direct calls into an RM core in this process (simulation, virtual time)."""
+    """Direct calls into an RM core in this process (simulation, virtual time).
 
-    def __init__(self, core: RMCore):
+    ``trusted``: every call comes from the AM's own code in this process, which builds its
+    requests from a job spec already checked (a simulation driver such as trace replay).
+    The RM then skips re-checking their *form* (types, number ranges, names, list and
+    launch sizes: what protects it from a malformed message) and still checks what they
+    *ask* against its state (known hosts, ids, application and container states, what
+    can ever fit). Off by default; requests from the wire (``gangmaster rm serve``'s gRPC
+    server) are always checked in full, whatever any client says."""
+
+    def __init__(self, core: RMCore, trusted: bool = False):
         self.core = core
+        self.trusted = trusted
 
     def submit(self, submission: ApplicationSubmission) -> str:
-        return self.core.submit(submission)
+        return self.core.submit(submission, self.trusted)
 
     def kill(self, app_id: str, diagnostics: str = "") -> None:
         self.core.kill(app_id, diagnostics)
@@ -130,16 +141,16 @@ class InProcessRMClient(RMClient):
         return self.core.cluster_nodes(usable_only)
 
     def register(self, app_id: str) -> RegisterResponse:
-        return self.core.register(app_id)
+        return self.core.register(app_id, self.trusted)
 
     def allocate(self, request: AllocateRequest) -> AllocateResponse:
-        return self.core.allocate(request)
+        return self.core.allocate(request, self.trusted)
 
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
-        self.core.finish(app_id, attempt, final_status, diagnostics)
+        self.core.finish(app_id, attempt, final_status, diagnostics, self.trusted)
 
     def start_containers(self, request: StartContainers) -> StartRefused | None:
-        return self.core.start_containers(request)
+        return self.core.start_containers(request, self.trusted)
 
     def stop_container(self, container_id: str) -> None:
         self.core.stop_container(container_id)

@@ -311,14 +311,14 @@ class LaunchContext:
         itself, then its own."""
         if not shared.env and not shared.command:
             return self
-        own = {name for name, _ in self.env}
+        own = dict(self.env).keys()   # built in C from the pairs, as :attr:`names` is
         env = shared.env if own.isdisjoint(shared.names) else tuple(pair for pair in shared.env if pair[0] not in own)
         return LaunchContext(self.command or shared.command, env + self.env)
 
     @cached_property
     def names(self) -> frozenset[str]:
         """The variables it sets (worked out once: a gang's shared launch is asked 6,001 times)."""
-        return frozenset(name for name, _ in self.env)
+        return frozenset(dict(self.env))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,34 @@ and one node index kept on the shared view, which each placement's copy starts f
 AMs keep their journal in memory, log nothing, and are dropped when their job ends;
 only a :class:`JobOutcome` is kept.
 
+**How replay stays honest.** Every job goes through the code ``gangmaster run`` runs:
+its application is submitted to the RM simulator's core and its AM registers; the AM
+places the gang with select(), the Selector plugin and gang placement on its view of
+the cluster, asks the RM for every instance on the hosts it chose, the RM's scheduling
+pass grants them, the AM opens the gang's barrier and starts every container, the
+simulated NodeManager's tasks arrive at that barrier and run the trace's duration, and
+the AM hears of their end from an allocate response, decides, and unregisters. No
+decision is made anywhere else. What the replay does differently, each for a measured
+cost (BENCHMARKS.md, "issue 13"), and why none changes a decision:
+
+* its in-process RM client is *trusted* (:class:`~gangmaster.am.rm_client.InProcessRMClient`):
+  the RM does not re-check the *form* of what the AM's own code built (types, number
+  ranges, names, list and launch sizes), while everything a call *asks* is checked
+  against the RM's state as always (known hosts, ids, states, what can ever fit).
+  Calls from the wire (``gangmaster rm serve``) and ``gangmaster run``'s simulator are
+  checked in full. A trace's gangs (a few tasks, a few dozen variables each) are far
+  inside every launch limit;
+* its AMs keep their journal in memory (records made only if read: a replayed AM is
+  never restarted) and a quiet log, for which lines that cost work are not built;
+* AMs share one view of the cluster and one set of selection pipelines (above).
+
+Kept whole on purpose: a task's OpenPAI environment is built at every launch, because
+the simulated workload tells which task it runs the way a real program would, by that
+environment (job, role, index, attempt, barrier address and token); one AM per job (its
+construction is a small part of a job's cost, most of it the gang's own state); and two
+allocate calls per job (the first asks, is granted and launches; the second is how the
+AM hears that its containers ended).
+
 Same inputs, same options → the same result (every tie is broken by seeded orders).
 """
 from __future__ import annotations
@@ -79,6 +107,8 @@ SHARED_LABEL = "shared"
 #: RM's records of every job so far again (an ended AM leaves no cycle: each pass
 #: found next to nothing, at a cost that grew with the run).
 COLLECT_EVERY_JOBS = 20_000
+#: The log of every replayed AM: it keeps nothing, so one serves them all.
+_QUIET = QuietLog()
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
 #: The request a strategy's node key is asked for when the shared view's index is kept
@@ -152,13 +182,17 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
 def _collector_paused():
     """The cycle collector off (see :data:`COLLECT_EVERY_JOBS`), and what exists now (the
     cluster, the RM, the job table), which lives through the run, not scanned by it; the
-    collector left as it was found."""
+    collector left as it was found. What the run made is handed to the oldest generation
+    (frozen, then unfrozen with the rest), not left in the youngest: the first allocation
+    after the collector is back would otherwise traverse every object made since the last
+    periodic pass (a fifth of a second for 10,000 jobs)."""
     was_enabled = gc.isenabled()
     gc.disable()
     gc.freeze()
     try:
         yield
     finally:
+        gc.freeze()
         gc.unfreeze()
         if was_enabled:
             gc.enable()
@@ -173,11 +207,12 @@ def tie_rule(options: ReplayOptions) -> str:
 class _Job:
     """A job being replayed: its table row, its AM while it has one, what it held."""
 
-    __slots__ = ("index", "trace", "queue", "label", "partition", "am", "spec", "start_s", "end_s", "hosts",
+    __slots__ = ("index", "trace", "gpus", "queue", "label", "partition", "am", "spec", "start_s", "end_s", "hosts",
                  "gang_wait_s", "outcome")
 
     def __init__(self, index: int, trace: TraceJob, queue: str, label: str | None, partition: str | None):
         self.index, self.trace, self.queue, self.label, self.partition = index, trace, queue, label, partition
+        self.gpus = trace.gpus   # read at every start, end and pass: summed once
         self.am: ApplicationMaster | None = None
         self.spec = None
         self.start_s: float | None = None
@@ -194,7 +229,8 @@ class _Replay:
         isolated = dict(cluster.queue_hosts or {})
         queue_names = sorted({job.queue or DEFAULT_QUEUE for job in table.jobs} | set(isolated)) or [DEFAULT_QUEUE]
         specs, owner = _labelled(cluster, isolated)
-        self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False)
+        self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False,
+                              trusted_client=True)
         self.core = self.sim.core
         self.rack_of = {spec.host: spec.rack for spec in specs}
         self.tracker = ClusterTracker(self.core.cluster_nodes)
@@ -260,7 +296,7 @@ class _Replay:
             self.progress(self.done, len(self.jobs))
 
     def _submitted(self, job: _Job) -> None:
-        waiting = Waiting(job.index, gang_shape(job.trace), job.trace.gpus, job)
+        waiting = Waiting(job.index, gang_shape(job.trace), job.gpus, job)
         self.queues[job.queue].add(waiting)
         self.waiting_jobs += 1
         self.pending_gpus += waiting.gpus
@@ -294,7 +330,7 @@ class _Replay:
             self.queues[name].run_pass(self._try_start)
             for waiting in dropped(self.queues[name]):
                 self._dropped(waiting.job)
-        for name in self._dirty.union(*(self.partition_queues.get(p, ()) for p in self._touched)):
+        for name in self._dirty.union(self._held_back_in(self._touched)):
             self._update_hol(name)
         self._dirty.clear()
         self._touched.clear()
@@ -326,7 +362,7 @@ class _Replay:
         self.by_app[app_id] = job
         job.am = ApplicationMaster(spec, self.sim.client, app_id, self.sim.now, "", settings=self.settings,
                                    selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
-                                   journal=MemoryJournal(self.sim.now), log=QuietLog(), tracker=self.tracker,
+                                   journal=MemoryJournal(self.sim.now), log=_QUIET, tracker=self.tracker,
                                    shared_pipelines=self.pipelines)
 
     def _sync(self) -> None:
@@ -371,7 +407,7 @@ class _Replay:
         job.hosts = tuple(dict.fromkeys(task.host for task in gang.tasks))
         starts = [task.started_at for task in gang.tasks]
         job.gang_wait_s = max(starts) - min(starts)
-        gpus = job.trace.gpus
+        gpus = job.gpus
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
         self._touched.add(job.partition)
@@ -379,7 +415,7 @@ class _Replay:
 
     def _left_queue(self, job: _Job) -> None:
         self.waiting_jobs -= 1
-        self.pending_gpus -= job.trace.gpus
+        self.pending_gpus -= job.gpus
 
     def _ended(self, job: _Job) -> None:
         am = job.am
@@ -389,11 +425,12 @@ class _Replay:
         else:
             job.outcome = am.outcome or "unfinished"
             job.end_s = self.sim.loop.now()
-            gpus = job.trace.gpus
+            gpus = job.gpus
             self.allocated -= gpus
             self.free_gpus[job.partition] += gpus
             self._touched.add(job.partition)
-            self._dirty.update(self.partition_queues.get(job.partition, ()))
+            if self.waiting_jobs:   # else every queue is empty: a pass would start nothing
+                self._dirty.update(self.partition_queues.get(job.partition, ()))
             self._schedule_flush()
         self.sim.workload.forget_job(job.spec)
         self.by_app.pop(am.app_id, None)
@@ -405,6 +442,14 @@ class _Replay:
             gc.freeze()
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
+
+    def _held_back_in(self, partitions: set[str | None]) -> list[str]:
+        """The queues of ``partitions`` whose head is held back now. Only they can change
+        between passes: free GPUs grow only when a job ends, and that gives every queue of
+        its partition a pass; when they shrink (a job started) a head not held back stays
+        so (it was bigger than what was free, and is bigger still)."""
+        hol = self.hol
+        return [name for p in partitions for name in self.partition_queues.get(p, ()) if name in hol]
 
     def _update_hol(self, name: str) -> None:
         """The free GPUs of the queue's nodes while its head waits although they would be

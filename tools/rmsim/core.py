@@ -215,8 +215,9 @@ class ResourceManager:
         return self.clock.now()
 
     # ================================================================ client side
-    def submit(self, submission: ApplicationSubmission) -> str:
-        check.check_submission(submission)
+    def submit(self, submission: ApplicationSubmission, checked: bool = False) -> str:
+        if not checked:
+            check.check_submission(submission)
         with self.lock:
             if submission.queue not in self.queues:
                 raise NotFound(f"queue: unknown queue {submission.queue!r}; queues: {', '.join(self.queues)}")
@@ -304,8 +305,9 @@ class ResourceManager:
         return ledger.free(i)
 
     # ================================================================ AM side
-    def register(self, app_id: str) -> RegisterResponse:
-        check.check_name(app_id, "app_id")
+    def register(self, app_id: str, checked: bool = False) -> RegisterResponse:
+        if not checked:
+            check.check_name(app_id, "app_id")
         with self.lock:
             app = self._app(app_id)
             if app.state is not AppState.ACCEPTED:
@@ -330,10 +332,15 @@ class ResourceManager:
         mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
         return ResourceDescriptor(mem, mvc / 1000.0, gpus)
 
-    def allocate(self, request: AllocateRequest) -> AllocateResponse:
-        if not isinstance(request, AllocateRequest):
-            raise InvalidRequest(f"request: expected an AllocateRequest, got {type(request).__name__}")
-        check.check_allocate(request)
+    def allocate(self, request: AllocateRequest, checked: bool = False) -> AllocateResponse:
+        """One AM heartbeat. ``checked``: the request's form (types, ranges, names, list
+        lengths) was already checked or built by code that cannot get it wrong (see
+        :class:`~gangmaster.am.rm_client.InProcessRMClient`); what it asks is checked
+        against the RM's state either way (known hosts and racks, ids, sizes)."""
+        if not checked:
+            if not isinstance(request, AllocateRequest):
+                raise InvalidRequest(f"request: expected an AllocateRequest, got {type(request).__name__}")
+            check.check_allocate(request)
         with self.lock:
             app = self._live_attempt(request.app_id, request.attempt)
             asks = self._validate_asks(app, request)
@@ -382,20 +389,23 @@ class ResourceManager:
                 del app.asks[ask.request.request_id]
                 app.out_rejected.append(Rejection(ask.request.request_id, reason))
 
-    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
+    def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "",
+               checked: bool = False) -> None:
         """The AM unregisters; its remaining containers are killed."""
-        check.check_finish(app_id, attempt, final_status, diagnostics)
+        if not checked:
+            check.check_finish(app_id, attempt, final_status, diagnostics)
         with self.lock:
             app = self._live_attempt(app_id, attempt)
             self._end_app(app, AppState.FINISHED, final_status, diagnostics,
                           ExitStatus.KILLED_AFTER_APP_COMPLETION)
 
     # ================================================================ NodeManager side
-    def start_containers(self, request: StartContainers) -> StartRefused | None:
+    def start_containers(self, request: StartContainers, checked: bool = False) -> StartRefused | None:
         """Start a batch of containers in order (a gang's, in one call): the shared launch is
-        checked once, each container's own launch in its turn. Stops at the first container
-        that cannot be started and says which and why; None when every one started."""
-        shared_size = check.check_start(request)
+        checked once, each container's own launch in its turn (``checked``: their form was
+        checked already, as :meth:`allocate` says). Stops at the first container that cannot
+        be started and says which and why; None when every one started."""
+        shared_size = None if checked else check.check_start(request)
         shared = request.shared
         with self.lock:
             for k, item in enumerate(request.containers):
@@ -412,9 +422,11 @@ class ResourceManager:
             raise refused.error
 
     def _start(self, container_id: str, own: LaunchContext, field_name: str, shared: LaunchContext,
-               shared_size: check.LaunchSize) -> None:
-        check.check_name(container_id, "container_id")
-        check.check_launch(own, field_name, shared_size)
+               shared_size: check.LaunchSize | None) -> None:
+        """Start one container of a batch; ``shared_size`` None: its form is not checked again."""
+        if shared_size is not None:
+            check.check_name(container_id, "container_id")
+            check.check_launch(own, field_name, shared_size)
         rec = self._container_rec(container_id)
         app = self.apps[rec.app_id]
         if rec.state is not ContainerState.ALLOCATED:
@@ -885,10 +897,12 @@ class ResourceManager:
         """The cluster's free memory, milli-vcores and milli-GPU: its capacity less what the
         queues use (every booking is a queue's: :meth:`check_invariants` holds the two books
         equal), a sum over the queues, not over every node."""
-        queues = self.queues.values()
         mem, mvc, gpus = self._capacity_totals
-        return (mem - sum(q.used_mem for q in queues), mvc - sum(q.used_mvc for q in queues),
-                gpus * GPU_MILLI - sum(q.gpu_milli_used for q in queues))
+        milli_gpus = gpus * GPU_MILLI
+        for q in self.queues.values():   # one pass (every allocate's headroom asks)
+            mem, mvc = mem - q.used_mem, mvc - q.used_mvc
+            milli_gpus -= q.used_gpus * GPU_MILLI + q.used_gpu_milli
+        return mem, mvc, milli_gpus
 
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change

@@ -39,7 +39,10 @@ from .workload import JobWorkload
 class Simulation:
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None,
                  scenario: Scenario | None = None, seed: int = 0, allocation_expiry_s: float | None = None,
-                 scheduling_interval_s: float | None = None, node_updates: bool = True):
+                 scheduling_interval_s: float | None = None, node_updates: bool = True,
+                 trusted_client: bool = False):
+        """``trusted_client``: :attr:`client` is only used by AMs of this process, whose
+        requests the RM need not check for form (:class:`InProcessRMClient`'s ``trusted``)."""
         self.loop = VirtualLoop()
         self.random = random.Random(seed)   # for drivers' own draws; the RM core itself draws nothing
         self.workload = JobWorkload()
@@ -48,7 +51,7 @@ class Simulation:
         self.core = ResourceManager(specs, queues, clock=self.loop, node_manager=self.node_manager,
                                     allocation_expiry_s=allocation_expiry_s,
                                     scheduling_interval_s=scheduling_interval_s, node_updates=node_updates)
-        self.client = InProcessRMClient(self.core)
+        self.client = InProcessRMClient(self.core, trusted=trusted_client)
         self.scenario = scenario
         if scenario is not None:
             scenario.schedule(self.core)
