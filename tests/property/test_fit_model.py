@@ -144,12 +144,6 @@ def assert_free_plus_used_is_capacity(columns: NodeColumns, held: list[tuple[int
 operations = st.lists(st.tuples(st.booleans(), st.integers(0, 5), view_asks), max_size=25)
 
 
-def _for(columns: NodeColumns, asks_drawn: list) -> list:
-    """The asks for ``columns``: all of them for the AM's view; the RM ledger's share take
-    is tools/rmsim's (its own suites), so shares are left out of its sequence here."""
-    return asks_drawn if not isinstance(columns, NodeLedger) else [a for a in asks_drawn if not a[-1].gpu_milli]
-
-
 def _shares_left_cover(held: list[tuple[int, Demand]], i: int, d: Demand) -> bool:
     """Whether the shares still held on ``d``'s GPU of node ``i`` add up to ``d``'s share."""
     return bool(d.gpu_milli) and sum(o.gpu_milli for node, o in held
@@ -161,7 +155,7 @@ def _shares_left_cover(held: list[tuple[int, Demand]], i: int, d: Demand) -> boo
 def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
     for columns in (ClusterView(specs), NodeLedger(specs)):
         held: list[tuple[int, Demand]] = []
-        for returning, pick, ask in _for(columns, ops):
+        for returning, pick, ask in ops:
             if returning and held:
                 i, d = held.pop(pick % len(held))
                 give_back(columns, i, d)
@@ -198,9 +192,7 @@ def test_free_plus_used_is_capacity_on_the_view_and_the_ledger(specs, ops):
 def test_room_instances_can_be_booked_and_one_more_is_refused(specs, before, ask, port_min):
     demand = Demand.of(ask)
     for columns in (ClusterView(specs), NodeLedger(specs)):
-        if ask.gpu_milli and isinstance(columns, NodeLedger):
-            continue   # the RM ledger's share take: tools/rmsim's suites
-        for pick, other in _for(columns, before):
+        for pick, other in before:
             try:
                 book_exact(columns, pick % len(specs), Demand.of(other), port_min)
             except ResourceError:
@@ -264,7 +256,7 @@ def _descriptor(d: Demand) -> ResourceDescriptor:
 
 
 def _booking(d: Demand) -> Booking:
-    return Booking(d.memory_mb, d.mvcores, d.gpu_mask, d.port_ranges)
+    return Booking(d.memory_mb, d.mvcores, d.gpu_mask, d.port_ranges, d.gpu_milli)
 
 
 @settings(max_examples=60)

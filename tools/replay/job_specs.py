@@ -39,13 +39,11 @@ def _role(role: TraceRole, node_label: str | None) -> RoleSpec:
     # node (1.25 vcores) is asked as 2 × 0.625.
     cpu = math.ceil(role.vcores)
     ratio = role.vcores / cpu if cpu else 1.0
-    # A share of one GPU is the role's gpuMilli (its gpus 0). Until the milli-stack work is
-    # merged RoleSpec has no gpu_milli: the lead makes this a plain gpu_milli=role.gpu_milli.
-    share = {"gpu_milli": role.gpu_milli} if role.gpu_milli else {}
+    # A share of one GPU is the role's gpu_milli (its gpus 0).
     return RoleSpec(name=role.name, instances=role.instances, cpu=cpu, memory_mb=role.memory_mb, gpus=role.gpus,
                     ports={}, commands=(TASK_COMMAND,), completion=Completion(), task_retry_count=0,
                     retry=RetryPolicy("job", 1), request_ratio=ratio, node_label=node_label,
-                    gpu_types=role.gpu_types, **share)
+                    gpu_types=role.gpu_types, gpu_milli=role.gpu_milli)
 
 
 def gang_shape(job: TraceJob) -> tuple:

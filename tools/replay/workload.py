@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from gangmaster.selectors.fit import milli
+from gangmaster.selectors.fragmentation import cluster_fragmentation
+from gangmaster.selectors.workload import TaskShape, WorkloadShapes
 
 from .trace import JobTable
-
-if TYPE_CHECKING:
-    from gangmaster.selectors.workload import WorkloadShapes
 
 #: Samples of the fragmentation measure over the submit span: enough for a figure (an openb
 #: fill seed takes about 1,900 in all, the release after the last arrival included).
@@ -39,13 +36,8 @@ FRAGMENTATION_SAMPLES = 1000
 WORKLOAD_TOP: int | None = None
 
 
-def workload_shapes(table: JobTable) -> "WorkloadShapes | None":
-    """The table's typical task shapes (None while :mod:`gangmaster.selectors.workload`
-    is not there: until the fgd work is merged, replays run without them)."""
-    try:
-        from gangmaster.selectors.workload import TaskShape, WorkloadShapes
-    except ImportError:   # the fgd helper's modules, not yet merged
-        return None
+def workload_shapes(table: JobTable) -> "WorkloadShapes":
+    """The table's typical task shapes: every distinct ask, weighed by how often it comes."""
     shapes: dict[tuple, TaskShape] = {}
     asks: list[TaskShape] = []
     for job in table.jobs:
@@ -86,7 +78,6 @@ class FragmentationRecorder:
 
     def __init__(self, shapes: "WorkloadShapes", capacity_gpus: int, span_s: float,
                  samples: int = FRAGMENTATION_SAMPLES):
-        from gangmaster.selectors.fragmentation import cluster_fragmentation
         self._measure = cluster_fragmentation
         self.shapes = shapes
         self.capacity_milli = 1000 * capacity_gpus
