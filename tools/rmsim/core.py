@@ -232,7 +232,7 @@ class ResourceManager:
                               submission.max_attempts, submission.keep_containers_across_attempts,
                               submission.am_expiry_s)
             self.apps[app_id] = app
-            self.queues[submission.queue].apps.append(app_id)
+            self.queues[submission.queue].apps[app_id] = None
             self.version += 1
             self._emit("app_submitted", app_id, detail=submission.queue)
             return app_id
@@ -975,7 +975,7 @@ class ResourceManager:
         for cid in sorted(app.containers):
             self._finish_container(app.containers[cid], ContainerState.KILLED, exit_status,
                                    f"application {app.app_id} {state.value.lower()}")
-        self.queues[app.queue].apps.remove(app.app_id)
+        del self.queues[app.queue].apps[app.app_id]
         self._dirty = True
         self.version += 1
         self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")

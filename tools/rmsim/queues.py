@@ -44,7 +44,8 @@ class Queue:
     used_mem: int = 0
     used_mvc: int = 0
     used_gpus: int = 0          # whole GPUs held
-    apps: list = field(default_factory=list)   # app ids in submission order (FIFO)
+    #: app ids in submission order (FIFO), as a dict's keys: an app leaves in O(1) (a fill keeps thousands)
+    apps: dict = field(default_factory=dict)
     used_gpu_milli: int = 0     # milli-GPU held by shares of GPUs
 
     @property

@@ -142,7 +142,7 @@ def _resource_from(d: dict) -> ResourceDescriptor:
 def restore(data: dict, clock, node_manager) -> ResourceManager:
     specs = [NodeSpec(n["host"], n["rack"], frozenset(n["labels"]), n["gpu_type"], n["topology"], n["memory_mb"],
                       n["vcores"], n["gpus"], PortRanges.of(*n["ports"])) for n in data["nodes"]]
-    queues = [Queue(q["name"], q["max_mem"], q["max_mvc"], q["max_gpus"], apps=list(q["apps"]))
+    queues = [Queue(q["name"], q["max_mem"], q["max_mvc"], q["max_gpus"], apps=dict.fromkeys(q["apps"]))
               for q in data["queues"]]
     core = ResourceManager(specs, queues, clock=clock, node_manager=node_manager)
     for i, n in enumerate(data["nodes"]):
