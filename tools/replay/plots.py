@@ -208,22 +208,40 @@ def _sweep(plt, comparison, title, document):
     return fig
 
 
+#: Where the fill plot's right panel starts: the selectors differ only once the cluster is
+#: nearly full, so that panel shows the tail at a scale the differences can be read at.
+FILL_ZOOM_FROM_PCT = 80
+
+
 def _fill(plt, comparison, title, document):
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (whole, tail) = plt.subplots(1, 2, figsize=(10, 4.5), gridspec_kw={"width_ratios": [1, 1]})
+    tail_values = []
     for name in comparison.selectors:
         points = document["selectors"][name]["unallocated_gpu_pct_at_arrived"]
         arrived = np.array([int(p) for p in points], dtype=float)
         median, low, high = (np.array([points[p][k] for p in points], dtype=float) for k in ("median", "p25", "p75"))
-        line, = ax.plot(arrived, median, label=name, lw=1.2)
-        if len(comparison.seeds) > 1:
-            ax.fill_between(arrived, low, high, color=line.get_color(), alpha=0.2, lw=0)
-    ax.set_xlabel("GPUs arrived (asked by the pods so far), % of capacity")
-    ax.set_ylabel("GPUs unallocated, % of capacity")
-    ax.set_ylim(0, 101)
-    ax.set_xlim(left=0)
+        zoom = arrived >= FILL_ZOOM_FROM_PCT
+        tail_values.extend((low[zoom] if len(comparison.seeds) > 1 else median[zoom]).tolist())
+        tail_values.extend((high[zoom] if len(comparison.seeds) > 1 else median[zoom]).tolist())
+        for ax in (whole, tail):
+            line, = ax.plot(arrived, median, label=name, lw=1.2)
+            if len(comparison.seeds) > 1:
+                ax.fill_between(arrived, low, high, color=line.get_color(), alpha=0.2, lw=0)
+    for ax in (whole, tail):
+        ax.set_xlabel("GPUs arrived (asked by the pods so far), % of capacity")
+        ax.grid(alpha=0.3)
+    whole.set_ylabel("GPUs unallocated, % of capacity")
+    whole.set_ylim(0, 101)
+    whole.set_xlim(left=0)
+    tail.set_xlim(left=FILL_ZOOM_FROM_PCT)
+    if tail_values:
+        low_y, high_y = min(tail_values), max(tail_values)
+        margin = max(0.5, (high_y - low_y) * 0.15)
+        tail.set_ylim(max(0.0, low_y - margin), high_y + margin)
+    tail.set_title(f"from {FILL_ZOOM_FROM_PCT} % arrived (zoomed)", fontsize=9)
     seeds = comparison.seeds
     band = f"median over {len(seeds)} seeds, 25th-75th percentile shaded" if len(seeds) > 1 else f"seed {seeds[0]}"
-    ax.set_title(f"{title}\n{comparison.cluster.capacity_gpus:,} GPUs; {band}", fontsize=9)
-    ax.legend(loc="upper right")
+    whole.set_title(f"{title}\n{comparison.cluster.capacity_gpus:,} GPUs; {band}", fontsize=9)
+    tail.legend(loc="upper right")
     fig.tight_layout()
     return fig
