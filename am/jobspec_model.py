@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
+from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
 RETRY_SCOPES = ("job", "role")
@@ -126,7 +127,7 @@ class RoleSpec:
     @property
     def gpu_share(self) -> float:
         """The GPU one instance asks, in GPUs: ``gpus``, or the share (0.25 for 250 milli)."""
-        return self.gpu_milli / 1000 if self.gpu_milli else float(self.gpus)
+        return self.gpu_milli / GPU_MILLI if self.gpu_milli else float(self.gpus)
 
     @property
     def port_count(self) -> int:

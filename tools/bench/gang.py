@@ -10,8 +10,6 @@ off the free columns — without GPU masks, ports, booking records or the placem
 list. ``--selector`` times another strategy (against the same floor)."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from gangmaster.am.gang_placement import GangDoesNotFit, place_gang, role_request
@@ -24,6 +22,7 @@ from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.tools.arg_types import count
+from gangmaster.tools.bench.best_of import BestOf
 from gangmaster.tools.bench.cli import add_bench_parser
 
 TARGET_S = 0.020
@@ -56,7 +55,7 @@ def run(args) -> int:
     total = sum(r.instances for r in roles)
     settings = SelectionSettings()
     pipeline_for = lambda: SelectionPipeline(settings, get_selector(args.selector))
-    decision, floor = _Best(), _Best()
+    decision, floor = BestOf(), BestOf()
     for _ in range(args.repeat):
         with decision:
             try:
@@ -72,24 +71,6 @@ def run(args) -> int:
     print(f"floor, numpy room + cumsum per role: {floor}")
     print(f"ratio to the floor: {decision.wall / floor.wall:.1f}x wall, {decision.cpu / floor.cpu:.1f}x CPU")
     return 0
-
-
-class _Best:
-    """The best wall-clock and CPU (process) time of the runs timed with ``with``. The
-    CPU time leaves out the waits of a process on a machine shared with others."""
-
-    def __init__(self):
-        self.wall = self.cpu = float("inf")
-
-    def __enter__(self):
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
-
-    def __exit__(self, *exc):
-        self.wall = min(self.wall, time.perf_counter() - self._wall)
-        self.cpu = min(self.cpu, time.process_time() - self._cpu)
-
-    def __str__(self) -> str:
-        return f"{self.wall * 1e3:.1f} ms wall, {self.cpu * 1e3:.1f} ms CPU"
 
 
 def numpy_floor(view, roles: tuple[RoleSpec, ...], port_min: int) -> None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import csv
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 from gangmaster.tools.arg_types import count
+from gangmaster.tools.bench.best_of import BestOf
 from gangmaster.tools.bench.cli import add_bench_parser
 from gangmaster.tools.replay.clusters import preset
 from gangmaster.tools.replay.comparison import Comparison
@@ -108,7 +108,7 @@ def run(args) -> int:
     timeline_rows = len(results[selectors[0]][0].timeline.t)
     print(f"trace: {trace} ({len(table):,} jobs), {len(selectors)} selectors, {timeline_rows:,} timeline rows each; "
           f"figures: {matplotlib_missing() or 'drawn'}")
-    report, floor = _Best(), _Best()
+    report, floor = BestOf(), BestOf()
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as folder:
             with report:
@@ -122,19 +122,3 @@ def run(args) -> int:
     print(f"floor:  {floor.wall:.2f} s wall, {floor.cpu:.2f} s CPU (CSV + JSON + two figures); "
           f"report / floor = {report.wall / floor.wall:.2f}x wall, {report.cpu / floor.cpu:.2f}x CPU")
     return 0
-
-
-class _Best:
-    """The best wall and CPU (this process) time of the runs timed with ``with best:``.
-    CPU time is printed beside wall time because on a shared machine wall time also
-    counts other processes' turns."""
-
-    def __init__(self):
-        self.wall = self.cpu = float("inf")
-
-    def __enter__(self):
-        self._wall, self._cpu = time.perf_counter(), time.process_time()
-
-    def __exit__(self, *exc):
-        self.wall = min(self.wall, time.perf_counter() - self._wall)
-        self.cpu = min(self.cpu, time.process_time() - self._cpu)

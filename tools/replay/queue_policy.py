@@ -109,25 +109,14 @@ class BackfillQueue:
         return started
 
 
-class DropQueue:
+class DropQueue(FifoQueue):
+    """FIFO order, but a job is offered once: what does not start at its arrival is dropped."""
+
     name = "drop"
 
     def __init__(self) -> None:
-        self._jobs: deque[Waiting] = deque()
+        super().__init__()
         self._dropped: list[Waiting] = []
-
-    def __len__(self) -> int:
-        return len(self._jobs)
-
-    def __iter__(self) -> Iterator[Waiting]:
-        return iter(self._jobs)
-
-    def add(self, waiting: Waiting) -> None:
-        self._jobs.append(waiting)
-
-    @property
-    def head(self) -> Waiting | None:
-        return self._jobs[0] if self._jobs else None
 
     def run_pass(self, try_start: TryStart) -> int:
         """Offer every job that arrived since the last pass, in order, once; how many
