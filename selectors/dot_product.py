@@ -12,10 +12,13 @@ divided by the largest machine (128 vcores, 8 GPUs), and the node scores by its 
 the **least** dot product ``c·vcores/128,000² + d·g/8,000²``: the node, and GPU, the task
 fills most tightly.
 
-Here the key is that dot product times 128,000², an exact integer ``c·vcores + 256·d·g``,
-one column per (vcores, milli-GPU) asked, kept row by row. The simulator rounds the score
-to an integer 0..100 before comparing nodes; this key does not round. Ties go to the
-smallest host name (``tie_rule``), as in the paper. On the node, the least ``g`` is the
+The simulator scores a node ``⌊100 · (1 − dot / 2)⌋``, an integer 0..100 (the dot
+product averaged over the two dimensions), and compares nodes by that integer: the many
+nodes a pod fills about as tightly tie, and the ties decide much of the placement. The
+key here is the same integer, lower better: ``⌈100 · K / (2 · 128,000²)⌉`` of the exact
+integer ``K = c·vcores + 256·d·g`` (the dot product times 128,000²), one column per
+(vcores, milli-GPU) asked, kept row by row. Ties go to the smallest host name
+(``tie_rule``), as in the paper. On the node, the least ``g`` is the
 tightest GPU in use that fits, else wholly free GPUs: the base class's GPU choice.
 """
 from __future__ import annotations
@@ -30,9 +33,21 @@ from .selector import NodeKey, Selector
 
 #: (128 vcores / 8 GPUs)², in the units of the key: milli-vcores against milli-GPU
 GPU_WEIGHT = (128_000 // 8_000) ** 2
+#: the exact dot product's denominator (128,000² milli-vcores) times its two dimensions
+DOT_SCALE = 2 * 128_000 ** 2
+#: the simulator's scores run 0..100
+SCORE_STEPS = 100
 
 
 def dot_product_keys(view, rows, mvcores: int, gpu_milli_total: int) -> np.ndarray:
+    """Per node of ``rows``: 100 less the simulator's integer score of its best way to place
+    the task (the least dot product), :data:`CANNOT_TAKE` where there is none."""
+    exact = exact_dot_products(view, rows, mvcores, gpu_milli_total)
+    fits = exact < CANNOT_TAKE
+    return np.where(fits, -((-SCORE_STEPS * np.where(fits, exact, 0)) // DOT_SCALE), CANNOT_TAKE)
+
+
+def exact_dot_products(view, rows, mvcores: int, gpu_milli_total: int) -> np.ndarray:
     """Per node of ``rows``: the least dot product (× 128,000²) of a way to place the task,
     :data:`CANNOT_TAKE` where there is none."""
     at = np.arange(len(view))[rows] if isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
