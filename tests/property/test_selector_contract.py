@@ -51,8 +51,8 @@ MACHINES = [  # (gpu type, topology preset, gpus, vcores, memory)
 
 
 def test_the_builtin_and_plugin_selectors_are_all_registered():
-    assert {"job-packing", "locality", "random", "topology", "emptiest-first", "best-fit", "dot-product", "fgd", "random-fit",
-            "packing"} <= set(SELECTORS)
+    assert {"job-packing", "locality", "random", "topology", "emptiest-first", "best-fit", "dot-product", "fgd",
+            "packing", "random-fit"} <= set(SELECTORS)
 
 
 @st.composite
