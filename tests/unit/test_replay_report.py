@@ -128,3 +128,17 @@ def test_a_disabled_progress_bar_writes_nothing():
     bar(1, 2)
     bar.close()
     assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize("key, value, shown", [
+    ("jobs", 8680.0, "8,680"),        # a median over seeds of a count: a float
+    ("jobs", 8680.5, "8,680.5"),
+    ("dropped", 14.5, "14.5"),
+    ("jobs", 10818, "10,818"),
+    ("dropped", None, "–"),
+    ("jct_mean_s", 3750.0, "3,750"),
+    ("gpu_allocation_mean", 0.485, "48.5 %"),
+])
+def test_the_pages_print_counts_as_whole_numbers_not_exponents(key, value, shown):
+    from gangmaster.tools.replay.pages import cell
+    assert cell(key, value) == shown

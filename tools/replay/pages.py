@@ -22,7 +22,9 @@ HELP = {key: (heading, unit, meaning) for key, heading, unit, meaning in METRIC_
 
 
 def cell(key: str, value: Any) -> str:
-    """A figure as the tables show it: shares as %, seconds with separators, – for none."""
+    """A figure as the tables show it: shares as %, seconds with separators, – for none;
+    a count as a whole number with separators, also as a median over seeds (a float:
+    ``8,680``, ``14.5``, never ``8.68e+03``)."""
     if value is None:
         return "–"
     unit = HELP.get(key, ("", "", ""))[1]
@@ -34,7 +36,9 @@ def cell(key: str, value: Any) -> str:
         return f"{value:,}"
     if unit == "s" or key.endswith("_s"):
         return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
-    return f"{value:,.3g}"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.1f}" if abs(value) >= 100 else f"{value:,.3g}"
 
 
 def heading(key: str) -> str:
