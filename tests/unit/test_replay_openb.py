@@ -230,6 +230,12 @@ def test_cli_fill_mode_writes_the_headline_table_plot_and_metrics(tmp_path, caps
     assert "## Unallocated GPUs against GPUs arrived (fill mode)" in page
     from gangmaster.tools.replay.plots import matplotlib_missing
     assert (tmp_path / "fill.png").exists() == (matplotlib_missing() is None)
+    if matplotlib_missing() is None:   # the headline plot opens its section, above its table, and only there
+        fill_section, figures = page.split("## Unallocated GPUs")[1].split("## Figures")
+        assert "(fill.png)" in fill_section.split("| GPUs arrived")[0] and "(fill.png)" not in figures
+        html_page = (tmp_path / "report.html").read_text()
+        assert html_page.count("(fill.png)</figcaption>") == 1
+        assert html_page.index("(fill.png)</figcaption>") < html_page.index("<th>GPUs arrived</th>")
 
 
 def test_cli_fill_mode_is_deterministic(tmp_path, capsys):
@@ -285,3 +291,10 @@ def test_a_strategy_that_declares_ties_by_node_name_is_reported_so(monkeypatch):
     assert declared_tie_rule("random", "the replay's rule") == "the replay's rule"
     monkeypatch.setattr(type(get_selector("random")), "tie_rule", "node-name", raising=False)
     assert declared_tie_rule("random", "the replay's rule").startswith("random: equal keys to the smallest host name")
+
+
+def test_the_pages_give_one_tie_rule_line_per_rule_naming_its_selectors():
+    from gangmaster.tools.replay.pages import tie_rule_groups
+    rules = {"random": "random: seeded from 42", "fgd": "fgd: by host name", "random-fit": "random-fit: seeded from 42",
+             "packing": "packing: by host name"}
+    assert tie_rule_groups(rules) == {"seeded from 42": ["random", "random-fit"], "by host name": ["fgd", "packing"]}

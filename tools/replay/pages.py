@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .metrics import METRIC_HELP
-from .plots import Figure
+from .plots import FILL_FIGURE, Figure
 
 #: The summary table's columns (keys of a selector's figures in metrics.json).
 SUMMARY = ("jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "queue_mean_s", "queue_p95_s",
@@ -149,10 +149,21 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if cluster["source"]:
         lines.insert(3, ("cluster source", cluster["source"]))
-    seed_note = f" (seed {run['seeds'][0]}; the others alike)" if len(run["seeds"]) > 1 else ""
-    lines += [(f"tie rule, {name}{seed_note}", rule) for name, rule in run["tie_rules"].items()]
+    seed_note = f" (as for seed {run['seeds'][0]}; each seed draws its own order)" if len(run["seeds"]) > 1 else ""
+    lines += [("tie rule", f"{', '.join(names)}: {rule}" + (seed_note if "seed" in rule else ""))
+              for rule, names in tie_rule_groups(run["tie_rules"]).items()]
     lines.append(("gangmaster", run["version"]))
     return lines
+
+
+def tie_rule_groups(tie_rules: dict[str, str]) -> dict[str, list[str]]:
+    """The selectors by tie rule (each rule text starts with its selector's name): one
+    line per rule, not one per selector, which reads the same five times over."""
+    groups: dict[str, list[str]] = {}
+    for name, rule in tie_rules.items():
+        text = rule[len(name) + 2:] if rule.startswith(f"{name}: ") else rule
+        groups.setdefault(text, []).append(name)
+    return groups
 
 
 # ------------------------------------------------------------------ HTML
@@ -185,6 +196,13 @@ def _html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:
     return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>\n"
 
 
+def _html_figure(folder: Path, figure: Figure) -> str:
+    """A figure embedded in the page (the PNG as a data URL: one self-contained file)."""
+    data = base64.b64encode((folder / figure.name).read_bytes()).decode("ascii")
+    return (f"<figure><img alt=\"{html.escape(figure.title)}\" src=\"data:image/png;base64,{data}\">"
+            f"<figcaption>{html.escape(figure.title)} ({figure.name})</figcaption></figure>")
+
+
 def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
                 skipped: list[tuple[Figure, str]]) -> str:
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -194,8 +212,10 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
              "this window unless it says otherwise.</p>"]
     identity = [[k, v] for k, v in identity_lines(document)]
     parts.append(_html_table(["", ""], identity, "identity").replace("<thead><tr><th></th><th></th></tr></thead>", ""))
-    if is_fill(document):
+    headline = [f for f in figures if f.name == FILL_FIGURE]
+    if is_fill(document):   # the headline: its plot first, then the table
         parts.append("<h2>Unallocated GPUs against GPUs arrived (fill mode)</h2>")
+        parts += [_html_figure(folder, f) for f in headline]
         parts.append(f"<p class=\"note\">{html.escape(_fill_note(document))}</p>")
         parts.append(_html_table(*fill_rows(document)))
     parts.append("<h2>Summary</h2>")
@@ -204,10 +224,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
         parts.append("<h2>Load sweep</h2>")
         parts.append(_html_table(*_sweep_rows(document)))
     parts.append("<h2>Figures</h2>")
-    for figure in figures:
-        data = base64.b64encode((folder / figure.name).read_bytes()).decode("ascii")
-        parts.append(f"<figure><img alt=\"{html.escape(figure.title)}\" src=\"data:image/png;base64,{data}\">"
-                     f"<figcaption>{html.escape(figure.title)} ({figure.name})</figcaption></figure>")
+    parts += [_html_figure(folder, f) for f in figures if f not in headline or not is_fill(document)]
     if skipped:
         items = "".join(f"<li>{html.escape(f.name)}: {html.escape(why)}</li>" for f, why in skipped)
         parts.append(f"<p class=\"note\">Not drawn:</p><ul class=\"note\">{items}</ul>")
@@ -237,8 +254,10 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
     parts = ["# gangmaster replay: placement policies compared\n"]
     parts += [f"- **{k}**: {v}" for k, v in identity_lines(document)]
     parts.append(f"\nEvery figure is over the measurement window: {document['run']['window']['text']}.\n")
-    if is_fill(document):
+    headline = [f for f in figures if f.name == FILL_FIGURE]
+    if is_fill(document):   # the headline: its plot first, then the table
         parts.append("## Unallocated GPUs against GPUs arrived (fill mode)\n")
+        parts += [f"![{f.title}]({f.name})\n" for f in headline]
         parts.append(_fill_note(document) + "\n")
         parts.append(_md_table(*fill_rows(document)))
     parts.append("## Summary\n")
@@ -247,7 +266,7 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
         parts.append("## Load sweep\n")
         parts.append(_md_table(*_sweep_rows(document)))
     parts.append("## Figures\n")
-    parts += [f"![{f.title}]({f.name})\n" for f in figures]
+    parts += [f"![{f.title}]({f.name})\n" for f in figures if f not in headline or not is_fill(document)]
     parts += [f"- not drawn: {f.name}: {why}" for f, why in skipped]
     parts.append("\n## By queue\n")
     parts.append(_md_table(*_group_rows(document, "by_queue")))

@@ -34,13 +34,16 @@ class Figure:
     title: str
 
 
+#: openb fill mode's headline plot (the report pages show it first in fill mode)
+FILL_FIGURE = "fill.png"
+
 FIGURES = (
     Figure("jct_cdf.png", "JCT, cumulative share of jobs"),
     Figure("queueing_cdf.png", "Queueing delay, cumulative share of jobs"),
     Figure("over_time.png", "Allocation, queue length and fragmentation (head-of-line; FGD measure) over time"),
     Figure("queues.png", "Mean JCT and queueing by queue"),
     Figure("sweep.png", "Mean JCT against capacity"),
-    Figure("fill.png", "Unallocated GPUs against GPUs arrived (fill mode)"),
+    Figure(FILL_FIGURE, "Unallocated GPUs against GPUs arrived (fill mode)"),
 )
 
 
@@ -89,7 +92,7 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
 
 def _applies(figure: Figure, comparison: Comparison) -> bool:
     """fill.png belongs to fill mode only (elsewhere it is not "skipped": there is nothing to draw)."""
-    return figure.name != "fill.png" or comparison.is_fill
+    return figure.name != FILL_FIGURE or comparison.is_fill
 
 
 def _window_jobs(comparison: Comparison, name: str) -> JobColumns:
