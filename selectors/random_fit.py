@@ -21,8 +21,13 @@ import numpy as np
 
 from .selector import NodeKey, Selector
 
+
+def _every_node_alike(view, rows) -> np.ndarray:
+    return np.zeros(len(view) if isinstance(rows, slice) else len(rows), dtype=np.int64)
+
+
 #: every node alike: the order among the fitting is left to the draw
-ANY_NODE = NodeKey("random-fit", lambda view, rows: np.zeros(len(np.arange(len(view))[rows]), dtype=np.int64))
+ANY_NODE = NodeKey("random-fit", _every_node_alike)
 #: the seed of the GPU draw (the same in every run: see the module docstring)
 GPU_DRAW_SEED = 0
 

@@ -149,8 +149,9 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if cluster["source"]:
         lines.insert(3, ("cluster source", cluster["source"]))
-    seed_note = f" (as for seed {run['seeds'][0]}; each seed draws its own order)" if len(run["seeds"]) > 1 else ""
-    lines += [("tie rule", f"{', '.join(names)}: {rule}" + (seed_note if "seed" in rule else ""))
+    first_seed = f"seed {run['seeds'][0]}"   # a seeded rule is told as the first seed's
+    seed_note = f" (as for {first_seed}; each seed draws its own order)" if len(run["seeds"]) > 1 else ""
+    lines += [("tie rule", f"{', '.join(names)}: {rule}" + (seed_note if first_seed in rule else ""))
               for rule, names in tie_rule_groups(run["tie_rules"]).items()]
     lines.append(("gangmaster", run["version"]))
     return lines
@@ -212,7 +213,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
              "this window unless it says otherwise.</p>"]
     identity = [[k, v] for k, v in identity_lines(document)]
     parts.append(_html_table(["", ""], identity, "identity").replace("<thead><tr><th></th><th></th></tr></thead>", ""))
-    headline = [f for f in figures if f.name == FILL_FIGURE]
+    headline = [f for f in figures if f.name == FILL_FIGURE]   # drawn in fill mode only
     if is_fill(document):   # the headline: its plot first, then the table
         parts.append("<h2>Unallocated GPUs against GPUs arrived (fill mode)</h2>")
         parts += [_html_figure(folder, f) for f in headline]
@@ -224,7 +225,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
         parts.append("<h2>Load sweep</h2>")
         parts.append(_html_table(*_sweep_rows(document)))
     parts.append("<h2>Figures</h2>")
-    parts += [_html_figure(folder, f) for f in figures if f not in headline or not is_fill(document)]
+    parts += [_html_figure(folder, f) for f in figures if f not in headline]
     if skipped:
         items = "".join(f"<li>{html.escape(f.name)}: {html.escape(why)}</li>" for f, why in skipped)
         parts.append(f"<p class=\"note\">Not drawn:</p><ul class=\"note\">{items}</ul>")
@@ -254,7 +255,7 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
     parts = ["# gangmaster replay: placement policies compared\n"]
     parts += [f"- **{k}**: {v}" for k, v in identity_lines(document)]
     parts.append(f"\nEvery figure is over the measurement window: {document['run']['window']['text']}.\n")
-    headline = [f for f in figures if f.name == FILL_FIGURE]
+    headline = [f for f in figures if f.name == FILL_FIGURE]   # drawn in fill mode only
     if is_fill(document):   # the headline: its plot first, then the table
         parts.append("## Unallocated GPUs against GPUs arrived (fill mode)\n")
         parts += [f"![{f.title}]({f.name})\n" for f in headline]
@@ -266,7 +267,7 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
         parts.append("## Load sweep\n")
         parts.append(_md_table(*_sweep_rows(document)))
     parts.append("## Figures\n")
-    parts += [f"![{f.title}]({f.name})\n" for f in figures if f not in headline or not is_fill(document)]
+    parts += [f"![{f.title}]({f.name})\n" for f in figures if f not in headline]
     parts += [f"- not drawn: {f.name}: {why}" for f, why in skipped]
     parts.append("\n## By queue\n")
     parts.append(_md_table(*_group_rows(document, "by_queue")))

@@ -75,7 +75,7 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
                                                           "#8c564b"]) + cycler(linestyle=["-", "--", ":", "-.",
                                                                                           (0, (5, 1)), (0, (1, 3))])})
     painters = {"jct_cdf.png": _jct_cdf, "queueing_cdf.png": _queueing_cdf, "over_time.png": _over_time,
-                "queues.png": _queues, "sweep.png": _sweep, "fill.png": _fill}
+                "queues.png": _queues, "sweep.png": _sweep, FILL_FIGURE: _fill}
     written, skipped = [], []
     for figure in FIGURES:
         if figure.name == "sweep.png" and not comparison.sweep:
