@@ -240,13 +240,17 @@ class _Attempt:
         return [(w.callback, err) for w in self.take_waiters()] + [(callback, err)]
 
 
-@dataclass(frozen=True)
 class _Ended:
-    """What is remembered of an ended attempt: enough to authenticate and answer a late call."""
+    """What is remembered of an ended attempt: enough to authenticate and answer a late call
+    (its error is built only if such a call comes: most attempts end with nobody waiting)."""
 
-    token: str
-    how: str              # "finished", "superseded", "failed"
-    error: BarrierError   # what its waiters were told (without the list of missing tasks)
+    __slots__ = ("token", "how", "arrived", "total", "failure")
+
+    def __init__(self, token: str, how: str, arrived: int, total: int, failure: str | None):
+        self.token = token
+        self.how = how            # "finished", "superseded", "failed"
+        self.arrived, self.total = arrived, total   # of the epoch it ended in
+        self.failure = failure    # a failed attempt: what its waiters were told (AttemptFailed's message)
 
 
 @dataclass
@@ -318,10 +322,12 @@ class BarrierCoordinator:
             calls = []
             if g.current is not None:
                 old = g.current
-                err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} "
-                                   f"(at epoch {old.epoch})", old.barrier, old.epoch,
-                                   len(old.arrivals), old.total, old.missing())
-                calls = self._end(g, old, "superseded", err)
+                waiters = self._end(g, old, "superseded")
+                if waiters:
+                    err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} "
+                                       f"(at epoch {old.epoch})", old.barrier, old.epoch,
+                                       len(old.arrivals), old.total, old.missing())
+                    calls = [(w.callback, err) for w in waiters]
             g.current = _Attempt(barrier, tasks, token, timeout_s)
         _deliver(calls)
         log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
@@ -339,7 +345,7 @@ class BarrierCoordinator:
             err = AttemptFailed(f"{a.barrier} was failed by the AM at epoch {a.epoch} "
                                 f"({len(a.arrivals)}/{a.total} arrived): {reason}",
                                 a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
-            calls = self._end(g, a, "failed", err)
+            calls = [(w.callback, err) for w in self._end(g, a, "failed", err.message)]
             self._stats.attempts_failed += 1
         _deliver(calls)
         log.warning("%s", err)
@@ -353,22 +359,24 @@ class BarrierCoordinator:
             a = g.current if g else None
             if a is None or a.barrier.attempt != attempt:
                 return 0
+            waiters = self._end(g, a, "finished")
+            if not waiters:
+                return 0
             err = StaleAttempt(f"{a.barrier} is finished (closed at epoch {a.epoch})",
                                a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
-            calls = self._end(g, a, "finished", err)
+            calls = [(w.callback, err) for w in waiters]
         _deliver(calls)
         return len(calls)
 
-    def _end(self, g: _Gang, a: _Attempt, how: str, err: BarrierError) -> list:
+    def _end(self, g: _Gang, a: _Attempt, how: str, failure: str | None = None) -> list[Waiter]:
         """Drop the attempt's state, remember why it ended (forgetting the oldest ended
-        attempt past ``history``), and return its waiters' calls with ``err``."""
+        attempt past ``history``), and return its waiters (the caller tells them why)."""
         g.current = None
-        g.ended[a.attempt] = _Ended(a.token, how, type(err)(err.message, err.barrier, err.epoch,
-                                                            err.arrived, err.total))
+        g.ended[a.attempt] = _Ended(a.token, how, len(a.arrivals), a.total, failure)
         self._ended.append(a.barrier)
         while len(self._ended) > self.history:
             self._forget(self._ended.popleft())
-        return [(w.callback, err) for w in a.take_waiters()]
+        return a.take_waiters()
 
     def _forget(self, barrier: BarrierId) -> None:
         key = (barrier.job, barrier.gang)
@@ -520,12 +528,11 @@ class BarrierCoordinator:
             barrier = BarrierId(job, gang, attempt)
             self._stats.stale_requests += 1
             ended = g.ended[attempt]
-            err = ended.error
-            if isinstance(err, AttemptFailed):
-                raise AttemptFailed(err.message, barrier, epoch, err.arrived, err.total)
+            if ended.failure is not None:
+                raise AttemptFailed(ended.failure, barrier, epoch, ended.arrived, ended.total)
             newer = f"; the open attempt is {a.attempt}" if a is not None else ""
             raise StaleAttempt(f"{barrier} is {ended.how}{newer}; {_call_of(task, epoch)}",
-                               barrier, epoch, err.arrived, err.total)
+                               barrier, epoch, ended.arrived, ended.total)
         if not 0 <= task < a.total:
             self._stats.invalid_requests += 1
             raise BarrierInvalid(f"{a.barrier}: task index {task} is outside 0..{a.total - 1}", a.barrier, epoch)

@@ -139,12 +139,22 @@ class RoleSpec:
 
     def planned_resource(self) -> ResourceDescriptor:
         """One instance as planned: the full ``cpu``."""
-        return ResourceDescriptor(memory_mb=self.memory_mb, vcores=float(self.cpu),
-                                  gpus=self.gpus, ports=self.port_count, gpu_milli=self.gpu_milli)
+        return self._planned
 
     def ask_resource(self) -> ResourceDescriptor:
         """One instance as asked of the RM: ``cpu × request_ratio`` vcores."""
-        return self.planned_resource().with_(vcores=self.ask_vcores)
+        return self._asked
+
+    # Worked out once per role (both are immutable): every placement of the role reads them,
+    # and a trace replay's jobs of one shape share their RoleSpec.
+    @cached_property
+    def _planned(self) -> ResourceDescriptor:
+        return ResourceDescriptor(memory_mb=self.memory_mb, vcores=float(self.cpu),
+                                  gpus=self.gpus, ports=self.port_count, gpu_milli=self.gpu_milli)
+
+    @cached_property
+    def _asked(self) -> ResourceDescriptor:
+        return self._planned.with_(vcores=self.ask_vcores)
 
 
 @dataclass(frozen=True)

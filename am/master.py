@@ -71,7 +71,7 @@ from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
 from .launch_env import PlacedTask, PortKinds, gang_env, gpu_share_env, identity_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
-from .metrics import CONTAINER_STATES, AMMetrics
+from .metrics import CONTAINER_STATES, AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog, keeps_lines
 from .rm_client import RMClient
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
@@ -114,7 +114,7 @@ class ApplicationMaster:
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
-        self.metrics.watch_gpus(self.gpus_held)
+        self.metrics.watch(self.gauge_values)
         self.task_env = dict(task_env or {})
         self.work_dir = Path(work_dir)
         registration = rm.register(app_id)
@@ -139,7 +139,6 @@ class ApplicationMaster:
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
-        self._metrics_set: tuple | None = None  # the gauge values last set
         self._total_instances = job.total_instances   # a sum over the roles, read at every heartbeat
         self.done = False
         self.outcome: str | None = None
@@ -240,8 +239,6 @@ class ApplicationMaster:
             if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
                 self._launch(gang, now)
         self._decide(now)
-        if not self.done:   # a job that finished set its gauges last thing
-            self._update_metrics()
         self.watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
@@ -535,7 +532,6 @@ class ApplicationMaster:
                                reason)
             except RMError as exc:
                 self.log(f"unregistering from the RM: {exc}")
-        self._update_metrics()
         self.close()
 
     def _stop_quietly(self) -> None:
@@ -610,23 +606,22 @@ class ApplicationMaster:
         finished = sum(g.finished_tasks for g in self.gangs)
         return min(1.0, finished / total) if total else 1.0
 
-    def _update_metrics(self) -> None:
-        """The gauges, set only when they changed (a quiet heartbeat sets none)."""
+    def gauge_values(self) -> GaugeValues:
+        """What the job's gauges show now (read when they are scraped, maybe from another
+        thread: it reads copies, never iterates what the AM may be changing)."""
         counts = dict.fromkeys(CONTAINER_STATES, 0)
-        for g in self.gangs:
-            if g.acquisition is not None and g.state is RoleState.ACQUIRING:
-                counts["requested"] += len(g.acquisition.by_request)
-                counts["allocated"] += len(g.acquisition.by_container)
-            for state, n in g.by_state.items():
+        pending = 0
+        for g in list(self.gangs):
+            if g.pending:
+                pending += 1
+                acq = g.acquisition
+                if acq is not None and g.state is RoleState.ACQUIRING:
+                    counts["requested"] += len(acq.by_request)
+                    counts["allocated"] += len(acq.by_container)
+            for state, n in list(g.by_state.items()):
                 counts[state.value] += n
-        pending = sum(1 for g in self.gangs if g.pending)
-        if (pending, counts) == self._metrics_set:
-            return
-        self._metrics_set = (pending, counts)
-        self.metrics.pending_gangs.set(pending)
-        gauges = self.metrics.container_gauges
-        for state, n in counts.items():
-            gauges[state].set(n)
+        whole, milli = self.gpus_held()
+        return GaugeValues(pending, counts, whole, milli)
 
     def gpus_held(self) -> tuple[int, int]:
         """Whole GPUs, and milli-GPU of shares of GPUs, that the job's containers hold now:
