@@ -33,12 +33,15 @@ class GangRun:
     tasks: list[TaskRecord] = field(default_factory=list)
     history: list[AttemptRecord] = field(default_factory=list)
     barrier_open: bool = False
-    succeeded: Counter = field(default_factory=Counter)   # per role: tasks of this attempt that succeeded
-    failed: Counter = field(default_factory=Counter)      # per role: tasks of this attempt that failed
-    by_state: Counter = field(default_factory=Counter)    # tasks of this attempt by TaskState
+    # Counted from ``tasks`` (made once here, and again only when the tasks are replaced):
+    succeeded: Counter = field(init=False)   # per role: tasks of this attempt that succeeded
+    failed: Counter = field(init=False)      # per role: tasks of this attempt that failed
+    by_state: Counter = field(init=False)    # tasks of this attempt by TaskState
 
     def __post_init__(self) -> None:
-        self._recount()
+        self.succeeded, self.failed, self.by_state = Counter(), Counter(), Counter()
+        for task in self.tasks:
+            self._count(task)
 
     @property
     def pending(self) -> bool:
@@ -47,9 +50,13 @@ class GangRun:
 
     def launched(self, tasks: list[TaskRecord]) -> None:
         """Every container of the attempt was started (or refused): the tasks are its own."""
-        self.tasks = tasks
+        had, self.tasks = self.tasks, tasks
         self.record.tasks = tasks
-        self._recount()
+        if had:
+            self._recount()
+        else:   # an attempt's first tasks (its counters are empty)
+            for task in tasks:
+                self._count(task)
 
     def end_task(self, task: TaskRecord, state: TaskState, now: float, diagnostics: str,
                  exit_status: int | None = None) -> None:
@@ -75,7 +82,9 @@ class GangRun:
         return RoleState.RUNNING
 
     def _recount(self) -> None:
-        self.succeeded, self.failed, self.by_state = Counter(), Counter(), Counter()
+        self.succeeded.clear()
+        self.failed.clear()
+        self.by_state.clear()
         for task in self.tasks:
             self._count(task)
 

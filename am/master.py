@@ -116,7 +116,7 @@ class ApplicationMaster:
         self.metrics = metrics or AMMetrics()
         self.metrics.watch(self.gauge_values)
         self.task_env = dict(task_env or {})
-        self.work_dir = Path(work_dir)
+        self.work_dir = _folder(work_dir)
         registration = rm.register(app_id)
         self.am_attempt = registration.attempt
         self.queue, self.queue_limit = registration.queue, registration.queue_limit
@@ -160,21 +160,21 @@ class ApplicationMaster:
     # =============================================================== start
     def _start_fresh(self) -> None:
         cluster = self._cluster()
-        for number, names in enumerate(self.job.gangs):
-            roles = self.job.gang_roles(number)
+        gangs = [(gang_name(names), self.job.gang_roles(number)) for number, names in enumerate(self.job.gangs)]
+        for name, roles in gangs:
             try:
                 placed = cluster.check_fits_empty(roles, self._pipeline_for)
             except GangDoesNotFit as exc:
-                self._finish("failed", f"gang {gang_name(names)} can never run on this cluster: {exc}")
+                self._finish("failed", f"gang {name} can never run on this cluster: {exc}")
                 return
             over = self._over_queue_limit(roles)
             if over:
-                self._finish("failed", f"gang {gang_name(names)} can never run in queue {self.queue}: {over}")
+                self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
                 return
             if placed is not None:   # placed on the idle cluster itself: its first placement, while the view stays so
-                self._placed_at_start[gang_name(names)] = (placed, cluster.view, cluster.view.changes)
-        for number, names in enumerate(self.job.gangs):
-            self.gangs.append(self._new_gang(gang_name(names), self.job.gang_roles(number), 1, []))
+                self._placed_at_start[name] = (placed, cluster.view, cluster.view.changes)
+        for name, roles in gangs:
+            self.gangs.append(self._new_gang(name, roles, 1, []))
 
     def _over_queue_limit(self, roles: tuple[RoleSpec, ...]) -> str:
         """Why the whole gang asks more than its queue may ever hold at once ("" when it fits)."""
@@ -438,7 +438,10 @@ class ApplicationMaster:
         (a gang starts whole or not at all, whatever the completion policy says); a role
         that reached its failure threshold restarts its retry scope; else the job may have
         succeeded."""
-        self._record_endings()
+        if self._endings:
+            self._record_endings()
+        if not self._to_decide:   # no task ended: nothing to decide
+            return
         gangs = [g for g in self.gangs if g in self._to_decide and g.state is RoleState.RUNNING]
         self._to_decide.clear()
         if not gangs:
@@ -451,10 +454,13 @@ class ApplicationMaster:
         if failed_roles:
             self._restart(failed_roles, now)
             return
-        succeeded, failed = Counter(), Counter()
-        for g in self.gangs:
-            succeeded.update(g.succeeded)
-            failed.update(g.failed)
+        if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
+            succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
+        else:
+            succeeded, failed = Counter(), Counter()
+            for g in self.gangs:
+                succeeded.update(g.succeeded)
+                failed.update(g.failed)
         if self.job.outcome(succeeded, failed) == "succeeded":
             self._finish("succeeded", "every role completed" if not any(
                 r.completion.succeeded(succeeded[r.name]) for r in self.job.roles)
@@ -508,7 +514,7 @@ class ApplicationMaster:
         gang.record.tasks = gang.tasks
         gang.history.append(gang.record)
         gang.state = RoleState.SUCCEEDED if outcome == "succeeded" else RoleState.FAILED
-        self.journal.write("attempt_ended", record=gang.record.to_dict())
+        self.journal.write("attempt_ended", record=gang.record)   # final now: written as its dict
 
     def _stop(self, container_id: str) -> None:
         try:
@@ -518,7 +524,8 @@ class ApplicationMaster:
 
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
-        self._record_endings()
+        if self._endings:
+            self._record_endings()
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
                 self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",
@@ -695,6 +702,12 @@ def _weakly(method: Callable) -> Callable:
     thousands of AMs; their cycles cost it a tenth of its time)."""
     ref = weakref.WeakMethod(method)
     return lambda *args: ref()(*args)
+
+
+@lru_cache(maxsize=64)
+def _folder(work_dir: str | Path) -> Path:
+    """``work_dir`` as a Path: one per folder (a trace replay's AMs all name the same one)."""
+    return Path(work_dir)
 
 
 @lru_cache(maxsize=1024)
