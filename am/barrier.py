@@ -198,7 +198,9 @@ class _Attempt:
 
     def __init__(self, barrier: BarrierId, tasks: Sequence[TaskInfo], token: str, timeout_s: float):
         self.barrier = barrier
+        self.attempt = barrier.attempt
         self.tasks = tuple(tasks)
+        self.total = len(self.tasks)
         self.token = token
         self.timeout_s = timeout_s
         self.epoch = 0
@@ -209,14 +211,6 @@ class _Attempt:
         self.gathered_bytes = 0  # the current epoch's all_gather messages, framing included
         self.last_release: Released | None = None
         self.broken: BarrierError | None = None
-
-    @property
-    def attempt(self) -> int:
-        return self.barrier.attempt
-
-    @property
-    def total(self) -> int:
-        return len(self.tasks)
 
     def deadline(self) -> float | None:
         if self.started_at is None or self.broken is not None:

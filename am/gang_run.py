@@ -67,7 +67,7 @@ class GangRun:
 
     @property
     def finished_tasks(self) -> int:
-        return len(self.tasks) - self.by_state[TaskState.RUNNING]
+        return len(self.tasks) - self.by_state.get(TaskState.RUNNING, 0)
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
         return dict(self.succeeded), dict(self.failed)

@@ -236,12 +236,16 @@ class JobSpec:
         ``min_failed``; else "succeeded" as soon as any role reaches its
         ``min_succeeded``, or when every instance has completed; else ``None``
         (still running)."""
-        if any(r.completion.failed(failed.get(r.name, 0)) for r in self.roles):
-            return "failed"
-        if any(r.completion.succeeded(succeeded.get(r.name, 0)) for r in self.roles):
-            return "succeeded"
-        done = all(succeeded.get(r.name, 0) + failed.get(r.name, 0) >= r.instances
-                   for r in self.roles)
+        # Loops, not any()/all() over generators: the AM asks this each time a task ends.
+        for r in self.roles:
+            if r.completion.failed(failed.get(r.name, 0)):
+                return "failed"
+        done = True
+        for r in self.roles:
+            succeeded_here = succeeded.get(r.name, 0)
+            if r.completion.succeeded(succeeded_here):
+                return "succeeded"
+            done = done and succeeded_here + failed.get(r.name, 0) >= r.instances
         return "succeeded" if done else None
 
     def to_dict(self) -> dict[str, Any]:

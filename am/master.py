@@ -114,7 +114,7 @@ class ApplicationMaster:
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
-        self.metrics.watch(self.gauge_values)
+        self.metrics.watch(self)
         self.task_env = dict(task_env or {})
         self.work_dir = _folder(work_dir)
         registration = rm.register(app_id)
@@ -125,7 +125,7 @@ class ApplicationMaster:
             self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
-        self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self.diagnose))
+        self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
         self.rng = SeededOnUse(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
         self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
         self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
@@ -610,8 +610,12 @@ class ApplicationMaster:
     # ============================================================== status
     def _progress(self) -> float:
         total = self._total_instances
-        finished = sum(g.finished_tasks for g in self.gangs)
-        return min(1.0, finished / total) if total else 1.0
+        if not total:
+            return 1.0
+        finished = 0
+        for g in self.gangs:
+            finished += g.finished_tasks
+        return min(1.0, finished / total)
 
     def gauge_values(self) -> GaugeValues:
         """What the job's gauges show now (read when they are scraped, maybe from another
@@ -695,13 +699,13 @@ class ApplicationMaster:
         return out
 
 
-def _weakly(method: Callable) -> Callable:
-    """``method``, called without keeping its object alive: for what the AM owns and that
-    calls back into it, so the AM and it make no reference cycle. An AM is then freed as
-    soon as its driver drops it, not by the cycle collector (a trace replay ends tens of
-    thousands of AMs; their cycles cost it a tenth of its time)."""
-    ref = weakref.WeakMethod(method)
-    return lambda *args: ref()(*args)
+def _weakly(owner: object, method: str) -> Callable:
+    """``owner``'s ``method``, called without keeping ``owner`` alive: for what the AM owns
+    and that calls back into it, so the AM and it make no reference cycle. An AM is then
+    freed as soon as its driver drops it, not by the cycle collector (a trace replay ends
+    tens of thousands of AMs; their cycles cost it a tenth of its time)."""
+    ref = weakref.ref(owner)
+    return lambda *args: getattr(ref(), method)(*args)
 
 
 @lru_cache(maxsize=64)

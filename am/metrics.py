@@ -15,7 +15,7 @@ import threading
 import weakref
 from socketserver import ThreadingMixIn
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
@@ -62,7 +62,7 @@ class AMMetrics:
         self.gpu_milli_allocated = Gauge("gangmaster_gpu_milli_allocated",
                                          "Milli-GPU the job's containers hold now as shares of GPUs (1000: one "
                                          "GPU's worth; whole GPUs are in gangmaster_gpus_allocated)", registry=r)
-        self._source: Callable[[], Callable[[], GaugeValues] | None] = _nothing   # the AM watched (weakly)
+        self._source: Callable[[], HoldsGauges | None] = _nothing   # the AM watched (weakly)
         # The gauges of what the job holds are read from the AM when scraped (watch()), not
         # set as its gangs move: worked out only when someone reads them (a replay of
         # thousands of AMs never does, and set them 14 times a job).
@@ -72,16 +72,16 @@ class AMMetrics:
         self.gpus_allocated.set_function(lambda: self._read().gpus)
         self.gpu_milli_allocated.set_function(lambda: self._read().gpu_milli)
 
-    def watch(self, values: Callable[[], "GaugeValues"]) -> None:
+    def watch(self, am: "HoldsGauges") -> None:
         """Read the job's gauges (pending gangs, containers by state, GPUs held) from
-        ``values()``, a bound method of the AM, at each scrape. Held weakly: the metrics
-        outlive an AM (a new AM attempt takes them over), and must not keep it, or make it a
-        reference cycle; once it is gone the gauges read 0."""
-        self._source = weakref.WeakMethod(values)
+        ``am.gauge_values()`` at each scrape. Held weakly: the metrics outlive an AM (a new
+        AM attempt takes them over), and must not keep it, or make it a reference cycle;
+        once it is gone the gauges read 0."""
+        self._source = weakref.ref(am)
 
     def _read(self) -> "GaugeValues":
-        values = self._source()
-        return _NOTHING_HELD if values is None else values()
+        am = self._source()
+        return _NOTHING_HELD if am is None else am.gauge_values()
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,12 @@ class GaugeValues:
 
 
 _NOTHING_HELD = GaugeValues(0, {}, 0, 0)
+
+
+class HoldsGauges(Protocol):
+    """What :meth:`AMMetrics.watch` reads (the ApplicationMaster)."""
+
+    def gauge_values(self) -> GaugeValues: ...
 
 
 def _nothing() -> None:
