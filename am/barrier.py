@@ -221,6 +221,8 @@ class _Attempt:
         return tuple(i for i in range(self.total) if i not in self.arrivals)
 
     def take_waiters(self) -> list[Waiter]:
+        if not self.waiters:
+            return []
         out = [w for ws in self.waiters.values() for w in ws if not w.done]
         self.waiters = {}
         for w in out:
@@ -323,7 +325,8 @@ class BarrierCoordinator:
                                        len(old.arrivals), old.total, old.missing())
                     calls = [(w.callback, err) for w in waiters]
             g.current = _Attempt(barrier, tasks, token, timeout_s)
-        _deliver(calls)
+        if calls:
+            _deliver(calls)
         log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
         return token
 

@@ -42,6 +42,7 @@ when the driver finds it can make no progress
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import weakref
 from collections import Counter
@@ -79,6 +80,10 @@ from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, A
 from .waiting_watch import WaitingWatch
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
+
+
+#: What an AM starting on an empty journal reads from it (it only asks whether it is empty).
+_NO_JOURNAL = replay([])
 
 
 def pipeline_seed(seed: int, app_id: str) -> int:
@@ -120,7 +125,8 @@ class ApplicationMaster:
         registration = rm.register(app_id)
         self.am_attempt = registration.attempt
         self.queue, self.queue_limit = registration.queue, registration.queue_limit
-        previous = replay(read_records(self.work_dir / JOURNAL_FILE) if journal is None else journal.records())
+        records = read_records(self.work_dir / JOURNAL_FILE) if journal is None else journal.records()
+        previous = replay(records) if records else _NO_JOURNAL
         self.log = log if log is not None else ProgressLog(
             self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
@@ -209,6 +215,9 @@ class ApplicationMaster:
         """One round: decide, talk to the RM once, react."""
         if self.done:
             return
+        if not gc.isenabled():   # held off already (a trace replay): nothing to pause
+            self._heartbeat()
+            return
         with collector_paused():   # a gang's start is one burst of long-lived objects
             self._heartbeat()
 
@@ -217,7 +226,7 @@ class ApplicationMaster:
         for gang in self.gangs:
             if gang.pending:
                 self._plan(gang, now)
-                waited_too_long = self.watch.check(gang, now)
+                waited_too_long = self.watch.check(gang, now) if self.watch.active else ""
                 if waited_too_long:
                     self._finish("failed", waited_too_long)
                     return
@@ -239,7 +248,8 @@ class ApplicationMaster:
             if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
                 self._launch(gang, now)
         self._decide(now)
-        self.watch.started(self.gangs)
+        if self.watch.latest:
+            self.watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
@@ -264,12 +274,12 @@ class ApplicationMaster:
         gang.state = RoleState.ACQUIRING if asking else RoleState.WAITING
 
     def _request(self) -> AllocateRequest:
-        asks, cancels, releases = [], list(self._to_cancel), list(self._to_release)
-        self._to_release.clear()
-        self._to_cancel.clear()
+        asks, cancels, releases = [], self._to_cancel, self._to_release
+        self._to_cancel, self._to_release = [], []
         for gang in self.gangs:
-            if gang.acquisition is not None:
-                a, c, r = gang.acquisition.take_outbox()
+            acq = gang.acquisition
+            if acq is not None and (acq.asks or acq.cancels or acq.releases):
+                a, c, r = acq.take_outbox()
                 asks += a
                 cancels += c
                 releases += r
@@ -314,7 +324,10 @@ class ApplicationMaster:
         # a container of an older attempt, or one given back: nothing to do
 
     def _gang_named(self, name: str) -> GangRun | None:
-        return next((g for g in self.gangs if g.name == name), None)
+        for g in self.gangs:
+            if g.name == name:
+                return g
+        return None
 
     def _task_finished(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
                        now: float) -> None:
