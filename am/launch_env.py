@@ -55,7 +55,7 @@ import functools
 import os
 import pwd
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.ports import PortRanges
@@ -201,10 +201,14 @@ def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str
         by_role.setdefault(t.role, []).append(t)
     instances = []
     for role, of_role in by_role.items():
-        of_role.sort(key=lambda t: t.index)
-        instances += [f"{role}:{t.index}" for t in of_role]
-        env[f"PAI_TASK_ROLE_{role}_HOST_LIST"] = ",".join(
-            t.host if t.main_port is None else f"{t.host}:{t.main_port}" for t in of_role)
+        if len(of_role) > 1:
+            of_role.sort(key=_by_index)
+        hosts = []
+        for t in of_role:
+            instances.append(f"{role}:{t.index}")
+            port = main_port(t.ports) if t.ports else None
+            hosts.append(t.host if port is None else f"{t.host}:{port}")
+        env[f"PAI_TASK_ROLE_{role}_HOST_LIST"] = ",".join(hosts)
         if per_instance:
             for t in of_role:
                 env[f"PAI_HOST_IP_{role}_{t.index}"] = t.host
@@ -214,6 +218,9 @@ def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str
                     env[f"PAI_{role}_{t.index}_{label}_PORT"] = listed
     env["PAI_TASK_ROLE_INSTANCES"] = ",".join(instances)
     return env
+
+
+_by_index = attrgetter("index")
 
 
 def identity_env(role: str, index: int) -> dict[str, str]:

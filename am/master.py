@@ -414,7 +414,7 @@ class ApplicationMaster:
                                     named, now, gpu_milli=c.resource.gpu_milli))
             port_envs.append({**port_env, **gpu_share_env(c.resource)} if c.resource.gpu_milli else port_env)
         token, barrier_envs = self._barrier.open(gang, infos)
-        commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
+        commands = {name: _command(role.commands) for name, role in acq.roles.items()}
         alike, own = split_alike([{**identity_env(me.role, me.index), **port_envs[rank], **barrier_envs[rank]}
                                   for rank, me in enumerate(placed)])
         shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
@@ -431,7 +431,10 @@ class ApplicationMaster:
             task.state, task.finished_at, task.diagnostics = TaskState.FAILED, now, refused.error.message
             self._to_release += [s.container.container_id for s in slots[refused.index:]]
         gang.launched(tasks)
-        self._running.update((t.container_id, (gang, t)) for t in tasks if t.state is TaskState.RUNNING)
+        running = self._running
+        for t in tasks:
+            if t.state is TaskState.RUNNING:
+                running[t.container_id] = (gang, t)
         gang.state = RoleState.RUNNING
         gang.record.started_at = now
         self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
@@ -733,6 +736,8 @@ def _gpu_indices(mask: int) -> tuple[int, ...]:
     return tuple(indices_of(mask))
 
 
-def _script(commands: Sequence[str]) -> str:
-    """OpenPAI runs a role's commands as one shell script; the first failing one fails the task."""
-    return "set -e\n" + "\n".join(commands)
+@lru_cache(maxsize=1024)
+def _command(commands: tuple[str, ...]) -> tuple[str, ...]:
+    """A role's container command: OpenPAI runs its commands as one shell script, and the
+    first failing one fails the task. One per list of commands (a replay's roles share theirs)."""
+    return ("/bin/sh", "-c", "set -e\n" + "\n".join(commands))
