@@ -438,26 +438,31 @@ class BarrierCoordinator:
                 return waiter, a.fail(self._too_large_error(a, arrival, size), callback)
             a.gathered_bytes += size
             message = arrival.message
-        a.waiters.setdefault(arrival.task, []).append(waiter)
         self._stats.arrivals += 1
-        if not a.arrivals:
-            a.started_at = self.clock.now()
+        first = not a.arrivals
+        if first:
             a.operation = arrival.operation
-            heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
         a.arrivals[arrival.task] = message
         n = len(a.arrivals)
         log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task,
                  n, a.total)
         if n < a.total:
+            if first:   # the epoch starts: its deadline runs from now
+                a.started_at = self.clock.now()
+                heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
+            a.waiters.setdefault(arrival.task, []).append(waiter)
             return waiter, []
+        # The last arrival releases the epoch (a gang of one task: at once, no deadline ever
+        # ran): the waiting tasks in the order they came, then this one.
         messages = tuple(a.arrivals[i] for i in range(a.total)) if a.operation == ALL_GATHER else ()
         release = Released(a.epoch, a.operation, messages)
         waiters = a.take_waiters()
+        waiter.done = True
         a.last_release = release
         a.epoch += 1
         a.operation, a.arrivals, a.started_at, a.gathered_bytes = None, {}, None, 0
         self._stats.releases += 1
-        return waiter, [(w.callback, release) for w in waiters]
+        return waiter, [(w.callback, release) for w in waiters] + [(callback, release)]
 
     def _too_large_error(self, a: _Attempt, arrival: Arrival, size: int) -> MessageTooLarge:
         self._stats.too_large += 1
