@@ -466,7 +466,7 @@ class ApplicationMaster:
         if unlaunched:
             self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
             return
-        failed_roles = [r for g in gangs for r in g.roles if r.completion.failed(g.failed[r.name])]
+        failed_roles = [r for g in gangs for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
         if failed_roles:
             self._restart(failed_roles, now)
             return
@@ -479,7 +479,7 @@ class ApplicationMaster:
                 failed.update(g.failed)
         if self.job.outcome(succeeded, failed) == "succeeded":
             self._finish("succeeded", "every role completed" if not any(
-                r.completion.succeeded(succeeded[r.name]) for r in self.job.roles)
+                r.completion.succeeded(succeeded.get(r.name, 0)) for r in self.job.roles)
                 else "a role reached its minSucceededInstances")
 
     def _restart(self, failed_roles: list[RoleSpec], now: float) -> None:
