@@ -288,6 +288,10 @@ class BarrierCoordinator:
         #: so the next deadline costs no scan of every open barrier (thousands in a replay).
         self._deadlines: list[tuple[float, int, _Attempt]] = []
         self._deadline_seq = itertools.count()
+        #: Grows whenever :meth:`next_deadline` may have moved (an epoch started, or one that
+        #: was running ended or broke): a scheduler asks again only then. Opening, releasing
+        #: and closing a gang of one task never moves it (its epoch is over as it starts).
+        self.deadline_changes = 0
 
     # ----------------------------------------------------------- the AM's side
     def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
@@ -369,6 +373,8 @@ class BarrierCoordinator:
         """Drop the attempt's state, remember why it ended (forgetting the oldest ended
         attempt past ``history``), and return its waiters (the caller tells them why)."""
         g.current = None
+        if a.started_at is not None:   # an epoch was running: its deadline goes
+            self.deadline_changes += 1
         g.ended[a.attempt] = _Ended(a.token, how, len(a.arrivals), a.total, failure)
         self._ended.append(a.barrier)
         while len(self._ended) > self.history:
@@ -426,6 +432,7 @@ class BarrierCoordinator:
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
         waiter = Waiter(a.barrier, arrival.task, arrival.epoch, callback)
         if a.operation is not None and a.operation != arrival.operation:
+            self.deadline_changes += 1
             return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(a.arrivals)), callback)
         if arrival.task in a.arrivals:
             self._stats.duplicate_arrivals += 1
@@ -435,6 +442,7 @@ class BarrierCoordinator:
         if arrival.operation == ALL_GATHER:
             size = max(len(arrival.message), arrival.unsent_size) + FRAMING_BYTES
             if arrival.unsent_size or a.gathered_bytes + size > self.max_message_bytes:
+                self.deadline_changes += 1
                 return waiter, a.fail(self._too_large_error(a, arrival, size), callback)
             a.gathered_bytes += size
             message = arrival.message
@@ -450,6 +458,7 @@ class BarrierCoordinator:
             if first:   # the epoch starts: its deadline runs from now
                 a.started_at = self.clock.now()
                 heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
+                self.deadline_changes += 1
             a.waiters.setdefault(arrival.task, []).append(waiter)
             return waiter, []
         # The last arrival releases the epoch (a gang of one task: at once, no deadline ever
@@ -458,6 +467,8 @@ class BarrierCoordinator:
         release = Released(a.epoch, a.operation, messages)
         waiters = a.take_waiters()
         waiter.done = True
+        if a.started_at is not None:   # its deadline was running
+            self.deadline_changes += 1
         a.last_release = release
         a.epoch += 1
         a.operation, a.arrivals, a.started_at, a.gathered_bytes = None, {}, None, 0
@@ -591,6 +602,7 @@ class BarrierCoordinator:
                     f"{len(a.arrivals)}/{a.total} tasks arrived; never arrived: {shown}",
                     a.barrier, a.epoch, len(a.arrivals), a.total, missing)
                 a.broken = err
+                self.deadline_changes += 1
                 self._stats.timeouts += 1
                 calls += [(w.callback, err) for w in a.take_waiters()]
                 log.error("%s", err)

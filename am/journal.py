@@ -96,6 +96,8 @@ class MemoryJournal:
         self._written.append((self.now(), kind, fields))
 
     def records(self) -> list[dict]:
+        if not self._written:
+            return []
         return [{"t": round(float(t), 6), "kind": kind,
                  **{name: _plain(value) for name, value in fields.items()}} for t, kind, fields in self._written]
 

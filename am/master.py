@@ -82,10 +82,6 @@ from .waiting_watch import WaitingWatch
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
 
 
-#: What an AM starting on an empty journal reads from it (it only asks whether it is empty).
-_NO_JOURNAL = replay([])
-
-
 def pipeline_seed(seed: int, app_id: str) -> int:
     """The seed of one application's selection pipelines: the same for the same
     ``selection.seed`` and application (a run replays), different across applications."""
@@ -126,9 +122,9 @@ class ApplicationMaster:
         self.am_attempt = registration.attempt
         self.queue, self.queue_limit = registration.queue, registration.queue_limit
         records = read_records(self.work_dir / JOURNAL_FILE) if journal is None else journal.records()
-        previous = replay(records) if records else _NO_JOURNAL
+        previous = replay(records) if records else None   # None: nothing ran before
         self.log = log if log is not None else ProgressLog(
-            self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
+            self.work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
         self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
@@ -154,7 +150,7 @@ class ApplicationMaster:
         if self._logging:
             self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
                      f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {self.work_dir}")
-        if previous.empty:
+        if previous is None or previous.empty:
             self._start_fresh()
         elif self.am_attempt == 1:
             # The first AM of a new application: the journal is an earlier run's, and that
@@ -253,7 +249,7 @@ class ApplicationMaster:
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
-        growth = self._cluster().grown
+        growth = (self._tracker or self._cluster()).grown
         if acq.first_grant_at is None and acq.stalled(now, growth):
             # Holding and asking for nothing, and nothing new could let it fit: planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
@@ -548,7 +544,8 @@ class ApplicationMaster:
                                   reason if outcome == "succeeded" else f"job {outcome}: {reason}", now)
         self.outcome, self.reason, self.done = outcome, reason, True
         self.journal.write("job_finished", outcome=outcome, reason=reason)
-        self.log(f"job {self.job.name} {outcome}: {reason}")
+        if self._logging:
+            self.log(f"job {self.job.name} {outcome}: {reason}")
         if unregister:
             try:
                 self.rm.finish(self.app_id, self.am_attempt, "SUCCEEDED" if outcome == "succeeded" else "FAILED",
