@@ -221,8 +221,6 @@ class _Attempt:
         return tuple(i for i in range(self.total) if i not in self.arrivals)
 
     def take_waiters(self) -> list[Waiter]:
-        if not self.waiters:
-            return []
         out = [w for ws in self.waiters.values() for w in ws if not w.done]
         self.waiters = {}
         for w in out:
@@ -379,7 +377,7 @@ class BarrierCoordinator:
         self._ended.append(a.barrier)
         while len(self._ended) > self.history:
             self._forget(self._ended.popleft())
-        return a.take_waiters()
+        return a.take_waiters() if a.waiters else []
 
     def _forget(self, barrier: BarrierId) -> None:
         key = (barrier.job, barrier.gang)
@@ -465,7 +463,7 @@ class BarrierCoordinator:
         # ran): the waiting tasks in the order they came, then this one.
         messages = tuple(a.arrivals[i] for i in range(a.total)) if a.operation == ALL_GATHER else ()
         release = Released(a.epoch, a.operation, messages)
-        waiters = a.take_waiters()
+        waiters = a.take_waiters() if a.waiters else []
         waiter.done = True
         if a.started_at is not None:   # its deadline was running
             self.deadline_changes += 1

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, Mapping
 
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
 RETRY_SCOPES = ("job", "role")
+_instances_of = attrgetter("instances")
 
 
 @dataclass(frozen=True)
@@ -214,8 +216,9 @@ class JobSpec:
         return {r.name: r.completion for r in self.roles}
 
     def gang_roles(self, gang: int) -> tuple[RoleSpec, ...]:
-        """The roles of gang number ``gang`` (0-based), in the gang's order."""
-        return tuple(self.role(name) for name in self.gangs[gang])
+        """The roles of gang number ``gang`` (0-based), in the gang's order (every gang's
+        roles are roles of the job: the reader checked)."""
+        return tuple(map(self._roles_by_name.__getitem__, self.gangs[gang]))
 
     def gang_of(self, role: str) -> int:
         if role not in self._gang_by_role:
@@ -224,7 +227,7 @@ class JobSpec:
 
     @property
     def total_instances(self) -> int:
-        return sum(r.instances for r in self.roles)
+        return sum(map(_instances_of, self.roles))
 
     @property
     def total_gpus(self) -> int:

@@ -249,7 +249,7 @@ class ApplicationMaster:
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
-        growth = (self._tracker or self._cluster()).grown
+        growth = self._cluster().grown
         if acq.first_grant_at is None and acq.stalled(now, growth):
             # Holding and asking for nothing, and nothing new could let it fit: planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
@@ -351,9 +351,10 @@ class ApplicationMaster:
     # ============================================================ placement
     def _cluster(self) -> ClusterTracker:
         """The AM's view of the cluster: read from the RM once, then kept from node updates."""
-        if self._tracker is None:
-            self._tracker = ClusterTracker(self.rm.cluster_nodes)
-        return self._tracker
+        tracker = self._tracker
+        if tracker is None:
+            tracker = self._tracker = ClusterTracker(self.rm.cluster_nodes)
+        return tracker
 
     def _pipeline_for(self, role: RoleSpec) -> SelectionPipeline:
         name = role.selector or self.selection.selector
@@ -415,8 +416,8 @@ class ApplicationMaster:
                                   for rank, me in enumerate(placed)])
         shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
                                           **alike}.items()))
-        launches = tuple(ContainerLaunch(t.container_id, LaunchContext(commands[t.role], env))
-                         for t, env in zip(tasks, own))
+        launches = tuple([ContainerLaunch(t.container_id, LaunchContext(commands[t.role], env))
+                          for t, env in zip(tasks, own)])
         try:
             refused = self.rm.start_containers(StartContainers(launches, shared))
         except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
@@ -474,9 +475,8 @@ class ApplicationMaster:
                 succeeded.update(g.succeeded)
                 failed.update(g.failed)
         if self.job.outcome(succeeded, failed) == "succeeded":
-            self._finish("succeeded", "every role completed" if not any(
-                r.completion.succeeded(succeeded.get(r.name, 0)) for r in self.job.roles)
-                else "a role reached its minSucceededInstances")
+            early = [r for r in self.job.roles if r.completion.succeeded(succeeded.get(r.name, 0))]
+            self._finish("succeeded", "a role reached its minSucceededInstances" if early else "every role completed")
 
     def _restart(self, failed_roles: list[RoleSpec], now: float) -> None:
         names = {r.name for r in failed_roles}
@@ -626,8 +626,8 @@ class ApplicationMaster:
         if not total:
             return 1.0
         finished = 0
-        for g in self.gangs:
-            finished += g.finished_tasks
+        for g in self.gangs:   # GangRun.finished_tasks, summed
+            finished += len(g.tasks) - g.by_state.get(TaskState.RUNNING, 0)
         return min(1.0, finished / total)
 
     def gauge_values(self) -> GaugeValues:
