@@ -198,10 +198,11 @@ class JobSpec:
                            + ", ".join(r.name for r in self.roles))
         return role
 
-    @cached_property
-    def _roles_by_name(self) -> dict[str, RoleSpec]:
-        """Name -> role, built once: a scan per lookup made a job of n roles O(n^2)."""
-        return {role.name: role for role in self.roles}
+    def __post_init__(self) -> None:
+        # Name -> role, built with the spec: a scan per lookup made a job of n roles O(n^2),
+        # and every AM reads it (a cached_property takes a lock on its first read, which
+        # for a replay's tens of thousands of specs cost more than the dict).
+        object.__setattr__(self, "_roles_by_name", {role.name: role for role in self.roles})
 
     @cached_property
     def _gang_by_role(self) -> dict[str, int]:
