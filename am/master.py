@@ -169,7 +169,7 @@ class ApplicationMaster:
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {name} can never run on this cluster: {exc}")
                 return
-            over = self._over_queue_limit(roles)
+            over = self._over_queue_limit(roles) if self.queue_limit is not None else ""
             if over:
                 self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
                 return
@@ -411,12 +411,12 @@ class ApplicationMaster:
                                     named, now, gpu_milli=c.resource.gpu_milli))
             port_envs.append({**port_env, **gpu_share_env(c.resource)} if c.resource.gpu_milli else port_env)
         token, barrier_envs = self._barrier.open(gang, infos)
-        commands = {name: _command(role.commands) for name, role in acq.roles.items()}
         alike, own = split_alike([{**identity_env(me.role, me.index), **port_envs[rank], **barrier_envs[rank]}
                                   for rank, me in enumerate(placed)])
         shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
                                           **alike}.items()))
-        launches = tuple([ContainerLaunch(t.container_id, LaunchContext(commands[t.role], env))
+        roles = acq.roles
+        launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
                           for t, env in zip(tasks, own)])
         try:
             refused = self.rm.start_containers(StartContainers(launches, shared))
