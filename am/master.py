@@ -243,7 +243,8 @@ class ApplicationMaster:
         for gang in self.gangs:
             if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
                 self._launch(gang, now)
-        self._decide(now)
+        if self._endings or self._to_decide:   # else nothing ended: nothing to decide
+            self._decide(now)
         if self.watch.latest:
             self.watch.started(self.gangs)
 
