@@ -198,7 +198,9 @@ class _Attempt:
 
     def __init__(self, barrier: BarrierId, tasks: Sequence[TaskInfo], token: str, timeout_s: float):
         self.barrier = barrier
+        self.attempt = barrier.attempt
         self.tasks = tuple(tasks)
+        self.total = len(self.tasks)
         self.token = token
         self.timeout_s = timeout_s
         self.epoch = 0
@@ -209,14 +211,6 @@ class _Attempt:
         self.gathered_bytes = 0  # the current epoch's all_gather messages, framing included
         self.last_release: Released | None = None
         self.broken: BarrierError | None = None
-
-    @property
-    def attempt(self) -> int:
-        return self.barrier.attempt
-
-    @property
-    def total(self) -> int:
-        return len(self.tasks)
 
     def deadline(self) -> float | None:
         if self.started_at is None or self.broken is not None:
@@ -240,13 +234,17 @@ class _Attempt:
         return [(w.callback, err) for w in self.take_waiters()] + [(callback, err)]
 
 
-@dataclass(frozen=True)
 class _Ended:
-    """What is remembered of an ended attempt: enough to authenticate and answer a late call."""
+    """What is remembered of an ended attempt: enough to authenticate and answer a late call
+    (its error is built only if such a call comes: most attempts end with nobody waiting)."""
 
-    token: str
-    how: str              # "finished", "superseded", "failed"
-    error: BarrierError   # what its waiters were told (without the list of missing tasks)
+    __slots__ = ("token", "how", "arrived", "total", "failure")
+
+    def __init__(self, token: str, how: str, arrived: int, total: int, failure: str | None):
+        self.token = token
+        self.how = how            # "finished", "superseded", "failed"
+        self.arrived, self.total = arrived, total   # of the epoch it ended in
+        self.failure = failure    # a failed attempt: what its waiters were told (AttemptFailed's message)
 
 
 @dataclass
@@ -288,6 +286,10 @@ class BarrierCoordinator:
         #: so the next deadline costs no scan of every open barrier (thousands in a replay).
         self._deadlines: list[tuple[float, int, _Attempt]] = []
         self._deadline_seq = itertools.count()
+        #: Grows whenever :meth:`next_deadline` may have moved (an epoch started, or one that
+        #: was running ended or broke): a scheduler asks again only then. Opening, releasing
+        #: and closing a gang of one task never moves it (its epoch is over as it starts).
+        self.deadline_changes = 0
 
     # ----------------------------------------------------------- the AM's side
     def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
@@ -318,12 +320,15 @@ class BarrierCoordinator:
             calls = []
             if g.current is not None:
                 old = g.current
-                err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} "
-                                   f"(at epoch {old.epoch})", old.barrier, old.epoch,
-                                   len(old.arrivals), old.total, old.missing())
-                calls = self._end(g, old, "superseded", err)
+                waiters = self._end(g, old, "superseded")
+                if waiters:
+                    err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} "
+                                       f"(at epoch {old.epoch})", old.barrier, old.epoch,
+                                       len(old.arrivals), old.total, old.missing())
+                    calls = [(w.callback, err) for w in waiters]
             g.current = _Attempt(barrier, tasks, token, timeout_s)
-        _deliver(calls)
+        if calls:
+            _deliver(calls)
         log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
         return token
 
@@ -339,7 +344,7 @@ class BarrierCoordinator:
             err = AttemptFailed(f"{a.barrier} was failed by the AM at epoch {a.epoch} "
                                 f"({len(a.arrivals)}/{a.total} arrived): {reason}",
                                 a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
-            calls = self._end(g, a, "failed", err)
+            calls = [(w.callback, err) for w in self._end(g, a, "failed", err.message)]
             self._stats.attempts_failed += 1
         _deliver(calls)
         log.warning("%s", err)
@@ -353,22 +358,26 @@ class BarrierCoordinator:
             a = g.current if g else None
             if a is None or a.barrier.attempt != attempt:
                 return 0
+            waiters = self._end(g, a, "finished")
+            if not waiters:
+                return 0
             err = StaleAttempt(f"{a.barrier} is finished (closed at epoch {a.epoch})",
                                a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
-            calls = self._end(g, a, "finished", err)
+            calls = [(w.callback, err) for w in waiters]
         _deliver(calls)
         return len(calls)
 
-    def _end(self, g: _Gang, a: _Attempt, how: str, err: BarrierError) -> list:
+    def _end(self, g: _Gang, a: _Attempt, how: str, failure: str | None = None) -> list[Waiter]:
         """Drop the attempt's state, remember why it ended (forgetting the oldest ended
-        attempt past ``history``), and return its waiters' calls with ``err``."""
+        attempt past ``history``), and return its waiters (the caller tells them why)."""
         g.current = None
-        g.ended[a.attempt] = _Ended(a.token, how, type(err)(err.message, err.barrier, err.epoch,
-                                                            err.arrived, err.total))
+        if a.started_at is not None:   # an epoch was running: its deadline goes
+            self.deadline_changes += 1
+        g.ended[a.attempt] = _Ended(a.token, how, len(a.arrivals), a.total, failure)
         self._ended.append(a.barrier)
         while len(self._ended) > self.history:
             self._forget(self._ended.popleft())
-        return [(w.callback, err) for w in a.take_waiters()]
+        return a.take_waiters() if a.waiters else []
 
     def _forget(self, barrier: BarrierId) -> None:
         key = (barrier.job, barrier.gang)
@@ -421,6 +430,7 @@ class BarrierCoordinator:
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
         waiter = Waiter(a.barrier, arrival.task, arrival.epoch, callback)
         if a.operation is not None and a.operation != arrival.operation:
+            self.deadline_changes += 1
             return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(a.arrivals)), callback)
         if arrival.task in a.arrivals:
             self._stats.duplicate_arrivals += 1
@@ -430,29 +440,38 @@ class BarrierCoordinator:
         if arrival.operation == ALL_GATHER:
             size = max(len(arrival.message), arrival.unsent_size) + FRAMING_BYTES
             if arrival.unsent_size or a.gathered_bytes + size > self.max_message_bytes:
+                self.deadline_changes += 1
                 return waiter, a.fail(self._too_large_error(a, arrival, size), callback)
             a.gathered_bytes += size
             message = arrival.message
-        a.waiters.setdefault(arrival.task, []).append(waiter)
         self._stats.arrivals += 1
-        if not a.arrivals:
-            a.started_at = self.clock.now()
+        first = not a.arrivals
+        if first:
             a.operation = arrival.operation
-            heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
         a.arrivals[arrival.task] = message
         n = len(a.arrivals)
         log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task,
                  n, a.total)
         if n < a.total:
+            if first:   # the epoch starts: its deadline runs from now
+                a.started_at = self.clock.now()
+                heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
+                self.deadline_changes += 1
+            a.waiters.setdefault(arrival.task, []).append(waiter)
             return waiter, []
+        # The last arrival releases the epoch (a gang of one task: at once, no deadline ever
+        # ran): the waiting tasks in the order they came, then this one.
         messages = tuple(a.arrivals[i] for i in range(a.total)) if a.operation == ALL_GATHER else ()
         release = Released(a.epoch, a.operation, messages)
-        waiters = a.take_waiters()
+        waiters = a.take_waiters() if a.waiters else []
+        waiter.done = True
+        if a.started_at is not None:   # its deadline was running
+            self.deadline_changes += 1
         a.last_release = release
         a.epoch += 1
         a.operation, a.arrivals, a.started_at, a.gathered_bytes = None, {}, None, 0
         self._stats.releases += 1
-        return waiter, [(w.callback, release) for w in waiters]
+        return waiter, [(w.callback, release) for w in waiters] + [(callback, release)]
 
     def _too_large_error(self, a: _Attempt, arrival: Arrival, size: int) -> MessageTooLarge:
         self._stats.too_large += 1
@@ -520,12 +539,11 @@ class BarrierCoordinator:
             barrier = BarrierId(job, gang, attempt)
             self._stats.stale_requests += 1
             ended = g.ended[attempt]
-            err = ended.error
-            if isinstance(err, AttemptFailed):
-                raise AttemptFailed(err.message, barrier, epoch, err.arrived, err.total)
+            if ended.failure is not None:
+                raise AttemptFailed(ended.failure, barrier, epoch, ended.arrived, ended.total)
             newer = f"; the open attempt is {a.attempt}" if a is not None else ""
             raise StaleAttempt(f"{barrier} is {ended.how}{newer}; {_call_of(task, epoch)}",
-                               barrier, epoch, err.arrived, err.total)
+                               barrier, epoch, ended.arrived, ended.total)
         if not 0 <= task < a.total:
             self._stats.invalid_requests += 1
             raise BarrierInvalid(f"{a.barrier}: task index {task} is outside 0..{a.total - 1}", a.barrier, epoch)
@@ -582,6 +600,7 @@ class BarrierCoordinator:
                     f"{len(a.arrivals)}/{a.total} tasks arrived; never arrived: {shown}",
                     a.barrier, a.epoch, len(a.arrivals), a.total, missing)
                 a.broken = err
+                self.deadline_changes += 1
                 self._stats.timeouts += 1
                 calls += [(w.callback, err) for w in a.take_waiters()]
                 log.error("%s", err)

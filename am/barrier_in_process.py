@@ -57,13 +57,12 @@ class InProcessBarrier:
         self._tokens = itertools.count(1)
         self._timer: _Handle | None = None
         self._timer_at: float | None = None
-        self._arrived_at: dict[tuple[str, str], tuple[int, int]] = {}   # (job, gang) -> (attempt, epoch) last arrived at
+        self._armed_at = -1   # the coordinator's deadline_changes when the timer was last set
 
     # ----------------------------------------------------------- the AM's side
     def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
                      timeout_s: float | None = None, token: str | None = None) -> str:
         token = token or f"in-process-{next(self._tokens)}"
-        self._arrived_at.pop((job, gang), None)
         try:
             return self.coordinator.open_attempt(job, gang, attempt, tasks, token=token, timeout_s=timeout_s)
         finally:
@@ -74,14 +73,12 @@ class InProcessBarrier:
         return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks))
 
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:
-        self._arrived_at.pop((job, gang), None)
         try:
             return self.coordinator.close_attempt(job, gang, attempt)
         finally:
             self._arm()
 
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
-        self._arrived_at.pop((job, gang), None)
         try:
             return self.coordinator.fail_attempt(job, gang, attempt, reason)
         finally:
@@ -96,17 +93,12 @@ class InProcessBarrier:
         :meth:`BarrierCoordinator.arrive <gangmaster.am.barrier.BarrierCoordinator.arrive>`
         (raises a ``BarrierError`` at once, or calls ``callback`` once with the outcome)."""
         try:
-            waiter = self.coordinator.arrive(arrival, callback)
-        except BaseException:
-            self._arm()   # a refused call may have broken its attempt (and ended its epoch)
-            raise
-        # Only the first arrival of an epoch starts its deadline, and the last one (or a
-        # failure) ends it: the arrivals in between (thousands, in a big gang) change nothing.
-        key, at = (arrival.job, arrival.gang), (arrival.attempt, arrival.epoch)
-        if waiter.done or self._arrived_at.get(key) != at:
-            self._arrived_at[key] = at
+            return self.coordinator.arrive(arrival, callback)
+        finally:
+            # Only the first arrival of an epoch starts its deadline, and the last one (or a
+            # failure) ends it: the arrivals in between (thousands, in a big gang) change
+            # nothing, and _arm sees that without asking the coordinator for its deadline.
             self._arm()
-        return waiter
 
     def withdraw(self, waiter: Waiter) -> None:
         """The task behind ``waiter`` is gone (its container was stopped): it is told
@@ -117,7 +109,12 @@ class InProcessBarrier:
     # ------------------------------------------------------------------- time
     def _arm(self) -> None:
         """Keep exactly one call scheduled, at the coordinator's next epoch deadline (none
-        when no epoch is running)."""
+        when no epoch is running): set again only when the coordinator's deadlines changed."""
+        if self.coordinator.deadline_changes != self._armed_at:
+            self._rearm()
+
+    def _rearm(self) -> None:
+        self._armed_at = self.coordinator.deadline_changes
         deadline = self.coordinator.next_deadline()
         if deadline == self._timer_at:
             return
@@ -131,4 +128,4 @@ class InProcessBarrier:
     def _on_deadline(self) -> None:
         self._timer = self._timer_at = None
         self.coordinator.expire()
-        self._arm()
+        self._rearm()

@@ -10,7 +10,6 @@ walking every task of every gang.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -33,12 +32,15 @@ class GangRun:
     tasks: list[TaskRecord] = field(default_factory=list)
     history: list[AttemptRecord] = field(default_factory=list)
     barrier_open: bool = False
-    succeeded: Counter = field(default_factory=Counter)   # per role: tasks of this attempt that succeeded
-    failed: Counter = field(default_factory=Counter)      # per role: tasks of this attempt that failed
-    by_state: Counter = field(default_factory=Counter)    # tasks of this attempt by TaskState
+    # Counted from ``tasks`` as they change (plain dicts: read them with ``.get(key, 0)``):
+    succeeded: dict[str, int] = field(init=False)        # per role: tasks of this attempt that succeeded
+    failed: dict[str, int] = field(init=False)           # per role: tasks of this attempt that failed
+    by_state: dict[TaskState, int] = field(init=False)   # tasks of this attempt by TaskState
 
     def __post_init__(self) -> None:
-        self._recount()
+        self.succeeded, self.failed, self.by_state = {}, {}, {}
+        for task in self.tasks:
+            self._count(task)
 
     @property
     def pending(self) -> bool:
@@ -47,20 +49,24 @@ class GangRun:
 
     def launched(self, tasks: list[TaskRecord]) -> None:
         """Every container of the attempt was started (or refused): the tasks are its own."""
-        self.tasks = tasks
+        had, self.tasks = self.tasks, tasks
         self.record.tasks = tasks
-        self._recount()
+        if had:
+            self._recount()
+        else:   # an attempt's first tasks (its counters are empty)
+            for task in tasks:
+                self._count(task)
 
     def end_task(self, task: TaskRecord, state: TaskState, now: float, diagnostics: str,
                  exit_status: int | None = None) -> None:
         """A running task of this attempt ended (by itself, or stopped by the AM)."""
-        self.by_state[task.state] -= 1
+        self.by_state[task.state] -= 1   # it was counted in its state
         task.state, task.finished_at, task.diagnostics, task.exit_status = state, now, diagnostics, exit_status
         self._count(task)
 
     @property
     def finished_tasks(self) -> int:
-        return len(self.tasks) - self.by_state[TaskState.RUNNING]
+        return len(self.tasks) - self.by_state.get(TaskState.RUNNING, 0)
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
         return dict(self.succeeded), dict(self.failed)
@@ -68,23 +74,26 @@ class GangRun:
     def role_state(self, role: RoleSpec) -> RoleState:
         if self.state is not RoleState.RUNNING:
             return self.state
-        if role.completion.failed(self.failed[role.name]):
+        if role.completion.failed(self.failed.get(role.name, 0)):
             return RoleState.FAILED
         if not any(t.state is TaskState.RUNNING for t in self.tasks if t.role == role.name):
             return RoleState.SUCCEEDED
         return RoleState.RUNNING
 
     def _recount(self) -> None:
-        self.succeeded, self.failed, self.by_state = Counter(), Counter(), Counter()
+        self.succeeded.clear()
+        self.failed.clear()
+        self.by_state.clear()
         for task in self.tasks:
             self._count(task)
 
     def _count(self, task: TaskRecord) -> None:
-        self.by_state[task.state] += 1
-        if task.state is TaskState.SUCCEEDED:
-            self.succeeded[task.role] += 1
-        elif task.state is TaskState.FAILED:
-            self.failed[task.role] += 1
+        state = task.state
+        self.by_state[state] = self.by_state.get(state, 0) + 1
+        if state is TaskState.SUCCEEDED:
+            self.succeeded[task.role] = self.succeeded.get(task.role, 0) + 1
+        elif state is TaskState.FAILED:
+            self.failed[task.role] = self.failed.get(task.role, 0) + 1
 
 
 def recorded_gangs(job: JobSpec, journal: JournalState) -> list[GangRun]:

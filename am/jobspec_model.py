@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, Mapping
 
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
 RETRY_SCOPES = ("job", "role")
+_instances_of = attrgetter("instances")
 
 
 @dataclass(frozen=True)
@@ -139,12 +141,22 @@ class RoleSpec:
 
     def planned_resource(self) -> ResourceDescriptor:
         """One instance as planned: the full ``cpu``."""
-        return ResourceDescriptor(memory_mb=self.memory_mb, vcores=float(self.cpu),
-                                  gpus=self.gpus, ports=self.port_count, gpu_milli=self.gpu_milli)
+        return self._planned
 
     def ask_resource(self) -> ResourceDescriptor:
         """One instance as asked of the RM: ``cpu × request_ratio`` vcores."""
-        return self.planned_resource().with_(vcores=self.ask_vcores)
+        return self._asked
+
+    # Worked out once per role (both are immutable): every placement of the role reads them,
+    # and a trace replay's jobs of one shape share their RoleSpec.
+    @cached_property
+    def _planned(self) -> ResourceDescriptor:
+        return ResourceDescriptor(memory_mb=self.memory_mb, vcores=float(self.cpu),
+                                  gpus=self.gpus, ports=self.port_count, gpu_milli=self.gpu_milli)
+
+    @cached_property
+    def _asked(self) -> ResourceDescriptor:
+        return self._planned.with_(vcores=self.ask_vcores)
 
 
 @dataclass(frozen=True)
@@ -186,10 +198,11 @@ class JobSpec:
                            + ", ".join(r.name for r in self.roles))
         return role
 
-    @cached_property
-    def _roles_by_name(self) -> dict[str, RoleSpec]:
-        """Name -> role, built once: a scan per lookup made a job of n roles O(n^2)."""
-        return {role.name: role for role in self.roles}
+    def __post_init__(self) -> None:
+        # Name -> role, built with the spec: a scan per lookup made a job of n roles O(n^2),
+        # and every AM reads it (a cached_property takes a lock on its first read, which
+        # for a replay's tens of thousands of specs cost more than the dict).
+        object.__setattr__(self, "_roles_by_name", {role.name: role for role in self.roles})
 
     @cached_property
     def _gang_by_role(self) -> dict[str, int]:
@@ -204,8 +217,9 @@ class JobSpec:
         return {r.name: r.completion for r in self.roles}
 
     def gang_roles(self, gang: int) -> tuple[RoleSpec, ...]:
-        """The roles of gang number ``gang`` (0-based), in the gang's order."""
-        return tuple(self.role(name) for name in self.gangs[gang])
+        """The roles of gang number ``gang`` (0-based), in the gang's order (every gang's
+        roles are roles of the job: the reader checked)."""
+        return tuple(map(self._roles_by_name.__getitem__, self.gangs[gang]))
 
     def gang_of(self, role: str) -> int:
         if role not in self._gang_by_role:
@@ -214,7 +228,7 @@ class JobSpec:
 
     @property
     def total_instances(self) -> int:
-        return sum(r.instances for r in self.roles)
+        return sum(map(_instances_of, self.roles))
 
     @property
     def total_gpus(self) -> int:
@@ -226,12 +240,16 @@ class JobSpec:
         ``min_failed``; else "succeeded" as soon as any role reaches its
         ``min_succeeded``, or when every instance has completed; else ``None``
         (still running)."""
-        if any(r.completion.failed(failed.get(r.name, 0)) for r in self.roles):
-            return "failed"
-        if any(r.completion.succeeded(succeeded.get(r.name, 0)) for r in self.roles):
-            return "succeeded"
-        done = all(succeeded.get(r.name, 0) + failed.get(r.name, 0) >= r.instances
-                   for r in self.roles)
+        # Loops, not any()/all() over generators: the AM asks this each time a task ends.
+        for r in self.roles:
+            if r.completion.failed(failed.get(r.name, 0)):
+                return "failed"
+        done = True
+        for r in self.roles:
+            succeeded_here = succeeded.get(r.name, 0)
+            if r.completion.succeeded(succeeded_here):
+                return "succeeded"
+            done = done and succeeded_here + failed.get(r.name, 0) >= r.instances
         return "succeeded" if done else None
 
     def to_dict(self) -> dict[str, Any]:

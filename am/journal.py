@@ -36,14 +36,29 @@ from .private_files import open_private
 
 JOURNAL_FILE = "journal.jsonl"
 
+
+
+def _as_plain(value):
+    """A field that is a record (an :class:`~gangmaster.am.lifecycle.AttemptRecord`: anything
+    with ``to_dict``) is written as its dict."""
+    to_dict = getattr(value, "to_dict", None)
+    if to_dict is None:
+        raise TypeError(f"a journal field cannot hold a {type(value).__name__}")
+    return to_dict()
+
+
 #: One encoder for every line (json.dumps with options builds a new one per call). Keys keep
 #: the order the AM wrote them in (sorting them is a cost per object that no reader needs),
-#: and records are built here from plain values, never cyclic, so no cycle check either.
-_encode = json.JSONEncoder(check_circular=False).encode
+#: and records are built here from plain values and records, never cyclic, so no cycle check either.
+_encode = json.JSONEncoder(check_circular=False, default=_as_plain).encode
 
 
 class Journal:
-    """Appends records to ``path`` (created with its folder when missing)."""
+    """Appends records to ``path`` (created with its folder when missing).
+
+    A field is a plain value (what JSON holds), or a record that will not change any more
+    (an ended attempt's :class:`~gangmaster.am.lifecycle.AttemptRecord`), written as its
+    ``to_dict()``: a journal in memory makes that dict only if it is read."""
 
     def __init__(self, path: str | Path, now=time.time):
         self.path = Path(path)
@@ -81,10 +96,17 @@ class MemoryJournal:
         self._written.append((self.now(), kind, fields))
 
     def records(self) -> list[dict]:
-        return [{"t": round(float(t), 6), "kind": kind, **fields} for t, kind, fields in self._written]
+        if not self._written:
+            return []
+        return [{"t": round(float(t), 6), "kind": kind,
+                 **{name: _plain(value) for name, value in fields.items()}} for t, kind, fields in self._written]
 
     def close(self) -> None:
         self.closed = True
+
+
+def _plain(value):
+    return value.to_dict() if hasattr(value, "to_dict") else value
 
 
 def read_records(path: str | Path) -> list[dict]:

@@ -55,7 +55,7 @@ import functools
 import os
 import pwd
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.ports import PortRanges
@@ -114,13 +114,33 @@ class PortKinds:
     def of(self, role: str, ranges: PortRanges) -> tuple[dict[str, tuple[int, ...]], dict[str, int], dict[str, str]]:
         """``(ports by label, first port by label, own port variables)`` of a task of ``role``
         holding ``ranges``."""
+        spec = self.roles[role]
+        if not spec.ports:   # most roles name no ports: one kind serves every such task
+            return _NO_PORTS_KIND
         kind = self._kinds.get((role, ranges))
         if kind is None:
-            ports = label_ports(self.roles[role].ports, ranges)
+            ports = label_ports(spec.ports, ranges)
             named = {label: listed[0] for label, listed in ports.items() if listed}
             kind = self._kinds[(role, ranges)] = (ports, named, ports_env(ports))
         return kind
 
+
+def ports_env(ports: Mapping[str, tuple[int, ...]]) -> dict[str, str]:
+    """A task's own port variables (the same for every task holding the same ports)."""
+    listed = {label: ",".join(map(str, numbers)) for label, numbers in ports.items()}
+    env = {"PAI_CONTAINER_HOST_PORT_LIST": "".join(f"{label}:{numbers};" for label, numbers in listed.items())}
+    for label, numbers in listed.items():
+        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = numbers
+    main = main_port(ports)
+    if main is not None:
+        env["PAI_CONTAINER_HOST_PORT"] = env["PAI_CURRENT_CONTAINER_PORT"] = str(main)
+    if ports.get("ssh"):
+        env["PAI_CONTAINER_SSH_PORT"] = str(ports["ssh"][0])
+    return env
+
+
+#: The kind of a task of a role without ports (see :meth:`PortKinds.of`).
+_NO_PORTS_KIND: tuple[dict, dict, dict] = ({}, {}, ports_env({}))
 
 #: Gangs up to this many tasks also get the per-instance variables (``PAI_HOST_IP_<role>_<i>``,
 #: ``PAI_PORT_LIST_<role>_<i>_<label>``): every task would otherwise carry a variable per task
@@ -132,12 +152,21 @@ PER_INSTANCE_VARIABLES_UP_TO = 256
 def job_env(job: JobSpec, queue: str, user: str | None = None) -> dict[str, str]:
     """OpenPAI's job and task-role variables (the same for every task of the job)."""
     user = user or current_user()
-    roles = ",".join(job.role_names)
-    count = str(len(job.roles))
-    tasks = str(job.total_instances)
+    env = {"PAI_JOB_NAME": f"{user}~{job.name}", "PAI_FRAMEWORK_NAME": f"{user}~{job.name}"}
+    shm = tuple(_shm_mb(job, role) for role in job.roles) if job.kept else None
+    env.update(_roles_env(job.roles, queue, user, shm))
+    return env
+
+
+@functools.lru_cache(maxsize=1024)
+def _roles_env(roles: tuple[RoleSpec, ...], queue: str, user: str, shm: tuple[int, ...] | None) -> dict[str, str]:
+    """The variables of :func:`job_env` but the job's name: worked out once per set of roles
+    (a replay's jobs of one shape share their roles). ``shm``: each role's shared memory
+    (None: 0 for every role). Read only: the caller copies it."""
+    roles_list = ",".join(role.name for role in roles)
+    count = str(len(roles))
+    tasks = str(sum(role.instances for role in roles))
     env = {
-        "PAI_JOB_NAME": f"{user}~{job.name}",
-        "PAI_FRAMEWORK_NAME": f"{user}~{job.name}",
         "PAI_USER_NAME": user,
         "PAI_USERNAME": user,
         "PAI_DEFAULT_FS_URI": "",
@@ -145,15 +174,15 @@ def job_env(job: JobSpec, queue: str, user: str | None = None) -> dict[str, str]
         "PAI_TASK_ROLE_COUNT": count,
         "PAI_TASK_ROLES_NUM": count,
         "PAI_JOB_TASK_ROLE_COUNT": count,
-        "PAI_TASK_ROLE_LIST": roles,
-        "PAI_JOB_TASK_ROLE_LIST": roles,
+        "PAI_TASK_ROLE_LIST": roles_list,
+        "PAI_JOB_TASK_ROLE_LIST": roles_list,
         "PAI_JOB_TASK_COUNT": tasks,
         "PAI_TASKS_NUM": tasks,
     }
-    for role in job.roles:
+    for number, role in enumerate(roles):
         completion = role.completion
         env[f"PAI_TASK_ROLE_TASK_COUNT_{role.name}"] = str(role.instances)
-        env[f"PAI_RESOURCE_{role.name}"] = f"{role.gpus},{role.cpu},{role.memory_mb},{_shm_mb(job, role)}"
+        env[f"PAI_RESOURCE_{role.name}"] = f"{role.gpus},{role.cpu},{role.memory_mb},{shm[number] if shm else 0}"
         env[f"PAI_MIN_FAILED_TASK_COUNT_{role.name}"] = str(
             -1 if completion.min_failed is None else completion.min_failed)
         env[f"PAI_MIN_SUCCEEDED_TASK_COUNT_{role.name}"] = str(
@@ -172,10 +201,14 @@ def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str
         by_role.setdefault(t.role, []).append(t)
     instances = []
     for role, of_role in by_role.items():
-        of_role.sort(key=lambda t: t.index)
-        instances += [f"{role}:{t.index}" for t in of_role]
-        env[f"PAI_TASK_ROLE_{role}_HOST_LIST"] = ",".join(
-            t.host if t.main_port is None else f"{t.host}:{t.main_port}" for t in of_role)
+        if len(of_role) > 1:
+            of_role.sort(key=_by_index)
+        hosts = []
+        for t in of_role:
+            instances.append(f"{role}:{t.index}")
+            port = main_port(t.ports) if t.ports else None
+            hosts.append(t.host if port is None else f"{t.host}:{port}")
+        env[f"PAI_TASK_ROLE_{role}_HOST_LIST"] = ",".join(hosts)
         if per_instance:
             for t in of_role:
                 env[f"PAI_HOST_IP_{role}_{t.index}"] = t.host
@@ -185,6 +218,9 @@ def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str
                     env[f"PAI_{role}_{t.index}_{label}_PORT"] = listed
     env["PAI_TASK_ROLE_INSTANCES"] = ",".join(instances)
     return env
+
+
+_by_index = attrgetter("index")
 
 
 def identity_env(role: str, index: int) -> dict[str, str]:
@@ -200,20 +236,6 @@ def gpu_share_env(resource: ResourceDescriptor) -> dict[str, str]:
     if not resource.gpu_milli:
         return {}
     return {"GANGMASTER_GPU_MILLI": str(resource.gpu_milli), "GANGMASTER_GPU_SHARE": f"{resource.gpu_share:g}"}
-
-
-def ports_env(ports: Mapping[str, tuple[int, ...]]) -> dict[str, str]:
-    """A task's own port variables (the same for every task holding the same ports)."""
-    listed = {label: ",".join(map(str, numbers)) for label, numbers in ports.items()}
-    env = {"PAI_CONTAINER_HOST_PORT_LIST": "".join(f"{label}:{numbers};" for label, numbers in listed.items())}
-    for label, numbers in listed.items():
-        env[f"PAI_CONTAINER_HOST_{label}_PORT_LIST"] = numbers
-    main = main_port(ports)
-    if main is not None:
-        env["PAI_CONTAINER_HOST_PORT"] = env["PAI_CURRENT_CONTAINER_PORT"] = str(main)
-    if ports.get("ssh"):
-        env["PAI_CONTAINER_SSH_PORT"] = str(ports["ssh"][0])
-    return env
 
 
 def split_alike(envs: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], list[tuple[tuple[str, str], ...]]]:

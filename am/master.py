@@ -42,6 +42,7 @@ when the driver finds it can make no progress
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import weakref
 from collections import Counter
@@ -71,7 +72,7 @@ from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
 from .launch_env import PlacedTask, PortKinds, gang_env, gpu_share_env, identity_env, split_alike
 from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
-from .metrics import CONTAINER_STATES, AMMetrics
+from .metrics import CONTAINER_STATES, AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog, keeps_lines
 from .rm_client import RMClient
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
@@ -114,18 +115,19 @@ class ApplicationMaster:
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
-        self.metrics.watch_gpus(self.gpus_held)
+        self.metrics.watch(self)
         self.task_env = dict(task_env or {})
-        self.work_dir = Path(work_dir)
+        self.work_dir = _folder(work_dir)
         registration = rm.register(app_id)
         self.am_attempt = registration.attempt
         self.queue, self.queue_limit = registration.queue, registration.queue_limit
-        previous = replay(read_records(self.work_dir / JOURNAL_FILE) if journal is None else journal.records())
+        records = read_records(self.work_dir / JOURNAL_FILE) if journal is None else journal.records()
+        previous = replay(records) if records else None   # None: nothing ran before
         self.log = log if log is not None else ProgressLog(
-            self.work_dir / f"am-{len(previous.am_attempts) + 1}.log", now, echo)
+            self.work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
-        self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self.diagnose))
+        self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
         self.rng = SeededOnUse(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
         self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
         self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
@@ -139,7 +141,6 @@ class ApplicationMaster:
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
-        self._metrics_set: tuple | None = None  # the gauge values last set
         self._total_instances = job.total_instances   # a sum over the roles, read at every heartbeat
         self.done = False
         self.outcome: str | None = None
@@ -149,7 +150,7 @@ class ApplicationMaster:
         if self._logging:
             self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
                      f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {self.work_dir}")
-        if previous.empty:
+        if previous is None or previous.empty:
             self._start_fresh()
         elif self.am_attempt == 1:
             # The first AM of a new application: the journal is an earlier run's, and that
@@ -161,21 +162,21 @@ class ApplicationMaster:
     # =============================================================== start
     def _start_fresh(self) -> None:
         cluster = self._cluster()
-        for number, names in enumerate(self.job.gangs):
-            roles = self.job.gang_roles(number)
+        gangs = [(gang_name(names), self.job.gang_roles(number)) for number, names in enumerate(self.job.gangs)]
+        for name, roles in gangs:
             try:
                 placed = cluster.check_fits_empty(roles, self._pipeline_for)
             except GangDoesNotFit as exc:
-                self._finish("failed", f"gang {gang_name(names)} can never run on this cluster: {exc}")
+                self._finish("failed", f"gang {name} can never run on this cluster: {exc}")
                 return
-            over = self._over_queue_limit(roles)
+            over = self._over_queue_limit(roles) if self.queue_limit is not None else ""
             if over:
-                self._finish("failed", f"gang {gang_name(names)} can never run in queue {self.queue}: {over}")
+                self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
                 return
             if placed is not None:   # placed on the idle cluster itself: its first placement, while the view stays so
-                self._placed_at_start[gang_name(names)] = (placed, cluster.view, cluster.view.changes)
-        for number, names in enumerate(self.job.gangs):
-            self.gangs.append(self._new_gang(gang_name(names), self.job.gang_roles(number), 1, []))
+                self._placed_at_start[name] = (placed, cluster.view, cluster.view.changes)
+        for name, roles in gangs:
+            self.gangs.append(self._new_gang(name, roles, 1, []))
 
     def _over_queue_limit(self, roles: tuple[RoleSpec, ...]) -> str:
         """Why the whole gang asks more than its queue may ever hold at once ("" when it fits)."""
@@ -210,6 +211,9 @@ class ApplicationMaster:
         """One round: decide, talk to the RM once, react."""
         if self.done:
             return
+        if not gc.isenabled():   # held off already (a trace replay): nothing to pause
+            self._heartbeat()
+            return
         with collector_paused():   # a gang's start is one burst of long-lived objects
             self._heartbeat()
 
@@ -218,7 +222,7 @@ class ApplicationMaster:
         for gang in self.gangs:
             if gang.pending:
                 self._plan(gang, now)
-                waited_too_long = self.watch.check(gang, now)
+                waited_too_long = self.watch.check(gang, now) if self.watch.active else ""
                 if waited_too_long:
                     self._finish("failed", waited_too_long)
                     return
@@ -239,10 +243,10 @@ class ApplicationMaster:
         for gang in self.gangs:
             if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
                 self._launch(gang, now)
-        self._decide(now)
-        if not self.done:   # a job that finished set its gauges last thing
-            self._update_metrics()
-        self.watch.started(self.gangs)
+        if self._endings or self._to_decide:   # else nothing ended: nothing to decide
+            self._decide(now)
+        if self.watch.latest:
+            self.watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
@@ -267,12 +271,12 @@ class ApplicationMaster:
         gang.state = RoleState.ACQUIRING if asking else RoleState.WAITING
 
     def _request(self) -> AllocateRequest:
-        asks, cancels, releases = [], list(self._to_cancel), list(self._to_release)
-        self._to_release.clear()
-        self._to_cancel.clear()
+        asks, cancels, releases = [], self._to_cancel, self._to_release
+        self._to_cancel, self._to_release = [], []
         for gang in self.gangs:
-            if gang.acquisition is not None:
-                a, c, r = gang.acquisition.take_outbox()
+            acq = gang.acquisition
+            if acq is not None and (acq.asks or acq.cancels or acq.releases):
+                a, c, r = acq.take_outbox()
                 asks += a
                 cancels += c
                 releases += r
@@ -317,7 +321,10 @@ class ApplicationMaster:
         # a container of an older attempt, or one given back: nothing to do
 
     def _gang_named(self, name: str) -> GangRun | None:
-        return next((g for g in self.gangs if g.name == name), None)
+        for g in self.gangs:
+            if g.name == name:
+                return g
+        return None
 
     def _task_finished(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
                        now: float) -> None:
@@ -345,9 +352,10 @@ class ApplicationMaster:
     # ============================================================ placement
     def _cluster(self) -> ClusterTracker:
         """The AM's view of the cluster: read from the RM once, then kept from node updates."""
-        if self._tracker is None:
-            self._tracker = ClusterTracker(self.rm.cluster_nodes)
-        return self._tracker
+        tracker = self._tracker
+        if tracker is None:
+            tracker = self._tracker = ClusterTracker(self.rm.cluster_nodes)
+        return tracker
 
     def _pipeline_for(self, role: RoleSpec) -> SelectionPipeline:
         name = role.selector or self.selection.selector
@@ -404,13 +412,13 @@ class ApplicationMaster:
                                     named, now, gpu_milli=c.resource.gpu_milli))
             port_envs.append({**port_env, **gpu_share_env(c.resource)} if c.resource.gpu_milli else port_env)
         token, barrier_envs = self._barrier.open(gang, infos)
-        commands = {name: ("/bin/sh", "-c", _script(role.commands)) for name, role in acq.roles.items()}
         alike, own = split_alike([{**identity_env(me.role, me.index), **port_envs[rank], **barrier_envs[rank]}
                                   for rank, me in enumerate(placed)])
         shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
                                           **alike}.items()))
-        launches = tuple(ContainerLaunch(t.container_id, LaunchContext(commands[t.role], env))
-                         for t, env in zip(tasks, own))
+        roles = acq.roles
+        launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
+                          for t, env in zip(tasks, own)])
         try:
             refused = self.rm.start_containers(StartContainers(launches, shared))
         except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
@@ -421,7 +429,10 @@ class ApplicationMaster:
             task.state, task.finished_at, task.diagnostics = TaskState.FAILED, now, refused.error.message
             self._to_release += [s.container.container_id for s in slots[refused.index:]]
         gang.launched(tasks)
-        self._running.update((t.container_id, (gang, t)) for t in tasks if t.state is TaskState.RUNNING)
+        running = self._running
+        for t in tasks:
+            if t.state is TaskState.RUNNING:
+                running[t.container_id] = (gang, t)
         gang.state = RoleState.RUNNING
         gang.record.started_at = now
         self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
@@ -441,7 +452,10 @@ class ApplicationMaster:
         (a gang starts whole or not at all, whatever the completion policy says); a role
         that reached its failure threshold restarts its retry scope; else the job may have
         succeeded."""
-        self._record_endings()
+        if self._endings:
+            self._record_endings()
+        if not self._to_decide:   # no task ended: nothing to decide
+            return
         gangs = [g for g in self.gangs if g in self._to_decide and g.state is RoleState.RUNNING]
         self._to_decide.clear()
         if not gangs:
@@ -450,18 +464,20 @@ class ApplicationMaster:
         if unlaunched:
             self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
             return
-        failed_roles = [r for g in gangs for r in g.roles if r.completion.failed(g.failed[r.name])]
+        failed_roles = [r for g in gangs for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
         if failed_roles:
             self._restart(failed_roles, now)
             return
-        succeeded, failed = Counter(), Counter()
-        for g in self.gangs:
-            succeeded.update(g.succeeded)
-            failed.update(g.failed)
+        if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
+            succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
+        else:
+            succeeded, failed = Counter(), Counter()
+            for g in self.gangs:
+                succeeded.update(g.succeeded)
+                failed.update(g.failed)
         if self.job.outcome(succeeded, failed) == "succeeded":
-            self._finish("succeeded", "every role completed" if not any(
-                r.completion.succeeded(succeeded[r.name]) for r in self.job.roles)
-                else "a role reached its minSucceededInstances")
+            early = [r for r in self.job.roles if r.completion.succeeded(succeeded.get(r.name, 0))]
+            self._finish("succeeded", "a role reached its minSucceededInstances" if early else "every role completed")
 
     def _restart(self, failed_roles: list[RoleSpec], now: float) -> None:
         names = {r.name for r in failed_roles}
@@ -511,7 +527,7 @@ class ApplicationMaster:
         gang.record.tasks = gang.tasks
         gang.history.append(gang.record)
         gang.state = RoleState.SUCCEEDED if outcome == "succeeded" else RoleState.FAILED
-        self.journal.write("attempt_ended", record=gang.record.to_dict())
+        self.journal.write("attempt_ended", record=gang.record)   # final now: written as its dict
 
     def _stop(self, container_id: str) -> None:
         try:
@@ -521,21 +537,22 @@ class ApplicationMaster:
 
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
-        self._record_endings()
+        if self._endings:
+            self._record_endings()
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
                 self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",
                                   reason if outcome == "succeeded" else f"job {outcome}: {reason}", now)
         self.outcome, self.reason, self.done = outcome, reason, True
         self.journal.write("job_finished", outcome=outcome, reason=reason)
-        self.log(f"job {self.job.name} {outcome}: {reason}")
+        if self._logging:
+            self.log(f"job {self.job.name} {outcome}: {reason}")
         if unregister:
             try:
                 self.rm.finish(self.app_id, self.am_attempt, "SUCCEEDED" if outcome == "succeeded" else "FAILED",
                                reason)
             except RMError as exc:
                 self.log(f"unregistering from the RM: {exc}")
-        self._update_metrics()
         self.close()
 
     def _stop_quietly(self) -> None:
@@ -607,26 +624,29 @@ class ApplicationMaster:
     # ============================================================== status
     def _progress(self) -> float:
         total = self._total_instances
-        finished = sum(g.finished_tasks for g in self.gangs)
-        return min(1.0, finished / total) if total else 1.0
+        if not total:
+            return 1.0
+        finished = 0
+        for g in self.gangs:   # GangRun.finished_tasks, summed
+            finished += len(g.tasks) - g.by_state.get(TaskState.RUNNING, 0)
+        return min(1.0, finished / total)
 
-    def _update_metrics(self) -> None:
-        """The gauges, set only when they changed (a quiet heartbeat sets none)."""
+    def gauge_values(self) -> GaugeValues:
+        """What the job's gauges show now (read when they are scraped, maybe from another
+        thread: it reads copies, never iterates what the AM may be changing)."""
         counts = dict.fromkeys(CONTAINER_STATES, 0)
-        for g in self.gangs:
-            if g.acquisition is not None and g.state is RoleState.ACQUIRING:
-                counts["requested"] += len(g.acquisition.by_request)
-                counts["allocated"] += len(g.acquisition.by_container)
-            for state, n in g.by_state.items():
+        pending = 0
+        for g in list(self.gangs):
+            if g.pending:
+                pending += 1
+                acq = g.acquisition
+                if acq is not None and g.state is RoleState.ACQUIRING:
+                    counts["requested"] += len(acq.by_request)
+                    counts["allocated"] += len(acq.by_container)
+            for state, n in list(g.by_state.items()):
                 counts[state.value] += n
-        pending = sum(1 for g in self.gangs if g.pending)
-        if (pending, counts) == self._metrics_set:
-            return
-        self._metrics_set = (pending, counts)
-        self.metrics.pending_gangs.set(pending)
-        gauges = self.metrics.container_gauges
-        for state, n in counts.items():
-            gauges[state].set(n)
+        whole, milli = self.gpus_held()
+        return GaugeValues(pending, counts, whole, milli)
 
     def gpus_held(self) -> tuple[int, int]:
         """Whole GPUs, and milli-GPU of shares of GPUs, that the job's containers hold now:
@@ -693,13 +713,19 @@ class ApplicationMaster:
         return out
 
 
-def _weakly(method: Callable) -> Callable:
-    """``method``, called without keeping its object alive: for what the AM owns and that
-    calls back into it, so the AM and it make no reference cycle. An AM is then freed as
-    soon as its driver drops it, not by the cycle collector (a trace replay ends tens of
-    thousands of AMs; their cycles cost it a tenth of its time)."""
-    ref = weakref.WeakMethod(method)
-    return lambda *args: ref()(*args)
+def _weakly(owner: object, method: str) -> Callable:
+    """``owner``'s ``method``, called without keeping ``owner`` alive: for what the AM owns
+    and that calls back into it, so the AM and it make no reference cycle. An AM is then
+    freed as soon as its driver drops it, not by the cycle collector (a trace replay ends
+    tens of thousands of AMs; their cycles cost it a tenth of its time)."""
+    ref = weakref.ref(owner)
+    return lambda *args: getattr(ref(), method)(*args)
+
+
+@lru_cache(maxsize=64)
+def _folder(work_dir: str | Path) -> Path:
+    """``work_dir`` as a Path: one per folder (a trace replay's AMs all name the same one)."""
+    return Path(work_dir)
 
 
 @lru_cache(maxsize=1024)
@@ -708,6 +734,8 @@ def _gpu_indices(mask: int) -> tuple[int, ...]:
     return tuple(indices_of(mask))
 
 
-def _script(commands: Sequence[str]) -> str:
-    """OpenPAI runs a role's commands as one shell script; the first failing one fails the task."""
-    return "set -e\n" + "\n".join(commands)
+@lru_cache(maxsize=1024)
+def _command(commands: tuple[str, ...]) -> tuple[str, ...]:
+    """A role's container command: OpenPAI runs its commands as one shell script, and the
+    first failing one fails the task. One per list of commands (a replay's roles share theirs)."""
+    return ("/bin/sh", "-c", "set -e\n" + "\n".join(commands))

@@ -14,7 +14,8 @@ import json
 import threading
 import weakref
 from socketserver import ThreadingMixIn
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
@@ -61,24 +62,49 @@ class AMMetrics:
         self.gpu_milli_allocated = Gauge("gangmaster_gpu_milli_allocated",
                                          "Milli-GPU the job's containers hold now as shares of GPUs (1000: one "
                                          "GPU's worth; whole GPUs are in gangmaster_gpus_allocated)", registry=r)
-        #: the containers gauge of each state, looked up once (an AM sets them as its gang moves)
-        self.container_gauges = {state: self.containers.labels(state) for state in CONTAINER_STATES}
-        for gauge in self.container_gauges.values():
-            gauge.set(0)
+        self._source: Callable[[], HoldsGauges | None] = _nothing   # the AM watched (weakly)
+        # The gauges of what the job holds are read from the AM when scraped (watch()), not
+        # set as its gangs move: worked out only when someone reads them (a replay of
+        # thousands of AMs never does, and set them 14 times a job).
+        self.pending_gangs.set_function(lambda: self._read().pending_gangs)
+        for state in CONTAINER_STATES:
+            self.containers.labels(state).set_function(lambda state=state: self._read().containers.get(state, 0))
+        self.gpus_allocated.set_function(lambda: self._read().gpus)
+        self.gpu_milli_allocated.set_function(lambda: self._read().gpu_milli)
 
-    def watch_gpus(self, held: Callable[[], tuple[int, int]]) -> None:
-        """Read the GPU gauges from ``held()`` — (whole GPUs, milli-GPU in shares), a bound
-        method of the AM — when they are scraped: worked out only when someone reads them (a
-        replay of thousands of AMs never does). Held weakly: the metrics outlive an AM (a
-        new AM attempt takes them over), and must not keep it, or make it a reference cycle."""
-        method = weakref.WeakMethod(held)
+    def watch(self, am: "HoldsGauges") -> None:
+        """Read the job's gauges (pending gangs, containers by state, GPUs held) from
+        ``am.gauge_values()`` at each scrape. Held weakly: the metrics outlive an AM (a new
+        AM attempt takes them over), and must not keep it, or make it a reference cycle;
+        once it is gone the gauges read 0."""
+        self._source = weakref.ref(am)
 
-        def read(k: int) -> float:
-            owner = method()
-            return 0 if owner is None else owner()[k]
+    def _read(self) -> "GaugeValues":
+        am = self._source()
+        return _NOTHING_HELD if am is None else am.gauge_values()
 
-        self.gpus_allocated.set_function(lambda: read(0))
-        self.gpu_milli_allocated.set_function(lambda: read(1))
+
+@dataclass(frozen=True)
+class GaugeValues:
+    """What the AM holds now, as its gauges show it."""
+
+    pending_gangs: int
+    containers: Mapping[str, int]   # by state (CONTAINER_STATES)
+    gpus: int                       # whole GPUs held (granted or running)
+    gpu_milli: int                  # milli-GPU held as shares of GPUs
+
+
+_NOTHING_HELD = GaugeValues(0, {}, 0, 0)
+
+
+class HoldsGauges(Protocol):
+    """What :meth:`AMMetrics.watch` reads (the ApplicationMaster)."""
+
+    def gauge_values(self) -> GaugeValues: ...
+
+
+def _nothing() -> None:
+    return None
 
 
 class MetricsEndpoint:

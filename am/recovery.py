@@ -64,7 +64,7 @@ def recover(am: "ApplicationMaster", previous: JournalState, kept_containers) ->
                     if status.state is not ContainerState.RUNNING:
                         am._task_finished(gang, task, status.exit_status, status.diagnostics or
                                           "ended while the AM was down", now)
-            running = gang.by_state[TaskState.RUNNING]
+            running = gang.by_state.get(TaskState.RUNNING, 0)
             am.log(f"gang {name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
                    f"{running} still running")
             am._barrier.reopen(gang, saved.barrier_token)

@@ -26,6 +26,8 @@ class WaitingWatch:
         self.latest: dict[str, Diagnosis] = {}       # gang name -> its last diagnosis while it waits
         self._diagnosed_after: dict[str, tuple] = {}  # gang name -> (attempt, failed placements) diagnosed
         self._diagnosed_at: dict[str, float] = {}     # gang name -> when it was last diagnosed
+        #: whether :meth:`check` can do anything (a diagnosis is due some time, or a wait limit)
+        self.active = settings.explain_after_s is not None or settings.max_wait_s is not None
 
     def check(self, gang: GangRun, now: float) -> str:
         """Called each heartbeat for a gang still pending: diagnose it when due; returns why

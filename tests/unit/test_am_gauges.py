@@ -1,0 +1,77 @@
+"""The AM's gauges are read from it when scraped (``AMMetrics.watch``), never set as its
+gangs move: pending gangs, containers by state and GPUs show what the AM holds at the
+scrape, the last state once the job ended, and 0 once the AM is gone."""
+from prometheus_client import generate_latest
+
+from gangmaster.am.jobspec import parse_job
+from gangmaster.am.metrics import AMMetrics, GaugeValues
+from gangmaster.tools.job_runner import SimulatedRuns
+
+from sim_cluster import nodes, worker_job
+
+STATES = ("requested", "allocated", "running", "succeeded", "failed", "stopped")
+
+
+def scraped(metrics) -> dict[str, float]:
+    text = generate_latest(metrics.registry).decode()
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("gangmaster_containers{"):
+            values[line.split('state="')[1].split('"')[0]] = float(line.split()[-1])
+        elif line.startswith(("gangmaster_pending_gangs ", "gangmaster_gpus_allocated ")):
+            values[line.split()[0]] = float(line.split()[-1])
+    return values
+
+
+def test_the_gauges_follow_the_job_at_each_scrape(tmp_path):
+    runs = SimulatedRuns(nodes(2))
+    run = runs.submit(parse_job(worker_job(instances=4, duration_s=30)), tmp_path)
+    try:
+        runs.sim.run_until(10)   # every task runs
+        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 0.0, "gangmaster_gpus_allocated": 4.0,
+                                        **dict.fromkeys(STATES, 0.0), "running": 4.0}
+        assert runs.run() and run.outcome == "succeeded"
+        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 0.0, "gangmaster_gpus_allocated": 0.0,
+                                        **dict.fromkeys(STATES, 0.0), "succeeded": 4.0}
+    finally:
+        runs.close()
+
+
+def test_a_gang_waiting_for_room_is_pending(tmp_path):
+    runs = SimulatedRuns(nodes(1))
+    runs.submit(parse_job(worker_job(instances=4, duration_s=100).replace("name: j", "name: first")),
+                tmp_path / "first")
+    run = runs.submit(parse_job(worker_job(instances=4, duration_s=30)), tmp_path / "second")
+    try:
+        runs.sim.run_until(5)   # the first job holds every GPU: the second one's gang asks, and waits
+        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 1.0, "gangmaster_gpus_allocated": 0.0,
+                                        **dict.fromkeys(STATES, 0.0), "requested": 4.0}
+        assert runs.run() and run.outcome == "succeeded"
+        assert scraped(run.metrics)["succeeded"] == 4.0
+    finally:
+        runs.close()
+
+
+class Holder:
+    """Stands in for an AM: what the metrics read at a scrape."""
+
+    def __init__(self, running: int):
+        self.running = running
+
+    def gauge_values(self) -> GaugeValues:
+        return GaugeValues(1, {"running": self.running}, 2 * self.running, 0)
+
+
+def test_the_metrics_hold_what_they_watch_weakly_and_read_zero_once_it_is_gone():
+    metrics = AMMetrics()
+    holder = Holder(3)
+    metrics.watch(holder)
+    assert scraped(metrics) == {"gangmaster_pending_gangs": 1.0, "gangmaster_gpus_allocated": 6.0,
+                                **dict.fromkeys(STATES, 0.0), "running": 3.0}
+    holder.running = 5   # read at the scrape, not when set
+    assert scraped(metrics)["running"] == 5.0
+    newer = Holder(1)
+    metrics.watch(newer)   # a new AM attempt takes the metrics over
+    assert scraped(metrics)["running"] == 1.0
+    del holder, newer
+    assert set(scraped(metrics).values()) == {0.0}
