@@ -67,7 +67,7 @@ class NodeIndex:
         self._base: dict[int, _Run] = {}
         for b, s, e in zip(values, starts, ends):
             nodes = order[s:e]
-            self._base[int(b)] = _Run(nodes, keys[nodes], nodes if self.ties is None else self.ties[nodes])
+            self._base[int(b)] = _Run.of(nodes, keys[nodes], nodes if self.ties is None else self.ties[nodes])
         self._moved = np.zeros(len(keys), dtype=bool)
         self._moved_shared = False
         self._extra: dict[int, list[tuple[int, int, int]]] = {}  # bucket -> sorted [(key, tie, node)]
@@ -121,17 +121,18 @@ class NodeIndex:
         for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
         first. Runs are read in order of their smallest key, and a run (or the rest of
         one) whose smallest key is above the k-th found is not read."""
-        runs = [run for bucket, run in self._base.items() if bucket >= min_bucket]
-        skip_moved = len(runs)  # the first runs are base runs: they may hold moved nodes
-        runs += [self._extra_run(bucket) for bucket, entries in self._extra.items()
-                 if bucket >= min_bucket and entries]
-        order = sorted(range(len(runs)), key=lambda r: runs[r].keys[0])
+        moved_base = self._moved if self._where else None  # base runs may hold moved nodes
+        runs = [(run.first, r, run, moved_base) for r, (bucket, run) in enumerate(self._base.items())
+                if bucket >= min_bucket]
+        for r, (bucket, entries) in enumerate(self._extra.items(), start=len(self._base)):
+            if bucket >= min_bucket and entries:
+                run = self._extra_run(bucket)
+                runs.append((run.first, r, run, None))
+        runs.sort()  # by smallest key, then place in the index (r is unique: runs are never compared)
         found: list[tuple[int, int, int]] = []  # (key, tie, node), sorted, at most k
-        for r in order:
-            nodes_run, keys_run, ties_run = runs[r]
-            if len(found) >= k and keys_run[0] > found[-1][0]:
+        for first, _, (nodes_run, keys_run, ties_run, _), moved in runs:
+            if len(found) >= k and first > found[-1][0]:
                 break  # every later run starts even higher
-            moved = self._moved if r < skip_moved and self._where else None
             start, size, taken = 0, FIRST_CHUNK, 0
             while start < nodes_run.size and taken < k:
                 if len(found) >= k and keys_run[start] > found[-1][0]:
@@ -142,6 +143,8 @@ class NodeIndex:
                 if moved is not None:
                     live = ~moved[nodes]
                     nodes, keys, ties = nodes[live], keys[live], ties[live]
+                    if not nodes.size:  # all moved (the nodes that change most lead a run)
+                        continue
                 ok = np.flatnonzero(passes(nodes))[:k]
                 new = list(zip(keys[ok].tolist(), ties[ok].tolist(), nodes[ok].tolist()))
                 if not new:
@@ -157,13 +160,19 @@ class NodeIndex:
         run = self._extra_runs.get(bucket)
         if run is None:
             keys, ties, nodes = (np.array(column, dtype=np.int64) for column in zip(*self._extra[bucket]))
-            run = self._extra_runs[bucket] = _Run(nodes, keys, ties)
+            run = self._extra_runs[bucket] = _Run.of(nodes, keys, ties)
         return run
 
 
 class _Run(NamedTuple):
-    """Nodes sorted by (key, tie rank), with their keys and tie ranks."""
+    """Nodes sorted by (key, tie rank), with their keys and tie ranks, and the smallest key
+    as a Python int (a walk orders the runs by it)."""
 
     nodes: np.ndarray
     keys: np.ndarray
     ties: np.ndarray
+    first: int
+
+    @classmethod
+    def of(cls, nodes: np.ndarray, keys: np.ndarray, ties: np.ndarray) -> "_Run":
+        return cls(nodes, keys, ties, int(keys[0]))
