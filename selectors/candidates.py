@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .filters import NODE_STAGES, RACK_STAGE, FilterContext, RowCheck
-from .node_index import NodeIndex
+from .node_index import NodeIndex, min_bucket, room_buckets
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
@@ -105,9 +105,10 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
     index = node_index(ctx.view, key, ties)
     check = node_check(ctx)
     passes = _every if check is None else check
+    lowest = min_bucket(ctx.request.resource)
     if skip is None:
-        return index.best(k, ctx.request.resource.gpus, passes)
-    return index.best(k, ctx.request.resource.gpus, lambda nodes: passes(nodes) & ~skip(nodes))
+        return index.best(k, lowest, passes)
+    return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes))
 
 
 def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
@@ -117,10 +118,15 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
     index kept up to date once instead of building its own."""
     # an index holds its tie array, so the array's id names it as long as it lives
     name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
-    index = view.derived(name, lambda v: NodeIndex(key.column(v), v.gpus_free, key.name, ties))
+    index = view.derived(name, lambda v: NodeIndex(key.column(v), _buckets(v), key.name, ties))
     if index.dirty:  # (the key column is brought up to date by whoever reads it)
-        index.sync(key.column(view), view.gpus_free)
+        index.sync(key.column(view), _buckets(view))
     return index
+
+
+def _buckets(view: "ClusterView") -> np.ndarray:
+    """Every node's bucket in the view's node indexes (one column for all of them)."""
+    return view.cached_column("node-index-buckets", room_buckets)
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:

@@ -1,17 +1,26 @@
-"""NodeIndex: a view's nodes in a strategy's key order, per free-GPU count, kept up to date row by row.
+"""NodeIndex: a view's nodes in a strategy's key order, per room for GPUs, kept up to date row by row.
 
 select() wants the few best nodes that can take a request. When a strategy's key of
 a node depends only on that node's state (:meth:`Selector.node_key
 <gangmaster.selectors.selector.Selector.node_key>`), the nodes can be kept sorted by
 key once, and a request walks them best first and stops as soon as it has the nodes
-it wants: a request for ``g`` GPUs reads only the buckets of nodes with at least
-``g`` free GPUs, and in each only the first nodes in key order, a chunk at a time
+it wants: it reads only the buckets of nodes that may have room for its GPUs
+(:func:`min_bucket`), and in each only the first nodes in key order, a chunk at a time
 (the caller checks a chunk with one numpy expression per filter).
+
+Buckets (:func:`room_buckets`) count a node's room for GPUs in tenths of a GPU:
+``BUCKETS_PER_GPU`` per wholly free GPU, or, on a node with none, the most milli-GPU
+free on one of its GPUs, in steps of ``SHARE_MILLI_PER_BUCKET`` (rounded down). A
+request for ``g`` whole GPUs reads the buckets from ``g × BUCKETS_PER_GPU`` up; a share
+of ``m`` milli-GPU those from ``m // SHARE_MILLI_PER_BUCKET`` up: the nodes full of
+whole GPUs or of shares (most of a filled cluster) are never read, and every node with
+room is (a node left out has less than asked; a node read may still fall short, and the
+caller's check says so).
 
 Equal keys are ordered by a tie rank per node: the node number (select()'s order),
 or a permutation the caller gives (a seeded tie order), one index per rank.
 
-Layout. Per bucket (a free-GPU count) a *base run*: node numbers sorted by (key,
+Layout. Per bucket a *base run*: node numbers sorted by (key,
 tie rank) when the index was last built, with their keys; and an *extra run*: the
 nodes that changed since, sorted by their current (key, tie rank). A changed node is marked
 *moved* and skipped in the base runs. When the moved nodes pass a share of the
@@ -33,6 +42,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from .fit import GPU_MILLI
+
 #: the base runs are rebuilt once the moved nodes exceed len(view) // REBUILD_SHARE (at least
 #: MIN_MOVED_BEFORE_REBUILD): a sort of n nodes then costs O(log n) per change, amortised.
 REBUILD_SHARE = 16
@@ -40,6 +51,31 @@ MIN_MOVED_BEFORE_REBUILD = 64
 #: nodes checked in the first chunk of a run; each next chunk of the same run is 4x larger,
 #: so a walk that must skip many nodes costs O(skipped) numpy work in few steps.
 FIRST_CHUNK = 32
+#: buckets per wholly free GPU; a node with none has its share room in steps of a GPU's tenth
+BUCKETS_PER_GPU = 10
+SHARE_MILLI_PER_BUCKET = GPU_MILLI // BUCKETS_PER_GPU
+
+
+def room_buckets(view, rows) -> np.ndarray:
+    """The bucket of each node of ``rows`` (an index array, or ``slice(None)`` for every
+    node): its room for GPUs (module docstring), int64."""
+    free = np.asarray(view.gpus_free[rows], dtype=np.int64)
+    buckets = free * BUCKETS_PER_GPU
+    if view.gpus_shared[rows].any():
+        shared = np.flatnonzero((free == 0) & (view.gpus_shared[rows] > 0))
+        if shared.size:
+            nodes = shared if isinstance(rows, slice) else np.asarray(rows)[shared]
+            buckets[shared] = view.gpu_milli_free_rows(nodes).max(axis=1) // SHARE_MILLI_PER_BUCKET
+    return buckets
+
+
+def min_bucket(resource) -> int:
+    """The first bucket that may hold nodes with room for one instance of ``resource`` (a
+    ResourceDescriptor): whole GPUs, a share of one, or none."""
+    if resource.gpus:
+        return resource.gpus * BUCKETS_PER_GPU
+    return resource.gpu_milli // SHARE_MILLI_PER_BUCKET
+
 
 
 class NodeIndex:
