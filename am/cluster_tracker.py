@@ -28,21 +28,32 @@ from .rm_protocol import NodeReport, view_from_nodes
 
 class _Room(NamedTuple):
     """What one node of the view offers now: whether it is usable, and what is free
-    (``gpu_milli``: milli-GPU free per GPU, only where some GPU holds shares; elsewhere
-    the wholly free GPUs of ``gpu_mask`` say it all)."""
+    (``shares_used``: milli-GPU taken by shares per GPU, only where some GPU holds shares;
+    elsewhere the wholly free GPUs of ``gpu_mask`` say it all)."""
 
     healthy: bool
     memory_mb: int
     mvcores: int
     gpu_mask: int
     ports: PortRanges
-    gpu_milli: tuple[int, ...] | None
+    shares_used: list[int] | None
 
     @classmethod
     def of(cls, view: ClusterView, i: int) -> "_Room":
-        shares = tuple(view.gpu_milli_free_rows([i])[0].tolist()) if view.gpus_shared.item(i) else None
+        shares = view.gpu_share_used[i].tolist() if view.gpus_shared.item(i) else None
         return cls(view.healthy.item(i), view.memory_free.item(i), view.mvcores_free.item(i),
                    view.gpu_free_mask.item(i), view.ports_free[i], shares)
+
+    @property
+    def gpu_milli(self) -> tuple[int, ...] | None:
+        """Milli-GPU free per GPU, where some GPU holds shares (as
+        :meth:`ClusterView.gpu_milli_free_rows` counts it: a whole GPU free, what shares
+        leave on a shared one, none on one taken whole); None elsewhere."""
+        used = self.shares_used
+        if used is None:
+            return None
+        return tuple(GPU_MILLI if self.gpu_mask >> k & 1 else (GPU_MILLI - used[k] if used[k] > 0 else 0)
+                     for k in range(len(used)))
 
     def grew_from(self, before: "_Room") -> bool:
         """More room than ``before`` in any dimension (a GPU or port freed, or milli-GPU
@@ -54,11 +65,11 @@ class _Room(NamedTuple):
     def _shares_grew_from(self, before: "_Room") -> bool:
         """Some GPU that holds shares now has more milli free than before (a GPU wholly
         freed is in the mask's comparison)."""
-        if self.gpu_milli is None:
+        now = self.gpu_milli
+        if now is None:
             return False
-        was = before.gpu_milli or tuple(GPU_MILLI if before.gpu_mask >> k & 1 else 0
-                                        for k in range(len(self.gpu_milli)))
-        return any(now > then for now, then in zip(self.gpu_milli, was))
+        was = before.gpu_milli or tuple(GPU_MILLI if before.gpu_mask >> k & 1 else 0 for k in range(len(now)))
+        return any(a > b for a, b in zip(now, was))
 
 
 class ClusterTracker:

@@ -142,8 +142,8 @@ class GpuTypeFilter(NodeFilter):
         if not wanted:
             return None
         view = ctx.view
-        codes = [i for i, t in enumerate(view.gpu_types) if t in wanted]
-        return lambda rows: np.isin(_take(view.gpu_type_code, rows), codes)
+        allowed = np.array([t in wanted for t in view.gpu_types], dtype=bool)  # per GPU type code
+        return lambda rows: allowed[_take(view.gpu_type_code, rows)]
 
 
 class NonGpuJobFilter(NodeFilter):

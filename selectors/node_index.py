@@ -21,14 +21,15 @@ Equal keys are ordered by a tie rank per node: the node number (select()'s order
 or a permutation the caller gives (a seeded tie order), one index per rank.
 
 Layout. Per bucket a *base run*: node numbers sorted by (key,
-tie rank) when the index was last built, with their keys; and an *extra run*: the
-nodes that changed since, sorted by their current (key, tie rank). A changed node is marked
-*moved* and skipped in the base runs. When the moved nodes pass a share of the
+tie rank) when the index was last built, with their keys; and one *extra run*: the
+nodes that changed since, sorted by their current (key, tie rank), each with its bucket
+now (a walk skips those of buckets below its own). A changed node is marked *moved* and
+skipped in the base runs. When the moved nodes pass a share of the
 cluster the base runs are built again (a sort of every node once per
 ``len(view) // REBUILD_SHARE`` changes).
 
 Copies. A copy shares the base runs (never written in place) and copies what
-changed: the extra runs, and the moved column on its first change. So a scratch copy
+changed: the extra run, and the moved column on its first change. So a scratch copy
 of the view costs what differs from its original, not the cluster.
 
 The view tells the index which rows changed (its ``dirty`` set, filled by
@@ -106,8 +107,8 @@ class NodeIndex:
             self._base[int(b)] = _Run.of(nodes, keys[nodes], nodes if self.ties is None else self.ties[nodes])
         self._moved = np.zeros(len(keys), dtype=bool)
         self._moved_shared = False
-        self._extra: dict[int, list[tuple[int, int, int]]] = {}  # bucket -> sorted [(key, tie, node)]
-        self._extra_runs: dict[int, _Run] = {}
+        self._extra: list[tuple[int, int, int]] = []  # the moved nodes, sorted [(key, tie, node)]
+        self._extra_run: tuple[_Run, np.ndarray] | None = None  # them as arrays, and their buckets
         self._where: dict[int, tuple[int, int]] = {}  # moved node -> (bucket, key) now
 
     def copy(self) -> "NodeIndex":
@@ -117,8 +118,8 @@ class NodeIndex:
         clone._base = self._base
         clone._moved = self._moved
         clone._moved_shared = self._moved_shared = True
-        clone._extra = {b: list(entries) for b, entries in self._extra.items()}
-        clone._extra_runs = dict(self._extra_runs)
+        clone._extra = list(self._extra)
+        clone._extra_run = self._extra_run  # (arrays, never written in place)
         clone._where = dict(self._where)
         return clone
 
@@ -138,13 +139,11 @@ class NodeIndex:
             if old is None:
                 self._moved[node] = True
             else:
-                entries = self._extra[old[0]]
-                del entries[bisect_left(entries, (old[1], self._tie(node), node))]
-                self._extra_runs.pop(old[0], None)
+                del self._extra[bisect_left(self._extra, (old[1], self._tie(node), node))]
             bucket, key = int(buckets[node]), int(keys[node])
-            insort(self._extra.setdefault(bucket, []), (key, self._tie(node), node))
-            self._extra_runs.pop(bucket, None)
+            insort(self._extra, (key, self._tie(node), node))
             self._where[node] = (bucket, key)
+        self._extra_run = None
         self.dirty.clear()
 
     def _tie(self, node: int) -> int:
@@ -157,47 +156,57 @@ class NodeIndex:
         for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
         first. Runs are read in order of their smallest key, and a run (or the rest of
         one) whose smallest key is above the k-th found is not read."""
-        moved_base = self._moved if self._where else None  # base runs may hold moved nodes
-        runs = [(run.first, r, run, moved_base) for r, (bucket, run) in enumerate(self._base.items())
+        moved = self._moved if self._where else None  # base runs may hold moved nodes
+        runs = [(run.first, r, run, 0, moved, None) for r, (bucket, run) in enumerate(self._base.items())
                 if bucket >= min_bucket]
-        for r, (bucket, entries) in enumerate(self._extra.items(), start=len(self._base)):
-            if bucket >= min_bucket and entries:
-                run = self._extra_run(bucket)
-                runs.append((run.first, r, run, None))
-        runs.sort()  # by smallest key, then place in the index (r is unique: runs are never compared)
+        if self._extra:  # the moved nodes: one run, those of lower buckets left out
+            extra, extra_buckets = self._moved_run()
+            live = extra_buckets >= min_bucket
+            first_live = int(live.argmax())
+            if live[first_live]:
+                runs.append((int(extra.keys[first_live]), len(self._base), extra, first_live, None,
+                             None if first_live == 0 and live.all() else live))
+        runs.sort()  # by smallest key, then place (unique: runs are never compared)
         found: list[tuple[int, int, int]] = []  # (key, tie, node), sorted, at most k
-        for first, _, (nodes_run, keys_run, ties_run, _), moved in runs:
+        for first, _, (nodes_run, keys_run, ties_run, _), start, moved_of, live_at in runs:
             if len(found) >= k and first > found[-1][0]:
                 break  # every later run starts even higher
-            start, size, taken = 0, FIRST_CHUNK, 0
+            size, taken = FIRST_CHUNK, 0
             while start < nodes_run.size and taken < k:
                 if len(found) >= k and keys_run[start] > found[-1][0]:
                     break
-                chunk = slice(start, start + size)
-                nodes, keys, ties = nodes_run[chunk], keys_run[chunk], ties_run[chunk]
-                start, size = start + size, size * 4
-                if moved is not None:
-                    live = ~moved[nodes]
-                    nodes, keys, ties = nodes[live], keys[live], ties[live]
-                    if not nodes.size:  # all moved (the nodes that change most lead a run)
+                end = start + size
+                nodes = nodes_run[start:end]
+                if moved_of is not None:
+                    at = np.flatnonzero(~moved_of[nodes])
+                elif live_at is not None:
+                    at = np.flatnonzero(live_at[start:end])
+                else:
+                    at = None
+                if at is not None:
+                    if not at.size:  # all moved (the nodes that change most lead a run), or too small
+                        start, size = end, size * 4
                         continue
+                    nodes = nodes[at]
                 ok = np.flatnonzero(passes(nodes))[:k]
-                new = list(zip(keys[ok].tolist(), ties[ok].tolist(), nodes[ok].tolist()))
-                if not new:
-                    continue
-                taken += len(new)
-                found = sorted(found + new)[:k] if found else new
+                if ok.size:
+                    where = (ok if at is None else at[ok]) + start
+                    new = list(zip(keys_run[where].tolist(), ties_run[where].tolist(), nodes[ok].tolist()))
+                    taken += len(new)
+                    found = sorted(found + new)[:k] if found else new
+                start, size = end, size * 4
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         keys, _, nodes = zip(*found)
         return np.array(nodes, dtype=np.int64), np.array(keys, dtype=np.int64)
 
-    def _extra_run(self, bucket: int) -> "_Run":
-        run = self._extra_runs.get(bucket)
-        if run is None:
-            keys, ties, nodes = (np.array(column, dtype=np.int64) for column in zip(*self._extra[bucket]))
-            run = self._extra_runs[bucket] = _Run.of(nodes, keys, ties)
-        return run
+    def _moved_run(self) -> tuple["_Run", np.ndarray]:
+        """The moved nodes as one run, and the bucket of each."""
+        if self._extra_run is None:
+            keys, ties, nodes = (np.array(column, dtype=np.int64) for column in zip(*self._extra))
+            buckets = np.array([self._where[node][0] for node in nodes.tolist()], dtype=np.int64)
+            self._extra_run = (_Run.of(nodes, keys, ties), buckets)
+        return self._extra_run
 
 
 class _Run(NamedTuple):
