@@ -21,15 +21,17 @@ Equal keys are ordered by a tie rank per node: the node number (select()'s order
 or a permutation the caller gives (a seeded tie order), one index per rank.
 
 Layout. Per bucket a *base run*: node numbers sorted by (key,
-tie rank) when the index was last built, with their keys; and one *extra run*: the
-nodes that changed since, sorted by their current (key, tie rank), each with its bucket
-now (a walk skips those of buckets below its own). A changed node is marked *moved* and
-skipped in the base runs. When the moved nodes pass a share of the
-cluster the base runs are built again (a sort of every node once per
-``len(view) // REBUILD_SHARE`` changes).
+tie rank) when the index was last built, with their keys. The nodes that changed since
+are marked *moved* and skipped in the base runs; they sit, unsorted, in one small table
+of their current (key, tie rank, node, bucket), one row each, written in place as they
+change again. A walk checks the moved nodes of its buckets all at once (one check of a
+few dozen rows), then reads the base runs. Each base run remembers where its first
+nodes not yet moved start (the nodes that change most lead a run). When the moved nodes
+pass a share of the cluster the base runs are built again (a sort of every node once
+per ``len(view) // REBUILD_SHARE`` changes).
 
 Copies. A copy shares the base runs (never written in place) and copies what
-changed: the extra run, and the moved column on its first change. So a scratch copy
+changed: the moved table and the moved column, on its first change. So a scratch copy
 of the view costs what differs from its original, not the cluster.
 
 The view tells the index which rows changed (its ``dirty`` set, filled by
@@ -38,7 +40,6 @@ The view tells the index which rows changed (its ``dirty`` set, filled by
 """
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -106,21 +107,23 @@ class NodeIndex:
             nodes = order[s:e]
             self._base[int(b)] = _Run.of(nodes, keys[nodes], nodes if self.ties is None else self.ties[nodes])
         self._moved = np.zeros(len(keys), dtype=bool)
-        self._moved_shared = False
-        self._extra: list[tuple[int, int, int]] = []  # the moved nodes, sorted [(key, tie, node)]
-        self._extra_run: tuple[_Run, np.ndarray] | None = None  # them as arrays, and their buckets
-        self._where: dict[int, tuple[int, int]] = {}  # moved node -> (bucket, key) now
+        # the moved nodes, a row each: (key, tie rank, node, bucket) now; at most as many as
+        # sync lets move before it builds again
+        self._table = np.zeros((max(MIN_MOVED_BEFORE_REBUILD, len(keys) // REBUILD_SHARE), 4), dtype=np.int64)
+        self._shared = False  # the moved column and table are a copy's too: copied before a write
+        self._where: dict[int, int] = {}  # moved node -> its row in the table
+        # bucket -> (position, key there): the base run's nodes before it have all moved
+        self._live_from: dict[int, tuple[int, int]] = {}
 
     def copy(self) -> "NodeIndex":
         clone = object.__new__(NodeIndex)
         clone.dirty = set(self.dirty)
         clone.ties = self.ties
         clone._base = self._base
-        clone._moved = self._moved
-        clone._moved_shared = self._moved_shared = True
-        clone._extra = list(self._extra)
-        clone._extra_run = self._extra_run  # (arrays, never written in place)
+        clone._moved, clone._table = self._moved, self._table
+        clone._shared = self._shared = True
         clone._where = dict(self._where)
+        clone._live_from = dict(self._live_from)
         return clone
 
     # ------------------------------------------------------------ keeping up
@@ -132,18 +135,15 @@ class NodeIndex:
             self.dirty.clear()
             self._build(keys, buckets)
             return
-        if self._moved_shared:
-            self._moved, self._moved_shared = self._moved.copy(), False
+        if self._shared:
+            self._moved, self._table, self._shared = self._moved.copy(), self._table.copy(), False
+        where, table = self._where, self._table
         for node in self.dirty:
-            old = self._where.get(node)
-            if old is None:
+            row = where.get(node)
+            if row is None:
                 self._moved[node] = True
-            else:
-                del self._extra[bisect_left(self._extra, (old[1], self._tie(node), node))]
-            bucket, key = int(buckets[node]), int(keys[node])
-            insort(self._extra, (key, self._tie(node), node))
-            self._where[node] = (bucket, key)
-        self._extra_run = None
+                row = where[node] = len(where)
+            table[row] = (keys.item(node), self._tie(node), node, buckets.item(node))
         self.dirty.clear()
 
     def _tie(self, node: int) -> int:
@@ -154,21 +154,26 @@ class NodeIndex:
              ) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` smallest (key, tie rank) among the nodes of buckets ``>= min_bucket``
         for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
-        first. Runs are read in order of their smallest key, and a run (or the rest of
-        one) whose smallest key is above the k-th found is not read."""
-        moved = self._moved if self._where else None  # base runs may hold moved nodes
-        runs = [(run.first, r, run, 0, moved, None) for r, (bucket, run) in enumerate(self._base.items())
-                if bucket >= min_bucket]
-        if self._extra:  # the moved nodes: one run, those of lower buckets left out
-            extra, extra_buckets = self._moved_run()
-            live = extra_buckets >= min_bucket
-            first_live = int(live.argmax())
-            if live[first_live]:
-                runs.append((int(extra.keys[first_live]), len(self._base), extra, first_live, None,
-                             None if first_live == 0 and live.all() else live))
-        runs.sort()  # by smallest key, then place (unique: runs are never compared)
+        first. The moved nodes are checked at once; then the base runs are read in order
+        of their smallest key, and a run (or the rest of one) whose smallest key is above
+        the k-th found is not read."""
         found: list[tuple[int, int, int]] = []  # (key, tie, node), sorted, at most k
-        for first, _, (nodes_run, keys_run, ties_run, _), start, moved_of, live_at in runs:
+        runs = []  # (smallest key, place, run, position to start from, bucket)
+        if self._where:
+            found = self._best_moved(k, min_bucket, passes)
+            live_from = self._live_from
+            for r, (bucket, run) in enumerate(self._base.items()):
+                if bucket >= min_bucket:
+                    start, first = live_from.get(bucket, (0, run.first))
+                    if start < run.nodes.size:
+                        runs.append((first, r, run, start, bucket))
+            moved = self._moved
+        else:
+            runs = [(run.first, r, run, 0, bucket) for r, (bucket, run) in enumerate(self._base.items())
+                    if bucket >= min_bucket]
+            moved = None
+        runs.sort()  # by smallest key, then place (unique: runs are never compared)
+        for first, _, (nodes_run, keys_run, ties_run, _), start, bucket in runs:
             if len(found) >= k and first > found[-1][0]:
                 break  # every later run starts even higher
             size, taken = FIRST_CHUNK, 0
@@ -177,14 +182,13 @@ class NodeIndex:
                     break
                 end = start + size
                 nodes = nodes_run[start:end]
-                if moved_of is not None:
-                    at = np.flatnonzero(~moved_of[nodes])
-                elif live_at is not None:
-                    at = np.flatnonzero(live_at[start:end])
-                else:
-                    at = None
-                if at is not None:
-                    if not at.size:  # all moved (the nodes that change most lead a run), or too small
+                at = None
+                if moved is not None:
+                    at = np.flatnonzero(~moved[nodes])
+                    if start == self._live_from.get(bucket, (0,))[0]:  # where the run starts now
+                        live = start + int(at[0]) if at.size else end
+                        self._live_from[bucket] = (live, int(keys_run[live]) if live < nodes_run.size else 0)
+                    if not at.size:  # all moved
                         start, size = end, size * 4
                         continue
                     nodes = nodes[at]
@@ -200,13 +204,19 @@ class NodeIndex:
         keys, _, nodes = zip(*found)
         return np.array(nodes, dtype=np.int64), np.array(keys, dtype=np.int64)
 
-    def _moved_run(self) -> tuple["_Run", np.ndarray]:
-        """The moved nodes as one run, and the bucket of each."""
-        if self._extra_run is None:
-            keys, ties, nodes = (np.array(column, dtype=np.int64) for column in zip(*self._extra))
-            buckets = np.array([self._where[node][0] for node in nodes.tolist()], dtype=np.int64)
-            self._extra_run = (_Run.of(nodes, keys, ties), buckets)
-        return self._extra_run
+    def _best_moved(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray]
+                    ) -> list[tuple[int, int, int]]:
+        """The ``k`` smallest (key, tie, node) among the moved nodes of buckets ``>= min_bucket``
+        that pass, sorted."""
+        table = self._table[:len(self._where)]
+        rows = table[table[:, 3] >= min_bucket]
+        if not rows.size:
+            return []
+        rows = rows[passes(rows[:, 2])]
+        if not rows.size:
+            return []
+        best = rows[np.lexsort((rows[:, 1], rows[:, 0]))[:k], :3] if len(rows) > 1 else rows[:, :3]
+        return [tuple(row) for row in best.tolist()]
 
 
 class _Run(NamedTuple):
