@@ -72,6 +72,10 @@ class _Room(NamedTuple):
         return any(a > b for a, b in zip(now, was))
 
 
+#: not yet known (a gang shape the tracker has not checked)
+_UNKNOWN = object()
+
+
 class ClusterTracker:
     def __init__(self, read_nodes: Callable[[], list[NodeReport]]):
         self._read_nodes = read_nodes
@@ -107,7 +111,8 @@ class ClusterTracker:
         on it, returned as that function returns it; else None."""
         pipelines = tuple(pipeline_for(role) for role in roles)
         key = (roles, pipelines)   # pipelines by identity: AMs that share them share the answer
-        if key not in self._fits_empty or self.view.is_empty():
+        never = self._fits_empty.get(key, _UNKNOWN)   # (one look-up: the key hashes every role)
+        if never is _UNKNOWN or self.view.is_empty():
             try:
                 placed = check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
             except GangDoesNotFit as exc:
@@ -115,7 +120,6 @@ class ClusterTracker:
                 raise
             self._fits_empty[key] = None
             return placed
-        never = self._fits_empty[key]
         if never is not None:
             raise never
         return None
