@@ -83,6 +83,7 @@ class ClusterTracker:
         self.grown = 0      # counts the updates after which some node had more room than before
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
         self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
+        self._empty_at: tuple[int, bool] | None = None   # (view.changes, view.is_empty()) when last asked
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
         """Take the RM's node updates; True when some node has more room than before."""
@@ -112,7 +113,7 @@ class ClusterTracker:
         pipelines = tuple(pipeline_for(role) for role in roles)
         key = (roles, pipelines)   # pipelines by identity: AMs that share them share the answer
         never = self._fits_empty.get(key, _UNKNOWN)   # (one look-up: the key hashes every role)
-        if never is _UNKNOWN or self.view.is_empty():
+        if never is _UNKNOWN or self._view_is_empty():
             try:
                 placed = check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
             except GangDoesNotFit as exc:
@@ -123,6 +124,15 @@ class ClusterTracker:
         if never is not None:
             raise never
         return None
+
+    def _view_is_empty(self) -> bool:
+        """``view.is_empty()``, looked at again only once the view has changed: the view
+        counts each change made through it (``changes``), and the tracker's view is changed
+        only through it (AMs book on scratch copies)."""
+        changes = self.view.changes
+        if self._empty_at is None or self._empty_at[0] != changes:
+            self._empty_at = (changes, self.view.is_empty())
+        return self._empty_at[1]
 
     def mark_failed(self, role: str, host: str) -> None:
         """``role`` failed on ``host`` because of the node: its instances avoid it from now on."""
@@ -143,6 +153,7 @@ class ClusterTracker:
     def _rebuild(self) -> None:
         self.view = view_from_nodes(self._read_nodes())
         self._fits_empty.clear()
+        self._empty_at = None
         for role, host in self._failed:
             if host in self.view.host_index:
                 self.view.mark_failed(role, host)
