@@ -28,21 +28,32 @@ from .rm_protocol import NodeReport, view_from_nodes
 
 class _Room(NamedTuple):
     """What one node of the view offers now: whether it is usable, and what is free
-    (``gpu_milli``: milli-GPU free per GPU, only where some GPU holds shares; elsewhere
-    the wholly free GPUs of ``gpu_mask`` say it all)."""
+    (``shares_used``: milli-GPU taken by shares per GPU, only where some GPU holds shares;
+    elsewhere the wholly free GPUs of ``gpu_mask`` say it all)."""
 
     healthy: bool
     memory_mb: int
     mvcores: int
     gpu_mask: int
     ports: PortRanges
-    gpu_milli: tuple[int, ...] | None
+    shares_used: list[int] | None
 
     @classmethod
     def of(cls, view: ClusterView, i: int) -> "_Room":
-        shares = tuple(view.gpu_milli_free_rows([i])[0].tolist()) if view.gpus_shared.item(i) else None
+        shares = view.gpu_share_used[i].tolist() if view.gpus_shared.item(i) else None
         return cls(view.healthy.item(i), view.memory_free.item(i), view.mvcores_free.item(i),
                    view.gpu_free_mask.item(i), view.ports_free[i], shares)
+
+    @property
+    def gpu_milli(self) -> tuple[int, ...] | None:
+        """Milli-GPU free per GPU, where some GPU holds shares (as
+        :meth:`ClusterView.gpu_milli_free_rows` counts it: a whole GPU free, what shares
+        leave on a shared one, none on one taken whole); None elsewhere."""
+        used = self.shares_used
+        if used is None:
+            return None
+        return tuple(GPU_MILLI if self.gpu_mask >> k & 1 else (GPU_MILLI - used[k] if used[k] > 0 else 0)
+                     for k in range(len(used)))
 
     def grew_from(self, before: "_Room") -> bool:
         """More room than ``before`` in any dimension (a GPU or port freed, or milli-GPU
@@ -54,11 +65,15 @@ class _Room(NamedTuple):
     def _shares_grew_from(self, before: "_Room") -> bool:
         """Some GPU that holds shares now has more milli free than before (a GPU wholly
         freed is in the mask's comparison)."""
-        if self.gpu_milli is None:
+        now = self.gpu_milli
+        if now is None:
             return False
-        was = before.gpu_milli or tuple(GPU_MILLI if before.gpu_mask >> k & 1 else 0
-                                        for k in range(len(self.gpu_milli)))
-        return any(now > then for now, then in zip(self.gpu_milli, was))
+        was = before.gpu_milli or tuple(GPU_MILLI if before.gpu_mask >> k & 1 else 0 for k in range(len(now)))
+        return any(a > b for a, b in zip(now, was))
+
+
+#: not yet known (a gang shape the tracker has not checked)
+_UNKNOWN = object()
 
 
 class ClusterTracker:
@@ -68,6 +83,7 @@ class ClusterTracker:
         self.grown = 0      # counts the updates after which some node had more room than before
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
         self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
+        self._empty_at: tuple[int, bool] | None = None   # (view.changes, view.is_empty()) when last asked
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
         """Take the RM's node updates; True when some node has more room than before."""
@@ -96,7 +112,8 @@ class ClusterTracker:
         on it, returned as that function returns it; else None."""
         pipelines = tuple(pipeline_for(role) for role in roles)
         key = (roles, pipelines)   # pipelines by identity: AMs that share them share the answer
-        if key not in self._fits_empty or self.view.is_empty():
+        never = self._fits_empty.get(key, _UNKNOWN)   # (one look-up: the key hashes every role)
+        if never is _UNKNOWN or self._view_is_empty():
             try:
                 placed = check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
             except GangDoesNotFit as exc:
@@ -104,10 +121,18 @@ class ClusterTracker:
                 raise
             self._fits_empty[key] = None
             return placed
-        never = self._fits_empty[key]
         if never is not None:
             raise never
         return None
+
+    def _view_is_empty(self) -> bool:
+        """``view.is_empty()``, looked at again only once the view has changed: the view
+        counts each change made through it (``changes``), and the tracker's view is changed
+        only through it (AMs book on scratch copies)."""
+        changes = self.view.changes
+        if self._empty_at is None or self._empty_at[0] != changes:
+            self._empty_at = (changes, self.view.is_empty())
+        return self._empty_at[1]
 
     def mark_failed(self, role: str, host: str) -> None:
         """``role`` failed on ``host`` because of the node: its instances avoid it from now on."""
@@ -128,6 +153,7 @@ class ClusterTracker:
     def _rebuild(self) -> None:
         self.view = view_from_nodes(self._read_nodes())
         self._fits_empty.clear()
+        self._empty_at = None
         for role, host in self._failed:
             if host in self.view.host_index:
                 self.view.mark_failed(role, host)

@@ -19,7 +19,8 @@ of the view.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Mapping, NamedTuple, Sequence, Union
 
 from gangmaster.selectors.cluster import ClusterView
@@ -80,10 +81,24 @@ def role_request(role: RoleSpec, pending: int, placed_hosts: tuple[str, ...],
                  rack_policy: str = "none") -> SelectionRequest:
     """The request of one instance of ``role``; ``rack_policy``: the default for a role
     that sets none (``selection.rack_policy``)."""
+    if pending <= 1 and not placed_hosts:
+        return _first_request(role, rack_policy)
+    return _request(role, pending, placed_hosts, rack_policy)
+
+
+def _request(role: RoleSpec, pending: int, placed_hosts: tuple[str, ...], rack_policy: str) -> SelectionRequest:
     return SelectionRequest(
         role=role.name, resource=role.ask_resource(), node_label=role.node_label,
         gpu_types=role.gpu_types, pending_tasks=max(1, pending), placed_hosts=placed_hosts,
         max_instances_per_node=role.max_instances_per_node, rack_policy=role.rack_policy or rack_policy)
+
+
+@lru_cache(maxsize=4096)
+def _first_request(role: RoleSpec, rack_policy: str) -> SelectionRequest:
+    """The request a placement starts from (one pending, no hosts yet), made once per role
+    and default rack policy: both are immutable, and every placement of a role (and, in a
+    trace replay, every job of one shape: they share their RoleSpec) asks the same."""
+    return _request(role, 1, (), rack_policy)
 
 
 def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor,
@@ -260,7 +275,11 @@ def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: P
 def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:
     """The resource to ask of the RM for these GPUs and ports, and the ports as text; for
     a share of one GPU, the share on the GPU chosen (``gpu_milli`` kept, ``gpu_mask`` its GPU)."""
-    resource = asked.with_ports(ports) if ports else asked
-    if gpu_mask:
-        resource = replace(resource, gpus=0, gpu_mask=gpu_mask)
+    if not gpu_mask:
+        return (asked.with_ports(ports), str(ports)) if ports else (asked, "")
+    # ``asked`` was checked when made and the GPUs and ports come from the view's own
+    # columns (place() names ports whenever some are asked): made as is, as a booking's
+    # descriptor is, not checked again
+    resource = ResourceDescriptor.exactly(asked.memory_mb, asked.vcores, gpu_mask, ports or asked.port_ranges,
+                                          asked.gpu_milli)
     return resource, (str(ports) if ports else "")

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .filters import NODE_STAGES, RACK_STAGE, FilterContext
-from .node_index import NodeIndex
+from .filters import NODE_STAGES, RACK_STAGE, FilterContext, RowCheck
+from .node_index import NodeIndex, min_bucket, room_buckets
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
@@ -103,9 +103,12 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
     """The index walk: the ``k`` best nodes by (key, tie rank) that pass (and that
     ``skip``, a bool per node, leaves), and their keys."""
     index = node_index(ctx.view, key, ties)
+    check = node_check(ctx)
+    passes = _every if check is None else check
+    lowest = min_bucket(ctx.request.resource)
     if skip is None:
-        return index.best(k, ctx.request.resource.gpus, lambda nodes: _passing(ctx, nodes))
-    return index.best(k, ctx.request.resource.gpus, lambda nodes: _passing(ctx, nodes) & ~skip(nodes))
+        return index.best(k, lowest, passes)
+    return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes))
 
 
 def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
@@ -113,28 +116,48 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
     every row changed since it was last read. A driver that keeps one view which many
     placements copy (trace replay) reads it on that view, so each copy starts from an
     index kept up to date once instead of building its own."""
-    column = key.column(view)
     # an index holds its tie array, so the array's id names it as long as it lives
     name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
-    index = view.derived(name, lambda v: NodeIndex(column, v.gpus_free, key.name, ties))
-    index.sync(column, view.gpus_free)
+    index = view.derived(name, lambda v: NodeIndex(key.column(v), _buckets(v), key.name, ties))
+    if index.dirty:  # (the key column is brought up to date by whoever reads it)
+        index.sync(key.column(view), _buckets(view))
     return index
+
+
+def _buckets(view: "ClusterView") -> np.ndarray:
+    """Every node's bucket in the view's node indexes (one column for all of them)."""
+    return view.cached_column("node-index-buckets", room_buckets)
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:
     """Bool per node (per entry of ``rows``): every stage that judges a node alone
     lets it pass; None when no stage restricts anything."""
-    ok = None
-    for stage in NODE_STAGES:
-        passed = stage.passes(ctx, rows)
-        if passed is not None:
-            ok = passed if ok is None else ok & passed
-    return ok
+    check = node_check(ctx)
+    return None if check is None else check(rows)
 
 
-def _passing(ctx: FilterContext, nodes: np.ndarray) -> np.ndarray:
-    ok = node_passes(ctx, nodes)
-    return np.ones(nodes.size, dtype=bool) if ok is None else ok
+def node_check(ctx: FilterContext) -> "RowCheck | None":
+    """:func:`node_passes` for ``ctx``'s request as a function of ``rows``, for the view
+    as it stands; None when no stage restricts anything. The stages that restrict
+    nothing for this request are left out here, once, and the others bound to it
+    (:meth:`~gangmaster.selectors.filters.Filter.check`): an index walk asks it of chunk
+    after chunk."""
+    checks = [check for check in (stage.check(ctx) for stage in NODE_STAGES) if check is not None]
+    if len(checks) <= 1:
+        return checks[0] if checks else None
+    first, rest = checks[0], checks[1:]
+
+    def passing(rows=None) -> np.ndarray:
+        ok = first(rows)
+        for check in rest:
+            ok = ok & check(rows)   # (not in place: a stage may answer with a column of the view)
+        return ok
+
+    return passing
+
+
+def _every(nodes: np.ndarray) -> np.ndarray:
+    return np.ones(nodes.size, dtype=bool)
 
 
 def _scanned(ctx: FilterContext, selector: "Selector", k: int, rows,

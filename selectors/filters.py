@@ -15,15 +15,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import groupby
+from typing import Callable, Optional
 
 import numpy as np
 
 from . import explanation as why
 from .cluster import ClusterView
 from .explanation import Rejection
-from .fit import Check, Demand, fits
+from .fit import Check, Demand, fitting
 from .request import SelectionRequest
 from .settings import SelectionSettings
+
+
+#: A stage's check bound to one request: bool per entry of ``rows`` (an index array; every
+#: node when None).
+RowCheck = Callable[[Optional[np.ndarray]], np.ndarray]
 
 
 @dataclass
@@ -53,9 +59,16 @@ class Filter:
 
     def passes(self, ctx: FilterContext, rows: np.ndarray | None = None) -> np.ndarray | None:
         """Bool per node (per entry of ``rows``, an index array): the node passes this
-        stage; None when the stage lets every node pass. No explanation: this is what
-        select()'s indexed search asks of a few rows at a time. Only for stages that
-        judge each node on its own (not the rack policy)."""
+        stage; None when the stage lets every node pass. No explanation. Only for stages
+        that judge each node on its own (not the rack policy)."""
+        check = self.check(ctx)
+        return None if check is None else check(rows)
+
+    def check(self, ctx: FilterContext) -> RowCheck | None:
+        """:meth:`passes` for this request, as a function of ``rows`` (None: every node
+        passes), for the view as it stands: what depends on the request alone is worked
+        out once here, not at every call — select()'s indexed search asks it of a few
+        rows at a time, chunk after chunk."""
         raise NotImplementedError(f"{type(self).__name__} compares nodes with each other")
 
     def _reject(self, verdict: Verdict, rejected: np.ndarray, reason: str, kind: str, **numbers) -> None:
@@ -93,8 +106,9 @@ class HealthFilter(NodeFilter):
     name = "health"
     reason, kind = why.UNHEALTHY, why.EXHAUSTED
 
-    def passes(self, ctx, rows=None):
-        return _take(ctx.view.healthy, rows)
+    def check(self, ctx):
+        view = ctx.view
+        return lambda rows: _take(view.healthy, rows)
 
 
 class NodeLabelFilter(NodeFilter):
@@ -104,14 +118,16 @@ class NodeLabelFilter(NodeFilter):
     def numbers(self, ctx):
         return {"requested": ctx.request.node_label}
 
-    def passes(self, ctx, rows=None):
+    def check(self, ctx):
         label = ctx.request.node_label
         if not label:
             return None
-        bit = ctx.view.label_bit.get(label, 0)
+        view = ctx.view
+        bit = view.label_bit.get(label, 0)
         if not bit:
-            return np.zeros(_size(ctx.view, rows), bool)
-        return (_take(ctx.view.label_bits, rows) & np.uint64(bit)) != 0
+            return lambda rows: np.zeros(_size(view, rows), bool)
+        bit = np.uint64(bit)
+        return lambda rows: (_take(view.label_bits, rows) & bit) != 0
 
 
 class GpuTypeFilter(NodeFilter):
@@ -121,12 +137,13 @@ class GpuTypeFilter(NodeFilter):
     def numbers(self, ctx):
         return {"requested": "|".join(ctx.request.gpu_types)}
 
-    def passes(self, ctx, rows=None):
+    def check(self, ctx):
         wanted = ctx.request.gpu_types
         if not wanted:
             return None
-        codes = [i for i, t in enumerate(ctx.view.gpu_types) if t in wanted]
-        return np.isin(_take(ctx.view.gpu_type_code, rows), codes)
+        view = ctx.view
+        allowed = np.array([t in wanted for t in view.gpu_types], dtype=bool)  # per GPU type code
+        return lambda rows: allowed[_take(view.gpu_type_code, rows)]
 
 
 class NonGpuJobFilter(NodeFilter):
@@ -139,11 +156,12 @@ class NonGpuJobFilter(NodeFilter):
     name = "non-gpu-job"
     reason = why.GPU_NODE_RESERVED
 
-    def passes(self, ctx, rows=None):
+    def check(self, ctx):
         job_gpus = ctx.request.job_gpus if ctx.request.job_gpus is not None else ctx.request.resource.gpus
         if ctx.settings.allow_non_gpu_job_on_gpu_node or job_gpus > 0 or ctx.request.resource.gpu_milli:
             return None
-        return _take(ctx.view.gpu_capacity, rows) == 0
+        view = ctx.view
+        return lambda rows: _take(view.gpu_capacity, rows) == 0
 
 
 class RoleCapFilter(NodeFilter):
@@ -155,12 +173,12 @@ class RoleCapFilter(NodeFilter):
     def numbers(self, ctx):
         return {"requested": ctx.request.max_instances_per_node}
 
-    def passes(self, ctx, rows=None):
+    def check(self, ctx):
         cap = ctx.request.max_instances_per_node
         counts = ctx.view.role_count.get(ctx.request.role)
         if cap is None or counts is None:  # no column yet: no instance anywhere (cap >= 1)
             return None
-        return _take(counts, rows) < cap
+        return lambda rows: _take(counts, rows) < cap
 
 
 class ResourceFitFilter(Filter):
@@ -178,10 +196,12 @@ class ResourceFitFilter(Filter):
 
     name = "resource-fit"
 
-    def passes(self, ctx, rows=None):
-        ok = fits(ctx.view, ctx.demand, ctx.settings.port_min, rows)
+    def check(self, ctx):
+        fit = fitting(ctx.view, ctx.demand, ctx.settings.port_min)
         failed = ctx.view.failed_here(ctx.request.role) if ctx.settings.skip_nodes_where_role_failed else None
-        return ok if failed is None else ok & ~_take(failed, rows)
+        if failed is None:
+            return fit
+        return lambda rows: fit(rows) & ~_take(failed, rows)
 
     def verdict(self, ctx, alive):
         view = ctx.view

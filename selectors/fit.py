@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
@@ -333,14 +333,43 @@ def fits(view: "NodeColumns", demand: Demand, port_min: int = PORT_MIN, rows=Non
     """Bool per node (per entry of ``rows``, an index array, when given): one instance
     of ``demand`` fits in what is free now (in the node's capacity when ``empty``).
     Health, labels and per-role caps are the filter chain's business, not the fit's."""
-    ok = np.ones(len(view) if rows is None else len(rows), dtype=bool)
+    return fitting(view, demand, port_min, empty)(rows)
+
+
+def fitting(view: "NodeColumns", demand: Demand, port_min: int = PORT_MIN,
+            empty: bool = False) -> Callable[[object], np.ndarray]:
+    """:func:`fits` of ``demand`` as a function of ``rows``, for the view as it stands
+    (make it again after the view changes): the checks and the columns they compare are
+    looked up once here, not at every call — select()'s index walk asks it of chunk
+    after chunk of a few nodes. The dimensions compared per node in a loop (exact
+    ports) are asked last, of the rows still in."""
+    amounts: list[tuple[np.ndarray, int]] = []   # (column, need): the "at least" checks
+    others: list[Check] = []
+    loops: list[Check] = []
     for check in demand.checks(port_min):
-        if check.vectorised:
+        if not check.vectorised:
+            loops.append(check)
+        elif type(check).meets is _AtLeast.meets:
+            amounts.append((check.shown_column(view, empty), check.need))
+        else:
+            others.append(check)
+
+    def fit(rows=None) -> np.ndarray:
+        if amounts:
+            column, need = amounts[0]
+            ok = (column if rows is None else column[rows]) >= need
+            for column, need in amounts[1:]:
+                ok &= (column if rows is None else column[rows]) >= need
+        else:
+            ok = np.ones(len(view) if rows is None else len(rows), dtype=bool)
+        for check in others:
             ok &= check.meets(view, rows, empty)
-        else:  # a per-node loop: only over the rows still in
+        for check in loops:  # a per-node loop: only over the rows still in
             where = np.flatnonzero(ok)
             ok[where] = check.meets(view, _subset(rows, where), empty)
-    return ok
+        return ok
+
+    return fit
 
 
 def room(view: "NodeColumns", demand: Demand, port_min: int = PORT_MIN, rows=None,

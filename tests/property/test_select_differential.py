@@ -326,3 +326,21 @@ def test_the_explanation_of_a_success_is_read_before_the_view_changes():
 def test_a_node_key_column_must_hold_integers():
     with pytest.raises(TypeError, match="must hold integers"):
         node_index.NodeIndex(np.array([0.5, 1.0]), np.array([0, 0]), "float-keys")
+
+
+@settings(max_examples=40)
+@given(data=st.data(), view=clusters(), asked=st.lists(requests(), min_size=1, max_size=4))
+def test_the_index_buckets_hold_every_node_with_room(data, view, asked):
+    """A node index reads only the buckets from ``min_bucket(ask)`` up: every node where one
+    instance fits must be there, as the view changes (the bucket column is kept row by row)."""
+    from gangmaster.selectors.candidates import _buckets
+    from gangmaster.selectors.fit import Demand, fits
+
+    _buckets(view)   # kept from here on, row by row
+    for _ in range(data.draw(st.integers(0, 10))):
+        random_change(data.draw, view)
+    kept = _buckets(view)
+    assert kept.tolist() == node_index.room_buckets(view, slice(None)).tolist()
+    for request in asked:
+        fitting_nodes = np.flatnonzero(fits(view, Demand.of(request.resource)))
+        assert (kept[fitting_nodes] >= node_index.min_bucket(request.resource)).all()
