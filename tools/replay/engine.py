@@ -289,18 +289,24 @@ class _Replay:
     def run(self) -> None:
         loop = self.sim.loop
         scale = self.options.time_scale
+        arrivals: dict[float, list[_Job]] = {}   # submit time -> its jobs, in table order
         for job in self.jobs:
-            loop.call_at(job.trace.submit_s * scale, self._submitted, job)
+            arrivals.setdefault(job.trace.submit_s * scale, []).append(job)
+        for when, jobs in arrivals.items():   # one event per instant of arrivals, not one per job
+            loop.call_at(when, self._submitted, jobs)
         loop.run()
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
 
-    def _submitted(self, job: _Job) -> None:
-        waiting = Waiting(job.index, gang_shape(job.trace), job.gpus, job)
-        self.queues[job.queue].add(waiting)
-        self.waiting_jobs += 1
-        self.pending_gpus += waiting.gpus
-        self._dirty.add(job.queue)
+    def _submitted(self, jobs: list[_Job]) -> None:
+        """The jobs submitted at this instant join their queues (in table order)."""
+        queues, dirty = self.queues, self._dirty
+        for job in jobs:
+            waiting = Waiting(job.index, gang_shape(job.trace), job.gpus, job)
+            queues[job.queue].add(waiting)
+            self.waiting_jobs += 1
+            self.pending_gpus += waiting.gpus
+            dirty.add(job.queue)
         self._schedule_flush()
 
     def _on_container_finished(self, event: RMEvent) -> None:
@@ -310,22 +316,32 @@ class _Replay:
             self._schedule_flush()
 
     def _schedule_flush(self) -> None:
+        """Have :meth:`_flush` run at the end of this instant (``heartbeat_s`` 0: once every
+        event due now has run, not as an event of its own) or at the next heartbeat."""
         if self._flush_at is not None:
             return
-        now = self.sim.loop.now()
+        loop = self.sim.loop
+        now = loop.now()
         beat = self.options.heartbeat_s
-        when = now if beat == 0 else math.ceil(now / beat - 1e-9) * beat
+        if beat == 0:
+            self._flush_at = now
+            loop.at_instant_end(self._flush)
+            return
+        when = math.ceil(now / beat - 1e-9) * beat
         self._flush_at = when
-        self.sim.loop.call_at(when, self._flush)
+        loop.call_at(when, self._flush)
 
     def _flush(self) -> None:
         """The end of an instant (or a heartbeat): the AMs that have news hear it, then the
-        queues whose nodes changed or that got jobs are tried, then the timeline is written."""
-        self._flush_at = None
+        queues whose nodes changed or that got jobs are tried, then the timeline is written.
+        While the AMs hear their news this flush is still the one to come (a job that ends
+        marks its queues, which this flush tries next); news from the queues' passes asks
+        for another."""
         while self._wake:
             woken, self._wake = self._wake, {}
             for job in woken.values():
                 self._heartbeat(job)
+        self._flush_at = None
         for name in sorted(self._dirty):
             self.queues[name].run_pass(self._try_start)
             for waiting in dropped(self.queues[name]):
@@ -360,9 +376,10 @@ class _Replay:
         self.sim.workload.add_job(spec)
         app_id = self.sim.client.submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
         self.by_app[app_id] = job
-        job.am = ApplicationMaster(spec, self.sim.client, app_id, self.sim.now, "", settings=self.settings,
+        now = self.sim.loop.now   # the clock's own (Simulation.now is a call more, ten times a job)
+        job.am = ApplicationMaster(spec, self.sim.client, app_id, now, "", settings=self.settings,
                                    selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
-                                   journal=MemoryJournal(self.sim.now), log=_QUIET, tracker=self.tracker,
+                                   journal=MemoryJournal(now), log=_QUIET, tracker=self.tracker,
                                    shared_pipelines=self.pipelines)
 
     def _sync(self) -> None:

@@ -47,6 +47,10 @@ from .node_changes import NodeChanges
 from .queues import Queue, default_queues
 
 
+#: The most headroom descriptors :meth:`ResourceManager._headroom` keeps (then it starts over).
+_HEADROOM_MEMO = 4096
+
+
 @dataclass(frozen=True)
 class RMEvent:
     """Something that happened in the RM, for subscribers (the simulation driver, logs)."""
@@ -164,7 +168,6 @@ class ResourceManager:
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
         self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
         self._report_when_unused: list = [None] * len(specs)   # what an unused node reports (once built per state)
-        self._headroom_of: tuple = (None, None)          # ((version, queue), headroom) of the latest answer
         self.next_app = 1
         self.next_container = 1
         self._forget_containers_at = limits.RM_MAX_FINISHED_CONTAINERS   # see _forget_old_containers
@@ -179,6 +182,13 @@ class ResourceManager:
         #: the cluster's total memory, milli-vcores and GPUs (a node's capacity never changes)
         self._capacity_totals = (int(self.ledger.memory_capacity.sum()), int(self.ledger.mvcores_capacity.sum()),
                                  int(self.ledger.gpu_capacity.sum()))
+        #: what every queue holds, summed: memory, milli-vcores, milli-GPU (kept with the queues'
+        #: own counts by :meth:`_charge`, so an allocate's headroom reads the cluster's free
+        #: resources without summing the queues)
+        self._used_totals = [0, 0, 0]
+        #: applications submitted and not finished (every queue's ``apps``), kept as they come and go
+        self.running_apps = sum(len(q.apps) for q in self.queues.values())
+        self._headroom_values: dict = {}   # (memory, mvcores, GPUs) -> the headroom descriptor of those values
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -221,7 +231,7 @@ class ResourceManager:
         with self.lock:
             if submission.queue not in self.queues:
                 raise NotFound(f"queue: unknown queue {submission.queue!r}; queues: {', '.join(self.queues)}")
-            running = sum(len(q.apps) for q in self.queues.values())
+            running = self.running_apps
             if running >= limits.RM_MAX_RUNNING_APPS:
                 raise WrongState(f"{running} applications are running, the most the RM takes at once "
                                  f"(RM_MAX_RUNNING_APPS); submit again when one has finished")
@@ -233,6 +243,7 @@ class ResourceManager:
                               submission.am_expiry_s)
             self.apps[app_id] = app
             self.queues[submission.queue].apps[app_id] = None
+            self.running_apps += 1
             self.version += 1
             self._emit("app_submitted", app_id, detail=submission.queue)
             return app_id
@@ -706,10 +717,7 @@ class ResourceManager:
         app.containers[cid] = rec
         self.node_containers[node].add(cid)
         self.node_changes.touch(node)
-        queue.used_mem += booking.memory_mb
-        queue.used_mvc += booking.mvcores
-        queue.used_gpus += ask.need.gpus
-        queue.used_gpu_milli += ask.need.gpu_milli
+        self._charge(queue, booking, 1)
         ask.remaining -= 1
         if ask.remaining <= 0:
             del app.asks[ask.request.request_id]
@@ -883,26 +891,27 @@ class ResourceManager:
 
     def _headroom(self, queue: Queue) -> ResourceDescriptor:
         """What the queue could still be given: its room, at most what the cluster has free.
-        The same until the RM's ``version`` moves, so a quiet heartbeat does not sum the cluster."""
-        key = (self.version, queue.name)
-        if self._headroom_of[0] != key:
-            free_mem, free_mvc, free_gpu_milli = self._free_totals()
-            self._headroom_of = (key, ResourceDescriptor(
-                max(0, min(queue.max_mem - queue.used_mem, free_mem)),
-                max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)) / 1000.0,
-                max(0, min(queue.max_gpus * GPU_MILLI - queue.gpu_milli_used, free_gpu_milli)) // GPU_MILLI))
-        return self._headroom_of[1]
+        One descriptor per value, built once (a run's allocates see few distinct values,
+        and a descriptor is immutable); the memo is bounded (:data:`_HEADROOM_MEMO`)."""
+        free_mem, free_mvc, free_gpu_milli = self._free_totals()
+        values = (max(0, min(queue.max_mem - queue.used_mem, free_mem)),
+                  max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)),
+                  max(0, min(queue.max_gpus * GPU_MILLI - queue.gpu_milli_used, free_gpu_milli)) // GPU_MILLI)
+        memo = self._headroom_values
+        headroom = memo.get(values)
+        if headroom is None:
+            if len(memo) >= _HEADROOM_MEMO:
+                memo.clear()
+            headroom = memo[values] = ResourceDescriptor(values[0], values[1] / 1000.0, values[2])
+        return headroom
 
     def _free_totals(self) -> tuple[int, int, int]:
         """The cluster's free memory, milli-vcores and milli-GPU: its capacity less what the
         queues use (every booking is a queue's: :meth:`check_invariants` holds the two books
-        equal), a sum over the queues, not over every node."""
+        equal), kept as bookings come and go (:meth:`_charge`), not summed per call."""
         mem, mvc, gpus = self._capacity_totals
-        milli_gpus = gpus * GPU_MILLI
-        for q in self.queues.values():   # one pass (every allocate's headroom asks)
-            mem, mvc = mem - q.used_mem, mvc - q.used_mvc
-            milli_gpus -= q.used_gpus * GPU_MILLI + q.used_gpu_milli
-        return mem, mvc, milli_gpus
+        used_mem, used_mvc, used_gpu_milli = self._used_totals
+        return mem - used_mem, mvc - used_mvc, gpus * GPU_MILLI - used_gpu_milli
 
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change
@@ -951,11 +960,19 @@ class ResourceManager:
         self.ledger.give_back(rec.node, rec.booking)
         self.node_containers[rec.node].discard(rec.container_id)
         self.node_changes.touch(rec.node)
-        queue = self.queues[self.apps[rec.app_id].queue]
-        queue.used_mem -= rec.booking.memory_mb
-        queue.used_mvc -= rec.booking.mvcores
-        queue.used_gpus -= rec.booking.demand.gpus
-        queue.used_gpu_milli -= rec.booking.gpu_milli
+        self._charge(self.queues[self.apps[rec.app_id].queue], rec.booking, -1)
+
+    def _charge(self, queue: Queue, booking: Booking, sign: int) -> None:
+        """Count a booking in (``sign`` 1) or out (-1) of its queue's usage and the queues' totals."""
+        mem, mvc, gpus, gpu_milli = booking.memory_mb, booking.mvcores, booking.demand.gpus, booking.gpu_milli
+        queue.used_mem += sign * mem
+        queue.used_mvc += sign * mvc
+        queue.used_gpus += sign * gpus
+        queue.used_gpu_milli += sign * gpu_milli
+        totals = self._used_totals
+        totals[0] += sign * mem
+        totals[1] += sign * mvc
+        totals[2] += sign * (gpus * GPU_MILLI + gpu_milli)
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True
@@ -976,6 +993,7 @@ class ResourceManager:
             self._finish_container(app.containers[cid], ContainerState.KILLED, exit_status,
                                    f"application {app.app_id} {state.value.lower()}")
         del self.queues[app.queue].apps[app.app_id]
+        self.running_apps -= 1
         self._dirty = True
         self.version += 1
         self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
@@ -1030,7 +1048,7 @@ class ResourceManager:
         """Past RM_MAX_COMPLETED_APPS finished applications, forget the oldest tenth of them
         (with their containers): memory stays bounded however many applications come and go,
         and the cost of a pass is spread over a tenth of the limit's application ends."""
-        finished = len(self.apps) - sum(len(q.apps) for q in self.queues.values())
+        finished = len(self.apps) - self.running_apps
         limit = limits.RM_MAX_COMPLETED_APPS
         if finished <= limit:
             return
@@ -1102,6 +1120,10 @@ class ResourceManager:
             assert q.used_gpu_milli == sum(c.booking.gpu_milli for c in live), f"queue {q.name}: GPU share drift"
             assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.gpu_milli_used <= q.max_gpus * GPU_MILLI, \
                 f"queue {q.name}: over its limit"
+        assert self._used_totals == [sum(q.used_mem for q in self.queues.values()),
+                                     sum(q.used_mvc for q in self.queues.values()),
+                                     sum(q.gpu_milli_used for q in self.queues.values())], "the queues' totals drift"
+        assert self.running_apps == sum(len(q.apps) for q in self.queues.values()), "running applications drift"
         assert self._free_totals() == (int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
                                        int(ledger.gpu_milli_free.sum())), "the queues' usage and the nodes' free drift"
 
