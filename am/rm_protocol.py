@@ -312,7 +312,7 @@ class LaunchContext:
         if not shared.env and not shared.command:
             return self
         own = dict(self.env).keys()   # built in C from the pairs, as :attr:`names` is
-        env = shared.env if own.isdisjoint(shared.names) else tuple(pair for pair in shared.env if pair[0] not in own)
+        env = shared.env if own.isdisjoint(shared.names) else tuple([pair for pair in shared.env if pair[0] not in own])
         return LaunchContext(self.command or shared.command, env + self.env)
 
     @cached_property

@@ -256,6 +256,7 @@ class _Replay:
             self.partition_gpus[partition] = self.partition_gpus.get(partition, 0) + spec.gpus
         self.free_gpus = dict(self.partition_gpus)
         self.queues = {name: queue_for(options.queue_policy) for name in queue_names}
+        self._drops = options.queue_policy == "drop"   # only that policy gives up on jobs (queue_policy.dropped)
         self.partition_queues: dict[str | None, list[str]] = {}
         for name in queue_names:
             self.partition_queues.setdefault(name if name in isolated else None, []).append(name)
@@ -313,7 +314,8 @@ class _Replay:
         job = self.by_app.get(event.app_id)
         if job is not None and job.am is not None and not job.am.done:
             self._wake[event.app_id] = job
-            self._schedule_flush()
+            if self._flush_at is None:
+                self._schedule_flush()
 
     def _schedule_flush(self) -> None:
         """Have :meth:`_flush` run at the end of this instant (``heartbeat_s`` 0: once every
@@ -344,9 +346,11 @@ class _Replay:
         self._flush_at = None
         for name in sorted(self._dirty):
             self.queues[name].run_pass(self._try_start)
-            for waiting in dropped(self.queues[name]):
-                self._dropped(waiting.job)
-        for name in self._dirty.union(self._held_back_in(self._touched)):
+            if self._drops:
+                for waiting in dropped(self.queues[name]):
+                    self._dropped(waiting.job)
+        held_back = self._held_back_in(self._touched) if self._touched and self.hol else ()
+        for name in self._dirty.union(held_back):
             self._update_hol(name)
         self._dirty.clear()
         self._touched.clear()
@@ -448,7 +452,8 @@ class _Replay:
             self._touched.add(job.partition)
             if self.waiting_jobs:   # else every queue is empty: a pass would start nothing
                 self._dirty.update(self.partition_queues.get(job.partition, ()))
-            self._schedule_flush()
+            if self._flush_at is None:
+                self._schedule_flush()
         self.sim.workload.forget_job(job.spec)
         self.by_app.pop(am.app_id, None)
         job.am = None

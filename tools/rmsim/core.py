@@ -189,6 +189,7 @@ class ResourceManager:
         #: applications submitted and not finished (every queue's ``apps``), kept as they come and go
         self.running_apps = sum(len(q.apps) for q in self.queues.values())
         self._headroom_values: dict = {}   # (memory, mvcores, GPUs) -> the headroom descriptor of those values
+        self._queue_limits: dict = {}      # (queue, its limits) -> what registrations say of it
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -216,9 +217,10 @@ class ResourceManager:
         return None in self._subscribers or kind in self._subscribers
 
     def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "", detail: str = "") -> None:
-        if self._listened(kind):
+        subscribers = self._subscribers
+        if None in subscribers or kind in subscribers:
             event = RMEvent(self.clock.now(), kind, app_id, container_id, host, detail)
-            for fn in (*self._subscribers.get(None, ()), *self._subscribers.get(kind, ())):
+            for fn in (*subscribers.get(None, ()), *subscribers.get(kind, ())):
                 fn(event)
 
     def now(self) -> float:
@@ -245,7 +247,8 @@ class ResourceManager:
             self.queues[submission.queue].apps[app_id] = None
             self.running_apps += 1
             self.version += 1
-            self._emit("app_submitted", app_id, detail=submission.queue)
+            if self._subscribers:
+                self._emit("app_submitted", app_id, detail=submission.queue)
             return app_id
 
     def kill(self, app_id: str, diagnostics: str = "") -> None:
@@ -327,21 +330,29 @@ class ResourceManager:
             app.state = AppState.RUNNING
             app.last_heartbeat = self.clock.now()
             app.node_cursor = self.node_changes.seq   # the AM reads cluster_nodes() once, then the changes
-            self._arm_expiry(app)
+            if app.am_expiry_s is not None:
+                self._arm_expiry(app)
             self.version += 1
-            previous = tuple(self._container(c) for c in app.containers.values() if c.attempt < app.attempt)
-            self._emit("app_registered", app_id, detail=f"attempt {app.attempt}")
+            previous = (tuple([self._container(c) for c in app.containers.values() if c.attempt < app.attempt])
+                        if app.containers else ())
+            if self._subscribers:
+                self._emit("app_registered", app_id, detail=f"attempt {app.attempt}")
             return RegisterResponse(app_id, app.attempt, app.queue, self.max_allocation, previous,
                                     self._queue_limit(self.queues[app.queue]))
 
     def _queue_limit(self, queue: Queue) -> ResourceDescriptor | None:
-        """The queue's limit, each unlimited dimension capped at the cluster's total."""
-        totals = self._capacity_totals
+        """The queue's limit, each unlimited dimension capped at the cluster's total (worked
+        out once per queue and limits: every registration asks)."""
         limits = (queue.max_mem, queue.max_mvc, queue.max_gpus)
-        if all(limit >= total for limit, total in zip(limits, totals)):
-            return None
-        mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
-        return ResourceDescriptor(mem, mvc / 1000.0, gpus)
+        key = (queue.name, limits)
+        if key not in self._queue_limits:
+            totals = self._capacity_totals
+            if all(limit >= total for limit, total in zip(limits, totals)):
+                self._queue_limits[key] = None
+            else:
+                mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
+                self._queue_limits[key] = ResourceDescriptor(mem, mvc / 1000.0, gpus)
+        return self._queue_limits[key]
 
     def allocate(self, request: AllocateRequest, checked: bool = False) -> AllocateResponse:
         """One AM heartbeat. ``checked``: the request's form (types, ranges, names, list
@@ -353,14 +364,22 @@ class ResourceManager:
                 raise InvalidRequest(f"request: expected an AllocateRequest, got {type(request).__name__}")
             check.check_allocate(request)
         with self.lock:
-            app = self._live_attempt(request.app_id, request.attempt)
-            asks = self._validate_asks(app, request)
-            releases = self._validate_releases(app, request)
-            self._check_app_size(app, request, asks, releases)
-            black_add = [self._known_host(h, f"blacklist_additions[{k}]")
-                         for k, h in enumerate(request.blacklist_additions)]
-            black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
-                        for k, h in enumerate(request.blacklist_removals)]
+            app = self.apps.get(request.app_id)
+            if app is None or app.state is not AppState.RUNNING or app.attempt != request.attempt:
+                app = self._live_attempt(request.app_id, request.attempt)   # raises, naming what is wrong
+            # A quiet heartbeat (no asks, releases or blacklist changes: how an AM hears that
+            # its containers ended) has nothing to check.
+            asks = self._validate_asks(app, request) if request.asks else []
+            releases = self._validate_releases(app, request) if request.releases else []
+            if asks:
+                self._check_app_size(app, request, asks, releases)
+            if request.blacklist_additions or request.blacklist_removals:
+                black_add = [self._known_host(h, f"blacklist_additions[{k}]")
+                             for k, h in enumerate(request.blacklist_additions)]
+                black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
+                            for k, h in enumerate(request.blacklist_removals)]
+            else:
+                black_add = black_rm = ()
             # Everything is valid: apply.
             app.last_heartbeat = self.clock.now()
             if black_add or black_rm:
@@ -380,9 +399,10 @@ class ResourceManager:
                 self.asking[app.app_id] = app
             if asks or releases or request.cancel:
                 self.version += 1
-            if self.scheduling_interval_s is None:
+            if self.scheduling_interval_s is None and self._dirty:
                 self.schedule()
-            self._reject_never_fitting(app, asks)
+            if asks:
+                self._reject_never_fitting(app, asks)
             return self._drain(app)
 
     def _reject_never_fitting(self, app: Application, asks: list[AskState]) -> None:
@@ -421,7 +441,7 @@ class ResourceManager:
         with self.lock:
             for k, item in enumerate(request.containers):
                 try:
-                    self._start(item.container_id, item.launch, f"containers[{k}].launch", shared, shared_size)
+                    self._start(item.container_id, item.launch, k, shared, shared_size)
                 except RMError as exc:
                     return StartRefused(k, item.container_id, exc)
         return None
@@ -432,13 +452,13 @@ class ResourceManager:
         if refused is not None:
             raise refused.error
 
-    def _start(self, container_id: str, own: LaunchContext, field_name: str, shared: LaunchContext,
+    def _start(self, container_id: str, own: LaunchContext, k: int, shared: LaunchContext,
                shared_size: check.LaunchSize | None) -> None:
-        """Start one container of a batch; ``shared_size`` None: its form is not checked again."""
+        """Start container ``k`` of a batch; ``shared_size`` None: its form is not checked again."""
         if shared_size is not None:
             check.check_name(container_id, "container_id")
-            check.check_launch(own, field_name, shared_size)
-        rec = self._container_rec(container_id)
+            check.check_launch(own, f"containers[{k}].launch", shared_size)
+        rec = self.containers.get(container_id) or self._container_rec(container_id)   # (raises NotFound)
         app = self.apps[rec.app_id]
         if rec.state is not ContainerState.ALLOCATED:
             raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
@@ -451,7 +471,8 @@ class ResourceManager:
         self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
         rec.state = ContainerState.RUNNING
         rec.started_at = self.clock.now()
-        self._disarm_expiry(rec)
+        if rec.expiry is not None:
+            self._disarm_expiry(rec)
         rec.launch = launch
         self.version += 1
         if self._listened("container_started"):
@@ -722,7 +743,8 @@ class ResourceManager:
         if ask.remaining <= 0:
             del app.asks[ask.request.request_id]
         app.out_allocated.append(rec)
-        self._arm_allocation_expiry(rec)
+        if self.allocation_expiry_s is not None:
+            self._arm_allocation_expiry(rec)
         self.version += 1
         if self._listened("container_allocated"):
             self._emit("container_allocated", app.app_id, cid, self.ledger.hosts[node])
@@ -876,17 +898,21 @@ class ResourceManager:
         queue = self.queues[app.queue]
         app.response_id += 1
         response = AllocateResponse(
-            allocated=tuple(self._container(r) for r in app.out_allocated),
-            completed=tuple(app.out_completed),
-            node_updates=self._node_updates(app) if self.node_updates else (),
-            rejected=tuple(app.out_rejected),
-            pending=tuple(PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()),
-            headroom=self._headroom(queue),
-            response_id=app.response_id,
+            tuple([self._container(r) for r in app.out_allocated]) if app.out_allocated else (),
+            tuple(app.out_completed),
+            self._node_updates(app) if self.node_updates else (),
+            tuple(app.out_rejected),
+            tuple([PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()])
+            if app.asks else (),
+            self._headroom(queue),
+            app.response_id,
         )
-        app.out_allocated = []
-        app.out_completed = []
-        app.out_rejected = []
+        if app.out_allocated:
+            app.out_allocated = []
+        if app.out_completed:
+            app.out_completed = []
+        if app.out_rejected:
+            app.out_rejected = []
         return response
 
     def _headroom(self, queue: Queue) -> ResourceDescriptor:
@@ -896,7 +922,8 @@ class ResourceManager:
         free_mem, free_mvc, free_gpu_milli = self._free_totals()
         values = (max(0, min(queue.max_mem - queue.used_mem, free_mem)),
                   max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)),
-                  max(0, min(queue.max_gpus * GPU_MILLI - queue.gpu_milli_used, free_gpu_milli)) // GPU_MILLI)
+                  max(0, min(queue.max_gpus * GPU_MILLI - queue.used_gpus * GPU_MILLI - queue.used_gpu_milli,
+                             free_gpu_milli)) // GPU_MILLI)
         memo = self._headroom_values
         headroom = memo.get(values)
         if headroom is None:
@@ -932,7 +959,8 @@ class ResourceManager:
     def _finish_container(self, rec: ContainerRecord, state: ContainerState, exit_status: int,
                           diagnostics: str, stop: bool = True) -> None:
         was_running = rec.state is ContainerState.RUNNING
-        self._disarm_expiry(rec)
+        if rec.expiry is not None:
+            self._disarm_expiry(rec)
         rec.state, rec.exit_status, rec.diagnostics = state, int(exit_status), diagnostics
         rec.finished_at = self.clock.now()
         app = self.apps[rec.app_id]
@@ -996,8 +1024,10 @@ class ResourceManager:
         self.running_apps -= 1
         self._dirty = True
         self.version += 1
-        self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
-        self._forget_old_apps()
+        if self._subscribers:
+            self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
+        if len(self.apps) - self.running_apps > limits.RM_MAX_COMPLETED_APPS:
+            self._forget_old_apps()
 
     def _fail_attempt(self, app: Application, diagnostics: str) -> None:
         if app.attempt >= app.max_attempts:
