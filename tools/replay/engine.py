@@ -283,7 +283,7 @@ class _Replay:
         self._dirty: set[str] = set()        # queues to try at the end of this instant
         self._touched: set[str | None] = set()   # partitions whose free GPUs changed in this instant
         self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
-        self._flush_at: float | None = None  # when the end-of-instant work is scheduled
+        self._flush_pending = False          # the end-of-instant work is scheduled
         self.core.subscribe(self._on_container_finished, kinds=("container_finished",))
 
     # ------------------------------------------------------------------ loop
@@ -314,24 +314,21 @@ class _Replay:
         job = self.by_app.get(event.app_id)
         if job is not None and job.am is not None and not job.am.done:
             self._wake[event.app_id] = job
-            if self._flush_at is None:
+            if not self._flush_pending:
                 self._schedule_flush()
 
     def _schedule_flush(self) -> None:
         """Have :meth:`_flush` run at the end of this instant (``heartbeat_s`` 0: once every
         event due now has run, not as an event of its own) or at the next heartbeat."""
-        if self._flush_at is not None:
+        if self._flush_pending:
             return
+        self._flush_pending = True
         loop = self.sim.loop
-        now = loop.now()
         beat = self.options.heartbeat_s
         if beat == 0:
-            self._flush_at = now
             loop.at_instant_end(self._flush)
-            return
-        when = math.ceil(now / beat - 1e-9) * beat
-        self._flush_at = when
-        loop.call_at(when, self._flush)
+        else:
+            loop.call_at(math.ceil(loop.now() / beat - 1e-9) * beat, self._flush)
 
     def _flush(self) -> None:
         """The end of an instant (or a heartbeat): the AMs that have news hear it, then the
@@ -343,7 +340,7 @@ class _Replay:
             woken, self._wake = self._wake, {}
             for job in woken.values():
                 self._heartbeat(job)
-        self._flush_at = None
+        self._flush_pending = False
         for name in sorted(self._dirty):
             self.queues[name].run_pass(self._try_start)
             if self._drops:
@@ -452,7 +449,7 @@ class _Replay:
             self._touched.add(job.partition)
             if self.waiting_jobs:   # else every queue is empty: a pass would start nothing
                 self._dirty.update(self.partition_queues.get(job.partition, ()))
-            if self._flush_at is None:
+            if not self._flush_pending:
                 self._schedule_flush()
         self.sim.workload.forget_job(job.spec)
         self.by_app.pop(am.app_id, None)
@@ -492,7 +489,7 @@ class _Replay:
             trace = job.trace
             out.append(JobOutcome(
                 trace.job_id, job.queue, trace.submit_s * self.options.time_scale, job.start_s, job.end_s,
-                trace.duration_s, trace.gpus, trace.instances, job.hosts,
+                trace.duration_s, job.gpus, trace.instances, job.hosts,
                 tuple(dict.fromkeys(self.rack_of[h] for h in job.hosts)), job.gang_wait_s, job.outcome))
         return tuple(out)
 

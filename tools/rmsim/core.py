@@ -51,7 +51,12 @@ from .queues import Queue, default_queues
 _HEADROOM_MEMO = 4096
 
 
-@dataclass(frozen=True)
+#: Every kind of :class:`RMEvent`.
+EVENT_KINDS = ("app_submitted", "app_registered", "attempt_failed", "app_finished", "container_allocated",
+               "container_started", "container_finished", "node_state")
+
+
+@dataclass(frozen=True, slots=True)
 class RMEvent:
     """Something that happened in the RM, for subscribers (the simulation driver, logs)."""
 
@@ -62,6 +67,14 @@ class RMEvent:
     container_id: str = ""
     host: str = ""
     detail: str = ""
+
+
+def _submission_order(app: "Application") -> int:
+    return app.seq
+
+
+def _ask_priority(ask: "AskState") -> int:
+    return ask.request.priority
 
 
 class AskState:
@@ -174,6 +187,7 @@ class ResourceManager:
         self.version = 0            # bumps on every change (the state file saves when it moved)
         self._dirty = True          # something changed since the last scheduling pass
         self._subscribers: dict[str | None, list[Callable[[RMEvent], None]]] = {}   # by kind (None: every kind)
+        self._heard: frozenset[str] = frozenset()   # the kinds someone subscribed to (all, for a None subscriber)
         self._pass_failed: dict = {}       # per scheduling pass: ask key -> why it could not be placed
         self._pass_candidates: dict = {}   # per scheduling pass: (size, label, rack) -> candidate nodes
         self.max_allocation = ResourceDescriptor(
@@ -212,14 +226,15 @@ class ResourceManager:
         6,001-container gang would make 18,000 of them."""
         for kind in (None,) if kinds is None else kinds:
             self._subscribers.setdefault(kind, []).append(fn)
-
-    def _listened(self, kind: str) -> bool:
-        return None in self._subscribers or kind in self._subscribers
+        self._heard = frozenset(EVENT_KINDS if None in self._subscribers else ()) | {
+            kind for kind in self._subscribers if kind is not None}
 
     def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "", detail: str = "") -> None:
-        subscribers = self._subscribers
-        if None in subscribers or kind in subscribers:
+        """Tell the subscribers of ``kind``; a caller whose arguments cost work to build asks
+        :attr:`_heard` first, and the others are asked here."""
+        if kind in self._heard:
             event = RMEvent(self.clock.now(), kind, app_id, container_id, host, detail)
+            subscribers = self._subscribers
             for fn in (*subscribers.get(None, ()), *subscribers.get(kind, ())):
                 fn(event)
 
@@ -247,7 +262,7 @@ class ResourceManager:
             self.queues[submission.queue].apps[app_id] = None
             self.running_apps += 1
             self.version += 1
-            if self._subscribers:
+            if "app_submitted" in self._heard:
                 self._emit("app_submitted", app_id, detail=submission.queue)
             return app_id
 
@@ -298,7 +313,8 @@ class ResourceManager:
                     spec.gpu_type, spec.topology, containers, health)
             return report
         return NodeReport(spec.host, spec.rack, state, capacity, ledger.free(i), spec.labels, spec.gpu_type,
-                          spec.topology, containers, health, self._gpu_milli_free(i))
+                          spec.topology, containers, health,
+                          self._gpu_milli_free(i) if ledger.gpus_shared.item(i) else None)
 
     def _gpu_milli_free(self, i: int) -> tuple[int, ...] | None:
         """Node ``i``'s milli-GPU free per GPU for its report, when some GPU of it holds shares."""
@@ -335,7 +351,7 @@ class ResourceManager:
             self.version += 1
             previous = (tuple([self._container(c) for c in app.containers.values() if c.attempt < app.attempt])
                         if app.containers else ())
-            if self._subscribers:
+            if "app_registered" in self._heard:
                 self._emit("app_registered", app_id, detail=f"attempt {app.attempt}")
             return RegisterResponse(app_id, app.attempt, app.queue, self.max_allocation, previous,
                                     self._queue_limit(self.queues[app.queue]))
@@ -475,7 +491,7 @@ class ResourceManager:
             self._disarm_expiry(rec)
         rec.launch = launch
         self.version += 1
-        if self._listened("container_started"):
+        if "container_started" in self._heard:
             self._emit("container_started", rec.app_id, container_id, self.ledger.hosts[rec.node])
 
     def stop_container(self, container_id: str) -> None:
@@ -590,7 +606,6 @@ class ResourceManager:
             self._dirty = False
             if not self.asking:   # nothing asked: nothing to grant (a freed container, a finish)
                 return 0
-            heap = []
             plans: dict[str, list] = {}
             asking: dict[str, list[Application]] = {}
             for app_id, app in list(self.asking.items()):
@@ -599,21 +614,29 @@ class ResourceManager:
                 elif app.state is AppState.RUNNING:
                     asking.setdefault(app.queue, []).append(app)
             for name, apps in asking.items():   # the queues with asks (the heap orders them)
-                queue = self.queues[name]
                 plan = []
-                for app in sorted(apps, key=lambda a: a.seq):   # in submission order
+                if len(apps) > 1:
+                    apps.sort(key=_submission_order)
+                for app in apps:
                     if app.state is AppState.RUNNING and app.asks:
                         asks = list(app.asks.values())
-                        if any(a.request.priority for a in asks):
-                            asks.sort(key=lambda a: a.request.priority)
-                        plan.extend((app, ask) for ask in asks)
+                        if len(asks) > 1 and any([a.request.priority for a in asks]):
+                            asks.sort(key=_ask_priority)
+                        plan += [(app, ask) for ask in asks]
                 if plan:
                     plans[name] = [plan, 0]
-                    heap.append((queue.share(), name))
-            heapq.heapify(heap)
             self._pass_failed: dict = {}
             self._pass_candidates: dict = {}
             granted = 0
+            if len(plans) == 1:   # one queue asks: it is served until it cannot be (no share to compare)
+                (name, entry), = plans.items()
+                queue = self.queues[name]
+                while self._place_one(queue, entry):
+                    granted += 1
+                heap = []
+            else:
+                heap = [(self.queues[name].share(), name) for name in plans]
+                heapq.heapify(heap)
             while heap:
                 _, name = heapq.heappop(heap)
                 queue = self.queues[name]
@@ -746,7 +769,7 @@ class ResourceManager:
         if self.allocation_expiry_s is not None:
             self._arm_allocation_expiry(rec)
         self.version += 1
-        if self._listened("container_allocated"):
+        if "container_allocated" in self._heard:
             self._emit("container_allocated", app.app_id, cid, self.ledger.hosts[node])
 
     def restart_allocation_expiry(self, expiry_s: float | None) -> None:
@@ -977,7 +1000,7 @@ class ResourceManager:
         if stop and was_running:
             rec.stopping = True
             self.node_manager.stop(rec)
-        if self._listened("container_finished"):
+        if "container_finished" in self._heard:
             self._emit("container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
                        f"{state.value} exit={exit_status} {diagnostics}")
         if len(self.containers) > self._forget_containers_at:
@@ -1024,7 +1047,7 @@ class ResourceManager:
         self.running_apps -= 1
         self._dirty = True
         self.version += 1
-        if self._subscribers:
+        if "app_finished" in self._heard:
             self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
         if len(self.apps) - self.running_apps > limits.RM_MAX_COMPLETED_APPS:
             self._forget_old_apps()
