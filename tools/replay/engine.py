@@ -422,7 +422,7 @@ class _Replay:
 
     def _started(self, job: _Job, gang) -> None:
         job.start_s = gang.record.started_at
-        job.hosts = tuple(dict.fromkeys(task.host for task in gang.tasks))
+        job.hosts = tuple(dict.fromkeys([task.host for task in gang.tasks]))
         starts = [task.started_at for task in gang.tasks]
         job.gang_wait_s = max(starts) - min(starts)
         gpus = job.gpus
@@ -490,7 +490,7 @@ class _Replay:
             out.append(JobOutcome(
                 trace.job_id, job.queue, trace.submit_s * self.options.time_scale, job.start_s, job.end_s,
                 trace.duration_s, job.gpus, trace.instances, job.hosts,
-                tuple(dict.fromkeys(self.rack_of[h] for h in job.hosts)), job.gang_wait_s, job.outcome))
+                tuple(dict.fromkeys([self.rack_of[h] for h in job.hosts])), job.gang_wait_s, job.outcome))
         return tuple(out)
 
     def selection_cost(self) -> tuple[int, float]:

@@ -862,8 +862,8 @@ class ResourceManager:
         if not asks:
             return
         cancelled = set(request.cancel)
-        waiting = sum(a.remaining for rid, a in app.asks.items() if rid not in cancelled)
-        total = len(app.containers) - len(releases) + waiting + sum(a.request.count for a in asks)
+        waiting = sum([a.remaining for rid, a in app.asks.items() if rid not in cancelled]) if app.asks else 0
+        total = len(app.containers) - len(releases) + waiting + sum([a.request.count for a in asks])
         if total > limits.RM_MAX_CONTAINERS_PER_APP:
             raise InvalidRequest(f"asks: application {app.app_id} would hold and wait for {total} containers, "
                                  f"over the limit of {limits.RM_MAX_CONTAINERS_PER_APP} (RM_MAX_CONTAINERS_PER_APP)")
