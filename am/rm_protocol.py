@@ -5,7 +5,7 @@ ResourceManager, mirroring YARN's ``ApplicationMasterProtocol``,
 These dataclasses are the one vocabulary shared by the in-process RM (virtual
 time), the gRPC server (live) and the AM, so the AM never learns which RM it
 talks to. They are frozen and slotted (no per-message ``__dict__``: a replay makes
-tens per job), except :class:`LaunchContext`, which caches its variables' names.
+tens per job).
 Resources are :class:`ResourceDescriptor` values from the selection
 layer; a container's GPUs are always named by a mask (a share of one GPU,
 ``gpu_milli``, by the mask of that one GPU; an ask for a share may leave the GPU to
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -285,7 +284,7 @@ class ApplicationReport:
     gpu_milli_used: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LaunchContext:
     """What a NodeManager starts in a container.
 
@@ -298,6 +297,7 @@ class LaunchContext:
 
     command: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    _names: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, command=(), env: dict[str, str] | None = None) -> "LaunchContext":
@@ -317,10 +317,14 @@ class LaunchContext:
         env = shared.env if own.isdisjoint(shared.names) else tuple([pair for pair in shared.env if pair[0] not in own])
         return LaunchContext(self.command or shared.command, env + self.env)
 
-    @cached_property
+    @property
     def names(self) -> frozenset[str]:
         """The variables it sets (worked out once: a gang's shared launch is asked 6,001 times)."""
-        return frozenset(dict(self.env))
+        names = self._names
+        if names is None:
+            names = frozenset(dict(self.env))
+            object.__setattr__(self, "_names", names)
+        return names
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,7 +93,7 @@ class AskState:
         self.blocked = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ContainerRecord:
     container_id: str
     app_id: str
@@ -117,7 +117,7 @@ class ContainerRecord:
     expiry: Any = None   # the allocation-expiry timer while it waits to be started
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Application:
     app_id: str
     seq: int
@@ -613,6 +613,8 @@ class ResourceManager:
                     del self.asking[app_id]
                 elif app.state is AppState.RUNNING:
                     asking.setdefault(app.queue, []).append(app)
+            if not asking:   # every ask was served: no pass to make
+                return 0
             for name, apps in asking.items():   # the queues with asks (the heap orders them)
                 plan = []
                 if len(apps) > 1:
