@@ -145,9 +145,25 @@ class VirtualLoop:
 
     def run(self, max_events: int | None = None) -> None:
         """Run until no event is left (or ``max_events`` ran)."""
-        ran = 0
-        while (max_events is None or ran < max_events) and self.step():
-            ran += 1
+        if max_events is not None:
+            ran = 0
+            while ran < max_events and self.step():
+                ran += 1
+            return
+        # step() inlined: a whole replay's events run here
+        if self._at_instant_end:
+            self._end_instant()
+        heap = self._heap
+        pop = heapq.heappop
+        while heap:
+            when, _, timer = pop(heap)
+            if timer.cancelled:
+                continue
+            self._now = when
+            self.events_run += 1
+            timer.fn(*timer.args)
+            if self._at_instant_end:
+                self._end_instant()
 
 
 class RealTimeLoop:
