@@ -53,3 +53,26 @@ def test_an_instant_end_call_pending_counts_as_work_to_come():
     assert loop.has_one_shot_calls()
     loop.run()
     assert not loop.has_one_shot_calls()
+
+
+def test_stepping_one_event_at_a_time_keeps_the_same_order_as_run():
+    def scenario(drive):
+        loop, seen = VirtualLoop(), []
+
+        def first():
+            seen.append("first")
+            loop.at_instant_end(lambda: seen.append("end"))
+            loop.call_at(loop.now(), seen.append, "scheduled for now")
+
+        loop.call_at(5.0, first)
+        loop.call_at(5.0, seen.append, "second")
+        loop.call_at(6.0, seen.append, "later")
+        drive(loop)
+        return seen, loop.events_run
+
+    def by_steps(loop):
+        while loop.step():
+            pass
+
+    assert scenario(by_steps) == scenario(lambda loop: loop.run()) == (
+        ["first", "second", "scheduled for now", "end", "later"], 4)
