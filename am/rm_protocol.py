@@ -4,7 +4,9 @@ ResourceManager, mirroring YARN's ``ApplicationMasterProtocol``,
 
 These dataclasses are the one vocabulary shared by the in-process RM (virtual
 time), the gRPC server (live) and the AM, so the AM never learns which RM it
-talks to. Resources are :class:`ResourceDescriptor` values from the selection
+talks to. They are frozen and slotted (no per-message ``__dict__``: a replay makes
+tens per job).
+Resources are :class:`ResourceDescriptor` values from the selection
 layer; a container's GPUs are always named by a mask (a share of one GPU,
 ``gpu_milli``, by the mask of that one GPU; an ask for a share may leave the GPU to
 the RM, which gives the one with the least milli free that still takes it).
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -122,7 +123,7 @@ ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, Wr
 
 
 # ------------------------------------------------------------------- messages
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResourceRequest:
     """An ask: ``count`` containers of ``resource``, on ``host`` / ``rack`` / anywhere."""
 
@@ -140,7 +141,7 @@ class ResourceRequest:
         return self.host or self.rack or ANY_HOST
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AllocateRequest:
     """One AM heartbeat."""
 
@@ -154,7 +155,7 @@ class AllocateRequest:
     progress: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Container:
     """A granted container: where, what exactly (GPU mask, ports), for which ask."""
 
@@ -168,7 +169,7 @@ class Container:
     allocated_at: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ContainerStatus:
     container_id: str
     host: str
@@ -178,7 +179,7 @@ class ContainerStatus:
     request_id: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeReport:
     host: str
     rack: str
@@ -220,13 +221,13 @@ def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
     return view
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rejection:
     request_id: int
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PendingAsk:
     """An ask still (partly) waiting, with why it could not be placed in the last pass."""
 
@@ -235,7 +236,7 @@ class PendingAsk:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AllocateResponse:
     allocated: tuple[Container, ...] = ()
     completed: tuple[ContainerStatus, ...] = ()
@@ -246,7 +247,7 @@ class AllocateResponse:
     response_id: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RegisterResponse:
     app_id: str
     attempt: int
@@ -256,7 +257,7 @@ class RegisterResponse:
     queue_limit: ResourceDescriptor | None = None  # the most the queue may hold at once (None: the cluster)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ApplicationSubmission:
     name: str
     queue: str = "default"
@@ -265,7 +266,7 @@ class ApplicationSubmission:
     am_expiry_s: float | None = None   # no heartbeat for this long: the AM attempt is declared dead
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ApplicationReport:
     app_id: str
     name: str
@@ -283,7 +284,7 @@ class ApplicationReport:
     gpu_milli_used: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LaunchContext:
     """What a NodeManager starts in a container.
 
@@ -296,6 +297,7 @@ class LaunchContext:
 
     command: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    _names: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, command=(), env: dict[str, str] | None = None) -> "LaunchContext":
@@ -312,16 +314,20 @@ class LaunchContext:
         if not shared.env and not shared.command:
             return self
         own = dict(self.env).keys()   # built in C from the pairs, as :attr:`names` is
-        env = shared.env if own.isdisjoint(shared.names) else tuple(pair for pair in shared.env if pair[0] not in own)
+        env = shared.env if own.isdisjoint(shared.names) else tuple([pair for pair in shared.env if pair[0] not in own])
         return LaunchContext(self.command or shared.command, env + self.env)
 
-    @cached_property
+    @property
     def names(self) -> frozenset[str]:
         """The variables it sets (worked out once: a gang's shared launch is asked 6,001 times)."""
-        return frozenset(dict(self.env))
+        names = self._names
+        if names is None:
+            names = frozenset(dict(self.env))
+            object.__setattr__(self, "_names", names)
+        return names
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ContainerLaunch:
     """One container of a :class:`StartContainers` batch and what it adds to the shared launch."""
 
@@ -329,7 +335,7 @@ class ContainerLaunch:
     launch: LaunchContext = LaunchContext()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StartContainers:
     """Start a gang's containers in one call (YARN's ``StartContainersRequest``). What every
     task of the gang has alike (its peers' hosts, the job's variables: most of a story-3
@@ -340,7 +346,7 @@ class StartContainers:
     shared: LaunchContext = LaunchContext()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StartRefused:
     """The container of a batch the RM could not start, and why. The RM starts a batch's
     containers in order and stops at the first it cannot start: those before it run, those

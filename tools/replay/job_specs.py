@@ -24,9 +24,10 @@ TASK_COMMAND = "true"
 def job_spec(job: TraceJob, node_label: str | None = None) -> JobSpec:
     """The JobSpec of ``job``: one gang of all its roles, each task lasting the trace's
     duration (a replay's ``time_scale`` stretches arrivals, never durations)."""
-    roles = tuple(_role(role, node_label) for role in job.roles)
-    simulation = {role.name: {"simulatedDurationSeconds": float(job.duration_s)} for role in roles}
-    return JobSpec(name=job.job_id, roles=roles, gangs=(tuple(role.name for role in roles),),
+    roles = tuple([_role(role, node_label) for role in job.roles])
+    duration = float(job.duration_s)
+    simulation = {role.name: {"simulatedDurationSeconds": duration} for role in roles}
+    return JobSpec(name=job.job_id, roles=roles, gangs=(tuple([role.name for role in roles]),),
                    retry=RetryPolicy("job", 1), job_retry_count=0, barrier_timeout_s=None, parameters={},
                    unused=(), source=f"trace job {job.job_id}", simulation=simulation)
 
@@ -49,4 +50,4 @@ def _role(role: TraceRole, node_label: str | None) -> RoleSpec:
 def gang_shape(job: TraceJob) -> tuple:
     """What placing the job's gang depends on, besides the cluster: jobs of one queue with
     the same shape fit or do not fit alike."""
-    return tuple((r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb, r.gpu_types) for r in job.roles)
+    return tuple([(r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb, r.gpu_types) for r in job.roles])

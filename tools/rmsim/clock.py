@@ -43,6 +43,26 @@ class VirtualLoop:
         self._heap: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
         self.events_run = 0
+        self._at_instant_end: list[Callable[[], Any]] = []
+
+    def at_instant_end(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` once the current instant is over: after every event due now has run
+        (those scheduled for now meanwhile included), before the clock moves on. It is not an
+        event of its own (``events_run`` does not count it): the work a driver does once per
+        instant, whatever and however many events the instant held. Calls it schedules for
+        now run next, and a call of this made meanwhile, after them."""
+        self._at_instant_end.append(fn)
+
+    def _end_instant(self) -> None:
+        """Run the instant's end calls when no event is due now any more."""
+        heap = self._heap
+        while heap and heap[0][2].cancelled:
+            heapq.heappop(heap)
+        if heap and heap[0][0] <= self._now:
+            return
+        calls, self._at_instant_end = self._at_instant_end, []
+        for fn in calls:
+            fn()
 
     def now(self) -> float:
         return self._now
@@ -80,7 +100,8 @@ class VirtualLoop:
     def has_one_shot_calls(self) -> bool:
         """Whether anything but the periodic calls of :meth:`every` is still scheduled. When
         nothing is, only those callbacks themselves can change what they will see."""
-        return any(not timer.cancelled and not timer.periodic for _, _, timer in self._heap)
+        return bool(self._at_instant_end) or any(not timer.cancelled and not timer.periodic
+                                                 for _, _, timer in self._heap)
 
     def next_time(self) -> float | None:
         while self._heap and self._heap[0][2].cancelled:
@@ -89,6 +110,8 @@ class VirtualLoop:
 
     def step(self) -> bool:
         """Run the next event; False when none is left."""
+        if self._at_instant_end:   # asked for outside any event: the instant it was asked in is over
+            self._end_instant()
         heap = self._heap
         while heap:
             when, _, timer = heapq.heappop(heap)
@@ -97,11 +120,15 @@ class VirtualLoop:
             self._now = when
             self.events_run += 1
             timer.fn(*timer.args)
+            if self._at_instant_end:
+                self._end_instant()
             return True
         return False
 
     def run_until(self, when: float) -> None:
         """Run every event at or before ``when``, then set the clock to ``when``."""
+        if self._at_instant_end:
+            self._end_instant()
         heap = self._heap
         pop = heapq.heappop
         while heap and heap[0][0] <= when:
@@ -111,14 +138,32 @@ class VirtualLoop:
             self._now = t
             self.events_run += 1
             timer.fn(*timer.args)
+            if self._at_instant_end:
+                self._end_instant()
         if when > self._now:
             self._now = float(when)
 
     def run(self, max_events: int | None = None) -> None:
         """Run until no event is left (or ``max_events`` ran)."""
-        ran = 0
-        while (max_events is None or ran < max_events) and self.step():
-            ran += 1
+        if max_events is not None:
+            ran = 0
+            while ran < max_events and self.step():
+                ran += 1
+            return
+        # step() inlined: a whole replay's events run here
+        if self._at_instant_end:
+            self._end_instant()
+        heap = self._heap
+        pop = heapq.heappop
+        while heap:
+            when, _, timer = pop(heap)
+            if timer.cancelled:
+                continue
+            self._now = when
+            self.events_run += 1
+            timer.fn(*timer.args)
+            if self._at_instant_end:
+                self._end_instant()
 
 
 class RealTimeLoop:

@@ -47,7 +47,16 @@ from .node_changes import NodeChanges
 from .queues import Queue, default_queues
 
 
-@dataclass(frozen=True)
+#: The most headroom descriptors :meth:`ResourceManager._headroom` keeps (then it starts over).
+_HEADROOM_MEMO = 4096
+
+
+#: Every kind of :class:`RMEvent`.
+EVENT_KINDS = ("app_submitted", "app_registered", "attempt_failed", "app_finished", "container_allocated",
+               "container_started", "container_finished", "node_state")
+
+
+@dataclass(frozen=True, slots=True)
 class RMEvent:
     """Something that happened in the RM, for subscribers (the simulation driver, logs)."""
 
@@ -58,6 +67,14 @@ class RMEvent:
     container_id: str = ""
     host: str = ""
     detail: str = ""
+
+
+def _submission_order(app: "Application") -> int:
+    return app.seq
+
+
+def _ask_priority(ask: "AskState") -> int:
+    return ask.request.priority
 
 
 class AskState:
@@ -76,7 +93,7 @@ class AskState:
         self.blocked = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ContainerRecord:
     container_id: str
     app_id: str
@@ -100,7 +117,7 @@ class ContainerRecord:
     expiry: Any = None   # the allocation-expiry timer while it waits to be started
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Application:
     app_id: str
     seq: int
@@ -164,13 +181,13 @@ class ResourceManager:
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
         self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
         self._report_when_unused: list = [None] * len(specs)   # what an unused node reports (once built per state)
-        self._headroom_of: tuple = (None, None)          # ((version, queue), headroom) of the latest answer
         self.next_app = 1
         self.next_container = 1
         self._forget_containers_at = limits.RM_MAX_FINISHED_CONTAINERS   # see _forget_old_containers
         self.version = 0            # bumps on every change (the state file saves when it moved)
         self._dirty = True          # something changed since the last scheduling pass
         self._subscribers: dict[str | None, list[Callable[[RMEvent], None]]] = {}   # by kind (None: every kind)
+        self._heard: frozenset[str] = frozenset()   # the kinds someone subscribed to (all, for a None subscriber)
         self._pass_failed: dict = {}       # per scheduling pass: ask key -> why it could not be placed
         self._pass_candidates: dict = {}   # per scheduling pass: (size, label, rack) -> candidate nodes
         self.max_allocation = ResourceDescriptor(
@@ -179,6 +196,14 @@ class ResourceManager:
         #: the cluster's total memory, milli-vcores and GPUs (a node's capacity never changes)
         self._capacity_totals = (int(self.ledger.memory_capacity.sum()), int(self.ledger.mvcores_capacity.sum()),
                                  int(self.ledger.gpu_capacity.sum()))
+        #: what every queue holds, summed: memory, milli-vcores, milli-GPU (kept with the queues'
+        #: own counts by :meth:`_charge`, so an allocate's headroom reads the cluster's free
+        #: resources without summing the queues)
+        self._used_totals = [0, 0, 0]
+        #: applications submitted and not finished (every queue's ``apps``), kept as they come and go
+        self.running_apps = sum(len(q.apps) for q in self.queues.values())
+        self._headroom_values: dict = {}   # (memory, mvcores, GPUs) -> the headroom descriptor of those values
+        self._queue_limits: dict = {}      # (queue, its limits) -> what registrations say of it
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -201,14 +226,16 @@ class ResourceManager:
         6,001-container gang would make 18,000 of them."""
         for kind in (None,) if kinds is None else kinds:
             self._subscribers.setdefault(kind, []).append(fn)
-
-    def _listened(self, kind: str) -> bool:
-        return None in self._subscribers or kind in self._subscribers
+        self._heard = frozenset(EVENT_KINDS if None in self._subscribers else ()) | {
+            kind for kind in self._subscribers if kind is not None}
 
     def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "", detail: str = "") -> None:
-        if self._listened(kind):
+        """Tell the subscribers of ``kind``; a caller whose arguments cost work to build asks
+        :attr:`_heard` first, and the others are asked here."""
+        if kind in self._heard:
             event = RMEvent(self.clock.now(), kind, app_id, container_id, host, detail)
-            for fn in (*self._subscribers.get(None, ()), *self._subscribers.get(kind, ())):
+            subscribers = self._subscribers
+            for fn in (*subscribers.get(None, ()), *subscribers.get(kind, ())):
                 fn(event)
 
     def now(self) -> float:
@@ -221,7 +248,7 @@ class ResourceManager:
         with self.lock:
             if submission.queue not in self.queues:
                 raise NotFound(f"queue: unknown queue {submission.queue!r}; queues: {', '.join(self.queues)}")
-            running = sum(len(q.apps) for q in self.queues.values())
+            running = self.running_apps
             if running >= limits.RM_MAX_RUNNING_APPS:
                 raise WrongState(f"{running} applications are running, the most the RM takes at once "
                                  f"(RM_MAX_RUNNING_APPS); submit again when one has finished")
@@ -233,8 +260,10 @@ class ResourceManager:
                               submission.am_expiry_s)
             self.apps[app_id] = app
             self.queues[submission.queue].apps[app_id] = None
+            self.running_apps += 1
             self.version += 1
-            self._emit("app_submitted", app_id, detail=submission.queue)
+            if "app_submitted" in self._heard:
+                self._emit("app_submitted", app_id, detail=submission.queue)
             return app_id
 
     def kill(self, app_id: str, diagnostics: str = "") -> None:
@@ -284,7 +313,8 @@ class ResourceManager:
                     spec.gpu_type, spec.topology, containers, health)
             return report
         return NodeReport(spec.host, spec.rack, state, capacity, ledger.free(i), spec.labels, spec.gpu_type,
-                          spec.topology, containers, health, self._gpu_milli_free(i))
+                          spec.topology, containers, health,
+                          self._gpu_milli_free(i) if ledger.gpus_shared.item(i) else None)
 
     def _gpu_milli_free(self, i: int) -> tuple[int, ...] | None:
         """Node ``i``'s milli-GPU free per GPU for its report, when some GPU of it holds shares."""
@@ -316,21 +346,29 @@ class ResourceManager:
             app.state = AppState.RUNNING
             app.last_heartbeat = self.clock.now()
             app.node_cursor = self.node_changes.seq   # the AM reads cluster_nodes() once, then the changes
-            self._arm_expiry(app)
+            if app.am_expiry_s is not None:
+                self._arm_expiry(app)
             self.version += 1
-            previous = tuple(self._container(c) for c in app.containers.values() if c.attempt < app.attempt)
-            self._emit("app_registered", app_id, detail=f"attempt {app.attempt}")
+            previous = (tuple([self._container(c) for c in app.containers.values() if c.attempt < app.attempt])
+                        if app.containers else ())
+            if "app_registered" in self._heard:
+                self._emit("app_registered", app_id, detail=f"attempt {app.attempt}")
             return RegisterResponse(app_id, app.attempt, app.queue, self.max_allocation, previous,
                                     self._queue_limit(self.queues[app.queue]))
 
     def _queue_limit(self, queue: Queue) -> ResourceDescriptor | None:
-        """The queue's limit, each unlimited dimension capped at the cluster's total."""
-        totals = self._capacity_totals
+        """The queue's limit, each unlimited dimension capped at the cluster's total (worked
+        out once per queue and limits: every registration asks)."""
         limits = (queue.max_mem, queue.max_mvc, queue.max_gpus)
-        if all(limit >= total for limit, total in zip(limits, totals)):
-            return None
-        mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
-        return ResourceDescriptor(mem, mvc / 1000.0, gpus)
+        key = (queue.name, limits)
+        if key not in self._queue_limits:
+            totals = self._capacity_totals
+            if all(limit >= total for limit, total in zip(limits, totals)):
+                self._queue_limits[key] = None
+            else:
+                mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
+                self._queue_limits[key] = ResourceDescriptor(mem, mvc / 1000.0, gpus)
+        return self._queue_limits[key]
 
     def allocate(self, request: AllocateRequest, checked: bool = False) -> AllocateResponse:
         """One AM heartbeat. ``checked``: the request's form (types, ranges, names, list
@@ -342,14 +380,22 @@ class ResourceManager:
                 raise InvalidRequest(f"request: expected an AllocateRequest, got {type(request).__name__}")
             check.check_allocate(request)
         with self.lock:
-            app = self._live_attempt(request.app_id, request.attempt)
-            asks = self._validate_asks(app, request)
-            releases = self._validate_releases(app, request)
-            self._check_app_size(app, request, asks, releases)
-            black_add = [self._known_host(h, f"blacklist_additions[{k}]")
-                         for k, h in enumerate(request.blacklist_additions)]
-            black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
-                        for k, h in enumerate(request.blacklist_removals)]
+            app = self.apps.get(request.app_id)
+            if app is None or app.state is not AppState.RUNNING or app.attempt != request.attempt:
+                app = self._live_attempt(request.app_id, request.attempt)   # raises, naming what is wrong
+            # A quiet heartbeat (no asks, releases or blacklist changes: how an AM hears that
+            # its containers ended) has nothing to check.
+            asks = self._validate_asks(app, request) if request.asks else []
+            releases = self._validate_releases(app, request) if request.releases else []
+            if asks:
+                self._check_app_size(app, request, asks, releases)
+            if request.blacklist_additions or request.blacklist_removals:
+                black_add = [self._known_host(h, f"blacklist_additions[{k}]")
+                             for k, h in enumerate(request.blacklist_additions)]
+                black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
+                            for k, h in enumerate(request.blacklist_removals)]
+            else:
+                black_add = black_rm = ()
             # Everything is valid: apply.
             app.last_heartbeat = self.clock.now()
             if black_add or black_rm:
@@ -369,9 +415,10 @@ class ResourceManager:
                 self.asking[app.app_id] = app
             if asks or releases or request.cancel:
                 self.version += 1
-            if self.scheduling_interval_s is None:
+            if self.scheduling_interval_s is None and self._dirty:
                 self.schedule()
-            self._reject_never_fitting(app, asks)
+            if asks:
+                self._reject_never_fitting(app, asks)
             return self._drain(app)
 
     def _reject_never_fitting(self, app: Application, asks: list[AskState]) -> None:
@@ -410,7 +457,7 @@ class ResourceManager:
         with self.lock:
             for k, item in enumerate(request.containers):
                 try:
-                    self._start(item.container_id, item.launch, f"containers[{k}].launch", shared, shared_size)
+                    self._start(item.container_id, item.launch, k, shared, shared_size)
                 except RMError as exc:
                     return StartRefused(k, item.container_id, exc)
         return None
@@ -421,13 +468,13 @@ class ResourceManager:
         if refused is not None:
             raise refused.error
 
-    def _start(self, container_id: str, own: LaunchContext, field_name: str, shared: LaunchContext,
+    def _start(self, container_id: str, own: LaunchContext, k: int, shared: LaunchContext,
                shared_size: check.LaunchSize | None) -> None:
-        """Start one container of a batch; ``shared_size`` None: its form is not checked again."""
+        """Start container ``k`` of a batch; ``shared_size`` None: its form is not checked again."""
         if shared_size is not None:
             check.check_name(container_id, "container_id")
-            check.check_launch(own, field_name, shared_size)
-        rec = self._container_rec(container_id)
+            check.check_launch(own, f"containers[{k}].launch", shared_size)
+        rec = self.containers.get(container_id) or self._container_rec(container_id)   # (raises NotFound)
         app = self.apps[rec.app_id]
         if rec.state is not ContainerState.ALLOCATED:
             raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
@@ -440,10 +487,11 @@ class ResourceManager:
         self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
         rec.state = ContainerState.RUNNING
         rec.started_at = self.clock.now()
-        self._disarm_expiry(rec)
+        if rec.expiry is not None:
+            self._disarm_expiry(rec)
         rec.launch = launch
         self.version += 1
-        if self._listened("container_started"):
+        if "container_started" in self._heard:
             self._emit("container_started", rec.app_id, container_id, self.ledger.hosts[rec.node])
 
     def stop_container(self, container_id: str) -> None:
@@ -558,7 +606,6 @@ class ResourceManager:
             self._dirty = False
             if not self.asking:   # nothing asked: nothing to grant (a freed container, a finish)
                 return 0
-            heap = []
             plans: dict[str, list] = {}
             asking: dict[str, list[Application]] = {}
             for app_id, app in list(self.asking.items()):
@@ -566,22 +613,32 @@ class ResourceManager:
                     del self.asking[app_id]
                 elif app.state is AppState.RUNNING:
                     asking.setdefault(app.queue, []).append(app)
+            if not asking:   # every ask was served: no pass to make
+                return 0
             for name, apps in asking.items():   # the queues with asks (the heap orders them)
-                queue = self.queues[name]
                 plan = []
-                for app in sorted(apps, key=lambda a: a.seq):   # in submission order
+                if len(apps) > 1:
+                    apps.sort(key=_submission_order)
+                for app in apps:
                     if app.state is AppState.RUNNING and app.asks:
                         asks = list(app.asks.values())
-                        if any(a.request.priority for a in asks):
-                            asks.sort(key=lambda a: a.request.priority)
-                        plan.extend((app, ask) for ask in asks)
+                        if len(asks) > 1 and any([a.request.priority for a in asks]):
+                            asks.sort(key=_ask_priority)
+                        plan += [(app, ask) for ask in asks]
                 if plan:
                     plans[name] = [plan, 0]
-                    heap.append((queue.share(), name))
-            heapq.heapify(heap)
             self._pass_failed: dict = {}
             self._pass_candidates: dict = {}
             granted = 0
+            if len(plans) == 1:   # one queue asks: it is served until it cannot be (no share to compare)
+                (name, entry), = plans.items()
+                queue = self.queues[name]
+                while self._place_one(queue, entry):
+                    granted += 1
+                heap = []
+            else:
+                heap = [(self.queues[name].share(), name) for name in plans]
+                heapq.heapify(heap)
             while heap:
                 _, name = heapq.heappop(heap)
                 queue = self.queues[name]
@@ -706,17 +763,15 @@ class ResourceManager:
         app.containers[cid] = rec
         self.node_containers[node].add(cid)
         self.node_changes.touch(node)
-        queue.used_mem += booking.memory_mb
-        queue.used_mvc += booking.mvcores
-        queue.used_gpus += ask.need.gpus
-        queue.used_gpu_milli += ask.need.gpu_milli
+        self._charge(queue, booking, 1)
         ask.remaining -= 1
         if ask.remaining <= 0:
             del app.asks[ask.request.request_id]
         app.out_allocated.append(rec)
-        self._arm_allocation_expiry(rec)
+        if self.allocation_expiry_s is not None:
+            self._arm_allocation_expiry(rec)
         self.version += 1
-        if self._listened("container_allocated"):
+        if "container_allocated" in self._heard:
             self._emit("container_allocated", app.app_id, cid, self.ledger.hosts[node])
 
     def restart_allocation_expiry(self, expiry_s: float | None) -> None:
@@ -809,8 +864,8 @@ class ResourceManager:
         if not asks:
             return
         cancelled = set(request.cancel)
-        waiting = sum(a.remaining for rid, a in app.asks.items() if rid not in cancelled)
-        total = len(app.containers) - len(releases) + waiting + sum(a.request.count for a in asks)
+        waiting = sum([a.remaining for rid, a in app.asks.items() if rid not in cancelled]) if app.asks else 0
+        total = len(app.containers) - len(releases) + waiting + sum([a.request.count for a in asks])
         if total > limits.RM_MAX_CONTAINERS_PER_APP:
             raise InvalidRequest(f"asks: application {app.app_id} would hold and wait for {total} containers, "
                                  f"over the limit of {limits.RM_MAX_CONTAINERS_PER_APP} (RM_MAX_CONTAINERS_PER_APP)")
@@ -868,41 +923,47 @@ class ResourceManager:
         queue = self.queues[app.queue]
         app.response_id += 1
         response = AllocateResponse(
-            allocated=tuple(self._container(r) for r in app.out_allocated),
-            completed=tuple(app.out_completed),
-            node_updates=self._node_updates(app) if self.node_updates else (),
-            rejected=tuple(app.out_rejected),
-            pending=tuple(PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()),
-            headroom=self._headroom(queue),
-            response_id=app.response_id,
+            tuple([self._container(r) for r in app.out_allocated]) if app.out_allocated else (),
+            tuple(app.out_completed),
+            self._node_updates(app) if self.node_updates else (),
+            tuple(app.out_rejected),
+            tuple([PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()])
+            if app.asks else (),
+            self._headroom(queue),
+            app.response_id,
         )
-        app.out_allocated = []
-        app.out_completed = []
-        app.out_rejected = []
+        if app.out_allocated:
+            app.out_allocated = []
+        if app.out_completed:
+            app.out_completed = []
+        if app.out_rejected:
+            app.out_rejected = []
         return response
 
     def _headroom(self, queue: Queue) -> ResourceDescriptor:
         """What the queue could still be given: its room, at most what the cluster has free.
-        The same until the RM's ``version`` moves, so a quiet heartbeat does not sum the cluster."""
-        key = (self.version, queue.name)
-        if self._headroom_of[0] != key:
-            free_mem, free_mvc, free_gpu_milli = self._free_totals()
-            self._headroom_of = (key, ResourceDescriptor(
-                max(0, min(queue.max_mem - queue.used_mem, free_mem)),
-                max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)) / 1000.0,
-                max(0, min(queue.max_gpus * GPU_MILLI - queue.gpu_milli_used, free_gpu_milli)) // GPU_MILLI))
-        return self._headroom_of[1]
+        One descriptor per value, built once (a run's allocates see few distinct values,
+        and a descriptor is immutable); the memo is bounded (:data:`_HEADROOM_MEMO`)."""
+        free_mem, free_mvc, free_gpu_milli = self._free_totals()
+        values = (max(0, min(queue.max_mem - queue.used_mem, free_mem)),
+                  max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)),
+                  max(0, min(queue.max_gpus * GPU_MILLI - queue.used_gpus * GPU_MILLI - queue.used_gpu_milli,
+                             free_gpu_milli)) // GPU_MILLI)
+        memo = self._headroom_values
+        headroom = memo.get(values)
+        if headroom is None:
+            if len(memo) >= _HEADROOM_MEMO:
+                memo.clear()
+            headroom = memo[values] = ResourceDescriptor(values[0], values[1] / 1000.0, values[2])
+        return headroom
 
     def _free_totals(self) -> tuple[int, int, int]:
         """The cluster's free memory, milli-vcores and milli-GPU: its capacity less what the
         queues use (every booking is a queue's: :meth:`check_invariants` holds the two books
-        equal), a sum over the queues, not over every node."""
+        equal), kept as bookings come and go (:meth:`_charge`), not summed per call."""
         mem, mvc, gpus = self._capacity_totals
-        milli_gpus = gpus * GPU_MILLI
-        for q in self.queues.values():   # one pass (every allocate's headroom asks)
-            mem, mvc = mem - q.used_mem, mvc - q.used_mvc
-            milli_gpus -= q.used_gpus * GPU_MILLI + q.used_gpu_milli
-        return mem, mvc, milli_gpus
+        used_mem, used_mvc, used_gpu_milli = self._used_totals
+        return mem - used_mem, mvc - used_mvc, gpus * GPU_MILLI - used_gpu_milli
 
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change
@@ -923,7 +984,8 @@ class ResourceManager:
     def _finish_container(self, rec: ContainerRecord, state: ContainerState, exit_status: int,
                           diagnostics: str, stop: bool = True) -> None:
         was_running = rec.state is ContainerState.RUNNING
-        self._disarm_expiry(rec)
+        if rec.expiry is not None:
+            self._disarm_expiry(rec)
         rec.state, rec.exit_status, rec.diagnostics = state, int(exit_status), diagnostics
         rec.finished_at = self.clock.now()
         app = self.apps[rec.app_id]
@@ -940,7 +1002,7 @@ class ResourceManager:
         if stop and was_running:
             rec.stopping = True
             self.node_manager.stop(rec)
-        if self._listened("container_finished"):
+        if "container_finished" in self._heard:
             self._emit("container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
                        f"{state.value} exit={exit_status} {diagnostics}")
         if len(self.containers) > self._forget_containers_at:
@@ -951,11 +1013,19 @@ class ResourceManager:
         self.ledger.give_back(rec.node, rec.booking)
         self.node_containers[rec.node].discard(rec.container_id)
         self.node_changes.touch(rec.node)
-        queue = self.queues[self.apps[rec.app_id].queue]
-        queue.used_mem -= rec.booking.memory_mb
-        queue.used_mvc -= rec.booking.mvcores
-        queue.used_gpus -= rec.booking.demand.gpus
-        queue.used_gpu_milli -= rec.booking.gpu_milli
+        self._charge(self.queues[self.apps[rec.app_id].queue], rec.booking, -1)
+
+    def _charge(self, queue: Queue, booking: Booking, sign: int) -> None:
+        """Count a booking in (``sign`` 1) or out (-1) of its queue's usage and the queues' totals."""
+        mem, mvc, gpus, gpu_milli = booking.memory_mb, booking.mvcores, booking.demand.gpus, booking.gpu_milli
+        queue.used_mem += sign * mem
+        queue.used_mvc += sign * mvc
+        queue.used_gpus += sign * gpus
+        queue.used_gpu_milli += sign * gpu_milli
+        totals = self._used_totals
+        totals[0] += sign * mem
+        totals[1] += sign * mvc
+        totals[2] += sign * (gpus * GPU_MILLI + gpu_milli)
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True
@@ -976,10 +1046,13 @@ class ResourceManager:
             self._finish_container(app.containers[cid], ContainerState.KILLED, exit_status,
                                    f"application {app.app_id} {state.value.lower()}")
         del self.queues[app.queue].apps[app.app_id]
+        self.running_apps -= 1
         self._dirty = True
         self.version += 1
-        self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
-        self._forget_old_apps()
+        if "app_finished" in self._heard:
+            self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
+        if len(self.apps) - self.running_apps > limits.RM_MAX_COMPLETED_APPS:
+            self._forget_old_apps()
 
     def _fail_attempt(self, app: Application, diagnostics: str) -> None:
         if app.attempt >= app.max_attempts:
@@ -1030,7 +1103,7 @@ class ResourceManager:
         """Past RM_MAX_COMPLETED_APPS finished applications, forget the oldest tenth of them
         (with their containers): memory stays bounded however many applications come and go,
         and the cost of a pass is spread over a tenth of the limit's application ends."""
-        finished = len(self.apps) - sum(len(q.apps) for q in self.queues.values())
+        finished = len(self.apps) - self.running_apps
         limit = limits.RM_MAX_COMPLETED_APPS
         if finished <= limit:
             return
@@ -1102,6 +1175,10 @@ class ResourceManager:
             assert q.used_gpu_milli == sum(c.booking.gpu_milli for c in live), f"queue {q.name}: GPU share drift"
             assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.gpu_milli_used <= q.max_gpus * GPU_MILLI, \
                 f"queue {q.name}: over its limit"
+        assert self._used_totals == [sum(q.used_mem for q in self.queues.values()),
+                                     sum(q.used_mvc for q in self.queues.values()),
+                                     sum(q.gpu_milli_used for q in self.queues.values())], "the queues' totals drift"
+        assert self.running_apps == sum(len(q.apps) for q in self.queues.values()), "running applications drift"
         assert self._free_totals() == (int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
                                        int(ledger.gpu_milli_free.sum())), "the queues' usage and the nodes' free drift"
 

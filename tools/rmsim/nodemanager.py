@@ -81,7 +81,7 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
     return env
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _ExitInstant:
     """The containers that exit at one instant of virtual time (their exit codes, in the
     order they were started), and the clock's event for it."""

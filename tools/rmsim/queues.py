@@ -56,13 +56,15 @@ class Queue:
 
     def share(self) -> float:
         """Dominant share: the largest used/limit fraction over the limited dimensions."""
+        gpu_milli_used = self.used_gpus * GPU_MILLI + self.used_gpu_milli   # (as gpu_milli_used says)
         return max(self.used_mem / self.max_mem if self.max_mem else 0.0,
                    self.used_mvc / self.max_mvc if self.max_mvc else 0.0,
-                   self.gpu_milli_used / (self.max_gpus * GPU_MILLI) if self.max_gpus else 0.0)
+                   gpu_milli_used / (self.max_gpus * GPU_MILLI) if self.max_gpus else 0.0)
 
     def room_for(self, mem: int, mvc: int, gpus: int, gpu_milli: int = 0) -> bool:
+        gpu_milli_used = self.used_gpus * GPU_MILLI + self.used_gpu_milli   # (as gpu_milli_used says)
         return (self.used_mem + mem <= self.max_mem and self.used_mvc + mvc <= self.max_mvc
-                and self.gpu_milli_used + gpus * GPU_MILLI + gpu_milli <= self.max_gpus * GPU_MILLI)
+                and gpu_milli_used + gpus * GPU_MILLI + gpu_milli <= self.max_gpus * GPU_MILLI)
 
     def why_never(self, mem: int, mvc: int, gpus: int, gpu_milli: int = 0) -> str | None:
         if mem > self.max_mem:

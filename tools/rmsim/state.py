@@ -189,11 +189,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         app = core.apps[rec.app_id]
         if not rec.held:
             app.containers[rec.container_id] = rec
-        q = core.queues[app.queue]
-        q.used_mem += rec.booking.memory_mb
-        q.used_mvc += rec.booking.mvcores
-        q.used_gpus += rec.booking.demand.gpus
-        q.used_gpu_milli += rec.booking.gpu_milli
+        core._charge(core.queues[app.queue], rec.booking, 1)
         if rec.state is ContainerState.RUNNING:
             node_manager.adopt(rec)
         elif rec.held:                                   # it was being stopped when the RM went down

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Mapping, Protocol
 
 from gangmaster.am.jobspec_model import JobSpec
@@ -57,7 +56,7 @@ ENV_ROLE_INDEX = "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"
 ENV_ATTEMPT = "GANGMASTER_ATTEMPT"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskBehaviour:
     """What one started task does: take part in its gang's barrier (epoch 0) or not,
     then run ``duration_s`` (None: until stopped) and exit with ``exit_code``."""
@@ -71,7 +70,7 @@ class TaskBehaviour:
 RUNS_UNTIL_STOPPED = TaskBehaviour(None, 0, joins_barrier=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InjectedFailure:
     """Testing aid: in the listed attempts, instance ``instance`` of the role exits with
     ``exit_code`` at the end of its duration; or, ``before_barrier``, at once when it
@@ -83,20 +82,33 @@ class InjectedFailure:
     before_barrier: bool = False
 
 
-@dataclass(frozen=True)
+#: No failure injected (what a role whose keys name none shares).
+NO_FAILURE = InjectedFailure()
+#: The simulation keys that inject a failure.
+_FAILURE_KEYS = frozenset({"failOnAttempts", "failInstance", "failExitCode", "failBeforeBarrier"})
+
+
+@dataclass(frozen=True, slots=True)
 class RoleBehaviour:
     """How every task of one role behaves in simulation."""
 
     duration_s: float = DEFAULT_DURATION_S
     exit_code: int = 0
-    failure: InjectedFailure = field(default_factory=InjectedFailure)
+    failure: InjectedFailure = NO_FAILURE
+    #: What every task of the role does when no failure is injected into it (one immutable
+    #: value, shared by the gang's thousands of tasks).
+    usual: TaskBehaviour = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "usual", TaskBehaviour(self.duration_s, self.exit_code))
 
     @classmethod
     def from_keys(cls, keys: Mapping[str, Any]) -> "RoleBehaviour":
         """From a role's simulation keys as the job file names them (``JobSpec.simulation``;
         the job reader has checked their values)."""
-        failure = InjectedFailure(tuple(keys.get("failOnAttempts", ())), keys.get("failInstance", 0),
-                                  keys.get("failExitCode", 1), keys.get("failBeforeBarrier", False))
+        failure = NO_FAILURE if _FAILURE_KEYS.isdisjoint(keys) else InjectedFailure(
+            tuple(keys.get("failOnAttempts", ())), keys.get("failInstance", 0), keys.get("failExitCode", 1),
+            keys.get("failBeforeBarrier", False))
         return cls(float(keys.get("simulatedDurationSeconds", DEFAULT_DURATION_S)),
                    keys.get("simulatedExitCode", 0), failure)
 
@@ -108,12 +120,6 @@ class RoleBehaviour:
                 return TaskBehaviour(0.0, failure.exit_code, joins_barrier=False)
             return TaskBehaviour(self.duration_s, failure.exit_code)
         return self.usual
-
-    @cached_property
-    def usual(self) -> TaskBehaviour:
-        """What every task of the role does when no failure is injected into it (one
-        immutable value, shared by the gang's thousands of tasks)."""
-        return TaskBehaviour(self.duration_s, self.exit_code)
 
 
 class Workload(Protocol):
