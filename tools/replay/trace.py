@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 
@@ -49,15 +49,15 @@ class TraceJob:
     duration_s: float
     queue: str
     roles: tuple[TraceRole, ...]
+    #: GPUs of the whole gang (the job's gang size in GPU terms), and its container count.
+    #: Summed once here because the replay reads them several times per job; a plain
+    #: attribute, not ``cached_property`` (whose first read takes a lock on 3.11).
+    gpus: int = field(init=False, repr=False, compare=False)
+    instances: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def gpus(self) -> int:
-        """GPUs of the whole gang (the job's gang size in GPU terms)."""
-        return sum(role.instances * role.gpus for role in self.roles)
-
-    @property
-    def instances(self) -> int:
-        return sum(role.instances for role in self.roles)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", sum(role.instances * role.gpus for role in self.roles))
+        object.__setattr__(self, "instances", sum(role.instances for role in self.roles))
 
     @property
     def gpu_milli(self) -> int:
