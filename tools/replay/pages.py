@@ -51,8 +51,32 @@ def summary_rows(document: dict[str, Any], keys=SUMMARY) -> tuple[list[str], lis
     across; fifteen figures do not)."""
     selectors = document["selectors"]
     header = ["figure"] + list(selectors)
+    if is_fill(document) and keys is SUMMARY:
+        return header, _fill_summary(document)
     rows = [[heading(k)] + [cell(k, figures.get(k)) for figures in selectors.values()] for k in keys]
     return header, rows
+
+
+def _fill_summary(document: dict[str, Any]) -> list[list[str]]:
+    """Fill mode's summary: pods never leave, so JCT and queueing mean nothing there; it shows
+    what fill mode measures (the unallocated GPU % once every GPU has arrived, pods placed and
+    dropped, the FGD fragmentation measure)."""
+    selectors = document["selectors"].values()
+    several = len(document["run"]["seeds"]) > 1
+    full = []
+    for figures in selectors:
+        point = figures["unallocated_gpu_pct_at_arrived"].get(100, figures["unallocated_gpu_pct_at_arrived"].get("100"))
+        if point is None or point["median"] is None:
+            full.append("–")
+        elif several:
+            full.append(f"{point['median']:.1f} ({point['p25']:.1f}–{point['p75']:.1f})")
+        else:
+            full.append(f"{point['median']:.1f}")
+    return [["unallocated GPU % at 100 % arrived" + (" (median, IQR)" if several else "")] + full,
+            ["pods placed"] + [cell("jobs", figures["fill"]["placed"]) for figures in selectors],
+            ["pods dropped"] + [cell("jobs", figures["fill"]["dropped"]) for figures in selectors],
+            [heading("frag_fgd_mean")] + [cell("frag_fgd_mean", figures.get("frag_fgd_mean")) for figures in selectors],
+            [heading("wall_s")] + [cell("wall_s", figures.get("wall_s")) for figures in selectors]]
 
 
 def _group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[list[str]]]:
