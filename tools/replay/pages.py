@@ -128,6 +128,16 @@ def is_fill(document: dict[str, Any]) -> bool:
     return "fill" in document["run"]
 
 
+def _window_note(document: dict[str, Any]) -> str:
+    """Which figures the measurement window bounds: in fill mode the headline plot and table
+    count every pod, so the note must not claim them for the window."""
+    window = document["run"]["window"]["text"]
+    if is_fill(document):
+        return (f"Measurement window: {window}. The fill plot and its table count every pod; the other "
+                "figures are over this window unless they say otherwise.")
+    return f"Measurement window: {window}. Every figure below is over this window unless it says otherwise."
+
+
 def _fill_note(document: dict[str, Any]) -> str:
     fill = document["run"]["fill"]
     pods = ", ".join(f"seed {seed}: {n:,}" for seed, n in fill["pods_by_seed"].items())
@@ -233,8 +243,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>gangmaster replay report</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>gangmaster replay: placement policies compared</h1>",
-             f"<p class=\"note\">{html.escape(document['run']['window']['text'])} — every figure below is over "
-             "this window unless it says otherwise.</p>"]
+             f"<p class=\"note\">{html.escape(_window_note(document))}</p>"]
     identity = [[k, v] for k, v in identity_lines(document)]
     parts.append(_html_table(["", ""], identity, "identity").replace("<thead><tr><th></th><th></th></tr></thead>", ""))
     headline = [f for f in figures if f.name == FILL_FIGURE]   # drawn in fill mode only
@@ -278,7 +287,7 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: list[tuple[Figure, str]]) -> str:
     parts = ["# gangmaster replay: placement policies compared\n"]
     parts += [f"- **{k}**: {v}" for k, v in identity_lines(document)]
-    parts.append(f"\nEvery figure is over the measurement window: {document['run']['window']['text']}.\n")
+    parts.append(f"\n{_window_note(document)}\n")
     headline = [f for f in figures if f.name == FILL_FIGURE]   # drawn in fill mode only
     if is_fill(document):   # the headline: its plot first, then the table
         parts.append("## Unallocated GPUs against GPUs arrived (fill mode)\n")
