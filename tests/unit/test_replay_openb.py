@@ -228,6 +228,16 @@ def test_cli_fill_mode_writes_the_headline_table_plot_and_metrics(tmp_path, caps
     assert document["run"]["fill"]["inflate"] == 1.5 and document["run"]["queue_policy"] == "drop"
     page = (tmp_path / "report.md").read_text()
     assert "## Unallocated GPUs against GPUs arrived (fill mode)" in page
+    assert "The fill plot and its table count every pod" in page.split("## ")[0]   # not the window's
+    # the summary shows what fill mode measures, not JCT or queueing (pods never leave)
+    summary = page.split("## Summary\n")[1].split("\n## ")[0]
+    assert "| pods dropped | 5 | 5 |" in summary and "| pods placed |" in summary and "frag (FGD)" in summary
+    assert "unallocated GPU % at 100 % arrived" in summary and "JCT" not in summary and "queue" not in summary
+    printed = out.split("window:")[1]
+    assert next(line for line in printed.splitlines() if line.startswith("pods dropped")).split() == [
+        "pods", "dropped", "5", "5"] and "JCT" not in printed
+    html_summary = (tmp_path / "report.html").read_text().split("<h2>Summary</h2>")[1].split("<h2>")[0]
+    assert "pods dropped" in html_summary and "JCT" not in html_summary
     from gangmaster.tools.replay.plots import matplotlib_missing
     assert (tmp_path / "fill.png").exists() == (matplotlib_missing() is None)
     if matplotlib_missing() is None:   # the headline plot opens its section, above its table, and only there

@@ -142,3 +142,14 @@ def test_a_disabled_progress_bar_writes_nothing():
 def test_the_pages_print_counts_as_whole_numbers_not_exponents(key, value, shown):
     from gangmaster.tools.replay.pages import cell
     assert cell(key, value) == shown
+
+
+def test_up_to_eight_selectors_each_draw_a_line_of_their_own():
+    from gangmaster.tools.replay.plots import LINE_COLOURS, LINE_STYLES
+    assert len(LINE_COLOURS) == len(LINE_STYLES) >= 8
+    assert len(set(LINE_COLOURS)) == len(LINE_COLOURS)
+    assert len(set(map(str, LINE_STYLES))) == len(LINE_STYLES)
+    def is_dotted(style):   # every dash one point long
+        return style == ":" or isinstance(style, tuple) and set(style[1][::2]) == {1}
+    dotted = [style for style in LINE_STYLES if is_dotted(style)]
+    assert len(dotted) <= 1, f"two dotted styles cannot be told apart: {dotted}"

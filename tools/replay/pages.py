@@ -51,8 +51,32 @@ def summary_rows(document: dict[str, Any], keys=SUMMARY) -> tuple[list[str], lis
     across; fifteen figures do not)."""
     selectors = document["selectors"]
     header = ["figure"] + list(selectors)
+    if is_fill(document) and keys is SUMMARY:
+        return header, _fill_summary(document)
     rows = [[heading(k)] + [cell(k, figures.get(k)) for figures in selectors.values()] for k in keys]
     return header, rows
+
+
+def _fill_summary(document: dict[str, Any]) -> list[list[str]]:
+    """Fill mode's summary: pods never leave, so JCT and queueing mean nothing there; it shows
+    what fill mode measures (the unallocated GPU % once every GPU has arrived, pods placed and
+    dropped, the FGD fragmentation measure)."""
+    selectors = document["selectors"].values()
+    several = len(document["run"]["seeds"]) > 1
+    full = []
+    for figures in selectors:
+        point = figures["unallocated_gpu_pct_at_arrived"].get(100, figures["unallocated_gpu_pct_at_arrived"].get("100"))
+        if point is None or point["median"] is None:
+            full.append("–")
+        elif several:
+            full.append(f"{point['median']:.1f} ({point['p25']:.1f}–{point['p75']:.1f})")
+        else:
+            full.append(f"{point['median']:.1f}")
+    return [["unallocated GPU % at 100 % arrived" + (" (median, IQR)" if several else "")] + full,
+            ["pods placed"] + [cell("jobs", figures["fill"]["placed"]) for figures in selectors],
+            ["pods dropped"] + [cell("jobs", figures["fill"]["dropped"]) for figures in selectors],
+            [heading("frag_fgd_mean")] + [cell("frag_fgd_mean", figures.get("frag_fgd_mean")) for figures in selectors],
+            [heading("wall_s")] + [cell("wall_s", figures.get("wall_s")) for figures in selectors]]
 
 
 def _group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[list[str]]]:
@@ -102,6 +126,16 @@ def fill_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 def is_fill(document: dict[str, Any]) -> bool:
     return "fill" in document["run"]
+
+
+def _window_note(document: dict[str, Any]) -> str:
+    """Which figures the measurement window bounds: in fill mode the headline plot and table
+    count every pod, so the note must not claim them for the window."""
+    window = document["run"]["window"]["text"]
+    if is_fill(document):
+        return (f"Measurement window: {window}. The fill plot and its table count every pod; the other "
+                "figures are over this window unless they say otherwise.")
+    return f"Measurement window: {window}. Every figure below is over this window unless it says otherwise."
 
 
 def _fill_note(document: dict[str, Any]) -> str:
@@ -209,8 +243,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>gangmaster replay report</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>gangmaster replay: placement policies compared</h1>",
-             f"<p class=\"note\">{html.escape(document['run']['window']['text'])} — every figure below is over "
-             "this window unless it says otherwise.</p>"]
+             f"<p class=\"note\">{html.escape(_window_note(document))}</p>"]
     identity = [[k, v] for k, v in identity_lines(document)]
     parts.append(_html_table(["", ""], identity, "identity").replace("<thead><tr><th></th><th></th></tr></thead>", ""))
     headline = [f for f in figures if f.name == FILL_FIGURE]   # drawn in fill mode only
@@ -254,7 +287,7 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: list[tuple[Figure, str]]) -> str:
     parts = ["# gangmaster replay: placement policies compared\n"]
     parts += [f"- **{k}**: {v}" for k, v in identity_lines(document)]
-    parts.append(f"\nEvery figure is over the measurement window: {document['run']['window']['text']}.\n")
+    parts.append(f"\n{_window_note(document)}\n")
     headline = [f for f in figures if f.name == FILL_FIGURE]   # drawn in fill mode only
     if is_fill(document):   # the headline: its plot first, then the table
         parts.append("## Unallocated GPUs against GPUs arrived (fill mode)\n")

@@ -47,6 +47,13 @@ FIGURES = (
 )
 
 
+# One colour and one line style per selector, each distinct for up to eight: selectors that
+# decide alike draw the same line, and a dashed line over a solid one still shows both
+# (only one dotted style, so two dotted lines cannot be told apart by colour alone).
+LINE_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (10, 3)), (0, (8, 2, 2, 2, 2, 2)))
+
+
 def matplotlib_missing() -> str | None:
     """Why no figure can be drawn, or None when matplotlib is there."""
     try:
@@ -67,13 +74,9 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
     import matplotlib.pyplot as plt
 
     from cycler import cycler   # matplotlib's own dependency
-    # Line styles as well as colours: selectors that decide alike draw the same line, and
-    # a dashed line over a solid one still shows both.
     plt.rcParams.update({"figure.dpi": DPI, "font.size": 9, "axes.grid": True, "grid.alpha": 0.3,
                          "path.simplify": True,
-                         "axes.prop_cycle": cycler(color=["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
-                                                          "#8c564b"]) + cycler(linestyle=["-", "--", ":", "-.",
-                                                                                          (0, (5, 1)), (0, (1, 3))])})
+                         "axes.prop_cycle": cycler(color=list(LINE_COLOURS)) + cycler(linestyle=list(LINE_STYLES))})
     painters = {"jct_cdf.png": _jct_cdf, "queueing_cdf.png": _queueing_cdf, "over_time.png": _over_time,
                 "queues.png": _queues, "sweep.png": _sweep, FILL_FIGURE: _fill}
     written, skipped = [], []
