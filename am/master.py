@@ -712,6 +712,46 @@ class ApplicationMaster:
                 out[g.name] = acq.waiting_reason or "; ".join([granted, *pending[:3]])
         return out
 
+    # ================================================= taken over from a journal
+    # What am.recovery needs to rebuild gangs from a journal (failover, resume): the same
+    # transitions a live AM makes, named for that use so recovery touches no private state.
+    def begin_attempt(self, name: str, roles: tuple[RoleSpec, ...], attempt: int, history: list[AttemptRecord],
+                      waiting_since: float | None = None) -> GangRun:
+        """A gang attempt, waiting; with ``waiting_since`` it is one the journal already recorded
+        (not journalled nor counted again). The caller adds it to :attr:`gangs`."""
+        return self._new_gang(name, roles, attempt, history, waiting_since=waiting_since)
+
+    def take_back_running(self, gang: GangRun) -> None:
+        """Watch again the tasks of ``gang`` the journal recorded running (their containers the
+        RM kept), and let the gang decide at the next :meth:`decide_gangs`."""
+        self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TaskState.RUNNING)
+        self._to_decide.add(gang)
+
+    def task_ended_unwatched(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
+                             now: float) -> None:
+        """A task ended while no AM was watching: it ends now, as any task of the attempt ends."""
+        self._task_finished(gang, task, exit_status, diagnostics, now)
+
+    def reopen_barrier(self, gang: GangRun, token: str | None) -> None:
+        """The recovered attempt's barrier takes up the token the previous AM gave its tasks."""
+        self._barrier.reopen(gang, token)
+
+    def stop_container(self, container_id: str) -> None:
+        """Stop a container no gang owns (an RM error is logged, not raised)."""
+        self._stop(container_id)
+
+    def decide_gangs(self, now: float) -> None:
+        """The gangs whose tasks ended decide, as after any heartbeat."""
+        self._decide(now)
+
+    def end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
+        """End ``gang``'s attempt: barrier, running tasks and record, as any attempt ends."""
+        self._end_attempt(gang, outcome, reason, now)
+
+    def finish(self, outcome: str, reason: str) -> None:
+        """The job ends with ``outcome`` (the open attempts end with it)."""
+        self._finish(outcome, reason)
+
 
 def _weakly(owner: object, method: str) -> Callable:
     """``owner``'s ``method``, called without keeping ``owner`` alive: for what the AM owns

@@ -4,7 +4,7 @@
   the RM kept the running containers. Each gang is rebuilt through the same
   transitions it lived: a new attempt waiting, or an attempt launched with the
   tasks the journal recorded; a task that ended while no AM was watching ends now,
-  through the AM's own :meth:`~ApplicationMaster._task_finished`, and the gangs
+  through the AM's own :meth:`~ApplicationMaster.task_ended_unwatched`, and the gangs
   then decide as after any heartbeat. A container the journal never saw launched
   is stopped.
 * **Resume** (:func:`resume`, the first AM of a *new* application in a folder that
@@ -33,7 +33,7 @@ def recover(am: "ApplicationMaster", previous: JournalState, kept_containers) ->
     am.log(f"recovering from the journal of AM attempt(s) {previous.am_attempts}; the RM kept "
            f"{len(kept)} running container(s)")
     if previous.outcome is not None:
-        am._finish(previous.outcome, previous.reason)
+        am.finish(previous.outcome, previous.reason)
         return
     known: set[str] = set()
     now = am.now()
@@ -42,37 +42,36 @@ def recover(am: "ApplicationMaster", previous: JournalState, kept_containers) ->
         saved = previous.gangs.get(name)
         roles = am.job.gang_roles(number)
         if saved is None:
-            am.gangs.append(am._new_gang(name, roles, 1, []))
+            am.gangs.append(am.begin_attempt(name, roles, 1, []))
             continue
-        gang = am._new_gang(name, roles, saved.attempt, saved.history, waiting_since=saved.waiting_since)
+        gang = am.begin_attempt(name, roles, saved.attempt, saved.history, waiting_since=saved.waiting_since)
         gang.record.releases = saved.releases
         if saved.launched is not None:
             gang.acquisition = None
             gang.launched(saved.launched)
             gang.state, gang.record.started_at = RoleState.RUNNING, saved.started_at
-            am._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TaskState.RUNNING)
-            am._to_decide.add(gang)
+            am.take_back_running(gang)
             for task in gang.tasks:
                 known.add(task.container_id)
                 if task.state is TaskState.RUNNING and task.container_id not in kept:
                     try:
                         status = am.rm.container_status(task.container_id)
                     except NotFound:
-                        am._task_finished(gang, task, ExitStatus.LOST_ON_RM_RESTART,
+                        am.task_ended_unwatched(gang, task, ExitStatus.LOST_ON_RM_RESTART,
                                           "the RM no longer knows its container", now)
                         continue
                     if status.state is not ContainerState.RUNNING:
-                        am._task_finished(gang, task, status.exit_status, status.diagnostics or
+                        am.task_ended_unwatched(gang, task, status.exit_status, status.diagnostics or
                                           "ended while the AM was down", now)
             running = gang.by_state.get(TaskState.RUNNING, 0)
             am.log(f"gang {name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
                    f"{running} still running")
-            am._barrier.reopen(gang, saved.barrier_token)
+            am.reopen_barrier(gang, saved.barrier_token)
         am.gangs.append(gang)
     for cid in sorted(kept - known):   # started by a launch the journal never recorded
         am.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
-        am._stop(cid)
-    am._decide(now)
+        am.stop_container(cid)
+    am.decide_gangs(now)
 
 
 def resume(am: "ApplicationMaster", previous: JournalState) -> None:
@@ -81,7 +80,7 @@ def resume(am: "ApplicationMaster", previous: JournalState) -> None:
     am.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
     if previous.finished:   # the drivers report such a folder without starting an AM (tools.job_runner)
         am.gangs = recorded_gangs(am.job, previous)
-        am._finish(previous.outcome, f"already finished in an earlier run: {previous.reason}")
+        am.finish(previous.outcome, f"already finished in an earlier run: {previous.reason}")
         return
     am.log(f"resuming the job from the journal of an earlier run ({previous.app_id}, AM attempt(s) "
            f"{previous.am_attempts}); the tasks it was running ended with it")
@@ -89,12 +88,12 @@ def resume(am: "ApplicationMaster", previous: JournalState) -> None:
         name, roles = gang_name(names), am.job.gang_roles(number)
         saved = previous.gangs.get(name)
         if saved is None:
-            am.gangs.append(am._new_gang(name, roles, 1, []))
+            am.gangs.append(am.begin_attempt(name, roles, 1, []))
             continue
         history = saved.history
         ended = any(a.attempt == saved.attempt for a in history)
         if not ended and saved.launched is None:
-            am.gangs.append(am._new_gang(name, roles, saved.attempt, history))
+            am.gangs.append(am.begin_attempt(name, roles, saved.attempt, history))
             continue
         if not ended:   # the attempt that was running ends now, as any attempt ends
             gang = GangRun(name, roles, saved.attempt, RoleState.RUNNING,
@@ -103,7 +102,7 @@ def resume(am: "ApplicationMaster", previous: JournalState) -> None:
             for task in gang.tasks:
                 if task.state is TaskState.RUNNING:
                     gang.end_task(task, TaskState.STOPPED, previous.last_time, "the run was interrupted")
-            am._end_attempt(gang, "stopped", "the run was interrupted: its tasks ended with it", previous.last_time)
+            am.end_attempt(gang, "stopped", "the run was interrupted: its tasks ended with it", previous.last_time)
         am.log(f"gang {name}: attempt {saved.attempt} ended with the earlier run; "
                f"starting attempt {saved.attempt + 1}")
-        am.gangs.append(am._new_gang(name, roles, saved.attempt + 1, history))
+        am.gangs.append(am.begin_attempt(name, roles, saved.attempt + 1, history))

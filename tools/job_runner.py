@@ -439,6 +439,11 @@ class RemoteRuns(_RealTime, _AMDriver):
                          selection or SelectionSettings(), echo)
         self._unreachable = ""   # what the last failed heartbeat said; "" while the RM answers
 
+    rm_name = "the RM"   # how messages name the RM
+    restarts_replaced = True
+    """Whether this process starts the AM of an application's new attempt itself. False where
+    a replaced attempt's successor is another process's (Slurm: a rerun takes it back)."""
+
     def cluster_specs(self) -> list[NodeSpec]:
         return [node.spec for node in self.client.cluster_nodes()]
 
@@ -447,13 +452,13 @@ class RemoteRuns(_RealTime, _AMDriver):
             am.heartbeat()
         except RMError as exc:
             if exc.message != self._unreachable and self.echo is not None:
-                self.echo(f"the RM did not answer a heartbeat ({exc.message}); trying again")
+                self.echo(f"{self.rm_name} did not answer a heartbeat ({exc.message}); trying again")
             self._unreachable = exc.message
             return
         if self._unreachable and self.echo is not None:
-            self.echo("the RM answers again")
+            self.echo(f"{self.rm_name} answers again")
         self._unreachable = ""
-        if am.done and am.outcome is None:   # replaced: the RM gave the application a new attempt
+        if self.restarts_replaced and am.done and am.outcome is None:   # replaced: the RM gave it a new attempt
             self._restart_later(am.app_id)
 
     def _stop_rm(self) -> None:

@@ -15,7 +15,6 @@ again find it.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -23,21 +22,19 @@ from typing import Callable
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.grpc_security import ListenError, check_bindable
 from gangmaster.am.jobspec_model import JobSpec
-from gangmaster.am.rm_protocol import RMError
-from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
-from ..job_runner import JobRun, _AMDriver, _RealTime
-from ..rmsim.clock import RealTimeLoop
+from ..job_runner import JobRun, RemoteRuns
 from ..work_folder import claim
 from .client import SlurmRMClient
 
 BARRIER_PORT_FILE = "barrier-port"
 
 
-class SlurmRuns(_RealTime, _AMDriver):
-    """Jobs on Slurm, in real time. ``work_dir``/slurm holds the client's records and every
-    job's launcher folder (tasks' logs included)."""
+class SlurmRuns(RemoteRuns):
+    """Jobs on Slurm, in real time: :class:`RemoteRuns` with Slurm as the RM, and a failover
+    that is a rerun's (see the module docstring). ``work_dir``/slurm holds the client's
+    records and every job's launcher folder (tasks' logs included)."""
 
     def __init__(self, work_dir: str | Path, partition: str | None = None, settings: AMSettings | None = None,
                  selection: SelectionSettings | None = None, barrier_config=None,
@@ -45,12 +42,12 @@ class SlurmRuns(_RealTime, _AMDriver):
         self.state_dir = Path(work_dir) / "slurm"
         client = client or SlurmRMClient(self.state_dir, partition)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._start_coordinator(self._same_port(barrier_config))
+        super().__init__(client, settings, selection, self._same_port(barrier_config), echo)
         (self.state_dir / BARRIER_PORT_FILE).write_text(self.barrier.address.rsplit(":", 1)[1])
-        super().__init__(client, RealTimeLoop(threading.RLock()), settings or AMSettings(),
-                         selection or SelectionSettings(), echo)
         self.cluster_name = f"slurm{':' + partition if partition else ''}"
-        self._unreachable = ""
+
+    rm_name = "Slurm"
+    restarts_replaced = False   # a replaced attempt is a rerun's: it takes the application back
 
     def _same_port(self, barrier_config):
         """The barrier configuration, on the port an earlier coordinator of this folder had
@@ -70,9 +67,6 @@ class SlurmRuns(_RealTime, _AMDriver):
             return config
         return replace(config, port=port)
 
-    def cluster_specs(self) -> list[NodeSpec]:
-        return [node.spec for node in self.client.cluster_nodes()]
-
     def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
         """Submit the job, or take back its application when an earlier run into this folder
         did not finish and Slurm still holds the application (failover)."""
@@ -87,19 +81,3 @@ class SlurmRuns(_RealTime, _AMDriver):
                 self._start_am(run)
                 return run
         return super().submit(job, work_dir, queue)
-
-    def _heartbeat(self, am) -> None:
-        try:
-            am.heartbeat()
-        except RMError as exc:
-            if exc.message != self._unreachable and self.echo is not None:
-                self.echo(f"Slurm did not answer a heartbeat ({exc.message}); trying again")
-            self._unreachable = exc.message
-            return
-        if self._unreachable and self.echo is not None:
-            self.echo("Slurm answers again")
-        self._unreachable = ""
-
-    def _stop_rm(self) -> None:
-        self.clock.stop()
-
