@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import threading
 import time
 from typing import Any, Callable
@@ -127,19 +128,7 @@ class VirtualLoop:
 
     def run_until(self, when: float) -> None:
         """Run every event at or before ``when``, then set the clock to ``when``."""
-        if self._at_instant_end:
-            self._end_instant()
-        heap = self._heap
-        pop = heapq.heappop
-        while heap and heap[0][0] <= when:
-            t, _, timer = pop(heap)
-            if timer.cancelled:
-                continue
-            self._now = t
-            self.events_run += 1
-            timer.fn(*timer.args)
-            if self._at_instant_end:
-                self._end_instant()
+        self._run_through(when)
         if when > self._now:
             self._now = float(when)
 
@@ -150,16 +139,20 @@ class VirtualLoop:
             while ran < max_events and self.step():
                 ran += 1
             return
-        # step() inlined: a whole replay's events run here
+        self._run_through(math.inf)
+
+    def _run_through(self, when: float) -> None:
+        """Run every event at or before ``when``: step() inlined, as a whole replay's events
+        run here."""
         if self._at_instant_end:
             self._end_instant()
         heap = self._heap
         pop = heapq.heappop
-        while heap:
-            when, _, timer = pop(heap)
+        while heap and heap[0][0] <= when:
+            t, _, timer = pop(heap)
             if timer.cancelled:
                 continue
-            self._now = when
+            self._now = t
             self.events_run += 1
             timer.fn(*timer.args)
             if self._at_instant_end:
