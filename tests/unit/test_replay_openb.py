@@ -11,7 +11,7 @@ import pytest
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.tools.replay.engine import ReplayOptions, replay
-from gangmaster.tools.replay.metrics import FillCurve, fill_curve, unallocated_at_arrived
+from gangmaster.tools.replay.metrics import FillCurve, fill_bucket, fill_curve, fill_groups, unallocated_at_arrived
 from gangmaster.tools.replay.openb import (DEFAULT_NODE_FILE, Pods, default_nodes_file, fill_plan, read_openb_nodes,
                                            read_openb_pods, time_table)
 from gangmaster.tools.replay.queue_policy import DropQueue, Waiting, dropped, queue_for
@@ -195,6 +195,23 @@ def test_fill_through_the_am_and_rm_drops_what_cannot_be_placed():
             assert point["median"] == round(100 - 100 * min(k, 9) / 9, 6), p
 
 
+def test_fill_groups_count_pods_and_gpus_placed_and_dropped_by_gang_size():
+    """The run above, by group: 14 one-GPU pods, 9 placed, 5 dropped; the CPU-only pods
+    (gang size 0) all placed, asking no GPU; a share of a GPU is a group of its own."""
+    cluster = read_openb_nodes(NODES)
+    plan = fill_plan(read_openb_pods(WHOLE), cluster.capacity_gpus, 3, inflate=1.5)
+    result = replay(plan.table, cluster, ReplayOptions(selector="random", queue_policy="drop", seed=3))
+    groups = fill_groups(plan.table, result)
+    cpu_only = sum(not job.gpu_milli for job in plan.table.jobs)
+    assert list(groups["by_gang_size"]) == ["0", "1"]
+    assert groups["by_gang_size"]["1"] == {"pods": 14, "placed": 9, "dropped": 5, "gpus_asked": 14.0,
+                                           "gpus_placed": 9.0, "gpus_placed_share": round(9 / 14, 6)}
+    assert groups["by_gang_size"]["0"] == {"pods": cpu_only, "placed": cpu_only, "dropped": 0, "gpus_asked": 0.0,
+                                           "gpus_placed": 0.0, "gpus_placed_share": None}
+    assert groups["by_queue"]["default"]["pods"] == 14 + cpu_only
+    assert [fill_bucket(m) for m in (0, 1, 999, 1000, 2000, 8000, 16000)] == ["0", "<1", "<1", "1", "2-4", "5-8", ">8"]
+
+
 def test_fill_curve_needs_the_result_of_its_table():
     table = JobTable((TraceJob("a", 0.0, 1.0, "q", (TraceRole("pod", 1, 1, 1.0, 1),)),), "t", "0" * 64, "openb")
     with pytest.raises(ValueError, match="1 pods in the table, 0 in the result"):
@@ -238,6 +255,18 @@ def test_cli_fill_mode_writes_the_headline_table_plot_and_metrics(tmp_path, caps
         "pods", "dropped", "5", "5"] and "JCT" not in printed
     html_summary = (tmp_path / "report.html").read_text().split("<h2>Summary</h2>")[1].split("<h2>")[0]
     assert "pods dropped" in html_summary and "JCT" not in html_summary
+    # by queue and gang size too: pods placed and dropped, GPUs asked and placed (medians over seeds), no JCT
+    by_size = page.split("## By gang size (GPUs)\n")[1].split("\n## ")[0]
+    assert "| gang size | selector | pods | placed | dropped | GPUs asked | GPUs placed | GPUs placed, % of asked |" \
+        in by_size and "| 1 | random | 14 | 9 | 5 | 14 | 9 | 64.3 % |" in by_size
+    assert "JCT" not in page.split("## By queue\n")[1].split("## What")[0]
+    html_groups = (tmp_path / "report.html").read_text().split("<h2>By queue</h2>")[1].split("<h2>What")[0]
+    assert "<th>GPUs placed, % of asked</th>" in html_groups and "JCT" not in html_groups
+    # the trace line: the pods in the file and those each seed replayed (topped up to 1.5 x 9 GPUs)
+    replayed = sorted(document["run"]["fill"]["pods_by_seed"].values())
+    assert replayed[0] > 4 and document["run"]["input"]["jobs"] == 4
+    trace = next(line for line in page.splitlines() if line.startswith("- **trace**"))
+    assert f"4 pods in the file; {replayed[0]}–{replayed[-1]} pods replayed per seed" in trace, trace
     from gangmaster.tools.replay.plots import matplotlib_missing
     assert (tmp_path / "fill.png").exists() == (matplotlib_missing() is None)
     if matplotlib_missing() is None:   # the headline plot opens its section, above its table, and only there

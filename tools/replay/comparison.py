@@ -13,7 +13,9 @@ for. :func:`metrics_document` turns it into metrics.json's shape::
      "sweep": {"kind": "capacity", "points": [...]}}     # only with --capacity-sweep
 
 In openb's fill mode each selector's entry also has ``"fill"`` (pods, placed, dropped,
-arrived and allocated GPU % at the end; medians over seeds, each seed's in ``by_seed``)
+arrived and allocated GPU % at the end, and ``by_queue`` and ``by_gang_size`` of pods,
+placed, dropped, GPUs asked and placed (:func:`~.metrics.fill_groups`); medians over
+seeds, each seed's in ``by_seed``)
 and the headline ``"unallocated_gpu_pct_at_arrived": {"1": {"median", "p25", "p75"},
 ..., "130": {...}}`` over the seeds (:func:`~.metrics.unallocated_at_arrived`), and
 ``run`` has ``"fill": {"inflate", "pods_by_seed", "capacity_gpus"}``.
@@ -106,7 +108,7 @@ def metrics_document(comparison: Comparison) -> dict[str, Any]:
         if comparison.is_fill:
             for seed, result in sorted(by_seed.items()):
                 curves.append(comparison.fill_curve(name, seed))
-                figures[seed]["fill"] = fill_figures(curves[-1], result)
+                figures[seed]["fill"] = fill_figures(curves[-1], comparison.fill_tables[seed], result)
         selectors[name] = across_seeds(figures)
         if curves:
             selectors[name]["unallocated_gpu_pct_at_arrived"] = unallocated_at_arrived(curves)

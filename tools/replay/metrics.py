@@ -35,7 +35,8 @@ pod k, *arrived* is the GPUs asked by pods 1..k and *allocated* the GPUs of thos
 (whole GPUs + milli/1000), both as % of the cluster's GPUs. The headline,
 ``unallocated_gpu_pct_at_arrived`` (:func:`unallocated_at_arrived`), is 100 − allocated %
 at each integer arrived % p: the state after the last pod whose arrival kept arrived at
-or below p % — its median and quartiles over the seeds.
+or below p % — its median and quartiles over the seeds. Per queue and gang size a fill
+replay counts pods placed and dropped and GPUs asked and placed (:func:`fill_groups`).
 """
 from __future__ import annotations
 
@@ -321,13 +322,48 @@ def fill_curve(table, result, capacity_milli: int) -> FillCurve:
     return FillCurve(np.cumsum(asked * 100), np.cumsum(asked * 100 * placed), capacity_milli)
 
 
-def fill_figures(curve: FillCurve, result) -> dict[str, Any]:
-    """One fill replay's own figures: pods placed and dropped, GPUs arrived and allocated at the end."""
+def fill_figures(curve: FillCurve, table, result) -> dict[str, Any]:
+    """One fill replay's own figures: pods placed and dropped, GPUs arrived and allocated at
+    the end, and :func:`fill_groups` by queue and by gang size."""
     outcomes = [job.outcome for job in result.jobs]
     return {"pods": len(outcomes), "placed": sum(job.start_s is not None for job in result.jobs),
             "dropped": outcomes.count("dropped"),
             "arrived_gpu_pct": _num(float(curve.percent(curve.arrived[-1]))) if len(curve.arrived) else 0.0,
-            "allocated_gpu_pct": _num(float(curve.percent(curve.allocated[-1]))) if len(curve.allocated) else 0.0}
+            "allocated_gpu_pct": _num(float(curve.percent(curve.allocated[-1]))) if len(curve.allocated) else 0.0,
+            **fill_groups(table, result)}
+
+
+def fill_bucket(gpu_milli: int) -> str:
+    """A pod's gang-size bucket in fill mode: "0" (no GPU) and "<1" (a share) apart, then
+    :data:`GANG_BUCKETS` by whole GPUs."""
+    if gpu_milli == 0:
+        return "0"
+    return gang_bucket(gpu_milli // 1000)
+
+
+def fill_groups(table, result) -> dict[str, dict[str, dict[str, Any]]]:
+    """What a fill replay measures per queue and per gang size (:func:`fill_bucket`), over
+    every pod (pods never leave, so there is no JCT): ``pods``, ``placed``, ``dropped``,
+    ``gpus_asked`` and ``gpus_placed`` (GPUs, shares as milli/1000) and
+    ``gpus_placed_share`` (placed / asked; None when the group asks none)."""
+    asked = np.fromiter((job.gpu_milli for job in table.jobs), dtype=np.int64, count=len(table.jobs))
+    placed = np.fromiter((job.start_s is not None for job in result.jobs), dtype=bool, count=len(result.jobs))
+    dropped = np.array([job.outcome == "dropped" for job in result.jobs], dtype=bool)
+    queues = np.array([job.queue for job in table.jobs], dtype=object)
+    buckets = np.array([fill_bucket(int(m)) for m in asked], dtype=object)
+    order = ["0"] + [name for name, *_ in GANG_BUCKETS]
+
+    def groups(keys: np.ndarray, names: list[str]) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name in (n for n in names if n in set(keys)):
+            mine = keys == name
+            gpus_asked, gpus_placed = int(asked[mine].sum()), int(asked[mine & placed].sum())
+            out[name] = {"pods": int(np.count_nonzero(mine)), "placed": int(np.count_nonzero(mine & placed)),
+                         "dropped": int(np.count_nonzero(mine & dropped)), "gpus_asked": _num(gpus_asked / 1000),
+                         "gpus_placed": _num(gpus_placed / 1000), "gpus_placed_share": _share(gpus_placed, gpus_asked)}
+        return out
+
+    return {"by_queue": groups(queues, sorted(set(queues))), "by_gang_size": groups(buckets, order)}
 
 
 def unallocated_at_arrived(curves: Sequence[FillCurve]) -> dict[str, dict[str, float | None]]:

@@ -79,18 +79,40 @@ def _fill_summary(document: dict[str, Any]) -> list[list[str]]:
             [heading("wall_s")] + [cell("wall_s", figures.get("wall_s")) for figures in selectors]]
 
 
-def _group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[list[str]]]:
-    header = [group.replace("by_", "").replace("_", " "), "selector", "jobs", "JCT mean (s)", "queue mean (s)"]
+def group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[list[str]]]:
+    """The by-queue or by-gang-size table (``group``: ``by_queue``, ``by_gang_size``), a row
+    per group and selector: jobs, mean JCT and queueing; in fill mode, where pods never
+    leave, what fill mode measures instead (:func:`_fill_group_row`)."""
+    fill = is_fill(document)
+    header = [group.replace("by_", "").replace("_", " "), "selector"] + (
+        ["pods", "placed", "dropped", "GPUs asked", "GPUs placed", "GPUs placed, % of asked"] if fill
+        else ["jobs", "JCT mean (s)", "queue mean (s)"])
+    selectors = {name: figures["fill"] if fill else figures for name, figures in document["selectors"].items()}
+    keys = list(dict.fromkeys(k for f in selectors.values() for k in f[group]))
     rows = []
-    names = list(document["selectors"])
-    keys = list(dict.fromkeys(k for f in document["selectors"].values() for k in f[group]))
     for key in keys:
-        for name in names:
-            entry = document["selectors"][name][group].get(key)
-            if entry:
+        for name, figures in selectors.items():
+            entry = figures[group].get(key)
+            if entry and fill:
+                rows.append([key, name, *_fill_group_row(entry)])
+            elif entry:
                 rows.append([key, name, cell("jobs", entry["jobs"]), cell("jct_mean_s", entry["jct_mean_s"]),
                              cell("queue_mean_s", entry["queue_mean_s"])])
     return header, rows
+
+
+#: What the by-queue and by-gang-size tables count in fill mode.
+FILL_GROUP_NOTE = ("Fill mode: every pod, not only the measurement window's; pods never leave, so none has a "
+                   "completion time: pods placed or dropped at their arrival, GPUs asked and placed (a share as "
+                   "milli / 1000). "
+                   "Gang size 0: pods that ask no GPU; <1: a share of one GPU. Medians over the seeds.")
+
+
+def _fill_group_row(entry: dict[str, Any]) -> list[str]:
+    share = entry["gpus_placed_share"]
+    return [cell("jobs", entry["pods"]), cell("jobs", entry["placed"]), cell("jobs", entry["dropped"]),
+            cell("jobs", entry["gpus_asked"]), cell("jobs", entry["gpus_placed"]),
+            "–" if share is None else f"{100 * share:.1f} %"]
 
 
 #: The fill table's rows: every this many % of GPUs arrived (metrics.json has every 1 %).
@@ -167,7 +189,8 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
     source = run["input"]
     cluster = run["cluster"]
     lines = [
-        ("trace", f"{source['source']} ({source['format']}, {source['jobs']:,} jobs"
+        ("trace", _fill_trace(document) if is_fill(document) else
+                  f"{source['source']} ({source['format']}, {source['jobs']:,} jobs"
                   + (f", from {source['origin']}" if source["origin"] else "")
                   + (f", submitted in {source['submit_window']}" if source["submit_window"] else "") + ")"),
         ("trace sha256", source["sha256"]),
@@ -189,6 +212,17 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
               for rule, names in tie_rule_groups(run["tie_rules"]).items()]
     lines.append(("gangmaster", run["version"]))
     return lines
+
+
+def _fill_trace(document: dict[str, Any]) -> str:
+    """Fill mode's trace line: the pods in the file and the pods each seed replayed (the file
+    shuffled, cut or topped up by drawing again until they ask --inflate × the GPUs)."""
+    source, fill = document["run"]["input"], document["run"]["fill"]
+    replayed = sorted(fill["pods_by_seed"].values())
+    count = f"{replayed[0]:,}" + (f"–{replayed[-1]:,}" if replayed[-1] != replayed[0] else "")
+    per_seed = " per seed" if len(fill["pods_by_seed"]) > 1 else ""
+    return (f"{source['source']} ({source['format']}, {source['jobs']:,} pods in the file; {count} pods replayed"
+            f"{per_seed}: shuffled, cut or topped up by drawing again until they ask {fill['inflate']:g} × the GPUs)")
 
 
 def tie_rule_groups(tie_rules: dict[str, str]) -> dict[str, list[str]]:
@@ -263,9 +297,11 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
         items = "".join(f"<li>{html.escape(f.name)}: {html.escape(why)}</li>" for f, why in skipped)
         parts.append(f"<p class=\"note\">Not drawn:</p><ul class=\"note\">{items}</ul>")
     parts.append("<h2>By queue</h2>")
-    parts.append(_html_table(*_group_rows(document, "by_queue")))
+    if is_fill(document):
+        parts.append(f"<p class=\"note\">{html.escape(FILL_GROUP_NOTE)}</p>")
+    parts.append(_html_table(*group_rows(document, "by_queue")))
     parts.append("<h2>By gang size (GPUs)</h2>")
-    parts.append(_html_table(*_group_rows(document, "by_gang_size")))
+    parts.append(_html_table(*group_rows(document, "by_gang_size")))
     parts.append("<h2>What each figure means</h2><dl>")
     for key, name, unit, meaning in METRIC_HELP:
         parts.append(f"<dt>{html.escape(name)}{' (' + unit + ')' if unit else ''}</dt>"
@@ -303,9 +339,11 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
     parts += [f"![{f.title}]({f.name})\n" for f in figures if f not in headline]
     parts += [f"- not drawn: {f.name}: {why}" for f, why in skipped]
     parts.append("\n## By queue\n")
-    parts.append(_md_table(*_group_rows(document, "by_queue")))
+    if is_fill(document):
+        parts.append(FILL_GROUP_NOTE + "\n")
+    parts.append(_md_table(*group_rows(document, "by_queue")))
     parts.append("## By gang size (GPUs)\n")
-    parts.append(_md_table(*_group_rows(document, "by_gang_size")))
+    parts.append(_md_table(*group_rows(document, "by_gang_size")))
     parts.append("## What each figure means\n")
     parts += [f"- **{name}**{' (' + unit + ')' if unit else ''}: {meaning}" for _, name, unit, meaning in METRIC_HELP]
     return "\n".join(parts) + "\n"
