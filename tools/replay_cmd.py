@@ -17,7 +17,7 @@ from .replay import clusters, openb
 from .replay.comparison import Comparison, SweepPoint, metrics_document
 from .replay.engine import ReplayOptions, replay
 from .replay.metrics import DEFAULT_TRIM, METRIC_HELP, measurement_window
-from .replay.pages import fill_rows, is_fill, summary_rows
+from .replay.pages import fill_rows, is_fill, not_drawn, summary_rows
 from .replay.progress import ProgressBar
 from .replay.queue_policy import QUEUE_POLICIES
 from .replay.readers import DATED_FORMATS, FORMATS, detect_format, read_trace
@@ -238,8 +238,8 @@ def _conclude(comparison: Comparison, args, say) -> int:
     if args.report:
         files = write_report(comparison, args.report, document)
         say(f"report: {files.folder / 'report.html'} ({', '.join(files.written)})")
-        for name, why in files.skipped_figures:
-            say(f"  not drawn: {name}: {why}")
+        for line in not_drawn(files.skipped_figures):
+            say(f"  not drawn: {line}")
     return 0
 
 

@@ -212,6 +212,22 @@ def test_fill_groups_count_pods_and_gpus_placed_and_dropped_by_gang_size():
     assert [fill_bucket(m) for m in (0, 1, 999, 1000, 2000, 8000, 16000)] == ["0", "<1", "<1", "1", "2-4", "5-8", ">8"]
 
 
+def test_fragmentation_at_arrived_reads_the_sample_where_the_headline_reads_unallocated():
+    """Capacity 2 GPUs; 1-GPU pods arrive at 0, 1, 2 s (arrived 50, 100, 150 %); the FGD
+    measure sampled at 0 s (500 milli) and 2 s (1000 milli): before the first pod there is
+    nothing to read; at 50..99 % the state after pod 1 (0 s), at 100..149 % after pod 2
+    (1 s: still the 0 s sample), at 150 % after pod 3 (2 s)."""
+    from gangmaster.tools.replay.plots import fragmentation_at_arrived
+    from gangmaster.tools.replay.workload import FragmentationSeries
+    frag = FragmentationSeries(np.array([0.0, 2.0]), np.array([500.0, 1000.0]), np.array([2000, 1000]), 2000)
+    comparison = SimpleNamespace(fill_curve=lambda name, seed: curve([1000, 1000, 1000], [1, 1, 0], 2),
+                                 results={"x": {7: SimpleNamespace(fragmentation=frag)}},
+                                 fill_tables={7: SimpleNamespace(jobs=[SimpleNamespace(submit_s=float(k))
+                                                                       for k in range(3)])})
+    got = fragmentation_at_arrived(comparison, "x", 7, np.array([1, 49, 50, 99, 100, 149, 150]))
+    np.testing.assert_array_equal(got, [np.nan, np.nan, 25.0, 25.0, 25.0, 25.0, 50.0])
+
+
 def test_fill_curve_needs_the_result_of_its_table():
     table = JobTable((TraceJob("a", 0.0, 1.0, "q", (TraceRole("pod", 1, 1, 1.0, 1),)),), "t", "0" * 64, "openb")
     with pytest.raises(ValueError, match="1 pods in the table, 0 in the result"):
@@ -267,8 +283,14 @@ def test_cli_fill_mode_writes_the_headline_table_plot_and_metrics(tmp_path, caps
     assert replayed[0] > 4 and document["run"]["input"]["jobs"] == 4
     trace = next(line for line in page.splitlines() if line.startswith("- **trace**"))
     assert f"4 pods in the file; {replayed[0]}–{replayed[-1]} pods replayed per seed" in trace, trace
+    assert "JCT" not in page.split("## What each figure means")[1] and "**pods dropped**" in page
     from gangmaster.tools.replay.plots import matplotlib_missing
     assert (tmp_path / "fill.png").exists() == (matplotlib_missing() is None)
+    # JCT, queueing and time-course plots say nothing here: left out, in one line saying why
+    assert not any((tmp_path / name).exists() for name in ("jct_cdf.png", "queueing_cdf.png", "over_time.png",
+                                                           "queues.png", "sweep.png"))
+    assert ("not drawn: jct_cdf.png, queueing_cdf.png, over_time.png, queues.png: fill mode: pods never leave"
+            in err + out) and "sweep.png" not in err + out
     if matplotlib_missing() is None:   # the headline plot opens its section, above its table, and only there
         fill_section, figures = page.split("## Unallocated GPUs")[1].split("## Figures")
         assert "(fill.png)" in fill_section.split("| GPUs arrived")[0] and "(fill.png)" not in figures

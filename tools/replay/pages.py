@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .metrics import METRIC_HELP
 from .plots import FILL_FIGURE, Figure
@@ -57,6 +57,25 @@ def summary_rows(document: dict[str, Any], keys=SUMMARY) -> tuple[list[str], lis
     return header, rows
 
 
+#: Fill mode's own summary rows, explained: (heading, unit, meaning).
+FILL_HELP = (
+    ("unallocated GPU % at 100 % arrived", "%", "100 - allocated GPUs as % of capacity, once the pods arrived ask "
+                                                "for as many GPUs as the cluster has; over several seeds the median "
+                                                "and 25th-75th percentile"),
+    ("pods placed", "", "pods placed at their arrival, of every pod the seed replayed (median over seeds)"),
+    ("pods dropped", "", "pods that did not fit at their arrival and were dropped (median over seeds)"),
+)
+#: The METRIC_HELP entries fill mode's summary shows.
+FILL_SUMMARY_KEYS = ("frag_fgd_mean", "wall_s")
+
+
+def meanings(document: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(heading, unit, meaning) of each figure the summary can show: in fill mode only its own."""
+    if is_fill(document):
+        return [*FILL_HELP, *((HELP[key][0], HELP[key][1], HELP[key][2]) for key in FILL_SUMMARY_KEYS)]
+    return [(name, unit, meaning) for _, name, unit, meaning in METRIC_HELP]
+
+
 def _fill_summary(document: dict[str, Any]) -> list[list[str]]:
     """Fill mode's summary: pods never leave, so JCT and queueing mean nothing there; it shows
     what fill mode measures (the unallocated GPU % once every GPU has arrived, pods placed and
@@ -75,8 +94,7 @@ def _fill_summary(document: dict[str, Any]) -> list[list[str]]:
     return [["unallocated GPU % at 100 % arrived" + (" (median, IQR)" if several else "")] + full,
             ["pods placed"] + [cell("jobs", figures["fill"]["placed"]) for figures in selectors],
             ["pods dropped"] + [cell("jobs", figures["fill"]["dropped"]) for figures in selectors],
-            [heading("frag_fgd_mean")] + [cell("frag_fgd_mean", figures.get("frag_fgd_mean")) for figures in selectors],
-            [heading("wall_s")] + [cell("wall_s", figures.get("wall_s")) for figures in selectors]]
+            *([heading(key)] + [cell(key, figures.get(key)) for figures in selectors] for key in FILL_SUMMARY_KEYS)]
 
 
 def group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[list[str]]]:
@@ -225,6 +243,15 @@ def _fill_trace(document: dict[str, Any]) -> str:
             f"{per_seed}: shuffled, cut or topped up by drawing again until they ask {fill['inflate']:g} × the GPUs)")
 
 
+def not_drawn(skipped: Iterable[tuple[str, str]]) -> list[str]:
+    """"FILES: why" for the figures not drawn, one line per reason (four figures left out
+    for one reason make one line, not four)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in skipped:
+        by_reason.setdefault(why, []).append(name)
+    return [f"{', '.join(names)}: {why}" for why, names in by_reason.items()]
+
+
 def tie_rule_groups(tie_rules: dict[str, str]) -> dict[str, list[str]]:
     """The selectors by tie rule (each rule text starts with its selector's name): one
     line per rule, not one per selector, which reads the same five times over."""
@@ -294,7 +321,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
     parts.append("<h2>Figures</h2>")
     parts += [_html_figure(folder, f) for f in figures if f not in headline]
     if skipped:
-        items = "".join(f"<li>{html.escape(f.name)}: {html.escape(why)}</li>" for f, why in skipped)
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in not_drawn((f.name, why) for f, why in skipped))
         parts.append(f"<p class=\"note\">Not drawn:</p><ul class=\"note\">{items}</ul>")
     parts.append("<h2>By queue</h2>")
     if is_fill(document):
@@ -303,7 +330,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
     parts.append("<h2>By gang size (GPUs)</h2>")
     parts.append(_html_table(*group_rows(document, "by_gang_size")))
     parts.append("<h2>What each figure means</h2><dl>")
-    for key, name, unit, meaning in METRIC_HELP:
+    for name, unit, meaning in meanings(document):
         parts.append(f"<dt>{html.escape(name)}{' (' + unit + ')' if unit else ''}</dt>"
                      f"<dd>{html.escape(meaning)}</dd>")
     parts.append("</dl><p class=\"note\">Definitions: REPLAY.md. Files beside this page: metrics.json, jobs.csv, "
@@ -337,7 +364,7 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
         parts.append(_md_table(*_sweep_rows(document)))
     parts.append("## Figures\n")
     parts += [f"![{f.title}]({f.name})\n" for f in figures if f not in headline]
-    parts += [f"- not drawn: {f.name}: {why}" for f, why in skipped]
+    parts += [f"- not drawn: {line}" for line in not_drawn((f.name, why) for f, why in skipped)]
     parts.append("\n## By queue\n")
     if is_fill(document):
         parts.append(FILL_GROUP_NOTE + "\n")
@@ -345,5 +372,6 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
     parts.append("## By gang size (GPUs)\n")
     parts.append(_md_table(*group_rows(document, "by_gang_size")))
     parts.append("## What each figure means\n")
-    parts += [f"- **{name}**{' (' + unit + ')' if unit else ''}: {meaning}" for _, name, unit, meaning in METRIC_HELP]
+    parts += [f"- **{name}**{' (' + unit + ')' if unit else ''}: {meaning}"
+              for name, unit, meaning in meanings(document)]
     return "\n".join(parts) + "\n"

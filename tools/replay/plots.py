@@ -4,10 +4,11 @@ figures it skipped; every other report file is written all the same.
 
 Each figure is a PNG in the report folder: JCT and queueing-delay CDFs per selector,
 allocation / queue length / head-of-line fragmentation over time, mean JCT and queueing
-per queue, mean JCT against capacity when the run swept it, and in openb's fill mode
-unallocated GPU % against arrived GPU % (median over the seeds, the interquartile range
-shaded). Other figures show each selector's lowest seed; their shaded band is the
-measurement window.
+per queue, mean JCT against capacity when the run swept it. In openb's fill mode, where
+pods never leave and none waits, those give way to two figures against arrived GPU %:
+unallocated GPU % and the FGD fragmentation measure (medians over the seeds, the
+interquartile range shaded). Other figures show each selector's lowest seed; their
+shaded band is the measurement window.
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ class Figure:
 
 #: openb fill mode's headline plot (the report pages show it first in fill mode)
 FILL_FIGURE = "fill.png"
+#: fill mode's fragmentation plot, against GPUs arrived as the headline
+FILL_FRAG_FIGURE = "fill_frag.png"
 
 FIGURES = (
     Figure("jct_cdf.png", "JCT, cumulative share of jobs"),
@@ -44,7 +47,13 @@ FIGURES = (
     Figure("queues.png", "Mean JCT and queueing by queue"),
     Figure("sweep.png", "Mean JCT against capacity"),
     Figure(FILL_FIGURE, "Unallocated GPUs against GPUs arrived (fill mode)"),
+    Figure(FILL_FRAG_FIGURE, "Fragmentation (FGD measure) against GPUs arrived (fill mode)"),
 )
+#: Figures of fill mode only (elsewhere they are not "skipped": there is nothing to draw).
+FILL_ONLY = (FILL_FIGURE, FILL_FRAG_FIGURE)
+#: Figures over time, JCT or queueing, which say nothing in fill mode: pods never leave and
+#: none waits (a pod that does not fit at its arrival is dropped).
+NOT_IN_FILL_MODE = ("jct_cdf.png", "queueing_cdf.png", "over_time.png", "queues.png")
 
 
 # One colour and one line style per selector, each distinct for up to eight: selectors that
@@ -68,7 +77,7 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
     figures the sweep plot shows (medians across seeds, as its table)."""
     missing = matplotlib_missing()
     if missing:
-        return [], [(figure, missing) for figure in FIGURES if _applies(figure, comparison)]
+        return [], [(figure, missing) for figure in FIGURES if _why_not(figure, comparison) != ""]
     import matplotlib
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
@@ -78,13 +87,13 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
                          "path.simplify": True,
                          "axes.prop_cycle": cycler(color=list(LINE_COLOURS)) + cycler(linestyle=list(LINE_STYLES))})
     painters = {"jct_cdf.png": _jct_cdf, "queueing_cdf.png": _queueing_cdf, "over_time.png": _over_time,
-                "queues.png": _queues, "sweep.png": _sweep, FILL_FIGURE: _fill}
+                "queues.png": _queues, "sweep.png": _sweep, FILL_FIGURE: _fill, FILL_FRAG_FIGURE: _fill_frag}
     written, skipped = [], []
     for figure in FIGURES:
-        if figure.name == "sweep.png" and not comparison.sweep:
-            skipped.append((figure, "no --capacity-sweep in this run"))
-            continue
-        if not _applies(figure, comparison):
+        why = _why_not(figure, comparison)
+        if why is not None:
+            if why:
+                skipped.append((figure, why))
             continue
         fig = painters[figure.name](plt, comparison, figure.title, document)
         fig.savefig(folder / figure.name, metadata={"Software": None})
@@ -93,9 +102,20 @@ def draw(comparison: Comparison, folder: Path, document: dict[str, Any]) -> tupl
     return written, skipped
 
 
-def _applies(figure: Figure, comparison: Comparison) -> bool:
-    """fill.png belongs to fill mode only (elsewhere it is not "skipped": there is nothing to draw)."""
-    return figure.name != FILL_FIGURE or comparison.is_fill
+def _why_not(figure: Figure, comparison: Comparison) -> str | None:
+    """Why ``figure`` is not drawn for this run: None when it is; "" when it does not belong
+    to this kind of run at all (not worth a line: :data:`FILL_ONLY` elsewhere, the sweep in
+    fill mode)."""
+    if figure.name in FILL_ONLY and not comparison.is_fill:
+        return ""
+    if comparison.is_fill and figure.name in NOT_IN_FILL_MODE:
+        return "fill mode: pods never leave and none waits, so there is no completion time, wait or time course to plot"
+    if figure.name == "sweep.png" and not comparison.sweep:
+        return "" if comparison.is_fill else "no --capacity-sweep in this run"
+    if figure.name == FILL_FRAG_FIGURE and all(comparison.first_result(n).fragmentation is None
+                                               for n in comparison.selectors):
+        return "the replays measured no fragmentation"
+    return None
 
 
 def _window_jobs(comparison: Comparison, name: str) -> JobColumns:
@@ -165,7 +185,7 @@ def _over_time(plt, comparison, title, document):
     for ax in axes[2:]:
         ax.set_ylim(top=max(1.0, ax.get_ylim()[1]))
     axes[0].legend(loc="upper right")
-    axes[0].set_title(f"{title} (sampled at {TIME_GRID_POINTS:,} points; shaded: measurement window)", fontsize=9)
+    axes[0].set_title(f"{title}\nsampled at {TIME_GRID_POINTS:,} points; shaded: measurement window", fontsize=9)
     axes[-1].set_xlabel(f"{unit} since the first submit")
     fig.tight_layout()
     return fig
@@ -249,5 +269,40 @@ def _fill(plt, comparison, title, document):
     band = f"median over {len(seeds)} seeds, 25th-75th percentile shaded" if len(seeds) > 1 else f"seed {seeds[0]}"
     whole.set_title(f"{title}\n{comparison.cluster.capacity_gpus:,} GPUs; {band}", fontsize=9)
     tail.legend(loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def fragmentation_at_arrived(comparison: Comparison, name: str, seed: int, points: np.ndarray) -> np.ndarray:
+    """The FGD measure, % of capacity, at each arrived % in ``points``: as sampled (the last
+    sample at or before it) after the last pod whose arrival kept arrived at or below it,
+    the instant the headline's unallocated % is read at; NaN before the first pod."""
+    curve, frag = comparison.fill_curve(name, seed), comparison.results[name][seed].fragmentation
+    submits = np.array([job.submit_s for job in comparison.fill_tables[seed].jobs], dtype=float)
+    index = np.searchsorted(curve.arrived, points.astype(np.int64) * curve.capacity_milli, side="right") - 1
+    measured = 100.0 * sample(frag.t, frag.frag_milli, submits[np.clip(index, 0, None)]) / frag.capacity_milli
+    return np.where(index >= 0, measured, np.nan)
+
+
+def _fill_frag(plt, comparison, title, document):
+    fig, ax = plt.subplots(figsize=(8, 4))
+    several = len(comparison.seeds) > 1
+    for name in comparison.selectors:
+        by_seed = comparison.results[name]
+        if any(result.fragmentation is None for result in by_seed.values()):
+            continue
+        points = np.array([int(p) for p in document["selectors"][name]["unallocated_gpu_pct_at_arrived"]])
+        frag = np.array([fragmentation_at_arrived(comparison, name, seed, points) for seed in sorted(by_seed)])
+        line, = ax.plot(points, np.median(frag, axis=0), label=name, lw=1.2)
+        if several:
+            ax.fill_between(points, *np.percentile(frag, [25, 75], axis=0), color=line.get_color(), alpha=0.2, lw=0)
+    ax.set_xlabel("GPUs arrived (asked by the pods so far), % of capacity")
+    ax.set_ylabel("fragmented GPU (FGD measure), % of capacity")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    seeds = comparison.seeds
+    band = f"median over {len(seeds)} seeds, 25th-75th percentile shaded" if several else f"seed {seeds[0]}"
+    ax.set_title(f"{title}\nidle GPU capacity that typical pod shapes cannot use; {band}", fontsize=9)
+    ax.legend(loc="best")
     fig.tight_layout()
     return fig
