@@ -261,7 +261,7 @@ def test_cli_fill_mode_writes_the_headline_table_plot_and_metrics(tmp_path, caps
     assert document["run"]["fill"]["inflate"] == 1.5 and document["run"]["queue_policy"] == "drop"
     page = (tmp_path / "report.md").read_text()
     assert "## Unallocated GPUs against GPUs arrived (fill mode)" in page
-    assert "The fill plot and its table count every pod" in page.split("## ")[0]   # not the window's
+    assert "the fill plots, the tables and the pods placed and dropped count every pod" in page.split("## ")[0]
     # the summary shows what fill mode measures, not JCT or queueing (pods never leave)
     summary = page.split("## Summary\n")[1].split("\n## ")[0]
     assert "| pods dropped | 5 | 5 |" in summary and "| pods placed |" in summary and "frag (FGD)" in summary

@@ -169,12 +169,13 @@ def is_fill(document: dict[str, Any]) -> bool:
 
 
 def _window_note(document: dict[str, Any]) -> str:
-    """Which figures the measurement window bounds: in fill mode the headline plot and table
-    count every pod, so the note must not claim them for the window."""
+    """Which figures the measurement window bounds: in fill mode only the summary's frag (FGD);
+    the fill plots and tables count every pod, so the note must not claim them for the window."""
     window = document["run"]["window"]["text"]
     if is_fill(document):
-        return (f"Measurement window: {window}. The fill plot and its table count every pod; the other "
-                "figures are over this window unless they say otherwise.")
+        return (f"Measurement window: {window}. In fill mode only frag (FGD) in the summary is over this "
+                "window (set by the first seed's pods); the fill plots, the tables and the pods placed and dropped "
+                "count every pod.")
     return f"Measurement window: {window}. Every figure below is over this window unless it says otherwise."
 
 
