@@ -137,10 +137,11 @@ def _fill_group_row(entry: dict[str, Any]) -> list[str]:
 FILL_ROW_STEP = 5
 
 
-def fill_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+def fill_rows(document: dict[str, Any], mark_lowest: bool = False) -> tuple[list[str], list[list[str]]]:
     """openb fill mode's headline: unallocated GPU % at every :data:`FILL_ROW_STEP` % of GPUs
     arrived (and the last), a column per selector: the median and, over several seeds, the
-    interquartile range in brackets."""
+    interquartile range in brackets. ``mark_lowest``: the lowest median of a row in ``**``
+    (every cell that has it; none where the row's medians are all equal)."""
     selectors = document["selectors"]
     names = list(selectors)
     curves = {name: selectors[name]["unallocated_gpu_pct_at_arrived"] for name in names}
@@ -152,14 +153,15 @@ def fill_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for p in shown:
         row = [f"{p} %"]
+        medians = [round(point["median"], 1) for name in names if (point := curves[name].get(p))]
+        lowest = min(medians) if mark_lowest and len(set(medians)) > 1 else None
         for name in names:
             point = curves[name].get(p)
             if point is None:
                 row.append("–")
-            elif several:
-                row.append(f"{point['median']:.1f} ({point['p25']:.1f}–{point['p75']:.1f})")
-            else:
-                row.append(f"{point['median']:.1f}")
+                continue
+            text = f"{point['median']:.1f}" + (f" ({point['p25']:.1f}–{point['p75']:.1f})" if several else "")
+            row.append(f"**{text}**" if round(point["median"], 1) == lowest else text)
         rows.append(row)
     return ["GPUs arrived"] + names, rows
 
@@ -186,7 +188,8 @@ def _fill_note(document: dict[str, Any]) -> str:
             f"they ask {fill['inflate']:g} × the {fill['capacity_gpus']:,} GPUs; each tried once at its arrival "
             f"(dropped when it cannot be placed), none leaving. Pods per seed: {pods}. Unallocated = 100 − "
             "allocated % of capacity, after the last pod whose arrival kept the GPUs arrived at or below that %. "
-            "Cells: unallocated GPU %, the median over the seeds (25th–75th percentile). "
+            "Cells: unallocated GPU %, the median over the seeds (25th–75th percentile); in bold the lowest "
+            "median of a row where they differ. "
             "Every 1 % is in metrics.json (unallocated_gpu_pct_at_arrived).")
 
 
@@ -281,9 +284,13 @@ figcaption { color: #555; font-size: 13px; } dt { font-weight: 600; margin-top: 
 
 
 def _html_cell(text: str) -> str:
-    """Numbers right-aligned (the default), words left-aligned."""
+    """Numbers right-aligned (the default), words left-aligned; ``**text**`` (Markdown's
+    bold, as :func:`fill_rows` marks the lowest) in bold."""
+    bold = len(text) > 4 and text.startswith("**") and text.endswith("**")
+    text = text[2:-2] if bold else text
     numeric = text[:1].isdigit() or text[:1] in "–-"
-    return f"<td>{html.escape(text)}</td>" if numeric else f"<td class=\"text\">{html.escape(text)}</td>"
+    shown = f"<strong>{html.escape(text)}</strong>" if bold else html.escape(text)
+    return f"<td>{shown}</td>" if numeric else f"<td class=\"text\">{shown}</td>"
 
 
 def _html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:
@@ -313,7 +320,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
         parts.append("<h2>Unallocated GPUs against GPUs arrived (fill mode)</h2>")
         parts += [_html_figure(folder, f) for f in headline]
         parts.append(f"<p class=\"note\">{html.escape(_fill_note(document))}</p>")
-        parts.append(_html_table(*fill_rows(document)))
+        parts.append(_html_table(*fill_rows(document, mark_lowest=True)))
     parts.append("<h2>Summary</h2>")
     parts.append(_html_table(*summary_rows(document)))
     if "sweep" in document:
@@ -357,7 +364,7 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
         parts.append("## Unallocated GPUs against GPUs arrived (fill mode)\n")
         parts += [f"![{f.title}]({f.name})\n" for f in headline]
         parts.append(_fill_note(document) + "\n")
-        parts.append(_md_table(*fill_rows(document)))
+        parts.append(_md_table(*fill_rows(document, mark_lowest=True)))
     parts.append("## Summary\n")
     parts.append(_md_table(*summary_rows(document)))
     if "sweep" in document:
