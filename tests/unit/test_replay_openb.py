@@ -378,3 +378,22 @@ def test_the_fill_table_marks_the_lowest_median_of_a_row_where_they_differ():
     assert "**" not in str(fill_rows(document)[1])     # the CLI's table: plain
     page = _html_table(header, rows)
     assert "<td><strong>7.0 (6.0–8.0)</strong></td>" in page and "<td>9.0 (8.0–10.0)</td>" in page
+
+
+def test_the_fill_plot_legend_ranks_the_policies_by_where_they_end():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from gangmaster.tools.replay.plots import _fill
+
+    def curve_of(end):
+        return {str(p): {"median": max(end, 100.0 - p), "p25": 0.0, "p75": 100.0} for p in range(1, 131)}
+    ends = {"random": 6.1, "best-fit": 7.0, "fgd": 5.5}
+    document = {"selectors": {name: {"unallocated_gpu_pct_at_arrived": curve_of(end)} for name, end in ends.items()}}
+    comparison = SimpleNamespace(selectors=list(ends), seeds=[1, 2], cluster=SimpleNamespace(capacity_gpus=100))
+    fig = _fill(plt, comparison, "title", document)
+    legend = fig.axes[1].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["fgd  5.5 %", "random  6.1 %", "best-fit  7.0 %"]
+    assert legend.get_title().get_text() == "unallocated at 130 % arrived"
+    plt.close(fig)

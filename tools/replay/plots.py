@@ -241,7 +241,7 @@ FILL_ZOOM_FROM_PCT = 80
 
 def _fill(plt, comparison, title, document):
     fig, (whole, tail) = plt.subplots(1, 2, figsize=(10, 4.5), gridspec_kw={"width_ratios": [1, 1]})
-    tail_values = []
+    tail_values, ends = [], []
     for name in comparison.selectors:
         points = document["selectors"][name]["unallocated_gpu_pct_at_arrived"]
         arrived = np.array([int(p) for p in points], dtype=float)
@@ -253,6 +253,8 @@ def _fill(plt, comparison, title, document):
             line, = ax.plot(arrived, median, label=name, lw=1.2)
             if len(comparison.seeds) > 1:
                 ax.fill_between(arrived, low, high, color=line.get_color(), alpha=0.2, lw=0)
+        if len(arrived):
+            ends.append((median[-1], name, line, int(arrived[-1])))
     for ax in (whole, tail):
         ax.set_xlabel("GPUs arrived (asked by the pods so far), % of capacity")
         ax.grid(alpha=0.3)
@@ -268,7 +270,12 @@ def _fill(plt, comparison, title, document):
     seeds = comparison.seeds
     band = f"median over {len(seeds)} seeds, 25th-75th percentile shaded" if len(seeds) > 1 else f"seed {seeds[0]}"
     whole.set_title(f"{title}\n{comparison.cluster.capacity_gpus:,} GPUs; {band}", fontsize=9)
-    tail.legend(loc="upper right")
+    if ends:   # the legend in the order the policies end, the fewest GPUs unallocated first
+        ends.sort(key=lambda end: end[0])
+        last = {at for *_, at in ends}
+        tail.legend([line for _, _, line, _ in ends], [f"{name}  {value:.1f} %" for value, name, _, _ in ends],
+                    loc="upper right", title_fontsize=8,
+                    title=f"unallocated at {last.pop()} % arrived" if len(last) == 1 else "unallocated at the end")
     fig.tight_layout()
     return fig
 
