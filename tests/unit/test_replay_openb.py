@@ -308,6 +308,8 @@ def test_cli_fill_mode_is_deterministic(tmp_path, capsys):
     a, b = (json.loads((tmp_path / n / "metrics.json").read_text()) for n in "ab")
     assert without_timing(a) == without_timing(b)
     assert (tmp_path / "a" / "jobs.csv").read_bytes() == (tmp_path / "b" / "jobs.csv").read_bytes()
+    page = (tmp_path / "a" / "report.md").read_text()   # one seed: no median or quartiles to speak of
+    assert "Cells: unallocated GPU %; in bold" in page and "median over the seeds" not in page
 
 
 def test_cli_time_mode_with_a_nodes_file(tmp_path, capsys):

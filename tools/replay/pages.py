@@ -188,9 +188,10 @@ def _fill_note(document: dict[str, Any]) -> str:
             f"they ask {fill['inflate']:g} × the {fill['capacity_gpus']:,} GPUs; each tried once at its arrival "
             f"(dropped when it cannot be placed), none leaving. Pods per seed: {pods}. Unallocated = 100 − "
             "allocated % of capacity, after the last pod whose arrival kept the GPUs arrived at or below that %. "
-            "Cells: unallocated GPU %, the median over the seeds (25th–75th percentile); in bold the lowest "
-            "median of a row where they differ. "
-            "Every 1 % is in metrics.json (unallocated_gpu_pct_at_arrived).")
+            + ("Cells: unallocated GPU %, the median over the seeds (25th–75th percentile); in bold the lowest "
+               "median of a row where they differ. " if len(fill["pods_by_seed"]) > 1 else
+               "Cells: unallocated GPU %; in bold the lowest of a row where they differ. ")
+            + "Every 1 % is in metrics.json (unallocated_gpu_pct_at_arrived).")
 
 
 def _sweep_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
