@@ -363,23 +363,23 @@ def test_the_pages_give_one_tie_rule_line_per_rule_naming_its_selectors():
     assert tie_rule_groups(rules) == {"seeded from 42": ["random", "random-fit"], "by host name": ["fgd", "packing"]}
 
 
-def test_the_fill_table_marks_the_lowest_median_of_a_row_where_they_differ():
+def test_the_fill_table_marks_the_lowest_median_of_a_row_where_one_selector_alone_has_it():
     from gangmaster.tools.replay.pages import _html_table, fill_rows
 
     def point(median):
         return {"median": median, "p25": median - 1, "p75": median + 1}
     curves = {"a": {"5": point(95.0), "10": point(7.04), "11": point(6.0)},
-              "b": {"5": point(95.0), "10": point(6.96), "11": point(6.0)},
+              "b": {"5": point(95.0), "10": point(6.96), "11": point(5.0)},
               "c": {"5": point(95.0), "10": point(9.0), "11": point(8.0)}}
     document = {"selectors": {name: {"unallocated_gpu_pct_at_arrived": c} for name, c in curves.items()},
                 "run": {"seeds": [1, 2]}}
     header, rows = fill_rows(document, mark_lowest=True)
-    assert rows == [["5 %", "95.0 (94.0–96.0)", "95.0 (94.0–96.0)", "95.0 (94.0–96.0)"],            # all equal
-                    ["10 %", "**7.0 (6.0–8.0)**", "**7.0 (6.0–8.0)**", "9.0 (8.0–10.0)"],     # equal as shown
-                    ["11 %", "**6.0 (5.0–7.0)**", "**6.0 (5.0–7.0)**", "8.0 (7.0–9.0)"]]
+    assert rows == [["5 %", "95.0 (94.0–96.0)", "95.0 (94.0–96.0)", "95.0 (94.0–96.0)"],     # all equal
+                    ["10 %", "7.0 (6.0–8.0)", "7.0 (6.0–8.0)", "9.0 (8.0–10.0)"],          # two equal as shown
+                    ["11 %", "6.0 (5.0–7.0)", "**5.0 (4.0–6.0)**", "8.0 (7.0–9.0)"]]       # one alone
     assert "**" not in str(fill_rows(document)[1])     # the CLI's table: plain
     page = _html_table(header, rows)
-    assert "<td><strong>7.0 (6.0–8.0)</strong></td>" in page and "<td>9.0 (8.0–10.0)</td>" in page
+    assert "<td><strong>5.0 (4.0–6.0)</strong></td>" in page and "<td>8.0 (7.0–9.0)</td>" in page
 
 
 def test_the_fill_plot_legend_ranks_the_policies_by_where_they_end():

@@ -140,8 +140,8 @@ FILL_ROW_STEP = 5
 def fill_rows(document: dict[str, Any], mark_lowest: bool = False) -> tuple[list[str], list[list[str]]]:
     """openb fill mode's headline: unallocated GPU % at every :data:`FILL_ROW_STEP` % of GPUs
     arrived (and the last), a column per selector: the median and, over several seeds, the
-    interquartile range in brackets. ``mark_lowest``: the lowest median of a row in ``**``
-    (every cell that has it; none where the row's medians are all equal)."""
+    interquartile range in brackets. ``mark_lowest``: the lowest median of a row (as shown) in
+    ``**`` where one selector alone has it (where several share it, no cell stands out)."""
     selectors = document["selectors"]
     names = list(selectors)
     curves = {name: selectors[name]["unallocated_gpu_pct_at_arrived"] for name in names}
@@ -154,7 +154,7 @@ def fill_rows(document: dict[str, Any], mark_lowest: bool = False) -> tuple[list
     for p in shown:
         row = [f"{p} %"]
         medians = [round(point["median"], 1) for name in names if (point := curves[name].get(p))]
-        lowest = min(medians) if mark_lowest and len(set(medians)) > 1 else None
+        lowest = min(medians) if mark_lowest and medians.count(min(medians)) == 1 else None
         for name in names:
             point = curves[name].get(p)
             if point is None:
@@ -188,9 +188,9 @@ def _fill_note(document: dict[str, Any]) -> str:
             f"they ask {fill['inflate']:g} × the {fill['capacity_gpus']:,} GPUs; each tried once at its arrival "
             f"(dropped when it cannot be placed), none leaving. Pods per seed: {pods}. Unallocated = 100 − "
             "allocated % of capacity, after the last pod whose arrival kept the GPUs arrived at or below that %. "
-            + ("Cells: unallocated GPU %, the median over the seeds (25th–75th percentile); in bold the lowest "
-               "median of a row where they differ. " if len(fill["pods_by_seed"]) > 1 else
-               "Cells: unallocated GPU %; in bold the lowest of a row where they differ. ")
+            + ("Cells: unallocated GPU %, the median over the seeds (25th–75th percentile); in bold a row's "
+               "lowest median where one selector alone has it. " if len(fill["pods_by_seed"]) > 1 else
+               "Cells: unallocated GPU %; in bold a row's lowest where one selector alone has it. ")
             + "Every 1 % is in metrics.json (unallocated_gpu_pct_at_arrived).")
 
 
