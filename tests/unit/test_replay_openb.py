@@ -398,4 +398,5 @@ def test_the_fill_plot_legend_ranks_the_policies_by_where_they_end():
     legend = fig.axes[1].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["fgd  5.5 %", "random  6.1 %", "best-fit  7.0 %"]
     assert legend.get_title().get_text() == "unallocated at 130 % arrived"
+    assert [ax.get_xlim() for ax in fig.axes] == [(0, 130), (80, 130)]   # no margin past the last point
     plt.close(fig)

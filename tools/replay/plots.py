@@ -260,8 +260,9 @@ def _fill(plt, comparison, title, document):
         ax.grid(alpha=0.3)
     whole.set_ylabel("GPUs unallocated, % of capacity")
     whole.set_ylim(0, 101)
-    whole.set_xlim(left=0)
-    tail.set_xlim(left=FILL_ZOOM_FROM_PCT)
+    last = max((end[3] for end in ends), default=None)   # the axes end at the last arrived %, not past it
+    whole.set_xlim(0, last)
+    tail.set_xlim(FILL_ZOOM_FROM_PCT, max(last, FILL_ZOOM_FROM_PCT + 1) if last else None)
     if tail_values:
         low_y, high_y = min(tail_values), max(tail_values)
         margin = max(0.5, (high_y - low_y) * 0.15)
