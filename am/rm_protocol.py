@@ -4,8 +4,11 @@ ResourceManager, mirroring YARN's ``ApplicationMasterProtocol``,
 
 These dataclasses are the one vocabulary shared by the in-process RM (virtual
 time), the gRPC server (live) and the AM, so the AM never learns which RM it
-talks to. They are frozen and slotted (no per-message ``__dict__``: a replay makes
-tens per job).
+talks to. They are values (:data:`message`): slotted, compared and hashed by their
+fields, and never changed once built — by convention, not by ``frozen``, whose
+``__init__`` sets every field through ``object.__setattr__`` at about four times
+the cost (a replay builds tens of messages per job). What comes from the wire is
+checked in full before the RM reads it (:mod:`~gangmaster.am.rm_validation`).
 Resources are :class:`ResourceDescriptor` values from the selection
 layer; a container's GPUs are always named by a mask (a share of one GPU,
 ``gpu_milli``, by the mask of that one GPU; an ask for a share may leave the GPU to
@@ -34,6 +37,11 @@ from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
 
 ANY_HOST = "*"
+
+#: How every message is declared: a slotted dataclass (no per-message ``__dict__``),
+#: compared and hashed by its fields as a frozen one is, built by plain assignments.
+#: Nobody assigns to a message after building it (the module docstring).
+message = dataclass(slots=True, unsafe_hash=True)
 
 
 class ContainerState(str, enum.Enum):
@@ -123,7 +131,7 @@ ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, Wr
 
 
 # ------------------------------------------------------------------- messages
-@dataclass(frozen=True, slots=True)
+@message
 class ResourceRequest:
     """An ask: ``count`` containers of ``resource``, on ``host`` / ``rack`` / anywhere."""
 
@@ -141,7 +149,7 @@ class ResourceRequest:
         return self.host or self.rack or ANY_HOST
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class AllocateRequest:
     """One AM heartbeat."""
 
@@ -155,7 +163,7 @@ class AllocateRequest:
     progress: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class Container:
     """A granted container: where, what exactly (GPU mask, ports), for which ask."""
 
@@ -169,7 +177,7 @@ class Container:
     allocated_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class ContainerStatus:
     container_id: str
     host: str
@@ -179,7 +187,7 @@ class ContainerStatus:
     request_id: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class NodeReport:
     host: str
     rack: str
@@ -221,13 +229,13 @@ def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
     return view
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class Rejection:
     request_id: int
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class PendingAsk:
     """An ask still (partly) waiting, with why it could not be placed in the last pass."""
 
@@ -236,7 +244,7 @@ class PendingAsk:
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class AllocateResponse:
     allocated: tuple[Container, ...] = ()
     completed: tuple[ContainerStatus, ...] = ()
@@ -247,7 +255,7 @@ class AllocateResponse:
     response_id: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class RegisterResponse:
     app_id: str
     attempt: int
@@ -257,7 +265,7 @@ class RegisterResponse:
     queue_limit: ResourceDescriptor | None = None  # the most the queue may hold at once (None: the cluster)
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class ApplicationSubmission:
     name: str
     queue: str = "default"
@@ -266,7 +274,7 @@ class ApplicationSubmission:
     am_expiry_s: float | None = None   # no heartbeat for this long: the AM attempt is declared dead
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class ApplicationReport:
     app_id: str
     name: str
@@ -284,7 +292,7 @@ class ApplicationReport:
     gpu_milli_used: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class LaunchContext:
     """What a NodeManager starts in a container.
 
@@ -322,12 +330,11 @@ class LaunchContext:
         """The variables it sets (worked out once: a gang's shared launch is asked 6,001 times)."""
         names = self._names
         if names is None:
-            names = frozenset(dict(self.env))
-            object.__setattr__(self, "_names", names)
+            names = self._names = frozenset(dict(self.env))
         return names
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class ContainerLaunch:
     """One container of a :class:`StartContainers` batch and what it adds to the shared launch."""
 
@@ -335,7 +342,7 @@ class ContainerLaunch:
     launch: LaunchContext = LaunchContext()
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class StartContainers:
     """Start a gang's containers in one call (YARN's ``StartContainersRequest``). What every
     task of the gang has alike (its peers' hosts, the job's variables: most of a story-3
@@ -346,7 +353,7 @@ class StartContainers:
     shared: LaunchContext = LaunchContext()
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class StartRefused:
     """The container of a batch the RM could not start, and why. The RM starts a batch's
     containers in order and stops at the first it cannot start: those before it run, those

@@ -31,7 +31,7 @@ import numpy as np
 
 from gangmaster.am import rm_validation as check
 from gangmaster.am.rm_protocol import (
-    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
+    message, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
     ContainerLaunch, ContainerState, ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport,
     NodeState, NotFound, PendingAsk, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers,
     StartRefused, WrongState,
@@ -56,9 +56,10 @@ EVENT_KINDS = ("app_submitted", "app_registered", "attempt_failed", "app_finishe
                "container_started", "container_finished", "node_state")
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class RMEvent:
-    """Something that happened in the RM, for subscribers (the simulation driver, logs)."""
+    """Something that happened in the RM, for subscribers (the simulation driver, logs): a
+    value, as the protocol's messages are."""
 
     time: float
     kind: str        # app_submitted | app_registered | attempt_failed | app_finished | container_allocated |
@@ -137,6 +138,7 @@ class Application:
     asks: dict = field(default_factory=dict)          # request_id -> AskState (arrival order)
     blacklist: set = field(default_factory=set)       # node indices
     containers: dict = field(default_factory=dict)    # container_id -> ContainerRecord (live ones)
+    container_ids: list = field(default_factory=list)  # every container it was granted (what forgetting it drops)
     out_allocated: list = field(default_factory=list)
     out_completed: list = field(default_factory=list)
     node_cursor: int = 0                              # the node changes its AM has heard of (NodeChanges)
@@ -761,6 +763,7 @@ class ResourceManager:
         rec = ContainerRecord(cid, app.app_id, app.attempt, node, booking, ask.request.request_id, self.clock.now())
         self.containers[cid] = rec
         app.containers[cid] = rec
+        app.container_ids.append(cid)
         self.node_containers[node].add(cid)
         self.node_changes.touch(node)
         self._charge(queue, booking, 1)
@@ -1102,22 +1105,27 @@ class ResourceManager:
     def _forget_old_apps(self) -> None:
         """Past RM_MAX_COMPLETED_APPS finished applications, forget the oldest tenth of them
         (with their containers): memory stays bounded however many applications come and go,
-        and the cost of a pass is spread over a tenth of the limit's application ends."""
+        and the cost of a pass is spread over a tenth of the limit's application ends. An
+        application is forgotten with the containers it was granted (its own list), never by
+        scanning every container the RM remembers; one whose booking is still held (a
+        stopped container whose processes are not gone yet) is kept until it is released."""
         finished = len(self.apps) - self.running_apps
         limit = limits.RM_MAX_COMPLETED_APPS
         if finished <= limit:
             return
         drop = finished - limit + limit // 10
-        holding = {rec.app_id for rec in self.containers.values() if rec.held}   # their bookings are still out
-        gone = set()
-        for app in list(self.apps.values()):
+        containers = self.containers
+        gone = []
+        for app in self.apps.values():
             if len(gone) >= drop:
                 break
-            if app.state.finished and app.app_id not in holding:
-                gone.add(app.app_id)
-                del self.apps[app.app_id]
-        for cid in [cid for cid, rec in self.containers.items() if rec.app_id in gone]:
-            del self.containers[cid]
+            if app.state.finished and not any(
+                    rec is not None and rec.held for rec in map(containers.get, app.container_ids)):
+                gone.append(app)
+        for app in gone:
+            del self.apps[app.app_id]
+            for cid in app.container_ids:
+                containers.pop(cid, None)   # (the oldest finished ones may be forgotten already)
         self.version += 1
 
     def _forget_old_containers(self) -> None:
