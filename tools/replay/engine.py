@@ -62,12 +62,17 @@ cost (BENCHMARKS.md, "issue 13"), and why none changes a decision:
   smaller than before this (94,881 → 38,000 for the first 20,000 Philly jobs) while
   every outcome, the timeline and the placements are unchanged (compared byte for byte
   with the engine that ran an event per job and per flush, on FIFO, backfill, drop, a
-  positive heartbeat and a contended cluster: BENCHMARKS.md, "Session 7 — rmcore");
+  positive heartbeat and a contended cluster: BENCHMARKS.md, "Session 7 — rmcore").
+  The arrival instants take their places in that order up front, but only the next of
+  them is on the clock's heap at a time (``VirtualLoop.call_each``), so every other
+  event's push and pop is not paid against tens of thousands of arrivals to come;
 * the RM's answers cost less to make, not less checked: its per-call totals (running
   applications, what the queues use) are kept as they change instead of summed per
   call, an allocate that carries no asks, releases or blacklist changes (how an AM
   hears that its containers ended) checks none, events are built only for the kinds
-  someone subscribed to, and the protocol's messages are slotted.
+  someone subscribed to, an ask's resource is compiled once per distinct value, and the
+  protocol's messages are slotted values built by plain assignment (not frozen: nothing
+  changes a message once built, and a frozen ``__init__`` costs four times as much).
 
 Kept whole on purpose: a task's OpenPAI environment is built at every launch, because
 the simulated workload tells which task it runs the way a real program would, by that
@@ -313,8 +318,8 @@ class _Replay:
         arrivals: dict[float, list[_Job]] = {}   # submit time -> its jobs, in table order
         for job in self.jobs:
             arrivals.setdefault(job.trace.submit_s * scale, []).append(job)
-        for when, jobs in arrivals.items():   # one event per instant of arrivals, not one per job
-            loop.call_at(when, self._submitted, jobs)
+        # One event per instant of arrivals, not one per job; only the next on the clock's heap.
+        loop.call_each(self._submitted, [(when, (jobs,)) for when, jobs in arrivals.items()])
         loop.run()
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
