@@ -311,7 +311,7 @@ class LaunchContext:
 
     command: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    _names: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _variables: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, command=(), env: dict[str, str] | None = None) -> "LaunchContext":
@@ -319,25 +319,33 @@ class LaunchContext:
 
     @property
     def env_dict(self) -> dict[str, str]:
+        """Its variables as a dict of one's own, to change."""
         return dict(self.env)
+
+    @property
+    def variables(self) -> dict[str, str]:
+        """Its variables by name, to read and never change (:attr:`env_dict` is a copy to
+        change), worked out once: a gang's shared launch is asked at every container's
+        start (6,001 for a story-3 gang), and a started container's NodeManager reads them."""
+        variables = self._variables
+        if variables is None:
+            variables = self._variables = dict(self.env)
+        return variables
 
     def over(self, shared: "LaunchContext") -> "LaunchContext":
         """This container's whole launch in a batch whose containers share ``shared``: its
         own command (the shared one when it has none), the shared variables it does not set
-        itself, then its own."""
+        itself, then its own. Its :attr:`variables` come with it, made from the shared
+        ones without reading the pairs again."""
         if not shared.env and not shared.command:
             return self
-        own = dict(self.env).keys()   # built in C from the pairs, as :attr:`names` is
-        env = shared.env if own.isdisjoint(shared.names) else tuple([pair for pair in shared.env if pair[0] not in own])
-        return LaunchContext(self.command or shared.command, env + self.env)
-
-    @property
-    def names(self) -> frozenset[str]:
-        """The variables it sets (worked out once: a gang's shared launch is asked 6,001 times)."""
-        names = self._names
-        if names is None:
-            names = self._names = frozenset(dict(self.env))
-        return names
+        own = dict(self.env)
+        common = shared.variables
+        env = (shared.env if common.keys().isdisjoint(own)
+               else tuple([pair for pair in shared.env if pair[0] not in own]))
+        launch = LaunchContext(self.command or shared.command, env + self.env)
+        launch._variables = common | own   # what dict(launch.env) holds (in another order where both set one)
+        return launch
 
 
 @message
