@@ -4,8 +4,11 @@ ResourceManager, mirroring YARN's ``ApplicationMasterProtocol``,
 
 These dataclasses are the one vocabulary shared by the in-process RM (virtual
 time), the gRPC server (live) and the AM, so the AM never learns which RM it
-talks to. They are frozen and slotted (no per-message ``__dict__``: a replay makes
-tens per job).
+talks to. They are values (:data:`message`): slotted, compared and hashed by their
+fields, and never changed once built — by convention, not by ``frozen``, whose
+``__init__`` sets every field through ``object.__setattr__`` at about four times
+the cost (a replay builds tens of messages per job). What comes from the wire is
+checked in full before the RM reads it (:mod:`~gangmaster.am.rm_validation`).
 Resources are :class:`ResourceDescriptor` values from the selection
 layer; a container's GPUs are always named by a mask (a share of one GPU,
 ``gpu_milli``, by the mask of that one GPU; an ask for a share may leave the GPU to
@@ -35,6 +38,11 @@ from gangmaster.selectors.resources import ResourceDescriptor
 
 ANY_HOST = "*"
 
+#: How every message is declared: a slotted dataclass (no per-message ``__dict__``),
+#: compared and hashed by its fields as a frozen one is, built by plain assignments.
+#: Nobody assigns to a message after building it (the module docstring).
+message = dataclass(slots=True, unsafe_hash=True)
+
 
 class ContainerState(str, enum.Enum):
     """allocated → running → completed | failed | killed."""
@@ -47,7 +55,7 @@ class ContainerState(str, enum.Enum):
 
     @property
     def finished(self) -> bool:
-        return self in (ContainerState.COMPLETED, ContainerState.FAILED, ContainerState.KILLED)
+        return self in _FINISHED_CONTAINER_STATES
 
 
 class ExitStatus(enum.IntEnum):
@@ -86,7 +94,13 @@ class AppState(str, enum.Enum):
 
     @property
     def finished(self) -> bool:
-        return self in (AppState.FINISHED, AppState.FAILED, AppState.KILLED)
+        return self in _FINISHED_APP_STATES
+
+
+# Looked up in a set made once: naming the members anew at every call (the RM asks for
+# every container and application, several times each) costs four times as much.
+_FINISHED_CONTAINER_STATES = frozenset({ContainerState.COMPLETED, ContainerState.FAILED, ContainerState.KILLED})
+_FINISHED_APP_STATES = frozenset({AppState.FINISHED, AppState.FAILED, AppState.KILLED})
 
 
 # --------------------------------------------------------------------- errors
@@ -123,7 +137,7 @@ ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, Wr
 
 
 # ------------------------------------------------------------------- messages
-@dataclass(frozen=True, slots=True)
+@message
 class ResourceRequest:
     """An ask: ``count`` containers of ``resource``, on ``host`` / ``rack`` / anywhere."""
 
@@ -141,7 +155,7 @@ class ResourceRequest:
         return self.host or self.rack or ANY_HOST
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class AllocateRequest:
     """One AM heartbeat."""
 
@@ -155,7 +169,7 @@ class AllocateRequest:
     progress: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class Container:
     """A granted container: where, what exactly (GPU mask, ports), for which ask."""
 
@@ -169,7 +183,7 @@ class Container:
     allocated_at: float
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class ContainerStatus:
     container_id: str
     host: str
@@ -179,7 +193,7 @@ class ContainerStatus:
     request_id: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class NodeReport:
     host: str
     rack: str
@@ -221,13 +235,13 @@ def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
     return view
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class Rejection:
     request_id: int
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class PendingAsk:
     """An ask still (partly) waiting, with why it could not be placed in the last pass."""
 
@@ -236,7 +250,7 @@ class PendingAsk:
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class AllocateResponse:
     allocated: tuple[Container, ...] = ()
     completed: tuple[ContainerStatus, ...] = ()
@@ -247,7 +261,7 @@ class AllocateResponse:
     response_id: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class RegisterResponse:
     app_id: str
     attempt: int
@@ -257,7 +271,7 @@ class RegisterResponse:
     queue_limit: ResourceDescriptor | None = None  # the most the queue may hold at once (None: the cluster)
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class ApplicationSubmission:
     name: str
     queue: str = "default"
@@ -266,7 +280,7 @@ class ApplicationSubmission:
     am_expiry_s: float | None = None   # no heartbeat for this long: the AM attempt is declared dead
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class ApplicationReport:
     app_id: str
     name: str
@@ -284,7 +298,7 @@ class ApplicationReport:
     gpu_milli_used: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class LaunchContext:
     """What a NodeManager starts in a container.
 
@@ -297,7 +311,7 @@ class LaunchContext:
 
     command: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    _names: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _variables: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, command=(), env: dict[str, str] | None = None) -> "LaunchContext":
@@ -305,29 +319,36 @@ class LaunchContext:
 
     @property
     def env_dict(self) -> dict[str, str]:
+        """Its variables as a dict of one's own, to change."""
         return dict(self.env)
+
+    @property
+    def variables(self) -> dict[str, str]:
+        """Its variables by name, to read and never change (:attr:`env_dict` is a copy to
+        change), worked out once: a gang's shared launch is asked at every container's
+        start (6,001 for a story-3 gang), and a started container's NodeManager reads them."""
+        variables = self._variables
+        if variables is None:
+            variables = self._variables = dict(self.env)
+        return variables
 
     def over(self, shared: "LaunchContext") -> "LaunchContext":
         """This container's whole launch in a batch whose containers share ``shared``: its
         own command (the shared one when it has none), the shared variables it does not set
-        itself, then its own."""
+        itself, then its own. Its :attr:`variables` come with it, made from the shared
+        ones without reading the pairs again."""
         if not shared.env and not shared.command:
             return self
-        own = dict(self.env).keys()   # built in C from the pairs, as :attr:`names` is
-        env = shared.env if own.isdisjoint(shared.names) else tuple([pair for pair in shared.env if pair[0] not in own])
-        return LaunchContext(self.command or shared.command, env + self.env)
-
-    @property
-    def names(self) -> frozenset[str]:
-        """The variables it sets (worked out once: a gang's shared launch is asked 6,001 times)."""
-        names = self._names
-        if names is None:
-            names = frozenset(dict(self.env))
-            object.__setattr__(self, "_names", names)
-        return names
+        own = dict(self.env)
+        common = shared.variables
+        env = (shared.env if common.keys().isdisjoint(own)
+               else tuple([pair for pair in shared.env if pair[0] not in own]))
+        launch = LaunchContext(self.command or shared.command, env + self.env)
+        launch._variables = common | own   # what dict(launch.env) holds (in another order where both set one)
+        return launch
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class ContainerLaunch:
     """One container of a :class:`StartContainers` batch and what it adds to the shared launch."""
 
@@ -335,7 +356,7 @@ class ContainerLaunch:
     launch: LaunchContext = LaunchContext()
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class StartContainers:
     """Start a gang's containers in one call (YARN's ``StartContainersRequest``). What every
     task of the gang has alike (its peers' hosts, the job's variables: most of a story-3
@@ -346,7 +367,7 @@ class StartContainers:
     shared: LaunchContext = LaunchContext()
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class StartRefused:
     """The container of a batch the RM could not start, and why. The RM starts a batch's
     containers in order and stops at the first it cannot start: those before it run, those

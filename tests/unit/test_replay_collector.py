@@ -1,8 +1,7 @@
 """A replay's ended AMs are freed by reference counting, not left to the cycle collector.
 
-The engine pauses the collector for the run and collects every COLLECT_EVERY_JOBS jobs;
-an AM in a reference cycle would pile up until then (tens of thousands of them, and a
-tenth of the run spent collecting them). This pins that an AM leaves no cycle."""
+The engine keeps the collector off for the whole run; an AM in a reference cycle would
+pile up until its end (tens of thousands of them). This pins that an AM leaves no cycle."""
 from __future__ import annotations
 
 import gc

@@ -139,3 +139,17 @@ def test_the_invariant_check_sees_a_share_ledger_that_drifts_from_the_containers
     sim.core.queues["default"].used_gpu_milli -= 250
     with pytest.raises(AssertionError, match="queue default: GPU share drift"):
         sim.core.check_invariants()
+
+
+def test_a_nodes_milli_free_for_its_report_is_the_rows_view_of_one_node():
+    """The report's per-GPU milli free (worked out in plain Python for one node) is what the
+    columns' vector form gives for that node: shares, whole GPUs taken, GPUs wholly free."""
+    sim = Simulation(SPECS, [Queue("default")])
+    app = start(sim)
+    ask(sim, app, on("pcie-000", 1, share(250, gpu=1)), on("pcie-000", 2, share(600, gpu=1)),
+        on("pcie-000", 3, R(512, 0.5, gpu_mask=0b1000)))
+    ledger = sim.core.ledger
+    for i, host in enumerate(ledger.hosts):
+        rows = tuple(ledger.gpu_milli_free_rows([i])[0][:ledger.gpu_capacity.item(i)].tolist())
+        assert ledger.gpu_milli_free_of(i) == rows, host
+    assert node(sim, "pcie-000").gpu_milli_free == (1000, 150, 1000, 0)

@@ -1,5 +1,8 @@
 """The virtual loop's order: events by (time, scheduling order); an instant's end calls
-after every event due at that instant, those it scheduled for it included."""
+after every event due at that instant, those it scheduled for it included; a stream of
+calls (call_each) in the order call_at would give them."""
+import pytest
+
 from gangmaster.tools.rmsim.clock import VirtualLoop
 
 
@@ -76,3 +79,41 @@ def test_stepping_one_event_at_a_time_keeps_the_same_order_as_run():
 
     assert scenario(by_steps) == scenario(lambda loop: loop.run()) == (
         ["first", "second", "scheduled for now", "end", "later"], 4)
+
+
+def _order_of(schedule) -> list:
+    """What runs, and when, once ``schedule(loop, seen)`` has scheduled its calls."""
+    loop, seen = VirtualLoop(), []
+    schedule(loop, seen)
+    loop.run()
+    return seen
+
+
+def test_call_each_runs_its_calls_in_the_order_call_at_made_now_would():
+    def others(loop, seen):
+        def exit_at(name):
+            seen.append((name, loop.now()))
+            loop.call_at(loop.now() + 1.0, seen.append, (f"after {name}", loop.now() + 1.0))
+        loop.call_at(2.0, exit_at, "other at 2")
+        loop.call_at(3.0, exit_at, "other at 3")
+
+    arrivals = [(1.0, ("a1",)), (2.0, ("a2",)), (3.0, ("a3",)), (3.0, ("a3 again",))]
+
+    def one_by_one(loop, seen):
+        for when, args in arrivals:
+            loop.call_at(when, lambda name: seen.append((name, loop.now())), *args)
+        others(loop, seen)
+
+    def each(loop, seen):
+        loop.call_each(lambda name: seen.append((name, loop.now())), arrivals)
+        others(loop, seen)
+
+    assert _order_of(each) == _order_of(one_by_one)
+    loop = VirtualLoop()
+    loop.call_each(print, [(float(t), ()) for t in range(100)])
+    assert loop.pending == 1   # only the next of them is on the heap
+
+
+def test_call_each_refuses_calls_out_of_time_order():
+    with pytest.raises(ValueError, match="time order"):
+        VirtualLoop().call_each(print, [(2.0, ()), (1.0, ())])

@@ -31,7 +31,7 @@ import numpy as np
 
 from gangmaster.am import rm_validation as check
 from gangmaster.am.rm_protocol import (
-    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
+    message, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
     ContainerLaunch, ContainerState, ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport,
     NodeState, NotFound, PendingAsk, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers,
     StartRefused, WrongState,
@@ -49,6 +49,8 @@ from .queues import Queue, default_queues
 
 #: The most headroom descriptors :meth:`ResourceManager._headroom` keeps (then it starts over).
 _HEADROOM_MEMO = 4096
+#: The most compiled asks :meth:`ResourceManager._validate_asks` keeps (then it starts over).
+_DEMAND_MEMO = 4096
 
 
 #: Every kind of :class:`RMEvent`.
@@ -56,9 +58,10 @@ EVENT_KINDS = ("app_submitted", "app_registered", "attempt_failed", "app_finishe
                "container_started", "container_finished", "node_state")
 
 
-@dataclass(frozen=True, slots=True)
+@message
 class RMEvent:
-    """Something that happened in the RM, for subscribers (the simulation driver, logs)."""
+    """Something that happened in the RM, for subscribers (the simulation driver, logs): a
+    value, as the protocol's messages are."""
 
     time: float
     kind: str        # app_submitted | app_registered | attempt_failed | app_finished | container_allocated |
@@ -75,6 +78,13 @@ def _submission_order(app: "Application") -> int:
 
 def _ask_priority(ask: "AskState") -> int:
     return ask.request.priority
+
+
+def _alike(app: "Application", ask: "AskState") -> tuple:
+    """What placing ``ask`` depends on in a scheduling pass: asks alike fit or fail alike."""
+    req = ask.request
+    return (ask.need, req.node_label, ask.host_i, ask.rack_code, req.relax_locality,
+            app.app_id if app.blacklist else None)
 
 
 class AskState:
@@ -137,6 +147,7 @@ class Application:
     asks: dict = field(default_factory=dict)          # request_id -> AskState (arrival order)
     blacklist: set = field(default_factory=set)       # node indices
     containers: dict = field(default_factory=dict)    # container_id -> ContainerRecord (live ones)
+    container_ids: list = field(default_factory=list)  # every container it was granted (what forgetting it drops)
     out_allocated: list = field(default_factory=list)
     out_completed: list = field(default_factory=list)
     node_cursor: int = 0                              # the node changes its AM has heard of (NodeChanges)
@@ -187,7 +198,8 @@ class ResourceManager:
         self.version = 0            # bumps on every change (the state file saves when it moved)
         self._dirty = True          # something changed since the last scheduling pass
         self._subscribers: dict[str | None, list[Callable[[RMEvent], None]]] = {}   # by kind (None: every kind)
-        self._heard: frozenset[str] = frozenset()   # the kinds someone subscribed to (all, for a None subscriber)
+        #: the kinds someone subscribed to (all, for a None subscriber), each with who hears it, in order
+        self._heard: dict[str, tuple[Callable[[RMEvent], None], ...]] = {}
         self._pass_failed: dict = {}       # per scheduling pass: ask key -> why it could not be placed
         self._pass_candidates: dict = {}   # per scheduling pass: (size, label, rack) -> candidate nodes
         self.max_allocation = ResourceDescriptor(
@@ -203,6 +215,9 @@ class ResourceManager:
         #: applications submitted and not finished (every queue's ``apps``), kept as they come and go
         self.running_apps = sum(len(q.apps) for q in self.queues.values())
         self._headroom_values: dict = {}   # (memory, mvcores, GPUs) -> the headroom descriptor of those values
+        #: an ask's resource -> its compiled Demand (a value of a value: a gang's asks share a
+        #: few resources, and a trace's jobs a few thousand), bounded by _DEMAND_MEMO
+        self._demands: dict[ResourceDescriptor, Demand] = {}
         self._queue_limits: dict = {}      # (queue, its limits) -> what registrations say of it
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
@@ -224,18 +239,20 @@ class ResourceManager:
         """Call ``fn(event)`` for every :class:`RMEvent`, or for those of ``kinds`` only
         (synchronously, under the lock). An event nobody asked for is never built: a
         6,001-container gang would make 18,000 of them."""
+        subscribers = self._subscribers
         for kind in (None,) if kinds is None else kinds:
-            self._subscribers.setdefault(kind, []).append(fn)
-        self._heard = frozenset(EVENT_KINDS if None in self._subscribers else ()) | {
-            kind for kind in self._subscribers if kind is not None}
+            subscribers.setdefault(kind, []).append(fn)
+        every = subscribers.get(None, [])
+        self._heard = {kind: (*every, *subscribers.get(kind, ())) for kind in EVENT_KINDS
+                       if every or kind in subscribers}
 
     def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "", detail: str = "") -> None:
         """Tell the subscribers of ``kind``; a caller whose arguments cost work to build asks
         :attr:`_heard` first, and the others are asked here."""
-        if kind in self._heard:
+        listeners = self._heard.get(kind)
+        if listeners:
             event = RMEvent(self.clock.now(), kind, app_id, container_id, host, detail)
-            subscribers = self._subscribers
-            for fn in (*subscribers.get(None, ()), *subscribers.get(kind, ())):
+            for fn in listeners:
                 fn(event)
 
     def now(self) -> float:
@@ -304,10 +321,12 @@ class ResourceManager:
         if capacity is None:
             capacity = self._capacity[i] = spec.capacity
         state, health, containers = ledger.states[i], ledger.health_reports[i], len(self.node_containers[i])
-        if ledger.unused(i):   # as every time it was unused in this state: the same report (a gang's end: thousands)
+        # No container on it books nothing of it (every booking is a container's, on its node
+        # until given back: check_invariants), so it reports as every time it was unused in
+        # this state: the same report (a gang's end: thousands).
+        if not containers:
             report = self._report_when_unused[i]
-            if (report is None or report.state is not state or report.health_report != health
-                    or report.containers != containers):
+            if report is None or report.state is not state or report.health_report != health:
                 report = self._report_when_unused[i] = NodeReport(
                     spec.host, spec.rack, state, capacity, self._free_of_unused(i, capacity), spec.labels,
                     spec.gpu_type, spec.topology, containers, health)
@@ -321,7 +340,7 @@ class ResourceManager:
         ledger = self.ledger
         if not ledger.gpus_shared.item(i):
             return None
-        return tuple(ledger.gpu_milli_free_rows([i])[0][:ledger.gpu_capacity.item(i)].tolist())
+        return ledger.gpu_milli_free_of(i)
 
     def _free_of_unused(self, i: int, capacity: ResourceDescriptor) -> ResourceDescriptor:
         """What an unused node has free: all of it. Its capacity itself when the ledger holds
@@ -667,16 +686,15 @@ class ResourceManager:
                 ask.blocked = True
                 cursor += 1
                 continue
-            key = (need, ask.request.node_label, ask.host_i, ask.rack_code, ask.request.relax_locality,
-                   app.app_id if app.blacklist else None)
-            failed = self._pass_failed.get(key)
+            # Resources only shrink during a pass: an ask alike one that failed cannot fit either
+            # (looked up once some ask of the pass has failed).
+            failed = self._pass_failed.get(_alike(app, ask)) if self._pass_failed else None
             booked = None if failed is not None else self._book_first(app, ask)
             if booked is None:
-                # Resources only shrink during a pass: an identical ask cannot fit either.
                 if failed is not None:
                     ask.reason = failed
                 else:
-                    self._pass_failed[key] = ask.reason
+                    self._pass_failed[_alike(app, ask)] = ask.reason
                 ask.blocked = True
                 cursor += 1
                 continue
@@ -761,6 +779,7 @@ class ResourceManager:
         rec = ContainerRecord(cid, app.app_id, app.attempt, node, booking, ask.request.request_id, self.clock.now())
         self.containers[cid] = rec
         app.containers[cid] = rec
+        app.container_ids.append(cid)
         self.node_containers[node].add(cid)
         self.node_changes.touch(node)
         self._charge(queue, booking, 1)
@@ -834,25 +853,30 @@ class ResourceManager:
     def _validate_asks(self, app: Application, request: AllocateRequest) -> list[AskState]:
         out = []
         seen = set()
-        needs: dict[int, Demand] = {}   # by resource object: a gang's asks share a few, each compiled once
+        hosts, demands = self.ledger.host_index, self._demands
         for k, req in enumerate(request.asks):
-            where = f"asks[{k}]"
             if req.request_id in app.asks or req.request_id in seen:
-                raise InvalidRequest(f"{where}.request_id: {req.request_id} is already pending for {app.app_id}")
+                raise InvalidRequest(f"asks[{k}].request_id: {req.request_id} is already pending for {app.app_id}")
             seen.add(req.request_id)
-            host_i = self._known_host(req.host, f"{where}.host") if req.host else None
+            host_i = None
+            if req.host:   # (the field's name is spelled out only for an unknown host)
+                host_i = hosts.get(req.host)
+                if host_i is None:
+                    self._known_host(req.host, f"asks[{k}].host")   # raises, naming it
             rack_code = None
             if req.rack:
                 rack_code = self.ledger.rack_index.get(req.rack)
                 if rack_code is None:
-                    raise InvalidRequest(f"{where}.rack: unknown rack {req.rack!r}; racks: "
+                    raise InvalidRequest(f"asks[{k}].rack: unknown rack {req.rack!r}; racks: "
                                          f"{', '.join(self.ledger.rack_names)}")
                 if host_i is not None and int(self.ledger.rack_of[host_i]) != rack_code:
-                    raise InvalidRequest(f"{where}.rack: host {req.host} is in rack "
+                    raise InvalidRequest(f"asks[{k}].rack: host {req.host} is in rack "
                                          f"{self.ledger.specs[host_i].rack}, not {req.rack}")
-            need = needs.get(id(req.resource))
+            need = demands.get(req.resource)
             if need is None:
-                need = needs[id(req.resource)] = Demand.of(req.resource)
+                if len(demands) >= _DEMAND_MEMO:
+                    demands.clear()
+                need = demands[req.resource] = Demand.of(req.resource)
             out.append(AskState(req, need, host_i, rack_code))
         return out
 
@@ -1102,22 +1126,27 @@ class ResourceManager:
     def _forget_old_apps(self) -> None:
         """Past RM_MAX_COMPLETED_APPS finished applications, forget the oldest tenth of them
         (with their containers): memory stays bounded however many applications come and go,
-        and the cost of a pass is spread over a tenth of the limit's application ends."""
+        and the cost of a pass is spread over a tenth of the limit's application ends. An
+        application is forgotten with the containers it was granted (its own list), never by
+        scanning every container the RM remembers; one whose booking is still held (a
+        stopped container whose processes are not gone yet) is kept until it is released."""
         finished = len(self.apps) - self.running_apps
         limit = limits.RM_MAX_COMPLETED_APPS
         if finished <= limit:
             return
         drop = finished - limit + limit // 10
-        holding = {rec.app_id for rec in self.containers.values() if rec.held}   # their bookings are still out
-        gone = set()
-        for app in list(self.apps.values()):
+        containers = self.containers
+        gone = []
+        for app in self.apps.values():
             if len(gone) >= drop:
                 break
-            if app.state.finished and app.app_id not in holding:
-                gone.add(app.app_id)
-                del self.apps[app.app_id]
-        for cid in [cid for cid, rec in self.containers.items() if rec.app_id in gone]:
-            del self.containers[cid]
+            if app.state.finished and not any(
+                    rec is not None and rec.held for rec in map(containers.get, app.container_ids)):
+                gone.append(app)
+        for app in gone:
+            del self.apps[app.app_id]
+            for cid in app.container_ids:
+                containers.pop(cid, None)   # (the oldest finished ones may be forgotten already)
         self.version += 1
 
     def _forget_old_containers(self) -> None:

@@ -25,19 +25,20 @@ from gangmaster.gpu_topology.masks import lowest_bits, popcount
 from gangmaster.selectors import explanation as why
 from gangmaster.selectors import fit
 from gangmaster.selectors.cluster import NodeColumns, NodeSpec
-from gangmaster.selectors.fit import Demand
+from gangmaster.selectors.fit import GPU_MILLI, Demand
 from gangmaster.selectors.ports import NO_PORTS, PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 from gangmaster.selectors.selector import tightest_gpu
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Booking:
     """Exactly what one container holds on its node, with its :attr:`resource` (what the
     AM is told) and its :attr:`demand` (what the ledger books and gives back), made with
     it: a container is booked, reported and given back once each. An ask that named its
     GPUs and ports is booked as it was asked: its resource is ``asked`` and its demand
-    the ask's own, compiled when the ask came."""
+    the ask's own, compiled when the ask came. A value, as the protocol's messages are
+    (:data:`~gangmaster.am.rm_protocol.message`): never changed once made."""
 
     memory_mb: int
     mvcores: int
@@ -60,24 +61,18 @@ class Booking:
         if demand is None:
             demand = Demand(self.memory_mb, self.mvcores, whole, self.gpu_mask, self.port_ranges.count,
                             self.port_ranges, self.gpu_milli)
-        object.__setattr__(self, "resource", resource)
-        object.__setattr__(self, "demand", demand)
+        self.resource, self.demand = resource, demand
 
     @classmethod
     def as_asked(cls, asked: ResourceDescriptor, need: Demand) -> "Booking":
         """The booking of an ask that named exactly what it holds (its GPUs by mask, its
         ports by range), made as it was asked: ``need`` is ``asked`` compiled, so nothing is
         worked out again (the RM books every container of a gang this way)."""
-        booking, set_ = object.__new__(cls), object.__setattr__   # as the dataclass sets them (no __dict__ object)
-        set_(booking, "memory_mb", need.memory_mb)
-        set_(booking, "mvcores", need.mvcores)
-        set_(booking, "gpu_mask", need.gpu_mask)
-        set_(booking, "port_ranges", need.port_ranges)
-        set_(booking, "gpu_milli", need.gpu_milli)
-        set_(booking, "asked", asked)
-        set_(booking, "asked_demand", need)
-        set_(booking, "resource", asked)
-        set_(booking, "demand", need)
+        booking = object.__new__(cls)   # every field set here, as __init__ and __post_init__ would
+        booking.memory_mb, booking.mvcores, booking.gpu_mask = need.memory_mb, need.mvcores, need.gpu_mask
+        booking.port_ranges, booking.gpu_milli = need.port_ranges, need.gpu_milli
+        booking.asked = booking.resource = asked
+        booking.asked_demand = booking.demand = need
         return booking
 
 
@@ -182,6 +177,16 @@ class NodeLedger(NodeColumns):
             return f"GPU {gpu} has {int(milli_free[gpu])} milli free, {need.gpu_milli} asked"
         return f"no GPU with {need.gpu_milli} milli free (most free {int(milli_free.max())})"
 
+    def gpu_milli_free_of(self, i: int) -> tuple[int, ...]:
+        """Node ``i``'s milli-GPU free per GPU it has: :meth:`gpu_milli_free_rows` of one node
+        (1000 for a wholly free GPU, what shares leave on a shared one, 0 for one taken
+        whole), worked out in plain Python: the RM asks for one node at a time (a node
+        report), where numpy's ten calls on one row cost several times as much."""
+        free_mask = self.gpu_free_mask.item(i)
+        used = self.gpu_share_used[i].tolist()[:self.gpu_capacity.item(i)]
+        return tuple([GPU_MILLI if free_mask >> k & 1 else (GPU_MILLI - u if u > 0 else 0)
+                      for k, u in enumerate(used)])
+
     def nodes_by_capacity(self, need: Demand, scope: np.ndarray | None) -> np.ndarray:
         """Bool column: nodes whose capacity could ever hold ``need`` (within ``scope``)."""
         ok = fit.fits(self, need, empty=True)
@@ -244,5 +249,6 @@ class NodeLedger(NodeColumns):
 
 def _is_exactly(asked: ResourceDescriptor, need: Demand, gpu_mask: int, ports: PortRanges) -> bool:
     """True when ``asked`` names exactly what ``need`` booked as ``gpu_mask`` and ``ports``."""
-    return (asked.gpu_mask == gpu_mask and asked.port_ranges == ports and asked.memory_mb == need.memory_mb
-            and asked.vcores == need.mvcores / 1000.0 and asked.gpus == need.gpus and asked.ports == need.ports)
+    return (asked.gpu_mask == gpu_mask and (asked.port_ranges is ports or asked.port_ranges == ports)
+            and asked.memory_mb == need.memory_mb and asked.vcores == need.mvcores / 1000.0
+            and asked.gpus == need.gpus and asked.ports == need.ports)

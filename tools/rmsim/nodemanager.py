@@ -117,7 +117,7 @@ class SimulatedNodeManager:
         self.core = core
 
     def launch(self, rec, ctx: LaunchContext) -> None:
-        env = ctx.env_dict
+        env = ctx.variables
         task = self.workload.task(env)        # raises (and changes nothing) on an environment it cannot read
         cid = rec.container_id
         arrival = self._arrival(env) if task.joins_barrier else None

@@ -181,6 +181,10 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         app.out_rejected = [Rejection(rid, reason) for rid, reason in a["out_rejected"]]
         app.node_cursor = int(a.get("node_cursor", 0))
         core.apps[app.app_id] = app
+    for rec in core.containers.values():   # in grant order, as the RM listed them
+        owner = core.apps.get(rec.app_id)
+        if owner is not None:
+            owner.container_ids.append(rec.container_id)
     for rec in core.containers.values():
         if rec.state.finished and not rec.held:
             continue

@@ -56,7 +56,11 @@ ENV_ROLE_INDEX = "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"
 ENV_ATTEMPT = "GANGMASTER_ATTEMPT"
 
 
-@dataclass(frozen=True, slots=True)
+# The workload's answers are values, declared as the RM protocol's messages are
+# (gangmaster.am.rm_protocol.message: slotted, compared and hashed by value, never changed
+# once made, not frozen: a frozen __init__ costs four times as much, and a replay makes
+# a role's behaviour per job).
+@dataclass(slots=True, unsafe_hash=True)
 class TaskBehaviour:
     """What one started task does: take part in its gang's barrier (epoch 0) or not,
     then run ``duration_s`` (None: until stopped) and exit with ``exit_code``."""
@@ -70,7 +74,7 @@ class TaskBehaviour:
 RUNS_UNTIL_STOPPED = TaskBehaviour(None, 0, joins_barrier=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class InjectedFailure:
     """Testing aid: in the listed attempts, instance ``instance`` of the role exits with
     ``exit_code`` at the end of its duration; or, ``before_barrier``, at once when it
@@ -88,19 +92,19 @@ NO_FAILURE = InjectedFailure()
 _FAILURE_KEYS = frozenset({"failOnAttempts", "failInstance", "failExitCode", "failBeforeBarrier"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class RoleBehaviour:
     """How every task of one role behaves in simulation."""
 
     duration_s: float = DEFAULT_DURATION_S
     exit_code: int = 0
     failure: InjectedFailure = NO_FAILURE
-    #: What every task of the role does when no failure is injected into it (one immutable
+    #: What every task of the role does when no failure is injected into it (one
     #: value, shared by the gang's thousands of tasks).
     usual: TaskBehaviour = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "usual", TaskBehaviour(self.duration_s, self.exit_code))
+        self.usual = TaskBehaviour(self.duration_s, self.exit_code)
 
     @classmethod
     def from_keys(cls, keys: Mapping[str, Any]) -> "RoleBehaviour":
