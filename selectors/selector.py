@@ -68,14 +68,20 @@ class UnknownSelector(LookupError):
 class NodeKey:
     """A key column that depends only on node state (and the request's resource): its
     name in the view's cache, and ``compute(view, rows)`` for the rows asked (an index
-    array, or ``slice(None)`` for every node). Integer keys, lower is better."""
+    array, or ``slice(None)`` for every node). Integer keys, lower is better.
+
+    ``compute_row(view, i)``, when given, is the same key of one node as a Python int,
+    in plain Python: the view brings the few rows that change between two placements up
+    to date with it (a numpy call on a handful of rows costs more than the arithmetic).
+    It must agree with ``compute`` on every node (the selector contract tests hold it)."""
 
     name: str
     compute: Callable[["ClusterView", object], np.ndarray]
+    compute_row: Callable[["ClusterView", int], int] | None = None
 
     def column(self, view: "ClusterView") -> np.ndarray:
         """Every node's key, kept up to date by the view row by row."""
-        return view.cached_column(self.name, self.compute)
+        return view.cached_column(self.name, self.compute, self.compute_row)
 
 
 class Selector:
@@ -171,6 +177,24 @@ def tightest_gpu(milli_free: np.ndarray, need: int) -> int:
 def tenths(mvcores: np.ndarray) -> np.ndarray:
     """Milli-vcores rounded to tenths of a vcore (half up): the packing keys' vcores field."""
     return (np.asarray(mvcores, dtype=np.int64) + 50) // 100
+
+
+def tenth(mvcores: int) -> int:
+    """:func:`tenths` of one value, in plain Python."""
+    return (mvcores + 50) // 100
+
+
+def pack_key(*fields: tuple[int, int]) -> int:
+    """:func:`pack_keys` of one node's values, in plain Python: each value with its bit
+    width, most significant first, clipped into ``[0, 2**bits - 1]``."""
+    key = total = 0
+    for value, bits in fields:
+        top = (1 << bits) - 1
+        key = (key << bits) | (0 if value < 0 else top if value > top else value)
+        total += bits
+    if total > 63:
+        raise ValueError(f"pack_key: {total} bits do not fit in an int64 key")
+    return key
 
 
 def pack_keys(*columns: tuple[np.ndarray, int]) -> np.ndarray:

@@ -172,7 +172,7 @@ selection_settings = st.builds(
 @contextmanager
 def rebuild_after(moved: int):
     """Rebuild the node indexes after ``moved`` changed nodes (tiny test clusters would never)."""
-    with mock.patch.object(node_index, "MIN_MOVED_BEFORE_REBUILD", moved):
+    with mock.patch.object(node_index, "MIN_CHANGED_BEFORE_REBUILD", moved):
         yield
 
 
