@@ -72,6 +72,15 @@ class _Room(NamedTuple):
         return any(a > b for a, b in zip(now, was))
 
 
+def _in_use(view: ClusterView, i: int) -> bool:
+    """Node ``i`` is not as on the idle cluster: something of it is used, or it is unhealthy
+    (enough to know that ``view.is_empty()`` is False, without a look at every node)."""
+    return (view.memory_free.item(i) != view.memory_capacity.item(i)
+            or view.mvcores_free.item(i) != view.mvcores_capacity.item(i)
+            or view.gpu_free_mask.item(i) != view.gpu_capacity_mask.item(i)
+            or bool(view.gpus_shared.item(i)) or not view.healthy.item(i))
+
+
 #: not yet known (a gang shape the tracker has not checked)
 _UNKNOWN = object()
 
@@ -89,6 +98,7 @@ class ClusterTracker:
         """Take the RM's node updates; True when some node has more room than before."""
         view = self.view
         grew = False
+        in_use = False   # some node updated holds something: the view is not the idle cluster
         for report in updates:
             i = view.host_index.get(report.host)
             if i is None:   # a node this view never had: read the cluster afresh
@@ -97,8 +107,13 @@ class ClusterTracker:
                 continue
             before = None if grew else _Room.of(view, i)   # once one node grew, the answer is known
             view.set_free(report.host, report.free, report.gpu_milli_free)
-            view.set_health(report.host, report.state.usable)
+            usable = report.state.usable
+            if view.healthy.item(i) != usable:
+                view.set_health(report.host, usable)
             grew = grew or _Room.of(view, i).grew_from(before)
+            in_use = in_use or _in_use(view, i)
+        if in_use:
+            self._empty_at = (view.changes, False)
         if grew:
             self.grown += 1
         return grew
@@ -128,7 +143,8 @@ class ClusterTracker:
     def _view_is_empty(self) -> bool:
         """``view.is_empty()``, looked at again only once the view has changed: the view
         counts each change made through it (``changes``), and the tracker's view is changed
-        only through it (AMs book on scratch copies)."""
+        only through it (AMs book on scratch copies). :meth:`apply` answers it when a node
+        it updated is in use."""
         changes = self.view.changes
         if self._empty_at is None or self._empty_at[0] != changes:
             self._empty_at = (changes, self.view.is_empty())
