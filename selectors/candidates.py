@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .filters import NODE_STAGES, RACK_STAGE, FilterContext, RowCheck
-from .node_index import NodeIndex, min_bucket, room_buckets
+from .filters import NODE_STAGES, RACK_STAGE, FilterContext, NodeCheck, RowCheck
+from .node_index import NodeIndex, min_bucket, room_bucket, room_buckets
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
@@ -103,12 +103,25 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
     """The index walk: the ``k`` best nodes by (key, tie rank) that pass (and that
     ``skip``, a bool per node, leaves), and their keys."""
     index = node_index(ctx.view, key, ties)
-    check = node_check(ctx)
-    passes = _every if check is None else check
+    passes, passes_one = _built_when_asked(ctx), node_check_one(ctx)
     lowest = min_bucket(ctx.request.resource)
     if skip is None:
-        return index.best(k, lowest, passes)
-    return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes))
+        return index.best(k, lowest, passes, passes_one)
+    return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes),
+                      lambda node: not skip(node) and passes_one(node))
+
+
+def _built_when_asked(ctx: FilterContext) -> "RowCheck":
+    """:func:`node_check` for ``ctx`` (every node passing when it is None), made at its
+    first call: an index walk whose first nodes pass one by one never asks it."""
+    built: list = []
+
+    def passes(rows: np.ndarray) -> np.ndarray:
+        if not built:
+            built.append(node_check(ctx) or _every)
+        return built[0](rows)
+
+    return passes
 
 
 def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
@@ -126,7 +139,7 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
 
 def _buckets(view: "ClusterView") -> np.ndarray:
     """Every node's bucket in the view's node indexes (one column for all of them)."""
-    return view.cached_column("node-index-buckets", room_buckets)
+    return view.cached_column("node-index-buckets", room_buckets, room_bucket)
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:
@@ -154,6 +167,16 @@ def node_check(ctx: FilterContext) -> "RowCheck | None":
         return ok
 
     return passing
+
+
+def node_check_one(ctx: FilterContext) -> "NodeCheck":
+    """:func:`node_check` of one node (its number), in plain Python: every stage's
+    :meth:`~gangmaster.selectors.filters.Filter.check_one`, the stages that restrict
+    nothing left out."""
+    checks = [check for check in (stage.check_one(ctx) for stage in NODE_STAGES) if check is not None]
+    if len(checks) == 1:
+        return checks[0]
+    return lambda node: all(check(node) for check in checks)
 
 
 def _every(nodes: np.ndarray) -> np.ndarray:

@@ -52,6 +52,8 @@ MIN_CHANGED_BEFORE_REBUILD = 64
 #: nodes checked in the first chunk of a run; each next chunk of the same run is 4x larger,
 #: so a walk that must skip many nodes costs O(skipped) numpy work in few steps.
 FIRST_CHUNK = 32
+#: nodes of a run checked one by one (in plain Python) before the chunks
+ONE_BY_ONE = 4
 #: buckets per wholly free GPU; a node with none has its share room in steps of a GPU's tenth
 BUCKETS_PER_GPU = 10
 SHARE_MILLI_PER_BUCKET = GPU_MILLI // BUCKETS_PER_GPU
@@ -170,13 +172,15 @@ class NodeIndex:
         return self._runs[bucket]
 
     # --------------------------------------------------------------- reading
-    def best(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray]
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def best(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray],
+             passes_one: Callable[[int], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` smallest (key, tie rank) among the nodes of buckets ``>= min_bucket``
         for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
-        first. The runs are read in order of their first entry, each a chunk at a time
-        from its start (each chunk 4x the one before), and a run (or the rest of one)
-        whose next entry comes after the k-th found is not read."""
+        first. The runs are read in order of their first entry, each from its start:
+        its first ``ONE_BY_ONE`` nodes with ``passes_one(node)`` (the same check of one
+        node, in plain Python; when given), then a chunk at a time (each chunk 4x the one
+        before); a run (or the rest of one) whose next entry comes after the k-th found
+        is not read."""
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         runs = sorted((run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run)
         for first, bucket in runs:
@@ -184,6 +188,14 @@ class NodeIndex:
                 break  # every later run starts even later
             run = self._runs[bucket]
             start, size, taken = 0, FIRST_CHUNK, 0
+            if passes_one is not None:
+                for entry in run[:ONE_BY_ONE]:
+                    if taken >= k or len(found) >= k and entry > found[-1]:
+                        break
+                    start += 1
+                    if passes_one(entry[2]):
+                        taken += 1
+                        found = sorted(found + [entry])[:k] if found else [entry]
             while start < len(run) and taken < k:
                 if len(found) >= k and run[start] > found[-1]:
                     break
