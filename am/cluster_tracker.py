@@ -92,6 +92,7 @@ class ClusterTracker:
         self.grown = 0      # counts the updates after which some node had more room than before
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
         self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
+        self._fits_empty_by_id: dict[tuple, tuple] = {}   # the same, by the roles' ids: see _fits_empty_of
         self._empty_at: tuple[int, bool] | None = None   # (view.changes, view.is_empty()) when last asked
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
@@ -126,19 +127,37 @@ class ClusterTracker:
         shape. While the view is the idle cluster itself the check is the gang's placement
         on it, returned as that function returns it; else None."""
         pipelines = tuple(pipeline_for(role) for role in roles)
-        key = (roles, pipelines)   # pipelines by identity: AMs that share them share the answer
-        never = self._fits_empty.get(key, _UNKNOWN)   # (one look-up: the key hashes every role)
+        never = self._fits_empty_of(roles, pipelines)
         if never is _UNKNOWN or self._view_is_empty():
             try:
                 placed = check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
             except GangDoesNotFit as exc:
-                self._fits_empty[key] = exc
+                self._remember_fits_empty(roles, pipelines, exc)
                 raise
-            self._fits_empty[key] = None
+            self._remember_fits_empty(roles, pipelines, None)
             return placed
         if never is not None:
             raise never
         return None
+
+    def _fits_empty_of(self, roles: tuple[RoleSpec, ...], pipelines: tuple) -> GangDoesNotFit | None | object:
+        """What :meth:`check_fits_empty` found for this gang shape (``_UNKNOWN`` when not
+        asked yet). Looked up first by the roles' identity (AMs of one shape share their
+        RoleSpecs: no role is hashed, and the roles kept with the answer keep their ids
+        theirs), then by their value."""
+        by_id = (tuple(map(id, roles)), pipelines)
+        known = self._fits_empty_by_id.get(by_id)
+        if known is not None and all(a is b for a, b in zip(known[0], roles)):
+            return known[1]
+        never = self._fits_empty.get((roles, pipelines), _UNKNOWN)   # (pipelines by identity)
+        if never is not _UNKNOWN:
+            self._fits_empty_by_id[by_id] = (roles, never)
+        return never
+
+    def _remember_fits_empty(self, roles: tuple[RoleSpec, ...], pipelines: tuple,
+                             never: GangDoesNotFit | None) -> None:
+        self._fits_empty[(roles, pipelines)] = never
+        self._fits_empty_by_id[(tuple(map(id, roles)), pipelines)] = (roles, never)
 
     def _view_is_empty(self) -> bool:
         """``view.is_empty()``, looked at again only once the view has changed: the view
@@ -169,6 +188,7 @@ class ClusterTracker:
     def _rebuild(self) -> None:
         self.view = view_from_nodes(self._read_nodes())
         self._fits_empty.clear()
+        self._fits_empty_by_id.clear()
         self._empty_at = None
         for role, host in self._failed:
             if host in self.view.host_index:

@@ -173,9 +173,16 @@ def node_check_one(ctx: FilterContext) -> "NodeCheck":
     """:func:`node_check` of one node (its number), in plain Python: every stage's
     :meth:`~gangmaster.selectors.filters.Filter.check_one`, the stages that restrict
     nothing left out."""
-    checks = [check for check in (stage.check_one(ctx) for stage in NODE_STAGES) if check is not None]
+    checks = []
+    for stage in NODE_STAGES:
+        check = stage.check_one(ctx)
+        if check is not None:
+            checks.append(check)
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:   # (health and fit, most often: no loop)
+        first, second = checks
+        return lambda node: first(node) and second(node)
     return lambda node: all(check(node) for check in checks)
 
 

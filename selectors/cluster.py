@@ -628,7 +628,8 @@ class ClusterView(NodeColumns):
         self.gpus_free[i] = popcount(mask)
         if gpu_milli_free is not None or self.gpus_shared.item(i):
             self._set_shares(i, mask, gpu_milli_free or ())
-        self._set_ports_free(i, free.port_ranges.intersect(self.port_capacity[i]))
+        ports = free.port_ranges
+        self._set_ports_free(i, ports.intersect(self.port_capacity[i]) if ports.ranges else ports)
         self._touched(i)
 
     def _set_shares(self, i: int, free_mask: int, milli_free: tuple[int, ...]) -> None:

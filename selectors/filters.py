@@ -13,7 +13,6 @@ asks that of each chunk; the explaining chain runs only when nothing fits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from itertools import groupby
 from typing import Callable, Optional
 
@@ -46,9 +45,9 @@ class FilterContext:
     request: SelectionRequest
     settings: SelectionSettings
 
-    @cached_property
+    @property
     def demand(self) -> Demand:
-        return Demand.of(self.request.resource)
+        return self.request.demand
 
 
 class Filter:
@@ -265,7 +264,7 @@ class ResourceFitFilter(Filter):
             if failed is not None:
                 self._reject(v, remaining & failed, why.ROLE_FAILED_HERE, why.FILTERED)
                 remaining = remaining & ~failed
-        checks = Demand.of(ctx.request.resource).checks(ctx.settings.port_min)
+        checks = ctx.demand.checks(ctx.settings.port_min)
         for _, group in groupby(checks, key=lambda check: check.group):
             group = list(group)
             for check in group:  # can never fit here: blamed first

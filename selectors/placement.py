@@ -88,7 +88,7 @@ from .candidates import best_by_tier, best_fitting, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
-from .fit import Demand, room as fit_room
+from .fit import room as fit_room
 from .ports import NO_PORTS, PortRanges
 from .request import SelectionRequest
 from .resources import ResourceDescriptor
@@ -167,7 +167,7 @@ def room_per_node(view: ClusterView, request: SelectionRequest, settings: "Selec
     survivors = np.arange(len(view)) if passing is None else np.flatnonzero(passing)
     room = np.zeros(len(view), dtype=np.int64)
     if survivors.size:
-        counts = fit_room(view, Demand.of(request.resource), settings.port_min, rows=survivors)
+        counts = fit_room(view, request.demand, settings.port_min, rows=survivors)
         cap = request.max_instances_per_node
         if cap is not None:
             counts = np.minimum(counts, cap - view.instances_of(request.role)[survivors])
@@ -199,7 +199,7 @@ class _Loop:
         self.recent = recent if recent is not None else asked
         self._hosts_asked = list(asked.nodes) if asked else []  # the request's hosts the view knows
         self.request = request
-        self.demand = Demand.of(request.resource)
+        self.demand = request.demand
         self.policy = request.rack_policy
         self.ties = pipeline.tie_order.of(len(view), view.hosts)
         self.placement = Placement()
