@@ -151,7 +151,7 @@ class NodeColumns:
                            self.gpu_capacity.item(i), self.gpu_capacity_mask.item(i), ports, ports.count)
         return Amounts(self.memory_free.item(i), self.mvcores_free.item(i), self.gpus_free.item(i),
                        self.gpu_free_mask.item(i), self.ports_free[i], self.ports_free_count.item(i),
-                       tuple(self.gpu_milli_free_rows([i])[0].tolist()) if self.gpus_shared.item(i) else None)
+                       tuple(self.gpu_milli_free_row(i)) if self.gpus_shared.item(i) else None)
 
     def gpu_milli_free_rows(self, rows=None, gpu: int | None = None) -> np.ndarray:
         """Milli-GPU free per GPU of ``rows`` (an index array; every node when None or a

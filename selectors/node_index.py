@@ -27,6 +27,8 @@ few microseconds, where a replay changes a node or two between placements); a no
 whose key and bucket did not change is left where it is. When more nodes changed at
 once than a share of the cluster (a big gang booked), the runs are built again with
 the sort (``len(view) // REBUILD_SHARE``, at least ``MIN_CHANGED_BEFORE_REBUILD``).
+A run's nodes are also kept as an array for the chunks a walk checks at once, made
+again when the walk first needs it after the run changed.
 
 Copies. A copy shares the runs and the per-node lists, and copies one before it first
 writes to it (so does the original, once copied): a scratch copy of the view costs
@@ -52,7 +54,7 @@ MIN_CHANGED_BEFORE_REBUILD = 64
 #: nodes checked in the first chunk of a run; each next chunk of the same run is 4x larger,
 #: so a walk that must skip many nodes costs O(skipped) numpy work in few steps.
 FIRST_CHUNK = 32
-#: nodes of a run checked one by one (in plain Python) before the chunks
+#: nodes of a walk checked one by one (in plain Python) before it checks chunks
 ONE_BY_ONE = 4
 #: buckets per wholly free GPU; a node with none has its share room in steps of a GPU's tenth
 BUCKETS_PER_GPU = 10
@@ -118,6 +120,7 @@ class NodeIndex:
             self._entry[entry[2]] = entry
         self._bucket: list[int] = buckets.tolist()   # per node, its bucket
         self._own: set[int] | None = None   # the buckets whose run is this index's own; None: all
+        self._arrays: dict[int, np.ndarray] = {}   # bucket -> its run's nodes as an array (see _nodes_of)
         self._rows_shared = False   # the per-node lists and the runs' dict are a copy's too
 
     def copy(self) -> "NodeIndex":
@@ -125,6 +128,7 @@ class NodeIndex:
         clone.dirty = set(self.dirty)
         clone.ties = self.ties
         clone._runs, clone._entry, clone._bucket = self._runs, self._entry, self._bucket
+        clone._arrays = dict(self._arrays)   # (never written in place)
         # everything shared now: each side copies what it writes to first
         clone._own, self._own = set(), set()
         clone._rows_shared = self._rows_shared = True
@@ -156,6 +160,8 @@ class NodeIndex:
             moved = entries[node] = (key, entry[1], node)
             at[node] = bucket
             insort(self._writable(bucket), moved)
+            self._arrays.pop(was, None)
+            self._arrays.pop(bucket, None)
         dirty.clear()
 
     def _writable(self, bucket: int) -> list[tuple[int, int, int]]:
@@ -171,38 +177,48 @@ class NodeIndex:
             self._runs[bucket] = list(self._runs.get(bucket, ()))
         return self._runs[bucket]
 
+    def _nodes_of(self, bucket: int) -> np.ndarray:
+        """The nodes of ``bucket``'s run, in its order, as an array (for the chunks a walk
+        checks at once), made when first asked after the run last changed."""
+        nodes = self._arrays.get(bucket)
+        if nodes is None:
+            run = self._runs[bucket]
+            nodes = self._arrays[bucket] = np.fromiter((entry[2] for entry in run), np.int64, len(run))
+        return nodes
+
     # --------------------------------------------------------------- reading
     def best(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray],
              passes_one: Callable[[int], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` smallest (key, tie rank) among the nodes of buckets ``>= min_bucket``
         for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
-        first. The runs are read in order of their first entry, each from its start:
-        its first ``ONE_BY_ONE`` nodes with ``passes_one(node)`` (the same check of one
-        node, in plain Python; when given), then a chunk at a time (each chunk 4x the one
-        before); a run (or the rest of one) whose next entry comes after the k-th found
-        is not read."""
+        first. The runs are read in order of their first entry, each from its start a
+        chunk at a time (each chunk 4x the one before); a run (or the rest of one) whose
+        next entry comes after the k-th found is not read. The first ``ONE_BY_ONE`` nodes
+        of the walk are checked one at a time with ``passes_one(node)`` (the same check of
+        one node, in plain Python; when given): most walks end there."""
         found: list[tuple[int, int, int]] = []  # sorted, at most k
+        one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
         runs = sorted((run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run)
         for first, bucket in runs:
             if len(found) >= k and first > found[-1]:
                 break  # every later run starts even later
             run = self._runs[bucket]
             start, size, taken = 0, FIRST_CHUNK, 0
-            if passes_one is not None:
-                for entry in run[:ONE_BY_ONE]:
+            if one_by_one:
+                for entry in run[:one_by_one]:
                     if taken >= k or len(found) >= k and entry > found[-1]:
                         break
                     start += 1
                     if passes_one(entry[2]):
                         taken += 1
                         found = sorted(found + [entry])[:k] if found else [entry]
+                one_by_one -= start
             while start < len(run) and taken < k:
                 if len(found) >= k and run[start] > found[-1]:
                     break
-                chunk = run[start:start + size]
-                ok = np.flatnonzero(passes(np.array([entry[2] for entry in chunk], dtype=np.int64)))[:k - taken]
+                ok = np.flatnonzero(passes(self._nodes_of(bucket)[start:start + size]))[:k - taken]
                 if ok.size:
-                    new = [chunk[j] for j in ok.tolist()]
+                    new = [run[start + j] for j in ok.tolist()]
                     taken += len(new)
                     found = sorted(found + new)[:k] if found else new
                 start, size = start + size, size * 4
