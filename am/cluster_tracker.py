@@ -60,7 +60,11 @@ class _Room(NamedTuple):
         freed on a shared GPU, counts even when another was taken), or usable again."""
         return ((self.healthy and not before.healthy) or self.memory_mb > before.memory_mb
                 or self.mvcores > before.mvcores or bool(self.gpu_mask & ~before.gpu_mask)
-                or bool(self.ports.subtract(before.ports)) or self._shares_grew_from(before))
+                or self._ports_grew_from(before) or self._shares_grew_from(before))
+
+    def _ports_grew_from(self, before: "_Room") -> bool:
+        """Some port free now was not free before (none can be when none is free)."""
+        return bool(self.ports.ranges) and self.ports != before.ports and bool(self.ports.subtract(before.ports))
 
     def _shares_grew_from(self, before: "_Room") -> bool:
         """Some GPU that holds shares now has more milli free than before (a GPU wholly

@@ -7,10 +7,11 @@ caller gives a seeded order.
 * **Indexed**, when the strategy gives a node key for the request
   (:meth:`~gangmaster.selectors.selector.Selector.node_key`) and the request has no
   rack policy: the view's :class:`~gangmaster.selectors.node_index.NodeIndex` for that
-  key is walked best first, from the buckets of nodes with enough free GPUs, a chunk
-  at a time checked by the stages that judge each node alone
-  (:meth:`~gangmaster.selectors.filters.Filter.passes`), until ``k`` pass. The cost
-  is the nodes read before ``k`` pass, not the cluster.
+  key is walked best first, from the buckets of nodes with enough free GPUs, checked
+  by the stages that judge each node alone: its first few nodes one at a time in plain
+  Python (:meth:`~gangmaster.selectors.filters.Filter.check_one`; most walks end
+  there), then a chunk at a time (:meth:`~gangmaster.selectors.filters.Filter.passes`),
+  until ``k`` pass. The cost is the nodes read before ``k`` pass, not the cluster.
 * **By tier**, when the key depends on the job's hosts only through the locality
   tier, a node key below it (:meth:`~gangmaster.selectors.selector.Selector.key_within_tiers`:
   locality's with placed hosts), and no rack policy (:func:`best_by_tier`): the job's
@@ -109,6 +110,16 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
         return index.best(k, lowest, passes, passes_one)
     return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes),
                       lambda node: not skip(node) and passes_one(node))
+
+
+def best_by_key(view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
+                key: "NodeKey", k: int, ties: np.ndarray | None) -> list[tuple[int, int, int]]:
+    """:func:`best_fitting` for a request whose strategy gives ``key`` as its node key
+    and that has no rack policy (the index walk), as ``(key, tie rank, node)`` of each
+    node found, best first: Python values for a caller that picks one of a few."""
+    ctx = FilterContext(view, request, settings)
+    return node_index(view, key, ties).best_entries(k, min_bucket(request.resource), _built_when_asked(ctx),
+                                                    node_check_one(ctx))
 
 
 def _built_when_asked(ctx: FilterContext) -> "RowCheck":

@@ -191,7 +191,16 @@ class NodeIndex:
              passes_one: Callable[[int], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` smallest (key, tie rank) among the nodes of buckets ``>= min_bucket``
         for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
-        first. The runs are read in order of their first entry, each from its start a
+        first (:meth:`best_entries` as two arrays)."""
+        found = self.best_entries(k, min_bucket, passes, passes_one)
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        keys, _, nodes = zip(*found)
+        return np.array(nodes, dtype=np.int64), np.array(keys, dtype=np.int64)
+
+    def best_entries(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray],
+                     passes_one: Callable[[int], bool] | None = None) -> list[tuple[int, int, int]]:
+        """:meth:`best` as ``(key, tie rank, node)`` of each node found, best first. The runs are read in order of their first entry, each from its start a
         chunk at a time (each chunk 4x the one before); a run (or the rest of one) whose
         next entry comes after the k-th found is not read. The first ``ONE_BY_ONE`` nodes
         of the walk are checked one at a time with ``passes_one(node)`` (the same check of
@@ -222,7 +231,4 @@ class NodeIndex:
                     taken += len(new)
                     found = sorted(found + new)[:k] if found else new
                 start, size = start + size, size * 4
-        if not found:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        keys, _, nodes = zip(*found)
-        return np.array(nodes, dtype=np.int64), np.array(keys, dtype=np.int64)
+        return found

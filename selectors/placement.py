@@ -84,7 +84,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .candidates import best_by_tier, best_fitting, node_passes
+from .candidates import best_by_key, best_by_tier, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
@@ -306,14 +306,15 @@ class _Loop:
             if selector.node_key(request) is not None:  # the rank is that key: read it
                 return node, selector.node_key(request).column(view)[node]
             return node, np.asarray(selector.rank(view, nodes, request))[0]
-        if selector.node_key(request) is None:
+        key = selector.node_key(request)
+        if key is None:
             return None
         k = selector.keep(request, len(view)) if self.random_pick else 1
-        nodes, keys = best_fitting(view, request, self.settings, selector, k, ties=self.ties)
-        if nodes.size == 0:
+        found = best_by_key(view, request, self.settings, key, k, self.ties)   # best_fitting's index walk
+        if not found:
             self._give_up()
-        j = 0 if nodes.size == 1 else self.pipeline.rng.randrange(nodes.size)  # keep(): at most those that fit
-        return int(nodes[j]), keys[j]
+        j = 0 if len(found) == 1 else self.pipeline.rng.randrange(len(found))  # keep(): at most those that fit
+        return found[j][2], np.int64(found[j][0])
 
     def _give_up(self) -> None:
         """No eligible node: the filter chain says why, as one select() would now."""
