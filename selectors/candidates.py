@@ -140,12 +140,19 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
     every row changed since it was last read. A driver that keeps one view which many
     placements copy (trace replay) reads it on that view, so each copy starts from an
     index kept up to date once instead of building its own."""
-    # an index holds its tie array, so the array's id names it as long as it lives
-    name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
-    index = view.derived(name, lambda v: NodeIndex(key.column(v), _buckets(v), key.name, ties))
+    index = kept_node_index(view, key, ties)
     if index.dirty:  # (the key column is brought up to date by whoever reads it)
         index.sync(key.column(view), _buckets(view))
     return index
+
+
+def kept_node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
+    """The view's index by ``key`` (equal keys by ``ties``), built if it has none, as it
+    stands: the rows changed since it was last read are taken in by :func:`node_index`,
+    when it is read."""
+    # an index holds its tie array, so the array's id names it as long as it lives
+    name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
+    return view.derived(name, lambda v: NodeIndex(key.column(v), _buckets(v), key.name, ties))
 
 
 def _buckets(view: "ClusterView") -> np.ndarray:
