@@ -85,6 +85,9 @@ def _in_use(view: ClusterView, i: int) -> bool:
             or bool(view.gpus_shared.item(i)) or not view.healthy.item(i))
 
 
+#: how many answers of check_fits_empty are kept by the roles' identity (then that memo starts afresh)
+FITS_EMPTY_BY_ID_KEPT = 4096
+
 #: not yet known (a gang shape the tracker has not checked)
 _UNKNOWN = object()
 
@@ -155,12 +158,17 @@ class ClusterTracker:
             return known[1]
         never = self._fits_empty.get((roles, pipelines), _UNKNOWN)   # (pipelines by identity)
         if never is not _UNKNOWN:
-            self._fits_empty_by_id[by_id] = (roles, never)
+            self._remember_by_id(roles, pipelines, never)
         return never
 
     def _remember_fits_empty(self, roles: tuple[RoleSpec, ...], pipelines: tuple,
                              never: GangDoesNotFit | None) -> None:
         self._fits_empty[(roles, pipelines)] = never
+        self._remember_by_id(roles, pipelines, never)
+
+    def _remember_by_id(self, roles: tuple[RoleSpec, ...], pipelines: tuple, never: GangDoesNotFit | None) -> None:
+        if len(self._fits_empty_by_id) >= FITS_EMPTY_BY_ID_KEPT:   # (AMs that do not share their roles)
+            self._fits_empty_by_id.clear()
         self._fits_empty_by_id[(tuple(map(id, roles)), pipelines)] = (roles, never)
 
     def _view_is_empty(self) -> bool:
