@@ -130,6 +130,8 @@ class RecentHosts:
         self.add([view.host_index[h] for h in hosts if h in view.host_index])
 
     def add(self, nodes: list[int]) -> None:
+        if not nodes:
+            return
         if self.limit is not None and self._held.isdisjoint(nodes):  # all new (a sweep): at once
             self.nodes = (self.nodes + nodes)[-self.limit:]
             self._held = set(self.nodes)
