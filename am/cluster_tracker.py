@@ -60,7 +60,11 @@ class _Room(NamedTuple):
         freed on a shared GPU, counts even when another was taken), or usable again."""
         return ((self.healthy and not before.healthy) or self.memory_mb > before.memory_mb
                 or self.mvcores > before.mvcores or bool(self.gpu_mask & ~before.gpu_mask)
-                or bool(self.ports.subtract(before.ports)) or self._shares_grew_from(before))
+                or self._ports_grew_from(before) or self._shares_grew_from(before))
+
+    def _ports_grew_from(self, before: "_Room") -> bool:
+        """Some port free now was not free before (none can be when none is free)."""
+        return bool(self.ports.ranges) and self.ports != before.ports and bool(self.ports.subtract(before.ports))
 
     def _shares_grew_from(self, before: "_Room") -> bool:
         """Some GPU that holds shares now has more milli free than before (a GPU wholly
@@ -71,6 +75,18 @@ class _Room(NamedTuple):
         was = before.gpu_milli or tuple(GPU_MILLI if before.gpu_mask >> k & 1 else 0 for k in range(len(now)))
         return any(a > b for a, b in zip(now, was))
 
+
+def _in_use(view: ClusterView, i: int) -> bool:
+    """Node ``i`` is not as on the idle cluster: something of it is used, or it is unhealthy
+    (enough to know that ``view.is_empty()`` is False, without a look at every node)."""
+    return (view.memory_free.item(i) != view.memory_capacity.item(i)
+            or view.mvcores_free.item(i) != view.mvcores_capacity.item(i)
+            or view.gpu_free_mask.item(i) != view.gpu_capacity_mask.item(i)
+            or bool(view.gpus_shared.item(i)) or not view.healthy.item(i))
+
+
+#: how many answers of check_fits_empty are kept by the roles' identity (then that memo starts afresh)
+FITS_EMPTY_BY_ID_KEPT = 4096
 
 #: not yet known (a gang shape the tracker has not checked)
 _UNKNOWN = object()
@@ -83,12 +99,14 @@ class ClusterTracker:
         self.grown = 0      # counts the updates after which some node had more room than before
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
         self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
+        self._fits_empty_by_id: dict[tuple, tuple] = {}   # the same, by the roles' ids: see _fits_empty_of
         self._empty_at: tuple[int, bool] | None = None   # (view.changes, view.is_empty()) when last asked
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
         """Take the RM's node updates; True when some node has more room than before."""
         view = self.view
         grew = False
+        in_use = False   # some node updated holds something: the view is not the idle cluster
         for report in updates:
             i = view.host_index.get(report.host)
             if i is None:   # a node this view never had: read the cluster afresh
@@ -97,8 +115,13 @@ class ClusterTracker:
                 continue
             before = None if grew else _Room.of(view, i)   # once one node grew, the answer is known
             view.set_free(report.host, report.free, report.gpu_milli_free)
-            view.set_health(report.host, report.state.usable)
+            usable = report.state.usable
+            if view.healthy.item(i) != usable:
+                view.set_health(report.host, usable)
             grew = grew or _Room.of(view, i).grew_from(before)
+            in_use = in_use or _in_use(view, i)
+        if in_use:
+            self._empty_at = (view.changes, False)
         if grew:
             self.grown += 1
         return grew
@@ -111,24 +134,48 @@ class ClusterTracker:
         shape. While the view is the idle cluster itself the check is the gang's placement
         on it, returned as that function returns it; else None."""
         pipelines = tuple(pipeline_for(role) for role in roles)
-        key = (roles, pipelines)   # pipelines by identity: AMs that share them share the answer
-        never = self._fits_empty.get(key, _UNKNOWN)   # (one look-up: the key hashes every role)
+        never = self._fits_empty_of(roles, pipelines)
         if never is _UNKNOWN or self._view_is_empty():
             try:
                 placed = check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
             except GangDoesNotFit as exc:
-                self._fits_empty[key] = exc
+                self._remember_fits_empty(roles, pipelines, exc)
                 raise
-            self._fits_empty[key] = None
+            self._remember_fits_empty(roles, pipelines, None)
             return placed
         if never is not None:
             raise never
         return None
 
+    def _fits_empty_of(self, roles: tuple[RoleSpec, ...], pipelines: tuple) -> GangDoesNotFit | None | object:
+        """What :meth:`check_fits_empty` found for this gang shape (``_UNKNOWN`` when not
+        asked yet). Looked up first by the roles' identity (AMs of one shape share their
+        RoleSpecs: no role is hashed, and the roles kept with the answer keep their ids
+        theirs), then by their value."""
+        by_id = (tuple(map(id, roles)), pipelines)
+        known = self._fits_empty_by_id.get(by_id)
+        if known is not None and all(a is b for a, b in zip(known[0], roles)):
+            return known[1]
+        never = self._fits_empty.get((roles, pipelines), _UNKNOWN)   # (pipelines by identity)
+        if never is not _UNKNOWN:
+            self._remember_by_id(roles, pipelines, never)
+        return never
+
+    def _remember_fits_empty(self, roles: tuple[RoleSpec, ...], pipelines: tuple,
+                             never: GangDoesNotFit | None) -> None:
+        self._fits_empty[(roles, pipelines)] = never
+        self._remember_by_id(roles, pipelines, never)
+
+    def _remember_by_id(self, roles: tuple[RoleSpec, ...], pipelines: tuple, never: GangDoesNotFit | None) -> None:
+        if len(self._fits_empty_by_id) >= FITS_EMPTY_BY_ID_KEPT:   # (AMs that do not share their roles)
+            self._fits_empty_by_id.clear()
+        self._fits_empty_by_id[(tuple(map(id, roles)), pipelines)] = (roles, never)
+
     def _view_is_empty(self) -> bool:
         """``view.is_empty()``, looked at again only once the view has changed: the view
         counts each change made through it (``changes``), and the tracker's view is changed
-        only through it (AMs book on scratch copies)."""
+        only through it (AMs book on scratch copies). :meth:`apply` answers it when a node
+        it updated is in use."""
         changes = self.view.changes
         if self._empty_at is None or self._empty_at[0] != changes:
             self._empty_at = (changes, self.view.is_empty())
@@ -153,6 +200,7 @@ class ClusterTracker:
     def _rebuild(self) -> None:
         self.view = view_from_nodes(self._read_nodes())
         self._fits_empty.clear()
+        self._fits_empty_by_id.clear()
         self._empty_at = None
         for role, host in self._failed:
             if host in self.view.host_index:

@@ -82,8 +82,22 @@ def role_request(role: RoleSpec, pending: int, placed_hosts: tuple[str, ...],
     """The request of one instance of ``role``; ``rack_policy``: the default for a role
     that sets none (``selection.rack_policy``)."""
     if pending <= 1 and not placed_hosts:
-        return _first_request(role, rack_policy)
+        known = _first_by_identity.get((id(role), rack_policy))
+        if known is not None and known[0] is role:
+            return known[1]
+        request = _first_request(role, rack_policy)
+        if len(_first_by_identity) >= FIRST_REQUESTS_KEPT:
+            _first_by_identity.clear()
+        _first_by_identity[(id(role), rack_policy)] = (role, request)   # (the role kept: its id stays its)
+        return request
     return _request(role, pending, placed_hosts, rack_policy)
+
+
+#: how many roles' first requests are found by the role's identity (then the memo starts afresh)
+FIRST_REQUESTS_KEPT = 4096
+#: (id(role), rack policy) -> (role, its first request): :func:`_first_request` without hashing
+#: the role (a frozen dataclass hashes every field at every call)
+_first_by_identity: dict[tuple[int, str], tuple[RoleSpec, SelectionRequest]] = {}
 
 
 def _request(role: RoleSpec, pending: int, placed_hosts: tuple[str, ...], rack_policy: str) -> SelectionRequest:

@@ -30,8 +30,13 @@ def best_fit_keys(view, rows) -> np.ndarray:
     return np.asarray(view.mvcores_free[rows], dtype=np.int64) + MVCORES_PER_GPU_MILLI * gpu_left
 
 
+def best_fit_key(view, i: int) -> int:
+    """:func:`best_fit_keys` of node ``i``, in plain Python."""
+    return view.mvcores_free.item(i) + MVCORES_PER_GPU_MILLI * sum(view.gpu_milli_free_row(i))
+
+
 #: one column and one index per view, whatever the request
-BEST_FIT = NodeKey("best-fit", best_fit_keys)
+BEST_FIT = NodeKey("best-fit", best_fit_keys, best_fit_key)
 
 
 class BestFit(Selector):

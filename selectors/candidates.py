@@ -7,10 +7,11 @@ caller gives a seeded order.
 * **Indexed**, when the strategy gives a node key for the request
   (:meth:`~gangmaster.selectors.selector.Selector.node_key`) and the request has no
   rack policy: the view's :class:`~gangmaster.selectors.node_index.NodeIndex` for that
-  key is walked best first, from the buckets of nodes with enough free GPUs, a chunk
-  at a time checked by the stages that judge each node alone
-  (:meth:`~gangmaster.selectors.filters.Filter.passes`), until ``k`` pass. The cost
-  is the nodes read before ``k`` pass, not the cluster.
+  key is walked best first, from the buckets of nodes with enough free GPUs, checked
+  by the stages that judge each node alone: its first few nodes one at a time in plain
+  Python (:meth:`~gangmaster.selectors.filters.Filter.check_one`; most walks end
+  there), then a chunk at a time (:meth:`~gangmaster.selectors.filters.Filter.passes`),
+  until ``k`` pass. The cost is the nodes read before ``k`` pass, not the cluster.
 * **By tier**, when the key depends on the job's hosts only through the locality
   tier, a node key below it (:meth:`~gangmaster.selectors.selector.Selector.key_within_tiers`:
   locality's with placed hosts), and no rack policy (:func:`best_by_tier`): the job's
@@ -32,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .filters import NODE_STAGES, RACK_STAGE, FilterContext, RowCheck
-from .node_index import NodeIndex, min_bucket, room_buckets
+from .filters import NODE_STAGES, RACK_STAGE, FilterContext, NodeCheck, RowCheck
+from .node_index import NodeIndex, min_bucket, room_bucket, room_buckets
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
@@ -103,12 +104,35 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
     """The index walk: the ``k`` best nodes by (key, tie rank) that pass (and that
     ``skip``, a bool per node, leaves), and their keys."""
     index = node_index(ctx.view, key, ties)
-    check = node_check(ctx)
-    passes = _every if check is None else check
+    passes, passes_one = _built_when_asked(ctx), node_check_one(ctx)
     lowest = min_bucket(ctx.request.resource)
     if skip is None:
-        return index.best(k, lowest, passes)
-    return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes))
+        return index.best(k, lowest, passes, passes_one)
+    return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes),
+                      lambda node: not skip(node) and passes_one(node))
+
+
+def best_by_key(view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
+                key: "NodeKey", k: int, ties: np.ndarray | None) -> list[tuple[int, int, int]]:
+    """:func:`best_fitting` for a request whose strategy gives ``key`` as its node key
+    and that has no rack policy (the index walk), as ``(key, tie rank, node)`` of each
+    node found, best first: Python values for a caller that picks one of a few."""
+    ctx = FilterContext(view, request, settings)
+    return node_index(view, key, ties).best_entries(k, min_bucket(request.resource), _built_when_asked(ctx),
+                                                    node_check_one(ctx))
+
+
+def _built_when_asked(ctx: FilterContext) -> "RowCheck":
+    """:func:`node_check` for ``ctx`` (every node passing when it is None), made at its
+    first call: an index walk whose first nodes pass one by one never asks it."""
+    built: list = []
+
+    def passes(rows: np.ndarray) -> np.ndarray:
+        if not built:
+            built.append(node_check(ctx) or _every)
+        return built[0](rows)
+
+    return passes
 
 
 def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
@@ -116,17 +140,24 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
     every row changed since it was last read. A driver that keeps one view which many
     placements copy (trace replay) reads it on that view, so each copy starts from an
     index kept up to date once instead of building its own."""
-    # an index holds its tie array, so the array's id names it as long as it lives
-    name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
-    index = view.derived(name, lambda v: NodeIndex(key.column(v), _buckets(v), key.name, ties))
+    index = kept_node_index(view, key, ties)
     if index.dirty:  # (the key column is brought up to date by whoever reads it)
         index.sync(key.column(view), _buckets(view))
     return index
 
 
+def kept_node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
+    """The view's index by ``key`` (equal keys by ``ties``), built if it has none, as it
+    stands: the rows changed since it was last read are taken in by :func:`node_index`,
+    when it is read."""
+    # an index holds its tie array, so the array's id names it as long as it lives
+    name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
+    return view.derived(name, lambda v: NodeIndex(key.column(v), _buckets(v), key.name, ties))
+
+
 def _buckets(view: "ClusterView") -> np.ndarray:
     """Every node's bucket in the view's node indexes (one column for all of them)."""
-    return view.cached_column("node-index-buckets", room_buckets)
+    return view.cached_column("node-index-buckets", room_buckets, room_bucket)
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:
@@ -154,6 +185,23 @@ def node_check(ctx: FilterContext) -> "RowCheck | None":
         return ok
 
     return passing
+
+
+def node_check_one(ctx: FilterContext) -> "NodeCheck":
+    """:func:`node_check` of one node (its number), in plain Python: every stage's
+    :meth:`~gangmaster.selectors.filters.Filter.check_one`, the stages that restrict
+    nothing left out."""
+    checks = []
+    for stage in NODE_STAGES:
+        check = stage.check_one(ctx)
+        if check is not None:
+            checks.append(check)
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:   # (health and fit, most often: no loop)
+        first, second = checks
+        return lambda node: first(node) and second(node)
+    return lambda node: all(check(node) for check in checks)
 
 
 def _every(nodes: np.ndarray) -> np.ndarray:

@@ -151,7 +151,7 @@ class NodeColumns:
                            self.gpu_capacity.item(i), self.gpu_capacity_mask.item(i), ports, ports.count)
         return Amounts(self.memory_free.item(i), self.mvcores_free.item(i), self.gpus_free.item(i),
                        self.gpu_free_mask.item(i), self.ports_free[i], self.ports_free_count.item(i),
-                       tuple(self.gpu_milli_free_rows([i])[0].tolist()) if self.gpus_shared.item(i) else None)
+                       tuple(self.gpu_milli_free_row(i)) if self.gpus_shared.item(i) else None)
 
     def gpu_milli_free_rows(self, rows=None, gpu: int | None = None) -> np.ndarray:
         """Milli-GPU free per GPU of ``rows`` (an index array; every node when None or a
@@ -168,6 +168,14 @@ class NodeColumns:
             return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)
         whole = (masks[:, None] >> np.arange(self.gpu_width, dtype=np.uint64)) & np.uint64(1) == 1
         return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)
+
+    def gpu_milli_free_row(self, i: int) -> list[int]:
+        """:meth:`gpu_milli_free_rows` of node ``i`` alone, as Python ints (no numpy call)."""
+        mask = self.gpu_free_mask.item(i)
+        if not self.gpus_shared.item(i):   # no shares here: wholly free or not
+            return [GPU_MILLI if mask >> gpu & 1 else 0 for gpu in range(self.gpu_width)]
+        return [GPU_MILLI if mask >> gpu & 1 else (GPU_MILLI - used if used > 0 else 0)
+                for gpu, used in enumerate(self.gpu_share_used[i].tolist())]
 
     @property
     def gpu_milli_free(self) -> np.ndarray:
@@ -212,20 +220,29 @@ class NodeColumns:
                 self.port_capacity, slice(None), port_min)
         return counts
 
-    def cached_column(self, name: str, compute) -> np.ndarray:
+    def cached_column(self, name: str, compute, compute_row=None) -> np.ndarray:
         """A per-node column derived from node state, kept up to date incrementally.
 
         ``compute(view, rows)`` returns the values for ``rows`` (an index array, or
         ``slice(None)`` for every node). After a change to a node only its row is
         recomputed, so a strategy whose keys do not depend on the request (job
-        packing) pays for a node's key once per change, not once per select()."""
+        packing) pays for a node's key once per change, not once per select().
+        ``compute_row(view, i)``, when given, is the value of one row in plain Python:
+        a few changed rows (up to :data:`ROWS_ONE_BY_ONE`) are brought up to date with
+        it, more with ``compute`` at once."""
         cache = self._column_caches.get(name)
         if cache is None:
             cache = self._column_caches[name] = _CachedColumn(np.asarray(compute(self, slice(None))).copy())
         elif cache.dirty:
-            rows = np.fromiter(cache.dirty, dtype=np.int64, count=len(cache.dirty))
-            cache.values[rows] = compute(self, rows)
-            cache.dirty.clear()
+            dirty = cache.dirty
+            if compute_row is not None and len(dirty) <= ROWS_ONE_BY_ONE:
+                values = cache.values
+                for i in dirty:
+                    values[i] = compute_row(self, i)
+            else:
+                rows = np.fromiter(dirty, dtype=np.int64, count=len(dirty))
+                cache.values[rows] = compute(self, rows)
+            dirty.clear()
         return cache.values
 
     def derived(self, name: str, build):
@@ -611,7 +628,8 @@ class ClusterView(NodeColumns):
         self.gpus_free[i] = popcount(mask)
         if gpu_milli_free is not None or self.gpus_shared.item(i):
             self._set_shares(i, mask, gpu_milli_free or ())
-        self._set_ports_free(i, free.port_ranges.intersect(self.port_capacity[i]))
+        ports = free.port_ranges
+        self._set_ports_free(i, ports.intersect(self.port_capacity[i]) if ports.ranges else ports)
         self._touched(i)
 
     def _set_shares(self, i: int, free_mask: int, milli_free: tuple[int, ...]) -> None:
@@ -636,6 +654,10 @@ class ClusterView(NodeColumns):
         clone.role_failed = {r: f.copy() for r, f in self.role_failed.items()}
         return clone
 
+
+#: :meth:`NodeColumns.cached_column` brings up to this many changed rows up to date one by one
+#: (with a column's ``compute_row``), more with one numpy call.
+ROWS_ONE_BY_ONE = 16
 
 #: How many port-range results :meth:`NodeColumns._ports_changed` keeps (then it starts afresh).
 _PORT_RESULTS_KEPT = 4096

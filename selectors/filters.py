@@ -13,7 +13,6 @@ asks that of each chunk; the explaining chain runs only when nothing fits.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from itertools import groupby
 from typing import Callable, Optional
 
@@ -22,7 +21,7 @@ import numpy as np
 from . import explanation as why
 from .cluster import ClusterView
 from .explanation import Rejection
-from .fit import Check, Demand, fitting
+from .fit import Check, Demand, fitting, shortfall
 from .request import SelectionRequest
 from .settings import SelectionSettings
 
@@ -30,6 +29,8 @@ from .settings import SelectionSettings
 #: A stage's check bound to one request: bool per entry of ``rows`` (an index array; every
 #: node when None).
 RowCheck = Callable[[Optional[np.ndarray]], np.ndarray]
+#: The same check of one node (its number), in plain Python.
+NodeCheck = Callable[[int], bool]
 
 
 @dataclass
@@ -44,9 +45,9 @@ class FilterContext:
     request: SelectionRequest
     settings: SelectionSettings
 
-    @cached_property
+    @property
     def demand(self) -> Demand:
-        return Demand.of(self.request.resource)
+        return self.request.demand
 
 
 class Filter:
@@ -69,6 +70,13 @@ class Filter:
         passes), for the view as it stands: what depends on the request alone is worked
         out once here, not at every call — select()'s indexed search asks it of a few
         rows at a time, chunk after chunk."""
+        raise NotImplementedError(f"{type(self).__name__} compares nodes with each other")
+
+    def check_one(self, ctx: FilterContext) -> NodeCheck | None:
+        """:meth:`check` of one node at a time, in plain Python (the same answer: the
+        select() differential tests hold it); None when every node passes. An index walk
+        asks it of the first nodes in key order, where one usually passes, before it
+        checks chunks with :meth:`check`."""
         raise NotImplementedError(f"{type(self).__name__} compares nodes with each other")
 
     def _reject(self, verdict: Verdict, rejected: np.ndarray, reason: str, kind: str, **numbers) -> None:
@@ -110,6 +118,9 @@ class HealthFilter(NodeFilter):
         view = ctx.view
         return lambda rows: _take(view.healthy, rows)
 
+    def check_one(self, ctx):
+        return ctx.view.healthy.item
+
 
 class NodeLabelFilter(NodeFilter):
     name = "node-label"
@@ -129,6 +140,13 @@ class NodeLabelFilter(NodeFilter):
         bit = np.uint64(bit)
         return lambda rows: (_take(view.label_bits, rows) & bit) != 0
 
+    def check_one(self, ctx):
+        label = ctx.request.node_label
+        if not label:
+            return None
+        bits, bit = ctx.view.label_bits, ctx.view.label_bit.get(label, 0)
+        return lambda i: bool(bits.item(i) & bit)
+
 
 class GpuTypeFilter(NodeFilter):
     name = "gpu-type"
@@ -145,6 +163,14 @@ class GpuTypeFilter(NodeFilter):
         allowed = np.array([t in wanted for t in view.gpu_types], dtype=bool)  # per GPU type code
         return lambda rows: allowed[_take(view.gpu_type_code, rows)]
 
+    def check_one(self, ctx):
+        wanted = ctx.request.gpu_types
+        if not wanted:
+            return None
+        codes = ctx.view.gpu_type_code
+        allowed = [t in wanted for t in ctx.view.gpu_types]
+        return lambda i: allowed[codes.item(i)]
+
 
 class NonGpuJobFilter(NodeFilter):
     """Keeps jobs that need no GPU at all off GPU nodes, when configured to.
@@ -157,11 +183,21 @@ class NonGpuJobFilter(NodeFilter):
     reason = why.GPU_NODE_RESERVED
 
     def check(self, ctx):
-        job_gpus = ctx.request.job_gpus if ctx.request.job_gpus is not None else ctx.request.resource.gpus
-        if ctx.settings.allow_non_gpu_job_on_gpu_node or job_gpus > 0 or ctx.request.resource.gpu_milli:
+        if not self._applies(ctx):
             return None
         view = ctx.view
         return lambda rows: _take(view.gpu_capacity, rows) == 0
+
+    def check_one(self, ctx):
+        if not self._applies(ctx):
+            return None
+        capacity = ctx.view.gpu_capacity
+        return lambda i: capacity.item(i) == 0
+
+    @staticmethod
+    def _applies(ctx) -> bool:
+        job_gpus = ctx.request.job_gpus if ctx.request.job_gpus is not None else ctx.request.resource.gpus
+        return not (ctx.settings.allow_non_gpu_job_on_gpu_node or job_gpus > 0 or ctx.request.resource.gpu_milli)
 
 
 class RoleCapFilter(NodeFilter):
@@ -179,6 +215,13 @@ class RoleCapFilter(NodeFilter):
         if cap is None or counts is None:  # no column yet: no instance anywhere (cap >= 1)
             return None
         return lambda rows: _take(counts, rows) < cap
+
+    def check_one(self, ctx):
+        cap = ctx.request.max_instances_per_node
+        counts = ctx.view.role_count.get(ctx.request.role)
+        if cap is None or counts is None:
+            return None
+        return lambda i: counts.item(i) < cap
 
 
 class ResourceFitFilter(Filter):
@@ -203,6 +246,15 @@ class ResourceFitFilter(Filter):
             return fit
         return lambda rows: fit(rows) & ~_take(failed, rows)
 
+    def check_one(self, ctx):
+        """The fit model's scalar form (:func:`~gangmaster.selectors.fit.shortfall` of the
+        node's :meth:`~gangmaster.selectors.cluster.NodeColumns.amounts`)."""
+        view, demand, port_min = ctx.view, ctx.demand, ctx.settings.port_min
+        failed = view.failed_here(ctx.request.role) if ctx.settings.skip_nodes_where_role_failed else None
+        if failed is None:
+            return lambda i: shortfall(demand, view.amounts(i), port_min) is None
+        return lambda i: not failed.item(i) and shortfall(demand, view.amounts(i), port_min) is None
+
     def verdict(self, ctx, alive):
         view = ctx.view
         v = Verdict(alive)
@@ -212,7 +264,7 @@ class ResourceFitFilter(Filter):
             if failed is not None:
                 self._reject(v, remaining & failed, why.ROLE_FAILED_HERE, why.FILTERED)
                 remaining = remaining & ~failed
-        checks = Demand.of(ctx.request.resource).checks(ctx.settings.port_min)
+        checks = ctx.demand.checks(ctx.settings.port_min)
         for _, group in groupby(checks, key=lambda check: check.group):
             group = list(group)
             for check in group:  # can never fit here: blamed first

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .selector import NodeKey, Selector, pack_keys, tenths
+from .selector import NodeKey, Selector, pack_key, pack_keys, tenth, tenths
 
 
 def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
@@ -19,8 +19,18 @@ def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
     )
 
 
+def packing_key(view, i: int) -> int:
+    """:func:`packing_keys` of node ``i``, in plain Python."""
+    return pack_key(
+        (view.gpus_free.item(i), 7),
+        (view.gpu_capacity.item(i), 7),
+        (tenth(view.mvcores_free.item(i)), 17),
+        (view.memory_free.item(i), 28),
+    )
+
+
 #: the packing key of every node, whatever the request: one column and one index per view
-PACKING = NodeKey("job-packing", packing_keys)
+PACKING = NodeKey("job-packing", packing_keys, packing_key)
 
 
 class JobPacking(Selector):

@@ -3,8 +3,8 @@
 select() wants the few best nodes that can take a request. When a strategy's key of
 a node depends only on that node's state (:meth:`Selector.node_key
 <gangmaster.selectors.selector.Selector.node_key>`), the nodes can be kept sorted by
-key once, and a request walks them best first and stops as soon as it has the nodes
-it wants: it reads only the buckets of nodes that may have room for its GPUs
+key, and a request walks them best first and stops as soon as it has the nodes it
+wants: it reads only the buckets of nodes that may have room for its GPUs
 (:func:`min_bucket`), and in each only the first nodes in key order, a chunk at a time
 (the caller checks a chunk with one numpy expression per filter).
 
@@ -20,39 +20,42 @@ caller's check says so).
 Equal keys are ordered by a tie rank per node: the node number (select()'s order),
 or a permutation the caller gives (a seeded tie order), one index per rank.
 
-Layout. Per bucket a *base run*: node numbers sorted by (key,
-tie rank) when the index was last built, with their keys. The nodes that changed since
-are marked *moved* and skipped in the base runs; they sit, unsorted, in one small table
-of their current (key, tie rank, node, bucket), one row each, written in place as they
-change again. A walk checks the moved nodes of its buckets all at once (one check of a
-few dozen rows), then reads the base runs. Each base run remembers where its first
-nodes not yet moved start (the nodes that change most lead a run). When the moved nodes
-pass a share of the cluster the base runs are built again (a sort of every node once
-per ``len(view) // REBUILD_SHARE`` changes).
+Layout. Per bucket a *run*: a Python list of ``(key, tie rank, node)`` of its nodes,
+sorted; per node its entry and its bucket. Built with one numpy sort; then a node that
+changes leaves its run and enters its new one by bisection (two list operations of a
+few microseconds, where a replay changes a node or two between placements); a node
+whose key and bucket did not change is left where it is. When more nodes changed at
+once than a share of the cluster (a big gang booked), the runs are built again with
+the sort (``len(view) // REBUILD_SHARE``, at least ``MIN_CHANGED_BEFORE_REBUILD``).
+A run's nodes are also kept as an array for the chunks a walk checks at once, made
+again when the walk first needs it after the run changed.
 
-Copies. A copy shares the base runs (never written in place) and copies what
-changed: the moved table and the moved column, on its first change. So a scratch copy
-of the view costs what differs from its original, not the cluster.
+Copies. A copy shares the runs and the per-node lists, and copies one before it first
+writes to it (so does the original, once copied): a scratch copy of the view costs
+what differs from its original, not the cluster.
 
 The view tells the index which rows changed (its ``dirty`` set, filled by
 :meth:`ClusterView.derived <gangmaster.selectors.cluster.ClusterView.derived>`);
-:meth:`NodeIndex.best` takes them in before it walks.
+:meth:`NodeIndex.sync` takes them in.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from bisect import bisect_left, insort
+from typing import Callable
 
 import numpy as np
 
 from .fit import GPU_MILLI
 
-#: the base runs are rebuilt once the moved nodes exceed len(view) // REBUILD_SHARE (at least
-#: MIN_MOVED_BEFORE_REBUILD): a sort of n nodes then costs O(log n) per change, amortised.
+#: the runs are built again (one numpy sort) when more than len(view) // REBUILD_SHARE nodes
+#: (at least MIN_CHANGED_BEFORE_REBUILD) changed at once, rather than moved one by one
 REBUILD_SHARE = 16
-MIN_MOVED_BEFORE_REBUILD = 64
+MIN_CHANGED_BEFORE_REBUILD = 64
 #: nodes checked in the first chunk of a run; each next chunk of the same run is 4x larger,
 #: so a walk that must skip many nodes costs O(skipped) numpy work in few steps.
 FIRST_CHUNK = 32
+#: nodes of a walk checked one by one (in plain Python) before it checks chunks
+ONE_BY_ONE = 4
 #: buckets per wholly free GPU; a node with none has its share room in steps of a GPU's tenth
 BUCKETS_PER_GPU = 10
 SHARE_MILLI_PER_BUCKET = GPU_MILLI // BUCKETS_PER_GPU
@@ -69,6 +72,14 @@ def room_buckets(view, rows) -> np.ndarray:
             nodes = shared if isinstance(rows, slice) else np.asarray(rows)[shared]
             buckets[shared] = view.gpu_milli_free_rows(nodes).max(axis=1) // SHARE_MILLI_PER_BUCKET
     return buckets
+
+
+def room_bucket(view, i: int) -> int:
+    """:func:`room_buckets` of node ``i``, in plain Python."""
+    free = view.gpus_free.item(i)
+    if free == 0 and view.gpus_shared.item(i) > 0:
+        return max(view.gpu_milli_free_row(i)) // SHARE_MILLI_PER_BUCKET
+    return free * BUCKETS_PER_GPU
 
 
 def min_bucket(resource) -> int:
@@ -95,139 +106,129 @@ class NodeIndex:
         self._build(keys, buckets)
 
     def _build(self, keys: np.ndarray, buckets: np.ndarray) -> None:
-        if self.ties is None:  # stable: equal keys stay in node order
-            order = np.argsort(keys, kind="stable")
-        else:
-            order = np.lexsort((self.ties, keys))
-        order = order[np.argsort(buckets[order], kind="stable")]
-        values, starts = np.unique(buckets[order], return_index=True)
-        ends = np.append(starts[1:], order.size)
-        self._base: dict[int, _Run] = {}
-        for b, s, e in zip(values, starts, ends):
-            nodes = order[s:e]
-            self._base[int(b)] = _Run.of(nodes, keys[nodes], nodes if self.ties is None else self.ties[nodes])
-        self._moved = np.zeros(len(keys), dtype=bool)
-        # the moved nodes, a row each: (key, tie rank, node, bucket) now; at most as many as
-        # sync lets move before it builds again
-        self._table = np.zeros((max(MIN_MOVED_BEFORE_REBUILD, len(keys) // REBUILD_SHARE), 4), dtype=np.int64)
-        self._shared = False  # the moved column and table are a copy's too: copied before a write
-        self._where: dict[int, int] = {}  # moved node -> its row in the table
-        # bucket -> (position, key there): the base run's nodes before it have all moved
-        self._live_from: dict[int, tuple[int, int]] = {}
+        ties = np.arange(len(keys)) if self.ties is None else self.ties
+        order = np.lexsort((ties, keys, buckets))   # by bucket, then (key, tie rank)
+        sorted_buckets = buckets[order]
+        values, starts = np.unique(sorted_buckets, return_index=True)
+        entries = list(zip(keys[order].tolist(), ties[order].tolist(), order.tolist()))
+        ends = starts[1:].tolist() + [len(entries)]
+        #: bucket -> its run: (key, tie rank, node) sorted
+        self._runs: dict[int, list[tuple[int, int, int]]] = {
+            b: entries[s:e] for b, s, e in zip(values.tolist(), starts.tolist(), ends)}
+        self._entry: list[tuple[int, int, int]] = [None] * len(entries)   # per node, its entry
+        for entry in entries:
+            self._entry[entry[2]] = entry
+        self._bucket: list[int] = buckets.tolist()   # per node, its bucket
+        self._own: set[int] | None = None   # the buckets whose run is this index's own; None: all
+        self._arrays: dict[int, np.ndarray] = {}   # bucket -> its run's nodes as an array (see _nodes_of)
+        self._rows_shared = False   # the per-node lists and the runs' dict are a copy's too
 
     def copy(self) -> "NodeIndex":
         clone = object.__new__(NodeIndex)
         clone.dirty = set(self.dirty)
         clone.ties = self.ties
-        clone._base = self._base
-        clone._moved, clone._table = self._moved, self._table
-        clone._shared = self._shared = True
-        clone._where = dict(self._where)
-        clone._live_from = dict(self._live_from)
+        clone._runs, clone._entry, clone._bucket = self._runs, self._entry, self._bucket
+        clone._arrays = dict(self._arrays)   # (never written in place)
+        # everything shared now: each side copies what it writes to first
+        clone._own, self._own = set(), set()
+        clone._rows_shared = self._rows_shared = True
         return clone
 
     # ------------------------------------------------------------ keeping up
     def sync(self, keys: np.ndarray, buckets: np.ndarray) -> None:
         """Take in the rows that changed (``dirty``), given the current columns."""
-        if not self.dirty:
+        dirty = self.dirty
+        if not dirty:
             return
-        if len(self._where) + len(self.dirty) > max(MIN_MOVED_BEFORE_REBUILD, len(keys) // REBUILD_SHARE):
-            self.dirty.clear()
+        if len(dirty) > max(MIN_CHANGED_BEFORE_REBUILD, len(keys) // REBUILD_SHARE):
+            dirty.clear()
             self._build(keys, buckets)
             return
-        if self._shared:
-            self._moved, self._table, self._shared = self._moved.copy(), self._table.copy(), False
-        where, table = self._where, self._table
-        for node in self.dirty:
-            row = where.get(node)
-            if row is None:
-                self._moved[node] = True
-                row = where[node] = len(where)
-            table[row] = (keys.item(node), self._tie(node), node, buckets.item(node))
-        self.dirty.clear()
+        entries, at = self._entry, self._bucket
+        for node in dirty:
+            key, bucket = keys.item(node), buckets.item(node)
+            entry, was = entries[node], at[node]
+            if key == entry[0] and bucket == was:
+                continue
+            if self._rows_shared:   # the first write since a copy
+                self._runs = dict(self._runs)
+                self._entry = entries = list(entries)
+                self._bucket = at = list(at)
+                self._rows_shared = False
+            run = self._writable(was)
+            del run[bisect_left(run, entry)]
+            moved = entries[node] = (key, entry[1], node)
+            at[node] = bucket
+            insort(self._writable(bucket), moved)
+            self._arrays.pop(was, None)
+            self._arrays.pop(bucket, None)
+        dirty.clear()
 
-    def _tie(self, node: int) -> int:
-        return node if self.ties is None else int(self.ties[node])
+    def _writable(self, bucket: int) -> list[tuple[int, int, int]]:
+        """The run of ``bucket`` (a new one when none), this index's own to change."""
+        own = self._own
+        if own is None:
+            run = self._runs.get(bucket)
+            if run is None:
+                run = self._runs[bucket] = []
+            return run
+        if bucket not in own:
+            own.add(bucket)
+            self._runs[bucket] = list(self._runs.get(bucket, ()))
+        return self._runs[bucket]
+
+    def _nodes_of(self, bucket: int) -> np.ndarray:
+        """The nodes of ``bucket``'s run, in its order, as an array (for the chunks a walk
+        checks at once), made when first asked after the run last changed."""
+        nodes = self._arrays.get(bucket)
+        if nodes is None:
+            run = self._runs[bucket]
+            nodes = self._arrays[bucket] = np.fromiter((entry[2] for entry in run), np.int64, len(run))
+        return nodes
 
     # --------------------------------------------------------------- reading
-    def best(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray]
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def best(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray],
+             passes_one: Callable[[int], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` smallest (key, tie rank) among the nodes of buckets ``>= min_bucket``
         for which ``passes(nodes)`` (a bool array) holds: node numbers and keys, best
-        first. The moved nodes are checked at once; then the base runs are read in order
-        of their smallest key, and a run (or the rest of one) whose smallest key is above
-        the k-th found is not read."""
-        found: list[tuple[int, int, int]] = []  # (key, tie, node), sorted, at most k
-        runs = []  # (smallest key, place, run, position to start from, bucket)
-        if self._where:
-            found = self._best_moved(k, min_bucket, passes)
-            live_from = self._live_from
-            for r, (bucket, run) in enumerate(self._base.items()):
-                if bucket >= min_bucket:
-                    start, first = live_from.get(bucket, (0, run.first))
-                    if start < run.nodes.size:
-                        runs.append((first, r, run, start, bucket))
-            moved = self._moved
-        else:
-            runs = [(run.first, r, run, 0, bucket) for r, (bucket, run) in enumerate(self._base.items())
-                    if bucket >= min_bucket]
-            moved = None
-        runs.sort()  # by smallest key, then place (unique: runs are never compared)
-        for first, _, (nodes_run, keys_run, ties_run, _), start, bucket in runs:
-            if len(found) >= k and first > found[-1][0]:
-                break  # every later run starts even higher
-            size, taken = FIRST_CHUNK, 0
-            while start < nodes_run.size and taken < k:
-                if len(found) >= k and keys_run[start] > found[-1][0]:
-                    break
-                end = start + size
-                nodes = nodes_run[start:end]
-                at = None
-                if moved is not None:
-                    at = np.flatnonzero(~moved[nodes])
-                    if start == self._live_from.get(bucket, (0,))[0]:  # where the run starts now
-                        live = start + int(at[0]) if at.size else end
-                        self._live_from[bucket] = (live, int(keys_run[live]) if live < nodes_run.size else 0)
-                    if not at.size:  # all moved
-                        start, size = end, size * 4
-                        continue
-                    nodes = nodes[at]
-                ok = np.flatnonzero(passes(nodes))[:k]
-                if ok.size:
-                    where = (ok if at is None else at[ok]) + start
-                    new = list(zip(keys_run[where].tolist(), ties_run[where].tolist(), nodes[ok].tolist()))
-                    taken += len(new)
-                    found = sorted(found + new)[:k] if found else new
-                start, size = end, size * 4
+        first (:meth:`best_entries` as two arrays)."""
+        found = self.best_entries(k, min_bucket, passes, passes_one)
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         keys, _, nodes = zip(*found)
         return np.array(nodes, dtype=np.int64), np.array(keys, dtype=np.int64)
 
-    def _best_moved(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray]
-                    ) -> list[tuple[int, int, int]]:
-        """The ``k`` smallest (key, tie, node) among the moved nodes of buckets ``>= min_bucket``
-        that pass, sorted."""
-        table = self._table[:len(self._where)]
-        rows = table[table[:, 3] >= min_bucket]
-        if not rows.size:
-            return []
-        rows = rows[passes(rows[:, 2])]
-        if not rows.size:
-            return []
-        best = rows[np.lexsort((rows[:, 1], rows[:, 0]))[:k], :3] if len(rows) > 1 else rows[:, :3]
-        return [tuple(row) for row in best.tolist()]
-
-
-class _Run(NamedTuple):
-    """Nodes sorted by (key, tie rank), with their keys and tie ranks, and the smallest key
-    as a Python int (a walk orders the runs by it)."""
-
-    nodes: np.ndarray
-    keys: np.ndarray
-    ties: np.ndarray
-    first: int
-
-    @classmethod
-    def of(cls, nodes: np.ndarray, keys: np.ndarray, ties: np.ndarray) -> "_Run":
-        return cls(nodes, keys, ties, int(keys[0]))
+    def best_entries(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray],
+                     passes_one: Callable[[int], bool] | None = None) -> list[tuple[int, int, int]]:
+        """:meth:`best` as ``(key, tie rank, node)`` of each node found, best first. The runs are read in order of their first entry, each from its start a
+        chunk at a time (each chunk 4x the one before); a run (or the rest of one) whose
+        next entry comes after the k-th found is not read. The first ``ONE_BY_ONE`` nodes
+        of the walk are checked one at a time with ``passes_one(node)`` (the same check of
+        one node, in plain Python; when given): most walks end there."""
+        found: list[tuple[int, int, int]] = []  # sorted, at most k
+        one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
+        runs = sorted((run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run)
+        for first, bucket in runs:
+            if len(found) >= k and first > found[-1]:
+                break  # every later run starts even later
+            run = self._runs[bucket]
+            start, size, taken = 0, FIRST_CHUNK, 0
+            if one_by_one:
+                for entry in run[:one_by_one]:
+                    if taken >= k or len(found) >= k and entry > found[-1]:
+                        break
+                    start += 1
+                    if passes_one(entry[2]):
+                        taken += 1
+                        found = sorted(found + [entry])[:k] if found else [entry]
+                one_by_one -= start
+            while start < len(run) and taken < k:
+                if len(found) >= k and run[start] > found[-1]:
+                    break
+                ok = np.flatnonzero(passes(self._nodes_of(bucket)[start:start + size]))[:k - taken]
+                if ok.size:
+                    new = [run[start + j] for j in ok.tolist()]
+                    taken += len(new)
+                    found = sorted(found + new)[:k] if found else new
+                start, size = start + size, size * 4
+        return found

@@ -84,11 +84,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .candidates import best_by_tier, best_fitting, node_passes
+from .candidates import best_by_key, best_by_tier, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
-from .fit import Demand, room as fit_room
+from .fit import room as fit_room
 from .ports import NO_PORTS, PortRanges
 from .request import SelectionRequest
 from .resources import ResourceDescriptor
@@ -130,6 +130,8 @@ class RecentHosts:
         self.add([view.host_index[h] for h in hosts if h in view.host_index])
 
     def add(self, nodes: list[int]) -> None:
+        if not nodes:
+            return
         if self.limit is not None and self._held.isdisjoint(nodes):  # all new (a sweep): at once
             self.nodes = (self.nodes + nodes)[-self.limit:]
             self._held = set(self.nodes)
@@ -167,7 +169,7 @@ def room_per_node(view: ClusterView, request: SelectionRequest, settings: "Selec
     survivors = np.arange(len(view)) if passing is None else np.flatnonzero(passing)
     room = np.zeros(len(view), dtype=np.int64)
     if survivors.size:
-        counts = fit_room(view, Demand.of(request.resource), settings.port_min, rows=survivors)
+        counts = fit_room(view, request.demand, settings.port_min, rows=survivors)
         cap = request.max_instances_per_node
         if cap is not None:
             counts = np.minimum(counts, cap - view.instances_of(request.role)[survivors])
@@ -199,7 +201,7 @@ class _Loop:
         self.recent = recent if recent is not None else asked
         self._hosts_asked = list(asked.nodes) if asked else []  # the request's hosts the view knows
         self.request = request
-        self.demand = Demand.of(request.resource)
+        self.demand = request.demand
         self.policy = request.rack_policy
         self.ties = pipeline.tie_order.of(len(view), view.hosts)
         self.placement = Placement()
@@ -306,14 +308,15 @@ class _Loop:
             if selector.node_key(request) is not None:  # the rank is that key: read it
                 return node, selector.node_key(request).column(view)[node]
             return node, np.asarray(selector.rank(view, nodes, request))[0]
-        if selector.node_key(request) is None:
+        key = selector.node_key(request)
+        if key is None:
             return None
         k = selector.keep(request, len(view)) if self.random_pick else 1
-        nodes, keys = best_fitting(view, request, self.settings, selector, k, ties=self.ties)
-        if nodes.size == 0:
+        found = best_by_key(view, request, self.settings, key, k, self.ties)   # best_fitting's index walk
+        if not found:
             self._give_up()
-        j = 0 if nodes.size == 1 else self.pipeline.rng.randrange(nodes.size)  # keep(): at most those that fit
-        return int(nodes[j]), keys[j]
+        j = 0 if len(found) == 1 else self.pipeline.rng.randrange(len(found))  # keep(): at most those that fit
+        return found[j][2], np.int64(found[j][0])
 
     def _give_up(self) -> None:
         """No eligible node: the filter chain says why, as one select() would now."""

@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 
 from .explanation import Explanation
+from .fit import Demand
 from .ports import NO_PORTS, PortRanges
 from .resources import ResourceDescriptor
 
@@ -44,6 +45,12 @@ class SelectionRequest:
             raise ValueError(f"pending_tasks: expected an integer >= 1, got {self.pending_tasks}")
         if self.max_instances_per_node is not None and self.max_instances_per_node < 1:
             raise ValueError(f"max_instances_per_node: expected an integer >= 1, got {self.max_instances_per_node}")
+
+    @cached_property
+    def demand(self) -> Demand:
+        """One instance's ask in the fit model's units, made once per request (gang
+        placement asks the same request of a role, made once, again and again)."""
+        return Demand.of(self.resource)
 
 
 @dataclass(frozen=True)

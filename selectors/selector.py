@@ -68,14 +68,20 @@ class UnknownSelector(LookupError):
 class NodeKey:
     """A key column that depends only on node state (and the request's resource): its
     name in the view's cache, and ``compute(view, rows)`` for the rows asked (an index
-    array, or ``slice(None)`` for every node). Integer keys, lower is better."""
+    array, or ``slice(None)`` for every node). Integer keys, lower is better.
+
+    ``compute_row(view, i)``, when given, is the same key of one node as a Python int,
+    in plain Python: the view brings the few rows that change between two placements up
+    to date with it (a numpy call on a handful of rows costs more than the arithmetic).
+    It must agree with ``compute`` on every node (the selector contract tests hold it)."""
 
     name: str
     compute: Callable[["ClusterView", object], np.ndarray]
+    compute_row: Callable[["ClusterView", int], int] | None = None
 
     def column(self, view: "ClusterView") -> np.ndarray:
         """Every node's key, kept up to date by the view row by row."""
-        return view.cached_column(self.name, self.compute)
+        return view.cached_column(self.name, self.compute, self.compute_row)
 
 
 class Selector:
@@ -173,14 +179,32 @@ def tenths(mvcores: np.ndarray) -> np.ndarray:
     return (np.asarray(mvcores, dtype=np.int64) + 50) // 100
 
 
+def tenth(mvcores: int) -> int:
+    """:func:`tenths` of one value, in plain Python."""
+    return (mvcores + 50) // 100
+
+
+def pack_key(*fields: tuple[int, int]) -> int:
+    """:func:`pack_keys` of one node's values, in plain Python: each value with its bit
+    width, most significant first, clipped into ``[0, 2**bits - 1]``."""
+    key = total = 0
+    for value, bits in fields:
+        top = (1 << bits) - 1
+        key = (key << bits) | (0 if value < 0 else top if value > top else value)
+        total += bits
+    if total > 63:
+        raise ValueError(f"pack_key: {total} bits do not fit in an int64 key")
+    return key
+
+
 def pack_keys(*columns: tuple[np.ndarray, int]) -> np.ndarray:
     """Combine integer columns into one int64 key that sorts like their tuple.
 
     Each column comes with its bit width, most significant first; values are
     clipped into ``[0, 2**bits - 1]``. The widths must add up to at most 63.
     Faster than ``np.lexsort`` by an order of magnitude on 100,000 nodes; the columns
-    are clipped and shifted as one 2-D array (a view's keys are mostly recomputed for
-    a few changed rows, where the count of numpy calls is the cost)."""
+    are clipped and shifted as one 2-D array (few numpy calls, whatever the rows). A
+    handful of changed rows is cheaper still one by one with :func:`pack_key`."""
     shifts, tops = _key_layout(tuple(bits for _, bits in columns))
     values = np.array([column for column, _ in columns], dtype=np.int64)
     np.maximum(values, 0, out=values)

@@ -172,7 +172,7 @@ selection_settings = st.builds(
 @contextmanager
 def rebuild_after(moved: int):
     """Rebuild the node indexes after ``moved`` changed nodes (tiny test clusters would never)."""
-    with mock.patch.object(node_index, "MIN_MOVED_BEFORE_REBUILD", moved):
+    with mock.patch.object(node_index, "MIN_CHANGED_BEFORE_REBUILD", moved):
         yield
 
 
@@ -344,3 +344,44 @@ def test_the_index_buckets_hold_every_node_with_room(data, view, asked):
     for request in asked:
         fitting_nodes = np.flatnonzero(fits(view, Demand.of(request.resource)))
         assert (kept[fitting_nodes] >= node_index.min_bucket(request.resource)).all()
+
+
+@settings(max_examples=40)
+@given(data=st.data(), view=clusters(), asked=st.lists(requests(), min_size=1, max_size=3),
+       config=selection_settings)
+def test_a_stage_checks_one_node_as_it_checks_many(data, view, asked, config):
+    """Each stage's plain-Python check of one node (what an index walk asks of its first
+    nodes) answers as its numpy check of every node, as the view changes."""
+    from gangmaster.selectors.candidates import node_check, node_check_one
+    from gangmaster.selectors.filters import NODE_STAGES
+
+    for _ in range(data.draw(st.integers(0, 10))):
+        random_change(data.draw, view)
+    for request in asked:
+        ctx = FilterContext(view, request, config)
+        for stage in NODE_STAGES:
+            many, one = stage.check(ctx), stage.check_one(ctx)
+            assert (many is None) == (one is None), stage.name
+            if many is not None:
+                assert [bool(one(i)) for i in range(len(view))] == many(None).tolist(), stage.name
+        every = node_check(ctx)
+        expected = [True] * len(view) if every is None else every(None).tolist()
+        assert [bool(node_check_one(ctx)(i)) for i in range(len(view))] == expected
+
+
+@pytest.mark.parametrize("name", SELECTORS)
+@settings(max_examples=30)
+@given(data=st.data(), view=clusters(), asked=st.lists(requests(), min_size=1, max_size=3))
+def test_a_node_key_kept_row_by_row_is_the_key_computed_afresh(name, data, view, asked):
+    """A node key column brought up to date one changed row at a time (``compute_row``,
+    where the strategy gives one) holds what ``compute`` gives for every node at once."""
+    selector = get_selector(name)
+    keys = [key for key in (selector.node_key(request) for request in asked) if key is not None]
+    for key in keys:
+        key.column(view)   # kept from here on, row by row
+    for _ in range(data.draw(st.integers(0, 10))):
+        random_change(data.draw, view)
+    for key in keys:
+        assert key.column(view).tolist() == np.asarray(key.compute(view, slice(None))).tolist(), key.name
+        if key.compute_row is not None:
+            assert [key.compute_row(view, i) for i in range(len(view))] == key.column(view).tolist(), key.name

@@ -1,6 +1,11 @@
 """The node index on small hand-made cases: equal keys in tie order whether a node
-sits in the base run or among the changed ones, copies apart from their original."""
+is where the build put it or moved since, copies apart from their original."""
+from unittest import mock
+
 import numpy as np
+import pytest
+
+from gangmaster.selectors import node_index
 
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.node_index import NodeIndex
@@ -50,12 +55,17 @@ def test_a_copy_changes_apart_from_its_original():
     assert best(scratch, 2) == [5, 0] and best(view, 2) == [1, 2]
 
 
-def test_rebuilt_after_many_changes():
+@pytest.mark.parametrize("threshold", [64, 1000])   # 100 changes: built again; moved one by one
+def test_many_changes_at_once_rebuilt_or_moved(threshold):
     keys, buckets = np.arange(200)[::-1].copy(), np.zeros(200, dtype=np.int64)
     index = NodeIndex(keys, buckets)
     index.dirty.update(range(100))
     keys[:100] += 1000  # the first hundred nodes become the worst
-    index.sync(keys, buckets)
-    assert not index._where  # more than MIN_MOVED_BEFORE_REBUILD changed: built again
+    buckets[:50] = 10   # and half of them move to another bucket
+    with mock.patch.object(node_index, "MIN_CHANGED_BEFORE_REBUILD", threshold):
+        index.sync(keys, buckets)
+    assert not index.dirty
     nodes, found = index.best(3, 0, lambda rows: np.ones(rows.size, bool))
     assert nodes.tolist() == [199, 198, 197] and found.tolist() == [0, 1, 2]
+    nodes, found = index.best(2, 10, lambda rows: np.ones(rows.size, bool))
+    assert nodes.tolist() == [49, 48] and found.tolist() == [1150, 1151]

@@ -103,7 +103,7 @@ from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
 from gangmaster.am.rm_protocol import ApplicationSubmission
-from gangmaster.selectors.candidates import node_index
+from gangmaster.selectors.candidates import kept_node_index
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -417,14 +417,16 @@ class _Replay:
             self._warm()
 
     def _warm(self) -> None:
-        """Bring the shared view's node indexes up to date, on the view itself: every AM
-        places on a copy of it, and a copy carries the index as it is, so an index kept
-        here is built once, not once per placement."""
+        """Give the shared view its node indexes, built on the view itself: every AM places
+        on it or on a copy of it, and a copy carries the index as it is, so an index kept
+        here is built once, not once per placement. Each takes in the rows changed since
+        it was last read when it is read (a gang of one is picked on the view itself), so
+        the changes of many syncs are taken in at once, and none when no pick reads it."""
         view = self.tracker.view
         for pipeline in self.pipelines.values():
             key = pipeline.selector.node_key(_ANY_REQUEST)
             if key is not None:
-                node_index(view, key, pipeline.tie_order.of(len(view), view.hosts))
+                kept_node_index(view, key, pipeline.tie_order.of(len(view), view.hosts))
 
     def _heartbeat(self, job: _Job) -> None:
         am = job.am
