@@ -104,6 +104,12 @@ class ManualClock:
         self._now += seconds
 
 
+# The frozen records below made once per task or per call (TaskInfo, Arrival, Released)
+# write their own __init__, which fills the instance's __dict__ at once: the dataclass's
+# sets each field through object.__setattr__ (the class is frozen), a call per field, and
+# costs twice as much. Fields, defaults, equality, hashing and immutability stay the dataclass's.
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     """Where a task of the gang runs: its gang-wide index (rank), host and named ports."""
@@ -113,6 +119,12 @@ class TaskInfo:
     ports: Mapping[str, int] = field(default_factory=dict)
     role: str = ""
     role_index: int = 0
+
+    def __init__(self, index: int, host: str, ports: Mapping[str, int] | None = None, role: str = "",
+                 role_index: int = 0):
+        # Every field at once (see above TaskInfo): a launch makes one per task.
+        self.__dict__.update(index=index, host=host, ports={} if ports is None else ports, role=role,
+                             role_index=role_index)
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,12 @@ class Arrival:
     message: bytes = b""
     unsent_size: int = 0
 
+    def __init__(self, job: str, gang: str, attempt: int, token: str, task: int, epoch: int,
+                 operation: str = BARRIER, message: bytes = b"", unsent_size: int = 0):
+        # Every field at once (see above TaskInfo): every barrier call makes one.
+        self.__dict__.update(job=job, gang=gang, attempt=attempt, token=token, task=task, epoch=epoch,
+                             operation=operation, message=message, unsent_size=unsent_size)
+
     @property
     def barrier(self) -> BarrierId:
         return BarrierId(self.job, self.gang, self.attempt)
@@ -143,6 +161,10 @@ class Released:
     epoch: int
     operation: str
     messages: tuple[bytes, ...] = ()
+
+    def __init__(self, epoch: int, operation: str, messages: tuple[bytes, ...] = ()):
+        # Every field at once (see above TaskInfo): every epoch released makes one.
+        self.__dict__.update(epoch=epoch, operation=operation, messages=messages)
 
 
 @dataclass(frozen=True)
@@ -247,12 +269,14 @@ class _Ended:
         self.failure = failure    # a failed attempt: what its waiters were told (AttemptFailed's message)
 
 
-@dataclass
 class _Gang:
     """The attempts of one (job, gang): the open one, and those ended that are still remembered."""
 
-    current: _Attempt | None = None
-    ended: dict[int, _Ended] = field(default_factory=dict)
+    __slots__ = ("current", "ended")
+
+    def __init__(self) -> None:
+        self.current: _Attempt | None = None
+        self.ended: dict[int, _Ended] = {}
 
     def token_of(self, attempt: int) -> str | None:
         if self.current is not None and self.current.attempt == attempt:
@@ -311,7 +335,9 @@ class BarrierCoordinator:
         token = token or secrets.token_urlsafe(24)
         barrier = BarrierId(job, gang, int(attempt))
         with self._lock:
-            g = self._gangs.setdefault((job, gang), _Gang())
+            g = self._gangs.get((job, gang))
+            if g is None:
+                g = self._gangs[(job, gang)] = _Gang()
             if g.token_of(attempt) is not None:
                 raise ValueError(f"{barrier} was already opened; a restarted gang needs a new attempt number")
             if g.current is not None and g.current.barrier.attempt > attempt:

@@ -39,8 +39,9 @@ JOURNAL_FILE = "journal.jsonl"
 
 
 def _as_plain(value):
-    """A field that is a record (an :class:`~gangmaster.am.lifecycle.AttemptRecord`: anything
-    with ``to_dict``) is written as its dict."""
+    """A field that is a record (an :class:`~gangmaster.am.lifecycle.AttemptRecord`, a
+    :class:`~gangmaster.am.lifecycle.LaunchedTasks`: anything with ``to_dict``) is written
+    as what that returns."""
     to_dict = getattr(value, "to_dict", None)
     if to_dict is None:
         raise TypeError(f"a journal field cannot hold a {type(value).__name__}")
@@ -57,8 +58,9 @@ class Journal:
     """Appends records to ``path`` (created with its folder when missing).
 
     A field is a plain value (what JSON holds), or a record that will not change any more
-    (an ended attempt's :class:`~gangmaster.am.lifecycle.AttemptRecord`), written as its
-    ``to_dict()``: a journal in memory makes that dict only if it is read."""
+    (an ended attempt's :class:`~gangmaster.am.lifecycle.AttemptRecord`, a launch's
+    :class:`~gangmaster.am.lifecycle.LaunchedTasks`), written as its ``to_dict()``: a
+    journal in memory makes that only if it is read."""
 
     def __init__(self, path: str | Path, now=time.time):
         self.path = Path(path)

@@ -73,6 +73,11 @@ class PlacedTask:
     host: str
     ports: Mapping[str, tuple[int, ...]]   # label -> the ports with that label
 
+    def __init__(self, role: str, index: int, host: str, ports: Mapping[str, tuple[int, ...]]):
+        # Every field at once, as gangmaster.am.barrier's TaskInfo (a launch makes one per task):
+        # the dataclass's own __init__ sets each through object.__setattr__ (the class is frozen).
+        self.__dict__.update(role=role, index=index, host=host, ports=ports)
+
     @property
     def main_port(self) -> int | None:
         """The port OpenPAI names the task by (see :func:`main_port`)."""

@@ -71,7 +71,9 @@ from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_n
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
 from .launch_env import PlacedTask, PortKinds, gang_env, gpu_share_env, identity_env, split_alike
-from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
+from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
+                        TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, LaunchedTasks, RoleState,
+                        TaskRecord)
 from .metrics import CONTAINER_STATES, AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog, keeps_lines
 from .rm_client import RMClient
@@ -128,7 +130,7 @@ class ApplicationMaster:
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
         self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
-        self.rng = SeededOnUse(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
+        self.rng = SeededOnUse(self.selection.seed, job.name, app_id, self.am_attempt)
         self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
         self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
@@ -196,7 +198,7 @@ class ApplicationMaster:
         """A gang attempt begins: waiting, with nothing asked yet."""
         now = self.now()
         since = now if waiting_since is None else waiting_since
-        gang = GangRun(name, roles, attempt, RoleState.WAITING, AttemptRecord(name, attempt, since), history=history)
+        gang = GangRun(name, roles, attempt, ROLE_WAITING, AttemptRecord(name, attempt, since), history=history)
         if waiting_since is None:
             self.journal.write("gang_attempt", gang=name, attempt=attempt, waiting_since=since)
             self.metrics.attempts.inc()
@@ -241,7 +243,7 @@ class ApplicationMaster:
         if self.done:
             return
         for gang in self.gangs:
-            if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
+            if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
                 self._launch(gang, now)
         if self._endings or self._to_decide:   # else nothing ended: nothing to decide
             self._decide(now)
@@ -255,7 +257,7 @@ class ApplicationMaster:
             # Holding and asking for nothing, and nothing new could let it fit: planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
             # costs this one check a heartbeat.
-            gang.state = RoleState.WAITING
+            gang.state = ROLE_WAITING
             return
         acq.plan(now, lambda: self._view_for_placement(gang), lambda view, wanted: self._place(gang, view, wanted),
                  lambda: self._new_request_id(gang), growth)
@@ -268,7 +270,7 @@ class ApplicationMaster:
             self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
             gang.record.reselections = acq.reselections
         asking = acq.asks or acq.by_request or acq.by_container
-        gang.state = RoleState.ACQUIRING if asking else RoleState.WAITING
+        gang.state = ROLE_ACQUIRING if asking else ROLE_WAITING
 
     def _request(self) -> AllocateRequest:
         asks, cancels, releases = [], self._to_cancel, self._to_release
@@ -310,11 +312,11 @@ class ApplicationMaster:
         found = self._running.pop(container_id, None)
         if found is not None:
             gang, task = found
-            if gang is self._gang_named(gang.name) and task.state is TaskState.RUNNING:   # not an older attempt
+            if gang is self._gang_named(gang.name) and task.state is TASK_RUNNING:   # not an older attempt
                 self._task_finished(gang, task, exit_status, diagnostics, now)
             return
         for gang in self.gangs:
-            if gang.state is RoleState.ACQUIRING and gang.acquisition.on_lost(container_id):
+            if gang.state is ROLE_ACQUIRING and gang.acquisition.on_lost(container_id):
                 self.log(f"gang {gang.name}: granted container {container_id} was lost before it started "
                          f"({diagnostics}); selecting again")
                 return
@@ -331,10 +333,10 @@ class ApplicationMaster:
         """A task of the gang's current attempt ended by itself: the gang decides at the end of
         this heartbeat (:meth:`_decide`)."""
         self._running.pop(task.container_id, None)
-        gang.end_task(task, TaskState.SUCCEEDED if exit_status == 0 else TaskState.FAILED, now, diagnostics,
+        gang.end_task(task, TASK_SUCCEEDED if exit_status == 0 else TASK_FAILED, now, diagnostics,
                       exit_status)
         self._to_decide.add(gang)
-        if task.state is TaskState.FAILED:
+        if task.state is TASK_FAILED:
             if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
                 self._cluster().mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
@@ -398,7 +400,7 @@ class ApplicationMaster:
         """Every instance is granted: start them all now. A task the RM cannot start is a
         failed task: the ones already started run on until :meth:`_decide` ends the attempt
         in this same heartbeat, and the containers never started are given back."""
-        gang.state = RoleState.LAUNCHING
+        gang.state = ROLE_LAUNCHING
         acq = gang.acquisition
         slots = acq.in_order()
         kinds = PortKinds(acq.roles)
@@ -426,17 +428,17 @@ class ApplicationMaster:
         if refused is not None:   # those before it run; it failed; those after it were never started
             del tasks[refused.index + 1:]
             task = tasks[-1]
-            task.state, task.finished_at, task.diagnostics = TaskState.FAILED, now, refused.error.message
+            task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
             self._to_release += [s.container.container_id for s in slots[refused.index:]]
         gang.launched(tasks)
         running = self._running
         for t in tasks:
-            if t.state is TaskState.RUNNING:
+            if t.state is TASK_RUNNING:
                 running[t.container_id] = (gang, t)
-        gang.state = RoleState.RUNNING
+        gang.state = ROLE_RUNNING
         gang.record.started_at = now
         self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
-                           tasks=[t.to_dict() for t in tasks])
+                           tasks=LaunchedTasks(tasks))
         if gang.failed:
             self._to_decide.add(gang)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(tasks[-1])}; the attempt fails")
@@ -456,7 +458,7 @@ class ApplicationMaster:
             self._record_endings()
         if not self._to_decide:   # no task ended: nothing to decide
             return
-        gangs = [g for g in self.gangs if g in self._to_decide and g.state is RoleState.RUNNING]
+        gangs = [g for g in self.gangs if g in self._to_decide and g.state is ROLE_RUNNING]
         self._to_decide.clear()
         if not gangs:
             return
@@ -487,7 +489,7 @@ class ApplicationMaster:
         else:
             restart = culprits
             limit = min(r.retry.attempts for r in failed_roles)
-        failures = [t for g in culprits for t in g.tasks if t.state is TaskState.FAILED]
+        failures = [t for g in culprits for t in g.tasks if t.state is TASK_FAILED]
         reason = "; ".join(failure(t) for t in failures[:5])
         if len(failures) > 5:
             reason += f" and {len(failures) - 5} more"
@@ -512,10 +514,10 @@ class ApplicationMaster:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
         self._barrier.end(gang, outcome, reason)
         for task in gang.tasks:
-            if task.state is TaskState.RUNNING:
+            if task.state is TASK_RUNNING:
                 self._stop(task.container_id)
                 self._running.pop(task.container_id, None)
-                gang.end_task(task, TaskState.STOPPED, now, "stopped: its attempt ended")
+                gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
         if gang.acquisition is not None and gang.pending:
             gang.acquisition.abandon()
             _asks, cancels, releases = gang.acquisition.take_outbox()
@@ -526,7 +528,7 @@ class ApplicationMaster:
         gang.record.ended_at, gang.record.outcome, gang.record.reason = now, outcome, reason
         gang.record.tasks = gang.tasks
         gang.history.append(gang.record)
-        gang.state = RoleState.SUCCEEDED if outcome == "succeeded" else RoleState.FAILED
+        gang.state = ROLE_SUCCEEDED if outcome == "succeeded" else ROLE_FAILED
         self.journal.write("attempt_ended", record=gang.record)   # final now: written as its dict
 
     def _stop(self, container_id: str) -> None:
@@ -606,7 +608,7 @@ class ApplicationMaster:
         now = self.now()
         waiting = False
         for gang in self.gangs:
-            if gang.state is RoleState.LAUNCHING:
+            if gang.state is ROLE_LAUNCHING:
                 return False
             if gang.pending:
                 if not gang.acquisition.stalled(now, self._cluster().grown):
@@ -627,8 +629,8 @@ class ApplicationMaster:
         if not total:
             return 1.0
         finished = 0
-        for g in self.gangs:   # GangRun.finished_tasks, summed
-            finished += len(g.tasks) - g.by_state.get(TaskState.RUNNING, 0)
+        for g in self.gangs:
+            finished += g.finished_tasks
         return min(1.0, finished / total)
 
     def gauge_values(self) -> GaugeValues:
@@ -640,7 +642,7 @@ class ApplicationMaster:
             if g.pending:
                 pending += 1
                 acq = g.acquisition
-                if acq is not None and g.state is RoleState.ACQUIRING:
+                if acq is not None and g.state is ROLE_ACQUIRING:
                     counts["requested"] += len(acq.by_request)
                     counts["allocated"] += len(acq.by_container)
             for state, n in list(g.by_state.items()):
@@ -654,7 +656,7 @@ class ApplicationMaster:
         whole = milli = 0
         for gang in list(self.gangs):
             acq = gang.acquisition
-            if acq is not None and gang.state is RoleState.ACQUIRING:
+            if acq is not None and gang.state is ROLE_ACQUIRING:
                 for slot in acq.granted:
                     whole, milli = whole + slot.container.resource.gpus, milli + slot.container.resource.gpu_milli
         for _gang, task in list(self._running.values()):
@@ -724,7 +726,7 @@ class ApplicationMaster:
     def take_back_running(self, gang: GangRun) -> None:
         """Watch again the tasks of ``gang`` the journal recorded running (their containers the
         RM kept), and let the gang decide at the next :meth:`decide_gangs`."""
-        self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TaskState.RUNNING)
+        self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TASK_RUNNING)
         self._to_decide.add(gang)
 
     def task_ended_unwatched(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
