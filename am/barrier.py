@@ -355,7 +355,8 @@ class BarrierCoordinator:
             g.current = _Attempt(barrier, tasks, token, timeout_s)
         if calls:
             _deliver(calls)
-        log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
+        if log.isEnabledFor(logging.INFO):   # a replay opens tens of thousands: not even a call to log
+            log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
         return token
 
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
@@ -476,8 +477,8 @@ class BarrierCoordinator:
             a.operation = arrival.operation
         a.arrivals[arrival.task] = message
         n = len(a.arrivals)
-        log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task,
-                 n, a.total)
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task, n, a.total)
         if n < a.total:
             if first:   # the epoch starts: its deadline runs from now
                 a.started_at = self.clock.now()
@@ -497,6 +498,8 @@ class BarrierCoordinator:
         a.epoch += 1
         a.operation, a.arrivals, a.started_at, a.gathered_bytes = None, {}, None, 0
         self._stats.releases += 1
+        if not waiters:   # a gang of one task, or a last arrival nobody else waits for any more
+            return waiter, [(callback, release)]
         return waiter, [(w.callback, release) for w in waiters] + [(callback, release)]
 
     def _too_large_error(self, a: _Attempt, arrival: Arrival, size: int) -> MessageTooLarge:

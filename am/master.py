@@ -47,7 +47,7 @@ import hashlib
 import weakref
 from collections import Counter
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -113,7 +113,7 @@ class ApplicationMaster:
         kept on the shared view serves them all). Without them the AM keeps its own."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         #: what other applications hold where (a driver that knows tells; names blocking jobs)
-        self._occupants = occupants or (lambda: ())
+        self._occupants = occupants or _no_occupants
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
@@ -252,15 +252,15 @@ class ApplicationMaster:
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
-        growth = self._cluster().grown
+        growth = (self._tracker or self._cluster()).grown
         if acq.first_grant_at is None and acq.stalled(now, growth):
             # Holding and asking for nothing, and nothing new could let it fit: planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
             # costs this one check a heartbeat.
             gang.state = ROLE_WAITING
             return
-        acq.plan(now, lambda: self._view_for_placement(gang), lambda view, wanted: self._place(gang, view, wanted),
-                 lambda: self._new_request_id(gang), growth)
+        acq.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang),
+                 partial(self._new_request_id, gang), growth)
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
             self.metrics.releases.inc()
@@ -312,7 +312,7 @@ class ApplicationMaster:
         found = self._running.pop(container_id, None)
         if found is not None:
             gang, task = found
-            if gang is self._gang_named(gang.name) and task.state is TASK_RUNNING:   # not an older attempt
+            if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
                 self._task_finished(gang, task, exit_status, diagnostics, now)
             return
         for gang in self.gangs:
@@ -321,12 +321,6 @@ class ApplicationMaster:
                          f"({diagnostics}); selecting again")
                 return
         # a container of an older attempt, or one given back: nothing to do
-
-    def _gang_named(self, name: str) -> GangRun | None:
-        for g in self.gangs:
-            if g.name == name:
-                return g
-        return None
 
     def _task_finished(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
                        now: float) -> None:
@@ -753,6 +747,10 @@ class ApplicationMaster:
     def finish(self, outcome: str, reason: str) -> None:
         """The job ends with ``outcome`` (the open attempts end with it)."""
         self._finish(outcome, reason)
+
+
+def _no_occupants() -> Sequence[Occupant]:
+    return ()
 
 
 def _weakly(owner: object, method: str) -> Callable:
