@@ -623,8 +623,8 @@ class ApplicationMaster:
         if not total:
             return 1.0
         finished = 0
-        for g in self.gangs:
-            finished += g.finished_tasks
+        for g in self.gangs:   # GangRun.finished_tasks, summed (read at every heartbeat: not through the property)
+            finished += len(g.tasks) - g.by_state.get(TASK_RUNNING, 0)
         return min(1.0, finished / total)
 
     def gauge_values(self) -> GaugeValues:
