@@ -218,10 +218,10 @@ class Waiter:
 class _Attempt:
     """The state of one barrier: the current epoch's arrivals and waiters."""
 
-    def __init__(self, barrier: BarrierId, tasks: Sequence[TaskInfo], token: str, timeout_s: float):
+    def __init__(self, barrier: BarrierId, tasks: tuple[TaskInfo, ...], token: str, timeout_s: float):
         self.barrier = barrier
         self.attempt = barrier.attempt
-        self.tasks = tuple(tasks)
+        self.tasks = tasks
         self.total = len(self.tasks)
         self.token = token
         self.timeout_s = timeout_s
@@ -322,7 +322,7 @@ class BarrierCoordinator:
 
         ``tasks`` are the gang's tasks by index (``tasks[i].index == i``). An older
         open attempt of the same gang is superseded: its waiters fail at once."""
-        tasks = list(tasks)
+        tasks = tuple(tasks)
         if not tasks:
             raise ValueError(f"{job}/{gang} attempt {attempt}: a barrier needs at least one task")
         for i, info in enumerate(tasks):
@@ -336,9 +336,9 @@ class BarrierCoordinator:
         barrier = BarrierId(job, gang, int(attempt))
         with self._lock:
             g = self._gangs.get((job, gang))
-            if g is None:
+            if g is None:   # a gang it never saw (a replay's every job): nothing to check against
                 g = self._gangs[(job, gang)] = _Gang()
-            if g.token_of(attempt) is not None:
+            elif g.token_of(attempt) is not None:
                 raise ValueError(f"{barrier} was already opened; a restarted gang needs a new attempt number")
             if g.current is not None and g.current.barrier.attempt > attempt:
                 raise ValueError(f"{barrier}: attempt {g.current.barrier.attempt} is already open; "

@@ -228,8 +228,10 @@ def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str
 _by_index = attrgetter("index")
 
 
+@functools.lru_cache(maxsize=4096)
 def identity_env(role: str, index: int) -> dict[str, str]:
-    """The variables that say which task this is."""
+    """The variables that say which task this is. One mapping per task of a role (a
+    replay's tasks are mostly instance 0 of a few role names); read only: merge it."""
     text = str(index)
     return {"PAI_CURRENT_TASK_ROLE_NAME": role, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": text,
             "PAI_TASK_INDEX": text}

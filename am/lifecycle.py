@@ -110,6 +110,20 @@ class LaunchedTasks:
         return out
 
 
+class TaskEndings:
+    """Tasks that ended, as the journal's ``tasks_finished`` record holds them: the list of
+    ``[role, index, state, exit_status, diagnostics]`` of each (:meth:`to_dict`), made only
+    when read (a journal in memory seldom is). An ended task never changes again."""
+
+    __slots__ = ("tasks",)
+
+    def __init__(self, tasks: list[TaskRecord]):
+        self.tasks = tasks
+
+    def to_dict(self) -> list[list]:
+        return [[t.role, t.index, t.state.value, t.exit_status, t.diagnostics] for t in self.tasks]
+
+
 @dataclass
 class AttemptRecord:
     """One attempt of one gang: when, where every task ran, and how it ended."""

@@ -73,7 +73,7 @@ from .jobspec_model import JobSpec, RoleSpec
 from .launch_env import PlacedTask, PortKinds, gang_env, gpu_share_env, identity_env, split_alike
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
                         TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, LaunchedTasks, RoleState,
-                        TaskRecord)
+                        TaskEndings, TaskRecord)
 from .metrics import CONTAINER_STATES, AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog, keeps_lines
 from .rm_client import RMClient
@@ -200,7 +200,7 @@ class ApplicationMaster:
         since = now if waiting_since is None else waiting_since
         gang = GangRun(name, roles, attempt, ROLE_WAITING, AttemptRecord(name, attempt, since), history=history)
         if waiting_since is None:
-            self.journal.write("gang_attempt", gang=name, attempt=attempt, waiting_since=since)
+            self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
             self.metrics.attempts.inc()
         gang.acquisition = GangAcquisition(gang.name, gang.roles, self.settings, self.rng, now, self.log,
                                            self.metrics.selection_latency.observe)
@@ -264,7 +264,7 @@ class ApplicationMaster:
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
             self.metrics.releases.inc()
-            self.journal.write("released", gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
+            self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
                                reason="partial hold timed out")
         if acq.reselections > gang.record.reselections:
             self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
@@ -341,8 +341,7 @@ class ApplicationMaster:
         """Journal the task endings not recorded yet, one line per gang attempt (a heartbeat
         that sees 6,001 tasks end writes one line, not 6,001), before anything is decided on them."""
         for (gang, attempt, now), tasks in self._endings.items():
-            self.journal.write("tasks_finished", gang=gang, attempt=attempt, finished_at=now,
-                               tasks=[[t.role, t.index, t.state.value, t.exit_status, t.diagnostics] for t in tasks])
+            self.journal.write("tasks_finished", gang=gang, attempt=attempt, finished_at=now, tasks=TaskEndings(tasks))
         self._endings.clear()
 
     # ============================================================ placement
@@ -397,22 +396,25 @@ class ApplicationMaster:
         gang.state = ROLE_LAUNCHING
         acq = gang.acquisition
         slots = acq.in_order()
-        kinds = PortKinds(acq.roles)
-        placed, infos, tasks, port_envs = [], [], [], []
+        roles = acq.roles
+        kinds = PortKinds(roles)
+        placed, infos, tasks, own_envs = [], [], [], []
         for rank, s in enumerate(slots):
-            c = s.container
-            ports, named, port_env = kinds.of(s.role, c.resource.port_ranges)
-            placed.append(PlacedTask(s.role, s.index, c.host, ports))
-            infos.append(TaskInfo(rank, c.host, named, s.role, s.index))
-            tasks.append(TaskRecord(s.role, s.index, rank, c.container_id, c.host, _gpu_indices(c.resource.gpu_mask),
-                                    named, now, gpu_milli=c.resource.gpu_milli))
-            port_envs.append({**port_env, **gpu_share_env(c.resource)} if c.resource.gpu_milli else port_env)
+            c, role, index = s.container, s.role, s.index
+            resource = c.resource
+            ports, named, port_env = kinds.of(role, resource.port_ranges)
+            placed.append(PlacedTask(role, index, c.host, ports))
+            infos.append(TaskInfo(rank, c.host, named, role, index))
+            tasks.append(TaskRecord(role, index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
+                                    named, now, gpu_milli=resource.gpu_milli))
+            own_envs.append({**identity_env(role, index), **port_env, **gpu_share_env(resource)} if resource.gpu_milli
+                            else {**identity_env(role, index), **port_env})
         token, barrier_envs = self._barrier.open(gang, infos)
-        alike, own = split_alike([{**identity_env(me.role, me.index), **port_envs[rank], **barrier_envs[rank]}
-                                  for rank, me in enumerate(placed)])
+        for env, barrier_env in zip(own_envs, barrier_envs):
+            env.update(barrier_env)
+        alike, own = split_alike(own_envs)
         shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
                                           **alike}.items()))
-        roles = acq.roles
         launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
                           for t, env in zip(tasks, own)])
         try:
@@ -431,7 +433,7 @@ class ApplicationMaster:
                 running[t.container_id] = (gang, t)
         gang.state = ROLE_RUNNING
         gang.record.started_at = now
-        self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
+        self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
                            tasks=LaunchedTasks(tasks))
         if gang.failed:
             self._to_decide.add(gang)
@@ -452,18 +454,23 @@ class ApplicationMaster:
             self._record_endings()
         if not self._to_decide:   # no task ended: nothing to decide
             return
-        gangs = [g for g in self.gangs if g in self._to_decide and g.state is ROLE_RUNNING]
-        self._to_decide.clear()
+        to_decide = self._to_decide
+        gangs = [g for g in self.gangs if g in to_decide and g.state is ROLE_RUNNING]
+        to_decide.clear()
         if not gangs:
             return
-        unlaunched = [t for g in gangs if g.failed for t in g.tasks if t.launch_failed]
-        if unlaunched:
-            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
-            return
-        failed_roles = [r for g in gangs for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
-        if failed_roles:
-            self._restart(failed_roles, now)
-            return
+        # Only a gang with a failed task can restart: a failure threshold is 1 or more
+        # (Completion's effective values), and a task never launched counts as failed.
+        failing = [g for g in gangs if g.failed]
+        if failing:
+            unlaunched = [t for g in failing for t in g.tasks if t.launch_failed]
+            if unlaunched:
+                self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
+                return
+            failed_roles = [r for g in failing for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
+            if failed_roles:
+                self._restart(failed_roles, now)
+                return
         if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
             succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
         else:
@@ -540,7 +547,7 @@ class ApplicationMaster:
                 self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",
                                   reason if outcome == "succeeded" else f"job {outcome}: {reason}", now)
         self.outcome, self.reason, self.done = outcome, reason, True
-        self.journal.write("job_finished", outcome=outcome, reason=reason)
+        self.journal.write("job_finished", now, outcome=outcome, reason=reason)
         if self._logging:
             self.log(f"job {self.job.name} {outcome}: {reason}")
         if unregister:
