@@ -216,23 +216,26 @@ class Waiter:
 
 
 class _Attempt:
-    """The state of one barrier: the current epoch's arrivals and waiters."""
+    """The state of one barrier: the current epoch's arrivals and waiters. What every
+    attempt starts with alike is a class default, set on the attempt once it changes
+    (a replay opens tens of thousands, most released once and closed)."""
+
+    epoch = 0
+    operation: str | None = None
+    started_at: float | None = None
+    gathered_bytes = 0  # the current epoch's all_gather messages, framing included
+    last_release: Released | None = None
+    broken: BarrierError | None = None
 
     def __init__(self, barrier: BarrierId, tasks: tuple[TaskInfo, ...], token: str, timeout_s: float):
         self.barrier = barrier
         self.attempt = barrier.attempt
         self.tasks = tasks
-        self.total = len(self.tasks)
+        self.total = len(tasks)
         self.token = token
         self.timeout_s = timeout_s
-        self.epoch = 0
-        self.operation: str | None = None
         self.arrivals: dict[int, bytes] = {}
         self.waiters: dict[int, list[Waiter]] = {}
-        self.started_at: float | None = None
-        self.gathered_bytes = 0  # the current epoch's all_gather messages, framing included
-        self.last_release: Released | None = None
-        self.broken: BarrierError | None = None
 
     def deadline(self) -> float | None:
         if self.started_at is None or self.broken is not None:
@@ -560,10 +563,13 @@ class BarrierCoordinator:
         Authentication comes first: a call without the token of the attempt it names (or
         naming an attempt not known, or forgotten) is refused and told nothing else."""
         g = self._gangs.get((job, gang))
-        known = g.token_of(attempt) if g else None
+        a = g.current if g is not None else None
+        if a is not None and a.attempt == attempt:   # most calls: the open attempt's
+            known = a.token
+        else:
+            known = g.token_of(attempt) if g is not None else None
         if known is None or not hmac.compare_digest(known.encode(), (token or "").encode()):
             self._refuse(job, gang, attempt, task, epoch)
-        a = g.current
         if a is None or a.attempt != attempt:
             barrier = BarrierId(job, gang, attempt)
             self._stats.stale_requests += 1

@@ -157,7 +157,8 @@ PER_INSTANCE_VARIABLES_UP_TO = 256
 def job_env(job: JobSpec, queue: str, user: str | None = None) -> dict[str, str]:
     """OpenPAI's job and task-role variables (the same for every task of the job)."""
     user = user or current_user()
-    env = {"PAI_JOB_NAME": f"{user}~{job.name}", "PAI_FRAMEWORK_NAME": f"{user}~{job.name}"}
+    framework = f"{user}~{job.name}"
+    env = {"PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework}
     shm = tuple(_shm_mb(job, role) for role in job.roles) if job.kept else None
     env.update(_roles_env(job.roles, queue, user, shm))
     return env

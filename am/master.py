@@ -337,11 +337,12 @@ class ApplicationMaster:
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
         self._endings.setdefault((gang.name, gang.attempt, now), []).append(task)
 
-    def _record_endings(self) -> None:
+    def _record_endings(self, at: float) -> None:
         """Journal the task endings not recorded yet, one line per gang attempt (a heartbeat
-        that sees 6,001 tasks end writes one line, not 6,001), before anything is decided on them."""
+        that sees 6,001 tasks end writes one line, not 6,001), before anything is decided on
+        them (at ``at``, the time the AM decides at)."""
         for (gang, attempt, now), tasks in self._endings.items():
-            self.journal.write("tasks_finished", gang=gang, attempt=attempt, finished_at=now, tasks=TaskEndings(tasks))
+            self.journal.write("tasks_finished", at, gang=gang, attempt=attempt, finished_at=now, tasks=TaskEndings(tasks))
         self._endings.clear()
 
     # ============================================================ placement
@@ -412,9 +413,16 @@ class ApplicationMaster:
         token, barrier_envs = self._barrier.open(gang, infos)
         for env, barrier_env in zip(own_envs, barrier_envs):
             env.update(barrier_env)
-        alike, own = split_alike(own_envs)
-        shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
-                                          **alike}.items()))
+        gang_wide = gang_env(self.job, placed, gang.attempt, self.queue)
+        if self.task_env:
+            gang_wide = {**self.task_env, **gang_wide}
+        if len(own_envs) == 1:   # a gang of one task: its whole environment is its own, nothing is shared
+            gang_wide.update(own_envs[0])
+            shared, own = _NOTHING_SHARED, [tuple(gang_wide.items())]
+        else:
+            alike, own = split_alike(own_envs)
+            gang_wide.update(alike)
+            shared = LaunchContext(env=tuple(gang_wide.items()))
         launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
                           for t, env in zip(tasks, own)])
         try:
@@ -451,7 +459,7 @@ class ApplicationMaster:
         that reached its failure threshold restarts its retry scope; else the job may have
         succeeded."""
         if self._endings:
-            self._record_endings()
+            self._record_endings(now)
         if not self._to_decide:   # no task ended: nothing to decide
             return
         to_decide = self._to_decide
@@ -541,7 +549,7 @@ class ApplicationMaster:
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
         if self._endings:
-            self._record_endings()
+            self._record_endings(now)
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
                 self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",
@@ -754,6 +762,10 @@ class ApplicationMaster:
     def finish(self, outcome: str, reason: str) -> None:
         """The job ends with ``outcome`` (the open attempts end with it)."""
         self._finish(outcome, reason)
+
+
+#: The shared launch of a batch of one container: it brings its whole launch itself.
+_NOTHING_SHARED = LaunchContext()
 
 
 def _no_occupants() -> Sequence[Occupant]:
