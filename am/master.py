@@ -342,7 +342,8 @@ class ApplicationMaster:
         that sees 6,001 tasks end writes one line, not 6,001), before anything is decided on
         them (at ``at``, the time the AM decides at)."""
         for (gang, attempt, now), tasks in self._endings.items():
-            self.journal.write("tasks_finished", at, gang=gang, attempt=attempt, finished_at=now, tasks=TaskEndings(tasks))
+            self.journal.write("tasks_finished", at, gang=gang, attempt=attempt, finished_at=now,
+                               tasks=TaskEndings(tasks))
         self._endings.clear()
 
     # ============================================================ placement
