@@ -68,19 +68,24 @@ class Slot:
 
 
 class SeededOnUse:
-    """A ``random.Random(seed)`` made when first drawn from: an acquisition draws only to
-    jitter a release backoff, which is rare, and seeding from a string hashes it (a trace
-    replay starts tens of thousands of AMs that never draw)."""
+    """A ``random.Random(seed)`` made when first drawn from, ``seed`` being ``parts`` joined
+    by ``:``: an acquisition draws only to jitter a release backoff, which is rare, and
+    seeding from a string hashes it (a trace replay starts tens of thousands of AMs that
+    never draw, and need not even format their seed)."""
 
-    __slots__ = ("_seed", "_random")
+    __slots__ = ("_parts", "_random")
 
-    def __init__(self, seed: str):
-        self._seed = seed
+    def __init__(self, *parts: object):
+        self._parts = parts
         self._random: random.Random | None = None
+
+    @property
+    def seed(self) -> str:
+        return ":".join(map(str, self._parts))
 
     def uniform(self, a: float, b: float) -> float:
         if self._random is None:
-            self._random = random.Random(self._seed)
+            self._random = random.Random(self.seed)
         return self._random.uniform(a, b)
 
 
@@ -141,8 +146,9 @@ class GangAcquisition:
                 and cluster_growth == self._placed_at_growth)
 
     def in_order(self) -> list[Slot]:
-        """Slots by role (in the gang's order), then instance index: rank order."""
-        return [self.slots[(role, i)] for role, spec in self.roles.items() for i in range(spec.instances)]
+        """Slots by role (in the gang's order), then instance index: rank order, the order
+        :attr:`slots` was made in."""
+        return list(self.slots.values())
 
     def take_outbox(self) -> tuple[list[ResourceRequest], list[int], list[str]]:
         out = (self.asks, self.cancels, self.releases)
@@ -155,22 +161,23 @@ class GangAcquisition:
         """Decide this heartbeat's asks, cancels and releases. ``cluster_growth`` counts
         the times the cluster grew (:attr:`ClusterTracker.grown`): while it stays the same
         and nothing of the gang's own changed, a gang that did not fit is not placed again."""
-        if self.complete or self.never_reason:
+        if len(self.by_container) == len(self.slots) or self.never_reason:   # complete, or never
             return
         if self.first_grant_at is not None and now - self.first_grant_at >= self.settings.hold_timeout_s:
             self.release_all(now, f"held {len(self.granted)}/{self.total} containers for "
                                   f"{now - self.first_grant_at:g}s without the rest")
             return
-        if now < self.not_before or self._nothing_new(cluster_growth):
+        if now < self.not_before or (self.waiting_reason and self._nothing_new(cluster_growth)):
             return
         unplaced = [s for s in self.slots.values() if s.container is None and s.request_id is None]
-        stale = [s for s in self.outstanding if now - s.asked_at >= self.settings.reselect_after_s]
+        stale = ([s for s in self.by_request.values() if now - s.asked_at >= self.settings.reselect_after_s]
+                 if self.by_request else [])
         if not unplaced and not stale:
             return
         view = view_source()
-        for s in self.granted:
+        for s in self.by_container.values():
             view.instances_of(s.role)[view.index(s.container.host)] += 1
-        for s in self.outstanding:
+        for s in self.outstanding if self.by_request else ():
             try:   # our own asks are not in the RM's usage yet: book them so nothing picks them twice
                 if not view.healthy[view.index(s.placement.host)]:
                     raise ResourceError(f"{s.placement.host} is not healthy")

@@ -26,8 +26,7 @@ class AttemptBarrier:
         """Open the attempt's barrier: its token and each task's environment for it, by rank."""
         token = self.coordinator.open_attempt(self.job, gang.name, gang.attempt, infos, timeout_s=self.timeout_s)
         gang.barrier_open = True
-        return token, [self.coordinator.task_env(self.job, gang.name, gang.attempt, rank)
-                       for rank in range(len(infos))]
+        return token, self.coordinator.task_envs(self.job, gang.name, gang.attempt)
 
     def reopen(self, gang: GangRun, token: str | None) -> None:
         """The recovered attempt's barrier: still open when the coordinator outlived the

@@ -104,6 +104,12 @@ class ManualClock:
         self._now += seconds
 
 
+# The frozen records below made once per task or per call (TaskInfo, Arrival, Released)
+# write their own __init__, which fills the instance's __dict__ at once: the dataclass's
+# sets each field through object.__setattr__ (the class is frozen), a call per field, and
+# costs twice as much. Fields, defaults, equality, hashing and immutability stay the dataclass's.
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     """Where a task of the gang runs: its gang-wide index (rank), host and named ports."""
@@ -113,6 +119,12 @@ class TaskInfo:
     ports: Mapping[str, int] = field(default_factory=dict)
     role: str = ""
     role_index: int = 0
+
+    def __init__(self, index: int, host: str, ports: Mapping[str, int] | None = None, role: str = "",
+                 role_index: int = 0):
+        # Every field at once (see above TaskInfo): a launch makes one per task.
+        self.__dict__.update(index=index, host=host, ports={} if ports is None else ports, role=role,
+                             role_index=role_index)
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,12 @@ class Arrival:
     message: bytes = b""
     unsent_size: int = 0
 
+    def __init__(self, job: str, gang: str, attempt: int, token: str, task: int, epoch: int,
+                 operation: str = BARRIER, message: bytes = b"", unsent_size: int = 0):
+        # Every field at once (see above TaskInfo): every barrier call makes one.
+        self.__dict__.update(job=job, gang=gang, attempt=attempt, token=token, task=task, epoch=epoch,
+                             operation=operation, message=message, unsent_size=unsent_size)
+
     @property
     def barrier(self) -> BarrierId:
         return BarrierId(self.job, self.gang, self.attempt)
@@ -143,6 +161,10 @@ class Released:
     epoch: int
     operation: str
     messages: tuple[bytes, ...] = ()
+
+    def __init__(self, epoch: int, operation: str, messages: tuple[bytes, ...] = ()):
+        # Every field at once (see above TaskInfo): every epoch released makes one.
+        self.__dict__.update(epoch=epoch, operation=operation, messages=messages)
 
 
 @dataclass(frozen=True)
@@ -194,23 +216,26 @@ class Waiter:
 
 
 class _Attempt:
-    """The state of one barrier: the current epoch's arrivals and waiters."""
+    """The state of one barrier: the current epoch's arrivals and waiters. What every
+    attempt starts with alike is a class default, set on the attempt once it changes
+    (a replay opens tens of thousands, most released once and closed)."""
 
-    def __init__(self, barrier: BarrierId, tasks: Sequence[TaskInfo], token: str, timeout_s: float):
+    epoch = 0
+    operation: str | None = None
+    started_at: float | None = None
+    gathered_bytes = 0  # the current epoch's all_gather messages, framing included
+    last_release: Released | None = None
+    broken: BarrierError | None = None
+
+    def __init__(self, barrier: BarrierId, tasks: tuple[TaskInfo, ...], token: str, timeout_s: float):
         self.barrier = barrier
         self.attempt = barrier.attempt
-        self.tasks = tuple(tasks)
-        self.total = len(self.tasks)
+        self.tasks = tasks
+        self.total = len(tasks)
         self.token = token
         self.timeout_s = timeout_s
-        self.epoch = 0
-        self.operation: str | None = None
         self.arrivals: dict[int, bytes] = {}
         self.waiters: dict[int, list[Waiter]] = {}
-        self.started_at: float | None = None
-        self.gathered_bytes = 0  # the current epoch's all_gather messages, framing included
-        self.last_release: Released | None = None
-        self.broken: BarrierError | None = None
 
     def deadline(self) -> float | None:
         if self.started_at is None or self.broken is not None:
@@ -247,12 +272,14 @@ class _Ended:
         self.failure = failure    # a failed attempt: what its waiters were told (AttemptFailed's message)
 
 
-@dataclass
 class _Gang:
     """The attempts of one (job, gang): the open one, and those ended that are still remembered."""
 
-    current: _Attempt | None = None
-    ended: dict[int, _Ended] = field(default_factory=dict)
+    __slots__ = ("current", "ended")
+
+    def __init__(self) -> None:
+        self.current: _Attempt | None = None
+        self.ended: dict[int, _Ended] = {}
 
     def token_of(self, attempt: int) -> str | None:
         if self.current is not None and self.current.attempt == attempt:
@@ -298,7 +325,7 @@ class BarrierCoordinator:
 
         ``tasks`` are the gang's tasks by index (``tasks[i].index == i``). An older
         open attempt of the same gang is superseded: its waiters fail at once."""
-        tasks = list(tasks)
+        tasks = tuple(tasks)
         if not tasks:
             raise ValueError(f"{job}/{gang} attempt {attempt}: a barrier needs at least one task")
         for i, info in enumerate(tasks):
@@ -311,8 +338,10 @@ class BarrierCoordinator:
         token = token or secrets.token_urlsafe(24)
         barrier = BarrierId(job, gang, int(attempt))
         with self._lock:
-            g = self._gangs.setdefault((job, gang), _Gang())
-            if g.token_of(attempt) is not None:
+            g = self._gangs.get((job, gang))
+            if g is None:   # a gang it never saw (a replay's every job): nothing to check against
+                g = self._gangs[(job, gang)] = _Gang()
+            elif g.token_of(attempt) is not None:
                 raise ValueError(f"{barrier} was already opened; a restarted gang needs a new attempt number")
             if g.current is not None and g.current.barrier.attempt > attempt:
                 raise ValueError(f"{barrier}: attempt {g.current.barrier.attempt} is already open; "
@@ -329,7 +358,8 @@ class BarrierCoordinator:
             g.current = _Attempt(barrier, tasks, token, timeout_s)
         if calls:
             _deliver(calls)
-        log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
+        if log.isEnabledFor(logging.INFO):   # a replay opens tens of thousands: not even a call to log
+            log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
         return token
 
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
@@ -450,8 +480,8 @@ class BarrierCoordinator:
             a.operation = arrival.operation
         a.arrivals[arrival.task] = message
         n = len(a.arrivals)
-        log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task,
-                 n, a.total)
+        if log.isEnabledFor(logging.INFO):
+            log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task, n, a.total)
         if n < a.total:
             if first:   # the epoch starts: its deadline runs from now
                 a.started_at = self.clock.now()
@@ -471,6 +501,8 @@ class BarrierCoordinator:
         a.epoch += 1
         a.operation, a.arrivals, a.started_at, a.gathered_bytes = None, {}, None, 0
         self._stats.releases += 1
+        if not waiters:   # a gang of one task, or a last arrival nobody else waits for any more
+            return waiter, [(callback, release)]
         return waiter, [(w.callback, release) for w in waiters] + [(callback, release)]
 
     def _too_large_error(self, a: _Attempt, arrival: Arrival, size: int) -> MessageTooLarge:
@@ -531,10 +563,13 @@ class BarrierCoordinator:
         Authentication comes first: a call without the token of the attempt it names (or
         naming an attempt not known, or forgotten) is refused and told nothing else."""
         g = self._gangs.get((job, gang))
-        known = g.token_of(attempt) if g else None
+        a = g.current if g is not None else None
+        if a is not None and a.attempt == attempt:   # most calls: the open attempt's
+            known = a.token
+        else:
+            known = g.token_of(attempt) if g is not None else None
         if known is None or not hmac.compare_digest(known.encode(), (token or "").encode()):
             self._refuse(job, gang, attempt, task, epoch)
-        a = g.current
         if a is None or a.attempt != attempt:
             barrier = BarrierId(job, gang, attempt)
             self._stats.stale_requests += 1

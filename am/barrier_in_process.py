@@ -72,6 +72,11 @@ class InProcessBarrier:
         token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
         return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks))
 
+    def task_envs(self, job: str, gang: str, attempt: int) -> list[dict[str, str]]:
+        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
+        count = len(tasks)
+        return [task_env(self.address, job, gang, attempt, token, task, count) for task in tasks]
+
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:
         try:
             return self.coordinator.close_attempt(job, gang, attempt)

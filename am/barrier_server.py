@@ -338,6 +338,15 @@ class AsyncBarrierServer:
                         retry_give_up_s=self.config.retry_give_up_s,
                         max_message_bytes=self.coordinator.max_message_bytes)
 
+    def task_envs(self, job: str, gang: str, attempt: int) -> list[dict[str, str]]:
+        """:meth:`task_env` of every task of an open attempt, by index."""
+        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
+        return [task_env(self.address, job, gang, attempt, token, task, len(tasks),
+                         tls_ca_file=self.config.tls_cert_file,
+                         log_interval_s=self.config.log_interval_s,
+                         retry_give_up_s=self.config.retry_give_up_s,
+                         max_message_bytes=self.coordinator.max_message_bytes) for task in tasks]
+
     def statistics(self) -> CoordinatorStatistics:
         return self.coordinator.statistics()
 
@@ -469,6 +478,9 @@ class BarrierServer:
 
     def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
         return self._call(self.inner.task_env, job, gang, attempt, index)
+
+    def task_envs(self, job: str, gang: str, attempt: int) -> list[dict[str, str]]:
+        return self._call(self.inner.task_envs, job, gang, attempt)
 
     def statistics(self) -> CoordinatorStatistics:
         return self._call(self.inner.statistics)

@@ -1,7 +1,7 @@
 """What the AM asks of a barrier coordinator: :class:`GangBarrier`.
 
 The AM opens a gang attempt's barrier before it starts the gang's tasks, merges
-:meth:`~GangBarrier.task_env` into each task's environment, and ends the attempt
+:meth:`~GangBarrier.task_envs` into its tasks' environments, and ends the attempt
 with :meth:`~GangBarrier.close_attempt` (it succeeded) or
 :meth:`~GangBarrier.fail_attempt` (every waiting task is told at once). Two
 implementations, one per way of running, so the AM never asks which it has:
@@ -35,6 +35,11 @@ class GangBarrier(Protocol):
     def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
         """The environment task ``index`` of an open attempt needs to reach its barrier
         (``KeyError`` when the attempt is not open)."""
+        ...
+
+    def task_envs(self, job: str, gang: str, attempt: int) -> list[dict[str, str]]:
+        """:meth:`task_env` of every task of an open attempt, by index, in one call (what
+        the AM asks when it launches the gang)."""
         ...
 
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:

@@ -16,7 +16,12 @@ from typing import Sequence
 from .acquisition import GangAcquisition
 from .jobspec_model import JobSpec, RoleSpec
 from .journal import JournalState
-from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
+from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING, TASK_FAILED,
+                        TASK_RUNNING, TASK_SUCCEEDED, AttemptRecord, RoleState, TaskRecord, TaskState)
+
+
+#: The states of a gang not started yet.
+_PENDING = (ROLE_WAITING, ROLE_ACQUIRING)
 
 
 @dataclass(eq=False)
@@ -45,7 +50,7 @@ class GangRun:
     @property
     def pending(self) -> bool:
         """Waiting for, or acquiring, its containers."""
-        return self.state in (RoleState.WAITING, RoleState.ACQUIRING)
+        return self.state in _PENDING
 
     def launched(self, tasks: list[TaskRecord]) -> None:
         """Every container of the attempt was started (or refused): the tasks are its own."""
@@ -66,19 +71,19 @@ class GangRun:
 
     @property
     def finished_tasks(self) -> int:
-        return len(self.tasks) - self.by_state.get(TaskState.RUNNING, 0)
+        return len(self.tasks) - self.by_state.get(TASK_RUNNING, 0)
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
         return dict(self.succeeded), dict(self.failed)
 
     def role_state(self, role: RoleSpec) -> RoleState:
-        if self.state is not RoleState.RUNNING:
+        if self.state is not ROLE_RUNNING:
             return self.state
         if role.completion.failed(self.failed.get(role.name, 0)):
-            return RoleState.FAILED
-        if not any(t.state is TaskState.RUNNING for t in self.tasks if t.role == role.name):
-            return RoleState.SUCCEEDED
-        return RoleState.RUNNING
+            return ROLE_FAILED
+        if not any(t.state is TASK_RUNNING for t in self.tasks if t.role == role.name):
+            return ROLE_SUCCEEDED
+        return ROLE_RUNNING
 
     def _recount(self) -> None:
         self.succeeded.clear()
@@ -90,9 +95,9 @@ class GangRun:
     def _count(self, task: TaskRecord) -> None:
         state = task.state
         self.by_state[state] = self.by_state.get(state, 0) + 1
-        if state is TaskState.SUCCEEDED:
+        if state is TASK_SUCCEEDED:
             self.succeeded[task.role] = self.succeeded.get(task.role, 0) + 1
-        elif state is TaskState.FAILED:
+        elif state is TASK_FAILED:
             self.failed[task.role] = self.failed.get(task.role, 0) + 1
 
 
@@ -104,7 +109,7 @@ def recorded_gangs(job: JobSpec, journal: JournalState) -> list[GangRun]:
         saved = journal.gangs.get(gang_name(names))
         if saved is not None and saved.history:
             last = saved.history[-1]
-            state = RoleState.SUCCEEDED if last.outcome == "succeeded" else RoleState.FAILED
+            state = ROLE_SUCCEEDED if last.outcome == "succeeded" else ROLE_FAILED
             gangs.append(GangRun(last.gang, job.gang_roles(number), last.attempt, state, last,
                                  tasks=last.tasks, history=list(saved.history)))
     return gangs

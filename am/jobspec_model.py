@@ -12,7 +12,7 @@ AM's business: the reader checks those keys and carries them in
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from operator import attrgetter
 from typing import Any, Mapping
@@ -126,6 +126,23 @@ class RoleSpec:
     #: a share of one GPU per instance, in milli-GPU (1..999; ``gpus`` is then 0); 0: whole GPUs
     gpu_milli: int = 0
 
+    def __hash__(self) -> int:
+        # The dataclass's hash (every field but ``ports``), worked out once per role: what is
+        # worked out per set of roles is looked up by them, once or more per job (a trace
+        # replay's jobs of one shape share their roles). Not pickled (see __getstate__).
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            value = hash(tuple(getattr(self, f.name) for f in fields(self) if (f.compare if f.hash is None else f.hash)))
+            object.__setattr__(self, "_hash", value)
+            return value
+
+    def __getstate__(self) -> dict:
+        # A string's hash differs from process to process: the kept hash stays in this one.
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     @property
     def gpu_share(self) -> float:
         """The GPU one instance asks, in GPUs: ``gpus``, or the share (0.25 for 250 milli)."""
@@ -204,6 +221,16 @@ class JobSpec:
         # for a replay's tens of thousands of specs cost more than the dict).
         object.__setattr__(self, "_roles_by_name", {role.name: role for role in self.roles})
 
+    def for_job(self, name: str, source: str, simulation: Mapping[str, Mapping[str, Any]]) -> "JobSpec":
+        """This spec for another job of the same roles, gangs and policies: ``dataclasses.replace``
+        of ``name``, ``source`` and ``simulation``, without checking and deriving again what
+        the two share (a trace replay builds one per job from one per shape). ``parameters``
+        and ``kept`` are shared too: read-only, as every mapping here."""
+        spec = object.__new__(JobSpec)
+        spec.__dict__.update(self.__dict__)
+        spec.__dict__.update(name=name, source=source, simulation=simulation)
+        return spec
+
     @cached_property
     def _gang_by_role(self) -> dict[str, int]:
         return {name: index for index, names in enumerate(self.gangs) for name in names}
@@ -219,14 +246,18 @@ class JobSpec:
     def gang_roles(self, gang: int) -> tuple[RoleSpec, ...]:
         """The roles of gang number ``gang`` (0-based), in the gang's order (every gang's
         roles are roles of the job: the reader checked)."""
-        return tuple(map(self._roles_by_name.__getitem__, self.gangs[gang]))
+        return self._roles_of_gangs[gang]
+
+    @cached_property
+    def _roles_of_gangs(self) -> tuple[tuple[RoleSpec, ...], ...]:
+        return tuple(tuple(map(self._roles_by_name.__getitem__, names)) for names in self.gangs)
 
     def gang_of(self, role: str) -> int:
         if role not in self._gang_by_role:
             raise KeyError(f"{self.name}: no task role {role!r}")
         return self._gang_by_role[role]
 
-    @property
+    @cached_property
     def total_instances(self) -> int:
         return sum(map(_instances_of, self.roles))
 

@@ -39,8 +39,10 @@ JOURNAL_FILE = "journal.jsonl"
 
 
 def _as_plain(value):
-    """A field that is a record (an :class:`~gangmaster.am.lifecycle.AttemptRecord`: anything
-    with ``to_dict``) is written as its dict."""
+    """A field that is a record (an :class:`~gangmaster.am.lifecycle.AttemptRecord`, a
+    :class:`~gangmaster.am.lifecycle.LaunchedTasks`, a :class:`~gangmaster.am.lifecycle.TaskEndings`:
+    anything with ``to_dict``) is written
+    as what that returns."""
     to_dict = getattr(value, "to_dict", None)
     if to_dict is None:
         raise TypeError(f"a journal field cannot hold a {type(value).__name__}")
@@ -57,8 +59,10 @@ class Journal:
     """Appends records to ``path`` (created with its folder when missing).
 
     A field is a plain value (what JSON holds), or a record that will not change any more
-    (an ended attempt's :class:`~gangmaster.am.lifecycle.AttemptRecord`), written as its
-    ``to_dict()``: a journal in memory makes that dict only if it is read."""
+    (an ended attempt's :class:`~gangmaster.am.lifecycle.AttemptRecord`, a launch's
+    :class:`~gangmaster.am.lifecycle.LaunchedTasks`, a heartbeat's
+    :class:`~gangmaster.am.lifecycle.TaskEndings`), written as its ``to_dict()``: a
+    journal in memory makes that only if it is read."""
 
     def __init__(self, path: str | Path, now=time.time):
         self.path = Path(path)
@@ -66,8 +70,10 @@ class Journal:
         self.now = now
         self._file = open_private(self.path, "a")  # it holds barrier tokens
 
-    def write(self, kind: str, **fields) -> None:
-        record = {"t": round(float(self.now()), 6), "kind": kind, **fields}
+    def write(self, kind: str, at: float | None = None, **fields) -> None:
+        """Append one record of ``kind`` with ``fields``, at time ``at`` (None: the clock's
+        time now; the AM passes the time it has just read, as it decides at it)."""
+        record = {"t": round(float(self.now() if at is None else at), 6), "kind": kind, **fields}
         self._file.write(_encode(record) + "\n")
         self._file.flush()
 
@@ -91,9 +97,10 @@ class MemoryJournal:
         self._written: list[tuple[float, str, dict]] = []   # (time, kind, fields) as written
         self.closed = False
 
-    def write(self, kind: str, **fields) -> None:
+    def write(self, kind: str, at: float | None = None, **fields) -> None:
+        """As :meth:`Journal.write`."""
         # Made into a record only when read (most never are: a replayed job's AM is not restarted).
-        self._written.append((self.now(), kind, fields))
+        self._written.append((self.now() if at is None else at, kind, fields))
 
     def records(self) -> list[dict]:
         if not self._written:

@@ -73,6 +73,11 @@ class PlacedTask:
     host: str
     ports: Mapping[str, tuple[int, ...]]   # label -> the ports with that label
 
+    def __init__(self, role: str, index: int, host: str, ports: Mapping[str, tuple[int, ...]]):
+        # Every field at once, as gangmaster.am.barrier's TaskInfo (a launch makes one per task):
+        # the dataclass's own __init__ sets each through object.__setattr__ (the class is frozen).
+        self.__dict__.update(role=role, index=index, host=host, ports=ports)
+
     @property
     def main_port(self) -> int | None:
         """The port OpenPAI names the task by (see :func:`main_port`)."""
@@ -152,7 +157,8 @@ PER_INSTANCE_VARIABLES_UP_TO = 256
 def job_env(job: JobSpec, queue: str, user: str | None = None) -> dict[str, str]:
     """OpenPAI's job and task-role variables (the same for every task of the job)."""
     user = user or current_user()
-    env = {"PAI_JOB_NAME": f"{user}~{job.name}", "PAI_FRAMEWORK_NAME": f"{user}~{job.name}"}
+    framework = f"{user}~{job.name}"
+    env = {"PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework}
     shm = tuple(_shm_mb(job, role) for role in job.roles) if job.kept else None
     env.update(_roles_env(job.roles, queue, user, shm))
     return env
@@ -223,8 +229,10 @@ def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str
 _by_index = attrgetter("index")
 
 
+@functools.lru_cache(maxsize=4096)
 def identity_env(role: str, index: int) -> dict[str, str]:
-    """The variables that say which task this is."""
+    """The variables that say which task this is. One mapping per task of a role (a
+    replay's tasks are mostly instance 0 of a few role names); read only: merge it."""
     text = str(index)
     return {"PAI_CURRENT_TASK_ROLE_NAME": role, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": text,
             "PAI_TASK_INDEX": text}

@@ -32,6 +32,15 @@ class TaskState(str, enum.Enum):
     STOPPED = "stopped"      # stopped by the AM when its attempt ended for another reason
 
 
+# The members again as module names, for the code that reads them at every step of every
+# gang (the AM's): reading a member off its Enum class goes through EnumType's __getattr__
+# hook, about ten times the cost of reading a module's name.
+ROLE_WAITING, ROLE_ACQUIRING, ROLE_LAUNCHING = RoleState.WAITING, RoleState.ACQUIRING, RoleState.LAUNCHING
+ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_FAILED = RoleState.RUNNING, RoleState.SUCCEEDED, RoleState.FAILED
+TASK_RUNNING, TASK_SUCCEEDED, TASK_FAILED, TASK_STOPPED = (TaskState.RUNNING, TaskState.SUCCEEDED, TaskState.FAILED,
+                                                           TaskState.STOPPED)
+
+
 @dataclass
 class TaskRecord:
     """One instance of a role in one attempt, from the moment it was started."""
@@ -77,6 +86,42 @@ class TaskRecord:
         data["state"] = TaskState(data["state"])
         data["gpus"] = tuple(data["gpus"])
         return cls(**data)
+
+
+class LaunchedTasks:
+    """An attempt's tasks as they were when it launched: what the journal's ``launched``
+    record holds, as the list of their dicts (:meth:`to_dict`). A journal in memory makes
+    that list only if it is read (a trace replay's AMs are never restarted), so what of a
+    task can change after its launch (state, exit status, diagnostics, end) is kept here as
+    it was then; the rest of a task never changes."""
+
+    __slots__ = ("tasks", "ends")
+
+    def __init__(self, tasks: list[TaskRecord]):
+        self.tasks = tuple(tasks)
+        self.ends = [(t.state, t.exit_status, t.diagnostics, t.finished_at) for t in tasks]
+
+    def to_dict(self) -> list[dict]:
+        out = []
+        for task, (state, exit_status, diagnostics, finished_at) in zip(self.tasks, self.ends):
+            data = task.to_dict()
+            data.update(state=state.value, exit_status=exit_status, diagnostics=diagnostics, finished_at=finished_at)
+            out.append(data)
+        return out
+
+
+class TaskEndings:
+    """Tasks that ended, as the journal's ``tasks_finished`` record holds them: the list of
+    ``[role, index, state, exit_status, diagnostics]`` of each (:meth:`to_dict`), made only
+    when read (a journal in memory seldom is). An ended task never changes again."""
+
+    __slots__ = ("tasks",)
+
+    def __init__(self, tasks: list[TaskRecord]):
+        self.tasks = tasks
+
+    def to_dict(self) -> list[list]:
+        return [[t.role, t.index, t.state.value, t.exit_status, t.diagnostics] for t in self.tasks]
 
 
 @dataclass

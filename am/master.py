@@ -47,7 +47,7 @@ import hashlib
 import weakref
 from collections import Counter
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -71,7 +71,9 @@ from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_n
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
 from .launch_env import PlacedTask, PortKinds, gang_env, gpu_share_env, identity_env, split_alike
-from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
+from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
+                        TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, LaunchedTasks, RoleState,
+                        TaskEndings, TaskRecord)
 from .metrics import CONTAINER_STATES, AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog, keeps_lines
 from .rm_client import RMClient
@@ -111,7 +113,7 @@ class ApplicationMaster:
         kept on the shared view serves them all). Without them the AM keeps its own."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         #: what other applications hold where (a driver that knows tells; names blocking jobs)
-        self._occupants = occupants or (lambda: ())
+        self._occupants = occupants or _no_occupants
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
@@ -128,7 +130,7 @@ class ApplicationMaster:
         self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
         self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
-        self.rng = SeededOnUse(f"{self.selection.seed}:{job.name}:{app_id}:{self.am_attempt}")
+        self.rng = SeededOnUse(self.selection.seed, job.name, app_id, self.am_attempt)
         self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
         self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
@@ -196,9 +198,9 @@ class ApplicationMaster:
         """A gang attempt begins: waiting, with nothing asked yet."""
         now = self.now()
         since = now if waiting_since is None else waiting_since
-        gang = GangRun(name, roles, attempt, RoleState.WAITING, AttemptRecord(name, attempt, since), history=history)
+        gang = GangRun(name, roles, attempt, ROLE_WAITING, AttemptRecord(name, attempt, since), history=history)
         if waiting_since is None:
-            self.journal.write("gang_attempt", gang=name, attempt=attempt, waiting_since=since)
+            self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
             self.metrics.attempts.inc()
         gang.acquisition = GangAcquisition(gang.name, gang.roles, self.settings, self.rng, now, self.log,
                                            self.metrics.selection_latency.observe)
@@ -241,7 +243,7 @@ class ApplicationMaster:
         if self.done:
             return
         for gang in self.gangs:
-            if gang.state is RoleState.ACQUIRING and gang.acquisition.complete:
+            if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
                 self._launch(gang, now)
         if self._endings or self._to_decide:   # else nothing ended: nothing to decide
             self._decide(now)
@@ -250,25 +252,25 @@ class ApplicationMaster:
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
-        growth = self._cluster().grown
+        growth = (self._tracker or self._cluster()).grown
         if acq.first_grant_at is None and acq.stalled(now, growth):
             # Holding and asking for nothing, and nothing new could let it fit: planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
             # costs this one check a heartbeat.
-            gang.state = RoleState.WAITING
+            gang.state = ROLE_WAITING
             return
-        acq.plan(now, lambda: self._view_for_placement(gang), lambda view, wanted: self._place(gang, view, wanted),
-                 lambda: self._new_request_id(gang), growth)
+        acq.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang),
+                 partial(self._new_request_id, gang), growth)
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
             self.metrics.releases.inc()
-            self.journal.write("released", gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
+            self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
                                reason="partial hold timed out")
         if acq.reselections > gang.record.reselections:
             self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
             gang.record.reselections = acq.reselections
         asking = acq.asks or acq.by_request or acq.by_container
-        gang.state = RoleState.ACQUIRING if asking else RoleState.WAITING
+        gang.state = ROLE_ACQUIRING if asking else ROLE_WAITING
 
     def _request(self) -> AllocateRequest:
         asks, cancels, releases = [], self._to_cancel, self._to_release
@@ -310,43 +312,38 @@ class ApplicationMaster:
         found = self._running.pop(container_id, None)
         if found is not None:
             gang, task = found
-            if gang is self._gang_named(gang.name) and task.state is TaskState.RUNNING:   # not an older attempt
+            if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
                 self._task_finished(gang, task, exit_status, diagnostics, now)
             return
         for gang in self.gangs:
-            if gang.state is RoleState.ACQUIRING and gang.acquisition.on_lost(container_id):
+            if gang.state is ROLE_ACQUIRING and gang.acquisition.on_lost(container_id):
                 self.log(f"gang {gang.name}: granted container {container_id} was lost before it started "
                          f"({diagnostics}); selecting again")
                 return
         # a container of an older attempt, or one given back: nothing to do
-
-    def _gang_named(self, name: str) -> GangRun | None:
-        for g in self.gangs:
-            if g.name == name:
-                return g
-        return None
 
     def _task_finished(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
                        now: float) -> None:
         """A task of the gang's current attempt ended by itself: the gang decides at the end of
         this heartbeat (:meth:`_decide`)."""
         self._running.pop(task.container_id, None)
-        gang.end_task(task, TaskState.SUCCEEDED if exit_status == 0 else TaskState.FAILED, now, diagnostics,
+        gang.end_task(task, TASK_SUCCEEDED if exit_status == 0 else TASK_FAILED, now, diagnostics,
                       exit_status)
         self._to_decide.add(gang)
-        if task.state is TaskState.FAILED:
+        if task.state is TASK_FAILED:
             if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
                 self._cluster().mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
         self._endings.setdefault((gang.name, gang.attempt, now), []).append(task)
 
-    def _record_endings(self) -> None:
+    def _record_endings(self, at: float) -> None:
         """Journal the task endings not recorded yet, one line per gang attempt (a heartbeat
-        that sees 6,001 tasks end writes one line, not 6,001), before anything is decided on them."""
+        that sees 6,001 tasks end writes one line, not 6,001), before anything is decided on
+        them (at ``at``, the time the AM decides at)."""
         for (gang, attempt, now), tasks in self._endings.items():
-            self.journal.write("tasks_finished", gang=gang, attempt=attempt, finished_at=now,
-                               tasks=[[t.role, t.index, t.state.value, t.exit_status, t.diagnostics] for t in tasks])
+            self.journal.write("tasks_finished", at, gang=gang, attempt=attempt, finished_at=now,
+                               tasks=TaskEndings(tasks))
         self._endings.clear()
 
     # ============================================================ placement
@@ -398,25 +395,35 @@ class ApplicationMaster:
         """Every instance is granted: start them all now. A task the RM cannot start is a
         failed task: the ones already started run on until :meth:`_decide` ends the attempt
         in this same heartbeat, and the containers never started are given back."""
-        gang.state = RoleState.LAUNCHING
+        gang.state = ROLE_LAUNCHING
         acq = gang.acquisition
         slots = acq.in_order()
-        kinds = PortKinds(acq.roles)
-        placed, infos, tasks, port_envs = [], [], [], []
-        for rank, s in enumerate(slots):
-            c = s.container
-            ports, named, port_env = kinds.of(s.role, c.resource.port_ranges)
-            placed.append(PlacedTask(s.role, s.index, c.host, ports))
-            infos.append(TaskInfo(rank, c.host, named, s.role, s.index))
-            tasks.append(TaskRecord(s.role, s.index, rank, c.container_id, c.host, _gpu_indices(c.resource.gpu_mask),
-                                    named, now, gpu_milli=c.resource.gpu_milli))
-            port_envs.append({**port_env, **gpu_share_env(c.resource)} if c.resource.gpu_milli else port_env)
-        token, barrier_envs = self._barrier.open(gang, infos)
-        alike, own = split_alike([{**identity_env(me.role, me.index), **port_envs[rank], **barrier_envs[rank]}
-                                  for rank, me in enumerate(placed)])
-        shared = LaunchContext(env=tuple({**self.task_env, **gang_env(self.job, placed, gang.attempt, self.queue),
-                                          **alike}.items()))
         roles = acq.roles
+        kinds = PortKinds(roles)
+        placed, infos, tasks, own_envs = [], [], [], []
+        for rank, s in enumerate(slots):
+            c, role, index = s.container, s.role, s.index
+            resource = c.resource
+            ports, named, port_env = kinds.of(role, resource.port_ranges)
+            placed.append(PlacedTask(role, index, c.host, ports))
+            infos.append(TaskInfo(rank, c.host, named, role, index))
+            tasks.append(TaskRecord(role, index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
+                                    named, now, gpu_milli=resource.gpu_milli))
+            own_envs.append({**identity_env(role, index), **port_env, **gpu_share_env(resource)} if resource.gpu_milli
+                            else {**identity_env(role, index), **port_env})
+        token, barrier_envs = self._barrier.open(gang, infos)
+        for env, barrier_env in zip(own_envs, barrier_envs):
+            env.update(barrier_env)
+        gang_wide = gang_env(self.job, placed, gang.attempt, self.queue)
+        if self.task_env:
+            gang_wide = {**self.task_env, **gang_wide}
+        if len(own_envs) == 1:   # a gang of one task: its whole environment is its own, nothing is shared
+            gang_wide.update(own_envs[0])
+            shared, own = _NOTHING_SHARED, [tuple(gang_wide.items())]
+        else:
+            alike, own = split_alike(own_envs)
+            gang_wide.update(alike)
+            shared = LaunchContext(env=tuple(gang_wide.items()))
         launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
                           for t, env in zip(tasks, own)])
         try:
@@ -426,17 +433,17 @@ class ApplicationMaster:
         if refused is not None:   # those before it run; it failed; those after it were never started
             del tasks[refused.index + 1:]
             task = tasks[-1]
-            task.state, task.finished_at, task.diagnostics = TaskState.FAILED, now, refused.error.message
+            task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
             self._to_release += [s.container.container_id for s in slots[refused.index:]]
         gang.launched(tasks)
         running = self._running
         for t in tasks:
-            if t.state is TaskState.RUNNING:
+            if t.state is TASK_RUNNING:
                 running[t.container_id] = (gang, t)
-        gang.state = RoleState.RUNNING
+        gang.state = ROLE_RUNNING
         gang.record.started_at = now
-        self.journal.write("launched", gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
-                           tasks=[t.to_dict() for t in tasks])
+        self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
+                           tasks=LaunchedTasks(tasks))
         if gang.failed:
             self._to_decide.add(gang)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(tasks[-1])}; the attempt fails")
@@ -453,21 +460,26 @@ class ApplicationMaster:
         that reached its failure threshold restarts its retry scope; else the job may have
         succeeded."""
         if self._endings:
-            self._record_endings()
+            self._record_endings(now)
         if not self._to_decide:   # no task ended: nothing to decide
             return
-        gangs = [g for g in self.gangs if g in self._to_decide and g.state is RoleState.RUNNING]
-        self._to_decide.clear()
+        to_decide = self._to_decide
+        gangs = [g for g in self.gangs if g in to_decide and g.state is ROLE_RUNNING]
+        to_decide.clear()
         if not gangs:
             return
-        unlaunched = [t for g in gangs if g.failed for t in g.tasks if t.launch_failed]
-        if unlaunched:
-            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
-            return
-        failed_roles = [r for g in gangs for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
-        if failed_roles:
-            self._restart(failed_roles, now)
-            return
+        # Only a gang with a failed task can restart: a failure threshold is 1 or more
+        # (Completion's effective values), and a task never launched counts as failed.
+        failing = [g for g in gangs if g.failed]
+        if failing:
+            unlaunched = [t for g in failing for t in g.tasks if t.launch_failed]
+            if unlaunched:
+                self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
+                return
+            failed_roles = [r for g in failing for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
+            if failed_roles:
+                self._restart(failed_roles, now)
+                return
         if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
             succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
         else:
@@ -487,7 +499,7 @@ class ApplicationMaster:
         else:
             restart = culprits
             limit = min(r.retry.attempts for r in failed_roles)
-        failures = [t for g in culprits for t in g.tasks if t.state is TaskState.FAILED]
+        failures = [t for g in culprits for t in g.tasks if t.state is TASK_FAILED]
         reason = "; ".join(failure(t) for t in failures[:5])
         if len(failures) > 5:
             reason += f" and {len(failures) - 5} more"
@@ -512,10 +524,10 @@ class ApplicationMaster:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
         self._barrier.end(gang, outcome, reason)
         for task in gang.tasks:
-            if task.state is TaskState.RUNNING:
+            if task.state is TASK_RUNNING:
                 self._stop(task.container_id)
                 self._running.pop(task.container_id, None)
-                gang.end_task(task, TaskState.STOPPED, now, "stopped: its attempt ended")
+                gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
         if gang.acquisition is not None and gang.pending:
             gang.acquisition.abandon()
             _asks, cancels, releases = gang.acquisition.take_outbox()
@@ -526,7 +538,7 @@ class ApplicationMaster:
         gang.record.ended_at, gang.record.outcome, gang.record.reason = now, outcome, reason
         gang.record.tasks = gang.tasks
         gang.history.append(gang.record)
-        gang.state = RoleState.SUCCEEDED if outcome == "succeeded" else RoleState.FAILED
+        gang.state = ROLE_SUCCEEDED if outcome == "succeeded" else ROLE_FAILED
         self.journal.write("attempt_ended", record=gang.record)   # final now: written as its dict
 
     def _stop(self, container_id: str) -> None:
@@ -538,13 +550,13 @@ class ApplicationMaster:
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
         if self._endings:
-            self._record_endings()
+            self._record_endings(now)
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
                 self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",
                                   reason if outcome == "succeeded" else f"job {outcome}: {reason}", now)
         self.outcome, self.reason, self.done = outcome, reason, True
-        self.journal.write("job_finished", outcome=outcome, reason=reason)
+        self.journal.write("job_finished", now, outcome=outcome, reason=reason)
         if self._logging:
             self.log(f"job {self.job.name} {outcome}: {reason}")
         if unregister:
@@ -606,7 +618,7 @@ class ApplicationMaster:
         now = self.now()
         waiting = False
         for gang in self.gangs:
-            if gang.state is RoleState.LAUNCHING:
+            if gang.state is ROLE_LAUNCHING:
                 return False
             if gang.pending:
                 if not gang.acquisition.stalled(now, self._cluster().grown):
@@ -627,8 +639,8 @@ class ApplicationMaster:
         if not total:
             return 1.0
         finished = 0
-        for g in self.gangs:   # GangRun.finished_tasks, summed
-            finished += len(g.tasks) - g.by_state.get(TaskState.RUNNING, 0)
+        for g in self.gangs:   # GangRun.finished_tasks, summed (read at every heartbeat: not through the property)
+            finished += len(g.tasks) - g.by_state.get(TASK_RUNNING, 0)
         return min(1.0, finished / total)
 
     def gauge_values(self) -> GaugeValues:
@@ -640,7 +652,7 @@ class ApplicationMaster:
             if g.pending:
                 pending += 1
                 acq = g.acquisition
-                if acq is not None and g.state is RoleState.ACQUIRING:
+                if acq is not None and g.state is ROLE_ACQUIRING:
                     counts["requested"] += len(acq.by_request)
                     counts["allocated"] += len(acq.by_container)
             for state, n in list(g.by_state.items()):
@@ -654,7 +666,7 @@ class ApplicationMaster:
         whole = milli = 0
         for gang in list(self.gangs):
             acq = gang.acquisition
-            if acq is not None and gang.state is RoleState.ACQUIRING:
+            if acq is not None and gang.state is ROLE_ACQUIRING:
                 for slot in acq.granted:
                     whole, milli = whole + slot.container.resource.gpus, milli + slot.container.resource.gpu_milli
         for _gang, task in list(self._running.values()):
@@ -724,7 +736,7 @@ class ApplicationMaster:
     def take_back_running(self, gang: GangRun) -> None:
         """Watch again the tasks of ``gang`` the journal recorded running (their containers the
         RM kept), and let the gang decide at the next :meth:`decide_gangs`."""
-        self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TaskState.RUNNING)
+        self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TASK_RUNNING)
         self._to_decide.add(gang)
 
     def task_ended_unwatched(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
@@ -751,6 +763,14 @@ class ApplicationMaster:
     def finish(self, outcome: str, reason: str) -> None:
         """The job ends with ``outcome`` (the open attempts end with it)."""
         self._finish(outcome, reason)
+
+
+#: The shared launch of a batch of one container: it brings its whole launch itself.
+_NOTHING_SHARED = LaunchContext()
+
+
+def _no_occupants() -> Sequence[Occupant]:
+    return ()
 
 
 def _weakly(owner: object, method: str) -> Callable:

@@ -10,16 +10,20 @@ job's waiting gangs and their diagnoses as JSON (``gangmaster why``).
 """
 from __future__ import annotations
 
+import bisect
 import json
 import threading
+import time
 import weakref
 from socketserver import ThreadingMixIn
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+import prometheus_client.metrics
+from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
 
 CONTAINER_STATES = ("requested", "allocated", "running", "succeeded", "failed", "stopped")
 _WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
@@ -31,29 +35,29 @@ class AMMetrics:
         self.registry = r = registry or CollectorRegistry()
         self.pending_gangs = Gauge("gangmaster_pending_gangs",
                                    "Gangs waiting for, or acquiring, their containers", registry=r)
-        self.gang_wait = Histogram("gangmaster_gang_wait_seconds",
-                                   "Time from a gang attempt starting to wait until all its tasks started",
-                                   buckets=_WAIT_BUCKETS, registry=r)
-        self.attempts = Counter("gangmaster_gang_attempts", "Gang attempts begun (first runs and restarts)",
-                                registry=r)
-        self.restarts = Counter("gangmaster_gang_restarts", "Gang attempts ended by a failure and retried",
-                                registry=r)
-        self.releases = Counter("gangmaster_gang_releases",
-                                "Partial holds given back because the rest of the gang did not come",
-                                registry=r)
-        self.reselections = Counter("gangmaster_reselections",
-                                    "Instances selected again after the RM would not grant their node",
-                                    registry=r)
-        self.selection_latency = Histogram("gangmaster_selection_latency_seconds",
-                                           "Wall time of one placement decision for the instances of a gang",
-                                           buckets=_SELECT_BUCKETS, registry=r)
+        self.gang_wait = PlainHistogram("gangmaster_gang_wait_seconds",
+                                        "Time from a gang attempt starting to wait until all its tasks started",
+                                        buckets=_WAIT_BUCKETS, registry=r)
+        self.attempts = PlainCounter("gangmaster_gang_attempts", "Gang attempts begun (first runs and restarts)",
+                                     registry=r)
+        self.restarts = PlainCounter("gangmaster_gang_restarts", "Gang attempts ended by a failure and retried",
+                                     registry=r)
+        self.releases = PlainCounter("gangmaster_gang_releases",
+                                     "Partial holds given back because the rest of the gang did not come",
+                                     registry=r)
+        self.reselections = PlainCounter("gangmaster_reselections",
+                                         "Instances selected again after the RM would not grant their node",
+                                         registry=r)
+        self.selection_latency = PlainHistogram("gangmaster_selection_latency_seconds",
+                                                "Wall time of one placement decision for the instances of a gang",
+                                                buckets=_SELECT_BUCKETS, registry=r)
         self.containers = Gauge("gangmaster_containers", "The AM's containers by state", ["state"], registry=r)
         self.gang_shortfall = Gauge("gangmaster_gang_shortfall",
                                     "Instances of the role a waiting gang cannot place now (its last diagnosis)",
                                     ["role"], registry=r)
-        self.diagnoses = Counter("gangmaster_gang_diagnoses",
-                                 "Diagnoses of waiting gangs made (once per change of what they wait for)",
-                                 registry=r)
+        self.diagnoses = PlainCounter("gangmaster_gang_diagnoses",
+                                      "Diagnoses of waiting gangs made (once per change of what they wait for)",
+                                      registry=r)
         self.gang_blocked_nodes = Gauge("gangmaster_gang_blocked_nodes",
                                         "Nodes that turn the role of a waiting gang down, by reason code "
                                         "(its last diagnosis)", ["role", "reason"], registry=r)
@@ -82,6 +86,76 @@ class AMMetrics:
     def _read(self) -> "GaugeValues":
         am = self._source()
         return _NOTHING_HELD if am is None else am.gauge_values()
+
+
+class PlainCounter:
+    """A Prometheus counter the AM counts with a plain ``+=``, served exactly as a
+    ``prometheus_client.Counter`` of the same name (``<name>_total`` and ``<name>_created``).
+
+    The client library's counter takes a lock at every ``inc``, for writers in many
+    threads; an AM's counters have one writer (the AM's own thread) and readers at a
+    scrape, which read a number, whole. A trace replay counts tens of thousands of gangs."""
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry):
+        self.name, self.documentation = name, documentation
+        self.value = 0.0
+        self.created = time.time()
+        registry.register(self)
+
+    def inc(self, amount: float = 1) -> None:
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        self.value += amount
+
+    def describe(self) -> list[Metric]:
+        return [Metric(self.name, self.documentation, "counter")]
+
+    def collect(self) -> list[Metric]:
+        metric = Metric(self.name, self.documentation, "counter")
+        metric.add_sample(self.name + "_total", {}, self.value)
+        if _created_series():
+            metric.add_sample(self.name + "_created", {}, self.created)
+        return [metric]
+
+
+class PlainHistogram:
+    """A Prometheus histogram the AM observes into with plain arithmetic (one writer, as
+    :class:`PlainCounter`), served exactly as a ``prometheus_client.Histogram`` of the same
+    name and buckets: an observation counts in the first bucket whose bound is at least it."""
+
+    def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry):
+        self.name, self.documentation = name, documentation
+        self.bounds = [float(b) for b in buckets] + [float("inf")]
+        self.counts = [0] * len(self.bounds)   # per bucket, not cumulative
+        self.sum = 0.0
+        self.created = time.time()
+        registry.register(self)
+
+    def observe(self, amount: float) -> None:
+        self.sum += amount
+        self.counts[bisect.bisect_left(self.bounds, amount)] += 1
+
+    def describe(self) -> list[Metric]:
+        return [Metric(self.name, self.documentation, "histogram")]
+
+    def collect(self) -> list[Metric]:
+        metric = Metric(self.name, self.documentation, "histogram")
+        counts, total = list(self.counts), self.sum   # copies: the AM may observe meanwhile
+        cumulative = 0.0
+        for bound, count in zip(self.bounds, counts):
+            cumulative += count
+            metric.add_sample(self.name + "_bucket", {"le": floatToGoString(bound)}, cumulative)
+        metric.add_sample(self.name + "_count", {}, cumulative)
+        metric.add_sample(self.name + "_sum", {}, total)
+        if _created_series():
+            metric.add_sample(self.name + "_created", {}, self.created)
+        return [metric]
+
+
+def _created_series() -> bool:
+    """Whether metrics carry ``_created`` samples: as the client library's own metrics
+    (``PROMETHEUS_DISABLE_CREATED_SERIES``, ``prometheus_client.disable_created_metrics``)."""
+    return getattr(prometheus_client.metrics, "_use_created", True)
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ from typing import Callable
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.cluster_tracker import ClusterTracker
 from gangmaster.am.journal import MemoryJournal
-from gangmaster.am.lifecycle import RoleState
+from gangmaster.am.lifecycle import ROLE_ACQUIRING
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
@@ -434,7 +434,7 @@ class _Replay:
         gang = am.gangs[0] if am.gangs else None
         if job.start_s is None and gang is not None and gang.record.started_at is not None:
             self._started(job, gang)
-        elif gang is not None and gang.state is RoleState.ACQUIRING:
+        elif gang is not None and gang.state is ROLE_ACQUIRING:
             raise RuntimeError(f"replay: job {job.trace.job_id}'s gang was placed on the shared view but its "
                                "asks were not all granted at once (the view and the RM disagree)")
         if am.done:

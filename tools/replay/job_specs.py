@@ -24,12 +24,24 @@ TASK_COMMAND = "true"
 def job_spec(job: TraceJob, node_label: str | None = None) -> JobSpec:
     """The JobSpec of ``job``: one gang of all its roles, each task lasting the trace's
     duration (a replay's ``time_scale`` stretches arrivals, never durations)."""
-    roles = tuple([_role(role, node_label) for role in job.roles])
+    shape = _shape_spec(job.roles, node_label)
     duration = float(job.duration_s)
-    simulation = {role.name: {"simulatedDurationSeconds": duration} for role in roles}
-    return JobSpec(name=job.job_id, roles=roles, gangs=(tuple([role.name for role in roles]),),
-                   retry=RetryPolicy("job", 1), job_retry_count=0, barrier_timeout_s=None, parameters={},
-                   unused=(), source=f"trace job {job.job_id}", simulation=simulation)
+    simulation = {name: {"simulatedDurationSeconds": duration} for name in shape.gangs[0]}
+    return shape.for_job(job.job_id, f"trace job {job.job_id}", simulation)
+
+
+@lru_cache(maxsize=4096)
+def _shape_spec(roles: tuple[TraceRole, ...], node_label: str | None) -> JobSpec:
+    """The JobSpec every job of these roles shares but for its name, source and simulation
+    keys (:meth:`JobSpec.for_job` gives each job its own): its roles, gang and policies are
+    built once per shape, not once per job (a trace has a few hundred shapes and tens of
+    thousands of jobs)."""
+    specs = tuple([_role(role, node_label) for role in roles])
+    shape = JobSpec(name="", roles=specs, gangs=(tuple([role.name for role in specs]),),
+                    retry=RetryPolicy("job", 1), job_retry_count=0, barrier_timeout_s=None, parameters={},
+                    unused=(), source="", simulation={})
+    shape.gang_roles(0), shape.total_instances   # what the AM reads of every job: worked out here, once
+    return shape
 
 
 @lru_cache(maxsize=4096)
