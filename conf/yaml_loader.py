@@ -6,7 +6,8 @@ anchors) and refuses, with the line, what ``safe_load`` silently accepts or dies
 * a key written twice in one mapping: YAML says keys are unique, PyYAML keeps the
   last one, so a typo'd second ``instances:`` silently wins. Both lines are named;
 * collections nested deeper than ``MAX_YAML_DEPTH``: PyYAML's composer recurses
-  (``RecursionError``) and libyaml's crashes the process;
+  (``RecursionError``) and libyaml's crashes the process (newer libyaml refuses past
+  its own limit, which is reported the same way);
 * more than ``MAX_YAML_ALIASES`` aliases, a document that expands past
   ``MAX_YAML_NODES`` nodes through aliases ("billion laughs"), and an alias inside
   its own anchor (a structure that contains itself, which no reader can walk);
@@ -77,8 +78,7 @@ class _StrictLoading(Composer, SafeConstructor, Resolver):
             return super().compose_node(parent, index)
         collection = isinstance(event, (SequenceStartEvent, MappingStartEvent))
         if collection and self._depth >= MAX_YAML_DEPTH:
-            raise YAMLRefused(event.start_mark, f"at most {MAX_YAML_DEPTH} levels of nested lists "
-                                                "and mappings (MAX_YAML_DEPTH in conf/limits.py)")
+            raise _too_deep(event.start_mark)
         before = self._nodes
         self._count(1, event)
         anchor = event.anchor
@@ -125,6 +125,11 @@ class _StrictLoading(Composer, SafeConstructor, Resolver):
                                                f"({exc})", node.start_mark) from None
 
 
+def _too_deep(mark: yaml.Mark) -> YAMLRefused:
+    return YAMLRefused(mark, f"at most {MAX_YAML_DEPTH} levels of nested lists and mappings "
+                             "(MAX_YAML_DEPTH in conf/limits.py)")
+
+
 def _refuse_duplicate_keys(node: Any) -> None:
     """A scalar key written the same way twice in one mapping (merge keys aside)."""
     seen: dict[tuple[str, str], Any] = {}
@@ -168,5 +173,12 @@ def load(text: str, loader: type[_StrictLoading] | None = None) -> Any:
     instance = (loader or StrictLoader)(text)
     try:
         return instance.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        # Newer libyaml (PyYAML 6.0.4's wheels) caps nesting itself, in its scanner, which
+        # reads far ahead of the composer's own check in a run of opening brackets: the
+        # same refusal, in the same words.
+        if "maximum nesting depth" in (exc.problem or "") and exc.problem_mark is not None:
+            raise _too_deep(exc.problem_mark) from None
+        raise
     finally:
         instance.dispose()
