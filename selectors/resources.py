@@ -18,6 +18,7 @@ not defined, because which GPUs would leave is unknown.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field, replace
 
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, popcount
@@ -27,7 +28,9 @@ from .ports import NO_PORTS, PortRanges
 
 __all__ = ["ResourceDescriptor", "ResourceError"]
 
-_INF = math.inf
+#: The largest finite float: an amount above it is infinite, or an int too large for a float
+#: (which ``math.isfinite`` refuses with OverflowError); either is left to :meth:`_reject_amounts`.
+_LARGEST = sys.float_info.max
 
 
 class ResourceError(ValueError):
@@ -50,9 +53,14 @@ class ResourceDescriptor:
     gpu_milli: int = 0
 
     def __post_init__(self) -> None:
-        if not (0 <= self.memory_mb < _INF and 0 <= self.vcores < _INF and 0 <= self.gpus < _INF
-                and 0 <= self.gpu_mask < _INF and 0 <= self.ports < _INF and 0 <= self.gpu_milli < _INF):
-            self._reject_amounts()   # (NaN fails every comparison: it lands here too)
+        try:
+            amounts_ok = (0 <= self.memory_mb <= _LARGEST and 0 <= self.vcores <= _LARGEST
+                          and 0 <= self.gpus <= _LARGEST and 0 <= self.gpu_mask <= _LARGEST
+                          and 0 <= self.ports <= _LARGEST and 0 <= self.gpu_milli <= _LARGEST)
+        except TypeError:   # not a number
+            amounts_ok = False
+        if not amounts_ok:   # (NaN fails every comparison: it lands here too)
+            self._reject_amounts()
         if self.gpu_mask >> MAX_GPUS_PER_NODE:
             raise ResourceError(f"gpu_mask: names GPU(s) beyond the {MAX_GPUS_PER_NODE}-GPU limit of a node, "
                                 f"got {self.gpu_mask:#x}")
@@ -75,6 +83,8 @@ class ResourceDescriptor:
             self.ports = self.port_ranges.count
 
     def _reject_amounts(self) -> None:
+        """Raise for the first amount that is negative, not finite or not a number (each
+        checked on its own: the errors name it)."""
         for name in ("memory_mb", "vcores", "gpus", "gpu_mask", "ports", "gpu_milli"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
