@@ -41,8 +41,8 @@ class _Room(NamedTuple):
     @classmethod
     def of(cls, view: ClusterView, i: int) -> "_Room":
         shares = view.gpu_share_used[i].tolist() if view.gpus_shared.item(i) else None
-        return cls(view.healthy.item(i), view.memory_free.item(i), view.mvcores_free.item(i),
-                   view.gpu_free_mask.item(i), view.ports_free[i], shares)
+        return _make_room(cls, (view.healthy.item(i), view.memory_free.item(i), view.mvcores_free.item(i),
+                                view.gpu_free_mask.item(i), view.ports_free[i], shares))
 
     @property
     def gpu_milli(self) -> tuple[int, ...] | None:
@@ -60,7 +60,16 @@ class _Room(NamedTuple):
         freed on a shared GPU, counts even when another was taken), or usable again."""
         return ((self.healthy and not before.healthy) or self.memory_mb > before.memory_mb
                 or self.mvcores > before.mvcores or bool(self.gpu_mask & ~before.gpu_mask)
-                or self._ports_grew_from(before) or self._shares_grew_from(before))
+                or self._ports_grew_from(before)
+                or (self.shares_used is not None and self._shares_grew_from(before)))
+
+    def in_use_on(self, view: ClusterView, i: int) -> bool:
+        """Node ``i``, offering this room, is not as on the idle cluster: something of it is
+        used, or it is unhealthy (enough to know that ``view.is_empty()`` is False, without
+        a look at every node)."""
+        return (not self.healthy or self.shares_used is not None
+                or self.memory_mb != view.memory_capacity.item(i) or self.mvcores != view.mvcores_capacity.item(i)
+                or self.gpu_mask != view.gpu_capacity_mask.item(i))
 
     def _ports_grew_from(self, before: "_Room") -> bool:
         """Some port free now was not free before (none can be when none is free)."""
@@ -68,21 +77,15 @@ class _Room(NamedTuple):
 
     def _shares_grew_from(self, before: "_Room") -> bool:
         """Some GPU that holds shares now has more milli free than before (a GPU wholly
-        freed is in the mask's comparison)."""
+        freed is in the mask's comparison); only asked where some GPU holds shares now."""
         now = self.gpu_milli
-        if now is None:
-            return False
         was = before.gpu_milli or tuple(GPU_MILLI if before.gpu_mask >> k & 1 else 0 for k in range(len(now)))
         return any(a > b for a, b in zip(now, was))
 
 
-def _in_use(view: ClusterView, i: int) -> bool:
-    """Node ``i`` is not as on the idle cluster: something of it is used, or it is unhealthy
-    (enough to know that ``view.is_empty()`` is False, without a look at every node)."""
-    return (view.memory_free.item(i) != view.memory_capacity.item(i)
-            or view.mvcores_free.item(i) != view.mvcores_capacity.item(i)
-            or view.gpu_free_mask.item(i) != view.gpu_capacity_mask.item(i)
-            or bool(view.gpus_shared.item(i)) or not view.healthy.item(i))
+#: builds a :class:`_Room` from its fields in order, without the named tuple's argument
+#: handling (a node update builds two)
+_make_room = tuple.__new__
 
 
 #: how many answers of check_fits_empty are kept by the roles' identity (then that memo starts afresh)
@@ -118,8 +121,10 @@ class ClusterTracker:
             usable = report.state.usable
             if view.healthy.item(i) != usable:
                 view.set_health(report.host, usable)
-            grew = grew or _Room.of(view, i).grew_from(before)
-            in_use = in_use or _in_use(view, i)
+            if not (grew and in_use):
+                now = _Room.of(view, i)
+                grew = grew or now.grew_from(before)
+                in_use = in_use or now.in_use_on(view, i)
         if in_use:
             self._empty_at = (view.changes, False)
         if grew:

@@ -51,9 +51,11 @@ def _merge_sorted(items: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(merged)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PortRanges:
-    """An immutable set of ports stored as coalesced closed ranges."""
+    """An immutable set of ports stored as coalesced closed ranges: a value, slotted,
+    compared and hashed by its ranges, never changed once built — by convention, not by
+    ``frozen``, whose ``__init__`` sets each field through ``object.__setattr__``."""
 
     ranges: tuple[tuple[int, int], ...] = ()
     #: How many ports the ranges hold, counted once when the value is made: the ledger and
@@ -64,7 +66,7 @@ class PortRanges:
         count = len(self.ranges)
         for begin, end in self.ranges:
             count += end - begin
-        object.__setattr__(self, "count", count)
+        self.count = count
 
     @classmethod
     def of(cls, *ranges: Sequence[int]) -> "PortRanges":

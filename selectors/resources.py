@@ -18,6 +18,7 @@ not defined, because which GPUs would leave is unknown.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field, replace
 
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, popcount
@@ -27,13 +28,22 @@ from .ports import NO_PORTS, PortRanges
 
 __all__ = ["ResourceDescriptor", "ResourceError"]
 
+#: The largest finite float: an amount above it is infinite, or an int too large for a float
+#: (which ``math.isfinite`` refuses with OverflowError); either is left to :meth:`_reject_amounts`.
+_LARGEST = sys.float_info.max
+
 
 class ResourceError(ValueError):
     """A resource value that cannot exist (negative, inconsistent mask)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ResourceDescriptor:
+    """A value: slotted, compared and hashed by its fields as a frozen dataclass is, and
+    never changed once built — by convention, not by ``frozen``, whose ``__init__`` sets
+    every field through ``object.__setattr__`` at about four times the cost (node reports,
+    bookings and asks build these per job). Nobody assigns to one after building it."""
+
     memory_mb: int = 0
     vcores: float = 0.0
     gpus: int = 0
@@ -43,10 +53,14 @@ class ResourceDescriptor:
     gpu_milli: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("memory_mb", "vcores", "gpus", "gpu_mask", "ports", "gpu_milli"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ResourceError(f"{name}: expected a finite number >= 0, got {value}")
+        try:
+            amounts_ok = (0 <= self.memory_mb <= _LARGEST and 0 <= self.vcores <= _LARGEST
+                          and 0 <= self.gpus <= _LARGEST and 0 <= self.gpu_mask <= _LARGEST
+                          and 0 <= self.ports <= _LARGEST and 0 <= self.gpu_milli <= _LARGEST)
+        except TypeError:   # not a number
+            amounts_ok = False
+        if not amounts_ok:   # (NaN fails every comparison: it lands here too)
+            self._reject_amounts()
         if self.gpu_mask >> MAX_GPUS_PER_NODE:
             raise ResourceError(f"gpu_mask: names GPU(s) beyond the {MAX_GPUS_PER_NODE}-GPU limit of a node, "
                                 f"got {self.gpu_mask:#x}")
@@ -54,7 +68,7 @@ class ResourceDescriptor:
             self._check_share()
         elif self.gpu_mask and popcount(self.gpu_mask) != self.gpus:
             if self.gpus == 0:
-                object.__setattr__(self, "gpus", popcount(self.gpu_mask))
+                self.gpus = popcount(self.gpu_mask)
             else:
                 raise ResourceError(
                     f"gpus={self.gpus} disagrees with gpu_mask {self.gpu_mask:#x} "
@@ -66,7 +80,15 @@ class ResourceDescriptor:
                 f"({self.port_ranges.count} port(s))"
             )
         if self.port_ranges and not self.ports:
-            object.__setattr__(self, "ports", self.port_ranges.count)
+            self.ports = self.port_ranges.count
+
+    def _reject_amounts(self) -> None:
+        """Raise for the first amount that is negative, not finite or not a number (each
+        checked on its own: the errors name it)."""
+        for name in ("memory_mb", "vcores", "gpus", "gpu_mask", "ports", "gpu_milli"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ResourceError(f"{name}: expected a finite number >= 0, got {value}")
 
     def _check_share(self) -> None:
         if self.gpu_milli != int(self.gpu_milli) or self.gpu_milli >= GPU_MILLI:
@@ -92,14 +114,14 @@ class ResourceDescriptor:
         checked (a node's columns, a booking): they are not checked again, which the RM's
         node reports need (thousands of nodes a heartbeat). Whatever comes from a file or
         the wire goes through the constructor's checks."""
-        value, set_ = object.__new__(cls), object.__setattr__   # as the dataclass sets them (no __dict__ object)
-        set_(value, "memory_mb", memory_mb)
-        set_(value, "vcores", vcores)
-        set_(value, "gpus", 0 if gpu_milli else gpu_mask.bit_count())
-        set_(value, "gpu_mask", gpu_mask)
-        set_(value, "ports", port_ranges.count)
-        set_(value, "port_ranges", port_ranges)
-        set_(value, "gpu_milli", gpu_milli)
+        value = object.__new__(cls)
+        value.memory_mb = memory_mb
+        value.vcores = vcores
+        value.gpus = 0 if gpu_milli else gpu_mask.bit_count()
+        value.gpu_mask = gpu_mask
+        value.ports = port_ranges.count
+        value.port_ranges = port_ranges
+        value.gpu_milli = gpu_milli
         return value
 
     def __str__(self) -> str:
