@@ -20,6 +20,7 @@ BENCHES = [
     "replay",
     "fgd",
     "openb_fill",
+    "decisions",
 ]
 
 
