@@ -161,23 +161,22 @@ class GangAcquisition:
         """Decide this heartbeat's asks, cancels and releases. ``cluster_growth`` counts
         the times the cluster grew (:attr:`ClusterTracker.grown`): while it stays the same
         and nothing of the gang's own changed, a gang that did not fit is not placed again."""
-        if len(self.by_container) == len(self.slots) or self.never_reason:   # complete, or never
+        if self.complete or self.never_reason:
             return
         if self.first_grant_at is not None and now - self.first_grant_at >= self.settings.hold_timeout_s:
             self.release_all(now, f"held {len(self.granted)}/{self.total} containers for "
                                   f"{now - self.first_grant_at:g}s without the rest")
             return
-        if now < self.not_before or (self.waiting_reason and self._nothing_new(cluster_growth)):
+        if now < self.not_before or self._nothing_new(cluster_growth):
             return
         unplaced = [s for s in self.slots.values() if s.container is None and s.request_id is None]
-        stale = ([s for s in self.by_request.values() if now - s.asked_at >= self.settings.reselect_after_s]
-                 if self.by_request else [])
+        stale = [s for s in self.outstanding if now - s.asked_at >= self.settings.reselect_after_s]
         if not unplaced and not stale:
             return
         view = view_source()
         for s in self.by_container.values():
             view.instances_of(s.role)[view.index(s.container.host)] += 1
-        for s in self.outstanding if self.by_request else ():
+        for s in self.outstanding:
             try:   # our own asks are not in the RM's usage yet: book them so nothing picks them twice
                 if not view.healthy[view.index(s.placement.host)]:
                     raise ResourceError(f"{s.placement.host} is not healthy")

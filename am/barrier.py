@@ -55,6 +55,7 @@ from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, Barri
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
                                           MessageTooLarge, StaleAttempt, StaleEpoch)
 from gangmaster.am.refusal_log import RefusalLog
+from gangmaster.selectors.values import value
 from gangmaster.conf.limits import (BARRIER_ENDED_ATTEMPTS_KEPT, BARRIER_MAX_MESSAGE_BYTES,
                                     REFUSAL_LOG_INTERVAL_S)
 
@@ -104,13 +105,7 @@ class ManualClock:
         self._now += seconds
 
 
-# The frozen records below made once per task or per call (TaskInfo, Arrival, Released)
-# write their own __init__, which fills the instance's __dict__ at once: the dataclass's
-# sets each field through object.__setattr__ (the class is frozen), a call per field, and
-# costs twice as much. Fields, defaults, equality, hashing and immutability stay the dataclass's.
-
-
-@dataclass(frozen=True)
+@value
 class TaskInfo:
     """Where a task of the gang runs: its gang-wide index (rank), host and named ports."""
 
@@ -120,14 +115,8 @@ class TaskInfo:
     role: str = ""
     role_index: int = 0
 
-    def __init__(self, index: int, host: str, ports: Mapping[str, int] | None = None, role: str = "",
-                 role_index: int = 0):
-        # Every field at once (see above TaskInfo): a launch makes one per task.
-        self.__dict__.update(index=index, host=host, ports={} if ports is None else ports, role=role,
-                             role_index=role_index)
 
-
-@dataclass(frozen=True)
+@value
 class Arrival:
     """One call of ``barrier()`` / ``all_gather()`` by one task. ``unsent_size`` is the
     size of an all_gather message the task did not send because it is over the limit
@@ -143,28 +132,18 @@ class Arrival:
     message: bytes = b""
     unsent_size: int = 0
 
-    def __init__(self, job: str, gang: str, attempt: int, token: str, task: int, epoch: int,
-                 operation: str = BARRIER, message: bytes = b"", unsent_size: int = 0):
-        # Every field at once (see above TaskInfo): every barrier call makes one.
-        self.__dict__.update(job=job, gang=gang, attempt=attempt, token=token, task=task, epoch=epoch,
-                             operation=operation, message=message, unsent_size=unsent_size)
-
     @property
     def barrier(self) -> BarrierId:
         return BarrierId(self.job, self.gang, self.attempt)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True)   # not a slotted value: the gRPC server keeps a weak reference to it
 class Released:
     """What a released waiter gets: the epoch, and for all_gather every task's message by index."""
 
     epoch: int
     operation: str
     messages: tuple[bytes, ...] = ()
-
-    def __init__(self, epoch: int, operation: str, messages: tuple[bytes, ...] = ()):
-        # Every field at once (see above TaskInfo): every epoch released makes one.
-        self.__dict__.update(epoch=epoch, operation=operation, messages=messages)
 
 
 @dataclass(frozen=True)

@@ -16,22 +16,18 @@ arrived::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
+from gangmaster.selectors.values import value
 
-@dataclass(frozen=True)
+
+@value
 class BarrierId:
     """A barrier's identity: one per (job, gang, attempt)."""
 
     job: str
     gang: str
     attempt: int
-
-    def __init__(self, job: str, gang: str, attempt: int):
-        # Every field at once (one per barrier opened): the frozen dataclass's own __init__
-        # sets each through object.__setattr__. Equality, hashing and immutability stay its own.
-        self.__dict__.update(job=job, gang=gang, attempt=attempt)
 
     def __str__(self) -> str:
         return f"{self.job}/{self.gang} attempt {self.attempt}"

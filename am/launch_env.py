@@ -54,17 +54,17 @@ from __future__ import annotations
 import functools
 import os
 import pwd
-from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.selectors.values import value
 
 from .jobspec_model import JobSpec, RoleSpec
 
 
-@dataclass(frozen=True)
+@value
 class PlacedTask:
     """One instance as launched: enough to tell every other task where it is."""
 
@@ -72,11 +72,6 @@ class PlacedTask:
     index: int
     host: str
     ports: Mapping[str, tuple[int, ...]]   # label -> the ports with that label
-
-    def __init__(self, role: str, index: int, host: str, ports: Mapping[str, tuple[int, ...]]):
-        # Every field at once, as gangmaster.am.barrier's TaskInfo (a launch makes one per task):
-        # the dataclass's own __init__ sets each through object.__setattr__ (the class is frozen).
-        self.__dict__.update(role=role, index=index, host=host, ports=ports)
 
     @property
     def main_port(self) -> int | None:

@@ -252,7 +252,7 @@ class ApplicationMaster:
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
-        growth = (self._tracker or self._cluster()).grown
+        growth = self._cluster().grown
         if acq.first_grant_at is None and acq.stalled(now, growth):
             # Holding and asking for nothing, and nothing new could let it fit: planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
@@ -468,18 +468,14 @@ class ApplicationMaster:
         to_decide.clear()
         if not gangs:
             return
-        # Only a gang with a failed task can restart: a failure threshold is 1 or more
-        # (Completion's effective values), and a task never launched counts as failed.
-        failing = [g for g in gangs if g.failed]
-        if failing:
-            unlaunched = [t for g in failing for t in g.tasks if t.launch_failed]
-            if unlaunched:
-                self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
-                return
-            failed_roles = [r for g in failing for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
-            if failed_roles:
-                self._restart(failed_roles, now)
-                return
+        unlaunched = [t for g in gangs if g.failed for t in g.tasks if t.launch_failed]
+        if unlaunched:
+            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
+            return
+        failed_roles = [r for g in gangs for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
+        if failed_roles:
+            self._restart(failed_roles, now)
+            return
         if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
             succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
         else:

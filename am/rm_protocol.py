@@ -4,7 +4,7 @@ ResourceManager, mirroring YARN's ``ApplicationMasterProtocol``,
 
 These dataclasses are the one vocabulary shared by the in-process RM (virtual
 time), the gRPC server (live) and the AM, so the AM never learns which RM it
-talks to. They are values (:data:`message`): slotted, compared and hashed by their
+talks to. They are values (:data:`~gangmaster.selectors.values.value`): slotted, compared and hashed by their
 fields, and never changed once built — by convention, not by ``frozen``, whose
 ``__init__`` sets every field through ``object.__setattr__`` at about four times
 the cost (a replay builds tens of messages per job). What comes from the wire is
@@ -31,17 +31,14 @@ Semantics worth knowing (they differ from YARN in small, deliberate ways):
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.selectors.values import value
 
 ANY_HOST = "*"
 
-#: How every message is declared: a slotted dataclass (no per-message ``__dict__``),
-#: compared and hashed by its fields as a frozen one is, built by plain assignments.
-#: Nobody assigns to a message after building it (the module docstring).
-message = dataclass(slots=True, unsafe_hash=True)
 
 
 class ContainerState(str, enum.Enum):
@@ -137,7 +134,7 @@ ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, Wr
 
 
 # ------------------------------------------------------------------- messages
-@message
+@value
 class ResourceRequest:
     """An ask: ``count`` containers of ``resource``, on ``host`` / ``rack`` / anywhere."""
 
@@ -155,7 +152,7 @@ class ResourceRequest:
         return self.host or self.rack or ANY_HOST
 
 
-@message
+@value
 class AllocateRequest:
     """One AM heartbeat."""
 
@@ -169,7 +166,7 @@ class AllocateRequest:
     progress: float = 0.0
 
 
-@message
+@value
 class Container:
     """A granted container: where, what exactly (GPU mask, ports), for which ask."""
 
@@ -183,7 +180,7 @@ class Container:
     allocated_at: float
 
 
-@message
+@value
 class ContainerStatus:
     container_id: str
     host: str
@@ -193,7 +190,7 @@ class ContainerStatus:
     request_id: int = 0
 
 
-@message
+@value
 class NodeReport:
     host: str
     rack: str
@@ -235,13 +232,13 @@ def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
     return view
 
 
-@message
+@value
 class Rejection:
     request_id: int
     reason: str
 
 
-@message
+@value
 class PendingAsk:
     """An ask still (partly) waiting, with why it could not be placed in the last pass."""
 
@@ -250,7 +247,7 @@ class PendingAsk:
     reason: str = ""
 
 
-@message
+@value
 class AllocateResponse:
     allocated: tuple[Container, ...] = ()
     completed: tuple[ContainerStatus, ...] = ()
@@ -261,7 +258,7 @@ class AllocateResponse:
     response_id: int = 0
 
 
-@message
+@value
 class RegisterResponse:
     app_id: str
     attempt: int
@@ -271,7 +268,7 @@ class RegisterResponse:
     queue_limit: ResourceDescriptor | None = None  # the most the queue may hold at once (None: the cluster)
 
 
-@message
+@value
 class ApplicationSubmission:
     name: str
     queue: str = "default"
@@ -280,7 +277,7 @@ class ApplicationSubmission:
     am_expiry_s: float | None = None   # no heartbeat for this long: the AM attempt is declared dead
 
 
-@message
+@value
 class ApplicationReport:
     app_id: str
     name: str
@@ -298,7 +295,7 @@ class ApplicationReport:
     gpu_milli_used: int = 0
 
 
-@message
+@value
 class LaunchContext:
     """What a NodeManager starts in a container.
 
@@ -348,7 +345,7 @@ class LaunchContext:
         return launch
 
 
-@message
+@value
 class ContainerLaunch:
     """One container of a :class:`StartContainers` batch and what it adds to the shared launch."""
 
@@ -356,7 +353,7 @@ class ContainerLaunch:
     launch: LaunchContext = LaunchContext()
 
 
-@message
+@value
 class StartContainers:
     """Start a gang's containers in one call (YARN's ``StartContainersRequest``). What every
     task of the gang has alike (its peers' hosts, the job's variables: most of a story-3
@@ -367,7 +364,7 @@ class StartContainers:
     shared: LaunchContext = LaunchContext()
 
 
-@message
+@value
 class StartRefused:
     """The container of a batch the RM could not start, and why. The RM starts a batch's
     containers in order and stops at the first it cannot start: those before it run, those

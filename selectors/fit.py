@@ -34,9 +34,10 @@ touching only ``rows`` when given) and a scalar form over one node's amounts
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, NamedTuple
+
+from .values import value
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def describe_ask(memory_mb: int, vcores: float, gpus: int, gpu_mask: int, ports:
     return " ".join(parts)
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@value
 class Demand:
     """One instance's ask in integer units (the hot path's form of a ResourceDescriptor).
     A value, as a descriptor is: slotted, compared and hashed by its fields, never changed

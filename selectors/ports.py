@@ -8,8 +8,10 @@ cover, which is what the property tests check.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterable, Sequence
+
+from .values import value
 
 PORT_MIN = 0
 PORT_MAX = 65535
@@ -51,7 +53,7 @@ def _merge_sorted(items: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(merged)
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@value
 class PortRanges:
     """An immutable set of ports stored as coalesced closed ranges: a value, slotted,
     compared and hashed by its ranges, never changed once built — by convention, not by

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, popcount
 
 from .fit import GPU_MILLI, Amounts, Demand, describe_ask, milli, shortfall
 from .ports import NO_PORTS, PortRanges
+from .values import value
 
 __all__ = ["ResourceDescriptor", "ResourceError"]
 
@@ -37,7 +38,7 @@ class ResourceError(ValueError):
     """A resource value that cannot exist (negative, inconsistent mask)."""
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@value
 class ResourceDescriptor:
     """A value: slotted, compared and hashed by its fields as a frozen dataclass is, and
     never changed once built — by convention, not by ``frozen``, whose ``__init__`` sets

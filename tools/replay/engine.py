@@ -108,6 +108,7 @@ from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector
+from gangmaster.selectors.values import value
 from gangmaster.selectors.settings import SelectionSettings
 
 from ..rmsim.core import RMEvent
@@ -150,7 +151,7 @@ class ReplayOptions:
             raise ValueError(f"time_scale: expected a number > 0, got {self.time_scale}")
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@value
 class JobOutcome:
     """What became of one job: a value (as the RM protocol's messages are, not frozen: a
     replay makes one per job, and a frozen ``__init__`` costs four times as much)."""

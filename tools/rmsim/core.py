@@ -31,7 +31,7 @@ import numpy as np
 
 from gangmaster.am import rm_validation as check
 from gangmaster.am.rm_protocol import (
-    message, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
+    AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
     ContainerLaunch, ContainerState, ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport,
     NodeState, NotFound, PendingAsk, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers,
     StartRefused, WrongState,
@@ -40,6 +40,7 @@ from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.fit import GPU_MILLI, Demand
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
+from gangmaster.selectors.values import value
 
 from .clock import VirtualLoop
 from .ledger import Booking, NodeLedger
@@ -58,7 +59,7 @@ EVENT_KINDS = ("app_submitted", "app_registered", "attempt_failed", "app_finishe
                "container_started", "container_finished", "node_state")
 
 
-@message
+@value
 class RMEvent:
     """Something that happened in the RM, for subscribers (the simulation driver, logs): a
     value, as the protocol's messages are."""

@@ -16,12 +16,13 @@ per-GPU share ledger is :class:`NodeColumns`' own (free + used = 1000 per GPU).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from gangmaster.am.rm_protocol import NodeState
 from gangmaster.gpu_topology.masks import lowest_bits, popcount
+from gangmaster.selectors.values import value
 from gangmaster.selectors import explanation as why
 from gangmaster.selectors import fit
 from gangmaster.selectors.cluster import NodeColumns, NodeSpec
@@ -31,14 +32,14 @@ from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 from gangmaster.selectors.selector import tightest_gpu
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@value
 class Booking:
     """Exactly what one container holds on its node, with its :attr:`resource` (what the
     AM is told) and its :attr:`demand` (what the ledger books and gives back), made with
     it: a container is booked, reported and given back once each. An ask that named its
     GPUs and ports is booked as it was asked: its resource is ``asked`` and its demand
     the ask's own, compiled when the ask came. A value, as the protocol's messages are
-    (:data:`~gangmaster.am.rm_protocol.message`): never changed once made."""
+    (:data:`~gangmaster.selectors.values.value`): never changed once made."""
 
     memory_mb: int
     mvcores: int

@@ -30,12 +30,13 @@ duration it runs until it is stopped. :func:`raw_task_env` writes those variable
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping, Protocol
 
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.rm_protocol import InvalidRequest
 from gangmaster.conf.limits import INT32, MAX_DURATION_S
+from gangmaster.selectors.values import value
 
 __all__ = ["Workload", "JobWorkload", "TaskBehaviour", "RoleBehaviour", "InjectedFailure", "raw_task_env",
            "RUNS_UNTIL_STOPPED", "DEFAULT_DURATION_S", "BARRIER_ERROR_EXIT_CODE", "ENV_DURATION", "ENV_EXIT_CODE"]
@@ -57,10 +58,10 @@ ENV_ATTEMPT = "GANGMASTER_ATTEMPT"
 
 
 # The workload's answers are values, declared as the RM protocol's messages are
-# (gangmaster.am.rm_protocol.message: slotted, compared and hashed by value, never changed
+# (gangmaster.selectors.values.value: slotted, compared and hashed by value, never changed
 # once made, not frozen: a frozen __init__ costs four times as much, and a replay makes
 # a role's behaviour per job).
-@dataclass(slots=True, unsafe_hash=True)
+@value
 class TaskBehaviour:
     """What one started task does: take part in its gang's barrier (epoch 0) or not,
     then run ``duration_s`` (None: until stopped) and exit with ``exit_code``."""
@@ -74,7 +75,7 @@ class TaskBehaviour:
 RUNS_UNTIL_STOPPED = TaskBehaviour(None, 0, joins_barrier=False)
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@value
 class InjectedFailure:
     """Testing aid: in the listed attempts, instance ``instance`` of the role exits with
     ``exit_code`` at the end of its duration; or, ``before_barrier``, at once when it
@@ -92,7 +93,7 @@ NO_FAILURE = InjectedFailure()
 _FAILURE_KEYS = frozenset({"failOnAttempts", "failInstance", "failExitCode", "failBeforeBarrier"})
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@value
 class RoleBehaviour:
     """How every task of one role behaves in simulation."""
 
