@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import heapq
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -52,6 +51,8 @@ from .queues import Queue, default_queues
 _HEADROOM_MEMO = 4096
 #: The most compiled asks :meth:`ResourceManager._validate_asks` keeps (then it starts over).
 _DEMAND_MEMO = 4096
+#: The most reports :meth:`ResourceManager._node_report` keeps per node (then that node's start over).
+_REPORT_MEMO = 32
 
 
 #: Every kind of :class:`RMEvent`.
@@ -104,56 +105,62 @@ class AskState:
         self.blocked = False
 
 
-@dataclass(eq=False, slots=True)
 class ContainerRecord:
-    container_id: str
-    app_id: str
-    attempt: int
-    node: int
-    booking: Booking
-    request_id: int
-    allocated_at: float
-    state: ContainerState = ContainerState.ALLOCATED
-    exit_status: int | None = None
-    diagnostics: str = ""
-    started_at: float | None = None
-    finished_at: float | None = None
-    launch: LaunchContext | None = None
-    handle: dict = field(default_factory=dict)   # NodeManager's own data (pid, exit file)
-    stopping: bool = False                        # the RM asked the NodeManager to stop it
-    #: Finished for its application, but its booking is kept until the NodeManager reports
-    #: its processes gone (:meth:`ResourceManager.container_released`): a dying task keeps
-    #: its GPUs, so nothing new is granted them while it may still use them.
-    held: bool = False
-    expiry: Any = None   # the allocation-expiry timer while it waits to be started
+    """A container the RM granted, from its grant until it is forgotten. Made at every
+    grant, so its ``__init__`` sets each field once, as written here (a dataclass's fills
+    defaults through per-field tests); a restored RM sets what a state file kept after."""
+
+    __slots__ = ("container_id", "app_id", "attempt", "node", "booking", "request_id", "allocated_at", "state",
+                 "exit_status", "diagnostics", "started_at", "finished_at", "launch", "handle", "stopping", "held",
+                 "expiry")
+
+    def __init__(self, container_id: str, app_id: str, attempt: int, node: int, booking: Booking,
+                 request_id: int, allocated_at: float):
+        self.container_id, self.app_id, self.attempt, self.node = container_id, app_id, attempt, node
+        self.booking, self.request_id, self.allocated_at = booking, request_id, allocated_at
+        self.state = ContainerState.ALLOCATED
+        self.exit_status: int | None = None
+        self.diagnostics = ""
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.launch: LaunchContext | None = None
+        self.handle: dict = {}          # NodeManager's own data (pid, exit file)
+        self.stopping = False           # the RM asked the NodeManager to stop it
+        #: Finished for its application, but its booking is kept until the NodeManager reports
+        #: its processes gone (:meth:`ResourceManager.container_released`): a dying task keeps
+        #: its GPUs, so nothing new is granted them while it may still use them.
+        self.held = False
+        self.expiry: Any = None         # the allocation-expiry timer while it waits to be started
 
 
-@dataclass(eq=False, slots=True)
 class Application:
-    app_id: str
-    seq: int
-    name: str
-    queue: str
-    submitted_at: float
-    max_attempts: int
-    keep_containers: bool
-    am_expiry_s: float | None
-    state: AppState = AppState.ACCEPTED
-    attempt: int = 1
-    finished_at: float | None = None
-    final_status: str = ""
-    diagnostics: str = ""
-    last_heartbeat: float = 0.0
-    response_id: int = 0
-    asks: dict = field(default_factory=dict)          # request_id -> AskState (arrival order)
-    blacklist: set = field(default_factory=set)       # node indices
-    containers: dict = field(default_factory=dict)    # container_id -> ContainerRecord (live ones)
-    container_ids: list = field(default_factory=list)  # every container it was granted (what forgetting it drops)
-    out_allocated: list = field(default_factory=list)
-    out_completed: list = field(default_factory=list)
-    node_cursor: int = 0                              # the node changes its AM has heard of (NodeChanges)
-    out_rejected: list = field(default_factory=list)
-    expiry_timer: Any = None
+    """An application the RM accepted, until it is forgotten (made at every submission:
+    its ``__init__`` sets each field once, as :class:`ContainerRecord`'s does)."""
+
+    __slots__ = ("app_id", "seq", "name", "queue", "submitted_at", "max_attempts", "keep_containers", "am_expiry_s",
+                 "state", "attempt", "finished_at", "final_status", "diagnostics", "last_heartbeat", "response_id",
+                 "asks", "blacklist", "containers", "container_ids", "out_allocated", "out_completed", "node_cursor",
+                 "out_rejected", "expiry_timer")
+
+    def __init__(self, app_id: str, seq: int, name: str, queue: str, submitted_at: float, max_attempts: int,
+                 keep_containers: bool, am_expiry_s: float | None):
+        self.app_id, self.seq, self.name, self.queue, self.submitted_at = app_id, seq, name, queue, submitted_at
+        self.max_attempts, self.keep_containers, self.am_expiry_s = max_attempts, keep_containers, am_expiry_s
+        self.state = AppState.ACCEPTED
+        self.attempt = 1
+        self.finished_at: float | None = None
+        self.final_status = self.diagnostics = ""
+        self.last_heartbeat = 0.0
+        self.response_id = 0
+        self.asks: dict[int, AskState] = {}               # request_id -> AskState (arrival order)
+        self.blacklist: set[int] = set()                  # node indices
+        self.containers: dict[str, ContainerRecord] = {}  # container_id -> ContainerRecord (live ones)
+        self.container_ids: list[str] = []                # every container it was granted (what forgetting it drops)
+        self.out_allocated: list[ContainerRecord] = []
+        self.out_completed: list[ContainerStatus] = []
+        self.node_cursor = 0                              # the node changes its AM has heard of (NodeChanges)
+        self.out_rejected: list[Rejection] = []
+        self.expiry_timer: Any = None
 
 
 class ResourceManager:
@@ -180,9 +187,13 @@ class ResourceManager:
             raise ValueError(f"allocation_expiry_s: expected a number > 0, got {allocation_expiry_s}")
         self.allocation_expiry_s = allocation_expiry_s   # YARN: a granted container never started is taken back
         self.apps: dict[str, Application] = {}
+        #: the finished applications, in the order they finished (what is forgotten first: YARN's
+        #: completed applications); every application of ``apps`` not running is here
+        self.finished_apps: dict[str, Application] = {}
         #: The applications that may have asks waiting (a scheduling pass looks at these, not at
-        #: every running application): added when an allocate brings asks, dropped by the pass
-        #: once they have none.
+        #: every running application): added when an allocate brings asks, dropped when their
+        #: last ask is granted (or, asks cancelled, rejected or ended with their attempt, by the
+        #: next pass): an allocate runs a pass only while some application is here.
         self.asking: dict[str, Application] = {}
         #: False when the AMs share one view of the cluster that their driver keeps
         #: (:meth:`changed_nodes`; trace replay): responses then carry no node updates, which
@@ -192,7 +203,8 @@ class ResourceManager:
         self.node_containers: list[set] = [set() for _ in specs]
         self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
         self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
-        self._report_when_unused: list = [None] * len(specs)   # what an unused node reports (once built per state)
+        #: per node: what it reports in each state it was reported in (see _node_report)
+        self._reports: list[dict[tuple, NodeReport]] = [{} for _ in specs]
         self.next_app = 1
         self.next_container = 1
         self._forget_containers_at = limits.RM_MAX_FINISHED_CONTAINERS   # see _forget_old_containers
@@ -209,10 +221,11 @@ class ResourceManager:
         #: the cluster's total memory, milli-vcores and GPUs (a node's capacity never changes)
         self._capacity_totals = (int(self.ledger.memory_capacity.sum()), int(self.ledger.mvcores_capacity.sum()),
                                  int(self.ledger.gpu_capacity.sum()))
-        #: what every queue holds, summed: memory, milli-vcores, milli-GPU (kept with the queues'
-        #: own counts by :meth:`_charge`, so an allocate's headroom reads the cluster's free
-        #: resources without summing the queues)
-        self._used_totals = [0, 0, 0]
+        #: the cluster's free memory, milli-vcores and milli-GPU: its capacity less what the
+        #: queues hold (every booking is a queue's: :meth:`check_invariants` holds the books
+        #: equal), kept with the queues' own counts by :meth:`_charge`, so an allocate's
+        #: headroom reads it as it is, without summing the queues
+        self._free_totals = [self._capacity_totals[0], self._capacity_totals[1], self._capacity_totals[2] * GPU_MILLI]
         #: applications submitted and not finished (every queue's ``apps``), kept as they come and go
         self.running_apps = sum(len(q.apps) for q in self.queues.values())
         self._headroom_values: dict = {}   # (memory, mvcores, GPUs) -> the headroom descriptor of those values
@@ -316,6 +329,27 @@ class ResourceManager:
                     if not usable_only or self.ledger.usable[i]]
 
     def _node_report(self, i: int) -> NodeReport:
+        """Node ``i`` as it is now. A report is a value made of the node's state, health,
+        container count and free resources: a node goes back and forth between a few of
+        those (a job starts on it, another ends), so the report of each is made once and
+        given again (a replay's nodes are reported some 1.7 times a job, four in five times
+        in a state they were reported in before), at most :data:`_REPORT_MEMO` per node.
+        A node whose GPUs hold shares is reported afresh (its free milli-GPU per GPU is
+        part of its report)."""
+        ledger = self.ledger
+        if ledger.gpus_shared.item(i):
+            return self._new_node_report(i)
+        key = (ledger.memory_free.item(i), ledger.mvcores_free.item(i), ledger.gpu_free_mask.item(i),
+               ledger.ports_free[i].ranges, len(self.node_containers[i]), ledger.states[i], ledger.health_reports[i])
+        reports = self._reports[i]
+        report = reports.get(key)
+        if report is None:
+            if len(reports) >= _REPORT_MEMO:
+                reports.clear()
+            report = reports[key] = self._new_node_report(i)
+        return report
+
+    def _new_node_report(self, i: int) -> NodeReport:
         ledger = self.ledger
         spec = ledger.specs[i]
         capacity = self._capacity[i]
@@ -323,18 +357,10 @@ class ResourceManager:
             capacity = self._capacity[i] = spec.capacity
         state, health, containers = ledger.states[i], ledger.health_reports[i], len(self.node_containers[i])
         # No container on it books nothing of it (every booking is a container's, on its node
-        # until given back: check_invariants), so it reports as every time it was unused in
-        # this state: the same report (a gang's end: thousands).
-        if not containers:
-            report = self._report_when_unused[i]
-            if report is None or report.state is not state or report.health_report != health:
-                report = self._report_when_unused[i] = NodeReport(
-                    spec.host, spec.rack, state, capacity, self._free_of_unused(i, capacity), spec.labels,
-                    spec.gpu_type, spec.topology, containers, health)
-            return report
-        return NodeReport(spec.host, spec.rack, state, capacity, ledger.free(i), spec.labels, spec.gpu_type,
-                          spec.topology, containers, health,
-                          self._gpu_milli_free(i) if ledger.gpus_shared.item(i) else None)
+        # until given back: check_invariants): all of it is free.
+        free = self._free_of_unused(i, capacity) if not containers else ledger.free(i)
+        return NodeReport(spec.host, spec.rack, state, capacity, free, spec.labels, spec.gpu_type, spec.topology,
+                          containers, health, self._gpu_milli_free(i))
 
     def _gpu_milli_free(self, i: int) -> tuple[int, ...] | None:
         """Node ``i``'s milli-GPU free per GPU for its report, when some GPU of it holds shares."""
@@ -403,43 +429,52 @@ class ResourceManager:
             app = self.apps.get(request.app_id)
             if app is None or app.state is not AppState.RUNNING or app.attempt != request.attempt:
                 app = self._live_attempt(request.app_id, request.attempt)   # raises, naming what is wrong
-            # A quiet heartbeat (no asks, releases or blacklist changes: how an AM hears that
-            # its containers ended) has nothing to check.
-            asks = self._validate_asks(app, request) if request.asks else []
-            releases = self._validate_releases(app, request) if request.releases else []
-            if asks:
-                self._check_app_size(app, request, asks, releases)
-            if request.blacklist_additions or request.blacklist_removals:
-                black_add = [self._known_host(h, f"blacklist_additions[{k}]")
-                             for k, h in enumerate(request.blacklist_additions)]
-                black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
-                            for k, h in enumerate(request.blacklist_removals)]
-            else:
-                black_add = black_rm = ()
-            # Everything is valid: apply.
-            app.last_heartbeat = self.clock.now()
-            if black_add or black_rm:
-                app.blacklist.update(black_add)
-                app.blacklist.difference_update(black_rm)
-                self._dirty = True
-            for rec in releases:
-                self._finish_container(rec, ContainerState.KILLED, ExitStatus.ABORTED,
-                                       "released by the application master")
-            for request_id in request.cancel:
-                if app.asks.pop(request_id, None) is not None:
-                    self.version += 1
-            for ask in asks:
-                app.asks[ask.request.request_id] = ask
-                self._dirty = True
-            if asks:
-                self.asking[app.app_id] = app
-            if asks or releases or request.cancel:
-                self.version += 1
-            if self.scheduling_interval_s is None and self._dirty:
-                self.schedule()
+            if (request.asks or request.releases or request.cancel or request.blacklist_additions
+                    or request.blacklist_removals):
+                asks = self._take_request(app, request)
+            else:   # a quiet heartbeat (how an AM hears that its containers ended): nothing to check
+                app.last_heartbeat = self.clock.now()
+                asks = ()
+            if self.scheduling_interval_s is None and self._dirty and self.asking:
+                self._schedule()
             if asks:
                 self._reject_never_fitting(app, asks)
             return self._drain(app)
+
+    def _take_request(self, app: Application, request: AllocateRequest) -> list[AskState]:
+        """Check everything an allocate carries against the RM's state, then apply it all (a
+        refused call changes nothing); the new asks."""
+        asks = self._validate_asks(app, request) if request.asks else []
+        releases = self._validate_releases(app, request) if request.releases else []
+        if asks:
+            self._check_app_size(app, request, asks, releases)
+        if request.blacklist_additions or request.blacklist_removals:
+            black_add = [self._known_host(h, f"blacklist_additions[{k}]")
+                         for k, h in enumerate(request.blacklist_additions)]
+            black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
+                        for k, h in enumerate(request.blacklist_removals)]
+        else:
+            black_add = black_rm = ()
+        # Everything is valid: apply.
+        app.last_heartbeat = self.clock.now()
+        if black_add or black_rm:
+            app.blacklist.update(black_add)
+            app.blacklist.difference_update(black_rm)
+            self._dirty = True
+        for rec in releases:
+            self._finish_container(rec, ContainerState.KILLED, ExitStatus.ABORTED,
+                                   "released by the application master")
+        for request_id in request.cancel:
+            if app.asks.pop(request_id, None) is not None:
+                self.version += 1
+        for ask in asks:
+            app.asks[ask.request.request_id] = ask
+            self._dirty = True
+        if asks:
+            self.asking[app.app_id] = app
+        if asks or releases or request.cancel:
+            self.version += 1
+        return asks
 
     def _reject_never_fitting(self, app: Application, asks: list[AskState]) -> None:
         """Reject, in the call that made them, the new asks that can never fit. An ask that
@@ -621,58 +656,63 @@ class ResourceManager:
     def schedule(self) -> int:
         """One scheduling pass; returns the number of containers granted."""
         with self.lock:
-            if not self._dirty:
-                return 0
-            self._dirty = False
-            if not self.asking:   # nothing asked: nothing to grant (a freed container, a finish)
-                return 0
-            plans: dict[str, list] = {}
-            asking: dict[str, list[Application]] = {}
-            for app_id, app in list(self.asking.items()):
-                if not app.asks:
-                    del self.asking[app_id]
-                elif app.state is AppState.RUNNING:
-                    asking.setdefault(app.queue, []).append(app)
-            if not asking:   # every ask was served: no pass to make
-                return 0
-            for name, apps in asking.items():   # the queues with asks (the heap orders them)
-                plan = []
-                if len(apps) > 1:
-                    apps.sort(key=_submission_order)
-                for app in apps:
-                    if app.state is AppState.RUNNING and app.asks:
-                        asks = list(app.asks.values())
-                        if len(asks) > 1 and any([a.request.priority for a in asks]):
-                            asks.sort(key=_ask_priority)
-                        plan += [(app, ask) for ask in asks]
-                if plan:
-                    plans[name] = [plan, 0]
-            self._pass_failed: dict = {}
-            self._pass_candidates: dict = {}
-            granted = 0
-            if len(plans) == 1:   # one queue asks: it is served until it cannot be (no share to compare)
-                (name, entry), = plans.items()
-                queue = self.queues[name]
-                while self._place_one(queue, entry):
-                    granted += 1
-                heap = []
-            else:
-                heap = [(self.queues[name].share(), name) for name in plans]
-                heapq.heapify(heap)
-            while heap:
-                _, name = heapq.heappop(heap)
-                queue = self.queues[name]
-                entry = plans[name]
-                if self._place_one(queue, entry):
-                    granted += 1
-                    heapq.heappush(heap, (queue.share(), name))
-            for entry in plans.values():
-                for _, ask in entry[0]:
-                    ask.levels = None
-                    ask.blocked = False
-            self._pass_failed = {}
-            self._pass_candidates = {}
-            return granted
+            return self._schedule()
+
+    def _schedule(self) -> int:
+        """:meth:`schedule`, under the lock (an allocate calls it only when some application
+        asks: with none, a pass grants nothing, and the next asks mark the RM dirty again)."""
+        if not self._dirty:
+            return 0
+        self._dirty = False
+        if not self.asking:   # nothing asked: nothing to grant (a freed container, a finish)
+            return 0
+        plans: dict[str, list] = {}
+        asking: dict[str, list[Application]] = {}
+        for app_id, app in list(self.asking.items()):
+            if not app.asks:
+                del self.asking[app_id]
+            elif app.state is AppState.RUNNING:
+                asking.setdefault(app.queue, []).append(app)
+        if not asking:   # every ask was served: no pass to make
+            return 0
+        for name, apps in asking.items():   # the queues with asks (the heap orders them)
+            plan = []
+            if len(apps) > 1:
+                apps.sort(key=_submission_order)
+            for app in apps:
+                if app.state is AppState.RUNNING and app.asks:
+                    asks = list(app.asks.values())
+                    if len(asks) > 1 and any([a.request.priority for a in asks]):
+                        asks.sort(key=_ask_priority)
+                    plan += [(app, ask) for ask in asks]
+            if plan:
+                plans[name] = [plan, 0]
+        self._pass_failed: dict = {}
+        self._pass_candidates: dict = {}
+        granted = 0
+        if len(plans) == 1:   # one queue asks: it is served until it cannot be (no share to compare)
+            (name, entry), = plans.items()
+            queue = self.queues[name]
+            while self._place_one(queue, entry):
+                granted += 1
+            heap = []
+        else:
+            heap = [(self.queues[name].share(), name) for name in plans]
+            heapq.heapify(heap)
+        while heap:
+            _, name = heapq.heappop(heap)
+            queue = self.queues[name]
+            entry = plans[name]
+            if self._place_one(queue, entry):
+                granted += 1
+                heapq.heappush(heap, (queue.share(), name))
+        for entry in plans.values():
+            for _, ask in entry[0]:
+                ask.levels = None
+                ask.blocked = False
+        self._pass_failed = {}
+        self._pass_candidates = {}
+        return granted
 
     def _place_one(self, queue: Queue, entry: list) -> bool:
         plan, cursor = entry
@@ -787,6 +827,8 @@ class ResourceManager:
         ask.remaining -= 1
         if ask.remaining <= 0:
             del app.asks[ask.request.request_id]
+            if not app.asks:   # every ask served: the next passes need not look at it
+                self.asking.pop(app.app_id, None)
         app.out_allocated.append(rec)
         if self.allocation_expiry_s is not None:
             self._arm_allocation_expiry(rec)
@@ -969,7 +1011,7 @@ class ResourceManager:
         """What the queue could still be given: its room, at most what the cluster has free.
         One descriptor per value, built once (a run's allocates see few distinct values,
         and a descriptor is immutable); the memo is bounded (:data:`_HEADROOM_MEMO`)."""
-        free_mem, free_mvc, free_gpu_milli = self._free_totals()
+        free_mem, free_mvc, free_gpu_milli = self._free_totals
         values = (max(0, min(queue.max_mem - queue.used_mem, free_mem)),
                   max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)),
                   max(0, min(queue.max_gpus * GPU_MILLI - queue.used_gpus * GPU_MILLI - queue.used_gpu_milli,
@@ -981,14 +1023,6 @@ class ResourceManager:
                 memo.clear()
             headroom = memo[values] = ResourceDescriptor(values[0], values[1] / 1000.0, values[2])
         return headroom
-
-    def _free_totals(self) -> tuple[int, int, int]:
-        """The cluster's free memory, milli-vcores and milli-GPU: its capacity less what the
-        queues use (every booking is a queue's: :meth:`check_invariants` holds the two books
-        equal), kept as bookings come and go (:meth:`_charge`), not summed per call."""
-        mem, mvc, gpus = self._capacity_totals
-        used_mem, used_mvc, used_gpu_milli = self._used_totals
-        return mem - used_mem, mvc - used_mvc, gpus * GPU_MILLI - used_gpu_milli
 
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change
@@ -1041,16 +1075,17 @@ class ResourceManager:
         self._charge(self.queues[self.apps[rec.app_id].queue], rec.booking, -1)
 
     def _charge(self, queue: Queue, booking: Booking, sign: int) -> None:
-        """Count a booking in (``sign`` 1) or out (-1) of its queue's usage and the queues' totals."""
-        mem, mvc, gpus, gpu_milli = booking.memory_mb, booking.mvcores, booking.demand.gpus, booking.gpu_milli
-        queue.used_mem += sign * mem
-        queue.used_mvc += sign * mvc
-        queue.used_gpus += sign * gpus
-        queue.used_gpu_milli += sign * gpu_milli
-        totals = self._used_totals
-        totals[0] += sign * mem
-        totals[1] += sign * mvc
-        totals[2] += sign * (gpus * GPU_MILLI + gpu_milli)
+        """Count a booking in (``sign`` 1) or out (-1) of its queue's usage and the cluster's free totals."""
+        mem, mvc, gpus, gpu_milli = (sign * booking.memory_mb, sign * booking.mvcores, sign * booking.demand.gpus,
+                                     sign * booking.gpu_milli)
+        queue.used_mem += mem
+        queue.used_mvc += mvc
+        queue.used_gpus += gpus
+        queue.used_gpu_milli += gpu_milli
+        free = self._free_totals
+        free[0] -= mem
+        free[1] -= mvc
+        free[2] -= gpus * GPU_MILLI + gpu_milli
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True
@@ -1074,9 +1109,10 @@ class ResourceManager:
         self.running_apps -= 1
         self._dirty = True
         self.version += 1
+        self.finished_apps[app.app_id] = app
         if "app_finished" in self._heard:
             self._emit("app_finished", app.app_id, detail=f"{state.value} {final_status} {diagnostics}")
-        if len(self.apps) - self.running_apps > limits.RM_MAX_COMPLETED_APPS:
+        if len(self.finished_apps) > limits.RM_MAX_COMPLETED_APPS:
             self._forget_old_apps()
 
     def _fail_attempt(self, app: Application, diagnostics: str) -> None:
@@ -1125,27 +1161,29 @@ class ResourceManager:
 
     # ================================================================ history
     def _forget_old_apps(self) -> None:
-        """Past RM_MAX_COMPLETED_APPS finished applications, forget the oldest tenth of them
-        (with their containers): memory stays bounded however many applications come and go,
-        and the cost of a pass is spread over a tenth of the limit's application ends. An
-        application is forgotten with the containers it was granted (its own list), never by
-        scanning every container the RM remembers; one whose booking is still held (a
-        stopped container whose processes are not gone yet) is kept until it is released."""
-        finished = len(self.apps) - self.running_apps
+        """Past RM_MAX_COMPLETED_APPS finished applications, forget the tenth of them that
+        finished first (with their containers), as YARN forgets its completed applications:
+        memory stays bounded however many applications come and go, and the cost of a pass
+        is spread over a tenth of the limit's application ends. The pass reads the finished
+        applications in the order they finished (:attr:`finished_apps`), never the running
+        ones nor every container the RM remembers: an application is forgotten with the
+        containers it was granted (its own list); one whose booking is still held (a stopped
+        container whose processes are not gone yet) is kept until it is released."""
+        finished = self.finished_apps
         limit = limits.RM_MAX_COMPLETED_APPS
-        if finished <= limit:
+        if len(finished) <= limit:
             return
-        drop = finished - limit + limit // 10
+        drop = len(finished) - limit + limit // 10
         containers = self.containers
         gone = []
-        for app in self.apps.values():
+        for app in finished.values():
             if len(gone) >= drop:
                 break
-            if app.state.finished and not any(
-                    rec is not None and rec.held for rec in map(containers.get, app.container_ids)):
+            if not any(rec is not None and rec.held for rec in map(containers.get, app.container_ids)):
                 gone.append(app)
         for app in gone:
             del self.apps[app.app_id]
+            del finished[app.app_id]
             for cid in app.container_ids:
                 containers.pop(cid, None)   # (the oldest finished ones may be forgotten already)
         self.version += 1
@@ -1205,12 +1243,16 @@ class ResourceManager:
             assert q.used_gpu_milli == sum(c.booking.gpu_milli for c in live), f"queue {q.name}: GPU share drift"
             assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.gpu_milli_used <= q.max_gpus * GPU_MILLI, \
                 f"queue {q.name}: over its limit"
-        assert self._used_totals == [sum(q.used_mem for q in self.queues.values()),
-                                     sum(q.used_mvc for q in self.queues.values()),
-                                     sum(q.gpu_milli_used for q in self.queues.values())], "the queues' totals drift"
+        mem, mvc, gpus = self._capacity_totals
+        assert self._free_totals == [mem - sum(q.used_mem for q in self.queues.values()),
+                                     mvc - sum(q.used_mvc for q in self.queues.values()),
+                                     gpus * GPU_MILLI - sum(q.gpu_milli_used for q in self.queues.values())], \
+            "the queues' totals drift"
         assert self.running_apps == sum(len(q.apps) for q in self.queues.values()), "running applications drift"
-        assert self._free_totals() == (int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
-                                       int(ledger.gpu_milli_free.sum())), "the queues' usage and the nodes' free drift"
+        assert self.finished_apps.keys() == {a for a, app in self.apps.items() if app.state.finished}, \
+            "finished applications drift"
+        assert self._free_totals == [int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
+                                     int(ledger.gpu_milli_free.sum())], "the queues' usage and the nodes' free drift"
 
     def _check_gpu_shares(self, i: int, whole_mask: int, shares: np.ndarray) -> int:
         """Node ``i``'s GPUs, recounted from its containers (whole GPUs by ``whole_mask``, shares

@@ -5,13 +5,15 @@ its allocate responses, so a response must carry every node whose usage, health
 or container count changed since that application's previous response — and
 nothing else, so a quiet cluster costs a quiet heartbeat.
 
-Every change gets the next sequence number: the node's column ``last`` holds the
+Every change gets the next sequence number: the node's entry of ``last`` holds the
 number of its latest change and an append-only ``log`` lists the changed nodes in
 order. An application remembers the number it has seen up to (its cursor), so
 recording a change costs O(1) whatever the number of applications, and a
 response costs O(changes since the cursor). The log is bounded: past twice the
 number of nodes its older half is dropped, and a cursor older than the log is
-answered from the ``last`` column (one vector scan) instead. A response carries
+answered from ``last`` (one vector scan) instead. ``last`` is a plain list: it is
+written at every change and read entry by entry from the log, where a numpy column's
+scalar reads and writes cost several times as much. A response carries
 at most ``limit`` nodes, the oldest changes first; the cursor then stops there
 and the rest follow in the next responses.
 """
@@ -26,7 +28,7 @@ MIN_LOG_ENTRIES = 1024
 class NodeChanges:
     def __init__(self, nodes: int):
         self.seq = 0                                   # the number of the latest change
-        self.last = np.zeros(nodes, dtype=np.int64)    # per node: the number of its latest change (0: none)
+        self.last = [0] * nodes                        # per node: the number of its latest change (0: none)
         self.log: list[int] = []                       # changed nodes, in order; log[k] is change base + k
         self.base = 1
         self._max_log = max(MIN_LOG_ENTRIES, 2 * nodes)
@@ -52,7 +54,7 @@ class NodeChanges:
         if len(last) != len(self.last) or any(not 0 <= n <= seq for n in last):
             raise ValueError(f"node change numbers must lie in 0..{seq}, one per node")
         self.seq = seq
-        self.last[:] = last
+        self.last = list(last)
         self.log, self.base = [], seq + 1
 
     def since(self, cursor: int, limit: int) -> tuple[list[int], int]:
@@ -76,10 +78,11 @@ class NodeChanges:
         return out, self.seq
 
     def _from_column(self, cursor: int, limit: int) -> tuple[list[int], int]:
-        changed = np.flatnonzero(self.last > cursor)
-        order = np.argsort(self.last[changed], kind="stable")
+        last = np.array(self.last, dtype=np.int64)
+        changed = np.flatnonzero(last > cursor)
+        order = np.argsort(last[changed], kind="stable")
         changed = changed[order]
         if len(changed) > limit:
             changed = changed[:limit]
-            return changed.tolist(), int(self.last[changed[-1]])
+            return changed.tolist(), int(last[changed[-1]])
         return changed.tolist(), self.seq

@@ -154,16 +154,21 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
             c["container_id"], c["app_id"], c["attempt"], c["node"],
             Booking(c["memory_mb"], c["mvcores"], c["gpu_mask"], PortRanges.of(*c["port_ranges"]),
                     c.get("gpu_milli", 0)),
-            c["request_id"], c["allocated_at"], ContainerState(c["state"]), c["exit_status"], c["diagnostics"],
-            c["started_at"], c["finished_at"],
-            # (files written before the workload model also hold "duration_s" and "exit_code": unused)
-            LaunchContext(tuple(launch["command"]), tuple(tuple(e) for e in launch["env"])) if launch else None,
-            c["handle"], held=c.get("held", False) is True)   # files before "held" hold none
+            c["request_id"], c["allocated_at"])
+        rec.state, rec.exit_status, rec.diagnostics = ContainerState(c["state"]), c["exit_status"], c["diagnostics"]
+        rec.started_at, rec.finished_at = c["started_at"], c["finished_at"]
+        # (files written before the workload model also hold "duration_s" and "exit_code": unused)
+        rec.launch = (LaunchContext(tuple(launch["command"]), tuple(tuple(e) for e in launch["env"])) if launch
+                      else None)
+        rec.handle = c["handle"]
+        rec.held = c.get("held", False) is True   # files before "held" hold none
         core.containers[rec.container_id] = rec
     for a in data["apps"]:
         app = Application(a["app_id"], a["seq"], a["name"], a["queue"], a["submitted_at"], a["max_attempts"],
-                          a["keep_containers"], a["am_expiry_s"], AppState(a["state"]), a["attempt"],
-                          a["finished_at"], a["final_status"], a["diagnostics"], clock.now(), a["response_id"])
+                          a["keep_containers"], a["am_expiry_s"])
+        app.state, app.attempt, app.finished_at = AppState(a["state"]), a["attempt"], a["finished_at"]
+        app.final_status, app.diagnostics = a["final_status"], a["diagnostics"]
+        app.last_heartbeat, app.response_id = clock.now(), a["response_id"]
         for ask in a["asks"]:
             req = ResourceRequest(ask["request_id"], _resource_from(ask["resource"]), ask["count"], ask["host"],
                                   ask["rack"], ask["relax_locality"], ask["node_label"], ask["priority"])
@@ -181,6 +186,8 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         app.out_rejected = [Rejection(rid, reason) for rid, reason in a["out_rejected"]]
         app.node_cursor = int(a.get("node_cursor", 0))
         core.apps[app.app_id] = app
+    for app in sorted((app for app in core.apps.values() if app.state.finished), key=lambda app: app.finished_at):
+        core.finished_apps[app.app_id] = app   # in the order they finished
     for rec in core.containers.values():   # in grant order, as the RM listed them
         owner = core.apps.get(rec.app_id)
         if owner is not None:

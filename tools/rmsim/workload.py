@@ -110,12 +110,20 @@ class RoleBehaviour:
     @classmethod
     def from_keys(cls, keys: Mapping[str, Any]) -> "RoleBehaviour":
         """From a role's simulation keys as the job file names them (``JobSpec.simulation``;
-        the job reader has checked their values)."""
-        failure = NO_FAILURE if _FAILURE_KEYS.isdisjoint(keys) else InjectedFailure(
-            tuple(keys.get("failOnAttempts", ())), keys.get("failInstance", 0), keys.get("failExitCode", 1),
-            keys.get("failBeforeBarrier", False))
-        return cls(float(keys.get("simulatedDurationSeconds", DEFAULT_DURATION_S)),
-                   keys.get("simulatedExitCode", 0), failure)
+        the job reader has checked their values). A role with no failure injected is made
+        once per duration and exit code (:data:`_PLAIN_ROLES`: a replay's jobs are told of
+        one after another, tens of thousands, a few thousand durations)."""
+        duration, exit_code = keys.get("simulatedDurationSeconds", DEFAULT_DURATION_S), keys.get("simulatedExitCode", 0)
+        if _FAILURE_KEYS.isdisjoint(keys):
+            plain = _PLAIN_ROLES.get((duration, exit_code))
+            if plain is None:
+                if len(_PLAIN_ROLES) >= _PLAIN_ROLES_KEPT:
+                    _PLAIN_ROLES.clear()
+                plain = _PLAIN_ROLES[(duration, exit_code)] = cls(float(duration), exit_code)
+            return plain
+        failure = InjectedFailure(tuple(keys.get("failOnAttempts", ())), keys.get("failInstance", 0),
+                                  keys.get("failExitCode", 1), keys.get("failBeforeBarrier", False))
+        return cls(float(duration), exit_code, failure)
 
     def task(self, index: int, attempt: int) -> TaskBehaviour:
         """Instance ``index`` of the role in gang attempt ``attempt`` (1-based)."""
@@ -125,6 +133,12 @@ class RoleBehaviour:
                 return TaskBehaviour(0.0, failure.exit_code, joins_barrier=False)
             return TaskBehaviour(self.duration_s, failure.exit_code)
         return self.usual
+
+
+#: The roles with no failure injected, by duration and exit code as their keys give them.
+_PLAIN_ROLES: dict[tuple, RoleBehaviour] = {}
+#: The most of them kept (then they are made afresh).
+_PLAIN_ROLES_KEPT = 4096
 
 
 class Workload(Protocol):
@@ -146,7 +160,7 @@ class JobWorkload:
         second job of the same name must behave the same: tasks cannot tell them apart."""
         roles = {role.name: RoleBehaviour.from_keys(job.simulation.get(role.name, {})) for role in job.roles}
         known = self._jobs.setdefault(job.name, roles)
-        if known != roles:
+        if known is not roles and known != roles:
             raise ValueError(f"job {job.name!r}: another job of that name, simulated differently, is already "
                              "known; simulated tasks are told apart by their job's name")
 
