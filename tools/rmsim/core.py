@@ -233,6 +233,10 @@ class ResourceManager:
         #: few resources, and a trace's jobs a few thousand), bounded by _DEMAND_MEMO
         self._demands: dict[ResourceDescriptor, Demand] = {}
         self._queue_limits: dict = {}      # (queue, its limits) -> what registrations say of it
+        #: the queues whose every limit is at least the cluster's total: such a queue's room
+        #: (its limit less what it holds) is never less than what the cluster has free (what
+        #: the other queues hold is not free), so its headroom is what is free
+        self._unlimited_queues = {q.name for q in self.queues.values() if self._queue_limit(q) is None}
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -285,7 +289,7 @@ class ResourceManager:
                                  f"(RM_MAX_RUNNING_APPS); submit again when one has finished")
             seq = self.next_app
             self.next_app += 1
-            app_id = f"app_{seq:04d}"
+            app_id = "app_%04d" % seq   # (as an f-string's format specs would, in one call)
             app = Application(app_id, seq, submission.name, submission.queue, self.clock.now(),
                               submission.max_attempts, submission.keep_containers_across_attempts,
                               submission.am_expiry_s)
@@ -815,7 +819,7 @@ class ResourceManager:
         return found
 
     def _grant(self, app: Application, ask: AskState, node: int, booking: Booking, queue: Queue) -> None:
-        cid = f"container_{app.seq:04d}_{app.attempt:02d}_{self.next_container:06d}"
+        cid = "container_%04d_%02d_%06d" % (app.seq, app.attempt, self.next_container)
         self.next_container += 1
         rec = ContainerRecord(cid, app.app_id, app.attempt, node, booking, ask.request.request_id, self.clock.now())
         self.containers[cid] = rec
@@ -930,9 +934,10 @@ class ResourceManager:
         what it still waits for after its cancels, plus the new asks)."""
         if not asks:
             return
-        cancelled = set(request.cancel)
-        waiting = sum([a.remaining for rid, a in app.asks.items() if rid not in cancelled]) if app.asks else 0
-        total = len(app.containers) - len(releases) + waiting + sum([a.request.count for a in asks])
+        total = len(app.containers) - len(releases) + sum([a.remaining for a in asks])   # (a new ask: its count)
+        if app.asks:
+            cancelled = set(request.cancel)
+            total += sum([a.remaining for rid, a in app.asks.items() if rid not in cancelled])
         if total > limits.RM_MAX_CONTAINERS_PER_APP:
             raise InvalidRequest(f"asks: application {app.app_id} would hold and wait for {total} containers, "
                                  f"over the limit of {limits.RM_MAX_CONTAINERS_PER_APP} (RM_MAX_CONTAINERS_PER_APP)")
@@ -1012,10 +1017,13 @@ class ResourceManager:
         One descriptor per value, built once (a run's allocates see few distinct values,
         and a descriptor is immutable); the memo is bounded (:data:`_HEADROOM_MEMO`)."""
         free_mem, free_mvc, free_gpu_milli = self._free_totals
-        values = (max(0, min(queue.max_mem - queue.used_mem, free_mem)),
-                  max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)),
-                  max(0, min(queue.max_gpus * GPU_MILLI - queue.used_gpus * GPU_MILLI - queue.used_gpu_milli,
-                             free_gpu_milli)) // GPU_MILLI)
+        if queue.name in self._unlimited_queues:   # its room is never less than what is free
+            values = (free_mem, free_mvc, free_gpu_milli // GPU_MILLI)
+        else:
+            values = (max(0, min(queue.max_mem - queue.used_mem, free_mem)),
+                      max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)),
+                      max(0, min(queue.max_gpus * GPU_MILLI - queue.used_gpus * GPU_MILLI - queue.used_gpu_milli,
+                                 free_gpu_milli)) // GPU_MILLI)
         memo = self._headroom_values
         headroom = memo.get(values)
         if headroom is None:
