@@ -6,7 +6,8 @@ simulation, ``RealTimeLoop`` for ``gangmaster rm serve``) and a NodeManager
 which clock or NodeManager it has.
 
 The scheduler runs a *pass* at every AM heartbeat when anything changed since
-the last one (new asks, freed resources, node health). A pass serves queues by
+the last one (new asks, freed resources, node health) and some application has
+asks waiting. A pass serves queues by
 lowest dominant share first, one container at a time (fair between queues), and
 inside a queue the applications in submission order, each one's asks by
 priority then arrival (FIFO). An ask that cannot be placed now is skipped for
@@ -232,11 +233,12 @@ class ResourceManager:
         #: an ask's resource -> its compiled Demand (a value of a value: a gang's asks share a
         #: few resources, and a trace's jobs a few thousand), bounded by _DEMAND_MEMO
         self._demands: dict[ResourceDescriptor, Demand] = {}
-        self._queue_limits: dict = {}      # (queue, its limits) -> what registrations say of it
+        #: queue -> its limit as registrations tell it (a queue's limits never change)
+        self._queue_limits = {name: self._queue_limit(q) for name, q in self.queues.items()}
         #: the queues whose every limit is at least the cluster's total: such a queue's room
         #: (its limit less what it holds) is never less than what the cluster has free (what
         #: the other queues hold is not free), so its headroom is what is free
-        self._unlimited_queues = {q.name for q in self.queues.values() if self._queue_limit(q) is None}
+        self._unlimited_queues = {name for name, limit in self._queue_limits.items() if limit is None}
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -404,21 +406,16 @@ class ResourceManager:
             if "app_registered" in self._heard:
                 self._emit("app_registered", app_id, detail=f"attempt {app.attempt}")
             return RegisterResponse(app_id, app.attempt, app.queue, self.max_allocation, previous,
-                                    self._queue_limit(self.queues[app.queue]))
+                                    self._queue_limits[app.queue])
 
     def _queue_limit(self, queue: Queue) -> ResourceDescriptor | None:
-        """The queue's limit, each unlimited dimension capped at the cluster's total (worked
-        out once per queue and limits: every registration asks)."""
-        limits = (queue.max_mem, queue.max_mvc, queue.max_gpus)
-        key = (queue.name, limits)
-        if key not in self._queue_limits:
-            totals = self._capacity_totals
-            if all(limit >= total for limit, total in zip(limits, totals)):
-                self._queue_limits[key] = None
-            else:
-                mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
-                self._queue_limits[key] = ResourceDescriptor(mem, mvc / 1000.0, gpus)
-        return self._queue_limits[key]
+        """The queue's limit, each unlimited dimension capped at the cluster's total; None
+        when no dimension is limited below it (worked out once per queue: :attr:`_queue_limits`)."""
+        limits, totals = (queue.max_mem, queue.max_mvc, queue.max_gpus), self._capacity_totals
+        if all(limit >= total for limit, total in zip(limits, totals)):
+            return None
+        mem, mvc, gpus = (min(limit, total) for limit, total in zip(limits, totals))
+        return ResourceDescriptor(mem, mvc / 1000.0, gpus)
 
     def allocate(self, request: AllocateRequest, checked: bool = False) -> AllocateResponse:
         """One AM heartbeat. ``checked``: the request's form (types, ranges, names, list
@@ -430,9 +427,7 @@ class ResourceManager:
                 raise InvalidRequest(f"request: expected an AllocateRequest, got {type(request).__name__}")
             check.check_allocate(request)
         with self.lock:
-            app = self.apps.get(request.app_id)
-            if app is None or app.state is not AppState.RUNNING or app.attempt != request.attempt:
-                app = self._live_attempt(request.app_id, request.attempt)   # raises, naming what is wrong
+            app = self._live_attempt(request.app_id, request.attempt)
             if (request.asks or request.releases or request.cancel or request.blacklist_additions
                     or request.blacklist_removals):
                 asks = self._take_request(app, request)
@@ -971,11 +966,12 @@ class ResourceManager:
         return app
 
     def _live_attempt(self, app_id: str, attempt: int) -> Application:
-        app = self._app(app_id)
-        if app.state is not AppState.RUNNING or app.attempt != attempt:
-            raise WrongState(f"application {app_id} attempt {attempt} is not the running attempt "
-                             f"(application {app.state.value}, attempt {app.attempt})")
-        return app
+        app = self.apps.get(app_id)
+        if app is not None and app.state is AppState.RUNNING and app.attempt == attempt:
+            return app
+        app = self._app(app_id)   # raises NotFound for an unknown application
+        raise WrongState(f"application {app_id} attempt {attempt} is not the running attempt "
+                         f"(application {app.state.value}, attempt {app.attempt})")
 
     def _container_rec(self, container_id: str) -> ContainerRecord:
         rec = self.containers.get(container_id)
