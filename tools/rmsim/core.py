@@ -1183,7 +1183,11 @@ class ResourceManager:
         for app in finished.values():
             if len(gone) >= drop:
                 break
-            if not any(rec is not None and rec.held for rec in map(containers.get, app.container_ids)):
+            for cid in app.container_ids:
+                rec = containers.get(cid)
+                if rec is not None and rec.held:
+                    break
+            else:   # none of its containers holds its booking
                 gone.append(app)
         for app in gone:
             del self.apps[app.app_id]
