@@ -19,7 +19,7 @@ real-time clock thread and process monitors can share one core. Every public
 method first checks its arguments (:mod:`gangmaster.am.rm_validation`, the limits
 in ``conf/limits.py``), so a refused call changes nothing, whichever client made it.
 What the RM remembers of finished work is bounded too (RM_MAX_COMPLETED_APPS,
-RM_MAX_FINISHED_CONTAINERS): past a limit the oldest tenth is forgotten.
+RM_MAX_FINISHED_CONTAINERS): past a limit the tenth that finished first is forgotten.
 """
 from __future__ import annotations
 
