@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable
+from typing import Hashable, Iterable
 
 import numpy as np
 
@@ -131,7 +131,7 @@ class NodeColumns:
         self.gpu_share_capacity = np.where(self.gpu_capacity > 0, GPU_MILLI, 0).astype(np.int32)
         self._share_ledger_shared = False   # copy-on-write with copies of the view
         self._column_caches: dict[str, _CachedColumn] = {}
-        self._derived: dict[str, object] = {}
+        self._derived: dict[Hashable, object] = {}
         #: counts every change of a row, so that a result read later can tell it is stale
         self.changes = 0
         self._port_capacity_counts: dict[int, np.ndarray] = {}
@@ -245,10 +245,10 @@ class NodeColumns:
             dirty.clear()
         return cache.values
 
-    def derived(self, name: str, build):
+    def derived(self, name: Hashable, build):
         """State derived from the rows and kept in step by its owner (a strategy's sorted
-        node index, :mod:`~gangmaster.selectors.node_index`): ``build(view)`` makes it
-        once; the view then adds every changed row to its ``dirty`` set, and gives a copy
+        node index, :mod:`~gangmaster.selectors.node_index`), found by ``name`` (any
+        hashable value): ``build(view)`` makes it once; the view then adds every changed row to its ``dirty`` set, and gives a copy
         of itself ``state.copy()``."""
         state = self._derived.get(name)
         if state is None:
