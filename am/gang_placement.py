@@ -143,7 +143,7 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
                  wanted: list[list[int]], placement: GangPlacement | None) -> None:
     """:func:`place_gang`'s loop; the instances are recorded in ``placement`` when one is
     given (the never-fits check needs only the answer, not 6,001 records of it)."""
-    total = sum(len(todo) for todo in wanted)
+    total = sum(map(len, wanted))
     # A lone instance books nothing a later one would see: it is picked on the view itself,
     # not booked (place() leaves a view it does not book on as it was), as one
     # select_single_node() picks — the same node, without a copy of the view.
@@ -242,17 +242,18 @@ def pipeline_of(pipeline: PipelineFor, role: RoleSpec) -> SelectionPipeline:
 
 def _wanted_indices(roles: tuple[RoleSpec, ...],
                     indices: Mapping[str, Sequence[int]] | None) -> list[list[int]]:
-    """The sorted instance indices to place, per role; bad input named precisely."""
+    """The sorted instance indices to place, per role; bad input named precisely (a
+    role's bad indices before names that are no role's)."""
     if indices is None:
         return [list(range(role.instances)) for role in roles]
-    names = [role.name for role in roles]
-    unknown = sorted(set(indices) - set(names))
-    if unknown:
-        raise ValueError(f"indices: unknown role(s) {', '.join(map(repr, unknown))}; "
-                         f"the gang's roles are {', '.join(map(repr, names))}")
     wanted = []
+    named = 0   # the roles the mapping names
     for role in roles:
-        given = indices.get(role.name, ())
+        given = indices.get(role.name)
+        if given is None:
+            wanted.append([])
+            continue
+        named += 1
         try:
             todo = sorted(map(operator.index, given))   # (C-level passes: the AM asks for thousands at once)
         except TypeError:
@@ -260,10 +261,16 @@ def _wanted_indices(roles: tuple[RoleSpec, ...],
         if todo and not 0 <= todo[0] <= todo[-1] < role.instances:
             bad = [i for i in todo if not 0 <= i < role.instances]
             raise ValueError(f"indices[{role.name!r}]: expected indices in 0..{role.instances - 1}, got {bad}")
-        if len(set(todo)) != len(todo):
+        if len(todo) > 1 and len(set(todo)) != len(todo):
             twice = sorted({a for a, b in zip(todo, todo[1:]) if a == b})
             raise ValueError(f"indices[{role.name!r}]: index(es) {twice} given more than once")
         wanted.append(todo)
+    if named != len(indices):   # some name may not be a role's
+        names = [role.name for role in roles]
+        unknown = sorted(set(indices) - set(names))
+        if unknown:
+            raise ValueError(f"indices: unknown role(s) {', '.join(map(repr, unknown))}; "
+                             f"the gang's roles are {', '.join(map(repr, names))}")
     return wanted
 
 

@@ -614,23 +614,36 @@ class ClusterView(NodeColumns):
         failed[self.index(host)] = True
         self.changes += 1
 
-    def set_free(self, host: str, free: ResourceDescriptor,
-                 gpu_milli_free: tuple[int, ...] | None = None) -> None:
+    def set_free(self, host_or_index: int | str, free: ResourceDescriptor,
+                 gpu_milli_free: tuple[int, ...] | None = None) -> bool:
         """Overwrite what is free on a node from an RM node report (the RM holds the truth):
         ``free`` names the wholly free GPUs; ``gpu_milli_free`` (per GPU, when the report
         has shares) what shares leave on the others. A GPU reported at 0 keeps its
-        shares if the view had some (full of shares and taken whole read the same)."""
-        i = self.index(host)
+        shares if the view had some (full of shares and taken whole read the same).
+
+        Returns whether the node has more room than before in memory, vcores, wholly
+        free GPUs or ports (a GPU or port freed counts even when another was taken);
+        what shares leave on a GPU is not compared (the AM's tracker compares it)."""
+        i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
         mask = self.gpu_capacity_mask.item(i) & free.gpu_mask
-        self.memory_free[i] = free.memory_mb
-        self.mvcores_free[i] = milli(free.vcores)
+        memory, mvcores = free.memory_mb, milli(free.vcores)
+        more = (memory > self.memory_free.item(i) or mvcores > self.mvcores_free.item(i)
+                or bool(mask & ~self.gpu_free_mask.item(i)))
+        self.memory_free[i] = memory
+        self.mvcores_free[i] = mvcores
         self.gpu_free_mask[i] = mask
-        self.gpus_free[i] = popcount(mask)
+        self.gpus_free[i] = mask.bit_count()
         if gpu_milli_free is not None or self.gpus_shared.item(i):
             self._set_shares(i, mask, gpu_milli_free or ())
         ports = free.port_ranges
-        self._set_ports_free(i, ports.intersect(self.port_capacity[i]) if ports.ranges else ports)
+        if ports.ranges:
+            ports = ports.intersect(self.port_capacity[i])
+        before = self.ports_free[i]
+        if ports is not before:
+            more = more or ports_grew(ports, before)
+            self._set_ports_free(i, ports)
         self._touched(i)
+        return more
 
     def _set_shares(self, i: int, free_mask: int, milli_free: tuple[int, ...]) -> None:
         ledger = self._writable_share_ledger()
@@ -667,6 +680,11 @@ _PORT_RESULTS_KEPT = 4096
 class _CachedColumn:
     values: np.ndarray
     dirty: set = field(default_factory=set)
+
+
+def ports_grew(now: PortRanges, before: PortRanges) -> bool:
+    """Some port of ``now`` is not in ``before`` (none can be when ``now`` is empty)."""
+    return bool(now.ranges) and now != before and bool(now.subtract(before))
 
 
 def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:

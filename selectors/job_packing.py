@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .selector import NodeKey, Selector, pack_key, pack_keys, tenth, tenths
+from .selector import NodeKey, Selector, pack_keys, tenth, tenths
 
 
 def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
@@ -20,13 +20,16 @@ def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
 
 
 def packing_key(view, i: int) -> int:
-    """:func:`packing_keys` of node ``i``, in plain Python."""
-    return pack_key(
-        (view.gpus_free.item(i), 7),
-        (view.gpu_capacity.item(i), 7),
-        (tenth(view.mvcores_free.item(i)), 17),
-        (view.memory_free.item(i), 28),
-    )
+    """:func:`packing_keys` of node ``i``, in plain Python: :func:`~gangmaster.selectors.selector.pack_key`
+    of the same fields, unrolled (the view's index asks it of every node that changes)."""
+    return (_clipped(view.gpus_free.item(i), 7) << 52 | _clipped(view.gpu_capacity.item(i), 7) << 45
+            | _clipped(tenth(view.mvcores_free.item(i)), 17) << 28 | _clipped(view.memory_free.item(i), 28))
+
+
+def _clipped(value: int, bits: int) -> int:
+    """``value`` clipped into ``[0, 2**bits - 1]``, as a packed key's field."""
+    top = (1 << bits) - 1
+    return 0 if value < 0 else top if value > top else value
 
 
 #: the packing key of every node, whatever the request: one column and one index per view
