@@ -146,10 +146,11 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
     total = sum(map(len, wanted))
     # A lone instance books nothing a later one would see: it is picked on the view itself,
     # not booked (place() leaves a view it does not book on as it was), as one
-    # select_single_node() picks — the same node, without a copy of the view.
+    # select_single_node() picks — the same node, without a copy of the view, and with no
+    # hosts of the job to carry.
     alone = total == 1
     scratch = view if alone else view.copy()
-    recent = RecentHosts(scratch, limit=recent_hosts)
+    recent = None if alone else RecentHosts(scratch, limit=recent_hosts)
     placed_before = 0
     for role, todo in zip(roles, wanted):
         if not todo:

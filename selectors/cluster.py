@@ -27,7 +27,7 @@ from typing import Hashable, Iterable
 
 import numpy as np
 
-from gangmaster.gpu_topology.masks import full_mask, indices_of, is_subset, popcount
+from gangmaster.gpu_topology.masks import full_mask, indices_of
 
 from .fit import GPU_MILLI, Amounts, Demand, milli, shortfall
 from .ports import NO_PORTS, PORT_MIN, PortRanges
@@ -317,7 +317,7 @@ class NodeColumns:
             if self.gpu_share_used.item(i, gpu) < exact.gpu_milli:
                 raise ResourceError(f"host {self.hosts[i]}: {exact.gpu_milli} milli of GPU {gpu} are not in use "
                                     f"by shares ({self.gpu_share_used.item(i, gpu)} are)")
-        elif not is_subset(exact.gpu_mask, used_mask) or (exact.gpu_mask and self._holds_shares(i, exact.gpu_mask)):
+        elif exact.gpu_mask & ~used_mask or (exact.gpu_mask and self._holds_shares(i, exact.gpu_mask)):
             raise ResourceError(f"host {self.hosts[i]}: GPUs {indices_of(exact.gpu_mask & ~used_mask)} "
                                 f"are not in use (or hold shares, not a whole booking)")
         memory = self.memory_free.item(i) + exact.memory_mb
@@ -355,8 +355,8 @@ class NodeColumns:
         return result
 
     def _check_exact(self, i: int, exact: Demand) -> None:
-        gpus_named = (exact.gpus == 0 and popcount(exact.gpu_mask) == 1) if exact.gpu_milli \
-            else exact.gpus == popcount(exact.gpu_mask)
+        named = int(exact.gpu_mask).bit_count()
+        gpus_named = (exact.gpus == 0 and named == 1) if exact.gpu_milli else exact.gpus == named
         if not gpus_named or exact.ports != exact.port_ranges.count:
             raise ResourceError(f"host {self.hosts[i]}: a booking names its GPUs (a mask; one GPU for a share) "
                                 f"and its ports (ranges), got {exact}")

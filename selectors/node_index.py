@@ -218,7 +218,7 @@ class NodeIndex:
         one node, in plain Python; when given): most walks end there."""
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
-        runs = sorted((run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run)
+        runs = sorted([(run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run])
         for first, bucket in runs:
             if len(found) >= k and first > found[-1]:
                 break  # every later run starts even later
