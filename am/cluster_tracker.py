@@ -23,7 +23,7 @@ from gangmaster.selectors.ports import PortRanges
 
 from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, check_fits_empty
 from .jobspec_model import RoleSpec
-from .rm_protocol import NodeReport, view_from_nodes
+from .rm_protocol import NodeReport, NodeState, view_from_nodes
 
 
 class _Room(NamedTuple):
@@ -90,6 +90,10 @@ def _in_use(view: ClusterView, i: int) -> bool:
 _make_room = tuple.__new__
 
 
+#: the node states in which a node takes containers (``NodeState.usable``), read without a
+#: property call and an Enum member's look-up per update
+_USABLE = frozenset(state for state in NodeState if state.usable)
+
 #: how many answers of check_fits_empty are kept by the roles' identity (then that memo starts afresh)
 FITS_EMPTY_BY_ID_KEPT = 4096
 
@@ -123,7 +127,7 @@ class ClusterTracker:
             shares = report.gpu_milli_free is not None or view.gpus_shared.item(i)
             before = _Room.of(view, i) if shares and not grew else None   # once one node grew, the answer is known
             more = view.set_free(i, report.free, report.gpu_milli_free)
-            usable = report.state.usable
+            usable = report.state in _USABLE
             if view.healthy.item(i) != usable:
                 view.set_health(report.host, usable)
                 more = more or usable   # usable again

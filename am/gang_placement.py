@@ -279,24 +279,40 @@ def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: P
             hosts: list[str], asked: ResourceDescriptor) -> None:
     """One InstancePlacement per instance placed, indices in ascending order. The
     resources asked of the RM name their GPUs and ports; instances of a kind share
-    one descriptor (a gang has thousands of instances and few kinds: the port objects
-    of a kind are shared, so they are told apart by identity)."""
-    kinds: dict[tuple[int, int], tuple[ResourceDescriptor, str]] = {}
+    one descriptor (:func:`_kind`: a gang has thousands of instances and few kinds, the
+    port objects of a kind are shared, so they are told apart by identity)."""
     index = iter(todo)
     append, name, make = placement.instances.append, role.name, tuple.__new__
     for node, gpu_masks, ports_of in zip(placed.nodes, placed.gpu_masks, placed.ports):
         host = hosts[node]
         for gpu_mask, ports in zip(gpu_masks, ports_of):
-            key = (gpu_mask, id(ports))
-            kind = kinds.get(key)
-            if kind is None:
-                kind = kinds[key] = _kind(asked, gpu_mask, ports)
+            kind = _kind(asked, gpu_mask, ports)
             append(make(InstancePlacement, (name, next(index), host, gpu_mask, kind[1], kind[0])))
 
 
 def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:
     """The resource to ask of the RM for these GPUs and ports, and the ports as text; for
-    a share of one GPU, the share on the GPU chosen (``gpu_milli`` kept, ``gpu_mask`` its GPU)."""
+    a share of one GPU, the share on the GPU chosen (``gpu_milli`` kept, ``gpu_mask`` its GPU).
+    Made once per distinct ask, GPUs and ports (found by the ask's and the ports' identity,
+    both kept with the answer): the gangs of one shape ask the same few again and again,
+    and a descriptor is a value nobody changes."""
+    key = (id(asked), gpu_mask, id(ports))
+    known = _kinds.get(key)
+    if known is not None and known[0] is asked and known[1] is ports:
+        return known[2]
+    if len(_kinds) >= KINDS_KEPT:
+        _kinds.clear()
+    kind = _kinds[key] = (asked, ports, _new_kind(asked, gpu_mask, ports))
+    return kind[2]
+
+
+#: how many kinds :func:`_kind` keeps (then it starts afresh)
+KINDS_KEPT = 4096
+#: (id(ask), GPU mask, id(ports)) -> (ask, ports, its kind): see _kind
+_kinds: dict[tuple[int, int, int], tuple[ResourceDescriptor, PortRanges, tuple[ResourceDescriptor, str]]] = {}
+
+
+def _new_kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:
     if not gpu_mask:
         return (asked.with_ports(ports), str(ports)) if ports else (asked, "")
     # ``asked`` was checked when made and the GPUs and ports come from the view's own

@@ -132,6 +132,7 @@ class NodeColumns:
         self._share_ledger_shared = False   # copy-on-write with copies of the view
         self._column_caches: dict[str, _CachedColumn] = {}
         self._derived: dict[Hashable, object] = {}
+        self._dirty_sets: list[set[int]] = []   # every cached column's and derived state's, for _touched
         #: counts every change of a row, so that a result read later can tell it is stale
         self.changes = 0
         self._port_capacity_counts: dict[int, np.ndarray] = {}
@@ -233,6 +234,7 @@ class NodeColumns:
         cache = self._column_caches.get(name)
         if cache is None:
             cache = self._column_caches[name] = _CachedColumn(np.asarray(compute(self, slice(None))).copy())
+            self._dirty_sets.append(cache.dirty)
         elif cache.dirty:
             dirty = cache.dirty
             if compute_row is not None and len(dirty) <= ROWS_ONE_BY_ONE:
@@ -253,22 +255,19 @@ class NodeColumns:
         state = self._derived.get(name)
         if state is None:
             state = self._derived[name] = build(self)
+            self._dirty_sets.append(state.dirty)
         return state
 
     def _touched(self, i: int) -> None:
         self.changes += 1
-        for cache in self._column_caches.values():
-            cache.dirty.add(i)
-        for state in self._derived.values():
-            state.dirty.add(i)
+        for dirty in self._dirty_sets:   # (each cached column's and derived state's)
+            dirty.add(i)
 
     def _touched_rows(self, rows: list[int]) -> None:
         """:meth:`_touched` for many rows at once (a bulk booking)."""
         self.changes += 1
-        for cache in self._column_caches.values():
-            cache.dirty.update(rows)
-        for state in self._derived.values():
-            state.dirty.update(rows)
+        for dirty in self._dirty_sets:
+            dirty.update(rows)
 
     # ----------------------------------------------------------------- booking
     def _book(self, i: int, exact: Demand) -> None:
@@ -317,7 +316,8 @@ class NodeColumns:
             if self.gpu_share_used.item(i, gpu) < exact.gpu_milli:
                 raise ResourceError(f"host {self.hosts[i]}: {exact.gpu_milli} milli of GPU {gpu} are not in use "
                                     f"by shares ({self.gpu_share_used.item(i, gpu)} are)")
-        elif exact.gpu_mask & ~used_mask or (exact.gpu_mask and self._holds_shares(i, exact.gpu_mask)):
+        elif exact.gpu_mask & ~used_mask or (exact.gpu_mask and self.gpus_shared.item(i)
+                                             and self._holds_shares(i, exact.gpu_mask)):
             raise ResourceError(f"host {self.hosts[i]}: GPUs {indices_of(exact.gpu_mask & ~used_mask)} "
                                 f"are not in use (or hold shares, not a whole booking)")
         memory = self.memory_free.item(i) + exact.memory_mb
@@ -414,6 +414,8 @@ class NodeColumns:
         clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
                                 for name, c in self._column_caches.items()}
         clone._derived = {name: state.copy() for name, state in self._derived.items()}
+        clone._dirty_sets = ([c.dirty for c in clone._column_caches.values()]
+                             + [state.dirty for state in clone._derived.values()])
 
 
 class ClusterView(NodeColumns):
@@ -503,7 +505,7 @@ class ClusterView(NodeColumns):
                     and not any(f.any() for f in self.role_failed.values()))
 
     def free_mask(self, i: int) -> int:
-        return int(self.gpu_free_mask[i])
+        return self.gpu_free_mask.item(i)
 
     def instances_of(self, role: str) -> np.ndarray:
         counts = self.role_count.get(role)

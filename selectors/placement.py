@@ -55,7 +55,7 @@ tiers) and no rack policy, the same order is searched without a look at every no
 the job's hosts, the rest of their racks (the view's rack grouping), then the
 strategy's node index in (key, tie order), skipping those racks
 (:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a gang of one,
-a job's first instance), the index alone, walked by
+a job's first instance) or no tiers (a random pick), the index alone, walked by
 :func:`~gangmaster.selectors.candidates.best_by_key` without building the loop at all
 (:func:`_lone`), which also gives a random pick its few best to draw from.
 
@@ -154,8 +154,8 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     ``recent`` when given); book them on ``view`` when ``book``. Raises
     :class:`NotAvailable` (the filter chain's explanation for the instance that found
     no node) with the :class:`Placement` so far in ``placed``."""
-    if count == 1 and not book and not request.placed_hosts and (recent is None or not recent.nodes):
-        placed = _lone(pipeline, view, request)
+    if count == 1 and not book and (recent is None or not (recent.nodes or request.placed_hosts)):
+        placed = _lone(pipeline, view, request)   # (the request as asked: the job's hosts are its own)
         if placed is not None:
             return placed
     loop = _Loop(pipeline, view, request, count, recent, book)
@@ -164,14 +164,18 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 
 
 def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest) -> "Placement | None":
-    """One instance, not booked, of a job with no hosts (a gang of one, or
-    ``select_single_node`` for a job's first instance): with a node key and no rack
-    policy, the best node that fits through the strategy's node index (a random pick
-    draws among the ``keep()`` best), its GPUs and ports chosen as the loop chooses them
-    — the loop's pick without the loop; None when the order is not a node key's (the
-    loop decides)."""
+    """One instance, not booked, with no locality tiers to search (a job with no hosts —
+    a gang of one, ``select_single_node`` for a job's first instance — or a strategy
+    without tiers: a random pick, one that opts out of locality): with a node key and no
+    rack policy, the best node that fits through the strategy's node index (a random
+    pick draws among the ``keep()`` best), its GPUs and ports chosen as the loop chooses
+    them — the loop's pick without the loop; None when that does not apply (the loop
+    decides)."""
     selector = pipeline.selector
-    key = selector.node_key(request) if request.rack_policy == "none" else None
+    if request.rack_policy != "none" or (request.placed_hosts and selector.prefer_locality
+                                         and not selector.pick_at_random):
+        return None
+    key = selector.node_key(request)
     if key is None:
         return None
     k = selector.keep(request, len(view)) if selector.pick_at_random else 1
@@ -341,7 +345,7 @@ class _Loop:
         """The same pick for one instance of a job with hosts without a look at every
         node, when the order is a node key's within the tiers and there is no rack policy
         (module docstring): the job's hosts, their racks, then the index; None when it
-        does not apply (a job with no hosts is :func:`_lone`'s)."""
+        does not apply (without tiers to search, the pick is :func:`_lone`'s)."""
         request, selector, view = self._current(), self.selector, self.view
         if self.policy != "none" or not (self.locality and self.recent.nodes):
             return None
