@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple
 
-from gangmaster.selectors.cluster import ClusterView
+from gangmaster.selectors.cluster import ClusterView, ports_grew
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.ports import PortRanges
 
 from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, check_fits_empty
 from .jobspec_model import RoleSpec
-from .rm_protocol import NodeReport, view_from_nodes
+from .rm_protocol import NodeReport, NodeState, view_from_nodes
 
 
 class _Room(NamedTuple):
@@ -63,17 +63,9 @@ class _Room(NamedTuple):
                 or self._ports_grew_from(before)
                 or (self.shares_used is not None and self._shares_grew_from(before)))
 
-    def in_use_on(self, view: ClusterView, i: int) -> bool:
-        """Node ``i``, offering this room, is not as on the idle cluster: something of it is
-        used, or it is unhealthy (enough to know that ``view.is_empty()`` is False, without
-        a look at every node)."""
-        return (not self.healthy or self.shares_used is not None
-                or self.memory_mb != view.memory_capacity.item(i) or self.mvcores != view.mvcores_capacity.item(i)
-                or self.gpu_mask != view.gpu_capacity_mask.item(i))
-
     def _ports_grew_from(self, before: "_Room") -> bool:
         """Some port free now was not free before (none can be when none is free)."""
-        return bool(self.ports.ranges) and self.ports != before.ports and bool(self.ports.subtract(before.ports))
+        return ports_grew(self.ports, before.ports)
 
     def _shares_grew_from(self, before: "_Room") -> bool:
         """Some GPU that holds shares now has more milli free than before (a GPU wholly
@@ -83,10 +75,24 @@ class _Room(NamedTuple):
         return any(a > b for a, b in zip(now, was))
 
 
+def _in_use(view: ClusterView, i: int) -> bool:
+    """Node ``i`` is not as on the idle cluster: something of it is used, or it is
+    unhealthy (enough to know that ``view.is_empty()`` is False, without a look at every
+    node)."""
+    return (not view.healthy.item(i) or bool(view.gpus_shared.item(i))
+            or view.memory_free.item(i) != view.memory_capacity.item(i)
+            or view.mvcores_free.item(i) != view.mvcores_capacity.item(i)
+            or view.gpu_free_mask.item(i) != view.gpu_capacity_mask.item(i))
+
+
 #: builds a :class:`_Room` from its fields in order, without the named tuple's argument
 #: handling (a node update builds two)
 _make_room = tuple.__new__
 
+
+#: the node states in which a node takes containers (``NodeState.usable``), read without a
+#: property call and an Enum member's look-up per update
+_USABLE = frozenset(state for state in NodeState if state.usable)
 
 #: how many answers of check_fits_empty are kept by the roles' identity (then that memo starts afresh)
 FITS_EMPTY_BY_ID_KEPT = 4096
@@ -102,11 +108,13 @@ class ClusterTracker:
         self.grown = 0      # counts the updates after which some node had more room than before
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
         self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
-        self._fits_empty_by_id: dict[tuple, tuple] = {}   # the same, by the roles' ids: see _fits_empty_of
+        self._fits_empty_by_id: dict[tuple, tuple] = {}   # the same, by the roles tuple's id: see _fits_empty_of
         self._empty_at: tuple[int, bool] | None = None   # (view.changes, view.is_empty()) when last asked
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
-        """Take the RM's node updates; True when some node has more room than before."""
+        """Take the RM's node updates; True when some node has more room than before
+        (:meth:`ClusterView.set_free` compares what it overwrites; where a GPU holds
+        shares, before or after, the node's whole :class:`_Room` is compared)."""
         view = self.view
         grew = False
         in_use = False   # some node updated holds something: the view is not the idle cluster
@@ -116,15 +124,17 @@ class ClusterTracker:
                 self._rebuild()
                 view, grew = self.view, True
                 continue
-            before = None if grew else _Room.of(view, i)   # once one node grew, the answer is known
-            view.set_free(report.host, report.free, report.gpu_milli_free)
-            usable = report.state.usable
+            shares = report.gpu_milli_free is not None or view.gpus_shared.item(i)
+            before = _Room.of(view, i) if shares and not grew else None   # once one node grew, the answer is known
+            more = view.set_free(i, report.free, report.gpu_milli_free)
+            usable = report.state in _USABLE
             if view.healthy.item(i) != usable:
                 view.set_health(report.host, usable)
-            if not (grew and in_use):
-                now = _Room.of(view, i)
-                grew = grew or now.grew_from(before)
-                in_use = in_use or now.in_use_on(view, i)
+                more = more or usable   # usable again
+            if before is not None:
+                more = _Room.of(view, i).grew_from(before)
+            grew = grew or more
+            in_use = in_use or _in_use(view, i)
         if in_use:
             self._empty_at = (view.changes, False)
         if grew:
@@ -138,7 +148,7 @@ class ClusterTracker:
         (trace replay) answers most gangs from what it found for an earlier one of the same
         shape. While the view is the idle cluster itself the check is the gang's placement
         on it, returned as that function returns it; else None."""
-        pipelines = tuple(pipeline_for(role) for role in roles)
+        pipelines = tuple(map(pipeline_for, roles))
         never = self._fits_empty_of(roles, pipelines)
         if never is _UNKNOWN or self._view_is_empty():
             try:
@@ -154,12 +164,11 @@ class ClusterTracker:
 
     def _fits_empty_of(self, roles: tuple[RoleSpec, ...], pipelines: tuple) -> GangDoesNotFit | None | object:
         """What :meth:`check_fits_empty` found for this gang shape (``_UNKNOWN`` when not
-        asked yet). Looked up first by the roles' identity (AMs of one shape share their
-        RoleSpecs: no role is hashed, and the roles kept with the answer keep their ids
-        theirs), then by their value."""
-        by_id = (tuple(map(id, roles)), pipelines)
-        known = self._fits_empty_by_id.get(by_id)
-        if known is not None and all(a is b for a, b in zip(known[0], roles)):
+        asked yet). Looked up first by the identity of the roles' tuple (AMs of one shape
+        share it: no role is hashed, and the tuple kept with the answer keeps its id its
+        own), then by the roles' value."""
+        known = self._fits_empty_by_id.get((id(roles), pipelines))
+        if known is not None and known[0] is roles:
             return known[1]
         never = self._fits_empty.get((roles, pipelines), _UNKNOWN)   # (pipelines by identity)
         if never is not _UNKNOWN:
@@ -174,7 +183,7 @@ class ClusterTracker:
     def _remember_by_id(self, roles: tuple[RoleSpec, ...], pipelines: tuple, never: GangDoesNotFit | None) -> None:
         if len(self._fits_empty_by_id) >= FITS_EMPTY_BY_ID_KEPT:   # (AMs that do not share their roles)
             self._fits_empty_by_id.clear()
-        self._fits_empty_by_id[(tuple(map(id, roles)), pipelines)] = (roles, never)
+        self._fits_empty_by_id[(id(roles), pipelines)] = (roles, never)
 
     def _view_is_empty(self) -> bool:
         """``view.is_empty()``, looked at again only once the view has changed: the view

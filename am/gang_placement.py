@@ -143,13 +143,14 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
                  wanted: list[list[int]], placement: GangPlacement | None) -> None:
     """:func:`place_gang`'s loop; the instances are recorded in ``placement`` when one is
     given (the never-fits check needs only the answer, not 6,001 records of it)."""
-    total = sum(len(todo) for todo in wanted)
+    total = sum(map(len, wanted))
     # A lone instance books nothing a later one would see: it is picked on the view itself,
     # not booked (place() leaves a view it does not book on as it was), as one
-    # select_single_node() picks — the same node, without a copy of the view.
+    # select_single_node() picks — the same node, without a copy of the view, and with no
+    # hosts of the job to carry.
     alone = total == 1
     scratch = view if alone else view.copy()
-    recent = RecentHosts(scratch, limit=recent_hosts)
+    recent = None if alone else RecentHosts(scratch, limit=recent_hosts)
     placed_before = 0
     for role, todo in zip(roles, wanted):
         if not todo:
@@ -242,17 +243,18 @@ def pipeline_of(pipeline: PipelineFor, role: RoleSpec) -> SelectionPipeline:
 
 def _wanted_indices(roles: tuple[RoleSpec, ...],
                     indices: Mapping[str, Sequence[int]] | None) -> list[list[int]]:
-    """The sorted instance indices to place, per role; bad input named precisely."""
+    """The sorted instance indices to place, per role; bad input named precisely (a
+    role's bad indices before names that are no role's)."""
     if indices is None:
         return [list(range(role.instances)) for role in roles]
-    names = [role.name for role in roles]
-    unknown = sorted(set(indices) - set(names))
-    if unknown:
-        raise ValueError(f"indices: unknown role(s) {', '.join(map(repr, unknown))}; "
-                         f"the gang's roles are {', '.join(map(repr, names))}")
     wanted = []
+    named = 0   # the roles the mapping names
     for role in roles:
-        given = indices.get(role.name, ())
+        given = indices.get(role.name)
+        if given is None:
+            wanted.append([])
+            continue
+        named += 1
         try:
             todo = sorted(map(operator.index, given))   # (C-level passes: the AM asks for thousands at once)
         except TypeError:
@@ -260,10 +262,16 @@ def _wanted_indices(roles: tuple[RoleSpec, ...],
         if todo and not 0 <= todo[0] <= todo[-1] < role.instances:
             bad = [i for i in todo if not 0 <= i < role.instances]
             raise ValueError(f"indices[{role.name!r}]: expected indices in 0..{role.instances - 1}, got {bad}")
-        if len(set(todo)) != len(todo):
+        if len(todo) > 1 and len(set(todo)) != len(todo):
             twice = sorted({a for a, b in zip(todo, todo[1:]) if a == b})
             raise ValueError(f"indices[{role.name!r}]: index(es) {twice} given more than once")
         wanted.append(todo)
+    if named != len(indices):   # some name may not be a role's
+        names = [role.name for role in roles]
+        unknown = sorted(set(indices) - set(names))
+        if unknown:
+            raise ValueError(f"indices: unknown role(s) {', '.join(map(repr, unknown))}; "
+                             f"the gang's roles are {', '.join(map(repr, names))}")
     return wanted
 
 
@@ -271,24 +279,40 @@ def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: P
             hosts: list[str], asked: ResourceDescriptor) -> None:
     """One InstancePlacement per instance placed, indices in ascending order. The
     resources asked of the RM name their GPUs and ports; instances of a kind share
-    one descriptor (a gang has thousands of instances and few kinds: the port objects
-    of a kind are shared, so they are told apart by identity)."""
-    kinds: dict[tuple[int, int], tuple[ResourceDescriptor, str]] = {}
+    one descriptor (:func:`_kind`: a gang has thousands of instances and few kinds, the
+    port objects of a kind are shared, so they are told apart by identity)."""
     index = iter(todo)
     append, name, make = placement.instances.append, role.name, tuple.__new__
     for node, gpu_masks, ports_of in zip(placed.nodes, placed.gpu_masks, placed.ports):
         host = hosts[node]
         for gpu_mask, ports in zip(gpu_masks, ports_of):
-            key = (gpu_mask, id(ports))
-            kind = kinds.get(key)
-            if kind is None:
-                kind = kinds[key] = _kind(asked, gpu_mask, ports)
+            kind = _kind(asked, gpu_mask, ports)
             append(make(InstancePlacement, (name, next(index), host, gpu_mask, kind[1], kind[0])))
 
 
 def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:
     """The resource to ask of the RM for these GPUs and ports, and the ports as text; for
-    a share of one GPU, the share on the GPU chosen (``gpu_milli`` kept, ``gpu_mask`` its GPU)."""
+    a share of one GPU, the share on the GPU chosen (``gpu_milli`` kept, ``gpu_mask`` its GPU).
+    Made once per distinct ask, GPUs and ports (found by the ask's and the ports' identity,
+    both kept with the answer): the gangs of one shape ask the same few again and again,
+    and a descriptor is a value nobody changes."""
+    key = (id(asked), gpu_mask, id(ports))
+    known = _kinds.get(key)
+    if known is not None and known[0] is asked and known[1] is ports:
+        return known[2]
+    if len(_kinds) >= KINDS_KEPT:
+        _kinds.clear()
+    kind = _kinds[key] = (asked, ports, _new_kind(asked, gpu_mask, ports))
+    return kind[2]
+
+
+#: how many kinds :func:`_kind` keeps (then it starts afresh)
+KINDS_KEPT = 4096
+#: (id(ask), GPU mask, id(ports)) -> (ask, ports, its kind): see _kind
+_kinds: dict[tuple[int, int, int], tuple[ResourceDescriptor, PortRanges, tuple[ResourceDescriptor, str]]] = {}
+
+
+def _new_kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:
     if not gpu_mask:
         return (asked.with_ports(ports), str(ports)) if ports else (asked, "")
     # ``asked`` was checked when made and the GPUs and ports come from the view's own

@@ -139,10 +139,17 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
     """The view's index of its nodes by ``key`` (equal keys by ``ties``), up to date with
     every row changed since it was last read. A driver that keeps one view which many
     placements copy (trace replay) reads it on that view, so each copy starts from an
-    index kept up to date once instead of building its own."""
+    index kept up to date once instead of building its own.
+
+    The rows changed since are taken in one by one: each one's key by the key's
+    ``compute_row`` (its column when it has none) and its bucket by :func:`room_bucket`,
+    from the view's row; the key's column is brought up to date by whoever reads it."""
     index = kept_node_index(view, key, ties)
-    if index.dirty:  # (the key column is brought up to date by whoever reads it)
-        index.sync(key.column(view), _buckets(view))
+    if index.dirty:
+        compute_row = key.compute_row
+        key_of = key.column(view).item if compute_row is None else (lambda node: compute_row(view, node))
+        index.take_in(key_of, lambda node: room_bucket(view, node),
+                      lambda: (key.column(view), room_buckets(view, slice(None))))
     return index
 
 
@@ -151,13 +158,8 @@ def kept_node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None
     stands: the rows changed since it was last read are taken in by :func:`node_index`,
     when it is read."""
     # an index holds its tie array, so the array's id names it as long as it lives
-    name = f"node-index:{key.name}" + ("" if ties is None else f":ties@{id(ties)}")
-    return view.derived(name, lambda v: NodeIndex(key.column(v), _buckets(v), key.name, ties))
-
-
-def _buckets(view: "ClusterView") -> np.ndarray:
-    """Every node's bucket in the view's node indexes (one column for all of them)."""
-    return view.cached_column("node-index-buckets", room_buckets, room_bucket)
+    name = ("node-index", key.name, None if ties is None else id(ties))
+    return view.derived(name, lambda v: NodeIndex(key.column(v), room_buckets(v, slice(None)), key.name, ties))
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable
+from typing import Hashable, Iterable
 
 import numpy as np
 
-from gangmaster.gpu_topology.masks import full_mask, indices_of, is_subset, popcount
+from gangmaster.gpu_topology.masks import full_mask, indices_of
 
 from .fit import GPU_MILLI, Amounts, Demand, milli, shortfall
 from .ports import NO_PORTS, PORT_MIN, PortRanges
@@ -131,7 +131,8 @@ class NodeColumns:
         self.gpu_share_capacity = np.where(self.gpu_capacity > 0, GPU_MILLI, 0).astype(np.int32)
         self._share_ledger_shared = False   # copy-on-write with copies of the view
         self._column_caches: dict[str, _CachedColumn] = {}
-        self._derived: dict[str, object] = {}
+        self._derived: dict[Hashable, object] = {}
+        self._dirty_sets: list[set[int]] = []   # every cached column's and derived state's, for _touched
         #: counts every change of a row, so that a result read later can tell it is stale
         self.changes = 0
         self._port_capacity_counts: dict[int, np.ndarray] = {}
@@ -233,6 +234,7 @@ class NodeColumns:
         cache = self._column_caches.get(name)
         if cache is None:
             cache = self._column_caches[name] = _CachedColumn(np.asarray(compute(self, slice(None))).copy())
+            self._dirty_sets.append(cache.dirty)
         elif cache.dirty:
             dirty = cache.dirty
             if compute_row is not None and len(dirty) <= ROWS_ONE_BY_ONE:
@@ -245,30 +247,27 @@ class NodeColumns:
             dirty.clear()
         return cache.values
 
-    def derived(self, name: str, build):
+    def derived(self, name: Hashable, build):
         """State derived from the rows and kept in step by its owner (a strategy's sorted
-        node index, :mod:`~gangmaster.selectors.node_index`): ``build(view)`` makes it
-        once; the view then adds every changed row to its ``dirty`` set, and gives a copy
+        node index, :mod:`~gangmaster.selectors.node_index`), found by ``name`` (any
+        hashable value): ``build(view)`` makes it once; the view then adds every changed row to its ``dirty`` set, and gives a copy
         of itself ``state.copy()``."""
         state = self._derived.get(name)
         if state is None:
             state = self._derived[name] = build(self)
+            self._dirty_sets.append(state.dirty)
         return state
 
     def _touched(self, i: int) -> None:
         self.changes += 1
-        for cache in self._column_caches.values():
-            cache.dirty.add(i)
-        for state in self._derived.values():
-            state.dirty.add(i)
+        for dirty in self._dirty_sets:   # (each cached column's and derived state's)
+            dirty.add(i)
 
     def _touched_rows(self, rows: list[int]) -> None:
         """:meth:`_touched` for many rows at once (a bulk booking)."""
         self.changes += 1
-        for cache in self._column_caches.values():
-            cache.dirty.update(rows)
-        for state in self._derived.values():
-            state.dirty.update(rows)
+        for dirty in self._dirty_sets:
+            dirty.update(rows)
 
     # ----------------------------------------------------------------- booking
     def _book(self, i: int, exact: Demand) -> None:
@@ -317,7 +316,8 @@ class NodeColumns:
             if self.gpu_share_used.item(i, gpu) < exact.gpu_milli:
                 raise ResourceError(f"host {self.hosts[i]}: {exact.gpu_milli} milli of GPU {gpu} are not in use "
                                     f"by shares ({self.gpu_share_used.item(i, gpu)} are)")
-        elif not is_subset(exact.gpu_mask, used_mask) or (exact.gpu_mask and self._holds_shares(i, exact.gpu_mask)):
+        elif exact.gpu_mask & ~used_mask or (exact.gpu_mask and self.gpus_shared.item(i)
+                                             and self._holds_shares(i, exact.gpu_mask)):
             raise ResourceError(f"host {self.hosts[i]}: GPUs {indices_of(exact.gpu_mask & ~used_mask)} "
                                 f"are not in use (or hold shares, not a whole booking)")
         memory = self.memory_free.item(i) + exact.memory_mb
@@ -355,8 +355,8 @@ class NodeColumns:
         return result
 
     def _check_exact(self, i: int, exact: Demand) -> None:
-        gpus_named = (exact.gpus == 0 and popcount(exact.gpu_mask) == 1) if exact.gpu_milli \
-            else exact.gpus == popcount(exact.gpu_mask)
+        named = int(exact.gpu_mask).bit_count()
+        gpus_named = (exact.gpus == 0 and named == 1) if exact.gpu_milli else exact.gpus == named
         if not gpus_named or exact.ports != exact.port_ranges.count:
             raise ResourceError(f"host {self.hosts[i]}: a booking names its GPUs (a mask; one GPU for a share) "
                                 f"and its ports (ranges), got {exact}")
@@ -414,6 +414,8 @@ class NodeColumns:
         clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
                                 for name, c in self._column_caches.items()}
         clone._derived = {name: state.copy() for name, state in self._derived.items()}
+        clone._dirty_sets = ([c.dirty for c in clone._column_caches.values()]
+                             + [state.dirty for state in clone._derived.values()])
 
 
 class ClusterView(NodeColumns):
@@ -503,7 +505,7 @@ class ClusterView(NodeColumns):
                     and not any(f.any() for f in self.role_failed.values()))
 
     def free_mask(self, i: int) -> int:
-        return int(self.gpu_free_mask[i])
+        return self.gpu_free_mask.item(i)
 
     def instances_of(self, role: str) -> np.ndarray:
         counts = self.role_count.get(role)
@@ -614,23 +616,36 @@ class ClusterView(NodeColumns):
         failed[self.index(host)] = True
         self.changes += 1
 
-    def set_free(self, host: str, free: ResourceDescriptor,
-                 gpu_milli_free: tuple[int, ...] | None = None) -> None:
+    def set_free(self, host_or_index: int | str, free: ResourceDescriptor,
+                 gpu_milli_free: tuple[int, ...] | None = None) -> bool:
         """Overwrite what is free on a node from an RM node report (the RM holds the truth):
         ``free`` names the wholly free GPUs; ``gpu_milli_free`` (per GPU, when the report
         has shares) what shares leave on the others. A GPU reported at 0 keeps its
-        shares if the view had some (full of shares and taken whole read the same)."""
-        i = self.index(host)
+        shares if the view had some (full of shares and taken whole read the same).
+
+        Returns whether the node has more room than before in memory, vcores, wholly
+        free GPUs or ports (a GPU or port freed counts even when another was taken);
+        what shares leave on a GPU is not compared (the AM's tracker compares it)."""
+        i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
         mask = self.gpu_capacity_mask.item(i) & free.gpu_mask
-        self.memory_free[i] = free.memory_mb
-        self.mvcores_free[i] = milli(free.vcores)
+        memory, mvcores = free.memory_mb, milli(free.vcores)
+        more = (memory > self.memory_free.item(i) or mvcores > self.mvcores_free.item(i)
+                or bool(mask & ~self.gpu_free_mask.item(i)))
+        self.memory_free[i] = memory
+        self.mvcores_free[i] = mvcores
         self.gpu_free_mask[i] = mask
-        self.gpus_free[i] = popcount(mask)
+        self.gpus_free[i] = mask.bit_count()
         if gpu_milli_free is not None or self.gpus_shared.item(i):
             self._set_shares(i, mask, gpu_milli_free or ())
         ports = free.port_ranges
-        self._set_ports_free(i, ports.intersect(self.port_capacity[i]) if ports.ranges else ports)
+        if ports.ranges:
+            ports = ports.intersect(self.port_capacity[i])
+        before = self.ports_free[i]
+        if ports is not before:
+            more = more or ports_grew(ports, before)
+            self._set_ports_free(i, ports)
         self._touched(i)
+        return more
 
     def _set_shares(self, i: int, free_mask: int, milli_free: tuple[int, ...]) -> None:
         ledger = self._writable_share_ledger()
@@ -667,6 +682,11 @@ _PORT_RESULTS_KEPT = 4096
 class _CachedColumn:
     values: np.ndarray
     dirty: set = field(default_factory=set)
+
+
+def ports_grew(now: PortRanges, before: PortRanges) -> bool:
+    """Some port of ``now`` is not in ``before`` (none can be when ``now`` is empty)."""
+    return bool(now.ranges) and now != before and bool(now.subtract(before))
 
 
 def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:

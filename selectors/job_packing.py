@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .selector import NodeKey, Selector, pack_key, pack_keys, tenth, tenths
+from .selector import NodeKey, Selector, pack_keys, tenth, tenths
 
 
 def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
@@ -20,13 +20,19 @@ def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
 
 
 def packing_key(view, i: int) -> int:
-    """:func:`packing_keys` of node ``i``, in plain Python."""
-    return pack_key(
-        (view.gpus_free.item(i), 7),
-        (view.gpu_capacity.item(i), 7),
-        (tenth(view.mvcores_free.item(i)), 17),
-        (view.memory_free.item(i), 28),
-    )
+    """:func:`packing_keys` of node ``i``, in plain Python: :func:`~gangmaster.selectors.selector.pack_key`
+    of the same fields, unrolled (the view's index asks it of every node that changes)."""
+    gpus, total = view.gpus_free.item(i), view.gpu_capacity.item(i)
+    vcores, memory = tenth(view.mvcores_free.item(i)), view.memory_free.item(i)
+    # each field clipped into its width (7, 7, 17 and 28 bits), most significant first
+    return ((gpus if 0 <= gpus <= _7 else 0 if gpus < 0 else _7) << 52
+            | (total if 0 <= total <= _7 else 0 if total < 0 else _7) << 45
+            | (vcores if 0 <= vcores <= _17 else 0 if vcores < 0 else _17) << 28
+            | (memory if 0 <= memory <= _28 else 0 if memory < 0 else _28))
+
+
+#: the largest value of a 7-, 17- and 28-bit field
+_7, _17, _28 = (1 << 7) - 1, (1 << 17) - 1, (1 << 28) - 1
 
 
 #: the packing key of every node, whatever the request: one column and one index per view

@@ -36,7 +36,9 @@ what differs from its original, not the cluster.
 
 The view tells the index which rows changed (its ``dirty`` set, filled by
 :meth:`ClusterView.derived <gangmaster.selectors.cluster.ClusterView.derived>`);
-:meth:`NodeIndex.sync` takes them in.
+:meth:`NodeIndex.sync` takes them in from whole columns, :meth:`NodeIndex.take_in` row
+by row (:func:`~gangmaster.selectors.candidates.node_index`: a changed node's key and
+bucket worked out from the view's row, no column kept for them).
 """
 from __future__ import annotations
 
@@ -137,16 +139,25 @@ class NodeIndex:
     # ------------------------------------------------------------ keeping up
     def sync(self, keys: np.ndarray, buckets: np.ndarray) -> None:
         """Take in the rows that changed (``dirty``), given the current columns."""
+        self.take_in(keys.item, buckets.item, lambda: (keys, buckets))
+
+    def take_in(self, key_of: Callable[[int], int], bucket_of: Callable[[int], int],
+                columns: Callable[[], tuple[np.ndarray, np.ndarray]]) -> None:
+        """:meth:`sync`, each changed row's key and bucket asked of that row alone
+        (``key_of(node)``, ``bucket_of(node)``: Python ints), and ``columns()`` giving
+        every node's keys and buckets when so many rows changed that the runs are built
+        again: the few rows a replay changes between two placements cost a few scalar
+        reads, not a column each kept up to date."""
         dirty = self.dirty
         if not dirty:
             return
-        if len(dirty) > max(MIN_CHANGED_BEFORE_REBUILD, len(keys) // REBUILD_SHARE):
+        if len(dirty) > max(MIN_CHANGED_BEFORE_REBUILD, len(self._entry) // REBUILD_SHARE):
             dirty.clear()
-            self._build(keys, buckets)
+            self._build(*columns())
             return
         entries, at = self._entry, self._bucket
         for node in dirty:
-            key, bucket = keys.item(node), buckets.item(node)
+            key, bucket = key_of(node), bucket_of(node)
             entry, was = entries[node], at[node]
             if key == entry[0] and bucket == was:
                 continue
@@ -207,7 +218,7 @@ class NodeIndex:
         one node, in plain Python; when given): most walks end there."""
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
-        runs = sorted((run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run)
+        runs = sorted([(run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run])
         for first, bucket in runs:
             if len(found) >= k and first > found[-1]:
                 break  # every later run starts even later

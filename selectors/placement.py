@@ -54,9 +54,10 @@ One instance, not booked (``select_single_node``): with a node key (within the
 tiers) and no rack policy, the same order is searched without a look at every node:
 the job's hosts, the rest of their racks (the view's rack grouping), then the
 strategy's node index in (key, tie order), skipping those racks
-(:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts, the index
-alone (:func:`~gangmaster.selectors.candidates.best_fitting`), which also gives a
-random pick its few best to draw from.
+(:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a gang of one,
+a job's first instance) or no tiers (a random pick), the index alone, walked by
+:func:`~gangmaster.selectors.candidates.best_by_key` without building the loop at all
+(:func:`_lone`), which also gives a random pick its few best to draw from.
 
 GPUs and ports
 --------------
@@ -153,9 +154,60 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     ``recent`` when given); book them on ``view`` when ``book``. Raises
     :class:`NotAvailable` (the filter chain's explanation for the instance that found
     no node) with the :class:`Placement` so far in ``placed``."""
+    if count == 1 and not book and (recent is None or not (recent.nodes or request.placed_hosts)):
+        placed = _lone(pipeline, view, request)   # (the request as asked: the job's hosts are its own)
+        if placed is not None:
+            return placed
     loop = _Loop(pipeline, view, request, count, recent, book)
     loop.run()
     return loop.placement
+
+
+def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest) -> "Placement | None":
+    """One instance, not booked, with no locality tiers to search (a job with no hosts —
+    a gang of one, ``select_single_node`` for a job's first instance — or a strategy
+    without tiers: a random pick, one that opts out of locality): with a node key and no
+    rack policy, the best node that fits through the strategy's node index (a random
+    pick draws among the ``keep()`` best), its GPUs and ports chosen as the loop chooses
+    them — the loop's pick without the loop; None when that does not apply (the loop
+    decides)."""
+    selector = pipeline.selector
+    if request.rack_policy != "none" or (request.placed_hosts and selector.prefer_locality
+                                         and not selector.pick_at_random):
+        return None
+    key = selector.node_key(request)
+    if key is None:
+        return None
+    k = selector.keep(request, len(view)) if selector.pick_at_random else 1
+    found = best_by_key(view, request, pipeline.settings, key, k, pipeline.tie_order.of(len(view), view.hosts))
+    if not found:
+        raise _not_available(pipeline, view, request, Placement())
+    j = 0 if len(found) == 1 else pipeline.rng.randrange(len(found))  # keep(): at most those that fit
+    node = found[j][2]
+    gpu_mask, ports = _one_instance(pipeline, view, request, node, {})
+    return Placement([node], [[gpu_mask]], [[ports]], [np.int64(found[j][0])], 1)
+
+
+def _not_available(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
+                   placed: "Placement") -> NotAvailable:
+    """No eligible node: the filter chain's explanation, as one select() would give it now,
+    with what was placed so far."""
+    _, explanation = pipeline.filter(view, request)
+    exc = NotAvailable(explanation)
+    exc.placed = placed
+    return exc
+
+
+def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, node: int,
+                  sequential: dict) -> tuple[int, PortRanges]:
+    """The GPUs and ports of one instance on ``node``, not booked: the GPUs named, the
+    strategy's choice (a share's GPU checked), or none; the ports as :func:`_ports` gives them."""
+    demand = request.demand
+    if demand.gpu_milli:
+        gpu_mask = _share_gpu(pipeline.selector, view, node, request)
+    else:
+        gpu_mask = demand.gpu_mask or (pipeline.selector.choose_gpus(view, node, request) if demand.gpus else 0)
+    return gpu_mask, _ports(pipeline, view, demand, [node], [1], sequential)[0][0][0]
 
 
 def room_per_node(view: ClusterView, request: SelectionRequest, settings: "SelectionSettings",
@@ -290,40 +342,28 @@ class _Loop:
         return int(nodes[j]), keys[j]
 
     def _indexed_pick(self) -> tuple[int, object] | None:
-        """The same pick for one instance without a look at every node, when the order
-        is a node key's (within the tiers) and there is no rack policy (module
-        docstring); None when it does not apply."""
+        """The same pick for one instance of a job with hosts without a look at every
+        node, when the order is a node key's within the tiers and there is no rack policy
+        (module docstring): the job's hosts, their racks, then the index; None when it
+        does not apply (without tiers to search, the pick is :func:`_lone`'s)."""
         request, selector, view = self._current(), self.selector, self.view
-        if self.policy != "none":
+        if self.policy != "none" or not (self.locality and self.recent.nodes):
             return None
-        if self.locality and self.recent.nodes:  # the job's hosts, their racks, then the index
-            within = selector.key_within_tiers(request)
-            if within is None:
-                return None
-            ctx = FilterContext(view, request, self.settings)
-            nodes = best_by_tier(ctx, within, 1, self.ties)
-            if nodes.size == 0:
-                self._give_up()
-            node = int(nodes[0])
-            if selector.node_key(request) is not None:  # the rank is that key: read it
-                return node, selector.node_key(request).column(view)[node]
-            return node, np.asarray(selector.rank(view, nodes, request))[0]
-        key = selector.node_key(request)
-        if key is None:
+        within = selector.key_within_tiers(request)
+        if within is None:
             return None
-        k = selector.keep(request, len(view)) if self.random_pick else 1
-        found = best_by_key(view, request, self.settings, key, k, self.ties)   # best_fitting's index walk
-        if not found:
+        ctx = FilterContext(view, request, self.settings)
+        nodes = best_by_tier(ctx, within, 1, self.ties)
+        if nodes.size == 0:
             self._give_up()
-        j = 0 if len(found) == 1 else self.pipeline.rng.randrange(len(found))  # keep(): at most those that fit
-        return found[j][2], np.int64(found[j][0])
+        node = int(nodes[0])
+        if selector.node_key(request) is not None:  # the rank is that key: read it
+            return node, selector.node_key(request).column(view)[node]
+        return node, np.asarray(selector.rank(view, nodes, request))[0]
 
     def _give_up(self) -> None:
         """No eligible node: the filter chain says why, as one select() would now."""
-        _, explanation = self.pipeline.filter(self.view, self._current())
-        exc = NotAvailable(explanation)
-        exc.placed = self.placement
-        raise exc
+        raise _not_available(self.pipeline, self.view, self._current(), self.placement)
 
     # ------------------------------------------------------------------ key order
     def _keys_stay(self) -> bool:
@@ -400,7 +440,7 @@ class _Loop:
         """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
         placement = self.placement
         at, counts = np.asarray(nodes, dtype=np.int64), np.asarray(takes, dtype=np.int64)
-        ports, port_unions = self._ports(nodes, takes)
+        ports, port_unions = _ports(self.pipeline, self.view, self.demand, nodes, takes, self._sequential)
         if self.demand.gpu_milli:
             gpu_masks = self._place_shares(nodes, ports)
         else:
@@ -420,15 +460,11 @@ class _Loop:
 
     def _record_one(self, node: int, key) -> None:
         """:meth:`_place` for one instance not booked, without the arrays."""
-        if self.demand.gpu_milli:
-            gpu_mask = self._chosen_share(node)
-        else:
-            wanted, named = self.demand.gpus, self.demand.gpu_mask
-            gpu_mask = named or (self.selector.choose_gpus(self.view, node, self.request) if wanted else 0)
+        gpu_mask, ports = _one_instance(self.pipeline, self.view, self.request, node, self._sequential)
         placement = self.placement
         placement.nodes.append(node)
         placement.gpu_masks.append([gpu_mask])
-        placement.ports.append(self._ports([node], [1])[0][0])
+        placement.ports.append([ports])
         placement.keys.append(key)
         placement.count, self.left = 1, 0
 
@@ -482,7 +518,7 @@ class _Loop:
             for node, ports_of in zip(nodes, ports):
                 chosen = []
                 for instance_ports in ports_of:
-                    gpu = self._chosen_share(node)
+                    gpu = _share_gpu(self.selector, view, node, self.request)
                     if self.book:
                         share = ResourceDescriptor.exactly(memory, vcores, gpu, instance_ports, need)
                     else:
@@ -502,46 +538,52 @@ class _Loop:
         for node, share, role in reversed(booked):
             self.view.release(node, share, role=role)
 
-    def _chosen_share(self, node: int) -> int:
-        """The strategy's GPU for one instance of a share on ``node`` (the one named, when
-        the request names it); a choice that is not one GPU of the node is the strategy's
-        error, named as such."""
-        gpu = int(self.demand.gpu_mask or self.selector.choose_gpus(self.view, node, self.request))
-        if gpu <= 0 or gpu & (gpu - 1) or gpu.bit_length() > int(self.view.gpu_capacity[node]):
-            raise ValueError(f"{type(self.selector).__name__}.choose_gpus gave {gpu:#x} for a share of "
-                             f"{self.demand.gpu_milli} milli on {self.view.hosts[node]}: expected one of its GPUs")
-        return gpu
 
-    def _ports(self, nodes: list[int], takes: list[int]) -> tuple[list[list[PortRanges]], list[PortRanges] | None]:
-        """Per node, the ports of each instance; and the ports of each node in all (None
-        when the request asks none)."""
-        demand = self.demand
-        if demand.port_ranges:  # named ports cannot go twice: one instance per node
-            return [[demand.port_ranges] * take for take in takes], [demand.port_ranges] * len(nodes)
-        if not demand.ports:
-            return [[NO_PORTS] * take for take in takes], None
-        chosen, unions = [], []
-        port_min, free_ports = self.settings.port_min, self.view.ports_free
-        for node, take in zip(nodes, takes):
-            free = free_ports[node]
-            if self.settings.port_choice == "random":
-                each = []
-                for _ in range(take):
-                    each.append(free.take_random(demand.ports, self.pipeline.rng, port_min))
-                    free = free.subtract(each[-1])
-                chosen.append(each)
-                unions.append(free_ports[node].subtract(free))
-                continue
-            key = (id(free), take)  # nodes of a kind share their free ports (the same object)
-            known = self._sequential.get(key)
-            if known is None:
-                union = free.take_sequential(demand.ports * take, port_min)
-                taken, each = list(union), demand.ports
-                known = self._sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
-                                                  for k in range(take)], union, free)  # (keeps the id alive)
-            chosen.append(known[0])
-            unions.append(known[1])
-        return chosen, unions
+
+def _share_gpu(selector: Selector, view: ClusterView, node: int, request: SelectionRequest) -> int:
+    """The strategy's GPU for one instance of a share on ``node`` (the one named, when
+    the request names it); a choice that is not one GPU of the node is the strategy's
+    error, named as such."""
+    demand = request.demand
+    gpu = int(demand.gpu_mask or selector.choose_gpus(view, node, request))
+    if gpu <= 0 or gpu & (gpu - 1) or gpu.bit_length() > int(view.gpu_capacity[node]):
+        raise ValueError(f"{type(selector).__name__}.choose_gpus gave {gpu:#x} for a share of "
+                         f"{demand.gpu_milli} milli on {view.hosts[node]}: expected one of its GPUs")
+    return gpu
+
+
+def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, nodes: list[int], takes: list[int],
+           sequential: dict) -> tuple[list[list[PortRanges]], list[PortRanges] | None]:
+    """Per node, the ports of each instance; and the ports of each node in all (None
+    when the request asks none). ``sequential`` keeps the sequential choices of one
+    placement by (free ports, count): nodes of a kind share their free ports."""
+    if demand.port_ranges:  # named ports cannot go twice: one instance per node
+        return [[demand.port_ranges] * take for take in takes], [demand.port_ranges] * len(nodes)
+    if not demand.ports:
+        return [[NO_PORTS] * take for take in takes], None
+    chosen, unions = [], []
+    settings = pipeline.settings
+    port_min, free_ports = settings.port_min, view.ports_free
+    for node, take in zip(nodes, takes):
+        free = free_ports[node]
+        if settings.port_choice == "random":
+            each = []
+            for _ in range(take):
+                each.append(free.take_random(demand.ports, pipeline.rng, port_min))
+                free = free.subtract(each[-1])
+            chosen.append(each)
+            unions.append(free_ports[node].subtract(free))
+            continue
+        key = (id(free), take)  # nodes of a kind share their free ports (the same object)
+        known = sequential.get(key)
+        if known is None:
+            union = free.take_sequential(demand.ports * take, port_min)
+            taken, each = list(union), demand.ports
+            known = sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
+                                        for k in range(take)], union, free)  # (keeps the id alive)
+        chosen.append(known[0])
+        unions.append(known[1])
+    return chosen, unions
 
 
 def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:

@@ -332,18 +332,25 @@ def test_a_node_key_column_must_hold_integers():
 @given(data=st.data(), view=clusters(), asked=st.lists(requests(), min_size=1, max_size=4))
 def test_the_index_buckets_hold_every_node_with_room(data, view, asked):
     """A node index reads only the buckets from ``min_bucket(ask)`` up: every node where one
-    instance fits must be there, as the view changes (the bucket column is kept row by row)."""
-    from gangmaster.selectors.candidates import _buckets
+    instance fits must be there, as the view changes (each changed node's bucket is worked
+    out from its row, one by one), and each node's bucket is the one a build gives it."""
+    from gangmaster.selectors.candidates import node_index as index_of
     from gangmaster.selectors.fit import Demand, fits
+    from gangmaster.selectors.job_packing import PACKING
 
-    _buckets(view)   # kept from here on, row by row
+    index_of(view, PACKING, None)   # kept from here on, row by row
     for _ in range(data.draw(st.integers(0, 10))):
         random_change(data.draw, view)
-    kept = _buckets(view)
-    assert kept.tolist() == node_index.room_buckets(view, slice(None)).tolist()
+    index = index_of(view, PACKING, None)
+    built = node_index.NodeIndex(PACKING.column(view), node_index.room_buckets(view, slice(None)))
+    every = lambda rows: np.ones(rows.size, bool)
+    for lowest in sorted({0} | {node_index.min_bucket(request.resource) for request in asked}):
+        assert (index.best(len(view), lowest, every)[0].tolist()
+                == built.best(len(view), lowest, every)[0].tolist())
     for request in asked:
-        fitting_nodes = np.flatnonzero(fits(view, Demand.of(request.resource)))
-        assert (kept[fitting_nodes] >= node_index.min_bucket(request.resource)).all()
+        fitting = fits(view, Demand.of(request.resource))
+        nodes = index.best(len(view), node_index.min_bucket(request.resource), lambda rows: fitting[rows])[0]
+        assert sorted(nodes.tolist()) == np.flatnonzero(fitting).tolist()
 
 
 @settings(max_examples=40)
