@@ -187,7 +187,16 @@ class NodeColumns:
         """Per node, the most milli-GPU free on one of its GPUs (the share a node can still
         take), kept up to date row by row."""
         return self.cached_column("gpu-share-max-free",
-                                  lambda view, rows: view.gpu_milli_free_rows(rows).max(axis=1))
+                                  lambda view, rows: view.gpu_milli_free_rows(rows).max(axis=1),
+                                  lambda view, i: max(view.gpu_milli_free_row(i)))
+
+    @property
+    def gpu_milli_idle(self) -> np.ndarray:
+        """Per node, the milli-GPU free on its GPUs together (the row sums of
+        :meth:`gpu_milli_free_rows`, int64), kept up to date row by row."""
+        return self.cached_column("gpu-milli-idle",
+                                  lambda view, rows: view.gpu_milli_free_rows(rows).sum(axis=1, dtype=np.int64),
+                                  lambda view, i: sum(view.gpu_milli_free_row(i)))
 
     def used_milli(self, i: int) -> np.ndarray:
         """Milli-GPU in use per GPU of node ``i`` (1000 − free for its GPUs; free + used =
