@@ -232,7 +232,7 @@ class NodeIndex:
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
         runs = sorted((run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run)
-        still: list[tuple[int, int, int]] = []   # (bucket, next position, passing taken) of each open run
+        still: list[tuple[int, int, int]] = []   # (bucket, next position, passing taken) of each run still open
         for first, bucket in runs:
             if len(found) >= k and first > found[-1]:
                 break  # every later run starts even later
@@ -261,13 +261,13 @@ class NodeIndex:
             new, left, at = [], [], 0
             for (bucket, start, taken), piece in zip(still, pieces):
                 end = at + len(piece)
-                if hits:
-                    first = bisect_left(hits, at)
-                    last_hit = min(bisect_left(hits, end, first), first + k - taken)
-                    if last_hit > first:
+                if hits:   # this piece's hits, the first k - taken of them
+                    lo = bisect_left(hits, at)
+                    hi = min(bisect_left(hits, end, lo), lo + k - taken)
+                    if hi > lo:
                         run = self._runs[bucket]
-                        new += [run[start + j - at] for j in hits[first:last_hit]]
-                        taken += last_hit - first
+                        new += [run[start + j - at] for j in hits[lo:hi]]
+                        taken += hi - lo
                 start, at = start + len(piece), end
                 if taken < k and start < len(self._runs[bucket]):
                     left.append((bucket, start, taken))
