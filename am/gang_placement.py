@@ -219,17 +219,40 @@ def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...],
     even on the empty cluster. When ``view`` is the empty cluster itself
     (:meth:`ClusterView.is_empty`, an AM starting on an idle cluster), the check is the
     gang's placement on it, and returns it: what :func:`place_gang` gives on ``view``
-    while it stays as it is, so the gang need not be placed again. Else None."""
+    while it stays as it is, so the gang need not be placed again. Else None.
+
+    The empty cluster of ``view``'s nodes is made once per list of nodes
+    (:func:`_idle_view`), not per check: the check leaves it as it was."""
     try:
         if view.is_empty():
             return place_gang(view, roles, pipeline)
-        _place_roles(empty_view(view), roles, pipeline, RECENT_HOSTS, _wanted_indices(roles, None), None)
+        _place_roles(_idle_view(view), roles, pipeline, RECENT_HOSTS, _wanted_indices(roles, None), None)
     except GangDoesNotFit as exc:
         raise GangDoesNotFit(exc.role, exc.index, exc.placed, exc.total, exc.cause, never=True) from None
     return None
 
 
 # --------------------------------------------------------------------- internals
+#: how many lists of nodes keep their empty view (then that memo starts afresh)
+IDLE_VIEWS_KEPT = 4
+#: id(view.specs) -> (the specs, :func:`empty_view` of them)
+_idle_views: dict[int, tuple[list, ClusterView]] = {}
+
+
+def _idle_view(view: ClusterView) -> ClusterView:
+    """:func:`empty_view` of ``view``, one per list of nodes (a view and its copies share
+    theirs), for :func:`check_fits_empty`: placing on it changes nothing for good (a lone
+    instance is picked on it unbooked, more on a scratch copy), so each check reads the
+    same one, its strategies' node indexes built once instead of with every new view."""
+    specs = view.specs
+    known = _idle_views.get(id(specs))
+    if known is None or known[0] is not specs:
+        if len(_idle_views) >= IDLE_VIEWS_KEPT:
+            _idle_views.clear()
+        known = _idle_views[id(specs)] = (specs, empty_view(view))   # (the specs kept: their id stays theirs)
+    return known[1]
+
+
 def pipeline_of(pipeline: PipelineFor, role: RoleSpec) -> SelectionPipeline:
     """The pipeline that places ``role``."""
     if isinstance(pipeline, SelectionPipeline):

@@ -125,6 +125,8 @@ class NodeColumns:
         self.gpu_width = max(1, max(gpus, default=0))
         #: milli-GPU taken by shares, per node and GPU (0: wholly free, taken whole, or absent)
         self.gpu_share_used = np.zeros((len(specs), self.gpu_width), dtype=np.int32)
+        #: each GPU's bit in a mask, for the per-GPU columns (uint64, gpu_width of them)
+        self._gpu_bits = np.left_shift(np.uint64(1), np.arange(self.gpu_width, dtype=np.uint64))
         #: per node, how many of its GPUs hold shares (0: the share ledger has nothing here)
         self.gpus_shared = np.zeros(len(specs), dtype=np.int32)
         #: a share's "capacity": a node with a GPU could give any share when empty
@@ -167,8 +169,8 @@ class NodeColumns:
             whole = (masks >> np.uint64(gpu)) & np.uint64(1) == 1
             used = used[:, gpu]
             return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)
-        whole = (masks[:, None] >> np.arange(self.gpu_width, dtype=np.uint64)) & np.uint64(1) == 1
-        return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)
+        # a GPU has what its shares leave, all of it when wholly free, nothing when taken whole or absent
+        return (GPU_MILLI - used) * ((used > 0) | (masks[:, None] & self._gpu_bits != 0))
 
     def gpu_milli_free_row(self, i: int) -> list[int]:
         """:meth:`gpu_milli_free_rows` of node ``i`` alone, as Python ints (no numpy call)."""
@@ -188,7 +190,16 @@ class NodeColumns:
         """Per node, the most milli-GPU free on one of its GPUs (the share a node can still
         take), kept up to date row by row."""
         return self.cached_column("gpu-share-max-free",
-                                  lambda view, rows: view.gpu_milli_free_rows(rows).max(axis=1))
+                                  lambda view, rows: view.gpu_milli_free_rows(rows).max(axis=1),
+                                  lambda view, i: max(view.gpu_milli_free_row(i)))
+
+    @property
+    def gpu_milli_idle(self) -> np.ndarray:
+        """Per node, the milli-GPU free on its GPUs together (the row sums of
+        :meth:`gpu_milli_free_rows`, int64), kept up to date row by row."""
+        return self.cached_column("gpu-milli-idle",
+                                  lambda view, rows: view.gpu_milli_free_rows(rows).sum(axis=1, dtype=np.int64),
+                                  lambda view, i: sum(view.gpu_milli_free_row(i)))
 
     def used_milli(self, i: int) -> np.ndarray:
         """Milli-GPU in use per GPU of node ``i`` (1000 − free for its GPUs; free + used =
@@ -648,16 +659,23 @@ class ClusterView(NodeColumns):
         return more
 
     def _set_shares(self, i: int, free_mask: int, milli_free: tuple[int, ...]) -> None:
-        ledger = self._writable_share_ledger()
-        for gpu in range(self.gpu_width):
-            reported = milli_free[gpu] if gpu < len(milli_free) else 0
-            if free_mask >> gpu & 1 or gpu >= self.gpu_capacity.item(i):
-                ledger[i, gpu] = 0
+        """Node ``i``'s row of the share ledger from a report (:meth:`set_free`), worked
+        out in plain Python and written only when it changed."""
+        was = self.gpu_share_used[i].tolist()
+        gpus, reports = self.gpu_capacity.item(i), len(milli_free)
+        row = []
+        for gpu, used in enumerate(was):
+            reported = milli_free[gpu] if gpu < reports else 0
+            if free_mask >> gpu & 1 or gpu >= gpus:
+                used = 0
             elif 0 < reported < GPU_MILLI:
-                ledger[i, gpu] = GPU_MILLI - reported
-            elif reported == 0 and ledger.item(i, gpu) != GPU_MILLI:
-                ledger[i, gpu] = 0   # taken whole (a GPU full of shares the view knew stays so)
-        self.gpus_shared[i] = int((ledger[i] > 0).sum())
+                used = GPU_MILLI - reported
+            elif reported == 0 and used != GPU_MILLI:
+                used = 0   # taken whole (a GPU full of shares the view knew stays so)
+            row.append(used)
+        if row != was:
+            self._writable_share_ledger()[i] = row
+        self.gpus_shared[i] = sum(used > 0 for used in row)
 
     def copy(self) -> "ClusterView":
         """A scratch copy for trial placement (a gang is committed only if it all fits)."""

@@ -284,14 +284,14 @@ class ResourceFitFilter(Filter):
             rows = np.flatnonzero(remaining)
             short = np.zeros(len(view), bool)
             short[rows[check.short(view, rows, empty)]] = True
-        if not short.any():
+        if not np.count_nonzero(short):
             return remaining
         numbers = {"requested": check.requested}
         column = check.shown_column(view, empty)
         if column is not None:
             numbers["capacity" if empty else "most_free"] = lambda: _shown(_max(column, short), check.unit)
         self._reject(v, short, check.reason, why.FILTERED if empty else why.EXHAUSTED, **numbers)
-        return remaining & ~short
+        return remaining ^ short   # (short is some of remaining)
 
 
 class RackPolicyFilter(Filter):
@@ -342,9 +342,10 @@ def _shown(value, unit: int):
 
 
 def _max(values: np.ndarray, where: np.ndarray):
-    if not where.any():
+    chosen = values[where]
+    if not chosen.size:
         return None
-    top = values[where].max()
+    top = chosen.max()
     return float(top) if isinstance(top, np.floating) else int(top)
 
 

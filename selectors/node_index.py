@@ -6,7 +6,8 @@ a node depends only on that node's state (:meth:`Selector.node_key
 key, and a request walks them best first and stops as soon as it has the nodes it
 wants: it reads only the buckets of nodes that may have room for its GPUs
 (:func:`min_bucket`), and in each only the first nodes in key order, a chunk at a time
-(the caller checks a chunk with one numpy expression per filter).
+(the caller checks the chunks of every bucket still read at once, with one numpy
+expression per filter).
 
 Buckets (:func:`room_buckets`) count a node's room for GPUs in tenths of a GPU:
 ``BUCKETS_PER_GPU`` per wholly free GPU, or, on a node with none, the most milli-GPU
@@ -28,7 +29,8 @@ whose key and bucket did not change is left where it is. When more nodes changed
 once than a share of the cluster (a big gang booked), the runs are built again with
 the sort (``len(view) // REBUILD_SHARE``, at least ``MIN_CHANGED_BEFORE_REBUILD``).
 A run's nodes are also kept as an array for the chunks a walk checks at once, made
-again when the walk first needs it after the run changed.
+when a walk first needs it, then kept in step with the run (a node that moves costs
+two array copies, not the run's array made again in Python).
 
 Copies. A copy shares the runs and the per-node lists, and copies one before it first
 writes to it (so does the original, once copied): a scratch copy of the view costs
@@ -42,7 +44,8 @@ bucket worked out from the view's row, no column kept for them).
 """
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
+from operator import itemgetter
 from typing import Callable
 
 import numpy as np
@@ -61,6 +64,8 @@ ONE_BY_ONE = 4
 #: buckets per wholly free GPU; a node with none has its share room in steps of a GPU's tenth
 BUCKETS_PER_GPU = 10
 SHARE_MILLI_PER_BUCKET = GPU_MILLI // BUCKETS_PER_GPU
+#: an entry's node
+_NODE = itemgetter(2)
 
 
 def room_buckets(view, rows) -> np.ndarray:
@@ -167,13 +172,28 @@ class NodeIndex:
                 self._bucket = at = list(at)
                 self._rows_shared = False
             run = self._writable(was)
-            del run[bisect_left(run, entry)]
+            left = bisect_left(run, entry)
+            del run[left]
             moved = entries[node] = (key, entry[1], node)
             at[node] = bucket
-            insort(self._writable(bucket), moved)
-            self._arrays.pop(was, None)
-            self._arrays.pop(bucket, None)
+            run = self._writable(bucket)
+            entered = bisect_left(run, moved)
+            run.insert(entered, moved)
+            self._move_in_arrays(node, was, left, bucket, entered)
         dirty.clear()
+
+    def _move_in_arrays(self, node: int, was: int, left: int, bucket: int, entered: int) -> None:
+        """Keep the runs' arrays (:meth:`_nodes_of`) in step with a node that left position
+        ``left`` of run ``was`` and entered position ``entered`` of run ``bucket``: each
+        array made anew (a copy may share it), with two slices copied."""
+        arrays = self._arrays
+        nodes = arrays.get(was)
+        if nodes is not None:
+            arrays[was] = np.concatenate((nodes[:left], nodes[left + 1:]))
+        nodes = arrays.get(bucket)
+        if nodes is not None:
+            grown = arrays[bucket] = np.empty(len(nodes) + 1, dtype=np.int64)
+            grown[:entered], grown[entered], grown[entered + 1:] = nodes[:entered], node, nodes[entered:]
 
     def _writable(self, bucket: int) -> list[tuple[int, int, int]]:
         """The run of ``bucket`` (a new one when none), this index's own to change."""
@@ -190,11 +210,11 @@ class NodeIndex:
 
     def _nodes_of(self, bucket: int) -> np.ndarray:
         """The nodes of ``bucket``'s run, in its order, as an array (for the chunks a walk
-        checks at once), made when first asked after the run last changed."""
+        checks at once), made when first asked, then kept in step with the run."""
         nodes = self._arrays.get(bucket)
         if nodes is None:
             run = self._runs[bucket]
-            nodes = self._arrays[bucket] = np.fromiter((entry[2] for entry in run), np.int64, len(run))
+            nodes = self._arrays[bucket] = np.fromiter(map(_NODE, run), np.int64, len(run))
         return nodes
 
     # --------------------------------------------------------------- reading
@@ -211,19 +231,24 @@ class NodeIndex:
 
     def best_entries(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray],
                      passes_one: Callable[[int], bool] | None = None) -> list[tuple[int, int, int]]:
-        """:meth:`best` as ``(key, tie rank, node)`` of each node found, best first. The runs are read in order of their first entry, each from its start a
-        chunk at a time (each chunk 4x the one before); a run (or the rest of one) whose
-        next entry comes after the k-th found is not read. The first ``ONE_BY_ONE`` nodes
-        of the walk are checked one at a time with ``passes_one(node)`` (the same check of
-        one node, in plain Python; when given): most walks end there."""
+        """:meth:`best` as ``(key, tie rank, node)`` of each node found, best first. The
+        runs are read in order of their first entry, each from its start: the first
+        ``ONE_BY_ONE`` nodes of the walk one at a time with ``passes_one(node)`` (the same
+        check of one node, in plain Python; when given: most walks end there), then every
+        run still open a chunk at a time, the chunks of all of them checked together
+        with one ``passes`` (each run's next chunk 4x its last). A run (or the rest of
+        one) whose next entry comes after the k-th found, or that gave k, is not read
+        further. Which nodes are checked together changes the work, not the answer: the
+        k smallest entries that pass."""
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
         runs = sorted([(run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run])
+        still: list[tuple[int, int, int]] = []   # (bucket, next position, passing taken) of each run still open
         for first, bucket in runs:
             if len(found) >= k and first > found[-1]:
                 break  # every later run starts even later
             run = self._runs[bucket]
-            start, size, taken = 0, FIRST_CHUNK, 0
+            start = taken = 0
             if one_by_one:
                 for entry in run[:one_by_one]:
                     if taken >= k or len(found) >= k and entry > found[-1]:
@@ -233,13 +258,31 @@ class NodeIndex:
                         taken += 1
                         found = sorted(found + [entry])[:k] if found else [entry]
                 one_by_one -= start
-            while start < len(run) and taken < k:
-                if len(found) >= k and run[start] > found[-1]:
+            if taken < k and start < len(run):
+                still.append((bucket, start, taken))
+        size = FIRST_CHUNK
+        while still:
+            if len(found) >= k:
+                last = found[-1]
+                still = [open_run for open_run in still if self._runs[open_run[0]][open_run[1]] < last]
+                if not still:
                     break
-                ok = np.flatnonzero(passes(self._nodes_of(bucket)[start:start + size]))[:k - taken]
-                if ok.size:
-                    new = [run[start + j] for j in ok.tolist()]
-                    taken += len(new)
-                    found = sorted(found + new)[:k] if found else new
-                start, size = start + size, size * 4
+            pieces = [self._nodes_of(bucket)[start:start + size] for bucket, start, _ in still]
+            hits = (passes(pieces[0] if len(pieces) == 1 else np.concatenate(pieces))).nonzero()[0].tolist()
+            new, left, at = [], [], 0
+            for (bucket, start, taken), piece in zip(still, pieces):
+                end = at + len(piece)
+                if hits:   # this piece's hits, the first k - taken of them
+                    lo = bisect_left(hits, at)
+                    hi = min(bisect_left(hits, end, lo), lo + k - taken)
+                    if hi > lo:
+                        run = self._runs[bucket]
+                        new += [run[start + j - at] for j in hits[lo:hi]]
+                        taken += hi - lo
+                start, at = start + len(piece), end
+                if taken < k and start < len(self._runs[bucket]):
+                    left.append((bucket, start, taken))
+            if new:
+                found = sorted(found + new)[:k]
+            still, size = left, size * 4
         return found

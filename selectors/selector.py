@@ -159,19 +159,23 @@ class Selector:
         if resource.gpu_mask:
             return resource.gpu_mask
         if resource.gpu_milli:
-            return 1 << tightest_gpu(view.gpu_milli_free_rows([node])[0], resource.gpu_milli)
+            return 1 << tightest_gpu(view.gpu_milli_free_row(node), resource.gpu_milli)
         if not resource.gpus:
             return 0
         return lowest_bits(view.free_mask(node), resource.gpus)
 
 
-def tightest_gpu(milli_free: np.ndarray, need: int) -> int:
+def tightest_gpu(milli_free, need: int) -> int:
     """The index of the GPU with the least milli free that is still >= ``need`` (the
-    lowest index on ties); raises ValueError when none has enough."""
-    fitting = np.flatnonzero(milli_free >= need)
-    if not fitting.size:
+    lowest index on ties), of ``milli_free`` (milli free per GPU: a sequence of a node's
+    few GPUs, read in plain Python); raises ValueError when none has enough."""
+    tightest, least = -1, None
+    for gpu, free in enumerate(milli_free):
+        if need <= free and (least is None or free < least):
+            tightest, least = gpu, free
+    if tightest < 0:
         raise ValueError(f"no GPU with {need} milli free")
-    return int(fitting[np.argmin(milli_free[fitting])])
+    return tightest
 
 
 def tenths(mvcores: np.ndarray) -> np.ndarray:
