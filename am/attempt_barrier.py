@@ -30,7 +30,7 @@ class AttemptBarrier:
         token = self.coordinator.open_attempt(self.job, gang.name, gang.attempt, _infos(tasks),
                                               timeout_s=self.timeout_s)
         gang.barrier_open = True
-        return token, self.coordinator.attempt_env(self.job, gang.name, gang.attempt)
+        return token, self.coordinator.attempt_env(self.job, gang.name, gang.attempt, token, len(tasks))
 
     def reopen(self, gang: GangRun, token: str | None) -> None:
         """The recovered attempt's barrier: still open when the coordinator outlived the

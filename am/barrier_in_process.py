@@ -72,9 +72,8 @@ class InProcessBarrier:
         token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
         return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks))
 
-    def attempt_env(self, job: str, gang: str, attempt: int) -> dict[str, str]:
-        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
-        return attempt_env(self.address, job, gang, attempt, token, len(tasks))
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        return attempt_env(self.address, job, gang, attempt, token, count)
 
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:
         try:

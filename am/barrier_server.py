@@ -333,13 +333,13 @@ class AsyncBarrierServer:
         :meth:`BarrierTaskContext.get` (``KeyError`` when the attempt is not open)."""
         token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
         task = tasks[index]
-        return {**self.attempt_env(job, gang, attempt), **own_env(task.index, task.role, task.role_index)}
+        return {**self.attempt_env(job, gang, attempt, token, len(tasks)),
+                **own_env(task.index, task.role, task.role_index)}
 
-    def attempt_env(self, job: str, gang: str, attempt: int) -> dict[str, str]:
-        """The variables every task of an open attempt has alike (:meth:`task_env` less
-        the task's own; ``KeyError`` when the attempt is not open)."""
-        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
-        return attempt_env(self.address, job, gang, attempt, token, len(tasks),
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        """The variables every task of an attempt opened with ``token`` for ``count`` tasks
+        has alike (:meth:`task_env` less the task's own)."""
+        return attempt_env(self.address, job, gang, attempt, token, count,
                            tls_ca_file=self.config.tls_cert_file,
                            log_interval_s=self.config.log_interval_s,
                            retry_give_up_s=self.config.retry_give_up_s,
@@ -477,8 +477,8 @@ class BarrierServer:
     def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
         return self._call(self.inner.task_env, job, gang, attempt, index)
 
-    def attempt_env(self, job: str, gang: str, attempt: int) -> dict[str, str]:
-        return self._call(self.inner.attempt_env, job, gang, attempt)
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        return self.inner.attempt_env(job, gang, attempt, token, count)   # reads only what never changes once started
 
     def statistics(self) -> CoordinatorStatistics:
         return self._call(self.inner.statistics)

@@ -38,10 +38,12 @@ class GangBarrier(Protocol):
         (``KeyError`` when the attempt is not open)."""
         ...
 
-    def attempt_env(self, job: str, gang: str, attempt: int) -> dict[str, str]:
-        """What :meth:`task_env` gives every task of an open attempt alike: all of it but the
-        task's own part (:func:`gangmaster.am.context.own_env`), in one mapping for the gang
-        (what the AM asks when it launches the gang; ``KeyError`` when the attempt is not open)."""
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        """What :meth:`task_env` gives every task of an attempt opened with ``token`` for
+        ``count`` tasks alike: all of it but the task's own part
+        (:func:`gangmaster.am.context.own_env`), in one mapping for the gang (what the AM
+        asks when it launches the gang: the coordinator's address and options, the attempt's
+        names and token)."""
         ...
 
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:
