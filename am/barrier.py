@@ -192,11 +192,16 @@ class Waiter:
     """One waiting call. Its callback gets exactly one outcome; ``withdraw`` drops it
     (the call went away) without undoing the task's arrival."""
 
-    __slots__ = ("barrier", "task", "epoch", "callback", "done")
+    __slots__ = ("attempt", "task", "epoch", "callback", "done")
 
-    def __init__(self, barrier: BarrierId, task: int, epoch: int, callback: Callback):
-        self.barrier, self.task, self.epoch, self.callback = barrier, task, epoch, callback
+    def __init__(self, attempt: "_Attempt", task: int, epoch: int, callback: Callback):
+        self.attempt, self.task, self.epoch, self.callback = attempt, task, epoch, callback
         self.done = False
+
+    @property
+    def barrier(self) -> BarrierId:
+        """The barrier of the call."""
+        return self.attempt.barrier
 
 
 class _Attempt:
@@ -211,18 +216,22 @@ class _Attempt:
     last_release: Released | None = None
     broken: BarrierError | None = None
 
-    def __init__(self, key: tuple[str, str], ended_key: tuple[str, str, int], barrier: BarrierId,
-                 tasks: tuple[TaskInfo, ...], token: str, timeout_s: float):
+    def __init__(self, key: tuple[str, str], ended_key: tuple[str, str, int], tasks: tuple[TaskInfo, ...],
+                 token: str, timeout_s: float):
         self.key = key               # (job, gang): the coordinator's open attempts are kept by it
         self.ended_key = ended_key   # (job, gang, attempt): its ended ones by this
-        self.barrier = barrier
-        self.attempt = barrier.attempt
+        self.attempt = ended_key[2]
         self.tasks = tasks
         self.total = len(tasks)
         self.token = token
         self.timeout_s = timeout_s
         self.arrivals: dict[int, bytes] = {}
         self.waiters: dict[int, list[Waiter]] = {}
+
+    @property
+    def barrier(self) -> BarrierId:
+        """Its name, for errors and logs (made when one needs it: most attempts never do)."""
+        return BarrierId(*self.ended_key)
 
     def deadline(self) -> float | None:
         if self.started_at is None or self.broken is not None:
@@ -304,14 +313,15 @@ class BarrierCoordinator:
             raise ValueError(f"{job}/{gang} attempt {attempt}: timeout must be > 0 s, got {timeout_s}")
         token = token or secrets.token_urlsafe(24)
         attempt = int(attempt)
-        barrier = BarrierId(job, gang, attempt)
         key, ended_key = (job, gang), (job, gang, attempt)
         with self._lock:
             old = self._open.get(key)
             if (old is not None and old.attempt == attempt) or ended_key in self._ended:
-                raise ValueError(f"{barrier} was already opened; a restarted gang needs a new attempt number")
+                raise ValueError(f"{BarrierId(*ended_key)} was already opened; a restarted gang needs a new "
+                                 "attempt number")
             if old is not None and old.attempt > attempt:
-                raise ValueError(f"{barrier}: attempt {old.attempt} is already open; attempt numbers must grow")
+                raise ValueError(f"{BarrierId(*ended_key)}: attempt {old.attempt} is already open; attempt "
+                                 "numbers must grow")
             calls = []
             if old is not None:
                 waiters = self._end(old, "superseded")
@@ -320,11 +330,11 @@ class BarrierCoordinator:
                                        f"(at epoch {old.epoch})", old.barrier, old.epoch,
                                        len(old.arrivals), old.total, old.missing())
                     calls = [(w.callback, err) for w in waiters]
-            self._open[key] = _Attempt(key, ended_key, barrier, tasks, token, timeout_s)
+            self._open[key] = _Attempt(key, ended_key, tasks, token, timeout_s)
         if calls:
             _deliver(calls)
         if log.isEnabledFor(logging.INFO):   # a replay opens tens of thousands: not even a call to log
-            log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
+            log.info("%s: barrier opened for %d tasks (timeout %.0f s)", BarrierId(*ended_key), len(tasks), timeout_s)
         return token
 
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
@@ -399,7 +409,7 @@ class BarrierCoordinator:
                 self._stats.duplicate_arrivals += 1
                 if a.last_release.operation != arrival.operation:
                     raise self._mismatch_error(a, arrival, a.last_release.operation, range(a.total))
-                waiter = Waiter(a.barrier, arrival.task, arrival.epoch, callback)
+                waiter = Waiter(a, arrival.task, arrival.epoch, callback)
                 waiter.done = True
                 calls = [(callback, a.last_release)]
             elif arrival.epoch != a.epoch:
@@ -414,7 +424,7 @@ class BarrierCoordinator:
 
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
         task, operation, arrivals = arrival.task, arrival.operation, a.arrivals
-        waiter = Waiter(a.barrier, task, arrival.epoch, callback)
+        waiter = Waiter(a, task, arrival.epoch, callback)
         if a.operation is not None and a.operation != operation:
             self.deadline_changes += 1
             return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
@@ -493,8 +503,8 @@ class BarrierCoordinator:
             if waiter.done:
                 return
             waiter.done = True
-            a = self._open.get((waiter.barrier.job, waiter.barrier.gang))
-            if a is not None and a.barrier == waiter.barrier:
+            a = waiter.attempt
+            if self._open.get(a.key) is a:
                 ws = a.waiters.get(waiter.task)
                 if ws and waiter in ws:
                     ws.remove(waiter)
