@@ -50,7 +50,8 @@ from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_B
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
 
-__all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "own_env", "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
+__all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "own_env",
+           "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
            "ENV_JOB", "ENV_GANG", "ENV_ATTEMPT", "ENV_TASK_INDEX", "ENV_TASK_COUNT", "ENV_ROLE",
            "ENV_ROLE_INDEX", "ENV_PAI_ROLE", "ENV_PAI_ROLE_INDEX", "ENV_TLS_CA", "ENV_LOG_INTERVAL",
            "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "channel_options"]

@@ -209,8 +209,9 @@ class _GangShape:
         self.per_instance = len(ranks) <= PER_INSTANCE_VARIABLES_UP_TO
         #: by rank: the name of its host's variable, and of each label's ports (the current and the older name)
         self.host_ips = [f"PAI_HOST_IP_{role.name}_{index}" for role, index in ranks] if self.per_instance else []
-        self.port_names = [{label: (f"PAI_PORT_LIST_{role.name}_{index}_{label}", f"PAI_{role.name}_{index}_{label}_PORT")
-                            for label in role.ports} for role, index in ranks] if self.per_instance else []
+        self.port_names = [{label: (f"PAI_PORT_LIST_{role.name}_{index}_{label}",
+                                    f"PAI_{role.name}_{index}_{label}_PORT") for label in role.ports}
+                           for role, index in ranks] if self.per_instance else []
         self.instances = ",".join(f"{role.name}:{index}" for role, index in ranks)
 
 
