@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 from .barrier import TaskInfo
 from .gang_barrier import GangBarrier
 from .gang_run import GangRun
+from .lifecycle import TaskRecord
 
 
 class AttemptBarrier:
@@ -22,11 +23,14 @@ class AttemptBarrier:
         self.coordinator = coordinator
         self.job, self.timeout_s, self.log = job, timeout_s, log
 
-    def open(self, gang: GangRun, infos: Sequence[TaskInfo]) -> tuple[str, list[dict[str, str]]]:
-        """Open the attempt's barrier: its token and each task's environment for it, by rank."""
-        token = self.coordinator.open_attempt(self.job, gang.name, gang.attempt, infos, timeout_s=self.timeout_s)
+    def open(self, gang: GangRun, tasks: Sequence[TaskRecord]) -> tuple[str, dict[str, str]]:
+        """Open the attempt's barrier for ``tasks`` (by rank): its token and the environment
+        every task needs alike to reach it (each adds its own part,
+        :func:`gangmaster.am.context.own_env`)."""
+        token = self.coordinator.open_attempt(self.job, gang.name, gang.attempt, _infos(tasks),
+                                              timeout_s=self.timeout_s)
         gang.barrier_open = True
-        return token, self.coordinator.task_envs(self.job, gang.name, gang.attempt)
+        return token, self.coordinator.attempt_env(self.job, gang.name, gang.attempt, token, len(tasks))
 
     def reopen(self, gang: GangRun, token: str | None) -> None:
         """The recovered attempt's barrier: still open when the coordinator outlived the
@@ -35,9 +39,8 @@ class AttemptBarrier:
         try:
             self.coordinator.task_env(self.job, gang.name, gang.attempt, 0)
         except KeyError:
-            infos = [TaskInfo(t.rank, t.host, t.ports, t.role, t.index) for t in gang.tasks]
             try:
-                self.coordinator.open_attempt(self.job, gang.name, gang.attempt, infos, token=token,
+                self.coordinator.open_attempt(self.job, gang.name, gang.attempt, _infos(gang.tasks), token=token,
                                               timeout_s=self.timeout_s)
             except ValueError as exc:
                 # The coordinator outlived the AM and had already ended this attempt: the old AM
@@ -63,3 +66,8 @@ class AttemptBarrier:
             self.log(f"gang {gang.name} attempt {gang.attempt}: barrier failed, {waiters} waiting task(s) "
                      f"told at once")
         gang.barrier_open = False
+
+
+def _infos(tasks: Sequence[TaskRecord]) -> list[TaskInfo]:
+    """What the coordinator keeps of each task: where it runs (rank 0's host file)."""
+    return [TaskInfo(t.rank, t.host, t.ports, t.role, t.index) for t in tasks]

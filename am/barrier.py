@@ -146,6 +146,11 @@ class Released:
     messages: tuple[bytes, ...] = ()
 
 
+#: The release of a barrier (not an all_gather: no messages) at each of the first epochs: one
+#: object per epoch, shared by every attempt (most attempts are released once, at epoch 0).
+_BARRIER_RELEASES = {epoch: Released(epoch, BARRIER) for epoch in range(64)}
+
+
 @dataclass(frozen=True)
 class Progress:
     """How far the current epoch of one attempt is (for "still waiting" logs and replies)."""
@@ -187,11 +192,16 @@ class Waiter:
     """One waiting call. Its callback gets exactly one outcome; ``withdraw`` drops it
     (the call went away) without undoing the task's arrival."""
 
-    __slots__ = ("barrier", "task", "epoch", "callback", "done")
+    __slots__ = ("attempt", "task", "epoch", "callback", "done")
 
-    def __init__(self, barrier: BarrierId, task: int, epoch: int, callback: Callback):
-        self.barrier, self.task, self.epoch, self.callback = barrier, task, epoch, callback
+    def __init__(self, attempt: "_Attempt", task: int, epoch: int, callback: Callback):
+        self.attempt, self.task, self.epoch, self.callback = attempt, task, epoch, callback
         self.done = False
+
+    @property
+    def barrier(self) -> BarrierId:
+        """The barrier of the call."""
+        return self.attempt.barrier
 
 
 class _Attempt:
@@ -206,15 +216,22 @@ class _Attempt:
     last_release: Released | None = None
     broken: BarrierError | None = None
 
-    def __init__(self, barrier: BarrierId, tasks: tuple[TaskInfo, ...], token: str, timeout_s: float):
-        self.barrier = barrier
-        self.attempt = barrier.attempt
+    def __init__(self, key: tuple[str, str], ended_key: tuple[str, str, int], tasks: tuple[TaskInfo, ...],
+                 token: str, timeout_s: float):
+        self.key = key               # (job, gang): the coordinator's open attempts are kept by it
+        self.ended_key = ended_key   # (job, gang, attempt): its ended ones by this
+        self.attempt = ended_key[2]
         self.tasks = tasks
         self.total = len(tasks)
         self.token = token
         self.timeout_s = timeout_s
         self.arrivals: dict[int, bytes] = {}
         self.waiters: dict[int, list[Waiter]] = {}
+
+    @property
+    def barrier(self) -> BarrierId:
+        """Its name, for errors and logs (made when one needs it: most attempts never do)."""
+        return BarrierId(*self.ended_key)
 
     def deadline(self) -> float | None:
         if self.started_at is None or self.broken is not None:
@@ -238,33 +255,12 @@ class _Attempt:
         return [(w.callback, err) for w in self.take_waiters()] + [(callback, err)]
 
 
-class _Ended:
-    """What is remembered of an ended attempt: enough to authenticate and answer a late call
-    (its error is built only if such a call comes: most attempts end with nobody waiting)."""
-
-    __slots__ = ("token", "how", "arrived", "total", "failure")
-
-    def __init__(self, token: str, how: str, arrived: int, total: int, failure: str | None):
-        self.token = token
-        self.how = how            # "finished", "superseded", "failed"
-        self.arrived, self.total = arrived, total   # of the epoch it ended in
-        self.failure = failure    # a failed attempt: what its waiters were told (AttemptFailed's message)
-
-
-class _Gang:
-    """The attempts of one (job, gang): the open one, and those ended that are still remembered."""
-
-    __slots__ = ("current", "ended")
-
-    def __init__(self) -> None:
-        self.current: _Attempt | None = None
-        self.ended: dict[int, _Ended] = {}
-
-    def token_of(self, attempt: int) -> str | None:
-        if self.current is not None and self.current.attempt == attempt:
-            return self.current.token
-        ended = self.ended.get(attempt)
-        return ended.token if ended is not None else None
+#: What is remembered of an ended attempt, enough to authenticate and answer a late call
+#: (its error is built only if such a call comes: most attempts end with nobody waiting):
+#: ``(token, how, arrived, total, failure)`` — how it ended ("finished", "superseded",
+#: "failed"), how many of how many tasks had arrived at the epoch it ended in, and for a
+#: failed attempt what its waiters were told (AttemptFailed's message), else None.
+_Ended = tuple[str, str, int, int, "str | None"]
 
 
 class BarrierCoordinator:
@@ -282,8 +278,9 @@ class BarrierCoordinator:
         self.max_message_bytes = max_message_bytes
         self.history = history
         self._lock = threading.Lock()
-        self._gangs: dict[tuple[str, str], _Gang] = {}
-        self._ended: deque[BarrierId] = deque()  # oldest first: the order they are forgotten in
+        self._open: dict[tuple[str, str], _Attempt] = {}   # (job, gang) -> its open attempt
+        self._ended: dict[tuple[str, str, int], _Ended] = {}   # (job, gang, attempt) -> how it ended
+        self._ended_order: deque[tuple[str, str, int]] = deque()  # oldest first: the order they are forgotten in
         self._refusals = RefusalLog(log, "a wrong token, or an attempt the coordinator does not know",
                                     refusal_log_interval_s, clock=self.clock.now)
         self._stats = CoordinatorStatistics()
@@ -315,30 +312,29 @@ class BarrierCoordinator:
         if not timeout_s > 0:
             raise ValueError(f"{job}/{gang} attempt {attempt}: timeout must be > 0 s, got {timeout_s}")
         token = token or secrets.token_urlsafe(24)
-        barrier = BarrierId(job, gang, int(attempt))
+        attempt = int(attempt)
+        key, ended_key = (job, gang), (job, gang, attempt)
         with self._lock:
-            g = self._gangs.get((job, gang))
-            if g is None:   # a gang it never saw (a replay's every job): nothing to check against
-                g = self._gangs[(job, gang)] = _Gang()
-            elif g.token_of(attempt) is not None:
-                raise ValueError(f"{barrier} was already opened; a restarted gang needs a new attempt number")
-            if g.current is not None and g.current.barrier.attempt > attempt:
-                raise ValueError(f"{barrier}: attempt {g.current.barrier.attempt} is already open; "
-                                 "attempt numbers must grow")
+            old = self._open.get(key)
+            if (old is not None and old.attempt == attempt) or ended_key in self._ended:
+                raise ValueError(f"{BarrierId(*ended_key)} was already opened; a restarted gang needs a new "
+                                 "attempt number")
+            if old is not None and old.attempt > attempt:
+                raise ValueError(f"{BarrierId(*ended_key)}: attempt {old.attempt} is already open; attempt "
+                                 "numbers must grow")
             calls = []
-            if g.current is not None:
-                old = g.current
-                waiters = self._end(g, old, "superseded")
+            if old is not None:
+                waiters = self._end(old, "superseded")
                 if waiters:
                     err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} "
                                        f"(at epoch {old.epoch})", old.barrier, old.epoch,
                                        len(old.arrivals), old.total, old.missing())
                     calls = [(w.callback, err) for w in waiters]
-            g.current = _Attempt(barrier, tasks, token, timeout_s)
+            self._open[key] = _Attempt(key, ended_key, tasks, token, timeout_s)
         if calls:
             _deliver(calls)
         if log.isEnabledFor(logging.INFO):   # a replay opens tens of thousands: not even a call to log
-            log.info("%s: barrier opened for %d tasks (timeout %.0f s)", barrier, len(tasks), timeout_s)
+            log.info("%s: barrier opened for %d tasks (timeout %.0f s)", BarrierId(*ended_key), len(tasks), timeout_s)
         return token
 
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
@@ -346,14 +342,13 @@ class BarrierCoordinator:
         restarting the gang); later calls of that attempt get the same error. Returns
         how many calls were waiting. Failing an attempt that is not open is a no-op."""
         with self._lock:
-            g = self._gangs.get((job, gang))
-            a = g.current if g else None
-            if a is None or a.barrier.attempt != attempt:
+            a = self._open.get((job, gang))
+            if a is None or a.attempt != attempt:
                 return 0
             err = AttemptFailed(f"{a.barrier} was failed by the AM at epoch {a.epoch} "
                                 f"({len(a.arrivals)}/{a.total} arrived): {reason}",
                                 a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
-            calls = [(w.callback, err) for w in self._end(g, a, "failed", err.message)]
+            calls = [(w.callback, err) for w in self._end(a, "failed", err.message)]
             self._stats.attempts_failed += 1
         _deliver(calls)
         log.warning("%s", err)
@@ -363,11 +358,10 @@ class BarrierCoordinator:
         """The attempt finished: forget its state; later calls get :class:`StaleAttempt`.
         Returns how many calls were still waiting (they fail)."""
         with self._lock:
-            g = self._gangs.get((job, gang))
-            a = g.current if g else None
-            if a is None or a.barrier.attempt != attempt:
+            a = self._open.get((job, gang))
+            if a is None or a.attempt != attempt:
                 return 0
-            waiters = self._end(g, a, "finished")
+            waiters = self._end(a, "finished")
             if not waiters:
                 return 0
             err = StaleAttempt(f"{a.barrier} is finished (closed at epoch {a.epoch})",
@@ -376,33 +370,24 @@ class BarrierCoordinator:
         _deliver(calls)
         return len(calls)
 
-    def _end(self, g: _Gang, a: _Attempt, how: str, failure: str | None = None) -> list[Waiter]:
+    def _end(self, a: _Attempt, how: str, failure: str | None = None) -> list[Waiter]:
         """Drop the attempt's state, remember why it ended (forgetting the oldest ended
         attempt past ``history``), and return its waiters (the caller tells them why)."""
-        g.current = None
+        del self._open[a.key]
         if a.started_at is not None:   # an epoch was running: its deadline goes
             self.deadline_changes += 1
-        g.ended[a.attempt] = _Ended(a.token, how, len(a.arrivals), a.total, failure)
-        self._ended.append(a.barrier)
-        while len(self._ended) > self.history:
-            self._forget(self._ended.popleft())
+        self._ended[a.ended_key] = (a.token, how, len(a.arrivals), a.total, failure)
+        order = self._ended_order
+        order.append(a.ended_key)
+        if len(order) > self.history:
+            self._ended.pop(order.popleft(), None)
         return a.take_waiters() if a.waiters else []
-
-    def _forget(self, barrier: BarrierId) -> None:
-        key = (barrier.job, barrier.gang)
-        g = self._gangs.get(key)
-        if g is None:
-            return
-        g.ended.pop(barrier.attempt, None)
-        if g.current is None and not g.ended:
-            del self._gangs[key]
 
     def attempt_tasks(self, job: str, gang: str, attempt: int) -> tuple[str, tuple[TaskInfo, ...]]:
         """The token and tasks of an open attempt (what its tasks' environment needs);
         ``KeyError`` when that attempt is not open."""
         with self._lock:
-            g = self._gangs.get((job, gang))
-            a = g.current if g else None
+            a = self._open.get((job, gang))
             if a is None or a.attempt != attempt:
                 raise KeyError(f"{job}/{gang} attempt {attempt} is not open on this coordinator")
             return a.token, a.tasks
@@ -417,12 +402,14 @@ class BarrierCoordinator:
                 self._stats.invalid_requests += 1
                 raise BarrierInvalid(f"{a.barrier}: unknown operation {arrival.operation!r}; "
                                      f"expected one of {', '.join(OPERATIONS)}", a.barrier, arrival.epoch)
-            if arrival.epoch == a.epoch - 1 and a.last_release is not None:
+            if arrival.epoch == a.epoch:   # most calls
+                waiter, calls = self._record(a, arrival, callback)
+            elif arrival.epoch == a.epoch - 1 and a.last_release is not None:
                 # A re-send of the epoch just released (its reply was lost): release again.
                 self._stats.duplicate_arrivals += 1
                 if a.last_release.operation != arrival.operation:
                     raise self._mismatch_error(a, arrival, a.last_release.operation, range(a.total))
-                waiter = Waiter(a.barrier, arrival.task, arrival.epoch, callback)
+                waiter = Waiter(a, arrival.task, arrival.epoch, callback)
                 waiter.done = True
                 calls = [(callback, a.last_release)]
             elif arrival.epoch != a.epoch:
@@ -431,22 +418,22 @@ class BarrierCoordinator:
                 raise StaleEpoch(f"{a.barrier}: task {arrival.task} called at epoch {arrival.epoch}, which "
                                  f"the coordinator {where} (current epoch {a.epoch})",
                                  a.barrier, arrival.epoch, len(a.arrivals), a.total, a.missing())
-            else:
-                waiter, calls = self._record(a, arrival, callback)
-        _deliver(calls)
+        for told, outcome in calls:   # outside the lock (_deliver)
+            told(outcome)
         return waiter
 
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
-        waiter = Waiter(a.barrier, arrival.task, arrival.epoch, callback)
-        if a.operation is not None and a.operation != arrival.operation:
+        task, operation, arrivals = arrival.task, arrival.operation, a.arrivals
+        waiter = Waiter(a, task, arrival.epoch, callback)
+        if a.operation is not None and a.operation != operation:
             self.deadline_changes += 1
-            return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(a.arrivals)), callback)
-        if arrival.task in a.arrivals:
+            return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
+        if task in arrivals:
             self._stats.duplicate_arrivals += 1
-            a.waiters.setdefault(arrival.task, []).append(waiter)
+            a.waiters.setdefault(task, []).append(waiter)
             return waiter, []
         message = b""
-        if arrival.operation == ALL_GATHER:
+        if operation == ALL_GATHER:
             size = max(len(arrival.message), arrival.unsent_size) + FRAMING_BYTES
             if arrival.unsent_size or a.gathered_bytes + size > self.max_message_bytes:
                 self.deadline_changes += 1
@@ -454,33 +441,39 @@ class BarrierCoordinator:
             a.gathered_bytes += size
             message = arrival.message
         self._stats.arrivals += 1
-        first = not a.arrivals
-        if first:
-            a.operation = arrival.operation
-        a.arrivals[arrival.task] = message
-        n = len(a.arrivals)
+        n = len(arrivals) + 1
         if log.isEnabledFor(logging.INFO):
-            log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, arrival.task, n, a.total)
+            log.info("%s barrier epoch %d: task %d arrived (%d/%d)", a.barrier, a.epoch, task, n, a.total)
         if n < a.total:
-            if first:   # the epoch starts: its deadline runs from now
+            if n == 1:   # the epoch starts: its deadline runs from now
+                a.operation = operation
                 a.started_at = self.clock.now()
                 heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
                 self.deadline_changes += 1
-            a.waiters.setdefault(arrival.task, []).append(waiter)
+            arrivals[task] = message
+            a.waiters.setdefault(task, []).append(waiter)
             return waiter, []
         # The last arrival releases the epoch (a gang of one task: at once, no deadline ever
-        # ran): the waiting tasks in the order they came, then this one.
-        messages = tuple(a.arrivals[i] for i in range(a.total)) if a.operation == ALL_GATHER else ()
-        release = Released(a.epoch, a.operation, messages)
-        waiters = a.take_waiters() if a.waiters else []
+        # ran, nothing of the epoch kept): the waiting tasks in the order they came, then this one.
+        epoch = a.epoch
+        if operation == ALL_GATHER:
+            arrivals[task] = message
+            release = Released(epoch, operation, tuple([arrivals[i] for i in range(a.total)]))
+            a.gathered_bytes = 0
+        else:
+            release = _BARRIER_RELEASES.get(epoch) or Released(epoch, operation)
         waiter.done = True
-        if a.started_at is not None:   # its deadline was running
-            self.deadline_changes += 1
         a.last_release = release
-        a.epoch += 1
-        a.operation, a.arrivals, a.started_at, a.gathered_bytes = None, {}, None, 0
+        a.epoch = epoch + 1
         self._stats.releases += 1
-        if not waiters:   # a gang of one task, or a last arrival nobody else waits for any more
+        if n == 1:   # a gang of one task: nobody else waits
+            if arrivals:
+                a.arrivals = {}
+            return waiter, [(callback, release)]
+        self.deadline_changes += 1   # its deadline was running
+        a.operation, a.arrivals, a.started_at = None, {}, None
+        waiters = a.take_waiters() if a.waiters else None
+        if not waiters:   # nobody else waits any more
             return waiter, [(callback, release)]
         return waiter, [(w.callback, release) for w in waiters] + [(callback, release)]
 
@@ -510,9 +503,8 @@ class BarrierCoordinator:
             if waiter.done:
                 return
             waiter.done = True
-            g = self._gangs.get((waiter.barrier.job, waiter.barrier.gang))
-            a = g.current if g else None
-            if a is not None and a.barrier == waiter.barrier:
+            a = waiter.attempt
+            if self._open.get(a.key) is a:
                 ws = a.waiters.get(waiter.task)
                 if ws and waiter in ws:
                     ws.remove(waiter)
@@ -541,23 +533,22 @@ class BarrierCoordinator:
 
         Authentication comes first: a call without the token of the attempt it names (or
         naming an attempt not known, or forgotten) is refused and told nothing else."""
-        g = self._gangs.get((job, gang))
-        a = g.current if g is not None else None
+        a = self._open.get((job, gang))
         if a is not None and a.attempt == attempt:   # most calls: the open attempt's
-            known = a.token
+            known, ended = a.token, None
         else:
-            known = g.token_of(attempt) if g is not None else None
-        if known is None or not hmac.compare_digest(known.encode(), (token or "").encode()):
+            ended = self._ended.get((job, gang, attempt))
+            known = ended[0] if ended is not None else None
+        if known is None or not _same_token(known, token):
             self._refuse(job, gang, attempt, task, epoch)
-        if a is None or a.attempt != attempt:
+        if ended is not None:
             barrier = BarrierId(job, gang, attempt)
             self._stats.stale_requests += 1
-            ended = g.ended[attempt]
-            if ended.failure is not None:
-                raise AttemptFailed(ended.failure, barrier, epoch, ended.arrived, ended.total)
+            _token, how, arrived, total, failure = ended
+            if failure is not None:
+                raise AttemptFailed(failure, barrier, epoch, arrived, total)
             newer = f"; the open attempt is {a.attempt}" if a is not None else ""
-            raise StaleAttempt(f"{barrier} is {ended.how}{newer}; {_call_of(task, epoch)}",
-                               barrier, epoch, ended.arrived, ended.total)
+            raise StaleAttempt(f"{barrier} is {how}{newer}; {_call_of(task, epoch)}", barrier, epoch, arrived, total)
         if not 0 <= task < a.total:
             self._stats.invalid_requests += 1
             raise BarrierInvalid(f"{a.barrier}: task index {task} is outside 0..{a.total - 1}", a.barrier, epoch)
@@ -588,8 +579,7 @@ class BarrierCoordinator:
             heap = self._deadlines
             while heap:
                 deadline, _, a = heap[0]
-                g = self._gangs.get((a.barrier.job, a.barrier.gang))
-                if g is not None and g.current is a and a.deadline() == deadline:
+                if self._open.get(a.key) is a and a.deadline() == deadline:
                     return deadline
                 heapq.heappop(heap)
         return None
@@ -602,9 +592,8 @@ class BarrierCoordinator:
         now = self.clock.now()
         calls: list = []
         with self._lock:
-            for g in self._gangs.values():
-                a = g.current
-                d = a.deadline() if a else None
+            for a in self._open.values():
+                d = a.deadline()
                 if d is None or now < d:
                     continue
                 missing = a.missing()
@@ -625,18 +614,15 @@ class BarrierCoordinator:
     def waiting(self) -> list[Progress]:
         """Progress of every attempt with a running epoch (for the coordinator's periodic log)."""
         with self._lock:
-            return [self._progress(g.current) for g in self._gangs.values()
-                    if g.current is not None and g.current.started_at is not None
-                    and g.current.broken is None]
+            return [self._progress(a) for a in self._open.values() if a.started_at is not None and a.broken is None]
 
     def statistics(self) -> CoordinatorStatistics:
         with self._lock:
             s = CoordinatorStatistics(**vars(self._stats))
-            open_ = [g.current for g in self._gangs.values() if g.current is not None]
-            s.attempts_open = len(open_)
-            s.calls_waiting = sum(len(ws) for a in open_ for ws in a.waiters.values())
+            s.attempts_open = len(self._open)
+            s.calls_waiting = sum(len(ws) for a in self._open.values() for ws in a.waiters.values())
             s.attempts_remembered = len(self._ended)
-            s.gangs_known = len(self._gangs)
+            s.gangs_known = len(set(self._open) | {(job, gang) for job, gang, _attempt in self._ended})
             return s
 
 
@@ -647,6 +633,15 @@ def _cut(text: str, limit: int = 200) -> str:
 
 def _call_of(task: int, epoch: int | None) -> str:
     return f"task {task} called at epoch {epoch}" if epoch is not None else f"task {task} asked"
+
+
+def _same_token(known: str, given: str | None) -> bool:
+    """Whether a call carries the attempt's token, compared in constant time (a token is
+    ASCII: one that is not cannot be it)."""
+    try:
+        return hmac.compare_digest(known, given or "")
+    except TypeError:   # not ASCII
+        return False
 
 
 def _deliver(calls: list) -> None:

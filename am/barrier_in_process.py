@@ -25,7 +25,7 @@ import itertools
 from typing import Any, Callable, Protocol, Sequence
 
 from .barrier import YEAR_S, Arrival, BarrierCoordinator, Callback, CoordinatorStatistics, TaskInfo, Waiter
-from .context import task_env
+from .context import attempt_env, task_env
 
 __all__ = ["InProcessBarrier", "IN_PROCESS_ADDRESS"]
 
@@ -72,10 +72,8 @@ class InProcessBarrier:
         token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
         return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks))
 
-    def task_envs(self, job: str, gang: str, attempt: int) -> list[dict[str, str]]:
-        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
-        count = len(tasks)
-        return [task_env(self.address, job, gang, attempt, token, task, count) for task in tasks]
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        return attempt_env(self.address, job, gang, attempt, token, count)
 
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:
         try:

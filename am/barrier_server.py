@@ -63,7 +63,7 @@ from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordina
                                    CoordinatorStatistics, Released, TaskInfo)
 from gangmaster.am.barrier_config import BarrierConfig
 from gangmaster.am.barrier_errors import BarrierError
-from gangmaster.am.context import task_env
+from gangmaster.am.context import attempt_env, own_env
 from gangmaster.am.grpc_security import EXCLUSIVE_BIND, ListenError, PortInUse, listen
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.conf.fields import ConfigError
@@ -332,20 +332,18 @@ class AsyncBarrierServer:
         """The environment variables task ``index`` of an open attempt needs for
         :meth:`BarrierTaskContext.get` (``KeyError`` when the attempt is not open)."""
         token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
-        return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks),
-                        tls_ca_file=self.config.tls_cert_file,
-                        log_interval_s=self.config.log_interval_s,
-                        retry_give_up_s=self.config.retry_give_up_s,
-                        max_message_bytes=self.coordinator.max_message_bytes)
+        task = tasks[index]
+        return {**self.attempt_env(job, gang, attempt, token, len(tasks)),
+                **own_env(task.index, task.role, task.role_index)}
 
-    def task_envs(self, job: str, gang: str, attempt: int) -> list[dict[str, str]]:
-        """:meth:`task_env` of every task of an open attempt, by index."""
-        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
-        return [task_env(self.address, job, gang, attempt, token, task, len(tasks),
-                         tls_ca_file=self.config.tls_cert_file,
-                         log_interval_s=self.config.log_interval_s,
-                         retry_give_up_s=self.config.retry_give_up_s,
-                         max_message_bytes=self.coordinator.max_message_bytes) for task in tasks]
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        """The variables every task of an attempt opened with ``token`` for ``count`` tasks
+        has alike (:meth:`task_env` less the task's own)."""
+        return attempt_env(self.address, job, gang, attempt, token, count,
+                           tls_ca_file=self.config.tls_cert_file,
+                           log_interval_s=self.config.log_interval_s,
+                           retry_give_up_s=self.config.retry_give_up_s,
+                           max_message_bytes=self.coordinator.max_message_bytes)
 
     def statistics(self) -> CoordinatorStatistics:
         return self.coordinator.statistics()
@@ -479,8 +477,8 @@ class BarrierServer:
     def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
         return self._call(self.inner.task_env, job, gang, attempt, index)
 
-    def task_envs(self, job: str, gang: str, attempt: int) -> list[dict[str, str]]:
-        return self._call(self.inner.task_envs, job, gang, attempt)
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        return self.inner.attempt_env(job, gang, attempt, token, count)   # reads only what never changes once started
 
     def statistics(self) -> CoordinatorStatistics:
         return self._call(self.inner.statistics)

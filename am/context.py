@@ -27,10 +27,12 @@ its size, and the gather fails at once on every task with :class:`MessageTooLarg
 without ``Session`` (UNIMPLEMENTED) is called with unary ``Sync`` instead. While it waits, the task logs "waiting for barrier (epoch e): n/N
 arrived after t s" every log interval.
 
-The environment is the contract with the AM; :func:`task_env` builds it.
+The environment is the contract with the AM; :func:`task_env` builds it (the attempt's
+part, :func:`attempt_env`, and the task's own, :func:`own_env`).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -48,7 +50,8 @@ from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_B
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
 
-__all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
+__all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "own_env",
+           "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
            "ENV_JOB", "ENV_GANG", "ENV_ATTEMPT", "ENV_TASK_INDEX", "ENV_TASK_COUNT", "ENV_ROLE",
            "ENV_ROLE_INDEX", "ENV_PAI_ROLE", "ENV_PAI_ROLE_INDEX", "ENV_TLS_CA", "ENV_LOG_INTERVAL",
            "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "channel_options"]
@@ -103,13 +106,19 @@ def channel_options(max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES) -> list[
 def task_env(address: str, job: str, gang: str, attempt: int, token: str, task: TaskInfo,
              count: int, tls_ca_file: str | None = None, log_interval_s: float | None = None,
              retry_give_up_s: float | None = None, max_message_bytes: int | None = None) -> dict[str, str]:
-    """The environment variables a task needs for :meth:`BarrierTaskContext.get`."""
-    env = {
-        ENV_ADDRESS: address, ENV_TOKEN: token, ENV_JOB: job, ENV_GANG: gang,
-        ENV_ATTEMPT: str(attempt), ENV_TASK_INDEX: str(task.index), ENV_TASK_COUNT: str(count),
-        ENV_ROLE: task.role, ENV_ROLE_INDEX: str(task.role_index),
-        ENV_PAI_ROLE: task.role, ENV_PAI_ROLE_INDEX: str(task.role_index),
-    }
+    """The environment variables a task needs for :meth:`BarrierTaskContext.get`: its
+    attempt's (:func:`attempt_env`) and its own (:func:`own_env`)."""
+    return {**attempt_env(address, job, gang, attempt, token, count, tls_ca_file, log_interval_s, retry_give_up_s,
+                          max_message_bytes), **own_env(task.index, task.role, task.role_index)}
+
+
+def attempt_env(address: str, job: str, gang: str, attempt: int, token: str, count: int,
+                tls_ca_file: str | None = None, log_interval_s: float | None = None,
+                retry_give_up_s: float | None = None, max_message_bytes: int | None = None) -> dict[str, str]:
+    """The variables every task of a gang attempt has alike: where its coordinator is and
+    how to talk to it, the attempt's token, names and number of tasks."""
+    env = {ENV_ADDRESS: address, ENV_TOKEN: token, ENV_JOB: job, ENV_GANG: gang, ENV_ATTEMPT: str(attempt),
+           ENV_TASK_COUNT: str(count)}
     if tls_ca_file:
         env[ENV_TLS_CA] = str(tls_ca_file)
     if log_interval_s is not None:
@@ -119,6 +128,16 @@ def task_env(address: str, job: str, gang: str, attempt: int, token: str, task: 
     if max_message_bytes is not None:
         env[ENV_MAX_MESSAGE] = str(max_message_bytes)
     return env
+
+
+@functools.lru_cache(maxsize=4096)
+def own_env(index: int, role: str, role_index: int) -> dict[str, str]:
+    """The variables that say which task of its gang a task is: its index in the gang, its
+    role and its index in the role. One mapping per task of a shape (a replay's tasks are
+    mostly task 0 of a few role names); read only: merge it."""
+    text = str(role_index)
+    return {ENV_TASK_INDEX: str(index), ENV_ROLE: role, ENV_ROLE_INDEX: text, ENV_PAI_ROLE: role,
+            ENV_PAI_ROLE_INDEX: text}
 
 
 def _env_int(env: Mapping[str, str], name: str) -> int:

@@ -1,7 +1,8 @@
 """What the AM asks of a barrier coordinator: :class:`GangBarrier`.
 
-The AM opens a gang attempt's barrier before it starts the gang's tasks, merges
-:meth:`~GangBarrier.task_envs` into its tasks' environments, and ends the attempt
+The AM opens a gang attempt's barrier before it starts the gang's tasks, gives them all
+:meth:`~GangBarrier.attempt_env` and each its own part
+(:func:`gangmaster.am.context.own_env`), and ends the attempt
 with :meth:`~GangBarrier.close_attempt` (it succeeded) or
 :meth:`~GangBarrier.fail_attempt` (every waiting task is told at once). Two
 implementations, one per way of running, so the AM never asks which it has:
@@ -37,9 +38,12 @@ class GangBarrier(Protocol):
         (``KeyError`` when the attempt is not open)."""
         ...
 
-    def task_envs(self, job: str, gang: str, attempt: int) -> list[dict[str, str]]:
-        """:meth:`task_env` of every task of an open attempt, by index, in one call (what
-        the AM asks when it launches the gang)."""
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        """What :meth:`task_env` gives every task of an attempt opened with ``token`` for
+        ``count`` tasks alike: all of it but the task's own part
+        (:func:`gangmaster.am.context.own_env`), in one mapping for the gang (what the AM
+        asks when it launches the gang: the coordinator's address and options, the attempt's
+        names and token)."""
         ...
 
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:

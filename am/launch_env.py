@@ -36,7 +36,16 @@ gangs of up to :data:`PER_INSTANCE_VARIABLES_UP_TO` tasks, ``PAI_HOST_IP_<role>_
 ``PAI_CONTAINER_HOST_PORT_LIST`` (``label:port,port;label:port;``, every label
 followed by ``;``), ``PAI_CONTAINER_HOST_<label>_PORT_LIST`` (comma separated),
 ``PAI_CONTAINER_HOST_PORT`` / ``PAI_CURRENT_CONTAINER_PORT`` (the ``http`` port, else
-the first) and ``PAI_CONTAINER_SSH_PORT`` (with an ``ssh`` label); ``GANGMASTER_ATTEMPT``.
+the first) and ``PAI_CONTAINER_SSH_PORT`` (with an ``ssh`` label); and the barrier's
+``GANGMASTER_TASK_INDEX`` (its rank), ``GANGMASTER_TASK_ROLE``, ``GANGMASTER_TASK_ROLE_INDEX``
+(:func:`gangmaster.am.context.own_env`). ``GANGMASTER_ATTEMPT`` and the rest of what a task
+needs to reach its barrier are the gang's (the barrier's
+:meth:`~gangmaster.am.gang_barrier.GangBarrier.attempt_env`).
+
+:func:`launch_envs` puts a gang's launch together: what its tasks share, sent once, and
+each task's own variables, from pieces worked out once per shape of gang, role and index,
+kind of ports and share of a GPU: a replay launches tens of thousands of gangs of a few
+hundred shapes, and a story-3 gang thousands of tasks of a few kinds.
 
 **A share of one GPU** (:func:`gpu_share_env`, a task whose role asks ``gpuMilli``):
 ``GANGMASTER_GPU_MILLI``, the task's share of its GPU in milli-GPU (250: a quarter), and
@@ -54,29 +63,14 @@ from __future__ import annotations
 import functools
 import os
 import pwd
-from operator import attrgetter, itemgetter
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
+from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.ports import PortRanges
-from gangmaster.selectors.resources import ResourceDescriptor
-from gangmaster.selectors.values import value
 
+from .context import own_env
 from .jobspec_model import JobSpec, RoleSpec
-
-
-@value
-class PlacedTask:
-    """One instance as launched: enough to tell every other task where it is."""
-
-    role: str
-    index: int
-    host: str
-    ports: Mapping[str, tuple[int, ...]]   # label -> the ports with that label
-
-    @property
-    def main_port(self) -> int | None:
-        """The port OpenPAI names the task by (see :func:`main_port`)."""
-        return main_port(self.ports)
+from .lifecycle import TaskRecord
 
 
 def main_port(ports: Mapping[str, tuple[int, ...]]) -> int | None:
@@ -100,31 +94,6 @@ def label_ports(labels: Mapping[str, int], ranges: PortRanges) -> dict[str, tupl
     return out
 
 
-class PortKinds:
-    """The ports of a gang's tasks, by kind: the tasks of a role given the same port
-    ranges (most tasks of a big gang: like nodes give their lowest free ports) share
-    one labelled mapping, one mapping of each label's first port (what the barrier and
-    the task's record keep) and one set of the task's own port variables
-    (:func:`ports_env`), worked out once. They are read only."""
-
-    def __init__(self, roles: Mapping[str, RoleSpec]):
-        self.roles = roles
-        self._kinds: dict[tuple[str, PortRanges], tuple[dict, dict, dict]] = {}
-
-    def of(self, role: str, ranges: PortRanges) -> tuple[dict[str, tuple[int, ...]], dict[str, int], dict[str, str]]:
-        """``(ports by label, first port by label, own port variables)`` of a task of ``role``
-        holding ``ranges``."""
-        spec = self.roles[role]
-        if not spec.ports:   # most roles name no ports: one kind serves every such task
-            return _NO_PORTS_KIND
-        kind = self._kinds.get((role, ranges))
-        if kind is None:
-            ports = label_ports(spec.ports, ranges)
-            named = {label: listed[0] for label, listed in ports.items() if listed}
-            kind = self._kinds[(role, ranges)] = (ports, named, ports_env(ports))
-        return kind
-
-
 def ports_env(ports: Mapping[str, tuple[int, ...]]) -> dict[str, str]:
     """A task's own port variables (the same for every task holding the same ports)."""
     listed = {label: ",".join(map(str, numbers)) for label, numbers in ports.items()}
@@ -139,8 +108,46 @@ def ports_env(ports: Mapping[str, tuple[int, ...]]) -> dict[str, str]:
     return env
 
 
-#: The kind of a task of a role without ports (see :meth:`PortKinds.of`).
-_NO_PORTS_KIND: tuple[dict, dict, dict] = ({}, {}, ports_env({}))
+class PortKind:
+    """The ports of one kind of task (a role's tasks given the same port ranges), worked out
+    once: by label (``ports``), each label's first port (``named``: what the barrier and the
+    task's record keep), each label's ports as OpenPAI lists them (``listed``, comma
+    separated), the port OpenPAI names the task by (``main``, :func:`main_port`) and the
+    task's own port variables as launch pairs (``pairs``, :func:`ports_env`). Read only."""
+
+    __slots__ = ("ports", "named", "listed", "main", "pairs")
+
+    def __init__(self, ports: Mapping[str, tuple[int, ...]]):
+        self.ports = ports
+        self.named = {label: listed[0] for label, listed in ports.items() if listed}
+        self.listed = {label: ",".join(map(str, numbers)) for label, numbers in ports.items()}
+        self.main = main_port(ports)
+        self.pairs = tuple(ports_env(ports).items())
+
+
+#: The kind of a task of a role without ports.
+NO_PORTS = PortKind({})
+
+
+class PortKinds:
+    """The kinds of ports of one gang's tasks (:class:`PortKind`): the tasks of a role given
+    the same port ranges (most tasks of a big gang: like nodes give their lowest free ports)
+    share one."""
+
+    def __init__(self, roles: Mapping[str, RoleSpec]):
+        self.roles = roles
+        self._kinds: dict[tuple[str, PortRanges], PortKind] = {}
+
+    def of(self, role: str, ranges: PortRanges) -> PortKind:
+        """The kind of a task of ``role`` holding ``ranges``."""
+        spec = self.roles[role]
+        if not spec.ports:   # most roles name no ports: one kind serves every such task
+            return NO_PORTS
+        kind = self._kinds.get((role, ranges))
+        if kind is None:
+            kind = self._kinds[(role, ranges)] = PortKind(label_ports(spec.ports, ranges))
+        return kind
+
 
 #: Gangs up to this many tasks also get the per-instance variables (``PAI_HOST_IP_<role>_<i>``,
 #: ``PAI_PORT_LIST_<role>_<i>_<label>``): every task would otherwise carry a variable per task
@@ -149,21 +156,10 @@ _NO_PORTS_KIND: tuple[dict, dict, dict] = ({}, {}, ports_env({}))
 PER_INSTANCE_VARIABLES_UP_TO = 256
 
 
-def job_env(job: JobSpec, queue: str, user: str | None = None) -> dict[str, str]:
-    """OpenPAI's job and task-role variables (the same for every task of the job)."""
-    user = user or current_user()
-    framework = f"{user}~{job.name}"
-    env = {"PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework}
-    shm = tuple(_shm_mb(job, role) for role in job.roles) if job.kept else None
-    env.update(_roles_env(job.roles, queue, user, shm))
-    return env
-
-
 @functools.lru_cache(maxsize=1024)
 def _roles_env(roles: tuple[RoleSpec, ...], queue: str, user: str, shm: tuple[int, ...] | None) -> dict[str, str]:
-    """The variables of :func:`job_env` but the job's name: worked out once per set of roles
-    (a replay's jobs of one shape share their roles). ``shm``: each role's shared memory
-    (None: 0 for every role). Read only: the caller copies it."""
+    """OpenPAI's job and task-role variables but the job's name (the same for every task of
+    the job). ``shm``: each role's shared memory (None: 0 for every role). Read only."""
     roles_list = ",".join(role.name for role in roles)
     count = str(len(roles))
     tasks = str(sum(role.instances for role in roles))
@@ -191,103 +187,133 @@ def _roles_env(roles: tuple[RoleSpec, ...], queue: str, user: str, shm: tuple[in
     return env
 
 
-def gang_env(job: JobSpec, tasks: Sequence[PlacedTask], attempt: int, queue: str = "default",
-             user: str | None = None) -> dict[str, str]:
-    """Every variable that is the same for all tasks of the gang (computed once)."""
-    env = job_env(job, queue, user)
+class _GangShape:
+    """What :func:`gang_env` gives every gang of the same roles in a job of the same roles,
+    queue and user, worked out once (a replay's jobs of one shape share their roles): the
+    job's variables but its name (``job_vars``), and the names of the placement variables.
+    A gang's tasks are every instance of its roles, by role in the gang's order, then
+    index (rank order), so those names depend on the roles alone."""
+
+    __slots__ = ("job_vars", "host_lists", "per_instance", "host_ips", "port_names", "instances")
+
+    def __init__(self, job_roles: tuple[RoleSpec, ...], roles: tuple[RoleSpec, ...], queue: str, user: str,
+                 shm: tuple[int, ...] | None):
+        self.job_vars = _roles_env(job_roles, queue, user, shm)
+        ranks = [(role, index) for role in roles for index in range(role.instances)]
+        #: per role: its host list's name and the ranks of its tasks (first, end)
+        self.host_lists = []
+        rank = 0
+        for role in roles:
+            self.host_lists.append((f"PAI_TASK_ROLE_{role.name}_HOST_LIST", rank, rank + role.instances))
+            rank += role.instances
+        self.per_instance = len(ranks) <= PER_INSTANCE_VARIABLES_UP_TO
+        #: by rank: the name of its host's variable, and of each label's ports (the current and the older name)
+        self.host_ips = [f"PAI_HOST_IP_{role.name}_{index}" for role, index in ranks] if self.per_instance else []
+        self.port_names = [{label: (f"PAI_PORT_LIST_{role.name}_{index}_{label}",
+                                    f"PAI_{role.name}_{index}_{label}_PORT") for label in role.ports}
+                           for role, index in ranks] if self.per_instance else []
+        self.instances = ",".join(f"{role.name}:{index}" for role, index in ranks)
+
+
+_gang_shape = functools.lru_cache(maxsize=1024)(_GangShape)
+
+
+def gang_env(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskRecord], kinds: Sequence[PortKind],
+             attempt: int, queue: str = "default", user: str | None = None) -> dict[str, str]:
+    """Every variable that is the same for all tasks of the gang of ``roles`` (computed once):
+    ``tasks`` are every instance of the roles, by rank, ``kinds`` their ports."""
+    user = user or current_user()
+    shape = _gang_shape(job.roles, roles, queue, user, tuple(_shm_mb(job, role) for role in job.roles)
+                        if job.kept else None)
+    framework = f"{user}~{job.name}"
+    env = {"PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework}
+    env.update(shape.job_vars)
     env["GANGMASTER_ATTEMPT"] = str(attempt)
-    per_instance = len(tasks) <= PER_INSTANCE_VARIABLES_UP_TO
-    by_role: dict[str, list[PlacedTask]] = {}
-    for t in tasks:
-        by_role.setdefault(t.role, []).append(t)
-    instances = []
-    for role, of_role in by_role.items():
-        if len(of_role) > 1:
-            of_role.sort(key=_by_index)
-        hosts = []
-        for t in of_role:
-            instances.append(f"{role}:{t.index}")
-            port = main_port(t.ports) if t.ports else None
-            hosts.append(t.host if port is None else f"{t.host}:{port}")
-        env[f"PAI_TASK_ROLE_{role}_HOST_LIST"] = ",".join(hosts)
-        if per_instance:
-            for t in of_role:
-                env[f"PAI_HOST_IP_{role}_{t.index}"] = t.host
-                for label, ports in t.ports.items():
-                    listed = ",".join(map(str, ports))
-                    env[f"PAI_PORT_LIST_{role}_{t.index}_{label}"] = listed
-                    env[f"PAI_{role}_{t.index}_{label}_PORT"] = listed
-    env["PAI_TASK_ROLE_INSTANCES"] = ",".join(instances)
+    if len(tasks) == 1:   # most gangs
+        host, kind = tasks[0].host, kinds[0]
+        env[shape.host_lists[0][0]] = host if kind.main is None else f"{host}:{kind.main}"
+        env[shape.host_ips[0]] = host
+        if kind.listed:
+            _port_lists(env, shape.port_names[0], kind.listed)
+    else:
+        hosts = [t.host if k.main is None else f"{t.host}:{k.main}" for t, k in zip(tasks, kinds)]
+        for host_list, first, end in shape.host_lists:
+            env[host_list] = ",".join(hosts[first:end])
+            if shape.per_instance:
+                host_ips, port_names = shape.host_ips, shape.port_names
+                for rank in range(first, end):
+                    env[host_ips[rank]] = tasks[rank].host
+                    if kinds[rank].listed:
+                        _port_lists(env, port_names[rank], kinds[rank].listed)
+    env["PAI_TASK_ROLE_INSTANCES"] = shape.instances
     return env
 
 
-_by_index = attrgetter("index")
+def _port_lists(env: dict[str, str], names: Mapping[str, tuple[str, str]], listed: Mapping[str, str]) -> None:
+    """A task's ports, label by label, as every task of its gang sees them."""
+    for label, ports in listed.items():
+        name, older_name = names[label]
+        env[name] = env[older_name] = ports
+
+
+def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskRecord], kinds: Sequence[PortKind],
+                attempt: int, barrier_env: Mapping[str, str], queue: str = "default",
+                base: Mapping[str, str] | None = None,
+                user: str | None = None) -> tuple[tuple[tuple[str, str], ...], list[tuple[tuple[str, str], ...]]]:
+    """Every task's whole environment, as launch pairs: what all tasks of the gang share
+    (sent once: ``base``, then :func:`gang_env`, then ``barrier_env``, what the gang's
+    barrier gives every task), and each task's own, by rank (:func:`identity_env`, its
+    ports, its share of a GPU), which wins. A gang of one task shares nothing: its own
+    pairs are its whole environment.
+
+    A gang has thousands of tasks and few kinds of them: a task's own pairs are put together
+    from pairs worked out once per role and index, per kind of ports and per share."""
+    shared = gang_env(job, roles, tasks, kinds, attempt, queue, user)
+    if base:
+        shared = {**base, **shared}
+    shared.update(barrier_env)
+    if len(tasks) == 1:
+        task = tasks[0]
+        shared.update(identity_env(task.rank, task.role, task.index))
+        shared.update(kinds[0].pairs)
+        if task.gpu_milli:
+            shared.update(gpu_share_env(task.gpu_milli))
+        return (), [tuple(shared.items())]
+    own = []
+    for task, kind in zip(tasks, kinds):
+        pairs = _identity_pairs(task.rank, task.role, task.index) + kind.pairs
+        own.append(pairs + _share_pairs(task.gpu_milli) if task.gpu_milli else pairs)
+    return tuple(shared.items()), own
 
 
 @functools.lru_cache(maxsize=4096)
-def identity_env(role: str, index: int) -> dict[str, str]:
-    """The variables that say which task this is. One mapping per task of a role (a
-    replay's tasks are mostly instance 0 of a few role names); read only: merge it."""
+def identity_env(rank: int, role: str, index: int) -> dict[str, str]:
+    """The variables that say which task this is: OpenPAI's (role, index in the role) and
+    the barrier's (:func:`~gangmaster.am.context.own_env`, rank too). One mapping per task
+    of a shape (a replay's tasks are mostly instance 0 of a few role names); read only:
+    merge it."""
     text = str(index)
     return {"PAI_CURRENT_TASK_ROLE_NAME": role, "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": text,
-            "PAI_TASK_INDEX": text}
+            "PAI_TASK_INDEX": text, **own_env(rank, role, index)}
 
 
-def gpu_share_env(resource: ResourceDescriptor) -> dict[str, str]:
-    """A task's share of its one GPU, for a task that holds a share (else nothing): the
-    program sizes its memory and batch by it (the GPU is not partitioned for it)."""
-    if not resource.gpu_milli:
+@functools.lru_cache(maxsize=8192)
+def _identity_pairs(rank: int, role: str, index: int) -> tuple[tuple[str, str], ...]:
+    return tuple(identity_env(rank, role, index).items())
+
+
+@functools.lru_cache(maxsize=1024)
+def gpu_share_env(milli: int) -> dict[str, str]:
+    """A task's share of its one GPU, ``milli`` milli-GPU (0: whole GPUs: nothing): the
+    program sizes its memory and batch by it (the GPU is not partitioned for it). Read only."""
+    if not milli:
         return {}
-    return {"GANGMASTER_GPU_MILLI": str(resource.gpu_milli), "GANGMASTER_GPU_SHARE": f"{resource.gpu_share:g}"}
+    return {"GANGMASTER_GPU_MILLI": str(milli), "GANGMASTER_GPU_SHARE": f"{milli / GPU_MILLI:g}"}
 
 
-def split_alike(envs: Sequence[Mapping[str, str]]) -> tuple[dict[str, str], list[tuple[tuple[str, str], ...]]]:
-    """Tasks' own variables split into those every task has alike (sent once for the gang:
-    the barrier's address and token, the attempt…) and, per task, the rest as launch pairs,
-    in the order the task's mapping gives them.
-
-    A gang has thousands of tasks and few layouts of variables (a role's tasks name the
-    same ones, in the same order): the variables left to a task are found once per
-    layout and then read out of each task's mapping in one pass. Equal pairs are one
-    object (a role's tasks share most of theirs: the role, the ports): the launches of
-    a gang hold a few pairs per task, not a dozen, and the cycle collector traverses
-    that many fewer objects after the gang starts."""
-    if len(envs) < 2:
-        return {}, [tuple(env.items()) for env in envs]
-    first, rest = envs[0], envs[1:]
-    alike: dict[str, str] = {}
-    for name, value in first.items():
-        if rest[0].get(name, _ABSENT) != value:   # most variables differ at once: no need to look further
-            continue
-        values = [env.get(name, _ABSENT) for env in rest]
-        if values.count(value) == len(values):
-            alike[name] = value
-    own_names: dict[tuple[str, ...], tuple[tuple[str, ...], Callable]] = {}   # layout -> its own names, their reader
-    one_of: dict[tuple[str, str], tuple[str, str]] = {}   # each distinct pair, once
-    own = []
-    for env in envs:
-        layout = tuple(env)
-        known = own_names.get(layout)
-        if known is None:
-            names = tuple(name for name in layout if name not in alike)
-            known = own_names[layout] = (names, _reader(names))
-        names, read = known
-        pairs = list(zip(names, read(env)))
-        own.append(tuple(map(one_of.setdefault, pairs, pairs)))
-    return alike, own
-
-
-_ABSENT = object()
-
-
-def _reader(names: tuple[str, ...]) -> Callable[[Mapping[str, str]], tuple[str, ...]]:
-    """Reads the values of ``names`` from a mapping, as a tuple (``itemgetter`` gives a bare
-    value for one name and fails for none)."""
-    if not names:
-        return lambda env: ()
-    if len(names) == 1:
-        return lambda env: (env[names[0]],)
-    return itemgetter(*names)
+@functools.lru_cache(maxsize=1024)
+def _share_pairs(milli: int) -> tuple[tuple[str, str], ...]:
+    return tuple(gpu_share_env(milli).items())
 
 
 @functools.lru_cache(maxsize=1)

@@ -61,7 +61,6 @@ from . import recovery
 from .acquisition import GangAcquisition, SeededOnUse
 from .am_settings import AMSettings
 from .attempt_barrier import AttemptBarrier
-from .barrier import TaskInfo
 from .cluster_tracker import ClusterTracker
 from .collector import collector_paused
 from .diagnosis import Diagnosis, Occupant, diagnose
@@ -70,7 +69,7 @@ from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
 from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import JobSpec, RoleSpec
-from .launch_env import PlacedTask, PortKinds, gang_env, gpu_share_env, identity_env, split_alike
+from .launch_env import PortKinds, launch_envs
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
                         TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, LaunchedTasks, RoleState,
                         TaskEndings, TaskRecord)
@@ -400,32 +399,20 @@ class ApplicationMaster:
         slots = acq.in_order()
         roles = acq.roles
         kinds = PortKinds(roles)
-        placed, infos, tasks, own_envs = [], [], [], []
+        tasks, task_kinds = [], []
         for rank, s in enumerate(slots):
-            c, role, index = s.container, s.role, s.index
+            c, role = s.container, s.role
             resource = c.resource
-            ports, named, port_env = kinds.of(role, resource.port_ranges)
-            placed.append(PlacedTask(role, index, c.host, ports))
-            infos.append(TaskInfo(rank, c.host, named, role, index))
-            tasks.append(TaskRecord(role, index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
-                                    named, now, gpu_milli=resource.gpu_milli))
-            own_envs.append({**identity_env(role, index), **port_env, **gpu_share_env(resource)} if resource.gpu_milli
-                            else {**identity_env(role, index), **port_env})
-        token, barrier_envs = self._barrier.open(gang, infos)
-        for env, barrier_env in zip(own_envs, barrier_envs):
-            env.update(barrier_env)
-        gang_wide = gang_env(self.job, placed, gang.attempt, self.queue)
-        if self.task_env:
-            gang_wide = {**self.task_env, **gang_wide}
-        if len(own_envs) == 1:   # a gang of one task: its whole environment is its own, nothing is shared
-            gang_wide.update(own_envs[0])
-            shared, own = _NOTHING_SHARED, [tuple(gang_wide.items())]
-        else:
-            alike, own = split_alike(own_envs)
-            gang_wide.update(alike)
-            shared = LaunchContext(env=tuple(gang_wide.items()))
+            kind = kinds.of(role, resource.port_ranges)
+            tasks.append(TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
+                                    kind.named, now, gpu_milli=resource.gpu_milli))
+            task_kinds.append(kind)
+        token, barrier_env = self._barrier.open(gang, tasks)
+        shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, gang.attempt, barrier_env, self.queue,
+                                  self.task_env)
         launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
                           for t, env in zip(tasks, own)])
+        shared = LaunchContext(env=shared) if shared else _NOTHING_SHARED
         try:
             refused = self.rm.start_containers(StartContainers(launches, shared))
         except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)

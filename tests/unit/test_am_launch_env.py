@@ -115,18 +115,29 @@ def test_each_task_gets_its_own_ports_in_openpai_format(envs):
         assert w["PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX"] == w["PAI_TASK_INDEX"] == str(index)
 
 
-def test_split_alike_sends_what_every_task_has_alike_once():
-    from gangmaster.am.launch_env import split_alike
+def test_what_every_task_has_alike_is_sent_once_and_each_task_brings_only_its_own():
+    from gangmaster.am.launch_env import NO_PORTS, launch_envs
+    from gangmaster.am.lifecycle import TaskRecord
 
-    envs = [{"TOKEN": "t", "INDEX": "0", "ROLE": "ps"}, {"TOKEN": "t", "INDEX": "1", "ROLE": "worker"},
-            {"TOKEN": "t", "INDEX": "2", "ROLE": "worker"}]
-    alike, own = split_alike(envs)
-    assert alike == {"TOKEN": "t"}
-    assert own == [(("INDEX", "0"), ("ROLE", "ps")), (("INDEX", "1"), ("ROLE", "worker")),
-                   (("INDEX", "2"), ("ROLE", "worker"))]
-    assert [{**alike, **dict(pairs)} for pairs in own] == envs
-    assert split_alike([{"A": "1"}]) == ({}, [(("A", "1"),)])     # one task: nothing to share
-    assert split_alike([]) == ({}, [])
+    job = parse_job(JOB)
+    roles = job.gang_roles(0)
+    tasks = [TaskRecord(role, index, rank, f"c{rank}", f"h{rank}", (), {}, 0.0)
+             for rank, (role, index) in enumerate([("ps", 0), ("worker", 0), ("worker", 1), ("worker", 2)])]
+    barrier = {"GANGMASTER_BARRIER_TOKEN": "t", "GANGMASTER_TASK_COUNT": "4"}
+    shared, own = launch_envs(job, roles, tasks, [NO_PORTS] * 4, 1, barrier, base={"PATH": "/bin"})
+    shared = dict(shared)
+    assert shared["GANGMASTER_BARRIER_TOKEN"] == "t" and shared["PATH"] == "/bin"          # sent once
+    assert shared["PAI_TASK_ROLE_worker_HOST_LIST"] == "h1,h2,h3"
+    for task, pairs in zip(tasks, own):
+        names = [name for name, _ in pairs]
+        assert len(names) == len(set(names)) and shared.keys().isdisjoint(names)    # the RM merges without looking
+        mine = dict(pairs)
+        assert (mine["PAI_CURRENT_TASK_ROLE_NAME"], mine["PAI_TASK_INDEX"], mine["GANGMASTER_TASK_INDEX"]) == \
+            (task.role, str(task.index), str(task.rank))
+    (alone,) = [tasks[0]]
+    nothing, (whole,) = launch_envs(job, roles[:1], [alone], [NO_PORTS], 1, barrier)
+    assert nothing == ()                                                            # one task: nothing to share
+    assert dict(whole)["PAI_TASK_ROLE_ps_HOST_LIST"] == "h0" and dict(whole)["GANGMASTER_BARRIER_TOKEN"] == "t"
 
 
 SHARE_JOB = """

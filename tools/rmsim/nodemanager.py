@@ -146,7 +146,7 @@ class SimulatedNodeManager:
             return None
         try:
             return Arrival(env[ENV_JOB], env[ENV_GANG], int(env[ENV_ATTEMPT]), env[ENV_TOKEN],
-                           int(env[ENV_TASK_INDEX]), epoch=0)
+                           int(env[ENV_TASK_INDEX]), 0)   # epoch 0
         except (KeyError, ValueError):
             raise InvalidRequest(f"launch.env: a barrier task needs {', '.join(REQUIRED_ENV)} "
                                  "(the AM's barrier task_env)") from None

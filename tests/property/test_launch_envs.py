@@ -1,0 +1,44 @@
+"""launch_envs (a gang's variables sent once, each task's own) against its definition:
+every task's whole environment is the shared variables overlaid by its own."""
+from hypothesis import given, strategies as st
+
+from gangmaster.am.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
+from gangmaster.am.launch_env import PortKinds, identity_env, launch_envs
+from gangmaster.am.lifecycle import TaskRecord
+from gangmaster.selectors.ports import PortRanges
+
+labels = st.dictionaries(st.sampled_from(["http", "ssh", "nccl"]), st.integers(1, 2), max_size=2)
+roles = st.lists(st.tuples(st.integers(1, 4), labels), min_size=1, max_size=3)
+
+
+def _job(shapes) -> JobSpec:
+    specs = tuple(RoleSpec(name=f"r{n}", instances=instances, cpu=1, memory_mb=64, gpus=0, ports=ports,
+                           commands=("true",), completion=Completion(), task_retry_count=0,
+                           retry=RetryPolicy("job", 1)) for n, (instances, ports) in enumerate(shapes))
+    return JobSpec(name="j", roles=specs, gangs=(tuple(r.name for r in specs),), retry=RetryPolicy("job", 1),
+                   job_retry_count=0, barrier_timeout_s=None, parameters={}, unused=(), source="")
+
+
+@given(roles, st.integers(1, 3))
+def test_each_task_gets_the_shared_variables_and_its_own_and_nothing_is_sent_twice(shapes, attempt):
+    job = _job(shapes)
+    gang = job.gang_roles(0)
+    kinds_of = PortKinds({r.name: r for r in gang})
+    tasks, kinds = [], []
+    for rank, (role, index) in enumerate((r, i) for r in gang for i in range(r.instances)):
+        kinds.append(kinds_of.of(role.name, PortRanges.parse(f"{20000 + 10 * index}-{20009 + 10 * index}")))
+        tasks.append(TaskRecord(role.name, index, rank, f"c{rank}", f"h{rank}", (), kinds[-1].named, 0.0))
+    shared, own = launch_envs(job, gang, tasks, kinds, attempt, {"GANGMASTER_BARRIER_TOKEN": "t"})
+    assert len(own) == len(tasks)
+    if len(tasks) == 1:
+        assert shared == ()
+    shared = dict(shared)
+    for task, kind, pairs in zip(tasks, kinds, own):
+        names = [name for name, _ in pairs]
+        assert len(set(names)) == len(names) and shared.keys().isdisjoint(names) or len(tasks) == 1
+        env = {**shared, **dict(pairs)}
+        assert identity_env(task.rank, task.role, task.index).items() <= env.items()
+        assert dict(kind.pairs).items() <= env.items()
+        assert env["GANGMASTER_BARRIER_TOKEN"] == "t" and env["GANGMASTER_ATTEMPT"] == str(attempt)
+        assert env["PAI_TASK_ROLE_INSTANCES"].split(",") == [f"{t.role}:{t.index}" for t in tasks]
+        assert env[f"PAI_HOST_IP_{task.role}_{task.index}"] == task.host
