@@ -171,7 +171,7 @@ class GangAcquisition:
     def stalled(self, now: float, cluster_growth: int) -> bool:
         """Holding and asking for nothing, not backing off, and the last placement found no
         room with nothing new since: planning again changes nothing until the cluster does."""
-        return (bool(self.waiting_reason) and now >= self.not_before and not self.asks and not self.by_container
+        return (now >= self.not_before and not self.asks and not self.by_container
                 and self._nothing_new(cluster_growth))
 
     def _nothing_new(self, cluster_growth: int) -> bool:

@@ -99,9 +99,10 @@ class ApplicationMaster:
     call :meth:`heartbeat` every ``settings.heartbeat_s`` until :attr:`done`."""
 
     # An AM keeps at most 29 attributes of its own: CPython (3.11) keeps an object's attributes
-    # in a table shared by its class only up to 30 names, and an AM past that costs twice as
-    # much to build, and every attribute read costs more (a trace replay builds tens of
-    # thousands). What most AMs never set is read from the class instead:
+    # in a key table shared by its class only while they are few (measured: 29 are, 30 are
+    # not), and an AM past that costs twice as much to build, and every attribute read costs
+    # more (a trace replay builds tens of thousands; tests/unit/test_replay_collector.py
+    # pins it). What most AMs never set is read from the class instead:
 
     #: the job ended (then :attr:`outcome` and :attr:`reason` say how)
     done = False
