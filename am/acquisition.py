@@ -33,7 +33,9 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from functools import lru_cache
+from itertools import starmap
+from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.cluster import ClusterView
@@ -49,12 +51,11 @@ from .rm_protocol import Container, ResourceRequest
 Placer = Callable[[ClusterView, Mapping[str, Sequence[int]]], GangPlacement]
 
 
-@dataclass
 class Slot:
-    """One instance of the gang on its way to a container."""
+    """One instance of the gang on its way to a container. What it has not been given yet
+    (an ask, a container, a rejection) reads as the class's defaults: a gang's slots are
+    made at every attempt, and most are asked for once and granted."""
 
-    role: str
-    index: int
     placement: InstancePlacement | None = None
     request_id: int | None = None     # the ask outstanding for it, if any
     asked_at: float = 0.0
@@ -62,9 +63,37 @@ class Slot:
     rejections: int = 0
     pending_reason: str = ""          # why the RM did not grant it in its last pass
 
+    def __init__(self, role: str, index: int):
+        self.role, self.index = role, index
+
     @property
     def name(self) -> str:
         return f"{self.role}[{self.index}]"
+
+    def __repr__(self) -> str:
+        return f"Slot({self.name}, request {self.request_id}, container {self.container})"
+
+
+class GangLayout:
+    """What every attempt of a gang of these roles starts from, worked out once per set of
+    roles (:func:`layout_of`): the roles by name, each instance's ``(role, index)`` in rank
+    order (the order of :attr:`GangAcquisition.slots`), and the instances to place when
+    none is held or asked for (every one, by role). Read only."""
+
+    __slots__ = ("roles", "keys", "everything")
+
+    def __init__(self, roles: Sequence[RoleSpec]):
+        self.roles: Mapping[str, RoleSpec] = MappingProxyType({r.name: r for r in roles})
+        self.keys = tuple([(r.name, i) for r in roles for i in range(r.instances)])
+        self.everything: Mapping[str, Sequence[int]] = MappingProxyType(
+            {r.name: tuple(range(r.instances)) for r in roles if r.instances})
+
+
+@lru_cache(maxsize=1024)
+def layout_of(roles: tuple[RoleSpec, ...]) -> GangLayout:
+    """The :class:`GangLayout` of a gang of ``roles``: one per set of roles (a trace replay's
+    jobs of one shape share their RoleSpecs, and start tens of thousands of gangs)."""
+    return GangLayout(roles)
 
 
 class SeededOnUse:
@@ -90,31 +119,37 @@ class SeededOnUse:
 
 
 class GangAcquisition:
-    def __init__(self, gang: str, roles: Sequence[RoleSpec], settings: AMSettings,
+    """One gang attempt's acquisition. Its counts and reasons not set yet (no grant, no
+    release, no failed placement) read as the class's defaults."""
+
+    first_grant_at: float | None = None
+    release_count = 0
+    reselections = 0
+    waiting_reason = ""           # why the gang cannot be placed now, in numbers
+    never_reason = ""             # set when an instance can never be granted
+    failed_placements = 0         # placements that found no room (a diagnosis is redone after one)
+    _placed_at_growth = -1        # the cluster's growth count when the last placement failed
+    _changed = True               # something of its own changed since that placement
+
+    def __init__(self, gang: str, roles: tuple[RoleSpec, ...], settings: AMSettings,
                  rng: random.Random | SeededOnUse,
                  now: float, report: Callable[[str], None], observe_selection: Callable[[float], None] = lambda s: None):
         self.gang = gang
-        self.roles = {r.name: r for r in roles}
+        layout = self.layout = layout_of(roles)
+        self.roles = layout.roles
         self.settings = settings
         self.rng = rng
         self.report = report
         self._reporting = keeps_lines(report)
         self.observe_selection = observe_selection
-        self.slots: dict[tuple[str, int], Slot] = {(r.name, i): Slot(r.name, i) for r in roles for i in range(r.instances)}
+        keys = layout.keys   # (role, index) in rank order
+        self.slots: dict[tuple[str, int], Slot] = dict(zip(keys, starmap(Slot, keys)))
         self.by_request: dict[int, Slot] = {}          # the slots with an ask outstanding
         self.by_container: dict[str, Slot] = {}        # the slots holding a granted container
         self.asks: list[ResourceRequest] = []
         self.cancels: list[int] = []
         self.releases: list[str] = []
-        self.first_grant_at: float | None = None
         self.not_before = now
-        self.release_count = 0
-        self.reselections = 0
-        self.waiting_reason = ""           # why the gang cannot be placed now, in numbers
-        self.never_reason = ""             # set when an instance can never be granted
-        self.failed_placements = 0         # placements that found no room (a diagnosis is redone after one)
-        self._placed_at_growth = -1        # the cluster's growth count when the last placement failed
-        self._changed = True               # something of its own changed since that placement
 
     # ------------------------------------------------------------------ state
     @property
@@ -169,27 +204,13 @@ class GangAcquisition:
             return
         if now < self.not_before or self._nothing_new(cluster_growth):
             return
-        unplaced = [s for s in self.slots.values() if s.container is None and s.request_id is None]
-        stale = [s for s in self.outstanding if now - s.asked_at >= self.settings.reselect_after_s]
-        if not unplaced and not stale:
-            return
-        view = view_source()
-        for s in self.by_container.values():
-            view.instances_of(s.role)[view.index(s.container.host)] += 1
-        for s in self.outstanding:
-            try:   # our own asks are not in the RM's usage yet: book them so nothing picks them twice
-                if not view.healthy[view.index(s.placement.host)]:
-                    raise ResourceError(f"{s.placement.host} is not healthy")
-                view.allocate(s.placement.host, s.placement.resource, role=s.role)
-            except ResourceError:
-                if s in stale:   # its host cannot hold it any more: another AM took it, or it was lost
-                    self._reselect(s)
-                    unplaced.append(s)
-        if not unplaced:
-            return
-        wanted: dict[str, list[int]] = {}
-        for s in unplaced:
-            wanted.setdefault(s.role, []).append(s.index)
+        if self.by_request or self.by_container:
+            to_place = self._to_place_again(now, view_source)
+            if to_place is None:
+                return
+            view, wanted = to_place
+        else:   # holding and asking for nothing: every instance is placed, on the view as it is
+            view, wanted = view_source(), self.layout.everything
         started = time.perf_counter()
         self._changed, self._placed_at_growth = False, cluster_growth
         try:
@@ -204,16 +225,45 @@ class GangAcquisition:
         finally:
             self.observe_selection(time.perf_counter() - started)
         self.waiting_reason = ""
+        slots, roles, by_request, asks = self.slots, self.roles, self.by_request, self.asks
         for p in placement.instances:
-            slot = self.slots[(p.role, p.index)]
-            role = self.roles[p.role]
+            slot = slots[(p.role, p.index)]
             slot.placement, slot.request_id, slot.asked_at = p, next_request_id(), now
-            self.by_request[slot.request_id] = slot
-            self.asks.append(ResourceRequest(slot.request_id, p.resource, 1, host=p.host, relax_locality=False,
-                                             node_label=role.node_label))
+            by_request[slot.request_id] = slot
+            asks.append(ResourceRequest(slot.request_id, p.resource, 1, host=p.host, relax_locality=False,
+                                        node_label=roles[p.role].node_label))
         if self._reporting:
             self.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
                         f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
+
+    def _to_place_again(self, now: float,
+                        view_source: Callable[[], ClusterView]) -> tuple[ClusterView, dict[str, list[int]]] | None:
+        """For a gang that holds or asks for some of its containers: the view to place the
+        rest on, with what it holds and asks booked on it, and the instances to place (by
+        role): those neither asked for nor granted, and those whose ask went stale on a host
+        that can no longer hold them (cancelled here). None when there is nothing to place."""
+        unplaced = [s for s in self.slots.values() if s.container is None and s.request_id is None]
+        stale = [s for s in self.outstanding if now - s.asked_at >= self.settings.reselect_after_s]
+        if not unplaced and not stale:
+            return None
+        view = view_source()
+        for s in self.by_container.values():
+            view.instances_of(s.role)[view.index(s.container.host)] += 1
+        for s in self.outstanding:
+            try:   # our own asks are not in the RM's usage yet: book them so nothing picks them twice
+                if not view.healthy[view.index(s.placement.host)]:
+                    raise ResourceError(f"{s.placement.host} is not healthy")
+                view.allocate(s.placement.host, s.placement.resource, role=s.role)
+            except ResourceError:
+                if s in stale:   # its host cannot hold it any more: another AM took it, or it was lost
+                    self._reselect(s)
+                    unplaced.append(s)
+        if not unplaced:
+            return None
+        wanted: dict[str, list[int]] = {}
+        for s in unplaced:
+            wanted.setdefault(s.role, []).append(s.index)
+        return view, wanted
 
     def _reselect(self, slot: Slot) -> None:
         self.cancels.append(slot.request_id)

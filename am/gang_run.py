@@ -10,47 +10,48 @@ walking every task of every gang.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
 from .acquisition import GangAcquisition
-from .jobspec_model import JobSpec, RoleSpec
+from .jobspec_model import JobSpec, RoleSpec, gang_name
 from .journal import JournalState
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING, TASK_FAILED,
                         TASK_RUNNING, TASK_SUCCEEDED, AttemptRecord, RoleState, TaskRecord, TaskState)
 
 
 #: The states of a gang not started yet.
-_PENDING = (ROLE_WAITING, ROLE_ACQUIRING)
+PENDING = (ROLE_WAITING, ROLE_ACQUIRING)
 
 
-@dataclass(eq=False)
 class GangRun:
-    """One gang and its current attempt."""
+    """One gang and its current attempt; two are equal only when they are the same one."""
 
-    name: str
-    roles: tuple[RoleSpec, ...]
-    attempt: int
-    state: RoleState
-    record: AttemptRecord
-    acquisition: GangAcquisition | None = None
-    tasks: list[TaskRecord] = field(default_factory=list)
-    history: list[AttemptRecord] = field(default_factory=list)
-    barrier_open: bool = False
-    # Counted from ``tasks`` as they change (plain dicts: read them with ``.get(key, 0)``):
-    succeeded: dict[str, int] = field(init=False)        # per role: tasks of this attempt that succeeded
-    failed: dict[str, int] = field(init=False)           # per role: tasks of this attempt that failed
-    by_state: dict[TaskState, int] = field(init=False)   # tasks of this attempt by TaskState
+    acquisition: GangAcquisition | None = None   # while it waits or acquires
+    barrier_open = False
+    #: (placement, view, its changes) when the AM's never-fits check placed the gang on the
+    #: idle cluster itself: its first placement, while that view stays unchanged (used once)
+    placed_at_start: tuple | None = None
 
-    def __post_init__(self) -> None:
-        self.succeeded, self.failed, self.by_state = {}, {}, {}
+    def __init__(self, name: str, roles: tuple[RoleSpec, ...], attempt: int, state: RoleState,
+                 record: AttemptRecord, *, tasks: list[TaskRecord] | None = None,
+                 history: list[AttemptRecord] | None = None):
+        self.name, self.roles, self.attempt, self.state, self.record = name, roles, attempt, state, record
+        self.tasks: list[TaskRecord] = [] if tasks is None else tasks
+        self.history: list[AttemptRecord] = [] if history is None else history
+        # Counted from ``tasks`` as they change (plain dicts: read them with ``.get(key, 0)``):
+        self.succeeded: dict[str, int] = {}        # per role: tasks of this attempt that succeeded
+        self.failed: dict[str, int] = {}           # per role: tasks of this attempt that failed
+        self.by_state: dict[TaskState, int] = {}   # tasks of this attempt by TaskState
         for task in self.tasks:
             self._count(task)
+
+    def __repr__(self) -> str:
+        return f"GangRun({self.name!r}, attempt {self.attempt}, {self.state.value})"
 
     @property
     def pending(self) -> bool:
         """Waiting for, or acquiring, its containers."""
-        return self.state in _PENDING
+        return self.state in PENDING
 
     def launched(self, tasks: list[TaskRecord]) -> None:
         """Every container of the attempt was started (or refused): the tasks are its own."""
@@ -120,10 +121,6 @@ def attempt_history(gangs: Sequence[GangRun]) -> list[AttemptRecord]:
     ended = sorted((a for g in gangs for a in g.history), key=lambda a: (a.ended_at or 0, a.gang))
     current = [g.record for g in gangs if not g.record.outcome]
     return ended + current
-
-
-def gang_name(roles: Sequence[str]) -> str:
-    return "+".join(roles)
 
 
 def failure(task: TaskRecord) -> str:

@@ -15,12 +15,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from operator import attrgetter
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
 RETRY_SCOPES = ("job", "role")
+#: :meth:`JobSpec.verdict` of an attempt that succeeded because a role reached its ``min_succeeded``.
+SUCCEEDED_EARLY = "succeeded early"
 _instances_of = attrgetter("instances")
 
 
@@ -34,12 +36,19 @@ class Completion:
     means failures never end it. ``min_succeeded``: this many succeeded instances
     end the attempt as a success; ``None`` means it succeeds only when every
     instance of the job has completed and no failure threshold was reached. These
-    are the *effective* values the AM applies; ``notes`` says where they differ
-    from what the job file wrote, and why (see :meth:`from_openpai`)."""
+    are the *effective* values the AM applies, each None or at least 1 (the AM
+    relies on it: no role fails, or succeeds, by none of its instances); ``notes``
+    says where they differ from what the job file wrote, and why (see
+    :meth:`from_openpai`)."""
 
     min_failed: int | None = 1
     min_succeeded: int | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        for key, count in (("min_failed", self.min_failed), ("min_succeeded", self.min_succeeded)):
+            if count is not None and count < 1:
+                raise ValueError(f"{key}: expected None or a count of at least 1, got {count}")
 
     @classmethod
     def from_openpai(cls, min_failed: int | None, min_succeeded: int | None,
@@ -226,9 +235,10 @@ class JobSpec:
         of ``name``, ``source`` and ``simulation``, without checking and deriving again what
         the two share (a trace replay builds one per job from one per shape). ``parameters``
         and ``kept`` are shared too: read-only, as every mapping here."""
+        fields = self.__dict__.copy()   # (a copy of a dict is made whole, not key by key)
+        fields["name"], fields["source"], fields["simulation"] = name, source, simulation
         spec = object.__new__(JobSpec)
-        spec.__dict__.update(self.__dict__)
-        spec.__dict__.update(name=name, source=source, simulation=simulation)
+        object.__setattr__(spec, "__dict__", fields)
         return spec
 
     @cached_property
@@ -242,6 +252,11 @@ class JobSpec:
     @property
     def completion(self) -> dict[str, Completion]:
         return {r.name: r.completion for r in self.roles}
+
+    @cached_property
+    def named_gangs(self) -> tuple[tuple[str, tuple[RoleSpec, ...]], ...]:
+        """Each gang's name (:func:`gang_name`) and roles, in the gang's order."""
+        return tuple(zip(map(gang_name, self.gangs), self._roles_of_gangs))
 
     def gang_roles(self, gang: int) -> tuple[RoleSpec, ...]:
         """The roles of gang number ``gang`` (0-based), in the gang's order (every gang's
@@ -271,15 +286,23 @@ class JobSpec:
         ``min_failed``; else "succeeded" as soon as any role reaches its
         ``min_succeeded``, or when every instance has completed; else ``None``
         (still running)."""
+        verdict = self.verdict(succeeded, failed)
+        return "succeeded" if verdict is SUCCEEDED_EARLY else verdict
+
+    def verdict(self, succeeded: Mapping[str, int], failed: Mapping[str, int]) -> str | None:
+        """:meth:`outcome`, saying how a success came: :data:`SUCCEEDED_EARLY` when a role
+        reached its ``min_succeeded``, "succeeded" when every instance completed (the AM
+        asks this each time a task ends, and says which in the job's reason)."""
         # Loops, not any()/all() over generators: the AM asks this each time a task ends.
-        for r in self.roles:
-            if r.completion.failed(failed.get(r.name, 0)):
-                return "failed"
+        if failed:   # (no failure fails no role: a min_failed is at least 1)
+            for r in self.roles:
+                if r.completion.failed(failed.get(r.name, 0)):
+                    return "failed"
         done = True
         for r in self.roles:
             succeeded_here = succeeded.get(r.name, 0)
             if r.completion.succeeded(succeeded_here):
-                return "succeeded"
+                return SUCCEEDED_EARLY
             done = done and succeeded_here + failed.get(r.name, 0) >= r.instances
         return "succeeded" if done else None
 
@@ -290,3 +313,8 @@ class JobSpec:
         for role, spec in zip(data["roles"], self.roles):
             role["ask_vcores"] = spec.ask_vcores
         return data
+
+
+def gang_name(roles: Sequence[str]) -> str:
+    """A gang's name: its roles' names, joined by ``+``."""
+    return "+".join(roles)

@@ -93,21 +93,29 @@ class LaunchedTasks:
     record holds, as the list of their dicts (:meth:`to_dict`). A journal in memory makes
     that list only if it is read (a trace replay's AMs are never restarted), so what of a
     task can change after its launch (state, exit status, diagnostics, end) is kept here as
-    it was then; the rest of a task never changes."""
+    it was then: each task was running then (its end unknown) but one the RM refused to
+    start, which had already failed (kept as it ended); the rest of a task never changes."""
 
-    __slots__ = ("tasks", "ends")
+    __slots__ = ("tasks", "ended")
 
     def __init__(self, tasks: list[TaskRecord]):
         self.tasks = tuple(tasks)
-        self.ends = [(t.state, t.exit_status, t.diagnostics, t.finished_at) for t in tasks]
+        #: index -> (state, exit status, diagnostics, end) of each task not running at the launch
+        self.ended = {i: (t.state, t.exit_status, t.diagnostics, t.finished_at) for i, t in enumerate(tasks)
+                      if t.state is not TASK_RUNNING}
 
     def to_dict(self) -> list[dict]:
         out = []
-        for task, (state, exit_status, diagnostics, finished_at) in zip(self.tasks, self.ends):
+        for i, task in enumerate(self.tasks):
+            state, exit_status, diagnostics, finished_at = self.ended.get(i, _RUNNING_END)
             data = task.to_dict()
             data.update(state=state.value, exit_status=exit_status, diagnostics=diagnostics, finished_at=finished_at)
             out.append(data)
         return out
+
+
+#: What a running task's end is: not known yet.
+_RUNNING_END = (TaskState.RUNNING, None, "", None)
 
 
 class TaskEndings:

@@ -44,15 +44,18 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import weakref
 from collections import Counter
 from dataclasses import replace
 from functools import lru_cache, partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.gpu_topology.masks import indices_of
@@ -66,9 +69,9 @@ from .collector import collector_paused
 from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
 from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
-from .gang_run import GangRun, attempt_history, failed_attempts, failure, gang_name, recorded_gangs
+from .gang_run import PENDING, GangRun, attempt_history, failed_attempts, failure, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
-from .jobspec_model import JobSpec, RoleSpec
+from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
 from .launch_env import PortKinds, launch_envs
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
                         TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, LaunchedTasks, RoleState,
@@ -77,8 +80,8 @@ from .metrics import CONTAINER_STATES, AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog, keeps_lines
 from .rm_client import RMClient
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
-    LaunchContext, RMError, StartContainers, StartRefused, WrongState
-from .waiting_watch import WaitingWatch
+    LaunchContext, ResourceRequest, RMError, StartContainers, StartRefused, WrongState
+from .waiting_watch import WaitingWatch, watches
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
 
@@ -93,6 +96,25 @@ def pipeline_seed(seed: int, app_id: str) -> int:
 class ApplicationMaster:
     """One job's AM. Build it once its application is ACCEPTED by the RM; then
     call :meth:`heartbeat` every ``settings.heartbeat_s`` until :attr:`done`."""
+
+    # An AM keeps at most 29 attributes of its own: CPython (3.11) keeps an object's attributes
+    # in a key table shared by its class only while they are few (measured: 29 are, 30 are
+    # not), and an AM past that costs twice as much to build, and every attribute read costs
+    # more (a trace replay builds tens of thousands; tests/unit/test_replay_collector.py
+    # pins it). What most AMs never set is read from the class instead:
+
+    #: the job ended (then :attr:`outcome` and :attr:`reason` say how)
+    done = False
+    outcome: str | None = None
+    reason = ""
+    #: the environment every task gets (``task_env``); read only
+    task_env: Mapping[str, str] = MappingProxyType({})
+    #: what other applications hold where (a driver that knows tells; names blocking jobs)
+    _occupants = staticmethod(lambda: ())
+    #: the most the AM's queue may hold at once (None: the cluster), as the RM registered it
+    queue_limit: ResourceDescriptor | None = None
+    _watch: WaitingWatch | None = None   # made when first needed (:attr:`watch`)
+    _seed: int | None = None   # the seed of the AM's own pipelines (None: shared ones, seeded from selection.seed)
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -111,46 +133,50 @@ class ApplicationMaster:
         for all the driver's jobs, as one scheduler would break ties (and one node index
         kept on the shared view serves them all). Without them the AM keeps its own."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
-        #: what other applications hold where (a driver that knows tells; names blocking jobs)
-        self._occupants = occupants or _no_occupants
+        if occupants is not None:
+            self._occupants = occupants
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
         self.metrics.watch(self)
-        self.task_env = dict(task_env or {})
-        self.work_dir = _folder(work_dir)
+        if task_env:
+            self.task_env = dict(task_env)
+        work_dir = _folder(work_dir)
         registration = rm.register(app_id)
         self.am_attempt = registration.attempt
-        self.queue, self.queue_limit = registration.queue, registration.queue_limit
-        records = read_records(self.work_dir / JOURNAL_FILE) if journal is None else journal.records()
+        self.queue = registration.queue
+        if registration.queue_limit is not None:
+            self.queue_limit = registration.queue_limit
+        records = read_records(work_dir / JOURNAL_FILE) if journal is None else journal.records()
         previous = replay(records) if records else None   # None: nothing ran before
         self.log = log if log is not None else ProgressLog(
-            self.work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
-        self.journal = journal if journal is not None else Journal(self.work_dir / JOURNAL_FILE, now)
+            work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
+        self.journal = journal if journal is not None else Journal(work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
-        self.watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
+        if watches(self.settings):   # a pending gang's heartbeat checks its wait
+            self._watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
         self.rng = SeededOnUse(self.selection.seed, job.name, app_id, self.am_attempt)
-        self._seed = pipeline_seed(self.selection.seed, app_id) if shared_pipelines is None else self.selection.seed
-        self._pipelines: dict[str, SelectionPipeline] = {} if shared_pipelines is None else shared_pipelines
+        if shared_pipelines is None:
+            self._pipelines: dict[str, SelectionPipeline] = {}
+            self._seed = pipeline_seed(self.selection.seed, app_id)
+        else:
+            self._pipelines = shared_pipelines
         self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
         self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
-        self._placed_at_start: dict[str, tuple] = {}   # gang -> (placement, the view, its changes) of the check
-        self._next_request = self.am_attempt * 1_000_000   # request ids of different AM attempts never collide
+        # request ids, 1 up: those of different AM attempts never collide
+        self._request_ids = itertools.count(self.am_attempt * 1_000_000 + 1)
         self._asked_by: dict[int, GangRun] = {}   # request id -> the gang whose ask it is
+        self._to_ask: list[ResourceRequest] = []   # asks to send at this heartbeat (the gangs' plans)
         self._to_release: list[str] = []   # containers to give back at the next heartbeat
         self._to_cancel: list[int] = []    # asks to withdraw at the next heartbeat
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
-        self._total_instances = job.total_instances   # a sum over the roles, read at every heartbeat
-        self.done = False
-        self.outcome: str | None = None
-        self.reason = ""
         self.gangs: list[GangRun] = []
         self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
         if self._logging:
             self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
-                     f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {self.work_dir}")
+                     f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {work_dir}")
         if previous is None or previous.empty:
             self._start_fresh()
         elif self.am_attempt == 1:
@@ -160,10 +186,21 @@ class ApplicationMaster:
         else:
             recovery.recover(self, previous, registration.containers_from_previous_attempts)
 
+    @property
+    def watch(self) -> WaitingWatch:
+        """The watch on the gangs that wait (:mod:`~gangmaster.am.waiting_watch`): made with
+        the AM when its settings diagnose waiting gangs or limit their wait, else when first
+        needed (an AM is asked why a gang waits); a trace replay's AMs never need it."""
+        watch = self._watch
+        if watch is None:
+            watch = self._watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
+        return watch
+
     # =============================================================== start
     def _start_fresh(self) -> None:
         cluster = self._cluster()
-        gangs = [(gang_name(names), self.job.gang_roles(number)) for number, names in enumerate(self.job.gangs)]
+        gangs = self.job.named_gangs
+        at_start = []
         for name, roles in gangs:
             try:
                 placed = cluster.check_fits_empty(roles, self._pipeline_for)
@@ -174,10 +211,13 @@ class ApplicationMaster:
             if over:
                 self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
                 return
-            if placed is not None:   # placed on the idle cluster itself: its first placement, while the view stays so
-                self._placed_at_start[name] = (placed, cluster.view, cluster.view.changes)
-        for name, roles in gangs:
-            self.gangs.append(self._new_gang(name, roles, 1, []))
+            # placed on the idle cluster itself: its first placement, while the view stays so
+            at_start.append(None if placed is None else (placed, cluster.view, cluster.view.changes))
+        for (name, roles), placed in zip(gangs, at_start):
+            gang = self._new_gang(name, roles, 1, [])
+            if placed is not None:
+                gang.placed_at_start = placed
+            self.gangs.append(gang)
 
     def _over_queue_limit(self, roles: tuple[RoleSpec, ...]) -> str:
         """Why the whole gang asks more than its queue may ever hold at once ("" when it fits)."""
@@ -201,7 +241,7 @@ class ApplicationMaster:
         if waiting_since is None:
             self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
             self.metrics.attempts.inc()
-        gang.acquisition = GangAcquisition(gang.name, gang.roles, self.settings, self.rng, now, self.log,
+        gang.acquisition = GangAcquisition(name, roles, self.settings, self.rng, now, self.log,
                                            self.metrics.selection_latency.observe)
         if self._logging:
             self.log(f"gang {name} attempt {attempt}: waiting for {sum(r.instances for r in roles)} instance(s)")
@@ -221,9 +261,9 @@ class ApplicationMaster:
     def _heartbeat(self) -> None:
         now = self.now()
         for gang in self.gangs:
-            if gang.pending:
+            if gang.state in PENDING:
                 self._plan(gang, now)
-                waited_too_long = self.watch.check(gang, now) if self.watch.active else ""
+                waited_too_long = self._watch.check(gang, now) if self._watch is not None else ""
                 if waited_too_long:
                     self._finish("failed", waited_too_long)
                     return
@@ -246,8 +286,8 @@ class ApplicationMaster:
                 self._launch(gang, now)
         if self._endings or self._to_decide:   # else nothing ended: nothing to decide
             self._decide(now)
-        if self.watch.latest:
-            self.watch.started(self.gangs)
+        if self._watch is not None and self._watch.latest:
+            self._watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
@@ -258,8 +298,8 @@ class ApplicationMaster:
             # costs this one check a heartbeat.
             gang.state = ROLE_WAITING
             return
-        acq.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang),
-                 partial(self._new_request_id, gang), growth)
+        acq.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang), self._request_ids.__next__,
+                 growth)
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
             self.metrics.releases.inc()
@@ -268,19 +308,23 @@ class ApplicationMaster:
         if acq.reselections > gang.record.reselections:
             self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
             gang.record.reselections = acq.reselections
-        asking = acq.asks or acq.by_request or acq.by_container
-        gang.state = ROLE_ACQUIRING if asking else ROLE_WAITING
+        if acq.asks or acq.cancels or acq.releases:   # sent at this heartbeat, the gangs' in their order
+            asks, cancels, releases = acq.take_outbox()
+            owners = self._asked_by
+            for ask in asks:
+                owners[ask.request_id] = gang
+            self._to_ask += asks
+            self._to_cancel += cancels
+            self._to_release += releases
+        gang.state = ROLE_ACQUIRING if acq.by_request or acq.by_container else ROLE_WAITING
 
     def _request(self) -> AllocateRequest:
-        asks, cancels, releases = [], self._to_cancel, self._to_release
-        self._to_cancel, self._to_release = [], []
-        for gang in self.gangs:
-            acq = gang.acquisition
-            if acq is not None and (acq.asks or acq.cancels or acq.releases):
-                a, c, r = acq.take_outbox()
-                asks += a
-                cancels += c
-                releases += r
+        """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
+        after what the AM itself had to (containers it did not want, attempts that ended)."""
+        asks, cancels, releases = self._to_ask, self._to_cancel, self._to_release
+        if not (asks or cancels or releases):   # a heartbeat that only hears what happened
+            return AllocateRequest(self.app_id, self.am_attempt, progress=self._progress())
+        self._to_ask, self._to_cancel, self._to_release = [], [], []
         return AllocateRequest(self.app_id, self.am_attempt, asks=tuple(asks), cancel=tuple(cancels),
                                releases=tuple(releases), progress=self._progress())
 
@@ -355,10 +399,12 @@ class ApplicationMaster:
 
     def _pipeline_for(self, role: RoleSpec) -> SelectionPipeline:
         name = role.selector or self.selection.selector
-        if name not in self._pipelines:
-            self._pipelines[name] = SelectionPipeline(
-                replace(self.selection, seed=self._seed), get_selector(name, self.selection.candidate_nodes_factor))
-        return self._pipelines[name]
+        pipeline = self._pipelines.get(name)
+        if pipeline is None:
+            pipeline = self._pipelines[name] = SelectionPipeline(
+                replace(self.selection, seed=self.selection.seed if self._seed is None else self._seed),
+                get_selector(name, self.selection.candidate_nodes_factor))
+        return pipeline
 
     def _view_for_placement(self, gang: GangRun | None = None) -> ClusterView:
         """A scratch copy of the view, with the per-node caps counting our running instances;
@@ -375,19 +421,15 @@ class ApplicationMaster:
         """The gang's placement on ``view``; its first one is the never-fits check's, when
         that placed it on the idle cluster and nothing has changed since (the same view,
         unchanged, nothing running, every instance wanted)."""
-        at_start = self._placed_at_start.pop(gang.name, None)
+        at_start = gang.placed_at_start
         if at_start is not None:
+            gang.placed_at_start = None
             placed, checked, changes = at_start
             tracker = self._cluster()
             if (tracker.view is checked and checked.changes == changes and not self._running
-                    and all(list(wanted.get(r.name, ())) == list(range(r.instances)) for r in gang.roles)):
+                    and wanted is gang.acquisition.layout.everything):
                 return placed
         return place_gang(view, gang.roles, self._pipeline_for, indices=wanted)
-
-    def _new_request_id(self, gang: GangRun) -> int:
-        self._next_request += 1
-        self._asked_by[self._next_request] = gang
-        return self._next_request
 
     # =============================================================== launch
     def _launch(self, gang: GangRun, now: float) -> None:
@@ -448,18 +490,24 @@ class ApplicationMaster:
         succeeded."""
         if self._endings:
             self._record_endings(now)
-        if not self._to_decide:   # no task ended: nothing to decide
-            return
         to_decide = self._to_decide
-        gangs = [g for g in self.gangs if g in to_decide and g.state is ROLE_RUNNING]
-        to_decide.clear()
-        if not gangs:
+        if not to_decide:   # no task ended: nothing to decide
             return
-        unlaunched = [t for g in gangs if g.failed for t in g.tasks if t.launch_failed]
+        deciding = False
+        unlaunched: list[TaskRecord] = []
+        failed_roles: list[RoleSpec] = []
+        for g in self.gangs:
+            if g in to_decide and g.state is ROLE_RUNNING:
+                deciding = True
+                if g.failed:   # (no role fails without a failed task: a Completion's min_failed is at least 1)
+                    unlaunched += [t for t in g.tasks if t.launch_failed]
+                    failed_roles += [r for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
+        to_decide.clear()
+        if not deciding:
+            return
         if unlaunched:
             self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
             return
-        failed_roles = [r for g in gangs for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
         if failed_roles:
             self._restart(failed_roles, now)
             return
@@ -470,9 +518,11 @@ class ApplicationMaster:
             for g in self.gangs:
                 succeeded.update(g.succeeded)
                 failed.update(g.failed)
-        if self.job.outcome(succeeded, failed) == "succeeded":
-            early = [r for r in self.job.roles if r.completion.succeeded(succeeded.get(r.name, 0))]
-            self._finish("succeeded", "a role reached its minSucceededInstances" if early else "every role completed")
+        verdict = self.job.verdict(succeeded, failed)
+        if verdict is SUCCEEDED_EARLY:
+            self._finish("succeeded", "a role reached its minSucceededInstances")
+        elif verdict == "succeeded":
+            self._finish("succeeded", "every role completed")
 
     def _restart(self, failed_roles: list[RoleSpec], now: float) -> None:
         names = {r.name for r in failed_roles}
@@ -511,7 +561,7 @@ class ApplicationMaster:
                 self._stop(task.container_id)
                 self._running.pop(task.container_id, None)
                 gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
-        if gang.acquisition is not None and gang.pending:
+        if gang.acquisition is not None and gang.state in PENDING:
             gang.acquisition.abandon()
             _asks, cancels, releases = gang.acquisition.take_outbox()
             self._to_release += releases
@@ -618,7 +668,7 @@ class ApplicationMaster:
 
     # ============================================================== status
     def _progress(self) -> float:
-        total = self._total_instances
+        total = self.job.total_instances
         if not total:
             return 1.0
         finished = 0
@@ -689,7 +739,7 @@ class ApplicationMaster:
         gangs = {}
         for g in self.gangs:
             if g.pending and g.acquisition is not None:
-                diagnosis = self.watch.latest.get(g.name)
+                diagnosis = self._watch.latest.get(g.name) if self._watch is not None else None
                 gangs[g.name] = {"waiting_s": round(now - g.record.waiting_since, 3),
                                  "reason": reasons.get(g.name, ""),
                                  "diagnosis": diagnosis.to_dict() if diagnosis is not None else None}
@@ -750,10 +800,6 @@ class ApplicationMaster:
 
 #: The shared launch of a batch of one container: it brings its whole launch itself.
 _NOTHING_SHARED = LaunchContext()
-
-
-def _no_occupants() -> Sequence[Occupant]:
-    return ()
 
 
 def _weakly(owner: object, method: str) -> Callable:

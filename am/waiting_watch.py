@@ -26,8 +26,6 @@ class WaitingWatch:
         self.latest: dict[str, Diagnosis] = {}       # gang name -> its last diagnosis while it waits
         self._diagnosed_after: dict[str, tuple] = {}  # gang name -> (attempt, failed placements) diagnosed
         self._diagnosed_at: dict[str, float] = {}     # gang name -> when it was last diagnosed
-        #: whether :meth:`check` can do anything (a diagnosis is due some time, or a wait limit)
-        self.active = settings.explain_after_s is not None or settings.max_wait_s is not None
 
     def check(self, gang: GangRun, now: float) -> str:
         """Called each heartbeat for a gang still pending: diagnose it when due; returns why
@@ -88,3 +86,9 @@ class WaitingWatch:
             self.metrics.gang_shortfall.labels(role.role).set(0)
             for reason in role.reasons:
                 self.metrics.gang_blocked_nodes.remove(role.role, reason.code)
+
+
+def watches(settings: AMSettings) -> bool:
+    """Whether :meth:`WaitingWatch.check` can do anything with these settings: a diagnosis is
+    due some time, or a wait has a limit."""
+    return settings.explain_after_s is not None or settings.max_wait_s is not None

@@ -25,8 +25,8 @@ def job_spec(job: TraceJob, node_label: str | None = None) -> JobSpec:
     """The JobSpec of ``job``: one gang of all its roles, each task lasting the trace's
     duration (a replay's ``time_scale`` stretches arrivals, never durations)."""
     shape = _shape_spec(job.roles, node_label)
-    duration = float(job.duration_s)
-    simulation = {name: {"simulatedDurationSeconds": duration} for name in shape.gangs[0]}
+    # every role's keys are the same (read-only) mapping
+    simulation = dict.fromkeys(shape.gangs[0], {"simulatedDurationSeconds": float(job.duration_s)})
     return shape.for_job(job.job_id, f"trace job {job.job_id}", simulation)
 
 
@@ -40,7 +40,7 @@ def _shape_spec(roles: tuple[TraceRole, ...], node_label: str | None) -> JobSpec
     shape = JobSpec(name="", roles=specs, gangs=(tuple([role.name for role in specs]),),
                     retry=RetryPolicy("job", 1), job_retry_count=0, barrier_timeout_s=None, parameters={},
                     unused=(), source="", simulation={})
-    shape.gang_roles(0), shape.total_instances   # what the AM reads of every job: worked out here, once
+    shape.named_gangs, shape.total_instances   # what the AM reads of every job: worked out here, once
     return shape
 
 
