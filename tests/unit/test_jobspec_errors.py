@@ -43,6 +43,14 @@ def mutate(path: str, value, data: dict | None = None) -> dict:
 
 
 DELETE = object()
+
+
+def _case_id(case: tuple) -> str:
+    """A test id that is the same in every process (pytest-xdist's workers must agree on it)."""
+    path, value = case[0], case[1]
+    return f"{path}={'<deleted>' if value is DELETE else repr(value)}"[:60]
+
+
 W = "taskRoles.worker"
 R = f"{W}.resourcePerInstance"
 G = f"{W}.gangmaster"
@@ -163,7 +171,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("path,value,message", CASES, ids=[f"{c[0]}={c[1]!r}"[:60] for c in CASES])
+@pytest.mark.parametrize("path,value,message", CASES, ids=[_case_id(c) for c in CASES])
 def test_each_bad_input_gives_its_exact_message(path, value, message):
     with pytest.raises(JobSpecError) as info:
         read_job(mutate(path, value), SRC, selectors=SELECTORS)
