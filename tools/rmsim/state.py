@@ -144,6 +144,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
                       n["vcores"], n["gpus"], PortRanges.of(*n["ports"])) for n in data["nodes"]]
     queues = [Queue(q["name"], q["max_mem"], q["max_mvc"], q["max_gpus"], apps=dict.fromkeys(q["apps"]))
               for q in data["queues"]]
+    _check_counts(specs, queues)
     core = ResourceManager(specs, queues, clock=clock, node_manager=node_manager)
     for i, n in enumerate(data["nodes"]):
         core.ledger.set_state(i, NodeState(n["state"]), n["report"])
@@ -218,21 +219,27 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
     return core
 
 
-def _check_consistent(core: ResourceManager) -> None:
-    """What rebuilding cannot catch by itself, since nodes and queues are plain records:
-    a capacity or a queue limit that is not a count (null, negative: restored, it broke
-    the first scheduling pass), or a queue holding more than its limit."""
+def _check_counts(specs: list[NodeSpec], queues: list[Queue]) -> None:
+    """What rebuilding cannot catch by itself, since nodes and queues are plain records: a
+    capacity or a queue limit that is not a count (null, negative: restored, it broke the
+    first scheduling pass). Checked before the RM is built from them (it works out each
+    queue's limit as it starts)."""
     def count(value, integer: bool = True) -> bool:
         kinds = int if integer else (int, float)
         return isinstance(value, kinds) and not isinstance(value, bool) and value >= 0
 
-    for spec in core.ledger.specs:
+    for spec in specs:
         if not (count(spec.memory_mb) and count(spec.vcores, integer=False) and count(spec.gpus)):
             raise ValueError(f"node {spec.host}: memory_mb, vcores and gpus must be counts >= 0, got "
                              f"{spec.memory_mb!r}, {spec.vcores!r}, {spec.gpus!r}")
-    for q in core.queues.values():
+    for q in queues:
         limits = (q.max_mem, q.max_mvc, q.max_gpus)
         if not all(count(v) for v in limits):
             raise ValueError(f"queue {q.name}: limits must be integers >= 0, got {limits}")
+
+
+def _check_consistent(core: ResourceManager) -> None:
+    """A queue holding more than its limit (what its restored containers add up to)."""
+    for q in core.queues.values():
         if q.used_mem > q.max_mem or q.used_mvc > q.max_mvc or q.gpu_milli_used > q.max_gpus * GPU_MILLI:
-            raise ValueError(f"queue {q.name}: its containers exceed its limits {limits}")
+            raise ValueError(f"queue {q.name}: its containers exceed its limits {(q.max_mem, q.max_mvc, q.max_gpus)}")
