@@ -19,6 +19,7 @@ from typing import Callable, Iterable, NamedTuple
 
 from gangmaster.selectors.cluster import ClusterView, ports_grew
 from gangmaster.selectors.fit import GPU_MILLI
+from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.ports import PortRanges
 
 from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, check_fits_empty
@@ -94,8 +95,6 @@ _make_room = tuple.__new__
 #: property call and an Enum member's look-up per update
 _USABLE = frozenset(state for state in NodeState if state.usable)
 
-#: how many answers of check_fits_empty are kept by the roles' identity (then that memo starts afresh)
-FITS_EMPTY_BY_ID_KEPT = 4096
 
 #: not yet known (a gang shape the tracker has not checked)
 _UNKNOWN = object()
@@ -108,7 +107,7 @@ class ClusterTracker:
         self.grown = 0      # counts the updates after which some node had more room than before
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
         self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
-        self._fits_empty_by_id: dict[tuple, tuple] = {}   # the same, by the roles tuple's id: see _fits_empty_of
+        self._fits_empty_by_id: IdentityMemo = IdentityMemo(4096)   # the same, by the roles' id: see _fits_empty_of
         self._empty_at: tuple[int, bool] | None = None   # (view.changes, view.is_empty()) when last asked
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
@@ -167,23 +166,17 @@ class ClusterTracker:
         asked yet). Looked up first by the identity of the roles' tuple (AMs of one shape
         share it: no role is hashed, and the tuple kept with the answer keeps its id its
         own), then by the roles' value."""
-        known = self._fits_empty_by_id.get((id(roles), pipelines))
-        if known is not None and known[0] is roles:
-            return known[1]
-        never = self._fits_empty.get((roles, pipelines), _UNKNOWN)   # (pipelines by identity)
-        if never is not _UNKNOWN:
-            self._remember_by_id(roles, pipelines, never)
+        never = self._fits_empty_by_id.get((id(roles), pipelines), _UNKNOWN)
+        if never is _UNKNOWN:
+            never = self._fits_empty.get((roles, pipelines), _UNKNOWN)   # (pipelines by identity)
+            if never is not _UNKNOWN:
+                self._fits_empty_by_id.put((id(roles), pipelines), (roles,), never)
         return never
 
     def _remember_fits_empty(self, roles: tuple[RoleSpec, ...], pipelines: tuple,
                              never: GangDoesNotFit | None) -> None:
         self._fits_empty[(roles, pipelines)] = never
-        self._remember_by_id(roles, pipelines, never)
-
-    def _remember_by_id(self, roles: tuple[RoleSpec, ...], pipelines: tuple, never: GangDoesNotFit | None) -> None:
-        if len(self._fits_empty_by_id) >= FITS_EMPTY_BY_ID_KEPT:   # (AMs that do not share their roles)
-            self._fits_empty_by_id.clear()
-        self._fits_empty_by_id[(id(roles), pipelines)] = (roles, never)
+        self._fits_empty_by_id.put((id(roles), pipelines), (roles,), never)
 
     def _view_is_empty(self) -> bool:
         """``view.is_empty()``, looked at again only once the view has changed: the view

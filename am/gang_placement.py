@@ -25,6 +25,7 @@ from typing import Callable, Mapping, NamedTuple, Sequence, Union
 
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.placement import Placement, RecentHosts, place
@@ -233,10 +234,8 @@ def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...],
 
 
 # --------------------------------------------------------------------- internals
-#: how many lists of nodes keep their empty view (then that memo starts afresh)
-IDLE_VIEWS_KEPT = 4
-#: id(view.specs) -> (the specs, :func:`empty_view` of them)
-_idle_views: dict[int, tuple[list, ClusterView]] = {}
+#: id(view.specs) -> :func:`empty_view` of them (a few lists of nodes at a time)
+_idle_views: IdentityMemo[ClusterView] = IdentityMemo(4)
 
 
 def _idle_view(view: ClusterView) -> ClusterView:
@@ -245,12 +244,10 @@ def _idle_view(view: ClusterView) -> ClusterView:
     instance is picked on it unbooked, more on a scratch copy), so each check reads the
     same one, its strategies' node indexes built once instead of with every new view."""
     specs = view.specs
-    known = _idle_views.get(id(specs))
-    if known is None or known[0] is not specs:
-        if len(_idle_views) >= IDLE_VIEWS_KEPT:
-            _idle_views.clear()
-        known = _idle_views[id(specs)] = (specs, empty_view(view))   # (the specs kept: their id stays theirs)
-    return known[1]
+    idle = _idle_views.get(id(specs))
+    if idle is None:
+        idle = _idle_views.put(id(specs), (specs,), empty_view(view))
+    return idle
 
 
 def pipeline_of(pipeline: PipelineFor, role: RoleSpec) -> SelectionPipeline:
@@ -320,19 +317,14 @@ def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[
     both kept with the answer): the gangs of one shape ask the same few again and again,
     and a descriptor is a value nobody changes."""
     key = (id(asked), gpu_mask, id(ports))
-    known = _kinds.get(key)
-    if known is not None and known[0] is asked and known[1] is ports:
-        return known[2]
-    if len(_kinds) >= KINDS_KEPT:
-        _kinds.clear()
-    kind = _kinds[key] = (asked, ports, _new_kind(asked, gpu_mask, ports))
-    return kind[2]
+    kind = _kinds.get(key)
+    if kind is None:
+        kind = _kinds.put(key, (asked, ports), _new_kind(asked, gpu_mask, ports))
+    return kind
 
 
-#: how many kinds :func:`_kind` keeps (then it starts afresh)
-KINDS_KEPT = 4096
-#: (id(ask), GPU mask, id(ports)) -> (ask, ports, its kind): see _kind
-_kinds: dict[tuple[int, int, int], tuple[ResourceDescriptor, PortRanges, tuple[ResourceDescriptor, str]]] = {}
+#: (id(ask), GPU mask, id(ports)) -> the ask's kind: see _kind
+_kinds: IdentityMemo[tuple[ResourceDescriptor, str]] = IdentityMemo(4096)
 
 
 def _new_kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:

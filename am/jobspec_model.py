@@ -235,10 +235,10 @@ class JobSpec:
         of ``name``, ``source`` and ``simulation``, without checking and deriving again what
         the two share (a trace replay builds one per job from one per shape). ``parameters``
         and ``kept`` are shared too: read-only, as every mapping here."""
-        fields = self.__dict__.copy()   # (a copy of a dict is made whole, not key by key)
-        fields["name"], fields["source"], fields["simulation"] = name, source, simulation
+        state = self.__dict__.copy()   # (a copy of a dict is made whole, not key by key)
+        state["name"], state["source"], state["simulation"] = name, source, simulation
         spec = object.__new__(JobSpec)
-        object.__setattr__(spec, "__dict__", fields)
+        object.__setattr__(spec, "__dict__", state)
         return spec
 
     @cached_property

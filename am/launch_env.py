@@ -219,7 +219,7 @@ _gang_shape = functools.lru_cache(maxsize=1024)(_GangShape)
 
 
 def gang_env(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskRecord], kinds: Sequence[PortKind],
-             attempt: int, queue: str = "default", user: str | None = None) -> dict[str, str]:
+             queue: str = "default", user: str | None = None) -> dict[str, str]:
     """Every variable that is the same for all tasks of the gang of ``roles`` (computed once):
     ``tasks`` are every instance of the roles, by rank, ``kinds`` their ports."""
     user = user or current_user()
@@ -228,7 +228,6 @@ def gang_env(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskReco
     framework = f"{user}~{job.name}"
     env = {"PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework}
     env.update(shape.job_vars)
-    env["GANGMASTER_ATTEMPT"] = str(attempt)
     if len(tasks) == 1:   # most gangs
         host, kind = tasks[0].host, kinds[0]
         env[shape.host_lists[0][0]] = host if kind.main is None else f"{host}:{kind.main}"
@@ -257,7 +256,7 @@ def _port_lists(env: dict[str, str], names: Mapping[str, tuple[str, str]], liste
 
 
 def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskRecord], kinds: Sequence[PortKind],
-                attempt: int, barrier_env: Mapping[str, str], queue: str = "default",
+                barrier_env: Mapping[str, str], queue: str = "default",
                 base: Mapping[str, str] | None = None,
                 user: str | None = None) -> tuple[tuple[tuple[str, str], ...], list[tuple[tuple[str, str], ...]]]:
     """Every task's whole environment, as launch pairs: what all tasks of the gang share
@@ -268,7 +267,7 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
 
     A gang has thousands of tasks and few kinds of them: a task's own pairs are put together
     from pairs worked out once per role and index, per kind of ports and per share."""
-    shared = gang_env(job, roles, tasks, kinds, attempt, queue, user)
+    shared = gang_env(job, roles, tasks, kinds, queue, user)
     if base:
         shared = {**base, **shared}
     shared.update(barrier_env)

@@ -450,7 +450,7 @@ class ApplicationMaster:
                                     kind.named, now, gpu_milli=resource.gpu_milli))
             task_kinds.append(kind)
         token, barrier_env = self._barrier.open(gang, tasks)
-        shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, gang.attempt, barrier_env, self.queue,
+        shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
                                   self.task_env)
         launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
                           for t, env in zip(tasks, own)])

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .fit import GPU_MILLI
+from .identity_memo import IdentityMemo
 from .workload import WorkloadShapes
 
 if TYPE_CHECKING:
@@ -81,12 +82,10 @@ def shape_table(shapes: WorkloadShapes) -> ShapeTable:
     """The one table of ``shapes`` (equal workloads share it, and so their cached columns).
     Found by the workload's identity first: hashing a workload hashes every shape, and a
     replay asks with the same workload at every sample of the measure."""
-    known = _tables_by_identity.get(id(shapes))
-    if known is None or known[0] is not shapes:
-        if len(_tables_by_identity) >= TABLES_KEPT:
-            _tables_by_identity.clear()
-        known = _tables_by_identity[id(shapes)] = (shapes, _table_of(shapes))   # (the workload kept: its id stays its)
-    return known[1]
+    table = _tables_by_identity.get(id(shapes))
+    if table is None:
+        table = _tables_by_identity.put(id(shapes), (shapes,), _table_of(shapes))
+    return table
 
 
 @lru_cache(maxsize=64)
@@ -94,10 +93,8 @@ def _table_of(shapes: WorkloadShapes) -> ShapeTable:
     return ShapeTable(shapes)
 
 
-#: how many workloads' tables are found by the workload's identity (then that memo starts afresh)
-TABLES_KEPT = 64
-#: id(workload) -> (workload, its table)
-_tables_by_identity: dict[int, tuple[WorkloadShapes, ShapeTable]] = {}
+#: id(workload) -> its table (64 workloads at a time)
+_tables_by_identity: IdentityMemo[ShapeTable] = IdentityMemo(64)
 
 
 def fragment_units(gpu_free: np.ndarray, mvcores_free: np.ndarray, memory_free: np.ndarray,

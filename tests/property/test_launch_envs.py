@@ -2,6 +2,7 @@
 every task's whole environment is the shared variables overlaid by its own."""
 from hypothesis import given, strategies as st
 
+from gangmaster.am.context import attempt_env
 from gangmaster.am.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
 from gangmaster.am.launch_env import PortKinds, identity_env, launch_envs
 from gangmaster.am.lifecycle import TaskRecord
@@ -28,7 +29,8 @@ def test_each_task_gets_the_shared_variables_and_its_own_and_nothing_is_sent_twi
     for rank, (role, index) in enumerate((r, i) for r in gang for i in range(r.instances)):
         kinds.append(kinds_of.of(role.name, PortRanges.parse(f"{20000 + 10 * index}-{20009 + 10 * index}")))
         tasks.append(TaskRecord(role.name, index, rank, f"c{rank}", f"h{rank}", (), kinds[-1].named, 0.0))
-    shared, own = launch_envs(job, gang, tasks, kinds, attempt, {"GANGMASTER_BARRIER_TOKEN": "t"})
+    barrier = attempt_env("127.0.0.1:1", job.name, "g", attempt, "t", len(tasks))   # what the gang's barrier gives
+    shared, own = launch_envs(job, gang, tasks, kinds, barrier)
     assert len(own) == len(tasks)
     if len(tasks) == 1:
         assert shared == ()

@@ -124,7 +124,7 @@ def test_what_every_task_has_alike_is_sent_once_and_each_task_brings_only_its_ow
     tasks = [TaskRecord(role, index, rank, f"c{rank}", f"h{rank}", (), {}, 0.0)
              for rank, (role, index) in enumerate([("ps", 0), ("worker", 0), ("worker", 1), ("worker", 2)])]
     barrier = {"GANGMASTER_BARRIER_TOKEN": "t", "GANGMASTER_TASK_COUNT": "4"}
-    shared, own = launch_envs(job, roles, tasks, [NO_PORTS] * 4, 1, barrier, base={"PATH": "/bin"})
+    shared, own = launch_envs(job, roles, tasks, [NO_PORTS] * 4, barrier, base={"PATH": "/bin"})
     shared = dict(shared)
     assert shared["GANGMASTER_BARRIER_TOKEN"] == "t" and shared["PATH"] == "/bin"          # sent once
     assert shared["PAI_TASK_ROLE_worker_HOST_LIST"] == "h1,h2,h3"
@@ -135,7 +135,7 @@ def test_what_every_task_has_alike_is_sent_once_and_each_task_brings_only_its_ow
         assert (mine["PAI_CURRENT_TASK_ROLE_NAME"], mine["PAI_TASK_INDEX"], mine["GANGMASTER_TASK_INDEX"]) == \
             (task.role, str(task.index), str(task.rank))
     (alone,) = [tasks[0]]
-    nothing, (whole,) = launch_envs(job, roles[:1], [alone], [NO_PORTS], 1, barrier)
+    nothing, (whole,) = launch_envs(job, roles[:1], [alone], [NO_PORTS], barrier)
     assert nothing == ()                                                            # one task: nothing to share
     assert dict(whole)["PAI_TASK_ROLE_ps_HOST_LIST"] == "h0" and dict(whole)["GANGMASTER_BARRIER_TOKEN"] == "t"
 
