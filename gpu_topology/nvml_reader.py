@@ -12,6 +12,13 @@ two GPUs with switch links talk over ``min(their switch links)`` NVLinks, which 
 what ``nvidia-smi topo -m`` prints (NV12 on a DGX A100, NV6 on a DGX-2). NVLink, where present, is the
 pair's link; the PCIe path is kept otherwise.
 
+Affinity is what ``topo -m`` prints as "CPU Affinity" and "NUMA Affinity": the CPUs and
+the NUMA nodes whose memory is closest (``nvmlDeviceGetMemoryAffinity``).
+``nvmlDeviceGetNumaNodeId`` is something else, the GPU's *own* NUMA node on machines
+whose GPU memory is one ("GPU NUMA ID"); it is read only where the memory affinity is
+not. On a real H200 (driver 580, in a VM) every NVLink query answers Not Supported and
+so does the GPU's NUMA id, while the memory affinity says node 0, as ``topo -m`` does.
+
 No driver (or no pynvml) raises :class:`NvmlUnavailable` with a message that says
 so; :func:`nvml_or_preset` then falls back to the configured preset.
 """
@@ -136,6 +143,9 @@ def _bus_key(bus_id: bytes | str) -> tuple[int, int, int, int]:
                               "expected DDDDDDDD:BB:DD.F") from None
 
 
+_NUMA_NODE_WORDS = 16  # up to 1,024 NUMA nodes
+
+
 def _affinity(pynvml: Any, handle: Any) -> GpuAffinity:
     cpus = numa = None
     words = max(1, ((os.cpu_count() or 64) + 63) // 64)
@@ -144,14 +154,20 @@ def _affinity(pynvml: Any, handle: Any) -> GpuAffinity:
     except (pynvml.NVMLError, AttributeError):
         pass
     try:
-        numa = str(pynvml.nvmlDeviceGetNumaNodeId(handle))
+        numa = cpu_ranges(list(pynvml.nvmlDeviceGetMemoryAffinity(
+            handle, _NUMA_NODE_WORDS, pynvml.NVML_AFFINITY_SCOPE_NODE))) or None
     except (pynvml.NVMLError, AttributeError):
         pass
+    if numa is None:
+        try:
+            numa = str(pynvml.nvmlDeviceGetNumaNodeId(handle))
+        except (pynvml.NVMLError, AttributeError):
+            pass
     return GpuAffinity(cpus=cpus, numa=numa)
 
 
 def cpu_ranges(words: list[int]) -> str:
-    """64-bit CPU set words → ``"0-19,40-59"`` (the ``topo -m`` spelling)."""
+    """64-bit set words → ``"0-19,40-59"`` (the ``topo -m`` spelling of CPU and NUMA node sets)."""
     cpus = [64 * w + b for w, word in enumerate(words) for b in range(64) if int(word) >> b & 1]
     ranges: list[str] = []
     start = prev = None

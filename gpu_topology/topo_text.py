@@ -4,8 +4,10 @@ What real outputs contain, all taken here: columns separated by tabs or by runs 
 spaces; `` X `` on the diagonal; NIC rows and columns (``mlx5_0``, or ``NIC0`` with a
 "NIC Legend" block naming them); ``NV#`` with one or two digits; the old (``SOC``)
 and new (``SYS``/``NODE``) legends; trailing affinity columns ("CPU Affinity",
-"NUMA Affinity", "GPU NUMA ID") that NIC rows leave empty; and the legend block
-after the matrix, which ends it. A malformed matrix raises :class:`TopoFormatError`
+"NUMA Affinity", "GPU NUMA ID") that NIC rows leave empty; the legend block
+after the matrix, which ends it; and the terminal escapes recent drivers wrap the header
+in (``\x1b[4m`` … ``\x1b[0m``, underlined), even when the output goes to a file (seen
+with driver 580 on an H200). A malformed matrix raises :class:`TopoFormatError`
 with the line number and what was expected there; so does a file that is not a
 regular file, is larger than ``MAX_TOPO_TEXT_BYTES`` or is not UTF-8.
 """
@@ -24,6 +26,7 @@ AFFINITY_HEADINGS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _AFFINITY_FIRST_WORDS = {h.split()[0] for h in AFFINITY_HEADINGS}
 _GPU = re.compile(r"GPU(\d+)")
 _NIC_LEGEND = re.compile(r"\s*(NIC\d+)\s*:\s*(\S+)\s*")
+_TERMINAL_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class TopoFormatError(ConfigError):
@@ -52,7 +55,7 @@ def read_topo_file(path: str | Path, name: str | None = None) -> Topology:
 
 
 def parse_topo_text(text: str, source: str = "<topo -m>", name: str = "topo-m") -> Topology:
-    lines = text.splitlines()
+    lines = _TERMINAL_ESCAPE.sub("", text).splitlines()
     start = next((k for k, line in enumerate(lines) if line.strip()), None)
     if start is None:
         raise TopoFormatError(source, 1, "a header line listing GPU0, GPU1, …", "an empty text")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import gangmaster.am
 from gangmaster.am.jobspec import load_job, read_job
 from gangmaster.conf import conf_path, yaml_loader
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
@@ -261,7 +262,7 @@ def test_a_file_past_the_size_limit_is_refused(tmp_path, capsys):
 
 def _lines_executed(function, *args) -> int:
     """Lines of gangmaster code run by ``function(*args)``: a count of work, not a time."""
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(gangmaster.am.__file__).resolve().parents[1])   # the installed package, wherever it is
     count = 0
 
     def tracer(frame, event, arg):

@@ -3,6 +3,7 @@ calls; and one test against real hardware that runs only where a driver answers
 (``python -m pytest -m nvml``)."""
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pynvml
@@ -26,6 +27,10 @@ class FakeMachine:
     remote_type_supported: bool = True
     init_error: int | None = None
     affinity_words: list[int] = field(default_factory=lambda: [0xF])
+    # NUMA node per GPU handle, as the memory affinity ("NUMA Affinity") and as the GPU's
+    # own node ("GPU NUMA ID", Grace-style machines); None: the query answers Not Supported
+    memory_numa: Callable[[int], int] | None = lambda h: h // 4
+    gpu_numa_id: Callable[[int], int] | None = None
     calls: list[str] = field(default_factory=list)
 
     @property
@@ -55,6 +60,17 @@ class FakeMachine:
                 raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
             return self.links[h][link][1]
 
+        def memory_affinity(h, words, scope):
+            assert scope == pynvml.NVML_AFFINITY_SCOPE_NODE
+            if self.memory_numa is None:
+                raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            return [1 << self.memory_numa(h)]
+
+        def gpu_numa_id(h):
+            if self.gpu_numa_id is None:
+                raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            return self.gpu_numa_id(h)
+
         patches = {
             "nvmlInit": init,
             "nvmlShutdown": lambda: self.calls.append("shutdown"),
@@ -66,7 +82,8 @@ class FakeMachine:
             "nvmlDeviceGetNvLinkRemotePciInfo": lambda h, link: Pci(self.links[h][link][0]),
             "nvmlDeviceGetNvLinkRemoteDeviceType": remote_type,
             "nvmlDeviceGetCpuAffinity": lambda h, words: self.affinity_words,
-            "nvmlDeviceGetNumaNodeId": lambda h: h // 4,
+            "nvmlDeviceGetMemoryAffinity": memory_affinity,
+            "nvmlDeviceGetNumaNodeId": gpu_numa_id,
         }
         for name, fn in patches.items():
             monkeypatch.setattr(pynvml, name, fn)
@@ -130,6 +147,31 @@ def test_affinity_from_nvml(monkeypatch):
     machine.install(monkeypatch)
     t = read_nvml()
     assert t.affinity[0].cpus == "0-19,40-59" and t.affinity[3].numa == "0"
+
+
+def test_numa_is_the_memory_affinity_and_the_gpus_own_node_only_without_it(monkeypatch):
+    """nvidia-smi's "NUMA Affinity" is NVML's memory affinity; nvmlDeviceGetNumaNodeId is
+    the GPU's own node ("GPU NUMA ID"), read only where the memory affinity is missing."""
+    machine = machine_like("pcie-4gpu")
+    machine.memory_numa = lambda h: 1 + h // 2
+    machine.gpu_numa_id = lambda h: 8 + h
+    machine.install(monkeypatch)
+    assert [a.numa for a in read_nvml().affinity] == ["1", "1", "2", "2"]
+    machine.memory_numa = None
+    assert [a.numa for a in read_nvml().affinity] == ["8", "9", "10", "11"]
+
+
+def test_one_gpu_that_answers_not_supported_to_every_nvlink_and_numa_query(monkeypatch):
+    """What a lent H200 answered (driver 580.159.04, in a VM, 16 CPUs): each of the 36
+    NVLink queries and nvmlDeviceGetNumaNodeId say Not Supported; the CPU affinity is
+    0xFFFF and the memory affinity node 0, which `nvidia-smi topo -m` prints as 0-15 / 0."""
+    machine = FakeMachine([[0]], [[]], affinity_words=[0xFFFF], memory_numa=lambda h: 0, gpu_numa_id=None)
+    machine.install(monkeypatch)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetNvLinkState",
+                        lambda h, link: (_ for _ in ()).throw(pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)))
+    t = read_nvml()
+    assert t.gpu_count == 1 and t.nvlink_cliques() == []
+    assert t.affinity[0].cpus == "0-15" and t.affinity[0].numa == "0"
 
 
 def test_no_driver_is_a_clear_message_and_falls_back_to_the_preset(monkeypatch):
@@ -197,3 +239,6 @@ def test_reader_on_real_hardware():
         for j in range(i + 1, g):
             ours, theirs = topology.link(i, j), smi.link(i, j)
             assert ours == theirs or (ours.kind, theirs.kind) in same, (i, j, ours, theirs)
+    for i in range(g):
+        ours, theirs = topology.affinity[i], smi.affinity[i]
+        assert ours.cpus == theirs.cpus and ours.numa == theirs.numa, (i, ours, theirs)

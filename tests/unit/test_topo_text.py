@@ -52,6 +52,17 @@ def test_dgx_a100_nv12_twelve_nics_numa_affinity():
     assert t.nvlink_cliques() == [list(range(8))]
 
 
+def test_h200_driver_580_underlined_header_one_gpu():
+    """Taken on a lent H200 (driver 580.159.04, `nvidia-smi topo -m > file`): the header
+    comes wrapped in terminal underline escapes, and the row has an empty cell before
+    GPU NUMA ID's N/A."""
+    text = (FIXTURES / "topo_h200_1gpu_driver580.txt").read_text()
+    assert "\x1b[4m" in text and "\x1b[0m" in text
+    t = parse_topo_text(text)
+    assert t.gpu_count == 1 and t.nics == []
+    assert t.affinity[0].cpus == "0-15" and t.affinity[0].numa == "0"
+
+
 def test_pcie_only_matrix():
     t = read_topo_file(FIXTURES / "topo_dgx1_pcie_only_mp.txt")
     assert t.link(0, 1) == Link("PIX") and t.link(0, 2) == Link("PHB") and t.link(3, 4) == Link("SYS")
