@@ -31,7 +31,10 @@ class Timer:
     __slots__ = ("when", "fn", "args", "cancelled", "periodic")
 
     def __init__(self, when: float, fn: Callable[..., Any], args: tuple):
-        self.when, self.fn, self.args, self.cancelled, self.periodic = when, fn, args, False, False
+        self.when = when
+        self.fn = fn
+        self.args = args
+        self.cancelled = self.periodic = False
 
     def cancel(self) -> None:
         self.cancelled = True

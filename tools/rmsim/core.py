@@ -358,7 +358,7 @@ class ResourceManager:
         part of its report)."""
         ledger = self.ledger
         if ledger.gpus_shared.item(i):
-            return self._new_node_report(i)
+            return self._new_node_report(i, ledger.gpu_milli_free_of(i))
         key = (ledger.memory_free.item(i), ledger.mvcores_free.item(i), ledger.gpu_free_mask.item(i),
                ledger.ports_free[i].ranges, len(self.node_containers[i]), ledger.states[i], ledger.health_reports[i])
         reports = self._reports[i]
@@ -366,10 +366,12 @@ class ResourceManager:
         if report is None:
             if len(reports) >= _REPORT_MEMO:
                 reports.clear()
-            report = reports[key] = self._new_node_report(i)
+            report = reports[key] = self._new_node_report(i, None)
         return report
 
-    def _new_node_report(self, i: int) -> NodeReport:
+    def _new_node_report(self, i: int, gpu_milli_free: tuple[int, ...] | None) -> NodeReport:
+        """Node ``i``'s report, with the milli-GPU free per GPU its report carries when some
+        GPU of it holds shares (None when none does)."""
         ledger = self.ledger
         spec = ledger.specs[i]
         capacity = self._capacity[i]
@@ -380,14 +382,7 @@ class ResourceManager:
         # until given back: check_invariants): all of it is free.
         free = self._free_of_unused(i, capacity) if not containers else ledger.free(i)
         return NodeReport(spec.host, spec.rack, state, capacity, free, spec.labels, spec.gpu_type, spec.topology,
-                          containers, health, self._gpu_milli_free(i))
-
-    def _gpu_milli_free(self, i: int) -> tuple[int, ...] | None:
-        """Node ``i``'s milli-GPU free per GPU for its report, when some GPU of it holds shares."""
-        ledger = self.ledger
-        if not ledger.gpus_shared.item(i):
-            return None
-        return ledger.gpu_milli_free_of(i)
+                          containers, health, gpu_milli_free)
 
     def _free_of_unused(self, i: int, capacity: ResourceDescriptor) -> ResourceDescriptor:
         """What an unused node has free: all of it. Its capacity itself when the ledger holds
