@@ -680,8 +680,8 @@ class ResourceManager:
         granted = 0
         if len(plans) == 1:   # one queue asks: it is served until it cannot be (no share to compare)
             (name, entry), = plans.items()
-            queue = self.queues[name]
-            while self._place_one(queue, entry):
+            queue, plan = self.queues[name], entry[0]
+            while entry[1] < len(plan) and self._place_one(queue, entry):
                 granted += 1
             heap = []
         else:
@@ -1023,7 +1023,7 @@ class ResourceManager:
     def _drain(self, app: Application) -> AllocateResponse:
         app.response_id += 1
         response = AllocateResponse(
-            tuple([self._container(r) for r in app.out_allocated]) if app.out_allocated else (),
+            tuple(map(self._container, app.out_allocated)) if app.out_allocated else (),
             tuple(app.out_completed),
             self._node_updates(app) if self.node_updates else (),
             tuple(app.out_rejected),
