@@ -27,7 +27,7 @@ from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 from gangmaster.selectors.selector import get_selector, tightest_gpu
 from gangmaster.selectors.settings import SelectionSettings
-from gangmaster.tools.rmsim.ledger import Booking, NodeLedger
+from gangmaster.tools.rmsim.ledger import Booking, NodeLedger, exact_booking
 
 PORT_MIN = 20000
 VCORES = [0, 0.3, 0.5, 1, 2.7, 4]
@@ -265,16 +265,17 @@ def test_the_ledger_books_exactly_what_fits_and_tells_what_it_booked(specs, ops)
     """``NodeLedger.book`` books when, and only when, the scalar check says the ask fits;
     a refusal names the reason ``why_not_now`` gives and changes nothing; a booking holds
     the GPUs and ports asked for, and reports them as the resource (the ask's own
-    descriptor when the ask named them, an equal one built otherwise) and gives back
-    exactly what it booked."""
+    descriptor when the ask named them: its exact booking, the same on every node; an
+    equal one built otherwise) and gives back exactly what it booked."""
     ledger = NodeLedger(specs)
     for pick, ask in ops:
         i = pick % len(specs)
         demand = Demand.of(ask)
         before = ledger.amounts(i)
         reason = ledger.why_not_now(i, demand)
+        exact = exact_booking(ask, demand)
         try:
-            booking = ledger.book(i, demand, ask)
+            booking = ledger.book(i, demand, exact)
         except ResourceError as exc:
             assert reason is not None and str(exc) == reason and ledger.amounts(i) == before
             continue
@@ -286,6 +287,7 @@ def test_the_ledger_books_exactly_what_fits_and_tells_what_it_booked(specs, ops)
         assert booking.demand == _booking(booking.demand).demand   # the ask's own demand when booked as asked
         named = (ask.gpu_mask or not ask.gpus) and (ask.port_ranges or not ask.ports)
         assert (booking.resource is ask) == bool(named and ask.vcores * 1000 == booking.mvcores)
+        assert (booking is exact) == (booking.resource is ask)
 
 
 @settings(max_examples=40)

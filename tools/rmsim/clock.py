@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import operator
 import threading
 import time
 from typing import Any, Callable
@@ -30,7 +31,10 @@ class Timer:
     __slots__ = ("when", "fn", "args", "cancelled", "periodic")
 
     def __init__(self, when: float, fn: Callable[..., Any], args: tuple):
-        self.when, self.fn, self.args, self.cancelled, self.periodic = when, fn, args, False, False
+        self.when = when
+        self.fn = fn
+        self.args = args
+        self.cancelled = self.periodic = False
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -84,7 +88,8 @@ class VirtualLoop:
         of events now. Only the next of them is on the heap at a time (it puts the one
         after it there as it runs), so a trace's tens of thousands of arrivals do not make
         every other event's push and pop dearer."""
-        if any(calls[k][0] > calls[k + 1][0] for k in range(len(calls) - 1)):
+        times = list(map(operator.itemgetter(0), calls))
+        if any(map(operator.gt, times, itertools.islice(times, 1, None))):   # (in C: a trace's every arrival)
             raise ValueError("call_each: the calls must be in time order")
         first = next(self._seq)
         self._seq = itertools.count(first + len(calls))   # theirs: first, first + 1, ...

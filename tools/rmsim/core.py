@@ -39,19 +39,20 @@ from gangmaster.am.rm_protocol import (
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.fit import GPU_MILLI, Demand
+from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 from gangmaster.selectors.values import value
 
 from .clock import VirtualLoop
-from .ledger import Booking, NodeLedger
+from .ledger import Booking, NodeLedger, exact_booking
 from .node_changes import NodeChanges
 from .queues import Queue, default_queues
 
 
 #: The most headroom descriptors :meth:`ResourceManager._headroom` keeps (then it starts over).
 _HEADROOM_MEMO = 4096
-#: The most compiled asks :meth:`ResourceManager._validate_asks` keeps (then it starts over).
-_DEMAND_MEMO = 4096
+#: The most compiled ask resources :meth:`ResourceManager.compiled` keeps (then it starts over).
+_COMPILED_MEMO = 4096
 #: The most reports :meth:`ResourceManager._node_report` keeps per node (then that node's start over).
 _REPORT_MEMO = 32
 
@@ -83,21 +84,31 @@ def _ask_priority(ask: "AskState") -> int:
     return ask.request.priority
 
 
-def _alike(app: "Application", ask: "AskState") -> tuple:
+def _asks_in_order(app: "Application") -> list["AskState"]:
+    """The application's asks as a pass serves them: by priority, then arrival."""
+    asks = app.asks
+    if len(asks) > 1 and any([a.request.priority for a in asks.values()]):
+        return sorted(asks.values(), key=_ask_priority)
+    return list(asks.values())
+
+
+def _alike(ask: "AskState") -> tuple:
     """What placing ``ask`` depends on in a scheduling pass: asks alike fit or fail alike."""
-    req = ask.request
+    req, app = ask.request, ask.app
     return (ask.need, req.node_label, ask.host_i, ask.rack_code, req.relax_locality,
             app.app_id if app.blacklist else None)
 
 
 class AskState:
-    """An ask being served: the request, its compiled need and what is left of it."""
+    """An ask of an application being served: the request, its compiled need and exact
+    booking (:meth:`ResourceManager.compiled`) and what is left of it."""
 
-    __slots__ = ("request", "need", "remaining", "host_i", "rack_code", "reason", "levels", "level", "pos",
-                 "blocked")
+    __slots__ = ("app", "request", "need", "exact", "remaining", "host_i", "rack_code", "reason", "levels", "level",
+                 "pos", "blocked")
 
-    def __init__(self, request: ResourceRequest, need: Demand, host_i: int | None, rack_code: int | None):
-        self.request, self.need = request, need
+    def __init__(self, app: "Application", request: ResourceRequest, need: Demand, exact: Booking | None,
+                 host_i: int | None, rack_code: int | None):
+        self.app, self.request, self.need, self.exact = app, request, need, exact
         self.remaining = request.count
         self.host_i, self.rack_code = host_i, rack_code
         self.reason = ""
@@ -226,13 +237,16 @@ class ResourceManager:
         #: queues hold (every booking is a queue's: :meth:`check_invariants` holds the books
         #: equal), kept with the queues' own counts by :meth:`_charge`, so an allocate's
         #: headroom reads it as it is, without summing the queues
-        self._free_totals = [self._capacity_totals[0], self._capacity_totals[1], self._capacity_totals[2] * GPU_MILLI]
+        self._free_mem, self._free_mvc = self._capacity_totals[0], self._capacity_totals[1]
+        self._free_gpu_milli = self._capacity_totals[2] * GPU_MILLI
         #: applications submitted and not finished (every queue's ``apps``), kept as they come and go
         self.running_apps = sum(len(q.apps) for q in self.queues.values())
         self._headroom_values: dict = {}   # (memory, mvcores, GPUs) -> the headroom descriptor of those values
-        #: an ask's resource -> its compiled Demand (a value of a value: a gang's asks share a
-        #: few resources, and a trace's jobs a few thousand), bounded by _DEMAND_MEMO
-        self._demands: dict[ResourceDescriptor, Demand] = {}
+        #: an ask's resource -> its compiled Demand and exact booking (:meth:`compiled`: a gang's
+        #: asks share a few resources, and a trace's jobs a few thousand), by the descriptor's
+        #: identity and by its value, each bounded by _COMPILED_MEMO
+        self._compiled_by_id: IdentityMemo[tuple[Demand, Booking | None]] = IdentityMemo(_COMPILED_MEMO)
+        self._compiled: dict[ResourceDescriptor, tuple[Demand, Booking | None]] = {}
         #: queue -> its limit as registrations tell it (a queue's limits never change)
         self._queue_limits = {name: self._queue_limit(q) for name, q in self.queues.items()}
         #: the queues whose every limit is at least the cluster's total: such a queue's room
@@ -344,7 +358,7 @@ class ResourceManager:
         part of its report)."""
         ledger = self.ledger
         if ledger.gpus_shared.item(i):
-            return self._new_node_report(i)
+            return self._new_node_report(i, ledger.gpu_milli_free_of(i))
         key = (ledger.memory_free.item(i), ledger.mvcores_free.item(i), ledger.gpu_free_mask.item(i),
                ledger.ports_free[i].ranges, len(self.node_containers[i]), ledger.states[i], ledger.health_reports[i])
         reports = self._reports[i]
@@ -352,10 +366,12 @@ class ResourceManager:
         if report is None:
             if len(reports) >= _REPORT_MEMO:
                 reports.clear()
-            report = reports[key] = self._new_node_report(i)
+            report = reports[key] = self._new_node_report(i, None)
         return report
 
-    def _new_node_report(self, i: int) -> NodeReport:
+    def _new_node_report(self, i: int, gpu_milli_free: tuple[int, ...] | None) -> NodeReport:
+        """Node ``i``'s report, with the milli-GPU free per GPU its report carries when some
+        GPU of it holds shares (None when none does)."""
         ledger = self.ledger
         spec = ledger.specs[i]
         capacity = self._capacity[i]
@@ -366,14 +382,7 @@ class ResourceManager:
         # until given back: check_invariants): all of it is free.
         free = self._free_of_unused(i, capacity) if not containers else ledger.free(i)
         return NodeReport(spec.host, spec.rack, state, capacity, free, spec.labels, spec.gpu_type, spec.topology,
-                          containers, health, self._gpu_milli_free(i))
-
-    def _gpu_milli_free(self, i: int) -> tuple[int, ...] | None:
-        """Node ``i``'s milli-GPU free per GPU for its report, when some GPU of it holds shares."""
-        ledger = self.ledger
-        if not ledger.gpus_shared.item(i):
-            return None
-        return ledger.gpu_milli_free_of(i)
+                          containers, health, gpu_milli_free)
 
     def _free_of_unused(self, i: int, capacity: ResourceDescriptor) -> ResourceDescriptor:
         """What an unused node has free: all of it. Its capacity itself when the ledger holds
@@ -443,10 +452,10 @@ class ResourceManager:
     def _take_request(self, app: Application, request: AllocateRequest) -> list[AskState]:
         """Check everything an allocate carries against the RM's state, then apply it all (a
         refused call changes nothing); the new asks."""
-        asks = self._validate_asks(app, request) if request.asks else []
+        asks, asked = self._validate_asks(app, request) if request.asks else ([], 0)
         releases = self._validate_releases(app, request) if request.releases else []
         if asks:
-            self._check_app_size(app, request, asks, releases)
+            self._check_app_size(app, request, asked, releases)
         if request.blacklist_additions or request.blacklist_removals:
             black_add = [self._known_host(h, f"blacklist_additions[{k}]")
                          for k, h in enumerate(request.blacklist_additions)]
@@ -535,7 +544,7 @@ class ResourceManager:
                              f"container can be started")
         if app.state is not AppState.RUNNING:
             raise WrongState(f"application {app.app_id} is {app.state.value}")
-        if not self.ledger.usable.item(rec.node) and self.ledger.states[rec.node] is NodeState.LOST:
+        if self.ledger.states[rec.node] is NodeState.LOST:
             raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
         launch = own.over(shared)
         self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
@@ -663,36 +672,16 @@ class ResourceManager:
         if not self._dirty:
             return 0
         self._dirty = False
-        if not self.asking:   # nothing asked: nothing to grant (a freed container, a finish)
+        plans = self._plans()
+        if not plans:   # nothing asked, or every ask was served: no pass to make
             return 0
-        plans: dict[str, list] = {}
-        asking: dict[str, list[Application]] = {}
-        for app_id, app in list(self.asking.items()):
-            if not app.asks:
-                del self.asking[app_id]
-            elif app.state is AppState.RUNNING:
-                asking.setdefault(app.queue, []).append(app)
-        if not asking:   # every ask was served: no pass to make
-            return 0
-        for name, apps in asking.items():   # the queues with asks (the heap orders them)
-            plan = []
-            if len(apps) > 1:
-                apps.sort(key=_submission_order)
-            for app in apps:
-                if app.state is AppState.RUNNING and app.asks:
-                    asks = list(app.asks.values())
-                    if len(asks) > 1 and any([a.request.priority for a in asks]):
-                        asks.sort(key=_ask_priority)
-                    plan += [(app, ask) for ask in asks]
-            if plan:
-                plans[name] = [plan, 0]
         self._pass_failed: dict = {}
         self._pass_candidates: dict = {}
         granted = 0
         if len(plans) == 1:   # one queue asks: it is served until it cannot be (no share to compare)
             (name, entry), = plans.items()
-            queue = self.queues[name]
-            while self._place_one(queue, entry):
+            queue, plan = self.queues[name], entry[0]
+            while entry[1] < len(plan) and self._place_one(queue, entry):
                 granted += 1
             heap = []
         else:
@@ -706,18 +695,45 @@ class ResourceManager:
                 granted += 1
                 heapq.heappush(heap, (queue.share(), name))
         for entry in plans.values():
-            for _, ask in entry[0]:
+            for ask in entry[0]:
                 ask.levels = None
                 ask.blocked = False
         self._pass_failed = {}
         self._pass_candidates = {}
         return granted
 
+    def _plans(self) -> dict[str, list]:
+        """A pass's plan: per queue with asks, ``[its asks in the order they are served, a
+        cursor]``: its running applications in submission order, each one's asks by priority
+        then arrival. The applications whose asks were all served leave :attr:`asking`."""
+        asking = self.asking
+        if len(asking) == 1:   # one application asks (a pass at every allocate: the usual case)
+            (app,) = asking.values()
+            if not app.asks:
+                asking.clear()
+                return {}
+            return {app.queue: [_asks_in_order(app), 0]} if app.state is AppState.RUNNING else {}
+        by_queue: dict[str, list[Application]] = {}
+        for app_id, app in list(asking.items()):
+            if not app.asks:
+                del asking[app_id]
+            elif app.state is AppState.RUNNING:
+                by_queue.setdefault(app.queue, []).append(app)
+        plans = {}
+        for name, apps in by_queue.items():
+            if len(apps) > 1:
+                apps.sort(key=_submission_order)
+            plan: list[AskState] = []
+            for app in apps:
+                plan += _asks_in_order(app)
+            plans[name] = [plan, 0]
+        return plans
+
     def _place_one(self, queue: Queue, entry: list) -> bool:
         plan, cursor = entry
         while cursor < len(plan):
-            app, ask = plan[cursor]
-            if ask.remaining <= 0 or ask.blocked or app.asks.get(ask.request.request_id) is not ask:
+            ask = plan[cursor]
+            if ask.remaining <= 0 or ask.blocked or ask.app.asks.get(ask.request.request_id) is not ask:
                 cursor += 1
                 continue
             need = ask.need
@@ -728,33 +744,34 @@ class ResourceManager:
                 continue
             # Resources only shrink during a pass: an ask alike one that failed cannot fit either
             # (looked up once some ask of the pass has failed).
-            failed = self._pass_failed.get(_alike(app, ask)) if self._pass_failed else None
-            booked = None if failed is not None else self._book_first(app, ask)
+            failed = self._pass_failed.get(_alike(ask)) if self._pass_failed else None
+            booked = None if failed is not None else self._book_first(ask)
             if booked is None:
                 if failed is not None:
                     ask.reason = failed
                 else:
-                    self._pass_failed[_alike(app, ask)] = ask.reason
+                    self._pass_failed[_alike(ask)] = ask.reason
                 ask.blocked = True
                 cursor += 1
                 continue
-            entry[1] = cursor
-            self._grant(app, ask, *booked, queue)
+            # (the next call starts past an ask this grant serves in full)
+            entry[1] = cursor if ask.remaining > 1 else cursor + 1
+            self._grant(ask, *booked, queue)
             return True
         entry[1] = cursor
         return False
 
-    def _book_first(self, app: Application, ask: AskState) -> tuple[int, Booking] | None:
+    def _book_first(self, ask: AskState) -> tuple[int, Booking] | None:
         """Book ``ask`` on the first node, in locality order, that holds it now: the node
         and its booking. Each node is tried by booking it, which checks the fit once and
         names the shortfall only on a refusal."""
         ledger = self.ledger
-        need, asked = ask.need, ask.request.resource
+        need, exact = ask.need, ask.exact
         if ask.levels is None:
-            ask.levels = self._levels(app, ask)
+            ask.levels = self._levels(ask)
             ask.level = ask.pos = 0
         levels = ask.levels
-        blacklist = app.blacklist
+        blacklist = ask.app.blacklist
         while ask.level < len(levels):
             nodes = levels[ask.level]
             if callable(nodes):
@@ -765,7 +782,7 @@ class ResourceManager:
                     ask.pos += 1
                     continue
                 try:
-                    return i, ledger.book(i, need, asked)
+                    return i, ledger.book(i, need, exact)
                 except ResourceError as refused:
                     reason = str(refused)
                 if ask.level == 0 and ask.host_i is not None:
@@ -779,7 +796,7 @@ class ResourceManager:
                           + (f" ({ask.reason})" if ask.host_i is not None and ask.reason else ""))
         return None
 
-    def _levels(self, app: Application, ask: AskState) -> list:
+    def _levels(self, ask: AskState) -> list:
         """Where to look, in order: the host, its rack, anywhere (as far as locality is relaxed)."""
         ledger, need, req = self.ledger, ask.need, ask.request
         label = ledger.label_scope(req.node_label)
@@ -813,7 +830,8 @@ class ResourceManager:
             found = self._pass_candidates[key] = ledger.candidates(need, scope)
         return found
 
-    def _grant(self, app: Application, ask: AskState, node: int, booking: Booking, queue: Queue) -> None:
+    def _grant(self, ask: AskState, node: int, booking: Booking, queue: Queue) -> None:
+        app = ask.app
         cid = "container_%04d_%02d_%06d" % (app.seq, app.attempt, self.next_container)
         self.next_container += 1
         rec = ContainerRecord(cid, app.app_id, app.attempt, node, booking, ask.request.request_id, self.clock.now())
@@ -892,10 +910,12 @@ class ResourceManager:
         where = f"rack {req.rack}" if scope is not None and req.rack else "any node"
         return f"{req.resource} can never fit on {where} of the cluster (largest node: {self.max_allocation})"
 
-    def _validate_asks(self, app: Application, request: AllocateRequest) -> list[AskState]:
+    def _validate_asks(self, app: Application, request: AllocateRequest) -> tuple[list[AskState], int]:
+        """The new asks, checked against the RM's state, and how many containers they ask for."""
         out = []
         seen = set()
-        hosts, demands = self.ledger.host_index, self._demands
+        asked = 0
+        hosts, compiled = self.ledger.host_index, self._compiled_by_id
         for k, req in enumerate(request.asks):
             if req.request_id in app.asks or req.request_id in seen:
                 raise InvalidRequest(f"asks[{k}].request_id: {req.request_id} is already pending for {app.app_id}")
@@ -914,22 +934,35 @@ class ResourceManager:
                 if host_i is not None and int(self.ledger.rack_of[host_i]) != rack_code:
                     raise InvalidRequest(f"asks[{k}].rack: host {req.host} is in rack "
                                          f"{self.ledger.specs[host_i].rack}, not {req.rack}")
-            need = demands.get(req.resource)
-            if need is None:
-                if len(demands) >= _DEMAND_MEMO:
-                    demands.clear()
-                need = demands[req.resource] = Demand.of(req.resource)
-            out.append(AskState(req, need, host_i, rack_code))
-        return out
+            need, exact = compiled.get(id(req.resource)) or self.compiled(req.resource)
+            out.append(AskState(app, req, need, exact, host_i, rack_code))
+            asked += req.count
+        return out, asked
 
-    def _check_app_size(self, app: Application, request: AllocateRequest, asks: list[AskState],
+    def compiled(self, resource: ResourceDescriptor) -> tuple[Demand, Booking | None]:
+        """An ask's resource as the scheduler books it: its :class:`Demand`, and the booking
+        every container of it holds when it names exactly what it takes
+        (:func:`~gangmaster.tools.rmsim.ledger.exact_booking`), else None. Worked out once
+        per distinct descriptor: found by its identity (a replay's AMs ask with the same few
+        descriptor objects), else by its value (a gRPC call decodes fresh ones)."""
+        answer = self._compiled_by_id.get(id(resource))
+        if answer is None:
+            values = self._compiled
+            answer = values.get(resource)
+            if answer is None:
+                if len(values) >= _COMPILED_MEMO:
+                    values.clear()
+                need = Demand.of(resource)
+                answer = values[resource] = (need, exact_booking(resource, need))
+            self._compiled_by_id.put(id(resource), (resource,), answer)
+        return answer
+
+    def _check_app_size(self, app: Application, request: AllocateRequest, asked: int,
                         releases: list[ContainerRecord]) -> None:
-        """Refuse new asks that would have the application hold and wait for more than
-        RM_MAX_CONTAINERS_PER_APP containers (what it holds, minus what it releases, plus
-        what it still waits for after its cancels, plus the new asks)."""
-        if not asks:
-            return
-        total = len(app.containers) - len(releases) + sum([a.remaining for a in asks])   # (a new ask: its count)
+        """Refuse new asks (``asked`` containers) that would have the application hold and
+        wait for more than RM_MAX_CONTAINERS_PER_APP containers (what it holds, minus what
+        it releases, plus what it still waits for after its cancels, plus the new asks)."""
+        total = len(app.containers) - len(releases) + asked
         if app.asks:
             cancelled = set(request.cancel)
             total += sum([a.remaining for rid, a in app.asks.items() if rid not in cancelled])
@@ -988,16 +1021,15 @@ class ResourceManager:
                                rec.diagnostics, rec.request_id)
 
     def _drain(self, app: Application) -> AllocateResponse:
-        queue = self.queues[app.queue]
         app.response_id += 1
         response = AllocateResponse(
-            tuple([self._container(r) for r in app.out_allocated]) if app.out_allocated else (),
+            tuple(map(self._container, app.out_allocated)) if app.out_allocated else (),
             tuple(app.out_completed),
             self._node_updates(app) if self.node_updates else (),
             tuple(app.out_rejected),
             tuple([PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()])
             if app.asks else (),
-            self._headroom(queue),
+            self._headroom(app.queue),
             app.response_id,
         )
         if app.out_allocated:
@@ -1008,18 +1040,18 @@ class ResourceManager:
             app.out_rejected = []
         return response
 
-    def _headroom(self, queue: Queue) -> ResourceDescriptor:
-        """What the queue could still be given: its room, at most what the cluster has free.
-        One descriptor per value, built once (a run's allocates see few distinct values,
+    def _headroom(self, name: str) -> ResourceDescriptor:
+        """What queue ``name`` could still be given: its room, at most what the cluster has
+        free. One descriptor per value, built once (a run's allocates see few distinct values,
         and a descriptor is immutable); the memo is bounded (:data:`_HEADROOM_MEMO`)."""
-        free_mem, free_mvc, free_gpu_milli = self._free_totals
-        if queue.name in self._unlimited_queues:   # its room is never less than what is free
-            values = (free_mem, free_mvc, free_gpu_milli // GPU_MILLI)
+        if name in self._unlimited_queues:   # its room is never less than what is free
+            values = (self._free_mem, self._free_mvc, self._free_gpu_milli // GPU_MILLI)
         else:
-            values = (max(0, min(queue.max_mem - queue.used_mem, free_mem)),
-                      max(0, min(queue.max_mvc - queue.used_mvc, free_mvc)),
+            queue = self.queues[name]
+            values = (max(0, min(queue.max_mem - queue.used_mem, self._free_mem)),
+                      max(0, min(queue.max_mvc - queue.used_mvc, self._free_mvc)),
                       max(0, min(queue.max_gpus * GPU_MILLI - queue.used_gpus * GPU_MILLI - queue.used_gpu_milli,
-                                 free_gpu_milli)) // GPU_MILLI)
+                                 self._free_gpu_milli)) // GPU_MILLI)
         memo = self._headroom_values
         headroom = memo.get(values)
         if headroom is None:
@@ -1080,16 +1112,15 @@ class ResourceManager:
 
     def _charge(self, queue: Queue, booking: Booking, sign: int) -> None:
         """Count a booking in (``sign`` 1) or out (-1) of its queue's usage and the cluster's free totals."""
-        mem, mvc, gpus, gpu_milli = (sign * booking.memory_mb, sign * booking.mvcores, sign * booking.demand.gpus,
-                                     sign * booking.gpu_milli)
+        mem, mvc = sign * booking.memory_mb, sign * booking.mvcores
+        gpus, gpu_milli = sign * booking.demand.gpus, sign * booking.gpu_milli
         queue.used_mem += mem
         queue.used_mvc += mvc
         queue.used_gpus += gpus
         queue.used_gpu_milli += gpu_milli
-        free = self._free_totals
-        free[0] -= mem
-        free[1] -= mvc
-        free[2] -= gpus * GPU_MILLI + gpu_milli
+        self._free_mem -= mem
+        self._free_mvc -= mvc
+        self._free_gpu_milli -= gpus * GPU_MILLI + gpu_milli
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True
@@ -1252,14 +1283,15 @@ class ResourceManager:
             assert q.used_mem <= q.max_mem and q.used_mvc <= q.max_mvc and q.gpu_milli_used <= q.max_gpus * GPU_MILLI, \
                 f"queue {q.name}: over its limit"
         mem, mvc, gpus = self._capacity_totals
-        assert self._free_totals == [mem - sum(q.used_mem for q in self.queues.values()),
+        free = [self._free_mem, self._free_mvc, self._free_gpu_milli]
+        assert free == [mem - sum(q.used_mem for q in self.queues.values()),
                                      mvc - sum(q.used_mvc for q in self.queues.values()),
                                      gpus * GPU_MILLI - sum(q.gpu_milli_used for q in self.queues.values())], \
             "the queues' totals drift"
         assert self.running_apps == sum(len(q.apps) for q in self.queues.values()), "running applications drift"
         assert self.finished_apps.keys() == {a for a, app in self.apps.items() if app.state.finished}, \
             "finished applications drift"
-        assert self._free_totals == [int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
+        assert free == [int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
                                      int(ledger.gpu_milli_free.sum())], "the queues' usage and the nodes' free drift"
 
     def _check_gpu_shares(self, i: int, whole_mask: int, shares: np.ndarray) -> int:

@@ -37,8 +37,9 @@ class Booking:
     """Exactly what one container holds on its node, with its :attr:`resource` (what the
     AM is told) and its :attr:`demand` (what the ledger books and gives back), made with
     it: a container is booked, reported and given back once each. An ask that named its
-    GPUs and ports is booked as it was asked: its resource is ``asked`` and its demand
-    the ask's own, compiled when the ask came. A value, as the protocol's messages are
+    GPUs and ports is booked as it was asked (:func:`exact_booking`): its resource is
+    ``asked`` and its demand the ask's own, compiled when the ask came, and every
+    container of the ask holds that one booking. A value, as the protocol's messages are
     (:data:`~gangmaster.selectors.values.value`): never changed once made."""
 
     memory_mb: int
@@ -63,18 +64,6 @@ class Booking:
             demand = Demand(self.memory_mb, self.mvcores, whole, self.gpu_mask, self.port_ranges.count,
                             self.port_ranges, self.gpu_milli)
         self.resource, self.demand = resource, demand
-
-    @classmethod
-    def as_asked(cls, asked: ResourceDescriptor, need: Demand) -> "Booking":
-        """The booking of an ask that named exactly what it holds (its GPUs by mask, its
-        ports by range), made as it was asked: ``need`` is ``asked`` compiled, so nothing is
-        worked out again (the RM books every container of a gang this way)."""
-        booking = object.__new__(cls)   # every field set here, as __init__ and __post_init__ would
-        booking.memory_mb, booking.mvcores, booking.gpu_mask = need.memory_mb, need.mvcores, need.gpu_mask
-        booking.port_ranges, booking.gpu_milli = need.port_ranges, need.gpu_milli
-        booking.asked = booking.resource = asked
-        booking.asked_demand = booking.demand = need
-        return booking
 
 
 class NodeLedger(NodeColumns):
@@ -201,16 +190,19 @@ class NodeLedger(NodeColumns):
         return np.flatnonzero(ok)
 
     # ------------------------------------------------------------- booking
-    def book(self, i: int, need: Demand, asked: ResourceDescriptor | None = None) -> Booking:
+    def book(self, i: int, need: Demand, exact: Booking | None = None) -> Booking:
         """Take ``need`` from node ``i``: the GPUs named by the mask or the lowest free
-        ones; the ports named or the lowest free ones. ``asked``: the resource ``need`` was
-        compiled from (the booking's resource when it is exactly what was booked). Raises,
-        naming what is short as :meth:`why_not_now` does, if it does not fit. The fit is
-        checked once, by the booking itself (the scheduler books without asking first);
-        the reason is worked out only on a refusal."""
+        ones; the ports named or the lowest free ones. ``exact``: the booking of ``need``
+        on any node, when it names exactly what it takes (:func:`exact_booking`; the RM
+        works it out once per ask), booked as it is. Raises, naming what is short as
+        :meth:`why_not_now` does, if it does not fit. The fit is checked once, by the
+        booking itself (the scheduler books without asking first); the reason is worked
+        out only on a refusal."""
         if not self.usable.item(i):
             raise ResourceError(self.why_not_now(i, need))
         try:
+            if exact is not None:
+                return self.take(i, exact)
             if need.gpu_milli:
                 mask = need.gpu_mask or self._tightest_gpu(i, need.gpu_milli)
             else:
@@ -223,10 +215,7 @@ class NodeLedger(NodeColumns):
                 ports = self.ports_free[i].take_sequential(need.ports)
             else:
                 ports = NO_PORTS
-            named = asked is not None and _is_exactly(asked, need, mask, ports)
-            booking = (Booking.as_asked(asked, need) if named
-                       else Booking(need.memory_mb, need.mvcores, mask, ports, need.gpu_milli))
-            return self.take(i, booking)
+            return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports, need.gpu_milli))
         except (ResourceError, PortError) as exc:
             raise ResourceError(self.why_not_now(i, need) or str(exc)) from None
 
@@ -248,8 +237,19 @@ class NodeLedger(NodeColumns):
         self._unbook(i, b.demand)
 
 
-def _is_exactly(asked: ResourceDescriptor, need: Demand, gpu_mask: int, ports: PortRanges) -> bool:
-    """True when ``asked`` names exactly what ``need`` booked as ``gpu_mask`` and ``ports``."""
-    return (asked.gpu_mask == gpu_mask and (asked.port_ranges is ports or asked.port_ranges == ports)
+def exact_booking(asked: ResourceDescriptor, need: Demand) -> Booking | None:
+    """The booking ``need`` (``asked`` compiled) makes on whichever node takes it, when
+    ``asked`` names exactly what it holds: its GPUs by mask (or none, and no share of one
+    it does not name), its ports by range (or none), its vcores in whole millis. Then
+    :meth:`NodeLedger.book` books it as it is, and every container of the ask shares it
+    (a value): its resource is ``asked`` itself. None when the node decides (the lowest
+    free GPUs or ports, the tightest GPU for a share): a booking is made per container."""
+    gpus_named = need.gpu_mask if need.gpu_milli else (
+        popcount(need.gpu_mask) == need.gpus if need.gpu_mask else not need.gpus)
+    ports = need.port_ranges if need.port_ranges else (None if need.ports else NO_PORTS)
+    if not (gpus_named and ports is not None and asked.gpu_mask == need.gpu_mask
+            and (asked.port_ranges is ports or asked.port_ranges == ports)
             and asked.memory_mb == need.memory_mb and asked.vcores == need.mvcores / 1000.0
-            and asked.gpus == need.gpus and asked.ports == need.ports)
+            and asked.gpus == need.gpus and asked.ports == need.ports):
+        return None
+    return Booking(need.memory_mb, need.mvcores, need.gpu_mask, ports, need.gpu_milli, asked, need)

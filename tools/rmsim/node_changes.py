@@ -67,14 +67,12 @@ class NodeChanges:
         return self._from_column(cursor, limit)
 
     def _from_log(self, cursor: int, limit: int) -> tuple[list[int], int]:
-        out: list[int] = []
-        last, base = self.last, self.base
-        for k in range(cursor + 1 - base, len(self.log)):
-            node = self.log[k]
-            if last[node] == base + k:   # the node's latest change: report it here, once
-                if len(out) == limit:
-                    return out, base + k - 1
-                out.append(node)
+        last = self.last
+        # log[k] is change base + k: a node is reported at its latest change only, once
+        out = [node for change, node in enumerate(self.log[cursor + 1 - self.base:], cursor + 1)
+               if last[node] == change]
+        if len(out) > limit:   # the rest follow from just before the first change left out
+            return out[:limit], last[out[limit]] - 1
         return out, self.seq
 
     def _from_column(self, cursor: int, limit: int) -> tuple[list[int], int]:

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from gangmaster.am.barrier import Arrival, Waiter
@@ -81,13 +81,15 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
     return env
 
 
-@dataclass(eq=False, slots=True)
 class _ExitInstant:
     """The containers that exit at one instant of virtual time (their exit codes, in the
     order they were started), and the clock's event for it."""
 
-    timer: object
-    exits: dict = field(default_factory=dict)   # container id -> exit code
+    __slots__ = ("timer", "exits")
+
+    def __init__(self, timer):
+        self.timer = timer
+        self.exits: dict[str, int] = {}   # container id -> exit code
 
 
 class SimulatedNodeManager:

@@ -20,7 +20,7 @@ from gangmaster.am.rm_protocol import (
 from gangmaster.conf.fields import ConfigError, decode_utf8, read_limited
 from gangmaster.conf.limits import MAX_STATE_FILE_BYTES
 from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.fit import GPU_MILLI, Demand
+from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -175,7 +175,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
                                   ask["rack"], ask["relax_locality"], ask["node_label"], ask["priority"])
             host_i = core.ledger.host_index[req.host] if req.host else None
             rack = core.ledger.rack_index[req.rack] if req.rack else None
-            state = AskState(req, Demand.of(req.resource), host_i, rack)
+            state = AskState(app, req, *core.compiled(req.resource), host_i, rack)
             state.remaining = ask["remaining"]
             app.asks[req.request_id] = state
         if app.asks:

@@ -174,7 +174,11 @@ class JobWorkload:
         behaviour = roles.get(env.get(ENV_ROLE, "")) if roles else None
         if behaviour is None:
             return raw_task(env)
-        return behaviour.task(_env_int(env, ENV_ROLE_INDEX), _env_int(env, ENV_ATTEMPT))
+        try:
+            index, attempt = int(env[ENV_ROLE_INDEX]), int(env[ENV_ATTEMPT])
+        except (KeyError, TypeError, ValueError):   # (named by the variable that is wrong)
+            index, attempt = _env_int(env, ENV_ROLE_INDEX), _env_int(env, ENV_ATTEMPT)
+        return behaviour.task(index, attempt)
 
 
 def raw_task(env: Mapping[str, str]) -> TaskBehaviour:
