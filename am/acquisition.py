@@ -125,7 +125,7 @@ class GangAcquisition:
     first_grant_at: float | None = None
     release_count = 0
     reselections = 0
-    waiting_reason = ""           # why the gang cannot be placed now, in numbers
+    _waiting: "GangDoesNotFit | str" = ""   # the last placement's failure (its reason formatted when read)
     never_reason = ""             # set when an instance can never be granted
     failed_placements = 0         # placements that found no room (a diagnosis is redone after one)
     _placed_at_growth = -1        # the cluster's growth count when the last placement failed
@@ -168,6 +168,15 @@ class GangAcquisition:
     def outstanding(self) -> list[Slot]:
         return list(self.by_request.values())
 
+    @property
+    def waiting_reason(self) -> str:
+        """Why the gang cannot be placed now, in numbers ("" when its last placement
+        fitted): the failed placement's explanation, formatted when first read (an AM that
+        logs nothing may never read it)."""
+        if not isinstance(self._waiting, str):
+            self._waiting = str(self._waiting)
+        return self._waiting
+
     def stalled(self, now: float, cluster_growth: int) -> bool:
         """Holding and asking for nothing, not backing off, and the last placement found no
         room with nothing new since: planning again changes nothing until the cluster does."""
@@ -177,7 +186,7 @@ class GangAcquisition:
     def _nothing_new(self, cluster_growth: int) -> bool:
         """The last placement found no room and nothing since could let the gang fit:
         the cluster has not grown and nothing of the gang's own changed."""
-        return (bool(self.waiting_reason) and not self._changed and not self.by_request
+        return (bool(self._waiting) and not self._changed and not self.by_request
                 and cluster_growth == self._placed_at_growth)
 
     def in_order(self) -> list[Slot]:
@@ -217,14 +226,14 @@ class GangAcquisition:
             placement = place(view, wanted)
         except GangDoesNotFit as exc:
             self.failed_placements += 1
-            reason = str(exc)
-            if reason != self.waiting_reason:
-                self.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {reason}")
-            self.waiting_reason = reason
+            waiting = str(exc) if self._reporting else exc.with_traceback(None)   # (else formatted when read)
+            if self._reporting and waiting != self.waiting_reason:
+                self.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {waiting}")
+            self._waiting = waiting
             return
         finally:
             self.observe_selection(time.perf_counter() - started)
-        self.waiting_reason = ""
+        self._waiting = ""
         slots, roles, by_request, asks = self.slots, self.roles, self.by_request, self.asks
         for p in placement.instances:
             slot = slots[(p.role, p.index)]

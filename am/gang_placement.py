@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Callable, Mapping, NamedTuple, Sequence, Union
 
 from gangmaster.selectors.cluster import ClusterView
-from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.explanation import Explanation, NotAvailable
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges
@@ -71,11 +71,18 @@ class GangDoesNotFit(Exception):
 
     def __init__(self, role: str, index: int, placed: int, total: int, cause: NotAvailable,
                  never: bool = False):
+        super().__init__()
         self.role, self.index, self.placed, self.total = role, index, placed, total
-        self.cause, self.explanation, self.never = cause, cause.explanation, never
-        when = "even on the empty cluster" if never else "now"
-        super().__init__(f"the gang does not fit {when}: {placed}/{total} instances placed; "
-                         f"{role}[{index}] found no node: {cause}")
+        self.cause, self.never = cause.with_traceback(None), never   # (kept for its explanation, not its frames)
+
+    @property
+    def explanation(self) -> Explanation:
+        return self.cause.explanation
+
+    def __str__(self) -> str:   # (formatted when read: the explanation is worked out then)
+        when = "even on the empty cluster" if self.never else "now"
+        return (f"the gang does not fit {when}: {self.placed}/{self.total} instances placed; "
+                f"{self.role}[{self.index}] found no node: {self.cause}")
 
 
 def role_request(role: RoleSpec, pending: int, placed_hosts: tuple[str, ...],

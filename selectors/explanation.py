@@ -9,7 +9,7 @@ right now (wait, or release something). Reason codes are constants; the numbers
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 FILTERED = "filtered"     # can never fit on this node
 EXHAUSTED = "exhausted"   # full right now
@@ -119,12 +119,22 @@ class Explanation:
 
 
 class NotAvailable(Exception):
-    """No node can take the request; carries the explanation."""
+    """No node can take the request; carries the explanation: ``explanation``, or a
+    function that works it out when first read (the message reads it too), over what
+    the function captured when no node fitted."""
 
-    def __init__(self, explanation: Explanation, detail: str = ""):
-        self.explanation = explanation
-        message = explanation.summary()
-        super().__init__(message + (f"; {detail}" if detail else ""))
+    def __init__(self, explanation: "Explanation | Callable[[], Explanation]", detail: str = ""):
+        super().__init__()
+        self._explanation, self.detail = explanation, detail
+
+    @property
+    def explanation(self) -> Explanation:
+        if not isinstance(self._explanation, Explanation):
+            self._explanation = self._explanation()
+        return self._explanation
+
+    def __str__(self) -> str:
+        return self.explanation.summary() + (f"; {self.detail}" if self.detail else "")
 
 
 class StaleExplanation(RuntimeError):

@@ -148,7 +148,16 @@ def cluster_fragmentation(view: "NodeColumns", shapes: WorkloadShapes) -> tuple[
     milli-GPU), for "% of capacity" (against ``1000 × Σ GPUs``) and "% of idle"."""
     table = shape_table(shapes)
     frag = float(fragment_units_column(view, table).sum()) / table.total_units
-    return frag, int(view.gpu_milli_idle.sum())
+    return frag, idle_milli(view)
+
+
+def idle_milli(view: "NodeColumns") -> int:
+    """The cluster's idle milli-GPU, ``Σ_n Σ_g free[g]`` (:meth:`NodeColumns.gpu_milli_free_rows
+    <gangmaster.selectors.cluster.NodeColumns.gpu_milli_free_rows>` summed), from the columns
+    as they stand: 1000 per wholly free GPU, and what its shares leave on each GPU that
+    holds some (a wholly free GPU holds none)."""
+    used = view.gpu_share_used
+    return GPU_MILLI * (int(view.gpus_free.sum()) + int(np.count_nonzero(used))) - int(used.sum())
 
 
 # ------------------------------------------------------------- the gradient: what a placement adds

@@ -191,9 +191,10 @@ def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 def _not_available(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
                    placed: "Placement") -> NotAvailable:
     """No eligible node: the filter chain's explanation, as one select() would give it now,
-    with what was placed so far."""
-    _, explanation = pipeline.filter(view, request)
-    exc = NotAvailable(explanation)
+    with what was placed so far. The chain runs when the explanation is first read, over
+    a copy of the view as it is now (a replay's dropped pods never read theirs)."""
+    now = view.copy()
+    exc = NotAvailable(lambda: pipeline.filter(now, request)[1])
     exc.placed = placed
     return exc
 

@@ -42,6 +42,18 @@ def test_gang_that_does_not_fit_now_places_nothing_and_says_why():
     check_fits_empty(view, (role("worker", 2, gpus=1),), SelectionPipeline())  # fits when empty: waits
 
 
+def test_a_gangs_explanation_describes_the_cluster_when_it_did_not_fit_though_read_later():
+    view = load_cluster()
+    for host in view.hosts[:8]:  # the GPU machines are full
+        view.allocate(host, R(gpu_mask=view.free_mask(view.index(host))))
+    with pytest.raises(GangDoesNotFit) as err:   # one instance: picked on the view itself
+        place_gang(view, (role("worker", 1, gpus=1),), SelectionPipeline())
+    for host in view.hosts[:8]:   # then every GPU is free again, before anyone reads why
+        view.release(host, R(gpu_mask=view.gpu_capacity_mask.item(view.index(host))))
+    assert "8 gpus exhausted (need 1, most free 0)" in str(err.value)
+    assert err.value.explanation.survivors == 0
+
+
 def test_gang_that_can_never_fit_fails_at_submission_with_numbers():
     view = load_cluster()
     with pytest.raises(GangDoesNotFit) as err:

@@ -262,6 +262,7 @@ class _Replay:
         self.tracker = ClusterTracker(self.core.cluster_nodes)
         _, self._cursor = self.core.changed_nodes(None)
         self.pipelines: dict[str, SelectionPipeline] = {}   # shared by every AM (see ApplicationMaster)
+        self._warmed: tuple = (None, 0)   # the view and the pipelines _warm gave their indexes
         self.metrics = AMMetrics()
         # No live diagnoses: nobody reads a replayed AM's log, and a queue head that waits
         # would be diagnosed once a minute of virtual time. Nor a wait limit: a trace's job
@@ -415,15 +416,18 @@ class _Replay:
         reports, self._cursor = self.core.changed_nodes(self._cursor)
         if reports:
             self.tracker.apply(reports)
-            self._warm()
+            if self.tracker.view is not self._warmed[0] or len(self.pipelines) != self._warmed[1]:
+                self._warm()
 
     def _warm(self) -> None:
         """Give the shared view its node indexes, built on the view itself: every AM places
         on it or on a copy of it, and a copy carries the index as it is, so an index kept
         here is built once, not once per placement. Each takes in the rows changed since
         it was last read when it is read (a gang of one is picked on the view itself), so
-        the changes of many syncs are taken in at once, and none when no pick reads it."""
+        the changes of many syncs are taken in at once, and none when no pick reads it.
+        Done again only for a view the tracker built afresh, or a pipeline added since."""
         view = self.tracker.view
+        self._warmed = (view, len(self.pipelines))
         for pipeline in self.pipelines.values():
             key = pipeline.selector.node_key(_ANY_REQUEST)
             if key is not None:
