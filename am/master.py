@@ -199,9 +199,8 @@ class ApplicationMaster:
     # =============================================================== start
     def _start_fresh(self) -> None:
         cluster = self._cluster()
-        gangs = self.job.named_gangs
-        at_start = []
-        for name, roles in gangs:
+        checked = []   # (name, roles, its placement on the idle cluster or None) of each gang
+        for name, roles in self.job.named_gangs:
             try:
                 placed = cluster.check_fits_empty(roles, self._pipeline_for)
             except GangDoesNotFit as exc:
@@ -212,8 +211,8 @@ class ApplicationMaster:
                 self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
                 return
             # placed on the idle cluster itself: its first placement, while the view stays so
-            at_start.append(None if placed is None else (placed, cluster.view, cluster.view.changes))
-        for (name, roles), placed in zip(gangs, at_start):
+            checked.append((name, roles, None if placed is None else (placed, cluster.view, cluster.view.changes)))
+        for name, roles, placed in checked:   # every gang can run: their first attempts begin
             gang = self._new_gang(name, roles, 1, [])
             if placed is not None:
                 gang.placed_at_start = placed
@@ -292,7 +291,8 @@ class ApplicationMaster:
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
         growth = self._cluster().grown
-        if acq.first_grant_at is None and acq.stalled(now, growth):
+        if acq.waiting_reason and acq.first_grant_at is None and acq.stalled(now, growth):
+            # (Only a gang whose last placement found no room can be stalled.)
             # Holding and asking for nothing, and nothing new could let it fit: planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
             # costs this one check a heartbeat.
@@ -448,11 +448,10 @@ class ApplicationMaster:
         in this same heartbeat, and the containers never started are given back."""
         gang.state = ROLE_LAUNCHING
         acq = gang.acquisition
-        slots = acq.in_order()
         roles = acq.roles
         kinds = acq.layout.port_kinds
         tasks, task_kinds = [], []
-        for rank, s in enumerate(slots):
+        for rank, s in enumerate(acq.slots.values()):   # (in rank order)
             c, role = s.container, s.role
             resource = c.resource
             kind = kinds.of(role, resource.port_ranges)
@@ -462,18 +461,19 @@ class ApplicationMaster:
         token, barrier_env = open_barrier(self._barrier, self.job, gang, tasks)
         shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
                                   self.task_env)
-        launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
-                          for t, env in zip(tasks, own)])
+        launches = []
+        for t, env in zip(tasks, own):
+            launches.append(ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env)))
         shared = LaunchContext(env=shared) if shared else _NOTHING_SHARED
         try:
-            refused = self.rm.start_containers(StartContainers(launches, shared))
+            refused = self.rm.start_containers(StartContainers(tuple(launches), shared))
         except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
             refused = StartRefused(0, tasks[0].container_id, exc)
         if refused is not None:   # those before it run; it failed; those after it were never started
             del tasks[refused.index + 1:]
             task = tasks[-1]
             task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
-            self._to_release += [s.container.container_id for s in slots[refused.index:]]
+            self._to_release += [s.container.container_id for s in acq.in_order()[refused.index:]]
         gang.launched(tasks)
         running = self._running
         for t in tasks:
