@@ -66,9 +66,11 @@ class GangRun:
     def end_task(self, task: TaskRecord, state: TaskState, now: float, diagnostics: str,
                  exit_status: int | None = None) -> None:
         """A running task of this attempt ended (by itself, or stopped by the AM)."""
-        self.by_state[task.state] -= 1   # it was counted in its state
+        by_state = self.by_state
+        by_state[task.state] -= 1   # it was counted in its state
         task.state, task.finished_at, task.diagnostics, task.exit_status = state, now, diagnostics, exit_status
-        self._count(task)
+        by_state[state] = by_state.get(state, 0) + 1
+        self._count_ended(task)
 
     @property
     def finished_tasks(self) -> int:
@@ -88,12 +90,16 @@ class GangRun:
 
     def _recount(self) -> None:
         self.succeeded, self.failed, self.by_state = {}, {}, {}
+        by_state = self.by_state
         for task in self.tasks:
-            self._count(task)
+            state = task.state
+            by_state[state] = by_state.get(state, 0) + 1
+            if state is not TASK_RUNNING:
+                self._count_ended(task)
 
-    def _count(self, task: TaskRecord) -> None:
-        state, by_state = task.state, self.by_state
-        by_state[state] = by_state.get(state, 0) + 1
+    def _count_ended(self, task: TaskRecord) -> None:
+        """Count ``task`` in its role's successes or failures, if it ended so."""
+        state = task.state
         if state is TASK_SUCCEEDED:
             self.succeeded[task.role] = self.succeeded.get(task.role, 0) + 1
         elif state is TASK_FAILED:
