@@ -161,7 +161,7 @@ class ApplicationMaster:
             self._seed = pipeline_seed(self.selection.seed, app_id)
         else:
             self._pipelines = shared_pipelines
-        self._barrier = barrier
+        self._coordinator = barrier   # the barrier coordinator (the AM's calls to it: am.attempt_barrier)
         self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         # request ids, 1 up: those of different AM attempts never collide
         self._request_ids = itertools.count(self.am_attempt * 1_000_000 + 1)
@@ -292,8 +292,8 @@ class ApplicationMaster:
         acq = gang.acquisition
         growth = self._cluster().grown
         if acq.waiting_reason and acq.first_grant_at is None and acq.stalled(now, growth):
-            # (Only a gang whose last placement found no room can be stalled.)
-            # Holding and asking for nothing, and nothing new could let it fit: planning would
+            # Holding and asking for nothing, and nothing new could let it fit (only a gang whose
+            # last placement found no room can be stalled: the first test): planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
             # costs this one check a heartbeat.
             gang.state = ROLE_WAITING
@@ -458,7 +458,7 @@ class ApplicationMaster:
             tasks.append(TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
                                     kind.named, now, gpu_milli=resource.gpu_milli))
             task_kinds.append(kind)
-        token, barrier_env = open_barrier(self._barrier, self.job, gang, tasks)
+        token, barrier_env = open_barrier(self._coordinator, self.job, gang, tasks)
         shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
                                   self.task_env)
         launches = []
@@ -565,7 +565,7 @@ class ApplicationMaster:
 
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
-        end_barrier(self._barrier, self.job, gang, outcome, reason, self.log)
+        end_barrier(self._coordinator, self.job, gang, outcome, reason, self.log)
         for task in gang.tasks:
             if task.state is TASK_RUNNING:
                 self._stop(task.container_id)
@@ -781,7 +781,7 @@ class ApplicationMaster:
 
     def reopen_barrier(self, gang: GangRun, token: str | None) -> None:
         """The recovered attempt's barrier takes up the token the previous AM gave its tasks."""
-        reopen_barrier(self._barrier, self.job, gang, token, self.log)
+        reopen_barrier(self._coordinator, self.job, gang, token, self.log)
 
     def stop_container(self, container_id: str) -> None:
         """Stop a container no gang owns (an RM error is logged, not raised)."""

@@ -122,13 +122,14 @@ class PlainCounter:
 
 
 class PlainHistogram:
-    """A Prometheus histogram the AM observes into with plain arithmetic (one writer, as
+    """A Prometheus histogram the AM observes into without a lock (one writer, as
     :class:`PlainCounter`), served exactly as a ``prometheus_client.Histogram`` of the same
     name and buckets: an observation counts in the first bucket whose bound is at least it.
 
     :meth:`observe` only keeps the amount (a list's own ``append``: no Python code runs for
-    it); the amounts kept are counted into the buckets, in the order they came, when the
-    histogram is read (a trace replay observes twice a job and is never scraped)."""
+    it); the amounts kept are counted into the buckets and added to the sum, in the order
+    they came, when the histogram is read (a trace replay observes twice a job and reads its
+    histograms once, at its end)."""
 
     def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry):
         self.name, self.documentation = name, documentation
