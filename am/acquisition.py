@@ -44,7 +44,7 @@ from gangmaster.selectors.resources import ResourceError
 from .am_settings import AMSettings
 from .gang_placement import GangDoesNotFit, GangPlacement, InstancePlacement
 from .jobspec_model import RoleSpec
-from .progress_log import keeps_lines
+from .launch_env import PortKinds
 from .rm_protocol import Container, ResourceRequest
 
 #: place(view, {role: [instance indices]}) -> placement; raises GangDoesNotFit.
@@ -77,16 +77,19 @@ class Slot:
 class GangLayout:
     """What every attempt of a gang of these roles starts from, worked out once per set of
     roles (:func:`layout_of`): the roles by name, each instance's ``(role, index)`` in rank
-    order (the order of :attr:`GangAcquisition.slots`), and the instances to place when
-    none is held or asked for (every one, by role). Read only."""
+    order (the order of :attr:`GangAcquisition.slots`), the instances to place when
+    none is held or asked for (every one, by role), and the kinds of ports its tasks
+    are launched with (:class:`~gangmaster.am.launch_env.PortKinds`, each worked out
+    when a launch first meets it, for every gang of these roles). Read only."""
 
-    __slots__ = ("roles", "keys", "everything")
+    __slots__ = ("roles", "keys", "everything", "port_kinds")
 
     def __init__(self, roles: Sequence[RoleSpec]):
         self.roles: Mapping[str, RoleSpec] = MappingProxyType({r.name: r for r in roles})
         self.keys = tuple([(r.name, i) for r in roles for i in range(r.instances)])
         self.everything: Mapping[str, Sequence[int]] = MappingProxyType(
             {r.name: tuple(range(r.instances)) for r in roles if r.instances})
+        self.port_kinds = PortKinds(self.roles)
 
 
 @lru_cache(maxsize=1024)
@@ -133,14 +136,17 @@ class GangAcquisition:
 
     def __init__(self, gang: str, roles: tuple[RoleSpec, ...], settings: AMSettings,
                  rng: random.Random | SeededOnUse,
-                 now: float, report: Callable[[str], None], observe_selection: Callable[[float], None] = lambda s: None):
+                 now: float, report: Callable[[str], None], observe_selection: Callable[[float], None] = lambda s: None,
+                 reporting: bool = True):
+        """``reporting``: whether ``report`` keeps the lines that cost work to build
+        (:func:`~gangmaster.am.progress_log.keeps_lines` of it; its owner knows already)."""
         self.gang = gang
         layout = self.layout = layout_of(roles)
         self.roles = layout.roles
         self.settings = settings
         self.rng = rng
         self.report = report
-        self._reporting = keeps_lines(report)
+        self._reporting = reporting
         self.observe_selection = observe_selection
         keys = layout.keys   # (role, index) in rank order
         self.slots: dict[tuple[str, int], Slot] = dict(zip(keys, starmap(Slot, keys)))

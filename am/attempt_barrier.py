@@ -7,6 +7,8 @@ otherwise, so every task waiting in it is told at once.
 
 The coordinator is a :class:`~gangmaster.am.gang_barrier.GangBarrier`: the gRPC
 coordinator in live runs, the in-process one on the virtual clock in simulation.
+These are functions of the coordinator and the job, not an object each AM builds:
+a trace replay starts tens of thousands of AMs on one coordinator.
 """
 from __future__ import annotations
 
@@ -15,57 +17,56 @@ from typing import Callable, Sequence
 from .barrier import TaskInfo
 from .gang_barrier import GangBarrier
 from .gang_run import GangRun
+from .jobspec_model import JobSpec
 from .lifecycle import TaskRecord
 
 
-class AttemptBarrier:
-    def __init__(self, coordinator: GangBarrier, job: str, timeout_s: float | None, log: Callable[[str], None]):
-        self.coordinator = coordinator
-        self.job, self.timeout_s, self.log = job, timeout_s, log
+def open_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun,
+                 tasks: Sequence[TaskRecord]) -> tuple[str, dict[str, str]]:
+    """Open the attempt's barrier for ``tasks`` (by rank): its token and the environment
+    every task needs alike to reach it (each adds its own part,
+    :func:`gangmaster.am.context.own_env`)."""
+    name, attempt = gang.name, gang.attempt
+    token = coordinator.open_attempt(job.name, name, attempt, _infos(tasks), timeout_s=job.barrier_timeout_s)
+    gang.barrier_open = True
+    return token, coordinator.attempt_env(job.name, name, attempt, token, len(tasks))
 
-    def open(self, gang: GangRun, tasks: Sequence[TaskRecord]) -> tuple[str, dict[str, str]]:
-        """Open the attempt's barrier for ``tasks`` (by rank): its token and the environment
-        every task needs alike to reach it (each adds its own part,
-        :func:`gangmaster.am.context.own_env`)."""
-        token = self.coordinator.open_attempt(self.job, gang.name, gang.attempt, _infos(tasks),
-                                              timeout_s=self.timeout_s)
-        gang.barrier_open = True
-        return token, self.coordinator.attempt_env(self.job, gang.name, gang.attempt, token, len(tasks))
 
-    def reopen(self, gang: GangRun, token: str | None) -> None:
-        """The recovered attempt's barrier: still open when the coordinator outlived the
-        AM (it belongs to the driver); otherwise opened again with the token its tasks
-        already hold, so their next call is accepted."""
+def reopen_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun, token: str | None,
+                   log: Callable[[str], None]) -> None:
+    """The recovered attempt's barrier: still open when the coordinator outlived the
+    AM (it belongs to the driver); otherwise opened again with the token its tasks
+    already hold, so their next call is accepted."""
+    try:
+        coordinator.task_env(job.name, gang.name, gang.attempt, 0)
+    except KeyError:
         try:
-            self.coordinator.task_env(self.job, gang.name, gang.attempt, 0)
-        except KeyError:
-            try:
-                self.coordinator.open_attempt(self.job, gang.name, gang.attempt, _infos(gang.tasks), token=token,
-                                              timeout_s=self.timeout_s)
-            except ValueError as exc:
-                # The coordinator outlived the AM and had already ended this attempt: the old AM
-                # failed the barrier and died before it journaled the restart. The tasks were
-                # told (or are told at their next call) and fail; their failures restart the gang.
-                self.log(f"gang {gang.name} attempt {gang.attempt}: its barrier has already ended at the "
-                         f"coordinator ({exc}); its tasks are told at their next barrier call")
-                gang.barrier_open = False
-                return
-        gang.barrier_open = True
-
-    def end(self, gang: GangRun, outcome: str, reason: str) -> None:
-        """The attempt ended: close its barrier when it succeeded, else fail it (every waiting
-        task is told at once)."""
-        if not gang.barrier_open:
+            coordinator.open_attempt(job.name, gang.name, gang.attempt, _infos(gang.tasks), token=token,
+                                     timeout_s=job.barrier_timeout_s)
+        except ValueError as exc:
+            # The coordinator outlived the AM and had already ended this attempt: the old AM
+            # failed the barrier and died before it journaled the restart. The tasks were
+            # told (or are told at their next call) and fail; their failures restart the gang.
+            log(f"gang {gang.name} attempt {gang.attempt}: its barrier has already ended at the "
+                f"coordinator ({exc}); its tasks are told at their next barrier call")
+            gang.barrier_open = False
             return
-        if outcome == "succeeded":
-            self.coordinator.close_attempt(self.job, gang.name, gang.attempt)
-        else:
-            waiters = self.coordinator.fail_attempt(self.job, gang.name, gang.attempt,
-                                                    f"gang {gang.name} attempt {gang.attempt} ended ({outcome}): "
-                                                    f"{reason}")
-            self.log(f"gang {gang.name} attempt {gang.attempt}: barrier failed, {waiters} waiting task(s) "
-                     f"told at once")
-        gang.barrier_open = False
+    gang.barrier_open = True
+
+
+def end_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun, outcome: str, reason: str,
+                log: Callable[[str], None]) -> None:
+    """The attempt ended: close its barrier when it succeeded, else fail it (every waiting
+    task is told at once). Nothing when its barrier is not open."""
+    if not gang.barrier_open:
+        return
+    if outcome == "succeeded":
+        coordinator.close_attempt(job.name, gang.name, gang.attempt)
+    else:
+        waiters = coordinator.fail_attempt(job.name, gang.name, gang.attempt,
+                                           f"gang {gang.name} attempt {gang.attempt} ended ({outcome}): {reason}")
+        log(f"gang {gang.name} attempt {gang.attempt}: barrier failed, {waiters} waiting task(s) told at once")
+    gang.barrier_open = False
 
 
 def _infos(tasks: Sequence[TaskRecord]) -> list[TaskInfo]:

@@ -425,6 +425,14 @@ class BarrierCoordinator:
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
         task, operation, arrivals = arrival.task, arrival.operation, a.arrivals
         waiter = Waiter(a, task, arrival.epoch, callback)
+        if a.total == 1 and operation == BARRIER:
+            # A gang of one task at a barrier: its arrival releases the epoch at once (no other
+            # task can mismatch it or wait, no deadline ever runs, nothing of the epoch is kept).
+            self._stats.arrivals += 1
+            if log.isEnabledFor(logging.INFO):
+                log.info("%s barrier epoch %d: task %d arrived (1/1)", a.barrier, a.epoch, task)
+            return waiter, [(callback, self._release(a, waiter, _BARRIER_RELEASES.get(a.epoch)
+                                                     or Released(a.epoch, BARRIER)))]
         if a.operation is not None and a.operation != operation:
             self.deadline_changes += 1
             return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
@@ -462,10 +470,7 @@ class BarrierCoordinator:
             a.gathered_bytes = 0
         else:
             release = _BARRIER_RELEASES.get(epoch) or Released(epoch, operation)
-        waiter.done = True
-        a.last_release = release
-        a.epoch = epoch + 1
-        self._stats.releases += 1
+        self._release(a, waiter, release)
         if n == 1:   # a gang of one task: nobody else waits
             if arrivals:
                 a.arrivals = {}
@@ -476,6 +481,15 @@ class BarrierCoordinator:
         if not waiters:   # nobody else waits any more
             return waiter, [(callback, release)]
         return waiter, [(w.callback, release) for w in waiters] + [(callback, release)]
+
+    def _release(self, a: _Attempt, waiter: Waiter, release: Released) -> Released:
+        """The attempt's epoch is released (``release``, which the last arrival's ``waiter``
+        gets at once): the attempt moves to its next epoch."""
+        waiter.done = True
+        a.last_release = release
+        a.epoch += 1
+        self._stats.releases += 1
+        return release
 
     def _too_large_error(self, a: _Attempt, arrival: Arrival, size: int) -> MessageTooLarge:
         self._stats.too_large += 1

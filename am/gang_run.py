@@ -10,7 +10,8 @@ walking every task of every gang.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from types import MappingProxyType
+from typing import Mapping, Sequence
 
 from .acquisition import GangAcquisition
 from .jobspec_model import JobSpec, RoleSpec, gang_name
@@ -22,6 +23,9 @@ from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_RUNNING, ROLE_SUCCEEDE
 #: The states of a gang not started yet.
 PENDING = (ROLE_WAITING, ROLE_ACQUIRING)
 
+#: The counts of an attempt without tasks (read only).
+_NONE_YET: Mapping = MappingProxyType({})
+
 
 class GangRun:
     """One gang and its current attempt; two are equal only when they are the same one."""
@@ -31,6 +35,11 @@ class GangRun:
     #: (placement, view, its changes) when the AM's never-fits check placed the gang on the
     #: idle cluster itself: its first placement, while that view stays unchanged (used once)
     placed_at_start: tuple | None = None
+    # Counted from ``tasks`` as they change (plain dicts: read them with ``.get(key, 0)``),
+    # made when the attempt has tasks; until then none, read from the class:
+    succeeded: Mapping[str, int] = _NONE_YET        # per role: tasks of this attempt that succeeded
+    failed: Mapping[str, int] = _NONE_YET           # per role: tasks of this attempt that failed
+    by_state: Mapping[TaskState, int] = _NONE_YET   # tasks of this attempt by TaskState
 
     def __init__(self, name: str, roles: tuple[RoleSpec, ...], attempt: int, state: RoleState,
                  record: AttemptRecord, *, tasks: list[TaskRecord] | None = None,
@@ -38,12 +47,8 @@ class GangRun:
         self.name, self.roles, self.attempt, self.state, self.record = name, roles, attempt, state, record
         self.tasks: list[TaskRecord] = [] if tasks is None else tasks
         self.history: list[AttemptRecord] = [] if history is None else history
-        # Counted from ``tasks`` as they change (plain dicts: read them with ``.get(key, 0)``):
-        self.succeeded: dict[str, int] = {}        # per role: tasks of this attempt that succeeded
-        self.failed: dict[str, int] = {}           # per role: tasks of this attempt that failed
-        self.by_state: dict[TaskState, int] = {}   # tasks of this attempt by TaskState
-        for task in self.tasks:
-            self._count(task)
+        if tasks:
+            self._recount()
 
     def __repr__(self) -> str:
         return f"GangRun({self.name!r}, attempt {self.attempt}, {self.state.value})"
@@ -55,20 +60,17 @@ class GangRun:
 
     def launched(self, tasks: list[TaskRecord]) -> None:
         """Every container of the attempt was started (or refused): the tasks are its own."""
-        had, self.tasks = self.tasks, tasks
-        self.record.tasks = tasks
-        if had:
-            self._recount()
-        else:   # an attempt's first tasks (its counters are empty)
-            for task in tasks:
-                self._count(task)
+        self.tasks = self.record.tasks = tasks
+        self._recount()
 
     def end_task(self, task: TaskRecord, state: TaskState, now: float, diagnostics: str,
                  exit_status: int | None = None) -> None:
         """A running task of this attempt ended (by itself, or stopped by the AM)."""
-        self.by_state[task.state] -= 1   # it was counted in its state
+        by_state = self.by_state
+        by_state[task.state] -= 1   # it was counted in its state
         task.state, task.finished_at, task.diagnostics, task.exit_status = state, now, diagnostics, exit_status
-        self._count(task)
+        by_state[state] = by_state.get(state, 0) + 1
+        self._count_ended(task)
 
     @property
     def finished_tasks(self) -> int:
@@ -87,15 +89,17 @@ class GangRun:
         return ROLE_RUNNING
 
     def _recount(self) -> None:
-        self.succeeded.clear()
-        self.failed.clear()
-        self.by_state.clear()
+        self.succeeded, self.failed, self.by_state = {}, {}, {}
+        by_state = self.by_state
         for task in self.tasks:
-            self._count(task)
+            state = task.state
+            by_state[state] = by_state.get(state, 0) + 1
+            if state is not TASK_RUNNING:
+                self._count_ended(task)
 
-    def _count(self, task: TaskRecord) -> None:
+    def _count_ended(self, task: TaskRecord) -> None:
+        """Count ``task`` in its role's successes or failures, if it ended so."""
         state = task.state
-        self.by_state[state] = self.by_state.get(state, 0) + 1
         if state is TASK_SUCCEEDED:
             self.succeeded[task.role] = self.succeeded.get(task.role, 0) + 1
         elif state is TASK_FAILED:

@@ -130,9 +130,9 @@ NO_PORTS = PortKind({})
 
 
 class PortKinds:
-    """The kinds of ports of one gang's tasks (:class:`PortKind`): the tasks of a role given
-    the same port ranges (most tasks of a big gang: like nodes give their lowest free ports)
-    share one."""
+    """The kinds of ports of the tasks of gangs of some roles (:class:`PortKind`): the tasks
+    of a role given the same port ranges (most tasks of a big gang: like nodes give their
+    lowest free ports) share one, in one gang and across the gangs of the same roles."""
 
     def __init__(self, roles: Mapping[str, RoleSpec]):
         self.roles = roles

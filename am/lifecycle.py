@@ -9,7 +9,7 @@ JSON and a restarted AM reads it back (:meth:`to_dict` / :meth:`from_dict`).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 
 
 class RoleState(str, enum.Enum):
@@ -93,21 +93,25 @@ class LaunchedTasks:
     record holds, as the list of their dicts (:meth:`to_dict`). A journal in memory makes
     that list only if it is read (a trace replay's AMs are never restarted), so what of a
     task can change after its launch (state, exit status, diagnostics, end) is kept here as
-    it was then: each task was running then (its end unknown) but one the RM refused to
-    start, which had already failed (kept as it ended); the rest of a task never changes."""
+    it was then: each task was running then (its end unknown) but the last one when the RM
+    refused to start it (the launch stopped there), which had already failed (kept as it
+    ended); the rest of a task never changes."""
 
-    __slots__ = ("tasks", "ended")
+    __slots__ = ("tasks", "refused")
 
     def __init__(self, tasks: list[TaskRecord]):
         self.tasks = tuple(tasks)
-        #: index -> (state, exit status, diagnostics, end) of each task not running at the launch
-        self.ended = {i: (t.state, t.exit_status, t.diagnostics, t.finished_at) for i, t in enumerate(tasks)
-                      if t.state is not TASK_RUNNING}
+        last = tasks[-1] if tasks else None
+        #: (state, exit status, diagnostics, end) of the last task when it was not running at the launch
+        self.refused = (None if last is None or last.state is TASK_RUNNING
+                        else (last.state, last.exit_status, last.diagnostics, last.finished_at))
 
     def to_dict(self) -> list[dict]:
         out = []
+        last = len(self.tasks) - 1
         for i, task in enumerate(self.tasks):
-            state, exit_status, diagnostics, finished_at = self.ended.get(i, _RUNNING_END)
+            state, exit_status, diagnostics, finished_at = (self.refused if i == last and self.refused is not None
+                                                            else _RUNNING_END)
             data = task.to_dict()
             data.update(state=state.value, exit_status=exit_status, diagnostics=diagnostics, finished_at=finished_at)
             out.append(data)
@@ -132,26 +136,51 @@ class TaskEndings:
         return [[t.role, t.index, t.state.value, t.exit_status, t.diagnostics] for t in self.tasks]
 
 
-@dataclass
 class AttemptRecord:
-    """One attempt of one gang: when, where every task ran, and how it ended."""
+    """One attempt of one gang: when, where every task ran, and how it ended. What an
+    attempt has not reached yet (a start, an end, a release) reads as the class's default:
+    a gang attempt begins with three fields known, and a replay begins tens of thousands."""
 
-    gang: str
-    attempt: int
-    waiting_since: float
     started_at: float | None = None       # every task started
     ended_at: float | None = None
-    outcome: str = ""                      # "" (in progress) | succeeded | failed | stopped
-    reason: str = ""
-    releases: int = 0                      # partial holds given back while acquiring
-    reselections: int = 0                  # instances selected again after the RM would not grant them
-    tasks: list[TaskRecord] = field(default_factory=list)
+    outcome = ""                           # "" (in progress) | succeeded | failed | stopped
+    reason = ""
+    releases = 0                           # partial holds given back while acquiring
+    reselections = 0                       # instances selected again after the RM would not grant them
+
+    #: every field, in the order :meth:`to_dict` writes them
+    FIELDS = ("gang", "attempt", "waiting_since", "started_at", "ended_at", "outcome", "reason", "releases",
+              "reselections", "tasks")
+
+    def __init__(self, gang: str, attempt: int, waiting_since: float, started_at: float | None = None, *,
+                 tasks: list[TaskRecord] | None = None, **ended):
+        """``ended``: any of the fields an attempt gets as it ends (``ended_at``, ``outcome``,
+        ``reason``, ``releases``, ``reselections``)."""
+        self.gang, self.attempt, self.waiting_since = gang, attempt, waiting_since
+        self.tasks: list[TaskRecord] = [] if tasks is None else tasks
+        if started_at is not None:
+            self.started_at = started_at
+        if ended:
+            for name, value in ended.items():
+                if name not in _ENDED_FIELDS:
+                    raise TypeError(f"AttemptRecord has no field {name!r}")
+                setattr(self, name, value)
+
+    def __repr__(self) -> str:
+        return "AttemptRecord(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS) + ")"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not AttemptRecord:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.FIELDS)
+
+    __hash__ = None   # changes as the attempt goes on (as the dataclass it was)
 
     def failures(self) -> list[TaskRecord]:
         return [t for t in self.tasks if t.state is TaskState.FAILED]
 
     def to_dict(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = {name: getattr(self, name) for name in self.FIELDS}
         data["tasks"] = [t.to_dict() for t in self.tasks]
         return data
 
@@ -160,3 +189,6 @@ class AttemptRecord:
         data = dict(data)
         data["tasks"] = [TaskRecord.from_dict(t) for t in data["tasks"]]
         return cls(**data)
+
+
+_ENDED_FIELDS = frozenset(AttemptRecord.FIELDS[4:9])

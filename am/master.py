@@ -63,7 +63,7 @@ from gangmaster.gpu_topology.masks import indices_of
 from . import recovery
 from .acquisition import GangAcquisition, SeededOnUse
 from .am_settings import AMSettings
-from .attempt_barrier import AttemptBarrier
+from .attempt_barrier import end_barrier, open_barrier, reopen_barrier
 from .cluster_tracker import ClusterTracker
 from .collector import collector_paused
 from .diagnosis import Diagnosis, Occupant, diagnose
@@ -72,7 +72,7 @@ from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
 from .gang_run import PENDING, GangRun, attempt_history, failed_attempts, failure, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
-from .launch_env import PortKinds, launch_envs
+from .launch_env import launch_envs
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
                         TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, LaunchedTasks, RoleState,
                         TaskEndings, TaskRecord)
@@ -161,7 +161,7 @@ class ApplicationMaster:
             self._seed = pipeline_seed(self.selection.seed, app_id)
         else:
             self._pipelines = shared_pipelines
-        self._barrier = AttemptBarrier(barrier, job.name, job.barrier_timeout_s, self.log)
+        self._coordinator = barrier   # the barrier coordinator (the AM's calls to it: am.attempt_barrier)
         self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         # request ids, 1 up: those of different AM attempts never collide
         self._request_ids = itertools.count(self.am_attempt * 1_000_000 + 1)
@@ -199,9 +199,8 @@ class ApplicationMaster:
     # =============================================================== start
     def _start_fresh(self) -> None:
         cluster = self._cluster()
-        gangs = self.job.named_gangs
-        at_start = []
-        for name, roles in gangs:
+        checked = []   # (name, roles, its placement on the idle cluster or None) of each gang
+        for name, roles in self.job.named_gangs:
             try:
                 placed = cluster.check_fits_empty(roles, self._pipeline_for)
             except GangDoesNotFit as exc:
@@ -212,8 +211,8 @@ class ApplicationMaster:
                 self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
                 return
             # placed on the idle cluster itself: its first placement, while the view stays so
-            at_start.append(None if placed is None else (placed, cluster.view, cluster.view.changes))
-        for (name, roles), placed in zip(gangs, at_start):
+            checked.append((name, roles, None if placed is None else (placed, cluster.view, cluster.view.changes)))
+        for name, roles, placed in checked:   # every gang can run: their first attempts begin
             gang = self._new_gang(name, roles, 1, [])
             if placed is not None:
                 gang.placed_at_start = placed
@@ -242,7 +241,7 @@ class ApplicationMaster:
             self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
             self.metrics.attempts.inc()
         gang.acquisition = GangAcquisition(name, roles, self.settings, self.rng, now, self.log,
-                                           self.metrics.selection_latency.observe)
+                                           self.metrics.selection_latency.observe, reporting=self._logging)
         if self._logging:
             self.log(f"gang {name} attempt {attempt}: waiting for {sum(r.instances for r in roles)} instance(s)")
         return gang
@@ -292,8 +291,9 @@ class ApplicationMaster:
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
         growth = self._cluster().grown
-        if acq.first_grant_at is None and acq.stalled(now, growth):
-            # Holding and asking for nothing, and nothing new could let it fit: planning would
+        if acq.waiting_reason and acq.first_grant_at is None and acq.stalled(now, growth):
+            # Holding and asking for nothing, and nothing new could let it fit (only a gang whose
+            # last placement found no room can be stalled: the first test): planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang
             # costs this one check a heartbeat.
             gang.state = ROLE_WAITING
@@ -320,13 +320,21 @@ class ApplicationMaster:
 
     def _request(self) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
-        after what the AM itself had to (containers it did not want, attempts that ended)."""
+        after what the AM itself had to (containers it did not want, attempts that ended),
+        and its progress: the share of the job's instances whose task (of the current attempt)
+        has ended."""
+        total = self.job.total_instances
+        finished = 0
+        for g in self.gangs:   # GangRun.finished_tasks, summed (not through the property: two heartbeats a job)
+            if g.tasks:   # (an attempt not launched yet has none)
+                finished += len(g.tasks) - g.by_state.get(TASK_RUNNING, 0)
+        progress = min(1.0, finished / total) if total else 1.0
+        if not (self._to_ask or self._to_cancel or self._to_release):   # a heartbeat that only hears what happened
+            return AllocateRequest(self.app_id, self.am_attempt, progress=progress)
         asks, cancels, releases = self._to_ask, self._to_cancel, self._to_release
-        if not (asks or cancels or releases):   # a heartbeat that only hears what happened
-            return AllocateRequest(self.app_id, self.am_attempt, progress=self._progress())
         self._to_ask, self._to_cancel, self._to_release = [], [], []
         return AllocateRequest(self.app_id, self.am_attempt, asks=tuple(asks), cancel=tuple(cancels),
-                               releases=tuple(releases), progress=self._progress())
+                               releases=tuple(releases), progress=progress)
 
     def _absorb(self, response: AllocateResponse, now: float) -> None:
         """Every event of one response, in order: nodes, grants, rejections, pending asks, completions."""
@@ -348,16 +356,19 @@ class ApplicationMaster:
             gang = owners.get(pending.request_id)
             if gang is not None:
                 gang.acquisition.on_pending(pending.request_id, pending.reason)
+        running = self._running
         for status in response.completed:
-            self._container_finished(status.container_id, status.exit_status, status.diagnostics, now)
-
-    def _container_finished(self, container_id: str, exit_status: int | None, diagnostics: str, now: float) -> None:
-        found = self._running.pop(container_id, None)
-        if found is not None:
+            found = running.pop(status.container_id, None)
+            if found is None:
+                self._container_lost(status.container_id, status.diagnostics)
+                continue
             gang, task = found
             if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
-                self._task_finished(gang, task, exit_status, diagnostics, now)
-            return
+                self._task_finished(gang, task, status.exit_status, status.diagnostics, now)
+
+    def _container_lost(self, container_id: str, diagnostics: str) -> None:
+        """A container ended that runs no task: one granted and not started yet is selected
+        again; one of an older attempt, or one given back, needs nothing."""
         for gang in self.gangs:
             if gang.state is ROLE_ACQUIRING and gang.acquisition.on_lost(container_id):
                 self.log(f"gang {gang.name}: granted container {container_id} was lost before it started "
@@ -367,9 +378,8 @@ class ApplicationMaster:
 
     def _task_finished(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
                        now: float) -> None:
-        """A task of the gang's current attempt ended by itself: the gang decides at the end of
-        this heartbeat (:meth:`_decide`)."""
-        self._running.pop(task.container_id, None)
+        """A task of the gang's current attempt ended by itself (no longer in :attr:`_running`):
+        the gang decides at the end of this heartbeat (:meth:`_decide`)."""
         gang.end_task(task, TASK_SUCCEEDED if exit_status == 0 else TASK_FAILED, now, diagnostics,
                       exit_status)
         self._to_decide.add(gang)
@@ -438,32 +448,32 @@ class ApplicationMaster:
         in this same heartbeat, and the containers never started are given back."""
         gang.state = ROLE_LAUNCHING
         acq = gang.acquisition
-        slots = acq.in_order()
         roles = acq.roles
-        kinds = PortKinds(roles)
+        kinds = acq.layout.port_kinds
         tasks, task_kinds = [], []
-        for rank, s in enumerate(slots):
+        for rank, s in enumerate(acq.slots.values()):   # (in rank order)
             c, role = s.container, s.role
             resource = c.resource
             kind = kinds.of(role, resource.port_ranges)
             tasks.append(TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
                                     kind.named, now, gpu_milli=resource.gpu_milli))
             task_kinds.append(kind)
-        token, barrier_env = self._barrier.open(gang, tasks)
+        token, barrier_env = open_barrier(self._coordinator, self.job, gang, tasks)
         shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
                                   self.task_env)
-        launches = tuple([ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env))
-                          for t, env in zip(tasks, own)])
+        launches = []
+        for t, env in zip(tasks, own):
+            launches.append(ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env)))
         shared = LaunchContext(env=shared) if shared else _NOTHING_SHARED
         try:
-            refused = self.rm.start_containers(StartContainers(launches, shared))
+            refused = self.rm.start_containers(StartContainers(tuple(launches), shared))
         except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
             refused = StartRefused(0, tasks[0].container_id, exc)
         if refused is not None:   # those before it run; it failed; those after it were never started
             del tasks[refused.index + 1:]
             task = tasks[-1]
             task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
-            self._to_release += [s.container.container_id for s in slots[refused.index:]]
+            self._to_release += [s.container.container_id for s in acq.in_order()[refused.index:]]
         gang.launched(tasks)
         running = self._running
         for t in tasks:
@@ -555,7 +565,7 @@ class ApplicationMaster:
 
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
-        self._barrier.end(gang, outcome, reason)
+        end_barrier(self._coordinator, self.job, gang, outcome, reason, self.log)
         for task in gang.tasks:
             if task.state is TASK_RUNNING:
                 self._stop(task.container_id)
@@ -667,15 +677,6 @@ class ApplicationMaster:
         self._finish("failed", f"it can make no progress ({why}); {waiting}")
 
     # ============================================================== status
-    def _progress(self) -> float:
-        total = self.job.total_instances
-        if not total:
-            return 1.0
-        finished = 0
-        for g in self.gangs:   # GangRun.finished_tasks, summed (read at every heartbeat: not through the property)
-            finished += len(g.tasks) - g.by_state.get(TASK_RUNNING, 0)
-        return min(1.0, finished / total)
-
     def gauge_values(self) -> GaugeValues:
         """What the job's gauges show now (read when they are scraped, maybe from another
         thread: it reads copies, never iterates what the AM may be changing)."""
@@ -775,11 +776,12 @@ class ApplicationMaster:
     def task_ended_unwatched(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
                              now: float) -> None:
         """A task ended while no AM was watching: it ends now, as any task of the attempt ends."""
+        self._running.pop(task.container_id, None)
         self._task_finished(gang, task, exit_status, diagnostics, now)
 
     def reopen_barrier(self, gang: GangRun, token: str | None) -> None:
         """The recovered attempt's barrier takes up the token the previous AM gave its tasks."""
-        self._barrier.reopen(gang, token)
+        reopen_barrier(self._coordinator, self.job, gang, token, self.log)
 
     def stop_container(self, container_id: str) -> None:
         """Stop a container no gang owns (an RM error is logged, not raised)."""
