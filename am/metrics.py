@@ -126,10 +126,12 @@ class PlainHistogram:
     :class:`PlainCounter`), served exactly as a ``prometheus_client.Histogram`` of the same
     name and buckets: an observation counts in the first bucket whose bound is at least it.
 
-    :meth:`observe` only keeps the amount (a list's own ``append``: no Python code runs for
-    it); the amounts kept are counted into the buckets and added to the sum, in the order
-    they came, when the histogram is read (a trace replay observes twice a job and reads its
-    histograms once, at its end)."""
+    :meth:`observe` only keeps the amount; the amounts kept are counted into the buckets and
+    added to the sum, in the order they came, when the histogram is read (a trace replay
+    observes twice a job and reads its histograms once, at its end) or when
+    ``KEPT_AT_MOST`` are waiting (a live AM nobody scrapes must not grow without bound)."""
+
+    KEPT_AT_MOST = 4096
 
     def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry):
         self.name, self.documentation = name, documentation
@@ -138,10 +140,15 @@ class PlainHistogram:
         self._sum = 0.0
         self._kept: list[float] = []   # observed, not counted yet
         self._counting = threading.Lock()   # two scrapes at once count each amount once
-        #: observe(amount): count ``amount`` (kept, counted when read)
-        self.observe: Callable[[float], None] = self._kept.append
         self.created = time.time()
         registry.register(self)
+
+    def observe(self, amount: float) -> None:
+        """Count ``amount`` (kept; counted when read, or once ``KEPT_AT_MOST`` wait)."""
+        kept = self._kept
+        kept.append(amount)
+        if len(kept) >= self.KEPT_AT_MOST:
+            self._counted()
 
     def _counted(self) -> tuple[list[int], float]:
         """The counts per bucket (not cumulative) and the sum, every amount observed counted."""
