@@ -30,6 +30,7 @@ import numpy as np
 from gangmaster.gpu_topology.masks import full_mask, indices_of
 
 from .fit import GPU_MILLI, Amounts, Demand, milli, shortfall
+from .identity_memo import IdentityMemo
 from .ports import NO_PORTS, PORT_MIN, PortRanges
 from .resources import ResourceDescriptor, ResourceError
 
@@ -456,6 +457,10 @@ class ClusterView(NodeColumns):
         self._by_rack: tuple[np.ndarray, list[int]] | None = None  # rack_rows(): built once, shared by copies
         self.role_count: dict[str, np.ndarray] = {}
         self.role_failed: dict[str, np.ndarray] = {}
+        #: what callers make once for this view and objects of theirs nobody changes (a
+        #: request's index walk, :func:`~gangmaster.selectors.candidates.key_walk`), found by
+        #: those objects' identity; bound to this view, so a copy starts with none
+        self.prepared: IdentityMemo = IdentityMemo(PREPARED_KEPT)
 
     # ----------------------------------------------------------------- reading
     def index(self, host: str) -> int:
@@ -685,12 +690,16 @@ class ClusterView(NodeColumns):
         clone.outstanding = self.outstanding.copy()
         clone.role_count = {r: c.copy() for r, c in self.role_count.items()}
         clone.role_failed = {r: f.copy() for r, f in self.role_failed.items()}
+        clone.prepared = IdentityMemo(PREPARED_KEPT)
         return clone
 
 
 #: :meth:`NodeColumns.cached_column` brings up to this many changed rows up to date one by one
 #: (with a column's ``compute_row``), more with one numpy call.
 ROWS_ONE_BY_ONE = 16
+
+#: How many answers :attr:`ClusterView.prepared` keeps (then it starts afresh).
+PREPARED_KEPT = 256
 
 #: How many port-range results :meth:`NodeColumns._ports_changed` keeps (then it starts afresh).
 _PORT_RESULTS_KEPT = 4096

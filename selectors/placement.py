@@ -56,7 +56,7 @@ the job's hosts, the rest of their racks (the view's rack grouping), then the
 strategy's node index in (key, tie order), skipping those racks
 (:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a gang of one,
 a job's first instance) or no tiers (a random pick), the index alone, walked by
-:func:`~gangmaster.selectors.candidates.best_by_key` without building the loop at all
+:class:`~gangmaster.selectors.candidates.KeyWalk` the view keeps for the request, without building the loop at all
 (:func:`_lone`), which also gives a random pick its few best to draw from.
 
 GPUs and ports
@@ -85,7 +85,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .candidates import best_by_key, best_by_tier, node_passes
+from .candidates import best_by_tier, key_walk, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
@@ -179,7 +179,7 @@ def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     if key is None:
         return None
     k = selector.keep(request, len(view)) if selector.pick_at_random else 1
-    found = best_by_key(view, request, pipeline.settings, key, k, pipeline.tie_order.of(len(view), view.hosts))
+    found = key_walk(view, pipeline, request, key).best(k)
     if not found:
         raise _not_available(pipeline, view, request, Placement())
     j = 0 if len(found) == 1 else pipeline.rng.randrange(len(found))  # keep(): at most those that fit
