@@ -146,7 +146,8 @@ class KeyWalk:
         of each, best first: Python values for a caller that picks one of a few."""
         view, index = self.view, self.index
         if index.dirty:   # (node_index's taking in, with this walk's row functions)
-            index.take_in(self._key_of or self.key.column(view).item, self._bucket_of, self._columns)
+            index.take_in(self._key_of or self.key.column(view).item, self._bucket_of,
+                          partial(every_entry, view, self.key))
         roles = (len(view.role_count), len(view.role_failed))
         if roles != self._one_for:
             self._one, self._one_for = node_check_one(self.ctx), roles
@@ -158,9 +159,6 @@ class KeyWalk:
         if state != self._rows_for:
             self._rows, self._rows_for = node_check(self.ctx) or _every, state
         return self._rows(rows)
-
-    def _columns(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.key.column(self.view), room_buckets(self.view, slice(None))
 
 
 def key_walk(view: "ClusterView", pipeline: "SelectionPipeline", request: "SelectionRequest",
@@ -203,7 +201,7 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
     if index.dirty:
         compute_row = key.compute_row
         key_of = key.column(view).item if compute_row is None else partial(compute_row, view)
-        index.take_in(key_of, partial(room_bucket, view), lambda: (key.column(view), room_buckets(view, slice(None))))
+        index.take_in(key_of, partial(room_bucket, view), partial(every_entry, view, key))
     return index
 
 
@@ -213,7 +211,13 @@ def kept_node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None
     when it is read."""
     # an index holds its tie array, so the array's id names it as long as it lives
     name = ("node-index", key.name, None if ties is None else id(ties))
-    return view.derived(name, lambda v: NodeIndex(key.column(v), room_buckets(v, slice(None)), key.name, ties))
+    return view.derived(name, lambda v: NodeIndex(*every_entry(v, key), key.name, ties))
+
+
+def every_entry(view: "ClusterView", key: "NodeKey") -> tuple[np.ndarray, np.ndarray]:
+    """Every node's key and bucket, worked out afresh for an index built (or built again):
+    the index keeps them itself, not in a key column the view would keep up to date too."""
+    return np.asarray(key.compute(view, slice(None))), room_buckets(view, slice(None))
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:

@@ -177,7 +177,7 @@ class NodeColumns:
         """:meth:`gpu_milli_free_rows` of node ``i`` alone, as Python ints (no numpy call)."""
         mask = self.gpu_free_mask.item(i)
         if not self.gpus_shared.item(i):   # no shares here: wholly free or not
-            return [GPU_MILLI if mask >> gpu & 1 else 0 for gpu in range(self.gpu_width)]
+            return list(_whole_gpus_row(mask, self.gpu_width))
         return [GPU_MILLI if mask >> gpu & 1 else (GPU_MILLI - used if used > 0 else 0)
                 for gpu, used in enumerate(self.gpu_share_used[i].tolist())]
 
@@ -709,6 +709,13 @@ _PORT_RESULTS_KEPT = 4096
 class _CachedColumn:
     values: np.ndarray
     dirty: set = field(default_factory=set)
+
+
+@lru_cache(maxsize=4096)
+def _whole_gpus_row(free_mask: int, width: int) -> tuple[int, ...]:
+    """Milli-GPU free per GPU of a node whose GPUs hold no shares: all of a GPU in
+    ``free_mask``, none of the others (a node's few masks, worked out once each)."""
+    return tuple(GPU_MILLI if free_mask >> gpu & 1 else 0 for gpu in range(width))
 
 
 def ports_grew(now: PortRanges, before: PortRanges) -> bool:
