@@ -181,7 +181,8 @@ class NodeIndex:
             run = self._writable(bucket)
             entered = bisect_left(run, moved)
             run.insert(entered, moved)
-            self._move_in_arrays(node, was, left, bucket, entered)
+            if self._arrays:   # (made only once a walk checked chunks)
+                self._move_in_arrays(node, was, left, bucket, entered)
         dirty.clear()
 
     def _move_in_arrays(self, node: int, was: int, left: int, bucket: int, entered: int) -> None:

@@ -80,7 +80,7 @@ Not booking, the shares chosen are booked on the view while choosing and given b
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -181,7 +181,7 @@ def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     k = selector.keep(request, len(view)) if selector.pick_at_random else 1
     found = key_walk(view, pipeline, request, key).best(k)
     if not found:
-        raise _not_available(pipeline, view, request, Placement())
+        raise _not_available(pipeline, view, request, Placement.nothing())
     j = 0 if len(found) == 1 else pipeline.rng.randrange(len(found))  # keep(): at most those that fit
     node = found[j][2]
     gpu_mask, ports = _one_instance(pipeline, view, request, node, {})
@@ -229,18 +229,27 @@ def room_per_node(view: ClusterView, request: SelectionRequest, settings: "Selec
     return room
 
 
-@dataclass
 class Placement:
     """What :func:`place` put where, one entry per node and step, in the order placed:
     the node, one GPU mask and one port range per instance there, and the strategy's
     key of the node when it was picked (for the nodes of a rack-by-rack sweep, its key
-    within the tier, :meth:`Selector.key_within_tiers`: locality's without the tier)."""
+    within the tier, :meth:`Selector.key_within_tiers`: locality's without the tier);
+    ``count``: the instances placed. A plain slotted class: one is made per pick."""
 
-    nodes: list[int] = field(default_factory=list)
-    gpu_masks: list[list[int]] = field(default_factory=list)
-    ports: list[list[PortRanges]] = field(default_factory=list)
-    keys: list = field(default_factory=list)
-    count: int = 0
+    __slots__ = ("nodes", "gpu_masks", "ports", "keys", "count")
+
+    def __init__(self, nodes: list[int], gpu_masks: list[list[int]], ports: list[list[PortRanges]],
+                 keys: list, count: int):
+        self.nodes, self.gpu_masks, self.ports, self.keys, self.count = nodes, gpu_masks, ports, keys, count
+
+    @classmethod
+    def nothing(cls) -> "Placement":
+        """Nothing placed yet."""
+        return cls([], [], [], [], 0)
+
+    def __repr__(self) -> str:
+        return (f"Placement(nodes={self.nodes!r}, gpu_masks={self.gpu_masks!r}, ports={self.ports!r}, "
+                f"keys={self.keys!r}, count={self.count!r})")
 
 
 class _Loop:
@@ -256,7 +265,7 @@ class _Loop:
         self.demand = request.demand
         self.policy = request.rack_policy
         self.ties = pipeline.tie_order.of(len(view), view.hosts)
-        self.placement = Placement()
+        self.placement = Placement.nothing()
         self.random_pick = self.selector.pick_at_random
         self.locality = self.selector.prefer_locality and not self.random_pick
         # one instance per pick where filling a node at once is not what one pick per
