@@ -653,13 +653,13 @@ class ClusterView(NodeColumns):
         self.gpus_free[i] = mask.bit_count()
         if gpu_milli_free is not None or self.gpus_shared.item(i):
             self._set_shares(i, mask, gpu_milli_free or ())
-        ports = free.port_ranges
-        if ports.ranges:
-            ports = ports.intersect(self.port_capacity[i])
-        before = self.ports_free[i]
-        if ports is not before:
-            more = more or ports_grew(ports, before)
-            self._set_ports_free(i, ports)
+        ports, before = free.port_ranges, self.ports_free[i]
+        if ports is not before:   # (the very ports the view holds: within the node's, as they are)
+            if ports.ranges:
+                ports = ports.intersect(self.port_capacity[i])
+            if ports is not before:
+                more = more or ports_grew(ports, before)
+                self._set_ports_free(i, ports)
         self._touched(i)
         return more
 

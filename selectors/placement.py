@@ -207,6 +207,8 @@ def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: Sel
         gpu_mask = _share_gpu(pipeline.selector, view, node, request)
     else:
         gpu_mask = demand.gpu_mask or (pipeline.selector.choose_gpus(view, node, request) if demand.gpus else 0)
+    if not demand.ports:   # (_ports's answer for an instance that asks none)
+        return gpu_mask, NO_PORTS
     return gpu_mask, _ports(pipeline, view, demand, [node], [1], sequential)[0][0][0]
 
 
