@@ -19,8 +19,8 @@ of the view.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import lru_cache, partial
 from typing import Callable, Mapping, NamedTuple, Sequence, Union
 
 from gangmaster.selectors.cluster import ClusterView
@@ -57,12 +57,25 @@ class InstancePlacement(NamedTuple):
     resource: ResourceDescriptor  # what is asked of the RM (its GPUs and ports named; a share's gpu_milli)
 
 
-@dataclass
 class GangPlacement:
-    instances: list[InstancePlacement] = field(default_factory=list)
+    """Where each instance of a gang goes, in the order placed (:func:`place_gang`). A
+    plain slotted class: one is made per placement (per job, in a trace replay)."""
+
+    __slots__ = ("instances",)
+
+    def __init__(self, instances: list[InstancePlacement] | None = None):
+        self.instances: list[InstancePlacement] = [] if instances is None else instances
 
     def hosts(self) -> list[str]:
         return [p.host for p in self.instances]
+
+    def __eq__(self, other: object) -> bool:
+        return self.instances == other.instances if isinstance(other, GangPlacement) else NotImplemented
+
+    __hash__ = None   # (changeable: its list grows while it is placed)
+
+    def __repr__(self) -> str:
+        return f"GangPlacement(instances={self.instances!r})"
 
 
 class GangDoesNotFit(Exception):
@@ -309,12 +322,16 @@ def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: P
     one descriptor (:func:`_kind`: a gang has thousands of instances and few kinds, the
     port objects of a kind are shared, so they are told apart by identity)."""
     index = iter(todo)
-    append, name, make = placement.instances.append, role.name, tuple.__new__
+    append, name = placement.instances.append, role.name
     for node, gpu_masks, ports_of in zip(placed.nodes, placed.gpu_masks, placed.ports):
         host = hosts[node]
         for gpu_mask, ports in zip(gpu_masks, ports_of):
-            kind = _kind(asked, gpu_mask, ports)
-            append(make(InstancePlacement, (name, next(index), host, gpu_mask, kind[1], kind[0])))
+            resource, ports_text = _kind(asked, gpu_mask, ports)
+            append(_instance((name, next(index), host, gpu_mask, ports_text, resource)))
+
+
+#: an InstancePlacement from its fields in order, without the named tuple's argument handling
+_instance = partial(tuple.__new__, InstancePlacement)
 
 
 def _kind(asked: ResourceDescriptor, gpu_mask: int, ports: PortRanges) -> tuple[ResourceDescriptor, str]:

@@ -431,15 +431,16 @@ class ApplicationMaster:
         """The gang's placement on ``view``; its first one is the never-fits check's, when
         that placed it on the idle cluster and nothing has changed since (the same view,
         unchanged, nothing running, every instance wanted)."""
+        every = wanted is gang.acquisition.layout.everything
         at_start = gang.placed_at_start
         if at_start is not None:
             gang.placed_at_start = None
             placed, checked, changes = at_start
             tracker = self._cluster()
-            if (tracker.view is checked and checked.changes == changes and not self._running
-                    and wanted is gang.acquisition.layout.everything):
+            if tracker.view is checked and checked.changes == changes and not self._running and every:
                 return placed
-        return place_gang(view, gang.roles, self._pipeline_for, indices=wanted)
+        # every instance of every role: place_gang's default, with no indices to check
+        return place_gang(view, gang.roles, self._pipeline_for, indices=None if every else wanted)
 
     # =============================================================== launch
     def _launch(self, gang: GangRun, now: float) -> None:

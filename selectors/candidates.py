@@ -12,6 +12,8 @@ caller gives a seeded order.
   Python (:meth:`~gangmaster.selectors.filters.Filter.check_one`; most walks end
   there), then a chunk at a time (:meth:`~gangmaster.selectors.filters.Filter.passes`),
   until ``k`` pass. The cost is the nodes read before ``k`` pass, not the cluster.
+  A pick of one instance walks through a :class:`KeyWalk` the view keeps per request
+  (:func:`key_walk`): what the walk needs is made once, not at every pick.
 * **By tier**, when the key depends on the job's hosts only through the locality
   tier, a node key below it (:meth:`~gangmaster.selectors.selector.Selector.key_within_tiers`:
   locality's with placed hosts), and no rack policy (:func:`best_by_tier`): the job's
@@ -29,6 +31,7 @@ accounts for every node exactly.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,6 +41,7 @@ from .node_index import NodeIndex, min_bucket, room_bucket, room_buckets
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
+    from .pipeline import SelectionPipeline
     from .request import SelectionRequest
     from .selector import NodeKey, Selector
     from .settings import SelectionSettings
@@ -112,14 +116,63 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
                       lambda node: not skip(node) and passes_one(node))
 
 
-def best_by_key(view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
-                key: "NodeKey", k: int, ties: np.ndarray | None) -> list[tuple[int, int, int]]:
+class KeyWalk:
     """:func:`best_fitting` for a request whose strategy gives ``key`` as its node key
-    and that has no rack policy (the index walk), as ``(key, tie rank, node)`` of each
-    node found, best first: Python values for a caller that picks one of a few."""
-    ctx = FilterContext(view, request, settings)
-    return node_index(view, key, ties).best_entries(k, min_bucket(request.resource), _built_when_asked(ctx),
-                                                    node_check_one(ctx))
+    and that has no rack policy (the index walk), made ready once for one view and
+    kept to walk again (:meth:`best`) as the view changes: the view's index by ``key``
+    (equal keys by ``ties``), the first bucket the request reads, and the request's
+    checks of one node (:func:`node_check_one`, made again only when the view gains a
+    role's count or failures: the checks hold those columns). The check of chunks
+    (:func:`node_check`) is made for the view as it stands, when a walk first asks it
+    after the view changed. A pick of one instance walks the same few requests again
+    and again (a trace replay's shapes): see :func:`key_walk`."""
+
+    __slots__ = ("view", "key", "ctx", "index", "lowest", "_key_of", "_bucket_of", "_one", "_one_for",
+                 "_rows", "_rows_for")
+
+    def __init__(self, view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
+                 key: "NodeKey", ties: np.ndarray | None):
+        self.view, self.key = view, key
+        self.ctx = FilterContext(view, request, settings)
+        self.index = kept_node_index(view, key, ties)
+        self.lowest = min_bucket(request.resource)
+        compute_row = key.compute_row
+        self._key_of = None if compute_row is None else partial(compute_row, view)
+        self._bucket_of = partial(room_bucket, view)
+        self._one_for = self._rows_for = None   # the view's state the checks were made for
+
+    def best(self, k: int) -> list[tuple[int, int, int]]:
+        """The ``k`` best nodes that pass every filter now, as ``(key, tie rank, node)``
+        of each, best first: Python values for a caller that picks one of a few."""
+        view, index = self.view, self.index
+        if index.dirty:   # (node_index's taking in, with this walk's row functions)
+            index.take_in(self._key_of or self.key.column(view).item, self._bucket_of,
+                          partial(every_entry, view, self.key))
+        roles = (len(view.role_count), len(view.role_failed))
+        if roles != self._one_for:
+            self._one, self._one_for = node_check_one(self.ctx), roles
+        return index.best_entries(k, self.lowest, self._passes, self._one)
+
+    def _passes(self, rows: np.ndarray) -> np.ndarray:
+        view = self.view
+        state = (view.changes, len(view.role_count), len(view.role_failed))
+        if state != self._rows_for:
+            self._rows, self._rows_for = node_check(self.ctx) or _every, state
+        return self._rows(rows)
+
+
+def key_walk(view: "ClusterView", pipeline: "SelectionPipeline", request: "SelectionRequest",
+             key: "NodeKey") -> KeyWalk:
+    """The :class:`KeyWalk` of ``request`` on ``view`` with ``pipeline``'s settings and
+    tie order, made at its first ask and kept by the view
+    (:attr:`~gangmaster.selectors.cluster.ClusterView.prepared`), found by the identity
+    of the pipeline, the request and the key (none of which changes)."""
+    name = (id(pipeline), id(request), id(key))
+    walk = view.prepared.get(name)
+    if walk is None:
+        walk = view.prepared.put(name, (pipeline, request, key), KeyWalk(
+            view, request, pipeline.settings, key, pipeline.tie_order.of(len(view), view.hosts)))
+    return walk
 
 
 def _built_when_asked(ctx: FilterContext) -> "RowCheck":
@@ -147,9 +200,8 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
     index = kept_node_index(view, key, ties)
     if index.dirty:
         compute_row = key.compute_row
-        key_of = key.column(view).item if compute_row is None else (lambda node: compute_row(view, node))
-        index.take_in(key_of, lambda node: room_bucket(view, node),
-                      lambda: (key.column(view), room_buckets(view, slice(None))))
+        key_of = key.column(view).item if compute_row is None else partial(compute_row, view)
+        index.take_in(key_of, partial(room_bucket, view), partial(every_entry, view, key))
     return index
 
 
@@ -159,7 +211,13 @@ def kept_node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None
     when it is read."""
     # an index holds its tie array, so the array's id names it as long as it lives
     name = ("node-index", key.name, None if ties is None else id(ties))
-    return view.derived(name, lambda v: NodeIndex(key.column(v), room_buckets(v, slice(None)), key.name, ties))
+    return view.derived(name, lambda v: NodeIndex(*every_entry(v, key), key.name, ties))
+
+
+def every_entry(view: "ClusterView", key: "NodeKey") -> tuple[np.ndarray, np.ndarray]:
+    """Every node's key and bucket, worked out afresh for an index built (or built again):
+    the index keeps them itself, not in a key column the view would keep up to date too."""
+    return np.asarray(key.compute(view, slice(None))), room_buckets(view, slice(None))
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:

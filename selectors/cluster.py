@@ -30,6 +30,7 @@ import numpy as np
 from gangmaster.gpu_topology.masks import full_mask, indices_of
 
 from .fit import GPU_MILLI, Amounts, Demand, milli, shortfall
+from .identity_memo import IdentityMemo
 from .ports import NO_PORTS, PORT_MIN, PortRanges
 from .resources import ResourceDescriptor, ResourceError
 
@@ -176,7 +177,7 @@ class NodeColumns:
         """:meth:`gpu_milli_free_rows` of node ``i`` alone, as Python ints (no numpy call)."""
         mask = self.gpu_free_mask.item(i)
         if not self.gpus_shared.item(i):   # no shares here: wholly free or not
-            return [GPU_MILLI if mask >> gpu & 1 else 0 for gpu in range(self.gpu_width)]
+            return list(_whole_gpus_row(mask, self.gpu_width))
         return [GPU_MILLI if mask >> gpu & 1 else (GPU_MILLI - used if used > 0 else 0)
                 for gpu, used in enumerate(self.gpu_share_used[i].tolist())]
 
@@ -456,6 +457,10 @@ class ClusterView(NodeColumns):
         self._by_rack: tuple[np.ndarray, list[int]] | None = None  # rack_rows(): built once, shared by copies
         self.role_count: dict[str, np.ndarray] = {}
         self.role_failed: dict[str, np.ndarray] = {}
+        #: what callers make once for this view and objects of theirs nobody changes (a
+        #: request's index walk, :func:`~gangmaster.selectors.candidates.key_walk`), found by
+        #: those objects' identity; bound to this view, so a copy starts with none
+        self.prepared: IdentityMemo = IdentityMemo(PREPARED_KEPT)
 
     # ----------------------------------------------------------------- reading
     def index(self, host: str) -> int:
@@ -648,13 +653,13 @@ class ClusterView(NodeColumns):
         self.gpus_free[i] = mask.bit_count()
         if gpu_milli_free is not None or self.gpus_shared.item(i):
             self._set_shares(i, mask, gpu_milli_free or ())
-        ports = free.port_ranges
-        if ports.ranges:
-            ports = ports.intersect(self.port_capacity[i])
-        before = self.ports_free[i]
-        if ports is not before:
-            more = more or ports_grew(ports, before)
-            self._set_ports_free(i, ports)
+        ports, before = free.port_ranges, self.ports_free[i]
+        if ports is not before:   # (the very ports the view holds: within the node's, as they are)
+            if ports.ranges:
+                ports = ports.intersect(self.port_capacity[i])
+            if ports is not before:
+                more = more or ports_grew(ports, before)
+                self._set_ports_free(i, ports)
         self._touched(i)
         return more
 
@@ -685,12 +690,16 @@ class ClusterView(NodeColumns):
         clone.outstanding = self.outstanding.copy()
         clone.role_count = {r: c.copy() for r, c in self.role_count.items()}
         clone.role_failed = {r: f.copy() for r, f in self.role_failed.items()}
+        clone.prepared = IdentityMemo(PREPARED_KEPT)
         return clone
 
 
 #: :meth:`NodeColumns.cached_column` brings up to this many changed rows up to date one by one
 #: (with a column's ``compute_row``), more with one numpy call.
 ROWS_ONE_BY_ONE = 16
+
+#: How many answers :attr:`ClusterView.prepared` keeps (then it starts afresh).
+PREPARED_KEPT = 256
 
 #: How many port-range results :meth:`NodeColumns._ports_changed` keeps (then it starts afresh).
 _PORT_RESULTS_KEPT = 4096
@@ -700,6 +709,13 @@ _PORT_RESULTS_KEPT = 4096
 class _CachedColumn:
     values: np.ndarray
     dirty: set = field(default_factory=set)
+
+
+@lru_cache(maxsize=4096)
+def _whole_gpus_row(free_mask: int, width: int) -> tuple[int, ...]:
+    """Milli-GPU free per GPU of a node whose GPUs hold no shares: all of a GPU in
+    ``free_mask``, none of the others (a node's few masks, worked out once each)."""
+    return tuple(GPU_MILLI if free_mask >> gpu & 1 else 0 for gpu in range(width))
 
 
 def ports_grew(now: PortRanges, before: PortRanges) -> bool:

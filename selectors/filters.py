@@ -248,12 +248,23 @@ class ResourceFitFilter(Filter):
 
     def check_one(self, ctx):
         """The fit model's scalar form (:func:`~gangmaster.selectors.fit.shortfall` of the
-        node's :meth:`~gangmaster.selectors.cluster.NodeColumns.amounts`)."""
+        node's :meth:`~gangmaster.selectors.cluster.NodeColumns.amounts`). A demand of
+        memory, vcores and whole GPUs by count alone (no share, no GPUs or ports named, no
+        ports) is what ``shortfall`` then compares: the three free amounts, read as they are."""
         view, demand, port_min = ctx.view, ctx.demand, ctx.settings.port_min
         failed = view.failed_here(ctx.request.role) if ctx.settings.skip_nodes_where_role_failed else None
+        if demand.gpu_milli or demand.gpu_mask or demand.ports or demand.port_ranges:
+            def fits(i: int) -> bool:
+                return shortfall(demand, view.amounts(i), port_min) is None
+        else:
+            memory, mvcores, gpus = demand.memory_mb, demand.mvcores, demand.gpus
+
+            def fits(i: int) -> bool:
+                return (view.memory_free.item(i) >= memory and view.mvcores_free.item(i) >= mvcores
+                        and view.gpus_free.item(i) >= gpus)
         if failed is None:
-            return lambda i: shortfall(demand, view.amounts(i), port_min) is None
-        return lambda i: not failed.item(i) and shortfall(demand, view.amounts(i), port_min) is None
+            return fits
+        return lambda i: not failed.item(i) and fits(i)
 
     def verdict(self, ctx, alive):
         view = ctx.view

@@ -21,18 +21,18 @@ def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
 
 def packing_key(view, i: int) -> int:
     """:func:`packing_keys` of node ``i``, in plain Python: :func:`~gangmaster.selectors.selector.pack_key`
-    of the same fields, unrolled (the view's index asks it of every node that changes)."""
-    gpus, total = view.gpus_free.item(i), view.gpu_capacity.item(i)
+    of the same fields, unrolled (the view's index asks it of every node that changes).
+    A node's GPU counts need no clipping: a node has at most 64 GPUs (its masks are 64-bit)
+    and never fewer than none free, so both fit their 7 bits as they are."""
     vcores, memory = tenth(view.mvcores_free.item(i)), view.memory_free.item(i)
-    # each field clipped into its width (7, 7, 17 and 28 bits), most significant first
-    return ((gpus if 0 <= gpus <= _7 else 0 if gpus < 0 else _7) << 52
-            | (total if 0 <= total <= _7 else 0 if total < 0 else _7) << 45
+    # the other fields clipped into their widths (17 and 28 bits)
+    return (view.gpus_free.item(i) << 52 | view.gpu_capacity.item(i) << 45
             | (vcores if 0 <= vcores <= _17 else 0 if vcores < 0 else _17) << 28
             | (memory if 0 <= memory <= _28 else 0 if memory < 0 else _28))
 
 
-#: the largest value of a 7-, 17- and 28-bit field
-_7, _17, _28 = (1 << 7) - 1, (1 << 17) - 1, (1 << 28) - 1
+#: the largest value of a 17- and a 28-bit field
+_17, _28 = (1 << 17) - 1, (1 << 28) - 1
 
 
 #: the packing key of every node, whatever the request: one column and one index per view

@@ -21,8 +21,8 @@ caller's check says so).
 Equal keys are ordered by a tie rank per node: the node number (select()'s order),
 or a permutation the caller gives (a seeded tie order), one index per rank.
 
-Layout. Per bucket a *run*: a Python list of ``(key, tie rank, node)`` of its nodes,
-sorted; per node its entry and its bucket. Built with one numpy sort; then a node that
+Layout. Per bucket that has nodes a *run*: a Python list of ``(key, tie rank, node)``
+of its nodes, sorted (a run emptied is dropped); per node its entry and its bucket. Built with one numpy sort; then a node that
 changes leaves its run and enters its new one by bisection (two list operations of a
 few microseconds, where a replay changes a node or two between placements); a node
 whose key and bucket did not change is left where it is. When more nodes changed at
@@ -64,8 +64,8 @@ ONE_BY_ONE = 4
 #: buckets per wholly free GPU; a node with none has its share room in steps of a GPU's tenth
 BUCKETS_PER_GPU = 10
 SHARE_MILLI_PER_BUCKET = GPU_MILLI // BUCKETS_PER_GPU
-#: an entry's node
-_NODE = itemgetter(2)
+#: an entry's node; a run's first entry
+_NODE, _FIRST = itemgetter(2), itemgetter(0)
 
 
 def room_buckets(view, rows) -> np.ndarray:
@@ -174,12 +174,15 @@ class NodeIndex:
             run = self._writable(was)
             left = bisect_left(run, entry)
             del run[left]
+            if not run:   # (a walk reads only the runs that have nodes)
+                self._drop_run(was)
             moved = entries[node] = (key, entry[1], node)
             at[node] = bucket
             run = self._writable(bucket)
             entered = bisect_left(run, moved)
             run.insert(entered, moved)
-            self._move_in_arrays(node, was, left, bucket, entered)
+            if self._arrays:   # (made only once a walk checked chunks)
+                self._move_in_arrays(node, was, left, bucket, entered)
         dirty.clear()
 
     def _move_in_arrays(self, node: int, was: int, left: int, bucket: int, entered: int) -> None:
@@ -207,6 +210,12 @@ class NodeIndex:
             own.add(bucket)
             self._runs[bucket] = list(self._runs.get(bucket, ()))
         return self._runs[bucket]
+
+    def _drop_run(self, bucket: int) -> None:
+        """Forget ``bucket``'s run, emptied (the runs' dict is this index's own by now)."""
+        del self._runs[bucket]
+        if self._own is not None:
+            self._own.discard(bucket)
 
     def _nodes_of(self, bucket: int) -> np.ndarray:
         """The nodes of ``bucket``'s run, in its order, as an array (for the chunks a walk
@@ -242,12 +251,14 @@ class NodeIndex:
         k smallest entries that pass."""
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
-        runs = sorted([(run[0], bucket) for bucket, run in self._runs.items() if bucket >= min_bucket and run])
+        runs = self._runs
         still: list[tuple[int, int, int]] = []   # (bucket, next position, passing taken) of each run still open
-        for first, bucket in runs:
+        for first, bucket in sorted(zip(map(_FIRST, runs.values()), runs)):   # (every run has nodes)
+            if bucket < min_bucket:
+                continue
             if len(found) >= k and first > found[-1]:
                 break  # every later run starts even later
-            run = self._runs[bucket]
+            run = runs[bucket]
             start = taken = 0
             if one_by_one:
                 for entry in run[:one_by_one]:

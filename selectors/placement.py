@@ -56,7 +56,7 @@ the job's hosts, the rest of their racks (the view's rack grouping), then the
 strategy's node index in (key, tie order), skipping those racks
 (:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a gang of one,
 a job's first instance) or no tiers (a random pick), the index alone, walked by
-:func:`~gangmaster.selectors.candidates.best_by_key` without building the loop at all
+:class:`~gangmaster.selectors.candidates.KeyWalk` the view keeps for the request, without building the loop at all
 (:func:`_lone`), which also gives a random pick its few best to draw from.
 
 GPUs and ports
@@ -80,12 +80,12 @@ Not booking, the shares chosen are booked on the view while choosing and given b
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .candidates import best_by_key, best_by_tier, node_passes
+from .candidates import best_by_tier, key_walk, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
@@ -179,9 +179,9 @@ def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     if key is None:
         return None
     k = selector.keep(request, len(view)) if selector.pick_at_random else 1
-    found = best_by_key(view, request, pipeline.settings, key, k, pipeline.tie_order.of(len(view), view.hosts))
+    found = key_walk(view, pipeline, request, key).best(k)
     if not found:
-        raise _not_available(pipeline, view, request, Placement())
+        raise _not_available(pipeline, view, request, Placement.nothing())
     j = 0 if len(found) == 1 else pipeline.rng.randrange(len(found))  # keep(): at most those that fit
     node = found[j][2]
     gpu_mask, ports = _one_instance(pipeline, view, request, node, {})
@@ -208,6 +208,8 @@ def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: Sel
         gpu_mask = _share_gpu(pipeline.selector, view, node, request)
     else:
         gpu_mask = demand.gpu_mask or (pipeline.selector.choose_gpus(view, node, request) if demand.gpus else 0)
+    if not demand.ports:   # (_ports's answer for an instance that asks none)
+        return gpu_mask, NO_PORTS
     return gpu_mask, _ports(pipeline, view, demand, [node], [1], sequential)[0][0][0]
 
 
@@ -230,18 +232,27 @@ def room_per_node(view: ClusterView, request: SelectionRequest, settings: "Selec
     return room
 
 
-@dataclass
 class Placement:
     """What :func:`place` put where, one entry per node and step, in the order placed:
     the node, one GPU mask and one port range per instance there, and the strategy's
     key of the node when it was picked (for the nodes of a rack-by-rack sweep, its key
-    within the tier, :meth:`Selector.key_within_tiers`: locality's without the tier)."""
+    within the tier, :meth:`Selector.key_within_tiers`: locality's without the tier);
+    ``count``: the instances placed. A plain slotted class: one is made per pick."""
 
-    nodes: list[int] = field(default_factory=list)
-    gpu_masks: list[list[int]] = field(default_factory=list)
-    ports: list[list[PortRanges]] = field(default_factory=list)
-    keys: list = field(default_factory=list)
-    count: int = 0
+    __slots__ = ("nodes", "gpu_masks", "ports", "keys", "count")
+
+    def __init__(self, nodes: list[int], gpu_masks: list[list[int]], ports: list[list[PortRanges]],
+                 keys: list, count: int):
+        self.nodes, self.gpu_masks, self.ports, self.keys, self.count = nodes, gpu_masks, ports, keys, count
+
+    @classmethod
+    def nothing(cls) -> "Placement":
+        """Nothing placed yet."""
+        return cls([], [], [], [], 0)
+
+    def __repr__(self) -> str:
+        return (f"Placement(nodes={self.nodes!r}, gpu_masks={self.gpu_masks!r}, ports={self.ports!r}, "
+                f"keys={self.keys!r}, count={self.count!r})")
 
 
 class _Loop:
@@ -257,7 +268,7 @@ class _Loop:
         self.demand = request.demand
         self.policy = request.rack_policy
         self.ties = pipeline.tie_order.of(len(view), view.hosts)
-        self.placement = Placement()
+        self.placement = Placement.nothing()
         self.random_pick = self.selector.pick_at_random
         self.locality = self.selector.prefer_locality and not self.random_pick
         # one instance per pick where filling a node at once is not what one pick per

@@ -69,3 +69,28 @@ def test_many_changes_at_once_rebuilt_or_moved(threshold):
     assert nodes.tolist() == [199, 198, 197] and found.tolist() == [0, 1, 2]
     nodes, found = index.best(2, 10, lambda rows: np.ones(rows.size, bool))
     assert nodes.tolist() == [49, 48] and found.tolist() == [1150, 1151]
+
+
+def test_a_kept_walk_sees_role_counts_and_failures_that_came_after_it():
+    """The lone pick keeps its walk on the view (candidates.key_walk): a per-node cap or a
+    failure of the role recorded after the walk was made still rules the node out, as on a
+    copy of the view (which starts with no walk kept), and a copy walks on its own state."""
+    from gangmaster.selectors.placement import place
+
+    view = twins(4)
+    pipeline = SelectionPipeline(SelectionSettings(), get_selector("job-packing"))
+    capped = SelectionRequest("w", R(100, 1, 1), max_instances_per_node=1)
+
+    def pick(v):
+        return place(pipeline, v, capped, 1, book=False).nodes[0]
+
+    first = pick(view)
+    view.instances_of("w")[first] += 1       # the role's first count column: at its cap there
+    second = pick(view)
+    assert second != first and second == pick(view.copy())
+    view.mark_failed("w", view.hosts[second])   # the role's first failure: skipped there too
+    third = pick(view)
+    assert third not in (first, second) and third == pick(view.copy())
+    scratch = view.copy()
+    scratch.instances_of("w")[third] += 1
+    assert pick(scratch) not in (first, second, third) and pick(view) == third
