@@ -183,6 +183,12 @@ class GangAcquisition:
             self._waiting = str(self._waiting)
         return self._waiting
 
+    @property
+    def found_no_room(self) -> bool:
+        """Whether the last placement found no room (what :attr:`waiting_reason` would
+        explain, without formatting it)."""
+        return bool(self._waiting)
+
     def stalled(self, now: float, cluster_growth: int) -> bool:
         """Holding and asking for nothing, not backing off, and the last placement found no
         room with nothing new since: planning again changes nothing until the cluster does."""
@@ -192,7 +198,7 @@ class GangAcquisition:
     def _nothing_new(self, cluster_growth: int) -> bool:
         """The last placement found no room and nothing since could let the gang fit:
         the cluster has not grown and nothing of the gang's own changed."""
-        return (bool(self._waiting) and not self._changed and not self.by_request
+        return (self.found_no_room and not self._changed and not self.by_request
                 and cluster_growth == self._placed_at_growth)
 
     def in_order(self) -> list[Slot]:

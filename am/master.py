@@ -291,7 +291,7 @@ class ApplicationMaster:
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
         growth = self._cluster().grown
-        if acq.waiting_reason and acq.first_grant_at is None and acq.stalled(now, growth):
+        if acq.found_no_room and acq.first_grant_at is None and acq.stalled(now, growth):
             # Holding and asking for nothing, and nothing new could let it fit (only a gang whose
             # last placement found no room can be stalled: the first test): planning would
             # change nothing (releases and reselections happen only in it), so a stuck gang

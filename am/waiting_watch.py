@@ -33,7 +33,7 @@ class WaitingWatch:
         waited = now - gang.record.waiting_since
         acq = gang.acquisition
         every = self.settings.explain_after_s
-        if every is not None and waited >= every and acq.waiting_reason:
+        if every is not None and waited >= every and acq.found_no_room:
             key = (gang.attempt, acq.failed_placements)
             if (self._diagnosed_after.get(gang.name) != key
                     and now - self._diagnosed_at.get(gang.name, -every) >= every):
@@ -49,7 +49,7 @@ class WaitingWatch:
         now (the expected ends of the jobs holding the capacity are counted from now) when
         its placement found no room, else how far the RM got granting it."""
         acq = gang.acquisition
-        if not acq.waiting_reason:
+        if not acq.found_no_room:
             return f"{len(acq.by_container)}/{acq.total} containers granted"
         self._diagnosed_after[gang.name] = (gang.attempt, acq.failed_placements)
         self._record(gang, self._diagnosed(gang), None)

@@ -216,3 +216,19 @@ def test_job_packing_consolidates_as_the_helios_setup_does(seed):
     big = jobs["e17"].hosts
     assert len(big) == 3 and big[-1] == a           # 2 whole free nodes, and the 1 GPU left on a (1 free)
     assert not {a, b} & set(big[:2])
+
+
+def test_a_replay_explains_no_failed_placement_nobody_reads(monkeypatch):
+    """A replay's AMs log nothing: a placement that finds no room keeps its failure and its
+    explanation (the filter chain over the whole cluster) is never worked out — it was, for
+    every failed placement, when the AM asked whether the gang had stalled by formatting why."""
+    from gangmaster.selectors.pipeline import SelectionPipeline
+
+    explained = []
+    filter_chain = SelectionPipeline.filter
+    monkeypatch.setattr(SelectionPipeline, "filter",
+                        lambda self, *a, **k: explained.append(1) or filter_chain(self, *a, **k))
+    trace = synthetic(300)
+    result = replay(trace, cluster(8))
+    assert result.select_calls > len(trace.jobs)   # placements found no room and were retried
+    assert explained == []
