@@ -215,9 +215,13 @@ def kept_node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None
 
 
 def every_entry(view: "ClusterView", key: "NodeKey") -> tuple[np.ndarray, np.ndarray]:
-    """Every node's key and bucket, worked out afresh for an index built (or built again):
-    the index keeps them itself, not in a key column the view would keep up to date too."""
-    return np.asarray(key.compute(view, slice(None))), room_buckets(view, slice(None))
+    """Every node's key and bucket, for an index built (or built again). A key with a
+    one-node function is worked out afresh: the index keeps it itself (it takes changed
+    rows in with that function), not in a key column the view would keep up to date too.
+    A key without one (FGD's: costly, numpy only) is its column, which the index reads
+    for changed rows anyway and the view brings up to date for the changed rows alone."""
+    keys = key.column(view) if key.compute_row is None else np.asarray(key.compute(view, slice(None)))
+    return keys, room_buckets(view, slice(None))
 
 
 def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:

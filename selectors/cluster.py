@@ -416,16 +416,17 @@ class NodeColumns:
         self.ports_free[i] = ports
         self.ports_free_count[i] = ports.count
 
-    def _copy_columns(self, clone: "NodeColumns") -> None:
-        """Give a shallow copy its own changeable columns (for trial placement)."""
+    def _copy_columns(self, clone: "NodeColumns", keep_derived: bool = True) -> None:
+        """Give a shallow copy its own changeable columns (for trial placement); without
+        ``keep_derived``, no cached column or derived state (made again when read)."""
         for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count", "gpus_shared"):
             setattr(clone, name, getattr(self, name).copy())
         # the share ledger (nodes x GPUs) is shared until one side writes to it
         self._share_ledger_shared = clone._share_ledger_shared = True
         clone.ports_free = list(self.ports_free)
         clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
-                                for name, c in self._column_caches.items()}
-        clone._derived = {name: state.copy() for name, state in self._derived.items()}
+                                for name, c in self._column_caches.items()} if keep_derived else {}
+        clone._derived = {name: state.copy() for name, state in self._derived.items()} if keep_derived else {}
         clone._dirty_sets = ([c.dirty for c in clone._column_caches.values()]
                              + [state.dirty for state in clone._derived.values()])
 
@@ -682,10 +683,13 @@ class ClusterView(NodeColumns):
             self._writable_share_ledger()[i] = row
         self.gpus_shared[i] = sum(used > 0 for used in row)
 
-    def copy(self) -> "ClusterView":
-        """A scratch copy for trial placement (a gang is committed only if it all fits)."""
+    def copy(self, keep_derived: bool = True) -> "ClusterView":
+        """A scratch copy for trial placement (a gang is committed only if it all fits).
+        ``keep_derived=False``: a copy of the state alone, for reading later (an explanation
+        worked out when asked): what strategies derive from it (cached columns, node
+        indexes) is made again only if read, not copied now."""
         clone = copy.copy(self)
-        self._copy_columns(clone)
+        self._copy_columns(clone, keep_derived)
         clone.healthy = self.healthy.copy()
         clone.outstanding = self.outstanding.copy()
         clone.role_count = {r: c.copy() for r, c in self.role_count.items()}

@@ -193,7 +193,7 @@ def _not_available(pipeline: "SelectionPipeline", view: ClusterView, request: Se
     """No eligible node: the filter chain's explanation, as one select() would give it now,
     with what was placed so far. The chain runs when the explanation is first read, over
     a copy of the view as it is now (a replay's dropped pods never read theirs)."""
-    now = view.copy()
+    now = view.copy(keep_derived=False)
     exc = NotAvailable(lambda: pipeline.filter(now, request)[1])
     exc.placed = placed
     return exc
