@@ -194,14 +194,6 @@ class NodeColumns:
                                   lambda view, rows: view.gpu_milli_free_rows(rows).max(axis=1),
                                   lambda view, i: max(view.gpu_milli_free_row(i)))
 
-    @property
-    def gpu_milli_idle(self) -> np.ndarray:
-        """Per node, the milli-GPU free on its GPUs together (the row sums of
-        :meth:`gpu_milli_free_rows`, int64), kept up to date row by row."""
-        return self.cached_column("gpu-milli-idle",
-                                  lambda view, rows: view.gpu_milli_free_rows(rows).sum(axis=1, dtype=np.int64),
-                                  lambda view, i: sum(view.gpu_milli_free_row(i)))
-
     def used_milli(self, i: int) -> np.ndarray:
         """Milli-GPU in use per GPU of node ``i`` (1000 − free for its GPUs; free + used =
         1000 per GPU always)."""
