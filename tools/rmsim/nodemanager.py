@@ -387,9 +387,11 @@ class ProcessNodeManager:
             self.poll_timer.cancel()
             if self._lifeline is None:     # tasks outlive the RM (or this ran before)
                 return 0
+            # the ones with processes are counted before any is told to stop: a task that ends
+            # at once on SIGTERM still had to be stopped (counted after, it raced the count)
+            tasks = [t for t in [*self.running.values(), *self.stopping.values()] if not t.gone()]
             for task in self.running.values():
                 task.terminate()
-            tasks = [t for t in [*self.running.values(), *self.stopping.values()] if not t.gone()]
             self.running.clear()
             self.stopping = {}
         left = _wait_gone(tasks, self.kill_grace_s + BACKSTOP_S)
