@@ -15,9 +15,6 @@ import json
 import threading
 import time
 import weakref
-from collections import Counter
-from functools import partial, reduce
-from operator import add
 from socketserver import ThreadingMixIn
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Protocol
@@ -122,54 +119,28 @@ class PlainCounter:
 
 
 class PlainHistogram:
-    """A Prometheus histogram the AM observes into without a lock (one writer, as
+    """A Prometheus histogram the AM observes into with plain arithmetic (one writer, as
     :class:`PlainCounter`), served exactly as a ``prometheus_client.Histogram`` of the same
-    name and buckets: an observation counts in the first bucket whose bound is at least it.
-
-    :meth:`observe` only keeps the amount; the amounts kept are counted into the buckets and
-    added to the sum, in the order they came, when the histogram is read (a trace replay
-    observes twice a job and reads its histograms once, at its end) or when
-    ``KEPT_AT_MOST`` are waiting (a live AM nobody scrapes must not grow without bound)."""
-
-    KEPT_AT_MOST = 4096
+    name and buckets: an observation counts in the first bucket whose bound is at least it."""
 
     def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry):
         self.name, self.documentation = name, documentation
         self.bounds = [float(b) for b in buckets] + [float("inf")]
-        self._counts = [0] * len(self.bounds)   # per bucket, not cumulative
-        self._sum = 0.0
-        self._kept: list[float] = []   # observed, not counted yet
-        self._counting = threading.Lock()   # two scrapes at once count each amount once
+        self.counts = [0] * len(self.bounds)   # per bucket, not cumulative
+        self.sum = 0.0
         self.created = time.time()
         registry.register(self)
 
     def observe(self, amount: float) -> None:
-        """Count ``amount`` (kept; counted when read, or once ``KEPT_AT_MOST`` wait)."""
-        kept = self._kept
-        kept.append(amount)
-        if len(kept) >= self.KEPT_AT_MOST:
-            self._counted()
-
-    def _counted(self) -> tuple[list[int], float]:
-        """The counts per bucket (not cumulative) and the sum, every amount observed counted."""
-        with self._counting:
-            kept = self._kept
-            taken = len(kept)   # what the AM observes meanwhile stays kept
-            if taken:
-                batch = kept[:taken]
-                del kept[:taken]
-                self._sum = reduce(add, batch, self._sum)   # added one by one, in order, as observed
-                counts = self._counts
-                for bucket, n in Counter(map(partial(bisect.bisect_left, self.bounds), batch)).items():
-                    counts[bucket] += n
-            return list(self._counts), self._sum
+        self.sum += amount
+        self.counts[bisect.bisect_left(self.bounds, amount)] += 1
 
     def describe(self) -> list[Metric]:
         return [Metric(self.name, self.documentation, "histogram")]
 
     def collect(self) -> list[Metric]:
         metric = Metric(self.name, self.documentation, "histogram")
-        counts, total = self._counted()
+        counts, total = list(self.counts), self.sum   # copies: the AM may observe meanwhile
         cumulative = 0.0
         for bound, count in zip(self.bounds, counts):
             cumulative += count

@@ -72,17 +72,3 @@ def test_a_counter_refuses_to_go_down_as_the_library_does():
     else:
         raise AssertionError("a negative increment was taken")
 
-
-@given(st.lists(amounts, min_size=1, max_size=40), st.integers(min_value=1, max_value=7))
-def test_a_histogram_nobody_reads_keeps_at_most_its_bound_and_still_serves_the_same(observations, bound):
-    """A live AM nobody scrapes counts what it kept once ``KEPT_AT_MOST`` wait: memory stays
-    bounded, and what it serves later is what the library serves (sum in the same order)."""
-    ours, theirs = CollectorRegistry(), CollectorRegistry()
-    plain = PlainHistogram("gangmaster_wait_seconds", "Waits", buckets=BUCKETS, registry=ours)
-    plain.KEPT_AT_MOST = bound
-    library = Histogram("gangmaster_wait_seconds", "Waits", buckets=BUCKETS, registry=theirs)
-    for amount in observations:
-        plain.observe(amount)
-        library.observe(amount)
-        assert len(plain._kept) < bound
-    assert _text(ours) == _text(theirs)

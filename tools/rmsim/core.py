@@ -915,7 +915,7 @@ class ResourceManager:
         out = []
         seen = set()
         asked = 0
-        hosts, compiled = self.ledger.host_index, self._compiled_by_id
+        hosts = self.ledger.host_index
         for k, req in enumerate(request.asks):
             if req.request_id in app.asks or req.request_id in seen:
                 raise InvalidRequest(f"asks[{k}].request_id: {req.request_id} is already pending for {app.app_id}")
@@ -934,7 +934,7 @@ class ResourceManager:
                 if host_i is not None and int(self.ledger.rack_of[host_i]) != rack_code:
                     raise InvalidRequest(f"asks[{k}].rack: host {req.host} is in rack "
                                          f"{self.ledger.specs[host_i].rack}, not {req.rack}")
-            need, exact = compiled.get(id(req.resource)) or self.compiled(req.resource)
+            need, exact = self.compiled(req.resource)
             out.append(AskState(app, req, need, exact, host_i, rack_code))
             asked += req.count
         return out, asked
@@ -1285,14 +1285,14 @@ class ResourceManager:
         mem, mvc, gpus = self._capacity_totals
         free = [self._free_mem, self._free_mvc, self._free_gpu_milli]
         assert free == [mem - sum(q.used_mem for q in self.queues.values()),
-                                     mvc - sum(q.used_mvc for q in self.queues.values()),
-                                     gpus * GPU_MILLI - sum(q.gpu_milli_used for q in self.queues.values())], \
+                        mvc - sum(q.used_mvc for q in self.queues.values()),
+                        gpus * GPU_MILLI - sum(q.gpu_milli_used for q in self.queues.values())], \
             "the queues' totals drift"
         assert self.running_apps == sum(len(q.apps) for q in self.queues.values()), "running applications drift"
         assert self.finished_apps.keys() == {a for a, app in self.apps.items() if app.state.finished}, \
             "finished applications drift"
         assert free == [int(ledger.memory_free.sum()), int(ledger.mvcores_free.sum()),
-                                     int(ledger.gpu_milli_free.sum())], "the queues' usage and the nodes' free drift"
+                        int(ledger.gpu_milli_free.sum())], "the queues' usage and the nodes' free drift"
 
     def _check_gpu_shares(self, i: int, whole_mask: int, shares: np.ndarray) -> int:
         """Node ``i``'s GPUs, recounted from its containers (whole GPUs by ``whole_mask``, shares
