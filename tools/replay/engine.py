@@ -262,7 +262,8 @@ class _Replay:
         self.tracker = ClusterTracker(self.core.cluster_nodes)
         _, self._cursor = self.core.changed_nodes(None)
         self.pipelines: dict[str, SelectionPipeline] = {}   # shared by every AM (see ApplicationMaster)
-        self._warmed: tuple = (None, 0)   # the view and the pipelines _warm gave their indexes
+        self._warmed_view = None   # the view _warm gave its indexes, and for how many pipelines
+        self._warmed_pipelines = 0
         self.metrics = AMMetrics()
         # No live diagnoses: nobody reads a replayed AM's log, and a queue head that waits
         # would be diagnosed once a minute of virtual time. Nor a wait limit: a trace's job
@@ -307,6 +308,17 @@ class _Replay:
         self.waiting_jobs = 0
         self.pending_gpus = 0
         self.hol: dict[str, int] = {}       # queue -> free GPUs held back by its blocked head
+        self.hol_total = 0                   # their sum
+        # Read at every flush, start and end: looked up once.
+        loop = self.sim.loop
+        self._now = loop.now
+        self._at_instant_end = loop.at_instant_end
+        self._forget_job = self.sim.workload.forget_job
+        # Whether the queues read a job's shape (every queue has the one policy; one that does not
+        # say is given it).
+        self._by_shape = getattr(self.queues[queue_names[0]], "by_shape", True)
+        # The next instant the fragmentation is sampled at (never, without a recorder).
+        self._fragmentation_at = self.fragmentation.next_at if self.fragmentation is not None else math.inf
         self._dirty: set[str] = set()        # queues to try at the end of this instant
         self._touched: set[str | None] = set()   # partitions whose free GPUs changed in this instant
         self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
@@ -328,14 +340,16 @@ class _Replay:
 
     def _submitted(self, jobs: list[_Job]) -> None:
         """The jobs submitted at this instant join their queues (in table order)."""
-        queues, dirty = self.queues, self._dirty
+        queues, dirty, by_shape = self.queues, self._dirty, self._by_shape
+        gpus = 0
         for job in jobs:
-            waiting = Waiting(job.index, gang_shape(job.trace), job.gpus, job)
-            queues[job.queue].add(waiting)
-            self.waiting_jobs += 1
-            self.pending_gpus += waiting.gpus
+            queues[job.queue].add(Waiting(job.index, gang_shape(job.trace) if by_shape else None, job.gpus, job))
+            gpus += job.gpus
             dirty.add(job.queue)
-        self._schedule_flush()
+        self.waiting_jobs += len(jobs)
+        self.pending_gpus += gpus
+        if not self._flush_pending:
+            self._schedule_flush()
 
     def _on_container_finished(self, event: RMEvent) -> None:
         job = self.by_app.get(event.app_id)
@@ -350,12 +364,11 @@ class _Replay:
         if self._flush_pending:
             return
         self._flush_pending = True
-        loop = self.sim.loop
         beat = self.options.heartbeat_s
         if beat == 0:
-            loop.at_instant_end(self._flush)
+            self._at_instant_end(self._flush)
         else:
-            loop.call_at(math.ceil(loop.now() / beat - 1e-9) * beat, self._flush)
+            self.sim.loop.call_at(math.ceil(self._now() / beat - 1e-9) * beat, self._flush)
 
     def _flush(self) -> None:
         """The end of an instant (or a heartbeat): the AMs that have news hear it, then the
@@ -363,26 +376,35 @@ class _Replay:
         While the AMs hear their news this flush is still the one to come (a job that ends
         marks its queues, which this flush tries next); news from the queues' passes asks
         for another."""
-        while self._wake:
-            woken, self._wake = self._wake, {}
+        woken = self._wake
+        while woken:
+            self._wake = {}
             for job in woken.values():
                 self._heartbeat(job)
+            woken = self._wake
         self._flush_pending = False
-        for name in sorted(self._dirty):
-            self.queues[name].run_pass(self._try_start)
-            if self._drops:
-                for waiting in dropped(self.queues[name]):
-                    self._dropped(waiting.job)
-        held_back = self._held_back_in(self._touched) if self._touched and self.hol else ()
-        for name in self._dirty.union(held_back):
-            self._update_hol(name)
-        self._dirty.clear()
-        self._touched.clear()
-        now = self.sim.loop.now()
-        self.recorder.record(now, self.allocated, self.waiting_jobs, self.pending_gpus, sum(self.hol.values()))
-        if self.fragmentation is not None and self.fragmentation.due(now):
+        dirty, touched = self._dirty, self._touched
+        if dirty:
+            queues, try_start = self.queues, self._try_start
+            for name in sorted(dirty):
+                queue = queues[name]
+                queue.run_pass(try_start)
+                if self._drops:
+                    for waiting in dropped(queue):
+                        self._dropped(waiting.job)
+        if touched and self.hol:
+            dirty.update(self._held_back_in(touched))
+        if dirty:
+            for name in dirty:
+                self._update_hol(name)
+            dirty.clear()
+        touched.clear()
+        now = self._now()
+        self.recorder.record(now, self.allocated, self.waiting_jobs, self.pending_gpus, self.hol_total)
+        if now >= self._fragmentation_at:
             self._sync()
             self.fragmentation.record(now, self.tracker.view)
+            self._fragmentation_at = self.fragmentation.next_at
 
     # ------------------------------------------------------------------ AMs
     def _try_start(self, waiting: Waiting) -> bool:
@@ -404,7 +426,7 @@ class _Replay:
         self.sim.workload.add_job(spec)
         app_id = self.sim.client.submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
         self.by_app[app_id] = job
-        now = self.sim.loop.now   # the clock's own (Simulation.now is a call more, ten times a job)
+        now = self._now   # the clock's own (Simulation.now is a call more, ten times a job)
         job.am = ApplicationMaster(spec, self.sim.client, app_id, now, "", settings=self.settings,
                                    selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
                                    journal=MemoryJournal(now), log=_QUIET, tracker=self.tracker,
@@ -416,7 +438,7 @@ class _Replay:
         reports, self._cursor = self.core.changed_nodes(self._cursor)
         if reports:
             self.tracker.apply(reports)
-            if self.tracker.view is not self._warmed[0] or len(self.pipelines) != self._warmed[1]:
+            if self.tracker.view is not self._warmed_view or len(self.pipelines) != self._warmed_pipelines:
                 self._warm()
 
     def _warm(self) -> None:
@@ -427,7 +449,7 @@ class _Replay:
         the changes of many syncs are taken in at once, and none when no pick reads it.
         Done again only for a view the tracker built afresh, or a pipeline added since."""
         view = self.tracker.view
-        self._warmed = (view, len(self.pipelines))
+        self._warmed_view, self._warmed_pipelines = view, len(self.pipelines)
         for pipeline in self.pipelines.values():
             key = pipeline.selector.node_key(_ANY_REQUEST)
             if key is not None:
@@ -436,12 +458,14 @@ class _Replay:
     def _heartbeat(self, job: _Job) -> None:
         am = job.am
         am.heartbeat()
-        gang = am.gangs[0] if am.gangs else None
-        if job.start_s is None and gang is not None and gang.record.started_at is not None:
-            self._started(job, gang)
-        elif gang is not None and gang.state is ROLE_ACQUIRING:
-            raise RuntimeError(f"replay: job {job.trace.job_id}'s gang was placed on the shared view but its "
-                               "asks were not all granted at once (the view and the RM disagree)")
+        gangs = am.gangs
+        if gangs:
+            gang = gangs[0]
+            if job.start_s is None and gang.record.started_at is not None:
+                self._started(job, gang)
+            elif gang.state is ROLE_ACQUIRING:
+                raise RuntimeError(f"replay: job {job.trace.job_id}'s gang was placed on the shared view but its "
+                                   "asks were not all granted at once (the view and the RM disagree)")
         if am.done:
             self._ended(job)
 
@@ -454,14 +478,19 @@ class _Replay:
 
     def _started(self, job: _Job, gang) -> None:
         job.start_s = gang.record.started_at
-        job.hosts = tuple(dict.fromkeys([task.host for task in gang.tasks]))
-        starts = [task.started_at for task in gang.tasks]
-        job.gang_wait_s = max(starts) - min(starts)
+        tasks = gang.tasks
+        if len(tasks) == 1:   # (most jobs: one host, no wait for the others)
+            job.hosts = (tasks[0].host,)
+        else:
+            job.hosts = tuple(dict.fromkeys([task.host for task in tasks]))
+            starts = [task.started_at for task in tasks]
+            job.gang_wait_s = max(starts) - min(starts)
         gpus = job.gpus
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
         self._touched.add(job.partition)
-        self._left_queue(job)
+        self.waiting_jobs -= 1
+        self.pending_gpus -= gpus
 
     def _left_queue(self, job: _Job) -> None:
         self.waiting_jobs -= 1
@@ -474,7 +503,7 @@ class _Replay:
             self._left_queue(job)
         else:
             job.outcome = am.outcome or "unfinished"
-            job.end_s = self.sim.loop.now()
+            job.end_s = self._now()
             gpus = job.gpus
             self.allocated -= gpus
             self.free_gpus[job.partition] += gpus
@@ -483,7 +512,7 @@ class _Replay:
                 self._dirty.update(self.partition_queues.get(job.partition, ()))
             if not self._flush_pending:
                 self._schedule_flush()
-        self.sim.workload.forget_job(job.spec)
+        self._forget_job(job.spec)
         self.by_app.pop(am.app_id, None)
         job.am = None
         job.spec = None
@@ -503,23 +532,25 @@ class _Replay:
         """The free GPUs of the queue's nodes while its head waits although they would be
         enough for it (0 otherwise)."""
         head = self.queues[name].head
-        job = head.job if head is not None else None
-        free = self.free_gpus.get(job.partition, 0) if job is not None else 0
-        blocked = job is not None and free >= head.gpus
-        if blocked:
-            self.hol[name] = free
-        else:
-            self.hol.pop(name, None)
+        hol = self.hol
+        held = hol.pop(name, 0)
+        if head is not None:
+            free = self.free_gpus.get(head.job.partition, 0)
+            if free >= head.gpus:
+                hol[name] = free
+                held -= free
+        self.hol_total -= held
 
     # ------------------------------------------------------------------ results
     def outcomes(self) -> tuple[JobOutcome, ...]:
         out = []
+        scale, rack_of = self.options.time_scale, self.rack_of
         for job in self.jobs:
-            trace = job.trace
+            trace, hosts = job.trace, job.hosts
+            racks = (rack_of[hosts[0]],) if len(hosts) == 1 else tuple(dict.fromkeys([rack_of[h] for h in hosts]))
             out.append(JobOutcome(
-                trace.job_id, job.queue, trace.submit_s * self.options.time_scale, job.start_s, job.end_s,
-                trace.duration_s, job.gpus, trace.instances, job.hosts,
-                tuple(dict.fromkeys([self.rack_of[h] for h in job.hosts])), job.gang_wait_s, job.outcome))
+                trace.job_id, job.queue, trace.submit_s * scale, job.start_s, job.end_s, trace.duration_s,
+                job.gpus, trace.instances, hosts, racks, job.gang_wait_s, job.outcome))
         return tuple(out)
 
     def selection_cost(self) -> tuple[int, float]:

@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterator
 
 
-@dataclass(eq=False)
 class Waiting:
-    """A job waiting in its queue: ``order`` is its place in submission order."""
+    """A job waiting in its queue: ``order`` is its place in submission order, ``shape``
+    what placing it depends on (read by the policies that index by shape: see
+    :attr:`FifoQueue.by_shape`). A plain slotted class: a replay makes one per job."""
 
-    order: int
-    shape: Hashable
-    gpus: int
-    job: object = field(repr=False)
+    __slots__ = ("order", "shape", "gpus", "job")
+
+    def __init__(self, order: int, shape: Hashable, gpus: int, job: object):
+        self.order, self.shape, self.gpus, self.job = order, shape, gpus, job
+
+    def __repr__(self) -> str:
+        return f"Waiting(order={self.order}, shape={self.shape!r}, gpus={self.gpus})"
 
 
 TryStart = Callable[[Waiting], bool]
@@ -39,6 +42,8 @@ TryStart = Callable[[Waiting], bool]
 
 class FifoQueue:
     name = "fifo"
+    #: whether the policy reads a job's :attr:`Waiting.shape` (a driver need not work it out otherwise)
+    by_shape = False
 
     def __init__(self) -> None:
         self._jobs: deque[Waiting] = deque()
@@ -68,6 +73,7 @@ class FifoQueue:
 
 class BackfillQueue:
     name = "backfill"
+    by_shape = True
 
     def __init__(self) -> None:
         self._by_shape: dict[Hashable, deque[Waiting]] = {}

@@ -25,23 +25,25 @@ class Timeline:
 class TimelineRecorder:
     def __init__(self, capacity_gpus: int):
         self.capacity_gpus = capacity_gpus
-        self._rows: list[tuple[float, int, int, int, int]] = []
+        self._rows: list[tuple[float, tuple[int, int, int, int]]] = []   # (t, the values from t on)
+        self._last: tuple | None = None   # the values of the last row
 
     def record(self, t: float, allocated: int, queue_length: int, pending_gpus: int, hol: int) -> None:
-        row = (t, allocated, queue_length, pending_gpus, hol)
+        values = (allocated, queue_length, pending_gpus, hol)
+        if values == self._last:
+            return
         rows = self._rows
-        if rows:
-            if rows[-1][1:] == row[1:]:
-                return
-            if rows[-1][0] == t:   # the same instant: its last values stand
-                rows[-1] = row
-                if len(rows) > 1 and rows[-2][1:] == row[1:]:
-                    rows.pop()
-                return
-        rows.append(row)
+        if rows and rows[-1][0] == t:   # the same instant: its last values stand
+            if len(rows) > 1 and rows[-2][1] == values:
+                rows.pop()
+            else:
+                rows[-1] = (t, values)
+        else:
+            rows.append((t, values))
+        self._last = rows[-1][1]
 
     def timeline(self) -> Timeline:
         rows = self._rows
-        columns = list(zip(*rows)) if rows else [(), (), (), (), ()]
-        return Timeline(np.array(columns[0], dtype=np.float64), *(np.array(c, dtype=np.int64) for c in columns[1:]),
-                        capacity_gpus=self.capacity_gpus)
+        t = np.array([row[0] for row in rows], dtype=np.float64)
+        columns = list(zip(*[row[1] for row in rows])) if rows else [(), (), (), ()]
+        return Timeline(t, *(np.array(c, dtype=np.int64) for c in columns), capacity_gpus=self.capacity_gpus)

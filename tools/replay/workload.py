@@ -73,8 +73,8 @@ class FragmentationSeries:
 
 class FragmentationRecorder:
     """Samples the measure on a grid (module docstring): ``due(t)`` says whether the instant
-    ending at ``t`` is the first at or after the next grid point; ``record(t, view)`` takes
-    the sample."""
+    ending at ``t`` is the first at or after the next grid point (:attr:`next_at`);
+    ``record(t, view)`` takes the sample."""
 
     def __init__(self, shapes: "WorkloadShapes", capacity_gpus: int, span_s: float,
                  samples: int = FRAGMENTATION_SAMPLES):
@@ -82,16 +82,16 @@ class FragmentationRecorder:
         self.shapes = shapes
         self.capacity_milli = 1000 * capacity_gpus
         self.step = span_s / samples if span_s > 0 else 0.0   # 0: no span to pace by, every instant
-        self._next = 0.0
+        self.next_at = 0.0   # the next grid point (a driver may compare its instants with it itself)
         self._rows: list[tuple[float, float, int]] = []
 
     def due(self, t: float) -> bool:
-        return t >= self._next
+        return t >= self.next_at
 
     def record(self, t: float, view) -> None:
         frag, idle = self._measure(view, self.shapes)
         self._rows.append((t, frag, idle))
-        self._next = (math.floor(t / self.step) + 1) * self.step if self.step else math.nextafter(t, math.inf)
+        self.next_at = (math.floor(t / self.step) + 1) * self.step if self.step else math.nextafter(t, math.inf)
 
     def series(self) -> FragmentationSeries:
         rows = self._rows
