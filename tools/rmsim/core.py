@@ -41,7 +41,6 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.fit import GPU_MILLI, Demand
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
-from gangmaster.selectors.values import value
 
 from .clock import VirtualLoop
 from .ledger import Booking, NodeLedger, exact_booking
@@ -62,18 +61,42 @@ EVENT_KINDS = ("app_submitted", "app_registered", "attempt_failed", "app_finishe
                "container_started", "container_finished", "node_state")
 
 
-@value
 class RMEvent:
     """Something that happened in the RM, for subscribers (the simulation driver, logs): a
-    value, as the protocol's messages are."""
+    value, as the protocol's messages are (compared and hashed by its fields, never changed).
 
-    time: float
-    kind: str        # app_submitted | app_registered | attempt_failed | app_finished | container_allocated |
-    #                  container_started | container_finished | node_state
-    app_id: str = ""
-    container_id: str = ""
-    host: str = ""
-    detail: str = ""
+    Its ``detail`` may be given as a template and its arguments (``(template, *args)``,
+    :meth:`str.format`'s), formatted when first read: a replay hears of every container that
+    ends and reads only which application's it was."""
+
+    __slots__ = ("time", "kind", "app_id", "container_id", "host", "_detail")
+
+    def __init__(self, time: float, kind: str, app_id: str = "", container_id: str = "", host: str = "",
+                 detail: str | tuple = ""):
+        # kind: app_submitted | app_registered | attempt_failed | app_finished | container_allocated |
+        #       container_started | container_finished | node_state
+        self.time, self.kind, self.app_id, self.container_id, self.host = time, kind, app_id, container_id, host
+        self._detail = detail
+
+    @property
+    def detail(self) -> str:
+        detail = self._detail
+        if not isinstance(detail, str):
+            detail = self._detail = detail[0].format(*detail[1:])
+        return detail
+
+    def _fields(self) -> tuple:
+        return self.time, self.kind, self.app_id, self.container_id, self.host, self.detail
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if type(other) is RMEvent else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return ("RMEvent(time={!r}, kind={!r}, app_id={!r}, container_id={!r}, host={!r}, detail={!r})"
+                .format(*self._fields()))
 
 
 def _submission_order(app: "Application") -> int:
@@ -280,7 +303,8 @@ class ResourceManager:
         self._heard = {kind: (*every, *subscribers.get(kind, ())) for kind in EVENT_KINDS
                        if every or kind in subscribers}
 
-    def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "", detail: str = "") -> None:
+    def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "",
+              detail: str | tuple = "") -> None:
         """Tell the subscribers of ``kind``; a caller whose arguments cost work to build asks
         :attr:`_heard` first, and the others are asked here."""
         listeners = self._heard.get(kind)
@@ -579,7 +603,7 @@ class ResourceManager:
             if rec is None or not rec.held:
                 return
             rec.held = False
-            self._give_back(rec)
+            self._give_back(rec, self.apps[rec.app_id])
             self._dirty = True
             self.version += 1
 
@@ -675,36 +699,52 @@ class ResourceManager:
         plans = self._plans()
         if not plans:   # nothing asked, or every ask was served: no pass to make
             return 0
-        self._pass_failed: dict = {}
-        self._pass_candidates: dict = {}
-        granted = 0
-        if len(plans) == 1:   # one queue asks: it is served until it cannot be (no share to compare)
-            (name, entry), = plans.items()
-            queue, plan = self.queues[name], entry[0]
-            while entry[1] < len(plan) and self._place_one(queue, entry):
-                granted += 1
-            heap = []
-        else:
-            heap = [(self.queues[name].share(), name) for name in plans]
-            heapq.heapify(heap)
-        while heap:
-            _, name = heapq.heappop(heap)
-            queue = self.queues[name]
-            entry = plans[name]
-            if self._place_one(queue, entry):
-                granted += 1
-                heapq.heappush(heap, (queue.share(), name))
-        for entry in plans.values():
-            for ask in entry[0]:
-                ask.levels = None
-                ask.blocked = False
-        self._pass_failed = {}
-        self._pass_candidates = {}
+        try:
+            if len(plans) == 1:   # one queue asks: each ask in turn, granted until it is served or cannot be
+                (name, plan), = plans.items()
+                queue = self.queues[name]
+                granted = 0
+                for ask in plan:
+                    while ask.remaining > 0 and self._place(queue, ask):
+                        granted += 1
+            else:
+                granted = self._serve_by_share(plans)
+        finally:   # what the pass learnt holds for this pass only
+            for plan in plans.values():
+                for ask in plan:
+                    ask.levels = None
+                    ask.blocked = False
+            if self._pass_failed:
+                self._pass_failed = {}
+            if self._pass_candidates:
+                self._pass_candidates = {}
         return granted
 
-    def _plans(self) -> dict[str, list]:
-        """A pass's plan: per queue with asks, ``[its asks in the order they are served, a
-        cursor]``: its running applications in submission order, each one's asks by priority
+    def _serve_by_share(self, plans: dict[str, list[AskState]]) -> int:
+        """A pass when several queues ask: one container at a time to the queue of lowest
+        dominant share, each queue's asks in its plan's order; the containers granted."""
+        granted = 0
+        cursors = dict.fromkeys(plans, 0)   # per queue: the first of its asks not yet served in full
+        heap = [(self.queues[name].share(), name) for name in plans]
+        heapq.heapify(heap)
+        while heap:
+            _, name = heapq.heappop(heap)
+            queue, plan, cursor = self.queues[name], plans[name], cursors[name]
+            while cursor < len(plan):
+                ask = plan[cursor]
+                if ask.remaining > 0 and not ask.blocked and self._place(queue, ask):
+                    break
+                cursor += 1
+            else:   # every ask of the queue is served or cannot be: it leaves the pass
+                continue
+            # (the next turn starts past an ask this grant served in full)
+            cursors[name] = cursor if ask.remaining > 0 else cursor + 1
+            granted += 1
+            heapq.heappush(heap, (queue.share(), name))
+        return granted
+
+    def _plans(self) -> dict[str, list[AskState]]:
+        """A pass's plan: per queue with asks, its asks in the order they are served: its running applications in submission order, each one's asks by priority
         then arrival. The applications whose asks were all served leave :attr:`asking`."""
         asking = self.asking
         if len(asking) == 1:   # one application asks (a pass at every allocate: the usual case)
@@ -712,7 +752,7 @@ class ResourceManager:
             if not app.asks:
                 asking.clear()
                 return {}
-            return {app.queue: [_asks_in_order(app), 0]} if app.state is AppState.RUNNING else {}
+            return {app.queue: _asks_in_order(app)} if app.state is AppState.RUNNING else {}
         by_queue: dict[str, list[Application]] = {}
         for app_id, app in list(asking.items()):
             if not app.asks:
@@ -726,47 +766,53 @@ class ResourceManager:
             plan: list[AskState] = []
             for app in apps:
                 plan += _asks_in_order(app)
-            plans[name] = [plan, 0]
+            plans[name] = plan
         return plans
 
-    def _place_one(self, queue: Queue, entry: list) -> bool:
-        plan, cursor = entry
-        while cursor < len(plan):
-            ask = plan[cursor]
-            if ask.remaining <= 0 or ask.blocked or ask.app.asks.get(ask.request.request_id) is not ask:
-                cursor += 1
-                continue
-            need = ask.need
-            if not queue.room_for(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli):
-                ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
-                ask.blocked = True
-                cursor += 1
-                continue
-            # Resources only shrink during a pass: an ask alike one that failed cannot fit either
-            # (looked up once some ask of the pass has failed).
-            failed = self._pass_failed.get(_alike(ask)) if self._pass_failed else None
-            booked = None if failed is not None else self._book_first(ask)
-            if booked is None:
-                if failed is not None:
-                    ask.reason = failed
-                else:
-                    self._pass_failed[_alike(ask)] = ask.reason
-                ask.blocked = True
-                cursor += 1
-                continue
-            # (the next call starts past an ask this grant serves in full)
-            entry[1] = cursor if ask.remaining > 1 else cursor + 1
-            self._grant(ask, *booked, queue)
-            return True
-        entry[1] = cursor
-        return False
+    def _place(self, queue: Queue, ask: AskState) -> bool:
+        """Grant ``ask`` (of ``queue``, still waiting for containers) one container, if its
+        queue has room and a node holds it now; else say why, and block it for the pass."""
+        if ask.app.asks.get(ask.request.request_id) is not ask:   # cancelled, or its attempt ended
+            return False
+        need = ask.need
+        if not queue.room_for(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli):
+            ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
+            ask.blocked = True
+            return False
+        # Resources only shrink during a pass: an ask alike one that failed cannot fit either
+        # (looked up once some ask of the pass has failed).
+        failed = self._pass_failed.get(_alike(ask)) if self._pass_failed else None
+        booked = None if failed is not None else self._book_first(ask)
+        if booked is None:
+            if failed is not None:
+                ask.reason = failed
+            else:
+                self._pass_failed[_alike(ask)] = ask.reason
+            ask.blocked = True
+            return False
+        self._grant(ask, *booked, queue)
+        return True
 
     def _book_first(self, ask: AskState) -> tuple[int, Booking] | None:
         """Book ``ask`` on the first node, in locality order, that holds it now: the node
         and its booking. Each node is tried by booking it, which checks the fit once and
-        names the shortfall only on a refusal."""
+        names the shortfall only on a refusal. An ask of one host whose locality is not
+        relaxed (the AM's, for each instance) tries that host alone, as its one locality
+        level would, with no levels listed."""
         ledger = self.ledger
         need, exact = ask.need, ask.exact
+        i = ask.host_i
+        if i is not None and not ask.request.relax_locality:   # its one host (what _levels would list)
+            label = ask.request.node_label
+            if i not in ask.app.blacklist and (not label or ledger.label_scope(label)[i]):
+                try:
+                    return i, ledger.book(i, need, exact)
+                except ResourceError as refused:
+                    ask.reason = str(refused)
+                    return None
+            if not ask.reason:
+                ask.reason = f"no usable node in {ask.request.host} has {ask.request.resource} free"
+            return None
         if ask.levels is None:
             ask.levels = self._levels(ask)
             ask.level = ask.pos = 0
@@ -1087,7 +1133,7 @@ class ResourceManager:
         app.containers.pop(rec.container_id, None)
         rec.held = stop and was_running and not self.node_manager.frees_at_once
         if not rec.held:
-            self._give_back(rec)
+            self._give_back(rec, app)
         if rec in app.out_allocated:   # granted but never delivered: the AM never hears of it
             app.out_allocated.remove(rec)
         elif not app.state.finished:
@@ -1099,16 +1145,17 @@ class ResourceManager:
             self.node_manager.stop(rec)
         if "container_finished" in self._heard:
             self._emit("container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
-                       f"{state.value} exit={exit_status} {diagnostics}")
+                       ("{0.value} exit={1} {2}", state, exit_status, diagnostics))
         if len(self.containers) > self._forget_containers_at:
             self._forget_old_containers()
 
-    def _give_back(self, rec: ContainerRecord) -> None:
-        """Free what a finished container booked, on its node and in its queue."""
-        self.ledger.give_back(rec.node, rec.booking)
-        self.node_containers[rec.node].discard(rec.container_id)
-        self.node_changes.touch(rec.node)
-        self._charge(self.queues[self.apps[rec.app_id].queue], rec.booking, -1)
+    def _give_back(self, rec: ContainerRecord, app: Application) -> None:
+        """Free what a finished container (of ``app``) booked, on its node and in its queue."""
+        node, booking = rec.node, rec.booking
+        self.ledger.give_back(node, booking)
+        self.node_containers[node].discard(rec.container_id)
+        self.node_changes.touch(node)
+        self._charge(self.queues[app.queue], booking, -1)
 
     def _charge(self, queue: Queue, booking: Booking, sign: int) -> None:
         """Count a booking in (``sign`` 1) or out (-1) of its queue's usage and the cluster's free totals."""
