@@ -473,23 +473,22 @@ class ResourceManager:
                 self._reject_never_fitting(app, asks)
             return self._drain(app)
 
-    def _take_request(self, app: Application, request: AllocateRequest) -> list[AskState]:
+    def _take_request(self, app: Application, request: AllocateRequest) -> list[AskState] | tuple[()]:
         """Check everything an allocate carries against the RM's state, then apply it all (a
         refused call changes nothing); the new asks."""
-        asks, asked = self._validate_asks(app, request) if request.asks else ([], 0)
-        releases = self._validate_releases(app, request) if request.releases else []
+        asks, asked = self._validate_asks(app, request) if request.asks else ((), 0)
+        releases = self._validate_releases(app, request) if request.releases else ()
         if asks:
             self._check_app_size(app, request, asked, releases)
-        if request.blacklist_additions or request.blacklist_removals:
+        blacklisting = request.blacklist_additions or request.blacklist_removals
+        if blacklisting:
             black_add = [self._known_host(h, f"blacklist_additions[{k}]")
                          for k, h in enumerate(request.blacklist_additions)]
             black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
                         for k, h in enumerate(request.blacklist_removals)]
-        else:
-            black_add = black_rm = ()
         # Everything is valid: apply.
         app.last_heartbeat = self.clock.now()
-        if black_add or black_rm:
+        if blacklisting:
             app.blacklist.update(black_add)
             app.blacklist.difference_update(black_rm)
             self._dirty = True
@@ -499,10 +498,11 @@ class ResourceManager:
         for request_id in request.cancel:
             if app.asks.pop(request_id, None) is not None:
                 self.version += 1
-        for ask in asks:
-            app.asks[ask.request.request_id] = ask
-            self._dirty = True
         if asks:
+            waiting = app.asks
+            for ask in asks:
+                waiting[ask.request.request_id] = ask
+            self._dirty = True
             self.asking[app.app_id] = app
         if asks or releases or request.cancel:
             self.version += 1
