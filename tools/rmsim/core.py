@@ -744,8 +744,9 @@ class ResourceManager:
         return granted
 
     def _plans(self) -> dict[str, list[AskState]]:
-        """A pass's plan: per queue with asks, its asks in the order they are served: its running applications in submission order, each one's asks by priority
-        then arrival. The applications whose asks were all served leave :attr:`asking`."""
+        """A pass's plan: per queue with asks, its asks in the order they are served: its
+        running applications in submission order, each one's asks by priority then arrival.
+        The applications whose asks were all served leave :attr:`asking`."""
         asking = self.asking
         if len(asking) == 1:   # one application asks (a pass at every allocate: the usual case)
             (app,) = asking.values()
