@@ -446,3 +446,20 @@ def test_an_event_is_a_value_whose_detail_is_formatted_when_read(sim):
                    "FAILED exit=3 process exited with code 3")
     assert same == event and hash(same) == hash(event) and repr(same) == repr(event)
     assert "detail='FAILED exit=3" in repr(event)
+
+
+def test_a_node_emptied_again_reports_as_it_did_unused_and_its_state_still_shows(sim):
+    """A node whose last container ended reports all of itself free, as before its first
+    container; a change of its health is reported even while it holds nothing."""
+    before = {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"]
+    app, _ = start_app(sim)
+    (c,) = beat(sim, app, 1, ResourceRequest(1, R(1024, 1, gpus=2), host="dgx-000", relax_locality=False)).allocated
+    used = {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"]
+    assert used.containers == 1 and used.free != before.free
+    beat(sim, app, 1, releases=(c.container_id,))
+    assert {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"] == before
+    sim.core.mark_unhealthy("dgx-000", "disk full")
+    sick = {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"]
+    assert (sick.state, sick.health_report, sick.free) == (NodeState.UNHEALTHY, "disk full", before.free)
+    sim.core.restore_node("dgx-000")
+    assert {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"] == before

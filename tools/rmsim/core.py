@@ -379,12 +379,18 @@ class ResourceManager:
         given again (a replay's nodes are reported some 1.7 times a job, four in five times
         in a state they were reported in before), at most :data:`_REPORT_MEMO` per node.
         A node whose GPUs hold shares is reported afresh (its free milli-GPU per GPU is
-        part of its report)."""
+        part of its report). A node with no container books nothing (every booking is a
+        container's, on its node until given back: check_invariants): all of it is free, and
+        its report is a matter of its state and health alone."""
         ledger = self.ledger
-        if ledger.gpus_shared.item(i):
+        containers = len(self.node_containers[i])
+        if not containers:
+            key = (ledger.states[i], ledger.health_reports[i])
+        elif ledger.gpus_shared.item(i):
             return self._new_node_report(i, ledger.gpu_milli_free_of(i))
-        key = (ledger.memory_free.item(i), ledger.mvcores_free.item(i), ledger.gpu_free_mask.item(i),
-               ledger.ports_free[i].ranges, len(self.node_containers[i]), ledger.states[i], ledger.health_reports[i])
+        else:
+            key = (ledger.memory_free.item(i), ledger.mvcores_free.item(i), ledger.gpu_free_mask.item(i),
+                   ledger.ports_free[i].ranges, containers, ledger.states[i], ledger.health_reports[i])
         reports = self._reports[i]
         report = reports.get(key)
         if report is None:
@@ -402,8 +408,7 @@ class ResourceManager:
         if capacity is None:
             capacity = self._capacity[i] = spec.capacity
         state, health, containers = ledger.states[i], ledger.health_reports[i], len(self.node_containers[i])
-        # No container on it books nothing of it (every booking is a container's, on its node
-        # until given back: check_invariants): all of it is free.
+        # No container on it books nothing of it (as _node_report says): all of it is free.
         free = self._free_of_unused(i, capacity) if not containers else ledger.free(i)
         return NodeReport(spec.host, spec.rack, state, capacity, free, spec.labels, spec.gpu_type, spec.topology,
                           containers, health, gpu_milli_free)
