@@ -706,8 +706,7 @@ class ResourceManager:
             return 0
         try:
             if len(plans) == 1:   # one queue asks: each ask in turn, granted until it is served or cannot be
-                (name, plan), = plans.items()
-                queue = self.queues[name]
+                (queue, plan), = plans
                 granted = 0
                 for ask in plan:
                     while ask.remaining > 0 and self._place(queue, ask):
@@ -715,7 +714,7 @@ class ResourceManager:
             else:
                 granted = self._serve_by_share(plans)
         finally:   # what the pass learnt holds for this pass only
-            for plan in plans.values():
+            for _, plan in plans:
                 for ask in plan:
                     ask.levels = None
                     ask.blocked = False
@@ -725,16 +724,17 @@ class ResourceManager:
                 self._pass_candidates = {}
         return granted
 
-    def _serve_by_share(self, plans: dict[str, list[AskState]]) -> int:
+    def _serve_by_share(self, plans: list[tuple[Queue, list[AskState]]]) -> int:
         """A pass when several queues ask: one container at a time to the queue of lowest
         dominant share, each queue's asks in its plan's order; the containers granted."""
         granted = 0
-        cursors = dict.fromkeys(plans, 0)   # per queue: the first of its asks not yet served in full
-        heap = [(self.queues[name].share(), name) for name in plans]
+        by_name = {queue.name: (queue, plan) for queue, plan in plans}
+        cursors = dict.fromkeys(by_name, 0)   # per queue: the first of its asks not yet served in full
+        heap = [(queue.share(), queue.name) for queue, _ in plans]
         heapq.heapify(heap)
         while heap:
             _, name = heapq.heappop(heap)
-            queue, plan, cursor = self.queues[name], plans[name], cursors[name]
+            (queue, plan), cursor = by_name[name], cursors[name]
             while cursor < len(plan):
                 ask = plan[cursor]
                 if ask.remaining > 0 and not ask.blocked and self._place(queue, ask):
@@ -748,31 +748,32 @@ class ResourceManager:
             heapq.heappush(heap, (queue.share(), name))
         return granted
 
-    def _plans(self) -> dict[str, list[AskState]]:
-        """A pass's plan: per queue with asks, its asks in the order they are served: its
-        running applications in submission order, each one's asks by priority then arrival.
-        The applications whose asks were all served leave :attr:`asking`."""
+    def _plans(self) -> list[tuple[Queue, list[AskState]]]:
+        """A pass's plan: each queue with asks, with its asks in the order they are served:
+        its running applications in submission order, each one's asks by priority then
+        arrival (queues in the order their first application asked). The applications whose
+        asks were all served leave :attr:`asking`."""
         asking = self.asking
         if len(asking) == 1:   # one application asks (a pass at every allocate: the usual case)
             (app,) = asking.values()
             if not app.asks:
                 asking.clear()
-                return {}
-            return {app.queue: _asks_in_order(app)} if app.state is AppState.RUNNING else {}
+                return []
+            return [(self.queues[app.queue], _asks_in_order(app))] if app.state is AppState.RUNNING else []
         by_queue: dict[str, list[Application]] = {}
         for app_id, app in list(asking.items()):
             if not app.asks:
                 del asking[app_id]
             elif app.state is AppState.RUNNING:
                 by_queue.setdefault(app.queue, []).append(app)
-        plans = {}
+        plans = []
         for name, apps in by_queue.items():
             if len(apps) > 1:
                 apps.sort(key=_submission_order)
             plan: list[AskState] = []
             for app in apps:
                 plan += _asks_in_order(app)
-            plans[name] = plan
+            plans.append((self.queues[name], plan))
         return plans
 
     def _place(self, queue: Queue, ask: AskState) -> bool:
