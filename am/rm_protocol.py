@@ -50,9 +50,12 @@ class ContainerState(str, enum.Enum):
     FAILED = "FAILED"
     KILLED = "KILLED"
 
-    @property
-    def finished(self) -> bool:
-        return self in _FINISHED_CONTAINER_STATES
+    #: completed, failed or killed: held by each member, so reading it calls nothing (the RM
+    #: asks it of every container several times)
+    finished: bool
+
+    def __init__(self, value: str) -> None:
+        self.finished = value in ("COMPLETED", "FAILED", "KILLED")
 
 
 class ExitStatus(enum.IntEnum):
@@ -77,9 +80,11 @@ class NodeState(str, enum.Enum):
     UNHEALTHY = "UNHEALTHY"      # blacklisted by the cluster: running containers stay, no new ones
     LOST = "LOST"                # gone: its containers are lost
 
-    @property
-    def usable(self) -> bool:
-        return self is NodeState.RUNNING
+    #: takes containers (running): held by each member, as ContainerState.finished is
+    usable: bool
+
+    def __init__(self, value: str) -> None:
+        self.usable = value == "RUNNING"
 
 
 class AppState(str, enum.Enum):
@@ -89,15 +94,11 @@ class AppState(str, enum.Enum):
     FAILED = "FAILED"            # AM attempts exhausted
     KILLED = "KILLED"            # killed by a client
 
-    @property
-    def finished(self) -> bool:
-        return self in _FINISHED_APP_STATES
+    #: finished, failed or killed: held by each member, as ContainerState.finished is
+    finished: bool
 
-
-# Looked up in a set made once: naming the members anew at every call (the RM asks for
-# every container and application, several times each) costs four times as much.
-_FINISHED_CONTAINER_STATES = frozenset({ContainerState.COMPLETED, ContainerState.FAILED, ContainerState.KILLED})
-_FINISHED_APP_STATES = frozenset({AppState.FINISHED, AppState.FAILED, AppState.KILLED})
+    def __init__(self, value: str) -> None:
+        self.finished = value in ("FINISHED", "FAILED", "KILLED")
 
 
 # --------------------------------------------------------------------- errors

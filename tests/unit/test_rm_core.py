@@ -408,3 +408,58 @@ def test_never_fitting_asks_are_rejected_in_their_call_in_order_beside_granted_o
         later = beat(sim, app, att)
         assert sorted(c.request_id for c in later.allocated) == [2, 4, 4] and later.rejected == ()
     sim.core.check_invariants()
+
+
+def test_a_one_host_ask_says_why_it_waits_as_locality_levels_would(sim):
+    """An ask of one host, locality not relaxed, is tried on that host alone: refused there,
+    it waits with the host's refusal (an alike ask of the same pass with the same one);
+    its host blacklisted, with the scope no usable node of which has it free."""
+    a, _ = start_app(sim, "a")
+    b, _ = start_app(sim, "b")
+    full = ResourceRequest(1, R(1024, 1, gpus=8), host="dgx-000", relax_locality=False)
+    assert len(beat(sim, a, 1, full).allocated) == 1
+    resp = beat(sim, b, 1, ResourceRequest(1, R(1024, 1, gpu_mask=0b1), host="dgx-000", relax_locality=False),
+                ResourceRequest(2, R(1024, 1, gpu_mask=0b1), host="dgx-000", relax_locality=False))
+    first, second = resp.pending
+    assert first.reason == "host dgx-000: GPUs 0x1 of mask 0x1 are taken"
+    assert second.reason == first.reason
+    c, _ = start_app(sim, "c")
+    resp = beat(sim, c, 1, ResourceRequest(1, R(1024, 1, gpus=1), host="dgx-001", relax_locality=False),
+                blacklist_additions=("dgx-001",))
+    (pending,) = resp.pending
+    assert pending.reason == f"no usable node in dgx-001 has {R(1024, 1, gpus=1)} free"
+    sim.core.check_invariants()
+
+
+def test_an_event_is_a_value_whose_detail_is_formatted_when_read(sim):
+    from gangmaster.tools.rmsim.core import RMEvent
+    heard = []
+    sim.core.subscribe(heard.append, kinds=("container_finished",))
+    app, _ = start_app(sim)
+    (c,) = beat(sim, app, 1, ResourceRequest(1, R(1024, 1))).allocated
+    sim.client.start_container(c.container_id, LaunchContext.of(["false"], raw_task_env(2, exit_code=3)))
+    sim.run_until(5)
+    (event,) = heard
+    assert (event.kind, event.app_id, event.container_id) == ("container_finished", app, c.container_id)
+    assert event.detail == "FAILED exit=3 process exited with code 3"
+    same = RMEvent(event.time, event.kind, event.app_id, event.container_id, event.host,
+                   "FAILED exit=3 process exited with code 3")
+    assert same == event and hash(same) == hash(event) and repr(same) == repr(event)
+    assert "detail='FAILED exit=3" in repr(event)
+
+
+def test_a_node_emptied_again_reports_as_it_did_unused_and_its_state_still_shows(sim):
+    """A node whose last container ended reports all of itself free, as before its first
+    container; a change of its health is reported even while it holds nothing."""
+    before = {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"]
+    app, _ = start_app(sim)
+    (c,) = beat(sim, app, 1, ResourceRequest(1, R(1024, 1, gpus=2), host="dgx-000", relax_locality=False)).allocated
+    used = {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"]
+    assert used.containers == 1 and used.free != before.free
+    beat(sim, app, 1, releases=(c.container_id,))
+    assert {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"] == before
+    sim.core.mark_unhealthy("dgx-000", "disk full")
+    sick = {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"]
+    assert (sick.state, sick.health_report, sick.free) == (NodeState.UNHEALTHY, "disk full", before.free)
+    sim.core.restore_node("dgx-000")
+    assert {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"] == before

@@ -41,7 +41,6 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.fit import GPU_MILLI, Demand
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
-from gangmaster.selectors.values import value
 
 from .clock import VirtualLoop
 from .ledger import Booking, NodeLedger, exact_booking
@@ -62,18 +61,42 @@ EVENT_KINDS = ("app_submitted", "app_registered", "attempt_failed", "app_finishe
                "container_started", "container_finished", "node_state")
 
 
-@value
 class RMEvent:
     """Something that happened in the RM, for subscribers (the simulation driver, logs): a
-    value, as the protocol's messages are."""
+    value, as the protocol's messages are (compared and hashed by its fields, never changed).
 
-    time: float
-    kind: str        # app_submitted | app_registered | attempt_failed | app_finished | container_allocated |
-    #                  container_started | container_finished | node_state
-    app_id: str = ""
-    container_id: str = ""
-    host: str = ""
-    detail: str = ""
+    Its ``detail`` may be given as a template and its arguments (``(template, *args)``,
+    :meth:`str.format`'s), formatted when first read: a replay hears of every container that
+    ends and reads only which application's it was."""
+
+    __slots__ = ("time", "kind", "app_id", "container_id", "host", "_detail")
+
+    def __init__(self, time: float, kind: str, app_id: str = "", container_id: str = "", host: str = "",
+                 detail: str | tuple = ""):
+        # kind: app_submitted | app_registered | attempt_failed | app_finished | container_allocated |
+        #       container_started | container_finished | node_state
+        self.time, self.kind, self.app_id, self.container_id, self.host = time, kind, app_id, container_id, host
+        self._detail = detail
+
+    @property
+    def detail(self) -> str:
+        detail = self._detail
+        if not isinstance(detail, str):
+            detail = self._detail = detail[0].format(*detail[1:])
+        return detail
+
+    def _fields(self) -> tuple:
+        return self.time, self.kind, self.app_id, self.container_id, self.host, self.detail
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if type(other) is RMEvent else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return ("RMEvent(time={!r}, kind={!r}, app_id={!r}, container_id={!r}, host={!r}, detail={!r})"
+                .format(*self._fields()))
 
 
 def _submission_order(app: "Application") -> int:
@@ -280,7 +303,8 @@ class ResourceManager:
         self._heard = {kind: (*every, *subscribers.get(kind, ())) for kind in EVENT_KINDS
                        if every or kind in subscribers}
 
-    def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "", detail: str = "") -> None:
+    def _emit(self, kind: str, app_id: str = "", container_id: str = "", host: str = "",
+              detail: str | tuple = "") -> None:
         """Tell the subscribers of ``kind``; a caller whose arguments cost work to build asks
         :attr:`_heard` first, and the others are asked here."""
         listeners = self._heard.get(kind)
@@ -355,12 +379,18 @@ class ResourceManager:
         given again (a replay's nodes are reported some 1.7 times a job, four in five times
         in a state they were reported in before), at most :data:`_REPORT_MEMO` per node.
         A node whose GPUs hold shares is reported afresh (its free milli-GPU per GPU is
-        part of its report)."""
+        part of its report). A node with no container books nothing (every booking is a
+        container's, on its node until given back: check_invariants): all of it is free, and
+        its report is a matter of its state and health alone."""
         ledger = self.ledger
-        if ledger.gpus_shared.item(i):
+        containers = len(self.node_containers[i])
+        if not containers:
+            key = (ledger.states[i], ledger.health_reports[i])
+        elif ledger.gpus_shared.item(i):
             return self._new_node_report(i, ledger.gpu_milli_free_of(i))
-        key = (ledger.memory_free.item(i), ledger.mvcores_free.item(i), ledger.gpu_free_mask.item(i),
-               ledger.ports_free[i].ranges, len(self.node_containers[i]), ledger.states[i], ledger.health_reports[i])
+        else:
+            key = (ledger.memory_free.item(i), ledger.mvcores_free.item(i), ledger.gpu_free_mask.item(i),
+                   ledger.ports_free[i].ranges, containers, ledger.states[i], ledger.health_reports[i])
         reports = self._reports[i]
         report = reports.get(key)
         if report is None:
@@ -378,8 +408,7 @@ class ResourceManager:
         if capacity is None:
             capacity = self._capacity[i] = spec.capacity
         state, health, containers = ledger.states[i], ledger.health_reports[i], len(self.node_containers[i])
-        # No container on it books nothing of it (every booking is a container's, on its node
-        # until given back: check_invariants): all of it is free.
+        # No container on it books nothing of it (as _node_report says): all of it is free.
         free = self._free_of_unused(i, capacity) if not containers else ledger.free(i)
         return NodeReport(spec.host, spec.rack, state, capacity, free, spec.labels, spec.gpu_type, spec.topology,
                           containers, health, gpu_milli_free)
@@ -449,23 +478,22 @@ class ResourceManager:
                 self._reject_never_fitting(app, asks)
             return self._drain(app)
 
-    def _take_request(self, app: Application, request: AllocateRequest) -> list[AskState]:
+    def _take_request(self, app: Application, request: AllocateRequest) -> list[AskState] | tuple[()]:
         """Check everything an allocate carries against the RM's state, then apply it all (a
         refused call changes nothing); the new asks."""
-        asks, asked = self._validate_asks(app, request) if request.asks else ([], 0)
-        releases = self._validate_releases(app, request) if request.releases else []
+        asks, asked = self._validate_asks(app, request) if request.asks else ((), 0)
+        releases = self._validate_releases(app, request) if request.releases else ()
         if asks:
             self._check_app_size(app, request, asked, releases)
-        if request.blacklist_additions or request.blacklist_removals:
+        blacklisting = request.blacklist_additions or request.blacklist_removals
+        if blacklisting:
             black_add = [self._known_host(h, f"blacklist_additions[{k}]")
                          for k, h in enumerate(request.blacklist_additions)]
             black_rm = [self._known_host(h, f"blacklist_removals[{k}]")
                         for k, h in enumerate(request.blacklist_removals)]
-        else:
-            black_add = black_rm = ()
         # Everything is valid: apply.
         app.last_heartbeat = self.clock.now()
-        if black_add or black_rm:
+        if blacklisting:
             app.blacklist.update(black_add)
             app.blacklist.difference_update(black_rm)
             self._dirty = True
@@ -475,10 +503,11 @@ class ResourceManager:
         for request_id in request.cancel:
             if app.asks.pop(request_id, None) is not None:
                 self.version += 1
-        for ask in asks:
-            app.asks[ask.request.request_id] = ask
-            self._dirty = True
         if asks:
+            waiting = app.asks
+            for ask in asks:
+                waiting[ask.request.request_id] = ask
+            self._dirty = True
             self.asking[app.app_id] = app
         if asks or releases or request.cancel:
             self.version += 1
@@ -579,7 +608,7 @@ class ResourceManager:
             if rec is None or not rec.held:
                 return
             rec.held = False
-            self._give_back(rec)
+            self._give_back(rec, self.apps[rec.app_id])
             self._dirty = True
             self.version += 1
 
@@ -675,98 +704,122 @@ class ResourceManager:
         plans = self._plans()
         if not plans:   # nothing asked, or every ask was served: no pass to make
             return 0
-        self._pass_failed: dict = {}
-        self._pass_candidates: dict = {}
-        granted = 0
-        if len(plans) == 1:   # one queue asks: it is served until it cannot be (no share to compare)
-            (name, entry), = plans.items()
-            queue, plan = self.queues[name], entry[0]
-            while entry[1] < len(plan) and self._place_one(queue, entry):
-                granted += 1
-            heap = []
-        else:
-            heap = [(self.queues[name].share(), name) for name in plans]
-            heapq.heapify(heap)
-        while heap:
-            _, name = heapq.heappop(heap)
-            queue = self.queues[name]
-            entry = plans[name]
-            if self._place_one(queue, entry):
-                granted += 1
-                heapq.heappush(heap, (queue.share(), name))
-        for entry in plans.values():
-            for ask in entry[0]:
-                ask.levels = None
-                ask.blocked = False
-        self._pass_failed = {}
-        self._pass_candidates = {}
+        try:
+            if len(plans) == 1:   # one queue asks: each ask in turn, granted until it is served or cannot be
+                (queue, plan), = plans
+                granted = 0
+                for ask in plan:
+                    while ask.remaining > 0 and self._place(queue, ask):
+                        granted += 1
+            else:
+                granted = self._serve_by_share(plans)
+        finally:   # what the pass learnt holds for this pass only
+            for _, plan in plans:
+                for ask in plan:
+                    ask.levels = None
+                    ask.blocked = False
+            if self._pass_failed:
+                self._pass_failed = {}
+            if self._pass_candidates:
+                self._pass_candidates = {}
         return granted
 
-    def _plans(self) -> dict[str, list]:
-        """A pass's plan: per queue with asks, ``[its asks in the order they are served, a
-        cursor]``: its running applications in submission order, each one's asks by priority
-        then arrival. The applications whose asks were all served leave :attr:`asking`."""
+    def _serve_by_share(self, plans: list[tuple[Queue, list[AskState]]]) -> int:
+        """A pass when several queues ask: one container at a time to the queue of lowest
+        dominant share, each queue's asks in its plan's order; the containers granted."""
+        granted = 0
+        by_name = {queue.name: (queue, plan) for queue, plan in plans}
+        cursors = dict.fromkeys(by_name, 0)   # per queue: the first of its asks not yet served in full
+        heap = [(queue.share(), queue.name) for queue, _ in plans]
+        heapq.heapify(heap)
+        while heap:
+            _, name = heapq.heappop(heap)
+            (queue, plan), cursor = by_name[name], cursors[name]
+            while cursor < len(plan):
+                ask = plan[cursor]
+                if ask.remaining > 0 and not ask.blocked and self._place(queue, ask):
+                    break
+                cursor += 1
+            else:   # every ask of the queue is served or cannot be: it leaves the pass
+                continue
+            # (the next turn starts past an ask this grant served in full)
+            cursors[name] = cursor if ask.remaining > 0 else cursor + 1
+            granted += 1
+            heapq.heappush(heap, (queue.share(), name))
+        return granted
+
+    def _plans(self) -> list[tuple[Queue, list[AskState]]]:
+        """A pass's plan: each queue with asks, with its asks in the order they are served:
+        its running applications in submission order, each one's asks by priority then
+        arrival (queues in the order their first application asked). The applications whose
+        asks were all served leave :attr:`asking`."""
         asking = self.asking
         if len(asking) == 1:   # one application asks (a pass at every allocate: the usual case)
             (app,) = asking.values()
             if not app.asks:
                 asking.clear()
-                return {}
-            return {app.queue: [_asks_in_order(app), 0]} if app.state is AppState.RUNNING else {}
+                return []
+            return [(self.queues[app.queue], _asks_in_order(app))] if app.state is AppState.RUNNING else []
         by_queue: dict[str, list[Application]] = {}
         for app_id, app in list(asking.items()):
             if not app.asks:
                 del asking[app_id]
             elif app.state is AppState.RUNNING:
                 by_queue.setdefault(app.queue, []).append(app)
-        plans = {}
+        plans = []
         for name, apps in by_queue.items():
             if len(apps) > 1:
                 apps.sort(key=_submission_order)
             plan: list[AskState] = []
             for app in apps:
                 plan += _asks_in_order(app)
-            plans[name] = [plan, 0]
+            plans.append((self.queues[name], plan))
         return plans
 
-    def _place_one(self, queue: Queue, entry: list) -> bool:
-        plan, cursor = entry
-        while cursor < len(plan):
-            ask = plan[cursor]
-            if ask.remaining <= 0 or ask.blocked or ask.app.asks.get(ask.request.request_id) is not ask:
-                cursor += 1
-                continue
-            need = ask.need
-            if not queue.room_for(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli):
-                ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
-                ask.blocked = True
-                cursor += 1
-                continue
-            # Resources only shrink during a pass: an ask alike one that failed cannot fit either
-            # (looked up once some ask of the pass has failed).
-            failed = self._pass_failed.get(_alike(ask)) if self._pass_failed else None
-            booked = None if failed is not None else self._book_first(ask)
-            if booked is None:
-                if failed is not None:
-                    ask.reason = failed
-                else:
-                    self._pass_failed[_alike(ask)] = ask.reason
-                ask.blocked = True
-                cursor += 1
-                continue
-            # (the next call starts past an ask this grant serves in full)
-            entry[1] = cursor if ask.remaining > 1 else cursor + 1
-            self._grant(ask, *booked, queue)
-            return True
-        entry[1] = cursor
-        return False
+    def _place(self, queue: Queue, ask: AskState) -> bool:
+        """Grant ``ask`` (of ``queue``, still waiting for containers) one container, if its
+        queue has room and a node holds it now; else say why, and block it for the pass."""
+        if ask.app.asks.get(ask.request.request_id) is not ask:   # cancelled, or its attempt ended
+            return False
+        need = ask.need
+        if not queue.room_for(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli):
+            ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
+            ask.blocked = True
+            return False
+        # Resources only shrink during a pass: an ask alike one that failed cannot fit either
+        # (looked up once some ask of the pass has failed).
+        failed = self._pass_failed.get(_alike(ask)) if self._pass_failed else None
+        booked = None if failed is not None else self._book_first(ask)
+        if booked is None:
+            if failed is not None:
+                ask.reason = failed
+            else:
+                self._pass_failed[_alike(ask)] = ask.reason
+            ask.blocked = True
+            return False
+        self._grant(ask, *booked, queue)
+        return True
 
     def _book_first(self, ask: AskState) -> tuple[int, Booking] | None:
         """Book ``ask`` on the first node, in locality order, that holds it now: the node
         and its booking. Each node is tried by booking it, which checks the fit once and
-        names the shortfall only on a refusal."""
+        names the shortfall only on a refusal. An ask of one host whose locality is not
+        relaxed (the AM's, for each instance) tries that host alone, as its one locality
+        level would, with no levels listed."""
         ledger = self.ledger
         need, exact = ask.need, ask.exact
+        i = ask.host_i
+        if i is not None and not ask.request.relax_locality:   # its one host (what _levels would list)
+            label = ask.request.node_label
+            if i not in ask.app.blacklist and (not label or ledger.label_scope(label)[i]):
+                try:
+                    return i, ledger.book(i, need, exact)
+                except ResourceError as refused:
+                    ask.reason = str(refused)
+                    return None
+            if not ask.reason:
+                ask.reason = f"no usable node in {ask.request.host} has {ask.request.resource} free"
+            return None
         if ask.levels is None:
             ask.levels = self._levels(ask)
             ask.level = ask.pos = 0
@@ -1087,7 +1140,7 @@ class ResourceManager:
         app.containers.pop(rec.container_id, None)
         rec.held = stop and was_running and not self.node_manager.frees_at_once
         if not rec.held:
-            self._give_back(rec)
+            self._give_back(rec, app)
         if rec in app.out_allocated:   # granted but never delivered: the AM never hears of it
             app.out_allocated.remove(rec)
         elif not app.state.finished:
@@ -1099,16 +1152,17 @@ class ResourceManager:
             self.node_manager.stop(rec)
         if "container_finished" in self._heard:
             self._emit("container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
-                       f"{state.value} exit={exit_status} {diagnostics}")
+                       ("{0.value} exit={1} {2}", state, exit_status, diagnostics))
         if len(self.containers) > self._forget_containers_at:
             self._forget_old_containers()
 
-    def _give_back(self, rec: ContainerRecord) -> None:
-        """Free what a finished container booked, on its node and in its queue."""
-        self.ledger.give_back(rec.node, rec.booking)
-        self.node_containers[rec.node].discard(rec.container_id)
-        self.node_changes.touch(rec.node)
-        self._charge(self.queues[self.apps[rec.app_id].queue], rec.booking, -1)
+    def _give_back(self, rec: ContainerRecord, app: Application) -> None:
+        """Free what a finished container (of ``app``) booked, on its node and in its queue."""
+        node, booking = rec.node, rec.booking
+        self.ledger.give_back(node, booking)
+        self.node_containers[node].discard(rec.container_id)
+        self.node_changes.touch(node)
+        self._charge(self.queues[app.queue], booking, -1)
 
     def _charge(self, queue: Queue, booking: Booking, sign: int) -> None:
         """Count a booking in (``sign`` 1) or out (-1) of its queue's usage and the cluster's free totals."""

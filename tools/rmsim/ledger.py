@@ -201,8 +201,9 @@ class NodeLedger(NodeColumns):
         if not self.usable.item(i):
             raise ResourceError(self.why_not_now(i, need))
         try:
-            if exact is not None:
-                return self.take(i, exact)
+            if exact is not None:   # (as take does)
+                self._book(i, exact.demand)
+                return exact
             if need.gpu_milli:
                 mask = need.gpu_mask or self._tightest_gpu(i, need.gpu_milli)
             else:

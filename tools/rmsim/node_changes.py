@@ -35,12 +35,12 @@ class NodeChanges:
 
     def touch(self, node: int) -> None:
         """Node ``node`` changed (usage, health, containers)."""
-        self.seq += 1
-        self.last[node] = self.seq
-        self.log.append(node)
-        if len(self.log) > self._max_log:
-            drop = len(self.log) // 2
-            del self.log[:drop]
+        self.seq = self.last[node] = self.seq + 1
+        log = self.log
+        log.append(node)
+        if len(log) > self._max_log:
+            drop = len(log) // 2
+            del log[:drop]
             self.base += drop
 
     def touch_all(self) -> None:
