@@ -289,10 +289,6 @@ class BarrierCoordinator:
         #: so the next deadline costs no scan of every open barrier (thousands in a replay).
         self._deadlines: list[tuple[float, int, _Attempt]] = []
         self._deadline_seq = itertools.count()
-        #: Grows whenever :meth:`next_deadline` may have moved (an epoch started, or one that
-        #: was running ended or broke): a scheduler asks again only then. Opening, releasing
-        #: and closing a gang of one task never moves it (its epoch is over as it starts).
-        self.deadline_changes = 0
 
     # ----------------------------------------------------------- the AM's side
     def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
@@ -375,7 +371,7 @@ class BarrierCoordinator:
         attempt past ``history``), and return its waiters (the caller tells them why)."""
         del self._open[a.key]
         if a.started_at is not None:   # an epoch was running: its deadline goes
-            self.deadline_changes += 1
+            self._deadlines_moved()
         self._ended[a.ended_key] = (a.token, how, len(a.arrivals), a.total, failure)
         order = self._ended_order
         order.append(a.ended_key)
@@ -434,8 +430,9 @@ class BarrierCoordinator:
             return waiter, [(callback, self._release(a, waiter, _BARRIER_RELEASES.get(a.epoch)
                                                      or Released(a.epoch, BARRIER)))]
         if a.operation is not None and a.operation != operation:
-            self.deadline_changes += 1
-            return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
+            calls = a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
+            self._deadlines_moved()
+            return waiter, calls
         if task in arrivals:
             self._stats.duplicate_arrivals += 1
             a.waiters.setdefault(task, []).append(waiter)
@@ -444,8 +441,9 @@ class BarrierCoordinator:
         if operation == ALL_GATHER:
             size = max(len(arrival.message), arrival.unsent_size) + FRAMING_BYTES
             if arrival.unsent_size or a.gathered_bytes + size > self.max_message_bytes:
-                self.deadline_changes += 1
-                return waiter, a.fail(self._too_large_error(a, arrival, size), callback)
+                calls = a.fail(self._too_large_error(a, arrival, size), callback)
+                self._deadlines_moved()
+                return waiter, calls
             a.gathered_bytes += size
             message = arrival.message
         self._stats.arrivals += 1
@@ -457,7 +455,7 @@ class BarrierCoordinator:
                 a.operation = operation
                 a.started_at = self.clock.now()
                 heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
-                self.deadline_changes += 1
+                self._deadlines_moved()
             arrivals[task] = message
             a.waiters.setdefault(task, []).append(waiter)
             return waiter, []
@@ -475,8 +473,8 @@ class BarrierCoordinator:
             if arrivals:
                 a.arrivals = {}
             return waiter, [(callback, release)]
-        self.deadline_changes += 1   # its deadline was running
         a.operation, a.arrivals, a.started_at = None, {}, None
+        self._deadlines_moved()   # its deadline was running
         waiters = a.take_waiters() if a.waiters else None
         if not waiters:   # nobody else waits any more
             return waiter, [(callback, release)]
@@ -590,13 +588,25 @@ class BarrierCoordinator:
     def next_deadline(self) -> float | None:
         """The earliest time (clock seconds) at which an epoch times out, if any is running."""
         with self._lock:
-            heap = self._deadlines
-            while heap:
-                deadline, _, a = heap[0]
-                if self._open.get(a.key) is a and a.deadline() == deadline:
-                    return deadline
-                heapq.heappop(heap)
+            return self._next_deadline()
+
+    def _next_deadline(self) -> float | None:
+        """:meth:`next_deadline`, the lock held."""
+        heap = self._deadlines
+        while heap:
+            deadline, _, a = heap[0]
+            if self._open.get(a.key) is a and a.deadline() == deadline:
+                return deadline
+            heapq.heappop(heap)
         return None
+
+    def _deadlines_moved(self) -> None:
+        """Called, the lock held, whenever :meth:`next_deadline` may have moved: an epoch
+        started, or one that was running ended or broke (opening, releasing and closing a
+        gang of one task never moves it: its epoch is over as it starts). Nothing here: the
+        gRPC server asks for the next deadline when it arms its timer; a coordinator that
+        keeps a timer at it (:class:`~gangmaster.am.barrier_in_process.InProcessBarrier`)
+        moves it here."""
 
     def expire(self) -> int:
         """Fail every epoch whose deadline has passed; returns how many calls failed.
@@ -617,7 +627,7 @@ class BarrierCoordinator:
                     f"{len(a.arrivals)}/{a.total} tasks arrived; never arrived: {shown}",
                     a.barrier, a.epoch, len(a.arrivals), a.total, missing)
                 a.broken = err
-                self.deadline_changes += 1
+                self._deadlines_moved()
                 self._stats.timeouts += 1
                 calls += [(w.callback, err) for w in a.take_waiters()]
                 log.error("%s", err)
