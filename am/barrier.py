@@ -41,6 +41,7 @@ message): past it the gather fails at once for every task. Example::
 from __future__ import annotations
 
 import heapq
+import functools
 import hmac
 import itertools
 import logging
@@ -267,13 +268,16 @@ class BarrierCoordinator:
     """Barriers keyed by (job, gang, attempt). Thread-safe; see the module docstring.
 
     ``max_message_bytes``, ``history`` and ``refusal_log_interval_s`` default to the
-    documented limits (gangmaster.conf.limits)."""
+    documented limits (gangmaster.conf.limits). ``new_token`` makes the token of an
+    attempt opened without one (by default 24 random bytes, URL-safe)."""
 
     def __init__(self, clock: Clock | None = None, default_timeout_s: float = YEAR_S,
                  max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES,
                  history: int = BARRIER_ENDED_ATTEMPTS_KEPT,
-                 refusal_log_interval_s: float = REFUSAL_LOG_INTERVAL_S):
+                 refusal_log_interval_s: float = REFUSAL_LOG_INTERVAL_S,
+                 new_token: Callable[[], str] = functools.partial(secrets.token_urlsafe, 24)):
         self.clock = clock or MonotonicClock()
+        self._new_token = new_token
         self.default_timeout_s = default_timeout_s
         self.max_message_bytes = max_message_bytes
         self.history = history
@@ -307,7 +311,7 @@ class BarrierCoordinator:
         timeout_s = self.default_timeout_s if timeout_s is None else float(timeout_s)
         if not timeout_s > 0:
             raise ValueError(f"{job}/{gang} attempt {attempt}: timeout must be > 0 s, got {timeout_s}")
-        token = token or secrets.token_urlsafe(24)
+        token = token or self._new_token()
         attempt = int(attempt)
         key, ended_key = (job, gang), (job, gang, attempt)
         with self._lock:

@@ -21,10 +21,11 @@ journals them).
 """
 from __future__ import annotations
 
+import functools
 import itertools
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol
 
-from .barrier import YEAR_S, BarrierCoordinator, TaskInfo
+from .barrier import YEAR_S, BarrierCoordinator
 from .context import attempt_env, task_env
 
 __all__ = ["InProcessBarrier", "IN_PROCESS_ADDRESS"]
@@ -54,24 +55,19 @@ class InProcessBarrier(BarrierCoordinator):
     address = IN_PROCESS_ADDRESS
 
     def __init__(self, loop: Scheduler, default_timeout_s: float = YEAR_S):
-        super().__init__(clock=loop, default_timeout_s=default_timeout_s)
+        super().__init__(clock=loop, default_timeout_s=default_timeout_s,
+                         new_token=map("in-process-{}".format, itertools.count(1)).__next__)
         self.loop = loop
-        self._tokens = itertools.count(1)
         self._timer: _Handle | None = None
         self._timer_at: float | None = None
 
     # ----------------------------------------------------------- the AM's side
-    def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
-                     token: str | None = None, timeout_s: float | None = None) -> str:
-        return super().open_attempt(job, gang, attempt, tasks, token=token or f"in-process-{next(self._tokens)}",
-                                    timeout_s=timeout_s)
-
     def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
         token, tasks = self.attempt_tasks(job, gang, attempt)
         return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks))
 
-    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
-        return attempt_env(self.address, job, gang, attempt, token, count)
+    #: ``attempt_env(job, gang, attempt, token, count)``: context.attempt_env at this address.
+    attempt_env = staticmethod(functools.partial(attempt_env, IN_PROCESS_ADDRESS))
 
     # The tasks' side is the coordinator's: a simulated task's ``barrier()`` call is
     # :meth:`~gangmaster.am.barrier.BarrierCoordinator.arrive` (it raises a ``BarrierError`` at
