@@ -48,7 +48,7 @@ import logging
 import secrets
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
@@ -283,8 +283,8 @@ class BarrierCoordinator:
         self.history = history
         self._lock = threading.Lock()
         self._open: dict[tuple[str, str], _Attempt] = {}   # (job, gang) -> its open attempt
-        self._ended: dict[tuple[str, str, int], _Ended] = {}   # (job, gang, attempt) -> how it ended
-        self._ended_order: deque[tuple[str, str, int]] = deque()  # oldest first: the order they are forgotten in
+        #: (job, gang, attempt) -> how it ended, oldest first: the order they are forgotten in
+        self._ended: OrderedDict[tuple[str, str, int], _Ended] = OrderedDict()
         self._refusals = RefusalLog(log, "a wrong token, or an attempt the coordinator does not know",
                                     refusal_log_interval_s, clock=self.clock.now)
         self._stats = CoordinatorStatistics()
@@ -319,23 +319,26 @@ class BarrierCoordinator:
             if (old is not None and old.attempt == attempt) or ended_key in self._ended:
                 raise ValueError(f"{BarrierId(*ended_key)} was already opened; a restarted gang needs a new "
                                  "attempt number")
-            if old is not None and old.attempt > attempt:
-                raise ValueError(f"{BarrierId(*ended_key)}: attempt {old.attempt} is already open; attempt "
-                                 "numbers must grow")
-            calls = []
-            if old is not None:
-                waiters = self._end(old, "superseded")
-                if waiters:
-                    err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} "
-                                       f"(at epoch {old.epoch})", old.barrier, old.epoch,
-                                       len(old.arrivals), old.total, old.missing())
-                    calls = [(w.callback, err) for w in waiters]
+            calls = self._supersede(old, attempt) if old is not None else None
             self._open[key] = _Attempt(key, ended_key, tasks, token, timeout_s)
         if calls:
             _deliver(calls)
         if log.isEnabledFor(logging.INFO):   # a replay opens tens of thousands: not even a call to log
             log.info("%s: barrier opened for %d tasks (timeout %.0f s)", BarrierId(*ended_key), len(tasks), timeout_s)
         return token
+
+    def _supersede(self, old: _Attempt, attempt: int) -> list:
+        """End ``old``, the gang's open attempt, as ``attempt`` opens (lock held): the calls
+        that tell its waiters (they fail). ``ValueError`` when ``old`` is the newer."""
+        if old.attempt > attempt:
+            raise ValueError(f"{BarrierId(*old.key, attempt)}: attempt {old.attempt} is already open; attempt "
+                             "numbers must grow")
+        waiters = self._end(old, "superseded")
+        if not waiters:
+            return []
+        err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} (at epoch {old.epoch})",
+                           old.barrier, old.epoch, len(old.arrivals), old.total, old.missing())
+        return [(w.callback, err) for w in waiters]
 
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
         """Fail every waiter of the attempt at once with :class:`AttemptFailed` (the AM is
@@ -376,11 +379,10 @@ class BarrierCoordinator:
         del self._open[a.key]
         if a.started_at is not None:   # an epoch was running: its deadline goes
             self._deadlines_moved()
-        self._ended[a.ended_key] = (a.token, how, len(a.arrivals), a.total, failure)
-        order = self._ended_order
-        order.append(a.ended_key)
-        if len(order) > self.history:
-            self._ended.pop(order.popleft(), None)
+        ended = self._ended
+        ended[a.ended_key] = (a.token, how, len(a.arrivals), a.total, failure)
+        if len(ended) > self.history:
+            ended.popitem(last=False)
         return a.take_waiters() if a.waiters else []
 
     def attempt_tasks(self, job: str, gang: str, attempt: int) -> tuple[str, tuple[TaskInfo, ...]]:
@@ -423,7 +425,7 @@ class BarrierCoordinator:
         return waiter
 
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
-        task, operation, arrivals = arrival.task, arrival.operation, a.arrivals
+        task, operation = arrival.task, arrival.operation
         waiter = Waiter(a, task, arrival.epoch, callback)
         if a.total == 1 and operation == BARRIER:
             # A gang of one task at a barrier: its arrival releases the epoch at once (no other
@@ -433,6 +435,7 @@ class BarrierCoordinator:
                 log.info("%s barrier epoch %d: task %d arrived (1/1)", a.barrier, a.epoch, task)
             return waiter, [(callback, self._release(a, waiter, _BARRIER_RELEASES.get(a.epoch)
                                                      or Released(a.epoch, BARRIER)))]
+        arrivals = a.arrivals
         if a.operation is not None and a.operation != operation:
             calls = a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
             self._deadlines_moved()
