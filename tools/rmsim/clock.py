@@ -179,29 +179,25 @@ class VirtualLoop:
 
     def _run_through(self, when: float) -> None:
         """Run every event at or before ``when``: step() and _end_instant() inlined, as a
-        whole replay's events run here. Looking at the next event once tells both whether
-        the instant is over (its end calls run) and whether it is due."""
+        whole replay's events run here."""
+        if self._at_instant_end:
+            self._end_instant()
         heap = self._heap
         pop = heapq.heappop
-        while True:
-            if heap:
-                t, _, timer = heap[0]
-                if timer.cancelled:
+        while heap and heap[0][0] <= when:
+            t, _, timer = pop(heap)
+            if timer.cancelled:
+                continue
+            self._now = t
+            self.events_run += 1
+            timer.fn(*timer.args)
+            if self._at_instant_end:
+                while heap and heap[0][2].cancelled:
                     pop(heap)
-                    continue
-                if t <= self._now or not self._at_instant_end:   # the instant goes on, or nothing ends it
-                    if t > when:
-                        return
-                    pop(heap)
-                    self._now = t
-                    self.events_run += 1
-                    timer.fn(*timer.args)
-                    continue
-            elif not self._at_instant_end:
-                return
-            calls, self._at_instant_end = self._at_instant_end, []   # the instant is over
-            for fn in calls:
-                fn()
+                if not heap or heap[0][0] > t:   # the instant is over
+                    calls, self._at_instant_end = self._at_instant_end, []
+                    for fn in calls:
+                        fn()
 
 
 class RealTimeLoop:
