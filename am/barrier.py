@@ -196,7 +196,10 @@ class Waiter:
     __slots__ = ("attempt", "task", "epoch", "callback", "done")
 
     def __init__(self, attempt: "_Attempt", task: int, epoch: int, callback: Callback):
-        self.attempt, self.task, self.epoch, self.callback = attempt, task, epoch, callback
+        self.attempt = attempt
+        self.task = task
+        self.epoch = epoch
+        self.callback = callback
         self.done = False
 
     @property
