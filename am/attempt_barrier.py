@@ -12,6 +12,8 @@ a trace replay starts tens of thousands of AMs on one coordinator.
 """
 from __future__ import annotations
 
+import itertools
+import operator
 from typing import Callable, Sequence
 
 from .barrier import TaskInfo
@@ -71,4 +73,8 @@ def end_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun, outcome: 
 
 def _infos(tasks: Sequence[TaskRecord]) -> list[TaskInfo]:
     """What the coordinator keeps of each task: where it runs (rank 0's host file)."""
-    return [TaskInfo(t.rank, t.host, t.ports, t.role, t.index) for t in tasks]
+    return list(itertools.starmap(TaskInfo, map(_WHERE, tasks)))
+
+
+#: A task's rank, host, ports, role and index in its role: its TaskInfo's fields.
+_WHERE = operator.attrgetter("rank", "host", "ports", "role", "index")

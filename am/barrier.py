@@ -41,13 +41,14 @@ message): past it the gather fails at once for every task. Example::
 from __future__ import annotations
 
 import heapq
+import functools
 import hmac
 import itertools
 import logging
 import secrets
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
@@ -195,7 +196,10 @@ class Waiter:
     __slots__ = ("attempt", "task", "epoch", "callback", "done")
 
     def __init__(self, attempt: "_Attempt", task: int, epoch: int, callback: Callback):
-        self.attempt, self.task, self.epoch, self.callback = attempt, task, epoch, callback
+        self.attempt = attempt
+        self.task = task
+        self.epoch = epoch
+        self.callback = callback
         self.done = False
 
     @property
@@ -267,20 +271,23 @@ class BarrierCoordinator:
     """Barriers keyed by (job, gang, attempt). Thread-safe; see the module docstring.
 
     ``max_message_bytes``, ``history`` and ``refusal_log_interval_s`` default to the
-    documented limits (gangmaster.conf.limits)."""
+    documented limits (gangmaster.conf.limits). ``new_token`` makes the token of an
+    attempt opened without one (by default 24 random bytes, URL-safe)."""
 
     def __init__(self, clock: Clock | None = None, default_timeout_s: float = YEAR_S,
                  max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES,
                  history: int = BARRIER_ENDED_ATTEMPTS_KEPT,
-                 refusal_log_interval_s: float = REFUSAL_LOG_INTERVAL_S):
+                 refusal_log_interval_s: float = REFUSAL_LOG_INTERVAL_S,
+                 new_token: Callable[[], str] = functools.partial(secrets.token_urlsafe, 24)):
         self.clock = clock or MonotonicClock()
+        self._new_token = new_token
         self.default_timeout_s = default_timeout_s
         self.max_message_bytes = max_message_bytes
         self.history = history
         self._lock = threading.Lock()
         self._open: dict[tuple[str, str], _Attempt] = {}   # (job, gang) -> its open attempt
-        self._ended: dict[tuple[str, str, int], _Ended] = {}   # (job, gang, attempt) -> how it ended
-        self._ended_order: deque[tuple[str, str, int]] = deque()  # oldest first: the order they are forgotten in
+        #: (job, gang, attempt) -> how it ended, oldest first: the order they are forgotten in
+        self._ended: OrderedDict[tuple[str, str, int], _Ended] = OrderedDict()
         self._refusals = RefusalLog(log, "a wrong token, or an attempt the coordinator does not know",
                                     refusal_log_interval_s, clock=self.clock.now)
         self._stats = CoordinatorStatistics()
@@ -289,10 +296,6 @@ class BarrierCoordinator:
         #: so the next deadline costs no scan of every open barrier (thousands in a replay).
         self._deadlines: list[tuple[float, int, _Attempt]] = []
         self._deadline_seq = itertools.count()
-        #: Grows whenever :meth:`next_deadline` may have moved (an epoch started, or one that
-        #: was running ended or broke): a scheduler asks again only then. Opening, releasing
-        #: and closing a gang of one task never moves it (its epoch is over as it starts).
-        self.deadline_changes = 0
 
     # ----------------------------------------------------------- the AM's side
     def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
@@ -311,7 +314,7 @@ class BarrierCoordinator:
         timeout_s = self.default_timeout_s if timeout_s is None else float(timeout_s)
         if not timeout_s > 0:
             raise ValueError(f"{job}/{gang} attempt {attempt}: timeout must be > 0 s, got {timeout_s}")
-        token = token or secrets.token_urlsafe(24)
+        token = token or self._new_token()
         attempt = int(attempt)
         key, ended_key = (job, gang), (job, gang, attempt)
         with self._lock:
@@ -319,23 +322,26 @@ class BarrierCoordinator:
             if (old is not None and old.attempt == attempt) or ended_key in self._ended:
                 raise ValueError(f"{BarrierId(*ended_key)} was already opened; a restarted gang needs a new "
                                  "attempt number")
-            if old is not None and old.attempt > attempt:
-                raise ValueError(f"{BarrierId(*ended_key)}: attempt {old.attempt} is already open; attempt "
-                                 "numbers must grow")
-            calls = []
-            if old is not None:
-                waiters = self._end(old, "superseded")
-                if waiters:
-                    err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} "
-                                       f"(at epoch {old.epoch})", old.barrier, old.epoch,
-                                       len(old.arrivals), old.total, old.missing())
-                    calls = [(w.callback, err) for w in waiters]
+            calls = self._supersede(old, attempt) if old is not None else None
             self._open[key] = _Attempt(key, ended_key, tasks, token, timeout_s)
         if calls:
             _deliver(calls)
         if log.isEnabledFor(logging.INFO):   # a replay opens tens of thousands: not even a call to log
             log.info("%s: barrier opened for %d tasks (timeout %.0f s)", BarrierId(*ended_key), len(tasks), timeout_s)
         return token
+
+    def _supersede(self, old: _Attempt, attempt: int) -> list:
+        """End ``old``, the gang's open attempt, as ``attempt`` opens (lock held): the calls
+        that tell its waiters (they fail). ``ValueError`` when ``old`` is the newer."""
+        if old.attempt > attempt:
+            raise ValueError(f"{BarrierId(*old.key, attempt)}: attempt {old.attempt} is already open; attempt "
+                             "numbers must grow")
+        waiters = self._end(old, "superseded")
+        if not waiters:
+            return []
+        err = StaleAttempt(f"{old.barrier} was superseded by attempt {attempt} (at epoch {old.epoch})",
+                           old.barrier, old.epoch, len(old.arrivals), old.total, old.missing())
+        return [(w.callback, err) for w in waiters]
 
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
         """Fail every waiter of the attempt at once with :class:`AttemptFailed` (the AM is
@@ -375,12 +381,11 @@ class BarrierCoordinator:
         attempt past ``history``), and return its waiters (the caller tells them why)."""
         del self._open[a.key]
         if a.started_at is not None:   # an epoch was running: its deadline goes
-            self.deadline_changes += 1
-        self._ended[a.ended_key] = (a.token, how, len(a.arrivals), a.total, failure)
-        order = self._ended_order
-        order.append(a.ended_key)
-        if len(order) > self.history:
-            self._ended.pop(order.popleft(), None)
+            self._deadlines_moved()
+        ended = self._ended
+        ended[a.ended_key] = (a.token, how, len(a.arrivals), a.total, failure)
+        if len(ended) > self.history:
+            ended.popitem(last=False)
         return a.take_waiters() if a.waiters else []
 
     def attempt_tasks(self, job: str, gang: str, attempt: int) -> tuple[str, tuple[TaskInfo, ...]]:
@@ -423,7 +428,7 @@ class BarrierCoordinator:
         return waiter
 
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
-        task, operation, arrivals = arrival.task, arrival.operation, a.arrivals
+        task, operation = arrival.task, arrival.operation
         waiter = Waiter(a, task, arrival.epoch, callback)
         if a.total == 1 and operation == BARRIER:
             # A gang of one task at a barrier: its arrival releases the epoch at once (no other
@@ -433,9 +438,11 @@ class BarrierCoordinator:
                 log.info("%s barrier epoch %d: task %d arrived (1/1)", a.barrier, a.epoch, task)
             return waiter, [(callback, self._release(a, waiter, _BARRIER_RELEASES.get(a.epoch)
                                                      or Released(a.epoch, BARRIER)))]
+        arrivals = a.arrivals
         if a.operation is not None and a.operation != operation:
-            self.deadline_changes += 1
-            return waiter, a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
+            calls = a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
+            self._deadlines_moved()
+            return waiter, calls
         if task in arrivals:
             self._stats.duplicate_arrivals += 1
             a.waiters.setdefault(task, []).append(waiter)
@@ -444,8 +451,9 @@ class BarrierCoordinator:
         if operation == ALL_GATHER:
             size = max(len(arrival.message), arrival.unsent_size) + FRAMING_BYTES
             if arrival.unsent_size or a.gathered_bytes + size > self.max_message_bytes:
-                self.deadline_changes += 1
-                return waiter, a.fail(self._too_large_error(a, arrival, size), callback)
+                calls = a.fail(self._too_large_error(a, arrival, size), callback)
+                self._deadlines_moved()
+                return waiter, calls
             a.gathered_bytes += size
             message = arrival.message
         self._stats.arrivals += 1
@@ -457,7 +465,7 @@ class BarrierCoordinator:
                 a.operation = operation
                 a.started_at = self.clock.now()
                 heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
-                self.deadline_changes += 1
+                self._deadlines_moved()
             arrivals[task] = message
             a.waiters.setdefault(task, []).append(waiter)
             return waiter, []
@@ -475,8 +483,8 @@ class BarrierCoordinator:
             if arrivals:
                 a.arrivals = {}
             return waiter, [(callback, release)]
-        self.deadline_changes += 1   # its deadline was running
         a.operation, a.arrivals, a.started_at = None, {}, None
+        self._deadlines_moved()   # its deadline was running
         waiters = a.take_waiters() if a.waiters else None
         if not waiters:   # nobody else waits any more
             return waiter, [(callback, release)]
@@ -590,13 +598,25 @@ class BarrierCoordinator:
     def next_deadline(self) -> float | None:
         """The earliest time (clock seconds) at which an epoch times out, if any is running."""
         with self._lock:
-            heap = self._deadlines
-            while heap:
-                deadline, _, a = heap[0]
-                if self._open.get(a.key) is a and a.deadline() == deadline:
-                    return deadline
-                heapq.heappop(heap)
+            return self._next_deadline()
+
+    def _next_deadline(self) -> float | None:
+        """:meth:`next_deadline`, the lock held."""
+        heap = self._deadlines
+        while heap:
+            deadline, _, a = heap[0]
+            if self._open.get(a.key) is a and a.deadline() == deadline:
+                return deadline
+            heapq.heappop(heap)
         return None
+
+    def _deadlines_moved(self) -> None:
+        """Called, the lock held, whenever :meth:`next_deadline` may have moved: an epoch
+        started, or one that was running ended or broke (opening, releasing and closing a
+        gang of one task never moves it: its epoch is over as it starts). Nothing here: the
+        gRPC server asks for the next deadline when it arms its timer; a coordinator that
+        keeps a timer at it (:class:`~gangmaster.am.barrier_in_process.InProcessBarrier`)
+        moves it here."""
 
     def expire(self) -> int:
         """Fail every epoch whose deadline has passed; returns how many calls failed.
@@ -617,7 +637,7 @@ class BarrierCoordinator:
                     f"{len(a.arrivals)}/{a.total} tasks arrived; never arrived: {shown}",
                     a.barrier, a.epoch, len(a.arrivals), a.total, missing)
                 a.broken = err
-                self.deadline_changes += 1
+                self._deadlines_moved()
                 self._stats.timeouts += 1
                 calls += [(w.callback, err) for w in a.take_waiters()]
                 log.error("%s", err)

@@ -1,7 +1,7 @@
 """The in-process barrier's one timer, for any mix of gangs opening, arriving, closing,
 failing and timing out: after every call it is set at exactly the coordinator's next
-epoch deadline (none while no epoch runs), although it asks the coordinator again only
-when its deadlines changed (``BarrierCoordinator.deadline_changes``)."""
+epoch deadline (none while no epoch runs), although it looks for it again only when the
+coordinator's deadlines moved (``BarrierCoordinator._deadlines_moved``)."""
 from __future__ import annotations
 
 from hypothesis import given, settings
@@ -52,5 +52,5 @@ def test_the_timer_is_always_at_the_next_deadline(script):
             barrier.fail_attempt("j", args[0], attempts[args[0]][0], "failed by the test")
         elif kind == "advance":
             loop.run_until(loop.now() + args[0])
-        assert barrier._timer_at == barrier.coordinator.next_deadline(), step
+        assert barrier._timer_at == barrier.next_deadline(), step
         assert (barrier._timer is None) == (barrier._timer_at is None)

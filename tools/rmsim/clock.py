@@ -91,20 +91,28 @@ class VirtualLoop:
         times = list(map(operator.itemgetter(0), calls))
         if any(map(operator.gt, times, itertools.islice(times, 1, None))):   # (in C: a trace's every arrival)
             raise ValueError("call_each: the calls must be in time order")
+        if not calls:
+            return
         first = next(self._seq)
         self._seq = itertools.count(first + len(calls))   # theirs: first, first + 1, ...
+        heap, last = self._heap, len(calls) - 1
+        # One timer carries them all, in turn: it is off the heap while one of them runs
+        # (popped), so it goes back on for the next one, which is due at k.
+        stream = Timer(max(calls[0][0], self._now), None, ())
+        k = 0
 
-        def schedule(k: int) -> None:
-            when = max(calls[k][0], self._now)
-            heapq.heappush(self._heap, (when, first + k, Timer(when, due, (k,))))
+        def due() -> None:
+            nonlocal k
+            args = calls[k][1]
+            if k < last:
+                k += 1
+                when = calls[k][0]
+                stream.when = when = when if when > self._now else self._now
+                heapq.heappush(heap, (when, first + k, stream))
+            fn(*args)
 
-        def due(k: int) -> None:
-            if k + 1 < len(calls):
-                schedule(k + 1)
-            fn(*calls[k][1])
-
-        if calls:
-            schedule(0)
+        stream.fn = due
+        heapq.heappush(heap, (stream.when, first, stream))
 
     def every(self, interval: float, fn: Callable[[], Any], start: float | None = None) -> Timer:
         """Call ``fn()`` every ``interval`` seconds until the returned timer is cancelled."""
@@ -170,8 +178,8 @@ class VirtualLoop:
         self._run_through(math.inf)
 
     def _run_through(self, when: float) -> None:
-        """Run every event at or before ``when``: step() inlined, as a whole replay's events
-        run here."""
+        """Run every event at or before ``when``: step() and _end_instant() inlined, as a
+        whole replay's events run here."""
         if self._at_instant_end:
             self._end_instant()
         heap = self._heap
@@ -184,7 +192,12 @@ class VirtualLoop:
             self.events_run += 1
             timer.fn(*timer.args)
             if self._at_instant_end:
-                self._end_instant()
+                while heap and heap[0][2].cancelled:
+                    pop(heap)
+                if not heap or heap[0][0] > t:   # the instant is over
+                    calls, self._at_instant_end = self._at_instant_end, []
+                    for fn in calls:
+                        fn()
 
 
 class RealTimeLoop:

@@ -81,15 +81,11 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
     return env
 
 
-class _ExitInstant:
-    """The containers that exit at one instant of virtual time (their exit codes, in the
-    order they were started), and the clock's event for it."""
+class _ExitInstant(dict):
+    """The containers that exit at one instant of virtual time: container id -> exit code,
+    in the order they were started; and the clock's event for it (``timer``)."""
 
-    __slots__ = ("timer", "exits")
-
-    def __init__(self, timer):
-        self.timer = timer
-        self.exits: dict[str, int] = {}   # container id -> exit code
+    __slots__ = ("timer",)
 
 
 class SimulatedNodeManager:
@@ -159,24 +155,33 @@ class SimulatedNodeManager:
         event on the clock, taking their turns in the order they were started."""
         if duration_s is None:
             return
-        when = self.clock.now() + max(0.0, duration_s)
+        when = self.clock.now()
+        if duration_s > 0:
+            when += duration_s
         instant = self._exiting_at.get(when)
         if instant is None:
-            instant = self._exiting_at[when] = _ExitInstant(self.clock.call_at(when, self._exit_at, when))
-        instant.exits[container_id] = exit_code
+            instant = self._exiting_at[when] = _ExitInstant()
+            instant.timer = self.clock.call_at(when, self._exit_at, when)
+        instant[container_id] = exit_code
         self.exiting[container_id] = instant
 
     def _exit_at(self, when: float) -> None:
+        exits = self._exiting_at.pop(when)
+        if len(exits) == 1:   # most instants: one task exits (nothing to keep the collector off for)
+            [(container_id, exit_code)] = exits.items()
+            del self.exiting[container_id]
+            self.core.container_exited(container_id, exit_code)
+            return
         with collector_paused():   # a gang that ends together leaves thousands of statuses and records
-            for container_id, exit_code in self._exiting_at.pop(when).exits.items():
+            for container_id, exit_code in exits.items():
                 del self.exiting[container_id]
                 self.core.container_exited(container_id, exit_code)
 
     def stop(self, rec) -> None:
         instant = self.exiting.pop(rec.container_id, None)
         if instant is not None:
-            del instant.exits[rec.container_id]
-            if not instant.exits:   # nothing exits then any more: the clock holds no event for it
+            del instant[rec.container_id]
+            if not instant:   # nothing exits then any more: the clock holds no event for it
                 instant.timer.cancel()
                 del self._exiting_at[instant.timer.when]
         waiter = self.waiting.pop(rec.container_id, None)
