@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple
 
-from gangmaster.selectors.cluster import ClusterView, ports_grew
+from gangmaster.selectors.cluster import ClusterView, NodeColumns, ports_grew
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.ports import PortRanges
@@ -203,6 +203,40 @@ class ClusterTracker:
             if i is not None:
                 view.instances_of(role)[i] += 1
         return view
+
+    def take_rows(self, ledger: NodeColumns, rows: Iterable[int]) -> bool:
+        """:meth:`apply` for a driver that keeps one view for all its AMs (trace replay) and
+        takes what changed from the RM's ledger itself: ``rows``, the nodes changed since its
+        last call (``ResourceManager.changed_rows``), are copied from ``ledger``'s columns (its
+        nodes in this view's order) instead of through a node report each. The view and the
+        answer are what :meth:`apply` of their reports gives (tests/property/test_rm_invariants.py
+        holds them equal); a row where either side holds GPU shares is taken by the reports'
+        rule for shares (:meth:`ClusterView.set_free`)."""
+        view = self.view
+        grew = False
+        in_use = False
+        usable = ledger.usable
+        for i in rows:
+            before = None
+            if ledger.gpus_shared.item(i) or view.gpus_shared.item(i):
+                before = _Room.of(view, i) if not grew else None
+                more = view.set_free(i, ledger.free(i),
+                                     ledger.gpu_milli_free_of(i) if ledger.gpus_shared.item(i) else None)
+            else:
+                more = view.take_free_row(ledger, i)
+            healthy = usable.item(i)
+            if view.healthy.item(i) != healthy:
+                view.set_health(view.hosts[i], healthy)
+                more = more or healthy   # usable again
+            if before is not None:
+                more = _Room.of(view, i).grew_from(before)
+            grew = grew or more
+            in_use = in_use or _in_use(view, i)
+        if in_use:
+            self._empty_at = (view.changes, False)
+        if grew:
+            self.grown += 1
+        return grew
 
     def _rebuild(self) -> None:
         self.view = view_from_nodes(self._read_nodes())

@@ -656,6 +656,26 @@ class ClusterView(NodeColumns):
         self._touched(i)
         return more
 
+    def take_free_row(self, source: "NodeColumns", i: int) -> bool:
+        """:meth:`set_free` of node ``i`` from ``source``'s own columns (the same nodes in the
+        same order: the RM's ledger, for a driver that keeps one view for all its AMs), where
+        neither holds GPU shares on it: what ``source`` has free becomes what the view has free,
+        without a report and its descriptor. Returns whether the node has more room than
+        before, as :meth:`set_free` does."""
+        memory, mvcores, mask = source.memory_free.item(i), source.mvcores_free.item(i), source.gpu_free_mask.item(i)
+        more = (memory > self.memory_free.item(i) or mvcores > self.mvcores_free.item(i)
+                or bool(mask & ~self.gpu_free_mask.item(i)))
+        self.memory_free[i] = memory
+        self.mvcores_free[i] = mvcores
+        self.gpu_free_mask[i] = mask
+        self.gpus_free[i] = mask.bit_count()
+        ports, before = source.ports_free[i], self.ports_free[i]
+        if ports is not before and ports != before:
+            more = more or ports_grew(ports, before)
+            self._set_ports_free(i, ports)
+        self._touched(i)
+        return more
+
     def _set_shares(self, i: int, free_mask: int, milli_free: tuple[int, ...]) -> None:
         """Node ``i``'s row of the share ledger from a report (:meth:`set_free`), worked
         out in plain Python and written only when it changed."""

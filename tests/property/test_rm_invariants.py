@@ -9,6 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gangmaster.am.cluster_tracker import ClusterTracker
 from gangmaster.am.rm_protocol import (
     AllocateRequest, ApplicationSubmission, AppState, InvalidRequest, LaunchContext, ResourceRequest, RMError,
 )
@@ -67,7 +68,8 @@ ops = st.one_of(
 )
 
 
-def execute(op_list, check=True):
+def execute(op_list, check=True, after_each=None):
+    """Run ``op_list`` on a fresh simulation; ``after_each(sim)`` is called after every operation."""
     sim = Simulation(SPECS, [Queue("a", max_gpus=16, max_mem=200000), Queue("b")])
     events = []
     sim.subscribe(events.append)
@@ -125,6 +127,8 @@ def execute(op_list, check=True):
             pass   # e.g. starting a container that was already killed
         if check:
             sim.core.check_invariants()
+        if after_each is not None:
+            after_each(sim)
     return sim, events
 
 
@@ -145,6 +149,37 @@ def test_never_double_books(op_list):
         assert (node.gpu_milli_free is not None) == shared
         if shared:
             assert list(node.gpu_milli_free) == milli_free.tolist()
+
+
+@settings(max_examples=100)
+@given(st.lists(ops, min_size=5, max_size=40))
+def test_a_view_kept_from_the_ledgers_rows_is_the_view_kept_from_node_reports(op_list):
+    """A driver's shared view kept from the RM's changed rows and its ledger's columns
+    (trace replay: ClusterTracker.take_rows) is, after every operation, the view kept from
+    the same nodes' reports (ClusterTracker.apply): the same free resources, shares, ports
+    and health, and the same answer to "did some node grow"."""
+    trackers = {}
+
+    def sync(sim):
+        core = sim.core
+        if not trackers:
+            trackers["reports"], trackers["rows"] = ClusterTracker(core.cluster_nodes), ClusterTracker(core.cluster_nodes)
+            trackers["report_cursor"] = core.changed_nodes(None)[1]
+            trackers["row_cursor"] = core.changed_rows(None)[1]
+        reports, trackers["report_cursor"] = core.changed_nodes(trackers["report_cursor"])
+        rows, trackers["row_cursor"] = core.changed_rows(trackers["row_cursor"])
+        assert [core.ledger.hosts[i] for i in rows] == [r.host for r in reports]
+        by_reports, by_rows = trackers["reports"], trackers["rows"]
+        assert by_rows.take_rows(core.ledger, rows) == by_reports.apply(reports)
+        assert by_rows.grown == by_reports.grown
+        a, b = by_reports.view, by_rows.view
+        for column in ("memory_free", "mvcores_free", "gpu_free_mask", "gpus_free", "healthy", "gpu_share_used",
+                       "gpus_shared", "ports_free_count"):
+            assert getattr(a, column).tolist() == getattr(b, column).tolist(), column
+        assert a.ports_free == b.ports_free
+        assert a.is_empty() == b.is_empty()
+
+    execute(op_list, after_each=sync)
 
 
 @settings(max_examples=40)
