@@ -229,6 +229,9 @@ class JobSpec:
         # and every AM reads it (a cached_property takes a lock on its first read, which
         # for a replay's tens of thousands of specs cost more than the dict).
         object.__setattr__(self, "_roles_by_name", {role.name: role for role in self.roles})
+        # The roles that can succeed early (a min_succeeded): most jobs have none, and the AM
+        # asks for the job's verdict each time its tasks end.
+        object.__setattr__(self, "_early_roles", tuple([r for r in self.roles if r.completion.min_succeeded is not None]))
 
     def for_job(self, name: str, source: str, simulation: Mapping[str, Mapping[str, Any]]) -> "JobSpec":
         """This spec for another job of the same roles, gangs and policies: ``dataclasses.replace``
@@ -298,13 +301,13 @@ class JobSpec:
             for r in self.roles:
                 if r.completion.failed(failed.get(r.name, 0)):
                     return "failed"
-        done = True
-        for r in self.roles:
-            succeeded_here = succeeded.get(r.name, 0)
-            if r.completion.succeeded(succeeded_here):
+        for r in self._early_roles:
+            if r.completion.succeeded(succeeded.get(r.name, 0)):
                 return SUCCEEDED_EARLY
-            done = done and succeeded_here + failed.get(r.name, 0) >= r.instances
-        return "succeeded" if done else None
+        for r in self.roles:
+            if succeeded.get(r.name, 0) + failed.get(r.name, 0) < r.instances:
+                return None
+        return "succeeded"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``gangmaster validate --json``); ``kept`` left out."""

@@ -262,10 +262,11 @@ class ApplicationMaster:
         for gang in self.gangs:
             if gang.state in PENDING:
                 self._plan(gang, now)
-                waited_too_long = self._watch.check(gang, now) if self._watch is not None else ""
-                if waited_too_long:
-                    self._finish("failed", waited_too_long)
-                    return
+                if self._watch is not None:
+                    waited_too_long = self._watch.check(gang, now)
+                    if waited_too_long:
+                        self._finish("failed", waited_too_long)
+                        return
         request = self._request()
         try:
             response = self.rm.allocate(request)
@@ -285,12 +286,13 @@ class ApplicationMaster:
                 self._launch(gang, now)
         if self._endings or self._to_decide:   # else nothing ended: nothing to decide
             self._decide(now)
-        if self._watch is not None and self._watch.latest:
-            self._watch.started(self.gangs)
+        watch = self._watch
+        if watch is not None and watch.latest:
+            watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
-        growth = self._cluster().grown
+        growth = (self._tracker or self._cluster()).grown
         if acq.found_no_room and acq.first_grant_at is None and acq.stalled(now, growth):
             # Holding and asking for nothing, and nothing new could let it fit (only a gang whose
             # last placement found no room can be stalled: the first test): planning would
@@ -326,9 +328,8 @@ class ApplicationMaster:
         total = self.job.total_instances
         finished = 0
         for g in self.gangs:   # GangRun.finished_tasks, summed (not through the property: two heartbeats a job)
-            if g.tasks:   # (an attempt not launched yet has none)
-                finished += len(g.tasks) - g.by_state.get(TASK_RUNNING, 0)
-        progress = min(1.0, finished / total) if total else 1.0
+            finished += len(g.tasks) - g.running
+        progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
         if not (self._to_ask or self._to_cancel or self._to_release):   # a heartbeat that only hears what happened
             return AllocateRequest(self.app_id, self.am_attempt, progress=progress)
         asks, cancels, releases = self._to_ask, self._to_cancel, self._to_release
@@ -481,17 +482,18 @@ class ApplicationMaster:
             if t.state is TASK_RUNNING:
                 running[t.container_id] = (gang, t)
         gang.state = ROLE_RUNNING
-        gang.record.started_at = now
+        record = gang.record
+        record.started_at = now
         self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
                            tasks=LaunchedTasks(tasks))
-        if gang.failed:
+        if refused is not None:
             self._to_decide.add(gang)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(tasks[-1])}; the attempt fails")
             return
-        self.metrics.gang_wait.observe(now - gang.record.waiting_since)
+        self.metrics.gang_wait.observe(now - record.waiting_since)
         if self._logging:
             self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
-                     f"{now - gang.record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
+                     f"{now - record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
@@ -505,22 +507,14 @@ class ApplicationMaster:
         if not to_decide:   # no task ended: nothing to decide
             return
         deciding = False
-        unlaunched: list[TaskRecord] = []
-        failed_roles: list[RoleSpec] = []
+        failing: list[GangRun] = []   # the deciding gangs with a failed task
         for g in self.gangs:
             if g in to_decide and g.state is ROLE_RUNNING:
                 deciding = True
                 if g.failed:   # (no role fails without a failed task: a Completion's min_failed is at least 1)
-                    unlaunched += [t for t in g.tasks if t.launch_failed]
-                    failed_roles += [r for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
+                    failing.append(g)
         to_decide.clear()
-        if not deciding:
-            return
-        if unlaunched:
-            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
-            return
-        if failed_roles:
-            self._restart(failed_roles, now)
+        if not deciding or failing and self._restarted(failing, now):
             return
         if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
             succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
@@ -534,6 +528,20 @@ class ApplicationMaster:
             self._finish("succeeded", "a role reached its minSucceededInstances")
         elif verdict == "succeeded":
             self._finish("succeeded", "every role completed")
+
+    def _restarted(self, failing: list[GangRun], now: float) -> bool:
+        """Restart what the failed tasks of ``failing`` call for: the gangs with a task never
+        launched, else the retry scopes of the roles that reached their failure threshold.
+        False when neither (the job may still succeed)."""
+        unlaunched = [t for g in failing for t in g.tasks if t.launch_failed]
+        if unlaunched:
+            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
+            return True
+        failed_roles = [r for g in failing for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
+        if failed_roles:
+            self._restart(failed_roles, now)
+            return True
+        return False
 
     def _restart(self, failed_roles: list[RoleSpec], now: float) -> None:
         names = {r.name for r in failed_roles}
@@ -567,23 +575,24 @@ class ApplicationMaster:
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
         end_barrier(self._coordinator, self.job, gang, outcome, reason, self.log)
-        for task in gang.tasks:
-            if task.state is TASK_RUNNING:
-                self._stop(task.container_id)
-                self._running.pop(task.container_id, None)
-                gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
-        if gang.acquisition is not None and gang.state in PENDING:
+        if gang.running:
+            for task in gang.tasks:
+                if task.state is TASK_RUNNING:
+                    self._stop(task.container_id)
+                    self._running.pop(task.container_id, None)
+                    gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
+        elif gang.state in PENDING and gang.acquisition is not None:
             gang.acquisition.abandon()
             _asks, cancels, releases = gang.acquisition.take_outbox()
             self._to_release += releases
             self._to_cancel += cancels
             for request_id in [r for r, g in self._asked_by.items() if g is gang]:
                 del self._asked_by[request_id]
-        gang.record.ended_at, gang.record.outcome, gang.record.reason = now, outcome, reason
-        gang.record.tasks = gang.tasks
-        gang.history.append(gang.record)
+        record = gang.record
+        record.ended_at, record.outcome, record.reason, record.tasks = now, outcome, reason, gang.tasks
+        gang.history.append(record)
         gang.state = ROLE_SUCCEEDED if outcome == "succeeded" else ROLE_FAILED
-        self.journal.write("attempt_ended", record=gang.record)   # final now: written as its dict
+        self.journal.write("attempt_ended", now, record=record)   # final now: written as its dict
 
     def _stop(self, container_id: str) -> None:
         try:
@@ -597,8 +606,10 @@ class ApplicationMaster:
             self._record_endings(now)
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
-                self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",
-                                  reason if outcome == "succeeded" else f"job {outcome}: {reason}", now)
+                if outcome == "succeeded":
+                    self._end_attempt(gang, outcome, reason, now)
+                else:
+                    self._end_attempt(gang, "stopped", f"job {outcome}: {reason}", now)
         self.outcome, self.reason, self.done = outcome, reason, True
         self.journal.write("job_finished", now, outcome=outcome, reason=reason)
         if self._logging:
