@@ -219,7 +219,7 @@ class GangAcquisition:
             self.release_all(now, f"held {len(self.granted)}/{self.total} containers for "
                                   f"{now - self.first_grant_at:g}s without the rest")
             return
-        if now < self.not_before or self._nothing_new(cluster_growth):
+        if now < self.not_before or self.found_no_room and self._nothing_new(cluster_growth):
             return
         if self.by_request or self.by_container:
             to_place = self._to_place_again(now, view_source)

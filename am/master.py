@@ -281,9 +281,10 @@ class ApplicationMaster:
         self._absorb(response, now)
         if self.done:
             return
-        for gang in self.gangs:
-            if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
-                self._launch(gang, now)
+        if response.allocated:   # (a gang's last container comes in a grant)
+            for gang in self.gangs:
+                if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
+                    self._launch(gang, now)
         if self._endings or self._to_decide:   # else nothing ended: nothing to decide
             self._decide(now)
         watch = self._watch
@@ -381,10 +382,11 @@ class ApplicationMaster:
                        now: float) -> None:
         """A task of the gang's current attempt ended by itself (no longer in :attr:`_running`):
         the gang decides at the end of this heartbeat (:meth:`_decide`)."""
-        gang.end_task(task, TASK_SUCCEEDED if exit_status == 0 else TASK_FAILED, now, diagnostics,
-                      exit_status)
         self._to_decide.add(gang)
-        if task.state is TASK_FAILED:
+        if exit_status == 0:
+            gang.end_task(task, TASK_SUCCEEDED, now, diagnostics, exit_status)
+        else:
+            gang.end_task(task, TASK_FAILED, now, diagnostics, exit_status)
             if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
                 self._cluster().mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
@@ -425,7 +427,7 @@ class ApplicationMaster:
         if gang is not None and not self._running:
             acq = gang.acquisition
             if not acq.by_container and not acq.by_request:
-                return self._cluster().view
+                return (self._tracker or self._cluster()).view
         return self._cluster().scratch((task.role, task.host) for _gang, task in self._running.values())
 
     def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
@@ -437,8 +439,7 @@ class ApplicationMaster:
         if at_start is not None:
             gang.placed_at_start = None
             placed, checked, changes = at_start
-            tracker = self._cluster()
-            if tracker.view is checked and checked.changes == changes and not self._running and every:
+            if self._tracker.view is checked and checked.changes == changes and not self._running and every:
                 return placed
         # every instance of every role: place_gang's default, with no indices to check
         return place_gang(view, gang.roles, self._pipeline_for, indices=None if every else wanted)
