@@ -3,10 +3,10 @@
 An attempt moves ``waiting → acquiring → launching → running → succeeded |
 failed`` (:class:`~gangmaster.am.lifecycle.RoleState`). While it waits or
 acquires, its :class:`~gangmaster.am.acquisition.GangAcquisition` holds the asks
-and grants; once launched, its tasks. The gang keeps its counts of tasks by
-state and per role as the tasks end, so a decision about the gang (did a role
-reach its failure threshold? is every task done?) reads counters instead of
-walking every task of every gang.
+and grants; once launched, its tasks. The gang keeps its count of running tasks,
+and of ended ones by role and outcome, as the tasks end, so a decision about the
+gang (did a role reach its failure threshold? is every task done?) reads counters
+instead of walking every task of every gang.
 """
 from __future__ import annotations
 
