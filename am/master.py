@@ -28,7 +28,9 @@ The AM never sleeps and never asks which RM it has: a driver calls
 time with ``--live``). Everything it decides goes to its journal first, so an AM
 started again after a crash recovers the job, and the tasks still running are
 kept, and a *new* application can resume the job in the same work folder after
-the whole run stopped (:mod:`gangmaster.am.recovery`). Each AM process writes its
+the whole run stopped (:mod:`gangmaster.am.recovery`); a driver whose AMs are
+never restarted and whose journals nobody reads (trace replay) may give it a journal
+that keeps nothing, and then the AM builds no record. Each AM process writes its
 own log (:mod:`gangmaster.am.progress_log`).
 
 Each AM's selection pipelines are seeded from ``selection.seed`` and its
@@ -70,7 +72,7 @@ from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
 from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
 from .gang_run import PENDING, GangRun, attempt_history, failed_attempts, failure, recorded_gangs
-from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
+from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, replay
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
 from .launch_env import launch_envs
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
@@ -121,12 +123,14 @@ class ApplicationMaster:
                  barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
                  task_env: Mapping[str, str] | None = None,
                  occupants: Callable[[], Sequence[Occupant]] | None = None,
-                 journal: Journal | MemoryJournal | None = None,
+                 journal: Journal | MemoryJournal | NoJournal | None = None,
                  log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None,
                  shared_pipelines: dict[str, SelectionPipeline] | None = None):
         """``journal``, ``log``, ``tracker`` and ``shared_pipelines`` are for drivers that
         run many AMs in one process (trace replay): a journal kept in memory instead of
-        ``work_dir``'s file (an earlier run is read from it, not from the folder), a log
+        ``work_dir``'s file (an earlier run is read from it, not from the folder), or one
+        that keeps nothing (:class:`~gangmaster.am.journal.NoJournal`: then the AM builds
+        no record either, as for a quiet log it builds no line), a log
         instead of the folder's ``am-<n>.log``, a view of the cluster shared by every AM
         and kept by the driver (the RM then sends no node updates), and selection
         pipelines shared by every AM, seeded from ``selection.seed`` alone: one tie order
@@ -153,6 +157,7 @@ class ApplicationMaster:
             work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
+        self._journaling = self.journal.keeps_records   # records are built only then (as lines)
         if watches(self.settings):   # a pending gang's heartbeat checks its wait
             self._watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
         self.rng = SeededOnUse(self.selection.seed, job.name, app_id, self.am_attempt)
@@ -173,7 +178,8 @@ class ApplicationMaster:
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
         self.gangs: list[GangRun] = []
-        self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
+        if self._journaling:
+            self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
         if self._logging:
             self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
                      f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {work_dir}")
@@ -238,7 +244,8 @@ class ApplicationMaster:
         since = now if waiting_since is None else waiting_since
         gang = GangRun(name, roles, attempt, ROLE_WAITING, AttemptRecord(name, attempt, since), history=history)
         if waiting_since is None:
-            self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
+            if self._journaling:
+                self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
             self.metrics.attempts.inc()
         gang.acquisition = GangAcquisition(name, roles, self.settings, self.rng, now, self.log,
                                            self.metrics.selection_latency.observe, reporting=self._logging)
@@ -306,8 +313,9 @@ class ApplicationMaster:
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
             self.metrics.releases.inc()
-            self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
-                               reason="partial hold timed out")
+            if self._journaling:
+                self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
+                                   reason="partial hold timed out")
         if acq.reselections > gang.record.reselections:
             self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
             gang.record.reselections = acq.reselections
@@ -391,7 +399,8 @@ class ApplicationMaster:
                 self._cluster().mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
-        self._endings.setdefault((gang.name, gang.attempt, now), []).append(task)
+        if self._journaling:
+            self._endings.setdefault((gang.name, gang.attempt, now), []).append(task)
 
     def _record_endings(self, at: float) -> None:
         """Journal the task endings not recorded yet, one line per gang attempt (a heartbeat
@@ -485,8 +494,9 @@ class ApplicationMaster:
         gang.state = ROLE_RUNNING
         record = gang.record
         record.started_at = now
-        self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
-                           tasks=LaunchedTasks(tasks))
+        if self._journaling:
+            self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now,
+                               barrier_token=token, tasks=LaunchedTasks(tasks))
         if refused is not None:
             self._to_decide.add(gang)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(tasks[-1])}; the attempt fails")
@@ -593,7 +603,8 @@ class ApplicationMaster:
         record.ended_at, record.outcome, record.reason, record.tasks = now, outcome, reason, gang.tasks
         gang.history.append(record)
         gang.state = ROLE_SUCCEEDED if outcome == "succeeded" else ROLE_FAILED
-        self.journal.write("attempt_ended", now, record=record)   # final now: written as its dict
+        if self._journaling:
+            self.journal.write("attempt_ended", now, record=record)   # final now: written as its dict
 
     def _stop(self, container_id: str) -> None:
         try:
@@ -612,7 +623,8 @@ class ApplicationMaster:
                 else:
                     self._end_attempt(gang, "stopped", f"job {outcome}: {reason}", now)
         self.outcome, self.reason, self.done = outcome, reason, True
-        self.journal.write("job_finished", now, outcome=outcome, reason=reason)
+        if self._journaling:
+            self.journal.write("job_finished", now, outcome=outcome, reason=reason)
         if self._logging:
             self.log(f"job {self.job.name} {outcome}: {reason}")
         if unregister:
