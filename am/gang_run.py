@@ -60,9 +60,23 @@ class GangRun:
         return self.state in PENDING
 
     def launched(self, tasks: list[TaskRecord]) -> None:
-        """Every container of the attempt was started (or refused): the tasks are its own."""
+        """Every container of the attempt was started (or refused): the tasks are its own, as
+        a journal recorded them (any of them may have ended since)."""
         self.tasks = self.record.tasks = tasks
         self._recount()
+
+    def started(self, tasks: list[TaskRecord]) -> None:
+        """The AM has just started every container of the attempt: the tasks are its own, all
+        running but the last when the RM refused to start it (those after it were never
+        started, and are not tasks). As :meth:`launched`, without counting them one by one."""
+        self.tasks = self.record.tasks = tasks
+        self.succeeded, self.failed = {}, {}
+        last = tasks[-1]
+        if last.state is TASK_RUNNING:
+            self.running = len(tasks)
+        else:
+            self.running = len(tasks) - 1
+            self._count_ended(last)
 
     def end_task(self, task: TaskRecord, state: TaskState, now: float, diagnostics: str,
                  exit_status: int | None = None) -> None:

@@ -462,14 +462,17 @@ class ApplicationMaster:
         acq = gang.acquisition
         roles = acq.roles
         kinds = acq.layout.port_kinds
+        running = self._running   # each task is running from here on, unless the RM refuses it
         tasks, task_kinds = [], []
         for rank, s in enumerate(acq.slots.values()):   # (in rank order)
             c, role = s.container, s.role
             resource = c.resource
             kind = kinds.of(role, resource.port_ranges)
-            tasks.append(TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
-                                    kind.named, now, gpu_milli=resource.gpu_milli))
+            task = TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
+                              kind.named, now, gpu_milli=resource.gpu_milli)
+            tasks.append(task)
             task_kinds.append(kind)
+            running[c.container_id] = (gang, task)
         token, barrier_env = open_barrier(self._coordinator, self.job, gang, tasks)
         shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
                                   self.task_env)
@@ -482,15 +485,13 @@ class ApplicationMaster:
         except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
             refused = StartRefused(0, tasks[0].container_id, exc)
         if refused is not None:   # those before it run; it failed; those after it were never started
+            for task in tasks[refused.index:]:
+                del running[task.container_id]
             del tasks[refused.index + 1:]
             task = tasks[-1]
             task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
             self._to_release += [s.container.container_id for s in acq.in_order()[refused.index:]]
-        gang.launched(tasks)
-        running = self._running
-        for t in tasks:
-            if t.state is TASK_RUNNING:
-                running[t.container_id] = (gang, t)
+        gang.started(tasks)
         gang.state = ROLE_RUNNING
         record = gang.record
         record.started_at = now
