@@ -170,7 +170,6 @@ class ApplicationMaster:
         self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         # request ids, 1 up: those of different AM attempts never collide
         self._request_ids = itertools.count(self.am_attempt * 1_000_000 + 1)
-        self._asked_by: dict[int, GangRun] = {}   # request id -> the gang whose ask it is
         self._to_ask: list[ResourceRequest] = []   # asks to send at this heartbeat (the gangs' plans)
         self._to_release: list[str] = []   # containers to give back at the next heartbeat
         self._to_cancel: list[int] = []    # asks to withdraw at the next heartbeat
@@ -321,9 +320,6 @@ class ApplicationMaster:
             gang.record.reselections = acq.reselections
         if acq.asks or acq.cancels or acq.releases:   # sent at this heartbeat, the gangs' in their order
             asks, cancels, releases = acq.take_outbox()
-            owners = self._asked_by
-            for ask in asks:
-                owners[ask.request_id] = gang
             self._to_ask += asks
             self._to_cancel += cancels
             self._to_release += releases
@@ -350,20 +346,22 @@ class ApplicationMaster:
         """Every event of one response, in order: nodes, grants, rejections, pending asks, completions."""
         if response.node_updates:
             self._cluster().apply(response.node_updates)
-        owners = self._asked_by
-        for container in response.allocated:
-            gang = owners.pop(container.request_id, None)
-            if gang is None or not gang.acquisition.on_granted(container, now):
+        gangs = self.gangs
+        for container in response.allocated:   # taken by the gang that asked for it, else given back
+            for gang in gangs:
+                if gang.state is ROLE_ACQUIRING and gang.acquisition.on_granted(container, now):
+                    break
+            else:
                 self._to_release.append(container.container_id)
         for rejection in response.rejected:
-            gang = owners.pop(rejection.request_id, None)
+            gang = self._asker(rejection.request_id)
             if gang is not None:
                 gang.acquisition.on_rejected(rejection.request_id, rejection.reason)
                 if gang.acquisition.never_reason:
                     self._finish("failed", f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}")
                     return
         for pending in response.pending:
-            gang = owners.get(pending.request_id)
+            gang = self._asker(pending.request_id)
             if gang is not None:
                 gang.acquisition.on_pending(pending.request_id, pending.reason)
         running = self._running
@@ -375,6 +373,13 @@ class ApplicationMaster:
             gang, task = found
             if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
                 self._task_finished(gang, task, status.exit_status, status.diagnostics, now)
+
+    def _asker(self, request_id: int) -> GangRun | None:
+        """The gang whose ask ``request_id`` is outstanding (None: no current attempt's)."""
+        for gang in self.gangs:
+            if gang.state is ROLE_ACQUIRING and request_id in gang.acquisition.by_request:
+                return gang
+        return None
 
     def _container_lost(self, container_id: str, diagnostics: str) -> None:
         """A container ended that runs no task: one granted and not started yet is selected
@@ -598,8 +603,6 @@ class ApplicationMaster:
             _asks, cancels, releases = gang.acquisition.take_outbox()
             self._to_release += releases
             self._to_cancel += cancels
-            for request_id in [r for r, g in self._asked_by.items() if g is gang]:
-                del self._asked_by[request_id]
         record = gang.record
         record.ended_at, record.outcome, record.reason, record.tasks = now, outcome, reason, gang.tasks
         gang.history.append(record)
