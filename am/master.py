@@ -291,7 +291,7 @@ class ApplicationMaster:
             for gang in self.gangs:
                 if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
                     self._launch(gang, now)
-        if self._endings or self._to_decide:   # else nothing ended: nothing to decide
+        if self._to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
             self._decide(now)
         watch = self._watch
         if watch is not None and watch.latest:
