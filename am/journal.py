@@ -93,7 +93,8 @@ class MemoryJournal:
     file. For drivers that run many short-lived AMs in one process and need no
     failover from disk (trace replay: tens of thousands of jobs, one folder and two
     open files each would cost more than the jobs). :meth:`records` reads them back
-    as :func:`read_records` reads a file."""
+    as :func:`read_records` reads a file. A driver whose AMs are never restarted and
+    whose journals nobody reads needs not even this: :class:`NoJournal`."""
 
     keeps_records = True
 
