@@ -238,8 +238,8 @@ class JobSpec:
         of ``name``, ``source`` and ``simulation``, without checking and deriving again what
         the two share (a trace replay builds one per job from one per shape). ``parameters``
         and ``kept`` are shared too: read-only, as every mapping here."""
-        state = self.__dict__.copy()   # (a copy of a dict is made whole, not key by key)
-        state["name"], state["source"], state["simulation"] = name, source, simulation
+        # (a dict made whole from this one's, the three fields replaced in place: not key by key)
+        state = {**self.__dict__, "name": name, "source": source, "simulation": simulation}
         spec = object.__new__(JobSpec)
         object.__setattr__(spec, "__dict__", state)
         return spec
