@@ -211,10 +211,11 @@ class ApplicationMaster:
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {name} can never run on this cluster: {exc}")
                 return
-            over = self._over_queue_limit(roles) if self.queue_limit is not None else ""
-            if over:
-                self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
-                return
+            if self.queue_limit is not None:
+                over = self._over_queue_limit(roles)
+                if over:
+                    self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
+                    return
             # placed on the idle cluster itself: its first placement, while the view stays so
             checked.append((name, roles, None if placed is None else (placed, cluster.view, cluster.view.changes)))
         for name, roles, placed in checked:   # every gang can run: their first attempts begin
