@@ -294,9 +294,8 @@ class ApplicationMaster:
                     self._launch(gang, now)
         if self._to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
             self._decide(now)
-        watch = self._watch
-        if watch is not None and watch.latest:
-            watch.started(self.gangs)
+        if self._watch is not None and self._watch.latest:
+            self._watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
