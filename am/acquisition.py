@@ -129,6 +129,8 @@ class GangAcquisition:
     release_count = 0
     reselections = 0
     _waiting: "GangDoesNotFit | str" = ""   # the last placement's failure (its reason formatted when read)
+    #: whether the last placement found no room (what :attr:`waiting_reason` explains)
+    found_no_room = False
     never_reason = ""             # set when an instance can never be granted
     failed_placements = 0         # placements that found no room (a diagnosis is redone after one)
     _placed_at_growth = -1        # the cluster's growth count when the last placement failed
@@ -183,12 +185,6 @@ class GangAcquisition:
             self._waiting = str(self._waiting)
         return self._waiting
 
-    @property
-    def found_no_room(self) -> bool:
-        """Whether the last placement found no room (what :attr:`waiting_reason` would
-        explain, without formatting it)."""
-        return bool(self._waiting)
-
     def stalled(self, now: float, cluster_growth: int) -> bool:
         """Holding and asking for nothing, not backing off, and the last placement found no
         room with nothing new since: planning again changes nothing until the cluster does."""
@@ -223,7 +219,7 @@ class GangAcquisition:
             self.release_all(now, f"held {len(self.granted)}/{self.total} containers for "
                                   f"{now - self.first_grant_at:g}s without the rest")
             return
-        if now < self.not_before or self._nothing_new(cluster_growth):
+        if now < self.not_before or self.found_no_room and self._nothing_new(cluster_growth):
             return
         if self.by_request or self.by_container:
             to_place = self._to_place_again(now, view_source)
@@ -241,11 +237,12 @@ class GangAcquisition:
             waiting = str(exc) if self._reporting else exc.with_traceback(None)   # (else formatted when read)
             if self._reporting and waiting != self.waiting_reason:
                 self.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {waiting}")
-            self._waiting = waiting
+            self._waiting, self.found_no_room = waiting, bool(waiting)
             return
         finally:
             self.observe_selection(time.perf_counter() - started)
-        self._waiting = ""
+        if self.found_no_room:
+            self._waiting, self.found_no_room = "", False
         slots, roles, by_request, asks = self.slots, self.roles, self.by_request, self.asks
         for p in placement.instances:
             slot = slots[(p.role, p.index)]

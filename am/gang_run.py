@@ -3,13 +3,14 @@
 An attempt moves ``waiting → acquiring → launching → running → succeeded |
 failed`` (:class:`~gangmaster.am.lifecycle.RoleState`). While it waits or
 acquires, its :class:`~gangmaster.am.acquisition.GangAcquisition` holds the asks
-and grants; once launched, its tasks. The gang keeps its counts of tasks by
-state and per role as the tasks end, so a decision about the gang (did a role
-reach its failure threshold? is every task done?) reads counters instead of
-walking every task of every gang.
+and grants; once launched, its tasks. The gang keeps its count of running tasks,
+and of ended ones by role and outcome, as the tasks end, so a decision about the
+gang (did a role reach its failure threshold? is every task done?) reads counters
+instead of walking every task of every gang.
 """
 from __future__ import annotations
 
+from collections import Counter
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
@@ -39,7 +40,7 @@ class GangRun:
     # made when the attempt has tasks; until then none, read from the class:
     succeeded: Mapping[str, int] = _NONE_YET        # per role: tasks of this attempt that succeeded
     failed: Mapping[str, int] = _NONE_YET           # per role: tasks of this attempt that failed
-    by_state: Mapping[TaskState, int] = _NONE_YET   # tasks of this attempt by TaskState
+    running = 0                                     # tasks of this attempt running now
 
     def __init__(self, name: str, roles: tuple[RoleSpec, ...], attempt: int, state: RoleState,
                  record: AttemptRecord, *, tasks: list[TaskRecord] | None = None,
@@ -59,22 +60,40 @@ class GangRun:
         return self.state in PENDING
 
     def launched(self, tasks: list[TaskRecord]) -> None:
-        """Every container of the attempt was started (or refused): the tasks are its own."""
+        """Every container of the attempt was started (or refused): the tasks are its own, as
+        a journal recorded them (any of them may have ended since)."""
         self.tasks = self.record.tasks = tasks
         self._recount()
+
+    def started(self, tasks: list[TaskRecord]) -> None:
+        """The AM has just started every container of the attempt: the tasks are its own, all
+        running but the last when the RM refused to start it (those after it were never
+        started, and are not tasks). As :meth:`launched`, without counting them one by one."""
+        self.tasks = self.record.tasks = tasks
+        self.succeeded, self.failed = {}, {}
+        last = tasks[-1]
+        if last.state is TASK_RUNNING:
+            self.running = len(tasks)
+        else:
+            self.running = len(tasks) - 1
+            self._count_ended(last)
 
     def end_task(self, task: TaskRecord, state: TaskState, now: float, diagnostics: str,
                  exit_status: int | None = None) -> None:
         """A running task of this attempt ended (by itself, or stopped by the AM)."""
-        by_state = self.by_state
-        by_state[task.state] -= 1   # it was counted in its state
+        self.running -= 1   # it was running
         task.state, task.finished_at, task.diagnostics, task.exit_status = state, now, diagnostics, exit_status
-        by_state[state] = by_state.get(state, 0) + 1
         self._count_ended(task)
 
     @property
     def finished_tasks(self) -> int:
-        return len(self.tasks) - self.by_state.get(TASK_RUNNING, 0)
+        return len(self.tasks) - self.running
+
+    @property
+    def by_state(self) -> Counter[TaskState]:
+        """Tasks of this attempt by TaskState, counted now (read when the gauges are scraped,
+        maybe from another thread: it counts a copy of the list)."""
+        return Counter([t.state for t in list(self.tasks)])
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
         return dict(self.succeeded), dict(self.failed)
@@ -89,13 +108,14 @@ class GangRun:
         return ROLE_RUNNING
 
     def _recount(self) -> None:
-        self.succeeded, self.failed, self.by_state = {}, {}, {}
-        by_state = self.by_state
+        self.succeeded, self.failed = {}, {}
+        running = 0
         for task in self.tasks:
-            state = task.state
-            by_state[state] = by_state.get(state, 0) + 1
-            if state is not TASK_RUNNING:
+            if task.state is TASK_RUNNING:
+                running += 1
+            else:
                 self._count_ended(task)
+        self.running = running
 
     def _count_ended(self, task: TaskRecord) -> None:
         """Count ``task`` in its role's successes or failures, if it ended so."""

@@ -229,14 +229,17 @@ class JobSpec:
         # and every AM reads it (a cached_property takes a lock on its first read, which
         # for a replay's tens of thousands of specs cost more than the dict).
         object.__setattr__(self, "_roles_by_name", {role.name: role for role in self.roles})
+        # The roles that can succeed early (a min_succeeded): most jobs have none, and the AM
+        # asks for the job's verdict each time its tasks end.
+        object.__setattr__(self, "_early_roles", tuple([r for r in self.roles if r.completion.min_succeeded is not None]))
 
     def for_job(self, name: str, source: str, simulation: Mapping[str, Mapping[str, Any]]) -> "JobSpec":
         """This spec for another job of the same roles, gangs and policies: ``dataclasses.replace``
         of ``name``, ``source`` and ``simulation``, without checking and deriving again what
         the two share (a trace replay builds one per job from one per shape). ``parameters``
         and ``kept`` are shared too: read-only, as every mapping here."""
-        state = self.__dict__.copy()   # (a copy of a dict is made whole, not key by key)
-        state["name"], state["source"], state["simulation"] = name, source, simulation
+        # (a dict made whole from this one's, the three fields replaced in place: not key by key)
+        state = {**self.__dict__, "name": name, "source": source, "simulation": simulation}
         spec = object.__new__(JobSpec)
         object.__setattr__(spec, "__dict__", state)
         return spec
@@ -298,13 +301,13 @@ class JobSpec:
             for r in self.roles:
                 if r.completion.failed(failed.get(r.name, 0)):
                     return "failed"
-        done = True
-        for r in self.roles:
-            succeeded_here = succeeded.get(r.name, 0)
-            if r.completion.succeeded(succeeded_here):
+        for r in self._early_roles:
+            if r.completion.succeeded(succeeded.get(r.name, 0)):
                 return SUCCEEDED_EARLY
-            done = done and succeeded_here + failed.get(r.name, 0) >= r.instances
-        return "succeeded" if done else None
+        for r in self.roles:
+            if succeeded.get(r.name, 0) + failed.get(r.name, 0) < r.instances:
+                return None
+        return "succeeded"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``gangmaster validate --json``); ``kept`` left out."""

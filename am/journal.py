@@ -64,6 +64,9 @@ class Journal:
     :class:`~gangmaster.am.lifecycle.TaskEndings`), written as its ``to_dict()``: a
     journal in memory makes that only if it is read."""
 
+    #: what it is given is kept (a :class:`NoJournal` keeps nothing)
+    keeps_records = True
+
     def __init__(self, path: str | Path, now=time.time):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +93,10 @@ class MemoryJournal:
     file. For drivers that run many short-lived AMs in one process and need no
     failover from disk (trace replay: tens of thousands of jobs, one folder and two
     open files each would cost more than the jobs). :meth:`records` reads them back
-    as :func:`read_records` reads a file."""
+    as :func:`read_records` reads a file. A driver whose AMs are never restarted and
+    whose journals nobody reads needs not even this: :class:`NoJournal`."""
+
+    keeps_records = True
 
     def __init__(self, now=time.time):
         self.now = now
@@ -107,6 +113,25 @@ class MemoryJournal:
             return []
         return [{"t": round(float(t), 6), "kind": kind,
                  **{name: _plain(value) for name, value in fields.items()}} for t, kind, fields in self._written]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class NoJournal:
+    """A journal that keeps nothing, for an AM that is never restarted and whose journal
+    nobody reads (trace replay: tens of thousands of jobs). Its AM builds no record at all
+    (it checks :attr:`keeps_records`, as it checks ``keeps_lines`` before building a log
+    line), so what it decides is the same and nothing of it is written."""
+
+    keeps_records = False
+    closed = False
+
+    def write(self, kind: str, at: float | None = None, **fields) -> None:
+        """Keeps nothing."""
+
+    def records(self) -> list[dict]:
+        return []
 
     def close(self) -> None:
         self.closed = True

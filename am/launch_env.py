@@ -194,7 +194,7 @@ class _GangShape:
     A gang's tasks are every instance of its roles, by role in the gang's order, then
     index (rank order), so those names depend on the roles alone."""
 
-    __slots__ = ("job_vars", "host_lists", "per_instance", "host_ips", "port_names", "instances")
+    __slots__ = ("job_vars", "host_lists", "per_instance", "host_ips", "port_names", "instances", "first_identity")
 
     def __init__(self, job_roles: tuple[RoleSpec, ...], roles: tuple[RoleSpec, ...], queue: str, user: str,
                  shm: tuple[int, ...] | None):
@@ -213,6 +213,8 @@ class _GangShape:
                                     f"PAI_{role.name}_{index}_{label}_PORT") for label in role.ports}
                            for role, index in ranks] if self.per_instance else []
         self.instances = ",".join(f"{role.name}:{index}" for role, index in ranks)
+        #: the first task's :func:`identity_env` (a gang of one task has no other)
+        self.first_identity = identity_env(0, ranks[0][0].name, ranks[0][1]) if ranks else {}
 
 
 _gang_shape = functools.lru_cache(maxsize=1024)(_GangShape)
@@ -223,8 +225,7 @@ def gang_env(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskReco
     """Every variable that is the same for all tasks of the gang of ``roles`` (computed once):
     ``tasks`` are every instance of the roles, by rank, ``kinds`` their ports."""
     user = user or current_user()
-    shape = _gang_shape(job.roles, roles, queue, user, tuple(_shm_mb(job, role) for role in job.roles)
-                        if job.kept else None)
+    shape = _shape_of(job, roles, queue, user)
     framework = f"{user}~{job.name}"
     env = {"PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework}
     env.update(shape.job_vars)
@@ -248,6 +249,11 @@ def gang_env(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskReco
     return env
 
 
+def _shape_of(job: JobSpec, roles: tuple[RoleSpec, ...], queue: str, user: str) -> _GangShape:
+    return _gang_shape(job.roles, roles, queue, user, tuple(_shm_mb(job, role) for role in job.roles)
+                       if job.kept else None)
+
+
 def _port_lists(env: dict[str, str], names: Mapping[str, tuple[str, str]], listed: Mapping[str, str]) -> None:
     """A task's ports, label by label, as every task of its gang sees them."""
     for label, ports in listed.items():
@@ -267,6 +273,8 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
 
     A gang has thousands of tasks and few kinds of them: a task's own pairs are put together
     from pairs worked out once per role and index, per kind of ports and per share."""
+    if len(tasks) == 1 and not kinds[0].listed:   # most gangs
+        return (), [_lone_task_pairs(job, roles, tasks[0], kinds[0], barrier_env, queue, base, user)]
     shared = gang_env(job, roles, tasks, kinds, queue, user)
     if base:
         shared = {**base, **shared}
@@ -283,6 +291,26 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
         pairs = _identity_pairs(task.rank, task.role, task.index) + kind.pairs
         own.append(pairs + _share_pairs(task.gpu_milli) if task.gpu_milli else pairs)
     return tuple(shared.items()), own
+
+
+def _lone_task_pairs(job: JobSpec, roles: tuple[RoleSpec, ...], task: TaskRecord, kind: PortKind,
+                     barrier_env: Mapping[str, str], queue: str, base: Mapping[str, str] | None,
+                     user: str | None) -> tuple[tuple[str, str], ...]:
+    """The whole environment of the one task of a gang, a task with no ports, as
+    :func:`launch_envs` would merge it (``base``, :func:`gang_env`, ``barrier_env``, then
+    the task's own): the same variables in the same order (tests/property/test_launch_envs.py
+    holds the two to it), in one merge instead of one per part."""
+    user = user or current_user()
+    shape = _shape_of(job, roles, queue, user)
+    framework = f"{user}~{job.name}"
+    host = task.host
+    env = {**(base or {}), "PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework, **shape.job_vars,
+           shape.host_lists[0][0]: host, shape.host_ips[0]: host,   # (no ports: the host alone)
+           "PAI_TASK_ROLE_INSTANCES": shape.instances, **barrier_env, **shape.first_identity}
+    env.update(kind.pairs)
+    if task.gpu_milli:
+        env.update(gpu_share_env(task.gpu_milli))
+    return tuple(env.items())
 
 
 @functools.lru_cache(maxsize=4096)

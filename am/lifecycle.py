@@ -101,10 +101,11 @@ class LaunchedTasks:
 
     def __init__(self, tasks: list[TaskRecord]):
         self.tasks = tuple(tasks)
-        last = tasks[-1] if tasks else None
         #: (state, exit status, diagnostics, end) of the last task when it was not running at the launch
-        self.refused = (None if last is None or last.state is TASK_RUNNING
-                        else (last.state, last.exit_status, last.diagnostics, last.finished_at))
+        self.refused = None
+        if tasks and tasks[-1].state is not TASK_RUNNING:
+            last = tasks[-1]
+            self.refused = (last.state, last.exit_status, last.diagnostics, last.finished_at)
 
     def to_dict(self) -> list[dict]:
         out = []

@@ -28,7 +28,9 @@ The AM never sleeps and never asks which RM it has: a driver calls
 time with ``--live``). Everything it decides goes to its journal first, so an AM
 started again after a crash recovers the job, and the tasks still running are
 kept, and a *new* application can resume the job in the same work folder after
-the whole run stopped (:mod:`gangmaster.am.recovery`). Each AM process writes its
+the whole run stopped (:mod:`gangmaster.am.recovery`); a driver whose AMs are
+never restarted and whose journals nobody reads (trace replay) may give it a journal
+that keeps nothing, and then the AM builds no record. Each AM process writes its
 own log (:mod:`gangmaster.am.progress_log`).
 
 Each AM's selection pipelines are seeded from ``selection.seed`` and its
@@ -70,7 +72,7 @@ from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
 from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
 from .gang_run import PENDING, GangRun, attempt_history, failed_attempts, failure, recorded_gangs
-from .journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
+from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, replay
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
 from .launch_env import launch_envs
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
@@ -121,12 +123,14 @@ class ApplicationMaster:
                  barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
                  task_env: Mapping[str, str] | None = None,
                  occupants: Callable[[], Sequence[Occupant]] | None = None,
-                 journal: Journal | MemoryJournal | None = None,
+                 journal: Journal | MemoryJournal | NoJournal | None = None,
                  log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None,
                  shared_pipelines: dict[str, SelectionPipeline] | None = None):
         """``journal``, ``log``, ``tracker`` and ``shared_pipelines`` are for drivers that
         run many AMs in one process (trace replay): a journal kept in memory instead of
-        ``work_dir``'s file (an earlier run is read from it, not from the folder), a log
+        ``work_dir``'s file (an earlier run is read from it, not from the folder), or one
+        that keeps nothing (:class:`~gangmaster.am.journal.NoJournal`: then the AM builds
+        no record either, as for a quiet log it builds no line), a log
         instead of the folder's ``am-<n>.log``, a view of the cluster shared by every AM
         and kept by the driver (the RM then sends no node updates), and selection
         pipelines shared by every AM, seeded from ``selection.seed`` alone: one tie order
@@ -153,6 +157,7 @@ class ApplicationMaster:
             work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(work_dir / JOURNAL_FILE, now)
         self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
+        self._journaling = self.journal.keeps_records   # records are built only then (as lines)
         if watches(self.settings):   # a pending gang's heartbeat checks its wait
             self._watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
         self.rng = SeededOnUse(self.selection.seed, job.name, app_id, self.am_attempt)
@@ -165,7 +170,6 @@ class ApplicationMaster:
         self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         # request ids, 1 up: those of different AM attempts never collide
         self._request_ids = itertools.count(self.am_attempt * 1_000_000 + 1)
-        self._asked_by: dict[int, GangRun] = {}   # request id -> the gang whose ask it is
         self._to_ask: list[ResourceRequest] = []   # asks to send at this heartbeat (the gangs' plans)
         self._to_release: list[str] = []   # containers to give back at the next heartbeat
         self._to_cancel: list[int] = []    # asks to withdraw at the next heartbeat
@@ -173,7 +177,8 @@ class ApplicationMaster:
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
         self.gangs: list[GangRun] = []
-        self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
+        if self._journaling:
+            self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
         if self._logging:
             self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
                      f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {work_dir}")
@@ -206,10 +211,11 @@ class ApplicationMaster:
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {name} can never run on this cluster: {exc}")
                 return
-            over = self._over_queue_limit(roles) if self.queue_limit is not None else ""
-            if over:
-                self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
-                return
+            if self.queue_limit is not None:
+                over = self._over_queue_limit(roles)
+                if over:
+                    self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
+                    return
             # placed on the idle cluster itself: its first placement, while the view stays so
             checked.append((name, roles, None if placed is None else (placed, cluster.view, cluster.view.changes)))
         for name, roles, placed in checked:   # every gang can run: their first attempts begin
@@ -238,7 +244,8 @@ class ApplicationMaster:
         since = now if waiting_since is None else waiting_since
         gang = GangRun(name, roles, attempt, ROLE_WAITING, AttemptRecord(name, attempt, since), history=history)
         if waiting_since is None:
-            self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
+            if self._journaling:
+                self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
             self.metrics.attempts.inc()
         gang.acquisition = GangAcquisition(name, roles, self.settings, self.rng, now, self.log,
                                            self.metrics.selection_latency.observe, reporting=self._logging)
@@ -262,10 +269,11 @@ class ApplicationMaster:
         for gang in self.gangs:
             if gang.state in PENDING:
                 self._plan(gang, now)
-                waited_too_long = self._watch.check(gang, now) if self._watch is not None else ""
-                if waited_too_long:
-                    self._finish("failed", waited_too_long)
-                    return
+                if self._watch is not None:
+                    waited_too_long = self._watch.check(gang, now)
+                    if waited_too_long:
+                        self._finish("failed", waited_too_long)
+                        return
         request = self._request()
         try:
             response = self.rm.allocate(request)
@@ -280,17 +288,18 @@ class ApplicationMaster:
         self._absorb(response, now)
         if self.done:
             return
-        for gang in self.gangs:
-            if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
-                self._launch(gang, now)
-        if self._endings or self._to_decide:   # else nothing ended: nothing to decide
+        if response.allocated:   # (a gang's last container comes in a grant)
+            for gang in self.gangs:
+                if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
+                    self._launch(gang, now)
+        if self._to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
             self._decide(now)
         if self._watch is not None and self._watch.latest:
             self._watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
         acq = gang.acquisition
-        growth = self._cluster().grown
+        growth = (self._tracker or self._cluster()).grown
         if acq.found_no_room and acq.first_grant_at is None and acq.stalled(now, growth):
             # Holding and asking for nothing, and nothing new could let it fit (only a gang whose
             # last placement found no room can be stalled: the first test): planning would
@@ -303,16 +312,14 @@ class ApplicationMaster:
         if acq.release_count > gang.record.releases:
             gang.record.releases = acq.release_count
             self.metrics.releases.inc()
-            self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
-                               reason="partial hold timed out")
+            if self._journaling:
+                self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
+                                   reason="partial hold timed out")
         if acq.reselections > gang.record.reselections:
             self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
             gang.record.reselections = acq.reselections
         if acq.asks or acq.cancels or acq.releases:   # sent at this heartbeat, the gangs' in their order
             asks, cancels, releases = acq.take_outbox()
-            owners = self._asked_by
-            for ask in asks:
-                owners[ask.request_id] = gang
             self._to_ask += asks
             self._to_cancel += cancels
             self._to_release += releases
@@ -326,9 +333,8 @@ class ApplicationMaster:
         total = self.job.total_instances
         finished = 0
         for g in self.gangs:   # GangRun.finished_tasks, summed (not through the property: two heartbeats a job)
-            if g.tasks:   # (an attempt not launched yet has none)
-                finished += len(g.tasks) - g.by_state.get(TASK_RUNNING, 0)
-        progress = min(1.0, finished / total) if total else 1.0
+            finished += len(g.tasks) - g.running
+        progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
         if not (self._to_ask or self._to_cancel or self._to_release):   # a heartbeat that only hears what happened
             return AllocateRequest(self.app_id, self.am_attempt, progress=progress)
         asks, cancels, releases = self._to_ask, self._to_cancel, self._to_release
@@ -340,20 +346,22 @@ class ApplicationMaster:
         """Every event of one response, in order: nodes, grants, rejections, pending asks, completions."""
         if response.node_updates:
             self._cluster().apply(response.node_updates)
-        owners = self._asked_by
-        for container in response.allocated:
-            gang = owners.pop(container.request_id, None)
-            if gang is None or not gang.acquisition.on_granted(container, now):
+        gangs = self.gangs
+        for container in response.allocated:   # taken by the gang that asked for it, else given back
+            for gang in gangs:
+                if gang.state is ROLE_ACQUIRING and gang.acquisition.on_granted(container, now):
+                    break
+            else:
                 self._to_release.append(container.container_id)
         for rejection in response.rejected:
-            gang = owners.pop(rejection.request_id, None)
+            gang = self._asker(rejection.request_id)
             if gang is not None:
                 gang.acquisition.on_rejected(rejection.request_id, rejection.reason)
                 if gang.acquisition.never_reason:
                     self._finish("failed", f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}")
                     return
         for pending in response.pending:
-            gang = owners.get(pending.request_id)
+            gang = self._asker(pending.request_id)
             if gang is not None:
                 gang.acquisition.on_pending(pending.request_id, pending.reason)
         running = self._running
@@ -365,6 +373,13 @@ class ApplicationMaster:
             gang, task = found
             if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
                 self._task_finished(gang, task, status.exit_status, status.diagnostics, now)
+
+    def _asker(self, request_id: int) -> GangRun | None:
+        """The gang whose ask ``request_id`` is outstanding (None: no current attempt's)."""
+        for gang in self.gangs:
+            if gang.state is ROLE_ACQUIRING and request_id in gang.acquisition.by_request:
+                return gang
+        return None
 
     def _container_lost(self, container_id: str, diagnostics: str) -> None:
         """A container ended that runs no task: one granted and not started yet is selected
@@ -380,15 +395,17 @@ class ApplicationMaster:
                        now: float) -> None:
         """A task of the gang's current attempt ended by itself (no longer in :attr:`_running`):
         the gang decides at the end of this heartbeat (:meth:`_decide`)."""
-        gang.end_task(task, TASK_SUCCEEDED if exit_status == 0 else TASK_FAILED, now, diagnostics,
-                      exit_status)
         self._to_decide.add(gang)
-        if task.state is TASK_FAILED:
+        if exit_status == 0:
+            gang.end_task(task, TASK_SUCCEEDED, now, diagnostics, exit_status)
+        else:
+            gang.end_task(task, TASK_FAILED, now, diagnostics, exit_status)
             if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
                 self._cluster().mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
-        self._endings.setdefault((gang.name, gang.attempt, now), []).append(task)
+        if self._journaling:
+            self._endings.setdefault((gang.name, gang.attempt, now), []).append(task)
 
     def _record_endings(self, at: float) -> None:
         """Journal the task endings not recorded yet, one line per gang attempt (a heartbeat
@@ -424,7 +441,7 @@ class ApplicationMaster:
         if gang is not None and not self._running:
             acq = gang.acquisition
             if not acq.by_container and not acq.by_request:
-                return self._cluster().view
+                return (self._tracker or self._cluster()).view
         return self._cluster().scratch((task.role, task.host) for _gang, task in self._running.values())
 
     def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
@@ -436,8 +453,7 @@ class ApplicationMaster:
         if at_start is not None:
             gang.placed_at_start = None
             placed, checked, changes = at_start
-            tracker = self._cluster()
-            if tracker.view is checked and checked.changes == changes and not self._running and every:
+            if self._tracker.view is checked and checked.changes == changes and not self._running and every:
                 return placed
         # every instance of every role: place_gang's default, with no indices to check
         return place_gang(view, gang.roles, self._pipeline_for, indices=None if every else wanted)
@@ -451,14 +467,17 @@ class ApplicationMaster:
         acq = gang.acquisition
         roles = acq.roles
         kinds = acq.layout.port_kinds
+        running = self._running   # each task is running from here on, unless the RM refuses it
         tasks, task_kinds = [], []
         for rank, s in enumerate(acq.slots.values()):   # (in rank order)
             c, role = s.container, s.role
             resource = c.resource
             kind = kinds.of(role, resource.port_ranges)
-            tasks.append(TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
-                                    kind.named, now, gpu_milli=resource.gpu_milli))
+            task = TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
+                              kind.named, now, gpu_milli=resource.gpu_milli)
+            tasks.append(task)
             task_kinds.append(kind)
+            running[c.container_id] = (gang, task)
         token, barrier_env = open_barrier(self._coordinator, self.job, gang, tasks)
         shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
                                   self.task_env)
@@ -471,27 +490,27 @@ class ApplicationMaster:
         except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
             refused = StartRefused(0, tasks[0].container_id, exc)
         if refused is not None:   # those before it run; it failed; those after it were never started
+            for task in tasks[refused.index:]:
+                del running[task.container_id]
             del tasks[refused.index + 1:]
             task = tasks[-1]
             task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
             self._to_release += [s.container.container_id for s in acq.in_order()[refused.index:]]
-        gang.launched(tasks)
-        running = self._running
-        for t in tasks:
-            if t.state is TASK_RUNNING:
-                running[t.container_id] = (gang, t)
+        gang.started(tasks)
         gang.state = ROLE_RUNNING
-        gang.record.started_at = now
-        self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now, barrier_token=token,
-                           tasks=LaunchedTasks(tasks))
-        if gang.failed:
+        record = gang.record
+        record.started_at = now
+        if self._journaling:
+            self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now,
+                               barrier_token=token, tasks=LaunchedTasks(tasks))
+        if refused is not None:
             self._to_decide.add(gang)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(tasks[-1])}; the attempt fails")
             return
-        self.metrics.gang_wait.observe(now - gang.record.waiting_since)
+        self.metrics.gang_wait.observe(now - record.waiting_since)
         if self._logging:
             self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
-                     f"{now - gang.record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
+                     f"{now - record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
@@ -505,22 +524,14 @@ class ApplicationMaster:
         if not to_decide:   # no task ended: nothing to decide
             return
         deciding = False
-        unlaunched: list[TaskRecord] = []
-        failed_roles: list[RoleSpec] = []
+        failing: list[GangRun] = []   # the deciding gangs with a failed task
         for g in self.gangs:
             if g in to_decide and g.state is ROLE_RUNNING:
                 deciding = True
                 if g.failed:   # (no role fails without a failed task: a Completion's min_failed is at least 1)
-                    unlaunched += [t for t in g.tasks if t.launch_failed]
-                    failed_roles += [r for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
+                    failing.append(g)
         to_decide.clear()
-        if not deciding:
-            return
-        if unlaunched:
-            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
-            return
-        if failed_roles:
-            self._restart(failed_roles, now)
+        if not deciding or failing and self._restarted(failing, now):
             return
         if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
             succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
@@ -534,6 +545,20 @@ class ApplicationMaster:
             self._finish("succeeded", "a role reached its minSucceededInstances")
         elif verdict == "succeeded":
             self._finish("succeeded", "every role completed")
+
+    def _restarted(self, failing: list[GangRun], now: float) -> bool:
+        """Restart what the failed tasks of ``failing`` call for: the gangs with a task never
+        launched, else the retry scopes of the roles that reached their failure threshold.
+        False when neither (the job may still succeed)."""
+        unlaunched = [t for g in failing for t in g.tasks if t.launch_failed]
+        if unlaunched:
+            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
+            return True
+        failed_roles = [r for g in failing for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
+        if failed_roles:
+            self._restart(failed_roles, now)
+            return True
+        return False
 
     def _restart(self, failed_roles: list[RoleSpec], now: float) -> None:
         names = {r.name for r in failed_roles}
@@ -567,23 +592,23 @@ class ApplicationMaster:
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
         end_barrier(self._coordinator, self.job, gang, outcome, reason, self.log)
-        for task in gang.tasks:
-            if task.state is TASK_RUNNING:
-                self._stop(task.container_id)
-                self._running.pop(task.container_id, None)
-                gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
-        if gang.acquisition is not None and gang.state in PENDING:
+        if gang.running:
+            for task in gang.tasks:
+                if task.state is TASK_RUNNING:
+                    self._stop(task.container_id)
+                    self._running.pop(task.container_id, None)
+                    gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
+        elif gang.state in PENDING and gang.acquisition is not None:
             gang.acquisition.abandon()
             _asks, cancels, releases = gang.acquisition.take_outbox()
             self._to_release += releases
             self._to_cancel += cancels
-            for request_id in [r for r, g in self._asked_by.items() if g is gang]:
-                del self._asked_by[request_id]
-        gang.record.ended_at, gang.record.outcome, gang.record.reason = now, outcome, reason
-        gang.record.tasks = gang.tasks
-        gang.history.append(gang.record)
+        record = gang.record
+        record.ended_at, record.outcome, record.reason, record.tasks = now, outcome, reason, gang.tasks
+        gang.history.append(record)
         gang.state = ROLE_SUCCEEDED if outcome == "succeeded" else ROLE_FAILED
-        self.journal.write("attempt_ended", record=gang.record)   # final now: written as its dict
+        if self._journaling:
+            self.journal.write("attempt_ended", now, record=record)   # final now: written as its dict
 
     def _stop(self, container_id: str) -> None:
         try:
@@ -597,10 +622,13 @@ class ApplicationMaster:
             self._record_endings(now)
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
-                self._end_attempt(gang, "succeeded" if outcome == "succeeded" else "stopped",
-                                  reason if outcome == "succeeded" else f"job {outcome}: {reason}", now)
+                if outcome == "succeeded":
+                    self._end_attempt(gang, outcome, reason, now)
+                else:
+                    self._end_attempt(gang, "stopped", f"job {outcome}: {reason}", now)
         self.outcome, self.reason, self.done = outcome, reason, True
-        self.journal.write("job_finished", now, outcome=outcome, reason=reason)
+        if self._journaling:
+            self.journal.write("job_finished", now, outcome=outcome, reason=reason)
         if self._logging:
             self.log(f"job {self.job.name} {outcome}: {reason}")
         if unregister:

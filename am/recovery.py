@@ -63,7 +63,7 @@ def recover(am: "ApplicationMaster", previous: JournalState, kept_containers) ->
                     if status.state is not ContainerState.RUNNING:
                         am.task_ended_unwatched(gang, task, status.exit_status, status.diagnostics or
                                           "ended while the AM was down", now)
-            running = gang.by_state.get(TaskState.RUNNING, 0)
+            running = gang.running
             am.log(f"gang {name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
                    f"{running} still running")
             am.reopen_barrier(gang, saved.barrier_token)

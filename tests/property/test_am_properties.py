@@ -126,3 +126,24 @@ def test_same_inputs_same_run(tmp_path_factory, scenario):
         return [[(a.attempt, a.outcome, a.started_at, [(t.host, t.gpus, t.ports) for t in a.tasks])
                  for a in r.am.history()] for r in runs.runs]
     assert once() == once()
+
+
+@given(st.integers(1, 8), st.booleans())
+def test_a_gang_started_counts_its_tasks_as_one_launched_from_a_journal(count, refused):
+    """GangRun.started (the AM's own launch: all running but a refused last one) counts as
+    GangRun.launched, which counts the tasks one by one."""
+    from gangmaster.am.gang_run import GangRun
+    from gangmaster.am.lifecycle import ROLE_RUNNING, AttemptRecord, TaskRecord, TaskState
+
+    def tasks():
+        made = [TaskRecord("w", i, i, f"c{i}", "n0", (), {}, 1.0) for i in range(count)]
+        if refused:
+            made[-1].state = TaskState.FAILED
+        return made
+
+    started, launched = (GangRun("w", (), 1, ROLE_RUNNING, AttemptRecord("w", 1, 0.0)) for _ in range(2))
+    started.started(tasks())
+    launched.launched(tasks())
+    assert (started.succeeded, started.failed, started.running) == \
+        (launched.succeeded, launched.failed, launched.running)
+    assert started.record.tasks is started.tasks and len(started.tasks) == count

@@ -9,6 +9,7 @@ from hypothesis import assume, given, strategies as st
 
 from gangmaster.am.jobspec import JobSpecError, read_job
 from gangmaster.am.jobspec_params import format_value, references, substitute
+from gangmaster.am.jobspec_model import SUCCEEDED_EARLY
 
 SELECTORS = ["job-packing", "locality", "random"]
 
@@ -203,3 +204,52 @@ def test_completion_rule(instances, min_failed, min_succeeded, data):
         assert outcome != "failed"
     if outcome == "failed":
         assert any(spec.role(r).completion.failed(failed[r]) for r in "ab")
+
+
+@given(instances=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+       min_failed=st.tuples(st.sampled_from([None, 1, 2]), st.sampled_from([None, 1, 2])),
+       min_succeeded=st.tuples(st.sampled_from([None, 1, 3]), st.sampled_from([None, 1, 3])),
+       data=st.data())
+def test_verdict_is_its_definition(instances, min_failed, min_succeeded, data):
+    """JobSpec.verdict looks for early successes among the roles that can have one only;
+    it answers as its definition over every role, from counts that name only the roles
+    with some (as the AM's do)."""
+    roles = {}
+    for name, n, mf, ms in zip("ab", instances, min_failed, min_succeeded):
+        roles[name] = {"instances": n, "completion": {
+            "minFailedInstances": None if mf is None else min(mf, n),
+            "minSucceededInstances": None if ms is None else min(ms, n)}}
+    spec = read_job(job(roles), "c.yaml", selectors=SELECTORS)
+    succeeded, failed = {}, {}
+    for name, n in zip("ab", instances):
+        s = data.draw(st.integers(0, n))
+        f = data.draw(st.integers(0, n - s))
+        if s:
+            succeeded[name] = s
+        if f:
+            failed[name] = f
+    every = [spec.role(r) for r in "ab"]
+    if any(r.completion.failed(failed.get(r.name, 0)) for r in every):
+        defined = "failed"
+    elif any(r.completion.succeeded(succeeded.get(r.name, 0)) for r in every):
+        defined = SUCCEEDED_EARLY
+    elif all(succeeded.get(r.name, 0) + failed.get(r.name, 0) >= r.instances for r in every):
+        defined = "succeeded"
+    else:
+        defined = None
+    assert spec.verdict(succeeded, failed) == defined
+
+
+@given(st.text(min_size=1, max_size=8), st.text(max_size=8), st.dictionaries(st.sampled_from(["w", "ps"]),
+                                                                              st.fixed_dictionaries({})))
+def test_a_spec_for_another_job_is_the_replaced_spec(name, source, simulation):
+    """JobSpec.for_job is dataclasses.replace of name, source and simulation: equal field
+    by field, the fields in the same order."""
+    import dataclasses
+
+    spec = read_job(job({"w": {"instances": 2}, "ps": {"instances": 1}}), "<test>")
+    other = spec.for_job(name, source, simulation)
+    assert other == dataclasses.replace(spec, name=name, source=source, simulation=simulation)
+    assert list(vars(other)) == list(vars(spec))
+    assert (other.name, other.source, other.simulation) == (name, source, simulation)
+    assert other.roles is spec.roles

@@ -44,3 +44,28 @@ def test_each_task_gets_the_shared_variables_and_its_own_and_nothing_is_sent_twi
         assert env["GANGMASTER_BARRIER_TOKEN"] == "t" and env["GANGMASTER_ATTEMPT"] == str(attempt)
         assert env["PAI_TASK_ROLE_INSTANCES"].split(",") == [f"{t.role}:{t.index}" for t in tasks]
         assert env[f"PAI_HOST_IP_{task.role}_{task.index}"] == task.host
+
+
+@given(st.integers(0, 2), st.integers(0, 1), st.sampled_from([0, 250]), st.booleans(), st.booleans(),
+       st.sampled_from([{}, {"A": "1"}, {"PAI_JOB_NAME": "base", "GANGMASTER_ATTEMPT": "0", "Z": "2"}]))
+def test_a_lone_task_gets_the_variables_of_the_general_merge_in_the_same_order(first, others, milli, ported, kept,
+                                                                              base):
+    """A gang of one task without ports takes launch_envs' fast path: its pairs are, name
+    for name, value for value and in order, what the general merge gives (base, gang_env,
+    the barrier's, the task's own), including names that several parts set."""
+    from dataclasses import replace
+
+    from gangmaster.am.launch_env import gang_env, gpu_share_env
+
+    job = _job([(0, {})] * first + [(1, {"http": 1} if ported else {})] + [(2, {})] * others)
+    if kept:
+        job = replace(job, kept={f"taskRoles.r{first}.extraContainerOptions": {"shmMB": 64}})
+    gang = tuple(r for r in job.gang_roles(0) if r.instances < 2)   # one task, after roles of none
+    lone = f"r{first}"
+    kind = PortKinds({r.name: r for r in gang}).of(lone, PortRanges.parse("20000-20009"))
+    task = TaskRecord(lone, 0, 0, "c0", "h0", (), kind.named, 0.0, gpu_milli=milli)
+    barrier = {**attempt_env("127.0.0.1:1", job.name, "g", 1, "t", 1), "PAI_TASK_INDEX": "x"}
+    shared, (own,) = launch_envs(job, gang, [task], [kind], barrier, "q", base, "u")
+    general = {**base, **gang_env(job, gang, [task], [kind], "q", "u"), **barrier,
+               **identity_env(0, task.role, 0), **dict(kind.pairs), **gpu_share_env(milli)}
+    assert shared == () and list(own) == list(general.items())

@@ -3,7 +3,7 @@ journal writes its dict at once, the memory journal only when read, and both rea
 the same; anything else that JSON cannot hold is refused."""
 import pytest
 
-from gangmaster.am.journal import JOURNAL_FILE, Journal, MemoryJournal, read_records, replay
+from gangmaster.am.journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, replay
 from gangmaster.am.lifecycle import AttemptRecord, TaskRecord, TaskState
 
 
@@ -36,3 +36,45 @@ def test_a_field_json_cannot_hold_is_refused_by_the_file_journal(tmp_path):
 
 def test_an_empty_memory_journal_reads_no_records():
     assert MemoryJournal().records() == []
+
+
+def test_a_journal_that_keeps_nothing_reads_no_records_and_closes():
+    journal = NoJournal()
+    journal.write("am_started", am_attempt=1, app_id="a", job="j")
+    assert not journal.keeps_records and journal.records() == []
+    assert not journal.closed
+    journal.close()
+    assert journal.closed
+
+
+def test_an_am_whose_journal_keeps_nothing_decides_as_one_that_keeps_every_record(monkeypatch):
+    """The same replay (the engine's AMs given one kind of journal, then the other): every
+    job's outcome, start, end and hosts, and the timeline, are the same; the memory
+    journals hold every record, the others none."""
+    from replay_helpers import cluster, synthetic
+
+    from gangmaster.am.master import ApplicationMaster
+    from gangmaster.tools.replay import engine
+
+    def run(make_journal):
+        journals = []
+
+        class GivenJournal(ApplicationMaster):
+            def __init__(self, *args, journal=None, **kwargs):
+                journals.append(make_journal())
+                super().__init__(*args, journal=journals[-1], **kwargs)
+
+        monkeypatch.setattr(engine, "ApplicationMaster", GivenJournal)
+        result = engine.replay(synthetic(300), cluster(6), engine.ReplayOptions())
+        return result, journals
+
+    kept, memories = run(MemoryJournal)
+    none, nothing = run(NoJournal)
+    assert [(j.job_id, j.outcome, j.start_s, j.end_s, j.hosts) for j in kept.jobs] == \
+        [(j.job_id, j.outcome, j.start_s, j.end_s, j.hosts) for j in none.jobs]
+    assert kept.timeline.t.tolist() == none.timeline.t.tolist()
+    assert kept.timeline.allocated_gpus.tolist() == none.timeline.allocated_gpus.tolist()
+    kinds = [{r["kind"] for r in m.records()} for m in memories]
+    assert all({"am_started", "gang_attempt", "job_finished"} <= k for k in kinds)
+    assert any({"launched", "tasks_finished", "attempt_ended"} <= k for k in kinds)
+    assert all(m.records() == [] for m in nothing)
