@@ -25,7 +25,7 @@ def packing_key(view, i: int) -> int:
     A node's GPU counts need no clipping: a node has at most 64 GPUs (its masks are 64-bit)
     and never fewer than none free, so both fit their 7 bits as they are."""
     vcores, memory = tenth(view.mvcores_free.item(i)), view.memory_free.item(i)
-    if not (0 <= vcores <= _17 and 0 <= memory <= _28):   # the other fields clipped into their widths
+    if vcores >> 17 or memory >> 28:   # outside [0, 2**bits) (a negative one too): clipped into its width
         vcores, memory = min(max(vcores, 0), _17), min(max(memory, 0), _28)
     return view.gpus_free.item(i) << 52 | view.gpu_capacity.item(i) << 45 | vcores << 28 | memory
 
