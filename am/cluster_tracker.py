@@ -80,10 +80,10 @@ def _in_use(view: ClusterView, i: int) -> bool:
     """Node ``i`` is not as on the idle cluster: something of it is used, or it is
     unhealthy (enough to know that ``view.is_empty()`` is False, without a look at every
     node)."""
-    return (not view.healthy.item(i) or bool(view.gpus_shared.item(i))
-            or view.memory_free.item(i) != view.memory_capacity.item(i)
+    return (view.memory_free.item(i) != view.memory_capacity.item(i)   # (most often: asked first)
+            or view.gpu_free_mask.item(i) != view.gpu_capacity_mask.item(i)
             or view.mvcores_free.item(i) != view.mvcores_capacity.item(i)
-            or view.gpu_free_mask.item(i) != view.gpu_capacity_mask.item(i))
+            or not view.healthy.item(i) or bool(view.gpus_shared.item(i)))
 
 
 #: builds a :class:`_Room` from its fields in order, without the named tuple's argument
@@ -108,7 +108,7 @@ class ClusterTracker:
         self._failed: set[tuple[str, str]] = set()   # (role, host): the role failed there because of the node
         self._fits_empty: dict[tuple, GangDoesNotFit | None] = {}   # see check_fits_empty
         self._fits_empty_by_id: IdentityMemo = IdentityMemo(4096)   # the same, by the roles' id: see _fits_empty_of
-        self._empty_at: tuple[int, bool] | None = None   # (view.changes, view.is_empty()) when last asked
+        self._empty, self._empty_when = False, -1   # view.is_empty(), and view.changes when last asked (-1: never)
 
     def apply(self, updates: Iterable[NodeReport]) -> bool:
         """Take the RM's node updates; True when some node has more room than before
@@ -135,7 +135,7 @@ class ClusterTracker:
             grew = grew or more
             in_use = in_use or _in_use(view, i)
         if in_use:
-            self._empty_at = (view.changes, False)
+            self._empty, self._empty_when = False, view.changes
         if grew:
             self.grown += 1
         return grew
@@ -184,9 +184,9 @@ class ClusterTracker:
         only through it (AMs book on scratch copies). :meth:`apply` answers it when a node
         it updated is in use."""
         changes = self.view.changes
-        if self._empty_at is None or self._empty_at[0] != changes:
-            self._empty_at = (changes, self.view.is_empty())
-        return self._empty_at[1]
+        if self._empty_when != changes:
+            self._empty, self._empty_when = self.view.is_empty(), changes
+        return self._empty
 
     def mark_failed(self, role: str, host: str) -> None:
         """``role`` failed on ``host`` because of the node: its instances avoid it from now on."""
@@ -242,7 +242,7 @@ class ClusterTracker:
         self.view = view_from_nodes(self._read_nodes())
         self._fits_empty.clear()
         self._fits_empty_by_id.clear()
-        self._empty_at = None
+        self._empty_when = -1
         for role, host in self._failed:
             if host in self.view.host_index:
                 self.view.mark_failed(role, host)

@@ -155,13 +155,30 @@ def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipelin
         placement = place_gang(view, job.roles, pipeline, indices={"worker": [3, 7]})
         [(p.index, p.host, p.gpu_mask, p.ports) for p in placement.instances]
     """
+    if indices is None and len(roles) == 1 and roles[0].instances == 1:
+        return _place_lone(view, roles[0], pipeline)
     placement = GangPlacement()
     _place_roles(view, roles, pipeline, recent_hosts, _wanted_indices(roles, indices), placement)
     return placement
 
 
+def _place_lone(view: ClusterView, role: RoleSpec, pipeline: PipelineFor) -> GangPlacement:
+    """:func:`place_gang` of a gang of one role of one instance (most jobs of a trace):
+    what :func:`_place_roles` does for it, without its lists of indices and loops over
+    roles, nodes and instances — the one pick on ``view`` itself, not booked, recorded."""
+    chosen = pipeline_of(pipeline, role)
+    request = role_request(role, 1, (), chosen.settings.rack_policy)
+    try:
+        placed = place(chosen, view, request, 1, None, book=False)
+    except NotAvailable as exc:
+        raise GangDoesNotFit(role.name, 0, 0, 1, exc) from None
+    gpu_mask, ports = placed.gpu_masks[0][0], placed.ports[0][0]
+    resource, ports_text = _kind(request.resource, gpu_mask, ports)
+    return GangPlacement([_instance((role.name, 0, view.hosts[placed.nodes[0]], gpu_mask, ports_text, resource))])
+
+
 def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor, recent_hosts: int,
-                 wanted: list[list[int]], placement: GangPlacement | None) -> None:
+                 wanted: list[Sequence[int]], placement: GangPlacement | None) -> None:
     """:func:`place_gang`'s loop; the instances are recorded in ``placement`` when one is
     given (the never-fits check needs only the answer, not 6,001 records of it)."""
     total = sum(map(len, wanted))
@@ -282,11 +299,12 @@ def pipeline_of(pipeline: PipelineFor, role: RoleSpec) -> SelectionPipeline:
 
 
 def _wanted_indices(roles: tuple[RoleSpec, ...],
-                    indices: Mapping[str, Sequence[int]] | None) -> list[list[int]]:
-    """The sorted instance indices to place, per role; bad input named precisely (a
-    role's bad indices before names that are no role's)."""
+                    indices: Mapping[str, Sequence[int]] | None) -> list[Sequence[int]]:
+    """The sorted instance indices to place, per role (a range of them all, with no
+    ``indices``); bad input named precisely (a role's bad indices before names that are
+    no role's)."""
     if indices is None:
-        return [list(range(role.instances)) for role in roles]
+        return list(map(range, map(_INSTANCES, roles)))
     wanted = []
     named = 0   # the roles the mapping names
     for role in roles:
@@ -315,7 +333,11 @@ def _wanted_indices(roles: tuple[RoleSpec, ...],
     return wanted
 
 
-def _record(placement: GangPlacement, role: RoleSpec, todo: list[int], placed: Placement,
+#: a role's count of instances
+_INSTANCES = operator.attrgetter("instances")
+
+
+def _record(placement: GangPlacement, role: RoleSpec, todo: Sequence[int], placed: Placement,
             hosts: list[str], asked: ResourceDescriptor) -> None:
     """One InstancePlacement per instance placed, indices in ascending order. The
     resources asked of the RM name their GPUs and ports; instances of a kind share

@@ -284,7 +284,8 @@ class NodeColumns:
         what would be left, which is then stored: the RM books every container of a gang
         through this, so it reads each column once. The reason is asked of ``shortfall``
         only on a refusal."""
-        self._check_exact(i, exact)
+        if _named_exactly.get(id(exact)) is None:
+            self._check_exact(i, exact)
         memory = self.memory_free.item(i) - exact.memory_mb
         mvcores = self.mvcores_free.item(i) - exact.mvcores
         free_mask = self.gpu_free_mask.item(i)
@@ -312,7 +313,8 @@ class NodeColumns:
 
     def _unbook(self, i: int, exact: Demand) -> None:
         """Give back what :meth:`_book` took; raises, changing nothing, for anything not in use."""
-        self._check_exact(i, exact)
+        if _named_exactly.get(id(exact)) is None:
+            self._check_exact(i, exact)
         free_mask = self.gpu_free_mask.item(i)
         used_mask = self.gpu_capacity_mask.item(i) & ~free_mask
         if exact.gpu_milli:
@@ -359,11 +361,15 @@ class NodeColumns:
         return result
 
     def _check_exact(self, i: int, exact: Demand) -> None:
+        """Raise :class:`ResourceError` unless ``exact`` names its GPUs and ports; a demand
+        that does is remembered (:data:`_named_exactly`): the RM books the same few again
+        and again, and a demand is a value nobody changes."""
         named = int(exact.gpu_mask).bit_count()
-        gpus_named = (exact.gpus == 0 and named == 1) if exact.gpu_milli else exact.gpus == named
-        if not gpus_named or exact.ports != exact.port_ranges.count:
+        if (exact.gpus != named if not exact.gpu_milli else exact.gpus or named != 1) \
+                or exact.ports != exact.port_ranges.count:
             raise ResourceError(f"host {self.hosts[i]}: a booking names its GPUs (a mask; one GPU for a share) "
                                 f"and its ports (ranges), got {exact}")
+        _named_exactly.put(id(exact), (exact,), True)
 
     # ----------------------------------------------------------------- GPU shares
     def _share_left(self, i: int, exact: Demand) -> int:
@@ -716,6 +722,9 @@ ROWS_ONE_BY_ONE = 16
 
 #: How many answers :attr:`ClusterView.prepared` keeps (then it starts afresh).
 PREPARED_KEPT = 256
+
+#: id(demand) -> True: the demands :meth:`NodeColumns._check_exact` found to name their GPUs and ports
+_named_exactly: IdentityMemo[bool] = IdentityMemo(4096)
 
 #: How many port-range results :meth:`NodeColumns._ports_changed` keeps (then it starts afresh).
 _PORT_RESULTS_KEPT = 4096

@@ -55,9 +55,11 @@ UNBOUNDED = np.iinfo(np.int64).max
 GPU_MILLI = 1000
 
 
+@lru_cache(maxsize=4096)
 def milli(vcores: float) -> int:
     """vcores in integer millis: the unit every fit check and booking counts in, so that
-    fractional asks (cpu x 0.7) add up and come back exactly."""
+    fractional asks (cpu x 0.7) add up and come back exactly. Remembered per value (a
+    cluster's free vcores take few values; a node report's are converted at every update)."""
     return int(round(vcores * 1000))
 
 

@@ -17,29 +17,32 @@ Answer = TypeVar("Answer")
 class IdentityMemo(Generic[Answer]):
     """At most ``limit`` answers, each under a key made of ``id()``s of the objects it is
     about (and any plain values); past the limit it starts afresh (callers whose objects
-    are not shared would otherwise grow it for ever)."""
+    are not shared would otherwise grow it for ever).
 
-    __slots__ = ("_answers", "limit")
+    The answers and the objects they keep alive are two dicts under the same keys, so that
+    :meth:`get` is the answers' own ``dict.get`` (no Python call per look-up)."""
+
+    __slots__ = ("_answers", "_objects", "limit", "get")
 
     def __init__(self, limit: int):
-        self._answers: dict[Hashable, tuple[tuple, Answer]] = {}
+        self._answers: dict[Hashable, Answer] = {}
+        self._objects: dict[Hashable, tuple] = {}
         self.limit = limit
-
-    def get(self, key: Hashable, default=None):
-        """The answer kept under ``key``, else ``default``."""
-        kept = self._answers.get(key)
-        return default if kept is None else kept[1]
+        #: ``get(key, default=None)``: the answer kept under ``key``, else ``default``
+        self.get = self._answers.get
 
     def put(self, key: Hashable, objects: tuple, answer: Answer) -> Answer:
         """Keep ``answer`` under ``key`` (the ids of ``objects``, kept alive with it); returns it."""
         answers = self._answers
         if len(answers) >= self.limit:
-            answers.clear()
-        answers[key] = (objects, answer)
+            self.clear()
+        answers[key] = answer
+        self._objects[key] = objects
         return answer
 
     def clear(self) -> None:
         self._answers.clear()
+        self._objects.clear()
 
     def __len__(self) -> int:
         return len(self._answers)

@@ -25,10 +25,9 @@ def packing_key(view, i: int) -> int:
     A node's GPU counts need no clipping: a node has at most 64 GPUs (its masks are 64-bit)
     and never fewer than none free, so both fit their 7 bits as they are."""
     vcores, memory = tenth(view.mvcores_free.item(i)), view.memory_free.item(i)
-    # the other fields clipped into their widths (17 and 28 bits)
-    return (view.gpus_free.item(i) << 52 | view.gpu_capacity.item(i) << 45
-            | (vcores if 0 <= vcores <= _17 else 0 if vcores < 0 else _17) << 28
-            | (memory if 0 <= memory <= _28 else 0 if memory < 0 else _28))
+    if vcores >> 17 or memory >> 28:   # outside [0, 2**bits) (a negative one too): clipped into its width
+        vcores, memory = min(max(vcores, 0), _17), min(max(memory, 0), _28)
+    return view.gpus_free.item(i) << 52 | view.gpu_capacity.item(i) << 45 | vcores << 28 | memory
 
 
 #: the largest value of a 17- and a 28-bit field

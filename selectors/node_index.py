@@ -156,29 +156,34 @@ class NodeIndex:
         dirty = self.dirty
         if not dirty:
             return
-        if len(dirty) > max(MIN_CHANGED_BEFORE_REBUILD, len(self._entry) // REBUILD_SHARE):
+        if len(dirty) > MIN_CHANGED_BEFORE_REBUILD and len(dirty) > len(self._entry) // REBUILD_SHARE:
             dirty.clear()
             self._build(*columns())
             return
         entries, at = self._entry, self._bucket
         for node in dirty:
             key, bucket = key_of(node), bucket_of(node)
-            entry, was = entries[node], at[node]
-            if key == entry[0] and bucket == was:
+            entry = entries[node]
+            if key == entry[0] and bucket == at[node]:
                 continue
             if self._rows_shared:   # the first write since a copy
                 self._runs = dict(self._runs)
                 self._entry = entries = list(entries)
                 self._bucket = at = list(at)
                 self._rows_shared = False
-            run = self._writable(was)
+            was, own = at[node], self._own
+            run = self._runs[was] if own is None or was in own else self._writable(was)
             left = bisect_left(run, entry)
             del run[left]
             if not run:   # (a walk reads only the runs that have nodes)
-                self._drop_run(was)
+                del self._runs[was]
+                if own is not None:
+                    own.discard(was)
             moved = entries[node] = (key, entry[1], node)
             at[node] = bucket
-            run = self._writable(bucket)
+            run = self._runs.get(bucket) if own is None or bucket in own else None
+            if run is None:
+                run = self._writable(bucket)
             entered = bisect_left(run, moved)
             run.insert(entered, moved)
             if self._arrays:   # (made only once a walk checked chunks)
@@ -210,12 +215,6 @@ class NodeIndex:
             own.add(bucket)
             self._runs[bucket] = list(self._runs.get(bucket, ()))
         return self._runs[bucket]
-
-    def _drop_run(self, bucket: int) -> None:
-        """Forget ``bucket``'s run, emptied (the runs' dict is this index's own by now)."""
-        del self._runs[bucket]
-        if self._own is not None:
-            self._own.discard(bucket)
 
     def _nodes_of(self, bucket: int) -> np.ndarray:
         """The nodes of ``bucket``'s run, in its order, as an array (for the chunks a walk

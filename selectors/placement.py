@@ -182,10 +182,9 @@ def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     found = key_walk(view, pipeline, request, key).best(k)
     if not found:
         raise _not_available(pipeline, view, request, Placement.nothing())
-    j = 0 if len(found) == 1 else pipeline.rng.randrange(len(found))  # keep(): at most those that fit
-    node = found[j][2]
+    key, _, node = found[0] if len(found) == 1 else found[pipeline.rng.randrange(len(found))]  # keep(): at most those that fit
     gpu_mask, ports = _one_instance(pipeline, view, request, node, {})
-    return Placement([node], [[gpu_mask]], [[ports]], [np.int64(found[j][0])], 1)
+    return Placement([node], [[gpu_mask]], [[ports]], [np.int64(key)], 1)
 
 
 def _not_available(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
