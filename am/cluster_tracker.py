@@ -134,11 +134,7 @@ class ClusterTracker:
                 more = _Room.of(view, i).grew_from(before)
             grew = grew or more
             in_use = in_use or _in_use(view, i)
-        if in_use:
-            self._empty, self._empty_when = False, view.changes
-        if grew:
-            self.grown += 1
-        return grew
+        return self._took(grew, in_use)
 
     def check_fits_empty(self, roles: tuple[RoleSpec, ...], pipeline_for) -> GangPlacement | None:
         """:func:`~gangmaster.am.gang_placement.check_fits_empty` on this cluster, remembered
@@ -232,8 +228,14 @@ class ClusterTracker:
                 more = _Room.of(view, i).grew_from(before)
             grew = grew or more
             in_use = in_use or _in_use(view, i)
+        return self._took(grew, in_use)
+
+    def _took(self, grew: bool, in_use: bool) -> bool:
+        """Some nodes were updated (:meth:`apply`, :meth:`take_rows`): the view is not the idle
+        cluster when one of them is in use, and an update after which some node grew is
+        counted (:attr:`grown`). Returns ``grew``."""
         if in_use:
-            self._empty_at = (view.changes, False)
+            self._empty, self._empty_when = False, self.view.changes
         if grew:
             self.grown += 1
         return grew

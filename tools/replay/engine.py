@@ -28,7 +28,7 @@ reports say, without building one each); the RM sends the AMs no node updates (e
 would otherwise hear of every change since its last call). They share their selection pipelines too: one order of the nodes
 for exact ties, drawn from ``seed`` (:func:`tie_rule`), as one scheduler breaks ties,
 and one node index kept on the shared view, which each placement's copy starts from.
-AMs keep their journal in memory, log nothing, and are dropped when their job ends;
+AMs keep no journal, log nothing, and are dropped when their job ends;
 only a :class:`JobOutcome` is kept.
 
 **How replay stays honest.** Every job goes through the code ``gangmaster run`` runs:
@@ -48,8 +48,12 @@ cost (BENCHMARKS.md, "issue 13"), and why none changes a decision:
   Calls from the wire (``gangmaster rm serve``) and ``gangmaster run``'s simulator are
   checked in full. A trace's gangs (a few tasks, a few dozen variables each) are far
   inside every launch limit;
-* its AMs keep their journal in memory (records made only if read: a replayed AM is
-  never restarted) and a quiet log, for which lines that cost work are not built;
+* its AMs keep no journal (:class:`~gangmaster.am.journal.NoJournal`): a replayed AM is
+  never restarted and nobody reads its records, so the AM builds none. It makes every
+  decision and every check of state as it would with a journal
+  (tests/unit/test_journal_records.py replays the same jobs with a memory journal and
+  with none: every outcome, start, end, host and the timeline are equal). Its log is
+  quiet, so lines that cost work are not built;
 * AMs share one view of the cluster and one set of selection pipelines (above);
 * the clock runs fewer events, in the same order: the jobs submitted at one instant
   arrive in one event (in table order, as their own events ran), and the instant's
@@ -98,7 +102,7 @@ from typing import Callable
 
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.cluster_tracker import ClusterTracker
-from gangmaster.am.journal import MemoryJournal
+from gangmaster.am.journal import NoJournal
 from gangmaster.am.lifecycle import ROLE_ACQUIRING
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
@@ -433,7 +437,7 @@ class _Replay:
         now = self._now   # the clock's own (Simulation.now is a call more, ten times a job)
         job.am = ApplicationMaster(spec, self.sim.client, app_id, now, "", settings=self.settings,
                                    selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
-                                   journal=MemoryJournal(now), log=_QUIET, tracker=self.tracker,
+                                   journal=NoJournal(), log=_QUIET, tracker=self.tracker,
                                    shared_pipelines=self.pipelines)
 
     def _sync(self) -> None:
