@@ -126,13 +126,7 @@ class ClusterTracker:
             shares = report.gpu_milli_free is not None or view.gpus_shared.item(i)
             before = _Room.of(view, i) if shares and not grew else None   # once one node grew, the answer is known
             more = view.set_free(i, report.free, report.gpu_milli_free)
-            usable = report.state in _USABLE
-            if view.healthy.item(i) != usable:
-                view.set_health(report.host, usable)
-                more = more or usable   # usable again
-            if before is not None:
-                more = _Room.of(view, i).grew_from(before)
-            grew = grew or more
+            grew = self._row_grew(i, report.state in _USABLE, more, before) or grew
             in_use = in_use or _in_use(view, i)
         return self._took(grew, in_use)
 
@@ -220,15 +214,22 @@ class ClusterTracker:
                                      ledger.gpu_milli_free_of(i) if ledger.gpus_shared.item(i) else None)
             else:
                 more = view.take_free_row(ledger, i)
-            healthy = usable.item(i)
-            if view.healthy.item(i) != healthy:
-                view.set_health(view.hosts[i], healthy)
-                more = more or healthy   # usable again
-            if before is not None:
-                more = _Room.of(view, i).grew_from(before)
-            grew = grew or more
+            grew = self._row_grew(i, usable.item(i), more, before) or grew
             in_use = in_use or _in_use(view, i)
         return self._took(grew, in_use)
+
+    def _row_grew(self, i: int, usable: bool, more: bool, before: _Room | None) -> bool:
+        """Node ``i``'s free resources were just overwritten (``more``: whether they grew, as
+        :meth:`ClusterView.set_free` says): its health becomes ``usable``; whether the node has
+        more room than before — usable again, or, where a GPU holds shares (``before``: its
+        :class:`_Room` before), compared whole."""
+        view = self.view
+        if view.healthy.item(i) != usable:
+            view.set_health(view.hosts[i], usable)
+            more = more or usable   # usable again
+        if before is not None:
+            more = _Room.of(view, i).grew_from(before)
+        return more
 
     def _took(self, grew: bool, in_use: bool) -> bool:
         """Some nodes were updated (:meth:`apply`, :meth:`take_rows`): the view is not the idle

@@ -643,13 +643,7 @@ class ClusterView(NodeColumns):
         what shares leave on a GPU is not compared (the AM's tracker compares it)."""
         i = self.index(host_or_index) if isinstance(host_or_index, str) else host_or_index
         mask = self.gpu_capacity_mask.item(i) & free.gpu_mask
-        memory, mvcores = free.memory_mb, milli(free.vcores)
-        more = (memory > self.memory_free.item(i) or mvcores > self.mvcores_free.item(i)
-                or bool(mask & ~self.gpu_free_mask.item(i)))
-        self.memory_free[i] = memory
-        self.mvcores_free[i] = mvcores
-        self.gpu_free_mask[i] = mask
-        self.gpus_free[i] = mask.bit_count()
+        more = self._overwrite_free(i, free.memory_mb, milli(free.vcores), mask)
         if gpu_milli_free is not None or self.gpus_shared.item(i):
             self._set_shares(i, mask, gpu_milli_free or ())
         ports, before = free.port_ranges, self.ports_free[i]
@@ -668,18 +662,24 @@ class ClusterView(NodeColumns):
         neither holds GPU shares on it: what ``source`` has free becomes what the view has free,
         without a report and its descriptor. Returns whether the node has more room than
         before, as :meth:`set_free` does."""
-        memory, mvcores, mask = source.memory_free.item(i), source.mvcores_free.item(i), source.gpu_free_mask.item(i)
+        more = self._overwrite_free(i, source.memory_free.item(i), source.mvcores_free.item(i),
+                                    source.gpu_free_mask.item(i))
+        ports, before = source.ports_free[i], self.ports_free[i]
+        if ports is not before and ports != before:
+            more = more or ports_grew(ports, before)
+            self._set_ports_free(i, ports)
+        self._touched(i)
+        return more
+
+    def _overwrite_free(self, i: int, memory: int, mvcores: int, mask: int) -> bool:
+        """Node ``i``'s free memory, vcores and wholly free GPUs (``mask``) become these; whether
+        any of them grew (a GPU freed counts even when another was taken)."""
         more = (memory > self.memory_free.item(i) or mvcores > self.mvcores_free.item(i)
                 or bool(mask & ~self.gpu_free_mask.item(i)))
         self.memory_free[i] = memory
         self.mvcores_free[i] = mvcores
         self.gpu_free_mask[i] = mask
         self.gpus_free[i] = mask.bit_count()
-        ports, before = source.ports_free[i], self.ports_free[i]
-        if ports is not before and ports != before:
-            more = more or ports_grew(ports, before)
-            self._set_ports_free(i, ports)
-        self._touched(i)
         return more
 
     def _set_shares(self, i: int, free_mask: int, milli_free: tuple[int, ...]) -> None:
