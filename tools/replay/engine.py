@@ -499,8 +499,7 @@ class _Replay:
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
         self._touched.add(job.partition)
-        self.waiting_jobs -= 1
-        self.pending_gpus -= gpus
+        self._left_queue(job)
 
     def _left_queue(self, job: _Job) -> None:
         self.waiting_jobs -= 1
