@@ -4,16 +4,19 @@ table, before the first job) and the FGD fragmentation measure it samples over t
 The measure itself is selectors/fragmentation.py's (its own tests); here a stand-in
 measure with known numbers checks the replay's side: which shapes, which calls, when
 sampled, and the figures made of them."""
+import random
 import types
 
 import numpy as np
 import pytest
 
 from gangmaster.selectors.selector import Selector
-from gangmaster.selectors.workload import TaskShape
+from gangmaster.selectors.fit import milli
+from gangmaster.selectors.workload import TaskShape, WorkloadShapes
 from gangmaster.tools.replay import workload as workload_module
 from gangmaster.tools.replay.engine import ReplayOptions, replay
 from gangmaster.tools.replay.metrics import fgd_fragmentation, measurement_window
+from gangmaster.tools.replay.trace import JobTable, TraceJob, TraceRole
 from gangmaster.tools.replay.workload import FragmentationRecorder, workload_shapes
 
 from replay_helpers import cluster, job, table
@@ -38,6 +41,24 @@ def test_the_shapes_count_every_instance_of_every_role(stand_in):
     shapes = workload_shapes(table([job("a", 0, 10, 8), job("b", 1, 10, 12), job("c", 2, 10, 1)]))
     eight, four, one = (TaskShape(10_000 * g, 65536 * g, g) for g in (8, 4, 1))
     assert dict(zip(shapes.shapes, shapes.weights)) == {eight: 0.5, four: 0.25, one: 0.25}   # 12 GPUs = 8 + 4
+
+
+def test_the_shapes_are_what_every_tasks_ask_gives():
+    """workload_shapes counts the roles by distinct ask and instance count; the result is
+    WorkloadShapes.from_asks of one ask per task (asks that differ only in the order of their
+    GPU types, or in vcores that round to the same millis, are one shape)."""
+    rng = random.Random(7)
+    for _ in range(200):
+        jobs = []
+        for i in range(rng.randint(0, 12)):
+            roles = tuple(TraceRole(f"r{k}", rng.randint(0, 3), rng.choice([0, 1, 2, 8]), rng.choice([1.0, 1.0004, 2.5]),
+                                    rng.choice([1024, 4096]), rng.choice([(), ("a",), ("a", "b"), ("b", "a")]))
+                          for k in range(rng.randint(1, 3)))
+            jobs.append(TraceJob(f"j{i}", float(i), 10.0, "q", roles))
+        asks = [TaskShape(milli(role.vcores), role.memory_mb, role.gpus, role.gpu_milli, tuple(sorted(role.gpu_types)))
+                for trace in jobs for role in trace.roles for _ in range(role.instances)]
+        expected = WorkloadShapes.from_asks(asks) if asks else None
+        assert workload_shapes(JobTable(tuple(jobs), "t", "", "native")) == expected
 
 
 def test_the_selector_hears_of_the_workload_before_the_first_job_and_frag_is_sampled(stand_in):

@@ -19,8 +19,12 @@ event.
 """
 from __future__ import annotations
 
+import itertools
 import math
+import operator
+from collections import Counter
 from dataclasses import dataclass
+
 import numpy as np
 
 from gangmaster.selectors.fit import milli
@@ -36,21 +40,28 @@ FRAGMENTATION_SAMPLES = 1000
 WORKLOAD_TOP: int | None = None
 
 
-def workload_shapes(table: JobTable) -> "WorkloadShapes":
-    """The table's typical task shapes: every distinct ask, weighed by how often it comes."""
+#: A role's ask and how many tasks ask it (:func:`workload_shapes` counts the roles by these).
+_ROLE_ASK = operator.attrgetter("vcores", "memory_mb", "gpus", "gpu_milli", "gpu_types", "instances")
+
+
+def workload_shapes(table: JobTable) -> "WorkloadShapes | None":
+    """The table's typical task shapes: every distinct ask, weighed by how many tasks ask it
+    (what :meth:`WorkloadShapes.from_asks` of every task's ask gives; the roles are counted
+    by their distinct asks and instance counts first, not task by task); None for a table
+    of no task."""
+    roles = Counter(map(_ROLE_ASK, itertools.chain.from_iterable(map(operator.attrgetter("roles"), table.jobs))))
     shapes: dict[tuple, TaskShape] = {}
-    asks: list[TaskShape] = []
-    for job in table.jobs:
-        for role in job.roles:
-            key = (role.vcores, role.memory_mb, role.gpus, role.gpu_milli, role.gpu_types)
-            shape = shapes.get(key)
-            if shape is None:
-                shape = shapes[key] = TaskShape(milli(role.vcores), role.memory_mb, role.gpus, role.gpu_milli,
-                                                tuple(sorted(role.gpu_types)))
-            asks.extend([shape] * role.instances)
-    if not asks:
+    weights: list[tuple[TaskShape, int]] = []
+    for (vcores, memory_mb, gpus, gpu_milli, gpu_types, instances), count in roles.items():
+        key = (vcores, memory_mb, gpus, gpu_milli, gpu_types)
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = TaskShape(milli(vcores), memory_mb, gpus, gpu_milli, tuple(sorted(gpu_types)))
+        if instances > 0:
+            weights.append((shape, instances * count))
+    if not weights:
         return None
-    return WorkloadShapes.from_asks(asks, WORKLOAD_TOP)
+    return WorkloadShapes.weighted(weights, WORKLOAD_TOP)
 
 
 def observe(selector, shapes: "WorkloadShapes | None") -> None:
