@@ -138,7 +138,9 @@ class ClusterTracker:
         shape. While the view is the idle cluster itself the check is the gang's placement
         on it, returned as that function returns it; else None."""
         pipelines = tuple(map(pipeline_for, roles))
-        never = self._fits_empty_of(roles, pipelines)
+        never = self._fits_empty_by_id.get((id(roles), pipelines), _UNKNOWN)   # (see _fits_empty_of)
+        if never is _UNKNOWN:
+            never = self._fits_empty_of(roles, pipelines)
         if never is _UNKNOWN or self._view_is_empty():
             try:
                 placed = check_fits_empty(self.view, roles, lambda role: pipelines[roles.index(role)])
@@ -153,14 +155,13 @@ class ClusterTracker:
 
     def _fits_empty_of(self, roles: tuple[RoleSpec, ...], pipelines: tuple) -> GangDoesNotFit | None | object:
         """What :meth:`check_fits_empty` found for this gang shape (``_UNKNOWN`` when not
-        asked yet). Looked up first by the identity of the roles' tuple (AMs of one shape
-        share it: no role is hashed, and the tuple kept with the answer keeps its id its
-        own), then by the roles' value."""
-        never = self._fits_empty_by_id.get((id(roles), pipelines), _UNKNOWN)
-        if never is _UNKNOWN:
-            never = self._fits_empty.get((roles, pipelines), _UNKNOWN)   # (pipelines by identity)
-            if never is not _UNKNOWN:
-                self._fits_empty_by_id.put((id(roles), pipelines), (roles,), never)
+        asked yet), by the roles' value, for a roles' tuple not found by its identity (the
+        caller looks there first: AMs of one shape share it, no role is hashed, and the tuple
+        kept with the answer keeps its id its own); found, it is remembered by this one's
+        identity too."""
+        never = self._fits_empty.get((roles, pipelines), _UNKNOWN)   # (pipelines by identity)
+        if never is not _UNKNOWN:
+            self._fits_empty_by_id.put((id(roles), pipelines), (roles,), never)
         return never
 
     def _remember_fits_empty(self, roles: tuple[RoleSpec, ...], pipelines: tuple,

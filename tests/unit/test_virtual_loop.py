@@ -1,70 +1,66 @@
-"""The virtual loop's order: events by (time, scheduling order); an instant's end calls
-after every event due at that instant, those it scheduled for it included; a stream of
-calls (call_each) in the order call_at would give them."""
+"""The virtual loop's order: events by (time, scheduling order); an instant at a time
+(run_instant: every event due at that instant, those scheduled for it meanwhile included);
+a stream of calls (call_each) in the order call_at would give them."""
 import pytest
 
 from gangmaster.tools.rmsim.clock import VirtualLoop
 
 
-def test_an_instant_end_call_runs_after_every_event_of_its_instant_and_before_the_next():
+def _by_instants(loop, at_end) -> None:
+    """Drive ``loop`` an instant at a time, calling ``at_end()`` after each."""
+    while loop.run_instant():
+        at_end()
+
+
+def test_run_instant_runs_every_event_of_the_next_instant_and_stops_before_the_next():
     loop, seen = VirtualLoop(), []
 
     def first():
         seen.append(("first", loop.now()))
-        loop.at_instant_end(lambda: seen.append(("end", loop.now())))
         loop.call_at(5.0, seen.append, ("scheduled for now", 5.0))
 
     loop.call_at(5.0, first)
     loop.call_at(5.0, seen.append, ("second", 5.0))
     loop.call_at(6.0, seen.append, ("later", 6.0))
-    loop.run()
-    assert seen == [("first", 5.0), ("second", 5.0), ("scheduled for now", 5.0), ("end", 5.0), ("later", 6.0)]
-    assert loop.events_run == 4   # the end call is not an event
+    _by_instants(loop, lambda: seen.append(("end", loop.now())))
+    assert seen == [("first", 5.0), ("second", 5.0), ("scheduled for now", 5.0), ("end", 5.0), ("later", 6.0),
+                    ("end", 6.0)]
+    assert loop.events_run == 4   # the driver's work at an instant's end is not an event
+    assert not loop.run_instant()   # none is left
 
 
-def test_an_instant_end_call_may_schedule_more_for_now_and_ask_for_another_end():
+def test_work_at_an_instant_end_may_schedule_more_for_now_which_the_next_call_runs_at_that_instant():
     loop, seen = VirtualLoop(), []
 
     def end():
-        seen.append("end")
-        if seen.count("end") == 1:
-            loop.call_at(loop.now(), seen.append, "zero-length task")
-            loop.at_instant_end(end)
+        seen.append(("end", loop.now()))
+        if seen.count(("end", 1.0)) == 1:
+            loop.call_at(loop.now(), seen.append, ("zero-length task", loop.now()))
 
-    loop.call_at(1.0, loop.at_instant_end, end)
-    loop.call_at(1.0, loop.at_instant_end, lambda: seen.append("end of another"))
-    loop.call_at(2.0, seen.append, "next instant")
-    loop.run()
-    assert seen == ["end", "end of another", "zero-length task", "end", "next instant"]
+    loop.call_at(1.0, seen.append, ("event", 1.0))
+    loop.call_at(2.0, seen.append, ("next instant", 2.0))
+    _by_instants(loop, end)
+    assert seen == [("event", 1.0), ("end", 1.0), ("zero-length task", 1.0), ("end", 1.0), ("next instant", 2.0),
+                    ("end", 2.0)]
 
 
 def test_cancelled_events_do_not_hold_an_instant_open():
     loop, seen = VirtualLoop(), []
-    loop.call_at(1.0, loop.at_instant_end, lambda: seen.append("end"))
+    loop.call_at(1.0, seen.append, "first")
     loop.call_at(1.0, seen.append, "never").cancel()
     loop.call_at(3.0, seen.append, "later")
-    loop.run_until(2.0)
-    assert seen == ["end"] and loop.now() == 2.0
+    assert loop.run_instant() and seen == ["first"] and loop.now() == 1.0
     assert loop.has_one_shot_calls()   # "later" is still to come
-    loop.run()
-    assert seen == ["end", "later"]
-
-
-def test_an_instant_end_call_pending_counts_as_work_to_come():
-    loop = VirtualLoop()
-    loop.at_instant_end(lambda: None)
-    assert loop.has_one_shot_calls()
-    loop.run()
+    assert loop.run_instant() and seen == ["first", "later"] and loop.now() == 3.0
     assert not loop.has_one_shot_calls()
 
 
-def test_stepping_one_event_at_a_time_keeps_the_same_order_as_run():
+def test_stepping_one_event_at_a_time_or_an_instant_at_a_time_keeps_the_same_order_as_run():
     def scenario(drive):
         loop, seen = VirtualLoop(), []
 
         def first():
             seen.append("first")
-            loop.at_instant_end(lambda: seen.append("end"))
             loop.call_at(loop.now(), seen.append, "scheduled for now")
 
         loop.call_at(5.0, first)
@@ -77,8 +73,8 @@ def test_stepping_one_event_at_a_time_keeps_the_same_order_as_run():
         while loop.step():
             pass
 
-    assert scenario(by_steps) == scenario(lambda loop: loop.run()) == (
-        ["first", "second", "scheduled for now", "end", "later"], 4)
+    assert (scenario(by_steps) == scenario(lambda loop: loop.run()) == scenario(lambda loop: _by_instants(loop, list))
+            == (["first", "second", "scheduled for now", "later"], 4))
 
 
 def _order_of(schedule) -> list:

@@ -7,8 +7,9 @@ workload ends them — the same code ``gangmaster run`` runs, in virtual time.
 an AM is called at the instant something concerns it: its job is tried (submitted,
 or capacity freed in its queue's nodes), or one of its containers ended. All that
 happens at one instant is taken in before the queues are tried (one *pass* per
-instant, at the instant's end: :meth:`~gangmaster.tools.rmsim.clock.VirtualLoop.at_instant_end`,
-not an event of its own; the jobs submitted at one instant are one event). With ``heartbeat_s = h > 0`` the AMs hear of events and the queues are
+instant, at the instant's end: the driver runs the clock an instant at a time,
+:meth:`~gangmaster.tools.rmsim.clock.VirtualLoop.run_instant`, and the pass is not an event
+of its own; the jobs submitted at one instant are one event). With ``heartbeat_s = h > 0`` the AMs hear of events and the queues are
 tried only at multiples of h (every AM heartbeats in step, every h seconds), so a
 job waits up to h for each step, as with real heartbeats.
 
@@ -57,7 +58,7 @@ cost (BENCHMARKS.md, "issue 13"), and why none changes a decision:
 * AMs share one view of the cluster and one set of selection pipelines (above);
 * the clock runs fewer events, in the same order: the jobs submitted at one instant
   arrive in one event (in table order, as their own events ran), and the instant's
-  pass runs at its end (``VirtualLoop.at_instant_end``) rather than as an event
+  pass runs at its end (after ``VirtualLoop.run_instant``) rather than as an event
   scheduled by the first thing that needed it. Both ran after every event of their
   instant already on the clock (arrivals are scheduled first, a task's exit when it
   starts), and a replay schedules nothing else for the current instant in between, so
@@ -98,6 +99,7 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from gangmaster.am.am_settings import AMSettings
@@ -121,7 +123,7 @@ from ..rmsim.queues import Queue
 from ..rmsim.simulation import Simulation
 from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
-from .queue_policy import QUEUE_POLICIES, Waiting, dropped, queue_for
+from .queue_policy import QUEUE_POLICIES, dropped, queue_for
 from .timeline import Timeline, TimelineRecorder
 from .trace import JobTable, TraceJob
 from .workload import FragmentationRecorder, FragmentationSeries, observe, workload_shapes
@@ -236,16 +238,18 @@ def tie_rule(options: ReplayOptions) -> str:
 
 
 class _Job:
-    """A job being replayed: its table row, its AM while it has one, what it held."""
+    """A job being replayed: its table row, its AM while it has one, what it held. It waits
+    in its queue as itself: a queue policy reads its ``order`` (its row) and ``shape``
+    (:class:`~.queue_policy.Waiting`'s fields; the shape only where the policy reads it)."""
 
-    __slots__ = ("index", "trace", "gpus", "queue", "label", "partition", "am", "spec", "start_s", "end_s", "hosts",
+    __slots__ = ("order", "trace", "gpus", "queue", "label", "partition", "shape", "am", "start_s", "end_s", "hosts",
                  "gang_wait_s", "outcome")
 
-    def __init__(self, index: int, trace: TraceJob, queue: str, label: str | None, partition: str | None):
-        self.index, self.trace, self.queue, self.label, self.partition = index, trace, queue, label, partition
+    def __init__(self, order: int, trace: TraceJob, queue: str, label: str | None, partition: str | None):
+        self.order, self.trace, self.queue, self.label, self.partition = order, trace, queue, label, partition
         self.gpus = trace.gpus   # read at every start, end and pass: summed once
+        self.shape = None
         self.am: ApplicationMaster | None = None
-        self.spec = None
         self.start_s: float | None = None
         self.end_s: float | None = None
         self.hosts: tuple[str, ...] = ()
@@ -306,6 +310,11 @@ class _Replay:
             else:
                 label, partition = SHARED_LABEL, None
             self.jobs.append(_Job(index, trace, queue, label, partition))
+        # Whether the queues read a job's shape (every queue has the one policy; one that does not
+        # say is given it): then each job's is worked out once, here.
+        if getattr(self.queues[queue_names[0]], "by_shape", True):
+            for job in self.jobs:
+                job.shape = gang_shape(job.trace)
         self.by_app: dict[str, _Job] = {}
         self.done = 0
         self.recorder = TimelineRecorder(sum(spec.gpus for spec in specs))
@@ -320,11 +329,14 @@ class _Replay:
         # Read at every flush, start and end: looked up once.
         loop = self.sim.loop
         self._now = loop.now
-        self._at_instant_end = loop.at_instant_end
         self._forget_job = self.sim.workload.forget_job
-        # Whether the queues read a job's shape (every queue has the one policy; one that does not
-        # say is given it).
-        self._by_shape = getattr(self.queues[queue_names[0]], "by_shape", True)
+        self._beat = options.heartbeat_s
+        # Every AM is made alike but for its job, application and journal (_admit). Its clock is
+        # the loop's own (Simulation.now is a call more, ten times a job).
+        self._new_am = partial(ApplicationMaster, rm=self.sim.client, now=self._now, work_dir="",
+                               settings=self.settings, selection=self.selection, barrier=self.sim.barrier,
+                               metrics=self.metrics, log=_QUIET, tracker=self.tracker,
+                               shared_pipelines=self.pipelines)
         # The next instant the fragmentation is sampled at (never, without a recorder).
         self._fragmentation_at = self.fragmentation.next_at if self.fragmentation is not None else math.inf
         self._dirty: set[str] = set()        # queues to try at the end of this instant
@@ -342,16 +354,22 @@ class _Replay:
             arrivals.setdefault(job.trace.submit_s * scale, []).append(job)
         # One event per instant of arrivals, not one per job; only the next on the clock's heap.
         loop.call_each(self._submitted, [(when, (jobs,)) for when, jobs in arrivals.items()])
-        loop.run()
+        if self._beat == 0:   # the flush at the end of each instant that asked for one
+            run_instant, flush = loop.run_instant, self._flush
+            while run_instant():
+                if self._flush_pending:
+                    flush()
+        else:   # the flushes are the clock's events, at the heartbeats
+            loop.run()
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
 
     def _submitted(self, jobs: list[_Job]) -> None:
         """The jobs submitted at this instant join their queues (in table order)."""
-        queues, dirty, by_shape = self.queues, self._dirty, self._by_shape
+        queues, dirty = self.queues, self._dirty
         gpus = 0
         for job in jobs:
-            queues[job.queue].add(Waiting(job.index, gang_shape(job.trace) if by_shape else None, job.gpus, job))
+            queues[job.queue].add(job)
             gpus += job.gpus
             dirty.add(job.queue)
         self.waiting_jobs += len(jobs)
@@ -368,14 +386,11 @@ class _Replay:
 
     def _schedule_flush(self) -> None:
         """Have :meth:`_flush` run at the end of this instant (``heartbeat_s`` 0: once every
-        event due now has run, not as an event of its own) or at the next heartbeat."""
-        if self._flush_pending:
-            return
+        event due now has run, not as an event of its own: :meth:`run` drives the clock an
+        instant at a time) or at the next heartbeat. Called only while none is pending."""
         self._flush_pending = True
-        beat = self.options.heartbeat_s
-        if beat == 0:
-            self._at_instant_end(self._flush)
-        else:
+        beat = self._beat
+        if beat:
             self.sim.loop.call_at(math.ceil(self._now() / beat - 1e-9) * beat, self._flush)
 
     def _flush(self) -> None:
@@ -398,15 +413,20 @@ class _Replay:
                 queue = queues[name]
                 queue.run_pass(try_start)
                 if self._drops:
-                    for waiting in dropped(queue):
-                        self._dropped(waiting.job)
-        if touched and self.hol:
-            dirty.update(self._held_back_in(touched))
+                    for job in dropped(queue):
+                        self._dropped(job)
+        if touched:
+            if self.hol:
+                dirty.update(self._held_back_in(touched))
+            touched.clear()
         if dirty:
-            for name in dirty:
-                self._update_hol(name)
+            if self.waiting_jobs:
+                for name in dirty:
+                    self._update_hol(name)
+            elif self.hol:   # every queue is empty: no head is held back (as _update_hol of each finds)
+                self.hol.clear()
+                self.hol_total = 0
             dirty.clear()
-        touched.clear()
         now = self._now()
         self.recorder.record(now, self.allocated, self.waiting_jobs, self.pending_gpus, self.hol_total)
         if now >= self._fragmentation_at:
@@ -415,10 +435,9 @@ class _Replay:
             self._fragmentation_at = self.fragmentation.next_at
 
     # ------------------------------------------------------------------ AMs
-    def _try_start(self, waiting: Waiting) -> bool:
+    def _try_start(self, job: _Job) -> bool:
         """Place the job's gang through its AM (admitting the job first); True when it
         started or can never run (either way it leaves the queue)."""
-        job: _Job = waiting.job
         if job.am is None:
             self._admit(job)
             if job.am.done:   # refused at submission: it can never run here
@@ -430,15 +449,10 @@ class _Replay:
 
     def _admit(self, job: _Job) -> None:
         spec = job_spec(job.trace, job.label)
-        job.spec = spec
         self.sim.workload.add_job(spec)
         app_id = self.sim.client.submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
         self.by_app[app_id] = job
-        now = self._now   # the clock's own (Simulation.now is a call more, ten times a job)
-        job.am = ApplicationMaster(spec, self.sim.client, app_id, now, "", settings=self.settings,
-                                   selection=self.selection, barrier=self.sim.barrier, metrics=self.metrics,
-                                   journal=NoJournal(), log=_QUIET, tracker=self.tracker,
-                                   shared_pipelines=self.pipelines)
+        job.am = self._new_am(spec, app_id=app_id, journal=NoJournal())
 
     def _sync(self) -> None:
         """Bring the shared view up to what the RM holds now, before an AM places a gang on
@@ -466,12 +480,14 @@ class _Replay:
                 kept_node_index(view, key, pipeline.tie_order.of(len(view), view.hosts))
 
     def _heartbeat(self, job: _Job) -> None:
+        """The job's AM heartbeats; the driver takes in what became of the job: started (its
+        gang, placed on the shared view, is granted at once, or the view and the RM disagree),
+        or ended."""
         am = job.am
         am.heartbeat()
-        gangs = am.gangs
-        if gangs:
-            gang = gangs[0]
-            if job.start_s is None and gang.record.started_at is not None:
+        if job.start_s is None and am.gangs:
+            gang = am.gangs[0]
+            if gang.record.started_at is not None:
                 self._started(job, gang)
             elif gang.state is ROLE_ACQUIRING:
                 raise RuntimeError(f"replay: job {job.trace.job_id}'s gang was placed on the shared view but its "
@@ -521,10 +537,9 @@ class _Replay:
                 self._dirty.update(self.partition_queues.get(job.partition, ()))
             if not self._flush_pending:
                 self._schedule_flush()
-        self._forget_job(job.spec)
+        self._forget_job(am.job)
         self.by_app.pop(am.app_id, None)
         job.am = None
-        job.spec = None
         self.done += 1
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
@@ -544,7 +559,7 @@ class _Replay:
         hol = self.hol
         held = hol.pop(name, 0)
         if head is not None:
-            free = self.free_gpus.get(head.job.partition, 0)
+            free = self.free_gpus.get(head.partition, 0)
             if free >= head.gpus:
                 hol[name] = free
                 held -= free

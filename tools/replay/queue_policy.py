@@ -26,7 +26,9 @@ from typing import Callable, Hashable, Iterator
 class Waiting:
     """A job waiting in its queue: ``order`` is its place in submission order, ``shape``
     what placing it depends on (read by the policies that index by shape: see
-    :attr:`FifoQueue.by_shape`). A plain slotted class: a replay makes one per job."""
+    :attr:`FifoQueue.by_shape`). The policies read nothing else of what waits, so a driver
+    may queue its own record of a job that has those two fields (the replay engine's job
+    waits as itself) and is handed back that record."""
 
     __slots__ = ("order", "shape", "gpus", "job")
 
@@ -47,6 +49,7 @@ class FifoQueue:
 
     def __init__(self) -> None:
         self._jobs: deque[Waiting] = deque()
+        self.add = self._jobs.append   # (the deque's own: no call of a method per job)
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -55,6 +58,7 @@ class FifoQueue:
         return iter(self._jobs)
 
     def add(self, waiting: Waiting) -> None:
+        """``waiting`` joins the queue's end (each queue's :attr:`add` is its deque's append)."""
         self._jobs.append(waiting)
 
     @property

@@ -27,20 +27,23 @@ class TimelineRecorder:
         self.capacity_gpus = capacity_gpus
         self._rows: list[tuple[float, tuple[int, int, int, int]]] = []   # (t, the values from t on)
         self._last: tuple | None = None   # the values of the last row
+        self._last_t: float | None = None   # its time
 
     def record(self, t: float, allocated: int, queue_length: int, pending_gpus: int, hol: int) -> None:
         values = (allocated, queue_length, pending_gpus, hol)
         if values == self._last:
             return
         rows = self._rows
-        if rows and rows[-1][0] == t:   # the same instant: its last values stand
+        if t == self._last_t:   # the same instant: its last values stand
             if len(rows) > 1 and rows[-2][1] == values:
-                rows.pop()
+                rows.pop()   # (back to the row before, which holds them)
+                self._last_t = rows[-1][0]
             else:
                 rows[-1] = (t, values)
         else:
             rows.append((t, values))
-        self._last = rows[-1][1]
+            self._last_t = t
+        self._last = values
 
     def timeline(self) -> Timeline:
         rows = self._rows

@@ -48,26 +48,6 @@ class VirtualLoop:
         self._heap: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
         self.events_run = 0
-        self._at_instant_end: list[Callable[[], Any]] = []
-
-    def at_instant_end(self, fn: Callable[[], Any]) -> None:
-        """Call ``fn()`` once the current instant is over: after every event due now has run
-        (those scheduled for now meanwhile included), before the clock moves on. It is not an
-        event of its own (``events_run`` does not count it): the work a driver does once per
-        instant, whatever and however many events the instant held. Calls it schedules for
-        now run next, and a call of this made meanwhile, after them."""
-        self._at_instant_end.append(fn)
-
-    def _end_instant(self) -> None:
-        """Run the instant's end calls when no event is due now any more."""
-        heap = self._heap
-        while heap and heap[0][2].cancelled:
-            heapq.heappop(heap)
-        if heap and heap[0][0] <= self._now:
-            return
-        calls, self._at_instant_end = self._at_instant_end, []
-        for fn in calls:
-            fn()
 
     def now(self) -> float:
         return self._now
@@ -137,8 +117,7 @@ class VirtualLoop:
     def has_one_shot_calls(self) -> bool:
         """Whether anything but the periodic calls of :meth:`every` is still scheduled. When
         nothing is, only those callbacks themselves can change what they will see."""
-        return bool(self._at_instant_end) or any(not timer.cancelled and not timer.periodic
-                                                 for _, _, timer in self._heap)
+        return any(not timer.cancelled and not timer.periodic for _, _, timer in self._heap)
 
     def next_time(self) -> float | None:
         while self._heap and self._heap[0][2].cancelled:
@@ -147,8 +126,6 @@ class VirtualLoop:
 
     def step(self) -> bool:
         """Run the next event; False when none is left."""
-        if self._at_instant_end:   # asked for outside any event: the instant it was asked in is over
-            self._end_instant()
         heap = self._heap
         while heap:
             when, _, timer = heapq.heappop(heap)
@@ -157,8 +134,29 @@ class VirtualLoop:
             self._now = when
             self.events_run += 1
             timer.fn(*timer.args)
-            if self._at_instant_end:
-                self._end_instant()
+            return True
+        return False
+
+    def run_instant(self) -> bool:
+        """Run the next instant: every event due at the next event's time, those they schedule
+        for it meanwhile included, then stop before the clock moves on; False when no event is
+        left. A driver that does some work once per instant, whatever and however many events
+        the instant held, does it after each call (events it schedules for now make the next
+        call run at this instant again)."""
+        heap = self._heap
+        pop = heapq.heappop
+        while heap:
+            t, _, timer = pop(heap)
+            if timer.cancelled:
+                continue
+            self._now = t
+            self.events_run += 1
+            timer.fn(*timer.args)
+            while heap and heap[0][0] <= t:   # the instant's other events
+                _, _, timer = pop(heap)
+                if not timer.cancelled:
+                    self.events_run += 1
+                    timer.fn(*timer.args)
             return True
         return False
 
@@ -178,10 +176,7 @@ class VirtualLoop:
         self._run_through(math.inf)
 
     def _run_through(self, when: float) -> None:
-        """Run every event at or before ``when``: step() and _end_instant() inlined, as a
-        whole replay's events run here."""
-        if self._at_instant_end:
-            self._end_instant()
+        """Run every event at or before ``when`` (step() inlined)."""
         heap = self._heap
         pop = heapq.heappop
         while heap and heap[0][0] <= when:
@@ -191,13 +186,6 @@ class VirtualLoop:
             self._now = t
             self.events_run += 1
             timer.fn(*timer.args)
-            if self._at_instant_end:
-                while heap and heap[0][2].cancelled:
-                    pop(heap)
-                if not heap or heap[0][0] > t:   # the instant is over
-                    calls, self._at_instant_end = self._at_instant_end, []
-                    for fn in calls:
-                        fn()
 
 
 class RealTimeLoop:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import field
+from types import MappingProxyType
 from typing import Any, Mapping, Protocol
 
 from gangmaster.am.jobspec_model import JobSpec
@@ -135,6 +136,8 @@ class RoleBehaviour:
         return self.usual
 
 
+#: A role's simulation keys when its job names none (read only).
+_NO_KEYS: Mapping[str, Any] = MappingProxyType({})
 #: The roles with no failure injected, by duration and exit code as their keys give them.
 _PLAIN_ROLES: dict[tuple, RoleBehaviour] = {}
 #: The most of them kept (then they are made afresh).
@@ -158,7 +161,9 @@ class JobWorkload:
     def add_job(self, job: JobSpec) -> None:
         """Know the tasks of ``job`` (by its name, as its tasks' environment gives it). A
         second job of the same name must behave the same: tasks cannot tell them apart."""
-        roles = {role.name: RoleBehaviour.from_keys(job.simulation.get(role.name, {})) for role in job.roles}
+        simulation, roles = job.simulation, {}
+        for role in job.roles:   # (a loop, not a comprehension: no frame of its own per job)
+            roles[role.name] = RoleBehaviour.from_keys(simulation.get(role.name, _NO_KEYS))
         known = self._jobs.setdefault(job.name, roles)
         if known is not roles and known != roles:
             raise ValueError(f"job {job.name!r}: another job of that name, simulated differently, is already "
