@@ -95,7 +95,9 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import itertools
 import math
+import operator
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,6 +136,8 @@ __all__ = ["ReplayOptions", "JobOutcome", "ReplayResult", "Timeline", "replay", 
 SHARED_LABEL = "shared"
 #: The log of every replayed AM: it keeps nothing, so one serves them all.
 _QUIET = QuietLog()
+#: A job's submit time (as the replay's clock reads it).
+_SUBMIT_S = operator.attrgetter("submit_s")
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
 #: The request a strategy's node key is asked for when the shared view's index is kept
@@ -242,11 +246,13 @@ class _Job:
     in its queue as itself: a queue policy reads its ``order`` (its row) and ``shape``
     (:class:`~.queue_policy.Waiting`'s fields; the shape only where the policy reads it)."""
 
-    __slots__ = ("order", "trace", "gpus", "queue", "label", "partition", "shape", "am", "start_s", "end_s", "hosts",
-                 "gang_wait_s", "outcome")
+    __slots__ = ("order", "trace", "submit_s", "gpus", "queue", "label", "partition", "shape", "am", "start_s",
+                 "end_s", "hosts", "gang_wait_s", "outcome")
 
-    def __init__(self, order: int, trace: TraceJob, queue: str, label: str | None, partition: str | None):
-        self.order, self.trace, self.queue, self.label, self.partition = order, trace, queue, label, partition
+    def __init__(self, order: int, trace: TraceJob, submit_s: float, queue: str, label: str | None,
+                 partition: str | None):
+        self.order, self.trace, self.submit_s = order, trace, submit_s   # (submit_s: the trace's, scaled)
+        self.queue, self.label, self.partition = queue, label, partition
         self.gpus = trace.gpus   # read at every start, end and pass: summed once
         self.shape = None
         self.am: ApplicationMaster | None = None
@@ -298,9 +304,12 @@ class _Replay:
         self.queues = {name: queue_for(options.queue_policy) for name in queue_names}
         self._drops = options.queue_policy == "drop"   # only that policy gives up on jobs (queue_policy.dropped)
         self.partition_queues: dict[str | None, list[str]] = {}
+        self.queue_partition: dict[str, str | None] = {}
         for name in queue_names:
-            self.partition_queues.setdefault(name if name in isolated else None, []).append(name)
+            partition = self.queue_partition[name] = name if name in isolated else None
+            self.partition_queues.setdefault(partition, []).append(name)
         self.jobs: list[_Job] = []
+        scale = options.time_scale
         for index, trace in enumerate(table.jobs):
             queue = trace.queue or DEFAULT_QUEUE
             if not isolated:
@@ -309,7 +318,7 @@ class _Replay:
                 label, partition = queue, queue
             else:
                 label, partition = SHARED_LABEL, None
-            self.jobs.append(_Job(index, trace, queue, label, partition))
+            self.jobs.append(_Job(index, trace, trace.submit_s * scale, queue, label, partition))
         # Whether the queues read a job's shape (every queue has the one policy; one that does not
         # say is given it): then each job's is worked out once, here.
         if getattr(self.queues[queue_names[0]], "by_shape", True):
@@ -329,7 +338,8 @@ class _Replay:
         # Read at every flush, start and end: looked up once.
         loop = self.sim.loop
         self._now = loop.now
-        self._forget_job = self.sim.workload.forget_job
+        self._add_job, self._forget_job = self.sim.workload.add_job, self.sim.workload.forget_job
+        self._submit = self.sim.client.submit
         self._beat = options.heartbeat_s
         # Every AM is made alike but for its job, application and journal (_admit). Its clock is
         # the loop's own (Simulation.now is a call more, ten times a job).
@@ -340,7 +350,6 @@ class _Replay:
         # The next instant the fragmentation is sampled at (never, without a recorder).
         self._fragmentation_at = self.fragmentation.next_at if self.fragmentation is not None else math.inf
         self._dirty: set[str] = set()        # queues to try at the end of this instant
-        self._touched: set[str | None] = set()   # partitions whose free GPUs changed in this instant
         self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
         self._flush_pending = False          # the end-of-instant work is scheduled
         self.core.subscribe(self._on_container_finished, kinds=("container_finished",))
@@ -348,12 +357,10 @@ class _Replay:
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
         loop = self.sim.loop
-        scale = self.options.time_scale
-        arrivals: dict[float, list[_Job]] = {}   # submit time -> its jobs, in table order
-        for job in self.jobs:
-            arrivals.setdefault(job.trace.submit_s * scale, []).append(job)
-        # One event per instant of arrivals, not one per job; only the next on the clock's heap.
-        loop.call_each(self._submitted, [(when, (jobs,)) for when, jobs in arrivals.items()])
+        # One event per instant of arrivals, not one per job (the table is in submit order: a
+        # time's jobs are next to each other), in table order; only the next on the clock's heap.
+        instants = itertools.groupby(self.jobs, _SUBMIT_S)
+        loop.call_each(self._submitted, [(when, (list(jobs),)) for when, jobs in instants])
         if self._beat == 0:   # the flush at the end of each instant that asked for one
             run_instant, flush = loop.run_instant, self._flush
             while run_instant():
@@ -379,7 +386,7 @@ class _Replay:
 
     def _on_container_finished(self, event: RMEvent) -> None:
         job = self.by_app.get(event.app_id)
-        if job is not None and job.am is not None and not job.am.done:
+        if job is not None and not job.am.done:   # (a job known by its application has its AM)
             self._wake[event.app_id] = job
             if not self._flush_pending:
                 self._schedule_flush()
@@ -406,7 +413,7 @@ class _Replay:
                 self._heartbeat(job)
             woken = self._wake
         self._flush_pending = False
-        dirty, touched = self._dirty, self._touched
+        dirty = self._dirty
         if dirty:
             queues, try_start = self.queues, self._try_start
             for name in sorted(dirty):
@@ -415,10 +422,8 @@ class _Replay:
                 if self._drops:
                     for job in dropped(queue):
                         self._dropped(job)
-        if touched:
-            if self.hol:
-                dirty.update(self._held_back_in(touched))
-            touched.clear()
+        if self.hol:
+            dirty.update(self._held_back_moved())
         if dirty:
             if self.waiting_jobs:
                 for name in dirty:
@@ -449,8 +454,8 @@ class _Replay:
 
     def _admit(self, job: _Job) -> None:
         spec = job_spec(job.trace, job.label)
-        self.sim.workload.add_job(spec)
-        app_id = self.sim.client.submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
+        self._add_job(spec)
+        app_id = self._submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
         self.by_app[app_id] = job
         job.am = self._new_am(spec, app_id=app_id, journal=NoJournal())
 
@@ -514,7 +519,6 @@ class _Replay:
         gpus = job.gpus
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
-        self._touched.add(job.partition)
         self._left_queue(job)
 
     def _left_queue(self, job: _Job) -> None:
@@ -532,7 +536,6 @@ class _Replay:
             gpus = job.gpus
             self.allocated -= gpus
             self.free_gpus[job.partition] += gpus
-            self._touched.add(job.partition)
             if self.waiting_jobs:   # else every queue is empty: a pass would start nothing
                 self._dirty.update(self.partition_queues.get(job.partition, ()))
             if not self._flush_pending:
@@ -544,13 +547,15 @@ class _Replay:
         if self.progress is not None:
             self.progress(self.done, len(self.jobs))
 
-    def _held_back_in(self, partitions: set[str | None]) -> list[str]:
-        """The queues of ``partitions`` whose head is held back now. Only they can change
-        between passes: free GPUs grow only when a job ends, and that gives every queue of
-        its partition a pass; when they shrink (a job started) a head not held back stays
-        so (it was bigger than what was free, and is bigger still)."""
-        hol = self.hol
-        return [name for p in partitions for name in self.partition_queues.get(p, ()) if name in hol]
+    def _held_back_moved(self) -> list[str]:
+        """The queues whose head is held back and whose partition's free GPUs are no longer
+        what they held back (each flush leaves every held-back queue holding its partition's
+        free GPUs then: :meth:`_update_hol`). Only such a queue's answer can change between
+        passes: free GPUs grow only when a job ends, and that gives every queue of its
+        partition a pass; when they shrink (a job started) a head not held back stays so (it
+        was bigger than what was free, and is bigger still)."""
+        free, partition_of = self.free_gpus, self.queue_partition
+        return [name for name, held in self.hol.items() if free.get(partition_of[name], 0) != held]
 
     def _update_hol(self, name: str) -> None:
         """The free GPUs of the queue's nodes while its head waits although they would be
@@ -568,12 +573,12 @@ class _Replay:
     # ------------------------------------------------------------------ results
     def outcomes(self) -> tuple[JobOutcome, ...]:
         out = []
-        scale, rack_of = self.options.time_scale, self.rack_of
+        rack_of = self.rack_of
         for job in self.jobs:
             trace, hosts = job.trace, job.hosts
             racks = (rack_of[hosts[0]],) if len(hosts) == 1 else tuple(dict.fromkeys([rack_of[h] for h in hosts]))
             out.append(JobOutcome(
-                trace.job_id, job.queue, trace.submit_s * scale, job.start_s, job.end_s, trace.duration_s,
+                trace.job_id, job.queue, job.submit_s, job.start_s, job.end_s, trace.duration_s,
                 job.gpus, trace.instances, hosts, racks, job.gang_wait_s, job.outcome))
         return tuple(out)
 
