@@ -136,6 +136,9 @@ __all__ = ["ReplayOptions", "JobOutcome", "ReplayResult", "Timeline", "replay", 
 SHARED_LABEL = "shared"
 #: The log of every replayed AM: it keeps nothing, so one serves them all.
 _QUIET = QuietLog()
+#: The journal of every replayed AM: it keeps nothing either (its ``closed`` only spares a
+#: closing AM a write that would keep nothing), so one serves them all.
+_NO_JOURNAL = NoJournal()
 #: A job's submit time (as the replay's clock reads it).
 _SUBMIT_S = operator.attrgetter("submit_s")
 #: The RM queue of jobs whose trace names none.
@@ -325,7 +328,7 @@ class _Replay:
             for job in self.jobs:
                 job.shape = gang_shape(job.trace)
         self.by_app: dict[str, _Job] = {}
-        self.done = 0
+        self.done = 0   # jobs ended (counted for progress, when there is one to tell)
         self.recorder = TimelineRecorder(sum(spec.gpus for spec in specs))
         span = (table.jobs[-1].submit_s - table.jobs[0].submit_s) * options.time_scale if table.jobs else 0.0
         self.fragmentation = (FragmentationRecorder(self.shapes, self.recorder.capacity_gpus, span)
@@ -341,11 +344,11 @@ class _Replay:
         self._add_job, self._forget_job = self.sim.workload.add_job, self.sim.workload.forget_job
         self._submit = self.sim.client.submit
         self._beat = options.heartbeat_s
-        # Every AM is made alike but for its job, application and journal (_admit). Its clock is
-        # the loop's own (Simulation.now is a call more, ten times a job).
+        # Every AM is made alike but for its job and application (_admit). Its clock is the
+        # loop's own (Simulation.now is a call more, ten times a job).
         self._new_am = partial(ApplicationMaster, rm=self.sim.client, now=self._now, work_dir="",
                                settings=self.settings, selection=self.selection, barrier=self.sim.barrier,
-                               metrics=self.metrics, log=_QUIET, tracker=self.tracker,
+                               metrics=self.metrics, journal=_NO_JOURNAL, log=_QUIET, tracker=self.tracker,
                                shared_pipelines=self.pipelines)
         # The next instant the fragmentation is sampled at (never, without a recorder).
         self._fragmentation_at = self.fragmentation.next_at if self.fragmentation is not None else math.inf
@@ -457,7 +460,7 @@ class _Replay:
         self._add_job(spec)
         app_id = self._submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
         self.by_app[app_id] = job
-        job.am = self._new_am(spec, app_id=app_id, journal=NoJournal())
+        job.am = self._new_am(spec, app_id=app_id)
 
     def _sync(self) -> None:
         """Bring the shared view up to what the RM holds now, before an AM places a gang on
@@ -543,8 +546,8 @@ class _Replay:
         self._forget_job(am.job)
         self.by_app.pop(am.app_id, None)
         job.am = None
-        self.done += 1
         if self.progress is not None:
+            self.done += 1
             self.progress(self.done, len(self.jobs))
 
     def _held_back_moved(self) -> list[str]:

@@ -75,20 +75,17 @@ class VirtualLoop:
             return
         first = next(self._seq)
         self._seq = itertools.count(first + len(calls))   # theirs: first, first + 1, ...
-        heap, last = self._heap, len(calls) - 1
-        # One timer carries them all, in turn: it is off the heap while one of them runs
-        # (popped), so it goes back on for the next one, which is due at k.
-        stream = Timer(max(calls[0][0], self._now), None, ())
-        k = 0
+        heap, places, later = self._heap, itertools.count(first + 1), itertools.islice(calls, 1, None)
+        # One timer carries them all, in turn, with the args of the one due: it is off the heap
+        # while that one runs (popped), so it goes back on for the next one first.
+        stream = Timer(max(calls[0][0], self._now), None, calls[0][1])
 
-        def due() -> None:
-            nonlocal k
-            args = calls[k][1]
-            if k < last:
-                k += 1
-                when = calls[k][0]
+        def due(*args: Any) -> None:
+            after = next(later, None)
+            if after is not None:
+                when, stream.args = after
                 stream.when = when = when if when > self._now else self._now
-                heapq.heappush(heap, (when, first + k, stream))
+                heapq.heappush(heap, (when, next(places), stream))
             fn(*args)
 
         stream.fn = due
