@@ -139,8 +139,11 @@ _QUIET = QuietLog()
 #: The journal of every replayed AM: it keeps nothing either (its ``closed`` only spares a
 #: closing AM a write that would keep nothing), so one serves them all.
 _NO_JOURNAL = NoJournal()
-#: A job's submit time (as the replay's clock reads it).
-_SUBMIT_S = operator.attrgetter("submit_s")
+#: A job's submit time (as the replay's clock reads it), and the queue its trace names.
+_SUBMIT_S, _QUEUE = operator.attrgetter("submit_s"), operator.attrgetter("queue")
+#: A job's fields in a JobOutcome's order, its racks left out (_Replay.outcomes).
+_OUTCOME_FIELDS = operator.attrgetter("trace.job_id", "queue", "submit_s", "start_s", "end_s", "trace.duration_s",
+                                      "gpus", "trace.instances", "hosts", "gang_wait_s", "outcome")
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
 #: The request a strategy's node key is asked for when the shared view's index is kept
@@ -271,7 +274,8 @@ class _Replay:
                  progress: Callable[[int, int], None] | None):
         self.options, self.progress = options, progress
         isolated = dict(cluster.queue_hosts or {})
-        queue_names = sorted({job.queue or DEFAULT_QUEUE for job in table.jobs} | set(isolated)) or [DEFAULT_QUEUE]
+        named = set(map(_QUEUE, table.jobs))   # (every job's, in C; then the few distinct names)
+        queue_names = sorted({name or DEFAULT_QUEUE for name in named} | set(isolated)) or [DEFAULT_QUEUE]
         specs, owner = _labelled(cluster, isolated)
         self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False,
                               trusted_client=True)
@@ -311,17 +315,15 @@ class _Replay:
         for name in queue_names:
             partition = self.queue_partition[name] = name if name in isolated else None
             self.partition_queues.setdefault(partition, []).append(name)
-        self.jobs: list[_Job] = []
-        scale = options.time_scale
-        for index, trace in enumerate(table.jobs):
-            queue = trace.queue or DEFAULT_QUEUE
-            if not isolated:
-                label, partition = None, None
-            elif queue in isolated:
-                label, partition = queue, queue
-            else:
-                label, partition = SHARED_LABEL, None
-            self.jobs.append(_Job(index, trace, trace.submit_s * scale, queue, label, partition))
+        # The jobs, made column by column (in C: a trace has tens of thousands): each in its
+        # queue, which gives its node label (none when no queue is isolated) and partition.
+        traces = table.jobs
+        queues = list(map({name: name or DEFAULT_QUEUE for name in named}.__getitem__, map(_QUEUE, traces)))
+        label_of = {name: (name if name in isolated else SHARED_LABEL) if isolated else None for name in queue_names}
+        submit_s = map(operator.mul, map(_SUBMIT_S, traces), itertools.repeat(options.time_scale))
+        self.jobs: list[_Job] = list(map(_Job, itertools.count(), traces, submit_s, queues,
+                                         map(label_of.__getitem__, queues),
+                                         map(self.queue_partition.__getitem__, queues)))
         # Whether the queues read a job's shape (every queue has the one policy; one that does not
         # say is given it): then each job's is worked out once, here.
         if getattr(self.queues[queue_names[0]], "by_shape", True):
@@ -575,15 +577,20 @@ class _Replay:
 
     # ------------------------------------------------------------------ results
     def outcomes(self) -> tuple[JobOutcome, ...]:
-        out = []
+        """Every job's outcome, in table order: made column by column (in C), the racks worked
+        out once per distinct set of hosts."""
+        if not self.jobs:
+            return ()
+        (job_ids, queues, submit_s, start_s, end_s, durations, gpus, instances, hosts, gang_wait_s,
+         outcomes) = zip(*map(_OUTCOME_FIELDS, self.jobs))
+        racks_of = {gang: self._racks_of(gang) for gang in set(hosts)}
+        return tuple(map(JobOutcome, job_ids, queues, submit_s, start_s, end_s, durations, gpus, instances, hosts,
+                         map(racks_of.__getitem__, hosts), gang_wait_s, outcomes))
+
+    def _racks_of(self, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        """The distinct racks of ``hosts``, in their order."""
         rack_of = self.rack_of
-        for job in self.jobs:
-            trace, hosts = job.trace, job.hosts
-            racks = (rack_of[hosts[0]],) if len(hosts) == 1 else tuple(dict.fromkeys([rack_of[h] for h in hosts]))
-            out.append(JobOutcome(
-                trace.job_id, job.queue, job.submit_s, job.start_s, job.end_s, trace.duration_s,
-                job.gpus, trace.instances, hosts, racks, job.gang_wait_s, job.outcome))
-        return tuple(out)
+        return (rack_of[hosts[0]],) if len(hosts) == 1 else tuple(dict.fromkeys([rack_of[h] for h in hosts]))
 
     def selection_cost(self) -> tuple[int, float]:
         registry = self.metrics.registry

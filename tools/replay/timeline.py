@@ -3,8 +3,12 @@ value changed (rows of one instant coalesced), never by rescanning the cluster."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
+
+#: A row's time, and its values (``TimelineRecorder._rows``).
+_TIME, _VALUES = itemgetter(0), itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,6 @@ class TimelineRecorder:
 
     def timeline(self) -> Timeline:
         rows = self._rows
-        t = np.array([row[0] for row in rows], dtype=np.float64)
-        columns = list(zip(*[row[1] for row in rows])) if rows else [(), (), (), ()]
+        t = np.array(list(map(_TIME, rows)), dtype=np.float64)
+        columns = list(zip(*map(_VALUES, rows))) if rows else [(), (), (), ()]
         return Timeline(t, *(np.array(c, dtype=np.int64) for c in columns), capacity_gpus=self.capacity_gpus)

@@ -183,6 +183,8 @@ class JobWorkload:
             index, attempt = int(env[ENV_ROLE_INDEX]), int(env[ENV_ATTEMPT])
         except (KeyError, TypeError, ValueError):   # (named by the variable that is wrong)
             index, attempt = _env_int(env, ENV_ROLE_INDEX), _env_int(env, ENV_ATTEMPT)
+        if behaviour.failure is NO_FAILURE:   # (most roles: every task as usual, whatever its index and attempt)
+            return behaviour.usual
         return behaviour.task(index, attempt)
 
 
