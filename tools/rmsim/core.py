@@ -273,9 +273,10 @@ class ResourceManager:
         #: (its limit less what it holds) is never less than what the cluster has free (what
         #: the other queues hold is not free), so its headroom is what is free
         self._unlimited_queues = {name for name, limit in self._queue_limits.items() if limit is None}
-        #: the queues with no limit at all (each UNLIMITED): such a queue always has room, for
-        #: what it holds (at most the cluster: MAX_CLUSTER_NODES nodes of bounded capacity) and
-        #: any ask (bounded by the limits rm_validation checks) stay far below UNLIMITED
+        #: the queues with no limit at all (each UNLIMITED, 2**62): such a queue always has room
+        #: (:meth:`_place` does not ask), as what it holds (at most the cluster: up to
+        #: MAX_CLUSTER_NODES nodes, each within MAX_MEMORY_MB, MAX_VCORES and MAX_GPUS_PER_NODE)
+        #: plus any ask (within the same limits, rm_validation) stays far below UNLIMITED
         self._boundless_queues = {name for name, q in self.queues.items()
                                   if q.max_mem == q.max_mvc == q.max_gpus == UNLIMITED}
         if node_manager is None:
