@@ -248,15 +248,44 @@ class PendingAsk:
     reason: str = ""
 
 
-@value
 class AllocateResponse:
-    allocated: tuple[Container, ...] = ()
-    completed: tuple[ContainerStatus, ...] = ()
-    node_updates: tuple[NodeReport, ...] = ()
-    rejected: tuple[Rejection, ...] = ()
-    pending: tuple[PendingAsk, ...] = ()
-    headroom: ResourceDescriptor = field(default_factory=ResourceDescriptor)
-    response_id: int = 0
+    """The answer to one AM heartbeat. A value as the other messages are (compared and
+    hashed by its fields, never changed), written out for its ``headroom``: what the queue
+    could still be given, a :class:`ResourceDescriptor` when read, which the RM may give as
+    the amounts it is made of (memory MB, milli-vcores, whole GPUs, as they were when it
+    answered), made into a descriptor when first read. An AM never reads it (the codec sends
+    it): a replay's tens of thousands of responses build none."""
+
+    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "_headroom", "response_id")
+
+    def __init__(self, allocated: tuple[Container, ...] = (), completed: tuple[ContainerStatus, ...] = (),
+                 node_updates: tuple[NodeReport, ...] = (), rejected: tuple[Rejection, ...] = (),
+                 pending: tuple[PendingAsk, ...] = (),
+                 headroom: ResourceDescriptor | tuple[int, int, int] | None = None, response_id: int = 0):
+        self.allocated, self.completed, self.node_updates = allocated, completed, node_updates
+        self.rejected, self.pending, self._headroom, self.response_id = rejected, pending, headroom, response_id
+
+    @property
+    def headroom(self) -> ResourceDescriptor:
+        headroom = self._headroom
+        if not isinstance(headroom, ResourceDescriptor):   # amounts (or none: nothing)
+            headroom = self._headroom = (ResourceDescriptor() if headroom is None else
+                                         ResourceDescriptor(headroom[0], headroom[1] / 1000.0, headroom[2]))
+        return headroom
+
+    def _fields(self) -> tuple:
+        return (self.allocated, self.completed, self.node_updates, self.rejected, self.pending, self.headroom,
+                self.response_id)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if type(other) is AllocateResponse else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return ("AllocateResponse(allocated={!r}, completed={!r}, node_updates={!r}, rejected={!r}, pending={!r}, "
+                "headroom={!r}, response_id={!r})".format(*self._fields()))
 
 
 @value

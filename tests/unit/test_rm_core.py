@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from gangmaster.am.rm_protocol import (
-    AllocateRequest, ApplicationSubmission, AppState, ContainerState, ExitStatus, InvalidRequest, LaunchContext,
+    AllocateRequest, AllocateResponse, ApplicationSubmission, AppState, ContainerState, ExitStatus, InvalidRequest, LaunchContext,
     NodeState, NotFound, ResourceRequest, WrongState,
 )
 from gangmaster.conf.fields import ConfigError
@@ -147,6 +147,25 @@ def test_cancel_drops_the_rest_of_an_ask(sim):
 def queued_sim():
     specs = load_cluster_specs(FIX / "cluster.yaml")
     return Simulation(specs, load_queues(FIX / "queues.yaml", NodeLedger(specs)))
+
+
+def test_headroom_is_what_was_free_when_the_response_was_made(sim):
+    """A response's headroom, built when first read, is what its queue could be given when
+    the RM answered, whatever was granted after; it compares and hashes as a descriptor."""
+    app, attempt = start_app(sim)
+    free = sim.core.ledger
+    before = beat(sim, app, attempt)
+    gpus_free = int(free.gpus_free.sum())
+    assert before.headroom == R(int(free.memory_free.sum()), int(free.mvcores_free.sum()) / 1000.0, gpus_free)
+    granted = beat(sim, app, attempt, ResourceRequest(1, R(1024, 1, gpus=2)))
+    unread = beat(sim, app, attempt)
+    beat(sim, app, attempt, ResourceRequest(2, R(1024, 1, gpus=1)))
+    assert granted.allocated and unread.headroom.gpus == gpus_free - 2 == granted.headroom.gpus
+    assert unread.headroom.memory_mb == before.headroom.memory_mb - 1024
+    copy = AllocateResponse(unread.allocated, unread.completed, unread.node_updates, unread.rejected, unread.pending,
+                            unread.headroom, unread.response_id)
+    assert copy == unread and hash(copy) == hash(unread)
+    assert AllocateResponse().headroom == R()
 
 
 def test_queue_limit_is_enforced():

@@ -75,7 +75,7 @@ def reference(history: list[int], cursor: int, limit: int) -> tuple[list[int], i
 
 
 @settings(max_examples=60)
-@given(nodes=st.integers(1, 8), touches=st.lists(st.integers(0, 7), max_size=3 * MIN_LOG_ENTRIES),
+@given(nodes=st.integers(1, 64), touches=st.lists(st.integers(0, 63), max_size=3 * MIN_LOG_ENTRIES),
        cursor_at=st.floats(0, 1), limit=st.integers(1, 9))
 def test_changes_since_a_cursor_match_the_reference(nodes, touches, cursor_at, limit):
     touches = [t % nodes for t in touches]

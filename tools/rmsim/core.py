@@ -45,11 +45,9 @@ from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 from .clock import VirtualLoop
 from .ledger import Booking, NodeLedger, exact_booking
 from .node_changes import NodeChanges
-from .queues import Queue, default_queues
+from .queues import UNLIMITED, Queue, default_queues
 
 
-#: The most headroom descriptors :meth:`ResourceManager._headroom` keeps (then it starts over).
-_HEADROOM_MEMO = 4096
 #: The most compiled ask resources :meth:`ResourceManager.compiled` keeps (then it starts over).
 _COMPILED_MEMO = 4096
 #: The most reports :meth:`ResourceManager._node_report` keeps per node (then that node's start over).
@@ -264,7 +262,6 @@ class ResourceManager:
         self._free_gpu_milli = self._capacity_totals[2] * GPU_MILLI
         #: applications submitted and not finished (every queue's ``apps``), kept as they come and go
         self.running_apps = sum(len(q.apps) for q in self.queues.values())
-        self._headroom_values: dict = {}   # (memory, mvcores, GPUs) -> the headroom descriptor of those values
         #: an ask's resource -> its compiled Demand and exact booking (:meth:`compiled`: a gang's
         #: asks share a few resources, and a trace's jobs a few thousand), by the descriptor's
         #: identity and by its value, each bounded by _COMPILED_MEMO
@@ -276,6 +273,12 @@ class ResourceManager:
         #: (its limit less what it holds) is never less than what the cluster has free (what
         #: the other queues hold is not free), so its headroom is what is free
         self._unlimited_queues = {name for name, limit in self._queue_limits.items() if limit is None}
+        #: the queues with no limit at all (each UNLIMITED, 2**62): such a queue always has room
+        #: (:meth:`_place` does not ask), as what it holds (at most the cluster: up to
+        #: MAX_CLUSTER_NODES nodes, each within MAX_MEMORY_MB, MAX_VCORES and MAX_GPUS_PER_NODE)
+        #: plus any ask (within the same limits, rm_validation) stays far below UNLIMITED
+        self._boundless_queues = {name for name, q in self.queues.items()
+                                  if q.max_mem == q.max_mvc == q.max_gpus == UNLIMITED}
         if node_manager is None:
             from .nodemanager import SimulatedNodeManager
             node_manager = SimulatedNodeManager(self.clock)
@@ -782,7 +785,8 @@ class ResourceManager:
         if ask.app.asks.get(ask.request.request_id) is not ask:   # cancelled, or its attempt ended
             return False
         need = ask.need
-        if not queue.room_for(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli):
+        if queue.name not in self._boundless_queues and not queue.room_for(need.memory_mb, need.mvcores, need.gpus,
+                                                                            need.gpu_milli):
             ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
             ask.blocked = True
             return False
@@ -893,7 +897,7 @@ class ResourceManager:
         app.container_ids.append(cid)
         self.node_containers[node].add(cid)
         self.node_changes.touch(node)
-        self._charge(queue, booking, 1)
+        self._charge(queue, booking.held)
         ask.remaining -= 1
         if ask.remaining <= 0:
             del app.asks[ask.request.request_id]
@@ -1077,9 +1081,9 @@ class ResourceManager:
         app.response_id += 1
         response = AllocateResponse(
             tuple(map(self._container, app.out_allocated)) if app.out_allocated else (),
-            tuple(app.out_completed),
+            tuple(app.out_completed) if app.out_completed else (),
             self._node_updates(app) if self.node_updates else (),
-            tuple(app.out_rejected),
+            tuple(app.out_rejected) if app.out_rejected else (),
             tuple([PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()])
             if app.asks else (),
             self._headroom(app.queue),
@@ -1093,25 +1097,17 @@ class ResourceManager:
             app.out_rejected = []
         return response
 
-    def _headroom(self, name: str) -> ResourceDescriptor:
+    def _headroom(self, name: str) -> tuple[int, int, int]:
         """What queue ``name`` could still be given: its room, at most what the cluster has
-        free. One descriptor per value, built once (a run's allocates see few distinct values,
-        and a descriptor is immutable); the memo is bounded (:data:`_HEADROOM_MEMO`)."""
+        free, as the amounts a response's headroom is made of when read (memory MB,
+        milli-vcores, whole GPUs: :class:`~gangmaster.am.rm_protocol.AllocateResponse`)."""
         if name in self._unlimited_queues:   # its room is never less than what is free
-            values = (self._free_mem, self._free_mvc, self._free_gpu_milli // GPU_MILLI)
-        else:
-            queue = self.queues[name]
-            values = (max(0, min(queue.max_mem - queue.used_mem, self._free_mem)),
-                      max(0, min(queue.max_mvc - queue.used_mvc, self._free_mvc)),
-                      max(0, min(queue.max_gpus * GPU_MILLI - queue.used_gpus * GPU_MILLI - queue.used_gpu_milli,
-                                 self._free_gpu_milli)) // GPU_MILLI)
-        memo = self._headroom_values
-        headroom = memo.get(values)
-        if headroom is None:
-            if len(memo) >= _HEADROOM_MEMO:
-                memo.clear()
-            headroom = memo[values] = ResourceDescriptor(values[0], values[1] / 1000.0, values[2])
-        return headroom
+            return self._free_mem, self._free_mvc, self._free_gpu_milli // GPU_MILLI
+        queue = self.queues[name]
+        return (max(0, min(queue.max_mem - queue.used_mem, self._free_mem)),
+                max(0, min(queue.max_mvc - queue.used_mvc, self._free_mvc)),
+                max(0, min(queue.max_gpus * GPU_MILLI - queue.used_gpus * GPU_MILLI - queue.used_gpu_milli,
+                           self._free_gpu_milli)) // GPU_MILLI)
 
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change
@@ -1144,7 +1140,7 @@ class ResourceManager:
         if rec.expiry is not None:
             self._disarm_expiry(rec)
         rec.state, rec.exit_status, rec.diagnostics = state, int(exit_status), diagnostics
-        rec.finished_at = self.clock.now()
+        rec.finished_at = now = self.clock.now()
         app = self.apps[rec.app_id]
         app.containers.pop(rec.container_id, None)
         rec.held = stop and was_running and not self.node_manager.frees_at_once
@@ -1159,9 +1155,12 @@ class ResourceManager:
         if stop and was_running:
             rec.stopping = True
             self.node_manager.stop(rec)
-        if "container_finished" in self._heard:
-            self._emit("container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
-                       ("{0.value} exit={1} {2}", state, exit_status, diagnostics))
+        listeners = self._heard.get("container_finished")
+        if listeners:   # (as _emit tells them, at the instant it finished: a replay hears of every one)
+            event = RMEvent(now, "container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
+                            ("{0.value} exit={1} {2}", state, exit_status, diagnostics))
+            for fn in listeners:
+                fn(event)
         if len(self.containers) > self._forget_containers_at:
             self._forget_old_containers()
 
@@ -1171,19 +1170,19 @@ class ResourceManager:
         self.ledger.give_back(node, booking)
         self.node_containers[node].discard(rec.container_id)
         self.node_changes.touch(node)
-        self._charge(self.queues[app.queue], booking, -1)
+        self._charge(self.queues[app.queue], booking.returned)
 
-    def _charge(self, queue: Queue, booking: Booking, sign: int) -> None:
-        """Count a booking in (``sign`` 1) or out (-1) of its queue's usage and the cluster's free totals."""
-        mem, mvc = sign * booking.memory_mb, sign * booking.mvcores
-        gpus, gpu_milli = sign * booking.demand.gpus, sign * booking.gpu_milli
+    def _charge(self, queue: Queue, amounts: tuple[int, int, int, int, int]) -> None:
+        """Count a booking in its queue's usage and out of the cluster's free totals, as its
+        ``held`` amounts (its ``returned`` ones count it back)."""
+        mem, mvc, gpus, gpu_milli, all_gpu_milli = amounts
         queue.used_mem += mem
         queue.used_mvc += mvc
         queue.used_gpus += gpus
         queue.used_gpu_milli += gpu_milli
         self._free_mem -= mem
         self._free_mvc -= mvc
-        self._free_gpu_milli -= gpus * GPU_MILLI + gpu_milli
+        self._free_gpu_milli -= all_gpu_milli
 
     def _node_changed(self, i: int) -> None:
         self._dirty = True
@@ -1200,9 +1199,10 @@ class ResourceManager:
         app.asks.clear()
         if app.expiry_timer is not None:
             app.expiry_timer.cancel()
-        for cid in sorted(app.containers):
-            self._finish_container(app.containers[cid], ContainerState.KILLED, exit_status,
-                                   f"application {app.app_id} {state.value.lower()}")
+        if app.containers:
+            for cid in sorted(app.containers):
+                self._finish_container(app.containers[cid], ContainerState.KILLED, exit_status,
+                                       f"application {app.app_id} {state.value.lower()}")
         del self.queues[app.queue].apps[app.app_id]
         self.running_apps -= 1
         self._dirty = True

@@ -53,6 +53,11 @@ class Booking:
     asked_demand: Demand | None = field(default=None, compare=False, repr=False)
     resource: ResourceDescriptor = field(init=False, compare=False, repr=False)
     demand: Demand = field(init=False, compare=False, repr=False)
+    #: what holding it counts in its queue's usage: memory MB, milli-vcores, whole GPUs, milli-GPU
+    #: of a share, and all its GPU in milli (whole ones at 1000 each); :attr:`returned` is each
+    #: of them negated (what giving it back counts). A shared booking works them out once.
+    held: tuple[int, int, int, int, int] = field(init=False, compare=False, repr=False)
+    returned: tuple[int, int, int, int, int] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         resource, demand = self.asked, self.asked_demand
@@ -64,6 +69,8 @@ class Booking:
             demand = Demand(self.memory_mb, self.mvcores, whole, self.gpu_mask, self.port_ranges.count,
                             self.port_ranges, self.gpu_milli)
         self.resource, self.demand = resource, demand
+        held = self.held = (self.memory_mb, self.mvcores, whole, self.gpu_milli, whole * GPU_MILLI + self.gpu_milli)
+        self.returned = tuple([-amount for amount in held])
 
 
 class NodeLedger(NodeColumns):

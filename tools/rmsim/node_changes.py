@@ -67,12 +67,13 @@ class NodeChanges:
         return self._from_column(cursor, limit)
 
     def _from_log(self, cursor: int, limit: int) -> tuple[list[int], int]:
-        last = self.last
-        # log[k] is change base + k: a node is reported at its latest change only, once
-        out = [node for change, node in enumerate(self.log[cursor + 1 - self.base:], cursor + 1)
-               if last[node] == change]
+        out = self.log[cursor + 1 - self.base:]
+        if len(set(out)) < len(out):   # some node changed twice: it is reported at its latest change only, once
+            last = self.last
+            # log[k] is change base + k
+            out = [node for change, node in enumerate(out, cursor + 1) if last[node] == change]
         if len(out) > limit:   # the rest follow from just before the first change left out
-            return out[:limit], last[out[limit]] - 1
+            return out[:limit], self.last[out[limit]] - 1
         return out, self.seq
 
     def _from_column(self, cursor: int, limit: int) -> tuple[list[int], int]:

@@ -201,7 +201,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
         app = core.apps[rec.app_id]
         if not rec.held:
             app.containers[rec.container_id] = rec
-        core._charge(core.queues[app.queue], rec.booking, 1)
+        core._charge(core.queues[app.queue], rec.booking.held)
         if rec.state is ContainerState.RUNNING:
             node_manager.adopt(rec)
         elif rec.held:                                   # it was being stopped when the RM went down
