@@ -26,7 +26,7 @@ import itertools
 from typing import Any, Callable, Protocol
 
 from .barrier import YEAR_S, BarrierCoordinator
-from .context import attempt_env, task_env
+from .context import plain_attempt_env, task_env
 
 __all__ = ["InProcessBarrier", "IN_PROCESS_ADDRESS"]
 
@@ -66,8 +66,9 @@ class InProcessBarrier(BarrierCoordinator):
         token, tasks = self.attempt_tasks(job, gang, attempt)
         return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks))
 
-    #: ``attempt_env(job, gang, attempt, token, count)``: context.attempt_env at this address.
-    attempt_env = staticmethod(functools.partial(attempt_env, IN_PROCESS_ADDRESS))
+    #: ``attempt_env(job, gang, attempt, token, count)``: context.attempt_env at this address, with
+    #: none of its options (nothing else can reach this coordinator).
+    attempt_env = staticmethod(functools.partial(plain_attempt_env, IN_PROCESS_ADDRESS))
 
     # The tasks' side is the coordinator's: a simulated task's ``barrier()`` call is
     # :meth:`~gangmaster.am.barrier.BarrierCoordinator.arrive` (it raises a ``BarrierError`` at

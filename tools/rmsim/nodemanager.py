@@ -25,7 +25,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from gangmaster.am.barrier import Arrival, Waiter
+from gangmaster.am.barrier import Released, Waiter
 from gangmaster.am.barrier_errors import BarrierError
 from gangmaster.am.barrier_in_process import InProcessBarrier
 from gangmaster.am.collector import collector_paused
@@ -118,10 +118,16 @@ class SimulatedNodeManager:
         env = ctx.variables
         task = self.workload.task(env)        # raises (and changes nothing) on an environment it cannot read
         cid = rec.container_id
-        arrival = self._arrival(env) if task.joins_barrier else None
-        if arrival is None:
-            self._run(cid, task.duration_s, task.exit_code)
+        barrier = self.barrier
+        if not task.joins_barrier or barrier is None or env.get(ENV_ADDRESS) != barrier.address:
+            self._run(cid, task.duration_s, task.exit_code)   # it has no barrier here to call
             return
+        try:   # the task's first barrier() call: epoch 0
+            job, gang, token = env[ENV_JOB], env[ENV_GANG], env[ENV_TOKEN]
+            attempt, index = int(env[ENV_ATTEMPT]), int(env[ENV_TASK_INDEX])
+        except (KeyError, ValueError):
+            raise InvalidRequest(f"launch.env: a barrier task needs {', '.join(REQUIRED_ENV)} "
+                                 "(the AM's barrier task_env)") from None
 
         def told(outcome: object) -> None:
             self.waiting.pop(cid, None)
@@ -131,23 +137,14 @@ class SimulatedNodeManager:
                 self._run(cid, task.duration_s, task.exit_code)
 
         try:
-            waiter = self.barrier.arrive(arrival, told)
+            waiter = barrier.call_barrier(job, gang, attempt, token, index, 0, told)
         except BarrierError:
             self._run(cid, 0.0, BARRIER_ERROR_EXIT_CODE)
             return
-        if not waiter.done:
+        if waiter.__class__ is Released:   # it released its epoch alone (a gang of one task): it runs
+            self._run(cid, task.duration_s, task.exit_code)
+        elif not waiter.done:
             self.waiting[cid] = waiter
-
-    def _arrival(self, env: dict[str, str]) -> Arrival | None:
-        """The task's first ``barrier()`` call, when its environment names this simulation's coordinator."""
-        if self.barrier is None or env.get(ENV_ADDRESS) != self.barrier.address:
-            return None
-        try:
-            return Arrival(env[ENV_JOB], env[ENV_GANG], int(env[ENV_ATTEMPT]), env[ENV_TOKEN],
-                           int(env[ENV_TASK_INDEX]), 0)   # epoch 0
-        except (KeyError, ValueError):
-            raise InvalidRequest(f"launch.env: a barrier task needs {', '.join(REQUIRED_ENV)} "
-                                 "(the AM's barrier task_env)") from None
 
     def _run(self, container_id: str, duration_s: float | None, exit_code: int) -> None:
         """The task runs ``duration_s`` from now (None: until stopped), then exits. The tasks
