@@ -276,9 +276,23 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
     pairs are its whole environment.
 
     A gang has thousands of tasks and few kinds of them: a task's own pairs are put together
-    from pairs worked out once per role and index, per kind of ports and per share."""
-    if len(tasks) == 1 and not kinds[0].listed:   # most gangs: one task, without ports
-        return (), [_lone_task_pairs(job, roles, tasks[0], barrier_env, queue, base, user)]
+    from pairs worked out once per role and index, per kind of ports and per share.
+
+    Most gangs are one task without ports: its pairs are made in one merge, the same variables
+    in the same order as the general merge's (tests/property/test_launch_envs.py holds the two
+    to it)."""
+    if len(tasks) == 1 and not kinds[0].listed:
+        user = user or current_user()
+        shape = _shape_of(job, roles, queue, user)
+        framework = f"{user}~{job.name}"
+        task = tasks[0]
+        host = task.host
+        env = {**(base or {}), "PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework, **shape.job_vars,
+               shape.first_host_list: host, shape.first_host_ip: host,   # (no ports: the host alone)
+               "PAI_TASK_ROLE_INSTANCES": shape.instances, **barrier_env, **shape.lone_own}
+        if task.gpu_milli:
+            env.update(gpu_share_env(task.gpu_milli))
+        return (), [tuple(env.items())]
     shared = gang_env(job, roles, tasks, kinds, queue, user)
     if base:
         shared = {**base, **shared}
@@ -295,24 +309,6 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
         pairs = _identity_pairs(task.rank, task.role, task.index) + kind.pairs
         own.append(pairs + _share_pairs(task.gpu_milli) if task.gpu_milli else pairs)
     return tuple(shared.items()), own
-
-
-def _lone_task_pairs(job: JobSpec, roles: tuple[RoleSpec, ...], task: TaskRecord, barrier_env: Mapping[str, str],
-                     queue: str, base: Mapping[str, str] | None, user: str | None) -> tuple[tuple[str, str], ...]:
-    """The whole environment of the one task of a gang, a task with no ports, as
-    :func:`launch_envs` would merge it (``base``, :func:`gang_env`, ``barrier_env``, then
-    the task's own): the same variables in the same order (tests/property/test_launch_envs.py
-    holds the two to it), in one merge instead of one per part."""
-    user = user or current_user()
-    shape = _shape_of(job, roles, queue, user)
-    framework = f"{user}~{job.name}"
-    host = task.host
-    env = {**(base or {}), "PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework, **shape.job_vars,
-           shape.first_host_list: host, shape.first_host_ip: host,   # (no ports: the host alone)
-           "PAI_TASK_ROLE_INSTANCES": shape.instances, **barrier_env, **shape.lone_own}
-    if task.gpu_milli:
-        env.update(gpu_share_env(task.gpu_milli))
-    return tuple(env.items())
 
 
 @functools.lru_cache(maxsize=4096)

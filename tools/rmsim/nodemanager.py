@@ -23,6 +23,7 @@ import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from gangmaster.am.barrier import Released, Waiter
@@ -35,7 +36,7 @@ from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
 from gangmaster.gpu_topology.masks import indices_of
 
 from .processes import is_running, send, session_members, start_time
-from .workload import BARRIER_ERROR_EXIT_CODE, JobWorkload, Workload
+from .workload import BARRIER_ERROR_EXIT_CODE, JobWorkload, TaskBehaviour, Workload
 
 log = logging.getLogger(__name__)
 
@@ -128,16 +129,8 @@ class SimulatedNodeManager:
         except (KeyError, ValueError):
             raise InvalidRequest(f"launch.env: a barrier task needs {', '.join(REQUIRED_ENV)} "
                                  "(the AM's barrier task_env)") from None
-
-        def told(outcome: object) -> None:
-            self.waiting.pop(cid, None)
-            if isinstance(outcome, BarrierError):
-                self._run(cid, 0.0, BARRIER_ERROR_EXIT_CODE)
-            else:
-                self._run(cid, task.duration_s, task.exit_code)
-
         try:
-            waiter = barrier.call_barrier(job, gang, attempt, token, index, 0, told)
+            waiter = barrier.call_barrier(job, gang, attempt, token, index, 0, partial(self._told, cid, task))
         except BarrierError:
             self._run(cid, 0.0, BARRIER_ERROR_EXIT_CODE)
             return
@@ -145,6 +138,15 @@ class SimulatedNodeManager:
             self._run(cid, task.duration_s, task.exit_code)
         elif not waiter.done:
             self.waiting[cid] = waiter
+
+    def _told(self, container_id: str, task: TaskBehaviour, outcome: object) -> None:
+        """The task in ``container_id`` is told its barrier call's outcome: it runs, or it
+        exits at once when the barrier failed."""
+        self.waiting.pop(container_id, None)
+        if isinstance(outcome, BarrierError):
+            self._run(container_id, 0.0, BARRIER_ERROR_EXIT_CODE)
+        else:
+            self._run(container_id, task.duration_s, task.exit_code)
 
     def _run(self, container_id: str, duration_s: float | None, exit_code: int) -> None:
         """The task runs ``duration_s`` from now (None: until stopped), then exits. The tasks
