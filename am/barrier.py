@@ -16,7 +16,10 @@ A waiter is a callback. :meth:`~BarrierCoordinator.arrive` either raises a
 epoch, wrong token …) or returns a :class:`Waiter` whose callback is called
 exactly once with a :class:`Released` or a ``BarrierError`` — possibly before
 ``arrive`` returns, when this arrival completed the barrier. Callbacks are called
-outside the lock, so they may call back into the coordinator.
+outside the lock, so they may call back into the coordinator. A simulated task's
+``barrier()`` call comes through :meth:`~BarrierCoordinator.call_barrier`, which is
+``arrive`` but answers a call that releases its epoch alone (a gang of one task's) by
+returning its :class:`Released`, with no waiter and no callback.
 
 Arrivals are idempotent, keyed by (task, epoch): a task that re-sends its call
 (its connection dropped, or the server answered "still waiting") is not counted
@@ -311,12 +314,8 @@ class BarrierCoordinator:
         ``tasks`` are the gang's tasks by index (``tasks[i].index == i``). An older
         open attempt of the same gang is superseded: its waiters fail at once."""
         tasks = tuple(tasks)
-        if not tasks:
-            raise ValueError(f"{job}/{gang} attempt {attempt}: a barrier needs at least one task")
-        for i, info in enumerate(tasks):
-            if info.index != i:
-                raise ValueError(f"{job}/{gang} attempt {attempt}: tasks[{i}] has index {info.index}; "
-                                 "tasks must be listed by index 0..N-1")
+        if len(tasks) != 1 or tasks[0].index:   # (one task, at index 0: most gangs, in order)
+            _check_ranks(job, gang, attempt, tasks)
         timeout_s = self.default_timeout_s if timeout_s is None else float(timeout_s)
         if not timeout_s > 0:
             raise ValueError(f"{job}/{gang} attempt {attempt}: timeout must be > 0 s, got {timeout_s}")
@@ -690,6 +689,16 @@ class BarrierCoordinator:
             s.attempts_remembered = len(self._ended)
             s.gangs_known = len(set(self._open) | {(job, gang) for job, gang, _attempt in self._ended})
             return s
+
+
+def _check_ranks(job: str, gang: str, attempt: int, tasks: tuple[TaskInfo, ...]) -> None:
+    """``ValueError`` unless ``tasks`` are at least one, listed by index 0..N-1."""
+    if not tasks:
+        raise ValueError(f"{job}/{gang} attempt {attempt}: a barrier needs at least one task")
+    for i, info in enumerate(tasks):
+        if info.index != i:
+            raise ValueError(f"{job}/{gang} attempt {attempt}: tasks[{i}] has index {info.index}; "
+                             "tasks must be listed by index 0..N-1")
 
 
 def _cut(text: str, limit: int = 200) -> str:
