@@ -12,11 +12,10 @@ a trace replay starts tens of thousands of AMs on one coordinator.
 """
 from __future__ import annotations
 
-import itertools
 import operator
 from typing import Callable, Sequence
 
-from .barrier import TaskInfo
+from .barrier import TaskInfo, new_task_info
 from .gang_barrier import GangBarrier
 from .gang_run import GangRun
 from .jobspec_model import JobSpec
@@ -73,7 +72,7 @@ def end_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun, outcome: 
 
 def _infos(tasks: Sequence[TaskRecord]) -> list[TaskInfo]:
     """What the coordinator keeps of each task: where it runs (rank 0's host file)."""
-    return list(itertools.starmap(TaskInfo, map(_WHERE, tasks)))
+    return list(map(new_task_info, map(_WHERE, tasks)))
 
 
 #: A task's rank, host, ports, role and index in its role: its TaskInfo's fields.

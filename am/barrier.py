@@ -16,7 +16,10 @@ A waiter is a callback. :meth:`~BarrierCoordinator.arrive` either raises a
 epoch, wrong token …) or returns a :class:`Waiter` whose callback is called
 exactly once with a :class:`Released` or a ``BarrierError`` — possibly before
 ``arrive`` returns, when this arrival completed the barrier. Callbacks are called
-outside the lock, so they may call back into the coordinator.
+outside the lock, so they may call back into the coordinator. A simulated task's
+``barrier()`` call comes through :meth:`~BarrierCoordinator.call_barrier`, which is
+``arrive`` but answers a call that releases its epoch alone (a gang of one task's) by
+returning its :class:`Released`, with no waiter and no callback.
 
 Arrivals are idempotent, keyed by (task, epoch): a task that re-sends its call
 (its connection dropped, or the server answered "still waiting") is not counted
@@ -49,8 +52,9 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError, BarrierId,
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
@@ -106,15 +110,20 @@ class ManualClock:
         self._now += seconds
 
 
-@value
-class TaskInfo:
-    """Where a task of the gang runs: its gang-wide index (rank), host and named ports."""
+class TaskInfo(NamedTuple):
+    """Where a task of the gang runs: its gang-wide index (rank), host and named ports
+    (read only), its role and its index in the role. A named tuple: the AM makes one per
+    task it launches, from the task's fields, without a Python call (``new_task_info``)."""
 
     index: int
     host: str
-    ports: Mapping[str, int] = field(default_factory=dict)
+    ports: Mapping[str, int] = MappingProxyType({})
     role: str = ""
     role_index: int = 0
+
+
+#: A :class:`TaskInfo` from its five fields in order, as one tuple (no argument handling).
+new_task_info = functools.partial(tuple.__new__, TaskInfo)
 
 
 @value
@@ -305,12 +314,8 @@ class BarrierCoordinator:
         ``tasks`` are the gang's tasks by index (``tasks[i].index == i``). An older
         open attempt of the same gang is superseded: its waiters fail at once."""
         tasks = tuple(tasks)
-        if not tasks:
-            raise ValueError(f"{job}/{gang} attempt {attempt}: a barrier needs at least one task")
-        for i, info in enumerate(tasks):
-            if info.index != i:
-                raise ValueError(f"{job}/{gang} attempt {attempt}: tasks[{i}] has index {info.index}; "
-                                 "tasks must be listed by index 0..N-1")
+        if len(tasks) != 1 or tasks[0].index:   # (one task, at index 0: most gangs, in order)
+            _check_ranks(job, gang, attempt, tasks)
         timeout_s = self.default_timeout_s if timeout_s is None else float(timeout_s)
         if not timeout_s > 0:
             raise ValueError(f"{job}/{gang} attempt {attempt}: timeout must be > 0 s, got {timeout_s}")
@@ -403,41 +408,64 @@ class BarrierCoordinator:
         with self._lock:
             a = self._check(arrival.job, arrival.gang, arrival.attempt, arrival.token, arrival.task,
                             arrival.epoch)
-            if arrival.operation not in OPERATIONS:
-                self._stats.invalid_requests += 1
-                raise BarrierInvalid(f"{a.barrier}: unknown operation {arrival.operation!r}; "
-                                     f"expected one of {', '.join(OPERATIONS)}", a.barrier, arrival.epoch)
-            if arrival.epoch == a.epoch:   # most calls
-                waiter, calls = self._record(a, arrival, callback)
-            elif arrival.epoch == a.epoch - 1 and a.last_release is not None:
-                # A re-send of the epoch just released (its reply was lost): release again.
-                self._stats.duplicate_arrivals += 1
-                if a.last_release.operation != arrival.operation:
-                    raise self._mismatch_error(a, arrival, a.last_release.operation, range(a.total))
-                waiter = Waiter(a, arrival.task, arrival.epoch, callback)
-                waiter.done = True
-                calls = [(callback, a.last_release)]
-            elif arrival.epoch != a.epoch:
-                self._stats.stale_requests += 1
-                where = "has moved past" if arrival.epoch < a.epoch else "has not reached"
-                raise StaleEpoch(f"{a.barrier}: task {arrival.task} called at epoch {arrival.epoch}, which "
-                                 f"the coordinator {where} (current epoch {a.epoch})",
-                                 a.barrier, arrival.epoch, len(a.arrivals), a.total, a.missing())
+            waiter, calls = self._arrive(a, arrival, callback)
         for told, outcome in calls:   # outside the lock (_deliver)
             told(outcome)
         return waiter
 
+    def call_barrier(self, job: str, gang: str, attempt: int, token: str, task: int, epoch: int,
+                     callback: Callback) -> "Waiter | Released":
+        """A task's ``barrier()`` call at ``epoch``: :meth:`arrive` of that :class:`Arrival`,
+        but when the call releases its epoch alone (the task of a gang of one, at its current
+        epoch: most gangs) it returns the :class:`Released` itself and its callback is never
+        called; every other call gets :meth:`arrive`'s waiter. It raises what :meth:`arrive`
+        raises (tests/property/test_barrier_release.py holds the two to each other)."""
+        with self._lock:
+            a = self._open.get((job, gang))
+            if (a is not None and a.total == 1 and a.attempt == attempt and epoch == a.epoch and task == 0
+                    and a.broken is None and _same_token(a.token, token)):   # what _check passes, alone
+                # nobody else can mismatch it or wait, no deadline ever runs, nothing of the epoch is
+                # kept: it is released (as _record and _release would) and the attempt moves on
+                stats = self._stats
+                stats.arrivals += 1
+                if log.isEnabledFor(logging.INFO):
+                    log.info("%s barrier epoch %d: task %d arrived (1/1)", a.barrier, epoch, task)
+                a.last_release = release = _BARRIER_RELEASES.get(epoch) or Released(epoch, BARRIER)
+                a.epoch = epoch + 1
+                stats.releases += 1
+                return release
+            a = self._check(job, gang, attempt, token, task, epoch)
+            waiter, calls = self._arrive(a, Arrival(job, gang, attempt, token, task, epoch), callback)
+        for told, outcome in calls:   # outside the lock (_deliver)
+            told(outcome)
+        return waiter
+
+    def _arrive(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
+        """The arrival of a call that passed :meth:`_check` (lock held): its waiter, and the
+        calls to make once the lock is released (each tells a waiter its outcome)."""
+        if arrival.operation not in OPERATIONS:
+            self._stats.invalid_requests += 1
+            raise BarrierInvalid(f"{a.barrier}: unknown operation {arrival.operation!r}; "
+                                 f"expected one of {', '.join(OPERATIONS)}", a.barrier, arrival.epoch)
+        if arrival.epoch == a.epoch:   # most calls
+            return self._record(a, arrival, callback)
+        if arrival.epoch == a.epoch - 1 and a.last_release is not None:
+            # A re-send of the epoch just released (its reply was lost): release again.
+            self._stats.duplicate_arrivals += 1
+            if a.last_release.operation != arrival.operation:
+                raise self._mismatch_error(a, arrival, a.last_release.operation, range(a.total))
+            waiter = Waiter(a, arrival.task, arrival.epoch, callback)
+            waiter.done = True
+            return waiter, [(callback, a.last_release)]
+        self._stats.stale_requests += 1
+        where = "has moved past" if arrival.epoch < a.epoch else "has not reached"
+        raise StaleEpoch(f"{a.barrier}: task {arrival.task} called at epoch {arrival.epoch}, which "
+                         f"the coordinator {where} (current epoch {a.epoch})",
+                         a.barrier, arrival.epoch, len(a.arrivals), a.total, a.missing())
+
     def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
         task, operation = arrival.task, arrival.operation
         waiter = Waiter(a, task, arrival.epoch, callback)
-        if a.total == 1 and operation == BARRIER:
-            # A gang of one task at a barrier: its arrival releases the epoch at once (no other
-            # task can mismatch it or wait, no deadline ever runs, nothing of the epoch is kept).
-            self._stats.arrivals += 1
-            if log.isEnabledFor(logging.INFO):
-                log.info("%s barrier epoch %d: task %d arrived (1/1)", a.barrier, a.epoch, task)
-            return waiter, [(callback, self._release(a, waiter, _BARRIER_RELEASES.get(a.epoch)
-                                                     or Released(a.epoch, BARRIER)))]
         arrivals = a.arrivals
         if a.operation is not None and a.operation != operation:
             calls = a.fail(self._mismatch_error(a, arrival, a.operation, sorted(arrivals)), callback)
@@ -469,8 +497,7 @@ class BarrierCoordinator:
             arrivals[task] = message
             a.waiters.setdefault(task, []).append(waiter)
             return waiter, []
-        # The last arrival releases the epoch (a gang of one task: at once, no deadline ever
-        # ran, nothing of the epoch kept): the waiting tasks in the order they came, then this one.
+        # The last arrival releases the epoch: the waiting tasks in the order they came, then this one.
         epoch = a.epoch
         if operation == ALL_GATHER:
             arrivals[task] = message
@@ -478,7 +505,8 @@ class BarrierCoordinator:
             a.gathered_bytes = 0
         else:
             release = _BARRIER_RELEASES.get(epoch) or Released(epoch, operation)
-        self._release(a, waiter, release)
+        waiter.done = True
+        self._release(a, release)
         if n == 1:   # a gang of one task: nobody else waits
             if arrivals:
                 a.arrivals = {}
@@ -490,10 +518,9 @@ class BarrierCoordinator:
             return waiter, [(callback, release)]
         return waiter, [(w.callback, release) for w in waiters] + [(callback, release)]
 
-    def _release(self, a: _Attempt, waiter: Waiter, release: Released) -> Released:
-        """The attempt's epoch is released (``release``, which the last arrival's ``waiter``
-        gets at once): the attempt moves to its next epoch."""
-        waiter.done = True
+    def _release(self, a: _Attempt, release: Released) -> Released:
+        """The attempt's epoch is released (``release``; the caller tells the last arrival's
+        waiter): the attempt moves to its next epoch."""
         a.last_release = release
         a.epoch += 1
         self._stats.releases += 1
@@ -556,21 +583,10 @@ class BarrierCoordinator:
         Authentication comes first: a call without the token of the attempt it names (or
         naming an attempt not known, or forgotten) is refused and told nothing else."""
         a = self._open.get((job, gang))
-        if a is not None and a.attempt == attempt:   # most calls: the open attempt's
-            known, ended = a.token, None
-        else:
-            ended = self._ended.get((job, gang, attempt))
-            known = ended[0] if ended is not None else None
-        if known is None or not _same_token(known, token):
+        if a is None or a.attempt != attempt:   # not the open attempt: refused, or told how it ended
+            self._ended_check(a, job, gang, attempt, token, task, epoch)
+        if not _same_token(a.token, token):
             self._refuse(job, gang, attempt, task, epoch)
-        if ended is not None:
-            barrier = BarrierId(job, gang, attempt)
-            self._stats.stale_requests += 1
-            _token, how, arrived, total, failure = ended
-            if failure is not None:
-                raise AttemptFailed(failure, barrier, epoch, arrived, total)
-            newer = f"; the open attempt is {a.attempt}" if a is not None else ""
-            raise StaleAttempt(f"{barrier} is {how}{newer}; {_call_of(task, epoch)}", barrier, epoch, arrived, total)
         if not 0 <= task < a.total:
             self._stats.invalid_requests += 1
             raise BarrierInvalid(f"{a.barrier}: task index {task} is outside 0..{a.total - 1}", a.barrier, epoch)
@@ -578,6 +594,21 @@ class BarrierCoordinator:
             b = a.broken
             raise type(b)(b.message, b.barrier, b.epoch, b.arrived, b.total, b.missing)
         return a
+
+    def _ended_check(self, a: _Attempt | None, job: str, gang: str, attempt: int, token: str, task: int,
+                     epoch: int | None) -> None:
+        """:meth:`_check` of a call naming an attempt that is not open (``a``: the gang's open
+        one, if any): it raises, refused unless the attempt ended and the call has its token."""
+        ended = self._ended.get((job, gang, attempt))
+        if ended is None or not _same_token(ended[0], token):
+            self._refuse(job, gang, attempt, task, epoch)
+        barrier = BarrierId(job, gang, attempt)
+        self._stats.stale_requests += 1
+        _token, how, arrived, total, failure = ended
+        if failure is not None:
+            raise AttemptFailed(failure, barrier, epoch, arrived, total)
+        newer = f"; the open attempt is {a.attempt}" if a is not None else ""
+        raise StaleAttempt(f"{barrier} is {how}{newer}; {_call_of(task, epoch)}", barrier, epoch, arrived, total)
 
     def _refuse(self, job: str, gang: str, attempt: int, task: int, epoch: int | None) -> None:
         """Count and (rate-limited) log a refused call, and raise its error. The names in
@@ -658,6 +689,16 @@ class BarrierCoordinator:
             s.attempts_remembered = len(self._ended)
             s.gangs_known = len(set(self._open) | {(job, gang) for job, gang, _attempt in self._ended})
             return s
+
+
+def _check_ranks(job: str, gang: str, attempt: int, tasks: tuple[TaskInfo, ...]) -> None:
+    """``ValueError`` unless ``tasks`` are at least one, listed by index 0..N-1."""
+    if not tasks:
+        raise ValueError(f"{job}/{gang} attempt {attempt}: a barrier needs at least one task")
+    for i, info in enumerate(tasks):
+        if info.index != i:
+            raise ValueError(f"{job}/{gang} attempt {attempt}: tasks[{i}] has index {info.index}; "
+                             "tasks must be listed by index 0..N-1")
 
 
 def _cut(text: str, limit: int = 200) -> str:

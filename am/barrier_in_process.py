@@ -2,7 +2,7 @@
 
 In simulation the AM drives a barrier exactly as it does live (it is a
 :class:`~gangmaster.am.gang_barrier.GangBarrier`), and the simulated tasks call it
-directly instead of over gRPC (:meth:`InProcessBarrier.arrive`). It is the same
+directly instead of over gRPC (:meth:`InProcessBarrier.call_barrier`). It is the same
 :class:`~gangmaster.am.barrier.BarrierCoordinator` the gRPC server wraps, reading the
 simulation's clock; an epoch's deadline is a call scheduled on that clock, so a
 barrier timeout fires in virtual time, and no call stays scheduled once no epoch is
@@ -26,7 +26,7 @@ import itertools
 from typing import Any, Callable, Protocol
 
 from .barrier import YEAR_S, BarrierCoordinator
-from .context import attempt_env, task_env
+from .context import plain_attempt_env, task_env
 
 __all__ = ["InProcessBarrier", "IN_PROCESS_ADDRESS"]
 
@@ -66,12 +66,14 @@ class InProcessBarrier(BarrierCoordinator):
         token, tasks = self.attempt_tasks(job, gang, attempt)
         return task_env(self.address, job, gang, attempt, token, tasks[index], len(tasks))
 
-    #: ``attempt_env(job, gang, attempt, token, count)``: context.attempt_env at this address.
-    attempt_env = staticmethod(functools.partial(attempt_env, IN_PROCESS_ADDRESS))
+    #: ``attempt_env(job, gang, attempt, token, count)``: context.attempt_env at this address, with
+    #: none of its options (nothing else can reach this coordinator).
+    attempt_env = staticmethod(functools.partial(plain_attempt_env, IN_PROCESS_ADDRESS))
 
     # The tasks' side is the coordinator's: a simulated task's ``barrier()`` call is
-    # :meth:`~gangmaster.am.barrier.BarrierCoordinator.arrive` (it raises a ``BarrierError`` at
-    # once, or calls its callback once with the outcome), and a task whose container was
+    # :meth:`~gangmaster.am.barrier.BarrierCoordinator.call_barrier` (it raises a ``BarrierError``
+    # at once, returns the release of a call that released its epoch alone, or calls its callback
+    # once with the outcome), and a task whose container was
     # stopped is withdrawn (:meth:`~gangmaster.am.barrier.BarrierCoordinator.withdraw`): it
     # is told nothing more, and its arrival stays counted, as a killed process's does at the
     # gRPC coordinator.

@@ -50,7 +50,7 @@ from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_B
 from gangmaster.am.proto import barrier_pb2 as pb
 from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
 
-__all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "own_env",
+__all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "plain_attempt_env", "own_env",
            "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
            "ENV_JOB", "ENV_GANG", "ENV_ATTEMPT", "ENV_TASK_INDEX", "ENV_TASK_COUNT", "ENV_ROLE",
            "ENV_ROLE_INDEX", "ENV_PAI_ROLE", "ENV_PAI_ROLE_INDEX", "ENV_TLS_CA", "ENV_LOG_INTERVAL",
@@ -117,8 +117,7 @@ def attempt_env(address: str, job: str, gang: str, attempt: int, token: str, cou
                 retry_give_up_s: float | None = None, max_message_bytes: int | None = None) -> dict[str, str]:
     """The variables every task of a gang attempt has alike: where its coordinator is and
     how to talk to it, the attempt's token, names and number of tasks."""
-    env = {ENV_ADDRESS: address, ENV_TOKEN: token, ENV_JOB: job, ENV_GANG: gang, ENV_ATTEMPT: str(attempt),
-           ENV_TASK_COUNT: str(count)}
+    env = plain_attempt_env(address, job, gang, attempt, token, count)
     if tls_ca_file:
         env[ENV_TLS_CA] = str(tls_ca_file)
     if log_interval_s is not None:
@@ -128,6 +127,12 @@ def attempt_env(address: str, job: str, gang: str, attempt: int, token: str, cou
     if max_message_bytes is not None:
         env[ENV_MAX_MESSAGE] = str(max_message_bytes)
     return env
+
+
+def plain_attempt_env(address: str, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+    """:func:`attempt_env` of a coordinator with none of its options set (the in-process one's)."""
+    return {ENV_ADDRESS: address, ENV_TOKEN: token, ENV_JOB: job, ENV_GANG: gang, ENV_ATTEMPT: str(attempt),
+            ENV_TASK_COUNT: str(count)}
 
 
 @functools.lru_cache(maxsize=4096)

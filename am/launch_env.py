@@ -194,7 +194,8 @@ class _GangShape:
     A gang's tasks are every instance of its roles, by role in the gang's order, then
     index (rank order), so those names depend on the roles alone."""
 
-    __slots__ = ("job_vars", "host_lists", "per_instance", "host_ips", "port_names", "instances", "first_identity")
+    __slots__ = ("job_vars", "host_lists", "per_instance", "host_ips", "port_names", "instances", "first_host_list",
+                 "first_host_ip", "lone_own")
 
     def __init__(self, job_roles: tuple[RoleSpec, ...], roles: tuple[RoleSpec, ...], queue: str, user: str,
                  shm: tuple[int, ...] | None):
@@ -213,8 +214,11 @@ class _GangShape:
                                     f"PAI_{role.name}_{index}_{label}_PORT") for label in role.ports}
                            for role, index in ranks] if self.per_instance else []
         self.instances = ",".join(f"{role.name}:{index}" for role, index in ranks)
-        #: the first task's :func:`identity_env` (a gang of one task has no other)
-        self.first_identity = identity_env(0, ranks[0][0].name, ranks[0][1]) if ranks else {}
+        #: the names of the first task's host variables (a gang of one task has no other)
+        self.first_host_list = self.host_lists[0][0] if ranks else ""
+        self.first_host_ip = self.host_ips[0] if ranks else ""
+        #: the first task's own variables when it has no ports (:func:`identity_env`, then its ports')
+        self.lone_own = {**identity_env(0, ranks[0][0].name, ranks[0][1]), **dict(NO_PORTS.pairs)} if ranks else {}
 
 
 _gang_shape = functools.lru_cache(maxsize=1024)(_GangShape)
@@ -231,8 +235,8 @@ def gang_env(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskReco
     env.update(shape.job_vars)
     if len(tasks) == 1:   # most gangs
         host, kind = tasks[0].host, kinds[0]
-        env[shape.host_lists[0][0]] = host if kind.main is None else f"{host}:{kind.main}"
-        env[shape.host_ips[0]] = host
+        env[shape.first_host_list] = host if kind.main is None else f"{host}:{kind.main}"
+        env[shape.first_host_ip] = host
         if kind.listed:
             _port_lists(env, shape.port_names[0], kind.listed)
     else:
@@ -272,9 +276,23 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
     pairs are its whole environment.
 
     A gang has thousands of tasks and few kinds of them: a task's own pairs are put together
-    from pairs worked out once per role and index, per kind of ports and per share."""
-    if len(tasks) == 1 and not kinds[0].listed:   # most gangs
-        return (), [_lone_task_pairs(job, roles, tasks[0], kinds[0], barrier_env, queue, base, user)]
+    from pairs worked out once per role and index, per kind of ports and per share.
+
+    Most gangs are one task without ports: its pairs are made in one merge, the same variables
+    in the same order as the general merge's (tests/property/test_launch_envs.py holds the two
+    to it)."""
+    if len(tasks) == 1 and not kinds[0].listed:
+        user = user or current_user()
+        shape = _shape_of(job, roles, queue, user)
+        framework = f"{user}~{job.name}"
+        task = tasks[0]
+        host = task.host
+        env = {**(base or {}), "PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework, **shape.job_vars,
+               shape.first_host_list: host, shape.first_host_ip: host,   # (no ports: the host alone)
+               "PAI_TASK_ROLE_INSTANCES": shape.instances, **barrier_env, **shape.lone_own}
+        if task.gpu_milli:
+            env.update(gpu_share_env(task.gpu_milli))
+        return (), [tuple(env.items())]
     shared = gang_env(job, roles, tasks, kinds, queue, user)
     if base:
         shared = {**base, **shared}
@@ -291,26 +309,6 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
         pairs = _identity_pairs(task.rank, task.role, task.index) + kind.pairs
         own.append(pairs + _share_pairs(task.gpu_milli) if task.gpu_milli else pairs)
     return tuple(shared.items()), own
-
-
-def _lone_task_pairs(job: JobSpec, roles: tuple[RoleSpec, ...], task: TaskRecord, kind: PortKind,
-                     barrier_env: Mapping[str, str], queue: str, base: Mapping[str, str] | None,
-                     user: str | None) -> tuple[tuple[str, str], ...]:
-    """The whole environment of the one task of a gang, a task with no ports, as
-    :func:`launch_envs` would merge it (``base``, :func:`gang_env`, ``barrier_env``, then
-    the task's own): the same variables in the same order (tests/property/test_launch_envs.py
-    holds the two to it), in one merge instead of one per part."""
-    user = user or current_user()
-    shape = _shape_of(job, roles, queue, user)
-    framework = f"{user}~{job.name}"
-    host = task.host
-    env = {**(base or {}), "PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework, **shape.job_vars,
-           shape.host_lists[0][0]: host, shape.host_ips[0]: host,   # (no ports: the host alone)
-           "PAI_TASK_ROLE_INSTANCES": shape.instances, **barrier_env, **shape.first_identity}
-    env.update(kind.pairs)
-    if task.gpu_milli:
-        env.update(gpu_share_env(task.gpu_milli))
-    return tuple(env.items())
 
 
 @functools.lru_cache(maxsize=4096)

@@ -231,6 +231,8 @@ def test_invalid_requests():
         arrive(coord, calls, 0, 0, op="reduce")
     with pytest.raises(ValueError, match="index"):
         coord.open_attempt(JOB, "other", 1, [TaskInfo(1, "a")])
+    with pytest.raises(ValueError, match=r"tasks\[1\] has index 0"):
+        coord.open_attempt(JOB, "other", 1, [TaskInfo(0, "a"), TaskInfo(0, "b")])
     with pytest.raises(ValueError, match="at least one task"):
         coord.open_attempt(JOB, "other", 1, [])
 

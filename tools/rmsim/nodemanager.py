@@ -23,9 +23,10 @@ import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from gangmaster.am.barrier import Arrival, Waiter
+from gangmaster.am.barrier import Released, Waiter
 from gangmaster.am.barrier_errors import BarrierError
 from gangmaster.am.barrier_in_process import InProcessBarrier
 from gangmaster.am.collector import collector_paused
@@ -35,7 +36,7 @@ from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
 from gangmaster.gpu_topology.masks import indices_of
 
 from .processes import is_running, send, session_members, start_time
-from .workload import BARRIER_ERROR_EXIT_CODE, JobWorkload, Workload
+from .workload import BARRIER_ERROR_EXIT_CODE, JobWorkload, TaskBehaviour, Workload
 
 log = logging.getLogger(__name__)
 
@@ -118,36 +119,34 @@ class SimulatedNodeManager:
         env = ctx.variables
         task = self.workload.task(env)        # raises (and changes nothing) on an environment it cannot read
         cid = rec.container_id
-        arrival = self._arrival(env) if task.joins_barrier else None
-        if arrival is None:
-            self._run(cid, task.duration_s, task.exit_code)
+        barrier = self.barrier
+        if not task.joins_barrier or barrier is None or env.get(ENV_ADDRESS) != barrier.address:
+            self._run(cid, task.duration_s, task.exit_code)   # it has no barrier here to call
             return
-
-        def told(outcome: object) -> None:
-            self.waiting.pop(cid, None)
-            if isinstance(outcome, BarrierError):
-                self._run(cid, 0.0, BARRIER_ERROR_EXIT_CODE)
-            else:
-                self._run(cid, task.duration_s, task.exit_code)
-
-        try:
-            waiter = self.barrier.arrive(arrival, told)
-        except BarrierError:
-            self._run(cid, 0.0, BARRIER_ERROR_EXIT_CODE)
-            return
-        if not waiter.done:
-            self.waiting[cid] = waiter
-
-    def _arrival(self, env: dict[str, str]) -> Arrival | None:
-        """The task's first ``barrier()`` call, when its environment names this simulation's coordinator."""
-        if self.barrier is None or env.get(ENV_ADDRESS) != self.barrier.address:
-            return None
-        try:
-            return Arrival(env[ENV_JOB], env[ENV_GANG], int(env[ENV_ATTEMPT]), env[ENV_TOKEN],
-                           int(env[ENV_TASK_INDEX]), 0)   # epoch 0
+        try:   # the task's first barrier() call: epoch 0
+            job, gang, token = env[ENV_JOB], env[ENV_GANG], env[ENV_TOKEN]
+            attempt, index = int(env[ENV_ATTEMPT]), int(env[ENV_TASK_INDEX])
         except (KeyError, ValueError):
             raise InvalidRequest(f"launch.env: a barrier task needs {', '.join(REQUIRED_ENV)} "
                                  "(the AM's barrier task_env)") from None
+        try:
+            waiter = barrier.call_barrier(job, gang, attempt, token, index, 0, partial(self._told, cid, task))
+        except BarrierError:
+            self._run(cid, 0.0, BARRIER_ERROR_EXIT_CODE)
+            return
+        if waiter.__class__ is Released:   # it released its epoch alone (a gang of one task): it runs
+            self._run(cid, task.duration_s, task.exit_code)
+        elif not waiter.done:
+            self.waiting[cid] = waiter
+
+    def _told(self, container_id: str, task: TaskBehaviour, outcome: object) -> None:
+        """The task in ``container_id`` is told its barrier call's outcome: it runs, or it
+        exits at once when the barrier failed."""
+        self.waiting.pop(container_id, None)
+        if isinstance(outcome, BarrierError):
+            self._run(container_id, 0.0, BARRIER_ERROR_EXIT_CODE)
+        else:
+            self._run(container_id, task.duration_s, task.exit_code)
 
     def _run(self, container_id: str, duration_s: float | None, exit_code: int) -> None:
         """The task runs ``duration_s`` from now (None: until stopped), then exits. The tasks
