@@ -116,6 +116,8 @@ class ApplicationMaster:
     queue_limit: ResourceDescriptor | None = None
     _watch: WaitingWatch | None = None   # made when first needed (:attr:`watch`)
     _seed: int | None = None   # the seed of the AM's own pipelines (None: shared ones, seeded from selection.seed)
+    #: (gang, attempt, time) -> its tasks ended and not journaled yet (an AM that journals keeps its own)
+    _endings: Mapping[tuple, list[TaskRecord]] = MappingProxyType({})
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -174,9 +176,9 @@ class ApplicationMaster:
         self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
-        self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
         self.gangs: list[GangRun] = []
         if self._journaling:
+            self._endings = {}
             self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
         if self._logging:
             self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
@@ -264,6 +266,7 @@ class ApplicationMaster:
 
     def _heartbeat(self) -> None:
         now = self.now()
+        finished = 0   # the tasks of the gangs' current attempts that ended (those of pending gangs: none yet)
         for gang in self.gangs:
             if gang.state in PENDING:
                 self._plan(gang, now)
@@ -272,7 +275,9 @@ class ApplicationMaster:
                     if waited_too_long:
                         self._finish("failed", waited_too_long)
                         return
-        request = self._request()
+            else:
+                finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
+        request = self._request(finished)
         try:
             response = self.rm.allocate(request)
         except WrongState as exc:
@@ -326,15 +331,12 @@ class ApplicationMaster:
     def _gang_of(self, acq: GangAcquisition) -> GangRun:
         return next(g for g in self.gangs if g.acquisition is acq)
 
-    def _request(self) -> AllocateRequest:
+    def _request(self, finished: int) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
         after what the AM itself had to (containers it did not want, attempts that ended),
         and its progress: the share of the job's instances whose task (of the current attempt)
-        has ended."""
+        has ended (``finished`` of them)."""
         total = self.job.total_instances
-        finished = 0
-        for g in self.gangs:   # GangRun.finished_tasks, summed (not through the property: two heartbeats a job)
-            finished += len(g.tasks) - g.running
         progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
         out = self._asking
         if not (out.asks or out.cancels or out.releases):   # a heartbeat that only hears what happened
