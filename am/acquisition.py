@@ -112,18 +112,17 @@ class AcquisitionOwner(Protocol):
 class AcquisitionContext:
     """What every gang acquisition of one AM shares, made once with the AM: its settings,
     where they report (and whether it keeps the lines that cost work to build), the
-    selection-latency observer, whom to tell of a release or a reselection, the request ids (``next_request_id``), the seeded random
-    a release backoff is jittered with, and the **outbox**: the asks, cancels and releases
-    the acquisitions decided (each gang's in the order it decided them), which the AM sends
-    at its next heartbeat (:meth:`take_outbox`), and to which it adds the containers it
-    gives back itself.
+    selection-latency observer, whom to tell of a release or a reselection, the request
+    ids (``next_request_id``), the seeded random a release backoff is jittered with, and
+    the **outbox**: the asks, cancels and releases the acquisitions decided (each gang's
+    in the order it decided them), which the AM sends at its next heartbeat
+    (:meth:`take_outbox`), and to which it adds the containers it gives back itself.
 
     The random is ``random.Random(seed)``, ``seed`` being ``seed_parts`` joined by ``:``, made
     when first drawn from: only a release backoff draws, which is rare, and seeding from a
     string hashes it (a trace replay starts tens of thousands of AMs that never draw)."""
 
-    __slots__ = ("settings", "report", "reporting", "observe_selection", "_owner", "next_request_id", "asks",
-                 "cancels", "releases", "_seed_parts", "_random")
+    _random: random.Random | None = None   # made when first drawn from
 
     def __init__(self, owner: "AcquisitionOwner", settings: AMSettings, seed_parts: tuple,
                  report: Callable[[str], None], observe_selection: Callable[[float], None], first_request_id: int,
@@ -138,7 +137,6 @@ class AcquisitionContext:
         self.cancels: list[int] = []
         self.releases: list[str] = []
         self._seed_parts = seed_parts
-        self._random: random.Random | None = None
 
     @property
     def seed(self) -> str:
