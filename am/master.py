@@ -536,14 +536,15 @@ class ApplicationMaster:
         to_decide.clear()
         if not deciding or failing and self._restarted(failing, now):
             return
-        if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
-            succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
+        gangs = self.gangs
+        if len(gangs) == 1:   # most jobs: the gang's own counts are the job's
+            verdict = self.job.verdict(gangs[0].succeeded, gangs[0].failed)
         else:
             succeeded, failed = Counter(), Counter()
-            for g in self.gangs:
+            for g in gangs:
                 succeeded.update(g.succeeded)
                 failed.update(g.failed)
-        verdict = self.job.verdict(succeeded, failed)
+            verdict = self.job.verdict(succeeded, failed)
         if verdict is SUCCEEDED_EARLY:
             self._finish("succeeded", "a role reached its minSucceededInstances")
         elif verdict == "succeeded":
