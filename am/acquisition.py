@@ -17,8 +17,8 @@ Two things can keep a gang from completing, and neither may hang it:
   gangs fall out of step and one of them gets everything.
 
 The acquisition only decides: the asks, cancels and releases it wants sent wait
-in its outbox for the AM's next heartbeat, and what it did is reported through
-``report``.
+in the outbox its AM's acquisitions share (:class:`AcquisitionContext`) for the
+AM's next heartbeat, and what it did is reported through the context's ``report``.
 
 Placing is the expensive step, so it runs only when it can decide something new.
 A gang whose last placement found no room is placed again only when something
@@ -30,13 +30,15 @@ comparisons.
 """
 from __future__ import annotations
 
+import itertools
 import random
 import time
+import weakref
 from collections import Counter
 from functools import lru_cache
 from itertools import starmap
 from types import MappingProxyType
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.resources import ResourceError
@@ -99,26 +101,65 @@ def layout_of(roles: tuple[RoleSpec, ...]) -> GangLayout:
     return GangLayout(roles)
 
 
-class SeededOnUse:
-    """A ``random.Random(seed)`` made when first drawn from, ``seed`` being ``parts`` joined
-    by ``:``: an acquisition draws only to jitter a release backoff, which is rare, and
-    seeding from a string hashes it (a trace replay starts tens of thousands of AMs that
-    never draw, and need not even format their seed)."""
+class AcquisitionOwner(Protocol):
+    """Who keeps the count of an AM's releases and reselections (the ApplicationMaster)."""
 
-    __slots__ = ("_parts", "_random")
+    def acquisition_released(self, acquisition: "GangAcquisition", now: float) -> None: ...
 
-    def __init__(self, *parts: object):
-        self._parts = parts
-        self._random: random.Random | None = None
+    def acquisition_reselected(self, acquisition: "GangAcquisition") -> None: ...
+
+
+class AcquisitionContext:
+    """What every gang acquisition of one AM shares, made once with the AM: its settings,
+    where they report (and whether it keeps the lines that cost work to build), the
+    selection-latency observer, whom to tell of a release or a reselection, the request
+    ids (``next_request_id``), the seeded random a release backoff is jittered with, and
+    the **outbox**: the asks, cancels and releases the acquisitions decided (each gang's
+    in the order it decided them), which the AM sends at its next heartbeat
+    (:meth:`take_outbox`), and to which it adds the containers it gives back itself.
+
+    The random is ``random.Random(seed)``, ``seed`` being ``seed_parts`` joined by ``:``, made
+    when first drawn from: only a release backoff draws, which is rare, and seeding from a
+    string hashes it (a trace replay starts tens of thousands of AMs that never draw)."""
+
+    _random: random.Random | None = None   # made when first drawn from
+
+    def __init__(self, owner: "AcquisitionOwner", settings: AMSettings, seed_parts: tuple,
+                 report: Callable[[str], None], observe_selection: Callable[[float], None], first_request_id: int,
+                 reporting: bool = True):
+        """``owner``: told when an acquisition gave back what it held or selected an instance
+        again (:meth:`released`, :meth:`reselected`); kept weakly (it owns the acquisitions)."""
+        self._owner = weakref.ref(owner)
+        self.settings, self.report, self.reporting = settings, report, reporting
+        self.observe_selection = observe_selection
+        self.next_request_id = itertools.count(first_request_id).__next__
+        self.asks: list[ResourceRequest] = []
+        self.cancels: list[int] = []
+        self.releases: list[str] = []
+        self._seed_parts = seed_parts
 
     @property
     def seed(self) -> str:
-        return ":".join(map(str, self._parts))
+        return ":".join(map(str, self._seed_parts))
 
     def uniform(self, a: float, b: float) -> float:
         if self._random is None:
             self._random = random.Random(self.seed)
         return self._random.uniform(a, b)
+
+    def released(self, acquisition: "GangAcquisition", now: float) -> None:
+        """``acquisition`` gave back what it held (:attr:`GangAcquisition.released`) at ``now``."""
+        self._owner().acquisition_released(acquisition, now)
+
+    def reselected(self, acquisition: "GangAcquisition") -> None:
+        """``acquisition`` selected an instance again (its ask went stale)."""
+        self._owner().acquisition_reselected(acquisition)
+
+    def take_outbox(self) -> tuple[list[ResourceRequest], list[int], list[str]]:
+        """The asks, cancels and releases to send now (the outbox starts empty again)."""
+        out = (self.asks, self.cancels, self.releases)
+        self.asks, self.cancels, self.releases = [], [], []
+        return out
 
 
 class GangAcquisition:
@@ -126,6 +167,8 @@ class GangAcquisition:
     release, no failed placement) read as the class's defaults."""
 
     first_grant_at: float | None = None
+    not_before = float("-inf")    # no asking before then: backing off after a release
+    released: Sequence[str] = ()  # the containers its last release gave back
     release_count = 0
     reselections = 0
     _waiting: "GangDoesNotFit | str" = ""   # the last placement's failure (its reason formatted when read)
@@ -136,28 +179,16 @@ class GangAcquisition:
     _placed_at_growth = -1        # the cluster's growth count when the last placement failed
     _changed = True               # something of its own changed since that placement
 
-    def __init__(self, gang: str, roles: tuple[RoleSpec, ...], settings: AMSettings,
-                 rng: random.Random | SeededOnUse,
-                 now: float, report: Callable[[str], None], observe_selection: Callable[[float], None] = lambda s: None,
-                 reporting: bool = True):
-        """``reporting``: whether ``report`` keeps the lines that cost work to build
-        (:func:`~gangmaster.am.progress_log.keeps_lines` of it; its owner knows already)."""
+    def __init__(self, gang: str, roles: tuple[RoleSpec, ...], context: AcquisitionContext):
+        """``context``: what the AM's acquisitions share, their outbox among it."""
         self.gang = gang
         layout = self.layout = layout_of(roles)
         self.roles = layout.roles
-        self.settings = settings
-        self.rng = rng
-        self.report = report
-        self._reporting = reporting
-        self.observe_selection = observe_selection
+        self.context = context
         keys = layout.keys   # (role, index) in rank order
         self.slots: dict[tuple[str, int], Slot] = dict(zip(keys, starmap(Slot, keys)))
         self.by_request: dict[int, Slot] = {}          # the slots with an ask outstanding
         self.by_container: dict[str, Slot] = {}        # the slots holding a granted container
-        self.asks: list[ResourceRequest] = []
-        self.cancels: list[int] = []
-        self.releases: list[str] = []
-        self.not_before = now
 
     # ------------------------------------------------------------------ state
     @property
@@ -188,8 +219,7 @@ class GangAcquisition:
     def stalled(self, now: float, cluster_growth: int) -> bool:
         """Holding and asking for nothing, not backing off, and the last placement found no
         room with nothing new since: planning again changes nothing until the cluster does."""
-        return (now >= self.not_before and not self.asks and not self.by_container
-                and self._nothing_new(cluster_growth))
+        return now >= self.not_before and not self.by_container and self._nothing_new(cluster_growth)
 
     def _nothing_new(self, cluster_growth: int) -> bool:
         """The last placement found no room and nothing since could let the gang fit:
@@ -202,23 +232,21 @@ class GangAcquisition:
         :attr:`slots` was made in."""
         return list(self.slots.values())
 
-    def take_outbox(self) -> tuple[list[ResourceRequest], list[int], list[str]]:
-        out = (self.asks, self.cancels, self.releases)
-        self.asks, self.cancels, self.releases = [], [], []
-        return out
-
     # ------------------------------------------------------------------- plan
-    def plan(self, now: float, view_source: Callable[[], ClusterView], place: Placer,
-             next_request_id: Callable[[], int], cluster_growth: int = 0) -> None:
-        """Decide this heartbeat's asks, cancels and releases. ``cluster_growth`` counts
+    def plan(self, now: float, view_source: Callable[[], ClusterView], place: Placer, cluster_growth: int = 0) -> None:
+        """Decide this heartbeat's asks, cancels and releases (into the context's outbox,
+        each ask with the next of its request ids). ``cluster_growth`` counts
         the times the cluster grew (:attr:`ClusterTracker.grown`): while it stays the same
         and nothing of the gang's own changed, a gang that did not fit is not placed again."""
-        if self.complete or self.never_reason:
+        if self.never_reason:
             return
-        if self.first_grant_at is not None and now - self.first_grant_at >= self.settings.hold_timeout_s:
-            self.release_all(now, f"held {len(self.granted)}/{self.total} containers for "
-                                  f"{now - self.first_grant_at:g}s without the rest")
-            return
+        if self.first_grant_at is not None:   # holding some of its containers
+            if self.complete:   # (every one: they start in the heartbeat the last one came)
+                return
+            if now - self.first_grant_at >= self.context.settings.hold_timeout_s:
+                self.release_all(now, f"held {len(self.granted)}/{self.total} containers for "
+                                      f"{now - self.first_grant_at:g}s without the rest")
+                return
         if now < self.not_before or self.found_no_room and self._nothing_new(cluster_growth):
             return
         if self.by_request or self.by_container:
@@ -228,30 +256,33 @@ class GangAcquisition:
             view, wanted = to_place
         else:   # holding and asking for nothing: every instance is placed, on the view as it is
             view, wanted = view_source(), self.layout.everything
+        context = self.context
         started = time.perf_counter()
         self._changed, self._placed_at_growth = False, cluster_growth
         try:
             placement = place(view, wanted)
         except GangDoesNotFit as exc:
             self.failed_placements += 1
-            waiting = str(exc) if self._reporting else exc.with_traceback(None)   # (else formatted when read)
-            if self._reporting and waiting != self.waiting_reason:
-                self.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {waiting}")
+            reporting = context.reporting
+            waiting = str(exc) if reporting else exc.with_traceback(None)   # (else formatted when read)
+            if reporting and waiting != self.waiting_reason:
+                context.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {waiting}")
             self._waiting, self.found_no_room = waiting, bool(waiting)
             return
         finally:
-            self.observe_selection(time.perf_counter() - started)
+            context.observe_selection(time.perf_counter() - started)
         if self.found_no_room:
             self._waiting, self.found_no_room = "", False
-        slots, roles, by_request, asks = self.slots, self.roles, self.by_request, self.asks
+        slots, roles, by_request, asks = self.slots, self.roles, self.by_request, context.asks
+        next_request_id = context.next_request_id
         for p in placement.instances:
             slot = slots[(p.role, p.index)]
             slot.placement, slot.request_id, slot.asked_at = p, next_request_id(), now
             by_request[slot.request_id] = slot
             asks.append(ResourceRequest(slot.request_id, p.resource, 1, host=p.host, relax_locality=False,
                                         node_label=roles[p.role].node_label))
-        if self._reporting:
-            self.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
+        if context.reporting:
+            context.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
                         f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
 
     def _to_place_again(self, now: float,
@@ -261,7 +292,7 @@ class GangAcquisition:
         role): those neither asked for nor granted, and those whose ask went stale on a host
         that can no longer hold them (cancelled here). None when there is nothing to place."""
         unplaced = [s for s in self.slots.values() if s.container is None and s.request_id is None]
-        stale = [s for s in self.outstanding if now - s.asked_at >= self.settings.reselect_after_s]
+        stale = [s for s in self.outstanding if now - s.asked_at >= self.context.settings.reselect_after_s]
         if not unplaced and not stale:
             return None
         view = view_source()
@@ -284,34 +315,38 @@ class GangAcquisition:
         return view, wanted
 
     def _reselect(self, slot: Slot) -> None:
-        self.cancels.append(slot.request_id)
+        context = self.context
+        context.cancels.append(slot.request_id)
         self.by_request.pop(slot.request_id, None)
         self._changed = True
         self.reselections += 1
-        self.report(f"gang {self.gang}: {slot.name} not granted on {slot.placement.host} after "
-                    f"{self.settings.reselect_after_s:g}s ({slot.pending_reason or 'taken by another application'}); "
+        context.reselected(self)
+        context.report(f"gang {self.gang}: {slot.name} not granted on {slot.placement.host} after "
+                       f"{context.settings.reselect_after_s:g}s ({slot.pending_reason or 'taken by another application'}); "
                     f"selecting again")
         slot.request_id, slot.placement, slot.pending_reason = None, None, ""
 
     def release_all(self, now: float, reason: str) -> list[str]:
         """Give back every container and cancel every ask; back off before asking again."""
-        released = [s.container.container_id for s in self.granted]
-        self.releases.extend(released)
-        self.cancels.extend(s.request_id for s in self.outstanding)
+        context = self.context
+        released = self.released = [s.container.container_id for s in self.granted]
+        context.releases.extend(released)
+        context.cancels.extend(s.request_id for s in self.outstanding)
         self._clear()
         self.release_count += 1
-        s = self.settings
+        context.released(self, now)
+        s = context.settings
         backoff = min(s.release_backoff_max_s, s.release_backoff_s * 2 ** (self.release_count - 1))
-        backoff *= self.rng.uniform(1 - s.release_jitter, 1 + s.release_jitter)
+        backoff *= context.uniform(1 - s.release_jitter, 1 + s.release_jitter)
         self.not_before = now + backoff
-        self.report(f"gang {self.gang}: released {len(released)} container(s): {reason}; "
+        context.report(f"gang {self.gang}: released {len(released)} container(s): {reason}; "
                     f"asking again in {backoff:.1f}s (release {self.release_count})")
         return released
 
     def abandon(self) -> None:
         """The attempt is over before it started: give back what was granted, cancel every ask."""
-        self.releases.extend(s.container.container_id for s in self.granted)
-        self.cancels.extend(s.request_id for s in self.outstanding)
+        self.context.releases.extend(s.container.container_id for s in self.granted)
+        self.context.cancels.extend(s.request_id for s in self.outstanding)
         self._clear()
 
     def _clear(self) -> None:
@@ -344,11 +379,11 @@ class GangAcquisition:
         host = slot.placement.host if slot.placement else "?"
         slot.request_id, slot.placement = None, None
         self._changed = True
-        if slot.rejections >= self.settings.max_rejections:
+        if slot.rejections >= self.context.settings.max_rejections:
             self.never_reason = (f"{slot.name} was rejected by the RM {slot.rejections} times "
                                  f"(last on {host}): {reason}")
         else:
-            self.report(f"gang {self.gang}: the RM rejected {slot.name} on {host}: {reason}; selecting again")
+            self.context.report(f"gang {self.gang}: the RM rejected {slot.name} on {host}: {reason}; selecting again")
 
     def on_pending(self, request_id: int, reason: str) -> None:
         slot = self.by_request.get(request_id)

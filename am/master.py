@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import itertools
 import weakref
 from collections import Counter
 from dataclasses import replace
@@ -63,7 +62,7 @@ from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.gpu_topology.masks import indices_of
 
 from . import recovery
-from .acquisition import GangAcquisition, SeededOnUse
+from .acquisition import AcquisitionContext, GangAcquisition
 from .am_settings import AMSettings
 from .attempt_barrier import end_barrier, open_barrier, reopen_barrier
 from .cluster_tracker import ClusterTracker
@@ -82,7 +81,7 @@ from .metrics import CONTAINER_STATES, AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog, keeps_lines
 from .rm_client import RMClient
 from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
-    LaunchContext, ResourceRequest, RMError, StartContainers, StartRefused, WrongState
+    LaunchContext, RMError, StartContainers, StartRefused, WrongState
 from .waiting_watch import WaitingWatch, watches
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
@@ -117,6 +116,8 @@ class ApplicationMaster:
     queue_limit: ResourceDescriptor | None = None
     _watch: WaitingWatch | None = None   # made when first needed (:attr:`watch`)
     _seed: int | None = None   # the seed of the AM's own pipelines (None: shared ones, seeded from selection.seed)
+    #: (gang, attempt, time) -> its tasks ended and not journaled yet (an AM that journals keeps its own)
+    _endings: Mapping[tuple, list[TaskRecord]] = MappingProxyType({})
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -160,7 +161,12 @@ class ApplicationMaster:
         self._journaling = self.journal.keeps_records   # records are built only then (as lines)
         if watches(self.settings):   # a pending gang's heartbeat checks its wait
             self._watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
-        self.rng = SeededOnUse(self.selection.seed, job.name, app_id, self.am_attempt)
+        # what its gangs' acquisitions share: the outbox of what to send at the next heartbeat
+        # among it, and the request ids, 1 up (those of different AM attempts never collide)
+        self._asking = AcquisitionContext(self, self.settings,
+                                          (self.selection.seed, job.name, app_id, self.am_attempt), self.log,
+                                          self.metrics.selection_latency.observe, self.am_attempt * 1_000_000 + 1,
+                                          reporting=self._logging)
         if shared_pipelines is None:
             self._pipelines: dict[str, SelectionPipeline] = {}
             self._seed = pipeline_seed(self.selection.seed, app_id)
@@ -168,16 +174,11 @@ class ApplicationMaster:
             self._pipelines = shared_pipelines
         self._coordinator = barrier   # the barrier coordinator (the AM's calls to it: am.attempt_barrier)
         self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
-        # request ids, 1 up: those of different AM attempts never collide
-        self._request_ids = itertools.count(self.am_attempt * 1_000_000 + 1)
-        self._to_ask: list[ResourceRequest] = []   # asks to send at this heartbeat (the gangs' plans)
-        self._to_release: list[str] = []   # containers to give back at the next heartbeat
-        self._to_cancel: list[int] = []    # asks to withdraw at the next heartbeat
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
-        self._endings: dict[tuple, list[TaskRecord]] = {}   # (gang, attempt, time) -> tasks ended, not journaled yet
         self.gangs: list[GangRun] = []
         if self._journaling:
+            self._endings = {}
             self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
         if self._logging:
             self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
@@ -247,8 +248,7 @@ class ApplicationMaster:
             if self._journaling:
                 self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
             self.metrics.attempts.inc()
-        gang.acquisition = GangAcquisition(name, roles, self.settings, self.rng, now, self.log,
-                                           self.metrics.selection_latency.observe, reporting=self._logging)
+        gang.acquisition = GangAcquisition(name, roles, self._asking)
         if self._logging:
             self.log(f"gang {name} attempt {attempt}: waiting for {sum(r.instances for r in roles)} instance(s)")
         return gang
@@ -266,6 +266,7 @@ class ApplicationMaster:
 
     def _heartbeat(self) -> None:
         now = self.now()
+        finished = 0   # the tasks of the gangs' current attempts that ended (those of pending gangs: none yet)
         for gang in self.gangs:
             if gang.state in PENDING:
                 self._plan(gang, now)
@@ -274,7 +275,9 @@ class ApplicationMaster:
                     if waited_too_long:
                         self._finish("failed", waited_too_long)
                         return
-        request = self._request()
+            else:
+                finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
+        request = self._request(finished)
         try:
             response = self.rm.allocate(request)
         except WrongState as exc:
@@ -307,38 +310,38 @@ class ApplicationMaster:
             # costs this one check a heartbeat.
             gang.state = ROLE_WAITING
             return
-        acq.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang), self._request_ids.__next__,
-                 growth)
-        if acq.release_count > gang.record.releases:
-            gang.record.releases = acq.release_count
-            self.metrics.releases.inc()
-            if self._journaling:
-                self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.releases),
-                                   reason="partial hold timed out")
-        if acq.reselections > gang.record.reselections:
-            self.metrics.reselections.inc(acq.reselections - gang.record.reselections)
-            gang.record.reselections = acq.reselections
-        if acq.asks or acq.cancels or acq.releases:   # sent at this heartbeat, the gangs' in their order
-            asks, cancels, releases = acq.take_outbox()
-            self._to_ask += asks
-            self._to_cancel += cancels
-            self._to_release += releases
+        acq.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang), growth)
         gang.state = ROLE_ACQUIRING if acq.by_request or acq.by_container else ROLE_WAITING
 
-    def _request(self) -> AllocateRequest:
+    def acquisition_released(self, acq: GangAcquisition, now: float) -> None:
+        """A gang's acquisition gave back what it held (its partial hold timed out): counted,
+        and journaled (:class:`~gangmaster.am.acquisition.AcquisitionOwner`)."""
+        gang = self._gang_of(acq)
+        gang.record.releases += 1
+        self.metrics.releases.inc()
+        if self._journaling:
+            self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.released),
+                               reason="partial hold timed out")
+
+    def acquisition_reselected(self, acq: GangAcquisition) -> None:
+        """A gang's acquisition selected an instance again (its ask went stale): counted."""
+        self._gang_of(acq).record.reselections += 1
+        self.metrics.reselections.inc()
+
+    def _gang_of(self, acq: GangAcquisition) -> GangRun:
+        return next(g for g in self.gangs if g.acquisition is acq)
+
+    def _request(self, finished: int) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
         after what the AM itself had to (containers it did not want, attempts that ended),
         and its progress: the share of the job's instances whose task (of the current attempt)
-        has ended."""
+        has ended (``finished`` of them)."""
         total = self.job.total_instances
-        finished = 0
-        for g in self.gangs:   # GangRun.finished_tasks, summed (not through the property: two heartbeats a job)
-            finished += len(g.tasks) - g.running
         progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
-        if not (self._to_ask or self._to_cancel or self._to_release):   # a heartbeat that only hears what happened
+        out = self._asking
+        if not (out.asks or out.cancels or out.releases):   # a heartbeat that only hears what happened
             return AllocateRequest(self.app_id, self.am_attempt, progress=progress)
-        asks, cancels, releases = self._to_ask, self._to_cancel, self._to_release
-        self._to_ask, self._to_cancel, self._to_release = [], [], []
+        asks, cancels, releases = out.take_outbox()
         return AllocateRequest(self.app_id, self.am_attempt, asks=tuple(asks), cancel=tuple(cancels),
                                releases=tuple(releases), progress=progress)
 
@@ -352,7 +355,7 @@ class ApplicationMaster:
                 if gang.state is ROLE_ACQUIRING and gang.acquisition.on_granted(container, now):
                     break
             else:
-                self._to_release.append(container.container_id)
+                self._asking.releases.append(container.container_id)
         for rejection in response.rejected:
             gang = self._asker(rejection.request_id)
             if gang is not None:
@@ -495,7 +498,7 @@ class ApplicationMaster:
             del tasks[refused.index + 1:]
             task = tasks[-1]
             task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
-            self._to_release += [s.container.container_id for s in acq.in_order()[refused.index:]]
+            self._asking.releases.extend([s.container.container_id for s in acq.in_order()[refused.index:]])
         gang.started(tasks)
         gang.state = ROLE_RUNNING
         record = gang.record
@@ -533,14 +536,15 @@ class ApplicationMaster:
         to_decide.clear()
         if not deciding or failing and self._restarted(failing, now):
             return
-        if len(self.gangs) == 1:   # most jobs: the gang's own counts are the job's
-            succeeded, failed = self.gangs[0].succeeded, self.gangs[0].failed
+        gangs = self.gangs
+        if len(gangs) == 1:   # most jobs: the gang's own counts are the job's
+            verdict = self.job.verdict(gangs[0].succeeded, gangs[0].failed)
         else:
             succeeded, failed = Counter(), Counter()
-            for g in self.gangs:
+            for g in gangs:
                 succeeded.update(g.succeeded)
                 failed.update(g.failed)
-        verdict = self.job.verdict(succeeded, failed)
+            verdict = self.job.verdict(succeeded, failed)
         if verdict is SUCCEEDED_EARLY:
             self._finish("succeeded", "a role reached its minSucceededInstances")
         elif verdict == "succeeded":
@@ -599,10 +603,7 @@ class ApplicationMaster:
                     self._running.pop(task.container_id, None)
                     gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
         elif gang.state in PENDING and gang.acquisition is not None:
-            gang.acquisition.abandon()
-            _asks, cancels, releases = gang.acquisition.take_outbox()
-            self._to_release += releases
-            self._to_cancel += cancels
+            gang.acquisition.abandon()   # (into the outbox)
         record = gang.record
         record.ended_at, record.outcome, record.reason, record.tasks = now, outcome, reason, gang.tasks
         gang.history.append(record)

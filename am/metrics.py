@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 import threading
 import time
 import weakref
+from array import array
+from collections import Counter
+from functools import partial, reduce
 from socketserver import ThreadingMixIn
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Protocol
@@ -119,28 +123,45 @@ class PlainCounter:
 
 
 class PlainHistogram:
-    """A Prometheus histogram the AM observes into with plain arithmetic (one writer, as
-    :class:`PlainCounter`), served exactly as a ``prometheus_client.Histogram`` of the same
-    name and buckets: an observation counts in the first bucket whose bound is at least it."""
+    """A Prometheus histogram the AM observes into (one writer, as :class:`PlainCounter`),
+    served exactly as a ``prometheus_client.Histogram`` of the same name and buckets: an
+    observation counts in the first bucket whose bound is at least it.
+
+    ``observe(amount)`` only keeps the amount, as a double in an array (8 bytes each, no
+    Python frame: an AM observes twice for every gang it starts); the amounts kept are
+    counted into the buckets and added to the sum, in the order they came, when the histogram
+    is collected (a scrape) or read (:meth:`totals`): all at once, each bucket's count in one
+    step."""
 
     def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry):
         self.name, self.documentation = name, documentation
         self.bounds = [float(b) for b in buckets] + [float("inf")]
-        self.counts = [0] * len(self.bounds)   # per bucket, not cumulative
+        self.counts = [0] * len(self.bounds)   # per bucket, not cumulative (of the amounts counted in)
         self.sum = 0.0
+        self._observed = array("d")   # the amounts observed and not counted in yet, as they came
+        self.observe: Callable[[float], None] = self._observed.append
+        self._counting = threading.Lock()   # (two scrapes at once count each amount once)
         self.created = time.time()
         registry.register(self)
 
-    def observe(self, amount: float) -> None:
-        self.sum += amount
-        self.counts[bisect.bisect_left(self.bounds, amount)] += 1
+    def totals(self) -> tuple[list[int], float]:
+        """The counts per bucket (not cumulative) and the sum, of every amount observed so far."""
+        with self._counting:
+            observed = self._observed
+            amounts = observed[:len(observed)]   # (the AM may observe meanwhile: its amounts go after these)
+            del observed[:len(amounts)]
+            self.sum = reduce(operator.add, amounts, self.sum)   # added one by one, in the order they came
+            counts = self.counts
+            for bucket, n in Counter(map(partial(bisect.bisect_left, self.bounds), amounts)).items():
+                counts[bucket] += n
+            return list(counts), self.sum
 
     def describe(self) -> list[Metric]:
         return [Metric(self.name, self.documentation, "histogram")]
 
     def collect(self) -> list[Metric]:
         metric = Metric(self.name, self.documentation, "histogram")
-        counts, total = list(self.counts), self.sum   # copies: the AM may observe meanwhile
+        counts, total = self.totals()
         cumulative = 0.0
         for bound, count in zip(self.bounds, counts):
             cumulative += count
