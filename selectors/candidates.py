@@ -13,7 +13,8 @@ caller gives a seeded order.
   there), then a chunk at a time (:meth:`~gangmaster.selectors.filters.Filter.passes`),
   until ``k`` pass. The cost is the nodes read before ``k`` pass, not the cluster.
   A pick of one instance walks through a :class:`KeyWalk` the view keeps per request
-  (:func:`key_walk`): what the walk needs is made once, not at every pick.
+  (:class:`~gangmaster.selectors.placement.LonePick`): what the walk needs is made
+  once, not at every pick.
 * **By tier**, when the key depends on the job's hosts only through the locality
   tier, a node key below it (:meth:`~gangmaster.selectors.selector.Selector.key_within_tiers`:
   locality's with placed hosts), and no rack policy (:func:`best_by_tier`): the job's
@@ -125,7 +126,8 @@ class KeyWalk:
     role's count or failures: the checks hold those columns). The check of chunks
     (:func:`node_check`) is made for the view as it stands, when a walk first asks it
     after the view changed. A pick of one instance walks the same few requests again
-    and again (a trace replay's shapes): see :func:`key_walk`."""
+    and again (a trace replay's shapes): see
+    :class:`~gangmaster.selectors.placement.LonePick`."""
 
     __slots__ = ("view", "key", "ctx", "index", "lowest", "_key_of", "_bucket_of", "_one", "_one_for",
                  "_rows", "_rows_for")
@@ -159,20 +161,6 @@ class KeyWalk:
         if state != self._rows_for:
             self._rows, self._rows_for = node_check(self.ctx) or _every, state
         return self._rows(rows)
-
-
-def key_walk(view: "ClusterView", pipeline: "SelectionPipeline", request: "SelectionRequest",
-             key: "NodeKey") -> KeyWalk:
-    """The :class:`KeyWalk` of ``request`` on ``view`` with ``pipeline``'s settings and
-    tie order, made at its first ask and kept by the view
-    (:attr:`~gangmaster.selectors.cluster.ClusterView.prepared`), found by the identity
-    of the pipeline, the request and the key (none of which changes)."""
-    name = (id(pipeline), id(request), id(key))
-    walk = view.prepared.get(name)
-    if walk is None:
-        walk = view.prepared.put(name, (pipeline, request, key), KeyWalk(
-            view, request, pipeline.settings, key, pipeline.tie_order.of(len(view), view.hosts)))
-    return walk
 
 
 def _built_when_asked(ctx: FilterContext) -> "RowCheck":

@@ -248,9 +248,13 @@ class NodeIndex:
         one) whose next entry comes after the k-th found, or that gave k, is not read
         further. Which nodes are checked together changes the work, not the answer: the
         k smallest entries that pass."""
+        runs = self._runs
+        if k == 1 and passes_one is not None:   # the smallest first entry, when it passes, is the answer
+            first = min(map(_FIRST, map(runs.__getitem__, filter(min_bucket.__le__, runs))), default=None)
+            if first is not None and passes_one(first[2]):
+                return [first]
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
-        runs = self._runs
         still: list[tuple[int, int, int]] = []   # (bucket, next position, passing taken) of each run still open
         for first, bucket in sorted(zip(map(_FIRST, runs.values()), runs)):   # (every run has nodes)
             if bucket < min_bucket:
