@@ -108,9 +108,9 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
              skip=None) -> tuple[np.ndarray, np.ndarray]:
     """The index walk: the ``k`` best nodes by (key, tie rank) that pass (and that
     ``skip``, a bool per node, leaves), and their keys."""
-    index = node_index(ctx.view, key, ties)
-    passes, passes_one = _built_when_asked(ctx), node_check_one(ctx)
     lowest = min_bucket(ctx.request.resource)
+    index = node_index(ctx.view, key, ties, lowest)
+    passes, passes_one = _built_when_asked(ctx), node_check_one(ctx)
     if skip is None:
         return index.best(k, lowest, passes, passes_one)
     return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes),
@@ -129,7 +129,7 @@ class KeyWalk:
     and again (a trace replay's shapes): see
     :class:`~gangmaster.selectors.placement.LonePick`."""
 
-    __slots__ = ("view", "key", "ctx", "index", "lowest", "_key_of", "_bucket_of", "_one", "_one_for",
+    __slots__ = ("view", "key", "ctx", "index", "lowest", "_key_of", "_bucket_of", "_columns", "_one", "_one_for",
                  "_rows", "_rows_for")
 
     def __init__(self, view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
@@ -141,15 +141,15 @@ class KeyWalk:
         compute_row = key.compute_row
         self._key_of = None if compute_row is None else partial(compute_row, view)
         self._bucket_of = partial(room_bucket, view)
+        self._columns = partial(every_entry, view, key)
         self._one_for = self._rows_for = None   # the view's state the checks were made for
 
     def best(self, k: int) -> list[tuple[int, int, int]]:
         """The ``k`` best nodes that pass every filter now, as ``(key, tie rank, node)``
         of each, best first: Python values for a caller that picks one of a few."""
         view, index = self.view, self.index
-        if index.dirty:   # (node_index's taking in, with this walk's row functions)
-            index.take_in(self._key_of or self.key.column(view).item, self._bucket_of,
-                          partial(every_entry, view, self.key))
+        if index.dirty or not self.lowest and index.parked:   # (node_index's taking in, this walk's functions)
+            index.take_in(self._key_of or self.key.column(view).item, self._bucket_of, self._columns, self.lowest)
         roles = (len(view.role_count), len(view.role_failed))
         if roles != self._one_for:
             self._one, self._one_for = node_check_one(self.ctx), roles
@@ -176,7 +176,7 @@ def _built_when_asked(ctx: FilterContext) -> "RowCheck":
     return passes
 
 
-def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
+def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None, lowest: int = 0) -> NodeIndex:
     """The view's index of its nodes by ``key`` (equal keys by ``ties``), up to date with
     every row changed since it was last read. A driver that keeps one view which many
     placements copy (trace replay) reads it on that view, so each copy starts from an
@@ -184,12 +184,14 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
 
     The rows changed since are taken in one by one: each one's key by the key's
     ``compute_row`` (its column when it has none) and its bucket by :func:`room_bucket`,
-    from the view's row; the key's column is brought up to date by whoever reads it."""
+    from the view's row; the key's column is brought up to date by whoever reads it.
+    ``lowest``: the first bucket the caller reads (a full node is taken in when one reads
+    bucket 0: :meth:`NodeIndex.take_in`)."""
     index = kept_node_index(view, key, ties)
-    if index.dirty:
+    if index.dirty or not lowest and index.parked:
         compute_row = key.compute_row
         key_of = key.column(view).item if compute_row is None else partial(compute_row, view)
-        index.take_in(key_of, partial(room_bucket, view), partial(every_entry, view, key))
+        index.take_in(key_of, partial(room_bucket, view), partial(every_entry, view, key), lowest)
     return index
 
 
