@@ -131,7 +131,7 @@ class NodeIndex:
         for entry in entries:
             self._entry[entry[2]] = entry
         self._bucket: list[int] = buckets.tolist()   # per node, its bucket
-        self._own: set[int] | None = None   # the buckets whose run is this index's own; None: all
+        self._shared: set[int] = set()   # the buckets whose run a copy shares (see copy)
         self._arrays: dict[int, np.ndarray] = {}   # bucket -> its run's nodes as an array (see _nodes_of)
         self._rows_shared = False   # the per-node lists and the runs' dict are a copy's too
         #: the nodes parked (see :meth:`take_in`): their bucket ``PARKED``, their entry as it was
@@ -145,7 +145,7 @@ class NodeIndex:
         clone._arrays = dict(self._arrays)   # (never written in place)
         clone.parked = set(self.parked)
         # everything shared now: each side copies what it writes to first
-        clone._own, self._own = set(), set()
+        clone._shared, self._shared = set(self._runs), set(self._runs)
         clone._rows_shared = self._rows_shared = True
         return clone
 
@@ -186,22 +186,20 @@ class NodeIndex:
                     continue
                 if self._rows_shared:   # the first write since a copy
                     entries, at = self._own_rows()
-                own = self._own
+                shared = self._shared
                 if was == PARKED:
                     self.parked.discard(node)
                     left = None
                 else:
-                    run = self._runs[was] if own is None or was in own else self._writable(was)
+                    run = self._writable(was) if was in shared else self._runs[was]
                     left = bisect_left(run, entry)
                     del run[left]
                     if not run:   # (a walk reads only the runs that have nodes)
                         del self._runs[was]
-                        if own is not None:
-                            own.discard(was)
                 if bucket:
                     moved = entries[node] = (key, entry[1], node)
-                    run = self._runs.get(bucket) if own is None or bucket in own else None
-                    if run is None:
+                    run = self._runs.get(bucket)
+                    if run is None or bucket in shared:
                         run = self._writable(bucket)
                     entered = bisect_left(run, moved)
                     run.insert(entered, moved)
@@ -252,16 +250,13 @@ class NodeIndex:
 
     def _writable(self, bucket: int) -> list[tuple[int, int, int]]:
         """The run of ``bucket`` (a new one when none), this index's own to change."""
-        own = self._own
-        if own is None:
-            run = self._runs.get(bucket)
-            if run is None:
-                run = self._runs[bucket] = []
-            return run
-        if bucket not in own:
-            own.add(bucket)
-            self._runs[bucket] = list(self._runs.get(bucket, ()))
-        return self._runs[bucket]
+        run = self._runs.get(bucket)
+        if run is None:
+            run = self._runs[bucket] = []
+        elif bucket in self._shared:
+            self._shared.discard(bucket)
+            run = self._runs[bucket] = list(run)
+        return run
 
     def _nodes_of(self, bucket: int) -> np.ndarray:
         """The nodes of ``bucket``'s run, in its order, as an array (for the chunks a walk

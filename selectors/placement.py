@@ -99,6 +99,7 @@ from .selector import Selector
 
 if TYPE_CHECKING:
     from .pipeline import SelectionPipeline
+    from .selector import NodeKey
     from .settings import SelectionSettings
 
 
@@ -188,19 +189,20 @@ class LonePick:
     The strategy is asked its node key at every pick (FGD's changes with the workload it
     learns); the walk is made again when the key is another."""
 
-    __slots__ = ("pipeline", "view", "request", "applies", "walk", "_gpus", "_lowest")
+    __slots__ = ("pipeline", "view", "request", "selector", "applies", "at_random", "walk", "_gpus", "_lowest")
 
     def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest):
         self.pipeline, self.view, self.request = pipeline, view, request
-        selector = pipeline.selector
+        self.selector = selector = pipeline.selector   # (a pipeline's strategy is set when it is made)
+        self.at_random = selector.pick_at_random
         self.applies = request.rack_policy == "none" and not (
             request.placed_hosts and selector.prefer_locality and not selector.pick_at_random)
         self.walk: KeyWalk | None = None
         resource = request.resource
-        #: whole GPUs by count chosen by the base class's rule (the lowest free ones): the
-        #: count (0 otherwise), and the choice per free mask, remembered
+        #: whole GPUs by count chosen by the base class's rule (the lowest free ones), no
+        #: ports to choose: the count (0 otherwise), and the choice per free mask, remembered
         self._gpus = resource.gpus if (type(selector).choose_gpus is Selector.choose_gpus and not resource.gpu_mask
-                                       and not resource.gpu_milli) else 0
+                                       and not resource.gpu_milli and not request.demand.ports) else 0
         self._lowest: dict[int, int] = {}
 
     def pick(self) -> tuple[int, int, PortRanges, int] | None:
@@ -209,34 +211,37 @@ class LonePick:
         :class:`NotAvailable` when no node takes it."""
         if not self.applies:
             return None
-        pipeline, view, request = self.pipeline, self.view, self.request
-        selector = pipeline.selector
-        key = selector.node_key(request)
+        request = self.request
+        key = self.selector.node_key(request)
         if key is None:
             return None
         walk = self.walk
         if walk is None or walk.key is not key:
-            walk = self.walk = KeyWalk(view, request, pipeline.settings, key,
-                                       pipeline.tie_order.of(len(view), view.hosts))
-        if selector.pick_at_random:
-            found = walk.best(selector.keep(request, len(view)))
+            walk = self._walk(key)
+        if self.at_random:
+            found = walk.best(self.selector.keep(request, len(self.view)))
             if not found:
-                raise _not_available(pipeline, view, request, Placement.nothing())
-            key, _, node = found[0] if len(found) == 1 else found[pipeline.rng.randrange(len(found))]
+                raise _not_available(self.pipeline, self.view, request, Placement.nothing())
+            key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
         else:
             found = walk.best(1)
             if not found:
-                raise _not_available(pipeline, view, request, Placement.nothing())
+                raise _not_available(self.pipeline, self.view, request, Placement.nothing())
             key, _, node = found[0]
         gpus = self._gpus
-        if gpus and not request.demand.ports:   # (Selector.choose_gpus, and no ports to choose)
-            free = view.gpu_free_mask.item(node)
+        if gpus:
+            free = self.view.gpu_free_mask.item(node)
             gpu_mask = self._lowest.get(free)
             if gpu_mask is None:
                 gpu_mask = self._lowest[free] = lowest_bits(free, gpus)
             return node, gpu_mask, NO_PORTS, key
-        gpu_mask, ports = _one_instance(pipeline, view, request, node, {})
-        return node, gpu_mask, ports, key
+        return (node, *_one_instance(self.pipeline, self.view, request, node, {}), key)
+
+    def _walk(self, key: "NodeKey") -> KeyWalk:
+        """The walk of ``key`` (the strategy's node key now), made and kept."""
+        pipeline, view = self.pipeline, self.view
+        self.walk = KeyWalk(view, self.request, pipeline.settings, key, pipeline.tie_order.of(len(view), view.hosts))
+        return self.walk
 
 
 def lone_pick(view: ClusterView, pipeline: "SelectionPipeline", request: SelectionRequest) -> LonePick:
