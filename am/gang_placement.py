@@ -28,7 +28,7 @@ from gangmaster.selectors.explanation import Explanation, NotAvailable
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import NO_PORTS, PortRanges
-from gangmaster.selectors.placement import Placement, RecentHosts, lone_pick, place
+from gangmaster.selectors.placement import LonePick, Placement, RecentHosts, place
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -187,7 +187,7 @@ class _LoneRole:
     def __init__(self, view: ClusterView, pipeline: SelectionPipeline, role: RoleSpec):
         self.pipeline, self.view, self.role = pipeline, view, role
         self.request = role_request(role, 1, (), pipeline.settings.rack_policy)
-        self.lone = lone_pick(view, pipeline, self.request)
+        self.lone = LonePick(pipeline, view, self.request)   # (its own: one entry per role in the view's memo)
         self._instances: dict[tuple[int, int], InstancePlacement] = {}
 
     def place(self) -> GangPlacement:
