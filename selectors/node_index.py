@@ -284,7 +284,7 @@ class NodeIndex:
         """:meth:`best` as ``(key, tie rank, node)`` of each node found, best first (the
         rows taken in for a read from ``min_bucket``: :meth:`take_in`). One node wanted
         (``k`` 1, with ``passes_one``): the smallest first entry of the runs read, when it
-        passes (most walks); else the
+        passes (most walks); else (that entry not checked again) the
         runs are read in order of their first entry, each from its start: the first
         ``ONE_BY_ONE`` nodes of the walk one at a time with ``passes_one(node)`` (the same
         check of one node, in plain Python; when given: most walks end there), then every
@@ -294,10 +294,12 @@ class NodeIndex:
         further. Which nodes are checked together changes the work, not the answer: the
         k smallest entries that pass."""
         runs = self._runs
+        failed = None   # the entry checked already and found failing (the walk's first: not checked again)
         if k == 1 and passes_one is not None:   # the smallest first entry, when it passes, is the answer
-            first = min(map(_FIRST, map(runs.__getitem__, filter(min_bucket.__le__, runs))), default=None)
-            if first is not None and passes_one(first[2]):
-                return [first]
+            smallest = min(map(_FIRST, map(runs.__getitem__, filter(min_bucket.__le__, runs))), default=None)
+            if smallest is None or passes_one(smallest[2]):
+                return [] if smallest is None else [smallest]
+            failed = smallest
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
         still: list[tuple[int, int, int]] = []   # (bucket, next position, passing taken) of each run still open
@@ -313,7 +315,7 @@ class NodeIndex:
                     if taken >= k or len(found) >= k and entry > found[-1]:
                         break
                     start += 1
-                    if passes_one(entry[2]):
+                    if entry is not failed and passes_one(entry[2]):
                         taken += 1
                         found = sorted(found + [entry])[:k] if found else [entry]
                 one_by_one -= start
