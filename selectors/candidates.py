@@ -42,7 +42,6 @@ from .node_index import NodeIndex, min_bucket, room_bucket, room_buckets
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
-    from .pipeline import SelectionPipeline
     from .request import SelectionRequest
     from .selector import NodeKey, Selector
     from .settings import SelectionSettings
