@@ -27,8 +27,8 @@ from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.explanation import Explanation, NotAvailable
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.pipeline import SelectionPipeline
-from gangmaster.selectors.ports import PortRanges
-from gangmaster.selectors.placement import Placement, RecentHosts, place
+from gangmaster.selectors.ports import NO_PORTS, PortRanges
+from gangmaster.selectors.placement import LonePick, Placement, RecentHosts, place
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -165,16 +165,57 @@ def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipelin
 def _place_lone(view: ClusterView, role: RoleSpec, pipeline: PipelineFor) -> GangPlacement:
     """:func:`place_gang` of a gang of one role of one instance (most jobs of a trace):
     what :func:`_place_roles` does for it, without its lists of indices and loops over
-    roles, nodes and instances — the one pick on ``view`` itself, not booked, recorded."""
+    roles, nodes and instances — the one pick on ``view`` itself, not booked, recorded —
+    through the :class:`_LoneRole` the view keeps for the role and its pipeline."""
     chosen = pipeline_of(pipeline, role)
-    request = role_request(role, 1, (), chosen.settings.rack_policy)
-    try:
-        placed = place(chosen, view, request, 1, None, book=False)
-    except NotAvailable as exc:
-        raise GangDoesNotFit(role.name, 0, 0, 1, exc) from None
-    gpu_mask, ports = placed.gpu_masks[0][0], placed.ports[0][0]
-    resource, ports_text = _kind(request.resource, gpu_mask, ports)
-    return GangPlacement([_instance((role.name, 0, view.hosts[placed.nodes[0]], gpu_mask, ports_text, resource))])
+    name = ("lone-role", id(chosen), id(role))
+    lone = view.prepared.get(name)
+    if lone is None:
+        lone = view.prepared.put(name, (chosen, role), _LoneRole(view, chosen, role))
+    return lone.place()
+
+
+class _LoneRole:
+    """:func:`_place_lone` made ready once for one view, pipeline and role (a trace
+    replay's jobs of one shape share their RoleSpec): the role's request, its
+    :class:`~gangmaster.selectors.placement.LonePick`, and the instance placed on each
+    node and GPUs when it asks no ports (a value: made once, given to every gang placed
+    there)."""
+
+    __slots__ = ("pipeline", "view", "role", "request", "lone", "_instances")
+
+    def __init__(self, view: ClusterView, pipeline: SelectionPipeline, role: RoleSpec):
+        self.pipeline, self.view, self.role = pipeline, view, role
+        self.request = role_request(role, 1, (), pipeline.settings.rack_policy)
+        self.lone = LonePick(pipeline, view, self.request)   # (its own: one entry per role in the view's memo)
+        self._instances: dict[tuple[int, int], InstancePlacement] = {}
+
+    def place(self) -> GangPlacement:
+        try:
+            picked = self.lone.pick()
+            if picked is None:   # (not a lone pick: the loop's)
+                placed = place(self.pipeline, self.view, self.request, 1, None, book=False)
+                picked = placed.nodes[0], placed.gpu_masks[0][0], placed.ports[0][0], None
+        except NotAvailable as exc:
+            raise GangDoesNotFit(self.role.name, 0, 0, 1, exc) from None
+        node, gpu_mask, ports, _ = picked
+        if ports is not NO_PORTS:
+            return GangPlacement([self._instance(node, gpu_mask, ports)])
+        instances = self._instances
+        instance = instances.get((node, gpu_mask))
+        if instance is None:
+            if len(instances) >= INSTANCES_KEPT:
+                instances.clear()
+            instance = instances[node, gpu_mask] = self._instance(node, gpu_mask, ports)
+        return GangPlacement([instance])
+
+    def _instance(self, node: int, gpu_mask: int, ports: PortRanges) -> InstancePlacement:
+        resource, ports_text = _kind(self.request.resource, gpu_mask, ports)
+        return _instance((self.role.name, 0, self.view.hosts[node], gpu_mask, ports_text, resource))
+
+
+#: how many instances a :class:`_LoneRole` keeps (then it starts afresh)
+INSTANCES_KEPT = 1 << 16
 
 
 def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor, recent_hosts: int,

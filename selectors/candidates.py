@@ -13,7 +13,8 @@ caller gives a seeded order.
   there), then a chunk at a time (:meth:`~gangmaster.selectors.filters.Filter.passes`),
   until ``k`` pass. The cost is the nodes read before ``k`` pass, not the cluster.
   A pick of one instance walks through a :class:`KeyWalk` the view keeps per request
-  (:func:`key_walk`): what the walk needs is made once, not at every pick.
+  (:class:`~gangmaster.selectors.placement.LonePick`): what the walk needs is made
+  once, not at every pick.
 * **By tier**, when the key depends on the job's hosts only through the locality
   tier, a node key below it (:meth:`~gangmaster.selectors.selector.Selector.key_within_tiers`:
   locality's with placed hosts), and no rack policy (:func:`best_by_tier`): the job's
@@ -41,7 +42,6 @@ from .node_index import NodeIndex, min_bucket, room_bucket, room_buckets
 
 if TYPE_CHECKING:
     from .cluster import ClusterView
-    from .pipeline import SelectionPipeline
     from .request import SelectionRequest
     from .selector import NodeKey, Selector
     from .settings import SelectionSettings
@@ -107,9 +107,9 @@ def _indexed(ctx: FilterContext, key: "NodeKey", k: int, ties: np.ndarray | None
              skip=None) -> tuple[np.ndarray, np.ndarray]:
     """The index walk: the ``k`` best nodes by (key, tie rank) that pass (and that
     ``skip``, a bool per node, leaves), and their keys."""
-    index = node_index(ctx.view, key, ties)
-    passes, passes_one = _built_when_asked(ctx), node_check_one(ctx)
     lowest = min_bucket(ctx.request.resource)
+    index = node_index(ctx.view, key, ties, lowest)
+    passes, passes_one = _built_when_asked(ctx), node_check_one(ctx)
     if skip is None:
         return index.best(k, lowest, passes, passes_one)
     return index.best(k, lowest, lambda nodes: passes(nodes) & ~skip(nodes),
@@ -125,9 +125,10 @@ class KeyWalk:
     role's count or failures: the checks hold those columns). The check of chunks
     (:func:`node_check`) is made for the view as it stands, when a walk first asks it
     after the view changed. A pick of one instance walks the same few requests again
-    and again (a trace replay's shapes): see :func:`key_walk`."""
+    and again (a trace replay's shapes): see
+    :class:`~gangmaster.selectors.placement.LonePick`."""
 
-    __slots__ = ("view", "key", "ctx", "index", "lowest", "_key_of", "_bucket_of", "_one", "_one_for",
+    __slots__ = ("view", "key", "ctx", "index", "lowest", "_key_of", "_bucket_of", "_columns", "_one", "_one_for",
                  "_rows", "_rows_for")
 
     def __init__(self, view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
@@ -139,15 +140,15 @@ class KeyWalk:
         compute_row = key.compute_row
         self._key_of = None if compute_row is None else partial(compute_row, view)
         self._bucket_of = partial(room_bucket, view)
+        self._columns = partial(every_entry, view, key)
         self._one_for = self._rows_for = None   # the view's state the checks were made for
 
     def best(self, k: int) -> list[tuple[int, int, int]]:
         """The ``k`` best nodes that pass every filter now, as ``(key, tie rank, node)``
         of each, best first: Python values for a caller that picks one of a few."""
         view, index = self.view, self.index
-        if index.dirty:   # (node_index's taking in, with this walk's row functions)
-            index.take_in(self._key_of or self.key.column(view).item, self._bucket_of,
-                          partial(every_entry, view, self.key))
+        if index.dirty or not self.lowest and index.parked:   # (node_index's taking in, this walk's functions)
+            index.take_in(self._key_of or self.key.column(view).item, self._bucket_of, self._columns, self.lowest)
         roles = (len(view.role_count), len(view.role_failed))
         if roles != self._one_for:
             self._one, self._one_for = node_check_one(self.ctx), roles
@@ -159,20 +160,6 @@ class KeyWalk:
         if state != self._rows_for:
             self._rows, self._rows_for = node_check(self.ctx) or _every, state
         return self._rows(rows)
-
-
-def key_walk(view: "ClusterView", pipeline: "SelectionPipeline", request: "SelectionRequest",
-             key: "NodeKey") -> KeyWalk:
-    """The :class:`KeyWalk` of ``request`` on ``view`` with ``pipeline``'s settings and
-    tie order, made at its first ask and kept by the view
-    (:attr:`~gangmaster.selectors.cluster.ClusterView.prepared`), found by the identity
-    of the pipeline, the request and the key (none of which changes)."""
-    name = (id(pipeline), id(request), id(key))
-    walk = view.prepared.get(name)
-    if walk is None:
-        walk = view.prepared.put(name, (pipeline, request, key), KeyWalk(
-            view, request, pipeline.settings, key, pipeline.tie_order.of(len(view), view.hosts)))
-    return walk
 
 
 def _built_when_asked(ctx: FilterContext) -> "RowCheck":
@@ -188,7 +175,7 @@ def _built_when_asked(ctx: FilterContext) -> "RowCheck":
     return passes
 
 
-def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
+def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None, lowest: int = 0) -> NodeIndex:
     """The view's index of its nodes by ``key`` (equal keys by ``ties``), up to date with
     every row changed since it was last read. A driver that keeps one view which many
     placements copy (trace replay) reads it on that view, so each copy starts from an
@@ -196,12 +183,14 @@ def node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> 
 
     The rows changed since are taken in one by one: each one's key by the key's
     ``compute_row`` (its column when it has none) and its bucket by :func:`room_bucket`,
-    from the view's row; the key's column is brought up to date by whoever reads it."""
+    from the view's row; the key's column is brought up to date by whoever reads it.
+    ``lowest``: the first bucket the caller reads (a full node is taken in when one reads
+    bucket 0: :meth:`NodeIndex.take_in`)."""
     index = kept_node_index(view, key, ties)
-    if index.dirty:
+    if index.dirty or not lowest and index.parked:
         compute_row = key.compute_row
         key_of = key.column(view).item if compute_row is None else partial(compute_row, view)
-        index.take_in(key_of, partial(room_bucket, view), partial(every_entry, view, key))
+        index.take_in(key_of, partial(room_bucket, view), partial(every_entry, view, key), lowest)
     return index
 
 

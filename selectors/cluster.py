@@ -457,7 +457,7 @@ class ClusterView(NodeColumns):
         self.role_count: dict[str, np.ndarray] = {}
         self.role_failed: dict[str, np.ndarray] = {}
         #: what callers make once for this view and objects of theirs nobody changes (a
-        #: request's index walk, :func:`~gangmaster.selectors.candidates.key_walk`), found by
+        #: request's pick of one node, :class:`~gangmaster.selectors.placement.LonePick`), found by
         #: those objects' identity; bound to this view, so a copy starts with none
         self.prepared: IdentityMemo = IdentityMemo(PREPARED_KEPT)
 

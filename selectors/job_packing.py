@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .selector import NodeKey, Selector, pack_keys, tenth, tenths
+from .selector import NodeKey, Selector, pack_keys, tenths
 
 
 def packing_keys(view, candidates: np.ndarray) -> np.ndarray:
@@ -24,7 +24,7 @@ def packing_key(view, i: int) -> int:
     of the same fields, unrolled (the view's index asks it of every node that changes).
     A node's GPU counts need no clipping: a node has at most 64 GPUs (its masks are 64-bit)
     and never fewer than none free, so both fit their 7 bits as they are."""
-    vcores, memory = tenth(view.mvcores_free.item(i)), view.memory_free.item(i)
+    vcores, memory = (view.mvcores_free.item(i) + 50) // 100, view.memory_free.item(i)   # (tenths, of one value)
     if vcores >> 17 or memory >> 28:   # outside [0, 2**bits) (a negative one too): clipped into its width
         vcores, memory = min(max(vcores, 0), _17), min(max(memory, 0), _28)
     return view.gpus_free.item(i) << 52 | view.gpu_capacity.item(i) << 45 | vcores << 28 | memory

@@ -28,6 +28,9 @@ few microseconds, where a replay changes a node or two between placements); a no
 whose key and bucket did not change is left where it is. When more nodes changed at
 once than a share of the cluster (a big gang booked), the runs are built again with
 the sort (``len(view) // REBUILD_SHARE``, at least ``MIN_CHANGED_BEFORE_REBUILD``).
+A node that changes into bucket 0 (no room for a GPU: a full node) is *parked* instead,
+in no run, its key not worked out, until a walk reads bucket 0 (one that asks no GPU):
+then every parked node enters bucket 0's run (:meth:`NodeIndex.take_in`).
 A run's nodes are also kept as an array for the chunks a walk checks at once, made
 when a walk first needs it, then kept in step with the run (a node that moves costs
 two array copies, not the run's array made again in Python).
@@ -64,6 +67,8 @@ ONE_BY_ONE = 4
 #: buckets per wholly free GPU; a node with none has its share room in steps of a GPU's tenth
 BUCKETS_PER_GPU = 10
 SHARE_MILLI_PER_BUCKET = GPU_MILLI // BUCKETS_PER_GPU
+#: the bucket of a parked node (:meth:`NodeIndex.take_in`): in no run (the buckets are >= 0)
+PARKED = -1
 #: an entry's node; a run's first entry
 _NODE, _FIRST = itemgetter(2), itemgetter(0)
 
@@ -126,9 +131,11 @@ class NodeIndex:
         for entry in entries:
             self._entry[entry[2]] = entry
         self._bucket: list[int] = buckets.tolist()   # per node, its bucket
-        self._own: set[int] | None = None   # the buckets whose run is this index's own; None: all
+        self._shared: set[int] = set()   # the buckets whose run a copy shares (see copy)
         self._arrays: dict[int, np.ndarray] = {}   # bucket -> its run's nodes as an array (see _nodes_of)
         self._rows_shared = False   # the per-node lists and the runs' dict are a copy's too
+        #: the nodes parked (see :meth:`take_in`): their bucket ``PARKED``, their entry as it was
+        self.parked: set[int] = set()
 
     def copy(self) -> "NodeIndex":
         clone = object.__new__(NodeIndex)
@@ -136,64 +143,102 @@ class NodeIndex:
         clone.ties = self.ties
         clone._runs, clone._entry, clone._bucket = self._runs, self._entry, self._bucket
         clone._arrays = dict(self._arrays)   # (never written in place)
+        clone.parked = set(self.parked)
         # everything shared now: each side copies what it writes to first
-        clone._own, self._own = set(), set()
+        clone._shared, self._shared = set(self._runs), set(self._runs)
         clone._rows_shared = self._rows_shared = True
         return clone
 
     # ------------------------------------------------------------ keeping up
-    def sync(self, keys: np.ndarray, buckets: np.ndarray) -> None:
-        """Take in the rows that changed (``dirty``), given the current columns."""
-        self.take_in(keys.item, buckets.item, lambda: (keys, buckets))
+    def sync(self, keys: np.ndarray, buckets: np.ndarray, lowest: int = 0) -> None:
+        """Take in the rows that changed (``dirty``), given the current columns
+        (:meth:`take_in`)."""
+        self.take_in(keys.item, buckets.item, lambda: (keys, buckets), lowest)
 
     def take_in(self, key_of: Callable[[int], int], bucket_of: Callable[[int], int],
-                columns: Callable[[], tuple[np.ndarray, np.ndarray]]) -> None:
+                columns: Callable[[], tuple[np.ndarray, np.ndarray]], lowest: int = 0) -> None:
         """:meth:`sync`, each changed row's key and bucket asked of that row alone
         (``key_of(node)``, ``bucket_of(node)``: Python ints), and ``columns()`` giving
         every node's keys and buckets when so many rows changed that the runs are built
         again: the few rows a replay changes between two placements cost a few scalar
-        reads, not a column each kept up to date."""
+        reads, not a column each kept up to date.
+
+        ``lowest``: the first bucket the caller reads next. A node that changed into
+        bucket 0 (no room for any GPU: a full node) is *parked* (in :attr:`parked`, in
+        no run, its key not asked) until a caller reads bucket 0 (``lowest`` 0): every
+        walk for GPUs starts above it, and a replay fills a node at about every other
+        placement."""
         dirty = self.dirty
-        if not dirty:
-            return
-        if len(dirty) > MIN_CHANGED_BEFORE_REBUILD and len(dirty) > len(self._entry) // REBUILD_SHARE:
+        if dirty:
+            if len(dirty) > MIN_CHANGED_BEFORE_REBUILD and len(dirty) > len(self._entry) // REBUILD_SHARE:
+                dirty.clear()
+                self._build(*columns())
+                return
+            entries, at = self._entry, self._bucket
+            for node in dirty:
+                was, bucket = at[node], bucket_of(node)
+                entry = entries[node]
+                if bucket:
+                    key = key_of(node)
+                    if bucket == was and key == entry[0]:
+                        continue
+                elif was == PARKED:   # (no room still)
+                    continue
+                if self._rows_shared:   # the first write since a copy
+                    entries, at = self._own_rows()
+                shared = self._shared
+                if was == PARKED:
+                    self.parked.discard(node)
+                    left = None
+                else:
+                    run = self._writable(was) if was in shared else self._runs[was]
+                    left = bisect_left(run, entry)
+                    del run[left]
+                    if not run:   # (a walk reads only the runs that have nodes)
+                        del self._runs[was]
+                if bucket:
+                    moved = entries[node] = (key, entry[1], node)
+                    run = self._runs.get(bucket)
+                    if run is None or bucket in shared:
+                        run = self._writable(bucket)
+                    entered = bisect_left(run, moved)
+                    run.insert(entered, moved)
+                else:   # its entry kept for its tie rank
+                    bucket = entered = PARKED
+                    self.parked.add(node)
+                at[node] = bucket
+                if self._arrays:   # (made only once a walk checked chunks)
+                    self._move_in_arrays(node, was, left, bucket, entered)
             dirty.clear()
-            self._build(*columns())
-            return
-        entries, at = self._entry, self._bucket
-        for node in dirty:
-            key, bucket = key_of(node), bucket_of(node)
-            entry = entries[node]
-            if key == entry[0] and bucket == at[node]:
-                continue
-            if self._rows_shared:   # the first write since a copy
-                self._runs = dict(self._runs)
-                self._entry = entries = list(entries)
-                self._bucket = at = list(at)
-                self._rows_shared = False
-            was, own = at[node], self._own
-            run = self._runs[was] if own is None or was in own else self._writable(was)
-            left = bisect_left(run, entry)
-            del run[left]
-            if not run:   # (a walk reads only the runs that have nodes)
-                del self._runs[was]
-                if own is not None:
-                    own.discard(was)
-            moved = entries[node] = (key, entry[1], node)
-            at[node] = bucket
-            run = self._runs.get(bucket) if own is None or bucket in own else None
-            if run is None:
-                run = self._writable(bucket)
+        if not lowest and self.parked:
+            self._unpark(key_of)
+
+    def _unpark(self, key_of: Callable[[int], int]) -> None:
+        """Every parked node into bucket 0's run, its key asked now."""
+        entries, at = self._own_rows() if self._rows_shared else (self._entry, self._bucket)
+        run = self._writable(0)
+        for node in self.parked:
+            moved = entries[node] = (key_of(node), entries[node][1], node)
             entered = bisect_left(run, moved)
             run.insert(entered, moved)
-            if self._arrays:   # (made only once a walk checked chunks)
-                self._move_in_arrays(node, was, left, bucket, entered)
-        dirty.clear()
+            at[node] = 0
+            if self._arrays:
+                self._move_in_arrays(node, PARKED, None, 0, entered)
+        self.parked.clear()
+
+    def _own_rows(self) -> tuple[list[tuple[int, int, int]], list[int]]:
+        """The per-node lists and the runs' dict made this index's own (the first write
+        since a copy); returns the two lists."""
+        self._runs = dict(self._runs)
+        self._entry, self._bucket = list(self._entry), list(self._bucket)
+        self._rows_shared = False
+        return self._entry, self._bucket
 
     def _move_in_arrays(self, node: int, was: int, left: int, bucket: int, entered: int) -> None:
         """Keep the runs' arrays (:meth:`_nodes_of`) in step with a node that left position
-        ``left`` of run ``was`` and entered position ``entered`` of run ``bucket``: each
-        array made anew (a copy may share it), with two slices copied."""
+        ``left`` of run ``was`` and entered position ``entered`` of run ``bucket`` (a
+        parked node is in no run: ``PARKED`` has no array): each array made anew (a copy
+        may share it), with two slices copied."""
         arrays = self._arrays
         nodes = arrays.get(was)
         if nodes is not None:
@@ -205,16 +250,13 @@ class NodeIndex:
 
     def _writable(self, bucket: int) -> list[tuple[int, int, int]]:
         """The run of ``bucket`` (a new one when none), this index's own to change."""
-        own = self._own
-        if own is None:
-            run = self._runs.get(bucket)
-            if run is None:
-                run = self._runs[bucket] = []
-            return run
-        if bucket not in own:
-            own.add(bucket)
-            self._runs[bucket] = list(self._runs.get(bucket, ()))
-        return self._runs[bucket]
+        run = self._runs.get(bucket)
+        if run is None:
+            run = self._runs[bucket] = []
+        elif bucket in self._shared:
+            self._shared.discard(bucket)
+            run = self._runs[bucket] = list(run)
+        return run
 
     def _nodes_of(self, bucket: int) -> np.ndarray:
         """The nodes of ``bucket``'s run, in its order, as an array (for the chunks a walk
@@ -239,7 +281,10 @@ class NodeIndex:
 
     def best_entries(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray],
                      passes_one: Callable[[int], bool] | None = None) -> list[tuple[int, int, int]]:
-        """:meth:`best` as ``(key, tie rank, node)`` of each node found, best first. The
+        """:meth:`best` as ``(key, tie rank, node)`` of each node found, best first (the
+        rows taken in for a read from ``min_bucket``: :meth:`take_in`). One node wanted
+        (``k`` 1, with ``passes_one``): the smallest first entry of the runs read, when it
+        passes (most walks); else (that entry not checked again) the
         runs are read in order of their first entry, each from its start: the first
         ``ONE_BY_ONE`` nodes of the walk one at a time with ``passes_one(node)`` (the same
         check of one node, in plain Python; when given: most walks end there), then every
@@ -248,9 +293,15 @@ class NodeIndex:
         one) whose next entry comes after the k-th found, or that gave k, is not read
         further. Which nodes are checked together changes the work, not the answer: the
         k smallest entries that pass."""
+        runs = self._runs
+        failed = None   # the entry checked already and found failing (the walk's first: not checked again)
+        if k == 1 and passes_one is not None:   # the smallest first entry, when it passes, is the answer
+            smallest = min(map(_FIRST, map(runs.__getitem__, filter(min_bucket.__le__, runs))), default=None)
+            if smallest is None or passes_one(smallest[2]):
+                return [] if smallest is None else [smallest]
+            failed = smallest
         found: list[tuple[int, int, int]] = []  # sorted, at most k
         one_by_one = 0 if passes_one is None else ONE_BY_ONE   # nodes left to check one at a time
-        runs = self._runs
         still: list[tuple[int, int, int]] = []   # (bucket, next position, passing taken) of each run still open
         for first, bucket in sorted(zip(map(_FIRST, runs.values()), runs)):   # (every run has nodes)
             if bucket < min_bucket:
@@ -264,7 +315,7 @@ class NodeIndex:
                     if taken >= k or len(found) >= k and entry > found[-1]:
                         break
                     start += 1
-                    if passes_one(entry[2]):
+                    if entry is not failed and passes_one(entry[2]):
                         taken += 1
                         found = sorted(found + [entry])[:k] if found else [entry]
                 one_by_one -= start

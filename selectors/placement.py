@@ -55,8 +55,8 @@ tiers) and no rack policy, the same order is searched without a look at every no
 the job's hosts, the rest of their racks (the view's rack grouping), then the
 strategy's node index in (key, tie order), skipping those racks
 (:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a gang of one,
-a job's first instance) or no tiers (a random pick), the index alone, walked by
-:class:`~gangmaster.selectors.candidates.KeyWalk` the view keeps for the request, without building the loop at all
+a job's first instance) or no tiers (a random pick), the index alone, walked by the
+:class:`LonePick` the view keeps for the request, without building the loop at all
 (:func:`_lone`), which also gives a random pick its few best to draw from.
 
 GPUs and ports
@@ -85,7 +85,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .candidates import best_by_tier, key_walk, node_passes
+from gangmaster.gpu_topology.masks import lowest_bits
+
+from .candidates import KeyWalk, best_by_tier, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
@@ -97,6 +99,7 @@ from .selector import Selector
 
 if TYPE_CHECKING:
     from .pipeline import SelectionPipeline
+    from .selector import NodeKey
     from .settings import SelectionSettings
 
 
@@ -166,25 +169,90 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest) -> "Placement | None":
     """One instance, not booked, with no locality tiers to search (a job with no hosts —
     a gang of one, ``select_single_node`` for a job's first instance — or a strategy
-    without tiers: a random pick, one that opts out of locality): with a node key and no
-    rack policy, the best node that fits through the strategy's node index (a random
-    pick draws among the ``keep()`` best), its GPUs and ports chosen as the loop chooses
-    them — the loop's pick without the loop; None when that does not apply (the loop
-    decides)."""
-    selector = pipeline.selector
-    if request.rack_policy != "none" or (request.placed_hosts and selector.prefer_locality
-                                         and not selector.pick_at_random):
+    without tiers: a random pick, one that opts out of locality): :meth:`LonePick.pick`
+    of the pick the view keeps for the request, as a :class:`Placement`; None when that
+    does not apply (the loop decides)."""
+    picked = lone_pick(view, pipeline, request).pick()
+    if picked is None:
         return None
-    key = selector.node_key(request)
-    if key is None:
-        return None
-    k = selector.keep(request, len(view)) if selector.pick_at_random else 1
-    found = key_walk(view, pipeline, request, key).best(k)
-    if not found:
-        raise _not_available(pipeline, view, request, Placement.nothing())
-    key, _, node = found[0] if len(found) == 1 else found[pipeline.rng.randrange(len(found))]  # keep(): at most those that fit
-    gpu_mask, ports = _one_instance(pipeline, view, request, node, {})
+    node, gpu_mask, ports, key = picked
     return Placement([node], [[gpu_mask]], [[ports]], [np.int64(key)], 1)
+
+
+class LonePick:
+    """The loop's pick of one instance of ``request`` on ``view``, not booked, without the
+    loop (see :func:`_lone` for when it applies), made ready once and kept by the view
+    (:func:`lone_pick`) to pick again as the view changes: with a node key and no rack
+    policy, the best node that fits through the strategy's node index, walked by a
+    :class:`~gangmaster.selectors.candidates.KeyWalk` kept for the key (a random pick
+    draws among the ``keep()`` best), its GPUs and ports chosen as the loop chooses them.
+    The strategy is asked its node key at every pick (FGD's changes with the workload it
+    learns); the walk is made again when the key is another."""
+
+    __slots__ = ("pipeline", "view", "request", "selector", "applies", "at_random", "walk", "_gpus", "_lowest")
+
+    def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest):
+        self.pipeline, self.view, self.request = pipeline, view, request
+        self.selector = selector = pipeline.selector   # (a pipeline's strategy is set when it is made)
+        self.at_random = selector.pick_at_random
+        self.applies = request.rack_policy == "none" and not (
+            request.placed_hosts and selector.prefer_locality and not selector.pick_at_random)
+        self.walk: KeyWalk | None = None
+        resource = request.resource
+        #: whole GPUs by count chosen by the base class's rule (the lowest free ones), no
+        #: ports to choose: the count (0 otherwise), and the choice per free mask, remembered
+        self._gpus = resource.gpus if (type(selector).choose_gpus is Selector.choose_gpus and not resource.gpu_mask
+                                       and not resource.gpu_milli and not request.demand.ports) else 0
+        self._lowest: dict[int, int] = {}
+
+    def pick(self) -> tuple[int, int, PortRanges, int] | None:
+        """``(node, GPU mask, ports, key)`` of the one instance; None when the pick does not
+        apply (a rack policy, the job's hosts to prefer, no node key); raises
+        :class:`NotAvailable` when no node takes it."""
+        if not self.applies:
+            return None
+        request = self.request
+        key = self.selector.node_key(request)
+        if key is None:
+            return None
+        walk = self.walk
+        if walk is None or walk.key is not key:
+            walk = self._walk(key)
+        if self.at_random:
+            found = walk.best(self.selector.keep(request, len(self.view)))
+            if not found:
+                raise _not_available(self.pipeline, self.view, request, Placement.nothing())
+            key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
+        else:
+            found = walk.best(1)
+            if not found:
+                raise _not_available(self.pipeline, self.view, request, Placement.nothing())
+            key, _, node = found[0]
+        gpus = self._gpus
+        if gpus:
+            free = self.view.gpu_free_mask.item(node)
+            gpu_mask = self._lowest.get(free)
+            if gpu_mask is None:
+                gpu_mask = self._lowest[free] = lowest_bits(free, gpus)
+            return node, gpu_mask, NO_PORTS, key
+        return (node, *_one_instance(self.pipeline, self.view, request, node, {}), key)
+
+    def _walk(self, key: "NodeKey") -> KeyWalk:
+        """The walk of ``key`` (the strategy's node key now), made and kept."""
+        pipeline, view = self.pipeline, self.view
+        self.walk = KeyWalk(view, self.request, pipeline.settings, key, pipeline.tie_order.of(len(view), view.hosts))
+        return self.walk
+
+
+def lone_pick(view: ClusterView, pipeline: "SelectionPipeline", request: SelectionRequest) -> LonePick:
+    """The :class:`LonePick` of ``request`` on ``view`` with ``pipeline``, made at its first
+    ask and kept by the view (:attr:`~gangmaster.selectors.cluster.ClusterView.prepared`),
+    found by the identity of the pipeline and the request (neither changes)."""
+    name = (id(pipeline), id(request))
+    lone = view.prepared.get(name)
+    if lone is None:
+        lone = view.prepared.put(name, (pipeline, request), LonePick(pipeline, view, request))
+    return lone
 
 
 def _not_available(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,

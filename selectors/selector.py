@@ -183,11 +183,6 @@ def tenths(mvcores: np.ndarray) -> np.ndarray:
     return (np.asarray(mvcores, dtype=np.int64) + 50) // 100
 
 
-def tenth(mvcores: int) -> int:
-    """:func:`tenths` of one value, in plain Python."""
-    return (mvcores + 50) // 100
-
-
 def pack_key(*fields: tuple[int, int]) -> int:
     """:func:`pack_keys` of one node's values, in plain Python: each value with its bit
     width, most significant first, clipped into ``[0, 2**bits - 1]``."""

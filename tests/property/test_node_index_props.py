@@ -1,6 +1,7 @@
 """The node index (selectors/node_index.py) against a brute-force reference: after any
-sequence of changed rows taken in (moved one by one, or rebuilt when many change at once),
-on copies changed apart from their original, ``best`` gives the ``k`` smallest
+sequence of changed rows taken in (moved one by one, or rebuilt when many change at once;
+full nodes parked while no read needs them), on copies changed apart from their
+original, ``best`` gives the ``k`` smallest
 (key, tie rank) of the nodes in the buckets asked that pass, whichever part of a walk
 checks them (one by one, or in chunks)."""
 from unittest import mock
@@ -49,14 +50,21 @@ def test_the_index_finds_what_a_sort_of_every_node_finds(data, n, seeded, thresh
                 k_col[row] = data.draw(st.integers(0, 6))
                 b_col[row] = data.draw(st.sampled_from([0, 3, 10, 20]))
             index.dirty.update(rows)
-            index.sync(k_col, b_col)
+            index.sync(k_col, b_col, data.draw(st.sampled_from([0, 3, 10])))   # (full nodes parked above 0)
+            if data.draw(st.booleans()):   # a read between changes (its runs' arrays kept in step after)
+                read(data, n, rank, index, k_col, b_col)
         for index, k_col, b_col in views:
-            k = data.draw(st.integers(1, 5))
-            lowest = data.draw(st.sampled_from([0, 3, 10, 20, 30]))
-            passing = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
-            nodes, found = index.best(k, lowest, lambda rows: passing[rows],
-                                      data.draw(st.sampled_from([None, lambda node: bool(passing[node])])))
-            assert (nodes.tolist(), found.tolist()) == reference(k_col, b_col, rank, k, lowest, passing)
+            read(data, n, rank, index, k_col, b_col)
     finally:
         for patch in patches:
             patch.stop()
+
+
+def read(data, n, rank, index, k_col, b_col):
+    k = data.draw(st.integers(1, 5))
+    lowest = data.draw(st.sampled_from([0, 3, 10, 20, 30]))
+    index.sync(k_col, b_col, lowest)   # (a read takes rows in for its first bucket)
+    passing = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    nodes, found = index.best(k, lowest, lambda rows: passing[rows],
+                              data.draw(st.sampled_from([None, lambda node: bool(passing[node])])))
+    assert (nodes.tolist(), found.tolist()) == reference(k_col, b_col, rank, k, lowest, passing)

@@ -72,7 +72,7 @@ def test_many_changes_at_once_rebuilt_or_moved(threshold):
 
 
 def test_a_kept_walk_sees_role_counts_and_failures_that_came_after_it():
-    """The lone pick keeps its walk on the view (candidates.key_walk): a per-node cap or a
+    """The lone pick keeps its walk on the view (placement.LonePick): a per-node cap or a
     failure of the role recorded after the walk was made still rules the node out, as on a
     copy of the view (which starts with no walk kept), and a copy walks on its own state."""
     from gangmaster.selectors.placement import place
