@@ -198,7 +198,7 @@ class ClusterTracker:
     def take_rows(self, ledger: NodeColumns, rows: Iterable[int]) -> bool:
         """:meth:`apply` for a driver that keeps one view for all its AMs (trace replay) and
         takes what changed from the RM's ledger itself: ``rows``, the nodes changed since its
-        last call (``ResourceManager.changed_rows``), are copied from ``ledger``'s columns (its
+        last call (``NodeColumns.watch_rows`` of the ledger), are copied from ``ledger``'s columns (its
         nodes in this view's order) instead of through a node report each. The view and the
         answer are what :meth:`apply` of their reports gives (tests/property/test_rm_invariants.py
         holds them equal); a row where either side holds GPU shares is taken by the reports'

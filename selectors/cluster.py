@@ -135,7 +135,8 @@ class NodeColumns:
         self._share_ledger_shared = False   # copy-on-write with copies of the view
         self._column_caches: dict[str, _CachedColumn] = {}
         self._derived: dict[Hashable, object] = {}
-        self._dirty_sets: list[set[int]] = []   # every cached column's and derived state's, for _touched
+        #: every cached column's, derived state's and watcher's (:meth:`watch_rows`) set, for _touched
+        self._dirty_sets: list[set[int]] = []
         #: counts every change of a row, so that a result read later can tell it is stale
         self.changes = 0
         self._port_capacity_counts: dict[int, np.ndarray] = {}
@@ -261,6 +262,15 @@ class NodeColumns:
             state = self._derived[name] = build(self)
             self._dirty_sets.append(state.dirty)
         return state
+
+    def watch_rows(self) -> set[int]:
+        """A set that every row changed from now on is added to (booked, given back, overwritten,
+        its health or state set), for its caller to read and clear: a driver that keeps a view in
+        step with these columns takes just the changed rows, with no log of its own. A copy of
+        the columns does not carry it."""
+        rows: set[int] = set()
+        self._dirty_sets.append(rows)
+        return rows
 
     def _touched(self, i: int) -> None:
         self.changes += 1

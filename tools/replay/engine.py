@@ -24,8 +24,9 @@ listed ask for :data:`SHARED_LABEL`, given to the nodes no queue lists.
 
 **One view of the cluster, one tie order.** All AMs share one :class:`ClusterTracker`
 that the driver brings up to date from the RM's changed nodes before an AM places a
-gang, reading their rows of the RM's ledger (``ClusterTracker.take_rows``: what their node
-reports say, without building one each); the RM sends the AMs no node updates (each AM
+gang, reading their rows of the RM's ledger (the rows the ledger saw change,
+``NodeColumns.watch_rows``; ``ClusterTracker.take_rows``: what their node reports say,
+without building one each); the RM sends the AMs no node updates (each AM
 would otherwise hear of every change since its last call). They share their selection pipelines too: one order of the nodes
 for exact ties, drawn from ``seed`` (:func:`tie_rule`), as one scheduler breaks ties,
 and one node index kept on the shared view, which each placement's copy starts from.
@@ -285,7 +286,7 @@ class _Replay:
         self.ledger = self.core.ledger   # the view follows its rows (_sync): the same nodes in the same order
         if list(self.tracker.view.hosts) != list(self.ledger.hosts):
             raise RuntimeError("replay: the shared view's nodes are not the RM ledger's, in its order")
-        _, self._cursor = self.core.changed_rows(None)
+        self._changed_rows = self.ledger.watch_rows()   # the ledger's rows changed since the last _sync
         self.pipelines: dict[str, SelectionPipeline] = {}   # shared by every AM (see ApplicationMaster)
         self._warmed_view = None   # the view _warm gave its indexes, and for how many pipelines
         self._warmed_pipelines = 0
@@ -467,11 +468,12 @@ class _Replay:
     def _sync(self) -> None:
         """Bring the shared view up to what the RM holds now, before an AM places a gang on
         it (an AM that only hears of its containers' end does not read it): the rows of the
-        nodes changed since the last sync, from the RM's ledger (what their node reports would
-        say, without a report each: ``ClusterTracker.take_rows``)."""
-        rows, self._cursor = self.core.changed_rows(self._cursor)
+        nodes changed since the last sync, from the RM's ledger, which gathers them as it changes
+        them (what their node reports would say, without a report each: ``ClusterTracker.take_rows``)."""
+        rows = self._changed_rows
         if rows:
             self.tracker.take_rows(self.ledger, rows)
+            rows.clear()
             if self.tracker.view is not self._warmed_view or len(self.pipelines) != self._warmed_pipelines:
                 self._warm()
 

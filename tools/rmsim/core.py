@@ -1119,15 +1119,6 @@ class ResourceManager:
             nodes, cursor = self.node_changes.since(cursor, len(self.ledger))
             return [self._node_report(i) for i in nodes], cursor
 
-    def changed_rows(self, cursor: int | None) -> tuple[list[int], int]:
-        """:meth:`changed_nodes` as the nodes' rows of :attr:`ledger` (the order of
-        :meth:`cluster_nodes`), without a report each: for a driver that keeps one view for all
-        its AMs and takes what changed from the ledger's own columns (``ClusterTracker.take_rows``)."""
-        with self.lock:
-            if cursor is None:
-                return [], self.node_changes.seq
-            return self.node_changes.since(cursor, len(self.ledger))
-
     def _node_updates(self, app: Application) -> tuple[NodeReport, ...]:
         """Every node whose usage, health or containers changed since the application's
         previous response (at most RM_MAX_NODE_UPDATES; the rest come in the next ones)."""

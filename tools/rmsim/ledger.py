@@ -96,6 +96,7 @@ class NodeLedger(NodeColumns):
         self.states[i] = state
         self.health_reports[i] = report
         self.usable[i] = state.usable
+        self._touched(i)
 
     # ------------------------------------------------------------- reading
     def label_scope(self, label: str | None) -> np.ndarray | None:
