@@ -7,6 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, NodeState, ResourceRequest
+from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.rmsim import state
 from gangmaster.tools.rmsim.clock import VirtualLoop
@@ -122,3 +123,19 @@ def test_an_unused_nodes_report_follows_its_state_and_health():
     assert used.containers == 1 and used.free.memory_mb == first.free.memory_mb - 1024
     beat(sim, app, attempt, releases=(granted[0].container_id,))
     assert core.cluster_nodes()[0] == first
+
+
+def test_an_rm_without_node_updates_records_changes_from_a_drivers_first_ask():
+    """Without node updates nobody reads the changes until a driver asks for its first
+    cursor: from then on every change is reported to it, as with node updates."""
+    sim = Simulation(load_cluster_specs(FIX / "cluster.yaml"), node_updates=False)
+    core = sim.core
+    hosts = core.ledger.hosts
+    core.mark_unhealthy(hosts[0], "disk full")   # before any reader: nobody hears of it
+    assert core.node_changes.seq == 0
+    reports, cursor = core.changed_nodes(None)
+    assert reports == []
+    core.mark_unhealthy(hosts[1], "disk full")
+    reports, cursor = core.changed_nodes(cursor)
+    assert [r.host for r in reports] == [hosts[1]]
+    assert core.changed_nodes(cursor) == ([], cursor)

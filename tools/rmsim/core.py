@@ -234,7 +234,8 @@ class ResourceManager:
         self.node_updates = node_updates
         self.containers: dict[str, ContainerRecord] = {}   # every container ever (finished ones too)
         self.node_containers: list[set] = [set() for _ in specs]
-        self.node_changes = NodeChanges(len(specs))   # what each AM's node_updates carry
+        #: what each AM's node_updates carry (recorded from the first changed_nodes() without them)
+        self.node_changes = NodeChanges(len(specs), recording=node_updates)
         self._capacity: list = [None] * len(specs)     # each node's, as node reports carry it (once built)
         #: per node: what it reports in each state it was reported in (see _node_report)
         self._reports: list[dict[tuple, NodeReport]] = [{} for _ in specs]
@@ -1112,9 +1113,11 @@ class ResourceManager:
     def changed_nodes(self, cursor: int | None) -> tuple[list[NodeReport], int]:
         """The reports of every node whose usage, health or containers changed after change
         number ``cursor``, and the cursor to pass next time (``None``: no reports, only the
-        cursor of now). For a driver that keeps one view for all its AMs."""
+        cursor of now; the changes are recorded from then on). For a driver that keeps one
+        view for all its AMs."""
         with self.lock:
             if cursor is None:
+                self.node_changes.record()
                 return [], self.node_changes.seq
             nodes, cursor = self.node_changes.since(cursor, len(self.ledger))
             return [self._node_report(i) for i in nodes], cursor

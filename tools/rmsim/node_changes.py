@@ -16,6 +16,10 @@ written at every change and read entry by entry from the log, where a numpy colu
 scalar reads and writes cost several times as much. A response carries
 at most ``limit`` nodes, the oldest changes first; the cursor then stops there
 and the rest follow in the next responses.
+
+An RM whose responses carry no node updates (its AMs share a view their driver keeps)
+has no reader until a driver first asks for the changes (:meth:`record`): until then a
+change is not recorded, and costs one test.
 """
 from __future__ import annotations
 
@@ -26,7 +30,9 @@ MIN_LOG_ENTRIES = 1024
 
 
 class NodeChanges:
-    def __init__(self, nodes: int):
+    def __init__(self, nodes: int, recording: bool = True):
+        #: whether changes are recorded (someone reads them): see :meth:`record`
+        self.recording = recording
         self.seq = 0                                   # the number of the latest change
         self.last = [0] * nodes                        # per node: the number of its latest change (0: none)
         self.log: list[int] = []                       # changed nodes, in order; log[k] is change base + k
@@ -35,6 +41,8 @@ class NodeChanges:
 
     def touch(self, node: int) -> None:
         """Node ``node`` changed (usage, health, containers)."""
+        if not self.recording:
+            return
         self.seq = self.last[node] = self.seq + 1
         log = self.log
         log.append(node)
@@ -42,6 +50,11 @@ class NodeChanges:
             drop = len(log) // 2
             del log[:drop]
             self.base += drop
+
+    def record(self) -> None:
+        """Record every change from now on (a reader's first cursor, :attr:`seq`, is taken
+        after this: no change it could ask for went unrecorded)."""
+        self.recording = True
 
     def touch_all(self) -> None:
         """Every node changed (the RM was rebuilt from its state file): every AM hears of all."""
