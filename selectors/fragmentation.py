@@ -26,9 +26,12 @@ trace memory rarely binds.
 How it is computed: every node × GPU × shape at once with numpy (:func:`fragment_units`),
 and kept per node in a column of the view (:meth:`NodeColumns.cached_column
 <gangmaster.selectors.cluster.NodeColumns.cached_column>`), so after a booking only the
-node booked is computed again. Weights enter as integers (``p_m`` in millionths, at least
-1), so every sum is exact: nodes in equal states get equal values bit for bit, whatever
-batch computed them, and a strategy's ties stay ties.
+node booked is brought up to date: its value is remembered per distinct node state
+(nodes take few) and computed only for a state not seen yet
+(:func:`remembered_fragment_units`). The cluster's sums are kept the same way, moved by
+each changed node (:class:`FragmentationTotals`). Weights enter as integers (``p_m`` in
+millionths, at least 1), so every sum is exact: nodes in equal states get equal values
+bit for bit, whatever batch computed them, and a strategy's ties stay ties.
 """
 from __future__ import annotations
 
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
 
 #: the weights' unit: p_m is counted in millionths (rounded, at least 1)
 WEIGHT_UNITS = 1_000_000
+#: How many node states a table remembers the fragment units of (then it starts afresh).
+STATES_KEPT = 1 << 16
 _tokens = itertools.count()
 
 
@@ -65,6 +70,17 @@ class ShapeTable:
         self.units = np.maximum(np.rint(np.array(shapes.weights) * WEIGHT_UNITS), 1).astype(np.int64)
         self.total_units = int(self.units.sum())
         self._access: dict[tuple[str, ...], np.ndarray] = {}
+        #: a node state (:func:`node_states`) -> its fragment units and idle milli-GPU
+        #: (:func:`remembered_fragment_units`)
+        self.units_by_state: dict[tuple, tuple[int, int]] = {}
+
+    def column_rows(self, view: "NodeColumns", rows) -> np.ndarray:
+        """The fragment units column's values for ``rows`` (:meth:`NodeColumns.cached_column
+        <gangmaster.selectors.cluster.NodeColumns.cached_column>`'s ``compute``): every node
+        at once with numpy, changed rows by their remembered states."""
+        if isinstance(rows, slice):
+            return node_fragment_units(view, self, rows)
+        return np.array([units for units, _ in remembered_fragment_units(view, self, rows)], dtype=np.int64)
 
     def access(self, gpu_types: list[str]) -> np.ndarray:
         """bool [type code, shape]: a node of that GPU type may run the shape (a shape
@@ -127,11 +143,44 @@ def node_fragment_units(view: "NodeColumns", table: ShapeTable, rows=slice(None)
     return fragment_units(view.gpu_milli_free_rows(at), view.mvcores_free[at], view.memory_free[at], access, table)
 
 
+def remembered_fragment_units(view: "NodeColumns", table: ShapeTable, rows: np.ndarray) -> list[tuple[int, int]]:
+    """``(units, idle)`` of each node of ``rows`` (an index array): its :func:`fragment_units`
+    and its idle milli-GPU, remembered per distinct node state (:func:`node_states`) in the
+    table: nodes take few distinct states, so a few changed rows are mostly looked up, and
+    only the states not seen yet are computed (with one numpy call). The values are the same
+    integers either way."""
+    known = table.units_by_state
+    keys = node_states(view, rows)
+    values = [known.get(key) for key in keys]
+    unseen = [j for j, value in enumerate(values) if value is None]
+    if unseen:
+        if len(known) + len(unseen) > STATES_KEPT:
+            known.clear()
+        at = rows[unseen]
+        free = view.gpu_milli_free_rows(at)
+        access = table.access(view.gpu_types)[view.gpu_type_code[at]]
+        units = fragment_units(free, view.mvcores_free[at], view.memory_free[at], access, table).tolist()
+        for j, value in zip(unseen, zip(units, free.sum(axis=1).tolist())):
+            values[j] = known[keys[j]] = value
+    return values
+
+
+def node_states(view: "NodeColumns", rows: np.ndarray) -> list[tuple]:
+    """What the nodes ``rows``' :func:`fragment_units` depend on, a key per node: its free
+    GPU mask when its GPUs hold no shares (else its milli free per GPU), vcores, memory and
+    GPU type."""
+    types = view.gpu_types
+    return [(tuple(view.gpu_milli_free_row(i)) if shared else mask, mvcores, memory, types[code])
+            for i, shared, mask, mvcores, memory, code in zip(
+                rows.tolist(), view.gpus_shared[rows].tolist(), view.gpu_free_mask[rows].tolist(),
+                view.mvcores_free[rows].tolist(), view.memory_free[rows].tolist(),
+                view.gpu_type_code[rows].tolist())]
+
+
 def fragment_units_column(view: "NodeColumns", table: ShapeTable) -> np.ndarray:
     """Every node's :func:`fragment_units`, kept by the view: after a change to a node
-    only its row is computed again."""
-    return view.cached_column(f"fragmentation:{table.token}",
-                              lambda v, rows: node_fragment_units(v, table, rows))
+    only its row is brought up to date (:func:`remembered_fragment_units`)."""
+    return view.cached_column(f"fragmentation:{table.token}", table.column_rows)
 
 
 def node_fragmentation(view: "NodeColumns", shapes: WorkloadShapes, rows=None) -> np.ndarray:
@@ -147,17 +196,45 @@ def cluster_fragmentation(view: "NodeColumns", shapes: WorkloadShapes) -> tuple[
     """``(Σ_n F_n, idle)``: the cluster's fragmentation and its idle milli-GPU (both in
     milli-GPU), for "% of capacity" (against ``1000 × Σ GPUs``) and "% of idle"."""
     table = shape_table(shapes)
-    frag = float(fragment_units_column(view, table).sum()) / table.total_units
-    return frag, idle_milli(view)
+    frag_units, idle = view.derived(("fragmentation-totals", table.token),
+                                    lambda v: FragmentationTotals(v, table)).current(view)
+    return float(frag_units) / table.total_units, idle
 
 
-def idle_milli(view: "NodeColumns") -> int:
-    """The cluster's idle milli-GPU, ``Σ_n Σ_g free[g]`` (:meth:`NodeColumns.gpu_milli_free_rows
-    <gangmaster.selectors.cluster.NodeColumns.gpu_milli_free_rows>` summed), from the columns
-    as they stand: 1000 per wholly free GPU, and what its shares leave on each GPU that
-    holds some (a wholly free GPU holds none)."""
-    used = view.gpu_share_used
-    return GPU_MILLI * (int(view.gpus_free.sum()) + int(np.count_nonzero(used))) - int(used.sum())
+class FragmentationTotals:
+    """``Σ_n`` of every node's :func:`fragment_units` and of its idle milli-GPU
+    (:meth:`NodeColumns.gpu_milli_free_rows
+    <gangmaster.selectors.cluster.NodeColumns.gpu_milli_free_rows>` summed), kept by the
+    view (:meth:`NodeColumns.derived <gangmaster.selectors.cluster.NodeColumns.derived>`):
+    a changed node's values are found by its state (:func:`remembered_fragment_units`) and
+    the sums moved by its change, in integers (so exactly the sums over every node)."""
+
+    def __init__(self, view: "NodeColumns", table: ShapeTable):
+        self.table = table
+        self.dirty: set[int] = set()
+        self.units: list[int] = node_fragment_units(view, table).tolist()
+        self.idle: list[int] = view.gpu_milli_free_rows().sum(axis=1).tolist()
+        self.units_sum = sum(self.units)
+        self.idle_sum = sum(self.idle)
+
+    def copy(self) -> "FragmentationTotals":
+        clone = object.__new__(FragmentationTotals)
+        clone.__dict__.update(self.__dict__)
+        clone.dirty, clone.units, clone.idle = set(self.dirty), self.units.copy(), self.idle.copy()
+        return clone
+
+    def current(self, view: "NodeColumns") -> tuple[int, int]:
+        """``(Σ units, Σ idle)`` of the view's nodes as they are now."""
+        if self.dirty:
+            rows = np.fromiter(self.dirty, dtype=np.int64, count=len(self.dirty))
+            self.dirty.clear()
+            units, idle = self.units, self.idle
+            now = remembered_fragment_units(view, self.table, rows)
+            for i, (now_units, now_idle) in zip(rows.tolist(), now):
+                self.units_sum += now_units - units[i]
+                self.idle_sum += now_idle - idle[i]
+                units[i], idle[i] = now_units, now_idle
+        return self.units_sum, self.idle_sum
 
 
 # ------------------------------------------------------------- the gradient: what a placement adds

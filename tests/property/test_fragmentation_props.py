@@ -1,13 +1,14 @@
 """The cached, vectorised fragmentation measure equals the naive restatement
 (tests/fragmentation_reference.py) after any sequence of bookings and releases, on the
-view and on copies; fgd picks a node and GPU that minimise the naive increase, ties by
+view and on copies, and the cluster's kept sums equal the sums over every node afresh; fgd picks a node and GPU that minimise the naive increase, ties by
 host name; best-fit picks the node with the least vcores and milli-GPU left."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import NotAvailable
-from gangmaster.selectors.fragmentation import cluster_fragmentation, node_fragmentation
+from gangmaster.selectors.fragmentation import (cluster_fragmentation, node_fragment_units, node_fragmentation,
+                                                shape_table)
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -81,6 +82,13 @@ def naive(view, i, workload=WORKLOAD):
                          int(view.memory_free[i]), view.specs[i].gpu_type or "", workload)
 
 
+def summed_afresh(view):
+    """:func:`cluster_fragmentation` worked out over every node at once (no kept sums)."""
+    table = shape_table(WORKLOAD)
+    return (float(int(node_fragment_units(view, table).sum())) / table.total_units,
+            int(view.gpu_milli_free_rows().sum()))
+
+
 @settings(max_examples=40)
 @given(view=clusters(), data=st.data())
 def test_the_cached_measure_equals_a_naive_recompute_after_every_booking(view, data):
@@ -88,11 +96,14 @@ def test_the_cached_measure_equals_a_naive_recompute_after_every_booking(view, d
         got = node_fragmentation(view, WORKLOAD)     # the cached column: only changed rows recomputed
         want = [naive(view, i) for i in range(len(view))]
         assert np.allclose(got, want, atol=0.01)
+        assert cluster_fragmentation(view, WORKLOAD) == summed_afresh(view)
     copy = view.copy()
     for _ in book_randomly(data.draw, copy, 5):
         pass
     assert np.allclose(node_fragmentation(copy, WORKLOAD), [naive(copy, i) for i in range(len(copy))], atol=0.01)
     assert np.allclose(node_fragmentation(view, WORKLOAD), [naive(view, i) for i in range(len(view))], atol=0.01)
+    assert cluster_fragmentation(copy, WORKLOAD) == summed_afresh(copy)
+    assert cluster_fragmentation(view, WORKLOAD) == summed_afresh(view)
     frag, idle = cluster_fragmentation(view, WORKLOAD)
     assert idle == int(view.gpu_milli_free.sum()) and 0 <= frag <= idle + 0.01
 

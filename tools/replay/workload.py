@@ -13,9 +13,9 @@ first job), and measures fragmentation against the same shapes.
 that the typical shapes cannot use, in expectation), sampled on a grid of at most
 :data:`FRAGMENTATION_SAMPLES` instants over the submit span (and on at the same pace
 after it): at the end of the first instant at or after each grid point, the value then
-holding until the next sample. A sample reads the per-node values the view keeps
-(only nodes changed since the last sample are computed again), never every node per
-event.
+holding until the next sample. A sample reads the sums the view keeps
+(:class:`~gangmaster.selectors.fragmentation.FragmentationTotals`: only the nodes changed
+since the last sample are looked at again), never every node per event.
 """
 from __future__ import annotations
 
