@@ -195,7 +195,7 @@ class _GangShape:
     index (rank order), so those names depend on the roles alone."""
 
     __slots__ = ("job_vars", "host_lists", "per_instance", "host_ips", "port_names", "instances", "first_host_list",
-                 "first_host_ip", "lone_own")
+                 "first_host_ip", "lone_own", "_lone_templates")
 
     def __init__(self, job_roles: tuple[RoleSpec, ...], roles: tuple[RoleSpec, ...], queue: str, user: str,
                  shm: tuple[int, ...] | None):
@@ -219,6 +219,31 @@ class _GangShape:
         self.first_host_ip = self.host_ips[0] if ranks else ""
         #: the first task's own variables when it has no ports (:func:`identity_env`, then its ports')
         self.lone_own = {**identity_env(0, ranks[0][0].name, ranks[0][1]), **dict(NO_PORTS.pairs)} if ranks else {}
+        self._lone_templates: dict[tuple, dict[str, str] | None] = {}
+
+    def lone_template(self, base: Mapping[str, str], barrier_names: tuple[str, ...]) -> dict[str, str] | None:
+        """The whole environment of a lone task without ports (the general merge: ``base``,
+        the job's name, :attr:`job_vars`, its host, the instances, the barrier's, its own),
+        with every name in its place and the values that are the same for every such task:
+        a task's environment is a copy with the job's name, the host and the barrier's
+        values (``barrier_names``) set in. Worked out once per base and barrier names; None
+        when a name set per task is set again by a later part of the merge (the copy would
+        keep the wrong value: merge the parts instead)."""
+        key = (tuple(base.items()), barrier_names)
+        template = self._lone_templates.get(key, False)
+        if template is False:
+            per_task = ("PAI_JOB_NAME", "PAI_FRAMEWORK_NAME", self.first_host_list, self.first_host_ip, *barrier_names)
+            template = {**base, **dict.fromkeys(per_task[:2], ""), **self.job_vars,
+                        **dict.fromkeys(per_task[2:4], ""), "PAI_TASK_ROLE_INSTANCES": self.instances,
+                        **dict.fromkeys(barrier_names, ""), **self.lone_own}
+            later = [(per_task[:2], (*self.job_vars, self.first_host_list, self.first_host_ip,
+                                    "PAI_TASK_ROLE_INSTANCES", *barrier_names, *self.lone_own)),
+                     (per_task[2:4], ("PAI_TASK_ROLE_INSTANCES", *barrier_names, *self.lone_own)),
+                     (barrier_names, tuple(self.lone_own))]
+            if any(not set(names).isdisjoint(after) for names, after in later):
+                template = None
+            self._lone_templates[key] = template
+        return template
 
 
 _gang_shape = functools.lru_cache(maxsize=1024)(_GangShape)
@@ -268,18 +293,21 @@ def _port_lists(env: dict[str, str], names: Mapping[str, tuple[str, str]], liste
 def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskRecord], kinds: Sequence[PortKind],
                 barrier_env: Mapping[str, str], queue: str = "default",
                 base: Mapping[str, str] | None = None,
-                user: str | None = None) -> tuple[tuple[tuple[str, str], ...], list[tuple[tuple[str, str], ...]]]:
-    """Every task's whole environment, as launch pairs: what all tasks of the gang share
+                user: str | None = None) -> tuple[tuple[tuple[str, str], ...], list[dict[str, str]]]:
+    """Every task's whole environment: what all tasks of the gang share, as launch pairs
     (sent once: ``base``, then :func:`gang_env`, then ``barrier_env``, what the gang's
     barrier gives every task), and each task's own, by rank (:func:`identity_env`, its
-    ports, its share of a GPU), which wins. A gang of one task shares nothing: its own
-    pairs are its whole environment.
+    ports, its share of a GPU), which wins, as a mapping of its own in launch order (a
+    launch sends its items as they are and reads it by name:
+    :meth:`~gangmaster.am.rm_protocol.LaunchContext.of_variables`). A gang of one task
+    shares nothing: its own variables are its whole environment.
 
     A gang has thousands of tasks and few kinds of them: a task's own pairs are put together
     from pairs worked out once per role and index, per kind of ports and per share.
 
-    Most gangs are one task without ports: its pairs are made in one merge, the same variables
-    in the same order as the general merge's (tests/property/test_launch_envs.py holds the two
+    Most gangs are one task without ports: its variables are a copy of its shape's
+    (:meth:`_GangShape.lone_template`) with the job's, the host's and the barrier's values set
+    in, the same variables in the same order as the general merge's (tests/property/test_launch_envs.py holds the two
     to it)."""
     if len(tasks) == 1 and not kinds[0].listed:
         user = user or current_user()
@@ -287,12 +315,19 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
         framework = f"{user}~{job.name}"
         task = tasks[0]
         host = task.host
-        env = {**(base or {}), "PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework, **shape.job_vars,
-               shape.first_host_list: host, shape.first_host_ip: host,   # (no ports: the host alone)
-               "PAI_TASK_ROLE_INSTANCES": shape.instances, **barrier_env, **shape.lone_own}
+        template = shape.lone_template(base or {}, tuple(barrier_env))
+        if template is not None:
+            env = template.copy()
+            env["PAI_JOB_NAME"] = env["PAI_FRAMEWORK_NAME"] = framework
+            env[shape.first_host_list] = env[shape.first_host_ip] = host   # (no ports: the host alone)
+            env.update(barrier_env)
+        else:
+            env = {**(base or {}), "PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework, **shape.job_vars,
+                   shape.first_host_list: host, shape.first_host_ip: host,
+                   "PAI_TASK_ROLE_INSTANCES": shape.instances, **barrier_env, **shape.lone_own}
         if task.gpu_milli:
             env.update(gpu_share_env(task.gpu_milli))
-        return (), [tuple(env.items())]
+        return (), [env]
     shared = gang_env(job, roles, tasks, kinds, queue, user)
     if base:
         shared = {**base, **shared}
@@ -303,11 +338,11 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
         shared.update(kinds[0].pairs)
         if task.gpu_milli:
             shared.update(gpu_share_env(task.gpu_milli))
-        return (), [tuple(shared.items())]
+        return (), [shared]
     own = []
     for task, kind in zip(tasks, kinds):
         pairs = _identity_pairs(task.rank, task.role, task.index) + kind.pairs
-        own.append(pairs + _share_pairs(task.gpu_milli) if task.gpu_milli else pairs)
+        own.append(dict(pairs + _share_pairs(task.gpu_milli) if task.gpu_milli else pairs))
     return tuple(shared.items()), own
 
 

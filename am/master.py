@@ -486,7 +486,8 @@ class ApplicationMaster:
                                   self.task_env)
         launches = []
         for t, env in zip(tasks, own):
-            launches.append(ContainerLaunch(t.container_id, LaunchContext(_command(roles[t.role].commands), env)))
+            launches.append(ContainerLaunch(t.container_id,
+                                            LaunchContext.of_variables(_command(roles[t.role].commands), env)))
         shared = LaunchContext(env=shared) if shared else _NOTHING_SHARED
         try:
             refused = self.rm.start_containers(StartContainers(tuple(launches), shared))

@@ -344,6 +344,15 @@ class LaunchContext:
     def of(cls, command=(), env: dict[str, str] | None = None) -> "LaunchContext":
         return cls(tuple(command), tuple(sorted((env or {}).items())))
 
+    @classmethod
+    def of_variables(cls, command: tuple[str, ...], variables: dict[str, str]) -> "LaunchContext":
+        """The launch of ``command`` with ``variables``, sent as their items in their order
+        and read as they are (:attr:`variables`: the caller hands them over, never to change
+        them again)."""
+        launch = cls(command, tuple(variables.items()))
+        launch._variables = variables
+        return launch
+
     @property
     def env_dict(self) -> dict[str, str]:
         """Its variables as a dict of one's own, to change."""
@@ -366,7 +375,7 @@ class LaunchContext:
         ones without reading the pairs again."""
         if not shared.env and not shared.command:
             return self
-        own = dict(self.env)
+        own = self.variables
         common = shared.variables
         env = (shared.env if common.keys().isdisjoint(own)
                else tuple([pair for pair in shared.env if pair[0] not in own]))
