@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import heapq
 import threading
-from typing import Any, Callable, Iterable
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -52,6 +53,11 @@ from .queues import UNLIMITED, Queue, default_queues
 _COMPILED_MEMO = 4096
 #: The most reports :meth:`ResourceManager._node_report` keeps per node (then that node's start over).
 _REPORT_MEMO = 32
+#: an application's blacklist while it has none (a blacklist is replaced when it changes, never changed)
+_NO_NODES: frozenset[int] = frozenset()
+#: a container's NodeManager data while its NodeManager keeps none (a simulated one): one shared,
+#: read-only mapping, not a dict per container (a NodeManager that keeps some sets its own)
+_NO_HANDLE = MappingProxyType({})
 
 
 #: Every kind of :class:`RMEvent`.
@@ -157,7 +163,7 @@ class ContainerRecord:
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.launch: LaunchContext | None = None
-        self.handle: dict = {}          # NodeManager's own data (pid, exit file)
+        self.handle: Mapping = _NO_HANDLE   # NodeManager's own data (pid, exit file), set by it
         self.stopping = False           # the RM asked the NodeManager to stop it
         #: Finished for its application, but its booking is kept until the NodeManager reports
         #: its processes gone (:meth:`ResourceManager.container_released`): a dying task keeps
@@ -186,13 +192,13 @@ class Application:
         self.last_heartbeat = 0.0
         self.response_id = 0
         self.asks: dict[int, AskState] = {}               # request_id -> AskState (arrival order)
-        self.blacklist: set[int] = set()                  # node indices
+        self.blacklist: frozenset[int] = _NO_NODES        # node indices
         self.containers: dict[str, ContainerRecord] = {}  # container_id -> ContainerRecord (live ones)
         self.container_ids: list[str] = []                # every container it was granted (what forgetting it drops)
         self.out_allocated: list[ContainerRecord] = []
         self.out_completed: list[ContainerStatus] = []
         self.node_cursor = 0                              # the node changes its AM has heard of (NodeChanges)
-        self.out_rejected: list[Rejection] = []
+        self.out_rejected: tuple[Rejection, ...] = ()     # (rare: a tuple, handed to the response as it is)
         self.expiry_timer: Any = None
 
 
@@ -498,8 +504,7 @@ class ResourceManager:
         # Everything is valid: apply.
         app.last_heartbeat = self.clock.now()
         if blacklisting:
-            app.blacklist.update(black_add)
-            app.blacklist.difference_update(black_rm)
+            app.blacklist = app.blacklist.union(black_add).difference(black_rm)
             self._dirty = True
         for rec in releases:
             self._finish_container(rec, ContainerState.KILLED, ExitStatus.ABORTED,
@@ -530,7 +535,7 @@ class ResourceManager:
             reason = self._why_never(app, ask)
             if reason:
                 del app.asks[ask.request.request_id]
-                app.out_rejected.append(Rejection(ask.request.request_id, reason))
+                app.out_rejected += (Rejection(ask.request.request_id, reason),)
 
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "",
                checked: bool = False) -> None:
@@ -1084,7 +1089,7 @@ class ResourceManager:
             tuple(map(self._container, app.out_allocated)) if app.out_allocated else (),
             tuple(app.out_completed) if app.out_completed else (),
             self._node_updates(app) if self.node_updates else (),
-            tuple(app.out_rejected) if app.out_rejected else (),
+            app.out_rejected,
             tuple([PendingAsk(a.request.request_id, a.remaining, a.reason) for a in app.asks.values()])
             if app.asks else (),
             self._headroom(app.queue),
@@ -1095,7 +1100,7 @@ class ResourceManager:
         if app.out_completed:
             app.out_completed = []
         if app.out_rejected:
-            app.out_rejected = []
+            app.out_rejected = ()
         return response
 
     def _headroom(self, name: str) -> tuple[int, int, int]:
@@ -1222,8 +1227,8 @@ class ResourceManager:
         app.attempt += 1
         app.state = AppState.ACCEPTED
         app.asks.clear()
-        app.blacklist.clear()
-        app.out_allocated, app.out_completed, app.out_rejected = [], [], []
+        app.blacklist = _NO_NODES
+        app.out_allocated, app.out_completed, app.out_rejected = [], [], ()
         app.diagnostics = f"attempt {failed} failed: {diagnostics}"
         if app.expiry_timer is not None:
             app.expiry_timer.cancel()

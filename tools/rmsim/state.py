@@ -90,7 +90,7 @@ def _container(c: ContainerRecord) -> dict:
             "memory_mb": b.memory_mb, "mvcores": b.mvcores, "gpu_mask": b.gpu_mask, "gpu_milli": b.gpu_milli,
             "port_ranges": _ranges(b.port_ranges), "request_id": c.request_id, "allocated_at": c.allocated_at,
             "state": c.state.value, "exit_status": c.exit_status, "diagnostics": c.diagnostics,
-            "started_at": c.started_at, "finished_at": c.finished_at, "launch": launch, "handle": c.handle,
+            "started_at": c.started_at, "finished_at": c.finished_at, "launch": launch, "handle": dict(c.handle),
             "held": c.held}
 
 
@@ -180,11 +180,11 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
             app.asks[req.request_id] = state
         if app.asks:
             core.asking[app.app_id] = app
-        app.blacklist = {core.ledger.host_index[h] for h in a["blacklist"]}
+        app.blacklist = frozenset([core.ledger.host_index[h] for h in a["blacklist"]])
         app.out_allocated = [core.containers[cid] for cid in a["out_allocated"]]
         app.out_completed = [ContainerStatus(s[0], s[1], ContainerState(s[2]), s[3], s[4], s[5])
                              for s in a["out_completed"]]
-        app.out_rejected = [Rejection(rid, reason) for rid, reason in a["out_rejected"]]
+        app.out_rejected = tuple([Rejection(rid, reason) for rid, reason in a["out_rejected"]])
         app.node_cursor = int(a.get("node_cursor", 0))
         core.apps[app.app_id] = app
     for app in sorted((app for app in core.apps.values() if app.state.finished), key=lambda app: app.finished_at):
