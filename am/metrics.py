@@ -131,7 +131,8 @@ class PlainHistogram:
     Python frame: an AM observes twice for every gang it starts); the amounts kept are
     counted into the buckets and added to the sum, in the order they came, when the histogram
     is collected (a scrape) or read (:meth:`totals`): all at once, each bucket's count in one
-    step."""
+    step. What waits for a scrape is 8 bytes an observation: an AM that is never scraped and
+    places a gang every second keeps 0.7 MB a day of them."""
 
     def __init__(self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry):
         self.name, self.documentation = name, documentation

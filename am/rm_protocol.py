@@ -35,7 +35,7 @@ from dataclasses import field
 
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
-from gangmaster.selectors.values import value
+from gangmaster.selectors.values import WrittenValue, value
 
 ANY_HOST = "*"
 
@@ -248,7 +248,7 @@ class PendingAsk:
     reason: str = ""
 
 
-class AllocateResponse:
+class AllocateResponse(WrittenValue):
     """The answer to one AM heartbeat. A value as the other messages are (compared and
     hashed by its fields, never changed), written out for its ``headroom``: what the queue
     could still be given, a :class:`ResourceDescriptor` when read, which the RM may give as
@@ -257,6 +257,7 @@ class AllocateResponse:
     it): a replay's tens of thousands of responses build none."""
 
     __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "_headroom", "response_id")
+    FIELDS = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id")
 
     def __init__(self, allocated: tuple[Container, ...] = (), completed: tuple[ContainerStatus, ...] = (),
                  node_updates: tuple[NodeReport, ...] = (), rejected: tuple[Rejection, ...] = (),
@@ -272,20 +273,6 @@ class AllocateResponse:
             headroom = self._headroom = (ResourceDescriptor() if headroom is None else
                                          ResourceDescriptor(headroom[0], headroom[1] / 1000.0, headroom[2]))
         return headroom
-
-    def _fields(self) -> tuple:
-        return (self.allocated, self.completed, self.node_updates, self.rejected, self.pending, self.headroom,
-                self.response_id)
-
-    def __eq__(self, other: object) -> bool:
-        return self._fields() == other._fields() if type(other) is AllocateResponse else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return ("AllocateResponse(allocated={!r}, completed={!r}, node_updates={!r}, rejected={!r}, pending={!r}, "
-                "headroom={!r}, response_id={!r})".format(*self._fields()))
 
 
 @value

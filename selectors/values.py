@@ -9,3 +9,25 @@ from dataclasses import dataclass
 #: through ``object.__setattr__``, about four times the cost, and a replay builds dozens
 #: per job. Immutable by convention: nothing assigns to a value after building it.
 value = dataclass(slots=True, unsafe_hash=True)
+
+
+class WrittenValue:
+    """A value written out by hand, for a field it makes only when first read (a property
+    over a slot): compared, hashed and shown by the fields named in ``FIELDS``, in order,
+    as a :data:`value` is by its own."""
+
+    __slots__ = ()
+    FIELDS: tuple[str, ...] = ()
+
+    def _fields(self) -> tuple:
+        return tuple([getattr(self, name) for name in self.FIELDS])
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if type(other) is type(self) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS)
+        return f"{type(self).__name__}({shown})"

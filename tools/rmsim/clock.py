@@ -140,22 +140,11 @@ class VirtualLoop:
         left. A driver that does some work once per instant, whatever and however many events
         the instant held, does it after each call (events it schedules for now make the next
         call run at this instant again)."""
-        heap = self._heap
-        pop = heapq.heappop
-        while heap:
-            t, _, timer = pop(heap)
-            if timer.cancelled:
-                continue
-            self._now = t
-            self.events_run += 1
-            timer.fn(*timer.args)
-            while heap and heap[0][0] <= t:   # the instant's other events
-                _, _, timer = pop(heap)
-                if not timer.cancelled:
-                    self.events_run += 1
-                    timer.fn(*timer.args)
-            return True
-        return False
+        t = self.next_time()
+        if t is None:
+            return False
+        self._run_through(t)
+        return True
 
     def run_until(self, when: float) -> None:
         """Run every event at or before ``when``, then set the clock to ``when``."""

@@ -42,6 +42,7 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.fit import GPU_MILLI, Demand
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
+from gangmaster.selectors.values import WrittenValue
 
 from .clock import VirtualLoop
 from .ledger import Booking, NodeLedger, exact_booking
@@ -65,7 +66,7 @@ EVENT_KINDS = ("app_submitted", "app_registered", "attempt_failed", "app_finishe
                "container_started", "container_finished", "node_state")
 
 
-class RMEvent:
+class RMEvent(WrittenValue):
     """Something that happened in the RM, for subscribers (the simulation driver, logs): a
     value, as the protocol's messages are (compared and hashed by its fields, never changed).
 
@@ -74,6 +75,7 @@ class RMEvent:
     ends and reads only which application's it was."""
 
     __slots__ = ("time", "kind", "app_id", "container_id", "host", "_detail")
+    FIELDS = ("time", "kind", "app_id", "container_id", "host", "detail")
 
     def __init__(self, time: float, kind: str, app_id: str = "", container_id: str = "", host: str = "",
                  detail: str | tuple = ""):
@@ -88,19 +90,6 @@ class RMEvent:
         if not isinstance(detail, str):
             detail = self._detail = detail[0].format(*detail[1:])
         return detail
-
-    def _fields(self) -> tuple:
-        return self.time, self.kind, self.app_id, self.container_id, self.host, self.detail
-
-    def __eq__(self, other: object) -> bool:
-        return self._fields() == other._fields() if type(other) is RMEvent else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return ("RMEvent(time={!r}, kind={!r}, app_id={!r}, container_id={!r}, host={!r}, detail={!r})"
-                .format(*self._fields()))
 
 
 def _submission_order(app: "Application") -> int:
