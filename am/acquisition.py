@@ -104,7 +104,7 @@ def layout_of(roles: tuple[RoleSpec, ...]) -> GangLayout:
 class AcquisitionOwner(Protocol):
     """Who keeps the count of an AM's releases and reselections (the ApplicationMaster)."""
 
-    def acquisition_released(self, acquisition: "GangAcquisition", now: float) -> None: ...
+    def acquisition_released(self, acquisition: "GangAcquisition", now: float, containers: list[str]) -> None: ...
 
     def acquisition_reselected(self, acquisition: "GangAcquisition") -> None: ...
 
@@ -147,9 +147,9 @@ class AcquisitionContext:
             self._random = random.Random(self.seed)
         return self._random.uniform(a, b)
 
-    def released(self, acquisition: "GangAcquisition", now: float) -> None:
-        """``acquisition`` gave back what it held (:attr:`GangAcquisition.released`) at ``now``."""
-        self._owner().acquisition_released(acquisition, now)
+    def released(self, acquisition: "GangAcquisition", now: float, containers: list[str]) -> None:
+        """``acquisition`` gave back what it held (``containers``) at ``now``."""
+        self._owner().acquisition_released(acquisition, now, containers)
 
     def reselected(self, acquisition: "GangAcquisition") -> None:
         """``acquisition`` selected an instance again (its ask went stale)."""
@@ -168,7 +168,6 @@ class GangAcquisition:
 
     first_grant_at: float | None = None
     not_before = float("-inf")    # no asking before then: backing off after a release
-    released: Sequence[str] = ()  # the containers its last release gave back
     release_count = 0
     reselections = 0
     _waiting: "GangDoesNotFit | str" = ""   # the last placement's failure (its reason formatted when read)
@@ -283,7 +282,7 @@ class GangAcquisition:
                                         node_label=roles[p.role].node_label))
         if context.reporting:
             context.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
-                        f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
+                           f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
 
     def _to_place_again(self, now: float,
                         view_source: Callable[[], ClusterView]) -> tuple[ClusterView, dict[str, list[int]]] | None:
@@ -323,24 +322,24 @@ class GangAcquisition:
         context.reselected(self)
         context.report(f"gang {self.gang}: {slot.name} not granted on {slot.placement.host} after "
                        f"{context.settings.reselect_after_s:g}s ({slot.pending_reason or 'taken by another application'}); "
-                    f"selecting again")
+                       f"selecting again")
         slot.request_id, slot.placement, slot.pending_reason = None, None, ""
 
     def release_all(self, now: float, reason: str) -> list[str]:
         """Give back every container and cancel every ask; back off before asking again."""
         context = self.context
-        released = self.released = [s.container.container_id for s in self.granted]
+        released = [s.container.container_id for s in self.granted]
         context.releases.extend(released)
         context.cancels.extend(s.request_id for s in self.outstanding)
         self._clear()
         self.release_count += 1
-        context.released(self, now)
+        context.released(self, now, released)
         s = context.settings
         backoff = min(s.release_backoff_max_s, s.release_backoff_s * 2 ** (self.release_count - 1))
         backoff *= context.uniform(1 - s.release_jitter, 1 + s.release_jitter)
         self.not_before = now + backoff
         context.report(f"gang {self.gang}: released {len(released)} container(s): {reason}; "
-                    f"asking again in {backoff:.1f}s (release {self.release_count})")
+                       f"asking again in {backoff:.1f}s (release {self.release_count})")
         return released
 
     def abandon(self) -> None:

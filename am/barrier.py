@@ -426,14 +426,10 @@ class BarrierCoordinator:
                     and a.broken is None and _same_token(a.token, token)):   # what _check passes, alone
                 # nobody else can mismatch it or wait, no deadline ever runs, nothing of the epoch is
                 # kept: it is released (as _record and _release would) and the attempt moves on
-                stats = self._stats
-                stats.arrivals += 1
+                self._stats.arrivals += 1
                 if log.isEnabledFor(logging.INFO):
                     log.info("%s barrier epoch %d: task %d arrived (1/1)", a.barrier, epoch, task)
-                a.last_release = release = _BARRIER_RELEASES.get(epoch) or Released(epoch, BARRIER)
-                a.epoch = epoch + 1
-                stats.releases += 1
-                return release
+                return self._release(a, _BARRIER_RELEASES.get(epoch) or Released(epoch, BARRIER))
             a = self._check(job, gang, attempt, token, task, epoch)
             waiter, calls = self._arrive(a, Arrival(job, gang, attempt, token, task, epoch), callback)
         for told, outcome in calls:   # outside the lock (_deliver)

@@ -307,27 +307,21 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
 
     Most gangs are one task without ports: its variables are a copy of its shape's
     (:meth:`_GangShape.lone_template`) with the job's, the host's and the barrier's values set
-    in, the same variables in the same order as the general merge's (tests/property/test_launch_envs.py holds the two
-    to it)."""
+    in, the same variables in the same order as the general merge's (tests/property/test_launch_envs.py
+    holds the two to it); where the template cannot say it (a name set twice), the general merge does."""
     if len(tasks) == 1 and not kinds[0].listed:
         user = user or current_user()
         shape = _shape_of(job, roles, queue, user)
-        framework = f"{user}~{job.name}"
-        task = tasks[0]
-        host = task.host
         template = shape.lone_template(base or {}, tuple(barrier_env))
-        if template is not None:
+        if template is not None:   # (else a name is set twice in the merge: the general one below)
+            task = tasks[0]
             env = template.copy()
-            env["PAI_JOB_NAME"] = env["PAI_FRAMEWORK_NAME"] = framework
-            env[shape.first_host_list] = env[shape.first_host_ip] = host   # (no ports: the host alone)
+            env["PAI_JOB_NAME"] = env["PAI_FRAMEWORK_NAME"] = f"{user}~{job.name}"
+            env[shape.first_host_list] = env[shape.first_host_ip] = task.host   # (no ports: the host alone)
             env.update(barrier_env)
-        else:
-            env = {**(base or {}), "PAI_JOB_NAME": framework, "PAI_FRAMEWORK_NAME": framework, **shape.job_vars,
-                   shape.first_host_list: host, shape.first_host_ip: host,
-                   "PAI_TASK_ROLE_INSTANCES": shape.instances, **barrier_env, **shape.lone_own}
-        if task.gpu_milli:
-            env.update(gpu_share_env(task.gpu_milli))
-        return (), [env]
+            if task.gpu_milli:
+                env.update(gpu_share_env(task.gpu_milli))
+            return (), [env]
     shared = gang_env(job, roles, tasks, kinds, queue, user)
     if base:
         shared = {**base, **shared}

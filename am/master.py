@@ -313,14 +313,14 @@ class ApplicationMaster:
         acq.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang), growth)
         gang.state = ROLE_ACQUIRING if acq.by_request or acq.by_container else ROLE_WAITING
 
-    def acquisition_released(self, acq: GangAcquisition, now: float) -> None:
+    def acquisition_released(self, acq: GangAcquisition, now: float, containers: list[str]) -> None:
         """A gang's acquisition gave back what it held (its partial hold timed out): counted,
         and journaled (:class:`~gangmaster.am.acquisition.AcquisitionOwner`)."""
         gang = self._gang_of(acq)
         gang.record.releases += 1
         self.metrics.releases.inc()
         if self._journaling:
-            self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(acq.released),
+            self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(containers),
                                reason="partial hold timed out")
 
     def acquisition_reselected(self, acq: GangAcquisition) -> None:

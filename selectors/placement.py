@@ -218,16 +218,11 @@ class LonePick:
         walk = self.walk
         if walk is None or walk.key is not key:
             walk = self._walk(key)
-        if self.at_random:
-            found = walk.best(self.selector.keep(request, len(self.view)))
-            if not found:
-                raise _not_available(self.pipeline, self.view, request, Placement.nothing())
-            key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
-        else:
-            found = walk.best(1)
-            if not found:
-                raise _not_available(self.pipeline, self.view, request, Placement.nothing())
-            key, _, node = found[0]
+        found = walk.best(self.selector.keep(request, len(self.view)) if self.at_random else 1)
+        if not found:
+            raise _not_available(self.pipeline, self.view, request, Placement.nothing())
+        # (a random pick draws among the keep() best: at most those that fit)
+        key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
         gpus = self._gpus
         if gpus:
             free = self.view.gpu_free_mask.item(node)

@@ -4,6 +4,7 @@ fill metric — on a hand-made curve and through the real AM + RM path — check
 The fixtures under tests/fixtures/replay/openb/ are synthetic (no row of the real trace)."""
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from gangmaster.tools.replay.engine import ReplayOptions, replay
 from gangmaster.tools.replay.metrics import FillCurve, fill_bucket, fill_curve, fill_groups, unallocated_at_arrived
 from gangmaster.tools.replay.openb import (DEFAULT_NODE_FILE, Pods, default_nodes_file, fill_plan, read_openb_nodes,
                                            read_openb_pods, time_table)
-from gangmaster.tools.replay.queue_policy import DropQueue, Waiting, dropped, queue_for
+from gangmaster.tools.replay.queue_policy import DropQueue, dropped, queue_for
 from gangmaster.tools.replay.readers import detect_format, read_trace
 from gangmaster.tools.replay.trace import JobTable, TraceJob, TraceRole
 from gangmaster.tools.replay.trace_csv import BadRow, BadRows
@@ -135,11 +136,18 @@ def test_fill_refuses_pods_that_ask_no_gpu_and_a_bad_inflate():
 
 # ------------------------------------------------------------------ the drop policy
 
+class Pod(NamedTuple):
+    """A driver's record of a waiting job, as a queue policy reads it (order, shape)."""
+    order: int
+    shape: tuple
+    job: str
+
+
 def test_drop_queue_offers_each_job_once_and_hands_over_the_others():
     queue = queue_for("drop")
     assert isinstance(queue, DropQueue)
     for order in range(4):
-        queue.add(Waiting(order, (), 1, f"job{order}"))
+        queue.add(Pod(order, (), f"job{order}"))
     offered = []
     started = queue.run_pass(lambda w: offered.append(w.job) or w.order % 2 == 0)
     assert started == 2 and offered == ["job0", "job1", "job2", "job3"] and len(queue) == 0

@@ -20,23 +20,17 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Callable, Hashable, Iterator
+from typing import Callable, Hashable, Iterator, Protocol
 
 
-class Waiting:
-    """A job waiting in its queue: ``order`` is its place in submission order, ``shape``
-    what placing it depends on (read by the policies that index by shape: see
-    :attr:`FifoQueue.by_shape`). The policies read nothing else of what waits, so a driver
-    may queue its own record of a job that has those two fields (the replay engine's job
-    waits as itself) and is handed back that record."""
+class Waiting(Protocol):
+    """What a queue holds of a waiting job: ``order``, its place in submission order, and
+    ``shape``, what placing it depends on (read by the policies that index by shape: see
+    :attr:`FifoQueue.by_shape`). The policies read nothing else, so a driver queues its own
+    record of a job (the replay engine's job waits as itself) and is handed back that record."""
 
-    __slots__ = ("order", "shape", "gpus", "job")
-
-    def __init__(self, order: int, shape: Hashable, gpus: int, job: object):
-        self.order, self.shape, self.gpus, self.job = order, shape, gpus, job
-
-    def __repr__(self) -> str:
-        return f"Waiting(order={self.order}, shape={self.shape!r}, gpus={self.gpus})"
+    order: int
+    shape: Hashable
 
 
 TryStart = Callable[[Waiting], bool]

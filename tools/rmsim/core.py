@@ -1128,7 +1128,7 @@ class ResourceManager:
         if rec.expiry is not None:
             self._disarm_expiry(rec)
         rec.state, rec.exit_status, rec.diagnostics = state, int(exit_status), diagnostics
-        rec.finished_at = now = self.clock.now()
+        rec.finished_at = self.clock.now()
         app = self.apps[rec.app_id]
         app.containers.pop(rec.container_id, None)
         rec.held = stop and was_running and not self.node_manager.frees_at_once
@@ -1143,12 +1143,9 @@ class ResourceManager:
         if stop and was_running:
             rec.stopping = True
             self.node_manager.stop(rec)
-        listeners = self._heard.get("container_finished")
-        if listeners:   # (as _emit tells them, at the instant it finished: a replay hears of every one)
-            event = RMEvent(now, "container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
-                            ("{0.value} exit={1} {2}", state, exit_status, diagnostics))
-            for fn in listeners:
-                fn(event)
+        if "container_finished" in self._heard:   # (its detail formatted when read: a replay hears of every one)
+            self._emit("container_finished", rec.app_id, rec.container_id, self.ledger.hosts[rec.node],
+                       ("{0.value} exit={1} {2}", state, exit_status, diagnostics))
         if len(self.containers) > self._forget_containers_at:
             self._forget_old_containers()
 
