@@ -284,13 +284,20 @@ def test_on_a_busy_cluster_a_waiting_gang_is_diagnosed_at_most_once_per_explain_
 
 def test_a_live_run_serves_why_while_its_gang_waits_on_another_job_s_processes(tmp_path):
     import time
+    from gangmaster.am.journal import JOURNAL_FILE, read_records
     from gangmaster.tools.job_runner import LiveRuns
+
+    def launched(work_dir: Path) -> bool:
+        return any(r["kind"] == "launched" for r in read_records(work_dir / JOURNAL_FILE))
 
     runs = LiveRuns(_SMALL, tmp_path / "run", AMSettings(heartbeat_s=0.05, explain_after_s=0.2, metrics_port=0))
     try:
         runs.submit(parse_job(_job("holder", 8, 60).replace("commands: [train]", "commands: ['sleep 60']")),
                     tmp_path / "holder")
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30   # the holder's 8 tasks run (its journal says so) before the waiter asks
+        while not launched(tmp_path / "holder") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert launched(tmp_path / "holder"), "the holder's tasks were not all started within 30 s"
         runs.submit(parse_job(_job("waiter", 4, 60).replace("commands: [train]", "commands: ['true']")),
                     tmp_path / "waiter")
         deadline, d = time.monotonic() + 30, None
