@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from task_procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
@@ -118,11 +119,9 @@ def test_live_mpi_job_survives_a_killed_task_as_a_new_attempt(tmp_path):
         def waiting_in_gather() -> bool:
             return any(in_gather in log.read_text() for log in (work / "tasks").glob("*.log"))
 
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None and not waiting_in_gather():
-            time.sleep(0.1)
-        assert waiting_in_gather(), \
-            f"ranks 0-2 never waited in all_gather within 60 s (no {in_gather!r} in a task's log)"
+        wait_until(lambda: waiting_in_gather() or proc.poll() is not None, 60,
+                   f"ranks 0-2 to wait in all_gather ({in_gather!r} in a task's log)")
+        assert waiting_in_gather(), f"the run ended before ranks 0-2 waited in all_gather: {proc.communicate()}"
         pid = _task_pid(output, 3)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from task_procs import wait_until
 
 from gangmaster.am.barrier import TaskInfo
 from gangmaster.am.barrier_config import BarrierConfig
@@ -50,13 +51,13 @@ def finish(procs, timeout=30):
     return results
 
 
-def wait_for(predicate, timeout=15.0, what="condition"):
+def wait_for(predicate, timeout=15.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if predicate():
             return
         time.sleep(0.02)
-    raise AssertionError(f"{what} not reached within {timeout:g} s")
+    raise AssertionError("condition not reached in time")
 
 
 def open_gang(server, n, attempt=1, hosts=None, **kw):
@@ -89,7 +90,7 @@ def test_waiting_task_logs_progress_and_is_released_late(server, tmp_path):
                              cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: server.statistics().arrivals == 1)
     # each hold of 0.3 s ends "still waiting": the task logs so and sends its arrival again
-    wait_for(lambda: server.statistics().duplicate_arrivals >= 2, what="two re-sent arrivals of the early task")
+    wait_until(lambda: server.statistics().duplicate_arrivals >= 2, 15, "two re-sent arrivals of the early task")
     late = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **server.task_env(JOB, GANG, 1, 1)},
                             cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     (rc0, err0), (rc1, _) = finish([early, late])
@@ -209,7 +210,7 @@ def test_task_retries_until_the_coordinator_listens(tmp_path):
         t.start()
     try:
         # the tasks are calling a port nobody listens on, and retrying
-        wait_for(lambda: all(c.retries > 0 for c in ctxs), what="both tasks retrying before the coordinator listens")
+        wait_until(lambda: all(c.retries > 0 for c in ctxs), 15, "both tasks to retry before the coordinator listens")
         server.start()
         for t in threads:
             t.join(20)

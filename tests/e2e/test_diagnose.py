@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.request import urlopen
 
 import pytest
+from task_procs import wait_until
 
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import load_job, parse_job
@@ -294,10 +295,8 @@ def test_a_live_run_serves_why_while_its_gang_waits_on_another_job_s_processes(t
     try:
         runs.submit(parse_job(_job("holder", 8, 60).replace("commands: [train]", "commands: ['sleep 60']")),
                     tmp_path / "holder")
-        deadline = time.monotonic() + 30   # the holder's 8 tasks run (its journal says so) before the waiter asks
-        while not launched(tmp_path / "holder") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert launched(tmp_path / "holder"), "the holder's tasks were not all started within 30 s"
+        # the holder's 8 tasks run (its journal says so) before the waiter asks
+        wait_until(lambda: launched(tmp_path / "holder"), 30, "the holder's tasks to start")
         runs.submit(parse_job(_job("waiter", 4, 60).replace("commands: [train]", "commands: ['true']")),
                     tmp_path / "waiter")
         deadline, d = time.monotonic() + 30, None
