@@ -46,6 +46,9 @@ def add_parser(sub):
     local.add_argument("action", choices=("start", "stop", "status"))
     local.add_argument("--cluster", help=f"with start: the gangmaster cluster file, one NodeManager per node "
                                          f"(default: the embedded conf/clusters/{DEFAULT_CLUSTER}, 3 nodes)")
+    local.add_argument("--queues", help="with start: a gangmaster queue file (the format of `gangmaster rm "
+                                        "serve --queues`): each queue's limit becomes its maximum-capacity in the "
+                                        "capacity scheduler (default: one queue, default)")
     local.add_argument("--work-dir", default=DEFAULT_WORK_DIR,
                        help=f"the cluster's folder: configuration, state, logs, container dirs (default: "
                             f"./{DEFAULT_WORK_DIR}); the same for start, stop and status")
@@ -95,6 +98,11 @@ def _local_cluster(args) -> int:
         return 0
     path = args.cluster or conf_path(f"clusters/{DEFAULT_CLUSTER}")
     specs = load_cluster_specs(path)
+    queues = None
+    if args.queues:
+        from gangmaster.tools.rmsim.ledger import NodeLedger
+        from gangmaster.tools.rmsim.queues import load_queues
+        queues = load_queues(args.queues, NodeLedger(specs))
     if args.rm_port == 0 or args.nm_port == 0:
         return _fail("--rm-port and --nm-port need fixed ports (0 is not allowed here)", 2)
     started = time.monotonic()
@@ -104,7 +112,8 @@ def _local_cluster(args) -> int:
         lib = ensure_jars(args.hadoop_version, cache)
         print(f"jars ready after {time.monotonic() - started:.1f} s; starting the ResourceManager", flush=True)
         state = cluster.start(specs, Ports(args.rm_port, args.nm_port), lib=lib, version=args.hadoop_version,
-                              timeout_s=args.timeout, progress=lambda line: print(line, flush=True), source=str(path))
+                              timeout_s=args.timeout, progress=lambda line: print(line, flush=True), source=str(path),
+                              queues=queues)
     except YarnUnavailable as exc:
         return _fail(f"cannot start: {exc}", 2)
     except ClusterStartError as exc:

@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -114,6 +115,10 @@ def test_status_says_which_daemon_is_dead(tmp_path, capsys):
     done.wait()
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"{tmp_path}/conf/nm:lib"])
     try:
+        deadline = time.monotonic() + 10
+        while b"conf/nm:lib" not in Path(f"/proc/{live.pid}/cmdline").read_bytes():   # until it has exec'd
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         state = {"version": "3.4.2", "ports": {"rm": 20030, "first_nm": 20100}, "nodes": {}, "daemons": {
             "resourcemanager": {"pid": done.pid, "conf": f"{tmp_path}/conf/rm", "log": "rm.log", "main": "x"},
             "nodemanager n1": {"pid": live.pid, "conf": f"{tmp_path}/conf/nm", "log": "n1.log", "main": "x"}}}
@@ -131,3 +136,32 @@ def test_status_says_which_daemon_is_dead(tmp_path, capsys):
 def test_status_of_an_empty_folder(tmp_path, capsys):
     assert main(["yarn", "local-cluster", "status", "--work-dir", str(tmp_path)]) == 1
     assert "no local YARN cluster" in capsys.readouterr().out
+
+
+def _queues(*queues):
+    from gangmaster.tools.rmsim.queues import Queue
+    return [Queue(name, **limits) for name, limits in queues]
+
+
+@pytest.mark.parametrize("queues,expected", [
+    # one machine's worth of three (memory, vcores and GPUs all 1/3), GPUs only 4 of 12: a spare queue takes the rest
+    (_queues(("research", dict(max_mem=4096, max_mvc=4000, max_gpus=4)), ("batch", dict(max_gpus=4))),
+     {"research": (33.333, 33.333), "batch": (33.333, 33.333), lc.SPARE_QUEUE: (33.334, 33.333)}),
+    # limits that add up to more than the cluster: guarantees scaled to 100, maxima kept
+    (_queues(("a", dict(max_mem=8192)), ("b", dict(max_mem=8192))), {"a": (50.0, 66.667), "b": (50.0, 66.667)}),
+    # no limit at all: the whole cluster; the dominant share of a mixed limit
+    (_queues(("all", {}),), {"all": (100.0, 100.0)}),
+    (_queues(("x", dict(max_mem=12288, max_gpus=6)), ("y", dict(max_mvc=6000))), {"x": (66.667, 100.0),
+                                                                                "y": (33.333, 50.0)}),
+])
+def test_queue_capacities(queues, expected):
+    capacities = lc.queue_capacities(queues, SPECS)
+    assert capacities == expected
+    assert sum(c for c, _ in capacities.values()) == pytest.approx(100, abs=1e-9)
+
+
+def test_capacity_scheduler_lists_the_queues():
+    props = lc.capacity_scheduler(_queues(("a", dict(max_gpus=6)), ("b", dict(max_gpus=6))), SPECS)
+    assert props["yarn.scheduler.capacity.root.queues"] == "a,b"
+    assert props["yarn.scheduler.capacity.root.a.capacity"] == "50"
+    assert lc.capacity_scheduler()["yarn.scheduler.capacity.root.queues"] == "default"

@@ -17,7 +17,8 @@ What the configuration says (:func:`yarn_site`):
   from the cluster file; no GPU plugin runs (nothing pins devices: the AM exports
   ``CUDA_VISIBLE_DEVICES`` itself); memory and vcores as declared;
 * the capacity scheduler with the DominantResourceCalculator (GPUs count), one queue
-  ``default``; short NM/AM liveness expiries so a lost node or AM shows in seconds.
+  ``default`` or the queues of a gangmaster queue file (:func:`queue_capacities`); short
+  NM/AM liveness expiries so a lost node or AM shows in seconds.
 
 It is for trying gangmaster on YARN and for tests, not for production: no security
 (``simple``; YARN still demands token SASL on its AM and NM ports), containers run as
@@ -41,6 +42,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.tools.rmsim.queues import UNLIMITED
 
 DEFAULT_HADOOP_VERSION = "3.4.2"
 #: the versions this pom was checked with; another may be given but is untried
@@ -218,16 +220,51 @@ def _vcores(spec: NodeSpec) -> int:
     return max(1, int(round(spec.vcores)))
 
 
-def capacity_scheduler() -> dict[str, object]:
-    return {
-        "yarn.scheduler.capacity.root.queues": "default",
-        "yarn.scheduler.capacity.root.default.capacity": 100,
-        "yarn.scheduler.capacity.root.default.maximum-capacity": 100,
+#: the queue that takes the capacity the file's queues leave (YARN's capacities must add up to 100 %)
+SPARE_QUEUE = "gangmaster-spare"
+
+
+def queue_capacities(queues: list, specs: list[NodeSpec]) -> dict[str, tuple[float, float]]:
+    """Each queue's capacity and maximum-capacity in percent of the cluster, from gangmaster's
+    queue limits (:mod:`gangmaster.tools.rmsim.queues`).
+
+    A queue's limit becomes its maximum-capacity: its dominant share of the cluster (the
+    largest limit/total over memory, vcores and GPUs it limits; 100 % when it limits none).
+    Guaranteed capacities must add up to 100 %: the maxima scaled down to do so when they
+    add up to more; when they add up to less, a queue :data:`SPARE_QUEUE` that nobody
+    submits to takes the rest. YARN applies a percentage to every resource alike: a queue
+    limited in GPUs only is held to the same share of memory and vcores."""
+    total = (sum(s.memory_mb for s in specs), sum(_vcores(s) for s in specs) * 1000, sum(s.gpus for s in specs))
+    shares = {}
+    for q in queues:
+        fractions = [limit / whole for limit, whole in zip((q.max_mem, q.max_mvc, q.max_gpus), total)
+                     if whole and limit < UNLIMITED]
+        shares[q.name] = min(1.0, max(fractions, default=1.0))
+    whole = sum(shares.values())
+    if whole < 1.0 - 1e-9:
+        shares[SPARE_QUEUE] = 1.0 - whole
+        whole = 1.0
+    out = {name: (round(100 * share / whole, 3), round(100 * share, 3)) for name, share in shares.items()}
+    last = list(out)[-1]          # rounding: the last one makes the sum exactly 100
+    out[last] = (round(100 - sum(c for name, (c, _) in out.items() if name != last), 3), out[last][1])
+    return out
+
+
+def capacity_scheduler(queues: list | None = None, specs: list[NodeSpec] | None = None) -> dict[str, object]:
+    """``capacity-scheduler.xml``: one queue ``default`` (no ``queues``), or the queues of a
+    gangmaster queue file (:func:`queue_capacities`); GPUs counted by the DominantResourceCalculator."""
+    capacities = queue_capacities(queues, specs) if queues else {"default": (100.0, 100.0)}
+    props: dict[str, object] = {"yarn.scheduler.capacity.root.queues": ",".join(capacities)}
+    for name, (capacity, maximum) in capacities.items():
+        props[f"yarn.scheduler.capacity.root.{name}.capacity"] = f"{capacity:g}"
+        props[f"yarn.scheduler.capacity.root.{name}.maximum-capacity"] = f"{max(maximum, capacity):g}"
+    props.update({
         "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
         "yarn.scheduler.capacity.resource-calculator":
             "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
         "yarn.scheduler.capacity.node-locality-delay": 0,
-    }
+    })
+    return props
 
 
 def core_site(work_dir: Path) -> dict[str, object]:
@@ -270,6 +307,7 @@ class LocalCluster:
         #: the daemons this object started, by name: while starting, liveness is asked of
         #: them (a fresh child's /proc cmdline is still Python's until it execs java)
         self._procs: dict[str, subprocess.Popen] = {}
+        self._scheduler = capacity_scheduler()
 
     @property
     def state_path(self) -> Path:
@@ -293,7 +331,7 @@ class LocalCluster:
 
     def start(self, specs: list[NodeSpec], ports: Ports = Ports(), lib: Path | None = None,
               version: str = DEFAULT_HADOOP_VERSION, timeout_s: float = START_TIMEOUT_S,
-              progress=lambda line: None, source: str = "cluster file") -> dict:
+              progress=lambda line: None, source: str = "cluster file", queues: list | None = None) -> dict:
         """Write the configuration, start the RM and one NM per node, wait for every NM RUNNING."""
         check_specs(specs, source)
         if self.running():
@@ -306,6 +344,7 @@ class LocalCluster:
         daemons: dict[str, dict] = {}
         state = {"version": version, "lib": str(lib), "ports": asdict(ports), "source": source,
                  "daemons": daemons, "nodes": {}}
+        self._scheduler = capacity_scheduler(queues, specs)
         self._write_conf("rm", yarn_site(specs, self.work_dir, ports))
         started = time.monotonic()
         daemons["resourcemanager"] = self._spawn("resourcemanager", "rm", RM_MAIN, lib)
@@ -335,7 +374,7 @@ class LocalCluster:
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "yarn-site.xml").write_text(_xml(yarn))
         (conf / "core-site.xml").write_text(_xml(core_site(self.work_dir)))
-        (conf / "capacity-scheduler.xml").write_text(_xml(capacity_scheduler()))
+        (conf / "capacity-scheduler.xml").write_text(_xml(self._scheduler))
         (conf / "resource-types.xml").write_text(_xml({"yarn.resource-types": GPU}))
         (conf / "log4j.properties").write_text(LOG4J)
 
