@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from gangmaster.tools.yarn.credentials import (AMRM_TOKEN_KIND, PROTOBUF, WRITABLE, Credentials, Token,
-                                               TokenFileError, parse_credentials, read_credentials, read_vlong,
-                                               serialize_credentials, write_vlong)
+                                               TokenFileError, parse_credentials, read_credentials,
+                                               serialize_credentials)
+from gangmaster.tools.yarn.varints import decode_varint, encode_varint, read_vlong, write_vlong
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "yarn"
 
@@ -47,9 +48,21 @@ def test_vlong_writes_hadoops_bytes(value, encoded):
 
 def test_vlong_is_not_a_protobuf_varint():
     # protobuf would write 128 as 80 01 and read 8f 80 as 15 (8f & 0x7f) with a continuation
-    from google.protobuf.internal.encoder import _VarintBytes
-    assert _VarintBytes(128).hex() == "8001" != write_vlong(128).hex()
+    assert encode_varint(128).hex() == "8001" != write_vlong(128).hex()
     assert read_vlong(io.BytesIO(bytes.fromhex("8f80"))) == 128
+
+
+@pytest.mark.parametrize("value,encoded", [(0, "00"), (1, "01"), (127, "7f"), (128, "8001"), (300, "ac02"),
+                                           (2**32 - 33, "dfffffff0f"), (2**64 - 1, "ffffffffffffffffff01")])
+def test_protobuf_varint(value, encoded):
+    assert encode_varint(value).hex() == encoded
+    assert decode_varint(b"\x00" + bytes.fromhex(encoded), 1) == (value, 1 + len(encoded) // 2)
+
+
+@pytest.mark.parametrize("data,error", [(b"\x80", EOFError), (b"\xff" * 11, ValueError)])
+def test_bad_varints(data, error):
+    with pytest.raises(error):
+        decode_varint(data, 0)
 
 
 def test_truncated_vlong_is_an_error():

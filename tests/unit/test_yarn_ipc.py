@@ -11,13 +11,12 @@ import struct
 import threading
 
 import pytest
-from google.protobuf.internal.decoder import _DecodeVarint
-from google.protobuf.internal.encoder import _VarintBytes
 
 from gangmaster.tools.yarn.credentials import Token
 from gangmaster.tools.yarn.ipc import AM_PROTOCOL, IpcConnection, IpcError, RemoteError, frame, split_delimited
 from gangmaster.tools.yarn.proto import hadoop_common_pb2 as common
 from gangmaster.tools.yarn.proto import yarn_pb2 as yarn
+from gangmaster.tools.yarn.varints import decode_varint, encode_varint
 
 Sasl = common.RpcSaslProto
 TOKEN = Token(b"\x0a\x0d\x0a\x09\x08\x04\x10\xa6identifier", b"sekrit-password", "YARN_AM_RM_TOKEN", "")
@@ -187,8 +186,8 @@ def test_frames_are_length_prefixed_delimited_protobufs():
     data = frame(header, body)
     (length,) = struct.unpack(">i", data[:4])
     assert length == len(data) - 4
-    size, pos = _DecodeVarint(data, 4)
-    assert data[4:pos] == _VarintBytes(header.ByteSize())
+    size, pos = decode_varint(data, 4)
+    assert data[4:pos] == encode_varint(header.ByteSize()) and size == header.ByteSize()
     assert split_delimited(data[4:]) == [header.SerializeToString(), body.SerializeToString()]
 
 

@@ -165,3 +165,20 @@ def test_capacity_scheduler_lists_the_queues():
     assert props["yarn.scheduler.capacity.root.queues"] == "a,b"
     assert props["yarn.scheduler.capacity.root.a.capacity"] == "50"
     assert lc.capacity_scheduler()["yarn.scheduler.capacity.root.queues"] == "default"
+
+
+def test_a_nodemanager_that_never_registers_is_named_with_its_log(tmp_path, monkeypatch):
+    cluster = lc.LocalCluster(tmp_path)
+    (tmp_path / "n2.log").write_text("starting\njava.net.BindException: Address already in use\n")
+    cluster._save({"ports": {"rm": 20030, "first_nm": 20100}, "nodes": {
+        "yarn-000": {"rpc_port": 20100}, "yarn-001": {"rpc_port": 20110}, "yarn-002": {"rpc_port": 20120}},
+        "daemons": {"nodemanager yarn-001": {"pid": 1, "conf": "c", "log": str(tmp_path / "n2.log"), "main": "x"}}})
+    monkeypatch.setattr(cluster, "node_states", lambda: {20100: "RUNNING", 20120: "RUNNING"})
+    lines = []
+    with pytest.raises(lc.ClusterStartError) as info:
+        cluster._wait_nodes(SPECS, timeout_s=0.2, started=time.monotonic(), progress=lines.append)
+    message = str(info.value)
+    assert message.startswith("nodemanager yarn-001 (127.0.0.1:20110) never came RUNNING within 0 s "
+                              "(2/3 NodeManager(s) RUNNING; waiting for yarn-001)")
+    assert message.endswith("  java.net.BindException: Address already in use")
+    assert lines == ["2/3 NodeManager(s) RUNNING (0 s)"]

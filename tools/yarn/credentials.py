@@ -10,20 +10,17 @@ format byte, then the body:
   A ``Text`` is a ``vint`` length + UTF-8.
 * format 1, PROTOBUF: one length-delimited ``CredentialsProto`` (protobuf's own varint).
 
-Hadoop's ``vint``/``vlong`` (``WritableUtils``) is **not** protobuf's varint: a value in
--112..127 is one byte; anything else is a byte that gives the sign and the count of
-big-endian bytes that follow (-113..-120 positive, -121..-128 negative, as the one's
-complement). Reading it as a varint only works below 128, so it is done here by the rule.
+The ``vint`` lengths are Hadoop's own, not protobuf's varints (:mod:`.varints`).
 """
 from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
 
-from google.protobuf.internal.decoder import _DecodeVarint
 from google.protobuf.message import DecodeError
 
 from .proto import hadoop_common_pb2 as common
+from .varints import decode_varint, encode_varint, read_exactly, read_vlong, write_vlong
 
 MAGIC = b"HDTS"
 WRITABLE, PROTOBUF = 0, 1
@@ -67,42 +64,6 @@ class Credentials:
         return next((t for t in self.tokens.values() if t.kind == kind), None)
 
 
-# ------------------------------------------------------------------ Hadoop vint / vlong
-def read_vlong(stream: io.BufferedIOBase) -> int:
-    """One Hadoop ``WritableUtils.readVLong`` value from ``stream``."""
-    first = _byte(stream)
-    first = first - 256 if first > 127 else first
-    if first >= -112:
-        return first
-    size = (-119 - first) if first < -120 else (-111 - first)   # bytes after the first
-    value = int.from_bytes(_exactly(stream, size - 1), "big")
-    return ~value if first < -120 else value
-
-
-def write_vlong(value: int) -> bytes:
-    """``value`` as Hadoop's ``WritableUtils.writeVLong`` writes it (the inverse of :func:`read_vlong`)."""
-    if not -(1 << 63) <= value < (1 << 63):
-        raise ValueError(f"{value} does not fit a Hadoop vlong (64 bits)")
-    if -112 <= value <= 127:
-        return bytes([value & 0xFF])
-    negative = value < 0
-    magnitude = ~value if negative else value
-    size = (magnitude.bit_length() + 7) // 8
-    first = (-120 if negative else -112) - size
-    return bytes([first & 0xFF]) + magnitude.to_bytes(size, "big")
-
-
-def _byte(stream) -> int:
-    return _exactly(stream, 1)[0]
-
-
-def _exactly(stream, n: int) -> bytes:
-    data = stream.read(n)
-    if len(data) != n:
-        raise EOFError(f"{n} byte(s) expected at offset {stream.tell() - len(data)}, {len(data)} left")
-    return data
-
-
 def _length(stream, what: str) -> int:
     n = read_vlong(stream)
     if not 0 <= n <= MAX_FIELD_BYTES:
@@ -111,7 +72,7 @@ def _length(stream, what: str) -> int:
 
 
 def _blob(stream, what: str) -> bytes:
-    return _exactly(stream, _length(stream, what))
+    return read_exactly(stream, _length(stream, what))
 
 
 def _text(stream, what: str) -> str:
@@ -159,7 +120,7 @@ def _parse_writable(stream) -> Credentials:
 
 
 def _parse_protobuf(body: bytes) -> Credentials:
-    size, start = _DecodeVarint(body, 0)
+    size, start = decode_varint(body, 0)
     if start + size > len(body):
         raise EOFError(f"a CredentialsProto of {size} bytes expected, {len(body) - start} left")
     proto = common.CredentialsProto.FromString(body[start:start + size])
@@ -174,7 +135,7 @@ def serialize_credentials(creds: Credentials, fmt: int = WRITABLE) -> bytes:
             tokens=[common.CredentialsKVProto(alias=a, token=t.to_proto()) for a, t in creds.tokens.items()],
             secrets=[common.CredentialsKVProto(alias=a, secret=s) for a, s in creds.secrets.items()])
         body = proto.SerializeToString()
-        return MAGIC + bytes([PROTOBUF]) + _varint(len(body)) + body
+        return MAGIC + bytes([PROTOBUF]) + encode_varint(len(body)) + body
     out = [MAGIC, bytes([WRITABLE]), write_vlong(len(creds.tokens))]
     for alias, t in creds.tokens.items():
         out += [_w_text(alias), _w_blob(t.identifier), _w_blob(t.password), _w_text(t.kind), _w_text(t.service)]
@@ -190,12 +151,3 @@ def _w_blob(data: bytes) -> bytes:
 
 def _w_text(text: str) -> bytes:
     return _w_blob(text.encode("utf-8"))
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)

@@ -26,13 +26,12 @@ import struct
 import uuid
 from typing import TypeVar
 
-from google.protobuf.internal.decoder import _DecodeVarint
-from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError, Message
 
 from .credentials import Token
 from .digest_md5 import DigestMD5Client, DigestMD5Error
 from .proto import hadoop_common_pb2 as common
+from .varints import decode_varint, encode_varint
 
 CONNECTION_HEADER = b"hrpc" + bytes([9, 0, 0xDF])   # version 9, service class 0, SASL
 SASL_CALL_ID = -33
@@ -72,7 +71,7 @@ def _int32(value: int) -> int:
 
 
 def delimited(*messages: Message) -> bytes:
-    return b"".join(_VarintBytes(m.ByteSize()) + m.SerializeToString() for m in messages)
+    return b"".join(encode_varint(m.ByteSize()) + m.SerializeToString() for m in messages)
 
 
 def frame(*messages: Message) -> bytes:
@@ -86,8 +85,8 @@ def split_delimited(body: bytes) -> list[bytes]:
     parts, pos = [], 0
     while pos < len(body):
         try:
-            size, pos = _DecodeVarint(body, pos)
-        except (IndexError, DecodeError):
+            size, pos = decode_varint(body, pos)
+        except (EOFError, ValueError):
             raise IpcError(f"a truncated length at byte {pos} of a {len(body)}-byte frame") from None
         if pos + size > len(body):
             raise IpcError(f"a {size}-byte message at byte {pos} of a {len(body)}-byte frame")

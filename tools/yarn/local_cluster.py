@@ -33,9 +33,7 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
-import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
