@@ -14,9 +14,9 @@ from gangmaster.tools.yarn.varints import decode_varint, encode_varint, read_vlo
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "yarn"
 
-# value, the bytes of Hadoop's WritableUtils.writeVLong (worked by its rule: one byte for
-# -112..127; else a first byte -113..-120 (positive) or -121..-128 (negative, one's
-# complement) giving how many big-endian bytes follow)
+# value, the bytes of Hadoop's WritableUtils.writeVLong (one byte for -112..127; else a first
+# byte -113..-120 (positive) or -121..-128 (negative, one's complement) giving how many
+# big-endian bytes follow), as Hadoop 3.4.2's own WritableUtils wrote them
 VLONGS = [
     (0, "00"),
     (1, "01"),
@@ -77,6 +77,24 @@ def test_a_real_nodemanagers_token_file():
     assert token is not None and list(creds.tokens) == [""]
     assert len(token.identifier) == 26 and len(token.password) == 20
     assert token.service == "" and creds.secrets == {}
+
+
+# written by Hadoop 3.4.2's Credentials.writeTokenStorageToStream in both formats: one token
+# (a 300-byte identifier 0, 1, ... 255, 0, ..., a 128-byte password) and one secret key
+JAVA_CREDENTIALS = Credentials(
+    {"amrm": Token(bytes(i % 256 for i in range(300)), (b"password-of-128-bytes" * 7)[:128], AMRM_TOKEN_KIND,
+                   "127.0.0.1:8030")},
+    {"key": b"\x01\x02\x03"})
+
+
+@pytest.mark.parametrize("name", ["java-3.4.2-writable.tokens", "java-3.4.2-protobuf.tokens"])
+def test_files_hadoop_wrote(name):
+    assert read_credentials(str(FIXTURES / name)) == JAVA_CREDENTIALS
+
+
+@pytest.mark.parametrize("fmt,name", [(WRITABLE, "java-3.4.2-writable.tokens"), (PROTOBUF, "java-3.4.2-protobuf.tokens")])
+def test_written_as_hadoop_writes_them(fmt, name):
+    assert serialize_credentials(JAVA_CREDENTIALS, fmt) == (FIXTURES / name).read_bytes()
 
 
 def _creds(id_len: int, pw_len: int, secret_len: int) -> Credentials:
