@@ -9,9 +9,9 @@ import sys
 import textwrap
 from dataclasses import replace
 
-from gangmaster.conf.limits import MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS
+from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS
 from gangmaster.selectors.selector import UnknownSelector, get_selector
-from gangmaster.tools.arg_types import count, counts, real, seed
+from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
 
 from .replay import clusters, openb
 from .replay.comparison import Comparison, SweepPoint, metrics_document
@@ -27,6 +27,8 @@ from .replay.trace_csv import ON_BAD_ROW, BadRows, parse_window
 
 DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_INFER = "mean"
+#: ``--nodes``: a generated cluster's nodes, as many as the RM takes.
+NODE_COUNT = count(1, MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES")
 
 
 def _non_negative_seconds(maximum: float):
@@ -107,13 +109,14 @@ def add_parser(sub):
             "ResourceManager and Selector plugins as a real run, in virtual time, once per --selector and --seed, "
             "and compare the outcomes.", 88),
         epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    allow_negative_values(p)   # --capacity-sweep -3,4: the count says what is wrong, not argparse
     p.add_argument("trace", metavar="TRACE", help="the trace file")
     p.add_argument("--format", choices=FORMATS, help="the trace's format (default: from its header, or "
                                                      "native for .yaml)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--cluster", metavar="FILE", help="cluster YAML, or a Tiresias cluster spec (.csv)")
     where.add_argument("--preset", metavar="NAME", help=f"one of: {', '.join(clusters.PRESETS)}")
-    where.add_argument("--nodes", type=count(1), metavar="N", help="N nodes of --gpus-per-node GPUs")
+    where.add_argument("--nodes", type=NODE_COUNT, metavar="N", help="N nodes of --gpus-per-node GPUs")
     where.add_argument("--infer", choices=("peak", "mean"), help="size the cluster from the trace")
     p.add_argument("--gpus-per-node", type=count(1, 64), metavar="G",
                    help=f"GPUs of each node for --nodes, --infer and --capacity-sweep (default {DEFAULT_GPUS_PER_NODE})")
@@ -136,7 +139,7 @@ def add_parser(sub):
                         "seconds otherwise (default: all, or the preset's)")
     p.add_argument("--time-scale", type=real(0, 1000, low_open=True), default=1.0, metavar="F",
                    help="multiply submit times by F (> 1 spreads arrivals out: less load; default 1)")
-    p.add_argument("--capacity-sweep", type=counts, metavar="N,N,...",
+    p.add_argument("--capacity-sweep", type=count_list(1, MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES"), metavar="N,N,...",
                    help="also replay on clusters of these node counts (of --gpus-per-node GPUs) for a load sweep")
     p.add_argument("--seed", nargs="+", type=seed, default=[0], metavar="N",
                    help="seeds of the tie-breaking orders; several: medians and IQR (default 0)")

@@ -124,6 +124,23 @@ def test_bad_option_values_exit_2_at_parse_time(capsys, argv):
     assert caught.value.code == 2
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--nodes", "0"], "argument --nodes: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got 0"),
+    (["--nodes", "4", "--capacity-sweep", "10000000"],
+     "argument --capacity-sweep: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got 10000000"),
+    (["--nodes", "4", "--capacity-sweep", "0,4"],
+     "argument --capacity-sweep: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got 0 in '0,4'"),
+    (["--nodes", "4", "--capacity-sweep", "-3,4"],
+     "argument --capacity-sweep: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got -3 in '-3,4'"),
+    (["--nodes", "4", "--capacity-sweep", "4,-3"],
+     "argument --capacity-sweep: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got -3 in '4,-3'"),
+])
+def test_a_node_count_out_of_range_names_the_flag_given_and_the_real_limit(capsys, argv, message):
+    with pytest.raises(SystemExit) as caught:
+        main(["replay", TRACE, *argv])
+    assert caught.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_help_explains_every_figure(capsys):
     with pytest.raises(SystemExit):
         main(["replay", "--help"])
