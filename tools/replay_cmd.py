@@ -21,7 +21,7 @@ from .replay.pages import fill_rows, is_fill, not_drawn, summary_rows
 from .replay.progress import ProgressBar
 from .replay.queue_policy import QUEUE_POLICIES
 from .replay.readers import DATED_FORMATS, FORMATS, detect_format, read_trace
-from .replay.report import write_report
+from .replay.report import report_folder, write_report
 from .replay.trace import JobTable
 from .replay.trace_csv import ON_BAD_ROW, BadRows, parse_window
 
@@ -96,9 +96,12 @@ Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
 output: a table on stdout (--json: metrics.json's document instead). --report DIR
 writes metrics.json, jobs.csv, timeline.csv, figures (with matplotlib: pip install -e
 '.[plots]'), report.html and report.md. The same inputs give the same files byte for
-byte, except the wall-time figures (wall_s and cost in metrics.json).
+byte, except the wall-time figures (wall_s and cost in metrics.json). DIR is checked
+before the replay; the files are written aside and moved in, so an interrupted run leaves
+the earlier report or this run's whole one (a kill during the moves: a file INCOMPLETE);
+an earlier report's files this run does not write are removed, other files kept.
 Exit status 0 when every replay ran, 2 on bad input (the message names the file, line
-and field)."""
+and field), 130 when interrupted (Ctrl-C)."""
 
 
 def add_parser(sub):
@@ -161,6 +164,15 @@ def _bad(message: str) -> int:
 
 
 def run(args) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("gangmaster replay: interrupted" + (f"; {args.report} holds this run's whole report or none of it"
+                                                  if args.report else ""), file=sys.stderr)
+        return 130
+
+
+def _run(args) -> int:
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     if args.gpus_per_node is not None and not (args.nodes or args.infer or args.capacity_sweep):
         return _bad("--gpus-per-node goes with --nodes, --infer or --capacity-sweep")
@@ -178,6 +190,8 @@ def run(args) -> int:
         return _bad("--capacity-sweep replays on clusters of N nodes of --gpus-per-node GPUs; "
                     "it does not go with --cluster or --preset")
 
+    if args.report:
+        report_folder(args.report)   # a folder the report cannot go to is refused before the replay
     trace_format = args.format or detect_format(args.trace)
     if trace_format == "openb":
         return _run_openb(args, say)
@@ -241,6 +255,9 @@ def _conclude(comparison: Comparison, args, say) -> int:
     if args.report:
         files = write_report(comparison, args.report, document)
         say(f"report: {files.folder / 'report.html'} ({', '.join(files.written)})")
+        if files.replaced:
+            say(f"  replaced the earlier report in {files.folder}"
+                + (f"; removed its {', '.join(files.removed)}, which this run does not write" if files.removed else ""))
         for line in not_drawn(files.skipped_figures):
             say(f"  not drawn: {line}")
     return 0
