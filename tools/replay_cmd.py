@@ -148,8 +148,9 @@ def add_parser(sub):
                    help="seeds of the tie-breaking orders; several: medians and IQR (default 0)")
     p.add_argument("--heartbeat", type=_non_negative_seconds(MAX_HEARTBEAT_S), default=0.0, metavar="S",
                    help="AM/RM heartbeat, s: 0 reacts at each event (default); > 0 shows what latency costs")
-    p.add_argument("--measure-trim", type=real(0, 0.5, high_open=True), default=DEFAULT_TRIM, metavar="F",
-                   help=f"share of jobs left out at each end of the submit order (default {DEFAULT_TRIM})")
+    p.add_argument("--measure-trim", type=real(0, 0.5, high_open=True), metavar="F",
+                   help=f"share of jobs left out at each end of the submit order (default {DEFAULT_TRIM}, or the "
+                        "preset's: philly-helios-11vc measures every job, as Helios does)")
     p.add_argument("--on-bad-row", choices=ON_BAD_ROW, default="stop",
                    help="stop at the first bad trace row (default), or skip bad rows and say how many")
     p.add_argument("--report", metavar="DIR", help="write the report folder")
@@ -229,7 +230,7 @@ def _run(args) -> int:
         say(f"  source: {cluster.source}")
     interactive = not args.json and sys.stderr.isatty()
     results = _replays(lambda _: table, cluster, base, args.selector, args.seed, interactive, "")
-    measured = _measured(results, args)
+    measured = _measured(results, args, preset)
     sweep = []
     for nodes in args.capacity_sweep or ():
         point = clusters.sized(nodes, gpus_per_node)
@@ -240,9 +241,18 @@ def _run(args) -> int:
     return _conclude(comparison, args, say)
 
 
-def _measured(results, args):
+def _measured(results, args, preset: clusters.Preset | None = None):
+    """The measurement window: ``--measure-trim``, else the preset's, else the default; it
+    says which."""
     submits = [job.submit_s for job in results[args.selector[0]][args.seed[0]].jobs]
-    return measurement_window(submits, args.measure_trim)
+    if args.measure_trim is not None:
+        trim, set_by = args.measure_trim, f"--measure-trim {args.measure_trim:g}"
+    elif preset is not None and preset.measure_trim is not None:
+        trim = preset.measure_trim
+        set_by = f"--measure-trim {trim:g} of the preset {preset.name}: {preset.measure_trim_why}"
+    else:
+        trim, set_by = DEFAULT_TRIM, f"--measure-trim {DEFAULT_TRIM:g}, the default"
+    return measurement_window(submits, trim, set_by)
 
 
 def _conclude(comparison: Comparison, args, say) -> int:
