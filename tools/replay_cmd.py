@@ -9,7 +9,8 @@ import sys
 import textwrap
 from dataclasses import replace
 
-from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS
+from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS,
+                                    MAX_SWEEP_POINTS)
 from gangmaster.selectors.selector import UnknownSelector, get_selector
 from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
 
@@ -27,8 +28,9 @@ from .replay.trace_csv import ON_BAD_ROW, BadRows, parse_window
 
 DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_INFER = "mean"
-#: ``--nodes``: a generated cluster's nodes, as many as the RM takes.
+#: ``--nodes`` and ``--capacity-sweep``: a generated cluster's nodes, as many as the RM takes.
 NODE_COUNT = count(1, MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES")
+NODE_COUNTS = count_list(1, MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES")
 
 
 def _non_negative_seconds(maximum: float):
@@ -142,7 +144,7 @@ def add_parser(sub):
                         "seconds otherwise (default: all, or the preset's)")
     p.add_argument("--time-scale", type=real(0, 1000, low_open=True), default=1.0, metavar="F",
                    help="multiply submit times by F (> 1 spreads arrivals out: less load; default 1)")
-    p.add_argument("--capacity-sweep", type=count_list(1, MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES"), metavar="N,N,...",
+    p.add_argument("--capacity-sweep", type=NODE_COUNTS, metavar="N,N,...",
                    help="also replay on clusters of these node counts (of --gpus-per-node GPUs) for a load sweep")
     p.add_argument("--seed", nargs="+", type=seed, default=[0], metavar="N",
                    help="seeds of the tie-breaking orders; several: medians and IQR (default 0)")

@@ -113,7 +113,8 @@ def test_the_helios_preset_measures_every_job_unless_measure_trim_is_given(tmp_p
     assert f"window: {window}, t " in capsys.readouterr().out
     run = json.loads((tmp_path / "r" / "metrics.json").read_text())["run"]["window"]
     assert run["trim"] == trim and run["text"].startswith(window)
-    assert window in (tmp_path / "r" / "report.md").read_text() and window in (tmp_path / "r" / "report.html").read_text()
+    for page in ("report.md", "report.html"):
+        assert window in (tmp_path / "r" / page).read_text(), page
 
 
 def test_without_a_preset_the_window_says_the_trim_is_the_default(capsys):

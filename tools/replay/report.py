@@ -17,7 +17,7 @@ Same inputs, same files, byte for byte, except the wall-time figures (``wall_s``
 ``cost`` in metrics.json, and the summary tables' "wall" column that shows them).
 
 **One run's report, whole or recognisably not.** :func:`report_folder` checks the folder
-(makes it, and makes and removes a file in it) before anything is replayed, so a folder the
+(makes it, and makes and removes a folder in it) before anything is replayed, so a folder the
 report cannot go to is refused before the work, not after. The files are written into a
 hidden folder inside it (``.report-partial-*``: whatever a kill leaves there is plainly not
 a report) and then moved into place one by one, :data:`INCOMPLETE` standing in the folder
@@ -73,7 +73,7 @@ class ReportFiles:
 
 
 def report_folder(folder: str | Path) -> Path:
-    """``folder``, made if need be, once a file could be made in it: a ConfigError (exit 2)
+    """``folder``, made if need be, once a folder could be made in it: a ConfigError (exit 2)
     naming it otherwise. Called before the replay, so the work is not lost to a bad ``--report``."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
