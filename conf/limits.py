@@ -123,7 +123,9 @@ RM_MAX_ENV_VARS = 4096
 #: Bytes (UTF-8) of a task's command and environment together: half of Linux's usual
 #: ARG_MAX (2 MiB), which also has to hold the NodeManager's own variables.
 RM_MAX_LAUNCH_BYTES = 1024 * 1024
-#: Applications submitted and not finished, at once.
+#: Applications submitted and not finished, at once, from clients the RM does not know
+#: (`gangmaster rm serve`, `run`). A trace replay's own RM takes as many as its table has
+#: jobs (held to MAX_TRACE_JOBS): in openb fill mode no pod ever finishes.
 RM_MAX_RUNNING_APPS = 10_000
 #: Finished applications remembered for reports (YARN: max-completed-applications); past it
 #: the oldest tenth are forgotten (their reports answer NOT_FOUND).
