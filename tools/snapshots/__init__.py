@@ -21,8 +21,9 @@ Checks every engine shares, after its reader: at most MAX_SNAPSHOT_FILES files a
 MAX_SNAPSHOT_BYTES bytes, at most MAX_CLUSTER_NODES nodes and MAX_SNAPSHOT_ALLOCATIONS
 allocations, at least one node (no job fits a cluster of none, and an empty reading
 is more often JSON of another shape: Slurm's ``"nodes": {}`` looks like YARN's), each
-host listed once, and what runs on a node never more than the node reports in use or holds (:mod:`.attribution`). Anything wrong in a file is a
-:class:`SnapshotError` naming the file, the JSON path and what was expected.
+host listed once, and what runs on a node never more than the node reports in use or
+holds (:mod:`.attribution`). Anything wrong in a file is a :class:`SnapshotError`
+naming the file, the JSON path and what was expected.
 """
 from __future__ import annotations
 

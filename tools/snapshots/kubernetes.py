@@ -2,7 +2,8 @@
 
 Read per node (``items[]`` of kind ``Node``): ``metadata.name`` → host;
 ``status.allocatable`` (else ``status.capacity``) ``cpu``, ``memory`` and
-``nvidia.com/gpu`` (or ``amd.com/gpu``) → capacity, as the scheduler counts it (what the
+``nvidia.com/gpu`` (or ``amd.com/gpu``, whole numbers as for every extended resource: a
+fraction is refused) → capacity, as the scheduler counts it (what the
 kubelet and system daemons reserve is not on offer); ``metadata.labels`` → labels, each as
 ``key=value`` (``key`` when the value is empty), so a job's ``nodeLabel:
 nvidia.com/gpu.present=true`` matches; the rack from a label named ``rack`` (or ending in
@@ -21,7 +22,8 @@ tolerations, so they are counted as available and listed in the snapshot's notes
 
 Read per pod (``items[]`` of kind ``Pod``): a pod holds its requests on ``spec.nodeName``
 unless ``status.phase`` is ``Succeeded`` or ``Failed`` (as the scheduler counts it, a
-bound ``Pending`` pod included). Its requests, as the scheduler computes them: the larger
+bound ``Pending`` pod included); a pod bound to no node among the nodes of a listing
+(``kubectl get nodes,pods``, or a Node whose kind was changed) is left out, and noted. Its requests, as the scheduler computes them: the larger
 of its containers' ``resources.requests`` summed (sidecar init containers, with
 ``restartPolicy: Always``, included) and each init container's with the sidecars started
 before it, plus ``spec.overhead``; a resource with ``limits`` but no ``requests`` requests

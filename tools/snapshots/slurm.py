@@ -9,7 +9,9 @@ one comma-separated string, ``job_resources.allocated_nodes[]``) and the newer o
 usage: give ``scontrol show node --json`` instead (it is refused with that advice).
 
 Read per node (``nodes[]``): ``name`` → host; ``cpus`` and ``real_memory`` (MB) →
-capacity, ``alloc_cpus`` and ``alloc_memory`` → in use; ``gres`` (``gpu:v100:8(S:0-1)``,
+capacity (either null or not set is taken as 0, and said in the notes: the node then fits
+nothing that asks for it, while the rest of the cluster can still be read),
+``alloc_cpus`` and ``alloc_memory`` → in use; ``gres`` (``gpu:v100:8(S:0-1)``,
 ``gpu:4``, one GRES type per GPU as ``gpu:v100_0:1,gpu:v100_1:1,...``) → GPUs and GPU
 type (a ``_N`` suffix dropped), ``gres_used`` (``gpu:v100:2(IDX:0-1)``) → GPUs in use;
 ``active_features`` (else ``features``) and ``partitions`` → labels, the first feature
