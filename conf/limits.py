@@ -238,6 +238,14 @@ MAX_SNAPSHOT_FILES = 1000
 #: Kubernetes cluster, each task host of every running Slurm job.
 MAX_SNAPSHOT_ALLOCATIONS = 1_000_000
 
+# ------------------------------------------------ the AM's endpoint, as a client reads it (`gangmaster why`)
+
+#: Bytes of one answer of an AM's /why endpoint that `gangmaster why` reads. A gang's
+#: diagnosis is a few KB (a reason per code, not per machine), so a run of thousands of
+#: waiting jobs answers a few MB; a server that sends more is not an AM, and reading it
+#: whole would only fill memory (a 200 MB body was read whole, 484 MB resident).
+MAX_WHY_ANSWER_BYTES = 64 * MiB
+
 # ------------------------------------------------ Slurm (tools/slurm/: the local test cluster and the Slurm RM client).
 
 #: Nodes of a local Slurm cluster (`gangmaster slurm local-cluster start`): one slurmd
