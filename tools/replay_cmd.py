@@ -264,11 +264,11 @@ def _run_openb(args, say) -> int:
     nodes_file = args.nodes_file or openb.default_nodes_file(args.trace)
     cluster = openb.read_openb_nodes(nodes_file)
     bad_rows = BadRows(args.on_bad_row)
-    pods = openb.read_openb_pods(args.trace, bad_rows)
+    pods = openb.read_openb_pods(args.trace, bad_rows, need_times=not fill)
     if bad_rows.count:
         print(f"gangmaster replay: {bad_rows.summary()}", file=sys.stderr)
     window = parse_window(*args.window, dated=False) if args.window else None
-    table = openb.time_table(pods, window)
+    table = openb.pods_table(pods) if fill else openb.time_table(pods, window)
     if not table.jobs:
         return _bad(f"{args.trace}: no pods to replay" + (f" in the window {window}" if window else ""))
     say(f"trace: {table.source} (openb, {len(table):,} pods, --mode {args.mode or 'time'}), "
