@@ -89,7 +89,9 @@ Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
                arrival is dropped (queue policy drop) and none leaves while pods arrive.
                The headline: unallocated GPU % at each integer % of GPUs arrived, median
                and IQR over the seeds, per selector (metrics.json:
-               unallocated_gpu_pct_at_arrived; report: fill.png).
+               unallocated_gpu_pct_at_arrived; report: fill.png). It needs no
+               creation_time or deletion_time: the artifact's openb_pod_list_multigpu*
+               lists, which have neither, replay in this mode only.
 
 output: a table on stdout (--json: metrics.json's document instead). --report DIR
 writes metrics.json, jobs.csv, timeline.csv, figures (with matplotlib: pip install -e

@@ -269,6 +269,17 @@ def test_a_header_field_past_the_limit_is_refused(tmp_path):
         read_trace(path, "philly", EIGHT)
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_lines_are_counted_as_an_editor_counts_them_whatever_the_line_ends(tmp_path, end):
+    rows = ["timestamp,duration,num_gpus,gpu_time,cluster", "2017-10-01 00:00:00,60,1,60,vc",
+            '2017-10-01 00:00:00,60,1,60,"v' + "c" * 200_000 + '"', "2017-10-01 00:00:00,60,x,60,vc"]
+    path = tmp_path / "t.csv"
+    path.write_bytes(end.join(rows).encode() + end.encode())
+    bad = BadRows("skip")
+    assert len(read_trace(path, "philly", EIGHT, bad)) == 1
+    assert [(e.line, e.column) for e in bad.first] == [(3, "cluster"), (4, "num_gpus")]
+
+
 # ------------------------------------------------------------------ what a value looks like (D22)
 def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path):
     path = tmp_path / "bom.csv"
@@ -279,7 +290,7 @@ def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path):
 
 
 @pytest.mark.parametrize("vc, shown", [("vc\x001", r'"vc\x001"'), ("vc\x01x", r'"vc\x01x"'),
-                                       ("vc\x7f", r'"vc\x7f"')])
+                                       ("vc\x7f", r'"vc\x7f"'), ("vc\x1cx", r'"vc\x1cx"'), ("vc\x0bx", r'"vc\x0bx"')])
 def test_a_control_character_in_a_value_is_shown_escaped(tmp_path, vc, shown):
     path = tmp_path / "t.csv"
     path.write_text(f"timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,60,1,60,{vc}\n")

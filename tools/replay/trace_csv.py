@@ -12,7 +12,6 @@ the command prints how many were skipped and the first few.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import re
 from dataclasses import dataclass, field
@@ -207,14 +206,14 @@ def csv_rows(trace: TraceText, bad_rows: BadRows, required: tuple[str, ...],
     file, whatever ``--on-bad-row`` says; a row with the wrong number of fields or a
     field past MAX_TRACE_FIELD_CHARS goes to ``bad_rows``. Lines are those of the file
     (``\n``, ``\r\n`` or ``\r``), as an editor counts them."""
-    lines = io.StringIO(trace.text, newline="").readlines()
+    lines = _Lines(trace.text)
     reader = csv.reader(lines)
     try:
         header = [name.strip() for name in next(reader)]
     except StopIteration:
         raise ConfigError(trace.source, "line 1", f"a header line naming the columns {','.join(required)}") from None
     except csv.Error as error:
-        raise _field_past_limit(trace.source, lines, 0, reader.line_num, [], error) from None
+        raise _field_past_limit(trace.source, trace.text[:lines.end], reader.line_num, [], error) from None
     missing = [name for name in required if name not in header]
     if missing:
         raise ConfigError(trace.source, "line 1", f"a header with the columns {','.join(required)} "
@@ -225,13 +224,13 @@ def csv_rows(trace: TraceText, bad_rows: BadRows, required: tuple[str, ...],
         raise ConfigError(trace.source, "line 1", f"only the columns {known} (unknown: {','.join(unknown)})",
                           ",".join(header))
     while True:
-        start = reader.line_num
+        start = lines.end
         try:
             values = next(reader)
         except StopIteration:
             return
         except csv.Error as error:   # a field past the csv module's own limit: find which, and go on after it
-            bad_rows.add(_field_past_limit(trace.source, lines, start, reader.line_num, header, error))
+            bad_rows.add(_field_past_limit(trace.source, trace.text[start:lines.end], reader.line_num, header, error))
             continue
         line = reader.line_num
         if not values or all(not v.strip() for v in values):
@@ -250,21 +249,40 @@ def csv_rows(trace: TraceText, bad_rows: BadRows, required: tuple[str, ...],
 _FIELD_EXPECTED = f"a field of at most {MAX_TRACE_FIELD_CHARS:,} characters (MAX_TRACE_FIELD_CHARS)"
 
 
-def _field_past_limit(source: str, lines: list[str], start: int, end: int, header: list[str],
-                      error: csv.Error) -> BadRow:
-    """The error of a record the csv module stopped reading (lines ``start`` to ``end`` of
-    the file): at a field longer than its limit, so this names the first field past
-    MAX_TRACE_FIELD_CHARS and its column (the csv module says neither)."""
-    record = "".join(lines[start:end]).rstrip("\r\n")
+class _Lines:
+    """The lines of a text for csv.reader (with their ends, split at ``\\n``, ``\\r\\n`` or
+    ``\\r`` as the csv module expects), one at a time, and where the last one read ends:
+    the text of a record the csv module refuses is found again from there."""
+
+    _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+
+    def __init__(self, text: str):
+        self._lines = self._LINE.finditer(text)
+        self.end = 0
+
+    def __iter__(self) -> "_Lines":
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.end = line.end()
+        return line.group()
+
+
+def _field_past_limit(source: str, record: str, line: int, header: list[str], error: csv.Error) -> BadRow:
+    """The error of a record (ending on ``line``) the csv module stopped reading: at a field
+    longer than its limit, so this names the first field past MAX_TRACE_FIELD_CHARS and
+    its column (the csv module says neither)."""
+    record = record.rstrip("\r\n")
     position = column = 0
     while position <= len(record):
         field = _FIELD.match(record, position).group()
         if len(field) > MAX_TRACE_FIELD_CHARS:
             name = header[column] if column < len(header) else f"field {column + 1}"
             quoted = len(field) > 1 and field[0] == field[-1] == '"'
-            return BadRow(source, end, name, _FIELD_EXPECTED, field[1:-1].replace('""', '"') if quoted else field)
+            return BadRow(source, line, name, _FIELD_EXPECTED, field[1:-1].replace('""', '"') if quoted else field)
         position, column = position + len(field) + 1, column + 1
-    return BadRow(source, end, "", "a CSV record", str(error))
+    return BadRow(source, line, "", "a CSV record", str(error))
 
 
 @dataclass(frozen=True)
