@@ -132,12 +132,15 @@ def test_native_csv_and_yaml_read_the_same_multi_role_jobs(name):
     assert (worker.vcores, worker.memory_mb, worker.gpu_types) == (20.0, 131072, ("V100", "A100"))
 
 
+ASKS_NOTHING = r"line 2: vcores: expected vcores > 0 or memory_mb > 0 for a role without GPUs \(it would ask for"
+
+
 @pytest.mark.parametrize("rows, expected", [
     ("a,0,10,q,w,1,1,,,\na,5,10,q,x,1,1,,,\n", "line 3: submit_s: expected the value of this job's first row"),
     ("a,0,10,q,w,1,1,,,\na,0,10,q,w,1,1,,,\n", "line 3: role: expected a role name not used before"),
-    ("a,0,10,q,ps,1,0,,,\n", r"line 2: vcores: expected vcores > 0 or memory_mb > 0 for a role without GPUs \(it would"),
-    ("a,0,10,q,ps,1,0,0,0,\n", r"line 2: vcores: expected vcores > 0 or memory_mb > 0 for a role without GPUs \(it would"),
-    ("a,0,10,q,ps,1,0,0,,\n", r"line 2: vcores: expected vcores > 0 or memory_mb > 0 for a role without GPUs \(it would"),
+    ("a,0,10,q,ps,1,0,,,\n", ASKS_NOTHING),
+    ("a,0,10,q,ps,1,0,0,0,\n", ASKS_NOTHING),        # zeros ask for nothing as much as empty fields do
+    ("a,0,10,q,ps,1,0,0,,\n", ASKS_NOTHING),
     ("a,0,10,q,w,1,1,,,;;\n", r"line 2: gpu_types: expected names separated by ';' \(empty: any\), each of 1..255"),
     ("a,0,10,q,w,1,1,,,V100;;T4\n", r"line 2: gpu_types: expected names separated by ';'.*got \"V100;;T4\""),
     ("a,0,10,q,w,1,1,,,V 100\n", r"line 2: gpu_types: expected names separated by ';'"),
@@ -221,7 +224,8 @@ def test_a_window_past_the_job_limit_says_so(monkeypatch):
     monkeypatch.setattr(trace_csv, "MAX_TRACE_JOBS", 1)
     window = parse_window("2017-10-01 00:05:00", "2017-10-01 00:20:00", dated=True)
     with pytest.raises(ConfigError, match=r"line 4: expected at most 1 jobs submitted in --window "
-                                          r"2017-10-01 00:05:00 \.\. 2017-10-01 00:20:00 \(MAX_TRACE_JOBS"):
+                                          r"2017-10-01 00:05:00 \.\. 2017-10-01 00:20:00 \(MAX_TRACE_JOBS in "
+                                          r"conf/limits.py\); narrow --window, or split the file"):
         read_trace(FIXTURES / "philly_small.csv", "philly", EIGHT, window=window)
 
 

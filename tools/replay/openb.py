@@ -220,7 +220,8 @@ def time_table(pods: Pods, window: Window | None = None) -> JobTable:
     for pod in pods.pods:
         if pod.creation_s is None or pod.deletion_s is None:
             raise ValueError(f"time_table: pod {pod.name} has no times (read it with need_times)")
-        kept.add(Submitted(pod.creation_s, pod.name, pod.deletion_s - pod.creation_s, QUEUE, (pod.role,)), f"line {pod.line}")
+        kept.add(Submitted(pod.creation_s, pod.name, pod.deletion_s - pod.creation_s, QUEUE, (pod.role,)),
+                 f"line {pod.line}")
     return job_table(kept, _identity(pods), "openb")
 
 

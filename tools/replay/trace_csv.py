@@ -351,24 +351,25 @@ class Kept:
         if not self.window.holds(job.submit):
             return
         if len(self.jobs) >= MAX_TRACE_JOBS:
-            inside = f" submitted in --window {self.window}" if self.window != Window() else ""
-            raise ConfigError(self.source, where, f"at most {MAX_TRACE_JOBS:,} jobs{inside} (MAX_TRACE_JOBS "
-                                                           "in conf/limits.py); replay a part of the trace with "
-                                                           "--window START END, or split the file")
+            windowed = self.window != Window()
+            inside, hint = ((f" submitted in --window {self.window}", "narrow --window") if windowed else
+                            ("", "replay a part of the trace with --window START END"))
+            raise ConfigError(self.source, where, f"at most {MAX_TRACE_JOBS:,} jobs{inside} (MAX_TRACE_JOBS in "
+                                                  f"conf/limits.py); {hint}, or split the file")
         self.jobs.append(job)
 
 
 def job_table(kept: Kept, trace: TraceText, format: str) -> JobTable:
     """The jobs kept, their submits made seconds from the window's start (or the first
     submit), sorted; a dated trace keeps that origin as a date."""
-    window, kept = kept.window, kept.jobs
-    origin = window.start if window.start is not None else min((job.submit for job in kept), default=None)
+    window, read = kept.window, kept.jobs
+    origin = window.start if window.start is not None else min((job.submit for job in read), default=None)
     dated = isinstance(origin, datetime)
 
     def seconds(submit) -> float:
         return (submit - origin).total_seconds() if dated else float(submit - origin)
 
-    jobs = [TraceJob(job.job_id, seconds(job.submit), job.duration_s, job.queue, job.roles) for job in kept]
+    jobs = [TraceJob(job.job_id, seconds(job.submit), job.duration_s, job.queue, job.roles) for job in read]
     return JobTable(sorted_jobs(jobs), trace.source, trace.sha256, format, origin if dated else None)
 
 
