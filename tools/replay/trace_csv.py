@@ -239,8 +239,8 @@ def csv_rows(trace: TraceText, bad_rows: BadRows, required: tuple[str, ...],
             bad_rows.add(BadRow(trace.source, line, "", f"{len(header)} comma-separated fields like the header",
                                 f"{len(values)} fields"))
             continue
-        too_long = next((i for i, value in enumerate(values) if len(value) > MAX_TRACE_FIELD_CHARS), None)
-        if too_long is not None:
+        if max(map(len, values)) > MAX_TRACE_FIELD_CHARS:
+            too_long = next(i for i, value in enumerate(values) if len(value) > MAX_TRACE_FIELD_CHARS)
             bad_rows.add(BadRow(trace.source, line, header[too_long], _FIELD_EXPECTED, values[too_long]))
             continue
         yield Row(trace.source, line, dict(zip(header, values)))
