@@ -362,6 +362,15 @@ def test_time_mode_refuses_a_pod_list_without_times_at_its_header():
             read()
 
 
+@pytest.mark.parametrize("need_times", [True, False])
+def test_a_pod_list_without_a_resource_column_is_refused_without_a_word_on_times(tmp_path, need_times):
+    path = tmp_path / "pods.csv"
+    path.write_text("name,cpu_milli,memory_mib,gpu_milli,creation_time,deletion_time\np,1000,1024,0,0,10\n")
+    with pytest.raises(ConfigError, match=r"line 1: expected a header .*\(missing: num_gpu\), got") as caught:
+        read_openb_pods(path, need_times=need_times)
+    assert "--mode" not in str(caught.value)
+
+
 def test_fill_mode_reads_the_times_it_is_given_as_before():
     with_times = read_openb_pods(OPENB / "pods_small.csv", need_times=False)
     assert with_times == read_openb_pods(OPENB / "pods_small.csv")

@@ -57,7 +57,7 @@ POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 TIME_COLUMNS = ("creation_time", "deletion_time")
 POD_OPTIONAL_COLUMNS = ("gpu_spec", "qos", "pod_phase", "scheduled_time")
 #: Why --mode time refuses a pod list without TIME_COLUMNS (said after the missing columns).
-TIMES_NEEDED = ("; --mode time submits each pod at its creation_time and ends it at its deletion_time: "
+TIMES_NEEDED = ("--mode time submits each pod at its creation_time and ends it at its deletion_time: "
                 "replay a pod list without them with --mode fill")
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 #: The node list read when ``--nodes-file`` is not given: this file beside the pod list.
@@ -147,7 +147,7 @@ def read_openb_pods(path: str | Path, bad_rows: BadRows | None = None, need_time
     pods: list[Pod] = []
     required, optional = (POD_COLUMNS + TIME_COLUMNS, POD_OPTIONAL_COLUMNS) if need_times else \
         (POD_COLUMNS, POD_OPTIONAL_COLUMNS + TIME_COLUMNS)
-    for row in csv_rows(trace, bad_rows, required, optional, why=TIMES_NEEDED):
+    for row in csv_rows(trace, bad_rows, required, optional, why=dict.fromkeys(TIME_COLUMNS, TIMES_NEEDED)):
         try:
             pod = _pod(row, seen)
         except BadRow as error:

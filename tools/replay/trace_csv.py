@@ -199,10 +199,10 @@ def parse_timestamp(text: str) -> datetime | None:
 
 
 def csv_rows(trace: TraceText, bad_rows: BadRows, required: tuple[str, ...],
-             optional: tuple[str, ...] = (), why: str = "") -> Iterator[Row]:
+             optional: tuple[str, ...] = (), why: dict[str, str] | None = None) -> Iterator[Row]:
     """The data rows of a CSV trace with a header line; blank lines are skipped (Philly's
-    file ends with one). A header without a required column (``why`` says why it is
-    needed, when that is not plain), or an unknown column, is an error of the whole
+    file ends with one). A header without a required column (``why`` says why a column
+    is needed, when that is not plain), or an unknown column, is an error of the whole
     file, whatever ``--on-bad-row`` says; a row with the wrong number of fields or a
     field past MAX_TRACE_FIELD_CHARS goes to ``bad_rows``. Lines are those of the file
     (``\n``, ``\r\n`` or ``\r``), as an editor counts them."""
@@ -216,8 +216,10 @@ def csv_rows(trace: TraceText, bad_rows: BadRows, required: tuple[str, ...],
         raise _field_past_limit(trace.source, trace.text[:lines.end], reader.line_num, [], error) from None
     missing = [name for name in required if name not in header]
     if missing:
+        said = dict.fromkeys((why or {}).get(name) for name in missing)
+        reasons = "".join(f"; {reason}" for reason in said if reason)
         raise ConfigError(trace.source, "line 1", f"a header with the columns {','.join(required)} "
-                                                  f"(missing: {','.join(missing)}){why}", ",".join(header))
+                                                  f"(missing: {','.join(missing)}){reasons}", ",".join(header))
     unknown = [name for name in header if name not in required and name not in optional]
     if unknown:
         known = ",".join(required + optional)
