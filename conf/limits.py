@@ -272,9 +272,17 @@ SLURM_COMMAND_TIMEOUT_S = 30.0
 #: A native YAML trace is a YAML file and held to MAX_YAML_FILE_BYTES.
 MAX_TRACE_FILE_BYTES = 256 * MiB
 
-#: Jobs (data rows) of one trace: 12x the full Philly trace (82,247 jobs), about 1 GB with
-#: every job's outcome and report rows; past it, split the trace with --window.
+#: Jobs of one trace kept for a replay (those inside --window: rows outside it are read,
+#: checked and let go): 12x the full Philly trace (82,247 jobs), about 1 GB with every
+#: job's outcome and report rows. An openb pod list is held whole (fill mode draws from
+#: every pod), so its pods count, window or not.
 MAX_TRACE_JOBS = 1_000_000
+
+#: Characters of one field of a trace CSV. Every field a reader uses is a name (at most
+#: MAX_NAME_CHARS), a number or a time; 4,096 leaves room for columns read past (a long
+#: model name). Below the csv module's own limit (131,072), which stops with a bare
+#: `_csv.Error`, so a longer field is refused naming its line and column.
+MAX_TRACE_FIELD_CHARS = 4096
 
 #: Seeds one replay runs per selector (--seed N ...), and capacities in one --capacity-sweep:
 #: each is a whole replay of the trace.

@@ -93,7 +93,9 @@ Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
                arrival is dropped (queue policy drop) and none leaves while pods arrive.
                The headline: unallocated GPU % at each integer % of GPUs arrived, median
                and IQR over the seeds, per selector (metrics.json:
-               unallocated_gpu_pct_at_arrived; report: fill.png).
+               unallocated_gpu_pct_at_arrived; report: fill.png). It needs no
+               creation_time or deletion_time: the artifact's openb_pod_list_multigpu*
+               lists, which have neither, replay in this mode only.
 
 output: a table on stdout (--json: metrics.json's document instead). --report DIR
 writes metrics.json, jobs.csv, timeline.csv, figures (with matplotlib: pip install -e
@@ -296,11 +298,11 @@ def _run_openb(args, say) -> int:
     nodes_file = args.nodes_file or openb.default_nodes_file(args.trace)
     cluster = openb.read_openb_nodes(nodes_file)
     bad_rows = BadRows(args.on_bad_row)
-    pods = openb.read_openb_pods(args.trace, bad_rows)
+    pods = openb.read_openb_pods(args.trace, bad_rows, need_times=not fill)
     if bad_rows.count:
         print(f"gangmaster replay: {bad_rows.summary()}", file=sys.stderr)
     window = parse_window(*args.window, dated=False) if args.window else None
-    table = openb.time_table(pods, window)
+    table = openb.pods_table(pods) if fill else openb.time_table(pods, window)
     if not table.jobs:
         return _bad(f"{args.trace}: no pods to replay" + (f" in the window {window}" if window else ""))
     say(f"trace: {table.source} (openb, {len(table):,} pods, --mode {args.mode or 'time'}), "
