@@ -19,6 +19,7 @@ import threading
 
 from gangmaster.am.rm_protocol import RMError
 from gangmaster.tools.arg_types import address, port_number
+from gangmaster.tools.rmsim.faults import FAULTS
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
@@ -95,14 +96,18 @@ def add_parser(sub):
     add_client_security(nodes)
     nodes.set_defaults(func=_nodes)
 
-    fault = rm_sub.add_parser("fault", help="inject a fault into a running RM")
+    fault = rm_sub.add_parser(
+        "fault", help="inject a fault into a running RM", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Inject a fault into a running RM: the actions a scenario's steps take (`do:`).",
+        epilog="actions:\n" + "\n".join(f"  {a.name:<15} ({a.target}) {a.help}" for a in FAULTS.values()))
     fault.add_argument("--address", type=address, required=True, help="HOST:PORT of `gangmaster rm serve`")
-    fault.add_argument("action", choices=["lose_node", "mark_unhealthy", "restore_node", "kill_container",
-                                          "fail_container", "kill_am"])
-    fault.add_argument("--host", default="")
-    fault.add_argument("--container", default="")
-    fault.add_argument("--app", default="")
-    fault.add_argument("--exit-code", type=int, default=1)
+    fault.add_argument("action", choices=list(FAULTS))
+    fault.add_argument("--host", default="", help="the node (host actions), or where to pick a container of --app")
+    fault.add_argument("--container", default="", help="the container (container actions; or --app)")
+    fault.add_argument("--app", default="", help="the application (app actions; container actions: its first "
+                                                 "live container, on --host when given)")
+    fault.add_argument("--exit-code", type=int, default=1, help="fail_container's exit code (default 1)")
+    fault.add_argument("--text", default="", help="the report or diagnostics (default: the action's own)")
     add_client_security(fault)
     fault.set_defaults(func=_fault)
     return parser
@@ -197,7 +202,7 @@ def _fault(args) -> int:
     with _client(args) as rm:
         try:
             rm.inject_fault(args.action, host=args.host, container_id=args.container, app_id=args.app,
-                            exit_code=args.exit_code)
+                            exit_code=args.exit_code, text=args.text)
         except RMError as exc:
             print(f"gangmaster rm fault: {exc}", file=sys.stderr)
             return 1

@@ -692,6 +692,18 @@ class ResourceManager:
                 raise WrongState(f"application {app_id} is {app.state.value}")
             self._fail_attempt(app, diagnostics)
 
+    def live_container_of(self, app_id: str, host: str | None = None) -> str | None:
+        """The application's first live container (in id order), on ``host`` when given; None
+        when it has none (or is unknown): what a fault that names an application acts on."""
+        with self.lock:
+            app = self.apps.get(app_id)
+            if app is None:
+                return None
+            for cid in sorted(app.containers):
+                if host is None or self.ledger.hosts[app.containers[cid].node] == host:
+                    return cid
+            return None
+
     # ================================================================ scheduling
     def schedule(self) -> int:
         """One scheduling pass; returns the number of containers granted."""

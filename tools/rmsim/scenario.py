@@ -30,17 +30,10 @@ from gangmaster.am.rm_protocol import RMError
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
 from gangmaster.conf.limits import INT32, MAX_DURATION_S
 
+from .faults import FAULTS, Fault, apply
+
 log = logging.getLogger(__name__)
 
-ACTIONS = {
-    "lose_node": ("host", "report"),
-    "mark_unhealthy": ("host", "report"),
-    "restore_node": ("host",),
-    "kill_container": ("container", "app", "host", "diagnostics"),
-    "fail_container": ("container", "app", "host", "exitCode", "diagnostics"),
-    "kill_am": ("app", "diagnostics"),
-    "kill_app": ("app", "diagnostics"),
-}
 
 
 @dataclass(frozen=True)
@@ -74,19 +67,20 @@ class Scenario:
         doc.reject_unknown(("events",))
         steps = []
         for ev in doc.list_of_mappings("events"):
-            action = ev.string("do", choices=ACTIONS)
-            ev.reject_unknown(("at", "do") + ACTIONS[action])
+            action = ev.string("do", choices=FAULTS)
+            target = FAULTS[action].target
+            ev.reject_unknown(("at", "do") + FAULTS[action].fields)
             at = ev.number("at", minimum=0, maximum=MAX_DURATION_S, limit="MAX_DURATION_S")
             host = ev.name("host") if "host" in ev else None
             if host is not None and hosts is not None and host not in hosts:
                 raise ev.error("host", "a host of the cluster", host)
             container = ev.name("container") if "container" in ev else None
             app = ev.name("app") if "app" in ev else None
-            if action in ("kill_container", "fail_container") and not (container or app):
+            if target == "container" and not (container or app):
                 raise ev.error("container", "a container id, or `app` (and optionally `host`)")
-            if action in ("kill_am", "kill_app") and not app:
+            if target == "app" and not app:
                 raise ev.error("app", "an application id")
-            if action in ("lose_node", "mark_unhealthy", "restore_node") and not host:
+            if target == "host" and not host:
                 raise ev.error("host", "a host name")
             text = ev.string("report", "") if "report" in ev else (
                 ev.string("diagnostics") if "diagnostics" in ev else "")
@@ -108,41 +102,10 @@ class Scenario:
         self.log.append((core.clock.now(), step.action, outcome))
         log.info("scenario %s at %.3f: %s %s", self.source, core.clock.now(), step.action, outcome)
 
-    def _apply(self, core, step: Step) -> str:
-        text = step.text
-        if step.action == "lose_node":
-            core.lose_node(step.host, text or "node lost (scenario)")
-            return step.host
-        if step.action == "mark_unhealthy":
-            core.mark_unhealthy(step.host, text or "blacklisted (scenario)")
-            return step.host
-        if step.action == "restore_node":
-            core.restore_node(step.host)
-            return step.host
-        if step.action == "kill_am":
-            core.kill_am(step.app, text or "AM process killed (scenario)")
-            return step.app
-        if step.action == "kill_app":
-            core.kill(step.app, text or "killed (scenario)")
-            return step.app
-        cid = step.container or self._pick(core, step)
-        if cid is None:
-            return f"skipped: no live container of {step.app}" + (f" on {step.host}" if step.host else "")
-        if step.action == "kill_container":
-            core.kill_container(cid, text or "killed (scenario)")
-        else:
-            core.fail_container(cid, step.exit_code, text)
-        return cid
-
     @staticmethod
-    def _pick(core, step: Step) -> str | None:
-        app = core.apps.get(step.app)
-        if app is None:
-            return None
-        for cid in sorted(app.containers):
-            if step.host is None or core.ledger.hosts[app.containers[cid].node] == step.host:
-                return cid
-        return None
+    def _apply(core, step: Step) -> str:
+        return apply(core, Fault(step.action, step.host or "", step.container or "", step.app or "",
+                                 step.exit_code, step.text), "scenario")
 
 
 def check_hosts(scenario: Scenario, hosts: set[str]) -> None:

@@ -31,6 +31,7 @@ from gangmaster.am.rm_protocol import InvalidRequest, NotFound, RMError, WrongSt
 from gangmaster.conf import limits
 from gangmaster.selectors.resources import ResourceError
 
+from .faults import FAULTS, Fault, apply
 from .live_rm import LiveRM
 
 _TO_CODE = {
@@ -113,20 +114,13 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
 
     # ---- faults
     def InjectFault(self, request, context):
-        core = self.core
-        actions = {
-            "lose_node": lambda: core.lose_node(request.host, request.text or "node lost (injected)"),
-            "mark_unhealthy": lambda: core.mark_unhealthy(request.host, request.text or "blacklisted (injected)"),
-            "restore_node": lambda: core.restore_node(request.host),
-            "kill_container": lambda: core.kill_container(request.container_id, request.text or "killed (injected)"),
-            "fail_container": lambda: core.fail_container(request.container_id, request.exit_code, request.text),
-            "kill_am": lambda: core.kill_am(request.app_id, request.text or "AM process killed (injected)"),
-        }
-        action = actions.get(request.action)
-        if action is None:
+        """A fault of the one table (:data:`~.faults.FAULTS`), as ``gangmaster rm fault`` sends it."""
+        if request.action not in FAULTS:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"action: expected one of {', '.join(actions)}, got {reprlib.repr(request.action)}")
-        self._run(context, action)
+                          f"action: expected one of {', '.join(FAULTS)}, got {reprlib.repr(request.action)}")
+        fault = Fault(request.action, request.host, request.container_id, request.app_id, request.exit_code,
+                      request.text)
+        self._run(context, apply, self.core, fault, "injected")
         return EMPTY
 
     def Ping(self, request, context):
