@@ -50,6 +50,22 @@ def test_round_trip_keeps_everything(tmp_path):
     assert a == b and a.completed and a.pending
 
 
+def test_a_file_written_before_the_rm_was_split_loads_and_is_written_back_the_same():
+    """fixtures/rm/state-format1.json was written by the RM before its collaborators each kept
+    their part (main at 93f559f: a running application with a pending ask, a blacklist, an AM
+    expiry and containers running, failed and killed; a finished one; one waiting for its AM;
+    an unhealthy node): it loads, and is written back key for key (so the RM before the split
+    reads what this one writes)."""
+    path = FIX / "state-format1.json"
+    saved = json.loads(path.read_text())
+    loop = VirtualLoop(start=saved["time"])
+    restored = state.load(path, loop, SimulatedNodeManager(loop))
+    restored.check_invariants()
+    assert json.loads(json.dumps(state.snapshot(restored))) == saved
+    assert [a.app_id for a in restored.apps.values() if a.asks] == ["app_0001"]
+    assert restored.application_report("app_0002").final_status == "SUCCEEDED"
+
+
 def test_a_state_file_that_double_books_is_refused(tmp_path):
     sim, _ = busy_sim()
     data = state.snapshot(sim.core)
