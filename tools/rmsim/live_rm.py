@@ -4,7 +4,7 @@ processes, built the same way for ``gangmaster rm serve`` and ``gangmaster run -
 What "live" means, in one place: a :class:`~.clock.RealTimeLoop` and the core share one
 lock (the clock's callbacks, the gRPC handlers and an in-process AM's heartbeats never
 interleave); containers are processes under a
-:class:`~.nodemanager.ProcessNodeManager`; the ``rm:`` knobs of the configuration
+:class:`~.process_nodemanager.ProcessNodeManager`; the ``rm:`` knobs of the configuration
 (:class:`~.rm_settings.RMSettings`: poll interval, kill grace, allocation expiry,
 scheduling interval, state save interval) apply; a fault scenario plays on the real
 clock; and, given a state file, the RM saves itself and comes back from it::
@@ -29,7 +29,7 @@ from gangmaster.selectors.cluster import NodeSpec
 from . import state as state_file
 from .clock import RealTimeLoop
 from .core import ResourceManager
-from .nodemanager import ProcessNodeManager
+from .process_nodemanager import ProcessNodeManager
 from .queues import Queue
 from .rm_settings import RMSettings
 from .scenario import Scenario
