@@ -187,6 +187,11 @@ def _roles_env(roles: tuple[RoleSpec, ...], queue: str, user: str, shm: tuple[in
     return env
 
 
+def _host_ip_name(role: RoleSpec, index: int) -> str:
+    """The name of the variable holding the host of ``role``'s instance ``index``."""
+    return f"PAI_HOST_IP_{role.name}_{index}"
+
+
 class _GangShape:
     """What :func:`gang_env` gives every gang of the same roles in a job of the same roles,
     queue and user, worked out once (a replay's jobs of one shape share their roles): the
@@ -249,11 +254,6 @@ class _GangShape:
 
 
 _gang_shape = functools.lru_cache(maxsize=1024)(_GangShape)
-
-
-def _host_ip_name(role: RoleSpec, index: int) -> str:
-    """The name of the variable holding the host of ``role``'s instance ``index``."""
-    return f"PAI_HOST_IP_{role.name}_{index}"
 
 
 def gang_env(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskRecord], kinds: Sequence[PortKind],
