@@ -4,10 +4,12 @@ point down only (tests/unit/test_layering.py), and each test file's layer, the h
 one it imports, so that one layer's unit and property tests run alone, in under a minute,
 after every change (README: *Tests*):
 
-    python -m pytest -q $(python tests/layers.py am)
+    HYPOTHESIS_PROFILE=fast python -m pytest -q $(python tests/layers.py am)
 
-prints nothing but the files (pytest then imports those alone: collecting the whole suite
-to pick by marker would cost more than most layers' tests)."""
+``python tests/layers.py LAYER`` prints that layer's files and nothing else: pytest then
+imports those alone (collecting the whole suite to pick by a marker costs more than most
+layers' tests). The ``fast`` hypothesis profile (tests/conftest.py) draws a fifth of the
+examples; the whole suite draws them all."""
 from __future__ import annotations
 
 import ast
