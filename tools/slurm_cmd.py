@@ -26,8 +26,8 @@ def add_parser(sub):
                     "a gangmaster cluster file (one node per host of the file; each GPU its own GRES type, "
                     "<gpuType>_<index>, backed by a stand-in device file, so a job can name exact GPUs; racks "
                     "as features rack.<rack>, topology presets as topo.<preset>, labels as plain features), "
-                    "starts slurmctld and one slurmd per node on a loopback address (the one this machine's name "
-                    "resolves to), each on its own port, waits until every node is idle and prints how to point "
+                    "starts slurmctld and one slurmd per node on 127.0.0.1 (where this machine's name resolves to "
+                    "it: see below), each on its own port, waits until every node is idle and prints how to point "
                     "SLURM_CONF at it. `start` on a cluster some of whose daemons died starts those again with "
                     "the configuration and state it has, so its jobs carry on (--cluster, --port and "
                     "--slurmd-port, if given, must be the ones it was started with); on a cluster none of whose "
@@ -36,9 +36,9 @@ def add_parser(sub):
         epilog="Needs root and slurm-wlm (`apt-get install slurm-wlm`; tested with Slurm 22.05.8). A test "
                "cluster only: no munge (auth/none), every daemon and task runs as root, the nodes' CPUs and "
                "memory are taken as declared. Slurm binds its daemons only to every interface or to the address "
-               "this machine's name resolves to: where that is not a loopback address, they listen on every "
-               "interface and `start` says so in a WARNING (map the name to 127.0.1.1 in /etc/hosts). A node "
-               "whose slurmd dies is DOWN 20-30 s later.\n\n"
+               "this machine's name resolves to: where that is not 127.0.0.1, they listen on every interface "
+               "and `start` says so in a WARNING (map the name to 127.0.0.1 in /etc/hosts). A node whose slurmd "
+               "dies is DOWN 20-30 s later.\n\n"
                "Example:\n"
                "  gangmaster slurm local-cluster start --cluster conf/clusters/default.yaml --work-dir /tmp/slurm\n"
                "  export SLURM_CONF=/tmp/slurm/slurm.conf\n"
@@ -136,10 +136,11 @@ def _warn_exposed(daemons) -> None:
     if exposed:
         print(f"gangmaster slurm local-cluster: WARNING: other machines can reach this cluster: "
               f"{'; '.join(exposed)}. Its daemons take every request without authentication (auth/none) and "
-              f"run jobs as root: anyone who reaches these ports can run commands here as root. Slurm binds "
-              f"them only to every interface or to the address this machine's name resolves to, which is not a "
-              f"loopback address here: map the name to 127.0.1.1 in /etc/hosts and start the cluster again, "
-              f"or block these ports with a firewall.", file=sys.stderr)
+              f"run jobs as root: anyone who reaches these ports can run commands here as root. Slurm 22.05 "
+              f"binds them only to every interface or to the address this machine's name resolves to, and "
+              f"that serves only where it is 127.0.0.1 (srun is called back on the address its requests come "
+              f"from): map the name to 127.0.0.1 in /etc/hosts and start the cluster again, or block these "
+              f"ports with a firewall.", file=sys.stderr)
 
 
 def _print_status(status: dict, work_dir: str) -> None:

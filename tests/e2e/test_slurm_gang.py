@@ -40,7 +40,7 @@ def test_every_daemon_listens_on_the_loopback_address_only(cluster):
     on 0.0.0.0 or [::]."""
     address = loopback_address(socket.gethostname())
     if address is None:
-        pytest.skip(f"{socket.gethostname()} does not resolve to a loopback address: Slurm 22.05 cannot bind its "
+        pytest.skip(f"{socket.gethostname()} does not resolve to 127.0.0.1: Slurm 22.05 cannot bind its "
                     f"daemons to one (start says so: test_slurm_restart)")
     daemons = cluster.daemons()
     found = listeners(d.port for d in daemons)

@@ -42,7 +42,7 @@ def test_one_node_line_per_host_each_gpu_its_own_gres_type(tmp_path):
 
 
 @pytest.mark.parametrize("address, reach, bound", [
-    ("127.0.1.1", "127.0.1.1", True),     # Debian's /etc/hosts: the daemons listen there only
+    ("127.0.0.1", "127.0.0.1", True),     # the daemons listen there only
     (None, "127.0.0.1", False),           # the name is not loopback: every interface, said in a WARNING
 ])
 def test_the_daemons_are_bound_to_the_loopback_address_of_the_machines_name(tmp_path, address, reach, bound):
@@ -51,12 +51,12 @@ def test_the_daemons_are_bound_to_the_loopback_address_of_the_machines_name(tmp_
     assert f"SlurmctldHost=box({reach})" in conf
     assert lines(conf, "NodeName=n0 ")[0].startswith(f"NodeName=n0 NodeHostname=box NodeAddr={reach} ")
     assert ("CommunicationParameters=NoCtldInAddrAny,NoInAddrAny" in lines(conf, "Communication")) == bound
-    assert bool(lines(conf, "# WARNING: box does not resolve to a loopback address")) != bound
+    assert bool(lines(conf, "# WARNING: box does not resolve to 127.0.0.1")) != bound
 
 
 @pytest.mark.parametrize("name, address", [
     ("localhost", "127.0.0.1"),
-    ("127.0.1.1", "127.0.1.1"),
+    ("127.0.1.1", None),                        # loopback, but reached from 127.0.0.1: srun never called back
     ("192.0.2.7", None),                        # resolves, but other machines reach it
     ("no-such-host.invalid", None),             # does not resolve
 ])

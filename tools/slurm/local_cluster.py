@@ -2,8 +2,8 @@
 
 ``gangmaster slurm local-cluster start --cluster FILE --work-dir DIR`` writes
 ``DIR/slurm.conf`` and ``DIR/gres.conf`` (:func:`slurm_conf`, :func:`gres_conf`), starts
-one ``slurmctld`` and one ``slurmd`` per node of the file on a loopback address, each on
-its own port (:func:`loopback_address`), and waits until every node is idle. ``start``
+one ``slurmctld`` and one ``slurmd`` per node of the file on 127.0.0.1 (where Slurm can
+be bound there: :func:`loopback_address`), each on its own port, and waits until every node is idle. ``start``
 on a cluster some of whose daemons died starts those again, keeping its jobs
 (:meth:`LocalCluster.restart`). Each GPU is declared as its own GRES type
 (:mod:`.names`) backed by a stand-in device file (a character device like
@@ -96,14 +96,21 @@ def loopback_address(host: str) -> str | None:
     Slurm 22.05 has no option naming the address a daemon listens on: each listens on
     every interface, or, with ``CommunicationParameters=NoCtldInAddrAny,NoInAddrAny``,
     on the address this machine's own name (``gethostname()``) resolves to
-    (``slurm_setup_addr`` in Slurm's ``slurm_protocol_api.c``). The daemons stay
-    unreachable from other machines only where that name resolves to a loopback address,
-    as most distributions' ``/etc/hosts`` has it (``127.0.1.1 <name>``)."""
+    (``slurm_setup_addr`` in Slurm's ``slurm_protocol_api.c``), and so do srun's
+    listeners. A slurmd calls srun back on the address srun's request came from: the
+    name's address must be the one this machine's connections to it come from, i.e.
+    127.0.0.1 (a name on 127.0.1.1, as Debian's ``/etc/hosts`` has it, is reached from
+    127.0.0.1, and srun's steps would never start)."""
     try:
         address = socket.gethostbyname(host)
     except (OSError, UnicodeError):
         return None
-    return address if ipaddress.ip_address(address).is_loopback else None
+    if not ipaddress.ip_address(address).is_loopback:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((address, 9))          # sends nothing: the kernel only picks the source address
+        source = probe.getsockname()[0]
+    return address if source == address else None
 
 
 def slurm_conf(specs: list[NodeSpec], work_dir: Path, ports: Ports = Ports(), host: str | None = None,
@@ -115,11 +122,11 @@ def slurm_conf(specs: list[NodeSpec], work_dir: Path, ports: Ports = Ports(), ho
     d = work_dir.resolve()
     if address:
         reach = address
-        bind = ["# Every daemon listens on the address this machine's name resolves to, a loopback one.",
+        bind = ["# Every daemon listens on the address this machine's name resolves to, 127.0.0.1.",
                 "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny"]
     else:
         reach = ANY_INTERFACE_ADDRESS
-        bind = [f"# WARNING: {host} does not resolve to a loopback address: every daemon listens on every",
+        bind = [f"# WARNING: {host} does not resolve to 127.0.0.1: every daemon listens on every",
                 "# interface, without authentication, and runs jobs as root (README: Slurm)."]
     lines = [
         "# Written by `gangmaster slurm local-cluster start`: a test cluster on one machine.",
