@@ -3,17 +3,17 @@
 ``gangmaster slurm local-cluster start --cluster FILE --work-dir DIR`` writes
 ``DIR/slurm.conf`` and ``DIR/gres.conf`` (:func:`slurm_conf`, :func:`gres_conf`), starts
 one ``slurmctld`` and one ``slurmd`` per node of the file on 127.0.0.1 (where Slurm can
-be bound there: :func:`loopback_address`), each on its own port, and waits until every node is idle. ``start``
-on a cluster some of whose daemons died starts those again, keeping its jobs
-(:meth:`LocalCluster.restart`). Each GPU is declared as its own GRES type
+be bound there: :func:`loopback_address`), each on its own port, and waits until every
+node is idle. ``start`` on a cluster some of whose daemons died starts those again,
+keeping its jobs (:meth:`LocalCluster.restart`). Each GPU is declared as its own GRES type
 (:mod:`.names`) backed by a stand-in device file (a character device like
 ``/dev/null``), so jobs can name exact GPUs and get ``CUDA_VISIBLE_DEVICES`` as a real
 node would set it. Racks, labels and topology presets become node features.
 
 It is for trying gangmaster on Slurm and for tests, not for production: no munge
 (``AuthType=auth/none``), every daemon runs as root (so it must be reachable from this
-machine only), nodes' CPUs and memory are taken
-as declared (``SlurmdParameters=config_overrides``). A real cluster's admin writes
+machine only), nodes' CPUs and memory are taken as declared
+(``SlurmdParameters=config_overrides``). A real cluster's admin writes
 the same GRES and features by hand (README: Slurm).
 """
 from __future__ import annotations
