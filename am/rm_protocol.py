@@ -131,7 +131,13 @@ class WrongState(RMError):
     code = "failed_precondition"
 
 
-ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, WrongState)}
+class Unauthenticated(RMError):
+    """A call the server refused before serving it: no token, or not the server's."""
+
+    code = "unauthenticated"
+
+
+ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, WrongState, Unauthenticated)}
 
 
 # ------------------------------------------------------------------- messages
