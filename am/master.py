@@ -481,7 +481,7 @@ class ApplicationMaster:
             tasks.append(task)
             task_kinds.append(kind)
             running[c.container_id] = (gang, task)
-        token, barrier_env = open_barrier(self._coordinator, self.job, gang, tasks)
+        token, barrier_env = open_barrier(self._coordinator, self.app_id, self.job, gang, tasks)
         shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
                                   self.task_env)
         launches = []
@@ -596,7 +596,7 @@ class ApplicationMaster:
 
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
-        end_barrier(self._coordinator, self.job, gang, outcome, reason, self.log)
+        end_barrier(self._coordinator, self.app_id, gang, outcome, reason, self.log)
         if gang.running:
             for task in gang.tasks:
                 if task.state is TASK_RUNNING:
@@ -812,7 +812,7 @@ class ApplicationMaster:
 
     def reopen_barrier(self, gang: GangRun, token: str | None) -> None:
         """The recovered attempt's barrier takes up the token the previous AM gave its tasks."""
-        reopen_barrier(self._coordinator, self.job, gang, token, self.log)
+        reopen_barrier(self._coordinator, self.app_id, self.job, gang, token, self.log)
 
     def stop_container(self, container_id: str) -> None:
         """Stop a container no gang owns (an RM error is logged, not raised)."""

@@ -110,6 +110,9 @@ def _am(args) -> int:
         print(f"gangmaster am: interrupted by {interrupted.name}; the application was killed at the RM, which "
               f"stops its tasks", file=sys.stderr)
         return 128 + interrupted
+    if runs.failure is not None:
+        print(f"gangmaster am: {runs.failure}; the application was killed at the RM", file=sys.stderr)
+        return 1
     if not finished:
         print("gangmaster am: stopped before the job finished (--timeout); the application was killed at the RM",
               file=sys.stderr)

@@ -185,7 +185,11 @@ class _AMDriver:
                                settings=self.settings, selection=self.selection, metrics=run.metrics,
                                echo=echo, **self._am_extras(run))
         run.ams.append(am)
-        self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._heartbeat(am))
+        self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._beat(am))
+
+    def _beat(self, am: ApplicationMaster) -> None:
+        """What the clock calls at each heartbeat of ``am``."""
+        self._heartbeat(am)
 
     def _heartbeat(self, am: ApplicationMaster) -> None:
         am.heartbeat()
@@ -305,8 +309,8 @@ class _RealTime:
     SIGINT or a timeout) and the shutdown that kills at the RM every job not done.
 
     Nothing a run starts outlives it: :meth:`run` returns early on SIGTERM or SIGINT
-    (:attr:`interrupted` says which) and :meth:`shutdown` then has the RM stop every
-    task's processes."""
+    (:attr:`interrupted` says which) or when an AM fails (:attr:`failure` says how), and
+    :meth:`shutdown` then has the RM stop every task's processes."""
 
     def _start_coordinator(self, barrier_config) -> None:
         """Start the barrier coordinator, and catch the stop signals from now on: one that
@@ -319,6 +323,7 @@ class _RealTime:
         self.barrier.start()
         self._finished = threading.Event()
         self.interrupted: signal.Signals | None = None   # the signal that ended run() early
+        self.failure: str | None = None   # how an AM's heartbeat failed, which ended run() early
         self.timed_out = False
         self.stopped_tasks = 0     # containers whose processes shutdown() had to stop
         self._previous_handlers: dict = {}
@@ -334,6 +339,19 @@ class _RealTime:
         with self.clock.lock:
             return super().submit(job, work_dir, queue)
 
+    def _beat(self, am: ApplicationMaster) -> None:
+        """A heartbeat on the clock's thread: an AM that fails there would beat no more and
+        its job never end (the run would sit until --timeout), so it ends the run, saying why."""
+        try:
+            self._heartbeat(am)
+        except Exception as exc:
+            log.error("the AM of %s (%s) failed", am.job.name, am.app_id, exc_info=True)
+            timer = self._timers.pop(am.app_id, None)
+            if timer is not None:
+                timer.cancel()
+            self.failure = self.failure or (f"the AM of job {am.job.name} ({am.app_id}) failed: "
+                                            f"{type(exc).__name__}: {exc}")
+
     def run(self, timeout_s: float | None = None) -> bool:
         """Wait until every job is done, ``timeout_s`` passes, or SIGTERM or SIGINT
         arrives (or arrived since the driver was built); True when all are done. Call
@@ -342,7 +360,7 @@ class _RealTime:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             while not self._finished.wait(0.1):
-                if self.interrupted is not None:
+                if self.interrupted is not None or self.failure is not None:
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     self.timed_out = True
@@ -372,7 +390,8 @@ class _RealTime:
         RM side of the run ends (:meth:`_stop_rm`) and the coordinator stops. The AMs are
         not told: to their journal the run was interrupted, and it can be resumed."""
         why = (f"the run was interrupted by {self.interrupted.name}" if self.interrupted is not None
-               else "the run timed out" if self.timed_out else "the run was stopped")
+               else "the run timed out" if self.timed_out
+               else f"the run was stopped: {self.failure}" if self.failure is not None else "the run was stopped")
         with self.clock.lock:
             for run in self.runs:
                 if not run.done:
