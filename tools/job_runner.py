@@ -52,7 +52,7 @@ from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
 from gangmaster.am.rm_client import InProcessRMClient, RMClient
-from gangmaster.am.rm_protocol import ApplicationSubmission, RMError
+from gangmaster.am.rm_protocol import ApplicationSubmission, NotFound, RMError
 from gangmaster.am.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
@@ -73,6 +73,11 @@ AM_RESTART_DELAY_S = 2.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 log = logging.getLogger(__name__)
+
+
+class RunCannotGoOn(Exception):
+    """An AM's run cannot go on, for the reason its message says (a fact of the run, such
+    as an RM that lost the application, not a bug: no traceback)."""
 
 
 @dataclass
@@ -326,6 +331,7 @@ class _RealTime:
         self.failure: str | None = None   # how an AM's heartbeat failed, which ended run() early
         self.timed_out = False
         self.stopped_tasks = 0     # containers whose processes shutdown() had to stop
+        self.not_killed: dict[str, str] = {}   # app id -> why shutdown() could not kill it at the RM
         self._previous_handlers: dict = {}
         self._catch_stop_signals()
 
@@ -344,13 +350,18 @@ class _RealTime:
         its job never end (the run would sit until --timeout), so it ends the run, saying why."""
         try:
             self._heartbeat(am)
+        except RunCannotGoOn as exc:
+            self._end_early(am, str(exc))
         except Exception as exc:
             log.error("the AM of %s (%s) failed", am.job.name, am.app_id, exc_info=True)
-            timer = self._timers.pop(am.app_id, None)
-            if timer is not None:
-                timer.cancel()
-            self.failure = self.failure or (f"the AM of job {am.job.name} ({am.app_id}) failed: "
-                                            f"{type(exc).__name__}: {exc}")
+            self._end_early(am, f"the AM of job {am.job.name} ({am.app_id}) failed: {type(exc).__name__}: {exc}")
+
+    def _end_early(self, am: ApplicationMaster, why: str) -> None:
+        """``am`` beats no more, and the run ends (:meth:`run` returns), saying ``why``."""
+        timer = self._timers.pop(am.app_id, None)
+        if timer is not None:
+            timer.cancel()
+        self.failure = self.failure or why
 
     def run(self, timeout_s: float | None = None) -> bool:
         """Wait until every job is done, ``timeout_s`` passes, or SIGTERM or SIGINT
@@ -399,6 +410,7 @@ class _RealTime:
                         self.client.kill(run.app_id, why)
                     except RMError as exc:   # best effort on the way out (a remote RM may be gone)
                         log.warning("could not kill %s at the RM: %s", run.app_id, exc.message)
+                        self.not_killed[run.app_id] = exc.message
         self._stop_rm()
         self.barrier.stop()
         for sig, handler in self._previous_handlers.items():
@@ -448,7 +460,9 @@ class RemoteRuns(_RealTime, _AMDriver):
     application a new attempt when its heartbeat is refused (it stops without deciding
     anything, ``done`` with no outcome), and a new AM is started then, as
     :class:`LiveRuns` does on the RM's event. A heartbeat that cannot reach the RM is
-    said once and tried again at the next one."""
+    said once and tried again at the next one, unless the RM no longer knows the
+    application (an RM restarted without its state): that ends the run, as nothing
+    the AM can do brings the application back."""
 
     def __init__(self, client: RMClient, settings: AMSettings | None = None,
                  selection: SelectionSettings | None = None, barrier_config=None,
@@ -470,6 +484,9 @@ class RemoteRuns(_RealTime, _AMDriver):
         try:
             am.heartbeat()
         except RMError as exc:
+            if isinstance(exc, NotFound) and not self._knows(am.app_id):
+                raise RunCannotGoOn(f"{self.rm_name} no longer knows application {am.app_id} (it restarted "
+                                    "without --state?)") from None
             if exc.message != self._unreachable and self.echo is not None:
                 self.echo(f"{self.rm_name} did not answer a heartbeat ({exc.message}); trying again")
             self._unreachable = exc.message
@@ -479,6 +496,17 @@ class RemoteRuns(_RealTime, _AMDriver):
         self._unreachable = ""
         if self.restarts_replaced and am.done and am.outcome is None:   # replaced: the RM gave it a new attempt
             self._restart_later(am.app_id)
+
+    def _knows(self, app_id: str) -> bool:
+        """Whether the RM still knows ``app_id`` (True when it cannot be asked: that is
+        a transient failure, tried again at the next heartbeat)."""
+        try:
+            self.client.application_report(app_id)
+        except NotFound:
+            return False
+        except RMError:
+            pass
+        return True
 
     def _stop_rm(self) -> None:
         self.clock.stop()

@@ -239,6 +239,33 @@ def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
     assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 1
 
 
+def test_an_rm_restarted_without_its_state_ends_the_am_saying_so(tmp_path):
+    """kill -9 of `rm serve` without --state while the gang runs (its tasks end with it),
+    and an RM started again on the same port: it does not know the application, and
+    never will. The AM ends at once, saying so, and does not claim it killed anything."""
+    marker = new_marker()
+    args = ("--work-dir", str(tmp_path / "rm-tasks"))
+    server, address = start_rm_serve(tmp_path, *args, env={**os.environ, MARKER_VAR: marker})
+    (tmp_path / "job.yaml").write_text(SLEEPS % 1000)
+    work = tmp_path / "run"
+    try:
+        with am_started(address, tmp_path / "job.yaml", work, "--timeout", 120) as proc:
+            wait_until(lambda: len(running(marker, "sleep")) == 2, 60, "both tasks to start")
+            server.send_signal(signal.SIGKILL)
+            server.wait(timeout=10)
+            wait_until(lambda: not running(marker, "sleep"), 30, "the tasks to end with the RM")
+            server, again = start_rm_serve(tmp_path, *args, "--port", address.rsplit(":", 1)[1])
+            assert again == address
+            stdout, stderr = proc.communicate(timeout=30)   # not --timeout's 120 s
+    finally:
+        stop_rm_serve(server)
+        kill_marked(marker)
+    assert proc.returncode == 1, stdout + stderr
+    assert "gangmaster am: the RM no longer knows application app_0001 (it restarted without --state?)" in stderr
+    assert "could not kill app_0001 at the RM" in stderr
+    assert "the application was killed" not in stderr and "Traceback" not in stderr
+
+
 def test_an_rm_that_cannot_be_used_is_a_clear_error(rm_serve, tmp_path):
     address, token, _ = rm_serve
     wrong = am(address, MPI_JOB, tmp_path / "a", timeout_s=30)           # the RM wants a token
