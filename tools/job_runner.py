@@ -24,11 +24,15 @@ the job again into a folder that holds an earlier run of it:
 
 * the earlier run finished (succeeded or failed): nothing is submitted; the
   run reports that outcome from the journal (:attr:`JobRun.finished_earlier`);
-* it did not finish (interrupted, killed, the machine went down): its RM and
-  every task went with it, so a new application resumes the job from the
-  journal: the attempts that were running end as interrupted and start again
-  as new attempts (:func:`gangmaster.am.recovery.resume`), and the AM's clock goes
-  on from the journal's last record.
+* it did not finish (interrupted, killed, the machine went down): a new
+  application resumes the job from the journal: the attempts that were running
+  end as interrupted and start again as new attempts
+  (:func:`gangmaster.am.recovery.resume`), and the AM's clock goes on from the
+  journal's last record. Its tasks went with its RM when the RM was this
+  process's; a separate RM (:class:`RemoteRuns`) may still run them (the earlier
+  AM was ``kill -9``'d): the earlier application is killed there first, and the
+  new one starts once every one of its tasks has stopped, so no task ever runs
+  twice at once.
 
 In virtual time a run that can never progress is stopped as soon as that is
 certain (:meth:`SimulatedRuns.run`).
@@ -51,8 +55,9 @@ from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
+from gangmaster.am.recovery import ENDED_WITH_THE_RUN
 from gangmaster.am.rm_client import InProcessRMClient, RMClient
-from gangmaster.am.rm_protocol import ApplicationSubmission, NotFound, RMError
+from gangmaster.am.rm_protocol import ApplicationSubmission, NotFound, RMError, WrongState
 from gangmaster.am.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
@@ -69,6 +74,9 @@ from .work_folder import JobIdentity, claim
 
 #: A crashed AM is started again this long after the RM declares it dead (seconds).
 AM_RESTART_DELAY_S = 2.0
+#: How long a rerun waits for the tasks of the earlier application it killed at a separate RM
+#: to stop (the RM's kill grace, then SIGKILL, is far shorter) before it refuses to start.
+EARLIER_TASKS_STOP_S = 300.0
 #: The signals that end a live run early: its tasks are stopped first (see LiveRuns.run).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -91,6 +99,7 @@ class JobRun:
     ams: list[ApplicationMaster] = field(default_factory=list)
     metrics: AMMetrics = field(default_factory=AMMetrics)
     clock_offset: float = 0.0                  # the AMs' clock goes on from an earlier run's journal
+    earlier_tasks: str = ENDED_WITH_THE_RUN    # what became of the tasks of the earlier run it resumes
     finished_earlier: RecordedRun | None = None  # the folder's run had already finished: nothing was run
 
     @property
@@ -149,9 +158,12 @@ class _AMDriver:
             run = JobRun(job, earlier.app_id, work_dir, queue, finished_earlier=RecordedRun.of(job, earlier))
             self.runs.append(run)
             return run
+        earlier_tasks = self._stop_earlier(earlier.app_id, work_dir) if earlier.app_id else None
         app_id = self.client.submit(ApplicationSubmission(
             job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True))
         run = JobRun(job, app_id, work_dir, queue, clock_offset=earlier.last_time)
+        if earlier_tasks is not None:
+            run.earlier_tasks = earlier_tasks
         self.runs.append(run)
         if self.settings.metrics_port is not None:
             if self.metrics is None:
@@ -160,6 +172,12 @@ class _AMDriver:
             self.metrics.add(run.metrics, why=lambda: self._why_report(run), job_name=job.name, app_id=app_id)
         self._start_am(run)
         return run
+
+    def _stop_earlier(self, app_id: str, work_dir: Path) -> str | None:
+        """Before an unfinished earlier run into ``work_dir`` (application ``app_id``) is
+        resumed: make sure none of its tasks runs on, and say what became of them (None:
+        they ended with that run, its RM being this process's)."""
+        return None
 
     def _why_report(self, run: JobRun) -> dict:
         """What ``/why`` says of ``run`` (asked from the endpoint's thread: under the clock's
@@ -188,7 +206,7 @@ class _AMDriver:
         now = self.clock.now if not run.clock_offset else (lambda: self.clock.now() + run.clock_offset)
         am = ApplicationMaster(run.job, self.client, run.app_id, now, run.work_dir,
                                settings=self.settings, selection=self.selection, metrics=run.metrics,
-                               echo=echo, **self._am_extras(run))
+                               echo=echo, earlier_tasks=run.earlier_tasks, **self._am_extras(run))
         run.ams.append(am)
         self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._beat(am))
 
@@ -496,6 +514,33 @@ class RemoteRuns(_RealTime, _AMDriver):
         self._unreachable = ""
         if self.restarts_replaced and am.done and am.outcome is None:   # replaced: the RM gave it a new attempt
             self._restart_later(am.app_id)
+
+    def _stop_earlier(self, app_id: str, work_dir: Path) -> str | None:
+        """The earlier run's AM may have died (``kill -9``) while this RM runs its tasks on:
+        kill its application here and wait until every one of its tasks has stopped, so
+        the resumed job's new attempts never run beside them."""
+        try:
+            report = self.client.application_report(app_id)
+        except NotFound:          # an RM restarted without its state: the tasks ended with it
+            return None
+        if report.state.finished and not report.stopping_containers:
+            return None
+        running = report.running_containers + report.stopping_containers
+        if not report.state.finished:
+            self.client.kill(app_id, f"its AM is gone: a new run into {work_dir} resumes the job")
+        if self.echo is not None:
+            self.echo(f"the earlier run's application {app_id} was still at {self.rm_name} with {running} "
+                      f"task(s) running; killed it there, and waiting for them to stop")
+        deadline = time.monotonic() + EARLIER_TASKS_STOP_S
+        while self.client.application_report(app_id).stopping_containers:
+            if time.monotonic() >= deadline:
+                raise WrongState(f"the {running} task(s) of the earlier run's application {app_id} had not stopped "
+                                 f"{EARLIER_TASKS_STOP_S:g} s after it was killed; not starting the job again "
+                                 "while they may run")
+            if self.interrupted is not None:
+                break
+            time.sleep(0.1)
+        return f"were killed at {self.rm_name} with {app_id} before this run started"
 
     def _knows(self, app_id: str) -> bool:
         """Whether the RM still knows ``app_id`` (True when it cannot be asked: that is
