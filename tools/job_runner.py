@@ -526,11 +526,14 @@ class RemoteRuns(_RealTime, _AMDriver):
         if report.state.finished and not report.stopping_containers:
             return None
         running = report.running_containers + report.stopping_containers
-        if not report.state.finished:
+        killed = not report.state.finished
+        if killed:
             self.client.kill(app_id, f"its AM is gone: a new run into {work_dir} resumes the job")
         if self.echo is not None:
             self.echo(f"the earlier run's application {app_id} was still at {self.rm_name} with {running} "
-                      f"task(s) running; killed it there, and waiting for them to stop")
+                      f"task(s) running; killed it there, and waiting for them to stop" if killed else
+                      f"the earlier run's application {app_id} has ended at {self.rm_name}; waiting for its "
+                      f"{running} task(s) to stop")
         deadline = time.monotonic() + EARLIER_TASKS_STOP_S
         while self.client.application_report(app_id).stopping_containers:
             if time.monotonic() >= deadline:
@@ -540,7 +543,7 @@ class RemoteRuns(_RealTime, _AMDriver):
             if self.interrupted is not None:
                 break
             time.sleep(0.1)
-        return f"were killed at {self.rm_name} with {app_id} before this run started"
+        return f"were killed at {self.rm_name} with {app_id} before this run started" if killed else None
 
     def _knows(self, app_id: str) -> bool:
         """Whether the RM still knows ``app_id`` (True when it cannot be asked: that is
