@@ -320,5 +320,10 @@ def test_an_rm_that_cannot_be_used_is_a_clear_error(rm_serve, tmp_path):
     assert gone.returncode == 2 and "cannot use the RM at 127.0.0.1:1" in gone.stderr
     queue = am(address, MPI_JOB, tmp_path / "c", "--token-file", token, "--queue", "nope", timeout_s=30)
     assert queue.returncode == 2 and "refused the job: queue: unknown queue 'nope'" in queue.stderr
-    for result in (wrong, gone, queue):
+    (tmp_path / "wrong.token").write_text("not-the-servers\n")
+    not_its = am(address, MPI_JOB, tmp_path / "d", "--token-file", tmp_path / "wrong.token", timeout_s=30)
+    assert not_its.returncode == 2
+    assert f"cannot use the RM at {address}: the token in {tmp_path / 'wrong.token'} is not this server's" \
+        in not_its.stderr
+    for result in (wrong, gone, queue, not_its):
         assert "Traceback" not in result.stderr
