@@ -219,24 +219,34 @@ mark end
 """
 
 
-def test_a_rerun_after_the_am_was_killed_stops_the_earlier_tasks_before_starting_again(rm_serve, tmp_path):
+def test_a_rerun_after_the_am_was_killed_stops_the_earlier_tasks_before_starting_again(tmp_path):
     """kill -9 of `gangmaster am` while its gang runs: the RM runs its tasks on. The same
     command again into its work folder kills that application at the RM and starts the
-    job's next attempt only once every earlier task has ended; it says so, and the
+    job's next attempts only once every earlier task has ended; it says so, and the
     report says what became of them."""
-    address, token, state = rm_serve
+    marker = new_marker()
+    token, state = tmp_path / "token", tmp_path / "rm-state.json"
+    server, address = start_rm_serve(tmp_path, "--token-file", str(token), "--state", str(state),
+                                     "--work-dir", str(tmp_path / "rm-tasks"), env={**os.environ, MARKER_VAR: marker})
     (tmp_path / "task.sh").write_text(MARKING_TASK)
     marks = tmp_path / "marks"
     (tmp_path / "job.yaml").write_text(SLEEPS.replace("sleeps", "marks").split("    commands:")[0]
                                        + f"    commands: ['sh {tmp_path / 'task.sh'} {marks}']\n")
     work = tmp_path / "run"
-    with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as first:
-        wait_until(lambda: marks.exists() and marks.read_text().count("start 1") == 2, 60, "both tasks to start")
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-    with am_started(address, tmp_path / "job.yaml", work, "--token-file", token, "--timeout", 120) as rerun:
-        stdout, stderr = rerun.communicate(timeout=180)
-    assert rerun.returncode == 0, stdout + stderr
+    try:
+        with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as first:
+            wait_until(lambda: marks.exists() and marks.read_text().count("start 1") == 2, 60, "both tasks to start")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+        with am_started(address, tmp_path / "job.yaml", work, "--token-file", token, "--timeout", 120) as rerun:
+            stdout, stderr = rerun.communicate(timeout=180)
+        assert rerun.returncode == 0, stdout + stderr
+        with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
+            report = rm.application_report("app_0001")
+            assert report.state is AppState.KILLED and "its AM is gone" in report.diagnostics
+    finally:
+        stop_rm_serve(server)
+        kill_marked(marker)   # (with --state, tasks outlive the RM: none may outlive the test)
     lines = [line.split() for line in marks.read_text().splitlines()]
     ends_1 = [float(t) for what, attempt, _, t in lines if (what, attempt) == ("end", "1")]
     starts_2 = [float(t) for what, attempt, _, t in lines if (what, attempt) == ("start", "2")]
@@ -247,9 +257,6 @@ def test_a_rerun_after_the_am_was_killed_stops_the_earlier_tasks_before_starting
     assert "the tasks it was running were killed at the RM with app_0001 before this run started" in stdout
     assert "job marks (app_0002): SUCCEEDED" in stdout and "gang worker attempt 1: stopped" in stdout
     assert "reason: the run was interrupted: its tasks were killed at the RM with app_0001" in stdout
-    with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
-        report = rm.application_report("app_0001")
-        assert report.state is AppState.KILLED and "its AM is gone" in report.diagnostics
     assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 2
 
 
