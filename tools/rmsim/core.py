@@ -366,10 +366,12 @@ class ResourceManager:
                 mvc += c.booking.mvcores
                 gpus += c.booking.demand.gpus
                 gpu_milli += c.booking.gpu_milli
+            containers = self.containers
+            stopping = sum(1 for cid in app.container_ids if (rec := containers.get(cid)) is not None and rec.held)
             return ApplicationReport(
                 app.app_id, app.name, app.queue, app.state, app.attempt, app.submitted_at, app.finished_at,
                 app.final_status, app.diagnostics, running, sum(a.remaining for a in app.asks.values()),
-                ResourceDescriptor(mem, mvc / 1000.0, gpus), gpu_milli)
+                ResourceDescriptor(mem, mvc / 1000.0, gpus), gpu_milli, stopping)
 
     def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
         with self.lock:
