@@ -5,7 +5,8 @@ A strategy ranks the nodes that survived the filters. To write one, subclass
 only on that node's state, :meth:`Selector.node_key`: select() then walks an index
 kept sorted by it instead of ranking every node); register it under the
 ``gangmaster.selectors`` entry-point group of your package (or call
-:func:`register_selector` in-process)::
+:func:`register_selector` in-process; :func:`selector_registered` registers one for
+a ``with`` block only, as a test does)::
 
     import numpy as np
     from gangmaster.selectors.selector import Selector, register_selector
@@ -38,10 +39,11 @@ strategy that plans for the workload to come overrides
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
@@ -237,6 +239,23 @@ def register_selector(cls: type[Selector]) -> type[Selector]:
         raise ValueError(f"{cls.__name__} has no name")
     _registry[cls.name] = cls
     return cls
+
+
+@contextmanager
+def selector_registered(cls: type[Selector]) -> Iterator[type[Selector]]:
+    """:func:`register_selector` for the length of a ``with`` block; after it the registry
+    is as it was (the name free again, or the strategy it named before back). A test's
+    strategy must not outlive the test: every later list of strategies would name it."""
+    _load_entry_points()   # (first: a strategy of that name from an entry point is the one to restore)
+    before = _registry.get(getattr(cls, "name", None))
+    register_selector(cls)
+    try:
+        yield cls
+    finally:
+        if before is None:
+            del _registry[cls.name]
+        else:
+            _registry[cls.name] = before
 
 
 def _load_entry_points() -> None:

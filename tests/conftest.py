@@ -21,3 +21,21 @@ from pathlib import Path
 _PLUGIN = Path(__file__).parent / "fixtures" / "selector_plugin"
 if str(_PLUGIN) not in sys.path:
     sys.path.append(str(_PLUGIN))
+
+
+import pytest
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _selector_registry_unchanged(request):
+    """Each test module leaves the strategy registry as it found it: a strategy a test
+    registers for good (not through ``selector_registered``) would be in every later
+    module's list of strategies, and which modules ran first would change what they see."""
+    from gangmaster.selectors.selector import selector_classes
+
+    before = selector_classes()
+    yield
+    after = selector_classes()
+    assert after == before, (f"{request.module.__name__} changed the selector registry: added "
+                             f"{sorted(after.keys() - before.keys())}, removed {sorted(before.keys() - after.keys())}, "
+                             f"replaced {sorted(n for n in before.keys() & after.keys() if before[n] is not after[n])}")

@@ -23,6 +23,7 @@ COMMANDS = [
     "why_cmd",
     "snapshot_cmd",
     "slurm_cmd",
+    "yarn_cmd",
     "replay_cmd",
 ]
 

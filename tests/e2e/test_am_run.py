@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from task_procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
@@ -94,20 +95,33 @@ def _task_pid(output_dir: Path, rank: int) -> int | None:
     return None
 
 
+#: the example task, with its barrier client's INFO log ("waiting for barrier (epoch e): n/N
+#: arrived ...") on its output, which the RM keeps in ``tasks/<container>.log``
+LOGGING_TASK = ("python -c 'import logging, sys; logging.basicConfig(level=logging.INFO); "
+                "from gangmaster.tools.examples.mpi_style_task import main; sys.exit(main())'")
+
+
 @pytest.mark.slow
 def test_live_mpi_job_survives_a_killed_task_as_a_new_attempt(tmp_path):
-    work = tmp_path / "run"
+    job, config, work = tmp_path / "mpi.yaml", tmp_path / "barrier.yaml", tmp_path / "run"
+    job.write_text(MPI_JOB.read_text().replace("python -m gangmaster.tools.examples.mpi_style_task", LOGGING_TASK))
+    config.write_text("barrier:\n  log_interval_s: 0.5\n")   # a waiting task says so after 0.5 s
     env = dict(os.environ, GANGMASTER_EXAMPLE_HOLD_S="0.5", GANGMASTER_EXAMPLE_STALL="3:60")
-    proc = subprocess.Popen([sys.executable, "-m", "gangmaster.tools.cli", "run", str(MPI_JOB), "--live",
-                             "--work-dir", str(work), "--timeout", "90"],
+    proc = subprocess.Popen([sys.executable, "-m", "gangmaster.tools.cli", "run", str(job), "--live",
+                             "--work-dir", str(work), "--timeout", "90", "--config", str(config)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         output = work / "output"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(list(output.glob("part-*.txt"))) < 4:
-            time.sleep(0.1)
-        assert len(list(output.glob("part-*.txt"))) == 4, "attempt 1 never got past its first step"
-        time.sleep(1.5)              # ranks 0-2 are now waiting in all_gather for the stalled rank 3
+        # all_gather is the tasks' second call (epoch 1): ranks 0-2 have arrived in it and
+        # wait for the stalled rank 3 once one of them logs 3/4 arrived there
+        in_gather = "waiting for barrier (epoch 1): 3/4 arrived"
+
+        def waiting_in_gather() -> bool:
+            return any(in_gather in log.read_text() for log in (work / "tasks").glob("*.log"))
+
+        wait_until(lambda: waiting_in_gather() or proc.poll() is not None, 60,
+                   f"ranks 0-2 to wait in all_gather ({in_gather!r} in a task's log)")
+        assert waiting_in_gather(), f"the run ended before ranks 0-2 waited in all_gather: {proc.communicate()}"
         pid = _task_pid(output, 3)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)

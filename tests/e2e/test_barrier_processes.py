@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from task_procs import wait_until
 
 from gangmaster.am.barrier import TaskInfo
 from gangmaster.am.barrier_config import BarrierConfig
@@ -88,7 +89,8 @@ def test_waiting_task_logs_progress_and_is_released_late(server, tmp_path):
     early = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **server.task_env(JOB, GANG, 1, 0)},
                              cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: server.statistics().arrivals == 1)
-    time.sleep(1.0)  # > 3 hold periods of 0.3 s
+    # each hold of 0.3 s ends "still waiting": the task logs so and sends its arrival again
+    wait_until(lambda: server.statistics().duplicate_arrivals >= 2, 15, "two re-sent arrivals of the early task")
     late = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **server.task_env(JOB, GANG, 1, 1)},
                             cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     (rc0, err0), (rc1, _) = finish([early, late])
@@ -207,7 +209,8 @@ def test_task_retries_until_the_coordinator_listens(tmp_path):
     for t in threads:
         t.start()
     try:
-        time.sleep(0.5)  # the tasks are calling a port nobody listens on
+        # the tasks are calling a port nobody listens on, and retrying
+        wait_until(lambda: all(c.retries > 0 for c in ctxs), 15, "both tasks to retry before the coordinator listens")
         server.start()
         for t in threads:
             t.join(20)

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.request import urlopen
 
 import pytest
+from task_procs import wait_until
 
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import load_job, parse_job
@@ -95,6 +96,22 @@ def test_the_command_exits_0_when_the_gang_can_start_and_2_on_bad_input(tmp_path
     result = gangmaster("diagnose", CONF / "jobs" / "mpi-allreduce.yaml", "--wait", "soon")
     assert result.returncode == 2
 
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--snapshot", "{empty}"], "{empty}: nodes: expected at least one node (read as slurm JSON"),
+    (["--snapshot-time", "1795415335"], "--snapshot-time: expected it only with --snapshot"),
+])
+def test_a_snapshot_that_cannot_be_diagnosed_against_exits_2_with_one_line(tmp_path, args, message):
+    empty = tmp_path / "EMPTY.json"
+    empty.write_text(json.dumps({**json.loads((CONF / "snapshots" / "slurm" / "sinfo.json").read_text()), "nodes": []}))
+    result = gangmaster("diagnose", CONF / "jobs" / "snapshot-8gpu-pair.yaml",
+                        *(arg.format(empty=empty) for arg in args))
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr.startswith(f"gangmaster: {message.format(empty=empty)}") and result.stderr.count("\n") == 1
+    if "--snapshot" in args:          # `gangmaster snapshot` reads it the same way
+        shown = gangmaster("snapshot", empty)
+        assert (shown.returncode, shown.stderr) == (2, result.stderr)
 
 # ---------------------------------------------------------------- a snapshot, booked on the simulator
 @dataclass
@@ -284,13 +301,18 @@ def test_on_a_busy_cluster_a_waiting_gang_is_diagnosed_at_most_once_per_explain_
 
 def test_a_live_run_serves_why_while_its_gang_waits_on_another_job_s_processes(tmp_path):
     import time
+    from gangmaster.am.journal import JOURNAL_FILE, read_records
     from gangmaster.tools.job_runner import LiveRuns
+
+    def launched(work_dir: Path) -> bool:
+        return any(r["kind"] == "launched" for r in read_records(work_dir / JOURNAL_FILE))
 
     runs = LiveRuns(_SMALL, tmp_path / "run", AMSettings(heartbeat_s=0.05, explain_after_s=0.2, metrics_port=0))
     try:
         runs.submit(parse_job(_job("holder", 8, 60).replace("commands: [train]", "commands: ['sleep 60']")),
                     tmp_path / "holder")
-        time.sleep(0.5)
+        # the holder's 8 tasks run (its journal says so) before the waiter asks
+        wait_until(lambda: launched(tmp_path / "holder"), 30, "the holder's tasks to start")
         runs.submit(parse_job(_job("waiter", 4, 60).replace("commands: [train]", "commands: ['true']")),
                     tmp_path / "waiter")
         deadline, d = time.monotonic() + 30, None

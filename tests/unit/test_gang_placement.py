@@ -66,16 +66,44 @@ def test_gang_that_can_never_fit_fails_at_submission_with_numbers():
 @given(st.lists(st.tuples(st.integers(1, 6), st.sampled_from([0, 1, 2, 4]), st.sampled_from([None, 1, 2])),
                 min_size=1, max_size=3))
 def test_placement_never_double_books_and_is_all_or_nothing(shape):
+    """Checked against the placement itself, not through the view's booking (which
+    refuses a double booking on its own): on each node the instances' GPU masks are
+    disjoint and within its GPUs, their ports disjoint, their memory and vcores within
+    its capacity and each role within its cap; every instance of every role is placed
+    once. A gang that does not fit places nothing and says how far it got."""
     view = load_cluster()
     roles = tuple(role(f"r{i}", n, gpus=g, cap=c) for i, (n, g, c) in enumerate(shape))
     try:
         placement = place_gang(view, roles, SelectionPipeline())
-    except GangDoesNotFit:
+    except GangDoesNotFit as err:
+        assert 0 <= err.placed < err.total == sum(n for n, _, _ in shape)
+        assert view.is_empty()
         return
-    assert len(placement.instances) == sum(n for n, _, _ in shape)
-    for p in placement.instances:   # booking it all on the real view must succeed: nothing double-booked
+    assert view.is_empty()
+    assert sorted((p.role, p.index) for p in placement.instances) == \
+           sorted((r.name, i) for r in roles for i in range(r.instances))
+    by_role = {r.name: r for r in roles}
+    for host in set(placement.hosts()):
+        here = [p for p in placement.instances if p.host == host]
+        i = view.index(host)
+        gpus_given = 0
+        for p in here:
+            assert p.gpu_mask.bit_count() == by_role[p.role].gpus == p.resource.gpus
+            assert p.gpu_mask & ~view.gpu_capacity_mask.item(i) == 0
+            assert p.resource.gpu_mask == p.gpu_mask
+            assert gpus_given & p.gpu_mask == 0, f"{host}: GPUs {p.gpu_mask:#x} given twice"
+            gpus_given |= p.gpu_mask
+        ports = [port for p in here for port in p.resource.port_ranges]
+        assert len(ports) == len(set(ports)) == sum(p.resource.ports for p in here), f"{host}: a port given twice"
+        assert sum(p.resource.memory_mb for p in here) <= view.memory_capacity.item(i)
+        assert sum(p.resource.vcores for p in here) <= view.vcores_capacity.item(i)
+        for name, spec in by_role.items():
+            if spec.max_instances_per_node is not None:
+                assert sum(p.role == name for p in here) <= spec.max_instances_per_node
+    for p in placement.instances:   # and the view books it all as the placement says
         view.allocate(p.host, p.resource, role=p.role)
-    assert (view.gpus_free >= 0).all() and (view.memory_free >= 0).all()
+    assert view.gpus_used.sum() == sum(r.instances * r.gpus for r in roles)
+    assert view.memory_used.sum() == sum(p.resource.memory_mb for p in placement.instances)
 
 
 def test_the_never_fits_check_on_an_idle_cluster_is_the_gangs_placement_on_it():

@@ -8,7 +8,8 @@ from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor as R
-from gangmaster.selectors.selector import Selector, UnknownSelector, get_selector, register_selector, selector_classes
+from gangmaster.selectors.selector import (Selector, UnknownSelector, get_selector, register_selector,
+                                          selector_classes, selector_registered)
 from gangmaster.selectors.settings import SelectionSettings
 
 PORTS = PortRanges.of((20000, 20009))
@@ -168,16 +169,36 @@ def test_unknown_selector_lists_the_known_ones():
         get_selector("nope")
 
 
-def test_register_selector_in_process():
-    @register_selector
-    class CpuFirst(Selector):
-        name = "test-cpu-first"
-        description = "CPU nodes first"
+class CpuFirst(Selector):
+    name = "test-cpu-first"
+    description = "CPU nodes first"
 
-        def rank(self, view, candidates, request):
-            return view.gpu_capacity[candidates]
+    def rank(self, view, candidates, request):
+        return view.gpu_capacity[candidates]
 
-    assert "test-cpu-first" in selector_classes()
-    assert pipeline("test-cpu-first").select(cluster(), req(pending_tasks=1)).hosts == ["c0", "b0"]
+
+def test_a_selector_registered_in_process_is_used_and_only_for_the_block():
+    before = selector_classes()
+    with selector_registered(CpuFirst):
+        assert selector_classes() == {**before, "test-cpu-first": CpuFirst}
+        assert pipeline("test-cpu-first").select(cluster(), req(pending_tasks=1)).hosts == ["c0", "b0"]
+    assert selector_classes() == before
+    with pytest.raises(UnknownSelector):
+        get_selector("test-cpu-first")
+
+
+def test_a_selector_registered_over_a_known_name_gives_the_name_back_after_the_block():
+    shadow = type("Shadow", (CpuFirst,), {"name": "job-packing"})
+    before = selector_classes()
+    with selector_registered(shadow):
+        assert type(get_selector("job-packing")) is shadow
+    assert selector_classes() == before and type(get_selector("job-packing")) is before["job-packing"]
+
+
+def test_register_selector_refuses_what_is_not_a_strategy():
+    before = selector_classes()
     with pytest.raises(TypeError):
         register_selector(object)
+    with pytest.raises(ValueError, match="has no name"):
+        register_selector(type("Nameless", (CpuFirst,), {"name": ""}))
+    assert selector_classes() == before
