@@ -58,8 +58,8 @@ def imported_layers(path: Path, layer: str | None = None, root: Path = ROOT) -> 
 #: module's part by its name under gangmaster.tools (the rest, the commands: ``tools.cli``),
 #: and a test file's, of those it imports, the last in this order (the most specific)
 TOOLS_PARTS = {"tools.cli": (), "tools.rmsim": ("rmsim",), "tools.run": ("job_runner",),
-               "tools.snapshots": ("snapshots",), "tools.slurm": ("slurm",), "tools.replay": ("replay", "replay_cmd"),
-               "tools.bench": ("bench",)}
+               "tools.snapshots": ("snapshots",), "tools.slurm": ("slurm",), "tools.yarn": ("yarn", "yarn_cmd"),
+               "tools.replay": ("replay", "replay_cmd"), "tools.bench": ("bench",)}
 
 
 def _tools_part(module: str) -> str:
