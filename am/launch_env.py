@@ -187,6 +187,11 @@ def _roles_env(roles: tuple[RoleSpec, ...], queue: str, user: str, shm: tuple[in
     return env
 
 
+def _host_ip_name(role: RoleSpec, index: int) -> str:
+    """The name of the variable holding the host of ``role``'s instance ``index``."""
+    return f"PAI_HOST_IP_{role.name}_{index}"
+
+
 class _GangShape:
     """What :func:`gang_env` gives every gang of the same roles in a job of the same roles,
     queue and user, worked out once (a replay's jobs of one shape share their roles): the
@@ -209,14 +214,16 @@ class _GangShape:
             rank += role.instances
         self.per_instance = len(ranks) <= PER_INSTANCE_VARIABLES_UP_TO
         #: by rank: the name of its host's variable, and of each label's ports (the current and the older name)
-        self.host_ips = [f"PAI_HOST_IP_{role.name}_{index}" for role, index in ranks] if self.per_instance else []
+        self.host_ips = [_host_ip_name(role, index) for role, index in ranks] if self.per_instance else []
         self.port_names = [{label: (f"PAI_PORT_LIST_{role.name}_{index}_{label}",
                                     f"PAI_{role.name}_{index}_{label}_PORT") for label in role.ports}
                            for role, index in ranks] if self.per_instance else []
         self.instances = ",".join(f"{role.name}:{index}" for role, index in ranks)
-        #: the names of the first task's host variables (a gang of one task has no other)
+        #: the names of the first task's host variables (a gang of one task has no other); named
+        #: from its rank, not read from :attr:`host_ips`, which a gang of more than
+        #: PER_INSTANCE_VARIABLES_UP_TO tasks does not have
         self.first_host_list = self.host_lists[0][0] if ranks else ""
-        self.first_host_ip = self.host_ips[0] if ranks else ""
+        self.first_host_ip = _host_ip_name(*ranks[0]) if ranks else ""
         #: the first task's own variables when it has no ports (:func:`identity_env`, then its ports')
         self.lone_own = {**identity_env(0, ranks[0][0].name, ranks[0][1]), **dict(NO_PORTS.pairs)} if ranks else {}
         self._lone_templates: dict[tuple, dict[str, str] | None] = {}

@@ -1,7 +1,8 @@
 """Shared test set-up: the hypothesis profiles.
 
 ``ci`` (used when CI is set, as on the CI machine) is derandomized and has no
-deadline, so a run is repeatable and a slow machine does not fail a test."""
+deadline, so a run is repeatable and a slow machine does not fail a test. ``fast`` is the
+fast tier's (README: *Tests*): a fifth of the examples, so one layer runs in under a minute."""
 import os
 
 from hypothesis import HealthCheck, settings
@@ -9,6 +10,7 @@ from hypothesis import HealthCheck, settings
 settings.register_profile("ci", deadline=None, derandomize=True, max_examples=100,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", deadline=None, max_examples=100)
+settings.register_profile("fast", deadline=None, max_examples=20)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 # The example third-party strategy plugin, in its installed layout (see its README):

@@ -2,37 +2,11 @@
 
 Every import is checked, including those inside functions and under TYPE_CHECKING: a
 type-only upward import still ties a lower layer to a higher one."""
-import ast
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-LAYERS = ("conf", "gpu_topology", "selectors", "am", "tools")
-RANK = {name: rank for rank, name in enumerate(LAYERS)}
-
-
-def imported_layers(path: Path, layer: str, root: Path = ROOT) -> list[tuple[int, str]]:
-    """(line, imported layer) for every import of a gangmaster layer in ``path``, a module of ``layer``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = ["gangmaster", layer, *path.relative_to(root / layer).parent.parts]
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:   # relative: level 1 is the module's own package, each further level its parent
-                base = package[:len(package) - (node.level - 1)]
-                names = [".".join([*base, *([node.module] if node.module else [])])]
-            else:
-                names = [node.module or ""]
-        else:
-            continue
-        for name in names:
-            parts = name.split(".")
-            if len(parts) > 1 and parts[0] == "gangmaster" and parts[1] in RANK:
-                found.append((node.lineno, parts[1]))
-    return found
+from layers import LAYERS, RANK, ROOT, imported_layers
 
 
 def upward_imports(root: Path = ROOT) -> list[str]:

@@ -33,6 +33,9 @@ def synthetic_specs(nodes: int, rack_size: int = 40) -> list[NodeSpec]:
 def occupy_randomly(view: ClusterView, seed: int, busy_share: float = 0.6) -> None:
     """Book a random part of each busy node, through ``allocate`` (so it is valid)."""
     rng = random.Random(seed)
+    # each capacity read once for the whole cluster: ``vcores_capacity`` is worked out from the
+    # columns on every read, so a read per node made building a cluster quadratic
+    vcores_capacity = view.vcores_capacity.tolist()
     for i in range(len(view)):
         if rng.random() >= busy_share:
             continue
@@ -45,7 +48,7 @@ def occupy_randomly(view: ClusterView, seed: int, busy_share: float = 0.6) -> No
             mask |= 1 << bit
         view.allocate(i, ResourceDescriptor(
             memory_mb=int(view.memory_capacity[i] * rng.random() * 0.9),
-            vcores=round(float(view.vcores_capacity[i]) * rng.random() * 0.9, 1),
+            vcores=round(vcores_capacity[i] * rng.random() * 0.9, 1),
             gpus=used_gpus, gpu_mask=mask))
 
 def synthetic_cluster(nodes: int, seed: int = 0) -> ClusterView:

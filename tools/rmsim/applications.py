@@ -173,10 +173,12 @@ class Applications:
             mvc += c.booking.mvcores
             gpus += c.booking.demand.gpus
             gpu_milli += c.booking.gpu_milli
+        records = self.containers.records   # its containers stopped whose processes are not gone yet
+        stopping = sum(1 for cid in app.container_ids if (rec := records.get(cid)) is not None and rec.held)
         return ApplicationReport(
             app.app_id, app.name, app.queue, app.state, app.attempt, app.submitted_at, app.finished_at,
             app.final_status, app.diagnostics, running, sum(a.remaining for a in app.asks.values()),
-            ResourceDescriptor(mem, mvc / 1000.0, gpus), gpu_milli)
+            ResourceDescriptor(mem, mvc / 1000.0, gpus), gpu_milli, stopping)
 
     def _forget_old(self) -> None:
         """Past RM_MAX_COMPLETED_APPS finished applications, forget the tenth of them that
