@@ -60,7 +60,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator,
-                                   CoordinatorStatistics, Released, TaskInfo)
+                                   CoordinatorStatistics, HostArrival, Released, TaskInfo)
 from gangmaster.am.barrier_config import BarrierConfig
 from gangmaster.am.barrier_errors import BarrierError
 from gangmaster.am.context import attempt_env, own_env
@@ -176,12 +176,38 @@ class _Servicer:
             await _refuse_undecodable(request, context)
             yield await self.answer(request)
 
+    async def HostSession(self, requests, context):
+        """One host leader's stream: each request speaks for the host's tasks at one epoch
+        (:meth:`BarrierCoordinator.arrive_host`) and is answered as :meth:`Session` answers a
+        task's request."""
+        async for request in requests:
+            await _refuse_undecodable(request, context)
+            yield await self.answer_host(request)
+
     async def answer(self, request: pb.SyncRequest) -> pb.SyncReply:
         """The reply to one barrier()/all_gather() call: released, pending, or an error."""
         c = request.caller
+        if request.HasField("leader_lost"):
+            try:
+                self.core.leader_lost(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, request.leader_lost)
+            except BarrierError as err:
+                return pb.SyncReply(error=error_to_proto(err))
         operation = _OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
         arrival = Arrival(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, operation,
                           request.message, request.unsent_size)
+        return await self._wait(c, request.hold_ms, lambda settle: self.core.arrive(arrival, settle))
+
+    async def answer_host(self, request: pb.HostSyncRequest) -> pb.SyncReply:
+        """The reply to a host leader's message: as :meth:`answer`'s, for all its tasks."""
+        c = request.caller
+        arrivals = [HostArrival(a.task, _OPERATION_NAMES.get(a.operation, f"operation #{a.operation}"),
+                                a.message, a.unsent_size) for a in request.arrivals]
+        return await self._wait(c, request.hold_ms, lambda settle: self.core.arrive_host(
+            c.job, c.gang, c.attempt, c.token, c.task, request.epoch, arrivals, settle))
+
+    async def _wait(self, c: pb.Caller, hold_ms: int, arrive: Callable) -> pb.SyncReply:
+        """Arrive (``arrive(settle)`` returns the waiter) and wait for the outcome, at most the
+        hold time: released, an error, or pending with the epoch's progress."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
 
@@ -190,12 +216,12 @@ class _Servicer:
                 future.set_result(outcome)
 
         try:
-            waiter = self.core.arrive(arrival, settle)
+            waiter = arrive(settle)
         except BarrierError as err:
             return pb.SyncReply(error=error_to_proto(err))
         if not future.done():
             self.owner.arm_timer()
-            hold = min(request.hold_ms / 1000.0 or self.owner.config.log_interval_s, _MAX_HOLD_S)
+            hold = min(hold_ms / 1000.0 or self.owner.config.log_interval_s, _MAX_HOLD_S)
 
             def hold_over() -> None:
                 self.core.withdraw(waiter)
