@@ -136,8 +136,13 @@ class LocalSession:
         """Send one request and wait for its reply; :class:`LeaderLost` if the leader is gone."""
         try:
             self._sock.sendall(_frame(request))
-            (size,) = _FRAME.unpack(self._read(_FRAME.size))
-            return pb.SyncReply.FromString(self._read(size))
+            data = self._sock.recv(65536)   # one reply, mostly in one piece
+            if len(data) < _FRAME.size:
+                data += self._read(_FRAME.size - len(data))
+            (size,) = _FRAME.unpack_from(data)
+            if len(data) < _FRAME.size + size:
+                data += self._read(_FRAME.size + size - len(data))
+            return pb.SyncReply.FromString(data[_FRAME.size:])
         except OSError as exc:
             raise LeaderLost(str(exc)) from exc
 
