@@ -457,7 +457,7 @@ class BarrierCoordinator:
         return waiter
 
     def arrive_host(self, job: str, gang: str, attempt: int, token: str, leader: int, epoch: int,
-                    arrivals: Sequence["HostArrival"], callback: Callback) -> Waiter:
+                    arrivals: Sequence["HostArrival | tuple[int, str, bytes, int]"], callback: Callback) -> Waiter:
         """One message speaking for several tasks of one host (their leader's, ``leader``): each
         of ``arrivals`` is recorded at ``epoch`` as that task's own :meth:`arrive` would record
         it (idempotent, checked, mismatches and over-large gathers break the attempt), and the
@@ -470,9 +470,9 @@ class BarrierCoordinator:
             self._stats.host_calls += 1
             a = self._check(job, gang, attempt, token, leader, epoch)
             for host_arrival in arrivals:
-                if not 0 <= host_arrival.task < a.total:
+                if not 0 <= host_arrival[0] < a.total:
                     self._stats.invalid_requests += 1
-                    raise BarrierInvalid(f"{a.barrier}: task index {host_arrival.task} (sent by task {leader}'s "
+                    raise BarrierInvalid(f"{a.barrier}: task index {host_arrival[0]} (sent by task {leader}'s "
                                          f"host) is outside 0..{a.total - 1}", a.barrier, epoch)
             calls: list = []
             if epoch == a.epoch:
@@ -493,7 +493,7 @@ class BarrierCoordinator:
                 waiter = Waiter(a, leader, epoch, callback)
                 waiter.done = True
             else:   # the epoch just released (a re-sent message), or a stale one: as a task's call
-                operation = arrivals[0].operation if arrivals else (
+                operation = arrivals[0][1] if arrivals else (
                     a.last_release.operation if a.last_release is not None else BARRIER)
                 waiter, calls = self._arrive(a, Arrival(job, gang, attempt, token, leader, epoch, operation),
                                              callback)

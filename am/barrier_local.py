@@ -207,7 +207,7 @@ class _Epoch:
     __slots__ = ("arrivals", "unsent", "waiters", "timer", "uplinks", "outcome")
 
     def __init__(self):
-        self.arrivals: dict[int, pb.HostArrival] = {}
+        self.arrivals: dict[int, tuple[int, int, bytes, int]] = {}   # task -> (task, operation, message, unsent)
         self.unsent: list[int] = []
         self.waiters: dict[int, "_Member"] = {}
         self.timer: asyncio.TimerHandle | None = None
@@ -347,8 +347,7 @@ class HostLeader:
         task = member.task
         ep.waiters[task] = member
         if task not in ep.arrivals:
-            ep.arrivals[task] = pb.HostArrival(task=task, operation=request.operation, message=request.message,
-                                               unsent_size=request.unsent_size)
+            ep.arrivals[task] = (task, request.operation, request.message, request.unsent_size)
             ep.unsent.append(task)
             self._consider(epoch, ep)
         elif not ep.unsent and not ep.uplinks:   # a re-send after "pending": wait at the coordinator again
@@ -397,12 +396,11 @@ class HostLeader:
         coordinator fails the gather naming the size and the limit, and no message is
         ever over gRPC's size limit."""
         total, out = 0, []
-        for arrival in arrivals:
-            total += max(len(arrival.message), arrival.unsent_size) + FRAMING_BYTES
-            if total > self._max_message_bytes and arrival.message:
-                arrival = pb.HostArrival(task=arrival.task, operation=arrival.operation,
-                                         unsent_size=len(arrival.message))
-            out.append(arrival)
+        for task, operation, message, unsent in arrivals:
+            total += max(len(message), unsent) + FRAMING_BYTES
+            if total > self._max_message_bytes and message:
+                message, unsent = b"", len(message)
+            out.append((task, operation, message, unsent))
         return out
 
     def _send(self, epoch: int, ep: _Epoch, arrivals: list) -> None:
@@ -411,8 +409,10 @@ class HostLeader:
 
     # ------------------------------------------------------------ the coordinator
     async def _uplink(self, epoch: int, ep: _Epoch, arrivals: list) -> None:
-        request = pb.HostSyncRequest(caller=self.caller, epoch=epoch, hold_ms=self._hold_ms,
-                                     arrivals=self._within_limit(arrivals))
+        tasks, operations, messages, unsent = zip(*self._within_limit(arrivals)) if arrivals else ((),) * 4
+        request = pb.HostSyncRequest(caller=self.caller, epoch=epoch, hold_ms=self._hold_ms, tasks=tasks,
+                                     operations=operations, messages=messages if any(messages) else (),
+                                     unsent_sizes=unsent if any(unsent) else ())
         reply = await self._exchange(request)
         ep.uplinks -= 1
         if ep.outcome is not None:

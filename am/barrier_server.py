@@ -60,9 +60,9 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator,
-                                   CoordinatorStatistics, HostArrival, Released, TaskInfo)
+                                   CoordinatorStatistics, Released, TaskInfo)
 from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_errors import BarrierError
+from gangmaster.am.barrier_errors import BarrierError, BarrierInvalid
 from gangmaster.am.context import attempt_env, own_env
 from gangmaster.am.grpc_security import EXCLUSIVE_BIND, ListenError, PortInUse, listen
 from gangmaster.am.proto import barrier_pb2 as pb
@@ -200,8 +200,17 @@ class _Servicer:
     async def answer_host(self, request: pb.HostSyncRequest) -> pb.SyncReply:
         """The reply to a host leader's message: as :meth:`answer`'s, for all its tasks."""
         c = request.caller
-        arrivals = [HostArrival(a.task, _OPERATION_NAMES.get(a.operation, f"operation #{a.operation}"),
-                                a.message, a.unsent_size) for a in request.arrivals]
+        tasks = list(request.tasks)
+        n = len(tasks)
+        operations = [_OPERATION_NAMES.get(o, f"operation #{o}") for o in request.operations]
+        messages = list(request.messages) or [b""] * n
+        unsent = list(request.unsent_sizes) or [0] * n
+        if not len(operations) == len(messages) == len(unsent) == n:
+            return pb.SyncReply(error=pb.Error(code=BarrierInvalid.code, message=(
+                f"a host message of {n} tasks with {len(operations)} operations, {len(request.messages)} "
+                f"messages and {len(request.unsent_sizes)} unsent sizes; expected one of each per task "
+                "(or no messages, no unsent sizes)")))
+        arrivals = list(zip(tasks, operations, messages, unsent))
         return await self._wait(c, request.hold_ms, lambda settle: self.core.arrive_host(
             c.job, c.gang, c.attempt, c.token, c.task, request.epoch, arrivals, settle))
 
