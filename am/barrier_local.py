@@ -74,6 +74,8 @@ ENV_TREE = "GANGMASTER_BARRIER_TREE"
 
 #: The longest a leader keeps an arrival before sending it (see the module docstring).
 LINGER_S = 0.1
+#: How long a task waits for a leader's answer to its hello before calling the coordinator itself.
+HELLO_TIMEOUT_S = 10.0
 
 _FRAME = struct.Struct("!I")
 _CREDENTIALS = struct.Struct("3i")   # struct ucred: pid, uid, gid
@@ -190,12 +192,15 @@ def join(name: bytes, caller: pb.Caller, start_leader: Callable[[socket.socket],
             return None
         session = LocalSession(sock, -1, pid)
         try:
+            sock.settimeout(HELLO_TIMEOUT_S)   # a leader that never answers is not waited for
             sock.sendall(_frame(caller))
             (size,) = _FRAME.unpack(session._read(_FRAME.size))
             session.leader = pb.Caller.FromString(session._read(size)).task
-        except (OSError, LeaderLost):
+            sock.settimeout(None)
+        except (OSError, LeaderLost) as exc:
             session.close()
-            continue
+            log.warning("the local barrier leader did not answer (%s); calling the coordinator directly", exc)
+            return None
         return session
     return None
 
@@ -294,8 +299,14 @@ class HostLeader:
 
     async def _main(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        server = await self._loop.create_unix_server(lambda: _Member(self), sock=self._listener)
-        self._ready.set()
+        try:
+            server = await self._loop.create_unix_server(lambda: _Member(self), sock=self._listener)
+        except BaseException:   # nobody may connect to a socket nobody serves
+            _OWNED_FDS.discard(self._listener.fileno())
+            self._listener.close()
+            raise
+        finally:
+            self._ready.set()
         try:
             await self._stop.wait()
         finally:
