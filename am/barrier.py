@@ -457,7 +457,8 @@ class BarrierCoordinator:
         return waiter
 
     def arrive_host(self, job: str, gang: str, attempt: int, token: str, leader: int, epoch: int,
-                    arrivals: Sequence["HostArrival | tuple[int, str, bytes, int]"], callback: Callback) -> Waiter:
+                    arrivals: Sequence["HostArrival | tuple[int, str, bytes, int]"],
+                    callback: Callback) -> Waiter:
         """One message speaking for several tasks of one host (their leader's, ``leader``): each
         of ``arrivals`` is recorded at ``epoch`` as that task's own :meth:`arrive` would record
         it (idempotent, checked, mismatches and over-large gathers break the attempt), and the

@@ -27,6 +27,11 @@ its size, and the gather fails at once on every task with :class:`MessageTooLarg
 without ``Session`` (UNIMPLEMENTED) is called with unary ``Sync`` instead. While it waits, the task logs "waiting for barrier (epoch e): n/N
 arrived after t s" every log interval.
 
+The tasks of one host meet at a local leader first (:mod:`gangmaster.am.barrier_local`:
+one of them, found through an abstract Unix socket named from the token), which sends the
+coordinator one message per epoch for all of them; the calls answer exactly as above. A
+task that loses its leader tells the coordinator, which fails the attempt naming it.
+
 The environment is the contract with the AM; :func:`task_env` builds it (the attempt's
 part, :func:`attempt_env`, and the task's own, :func:`own_env`).
 """
@@ -43,8 +48,8 @@ from typing import Iterator, Mapping
 import grpc
 
 from gangmaster.am.barrier import FRAMING_BYTES, TaskInfo
-from gangmaster.am.barrier_local import (ENV_LOCAL_GROUP, ENV_TREE, HOST_SESSION_METHOD, HostLeader, LeaderLost, LocalSession,
-                                         join, rendezvous_name)
+from gangmaster.am.barrier_local import (ENV_LOCAL_GROUP, ENV_TREE, HOST_SESSION_METHOD, HostLeader,
+                                         LeaderLost, LocalSession, join, rendezvous_name)
 from gangmaster.am.barrier_errors import (BarrierError, BarrierId, CoordinatorUnavailable,
                                           MessageTooLarge, error_from_code)
 from gangmaster.am.grpc_security import read_certificates
@@ -291,7 +296,8 @@ class _ThreadedSession:
         self._replies.cancel()
 
 
-def _open_session(channel: grpc.Channel, method: str = _SESSION_METHOD) -> "_DirectSession | _ThreadedSession":
+def _open_session(channel: grpc.Channel,
+                  method: str = _SESSION_METHOD) -> "_DirectSession | _ThreadedSession":
     try:
         return _DirectSession(channel, method)
     except (AttributeError, ImportError, TypeError) as exc:  # grpc's internals moved
