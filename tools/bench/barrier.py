@@ -15,7 +15,11 @@ design, ``--design tree``; ``both`` measures the two in one run) puts
 tasks of one host meet at their leader, one of them, which sends the coordinator one
 message per epoch for all of them; ``gangmaster.am.barrier_local``): up to 64 tasks
 every task is its own process, beyond that every host is a process running its tasks
-as threads, each with the real :class:`BarrierTaskContext`. "msgs": messages the
+as two: its first task, the leader, a process with the real :class:`BarrierTaskContext`,
+and its other tasks coroutines of a second process speaking the leader's local protocol
+(as the flat design's many tasks are coroutines speaking gRPC; threads of one process
+would make the leader wait for the GIL held by its host's tasks, which a real host, a
+process per task, does not). "msgs": messages the
 coordinator received per round (one per task flat, one per host in the tree).
 
 Every task records when each of its calls returned (``time.monotonic_ns``, one
@@ -105,24 +109,7 @@ def _one_task(env: dict[str, str], total_rounds: int, results) -> None:
         ctx.barrier()
         times.append(time.monotonic_ns())
     ctx.close()
-    out = (ctx.task_index(), times, ctx.retries)
-    if results is None:   # a thread of _host_tasks: it reports
-        return out
-    results.put((*out, time.process_time()))
-
-
-def _host_tasks(envs: list[dict[str, str]], total_rounds: int, results) -> None:
-    """The tasks of one host as threads of one process, each with its own context."""
-    import threading
-
-    done: list = []
-    threads = [threading.Thread(target=lambda env=env: done.append(_one_task(env, total_rounds, None)))
-               for env in envs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    _report(done, results)
+    results.put((ctx.task_index(), times, ctx.retries, time.process_time()))
 
 
 def _report(done: list, results) -> None:
@@ -130,6 +117,55 @@ def _report(done: list, results) -> None:
     cpu = time.process_time() / max(1, len(done))
     for out in done:
         results.put((*out, cpu))
+
+
+def _host_followers(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+    """The tasks of one host but its leader (the first, its own process), as coroutines of
+    one process speaking the local protocol of :class:`~gangmaster.am.barrier_local.LocalSession`
+    (as the flat design's many tasks are coroutines speaking gRPC)."""
+    asyncio.run(_host_followers_async(envs, total_rounds, results))
+
+
+async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+    from gangmaster.am import barrier_local as bl
+    from gangmaster.am import context as c
+    from gangmaster.am.proto import barrier_pb2 as pb
+
+    async def task(env: dict[str, str]) -> None:
+        caller = pb.Caller(job=env[c.ENV_JOB], gang=env[c.ENV_GANG], attempt=int(env[c.ENV_ATTEMPT]),
+                           token=env[c.ENV_TOKEN], task=int(env[c.ENV_TASK_INDEX]))
+        name = bl.rendezvous_name(caller.token, caller.job, caller.gang, caller.attempt, env[bl.ENV_LOCAL_GROUP])
+        while True:   # the leader binds the name at its first barrier()
+            try:
+                reader, writer = await asyncio.open_unix_connection(name)
+                break
+            except (ConnectionRefusedError, FileNotFoundError):
+                await asyncio.sleep(0.01)
+
+        async def frame() -> bytes:
+            (size,) = bl._FRAME.unpack(await reader.readexactly(bl._FRAME.size))
+            return await reader.readexactly(size)
+
+        writer.write(bl._frame(caller))
+        await frame()   # the leader's hello
+        times = []
+        for epoch in range(total_rounds):
+            request = bl._frame(pb.SyncRequest(caller=caller, epoch=epoch, hold_ms=60_000))
+            while True:
+                writer.write(request)
+                reply = pb.SyncReply.FromString(await frame())
+                kind = reply.WhichOneof("outcome")
+                if kind == "released":
+                    break
+                if kind == "error":
+                    raise RuntimeError(f"{reply.error.code}: {reply.error.message}")
+            times.append(time.monotonic_ns())
+        writer.close()
+        done.append((caller.task, times, 0))
+
+    done: list = []
+    await asyncio.gather(*(task(env) for env in envs))
+    _report(done, results)
 
 
 def _many_tasks(envs: list[dict[str, str]], total_rounds: int, results) -> None:
@@ -285,9 +321,10 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
     results = ctx.Queue()
     if n <= max_process_tasks:
         procs = [ctx.Process(target=_one_task, args=(env, total, results)) for env in envs]
-    elif design == "tree":
+    elif design == "tree":   # per host: its leader's process, and its other tasks' one
         groups = [envs[i:i + tasks_per_host] for i in range(0, n, tasks_per_host)]
-        procs = [ctx.Process(target=_host_tasks, args=(g, total, results)) for g in groups]
+        procs = [ctx.Process(target=_one_task, args=(g[0], total, results)) for g in groups]
+        procs += [ctx.Process(target=_host_followers, args=(g[1:], total, results)) for g in groups if g[1:]]
     else:
         groups = [envs[i:i + tasks_per_process] for i in range(0, n, tasks_per_process)]
         procs = [ctx.Process(target=_many_tasks, args=(g, total, results)) for g in groups]
