@@ -112,6 +112,14 @@ def _one_task(env: dict[str, str], total_rounds: int, results) -> None:
     results.put((ctx.task_index(), times, ctx.retries, time.process_time()))
 
 
+def _released(reply) -> bool:
+    """Whether a SyncReply releases the epoch (False: pending, re-send); an error raises."""
+    kind = reply.WhichOneof("outcome")
+    if kind == "error":
+        raise RuntimeError(f"{reply.error.code}: {reply.error.message}")
+    return kind == "released"
+
+
 def _report(done: list, results) -> None:
     """Put each task's figures, with its share of this process's CPU."""
     cpu = time.process_time() / max(1, len(done))
@@ -153,12 +161,8 @@ async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, r
             request = bl._frame(pb.SyncRequest(caller=caller, epoch=epoch, hold_ms=60_000))
             while True:
                 writer.write(request)
-                reply = pb.SyncReply.FromString(await frame())
-                kind = reply.WhichOneof("outcome")
-                if kind == "released":
+                if _released(pb.SyncReply.FromString(await frame())):
                     break
-                if kind == "error":
-                    raise RuntimeError(f"{reply.error.code}: {reply.error.message}")
             times.append(time.monotonic_ns())
         writer.close()
         done.append((caller.task, times, 0))
@@ -205,11 +209,8 @@ async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, resul
                         session = None
                         await asyncio.sleep(0.01)
                         continue
-                    kind = reply.WhichOneof("outcome")
-                    if kind == "released":
+                    if _released(reply):
                         break
-                    if kind == "error":
-                        raise RuntimeError(f"{reply.error.code}: {reply.error.message}")
                 times.append(time.monotonic_ns())
             await session.done_writing()
             done.append((caller.task, times, retries))
