@@ -64,7 +64,7 @@ from gangmaster.selectors.values import value
 from gangmaster.conf.limits import (BARRIER_ENDED_ATTEMPTS_KEPT, BARRIER_MAX_MESSAGE_BYTES,
                                     REFUSAL_LOG_INTERVAL_S)
 
-__all__ = ["BarrierCoordinator", "TaskInfo", "Arrival", "Released", "Progress", "Waiter",
+__all__ = ["BarrierCoordinator", "TaskInfo", "Arrival", "HostArrival", "Released", "Progress", "Waiter",
            "CoordinatorStatistics", "Clock", "MonotonicClock", "ManualClock", "BARRIER", "ALL_GATHER",
            "YEAR_S", "FRAMING_BYTES"]
 
@@ -192,17 +192,35 @@ class CoordinatorStatistics:
     invalid_requests: int = 0
     attempts_failed: int = 0
     too_large: int = 0
+    #: barrier calls received: a task's own call, or one message speaking for the tasks of a
+    #: host (:meth:`BarrierCoordinator.arrive_host`); ``host_calls`` counts the latter
+    calls: int = 0
+    host_calls: int = 0
+    leaders_lost: int = 0
 
 
 #: A waiter's callback: called once with a :class:`Released` or a ``BarrierError``.
 Callback = Callable[[object], None]
 
 
+class HostArrival(NamedTuple):
+    """One task's call as its host's leader reports it (:meth:`BarrierCoordinator.arrive_host`):
+    the fields of its :class:`Arrival` that are its own."""
+
+    task: int
+    operation: str = BARRIER
+    message: bytes = b""
+    unsent_size: int = 0
+
+
 class Waiter:
     """One waiting call. Its callback gets exactly one outcome; ``withdraw`` drops it
-    (the call went away) without undoing the task's arrival."""
+    (the call went away) without undoing the task's arrival. ``tasks``: how many tasks'
+    calls it stands for (a host leader's message, several; counted in ``calls_waiting``
+    and in what failing, closing and timing out an attempt return)."""
 
     __slots__ = ("attempt", "task", "epoch", "callback", "done")
+    tasks = 1
 
     def __init__(self, attempt: "_Attempt", task: int, epoch: int, callback: Callback):
         self.attempt = attempt
@@ -255,6 +273,7 @@ class _Attempt:
         return tuple(i for i in range(self.total) if i not in self.arrivals)
 
     def take_waiters(self) -> list[Waiter]:
+        """Every waiter not yet told, marked done (the caller tells them)."""
         out = [w for ws in self.waiters.values() for w in ws if not w.done]
         self.waiters = {}
         for w in out:
@@ -348,7 +367,7 @@ class BarrierCoordinator:
                            old.barrier, old.epoch, len(old.arrivals), old.total, old.missing())
         return [(w.callback, err) for w in waiters]
 
-    def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
+    def fail_attempt(self, job: str, gang: str, attempt: int, reason: str, by: str = "the AM") -> int:
         """Fail every waiter of the attempt at once with :class:`AttemptFailed` (the AM is
         restarting the gang); later calls of that attempt get the same error. Returns
         how many calls were waiting. Failing an attempt that is not open is a no-op."""
@@ -356,14 +375,14 @@ class BarrierCoordinator:
             a = self._open.get((job, gang))
             if a is None or a.attempt != attempt:
                 return 0
-            err = AttemptFailed(f"{a.barrier} was failed by the AM at epoch {a.epoch} "
+            err = AttemptFailed(f"{a.barrier} was failed by {by} at epoch {a.epoch} "
                                 f"({len(a.arrivals)}/{a.total} arrived): {reason}",
                                 a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
-            calls = [(w.callback, err) for w in self._end(a, "failed", err.message)]
+            waiters = self._end(a, "failed", err.message)
             self._stats.attempts_failed += 1
-        _deliver(calls)
+        _deliver([(w.callback, err) for w in waiters])
         log.warning("%s", err)
-        return len(calls)
+        return _tasks_of(waiters)
 
     def close_attempt(self, job: str, gang: str, attempt: int) -> int:
         """The attempt finished: forget its state; later calls get :class:`StaleAttempt`.
@@ -377,9 +396,8 @@ class BarrierCoordinator:
                 return 0
             err = StaleAttempt(f"{a.barrier} is finished (closed at epoch {a.epoch})",
                                a.barrier, a.epoch, len(a.arrivals), a.total, a.missing())
-            calls = [(w.callback, err) for w in waiters]
-        _deliver(calls)
-        return len(calls)
+        _deliver([(w.callback, err) for w in waiters])
+        return _tasks_of(waiters)
 
     def _end(self, a: _Attempt, how: str, failure: str | None = None) -> list[Waiter]:
         """Drop the attempt's state, remember why it ended (forgetting the oldest ended
@@ -406,6 +424,7 @@ class BarrierCoordinator:
     def arrive(self, arrival: Arrival, callback: Callback) -> Waiter:
         """Record a task's arrival at an epoch; see the module docstring."""
         with self._lock:
+            self._stats.calls += 1
             a = self._check(arrival.job, arrival.gang, arrival.attempt, arrival.token, arrival.task,
                             arrival.epoch)
             waiter, calls = self._arrive(a, arrival, callback)
@@ -421,6 +440,7 @@ class BarrierCoordinator:
         called; every other call gets :meth:`arrive`'s waiter. It raises what :meth:`arrive`
         raises (tests/property/test_barrier_release.py holds the two to each other)."""
         with self._lock:
+            self._stats.calls += 1
             a = self._open.get((job, gang))
             if (a is not None and a.total == 1 and a.attempt == attempt and epoch == a.epoch and task == 0
                     and a.broken is None and _same_token(a.token, token)):   # what _check passes, alone
@@ -435,6 +455,69 @@ class BarrierCoordinator:
         for told, outcome in calls:   # outside the lock (_deliver)
             told(outcome)
         return waiter
+
+    def arrive_host(self, job: str, gang: str, attempt: int, token: str, leader: int, epoch: int,
+                    arrivals: Sequence["HostArrival | tuple[int, str, bytes, int]"],
+                    callback: Callback) -> Waiter:
+        """One message speaking for several tasks of one host (their leader's, ``leader``): each
+        of ``arrivals`` is recorded at ``epoch`` as that task's own :meth:`arrive` would record
+        it (idempotent, checked, mismatches and over-large gathers break the attempt), and the
+        message waits as one call: ``callback`` is told once, with the release or the error
+        every waiter of the epoch gets. ``arrivals`` may be empty (the leader waits again for an
+        epoch it already reported). Checked like a call of task ``leader``; a task index outside
+        the gang is :class:`BarrierInvalid`."""
+        with self._lock:
+            self._stats.calls += 1
+            self._stats.host_calls += 1
+            a = self._check(job, gang, attempt, token, leader, epoch)
+            for host_arrival in arrivals:
+                if not 0 <= host_arrival[0] < a.total:
+                    self._stats.invalid_requests += 1
+                    raise BarrierInvalid(f"{a.barrier}: task index {host_arrival[0]} (sent by task {leader}'s "
+                                         f"host) is outside 0..{a.total - 1}", a.barrier, epoch)
+            calls: list = []
+            if epoch == a.epoch:
+                for task, operation, message, unsent_size in arrivals:
+                    if operation not in OPERATIONS:
+                        self._stats.invalid_requests += 1
+                        raise BarrierInvalid(f"{a.barrier}: unknown operation {operation!r}; "
+                                             f"expected one of {', '.join(OPERATIONS)}", a.barrier, epoch)
+                    _, calls = self._record(a, Arrival(job, gang, attempt, token, task, epoch, operation, message,
+                                                       unsent_size), callback, wait=False)
+                    if calls:   # released or broken: the callback is among the calls
+                        break
+                if not calls:
+                    waiter = _HostWaiter(a, leader, epoch, callback)
+                    waiter.tasks = max(1, len(arrivals))
+                    a.waiters.setdefault(leader, []).append(waiter)
+                    return waiter
+                waiter = Waiter(a, leader, epoch, callback)
+                waiter.done = True
+            else:   # the epoch just released (a re-sent message), or a stale one: as a task's call
+                operation = arrivals[0][1] if arrivals else (
+                    a.last_release.operation if a.last_release is not None else BARRIER)
+                waiter, calls = self._arrive(a, Arrival(job, gang, attempt, token, leader, epoch, operation),
+                                             callback)
+        _deliver(calls)
+        return waiter
+
+    def leader_lost(self, job: str, gang: str, attempt: int, token: str, task: int, epoch: int,
+                    leader: int) -> None:
+        """Task ``task`` lost its host's barrier leader, task ``leader`` (its process ended, or
+        it left the barrier) while it needed it: the leader can no longer arrive, so the
+        attempt fails at once, naming it, as when the AM fails it for a task that died.
+        Checked like a call of ``task``."""
+        with self._lock:
+            self._stats.calls += 1
+            a = self._check(job, gang, attempt, token, task, epoch)
+            if not 0 <= leader < a.total:
+                self._stats.invalid_requests += 1
+                raise BarrierInvalid(f"{a.barrier}: task {task} names task {leader} as its host's leader, "
+                                     f"outside 0..{a.total - 1}", a.barrier, epoch)
+            self._stats.leaders_lost += 1
+            reason = (f"task {leader} (host {a.tasks[leader].host}), the barrier leader of its host, went "
+                      f"away while task {task} waited for it at epoch {epoch}")
+        self.fail_attempt(job, gang, attempt, reason, by="a task")
 
     def _arrive(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
         """The arrival of a call that passed :meth:`_check` (lock held): its waiter, and the
@@ -459,7 +542,11 @@ class BarrierCoordinator:
                          f"the coordinator {where} (current epoch {a.epoch})",
                          a.barrier, arrival.epoch, len(a.arrivals), a.total, a.missing())
 
-    def _record(self, a: _Attempt, arrival: Arrival, callback: Callback) -> tuple[Waiter, list]:
+    def _record(self, a: _Attempt, arrival: Arrival, callback: Callback,
+                wait: bool = True) -> tuple[Waiter, list]:
+        """Record one arrival at the current epoch: its waiter, and the calls to make. With
+        ``wait`` false (one of a host's arrivals) no waiter is kept for it; ``callback`` is
+        still told when this arrival releases or breaks the epoch."""
         task, operation = arrival.task, arrival.operation
         waiter = Waiter(a, task, arrival.epoch, callback)
         arrivals = a.arrivals
@@ -469,7 +556,8 @@ class BarrierCoordinator:
             return waiter, calls
         if task in arrivals:
             self._stats.duplicate_arrivals += 1
-            a.waiters.setdefault(task, []).append(waiter)
+            if wait:
+                a.waiters.setdefault(task, []).append(waiter)
             return waiter, []
         message = b""
         if operation == ALL_GATHER:
@@ -491,7 +579,8 @@ class BarrierCoordinator:
                 heapq.heappush(self._deadlines, (a.deadline(), next(self._deadline_seq), a))
                 self._deadlines_moved()
             arrivals[task] = message
-            a.waiters.setdefault(task, []).append(waiter)
+            if wait:
+                a.waiters.setdefault(task, []).append(waiter)
             return waiter, []
         # The last arrival releases the epoch: the waiting tasks in the order they came, then this one.
         epoch = a.epoch
@@ -652,6 +741,7 @@ class BarrierCoordinator:
         gang must be restarted as a new attempt)."""
         now = self.clock.now()
         calls: list = []
+        told = 0
         with self._lock:
             for a in self._open.values():
                 d = a.deadline()
@@ -666,10 +756,12 @@ class BarrierCoordinator:
                 a.broken = err
                 self._deadlines_moved()
                 self._stats.timeouts += 1
-                calls += [(w.callback, err) for w in a.take_waiters()]
+                waiters = a.take_waiters()
+                told += _tasks_of(waiters)
+                calls += [(w.callback, err) for w in waiters]
                 log.error("%s", err)
         _deliver(calls)
-        return len(calls)
+        return told
 
     # ----------------------------------------------------------- observation
     def waiting(self) -> list[Progress]:
@@ -681,7 +773,7 @@ class BarrierCoordinator:
         with self._lock:
             s = CoordinatorStatistics(**vars(self._stats))
             s.attempts_open = len(self._open)
-            s.calls_waiting = sum(len(ws) for a in self._open.values() for ws in a.waiters.values())
+            s.calls_waiting = sum(_tasks_of(ws) for a in self._open.values() for ws in a.waiters.values())
             s.attempts_remembered = len(self._ended)
             s.gangs_known = len(set(self._open) | {(job, gang) for job, gang, _attempt in self._ended})
             return s
@@ -713,6 +805,17 @@ def _same_token(known: str, given: str | None) -> bool:
         return hmac.compare_digest(known, given or "")
     except TypeError:   # not ASCII
         return False
+
+
+class _HostWaiter(Waiter):
+    """A host leader's waiting message: it stands for ``tasks`` tasks' calls."""
+
+    __slots__ = ("tasks",)
+
+
+def _tasks_of(waiters: Iterable[Waiter]) -> int:
+    """How many tasks' calls ``waiters`` stand for."""
+    return sum(w.tasks for w in waiters)
 
 
 def _deliver(calls: list) -> None:

@@ -62,7 +62,7 @@ from google.protobuf.message import DecodeError
 from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator,
                                    CoordinatorStatistics, Released, TaskInfo)
 from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_errors import BarrierError
+from gangmaster.am.barrier_errors import BarrierError, BarrierInvalid
 from gangmaster.am.context import attempt_env, own_env
 from gangmaster.am.grpc_security import EXCLUSIVE_BIND, ListenError, PortInUse, listen
 from gangmaster.am.proto import barrier_pb2 as pb
@@ -176,12 +176,47 @@ class _Servicer:
             await _refuse_undecodable(request, context)
             yield await self.answer(request)
 
+    async def HostSession(self, requests, context):
+        """One host leader's stream: each request speaks for the host's tasks at one epoch
+        (:meth:`BarrierCoordinator.arrive_host`) and is answered as :meth:`Session` answers a
+        task's request."""
+        async for request in requests:
+            await _refuse_undecodable(request, context)
+            yield await self.answer_host(request)
+
     async def answer(self, request: pb.SyncRequest) -> pb.SyncReply:
         """The reply to one barrier()/all_gather() call: released, pending, or an error."""
         c = request.caller
+        if request.HasField("leader_lost"):
+            try:
+                self.core.leader_lost(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, request.leader_lost)
+            except BarrierError as err:
+                return pb.SyncReply(error=error_to_proto(err))
         operation = _OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
         arrival = Arrival(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, operation,
                           request.message, request.unsent_size)
+        return await self._wait(c, request.hold_ms, lambda settle: self.core.arrive(arrival, settle))
+
+    async def answer_host(self, request: pb.HostSyncRequest) -> pb.SyncReply:
+        """The reply to a host leader's message: as :meth:`answer`'s, for all its tasks."""
+        c = request.caller
+        tasks = list(request.tasks)
+        n = len(tasks)
+        operations = [_OPERATION_NAMES.get(o, f"operation #{o}") for o in request.operations]
+        messages = list(request.messages) or [b""] * n
+        unsent = list(request.unsent_sizes) or [0] * n
+        if not len(operations) == len(messages) == len(unsent) == n:
+            return pb.SyncReply(error=pb.Error(code=BarrierInvalid.code, message=(
+                f"a host message of {n} tasks with {len(operations)} operations, {len(request.messages)} "
+                f"messages and {len(request.unsent_sizes)} unsent sizes; expected one of each per task "
+                "(or no messages, no unsent sizes)")))
+        arrivals = list(zip(tasks, operations, messages, unsent))
+        return await self._wait(c, request.hold_ms, lambda settle: self.core.arrive_host(
+            c.job, c.gang, c.attempt, c.token, c.task, request.epoch, arrivals, settle))
+
+    async def _wait(self, c: pb.Caller, hold_ms: int, arrive: Callable) -> pb.SyncReply:
+        """Arrive (``arrive(settle)`` returns the waiter) and wait for the outcome, at most the
+        hold time: released, an error, or pending with the epoch's progress."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
 
@@ -190,12 +225,12 @@ class _Servicer:
                 future.set_result(outcome)
 
         try:
-            waiter = self.core.arrive(arrival, settle)
+            waiter = arrive(settle)
         except BarrierError as err:
             return pb.SyncReply(error=error_to_proto(err))
         if not future.done():
             self.owner.arm_timer()
-            hold = min(request.hold_ms / 1000.0 or self.owner.config.log_interval_s, _MAX_HOLD_S)
+            hold = min(hold_ms / 1000.0 or self.owner.config.log_interval_s, _MAX_HOLD_S)
 
             def hold_over() -> None:
                 self.core.withdraw(waiter)

@@ -27,6 +27,11 @@ its size, and the gather fails at once on every task with :class:`MessageTooLarg
 without ``Session`` (UNIMPLEMENTED) is called with unary ``Sync`` instead. While it waits, the task logs "waiting for barrier (epoch e): n/N
 arrived after t s" every log interval.
 
+The tasks of one host meet at a local leader first (:mod:`gangmaster.am.barrier_local`:
+one of them, found through an abstract Unix socket named from the token), which sends the
+coordinator one message per epoch for all of them; the calls answer exactly as above. A
+task that loses its leader tells the coordinator, which fails the attempt naming it.
+
 The environment is the contract with the AM; :func:`task_env` builds it (the attempt's
 part, :func:`attempt_env`, and the task's own, :func:`own_env`).
 """
@@ -43,6 +48,8 @@ from typing import Iterator, Mapping
 import grpc
 
 from gangmaster.am.barrier import FRAMING_BYTES, TaskInfo
+from gangmaster.am.barrier_local import (ENV_LOCAL_GROUP, ENV_TREE, HOST_SESSION_METHOD, HostLeader,
+                                         LeaderLost, LocalSession, join, rendezvous_name)
 from gangmaster.am.barrier_errors import (BarrierError, BarrierId, CoordinatorUnavailable,
                                           MessageTooLarge, error_from_code)
 from gangmaster.am.grpc_security import read_certificates
@@ -54,7 +61,7 @@ __all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "plain_a
            "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
            "ENV_JOB", "ENV_GANG", "ENV_ATTEMPT", "ENV_TASK_INDEX", "ENV_TASK_COUNT", "ENV_ROLE",
            "ENV_ROLE_INDEX", "ENV_PAI_ROLE", "ENV_PAI_ROLE_INDEX", "ENV_TLS_CA", "ENV_LOG_INTERVAL",
-           "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "channel_options"]
+           "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "ENV_LOCAL_GROUP", "ENV_TREE", "channel_options"]
 
 log = logging.getLogger("gangmaster.barrier.task")
 
@@ -269,9 +276,9 @@ class _ThreadedSession:
 
     _END = object()
 
-    def __init__(self, channel: grpc.Channel):
+    def __init__(self, channel: grpc.Channel, method: str = _SESSION_METHOD):
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
-        method = channel.stream_stream(_SESSION_METHOD, request_serializer=pb.SyncRequest.SerializeToString,
+        method = channel.stream_stream(method, request_serializer=lambda r: r.SerializeToString(),
                                        response_deserializer=pb.SyncReply.FromString)
         self._replies: Iterator[pb.SyncReply] = method(iter(self._requests.get, self._END))
 
@@ -289,9 +296,10 @@ class _ThreadedSession:
         self._replies.cancel()
 
 
-def _open_session(channel: grpc.Channel) -> "_DirectSession | _ThreadedSession":
+def _open_session(channel: grpc.Channel,
+                  method: str = _SESSION_METHOD) -> "_DirectSession | _ThreadedSession":
     try:
-        return _DirectSession(channel)
+        return _DirectSession(channel, method)
     except (AttributeError, ImportError, TypeError) as exc:  # grpc's internals moved
         log.debug("single-threaded session unavailable (%s); using grpc's streaming API", exc)
         return _ThreadedSession(channel)
@@ -305,7 +313,8 @@ class BarrierTaskContext:
 
     def __init__(self, address: str, token: str, job: str, gang: str, attempt: int, index: int,
                  count: int, tls_ca_file: str | None = None, log_interval_s: float = 60.0,
-                 retry_give_up_s: float = 300.0, max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES):
+                 retry_give_up_s: float = 300.0, max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES,
+                 tree: bool = True, local_group: str = ""):
         if not 0 <= index < count:
             raise ValueError(f"task index {index} is outside 0..{count - 1}")
         self.max_message_bytes = max_message_bytes
@@ -314,7 +323,7 @@ class BarrierTaskContext:
         self._index, self._count = index, count
         self.log_interval_s, self.retry_give_up_s = log_interval_s, retry_give_up_s
         self._epoch = 0
-        self.retries = 0  # transport failures retried so far (the benchmark reports them)
+        self._retries = 0  # transport failures retried so far (the benchmark reports them)
         #: A reply overdue by this much past the hold time counts as lost: the stream is
         #: cancelled and the request re-sent on a new one.
         self.reply_grace_s = 30.0
@@ -323,6 +332,10 @@ class BarrierTaskContext:
         self._reply_due: float | None = None  # monotonic time; read by the watchdog
         self._closed = threading.Event()
         self._watchdog: threading.Thread | None = None
+        #: the host's leader (barrier_local): tried at the first call; None when not joined
+        self._tree, self._local_group = tree, local_group
+        self._local: LocalSession | None = None
+        self._leader: HostLeader | None = None   # when this task leads its host
         options = channel_options(max_message_bytes)
         if tls_ca_file:
             ca = read_certificates(tls_ca_file, f"environment variable {ENV_TLS_CA}")
@@ -346,7 +359,8 @@ class BarrierTaskContext:
                    _env_int(env, ENV_TASK_COUNT), tls_ca_file=env.get(ENV_TLS_CA) or None,
                    log_interval_s=_env_float(env, ENV_LOG_INTERVAL, 60.0),
                    retry_give_up_s=_env_float(env, ENV_RETRY_GIVE_UP, 300.0),
-                   max_message_bytes=_env_optional_int(env, ENV_MAX_MESSAGE, BARRIER_MAX_MESSAGE_BYTES))
+                   max_message_bytes=_env_optional_int(env, ENV_MAX_MESSAGE, BARRIER_MAX_MESSAGE_BYTES),
+                   tree=env.get(ENV_TREE, "1") != "0", local_group=env.get(ENV_LOCAL_GROUP, ""))
 
     @classmethod
     def get(cls) -> "BarrierTaskContext":
@@ -379,6 +393,13 @@ class BarrierTaskContext:
         return "session" if self._sessions_supported else "unary"
 
     @property
+    def retries(self) -> int:
+        """Transport failures retried so far by this task, and by its host's leader when it
+        is the leader (it calls the coordinator for the host's tasks)."""
+        leader = self._leader
+        return self._retries + (leader.retries if leader is not None else 0)
+
+    @property
     def epoch(self) -> int:
         """How many barrier()/all_gather() calls this task has completed."""
         return self._epoch
@@ -406,6 +427,12 @@ class BarrierTaskContext:
     def close(self) -> None:
         self._closed.set()
         self._drop_session()
+        if self._local is not None:
+            self._local.close()
+            self._local = None
+        if self._leader is not None:
+            self._leader.stop()
+            self._leader = None
         self._channel.close()
 
     def __enter__(self) -> "BarrierTaskContext":
@@ -439,6 +466,41 @@ class BarrierTaskContext:
                      epoch, p.arrived, p.total, p.waiting_s)
 
     def _exchange(self, request: pb.SyncRequest, timeout: float) -> pb.SyncReply:
+        """One call through the host's leader (:mod:`gangmaster.am.barrier_local`; joined, or
+        become, at the first call), else :meth:`_exchange_direct`. A leader that went away
+        is reported to the coordinator, which fails the attempt naming it."""
+        if self._tree:
+            local = self._local or self._join_local()
+            if local is not None:
+                try:
+                    return local.exchange(request)
+                except LeaderLost:
+                    self._local, self._tree = None, False
+                    local.close()
+                    log.warning("%s: the host's barrier leader, task %d (pid %d), went away; telling the "
+                                "coordinator at %s", self.barrier_id, local.leader, local.leader_pid, self.address)
+                    lost = pb.SyncRequest()
+                    lost.CopyFrom(request)
+                    lost.leader_lost = local.leader
+                    return self._exchange_direct(lost, timeout)
+        return self._exchange_direct(request, timeout)
+
+    def _join_local(self) -> "LocalSession | None":
+        c = self._caller
+        name = rendezvous_name(c.token, c.job, c.gang, c.attempt, self._local_group)
+        self._local = join(name, c, self._lead)
+        if self._local is None:
+            self._tree = False
+        return self._local
+
+    def _lead(self, listener) -> None:
+        """Become the host's leader, serving ``listener`` (barrier_local.join's call)."""
+        self._leader = HostLeader(listener, self._caller, self.address,
+                                  functools.partial(_open_session, self._channel, HOST_SESSION_METHOD),
+                                  min(self.log_interval_s, MAX_HOLD_S), self.retry_give_up_s,
+                                  self.max_message_bytes)
+
+    def _exchange_direct(self, request: pb.SyncRequest, timeout: float) -> pb.SyncReply:
         """One Sync call on this task's Session stream, opened on first use and re-opened
         (the request re-sent: arrivals are idempotent) when it breaks; retried like
         :meth:`_call`. A reply not there ``timeout`` s after the request counts as lost
@@ -529,7 +591,7 @@ class _Retry:
                 f"{ctx.barrier_id}: the coordinator at {ctx.address} was unreachable for "
                 f"{now - self.first_failure:.0f} s (last: {code.name}) at epoch {ctx.epoch}",
                 ctx.barrier_id, ctx.epoch) from exc
-        ctx.retries += 1
+        ctx._retries += 1
         log.debug("barrier call failed with %s; retrying in %.2f s", code, self.delay)
         time.sleep(self.delay)
         self.delay = min(self.delay * 2, 1.0)

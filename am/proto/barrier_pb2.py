@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!gangmaster/am/proto/barrier.proto\x12\x12gangmaster.barrier\"Q\n\x06\x43\x61ller\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x0c\n\x04gang\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\t\x12\x0c\n\x04task\x18\x05 \x01(\r\"\xb1\x01\n\x0bSyncRequest\x12*\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x1a.gangmaster.barrier.Caller\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x30\n\toperation\x18\x03 \x01(\x0e\x32\x1d.gangmaster.barrier.Operation\x12\x0f\n\x07message\x18\x04 \x01(\x0c\x12\x0f\n\x07hold_ms\x18\x05 \x01(\r\x12\x13\n\x0bunsent_size\x18\x06 \x01(\x04\"+\n\x08Released\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x10\n\x08messages\x18\x02 \x03(\x0c\"K\n\x07Pending\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x0f\n\x07\x61rrived\x18\x02 \x01(\r\x12\r\n\x05total\x18\x03 \x01(\r\x12\x11\n\twaiting_s\x18\x04 \x01(\x01\"\x8f\x01\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\thas_epoch\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x14\n\x0chas_progress\x18\x05 \x01(\x08\x12\x0f\n\x07\x61rrived\x18\x06 \x01(\r\x12\r\n\x05total\x18\x07 \x01(\r\x12\x0f\n\x07missing\x18\x08 \x03(\r\"\xa4\x01\n\tSyncReply\x12\x30\n\x08released\x18\x01 \x01(\x0b\x32\x1c.gangmaster.barrier.ReleasedH\x00\x12.\n\x07pending\x18\x02 \x01(\x0b\x32\x1b.gangmaster.barrier.PendingH\x00\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x19.gangmaster.barrier.ErrorH\x00\x42\t\n\x07outcome\">\n\x10TaskInfosRequest\x12*\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x1a.gangmaster.barrier.Caller\"\xaf\x01\n\x08TaskInfo\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x36\n\x05ports\x18\x03 \x03(\x0b\x32\'.gangmaster.barrier.TaskInfo.PortsEntry\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x12\n\nrole_index\x18\x05 \x01(\r\x1a,\n\nPortsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"8\n\tTaskInfos\x12+\n\x05tasks\x18\x01 \x03(\x0b\x32\x1c.gangmaster.barrier.TaskInfo\"w\n\x0eTaskInfosReply\x12.\n\x05infos\x18\x01 \x01(\x0b\x32\x1d.gangmaster.barrier.TaskInfosH\x00\x12*\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x19.gangmaster.barrier.ErrorH\x00\x42\t\n\x07outcome\"\r\n\x0bPingRequest\"\x0b\n\tPingReply*(\n\tOperation\x12\x0b\n\x07\x42\x41RRIER\x10\x00\x12\x0e\n\nALL_GATHER\x10\x01\x32\xa0\x03\n\x12\x42\x61rrierCoordinator\x12\x46\n\x04Sync\x12\x1f.gangmaster.barrier.SyncRequest\x1a\x1d.gangmaster.barrier.SyncReply\x12M\n\x07Session\x12\x1f.gangmaster.barrier.SyncRequest\x1a\x1d.gangmaster.barrier.SyncReply(\x01\x30\x01\x12X\n\x0cGetTaskInfos\x12$.gangmaster.barrier.TaskInfosRequest\x1a\".gangmaster.barrier.TaskInfosReply\x12\x46\n\x04Ping\x12\x1f.gangmaster.barrier.PingRequest\x1a\x1d.gangmaster.barrier.PingReply\x12Q\n\x0bPingSession\x12\x1f.gangmaster.barrier.PingRequest\x1a\x1d.gangmaster.barrier.PingReply(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!gangmaster/am/proto/barrier.proto\x12\x12gangmaster.barrier\"Q\n\x06\x43\x61ller\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x0c\n\x04gang\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\t\x12\x0c\n\x04task\x18\x05 \x01(\r\"\xdb\x01\n\x0bSyncRequest\x12*\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x1a.gangmaster.barrier.Caller\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x30\n\toperation\x18\x03 \x01(\x0e\x32\x1d.gangmaster.barrier.Operation\x12\x0f\n\x07message\x18\x04 \x01(\x0c\x12\x0f\n\x07hold_ms\x18\x05 \x01(\r\x12\x13\n\x0bunsent_size\x18\x06 \x01(\x04\x12\x18\n\x0bleader_lost\x18\x07 \x01(\rH\x00\x88\x01\x01\x42\x0e\n\x0c_leader_lost\"\xc7\x01\n\x0fHostSyncRequest\x12*\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x1a.gangmaster.barrier.Caller\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07hold_ms\x18\x03 \x01(\r\x12\r\n\x05tasks\x18\x04 \x03(\r\x12\x31\n\noperations\x18\x05 \x03(\x0e\x32\x1d.gangmaster.barrier.Operation\x12\x10\n\x08messages\x18\x06 \x03(\x0c\x12\x14\n\x0cunsent_sizes\x18\x07 \x03(\x04\"+\n\x08Released\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x10\n\x08messages\x18\x02 \x03(\x0c\"K\n\x07Pending\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x0f\n\x07\x61rrived\x18\x02 \x01(\r\x12\r\n\x05total\x18\x03 \x01(\r\x12\x11\n\twaiting_s\x18\x04 \x01(\x01\"\x8f\x01\n\x05\x45rror\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\thas_epoch\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x14\n\x0chas_progress\x18\x05 \x01(\x08\x12\x0f\n\x07\x61rrived\x18\x06 \x01(\r\x12\r\n\x05total\x18\x07 \x01(\r\x12\x0f\n\x07missing\x18\x08 \x03(\r\"\xa4\x01\n\tSyncReply\x12\x30\n\x08released\x18\x01 \x01(\x0b\x32\x1c.gangmaster.barrier.ReleasedH\x00\x12.\n\x07pending\x18\x02 \x01(\x0b\x32\x1b.gangmaster.barrier.PendingH\x00\x12*\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x19.gangmaster.barrier.ErrorH\x00\x42\t\n\x07outcome\">\n\x10TaskInfosRequest\x12*\n\x06\x63\x61ller\x18\x01 \x01(\x0b\x32\x1a.gangmaster.barrier.Caller\"\xaf\x01\n\x08TaskInfo\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x36\n\x05ports\x18\x03 \x03(\x0b\x32\'.gangmaster.barrier.TaskInfo.PortsEntry\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x12\n\nrole_index\x18\x05 \x01(\r\x1a,\n\nPortsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"8\n\tTaskInfos\x12+\n\x05tasks\x18\x01 \x03(\x0b\x32\x1c.gangmaster.barrier.TaskInfo\"w\n\x0eTaskInfosReply\x12.\n\x05infos\x18\x01 \x01(\x0b\x32\x1d.gangmaster.barrier.TaskInfosH\x00\x12*\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x19.gangmaster.barrier.ErrorH\x00\x42\t\n\x07outcome\"\r\n\x0bPingRequest\"\x0b\n\tPingReply*(\n\tOperation\x12\x0b\n\x07\x42\x41RRIER\x10\x00\x12\x0e\n\nALL_GATHER\x10\x01\x32\xf7\x03\n\x12\x42\x61rrierCoordinator\x12\x46\n\x04Sync\x12\x1f.gangmaster.barrier.SyncRequest\x1a\x1d.gangmaster.barrier.SyncReply\x12M\n\x07Session\x12\x1f.gangmaster.barrier.SyncRequest\x1a\x1d.gangmaster.barrier.SyncReply(\x01\x30\x01\x12U\n\x0bHostSession\x12#.gangmaster.barrier.HostSyncRequest\x1a\x1d.gangmaster.barrier.SyncReply(\x01\x30\x01\x12X\n\x0cGetTaskInfos\x12$.gangmaster.barrier.TaskInfosRequest\x1a\".gangmaster.barrier.TaskInfosReply\x12\x46\n\x04Ping\x12\x1f.gangmaster.barrier.PingRequest\x1a\x1d.gangmaster.barrier.PingReply\x12Q\n\x0bPingSession\x12\x1f.gangmaster.barrier.PingRequest\x1a\x1d.gangmaster.barrier.PingReply(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,34 +33,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASKINFO_PORTSENTRY']._loaded_options = None
   _globals['_TASKINFO_PORTSENTRY']._serialized_options = b'8\001'
-  _globals['_OPERATION']._serialized_start=1204
-  _globals['_OPERATION']._serialized_end=1244
+  _globals['_OPERATION']._serialized_start=1448
+  _globals['_OPERATION']._serialized_end=1488
   _globals['_CALLER']._serialized_start=57
   _globals['_CALLER']._serialized_end=138
   _globals['_SYNCREQUEST']._serialized_start=141
-  _globals['_SYNCREQUEST']._serialized_end=318
-  _globals['_RELEASED']._serialized_start=320
-  _globals['_RELEASED']._serialized_end=363
-  _globals['_PENDING']._serialized_start=365
-  _globals['_PENDING']._serialized_end=440
-  _globals['_ERROR']._serialized_start=443
-  _globals['_ERROR']._serialized_end=586
-  _globals['_SYNCREPLY']._serialized_start=589
-  _globals['_SYNCREPLY']._serialized_end=753
-  _globals['_TASKINFOSREQUEST']._serialized_start=755
-  _globals['_TASKINFOSREQUEST']._serialized_end=817
-  _globals['_TASKINFO']._serialized_start=820
-  _globals['_TASKINFO']._serialized_end=995
-  _globals['_TASKINFO_PORTSENTRY']._serialized_start=951
-  _globals['_TASKINFO_PORTSENTRY']._serialized_end=995
-  _globals['_TASKINFOS']._serialized_start=997
-  _globals['_TASKINFOS']._serialized_end=1053
-  _globals['_TASKINFOSREPLY']._serialized_start=1055
-  _globals['_TASKINFOSREPLY']._serialized_end=1174
-  _globals['_PINGREQUEST']._serialized_start=1176
-  _globals['_PINGREQUEST']._serialized_end=1189
-  _globals['_PINGREPLY']._serialized_start=1191
-  _globals['_PINGREPLY']._serialized_end=1202
-  _globals['_BARRIERCOORDINATOR']._serialized_start=1247
-  _globals['_BARRIERCOORDINATOR']._serialized_end=1663
+  _globals['_SYNCREQUEST']._serialized_end=360
+  _globals['_HOSTSYNCREQUEST']._serialized_start=363
+  _globals['_HOSTSYNCREQUEST']._serialized_end=562
+  _globals['_RELEASED']._serialized_start=564
+  _globals['_RELEASED']._serialized_end=607
+  _globals['_PENDING']._serialized_start=609
+  _globals['_PENDING']._serialized_end=684
+  _globals['_ERROR']._serialized_start=687
+  _globals['_ERROR']._serialized_end=830
+  _globals['_SYNCREPLY']._serialized_start=833
+  _globals['_SYNCREPLY']._serialized_end=997
+  _globals['_TASKINFOSREQUEST']._serialized_start=999
+  _globals['_TASKINFOSREQUEST']._serialized_end=1061
+  _globals['_TASKINFO']._serialized_start=1064
+  _globals['_TASKINFO']._serialized_end=1239
+  _globals['_TASKINFO_PORTSENTRY']._serialized_start=1195
+  _globals['_TASKINFO_PORTSENTRY']._serialized_end=1239
+  _globals['_TASKINFOS']._serialized_start=1241
+  _globals['_TASKINFOS']._serialized_end=1297
+  _globals['_TASKINFOSREPLY']._serialized_start=1299
+  _globals['_TASKINFOSREPLY']._serialized_end=1418
+  _globals['_PINGREQUEST']._serialized_start=1420
+  _globals['_PINGREQUEST']._serialized_end=1433
+  _globals['_PINGREPLY']._serialized_start=1435
+  _globals['_PINGREPLY']._serialized_end=1446
+  _globals['_BARRIERCOORDINATOR']._serialized_start=1491
+  _globals['_BARRIERCOORDINATOR']._serialized_end=1994
 # @@protoc_insertion_point(module_scope)

@@ -29,20 +29,40 @@ class Caller(_message.Message):
     def __init__(self, job: _Optional[str] = ..., gang: _Optional[str] = ..., attempt: _Optional[int] = ..., token: _Optional[str] = ..., task: _Optional[int] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("caller", "epoch", "operation", "message", "hold_ms", "unsent_size")
+    __slots__ = ("caller", "epoch", "operation", "message", "hold_ms", "unsent_size", "leader_lost")
     CALLER_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     OPERATION_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     HOLD_MS_FIELD_NUMBER: _ClassVar[int]
     UNSENT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_LOST_FIELD_NUMBER: _ClassVar[int]
     caller: Caller
     epoch: int
     operation: Operation
     message: bytes
     hold_ms: int
     unsent_size: int
-    def __init__(self, caller: _Optional[_Union[Caller, _Mapping]] = ..., epoch: _Optional[int] = ..., operation: _Optional[_Union[Operation, str]] = ..., message: _Optional[bytes] = ..., hold_ms: _Optional[int] = ..., unsent_size: _Optional[int] = ...) -> None: ...
+    leader_lost: int
+    def __init__(self, caller: _Optional[_Union[Caller, _Mapping]] = ..., epoch: _Optional[int] = ..., operation: _Optional[_Union[Operation, str]] = ..., message: _Optional[bytes] = ..., hold_ms: _Optional[int] = ..., unsent_size: _Optional[int] = ..., leader_lost: _Optional[int] = ...) -> None: ...
+
+class HostSyncRequest(_message.Message):
+    __slots__ = ("caller", "epoch", "hold_ms", "tasks", "operations", "messages", "unsent_sizes")
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HOLD_MS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    UNSENT_SIZES_FIELD_NUMBER: _ClassVar[int]
+    caller: Caller
+    epoch: int
+    hold_ms: int
+    tasks: _containers.RepeatedScalarFieldContainer[int]
+    operations: _containers.RepeatedScalarFieldContainer[Operation]
+    messages: _containers.RepeatedScalarFieldContainer[bytes]
+    unsent_sizes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, caller: _Optional[_Union[Caller, _Mapping]] = ..., epoch: _Optional[int] = ..., hold_ms: _Optional[int] = ..., tasks: _Optional[_Iterable[int]] = ..., operations: _Optional[_Iterable[_Union[Operation, str]]] = ..., messages: _Optional[_Iterable[bytes]] = ..., unsent_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Released(_message.Message):
     __slots__ = ("epoch", "messages")

@@ -44,6 +44,11 @@ class BarrierCoordinatorStub:
                 request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
                 response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
                 _registered_method=True)
+        self.HostSession = channel.stream_stream(
+                '/gangmaster.barrier.BarrierCoordinator/HostSession',
+                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.HostSyncRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+                _registered_method=True)
         self.GetTaskInfos = channel.unary_unary(
                 '/gangmaster.barrier.BarrierCoordinator/GetTaskInfos',
                 request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.TaskInfosRequest.SerializeToString,
@@ -83,6 +88,16 @@ class BarrierCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HostSession(self, request_iterator, context):
+        """One long-lived stream per host leader: the tasks of one host meet at their leader
+        (one of them, gangmaster.am.barrier_local), which sends one HostSyncRequest per epoch
+        for all of them and fans the one reply out (the tree an MPI barrier uses). Answered
+        as Session answers each task's request; arrivals stay idempotent by task and epoch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTaskInfos(self, request, context):
         """Every task's address, ordered by task index.
         """
@@ -115,6 +130,11 @@ def add_BarrierCoordinatorServicer_to_server(servicer, server):
             'Session': grpc.stream_stream_rpc_method_handler(
                     servicer.Session,
                     request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.FromString,
+                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
+            ),
+            'HostSession': grpc.stream_stream_rpc_method_handler(
+                    servicer.HostSession,
+                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.HostSyncRequest.FromString,
                     response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
             ),
             'GetTaskInfos': grpc.unary_unary_rpc_method_handler(
@@ -186,6 +206,33 @@ class BarrierCoordinator:
             target,
             '/gangmaster.barrier.BarrierCoordinator/Session',
             gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
+            gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HostSession(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/gangmaster.barrier.BarrierCoordinator/HostSession',
+            gangmaster_dot_am_dot_proto_dot_barrier__pb2.HostSyncRequest.SerializeToString,
             gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
             options,
             channel_credentials,

@@ -193,7 +193,7 @@ def test_task_retries_until_the_coordinator_listens(tmp_path):
     import socket
     import threading
 
-    from gangmaster.am.context import BarrierTaskContext, task_env
+    from gangmaster.am.context import ENV_LOCAL_GROUP, BarrierTaskContext, task_env
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -201,7 +201,9 @@ def test_task_retries_until_the_coordinator_listens(tmp_path):
     server = BarrierServer(BarrierConfig(port=port))
     tasks = [TaskInfo(0, "h0"), TaskInfo(1, "h1")]
     server.open_attempt(JOB, GANG, 1, tasks, token="tok")  # before start: no race with the tasks
-    envs = [task_env(f"127.0.0.1:{port}", JOB, GANG, 1, "tok", t, 2, retry_give_up_s=20) for t in tasks]
+    # each task on its own host: each leads itself, and retries for it
+    envs = [{**task_env(f"127.0.0.1:{port}", JOB, GANG, 1, "tok", t, 2, retry_give_up_s=20), ENV_LOCAL_GROUP: t.host}
+            for t in tasks]
     ctxs = [BarrierTaskContext.from_env(e) for e in envs]
     got = {}
     threads = [threading.Thread(target=lambda c=c: got.__setitem__(c.task_index(), c.all_gather(str(c.task_index()))))

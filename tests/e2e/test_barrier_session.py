@@ -25,6 +25,15 @@ pytestmark = pytest.mark.slow
 JOB, GANG = "sess", "g"
 
 
+@pytest.fixture(autouse=True)
+def each_task_calls_the_coordinator(monkeypatch):
+    """These tests hold a task's own Session stream: the tree is off (as for a task alone on
+    its host, or with GANGMASTER_BARRIER_TREE=0); tests/e2e/test_barrier_tree.py holds the tree."""
+    from gangmaster.am import context
+
+    monkeypatch.setattr(context.BarrierTaskContext, "_join_local", lambda self: None)
+
+
 @pytest.fixture(params=["direct", "threaded"])
 def session_kind(request, monkeypatch):
     """Both ways a task drives its stream: single-threaded (the default) and through

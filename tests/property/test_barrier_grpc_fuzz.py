@@ -36,7 +36,7 @@ TYPED_STATUSES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXH
                   grpc.StatusCode.FAILED_PRECONDITION}
 SERVICE = "/gangmaster.barrier.BarrierCoordinator/"
 UNARY = {"Sync": pb.SyncReply, "GetTaskInfos": pb.TaskInfosReply, "Ping": pb.PingReply}
-STREAMS = {"Session": pb.SyncReply, "PingSession": pb.PingReply}
+STREAMS = {"Session": pb.SyncReply, "HostSession": pb.SyncReply, "PingSession": pb.PingReply}
 FUZZ_TOKEN = "fuzz-token"   # the fuzzer may know this gang's token: deeper checks run
 REAL_TOKEN = "real-token"   # ... but never this one's
 

@@ -9,6 +9,19 @@ thread of this process). Task processes loop ``barrier()`` as fast as they can:
   with its own Session stream on one ``grpc.aio`` channel, speaking the same protocol
   (thousands of threads would measure the client, not the coordinator).
 
+That is the *flat* design: every task calls the coordinator. The *tree* (the default
+design, ``--design tree``; ``both`` measures the two in one run) puts
+``--tasks-per-host`` (8) tasks on each host (``GANGMASTER_BARRIER_LOCAL_GROUP``: the
+tasks of one host meet at their leader, one of them, which sends the coordinator one
+message per epoch for all of them; ``gangmaster.am.barrier_local``): up to 64 tasks
+every task is its own process, beyond that every host is a process running its tasks
+as two: its first task, the leader, a process with the real :class:`BarrierTaskContext`,
+and its other tasks coroutines of a second process speaking the leader's local protocol
+(as the flat design's many tasks are coroutines speaking gRPC; threads of one process
+would make the leader wait for the GIL held by its host's tasks, which a real host, a
+process per task, does not). "msgs": messages the
+coordinator received per round (one per task flat, one per host in the tree).
+
 Every task records when each of its calls returned (``time.monotonic_ns``, one
 clock for all processes of this machine). A *round* is the time between the last
 release of one epoch and the last release of the next; the *release skew* is first
@@ -43,20 +56,22 @@ from gangmaster.am.barrier import TaskInfo
 from gangmaster.am.barrier_config import BarrierConfig
 from gangmaster.am.barrier_server import BarrierServer
 
-DEFAULT_TASKS = (2, 8, 64, 512, 4096)
-#: Targets from the issue, median round in ms (4,096: every round released, <= 2 s).
-TARGETS_MS = {2: 1.5, 64: 20.0, 4096: 2000.0}
+DEFAULT_TASKS = (2, 8, 64, 512, 1024, 4096)
+#: Targets from the issues, median round in ms (4,096: every round released, <= 2 s).
+TARGETS_MS = {2: 1.5, 64: 20.0, 1024: 100.0, 4096: 2000.0}
+DESIGNS = ("tree", "flat")
 _PRELOAD = ["gangmaster.am.context", "gangmaster.am.proto.barrier_pb2_grpc", "grpc"]
 
 
 def auto_rounds(n: int) -> int:
     """Enough rounds for a p99 where rounds are cheap, few where one takes a second."""
-    return 400 if n <= 8 else 100 if n <= 64 else 30 if n <= 512 else 10
+    return 400 if n <= 8 else 100 if n <= 64 else 30 if n <= 1024 else 10
 
 
 @dataclass
 class Figures:
     tasks: int
+    design: str
     processes: int
     rounds: int
     round_median_ms: float
@@ -69,6 +84,8 @@ class Figures:
     ping_floor_ms: float | None = None  # N bare unary calls at the server's N-process throughput
     stream_floor_ms: float | None = None  # the same, N messages on N streams (Session's transport)
     server_cpu_us: float | None = None  # coordinator process CPU per arrival, warm-up included
+    messages_per_round: float | None = None  # calls the coordinator received per round
+    task_cpu_us: float | None = None  # the task processes' CPU per arrival (from their fork)
 
     @property
     def ratio(self) -> float:
@@ -91,8 +108,68 @@ def _one_task(env: dict[str, str], total_rounds: int, results) -> None:
     for _ in range(total_rounds):
         ctx.barrier()
         times.append(time.monotonic_ns())
-    results.put((ctx.task_index(), times, ctx.retries))
     ctx.close()
+    results.put((ctx.task_index(), times, ctx.retries, time.process_time()))
+
+
+def _released(reply) -> bool:
+    """Whether a SyncReply releases the epoch (False: pending, re-send); an error raises."""
+    kind = reply.WhichOneof("outcome")
+    if kind == "error":
+        raise RuntimeError(f"{reply.error.code}: {reply.error.message}")
+    return kind == "released"
+
+
+def _report(done: list, results) -> None:
+    """Put each task's figures, with its share of this process's CPU."""
+    cpu = time.process_time() / max(1, len(done))
+    for out in done:
+        results.put((*out, cpu))
+
+
+def _host_followers(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+    """The tasks of one host but its leader (the first, its own process), as coroutines of
+    one process speaking the local protocol of :class:`~gangmaster.am.barrier_local.LocalSession`
+    (as the flat design's many tasks are coroutines speaking gRPC)."""
+    asyncio.run(_host_followers_async(envs, total_rounds, results))
+
+
+async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+    from gangmaster.am import barrier_local as bl
+    from gangmaster.am import context as c
+    from gangmaster.am.proto import barrier_pb2 as pb
+
+    async def task(env: dict[str, str]) -> None:
+        caller = pb.Caller(job=env[c.ENV_JOB], gang=env[c.ENV_GANG], attempt=int(env[c.ENV_ATTEMPT]),
+                           token=env[c.ENV_TOKEN], task=int(env[c.ENV_TASK_INDEX]))
+        name = bl.rendezvous_name(caller.token, caller.job, caller.gang, caller.attempt, env[bl.ENV_LOCAL_GROUP])
+        while True:   # the leader binds the name at its first barrier()
+            try:
+                reader, writer = await asyncio.open_unix_connection(name)
+                break
+            except (ConnectionRefusedError, FileNotFoundError):
+                await asyncio.sleep(0.01)
+
+        async def frame() -> bytes:
+            (size,) = bl._FRAME.unpack(await reader.readexactly(bl._FRAME.size))
+            return await reader.readexactly(size)
+
+        writer.write(bl._frame(caller))
+        await frame()   # the leader's hello
+        times = []
+        for epoch in range(total_rounds):
+            request = bl._frame(pb.SyncRequest(caller=caller, epoch=epoch, hold_ms=60_000))
+            while True:
+                writer.write(request)
+                if _released(pb.SyncReply.FromString(await frame())):
+                    break
+            times.append(time.monotonic_ns())
+        writer.close()
+        done.append((caller.task, times, 0))
+
+    done: list = []
+    await asyncio.gather(*(task(env) for env in envs))
+    _report(done, results)
 
 
 def _many_tasks(envs: list[dict[str, str]], total_rounds: int, results) -> None:
@@ -132,16 +209,15 @@ async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, resul
                         session = None
                         await asyncio.sleep(0.01)
                         continue
-                    kind = reply.WhichOneof("outcome")
-                    if kind == "released":
+                    if _released(reply):
                         break
-                    if kind == "error":
-                        raise RuntimeError(f"{reply.error.code}: {reply.error.message}")
                 times.append(time.monotonic_ns())
             await session.done_writing()
-            results.put((caller.task, times, retries))
+            done.append((caller.task, times, retries))
 
+        done: list = []
         await asyncio.gather(*(task(env) for env in envs))
+        _report(done, results)
 
 
 def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
@@ -229,18 +305,33 @@ def measure_ping(ctx, address: str, calls: int) -> list[float]:
 
 
 def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int,
-                    max_process_tasks: int, tasks_per_process: int, ping_ms: float) -> Figures:
-    job, gang = "bench", f"n{n}"
-    server.open_attempt(job, gang, 1, [TaskInfo(i, "127.0.0.1") for i in range(n)])
+                    max_process_tasks: int, tasks_per_process: int, ping_ms: float,
+                    design: str = "tree", tasks_per_host: int = 8) -> Figures:
+    from gangmaster.am.barrier_local import ENV_LOCAL_GROUP, ENV_TREE
+
+    job, gang = "bench", f"n{n}-{design}"
+    hosts = [f"host{i // tasks_per_host}" if design == "tree" else "127.0.0.1" for i in range(n)]
+    server.open_attempt(job, gang, 1, [TaskInfo(i, hosts[i]) for i in range(n)])
     envs = [server.task_env(job, gang, 1, i) for i in range(n)]
+    for env, host in zip(envs, hosts):
+        if design == "tree":
+            env[ENV_LOCAL_GROUP] = host
+        else:
+            env[ENV_TREE] = "0"
     total = warmup + rounds
     results = ctx.Queue()
     if n <= max_process_tasks:
         procs = [ctx.Process(target=_one_task, args=(env, total, results)) for env in envs]
+    elif design == "tree":   # per host: its leader's process, and its other tasks' one
+        groups = [envs[i:i + tasks_per_host] for i in range(0, n, tasks_per_host)]
+        procs = [ctx.Process(target=_one_task, args=(g[0], total, results)) for g in groups]
+        procs += [ctx.Process(target=_host_followers, args=(g[1:], total, results)) for g in groups if g[1:]]
     else:
         groups = [envs[i:i + tasks_per_process] for i in range(0, n, tasks_per_process)]
         procs = [ctx.Process(target=_many_tasks, args=(g, total, results)) for g in groups]
-    arrivals_before, cpu_before = server.statistics().arrivals, time.process_time()
+    before = server.statistics()
+    arrivals_before, cpu_before = before.arrivals, time.process_time()
+    task_cpu_s = 0.0
     for p in procs:
         p.start()
     per_task: dict[int, list[int]] = {}
@@ -249,7 +340,8 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
     try:
         while len(per_task) < n and time.monotonic() < deadline:
             try:
-                index, times, r = results.get(timeout=max(0.1, deadline - time.monotonic()))
+                index, times, r, cpu = results.get(timeout=max(0.1, deadline - time.monotonic()))
+                task_cpu_s += cpu
             except Exception:
                 break
             per_task[index], retries = times, retries + r
@@ -261,7 +353,8 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
                 p.join()
         server.close_attempt(job, gang, 1)
     cpu_s = time.process_time() - cpu_before
-    arrivals = max(1, server.statistics().arrivals - arrivals_before)
+    after = server.statistics()
+    arrivals = max(1, after.arrivals - arrivals_before)
     unfinished = n - sum(1 for t in per_task.values() if len(t) == total)
     if len(per_task) < 1:
         raise RuntimeError(f"bench barrier --tasks {n}: no task finished")
@@ -270,9 +363,11 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
     first = [min(t[r] for t in complete) for r in range(total)]
     rounds_ms = [(last[r] - last[r - 1]) / 1e6 for r in range(warmup, total)]
     skews_ms = [(last[r] - first[r]) / 1e6 for r in range(warmup, total)]
-    return Figures(n, len(procs), rounds, statistics.median(rounds_ms), percentile(rounds_ms, 99),
+    return Figures(n, design, len(procs), rounds, statistics.median(rounds_ms), percentile(rounds_ms, 99),
                    statistics.median(skews_ms), percentile(skews_ms, 99), retries, unfinished, ping_ms,
-                   server_cpu_us=cpu_s / arrivals * 1e6)
+                   server_cpu_us=cpu_s / arrivals * 1e6,
+                   messages_per_round=(after.calls - before.calls) / total,
+                   task_cpu_us=task_cpu_s / arrivals * 1e6)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -288,14 +383,15 @@ def run(args: argparse.Namespace) -> int:
         ping_ms = statistics.median(ping)
         print(f"bare gRPC unary round trip (Ping, 1 process, {len(ping)} calls): "
               f"median {ping_ms:.3f} ms, p99 {percentile(ping, 99):.3f} ms", flush=True)
-        print(f"{'tasks':>6} {'procs':>5} {'rounds':>6} {'median ms':>10} {'p99 ms':>9} "
+        print(f"{'tasks':>6} {'design':>6} {'procs':>5} {'rounds':>6} {'median ms':>10} {'p99 ms':>9} "
               f"{'skew med':>9} {'skew p99':>9} {'x ping':>7} {'N pings':>8} {'N spings':>8} "
-              f"{'srv us':>6} {'drops':>6}  target", flush=True)
-        for n in tasks:
+              f"{'srv us':>6} {'task us':>7} {'msgs':>6} {'drops':>6}  target", flush=True)
+        designs = DESIGNS if args.design == "both" else (args.design,)
+        for n, design in ((n, d) for n in tasks for d in designs):
             rounds = args.rounds or auto_rounds(n)
             f = measure_barrier(ctx, server, n, rounds, args.warmup, args.max_process_tasks,
-                                args.tasks_per_process, ping_ms)
-            if n <= args.max_process_tasks and args.ping_load_calls:
+                                args.tasks_per_process, ping_ms, design, args.tasks_per_host)
+            if n <= args.max_process_tasks and args.ping_load_calls and design == designs[-1]:
                 rate = measure_ping_load(ctx, server.address, n, args.ping_load_calls)
                 f.ping_floor_ms = n / rate * 1e3
                 rate = measure_ping_load(ctx, server.address, n, args.ping_load_calls, stream=True)
@@ -308,10 +404,10 @@ def run(args: argparse.Namespace) -> int:
                 verdict = f"<= {target:g} ms, no drops: {'met' if ok else 'MISSED'}"
             floor = "-" if f.ping_floor_ms is None else f"{f.ping_floor_ms:.3f}"
             sfloor = "-" if f.stream_floor_ms is None else f"{f.stream_floor_ms:.3f}"
-            print(f"{n:>6} {f.processes:>5} {f.rounds:>6} {f.round_median_ms:>10.3f} "
+            print(f"{n:>6} {design:>6} {f.processes:>5} {f.rounds:>6} {f.round_median_ms:>10.3f} "
                   f"{f.round_p99_ms:>9.3f} {f.skew_median_ms:>9.3f} {f.skew_p99_ms:>9.3f} "
                   f"{f.ratio:>7.1f} {floor:>8} {sfloor:>8} {f.server_cpu_us:>6.0f} "
-                  f"{f.retries + f.unfinished_tasks:>6}  {verdict}", flush=True)
+                  f"{f.task_cpu_us:>7.0f} {f.messages_per_round:>6.1f} {f.retries + f.unfinished_tasks:>6}  {verdict}", flush=True)
     finally:
         stats = server.statistics()
         server.stop(grace=0)
@@ -332,13 +428,18 @@ def add_parser(sub):
                         help="comma-separated gang sizes to measure (default: %(default)s)")
     parser.add_argument("--rounds", type=count(0), default=0,
                         help="measured rounds per size (default: 400 up to 8 tasks, 100 up to 64, "
-                             "30 up to 512, 10 beyond)")
+                             "30 up to 1024, 10 beyond)")
     parser.add_argument("--warmup", type=count(0), default=5,
                         help="unmeasured rounds first (processes starting, connecting); default 5")
     parser.add_argument("--max-process-tasks", type=count(), default=64,
                         help="up to this many tasks, each task is its own process (default 64)")
     parser.add_argument("--tasks-per-process", type=count(), default=512,
                         help="above that, tasks per process, as coroutines (default 512)")
+    parser.add_argument("--design", choices=(*DESIGNS, "both"), default="tree",
+                        help="tree: the tasks of a host meet at a leader that calls the coordinator for "
+                             "them; flat: every task calls it; both: each size both ways (default tree)")
+    parser.add_argument("--tasks-per-host", type=count(), default=8,
+                        help="tree: tasks on each host (default 8)")
     parser.add_argument("--ping-calls", type=count(), default=2000,
                         help="bare round trips for the baseline (default 2000)")
     parser.add_argument("--ping-load-calls", type=count(0), default=200,
