@@ -80,7 +80,7 @@ _KILLED = {ExitStatus.ABORTED, ExitStatus.PREEMPTED, ExitStatus.KILLED_BY_APPMAS
 #: the RM's exceptions that mean "this AM attempt is not (or no longer) the application's"
 _WRONG_STATE = ("ApplicationMasterNotRegisteredException", "InvalidApplicationMasterRequestException",
                 "ApplicationAttemptNotFoundException", "InvalidToken", "ApplicationNotFoundException")
-_LOST_NODE = re.compile(r"lost node", re.I)
+_LOST_NODE = re.compile(r"\blost\W* node", re.I)   # YARN: "Container released on a *lost* node"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -358,7 +358,7 @@ class YarnRMClient(RMClient):
     def _save_records(self) -> None:
         if self.state_dir is None:
             return
-        records = {cid: {"gpu_mask": h.container.resource.gpu_mask, "ports": str(h.container.resource.port_ranges),
+        records = {cid: {"gpu_mask": h.container.resource.gpu_mask, "ports": _ports_text(h.container.resource.port_ranges),
                          "request_id": h.container.request_id}
                    for cid, h in self._held.items() if not h.state.finished}
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -692,6 +692,11 @@ class YarnRMClient(RMClient):
             for nm in self._nms.values():
                 nm.close()
             self._nms.clear()
+
+
+def _ports_text(ports: PortRanges) -> str:
+    """``ports`` as :meth:`PortRanges.parse` reads them back ("" for none)."""
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in ports.ranges)
 
 
 # ------------------------------------------------------------------- REST answers

@@ -170,7 +170,12 @@ def _xml(properties: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | None = None) -> dict[str, object]:
+#: how long the RM waits for a silent NodeManager (or AM) before it declares it lost (ms)
+NM_EXPIRY_MS = 20000
+
+
+def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | None = None,
+              nm_expiry_ms: int = NM_EXPIRY_MS) -> dict[str, object]:
     """The ``yarn-site.xml`` properties of the RM (``node`` None) or of NM number ``node``."""
     d = work_dir.resolve()
     props: dict[str, object] = {
@@ -186,7 +191,7 @@ def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | N
         "yarn.scheduler.maximum-allocation-mb": max(s.memory_mb for s in specs),
         "yarn.scheduler.maximum-allocation-vcores": max(_vcores(s) for s in specs),
         "yarn.resourcemanager.am.max-attempts": 4,
-        "yarn.nm.liveness-monitor.expiry-interval-ms": 20000,
+        "yarn.nm.liveness-monitor.expiry-interval-ms": nm_expiry_ms,
         "yarn.am.liveness-monitor.expiry-interval-ms": 20000,
         "yarn.resourcemanager.recovery.enabled": "false",
         "yarn.timeline-service.enabled": "false",
@@ -329,8 +334,10 @@ class LocalCluster:
 
     def start(self, specs: list[NodeSpec], ports: Ports = Ports(), lib: Path | None = None,
               version: str = DEFAULT_HADOOP_VERSION, timeout_s: float = START_TIMEOUT_S,
-              progress=lambda line: None, source: str = "cluster file", queues: list | None = None) -> dict:
-        """Write the configuration, start the RM and one NM per node, wait for every NM RUNNING."""
+              progress=lambda line: None, source: str = "cluster file", queues: list | None = None,
+              nm_expiry_ms: int = NM_EXPIRY_MS) -> dict:
+        """Write the configuration, start the RM and one NM per node, wait for every NM RUNNING.
+        ``nm_expiry_ms``: how long a silent NodeManager lasts before the RM declares its node LOST."""
         check_specs(specs, source)
         if self.running():
             raise ClusterStartError(f"a local YARN cluster already runs from {self.work_dir} "
@@ -340,10 +347,11 @@ class LocalCluster:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (self.work_dir / "logs").mkdir(exist_ok=True)
         daemons: dict[str, dict] = {}
+        from .target import spec_to_dict
         state = {"version": version, "lib": str(lib), "ports": asdict(ports), "source": source,
-                 "daemons": daemons, "nodes": {}}
+                 "daemons": daemons, "nodes": {}, "specs": [spec_to_dict(s) for s in specs]}
         self._scheduler = capacity_scheduler(queues, specs)
-        self._write_conf("rm", yarn_site(specs, self.work_dir, ports))
+        self._write_conf("rm", yarn_site(specs, self.work_dir, ports, nm_expiry_ms=nm_expiry_ms))
         started = time.monotonic()
         daemons["resourcemanager"] = self._spawn("resourcemanager", "rm", RM_MAIN, lib)
         self._save(state)
@@ -352,7 +360,7 @@ class LocalCluster:
                        f"the ResourceManager's REST API (http://{HOST}:{ports.web})")
             progress(f"resourcemanager up after {time.monotonic() - started:.1f} s; starting {len(specs)} NodeManager(s)")
             for i, spec in enumerate(specs):
-                self._write_conf(spec.host, yarn_site(specs, self.work_dir, ports, node=i))
+                self._write_conf(spec.host, yarn_site(specs, self.work_dir, ports, node=i, nm_expiry_ms=nm_expiry_ms))
                 daemons[f"nodemanager {spec.host}"] = self._spawn(f"nodemanager {spec.host}", spec.host, NM_MAIN, lib)
                 state["nodes"][spec.host] = {"rpc_port": ports.nm(i)[0], "web_port": ports.nm(i)[2]}
             self._save(state)
@@ -491,6 +499,21 @@ class LocalCluster:
             return None
         os.kill(info["pid"], sig)
         return info["pid"]
+
+    def restart_node(self, host: str, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start node ``host``'s NodeManager again (after :meth:`stop_daemon`): same configuration,
+        same ports, so the RM takes it back as the same node; returns once it is RUNNING."""
+        state = self.state()
+        name = f"nodemanager {host}"
+        if name not in state["daemons"]:
+            raise ClusterStartError(f"no NodeManager for {host} in {self.work_dir}")
+        if name in self.running():
+            return
+        state["daemons"][name] = self._spawn(name, host, NM_MAIN, Path(state["lib"]))
+        self._save(state)
+        port = state["nodes"][host]["rpc_port"]
+        self._wait(lambda: self.node_states().get(port) == "RUNNING", name, timeout_s, time.monotonic(),
+                   lambda line: None, "the ResourceManager's node list (RUNNING)")
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> list[str]:
         """Stop every daemon of this cluster, NMs first: SIGTERM, then SIGKILL after ``grace_s``."""
