@@ -13,6 +13,9 @@ def run_on_yarn(args, jobs, am_settings, echo) -> int:
     from .runs import YarnRuns
     from .target import TargetError, resolve
 
+    if args.rm != "yarn":
+        print("gangmaster run: --yarn-rm names a YARN cluster: it needs --rm yarn", file=sys.stderr)
+        return 2
     unsupported = [f"--{name}" for name in ("queues", "scenario", "partition", "metrics_port")
                    if getattr(args, name, None) is not None]
     if args.live:
