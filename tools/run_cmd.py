@@ -14,7 +14,7 @@ DEFAULT_RUNS_DIR = "gangmaster-runs"
 
 def add_parser(sub):
     parser = sub.add_parser(
-        "run", help="run a job through the ApplicationMaster on the RM simulator (or on Slurm: --rm slurm)",
+        "run", help="run a job through the ApplicationMaster on the RM simulator (or on Slurm or YARN: --rm)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run a job (OpenPAI v2 YAML, see conf/jobs/README.md) through the ApplicationMaster on "
                     "the ResourceManager simulator: the AM places every gang all-or-nothing, asks the RM for "
