@@ -34,9 +34,16 @@ def run_on_yarn(args, jobs, am_settings, echo) -> int:
     for flag, value in (("--config", args.config), ("--seed", args.seed), ("--max-wait", args.max_wait)):
         if value is not None:
             am_options += [flag, str(Path(value).resolve()) if flag == "--config" else str(value)]
+    runs = YarnRuns(target, am_settings, echo, am_options, args.cluster)
+    try:   # before any folder is made: a cluster that does not answer is said so, nothing left behind
+        runs.client.cluster_nodes()
+    except RMError as exc:
+        runs.shutdown()
+        print(f"gangmaster run: YARN at {target.rest} does not answer ({exc.message}); is the cluster up?",
+              file=sys.stderr)
+        return 2
     base = Path(args.work_dir) if args.work_dir else new_work_dir(jobs[0].name)
     base.mkdir(parents=True, exist_ok=True)
-    runs = YarnRuns(target, am_settings, echo, am_options, args.cluster)
     runs.prefix_lines = len(jobs) > 1
     try:
         work_dirs = [base if len(jobs) == 1 else base / f"{k}-{job.name}" for k, job in enumerate(jobs)]

@@ -247,7 +247,7 @@ class YarnRMClient(RMClient):
         try:
             raw = self.rest.nodes()
         except RestError as exc:
-            raise YarnError(f"the RM's nodes: {exc}") from None
+            raise YarnError(str(exc)) from None
         nodes = {}
         for r in raw:
             node = self._node(r)
