@@ -213,3 +213,48 @@ def test_an_application_report_of_the_rest_api():
                         "amContainerLogs": "http://localhost:18102/node/containerlogs/"
                                            "container_1796174400000_0001_02_000001/root"})
     assert (report.state.value, report.final_status, report.attempt, report.finished_at) == ("FINISHED", "FAILED", 2, 5.0)
+
+
+def _indexed(nodes, used_on: str, used: tuple[int, ...]):
+    """The nodes as a cluster that declares each GPU by index reports them (GPU ``used`` of
+    ``used_on`` held by another application)."""
+    nodes = copy.deepcopy(nodes)
+    for node in nodes:
+        for which in ("totalResource", "usedResource"):
+            infos = node[which]["resourceInformations"]["resourceInformation"]
+            for i in range(4):
+                value = 1 if which == "totalResource" else int(node["id"] == used_on and i in used)
+                infos.append({"name": f"gangmaster.io/gpu-{i}", "value": value})
+            if which == "usedResource" and node["id"] == used_on:
+                next(x for x in infos if x["name"] == "yarn.io/gpu")["value"] = len(used)
+    return nodes
+
+
+def test_where_gpus_are_declared_by_index_asks_name_them_and_others_gpus_are_known():
+    client, scheduler = _client(nodes=_indexed(NODES, "localhost:18110", (1,)))
+    [node] = [n for n in client.cluster_nodes() if n.host == "yarn-001"]
+    assert node.free.gpu_mask == 0b1101   # GPU 1 is another application's: YARN says which
+    client.allocate(AllocateRequest(APP, 1, asks=(_ask(7, gpus=2, gpu_mask=0b1100),)))
+    for request in _sent(scheduler).ask:
+        assert sorted((v.key, v.value) for v in request.capability.resource_value_map) == [
+            ("gangmaster.io/gpu-2", 1), ("gangmaster.io/gpu-3", 1), ("yarn.io/gpu", 2)]
+
+
+def test_where_gpus_are_only_counted_others_gpus_are_taken_to_be_the_highest():
+    nodes = copy.deepcopy(NODES)
+    node = next(n for n in nodes if n["id"] == "localhost:18110")
+    next(x for x in node["usedResource"]["resourceInformations"]["resourceInformation"]
+         if x["name"] == "yarn.io/gpu")["value"] = 1
+    client, scheduler = _client(nodes=nodes)
+    [report] = [n for n in client.cluster_nodes() if n.host == "yarn-001"]
+    assert report.free.gpu_mask == 0b0111
+    client.allocate(AllocateRequest(APP, 1, asks=(_ask(7),)))
+    assert [v.key for v in _sent(scheduler).ask[0].capability.resource_value_map] == ["yarn.io/gpu"]
+
+
+def test_the_gpus_a_real_rm_reports_taken_by_index():
+    """A real 3.4.2 RM's node list while a job held GPUs 0,1 of localhost:18110 and all of :18100."""
+    nodes = json.loads((FIXTURES / "rest-nodes-gpu-index-3.4.2.json").read_text())["nodes"]["node"]
+    client, _ = _client(nodes=nodes)
+    free = {n.host: n.free.gpu_mask for n in client.cluster_nodes()}
+    assert free == {"yarn-000": 0, "yarn-001": 0b1100, "yarn-002": 0b1111}

@@ -6,9 +6,12 @@ where YARN differs from gangmaster's RM (``am/rm_protocol.py``):
 * ``submit`` / ``kill`` / ``application_report`` / ``cluster_nodes``: the RM's REST API
   (:mod:`.rest`). YARN counts GPUs (``yarn.io/gpu``) and knows no ports, no labels, no GPU
   types: the client adds them from the node metadata (:mod:`.target`), hands out a node's
-  ``task_ports`` and keeps the GPU indices and ports its own containers hold. GPUs held by
-  other applications are counted by YARN but not named: the client takes them to be the
-  node's highest-numbered GPUs it does not hold itself.
+  ``task_ports`` and keeps the ports its own containers hold. Where the cluster declares each
+  GPU as a resource of its own (``gangmaster.io/gpu-<index>``, as the local cluster does), an
+  ask names its GPUs that way: YARN then never gives one GPU to two applications, and its node
+  report says which GPUs are taken. Elsewhere GPUs held by other applications are counted by
+  YARN but not named: the client takes them to be the node's highest-numbered GPUs it does not
+  hold itself (two applications may then choose the same GPU).
 * ``register`` / ``allocate`` / ``finish``: ApplicationMasterProtocol over Hadoop IPC
   (:mod:`.ipc`) with the AMRMToken of the AM's container.
 
@@ -64,6 +67,7 @@ from .credentials import Token
 from .ids import BadYarnId, app_id_proto, container_id_proto, container_id_text
 from .ipc import AM_PROTOCOL, NM_PROTOCOL, IpcConnection, IpcError, RemoteError
 from .proto import yarn_pb2 as yarn
+from .local_cluster import GPU_INDEX_PREFIX
 from .rest import GPU, AMSpec, RestError, YarnRest
 from .target import YarnTarget
 
@@ -135,6 +139,7 @@ class _Node:
     yarn_rack: str
     report: NodeReport
     raw: dict = field(default_factory=dict)
+    gpus_by_index: bool = False   # the node declares gangmaster.io/gpu-<i>: asks name their GPUs
 
 
 class YarnRMClient(RMClient):
@@ -272,10 +277,14 @@ class YarnRMClient(RMClient):
                 own_mask |= c.resource.gpu_mask
                 own_gpus += c.resource.gpus
                 own_ports = own_ports.add(c.resource.port_ranges)
-        free_mask = full_mask(gpus) & ~own_mask
-        foreign = max(0, used[2] - own_gpus)
-        for g in sorted(indices_of(free_mask), reverse=True)[:foreign]:   # others' GPUs: YARN does not name them
-            free_mask &= ~(1 << g)
+        declared = _index_mask(r.get("totalResource") or {})
+        if declared:   # YARN says which GPUs are taken (ours among them once granted)
+            free_mask = full_mask(gpus) & ~_index_mask(r.get("usedResource") or {}) & ~own_mask
+        else:
+            free_mask = full_mask(gpus) & ~own_mask
+            foreign = max(0, used[2] - own_gpus)
+            for g in sorted(indices_of(free_mask), reverse=True)[:foreign]:   # others' GPUs: YARN names none
+                free_mask &= ~(1 << g)
         state = {"RUNNING": NodeState.RUNNING, "LOST": NodeState.LOST, "SHUTDOWN": NodeState.LOST,
                  "DECOMMISSIONED": NodeState.LOST}.get(r.get("state", ""), NodeState.UNHEALTHY)
         capacity = ResourceDescriptor(total[0], float(total[1]), gpus, full_mask(gpus), port_ranges=ports)
@@ -286,7 +295,7 @@ class YarnRMClient(RMClient):
                             spec.labels if spec else frozenset(), spec.gpu_type if spec and gpus else None,
                             spec.topology if spec else None, containers=int(r.get("numContainers", 0)),
                             health_report=r.get("healthReport") or ("" if state.usable else r.get("state", "")))
-        return _Node(node_id, host, yarn_rack, report, r)
+        return _Node(node_id, host, yarn_rack, report, r, gpus_by_index=bool(declared))
 
     # ------------------------------------------------------------- client side
     def submit(self, submission: ApplicationSubmission) -> str:
@@ -375,7 +384,7 @@ class YarnRMClient(RMClient):
         if ask is not None:
             resource, request_id = ask.resource, ask.request_id
         else:
-            mask = int((record or {}).get("gpu_mask", 0))
+            mask = int((record or {}).get("gpu_mask", 0)) or _proto_index_mask(r)
             gpus = _gpus_of(r)
             if bin(mask).count("1") != gpus:
                 mask = full_mask(gpus)
@@ -452,6 +461,10 @@ class YarnRMClient(RMClient):
         capability = yarn.ResourceProto(memory=r.memory_mb, virtual_cores=max(1, math.ceil(r.vcores - 1e-9)))
         if r.gpus:
             capability.resource_value_map.add(key=GPU, value=r.gpus)
+            node = self._nodes.get(entry.node_id)
+            if node is not None and node.gpus_by_index:   # the very GPUs the AM chose
+                for g in indices_of(r.gpu_mask):
+                    capability.resource_value_map.add(key=f"{GPU_INDEX_PREFIX}{g}", value=1)
         return [yarn.ResourceRequestProto(priority=yarn.PriorityProto(priority=ASK_PRIORITY), resource_name=name,
                                           capability=capability, num_containers=count, relax_locality=relax,
                                           allocation_request_id=entry.ask.request_id)
@@ -702,6 +715,20 @@ def _ports_text(ports: PortRanges) -> str:
 # ------------------------------------------------------------------- REST answers
 def _gpus_of(resource: yarn.ResourceProto) -> int:
     return next((int(r.value) for r in resource.resource_value_map if r.key == GPU), 0)
+
+
+def _index_mask(d: dict) -> int:
+    """The GPUs a REST resource holds by index (``gangmaster.io/gpu-<i>`` of value 1 or more)."""
+    infos = ((d.get("resourceInformations") or {}).get("resourceInformation")) or []
+    return sum(1 << int(i["name"][len(GPU_INDEX_PREFIX):]) for i in infos
+               if str(i.get("name", "")).startswith(GPU_INDEX_PREFIX) and i["name"][len(GPU_INDEX_PREFIX):].isdigit()
+               and int(i.get("value", 0)) > 0)
+
+
+def _proto_index_mask(resource: yarn.ResourceProto) -> int:
+    """The GPUs a container's resource names by index (none where the cluster declares no index)."""
+    return sum(1 << int(r.key[len(GPU_INDEX_PREFIX):]) for r in resource.resource_value_map
+               if r.key.startswith(GPU_INDEX_PREFIX) and r.key[len(GPU_INDEX_PREFIX):].isdigit() and r.value > 0)
 
 
 def _resource(d: dict, memory: int, vcores: int) -> tuple[int, int, int]:

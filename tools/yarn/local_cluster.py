@@ -14,7 +14,10 @@ What the configuration says (:func:`yarn_site`):
 * ``yarn.scheduler.include-port-in-node-name``: three NMs on one host are three nodes,
   ``localhost:PORT``, so an ask can name exactly one of them;
 * ``yarn.io/gpu`` is a countable resource type, each NM declaring its node's GPU count
-  from the cluster file; no GPU plugin runs (nothing pins devices: the AM exports
+  from the cluster file, and so is each GPU by its index, ``gangmaster.io/gpu-<i>`` (1 on a
+  node that has GPU ``i``): an ask names the GPUs the AM chose, so YARN never gives one GPU
+  to two applications and its node report says which are taken (:func:`resource_types`);
+  no GPU plugin runs (nothing pins devices: the AM exports
   ``CUDA_VISIBLE_DEVICES`` itself); memory and vcores as declared;
 * the capacity scheduler with the DominantResourceCalculator (GPUs count), one queue
   ``default`` or the queues of a gangmaster queue file (:func:`queue_capacities`); short
@@ -56,6 +59,13 @@ _OPENS = ("java.lang", "java.lang.reflect", "java.io", "java.net", "java.nio", "
 JVM_OPTIONS = ("-Xmx384m", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
                *(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in _OPENS))
 GPU = "yarn.io/gpu"
+#: one countable resource per GPU index: ``gangmaster.io/gpu-0`` ... (the YARN client reads them)
+GPU_INDEX_PREFIX = "gangmaster.io/gpu-"
+
+
+def resource_types(specs: list[NodeSpec]) -> str:
+    """``yarn.resource-types``: GPUs counted, and each GPU index up to the largest node's."""
+    return ",".join([GPU, *(f"{GPU_INDEX_PREFIX}{i}" for i in range(max((s.gpus for s in specs), default=0)))])
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 180.0
 STOP_GRACE_S = 15.0
@@ -185,7 +195,7 @@ def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | N
         "yarn.resourcemanager.resource-tracker.address": f"{HOST}:{ports.tracker}",
         "yarn.resourcemanager.admin.address": f"{HOST}:{ports.admin}",
         "yarn.resourcemanager.webapp.address": f"{HOST}:{ports.web}",
-        "yarn.resource-types": GPU,
+        "yarn.resource-types": resource_types(specs),
         "yarn.scheduler.include-port-in-node-name": "true",
         "yarn.scheduler.minimum-allocation-mb": 64,
         "yarn.scheduler.maximum-allocation-mb": max(s.memory_mb for s in specs),
@@ -210,6 +220,7 @@ def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | N
             "yarn.nodemanager.resource.memory-mb": spec.memory_mb,
             "yarn.nodemanager.resource.cpu-vcores": _vcores(spec),
             f"yarn.nodemanager.resource-type.{GPU}": spec.gpus,
+            **{f"yarn.nodemanager.resource-type.{GPU_INDEX_PREFIX}{i}": 1 for i in range(spec.gpus)},
             "yarn.nodemanager.pmem-check-enabled": "false",
             "yarn.nodemanager.vmem-check-enabled": "false",
             "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 99,
@@ -381,7 +392,7 @@ class LocalCluster:
         (conf / "yarn-site.xml").write_text(_xml(yarn))
         (conf / "core-site.xml").write_text(_xml(core_site(self.work_dir)))
         (conf / "capacity-scheduler.xml").write_text(_xml(self._scheduler))
-        (conf / "resource-types.xml").write_text(_xml({"yarn.resource-types": GPU}))
+        (conf / "resource-types.xml").write_text(_xml({"yarn.resource-types": yarn["yarn.resource-types"]}))
         (conf / "log4j.properties").write_text(LOG4J)
 
     def _spawn(self, daemon: str, name: str, main: str, lib: Path) -> dict:
