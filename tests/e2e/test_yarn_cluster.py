@@ -91,4 +91,4 @@ def test_a_python_am_on_real_yarn(yarn_cluster):
 
     status = cluster.status()
     assert status["dead"] == [] and len(status["daemons"]) == 4
-    print(f"yarn local cluster started in {cluster.start_s:.1f} s")
+    print(f"yarn local cluster started in {cluster.state()['started_in_s']:.1f} s")

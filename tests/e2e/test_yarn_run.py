@@ -21,8 +21,8 @@ pytestmark = YARN
 
 
 @pytest.fixture
-def runner(yarn_cluster):
-    runner = Runner(yarn_cluster)
+def runner(yarn_session_cluster):
+    runner = Runner(yarn_session_cluster)
     yield runner
     runner.clean_up()
 
@@ -76,7 +76,7 @@ taskRoles:
 """
 
 
-def test_asks_that_can_never_fit_fail_at_once_saying_why(runner, tmp_path):
+def test_asks_that_can_never_fit_fail_at_once_saying_why(runner, yarn_cluster, tmp_path):
     too_big = tmp_path / "too-big.yaml"
     too_big.write_text(job_yaml("yarn-too-big", worker_gpus=5))           # nodes have 4 GPUs
     share = tmp_path / "share.yaml"
@@ -92,7 +92,7 @@ def test_asks_that_can_never_fit_fail_at_once_saying_why(runner, tmp_path):
     assert time.monotonic() - started < 90
 
 
-def test_two_gangs_that_fit_only_one_at_a_time_both_finish(runner, tmp_path):
+def test_two_gangs_that_fit_only_one_at_a_time_both_finish(runner, yarn_cluster_alone, tmp_path):
     config = tmp_path / "fast-release.yaml"
     config.write_text("am:\n  hold_timeout_s: 4\n  release_backoff_s: 1\n  release_backoff_max_s: 4\n"
                       "  reselect_after_s: 2\n")
@@ -108,7 +108,7 @@ def test_two_gangs_that_fit_only_one_at_a_time_both_finish(runner, tmp_path):
     assert first["ended_at"] is not None and second["ended_at"] is not None
 
 
-def test_a_real_openpai_job_runs(runner, tmp_path):
+def test_a_real_openpai_job_runs(runner, yarn_cluster, tmp_path):
     code, [report], stderr = runner.run(REPO / "conf" / "jobs" / "mpi-allreduce.yaml", work_dir=tmp_path / "run")
     assert code == 0, stderr
     [attempt] = report["attempts"]
@@ -122,7 +122,7 @@ def _am_pid(work_dir: Path) -> int | None:
     return int(match[1]) if match else None
 
 
-def test_a_killed_am_is_replaced_by_yarn_and_takes_the_tasks_back(runner, tmp_path):
+def test_a_killed_am_is_replaced_by_yarn_and_takes_the_tasks_back(runner, yarn_cluster, tmp_path):
     job = tmp_path / "gang.yaml"
     job.write_text(job_yaml("yarn-failover"))
     work = tmp_path / "run"
@@ -143,7 +143,7 @@ def test_a_killed_am_is_replaced_by_yarn_and_takes_the_tasks_back(runner, tmp_pa
     assert "the RM kept 4 running container(s)" in (work / "am-2.log").read_text()
 
 
-def test_a_lost_node_restarts_the_gang_on_the_others(runner, yarn_cluster, tmp_path):
+def test_a_lost_node_restarts_the_gang_on_the_others(runner, yarn_cluster_alone, tmp_path):
     job = tmp_path / "gang.yaml"
     job.write_text(job_yaml("yarn-node-lost", worker_gpus=1, per_node=2))
     output = tmp_path / "run" / "output"
@@ -151,11 +151,11 @@ def test_a_lost_node_restarts_the_gang_on_the_others(runner, yarn_cluster, tmp_p
         started = wait_until(lambda: _all_started(output, 1), 60, "every task of attempt 1 to start")
         victim = next(r["host"] for r in started if r["rank"] == 1)
         try:
-            assert yarn_cluster.stop_daemon(f"nodemanager {victim}") is not None
+            assert yarn_cluster_alone.stop_daemon(f"nodemanager {victim}") is not None
             stdout, stderr = proc.communicate(timeout=150)
         finally:
             runner.clean_up()    # the lost node's tasks: nobody stops them (their NodeManager is gone)
-            yarn_cluster.restart_node(victim)
+            yarn_cluster_alone.restart_node(victim)
     assert proc.returncode == 0, stderr
     [report] = reports(stdout, stderr)
     first, second = report["attempts"][0], report["attempts"][-1]

@@ -1,19 +1,26 @@
 """A real Apache Hadoop YARN cluster for the YARN end-to-end tests, and how they run jobs on it.
 
-One cluster for the whole test session (:func:`start_cluster`, through the ``yarn_cluster``
-fixture of ``conftest.py``): one ResourceManager and three NodeManagers of
-``conf/clusters/yarn-local.yaml``, on free ports, a node declared LOST 8 s after its
-NodeManager went silent. Every YARN test is marked ``xdist_group("yarn")`` (:data:`YARN`):
-pytest-xdist (``--dist loadgroup``) gives them all to one worker, so the session starts
-one cluster, and the tests take turns on it. They skip, saying why, where Java, Maven or
-Maven Central is missing."""
+One cluster for the whole test session, whatever the number of pytest-xdist workers
+(:func:`shared_cluster`, through the ``yarn_cluster`` fixture of ``conftest.py``): one
+ResourceManager and three NodeManagers of ``conf/clusters/yarn-local.yaml``, on free ports,
+a node declared LOST 8 s after its NodeManager went silent. The workers share it through a
+folder of the session's temporary root: the first to need it starts it, the last to finish
+stops it (a count under a file lock). Tests share it (``yarn_cluster``), but one that disturbs
+the others (kills a NodeManager, takes every GPU) holds it alone (``yarn_cluster_alone``): a
+second lock, shared or exclusive. (pytest-xdist's
+``--dist loadgroup`` would keep them on one worker, but its ``xdist_group`` mark has no effect
+under pytest 9.2, which no longer lets it rename a test.) They skip, saying why, where Java,
+Maven or Maven Central is missing."""
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
-import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,8 +33,8 @@ from task_procs import MARKER_VAR, kill_marked, new_marker
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = "python tests/e2e/yarn_task.py"
-#: the marks of every YARN end-to-end test: slow, and on the one worker that holds the cluster
-YARN = [pytest.mark.slow, pytest.mark.xdist_group("yarn")]
+#: the marks of every YARN end-to-end test
+YARN = [pytest.mark.slow]
 NM_EXPIRY_MS = 8000
 
 
@@ -50,11 +57,60 @@ def start_cluster(folder: Path) -> LocalCluster:
         pytest.skip(f"no local YARN cluster: {exc}")
     specs = load_cluster_specs(conf_path("clusters/yarn-local.yaml"))
     ports = Ports(_free_block(28030, 9, 28900), _free_block(28100, 10 * len(specs), 29000))
+    if (folder / "local-cluster.json").exists():   # an earlier cluster of the session, stopped: its folder anew
+        shutil.rmtree(folder)
     cluster = LocalCluster(folder)
-    started = time.monotonic()
     cluster.start(specs, ports, lib=lib, nm_expiry_ms=NM_EXPIRY_MS)
-    cluster.start_s = time.monotonic() - started
     return cluster
+
+
+@contextmanager
+def _locked(path: Path, mode: int = fcntl.LOCK_EX):
+    with open(path, "a+") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _shared_root(tmp_path_factory) -> Path:
+    """A folder every worker of this session shares (the workers' basetemps are its children)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def shared_cluster(tmp_path_factory):
+    """The session's cluster: started by the first worker that needs it, stopped by the last."""
+    shared = _shared_root(tmp_path_factory) / "yarn-shared"
+    shared.mkdir(exist_ok=True)
+    users = shared / "users"
+    with _locked(shared / "lock"):
+        count = int(users.read_text()) if users.is_file() else 0
+        cluster = LocalCluster(shared / "cluster")
+        if not count or len(cluster.running()) != 1 + len(cluster.state()["nodes"]):
+            if cluster.running():
+                cluster.stop(grace_s=5)
+            cluster = start_cluster(shared / "cluster")
+            count = 0
+        users.write_text(str(count + 1))
+    try:
+        yield cluster
+    finally:
+        with _locked(shared / "lock"):
+            count = int(users.read_text()) - 1
+            users.write_text(str(count))
+            if count == 0:
+                cluster.stop(grace_s=5)
+
+
+@contextmanager
+def turn(cluster: LocalCluster, alone: bool):
+    """The cluster to this test while it runs: shared with other tests that share it, or
+    ``alone`` (the other workers' YARN tests wait, and it waits for theirs)."""
+    with _locked(cluster.work_dir.parent / "turn", fcntl.LOCK_EX if alone else fcntl.LOCK_SH):
+        yield cluster
 
 
 def job_yaml(name: str, *, chief_gpus: int = 1, worker_gpus: int = 2, workers: int = 3, retries: int = 2,
