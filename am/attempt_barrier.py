@@ -5,6 +5,11 @@ environment gets what it needs to reach it), reopened by an AM that recovers a
 running attempt, and ended with the attempt: closed when it succeeded, failed
 otherwise, so every task waiting in it is told at once.
 
+A barrier is the application's, not the job name's: the coordinator's first key (the
+tasks' ``GANGMASTER_JOB``) is the application id. Two applications of one job name are
+legitimate (``gangmaster run a.yaml a.yaml``, a job ``--after`` itself in ``diagnose``)
+and meet at barriers of their own.
+
 The coordinator is a :class:`~gangmaster.am.gang_barrier.GangBarrier`: the gRPC
 coordinator in live runs, the in-process one on the virtual clock in simulation.
 These are functions of the coordinator and the job, not an object each AM builds:
@@ -22,27 +27,27 @@ from .jobspec_model import JobSpec
 from .lifecycle import TaskRecord
 
 
-def open_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun,
+def open_barrier(coordinator: GangBarrier, app_id: str, job: JobSpec, gang: GangRun,
                  tasks: Sequence[TaskRecord]) -> tuple[str, dict[str, str]]:
     """Open the attempt's barrier for ``tasks`` (by rank): its token and the environment
     every task needs alike to reach it (each adds its own part,
     :func:`gangmaster.am.context.own_env`)."""
     name, attempt = gang.name, gang.attempt
-    token = coordinator.open_attempt(job.name, name, attempt, _infos(tasks), timeout_s=job.barrier_timeout_s)
+    token = coordinator.open_attempt(app_id, name, attempt, _infos(tasks), timeout_s=job.barrier_timeout_s)
     gang.barrier_open = True
-    return token, coordinator.attempt_env(job.name, name, attempt, token, len(tasks))
+    return token, coordinator.attempt_env(app_id, name, attempt, token, len(tasks))
 
 
-def reopen_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun, token: str | None,
+def reopen_barrier(coordinator: GangBarrier, app_id: str, job: JobSpec, gang: GangRun, token: str | None,
                    log: Callable[[str], None]) -> None:
     """The recovered attempt's barrier: still open when the coordinator outlived the
     AM (it belongs to the driver); otherwise opened again with the token its tasks
     already hold, so their next call is accepted."""
     try:
-        coordinator.task_env(job.name, gang.name, gang.attempt, 0)
+        coordinator.task_env(app_id, gang.name, gang.attempt, 0)
     except KeyError:
         try:
-            coordinator.open_attempt(job.name, gang.name, gang.attempt, _infos(gang.tasks), token=token,
+            coordinator.open_attempt(app_id, gang.name, gang.attempt, _infos(gang.tasks), token=token,
                                      timeout_s=job.barrier_timeout_s)
         except ValueError as exc:
             # The coordinator outlived the AM and had already ended this attempt: the old AM
@@ -55,16 +60,16 @@ def reopen_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun, token:
     gang.barrier_open = True
 
 
-def end_barrier(coordinator: GangBarrier, job: JobSpec, gang: GangRun, outcome: str, reason: str,
+def end_barrier(coordinator: GangBarrier, app_id: str, gang: GangRun, outcome: str, reason: str,
                 log: Callable[[str], None]) -> None:
     """The attempt ended: close its barrier when it succeeded, else fail it (every waiting
     task is told at once). Nothing when its barrier is not open."""
     if not gang.barrier_open:
         return
     if outcome == "succeeded":
-        coordinator.close_attempt(job.name, gang.name, gang.attempt)
+        coordinator.close_attempt(app_id, gang.name, gang.attempt)
     else:
-        waiters = coordinator.fail_attempt(job.name, gang.name, gang.attempt,
+        waiters = coordinator.fail_attempt(app_id, gang.name, gang.attempt,
                                            f"gang {gang.name} attempt {gang.attempt} ended ({outcome}): {reason}")
         log(f"gang {gang.name} attempt {gang.attempt}: barrier failed, {waiters} waiting task(s) told at once")
     gang.barrier_open = False

@@ -17,7 +17,8 @@ coordinator (``am/barrier_server.py``) and the live RM (``gangmaster rm serve``)
 * **Token.** A shared secret each call carries in its ``authorization`` metadata
   (``Bearer <token>``); :class:`TokenAuthInterceptor` refuses a call without it
   as UNAUTHENTICATED before the request is even decoded and compares in constant
-  time. A token file this module creates is mode 0600
+  time; a client reads the refusal by what it sent (:meth:`ClientSecurity.refused`:
+  no token, or not this server's). A token file this module creates is mode 0600
   (:func:`~gangmaster.am.private_files.open_private`).
 * **Refusals** are logged through a :class:`~gangmaster.am.refusal_log.RefusalLog`
   (the barrier coordinator's too): the first one, then at most one summary per
@@ -220,24 +221,30 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
                                    refusal_log_interval_s or limits.REFUSAL_LOG_INTERVAL_S)
 
     def intercept_service(self, continuation, handler_call_details):
+        why = NO_TOKEN
         for key, value in handler_call_details.invocation_metadata or ():
             if key == AUTH_METADATA_KEY:
                 given = value.encode() if isinstance(value, str) else bytes(value)
                 if hmac.compare_digest(given, self._expected):
                     return continuation(handler_call_details)
+                why = NOT_THIS_TOKEN
                 break
         self.refusals.refused(f"to {handler_call_details.method}")
-        return _refusing_handler(continuation(handler_call_details))
+        return _refusing_handler(continuation(handler_call_details), why)
 
 
-def _refusing_handler(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler | None:
-    """A handler of the same shape as ``handler`` that answers UNAUTHENTICATED."""
+#: What a server says to a call that presented no token, and to one whose token is not its own.
+NO_TOKEN = "this server needs a token: pass the server's token file (--token-file)"
+NOT_THIS_TOKEN = "the token this call presented is not this server's"
+
+
+def _refusing_handler(handler: grpc.RpcMethodHandler | None, why: str) -> grpc.RpcMethodHandler | None:
+    """A handler of the same shape as ``handler`` that answers UNAUTHENTICATED, saying ``why``."""
     if handler is None:
         return None
 
     def refuse(request_or_iterator: Any, context: grpc.ServicerContext):
-        context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                      "this server needs a token: pass the server's token file (--token-file)")
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, why)
 
     if handler.request_streaming and handler.response_streaming:
         return grpc.stream_stream_rpc_method_handler(refuse)
@@ -297,6 +304,8 @@ class ClientSecurity:
 
     tls_ca_file: str | None = None
     token: str | None = None
+    #: where :attr:`token` was read (``--token-file``), to name it when the server refuses it
+    token_file: str | None = None
 
     def channel(self, address: str, options: list[tuple[str, Any]] | None = None,
                 ca_setting: str = "tls_ca_file") -> grpc.Channel:
@@ -309,3 +318,10 @@ class ClientSecurity:
     def metadata(self) -> tuple[tuple[str, str], ...]:
         """What every call sends (the token, when there is one)."""
         return ((AUTH_METADATA_KEY, _BEARER + self.token),) if self.token else ()
+
+    def refused(self) -> str:
+        """What a server's UNAUTHENTICATED means for this client: it sent no token, or the
+        one it sent (from :attr:`token_file`) is not the server's."""
+        if self.token is None:
+            return NO_TOKEN
+        return f"the token in {self.token_file} is not this server's" if self.token_file else NOT_THIS_TOKEN

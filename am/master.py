@@ -126,7 +126,7 @@ class ApplicationMaster:
                  occupants: Callable[[], Sequence[Occupant]] | None = None,
                  journal: Journal | MemoryJournal | NoJournal | None = None,
                  log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None,
-                 shared_pipelines: dict[str, SelectionPipeline] | None = None):
+                 shared_pipelines: dict[str, SelectionPipeline] | None = None, earlier_tasks: str = recovery.ENDED_WITH_THE_RUN):
         """``journal``, ``log``, ``tracker`` and ``shared_pipelines`` are for drivers that
         run many AMs in one process (trace replay): a journal kept in memory instead of
         ``work_dir``'s file (an earlier run is read from it, not from the folder), or one
@@ -136,7 +136,11 @@ class ApplicationMaster:
         and kept by the driver (the RM then sends no node updates), and selection
         pipelines shared by every AM, seeded from ``selection.seed`` alone: one tie order
         for all the driver's jobs, as one scheduler would break ties (and one node index
-        kept on the shared view serves them all). Without them the AM keeps its own."""
+        kept on the shared view serves them all). Without them the AM keeps its own.
+
+        ``earlier_tasks``: what became of the tasks of the unfinished earlier run into
+        ``work_dir`` that this AM resumes (:func:`~gangmaster.am.recovery.resume`); the
+        driver knows (they ended with that run's RM, or it killed them at the RM)."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         if occupants is not None:
             self._occupants = occupants
@@ -188,7 +192,7 @@ class ApplicationMaster:
         elif self.am_attempt == 1:
             # The first AM of a new application: the journal is an earlier run's, and that
             # run's containers went with its RM. Nothing of it can be recovered but the record.
-            recovery.resume(self, previous)
+            recovery.resume(self, previous, earlier_tasks)
         else:
             recovery.recover(self, previous, registration.containers_from_previous_attempts)
 
@@ -481,7 +485,7 @@ class ApplicationMaster:
             tasks.append(task)
             task_kinds.append(kind)
             running[c.container_id] = (gang, task)
-        token, barrier_env = open_barrier(self._coordinator, self.job, gang, tasks)
+        token, barrier_env = open_barrier(self._coordinator, self.app_id, self.job, gang, tasks)
         shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
                                   self.task_env)
         launches = []
@@ -596,7 +600,7 @@ class ApplicationMaster:
 
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
-        end_barrier(self._coordinator, self.job, gang, outcome, reason, self.log)
+        end_barrier(self._coordinator, self.app_id, gang, outcome, reason, self.log)
         if gang.running:
             for task in gang.tasks:
                 if task.state is TASK_RUNNING:
@@ -812,7 +816,7 @@ class ApplicationMaster:
 
     def reopen_barrier(self, gang: GangRun, token: str | None) -> None:
         """The recovered attempt's barrier takes up the token the previous AM gave its tasks."""
-        reopen_barrier(self._coordinator, self.job, gang, token, self.log)
+        reopen_barrier(self._coordinator, self.app_id, self.job, gang, token, self.log)
 
     def stop_container(self, container_id: str) -> None:
         """Stop a container no gang owns (an RM error is logged, not raised)."""

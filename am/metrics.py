@@ -255,14 +255,16 @@ class MetricsEndpoint:
         metrics_app = make_wsgi_app(self.registry)
 
         def app(environ, start_response):
-            if environ.get("PATH_INFO") != "/why":
+            path = environ.get("PATH_INFO")
+            if path == "/metrics":
                 return metrics_app(environ, start_response)
+            if path != "/why":   # a typo (`/whY`) must not pass for an answer
+                return _answer(start_response, "404 Not Found", {"error": f"no such path: {path}; "
+                                                                  f"this endpoint serves {' and '.join(PATHS)}"})
             try:
-                body, status = json.dumps(self.why()).encode(), "200 OK"
+                return _answer(start_response, "200 OK", self.why())
             except Exception as exc:   # the AM was changing under the reader: say so, keep serving
-                body, status = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode(), "503 Service Unavailable"
-            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-            return [body]
+                return _answer(start_response, "503 Service Unavailable", {"error": f"{type(exc).__name__}: {exc}"})
 
         self.server = make_server(addr, port, app, _ThreadingServer, handler_class=_QuietHandler)
         threading.Thread(target=self.server.serve_forever, name="gangmaster-metrics", daemon=True).start()
@@ -278,8 +280,26 @@ class MetricsEndpoint:
             self.server = None
 
 
+#: Connections the endpoint's socket queues before it accepts them (Linux caps it at
+#: net.core.somaxconn, 4096 on current kernels): a burst of 500 scrapes at once is answered.
+METRICS_LISTEN_BACKLOG = 1024
+#: What the endpoint serves; any other path is answered 404.
+PATHS = ("/metrics", "/why")
+
+
+def _answer(start_response, status: str, document: dict) -> list[bytes]:
+    body = json.dumps(document).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    """One thread a request, and a listen backlog a burst of scrapes fits in (socketserver's
+    default, 5, dropped half of 500 connections made at once: a Prometheus fleet, a
+    dashboard's refresh)."""
+
     daemon_threads = True
+    request_queue_size = METRICS_LISTEN_BACKLOG
 
 
 class _QuietHandler(WSGIRequestHandler):

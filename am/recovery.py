@@ -8,10 +8,11 @@
   then decide as after any heartbeat. A container the journal never saw launched
   is stopped.
 * **Resume** (:func:`resume`, the first AM of a *new* application in a folder that
-  holds an unfinished run): that run's containers went with its RM. An attempt
-  that had started ends as interrupted (not a failure: it does not count against
-  the retry limit) and its gang starts again as the next attempt; an attempt still
-  waiting simply waits again.
+  holds an unfinished run): that run's containers are gone (they went with its RM,
+  or the driver killed its application at the RM and waited for them to stop; the
+  driver says which). An attempt that had started ends as interrupted (not a
+  failure: it does not count against the retry limit) and its gang starts again as
+  the next attempt; an attempt still waiting simply waits again.
 """
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ from .rm_protocol import ContainerState, ExitStatus, NotFound
 
 if TYPE_CHECKING:
     from .master import ApplicationMaster
+
+#: What became of an earlier run's tasks when its RM was its own process's: they ended with it.
+ENDED_WITH_THE_RUN = "ended with it"
 
 
 def recover(am: "ApplicationMaster", previous: JournalState, kept_containers) -> None:
@@ -74,16 +78,17 @@ def recover(am: "ApplicationMaster", previous: JournalState, kept_containers) ->
     am.decide_gangs(now)
 
 
-def resume(am: "ApplicationMaster", previous: JournalState) -> None:
+def resume(am: "ApplicationMaster", previous: JournalState, earlier_tasks: str = ENDED_WITH_THE_RUN) -> None:
     """Carry on a job whose earlier run stopped (interrupted, killed, or the machine went
-    down) under a new application (see the module docstring)."""
+    down) under a new application (see the module docstring); ``earlier_tasks`` says what
+    became of that run's tasks ("ended with it", "were killed at the RM ...")."""
     am.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
     if previous.finished:   # the drivers report such a folder without starting an AM (tools.job_runner)
         am.gangs = recorded_gangs(am.job, previous)
         am.finish(previous.outcome, f"already finished in an earlier run: {previous.reason}")
         return
     am.log(f"resuming the job from the journal of an earlier run ({previous.app_id}, AM attempt(s) "
-           f"{previous.am_attempts}); the tasks it was running ended with it")
+           f"{previous.am_attempts}); the tasks it was running {earlier_tasks}")
     for number, names in enumerate(am.job.gangs):
         name, roles = gang_name(names), am.job.gang_roles(number)
         saved = previous.gangs.get(name)
@@ -102,7 +107,7 @@ def resume(am: "ApplicationMaster", previous: JournalState) -> None:
             for task in gang.tasks:
                 if task.state is TaskState.RUNNING:
                     gang.end_task(task, TaskState.STOPPED, previous.last_time, "the run was interrupted")
-            am.end_attempt(gang, "stopped", "the run was interrupted: its tasks ended with it", previous.last_time)
+            am.end_attempt(gang, "stopped", f"the run was interrupted: its tasks {earlier_tasks}", previous.last_time)
         am.log(f"gang {name}: attempt {saved.attempt} ended with the earlier run; "
                f"starting attempt {saved.attempt + 1}")
         am.gangs.append(am.begin_attempt(name, roles, saved.attempt + 1, history))

@@ -2,8 +2,10 @@
 
 gRPC status codes come back as the same exception classes the in-process core
 raises: INVALID_ARGUMENT → ``InvalidRequest``, NOT_FOUND → ``NotFound``,
-FAILED_PRECONDITION → ``WrongState``; anything else (the server is down, a
-deadline passed, a missing token: UNAUTHENTICATED) → ``RMError`` with the gRPC detail.
+FAILED_PRECONDITION → ``WrongState``; UNAUTHENTICATED → ``Unauthenticated``, saying
+what it means for what this client sent (no token, or the token in its file is not the
+server's: :meth:`ClientSecurity.refused`); anything else (the server is down, a
+deadline passed) → ``RMError`` with the gRPC detail.
 
 A server started with TLS and/or a token (``gangmaster rm serve --tls-cert/--tls-key
 --token-file``) is reached with ``security=ClientSecurity(tls_ca_file=..., token=...)``:
@@ -27,7 +29,8 @@ from . import rm_validation as check
 from .rm_client import RMClient
 from .rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, ContainerStatus,
-    InvalidRequest, NodeReport, NotFound, RegisterResponse, RMError, StartContainers, StartRefused, WrongState,
+    InvalidRequest, NodeReport, NotFound, RegisterResponse, RMError, StartContainers, StartRefused,
+    Unauthenticated, WrongState,
 )
 
 _FROM_CODE = {
@@ -47,13 +50,15 @@ class GrpcRMClient(RMClient):
         self.channel = security.channel(address, options=[
             ("grpc.max_receive_message_length", limits.RM_MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", limits.RM_MAX_MESSAGE_BYTES)], ca_setting="--tls-ca")
-        self._metadata = security.metadata
+        self._security, self._metadata = security, security.metadata
         self.stub = rm_pb2_grpc.ResourceManagerStub(self.channel)
 
     def _call(self, method, msg):
         try:
             return method(msg, timeout=self.timeout_s, metadata=self._metadata)
         except grpc.RpcError as exc:
+            if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                raise Unauthenticated(self._security.refused()) from None
             cls = _FROM_CODE.get(exc.code(), RMError)
             raise cls(exc.details() or str(exc.code())) from None
 

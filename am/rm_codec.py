@@ -225,7 +225,8 @@ def report_to_pb(r: ApplicationReport) -> pb.ApplicationReport:
                                submitted_at=r.submitted_at, has_finished_at=r.finished_at is not None,
                                finished_at=r.finished_at or 0.0, final_status=r.final_status,
                                diagnostics=r.diagnostics, running_containers=r.running_containers,
-                               pending_containers=r.pending_containers, gpu_milli_used=r.gpu_milli_used)
+                               pending_containers=r.pending_containers, gpu_milli_used=r.gpu_milli_used,
+                               stopping_containers=r.stopping_containers)
     resource_to_pb(r.used, msg.used)
     return msg
 
@@ -234,4 +235,4 @@ def report_from_pb(msg: pb.ApplicationReport) -> ApplicationReport:
     return ApplicationReport(msg.app_id, msg.name, msg.queue, AppState(msg.state), msg.attempt, msg.submitted_at,
                              msg.finished_at if msg.has_finished_at else None, msg.final_status, msg.diagnostics,
                              msg.running_containers, msg.pending_containers, resource_from_pb(msg.used),
-                             msg.gpu_milli_used)
+                             msg.gpu_milli_used, msg.stopping_containers)

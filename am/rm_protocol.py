@@ -131,7 +131,13 @@ class WrongState(RMError):
     code = "failed_precondition"
 
 
-ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, WrongState)}
+class Unauthenticated(RMError):
+    """A call the server refused before serving it: no token, or not the server's."""
+
+    code = "unauthenticated"
+
+
+ERROR_CLASSES = {cls.code: cls for cls in (RMError, InvalidRequest, NotFound, WrongState, Unauthenticated)}
 
 
 # ------------------------------------------------------------------- messages
@@ -310,6 +316,9 @@ class ApplicationReport:
     used: ResourceDescriptor = field(default_factory=ResourceDescriptor)   # whole GPUs only
     #: milli-GPU its containers hold as shares of GPUs (``used`` counts whole GPUs only)
     gpu_milli_used: int = 0
+    #: its containers that ended (stopped, killed with it) whose processes are still being
+    #: stopped: 0 once nothing of it runs (a rerun waits for that before starting the job again)
+    stopping_containers: int = 0
 
 
 @value

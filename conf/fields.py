@@ -57,15 +57,26 @@ def is_name(value: Any) -> bool:
 
 
 def _show(value: Any) -> str:
-    """A found value for a message, clipped: a 4 MB string must not become a 4 MB message."""
+    """A found value for a message, clipped (a 4 MB string must not become a 4 MB message),
+    a character that does not print written as an escape (``\\x00``, ``\\t``): a NUL or a
+    control character shown as itself is invisible and the value looks valid."""
     if isinstance(value, str):
-        return f'"{value}"' if len(value) <= 80 else f'"{value[:60]}..." ({len(value):,} characters)'
+        return f'"{_escaped(value)}"' if len(value) <= 80 else \
+            f'"{_escaped(value[:60])}..." ({len(value):,} characters)'
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
     text = repr(value) if not isinstance(value, int) or abs(value) < 10 ** 30 else "a huge integer"
     return text if len(text) <= 80 else text[:60] + "..."
+
+
+def _escaped(text: str) -> str:
+    """``text`` with each character that does not print (but a space) as Python writes it
+    in a string literal: ``\\x00``, ``\\n``, ``\\u200b``."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def read_limited(path: str | Path, limit: int, limit_name: str) -> bytes:

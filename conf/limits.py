@@ -123,7 +123,9 @@ RM_MAX_ENV_VARS = 4096
 #: Bytes (UTF-8) of a task's command and environment together: half of Linux's usual
 #: ARG_MAX (2 MiB), which also has to hold the NodeManager's own variables.
 RM_MAX_LAUNCH_BYTES = 1024 * 1024
-#: Applications submitted and not finished, at once.
+#: Applications submitted and not finished, at once, from clients the RM does not know
+#: (`gangmaster rm serve`, `run`). A trace replay's own RM takes as many as its table has
+#: jobs (held to MAX_TRACE_JOBS): in openb fill mode no pod ever finishes.
 RM_MAX_RUNNING_APPS = 10_000
 #: Finished applications remembered for reports (YARN: max-completed-applications); past it
 #: the oldest tenth are forgotten (their reports answer NOT_FOUND).
@@ -236,6 +238,14 @@ MAX_SNAPSHOT_FILES = 1000
 #: Kubernetes cluster, each task host of every running Slurm job.
 MAX_SNAPSHOT_ALLOCATIONS = 1_000_000
 
+# ------------------------------------------------ the AM's endpoint, as a client reads it (`gangmaster why`)
+
+#: Bytes of one answer of an AM's /why endpoint that `gangmaster why` reads. A gang's
+#: diagnosis is a few KB (a reason per code, not per machine), so a run of thousands of
+#: waiting jobs answers a few MB; a server that sends more is not an AM, and reading it
+#: whole would only fill memory (a 200 MB body was read whole, 484 MB resident).
+MAX_WHY_ANSWER_BYTES = 64 * MiB
+
 # ------------------------------------------------ Slurm (tools/slurm/: the local test cluster and the Slurm RM client).
 
 #: Nodes of a local Slurm cluster (`gangmaster slurm local-cluster start`): one slurmd
@@ -262,9 +272,17 @@ SLURM_COMMAND_TIMEOUT_S = 30.0
 #: A native YAML trace is a YAML file and held to MAX_YAML_FILE_BYTES.
 MAX_TRACE_FILE_BYTES = 256 * MiB
 
-#: Jobs (data rows) of one trace: 12x the full Philly trace (82,247 jobs), about 1 GB with
-#: every job's outcome and report rows; past it, split the trace with --window.
+#: Jobs of one trace kept for a replay (those inside --window: rows outside it are read,
+#: checked and let go): 12x the full Philly trace (82,247 jobs), about 1 GB with every
+#: job's outcome and report rows. An openb pod list is held whole (fill mode draws from
+#: every pod), so its pods count, window or not.
 MAX_TRACE_JOBS = 1_000_000
+
+#: Characters of one field of a trace CSV. Every field a reader uses is a name (at most
+#: MAX_NAME_CHARS), a number or a time; 4,096 leaves room for columns read past (a long
+#: model name). Below the csv module's own limit (131,072), which stops with a bare
+#: `_csv.Error`, so a longer field is refused naming its line and column.
+MAX_TRACE_FIELD_CHARS = 4096
 
 #: Seeds one replay runs per selector (--seed N ...), and capacities in one --capacity-sweep:
 #: each is a whole replay of the trace.

@@ -41,9 +41,12 @@ def add_parser(sub):
                "(`gangmaster rm fault kill_am`), a new AM starts in this process and recovers "
                "the job from the journal.\n\n"
                "SIGTERM or Ctrl-C kills the application at the RM, which stops its tasks, and then this "
-               "process exits with the report. An AM killed with kill -9 cannot do that: its tasks run on "
-               "at the RM until they end or the RM stops.\n\n"
-               "Exit status: 0 the job succeeded; 1 it failed, was killed or did not finish (--timeout); "
+               "process exits with the report (saying so when the RM could not be told). An AM killed with "
+               "kill -9 cannot do that: its tasks run on at the RM. Run the same command again into its work "
+               "folder: it kills that application at the RM and starts the job's next attempts once every one "
+               "of its tasks has stopped.\n\n"
+               "Exit status: 0 the job succeeded; 1 it failed, was killed or did not finish (--timeout, or "
+               "the RM no longer knows its application: an RM restarted without --state); "
                "2 bad input (the message names the file and field), a work folder of another job, or an "
                "RM that cannot be reached or refuses the call (wrong token, unknown queue); 130 / 143 "
                "interrupted by Ctrl-C / SIGTERM, after the application was killed at the RM.")
@@ -107,11 +110,20 @@ def _am(args) -> int:
             interrupted = interrupted or runs.interrupted
     print_reports(runs, base, args.json)
     if interrupted is not None:
-        print(f"gangmaster am: interrupted by {interrupted.name}; the application was killed at the RM, which "
-              f"stops its tasks", file=sys.stderr)
+        print(f"gangmaster am: interrupted by {interrupted.name}; {_at_the_rm(runs)}", file=sys.stderr)
         return 128 + interrupted
+    if runs.failure is not None:
+        print(f"gangmaster am: {runs.failure}; {_at_the_rm(runs)}", file=sys.stderr)
+        return 1
     if not finished:
-        print("gangmaster am: stopped before the job finished (--timeout); the application was killed at the RM",
-              file=sys.stderr)
+        print(f"gangmaster am: stopped before the job finished (--timeout); {_at_the_rm(runs)}", file=sys.stderr)
         return 1
     return 0 if all(r.outcome == "succeeded" for r in runs.runs) else 1
+
+
+def _at_the_rm(runs) -> str:
+    """What became of an application the run ended before it was done: killed at the RM
+    (which stops its tasks), or not, and why (:attr:`RemoteRuns.not_killed`)."""
+    if not runs.not_killed:
+        return "the application was killed at the RM, which stops its tasks"
+    return "; ".join(f"could not kill {app_id} at the RM ({why})" for app_id, why in runs.not_killed.items())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from gangmaster.conf.limits import MAX_DURATION_S
 
@@ -40,24 +41,53 @@ def address(text: str) -> str:
     return text
 
 
-def count(minimum: int = 1, maximum: int = 10 ** 9):
-    """An integer within ``minimum``..``maximum``: how many of something to make or time."""
+def count(minimum: int = 1, maximum: int = 10 ** 9, limit: str = ""):
+    """An integer within ``minimum``..``maximum``: how many of something to make or time;
+    ``limit``, the name of the documented limit (conf/limits.py) the maximum is, said in
+    the message."""
+    expected = f"expected an integer {minimum}..{maximum:,}" + (f" ({limit})" if limit else "")
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
         if not minimum <= value <= maximum:
-            raise argparse.ArgumentTypeError(f"expected an integer {minimum}..{maximum:,}, got {value}")
+            raise argparse.ArgumentTypeError(f"{expected}, got {value}")
         return value
     parse.__name__ = "count"
     return parse
 
 
-def counts(text: str) -> list[int]:
-    """A comma-separated list of positive integers, e.g. ``2,8,64``."""
-    parse = count()
-    return [parse(part) for part in text.split(",")]
+def count_list(minimum: int = 1, maximum: int = 10 ** 9, limit: str = ""):
+    """A comma-separated list of :func:`count` values, e.g. ``2,8,64``; a bad item is named
+    with the list it stands in."""
+    one = count(minimum, maximum, limit)
+
+    def parse(text: str) -> list[int]:
+        values = []
+        for part in text.split(","):
+            try:
+                values.append(one(part.strip()))
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"{exc} in {text!r}" if "," in text else str(exc)) from None
+        return values
+    parse.__name__ = "counts"
+    return parse
+
+
+#: Positive integers separated by commas.
+counts = count_list()
+
+
+def allow_negative_values(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Let ``parser`` take a value that starts with a minus sign and a digit (``-3,4``) as
+    the value of the option before it, so that its type can say what is wrong with it:
+    argparse reads only a plain ``-3`` or ``-0.5`` as a value, and anything else that
+    starts with ``-`` as an unknown option ("expected one argument"). The parser must
+    have no option that looks like a negative number (none of gangmaster's does)."""
+    parser._negative_number_matcher = re.compile(r"-\.?\d")   # argparse's own attribute, read with match()
+    return parser
 
 
 def real(low: float, high: float, *, low_open: bool = False, high_open: bool = False):

@@ -69,7 +69,7 @@ def add_parser(sub):
                         help="a real cluster's state as its engine dumps it (YARN, Kubernetes or Slurm JSON), "
                              "instead of --cluster")
     parser.add_argument("--snapshot-time", type=epoch_seconds, metavar="EPOCH",
-                        help="when the snapshot was taken, in Unix seconds: expected ends (Slurm end_time, "
+                        help="with --snapshot: when it was taken, in Unix seconds: expected ends (Slurm end_time, "
                              "Kubernetes deadlines) are counted from it (default: the time the snapshot says, "
                              "else the files' modification time)")
     parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:)")
@@ -91,6 +91,9 @@ def _run(args) -> int:
     from gangmaster.selectors.settings import SelectionSettings
     from gangmaster.tools.rmsim.scenario import Scenario
 
+    if args.snapshot_time is not None and not args.snapshot:
+        raise ConfigError("--snapshot-time", "", "it only with --snapshot (it says when the snapshot was taken)",
+                          args.snapshot_time)
     settings = Settings(args.config)
     am_settings = AMSettings.from_fields(settings.section("am"))
     selection = SelectionSettings.from_fields(settings.section("selection"))

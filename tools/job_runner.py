@@ -24,11 +24,15 @@ the job again into a folder that holds an earlier run of it:
 
 * the earlier run finished (succeeded or failed): nothing is submitted; the
   run reports that outcome from the journal (:attr:`JobRun.finished_earlier`);
-* it did not finish (interrupted, killed, the machine went down): its RM and
-  every task went with it, so a new application resumes the job from the
-  journal: the attempts that were running end as interrupted and start again
-  as new attempts (:func:`gangmaster.am.recovery.resume`), and the AM's clock goes
-  on from the journal's last record.
+* it did not finish (interrupted, killed, the machine went down): a new
+  application resumes the job from the journal: the attempts that were running
+  end as interrupted and start again as new attempts
+  (:func:`gangmaster.am.recovery.resume`), and the AM's clock goes on from the
+  journal's last record. Its tasks went with its RM when the RM was this
+  process's; a separate RM (:class:`RemoteRuns`) may still run them (the earlier
+  AM was ``kill -9``'d): the earlier application is killed there first, and the
+  new one starts once every one of its tasks has stopped, so no task ever runs
+  twice at once.
 
 In virtual time a run that can never progress is stopped as soon as that is
 certain (:meth:`SimulatedRuns.run`).
@@ -51,8 +55,9 @@ from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
+from gangmaster.am.recovery import ENDED_WITH_THE_RUN
 from gangmaster.am.rm_client import InProcessRMClient, RMClient
-from gangmaster.am.rm_protocol import ApplicationSubmission, RMError
+from gangmaster.am.rm_protocol import ApplicationSubmission, NotFound, RMError, WrongState
 from gangmaster.am.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
@@ -69,10 +74,18 @@ from .work_folder import JobIdentity, claim
 
 #: A crashed AM is started again this long after the RM declares it dead (seconds).
 AM_RESTART_DELAY_S = 2.0
+#: How long a rerun waits for the tasks of the earlier application it killed at a separate RM
+#: to stop (the RM's kill grace, then SIGKILL, is far shorter) before it refuses to start.
+EARLIER_TASKS_STOP_S = 300.0
 #: The signals that end a live run early: its tasks are stopped first (see LiveRuns.run).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 log = logging.getLogger(__name__)
+
+
+class RunCannotGoOn(Exception):
+    """An AM's run cannot go on, for the reason its message says (a fact of the run, such
+    as an RM that lost the application, not a bug: no traceback)."""
 
 
 @dataclass
@@ -86,6 +99,7 @@ class JobRun:
     ams: list[ApplicationMaster] = field(default_factory=list)
     metrics: AMMetrics = field(default_factory=AMMetrics)
     clock_offset: float = 0.0                  # the AMs' clock goes on from an earlier run's journal
+    earlier_tasks: str = ENDED_WITH_THE_RUN    # what became of the tasks of the earlier run it resumes
     finished_earlier: RecordedRun | None = None  # the folder's run had already finished: nothing was run
 
     @property
@@ -144,9 +158,12 @@ class _AMDriver:
             run = JobRun(job, earlier.app_id, work_dir, queue, finished_earlier=RecordedRun.of(job, earlier))
             self.runs.append(run)
             return run
+        earlier_tasks = self._stop_earlier(earlier.app_id, work_dir) if earlier.app_id else None
         app_id = self.client.submit(ApplicationSubmission(
             job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True))
         run = JobRun(job, app_id, work_dir, queue, clock_offset=earlier.last_time)
+        if earlier_tasks is not None:
+            run.earlier_tasks = earlier_tasks
         self.runs.append(run)
         if self.settings.metrics_port is not None:
             if self.metrics is None:
@@ -155,6 +172,12 @@ class _AMDriver:
             self.metrics.add(run.metrics, why=lambda: self._why_report(run), job_name=job.name, app_id=app_id)
         self._start_am(run)
         return run
+
+    def _stop_earlier(self, app_id: str, work_dir: Path) -> str | None:
+        """Before an unfinished earlier run into ``work_dir`` (application ``app_id``) is
+        resumed: make sure none of its tasks runs on, and say what became of them (None:
+        they ended with that run, its RM being this process's)."""
+        return None
 
     def _why_report(self, run: JobRun) -> dict:
         """What ``/why`` says of ``run`` (asked from the endpoint's thread: under the clock's
@@ -183,9 +206,13 @@ class _AMDriver:
         now = self.clock.now if not run.clock_offset else (lambda: self.clock.now() + run.clock_offset)
         am = ApplicationMaster(run.job, self.client, run.app_id, now, run.work_dir,
                                settings=self.settings, selection=self.selection, metrics=run.metrics,
-                               echo=echo, **self._am_extras(run))
+                               echo=echo, earlier_tasks=run.earlier_tasks, **self._am_extras(run))
         run.ams.append(am)
-        self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._heartbeat(am))
+        self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._beat(am))
+
+    def _beat(self, am: ApplicationMaster) -> None:
+        """What the clock calls at each heartbeat of ``am``."""
+        self._heartbeat(am)
 
     def _heartbeat(self, am: ApplicationMaster) -> None:
         am.heartbeat()
@@ -305,8 +332,8 @@ class _RealTime:
     SIGINT or a timeout) and the shutdown that kills at the RM every job not done.
 
     Nothing a run starts outlives it: :meth:`run` returns early on SIGTERM or SIGINT
-    (:attr:`interrupted` says which) and :meth:`shutdown` then has the RM stop every
-    task's processes."""
+    (:attr:`interrupted` says which) or when an AM fails (:attr:`failure` says how), and
+    :meth:`shutdown` then has the RM stop every task's processes."""
 
     def _start_coordinator(self, barrier_config) -> None:
         """Start the barrier coordinator, and catch the stop signals from now on: one that
@@ -319,8 +346,10 @@ class _RealTime:
         self.barrier.start()
         self._finished = threading.Event()
         self.interrupted: signal.Signals | None = None   # the signal that ended run() early
+        self.failure: str | None = None   # how an AM's heartbeat failed, which ended run() early
         self.timed_out = False
         self.stopped_tasks = 0     # containers whose processes shutdown() had to stop
+        self.not_killed: dict[str, str] = {}   # app id -> why shutdown() could not kill it at the RM
         self._previous_handlers: dict = {}
         self._catch_stop_signals()
 
@@ -334,6 +363,24 @@ class _RealTime:
         with self.clock.lock:
             return super().submit(job, work_dir, queue)
 
+    def _beat(self, am: ApplicationMaster) -> None:
+        """A heartbeat on the clock's thread: an AM that fails there would beat no more and
+        its job never end (the run would sit until --timeout), so it ends the run, saying why."""
+        try:
+            self._heartbeat(am)
+        except RunCannotGoOn as exc:
+            self._end_early(am, str(exc))
+        except Exception as exc:
+            log.error("the AM of %s (%s) failed", am.job.name, am.app_id, exc_info=True)
+            self._end_early(am, f"the AM of job {am.job.name} ({am.app_id}) failed: {type(exc).__name__}: {exc}")
+
+    def _end_early(self, am: ApplicationMaster, why: str) -> None:
+        """``am`` beats no more, and the run ends (:meth:`run` returns), saying ``why``."""
+        timer = self._timers.pop(am.app_id, None)
+        if timer is not None:
+            timer.cancel()
+        self.failure = self.failure or why
+
     def run(self, timeout_s: float | None = None) -> bool:
         """Wait until every job is done, ``timeout_s`` passes, or SIGTERM or SIGINT
         arrives (or arrived since the driver was built); True when all are done. Call
@@ -342,7 +389,7 @@ class _RealTime:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             while not self._finished.wait(0.1):
-                if self.interrupted is not None:
+                if self.interrupted is not None or self.failure is not None:
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     self.timed_out = True
@@ -372,7 +419,8 @@ class _RealTime:
         RM side of the run ends (:meth:`_stop_rm`) and the coordinator stops. The AMs are
         not told: to their journal the run was interrupted, and it can be resumed."""
         why = (f"the run was interrupted by {self.interrupted.name}" if self.interrupted is not None
-               else "the run timed out" if self.timed_out else "the run was stopped")
+               else "the run timed out" if self.timed_out
+               else f"the run was stopped: {self.failure}" if self.failure is not None else "the run was stopped")
         with self.clock.lock:
             for run in self.runs:
                 if not run.done:
@@ -380,6 +428,7 @@ class _RealTime:
                         self.client.kill(run.app_id, why)
                     except RMError as exc:   # best effort on the way out (a remote RM may be gone)
                         log.warning("could not kill %s at the RM: %s", run.app_id, exc.message)
+                        self.not_killed[run.app_id] = exc.message
         self._stop_rm()
         self.barrier.stop()
         for sig, handler in self._previous_handlers.items():
@@ -429,7 +478,9 @@ class RemoteRuns(_RealTime, _AMDriver):
     application a new attempt when its heartbeat is refused (it stops without deciding
     anything, ``done`` with no outcome), and a new AM is started then, as
     :class:`LiveRuns` does on the RM's event. A heartbeat that cannot reach the RM is
-    said once and tried again at the next one."""
+    said once and tried again at the next one, unless the RM no longer knows the
+    application (an RM restarted without its state): that ends the run, as nothing
+    the AM can do brings the application back."""
 
     def __init__(self, client: RMClient, settings: AMSettings | None = None,
                  selection: SelectionSettings | None = None, barrier_config=None,
@@ -451,6 +502,9 @@ class RemoteRuns(_RealTime, _AMDriver):
         try:
             am.heartbeat()
         except RMError as exc:
+            if isinstance(exc, NotFound) and not self._knows(am.app_id):
+                raise RunCannotGoOn(f"{self.rm_name} no longer knows application {am.app_id} (it restarted "
+                                    "without --state?)") from None
             if exc.message != self._unreachable and self.echo is not None:
                 self.echo(f"{self.rm_name} did not answer a heartbeat ({exc.message}); trying again")
             self._unreachable = exc.message
@@ -460,6 +514,47 @@ class RemoteRuns(_RealTime, _AMDriver):
         self._unreachable = ""
         if self.restarts_replaced and am.done and am.outcome is None:   # replaced: the RM gave it a new attempt
             self._restart_later(am.app_id)
+
+    def _stop_earlier(self, app_id: str, work_dir: Path) -> str | None:
+        """The earlier run's AM may have died (``kill -9``) while this RM runs its tasks on:
+        kill its application here and wait until every one of its tasks has stopped, so
+        the resumed job's new attempts never run beside them."""
+        try:
+            report = self.client.application_report(app_id)
+        except NotFound:          # an RM restarted without its state: the tasks ended with it
+            return None
+        if report.state.finished and not report.stopping_containers:
+            return None
+        running = report.running_containers + report.stopping_containers
+        killed = not report.state.finished
+        if killed:
+            self.client.kill(app_id, f"its AM is gone: a new run into {work_dir} resumes the job")
+        if self.echo is not None:
+            self.echo(f"the earlier run's application {app_id} was still at {self.rm_name} with {running} "
+                      f"task(s) running; killed it there, and waiting for them to stop" if killed else
+                      f"the earlier run's application {app_id} has ended at {self.rm_name}; waiting for its "
+                      f"{running} task(s) to stop")
+        deadline = time.monotonic() + EARLIER_TASKS_STOP_S
+        while self.client.application_report(app_id).stopping_containers:
+            if time.monotonic() >= deadline:
+                raise WrongState(f"the {running} task(s) of the earlier run's application {app_id} had not stopped "
+                                 f"{EARLIER_TASKS_STOP_S:g} s after it was killed; not starting the job again "
+                                 "while they may run")
+            if self.interrupted is not None:
+                break
+            time.sleep(0.1)
+        return f"were killed at {self.rm_name} with {app_id} before this run started" if killed else None
+
+    def _knows(self, app_id: str) -> bool:
+        """Whether the RM still knows ``app_id`` (True when it cannot be asked: that is
+        a transient failure, tried again at the next heartbeat)."""
+        try:
+            self.client.application_report(app_id)
+        except NotFound:
+            return False
+        except RMError:
+            pass
+        return True
 
     def _stop_rm(self) -> None:
         self.clock.stop()

@@ -9,9 +9,10 @@ import sys
 import textwrap
 from dataclasses import replace
 
-from gangmaster.conf.limits import MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS
+from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS,
+                                    MAX_SWEEP_POINTS)
 from gangmaster.selectors.selector import UnknownSelector, get_selector
-from gangmaster.tools.arg_types import count, counts, real, seed
+from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
 
 from .replay import clusters, openb
 from .replay.comparison import Comparison, SweepPoint, metrics_document
@@ -21,12 +22,15 @@ from .replay.pages import fill_rows, is_fill, not_drawn, summary_rows
 from .replay.progress import ProgressBar
 from .replay.queue_policy import QUEUE_POLICIES
 from .replay.readers import DATED_FORMATS, FORMATS, detect_format, read_trace
-from .replay.report import write_report
+from .replay.report import report_folder, write_report
 from .replay.trace import JobTable
 from .replay.trace_csv import ON_BAD_ROW, BadRows, parse_window
 
 DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_INFER = "mean"
+#: ``--nodes`` and ``--capacity-sweep``: a generated cluster's nodes, as many as the RM takes.
+NODE_COUNT = count(1, MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES")
+NODE_COUNTS = count_list(1, MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES")
 
 
 def _non_negative_seconds(maximum: float):
@@ -89,14 +93,19 @@ Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
                arrival is dropped (queue policy drop) and none leaves while pods arrive.
                The headline: unallocated GPU % at each integer % of GPUs arrived, median
                and IQR over the seeds, per selector (metrics.json:
-               unallocated_gpu_pct_at_arrived; report: fill.png).
+               unallocated_gpu_pct_at_arrived; report: fill.png). It needs no
+               creation_time or deletion_time: the artifact's openb_pod_list_multigpu*
+               lists, which have neither, replay in this mode only.
 
 output: a table on stdout (--json: metrics.json's document instead). --report DIR
 writes metrics.json, jobs.csv, timeline.csv, figures (with matplotlib: pip install -e
 '.[plots]'), report.html and report.md. The same inputs give the same files byte for
-byte, except the wall-time figures (wall_s and cost in metrics.json).
+byte, except the wall-time figures (wall_s and cost in metrics.json). DIR is checked
+before the replay; the files are written aside and moved in, so an interrupted run leaves
+the earlier report or this run's whole one (a kill during the moves: a file INCOMPLETE);
+an earlier report's files this run does not write are removed, other files kept.
 Exit status 0 when every replay ran, 2 on bad input (the message names the file, line
-and field)."""
+and field), 130 when interrupted (Ctrl-C)."""
 
 
 def add_parser(sub):
@@ -107,13 +116,14 @@ def add_parser(sub):
             "ResourceManager and Selector plugins as a real run, in virtual time, once per --selector and --seed, "
             "and compare the outcomes.", 88),
         epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    allow_negative_values(p)   # --capacity-sweep -3,4: the count says what is wrong, not argparse
     p.add_argument("trace", metavar="TRACE", help="the trace file")
     p.add_argument("--format", choices=FORMATS, help="the trace's format (default: from its header, or "
                                                      "native for .yaml)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--cluster", metavar="FILE", help="cluster YAML, or a Tiresias cluster spec (.csv)")
     where.add_argument("--preset", metavar="NAME", help=f"one of: {', '.join(clusters.PRESETS)}")
-    where.add_argument("--nodes", type=count(1), metavar="N", help="N nodes of --gpus-per-node GPUs")
+    where.add_argument("--nodes", type=NODE_COUNT, metavar="N", help="N nodes of --gpus-per-node GPUs")
     where.add_argument("--infer", choices=("peak", "mean"), help="size the cluster from the trace")
     p.add_argument("--gpus-per-node", type=count(1, 64), metavar="G",
                    help=f"GPUs of each node for --nodes, --infer and --capacity-sweep (default {DEFAULT_GPUS_PER_NODE})")
@@ -136,14 +146,15 @@ def add_parser(sub):
                         "seconds otherwise (default: all, or the preset's)")
     p.add_argument("--time-scale", type=real(0, 1000, low_open=True), default=1.0, metavar="F",
                    help="multiply submit times by F (> 1 spreads arrivals out: less load; default 1)")
-    p.add_argument("--capacity-sweep", type=counts, metavar="N,N,...",
+    p.add_argument("--capacity-sweep", type=NODE_COUNTS, metavar="N,N,...",
                    help="also replay on clusters of these node counts (of --gpus-per-node GPUs) for a load sweep")
     p.add_argument("--seed", nargs="+", type=seed, default=[0], metavar="N",
                    help="seeds of the tie-breaking orders; several: medians and IQR (default 0)")
     p.add_argument("--heartbeat", type=_non_negative_seconds(MAX_HEARTBEAT_S), default=0.0, metavar="S",
                    help="AM/RM heartbeat, s: 0 reacts at each event (default); > 0 shows what latency costs")
-    p.add_argument("--measure-trim", type=real(0, 0.5, high_open=True), default=DEFAULT_TRIM, metavar="F",
-                   help=f"share of jobs left out at each end of the submit order (default {DEFAULT_TRIM})")
+    p.add_argument("--measure-trim", type=real(0, 0.5, high_open=True), metavar="F",
+                   help=f"share of jobs left out at each end of the submit order (default {DEFAULT_TRIM}, or the "
+                        "preset's: philly-helios-11vc measures every job, as Helios does)")
     p.add_argument("--on-bad-row", choices=ON_BAD_ROW, default="stop",
                    help="stop at the first bad trace row (default), or skip bad rows and say how many")
     p.add_argument("--report", metavar="DIR", help="write the report folder")
@@ -158,6 +169,15 @@ def _bad(message: str) -> int:
 
 
 def run(args) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("gangmaster replay: interrupted" + (f"; {args.report} holds this run's whole report or none of it"
+                                                  if args.report else ""), file=sys.stderr)
+        return 130
+
+
+def _run(args) -> int:
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     if args.gpus_per_node is not None and not (args.nodes or args.infer or args.capacity_sweep):
         return _bad("--gpus-per-node goes with --nodes, --infer or --capacity-sweep")
@@ -175,6 +195,8 @@ def run(args) -> int:
         return _bad("--capacity-sweep replays on clusters of N nodes of --gpus-per-node GPUs; "
                     "it does not go with --cluster or --preset")
 
+    if args.report:
+        report_folder(args.report)   # a folder the report cannot go to is refused before the replay
     trace_format = args.format or detect_format(args.trace)
     if trace_format == "openb":
         return _run_openb(args, say)
@@ -212,7 +234,7 @@ def run(args) -> int:
         say(f"  source: {cluster.source}")
     interactive = not args.json and sys.stderr.isatty()
     results = _replays(lambda _: table, cluster, base, args.selector, args.seed, interactive, "")
-    measured = _measured(results, args)
+    measured = _measured(results, args, preset)
     sweep = []
     for nodes in args.capacity_sweep or ():
         point = clusters.sized(nodes, gpus_per_node)
@@ -223,9 +245,18 @@ def run(args) -> int:
     return _conclude(comparison, args, say)
 
 
-def _measured(results, args):
+def _measured(results, args, preset: clusters.Preset | None = None):
+    """The measurement window: ``--measure-trim``, else the preset's, else the default; it
+    says which."""
     submits = [job.submit_s for job in results[args.selector[0]][args.seed[0]].jobs]
-    return measurement_window(submits, args.measure_trim)
+    if args.measure_trim is not None:
+        trim, set_by = args.measure_trim, f"--measure-trim {args.measure_trim:g}"
+    elif preset is not None and preset.measure_trim is not None:
+        trim = preset.measure_trim
+        set_by = f"--measure-trim {trim:g} of the preset {preset.name}: {preset.measure_trim_why}"
+    else:
+        trim, set_by = DEFAULT_TRIM, f"--measure-trim {DEFAULT_TRIM:g}, the default"
+    return measurement_window(submits, trim, set_by)
 
 
 def _conclude(comparison: Comparison, args, say) -> int:
@@ -238,6 +269,9 @@ def _conclude(comparison: Comparison, args, say) -> int:
     if args.report:
         files = write_report(comparison, args.report, document)
         say(f"report: {files.folder / 'report.html'} ({', '.join(files.written)})")
+        if files.replaced:
+            say(f"  replaced the earlier report in {files.folder}"
+                + (f"; removed its {', '.join(files.removed)}, which this run does not write" if files.removed else ""))
         for line in not_drawn(files.skipped_figures):
             say(f"  not drawn: {line}")
     return 0
@@ -264,11 +298,11 @@ def _run_openb(args, say) -> int:
     nodes_file = args.nodes_file or openb.default_nodes_file(args.trace)
     cluster = openb.read_openb_nodes(nodes_file)
     bad_rows = BadRows(args.on_bad_row)
-    pods = openb.read_openb_pods(args.trace, bad_rows)
+    pods = openb.read_openb_pods(args.trace, bad_rows, need_times=not fill)
     if bad_rows.count:
         print(f"gangmaster replay: {bad_rows.summary()}", file=sys.stderr)
     window = parse_window(*args.window, dated=False) if args.window else None
-    table = openb.time_table(pods, window)
+    table = openb.pods_table(pods) if fill else openb.time_table(pods, window)
     if not table.jobs:
         return _bad(f"{args.trace}: no pods to replay" + (f" in the window {window}" if window else ""))
     say(f"trace: {table.source} (openb, {len(table):,} pods, --mode {args.mode or 'time'}), "

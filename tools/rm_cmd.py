@@ -36,7 +36,7 @@ def client_security(args):
     from gangmaster.conf.limits import RM_MAX_TOKEN_CHARS
 
     token = read_token(args.token_file, "--token-file", RM_MAX_TOKEN_CHARS) if args.token_file else None
-    return ClientSecurity(tls_ca_file=args.tls_ca, token=token)
+    return ClientSecurity(tls_ca_file=args.tls_ca, token=token, token_file=args.token_file)
 
 
 def _client(args):

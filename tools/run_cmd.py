@@ -175,6 +175,9 @@ def _run(args) -> int:
         stopped = f"; stopped the processes of {runs.stopped_tasks} running task(s)" if args.live else ""
         print(f"gangmaster run: interrupted by {interrupted.name}{stopped}", file=sys.stderr)
         return 128 + interrupted
+    if args.live and runs.failure is not None:
+        print(f"gangmaster run: {runs.failure}; the run was stopped and its tasks with it", file=sys.stderr)
+        return 1
     if not finished:
         print("gangmaster run: stopped before every job finished "
               + ("(--timeout)" if args.live else f"(am.max_virtual_time_s = {am_settings.max_virtual_time_s:g})"),

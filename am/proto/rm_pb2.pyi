@@ -237,7 +237,7 @@ class KillRequest(_message.Message):
     def __init__(self, app_id: _Optional[str] = ..., diagnostics: _Optional[str] = ...) -> None: ...
 
 class ApplicationReport(_message.Message):
-    __slots__ = ("app_id", "name", "queue", "state", "attempt", "submitted_at", "has_finished_at", "finished_at", "final_status", "diagnostics", "running_containers", "pending_containers", "used", "gpu_milli_used")
+    __slots__ = ("app_id", "name", "queue", "state", "attempt", "submitted_at", "has_finished_at", "finished_at", "final_status", "diagnostics", "running_containers", "pending_containers", "used", "gpu_milli_used", "stopping_containers")
     APP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -252,6 +252,7 @@ class ApplicationReport(_message.Message):
     PENDING_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     USED_FIELD_NUMBER: _ClassVar[int]
     GPU_MILLI_USED_FIELD_NUMBER: _ClassVar[int]
+    STOPPING_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     app_id: str
     name: str
     queue: str
@@ -266,7 +267,8 @@ class ApplicationReport(_message.Message):
     pending_containers: int
     used: Resource
     gpu_milli_used: int
-    def __init__(self, app_id: _Optional[str] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., submitted_at: _Optional[float] = ..., has_finished_at: _Optional[bool] = ..., finished_at: _Optional[float] = ..., final_status: _Optional[str] = ..., diagnostics: _Optional[str] = ..., running_containers: _Optional[int] = ..., pending_containers: _Optional[int] = ..., used: _Optional[_Union[Resource, _Mapping]] = ..., gpu_milli_used: _Optional[int] = ...) -> None: ...
+    stopping_containers: int
+    def __init__(self, app_id: _Optional[str] = ..., name: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., submitted_at: _Optional[float] = ..., has_finished_at: _Optional[bool] = ..., finished_at: _Optional[float] = ..., final_status: _Optional[str] = ..., diagnostics: _Optional[str] = ..., running_containers: _Optional[int] = ..., pending_containers: _Optional[int] = ..., used: _Optional[_Union[Resource, _Mapping]] = ..., gpu_milli_used: _Optional[int] = ..., stopping_containers: _Optional[int] = ...) -> None: ...
 
 class NodesRequest(_message.Message):
     __slots__ = ("usable_only",)

@@ -41,6 +41,15 @@ nodeGroups:
 """
 
 
+def gangmaster(*args, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``gangmaster ARGS`` from the repository, in this environment updated by ``env``
+    (a value of None removes the variable)."""
+    merged = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO,
+                          env={k: v for k, v in merged.items() if v is not None})
+
+
 def require_slurm() -> None:
     why = missing_requirements()
     if why:
@@ -63,13 +72,18 @@ def _free_block(start: int, count: int, stop: int) -> int:
     raise RuntimeError(f"no {count} free ports in {start}..{stop}")
 
 
+def free_ports(count: int) -> Ports:
+    """A controller port and ``count`` slurmd ports, free now."""
+    return Ports(_free_block(6840, 1, 6900), _free_block(17100, count, 17900))
+
+
 def start_cluster(folder: Path) -> LocalCluster:
     require_slurm()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cluster.yaml").write_text(CLUSTER_YAML)
     specs = load_cluster_specs(folder / "cluster.yaml")
     cluster = LocalCluster(folder / "slurm")
-    ports = Ports(_free_block(6840, 1, 6900), _free_block(17100, len(specs), 17900))
+    ports = free_ports(len(specs))
     cluster.start(specs, ports, source=str(folder / "cluster.yaml"))
     return cluster
 

@@ -207,6 +207,59 @@ def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serv
     assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 1
 
 
+#: A task that writes "start|end ATTEMPT INDEX TIME" to the file it is given as it starts and ends
+#: (on SIGTERM too); in its gang's first attempt it runs until stopped.
+MARKING_TASK = """
+marks=$1
+mark() { echo "$1 $GANGMASTER_ATTEMPT $PAI_TASK_INDEX $(date +%s.%N)" >> "$marks"; }
+trap 'mark end; exit 143' TERM
+mark start
+if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep 1000 & wait; fi
+mark end
+"""
+
+
+def test_a_rerun_after_the_am_was_killed_stops_the_earlier_tasks_before_starting_again(tmp_path):
+    """kill -9 of `gangmaster am` while its gang runs: the RM runs its tasks on. The same
+    command again into its work folder kills that application at the RM and starts the
+    job's next attempts only once every earlier task has ended; it says so, and the
+    report says what became of them."""
+    marker = new_marker()
+    token, state = tmp_path / "token", tmp_path / "rm-state.json"
+    server, address = start_rm_serve(tmp_path, "--token-file", str(token), "--state", str(state),
+                                     "--work-dir", str(tmp_path / "rm-tasks"), env={**os.environ, MARKER_VAR: marker})
+    (tmp_path / "task.sh").write_text(MARKING_TASK)
+    marks = tmp_path / "marks"
+    (tmp_path / "job.yaml").write_text(SLEEPS.replace("sleeps", "marks").split("    commands:")[0]
+                                       + f"    commands: ['sh {tmp_path / 'task.sh'} {marks}']\n")
+    work = tmp_path / "run"
+    try:
+        with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as first:
+            wait_until(lambda: marks.exists() and marks.read_text().count("start 1") == 2, 60, "both tasks to start")
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=10)
+        with am_started(address, tmp_path / "job.yaml", work, "--token-file", token, "--timeout", 120) as rerun:
+            stdout, stderr = rerun.communicate(timeout=180)
+        assert rerun.returncode == 0, stdout + stderr
+        with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
+            report = rm.application_report("app_0001")
+            assert report.state is AppState.KILLED and "its AM is gone" in report.diagnostics
+    finally:
+        stop_rm_serve(server)
+        kill_marked(marker)   # (with --state, tasks outlive the RM: none may outlive the test)
+    lines = [line.split() for line in marks.read_text().splitlines()]
+    ends_1 = [float(t) for what, attempt, _, t in lines if (what, attempt) == ("end", "1")]
+    starts_2 = [float(t) for what, attempt, _, t in lines if (what, attempt) == ("start", "2")]
+    assert len(ends_1) == 2 and len(starts_2) == 2, lines    # attempt 1's tasks ended (stopped), not ran on
+    assert max(ends_1) <= min(starts_2), f"attempt 2 started beside attempt 1: {lines}"
+    assert ("the earlier run's application app_0001 was still at the RM with 2 task(s) running; killed it "
+            "there, and waiting for them to stop") in stdout
+    assert "the tasks it was running were killed at the RM with app_0001 before this run started" in stdout
+    assert "job marks (app_0002): SUCCEEDED" in stdout and "gang worker attempt 1: stopped" in stdout
+    assert "reason: the run was interrupted: its tasks were killed at the RM with app_0001" in stdout
+    assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 2
+
+
 def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
     """kill -9 of `rm serve --state` while the gang runs, and the same RM started again on
     the same port: the AM's heartbeats fail meanwhile, then go on; the tasks, adopted by
@@ -239,6 +292,33 @@ def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
     assert check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 2) == 1
 
 
+def test_an_rm_restarted_without_its_state_ends_the_am_saying_so(tmp_path):
+    """kill -9 of `rm serve` without --state while the gang runs (its tasks end with it),
+    and an RM started again on the same port: it does not know the application, and
+    never will. The AM ends at once, saying so, and does not claim it killed anything."""
+    marker = new_marker()
+    args = ("--work-dir", str(tmp_path / "rm-tasks"))
+    server, address = start_rm_serve(tmp_path, *args, env={**os.environ, MARKER_VAR: marker})
+    (tmp_path / "job.yaml").write_text(SLEEPS % 1000)
+    work = tmp_path / "run"
+    try:
+        with am_started(address, tmp_path / "job.yaml", work, "--timeout", 120) as proc:
+            wait_until(lambda: len(running(marker, "sleep")) == 2, 60, "both tasks to start")
+            server.send_signal(signal.SIGKILL)
+            server.wait(timeout=10)
+            wait_until(lambda: not running(marker, "sleep"), 30, "the tasks to end with the RM")
+            server, again = start_rm_serve(tmp_path, *args, "--port", address.rsplit(":", 1)[1])
+            assert again == address
+            stdout, stderr = proc.communicate(timeout=30)   # not --timeout's 120 s
+    finally:
+        stop_rm_serve(server)
+        kill_marked(marker)
+    assert proc.returncode == 1, stdout + stderr
+    assert "gangmaster am: the RM no longer knows application app_0001 (it restarted without --state?)" in stderr
+    assert "could not kill app_0001 at the RM" in stderr
+    assert "the application was killed" not in stderr and "Traceback" not in stderr
+
+
 def test_an_rm_that_cannot_be_used_is_a_clear_error(rm_serve, tmp_path):
     address, token, _ = rm_serve
     wrong = am(address, MPI_JOB, tmp_path / "a", timeout_s=30)           # the RM wants a token
@@ -247,5 +327,10 @@ def test_an_rm_that_cannot_be_used_is_a_clear_error(rm_serve, tmp_path):
     assert gone.returncode == 2 and "cannot use the RM at 127.0.0.1:1" in gone.stderr
     queue = am(address, MPI_JOB, tmp_path / "c", "--token-file", token, "--queue", "nope", timeout_s=30)
     assert queue.returncode == 2 and "refused the job: queue: unknown queue 'nope'" in queue.stderr
-    for result in (wrong, gone, queue):
+    (tmp_path / "wrong.token").write_text("not-the-servers\n")
+    not_its = am(address, MPI_JOB, tmp_path / "d", "--token-file", tmp_path / "wrong.token", timeout_s=30)
+    assert not_its.returncode == 2
+    assert f"cannot use the RM at {address}: the token in {tmp_path / 'wrong.token'} is not this server's" \
+        in not_its.stderr
+    for result in (wrong, gone, queue, not_its):
         assert "Traceback" not in result.stderr

@@ -97,6 +97,22 @@ def test_the_command_exits_0_when_the_gang_can_start_and_2_on_bad_input(tmp_path
     assert result.returncode == 2
 
 
+
+@pytest.mark.parametrize("args, message", [
+    (["--snapshot", "{empty}"], "{empty}: nodes: expected at least one node (read as slurm JSON"),
+    (["--snapshot-time", "1795415335"], "--snapshot-time: expected it only with --snapshot"),
+])
+def test_a_snapshot_that_cannot_be_diagnosed_against_exits_2_with_one_line(tmp_path, args, message):
+    empty = tmp_path / "EMPTY.json"
+    empty.write_text(json.dumps({**json.loads((CONF / "snapshots" / "slurm" / "sinfo.json").read_text()), "nodes": []}))
+    result = gangmaster("diagnose", CONF / "jobs" / "snapshot-8gpu-pair.yaml",
+                        *(arg.format(empty=empty) for arg in args))
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr.startswith(f"gangmaster: {message.format(empty=empty)}") and result.stderr.count("\n") == 1
+    if "--snapshot" in args:          # `gangmaster snapshot` reads it the same way
+        shown = gangmaster("snapshot", empty)
+        assert (shown.returncode, shown.stderr) == (2, result.stderr)
+
 # ---------------------------------------------------------------- a snapshot, booked on the simulator
 @dataclass
 class _Allocation:   # the snapshot helper's RunningAllocation, as its interface gives it

@@ -1,6 +1,7 @@
 """`gangmaster rm serve` as a real process, where it listens and whom it serves: one
 server per port ("port N is in use", exit 2), ports checked when the flags are
-read, 127.0.0.1 by default, a token file created 0600 and required of `rm nodes`,
+read, 127.0.0.1 by default, a token file created 0600 and required of `rm nodes` (a wrong
+one named as such),
 and missing TLS files named — never a traceback."""
 import os
 import stat
@@ -49,6 +50,12 @@ def test_token_file_is_created_private_and_required(tmp_path):
         assert stat.S_IMODE(os.stat(token).st_mode) == 0o600
         refused = subprocess.run(RM_CLI + ["nodes", "--address", address], capture_output=True, text=True, timeout=30)
         assert refused.returncode == 1 and "needs a token" in refused.stderr and "Traceback" not in refused.stderr
+        wrong = tmp_path / "wrong.token"
+        wrong.write_text("not-the-servers\n")
+        refused = subprocess.run(RM_CLI + ["nodes", "--address", address, "--token-file", str(wrong)],
+                                 capture_output=True, text=True, timeout=30)
+        assert refused.returncode == 1 and refused.stderr.strip() == (
+            f"gangmaster rm nodes: the token in {wrong} is not this server's"), refused.stderr
         ok = subprocess.run(RM_CLI + ["nodes", "--address", address, "--token-file", str(token)],
                             capture_output=True, text=True, timeout=30)
         assert ok.returncode == 0 and "dgx-000" in ok.stdout, ok.stderr

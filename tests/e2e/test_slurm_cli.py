@@ -1,18 +1,14 @@
 """The Slurm commands' answers to what they cannot do, on any machine (no Slurm needed)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+import pytest
+
+from slurm_cluster import REPO, free_ports, gangmaster
+
 MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
-
-
-def gangmaster(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=120, cwd=REPO, env={**os.environ, **(env or {})})
 
 
 def test_starting_a_local_cluster_without_slurm_says_how_to_get_it(tmp_path):
@@ -45,3 +41,33 @@ def test_a_partition_without_slurm_is_refused(tmp_path):
     result = gangmaster("run", MPI_JOB, "--partition", "gpu", "--work-dir", tmp_path)
     assert result.returncode == 2
     assert "--partition is a Slurm partition: it needs --rm slurm" in result.stderr
+
+
+def _controller_down(tmp_path: Path) -> dict[str, str]:
+    """SLURM_CONF pointing at a cluster whose slurmctld does not run (nothing on its port)."""
+    if shutil.which("scontrol") is None:
+        pytest.skip("slurm-wlm not installed: apt-get install slurm-wlm")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(f"ClusterName=down\nSlurmctldHost=nowhere(127.0.0.1)\nSlurmctldPort={free_ports(0).controller}\n"
+                    f"AuthType=auth/none\nCredType=cred/none\n")
+    return {"SLURM_CONF": str(conf)}
+
+
+def _unset(_tmp_path: Path) -> dict[str, str | None]:
+    if Path("/etc/slurm/slurm.conf").exists():
+        pytest.skip("this machine has a Slurm configuration of its own: SLURM_CONF unset would use it")
+    return {"SLURM_CONF": None}
+
+
+@pytest.mark.parametrize("environment, said", [
+    (_unset, ("fatal: Could not establish a configuration source", "scontrol not found")),
+    (_controller_down, ("Slurmctld(primary) at nowhere is DOWN",)),
+], ids=["SLURM_CONF unset", "slurmctld down"])
+def test_a_slurm_that_cannot_be_reached_is_said_so_and_leaves_no_folder(tmp_path, environment, said):
+    work = tmp_path / "run"
+    result = gangmaster("run", MPI_JOB, "--rm", "slurm", "--work-dir", work, env=environment(tmp_path))
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("gangmaster run: cannot reach Slurm (is SLURM_CONF set? is slurmctld running?): ")
+    assert any(reason in line for reason in said), line
+    assert not work.exists()

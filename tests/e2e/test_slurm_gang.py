@@ -4,11 +4,15 @@ submission, two gangs that fit only one at a time. Skipped, saying why, where Sl
 cannot run (see slurm_cluster.require_slurm)."""
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.slurm.client import SlurmRMClient
+from gangmaster.tools.slurm.listeners import listeners
+from gangmaster.tools.slurm.local_cluster import loopback_address
 
 from slurm_cluster import Runner, job_yaml, records, start_cluster
 from task_procs import marked, wait_until
@@ -28,6 +32,20 @@ def runner(cluster, tmp_path):
     runner = Runner(cluster, tmp_path)
     yield runner
     runner.clean_up()
+
+
+def test_every_daemon_listens_on_the_loopback_address_only(cluster):
+    """The daemons run any request as root, unauthenticated (auth/none): no other machine
+    may reach them. Each listens on the address this machine's name resolves to, nothing
+    on 0.0.0.0 or [::]."""
+    address = loopback_address(socket.gethostname())
+    if address is None:
+        pytest.skip(f"{socket.gethostname()} does not resolve to 127.0.0.1: Slurm 22.05 cannot bind its "
+                    f"daemons to one (start says so: test_slurm_restart)")
+    daemons = cluster.daemons()
+    found = listeners(d.port for d in daemons)
+    assert {d.name: found.get(d.port) for d in daemons} == {d.name: [address] for d in daemons}
+    assert len(daemons) == 6   # slurmctld and the five nodes' slurmd
 
 
 def test_a_gang_of_four_over_three_nodes_gets_exact_gpus_and_meets_at_the_barrier(runner, tmp_path):

@@ -1,7 +1,8 @@
 """Fuzzing every file reader: whatever the bytes, only a ConfigError comes out (issue 10).
 
 Each reader gangmaster has -- job specs, cluster, queue, scenario and settings override
-files, ``nvidia-smi topo -m`` text, topology presets and the RM state file -- is fed
+files, ``nvidia-smi topo -m`` text, topology presets, the RM state file and the trace
+CSVs of ``gangmaster replay`` -- is fed
 generated malformed input: random bytes, bytes that are not UTF-8, deep nesting, and
 the shipped valid files with one field mutated (NaN, infinities, huge numbers, wrong
 types, a key removed or an unknown one added) or their text cut and spliced. The
@@ -50,6 +51,9 @@ from gangmaster.tools.rmsim.queues import load_queues
 from gangmaster.tools.rmsim.rm_settings import RMSettings
 from gangmaster.tools.rmsim.scenario import Scenario
 from gangmaster.tools.rmsim.simulation import Simulation
+from gangmaster.tools.replay.openb import read_openb_nodes, read_openb_pods
+from gangmaster.tools.replay.readers import read_trace
+from gangmaster.tools.replay.trace import NodeShape
 from gangmaster.tools.topo_cmd import configured_fallback_preset
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
@@ -301,3 +305,51 @@ def test_topo_text_with_cells_changed(data):
             lines[k] = ""
         assume(lines)
     check_reader("topo", "\n".join(lines).encode())
+
+
+# ---------------------------------------------------------------- trace CSVs (gangmaster replay)
+
+SHAPE = NodeShape(8, 80.0, 524288)
+#: Each trace reader: (header, a valid row, how to read a file).
+TRACE_READERS: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
+    "philly": ("timestamp,duration,num_gpus,gpu_time,cluster", "2017-10-01 00:00:00,60,2,120,vc",
+               lambda path: read_trace(path, "philly", SHAPE)),
+    "tiresias": ("job_id,num_gpu,submit_time,iterations,model_name,duration,interval", "0,1,0,6,vgg,10,3",
+                 lambda path: read_trace(path, "tiresias", SHAPE)),
+    "native": ("job_id,submit_s,duration_s,queue,role,instances,gpus,vcores,memory_mb,gpu_types",
+               "a,0,10,q,w,1,1,2,1024,V100;T4", lambda path: read_trace(path, "native", SHAPE)),
+    "openb pods": ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time",
+                   "p,1000,1024,1,500,V100|T4,0,10", lambda path: read_openb_pods(path)),
+    "openb pods, fill": ("name,cpu_milli,memory_mib,num_gpu,gpu_milli", "p,1000,1024,2,1000",
+                         lambda path: read_openb_pods(path, need_times=False)),
+    "openb nodes": ("sn,cpu_milli,memory_mib,gpu,model", "n,32000,131072,4,V100", read_openb_nodes),
+}
+#: What a field may become: text of any characters (control characters, quotes, commas,
+#: line ends, a byte order mark), numbers that are not, and fields around the limits.
+FIELD_VALUES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["", "nan", "-inf", "1e308", "-1", "0", "1.5", "\ufeff", '"', '""', ",", "\r", "\n", ";;", "||",
+                     "\x00", "\x1c", "\u2028", " "]),
+    st.sampled_from([4_095, 4_096, 4_097, 131_072, 131_073, 200_000]).map(lambda n: "x" * n),
+)
+
+
+@FUZZ
+@given(reader=st.sampled_from(sorted(TRACE_READERS)), data=st.data())
+def test_a_trace_with_one_field_changed(reader, data):
+    """One field of a valid row changed (quoted or not), the row doubled, a byte order mark or
+    not: the reader returns or names the file and line; never a csv.Error or a traceback."""
+    header, row, read = TRACE_READERS[reader]
+    fields = row.split(",")
+    column = data.draw(st.integers(0, len(fields) - 1))
+    value = data.draw(FIELD_VALUES)
+    fields[column] = '"' + value.replace('"', '""') + '"' if data.draw(st.booleans()) else value
+    text = (data.draw(st.sampled_from(["", "\ufeff"])) + header + "\n" + ",".join(fields) + "\n" + row + "\n")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "trace.csv"
+        path.write_text(text, encoding="utf-8")
+        try:
+            read(path)
+        except ConfigError as error:
+            assert str(error).startswith(f"{path}:"), str(error)
+            assert f"{path}: line " in str(error) or "at least one GPU node" in str(error), str(error)

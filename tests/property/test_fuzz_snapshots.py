@@ -4,8 +4,9 @@ SnapshotError naming the file comes out, and what does load keeps the snapshot's
 Each example snapshot (conf/snapshots/, tests/fixtures/snapshots/) is loaded with one of
 its files changed: one value anywhere in the JSON replaced by another (null, a wrong type,
 a negative, huge or fractional number, a Slurm-wrapped number, a string with spaces,
-an empty list or object), a key removed, the text cut short, or random bytes. Invariants
-of a snapshot that loads: every host once; every unavailable or running host is a node;
+an empty list or object), a key removed, a key given twice, the text cut short, or random
+bytes. Invariants
+of a snapshot that loads: at least one node, every host once; every unavailable or running host is a node;
 per node, what runs adds up to no more than its capacity; amounts finite and >= 0.
 
 60 examples per test; fuzz deeper with ``FUZZ_EXAMPLES=2000``.
@@ -19,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,7 +107,7 @@ def check(files: list[Path], changed: Path, content: bytes) -> None:
             assert "<object" not in message and "Traceback" not in message, message
             return
     hosts = [s.host for s in snap.specs]
-    assert len(hosts) == len(set(hosts))
+    assert hosts and len(hosts) == len(set(hosts))
     capacity = {s.host: s for s in snap.specs}
     assert set(snap.unhealthy) <= set(hosts)
     totals: dict[str, list[int]] = {}
@@ -154,3 +156,37 @@ def test_text_cut_short_or_random_bytes(data):
     text = changed.read_bytes()
     content = data.draw(st.one_of(st.integers(0, len(text)).map(lambda n: text[:n]), st.binary(max_size=200)))
     check(files, changed, content)
+
+
+#: The paths to objects with a key, where a key can be given twice.
+OBJECT_PATHS = {path: [w for w in [()] + found if isinstance(value_at(DOCS[path], w), dict) and value_at(DOCS[path], w)]
+                for path, found in PATHS.items()}
+_AGAIN = "\x00again"          # a key no example has, written by json.dumps as "\u0000again"
+
+
+def json_path(where: tuple) -> str:
+    """``("nodes", 0, "cpus")`` as the readers name it: ``nodes[0].cpus``."""
+    text = ""
+    for step in where:
+        text += f"[{step}]" if isinstance(step, int) else f".{step}" if text else step
+    return text
+
+
+@FUZZ
+@given(data=st.data(), value=REPLACEMENTS)
+def test_a_key_given_twice_is_refused_naming_it(data, value):
+    files = data.draw(st.sampled_from(SNAPSHOTS))
+    changed = data.draw(st.sampled_from(files))
+    where = data.draw(st.sampled_from(OBJECT_PATHS[changed]))
+    doc = json.loads(json.dumps(DOCS[changed]))
+    target = value_at(doc, where)
+    key = data.draw(st.sampled_from(sorted(target)))
+    target[_AGAIN] = value
+    text = json.dumps(doc).replace(json.dumps(_AGAIN), json.dumps(key))
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder) / changed.name
+        copy.write_text(text)
+        with pytest.raises(SnapshotError) as caught:
+            load_snapshot([copy if path == changed else path for path in files], taken_at=1795415335)
+    assert str(caught.value) == (f"{copy}: {json_path(where + (key,))}: expected each key once in an object; "
+                                 f'"{key}" is given twice')

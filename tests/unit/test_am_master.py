@@ -371,11 +371,11 @@ def test_failover_keeps_the_barrier_tokens_the_running_tasks_hold(tmp_path, coor
         Scenario.parse("events: [{at: 30, do: kill_am, app: app_0001}]").schedule(runs.sim.core)
         run = runs.submit(parse_job(job(instances=2, duration=100)), tmp_path)
         runs.sim.run_until(20)
-        token_before = servers[0].task_env("j", "worker", 1, 1)["GANGMASTER_BARRIER_TOKEN"]
+        token_before = servers[0].task_env(run.app_id, "worker", 1, 1)["GANGMASTER_BARRIER_TOKEN"]
         runs.sim.run_until(40)                                 # the AM died at 30 and a new one recovered
         assert len(run.ams) == 2
         assert len(servers) == (1 if coordinator == "outlives the AM" else 2)
-        assert servers[-1].task_env("j", "worker", 1, 1)["GANGMASTER_BARRIER_TOKEN"] == token_before
+        assert servers[-1].task_env(run.app_id, "worker", 1, 1)["GANGMASTER_BARRIER_TOKEN"] == token_before
         assert runs.run() and run.outcome == "succeeded"
     finally:
         for server in servers:
@@ -391,7 +391,7 @@ def test_failover_after_the_barrier_ended_an_attempt_the_journal_still_shows_run
     Scenario.parse("events: [{at: 30, do: kill_am, app: app_0001}]").schedule(runs.sim.core)
     run = runs.submit(parse_job(job(instances=2, duration=100)), tmp_path)
     runs.sim.run_until(25)
-    server.fail_attempt("j", "worker", 1, "the AM is restarting the gang")
+    server.fail_attempt(run.app_id, "worker", 1, "the AM is restarting the gang")
     assert runs.run(), "the job did not end"
     assert len(run.ams) == 2
     assert run.outcome == "succeeded"

@@ -319,3 +319,38 @@ def test_both_event_sources_load_what_safe_load_loads(loader):
     text = (conf_path("jobs/parameter-server.yaml").read_text() + "\nanchors: {a: &x [1, 2], b: *x}\n"
             "merged: {<<: {p: 1, q: 2}, q: 3}\nwhen: 2024-01-02\n")
     assert yaml_loader.load(text, loader) == yaml.safe_load(text)
+
+
+# ------------------------------------------------------------------ trace files (gangmaster replay)
+OPENB_NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,4,V100\n"
+OPENB_PODS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,1000\n"
+GIANT = "g" * 200_000     # past the csv module's own field limit (131,072), which raised _csv.Error (exit 1)
+
+
+@pytest.mark.parametrize("trace, nodes, flags, expected", [
+    ("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,60,1,60," + GIANT + "\n", None,
+     ["--format", "philly", "--nodes", "1"], "t.csv: line 2: cluster: expected a field of at most 4,096"),
+    ("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,6," + GIANT + ",10,3\n", None,
+     ["--format", "tiresias", "--nodes", "1"], "t.csv: line 2: model_name: expected a field of at most 4,096"),
+    ("job_id,submit_s,duration_s,gpus,queue\na,0,10,1," + GIANT + "\n", None,
+     ["--format", "native", "--nodes", "1"], "t.csv: line 2: queue: expected a field of at most 4,096"),
+    ("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + GIANT + ",1000,1024,1,1000\n", OPENB_NODES,
+     ["--format", "openb", "--mode", "fill"], "t.csv: line 2: name: expected a field of at most 4,096"),
+    (OPENB_PODS, "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,4," + GIANT + "\n",
+     ["--format", "openb", "--mode", "fill"], "nodes.csv: line 2: model: expected a field of at most 4,096"),
+    (OPENB_PODS, OPENB_NODES, ["--format", "openb"],
+     "t.csv: line 1: expected a header with the columns name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,"
+     "deletion_time (missing: creation_time,deletion_time); --mode time submits each pod at its creation_time"),
+    ("\ufeffname,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,0,0,0,0\n", OPENB_NODES,
+     ["--format", "openb", "--mode", "fill"],
+     "t.csv: line 2: cpu_milli: expected cpu_milli, memory_mib or num_gpu > 0 (a pod that asks for nothing)"),
+], ids=["philly", "tiresias", "native", "openb-pods", "openb-nodes", "openb-time-without-times", "openb-bom-empty-pod"])
+def test_a_hostile_trace_is_refused_with_status_2_naming_file_line_and_field(tmp_path, capsys, trace, nodes, flags,
+                                                                            expected):
+    path = write(tmp_path, "t.csv", trace)
+    argv = ["replay", path, *flags]
+    if nodes is not None:
+        argv += ["--nodes-file", write(tmp_path, "nodes.csv", nodes)]
+    status, err = cli(capsys, *argv)
+    assert status == 2 and expected in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

@@ -28,7 +28,7 @@ def test_golden_run_on_the_tiresias_fixture(tmp_path, capsys):
     free GPUs (both in the other rack); job 11 the only node left with a free GPU."""
     assert main(["replay", TRACE, "--cluster", SPEC, "--measure-trim", "0", "--report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "window: jobs 1..12 of 12 by submit (all), t 0..300 s" in out
+    assert "window: jobs 1..12 of 12 by submit (all; --measure-trim 0), t 0..300 s" in out
     golden = (FIXTURES / "golden_tiresias_small_job_packing.csv").read_text()
     assert (tmp_path / "jobs.csv").read_text() == golden
     figures = json.loads((tmp_path / "metrics.json").read_text())["selectors"]["job-packing"]
@@ -95,6 +95,34 @@ def test_a_preset_with_isolated_queues_leaves_out_jobs_of_other_queues(tmp_path,
     assert "ed69ec 0.12" in out
 
 
+HELIOS_WHY = "the Helios simulator measures every job it replays"
+
+
+@pytest.mark.parametrize("given, trim, window", [
+    ([], 0.0, f"jobs 1..10 of 10 by submit (all; --measure-trim 0 of the preset philly-helios-11vc: {HELIOS_WHY})"),
+    (["--measure-trim", "0.2"], 0.2, "jobs 3..8 of 10 by submit (middle 60 %; --measure-trim 0.2)"),
+])
+def test_the_helios_preset_measures_every_job_unless_measure_trim_is_given(tmp_path, capsys, given, trim, window):
+    """A preset named after a study carries its methodology: Helios measures every job (the
+    default trim would leave out the first and last 10 %); the table, metrics.json and the
+    pages say what was left out and what chose it."""
+    trace = tmp_path / "philly.csv"
+    trace.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n" + "".join(
+        f"2017-10-01 00:0{k}:00,60.0,1,60.0,ed69ec\n" for k in range(10)))
+    assert main(["replay", str(trace), "--preset", "philly-helios-11vc", *given, "--report", str(tmp_path / "r")]) == 0
+    assert f"window: {window}, t " in capsys.readouterr().out
+    run = json.loads((tmp_path / "r" / "metrics.json").read_text())["run"]["window"]
+    assert run["trim"] == trim and run["text"].startswith(window)
+    for page in ("report.md", "report.html"):
+        assert window in (tmp_path / "r" / page).read_text(), page
+
+
+def test_without_a_preset_the_window_says_the_trim_is_the_default(capsys):
+    document = replay_json(capsys, TRACE, "--nodes", "4", "--gpus-per-node", "4")
+    assert document["run"]["window"]["trim"] == 0.1
+    assert document["run"]["window"]["trim_set_by"] == "--measure-trim 0.1, the default"
+
+
 @pytest.mark.parametrize("args, message", [
     ([TRACE, "--selector", "nope"], "unknown selector: 'nope'; known selectors:"),
     ([str(FIXTURES / "philly_bad_rows.csv"), "--nodes", "2"], "philly_bad_rows.csv: line 3: num_gpus: expected an integer"),
@@ -122,6 +150,23 @@ def test_bad_option_values_exit_2_at_parse_time(capsys, argv):
     with pytest.raises(SystemExit) as caught:
         main(["replay", TRACE, *argv])
     assert caught.value.code == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--nodes", "0"], "argument --nodes: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got 0"),
+    (["--nodes", "4", "--capacity-sweep", "10000000"],
+     "argument --capacity-sweep: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got 10000000"),
+    (["--nodes", "4", "--capacity-sweep", "0,4"],
+     "argument --capacity-sweep: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got 0 in '0,4'"),
+    (["--nodes", "4", "--capacity-sweep", "-3,4"],
+     "argument --capacity-sweep: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got -3 in '-3,4'"),
+    (["--nodes", "4", "--capacity-sweep", "4,-3"],
+     "argument --capacity-sweep: expected an integer 1..1,000,000 (MAX_CLUSTER_NODES), got -3 in '4,-3'"),
+])
+def test_a_node_count_out_of_range_names_the_flag_given_and_the_real_limit(capsys, argv, message):
+    with pytest.raises(SystemExit) as caught:
+        main(["replay", TRACE, *argv])
+    assert caught.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_help_explains_every_figure(capsys):

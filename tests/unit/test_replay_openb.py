@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
+from gangmaster.conf import limits
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.tools.replay.engine import ReplayOptions, replay
@@ -201,6 +202,17 @@ def test_fill_through_the_am_and_rm_drops_what_cannot_be_placed():
         for p, point in table.items():
             k = 9 * int(p) // 100
             assert point["median"] == round(100 - 100 * min(k, 9) / 9, 6), p
+
+
+def test_fill_keeps_every_pod_placed_past_the_rms_limit_on_running_applications(monkeypatch):
+    """Fill mode never ends a pod, so each placed pod's application runs to the end: the
+    replay's RM takes as many applications as the table has jobs, whatever
+    RM_MAX_RUNNING_APPS holds other clients to (here 4, under the 9 GPU pods placed)."""
+    monkeypatch.setattr(limits, "RM_MAX_RUNNING_APPS", 4)
+    cluster = read_openb_nodes(NODES)
+    plan = fill_plan(read_openb_pods(WHOLE), cluster.capacity_gpus, 3, inflate=1.5)
+    result = replay(plan.table, cluster, ReplayOptions(selector="random", queue_policy="drop", seed=3))
+    assert sum(o.outcome == "succeeded" for job, o in zip(plan.table.jobs, result.jobs) if job.gpus) == 9
 
 
 def test_fill_groups_count_pods_and_gpus_placed_and_dropped_by_gang_size():

@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 from gangmaster.conf.fields import ConfigError
+from gangmaster.conf.limits import MAX_TRACE_FIELD_CHARS
 from gangmaster.tools.replay.clusters import from_tiresias_spec
+from gangmaster.tools.replay.openb import read_openb_nodes, read_openb_pods
 from gangmaster.tools.replay.readers import detect_format, read_trace
 from gangmaster.tools.replay.trace import NodeShape, TraceRole, sha256_of
 from gangmaster.tools.replay.trace_csv import BadRow, BadRows, parse_window
@@ -130,10 +132,18 @@ def test_native_csv_and_yaml_read_the_same_multi_role_jobs(name):
     assert (worker.vcores, worker.memory_mb, worker.gpu_types) == (20.0, 131072, ("V100", "A100"))
 
 
+ASKS_NOTHING = r"line 2: vcores: expected vcores > 0 or memory_mb > 0 for a role without GPUs \(it would ask for"
+
+
 @pytest.mark.parametrize("rows, expected", [
     ("a,0,10,q,w,1,1,,,\na,5,10,q,x,1,1,,,\n", "line 3: submit_s: expected the value of this job's first row"),
     ("a,0,10,q,w,1,1,,,\na,0,10,q,w,1,1,,,\n", "line 3: role: expected a role name not used before"),
-    ("a,0,10,q,ps,1,0,,,\n", "line 2: vcores: expected vcores or memory_mb for a role without GPUs"),
+    ("a,0,10,q,ps,1,0,,,\n", ASKS_NOTHING),
+    ("a,0,10,q,ps,1,0,0,0,\n", ASKS_NOTHING),        # zeros ask for nothing as much as empty fields do
+    ("a,0,10,q,ps,1,0,0,,\n", ASKS_NOTHING),
+    ("a,0,10,q,w,1,1,,,;;\n", r"line 2: gpu_types: expected names separated by ';' \(empty: any\), each of 1..255"),
+    ("a,0,10,q,w,1,1,,,V100;;T4\n", r"line 2: gpu_types: expected names separated by ';'.*got \"V100;;T4\""),
+    ("a,0,10,q,w,1,1,,,V 100\n", r"line 2: gpu_types: expected names separated by ';'"),
     ("a,0,10,q,w,1,65,,,\n", r"line 2: gpus: expected an integer >= 0 and <= 64 \(MAX_GPUS_PER_NODE\)"),
 ])
 def test_native_csv_bad_rows(tmp_path, rows, expected):
@@ -149,6 +159,15 @@ def test_native_csv_skip_drops_the_whole_job_of_a_bad_row(tmp_path):
     bad = BadRows("skip")
     table = read_trace(path, "native", EIGHT, bad)
     assert [job.job_id for job in table.jobs] == ["b"] and bad.count == 1
+
+
+@pytest.mark.parametrize("role", ["{gpus: 0}", "{gpus: 0, vcores: 0, memoryMB: 0}", "{vcores: 0}"])
+def test_a_native_yaml_role_that_asks_for_nothing_is_refused(tmp_path, role):
+    path = tmp_path / "n.yaml"
+    path.write_text(f"jobs:\n  - {{id: a, submit: 0, duration: 10, roles: [{role}]}}\n")
+    with pytest.raises(ConfigError, match=r"n.yaml: jobs\[0\].roles\[0\].vcores: expected vcores > 0 or memoryMB > 0 "
+                                          r"for a role without GPUs \(it would ask for nothing\)"):
+        read_trace(path, "native", EIGHT)
 
 
 def test_native_yaml_errors_name_the_job_and_field(tmp_path):
@@ -174,11 +193,114 @@ def test_the_full_philly_trace_reads_whole():
     assert sizes == {1: 76627, 2: 1818, 4: 1870, 8: 1643, 12: 7, 16: 199, 24: 7, 32: 67, 64: 6, 128: 3}
 
 
-def test_a_trace_past_the_row_limit_is_refused_whatever_on_bad_row_says(tmp_path, monkeypatch):
+def test_a_trace_past_the_job_limit_is_refused_whatever_on_bad_row_says(tmp_path, monkeypatch):
     import gangmaster.tools.replay.trace_csv as trace_csv
     monkeypatch.setattr(trace_csv, "MAX_TRACE_JOBS", 3)
-    with pytest.raises(ConfigError, match=r"philly_small.csv: line 5: expected at most 3 rows \(MAX_TRACE_JOBS"):
+    with pytest.raises(ConfigError, match=r"philly_small.csv: line 5: expected at most 3 jobs \(MAX_TRACE_JOBS "
+                                          r"in conf/limits.py\); replay a part of the trace with --window START END, "
+                                          r"or split the file"):
         read_trace(FIXTURES / "philly_small.csv", "philly", EIGHT, BadRows("skip"))
+
+
+@pytest.mark.parametrize("name, format, start, end", [
+    ("philly_small.csv", "philly", "2017-10-01 00:05:00", "2017-10-01 00:05:00"),
+    ("tiresias_small.csv", "tiresias", "30", "60"),
+    ("native_small.csv", "native", "5", "10"),
+    ("native_small.yaml", "native", "5", "10"),
+])
+def test_the_job_limit_counts_the_jobs_inside_the_window_not_the_rows_of_the_file(monkeypatch, name, format,
+                                                                                  start, end):
+    """The hint of the limit (--window) helps: rows outside the window are read and let go."""
+    import gangmaster.tools.replay.trace_csv as trace_csv
+    monkeypatch.setattr(trace_csv, "MAX_TRACE_JOBS", 2)
+    with pytest.raises(ConfigError, match="expected at most 2 jobs"):
+        read_trace(FIXTURES / name, format, EIGHT)
+    window = parse_window(start, end, dated=format == "philly")
+    assert len(read_trace(FIXTURES / name, format, EIGHT, window=window)) == 2
+
+
+def test_a_window_past_the_job_limit_says_so(monkeypatch):
+    import gangmaster.tools.replay.trace_csv as trace_csv
+    monkeypatch.setattr(trace_csv, "MAX_TRACE_JOBS", 1)
+    window = parse_window("2017-10-01 00:05:00", "2017-10-01 00:20:00", dated=True)
+    with pytest.raises(ConfigError, match=r"line 4: expected at most 1 jobs submitted in --window "
+                                          r"2017-10-01 00:05:00 \.\. 2017-10-01 00:20:00 \(MAX_TRACE_JOBS in "
+                                          r"conf/limits.py\); narrow --window, or split the file"):
+        read_trace(FIXTURES / "philly_small.csv", "philly", EIGHT, window=window)
+
+
+# ------------------------------------------------------------------ fields past the limit (D1)
+#: (format, header, a good row, the row with FIELD in one column, that column)
+LONG_FIELD_CASES = [
+    ("philly", "timestamp,duration,num_gpus,gpu_time,cluster", "2017-10-01 00:00:00,60,1,60,vc",
+     "2017-10-01 00:00:00,60,1,60,FIELD", "cluster"),
+    ("tiresias", "job_id,num_gpu,submit_time,iterations,model_name,duration,interval", "0,1,0,6,vgg,10,3",
+     "1,1,0,6,FIELD,10,3", "model_name"),
+    ("native", "job_id,submit_s,duration_s,gpus,queue", "a,0,10,1,q", "b,0,10,1,FIELD", "queue"),
+    ("openb", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time",
+     "p0,1000,1024,1,1000,,0,10", 'p1,1000,1024,1,1000,"FIELD",0,10', "gpu_spec"),
+]
+
+
+@pytest.mark.parametrize("format, header, good, bad, column", LONG_FIELD_CASES)
+@pytest.mark.parametrize("chars", [5_000, 200_000])    # below and past the csv module's own limit (131,072)
+def test_a_field_past_the_limit_is_a_bad_row_naming_its_line_and_column(tmp_path, format, header, good, bad,
+                                                                        column, chars):
+    path = tmp_path / "t.csv"
+    path.write_text(f"{header}\n{bad.replace('FIELD', 'x' * chars)}\n{good}\n")
+    with pytest.raises(BadRow) as caught:
+        read_trace(path, format, EIGHT)
+    assert str(caught.value).startswith(
+        f"{path}: line 2: {column}: expected a field of at most {MAX_TRACE_FIELD_CHARS:,} characters "
+        f"(MAX_TRACE_FIELD_CHARS), got \"xxx")
+    assert f"({chars:,} characters)" in str(caught.value)
+    bad_rows = BadRows("skip")
+    assert len(read_trace(path, format, EIGHT, bad_rows)) == 1 and bad_rows.count == 1   # the row after is read
+
+
+@pytest.mark.parametrize("chars", [5_000, 200_000])
+def test_an_openb_node_list_field_past_the_limit_is_refused(tmp_path, chars):
+    path = tmp_path / "nodes.csv"
+    path.write_text(f"sn,cpu_milli,memory_mib,gpu,model\nn0,8000,1024,2,{'V' * chars}\n")
+    with pytest.raises(ConfigError, match=r"nodes.csv: line 2: model: expected a field of at most 4,096 "):
+        read_openb_nodes(path)
+
+
+def test_a_header_field_past_the_limit_is_refused(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp," + "c" * 200_000 + "\n")
+    with pytest.raises(ConfigError, match=r"t.csv: line 1: field 2: expected a field of at most 4,096"):
+        read_trace(path, "philly", EIGHT)
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_lines_are_counted_as_an_editor_counts_them_whatever_the_line_ends(tmp_path, end):
+    rows = ["timestamp,duration,num_gpus,gpu_time,cluster", "2017-10-01 00:00:00,60,1,60,vc",
+            '2017-10-01 00:00:00,60,1,60,"v' + "c" * 200_000 + '"', "2017-10-01 00:00:00,60,x,60,vc"]
+    path = tmp_path / "t.csv"
+    path.write_bytes(end.join(rows).encode() + end.encode())
+    bad = BadRows("skip")
+    assert len(read_trace(path, "philly", EIGHT, bad)) == 1
+    assert [(e.line, e.column) for e in bad.first] == [(3, "cluster"), (4, "num_gpus")]
+
+
+# ------------------------------------------------------------------ what a value looks like (D22)
+def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "philly_small.csv").read_bytes())
+    assert detect_format(path) == "philly"
+    assert shape_of(read_trace(path, "philly", EIGHT)) == shape_of(read_trace(FIXTURES / "philly_small.csv",
+                                                                              "philly", EIGHT))
+
+
+@pytest.mark.parametrize("vc, shown", [("vc\x001", r'"vc\x001"'), ("vc\x01x", r'"vc\x01x"'),
+                                       ("vc\x7f", r'"vc\x7f"'), ("vc\x1cx", r'"vc\x1cx"'), ("vc\x0bx", r'"vc\x0bx"')])
+def test_a_control_character_in_a_value_is_shown_escaped(tmp_path, vc, shown):
+    path = tmp_path / "t.csv"
+    path.write_text(f"timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-01 00:00:00,60,1,60,{vc}\n")
+    with pytest.raises(BadRow) as caught:
+        read_trace(path, "philly", EIGHT)
+    assert str(caught.value).endswith(f"got {shown}")
 
 
 def test_a_trace_past_the_size_limit_is_refused(monkeypatch):
@@ -196,3 +318,69 @@ def test_the_helios_preset_has_each_vc_on_its_own_nodes_in_one_rack():
         hosts = cluster.queue_hosts[vc]
         assert len(hosts) == nodes and all(h.startswith(vc + "-") for h in hosts)
         assert {s.rack for s in cluster.specs if s.host in set(hosts)} == {vc}
+
+
+# ------------------------------------------------------------------ openb: node names, empty asks, the multigpu lists
+OPENB = FIXTURES / "openb"
+MULTIGPU = OPENB / "pods_multigpu.csv"      # the five columns of the FGD artifact's openb_pod_list_multigpu*
+
+
+def test_a_duplicate_openb_node_is_called_a_node_name(tmp_path):
+    path = tmp_path / "nodes.csv"
+    path.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,1024,2,T4\nn0,8000,1024,2,T4\n")
+    with pytest.raises(ConfigError, match=r"nodes.csv: line 3: sn: expected a node name not used before "
+                                          r"\(line 2 has it\), got \"n0\"$"):
+        read_openb_nodes(path)
+
+
+@pytest.mark.parametrize("row, expected", [
+    ("p,0,0,0,0,,0,10", r"line 2: cpu_milli: expected cpu_milli, memory_mib or num_gpu > 0 \(a pod that asks for "
+                        r"nothing\)"),
+    ("p,1000,0,1,1000,V100||T4,0,10", r"line 2: gpu_spec: expected names separated by '\|' \(empty: any\)"),
+    ("p,1000,0,1,1000,|,0,10", r"line 2: gpu_spec: expected names separated by '\|'"),
+])
+def test_openb_pods_that_ask_for_nothing_or_name_an_empty_model_are_bad_rows(tmp_path, row, expected):
+    path = tmp_path / "pods.csv"
+    path.write_text(f"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time\n{row}\n")
+    with pytest.raises(BadRow, match=expected):
+        read_openb_pods(path)
+
+
+def test_a_pod_list_without_times_is_read_for_fill_mode():
+    pods = read_openb_pods(MULTIGPU, need_times=False)
+    assert [(pod.name, pod.gpu_milli, pod.role.gpus, pod.role.vcores, pod.creation_s) for pod in pods.pods] == [
+        ("syn-mpod-0", 1000, 1, 12.0, None), ("syn-mpod-1", 460, 0, 6.0, None), ("syn-mpod-2", 2000, 2, 8.0, None),
+        ("syn-mpod-3", 0, 0, 4.0, None), ("syn-mpod-4", 4000, 4, 16.0, None), ("syn-mpod-5", 250, 0, 2.0, None)]
+    assert detect_format(MULTIGPU) == "openb"
+
+
+def test_time_mode_refuses_a_pod_list_without_times_at_its_header():
+    for read in (lambda: read_openb_pods(MULTIGPU), lambda: read_trace(MULTIGPU, "openb", None)):
+        with pytest.raises(ConfigError, match=r"pods_multigpu.csv: line 1: expected a header with the columns "
+                                              r".*\(missing: creation_time,deletion_time\); --mode time submits each "
+                                              r"pod at its creation_time .*with --mode fill"):
+            read()
+
+
+@pytest.mark.parametrize("need_times", [True, False])
+def test_a_pod_list_without_a_resource_column_is_refused_without_a_word_on_times(tmp_path, need_times):
+    path = tmp_path / "pods.csv"
+    path.write_text("name,cpu_milli,memory_mib,gpu_milli,creation_time,deletion_time\np,1000,1024,0,0,10\n")
+    with pytest.raises(ConfigError, match=r"line 1: expected a header .*\(missing: num_gpu\), got") as caught:
+        read_openb_pods(path, need_times=need_times)
+    assert "--mode" not in str(caught.value)
+
+
+def test_fill_mode_reads_the_times_it_is_given_as_before():
+    with_times = read_openb_pods(OPENB / "pods_small.csv", need_times=False)
+    assert with_times == read_openb_pods(OPENB / "pods_small.csv")
+
+
+def test_the_replay_command_fills_with_a_pod_list_without_times_and_time_mode_refuses_it(capsys):
+    from gangmaster.tools.cli import main
+    nodes = OPENB / "openb_node_list_gpu_node.csv"
+    assert main(["replay", str(MULTIGPU), "--format", "openb", "--mode", "fill", "--nodes-file", str(nodes),
+                 "--seed", "1", "--json"]) == 0
+    assert '"pods_by_seed"' in capsys.readouterr().out
+    assert main(["replay", str(MULTIGPU), "--format", "openb", "--nodes-file", str(nodes)]) == 2
+    assert "(missing: creation_time,deletion_time); --mode time" in capsys.readouterr().err

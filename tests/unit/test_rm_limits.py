@@ -159,7 +159,7 @@ def test_a_container_released_twice_in_one_call_is_released_once(rm):
 
 
 def test_running_applications_are_bounded(rm, monkeypatch):
-    monkeypatch.setattr(limits, "RM_MAX_RUNNING_APPS", 2)
+    monkeypatch.setattr(rm.core, "max_running_apps", 2)   # RM_MAX_RUNNING_APPS unless its driver sizes it
     a = rm.submit(ApplicationSubmission("a"))
     rm.submit(ApplicationSubmission("b"))
     with pytest.raises(WrongState, match=r"2 applications are running.*RM_MAX_RUNNING_APPS"):

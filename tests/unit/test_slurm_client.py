@@ -7,9 +7,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.resources import ResourceDescriptor
-from gangmaster.tools.slurm.client import SlurmRMClient
+from gangmaster.tools.slurm.client import SlurmRMClient, SlurmUnreachable
 
 SINFO = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "sinfo-22.05-idle.json").read_text()
 
@@ -127,3 +129,35 @@ def test_a_gang_asking_a_share_of_a_gpu_is_rejected_whole_and_nothing_is_submitt
     resp = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 0b10), share)))
     assert [j.request_id for j in resp.rejected] == [1, 2] and not resp.allocated and not slurm.jobs
     assert "a share of one GPU (gpu_milli=250) cannot be asked of it" in resp.rejected[1].reason
+
+
+UNCONFIGURED = ("scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+                "scontrol: error: fetch_config: DNS SRV lookup failed\n"
+                "scontrol: error: _establish_config_source: failed to fetch config\n"
+                "scontrol: fatal: Could not establish a configuration source\n")
+DOWN = ("Slurmctld(primary) at vm is DOWN\n*****************************************\n"
+        "** RESTORE SLURMCTLD DAEMON TO SERVICE **\n*****************************************\n")
+
+
+@pytest.mark.parametrize("code, stdout, stderr, said", [       # what Slurm 22.05.8 answers
+    (0, "Slurmctld(primary) at vm is UP\n", "", None),
+    (1, DOWN, "", "Slurmctld(primary) at vm is DOWN"),
+    (1, "", UNCONFIGURED, "scontrol: fatal: Could not establish a configuration source"),
+    (1, "", "", "exit 1"),
+], ids=["up", "controller down", "SLURM_CONF unset", "silent"])
+def test_ping_says_the_line_of_slurms_answer_that_says_why_and_writes_nothing(tmp_path, code, stdout, stderr, said):
+    commands = []
+
+    def scontrol(command, **_kw):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, code, stdout, stderr)
+
+    client = SlurmRMClient(tmp_path / "state", run_command=scontrol)
+    if said is None:
+        client.ping()
+    else:
+        with pytest.raises(SlurmUnreachable) as raised:
+            client.ping()
+        assert raised.value.message == said
+    assert commands == [("scontrol", "ping")]
+    assert not (tmp_path / "state").exists()      # a run Slurm cannot take leaves no folder behind

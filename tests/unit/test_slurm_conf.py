@@ -10,7 +10,8 @@ from gangmaster.conf.fields import ConfigError
 from gangmaster.conf.limits import LOCAL_SLURM_MAX_NODES
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
-from gangmaster.tools.slurm.local_cluster import Ports, check_specs, gres_conf, slurm_conf
+from gangmaster.tools.slurm.local_cluster import (Ports, check_specs, gres_conf, loopback_address,
+                                                  slurm_conf)
 from gangmaster.tools.slurm.names import (DEFAULT_RACK, features_of, per_gpu_type, read_features,
                                           split_per_gpu_type)
 from gangmaster.tools.slurm.values import GresEntry
@@ -22,7 +23,7 @@ def lines(text: str, prefix: str) -> list[str]:
 
 def test_one_node_line_per_host_each_gpu_its_own_gres_type(tmp_path):
     specs = load_cluster_specs(default_cluster_path())
-    conf = slurm_conf(specs, tmp_path, Ports(6900, 17500), host="box")
+    conf = slurm_conf(specs, tmp_path, Ports(6900, 17500), host="box", address="127.0.0.1")
     nodes = lines(conf, "NodeName=")
     assert len(nodes) == len(specs) == 12
     dgx = next(line for line in nodes if line.startswith("NodeName=dgx1-000 "))
@@ -38,6 +39,29 @@ def test_one_node_line_per_host_each_gpu_its_own_gres_type(tmp_path):
     gres = gres_conf(specs, tmp_path)
     assert f"NodeName=pcie4-003 Name=gpu Type=T4_3 File={tmp_path.resolve()}/dev/nvidia3" in gres
     assert len(lines(gres, "NodeName=")) == 4 * 8 + 4 * 4
+
+
+@pytest.mark.parametrize("address, reach, bound", [
+    ("127.0.0.1", "127.0.0.1", True),     # the daemons listen there only
+    (None, "127.0.0.1", False),           # the name is not loopback: every interface, said in a WARNING
+])
+def test_the_daemons_are_bound_to_the_loopback_address_of_the_machines_name(tmp_path, address, reach, bound):
+    conf = slurm_conf([NodeSpec("n0", memory_mb=1024, vcores=2)], tmp_path, Ports(6900, 17500), host="box",
+                      address=address)
+    assert f"SlurmctldHost=box({reach})" in conf
+    assert lines(conf, "NodeName=n0 ")[0].startswith(f"NodeName=n0 NodeHostname=box NodeAddr={reach} ")
+    assert ("CommunicationParameters=NoCtldInAddrAny,NoInAddrAny" in lines(conf, "Communication")) == bound
+    assert bool(lines(conf, "# WARNING: box does not resolve to 127.0.0.1")) != bound
+
+
+@pytest.mark.parametrize("name, address", [
+    ("localhost", "127.0.0.1"),
+    ("127.0.1.1", None),                        # loopback, but reached from 127.0.0.1: srun never called back
+    ("192.0.2.7", None),                        # resolves, but other machines reach it
+    ("no-such-host.invalid", None),             # does not resolve
+])
+def test_loopback_address_of_a_name(name, address):
+    assert loopback_address(name) == address
 
 
 def test_too_many_nodes_for_one_machine_are_refused():

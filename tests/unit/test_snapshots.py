@@ -297,7 +297,8 @@ def test_allocations_are_cut_to_what_the_node_reports_in_use():
     running, notes = reconcile(specs, named, {"a": Usage(10, 900, 2), "b": Usage(1.5, 0, 0)})
     assert running == [RunningAllocation("j1", "a", 6.0, 600, 2), RunningAllocation("j2", "a", 2.0, 300, 0),
                        RunningAllocation(UNATTRIBUTED, "b", 1.5, 0, 0)]
-    assert len(notes) == 3 and "ghost" in notes[2]
+    assert len(notes) == 4 and "ghost" in notes[3]
+    assert notes[0] == "1 node(s) report more in use than they hold; taken as using what they hold: a"   # 10 of 8 vcores
 
 
 def test_a_job_s_allocations_on_one_host_are_added_up():
@@ -344,6 +345,19 @@ CASES = {
     "wrong type of state": ('{"nodes": [{"name": "n", "state": 5}]}', "nodes[0].state: expected a list of strings"),
     "not UTF-8": (b'{"nodes": [{"name": "\xff"}]}', "UTF-8"),
     "a YARN node without host": ('{"nodes": {"node": [{"state": "RUNNING"}]}}', "nodes.node[0].id: expected a string"),
+    "a duplicate key": ('{"nodes": [{"name": "n", "cpus": 8, "cpus": 4000}]}',
+                        'nodes[0].cpus: expected each key once in an object; "cpus" is given twice'),
+    "a duplicate key deeper": ('{"nodes": [{"name": "n"}, {"name": "m", "x": [{"k": 1, "k": 2}]}]}',
+                               'nodes[1].x[0].k: expected each key once'),
+    "no nodes": ('{"nodes": [], "meta": {}}', "nodes: expected at least one node (read as slurm JSON"),
+    "Slurm nodes as an object": ('{"nodes": {}, "meta": {}}', "nodes.node: expected at least one node (read as "
+                                                              "yarn JSON"),
+    "a fractional GPU count": (json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"nvidia.com/gpu": "1.5"}}}]}),
+        'items[0].status.allocatable.nvidia.com/gpu: expected a whole number of devices'),
+    "a fractional GPU request": (json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"nvidia.com/gpu": "2"}}},
+        pod("p", "n", [container({"nvidia.com/gpu": "500m"})])]}), "nvidia.com/gpu: expected a whole number"),
     "a pod request of a billion GPUs": (json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1"}}},
         pod("p", "n", [container({"nvidia.com/gpu": "1e9"})])]}), "MAX_GPUS_PER_NODE"),
@@ -359,6 +373,39 @@ def test_bad_input_is_refused(tmp_path, case):
         load_snapshot([path])
     assert str(caught.value).startswith(str(path)) and expected in str(caught.value), str(caught.value)
     assert "<object" not in str(caught.value)
+
+
+def _slurm_node(change):
+    return lambda docs: docs["sinfo.json"]["nodes"][0].update(change)
+
+
+def _kubernetes_item_kind(kind):
+    return lambda docs: docs["nodes.json"]["items"][0].update(kind=kind)
+
+
+#: What a snapshot reads but cannot take as given: a change to an example's files, the note it gives.
+NOTED = {
+    "Slurm cpus null": (SLURM, _slurm_node({"cpus": None}),
+                        "1 node(s) report no cpus (null or not set), taken as 0: nothing that asks for vcores fits "
+                        "them: cpu1"),
+    "Slurm real_memory not set": (SLURM, _slurm_node({"real_memory": {"set": False, "infinite": False, "number": 0}}),
+                                  "1 node(s) report no real_memory (null or not set), taken as 0"),
+    "Slurm usage past capacity": (SLURM, _slurm_node({"alloc_cpus": 500, "alloc_memory": 10 ** 9}),
+                                  "1 node(s) report more in use than they hold; taken as using what they hold: cpu1"),
+    "a Pod among the nodes": (K8S, _kubernetes_item_kind("Pod"),
+                              "1 item(s) of kind Pod among the nodes are bound to no node (no spec.nodeName), hold "
+                              "nothing and were left out: "),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOTED))
+def test_what_is_read_but_not_taken_as_given_is_noted(tmp_path, case):
+    files, change, note = NOTED[case]
+    docs = {path.name: json.loads(path.read_text()) for path in files}
+    assert not any(note in n for n in load_snapshot(files, taken_at=SLURM_TAKEN_AT).notes)
+    change(docs)
+    snap = load_snapshot([write(tmp_path, name, doc) for name, doc in docs.items()], taken_at=SLURM_TAKEN_AT)
+    assert any(note in n for n in snap.notes), snap.notes
 
 
 def test_files_of_two_engines_are_refused():

@@ -95,3 +95,24 @@ def test_a_restored_rm_keeps_a_stopping_containers_booking_until_its_processes_a
         core.check_invariants()
     finally:
         restored.stop()
+
+
+def test_a_killed_applications_report_counts_its_tasks_until_their_processes_are_gone(tmp_path):
+    """What a rerun waits on before it starts a job again (tools.job_runner.RemoteRuns):
+    the killed application's stopping_containers, > 0 while a task of it still runs."""
+    live = LiveRM(load_cluster_specs(FIX / "cluster.yaml"), work_dir=tmp_path / "t", poll_s=0.02,
+                  kill_grace_s=0.5)
+    core = live.core
+    try:
+        app, c = _start_stubborn_task(live)
+        assert core.application_report(app).stopping_containers == 0     # running, not stopping
+        core.kill(app, "a rerun takes the job over")
+        report = core.application_report(app)
+        assert report.state.finished and report.running_containers == 0
+        assert report.stopping_containers == 1                          # it ignores SIGTERM: still there
+        assert _wait_for(lambda: core.application_report(app).stopping_containers == 0), \
+            "the report still counts a task killed after the grace period"
+        assert not session_members(core.containers[c.container_id].handle["pid"],
+                                   core.containers[c.container_id].handle["start_time"])
+    finally:
+        live.stop()

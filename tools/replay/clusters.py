@@ -190,8 +190,9 @@ HELIOS_VC_NODES = {   # VC -> nodes of 8 GPUs
 @dataclass(frozen=True)
 class Preset:
     """A named cluster with what a faithful replay on it needs besides its nodes: the
-    submit window and queue policy of the setup it reproduces (a command-line
-    ``--window`` or ``--queue-policy`` still wins)."""
+    submit window, queue policy and measurement of the setup it reproduces — a preset
+    named after a study carries that study's methodology (a command-line ``--window``,
+    ``--queue-policy`` or ``--measure-trim`` still wins)."""
 
     name: str
     description: str
@@ -199,6 +200,9 @@ class Preset:
     build: Callable[[], ReplayCluster]
     window: tuple[str, str] | None = None
     queue_policy: str | None = None
+    #: the share of jobs the study leaves out at each end of the submit order, and why
+    measure_trim: float | None = None
+    measure_trim_why: str = ""
 
 
 def _helios() -> ReplayCluster:
@@ -225,9 +229,10 @@ PRESETS_SOURCES = {
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("philly-helios-11vc",
            "Philly's 11 largest VCs, each on its own nodes of 8 GPUs (352 nodes), "
-           "jobs submitted 2017-10-01 .. 2017-11-30, strict FIFO per VC",
+           "jobs submitted 2017-10-01 .. 2017-11-30, strict FIFO per VC, every job measured (--measure-trim 0)",
            PRESETS_SOURCES["helios"], _helios,
-           window=("2017-10-01 00:00:00", "2017-11-30 23:59:00"), queue_policy="fifo"),
+           window=("2017-10-01 00:00:00", "2017-11-30 23:59:00"), queue_policy="fifo",
+           measure_trim=0.0, measure_trim_why="the Helios simulator measures every job it replays"),
     Preset("tiresias-n32g4", "32 nodes of 4 GPUs, 40 vcores and 256 GB each, one rack",
            PRESETS_SOURCES["tiresias"],
            lambda: ReplayCluster("tiresias-n32g4", tuple(

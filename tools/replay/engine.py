@@ -113,6 +113,7 @@ from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
 from gangmaster.am.rm_protocol import ApplicationSubmission
+from gangmaster.conf import limits
 from gangmaster.selectors.candidates import kept_node_index
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
@@ -278,8 +279,11 @@ class _Replay:
         named = set(map(_QUEUE, table.jobs))   # (every job's, in C; then the few distinct names)
         queue_names = sorted({name or DEFAULT_QUEUE for name in named} | set(isolated)) or [DEFAULT_QUEUE]
         specs, owner = _labelled(cluster, isolated)
+        # Every job is an application, and in fill mode none ends: the RM takes as many at
+        # once as the table has jobs (the readers hold a table to MAX_TRACE_JOBS), not the
+        # RM_MAX_RUNNING_APPS it holds clients it does not know to.
         self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False,
-                              trusted_client=True)
+                              trusted_client=True, max_running_apps=max(limits.RM_MAX_RUNNING_APPS, len(table.jobs)))
         self.core = self.sim.core
         self.rack_of = {spec.host: spec.rack for spec in specs}
         self.tracker = ClusterTracker(self.core.cluster_nodes)

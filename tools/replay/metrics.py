@@ -68,6 +68,9 @@ class Window:
     start_s: float
     end_s: float
     trim: float
+    #: what chose ``trim`` ("--measure-trim 0.1, the default"; a preset's methodology), said
+    #: beside the window wherever it is shown, since the figures differ with it
+    set_by: str = ""
 
     @property
     def jobs(self) -> int:
@@ -75,25 +78,26 @@ class Window:
 
     def describe(self) -> str:
         share = f"middle {100 * (1 - 2 * self.trim):g} %" if self.trim else "all"
-        return (f"jobs {self.first + 1:,}..{self.last:,} of {self.total:,} by submit ({share}), "
-                f"t {self.start_s:,.0f}..{self.end_s:,.0f} s")
+        return (f"jobs {self.first + 1:,}..{self.last:,} of {self.total:,} by submit ({share}"
+                + (f"; {self.set_by}" if self.set_by else "") + f"), t {self.start_s:,.0f}..{self.end_s:,.0f} s")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"trim": self.trim, "first_job": self.first + 1, "last_job": self.last, "jobs": self.jobs,
-                "of": self.total, "start_s": _num(self.start_s), "end_s": _num(self.end_s),
-                "text": self.describe()}
+        return {"trim": self.trim, "trim_set_by": self.set_by or None, "first_job": self.first + 1,
+                "last_job": self.last, "jobs": self.jobs, "of": self.total, "start_s": _num(self.start_s),
+                "end_s": _num(self.end_s), "text": self.describe()}
 
 
-def measurement_window(submits: Sequence[float], trim: float = DEFAULT_TRIM) -> Window:
-    """Drop ⌊n × trim⌋ jobs at each end of ``submits`` (sorted, as a job table is)."""
+def measurement_window(submits: Sequence[float], trim: float = DEFAULT_TRIM, set_by: str = "") -> Window:
+    """Drop ⌊n × trim⌋ jobs at each end of ``submits`` (sorted, as a job table is);
+    ``set_by``: what chose the trim (:attr:`Window.set_by`)."""
     if not 0 <= trim < 0.5:
         raise ValueError(f"trim: expected a share 0 <= trim < 0.5, got {trim}")
     n = len(submits)
     cut = int(n * trim)
     first, last = cut, n - cut
     if first >= last:
-        return Window(0, 0, n, 0.0, 0.0, trim)
-    return Window(first, last, n, float(submits[first]), float(submits[last - 1]), trim)
+        return Window(0, 0, n, 0.0, 0.0, trim, set_by)
+    return Window(first, last, n, float(submits[first]), float(submits[last - 1]), trim, set_by)
 
 
 # --------------------------------------------------------------------- per job

@@ -22,8 +22,9 @@ column          required  meaning
 ``gpu_types``   no        acceptable GPU types, ``;``-separated (default: any)
 ==============  ========  =====================================================
 
-A role without GPUs must give ``vcores`` or ``memory_mb``. A bad row drops its whole
-job (a gang with a role missing would be a different job). YAML holds the same::
+A role without GPUs must ask for vcores or memory (``vcores`` or ``memory_mb`` > 0): a
+role that asks for nothing is refused. A bad row drops its whole job (a gang with a role
+missing would be a different job). YAML holds the same::
 
     jobs:
       - {id: ps-1, submit: 0, duration: 3600, queue: research,
@@ -40,12 +41,15 @@ from gangmaster.conf.limits import (MAX_DURATION_S, MAX_GPUS_PER_NODE, MAX_INSTA
                                     MAX_YAML_FILE_BYTES)
 
 from .trace import JobTable, NodeShape, TraceRole, sha256_of
-from .trace_csv import (BadRow, BadRows, Row, Submitted, TraceText, Window, csv_rows, job_table,
+from .trace_csv import (BadRow, BadRows, Kept, Row, Submitted, TraceText, Window, csv_rows, job_table,
                         read_trace_text)
 
 COLUMNS = ("job_id", "submit_s", "duration_s", "gpus")
 OPTIONAL_COLUMNS = ("queue", "role", "instances", "vcores", "memory_mb", "gpu_types")
 DEFAULT_QUEUE, DEFAULT_ROLE = "default", "worker"
+#: What a role without GPUs must ask for (one that asks for nothing would be placed anywhere
+#: and count for nothing); {memory} is the format's name of the memory field.
+ASKS_NOTHING = "vcores > 0 or {memory} > 0 for a role without GPUs (it would ask for nothing)"
 
 
 def read_native(path: str | Path, shape: NodeShape, bad_rows: BadRows | None = None,
@@ -59,16 +63,21 @@ def read_native(path: str | Path, shape: NodeShape, bad_rows: BadRows | None = N
 # ------------------------------------------------------------------- CSV
 
 class _Job:
-    """The rows of one job read so far (its first row's line names it in errors)."""
+    """The rows of one job read so far (its first row's line names it in errors). A job
+    outside ``--window`` keeps no roles: its rows are checked and let go."""
 
-    def __init__(self, row: Row, submit: float, duration: float, queue: str):
+    def __init__(self, row: Row, submit: float, duration: float, queue: str, kept: bool):
         self.line, self.submit, self.duration, self.queue = row.line, submit, duration, queue
         self.roles: list[TraceRole] = []
+        self.role_names: set[str] = set()
+        self.instances = 0
+        self.kept = kept
         self.broken = False
 
 
 def _read_csv(trace: TraceText, shape: NodeShape, bad_rows: BadRows, window: Window | None) -> JobTable:
     jobs: dict[str, _Job] = {}
+    kept = Kept(trace.source, window)
     for row in csv_rows(trace, bad_rows, COLUMNS, OPTIONAL_COLUMNS):
         job = None
         try:
@@ -78,23 +87,27 @@ def _read_csv(trace: TraceText, shape: NodeShape, bad_rows: BadRows, window: Win
             duration = row.seconds("duration_s", positive=True)
             queue = row.name("queue", DEFAULT_QUEUE)
             if job is None:
-                job = jobs[job_id] = _Job(row, submit, duration, queue)
+                job = jobs[job_id] = _Job(row, submit, duration, queue, kept.holds(submit))
             else:
                 _agrees(row, job, submit, duration, queue)
             role = _role(row, shape)
-            if any(other.name == role.name for other in job.roles):
+            if role.name in job.role_names:
                 raise row.error("role", f"a role name not used before in job {job_id} (line {job.line})", role.name)
-            job.roles.append(role)
-            if sum(r.instances for r in job.roles) > MAX_INSTANCES_PER_JOB:
+            job.role_names.add(role.name)
+            job.instances += role.instances
+            if job.kept:
+                job.roles.append(role)
+            if job.instances > MAX_INSTANCES_PER_JOB:
                 raise row.error("instances", f"at most {MAX_INSTANCES_PER_JOB:,} instances in job {job_id}, "
                                              "all roles together (MAX_INSTANCES_PER_JOB)")
         except BadRow as error:
             if job is not None:
                 job.broken = True
             bad_rows.add(error)
-    read = [Submitted(job.submit, job_id, job.duration, job.queue, tuple(job.roles))
-            for job_id, job in jobs.items() if not job.broken and job.roles]
-    return job_table(read, trace, "native", window)
+    for job_id, job in jobs.items():
+        if job.kept and not job.broken and job.roles:
+            kept.add(Submitted(job.submit, job_id, job.duration, job.queue, tuple(job.roles)), f"line {job.line}")
+    return job_table(kept, trace, "native")
 
 
 def _agrees(row: Row, job: _Job, submit: float, duration: float, queue: str) -> None:
@@ -108,11 +121,11 @@ def _agrees(row: Row, job: _Job, submit: float, duration: float, queue: str) -> 
 def _role(row: Row, shape: NodeShape) -> TraceRole:
     gpus = row.integer("gpus", maximum=MAX_GPUS_PER_NODE, limit="MAX_GPUS_PER_NODE")
     vcores_share, memory_share = shape.share(gpus)
-    if not gpus and not (row.has("vcores") or row.has("memory_mb")):
-        raise row.error("vcores", "vcores or memory_mb for a role without GPUs (it would ask for nothing)")
     vcores = row.number("vcores", maximum=MAX_VCORES, limit="MAX_VCORES", default=vcores_share)
     memory = row.integer("memory_mb", maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB", default=memory_share)
-    gpu_types = tuple(t.strip() for t in row.values.get("gpu_types", "").split(";") if t.strip())
+    if not (gpus or vcores or memory):
+        raise row.error("vcores", ASKS_NOTHING.format(memory="memory_mb"))
+    gpu_types = row.names("gpu_types", ";")
     return TraceRole(row.name("role", DEFAULT_ROLE),
                      row.integer("instances", minimum=1, maximum=MAX_INSTANCES_PER_ROLE,
                                  limit="MAX_INSTANCES_PER_ROLE", default=1),
@@ -134,8 +147,8 @@ def _read_yaml(path: str | Path, shape: NodeShape, bad_rows: BadRows, window: Wi
     if len(entries) > MAX_TRACE_JOBS:
         raise doc.error("jobs", f"at most {MAX_TRACE_JOBS:,} jobs (MAX_TRACE_JOBS)", f"{len(entries):,} jobs")
     seen: set[str] = set()
-    read = []
-    for entry in entries:
+    read = Kept(source, window)
+    for index, entry in enumerate(entries):
         try:
             job = _yaml_job(entry, shape)
             if job.job_id in seen:
@@ -144,8 +157,8 @@ def _read_yaml(path: str | Path, shape: NodeShape, bad_rows: BadRows, window: Wi
             bad_rows.add(error)
             continue
         seen.add(job.job_id)
-        read.append(job)
-    return job_table(read, TraceText(source, "", sha256_of(raw)), "native", window)
+        read.add(job, f"jobs[{index}]")
+    return job_table(read, TraceText(source, "", sha256_of(raw)), "native")
 
 
 def _yaml_job(entry: Fields, shape: NodeShape) -> Submitted:
@@ -154,15 +167,15 @@ def _yaml_job(entry: Fields, shape: NodeShape) -> Submitted:
     for role in entry.list_of_mappings("roles"):
         role.reject_unknown(ROLE_FIELDS)
         gpus = role.integer("gpus", 0, minimum=0, maximum=MAX_GPUS_PER_NODE, limit="MAX_GPUS_PER_NODE")
-        if not gpus and "vcores" not in role and "memoryMB" not in role:
-            raise role.error("vcores", "vcores or memoryMB for a role without GPUs (it would ask for nothing)")
         vcores_share, memory_share = shape.share(gpus)
+        vcores = role.number("vcores", vcores_share, minimum=0, maximum=MAX_VCORES, limit="MAX_VCORES")
+        memory = role.integer("memoryMB", memory_share, minimum=0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
+        if not (gpus or vcores or memory):
+            raise role.error("vcores", ASKS_NOTHING.format(memory="memoryMB"))
         roles.append(TraceRole(
             role.name("name", DEFAULT_ROLE),
             role.integer("instances", 1, minimum=1, maximum=MAX_INSTANCES_PER_ROLE, limit="MAX_INSTANCES_PER_ROLE"),
-            gpus, role.number("vcores", vcores_share, minimum=0, maximum=MAX_VCORES, limit="MAX_VCORES"),
-            role.integer("memoryMB", memory_share, minimum=0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB"),
-            tuple(role.names("gpuTypes", []))))
+            gpus, vcores, memory, tuple(role.names("gpuTypes", []))))
     if not roles:
         raise entry.error("roles", "at least one role")
     names = [role.name for role in roles]

@@ -13,11 +13,14 @@ topology: nothing in the comparison depends on racks.
 ``cpu_milli`` / 1000 vcores, ``memory_mib`` MB, and ``num_gpu`` whole GPUs when
 ``gpu_milli`` is 1000, or a share of one GPU (``num_gpu`` 1, ``gpu_milli`` 1..999). A
 pod's GPU request is ``num_gpu × gpu_milli / 1000`` GPUs. ``gpu_spec`` lists the GPU
-models it accepts (``|``-separated; empty: any). ``qos``, ``pod_phase`` and
-``scheduled_time`` are read past: the replay decides where and when pods run.
+models it accepts (``|``-separated; empty or no column: any). ``qos``, ``pod_phase``
+and ``scheduled_time`` are read past: the replay decides where and when pods run.
 Pods that ask for no GPU (1,088 of 8,152 in the default list) are replayed too: they
 take CPU and memory on GPU nodes, as in the paper's artifact, and count for nothing in
-the GPU figures.
+the GPU figures; a pod that asks for nothing at all (no CPU, memory or GPU) is a bad
+row. The artifact's ``openb_pod_list_multigpu*`` lists have only the five columns
+``name, cpu_milli, memory_mib, num_gpu, gpu_milli``: fill mode, which needs no times,
+reads them; time mode refuses them at the header.
 
 Two ways to replay them (``--mode``):
 
@@ -45,12 +48,17 @@ from gangmaster.selectors.cluster import NodeSpec
 
 from .clusters import ReplayCluster
 from .trace import JobTable, NodeShape, TraceJob, TraceRole, sorted_jobs
-from .trace_csv import (BadRow, BadRows, Row, Submitted, TraceText, Window, csv_rows, duplicate_id, job_table,
+from .trace_csv import (BadRow, BadRows, Kept, Row, Submitted, TraceText, Window, csv_rows, duplicate, job_table,
                         read_trace_text)
 
-POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "creation_time",
-               "deletion_time")
-POD_OPTIONAL_COLUMNS = ("qos", "pod_phase", "scheduled_time")
+#: The columns every pod list has (the multigpu lists have only these).
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+#: When each pod was created and deleted: --mode time needs them, --mode fill does not.
+TIME_COLUMNS = ("creation_time", "deletion_time")
+POD_OPTIONAL_COLUMNS = ("gpu_spec", "qos", "pod_phase", "scheduled_time")
+#: Why --mode time refuses a pod list without TIME_COLUMNS (said after the missing columns).
+TIMES_NEEDED = ("--mode time submits each pod at its creation_time and ends it at its deletion_time: "
+                "replay a pod list without them with --mode fill")
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 #: The node list read when ``--nodes-file`` is not given: this file beside the pod list.
 DEFAULT_NODE_FILE = "openb_node_list_gpu_node.csv"
@@ -72,12 +80,13 @@ MILLI = 1000
 @dataclass(frozen=True)
 class Pod:
     """One pod of the trace: its job (submitted at ``creation_time``, lasting until
-    ``deletion_time``) and where in the file it was."""
+    ``deletion_time``; both None when read for fill mode from a list without them) and
+    where in the file it was."""
 
     name: str
     role: TraceRole
-    creation_s: float
-    deletion_s: float
+    creation_s: float | None
+    deletion_s: float | None
     line: int
 
     @property
@@ -103,7 +112,7 @@ def read_openb_nodes(path: str | Path) -> ReplayCluster:
     seen: dict[str, int] = {}
     for row in csv_rows(trace, BadRows("stop"), NODE_COLUMNS):
         host = row.name("sn")
-        again = duplicate_id(row, "sn", host, seen)
+        again = duplicate(row, "sn", host, seen, "node name")
         if again:
             raise again
         gpus = row.integer("gpu", maximum=MAX_GPUS_PER_NODE, limit="MAX_GPUS_PER_NODE")
@@ -127,18 +136,31 @@ def default_nodes_file(pods_path: str | Path) -> Path:
     return Path(pods_path).resolve().parent / DEFAULT_NODE_FILE
 
 
-def read_openb_pods(path: str | Path, bad_rows: BadRows | None = None) -> Pods:
-    """The pods of an openb pod list, in file order; bad rows go to ``bad_rows``."""
+def read_openb_pods(path: str | Path, bad_rows: BadRows | None = None, need_times: bool = True) -> Pods:
+    """The pods of an openb pod list, in file order; bad rows go to ``bad_rows``. Without
+    ``need_times`` (fill mode) a list without the TIME_COLUMNS is read too, its pods'
+    times None; a list that has them has them checked either way. Every pod is held
+    (fill mode draws from them all), at most MAX_TRACE_JOBS of them."""
     bad_rows = bad_rows or BadRows()
     trace = read_trace_text(path)
     seen: dict[str, int] = {}
-    pods = []
-    for row in csv_rows(trace, bad_rows, POD_COLUMNS, POD_OPTIONAL_COLUMNS):
+    pods: list[Pod] = []
+    required, optional = (POD_COLUMNS + TIME_COLUMNS, POD_OPTIONAL_COLUMNS) if need_times else \
+        (POD_COLUMNS, POD_OPTIONAL_COLUMNS + TIME_COLUMNS)
+    for row in csv_rows(trace, bad_rows, required, optional, why=dict.fromkeys(TIME_COLUMNS, TIMES_NEEDED)):
         try:
-            pods.append(_pod(row, seen))
+            pod = _pod(row, seen)
         except BadRow as error:
             bad_rows.add(error)
+            continue
+        if len(pods) >= MAX_TRACE_JOBS:
+            raise row.error("", f"at most {MAX_TRACE_JOBS:,} pods (MAX_TRACE_JOBS in conf/limits.py); split the file")
+        pods.append(pod)
     return Pods(tuple(pods), trace.source, trace.sha256)
+
+
+#: A pod that asks for no CPU, memory or GPU would be placed anywhere and count for nothing.
+ASKS_NOTHING = "cpu_milli, memory_mib or num_gpu > 0 (a pod that asks for nothing)"
 
 
 def _pod(row: Row, seen: dict[str, int]) -> Pod:
@@ -146,6 +168,8 @@ def _pod(row: Row, seen: dict[str, int]) -> Pod:
     vcores = row.integer("cpu_milli", maximum=MAX_VCORES * MILLI, limit="MAX_VCORES") / MILLI
     memory = row.integer("memory_mib", maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
     gpus = row.integer("num_gpu", maximum=MAX_GPUS_PER_NODE, limit="MAX_GPUS_PER_NODE")
+    if not (vcores or memory or gpus):
+        raise row.error("cpu_milli", ASKS_NOTHING)
     if gpus == 0:
         if row.integer("gpu_milli") != 0:
             raise row.error("gpu_milli", "0 for a pod of num_gpu 0", row.values["gpu_milli"])
@@ -155,17 +179,17 @@ def _pod(row: Row, seen: dict[str, int]) -> Pod:
         if milli < MILLI and gpus > 1:
             raise row.error("gpu_milli", f"{MILLI} for a pod of {gpus} GPUs (a share is of one GPU)", milli)
         gpus, share = (gpus, 0) if milli == MILLI else (0, milli)
-    spec = row.values.get("gpu_spec", "").strip()
-    types = tuple(dict.fromkeys(part.strip() for part in spec.split(GPU_SPEC_SEPARATOR))) if spec else ()
-    if any(not t or t != t.split()[0] for t in types):
-        raise row.error("gpu_spec", f"GPU models separated by '{GPU_SPEC_SEPARATOR}' (empty: any)", spec)
+    types = row.names("gpu_spec", GPU_SPEC_SEPARATOR)
     if types and not (gpus or share):
-        raise row.error("gpu_spec", "empty for a pod that asks for no GPU", spec)
-    creation = row.seconds("creation_time")
-    deletion = row.seconds("deletion_time")
-    if deletion < creation:
-        raise row.error("deletion_time", f"a time at or after creation_time ({creation:g})", row.values["deletion_time"])
-    again = duplicate_id(row, "name", name, seen)
+        raise row.error("gpu_spec", "empty for a pod that asks for no GPU", row.values["gpu_spec"])
+    creation = deletion = None
+    if "creation_time" in row.values:
+        creation = row.seconds("creation_time")
+        deletion = row.seconds("deletion_time")
+        if deletion < creation:
+            raise row.error("deletion_time", f"a time at or after creation_time ({creation:g})",
+                            row.values["deletion_time"])
+    again = duplicate(row, "name", name, seen)
     if again:
         raise again
     return Pod(name, TraceRole(ROLE, 1, gpus, vcores, memory, types, share), creation, deletion, row.line)
@@ -175,7 +199,7 @@ def read_openb(path: str | Path, shape: NodeShape, bad_rows: BadRows | None = No
                window: Window | None = None) -> JobTable:
     """``--mode time``: the reader :func:`~.readers.read_trace` calls (``shape`` is not
     needed: a pod asks for its own CPU, memory and GPUs)."""
-    return time_table(read_openb_pods(path, bad_rows), window)
+    return time_table(read_openb_pods(path, bad_rows, need_times=True), window)
 
 
 #: How --mode time reads the pods, for the report.
@@ -190,11 +214,24 @@ FILL_MODE_READING = ("openb --mode fill (the FGD paper's method): pods shuffled 
 
 def time_table(pods: Pods, window: Window | None = None) -> JobTable:
     """Each pod submitted at its ``creation_time`` (within ``window``), running until its
-    ``deletion_time`` (see the module docstring for pods that were still running)."""
-    read = [Submitted(pod.creation_s, pod.name, pod.deletion_s - pod.creation_s, QUEUE, (pod.role,))
-            for pod in pods.pods]
+    ``deletion_time`` (see the module docstring for pods that were still running). The
+    pods must have been read with ``need_times``."""
+    kept = Kept(pods.source, window)
+    for pod in pods.pods:
+        if pod.creation_s is None or pod.deletion_s is None:
+            raise ValueError(f"time_table: pod {pod.name} has no times (read it with need_times)")
+        kept.add(Submitted(pod.creation_s, pod.name, pod.deletion_s - pod.creation_s, QUEUE, (pod.role,)),
+                 f"line {pod.line}")
+    return job_table(kept, _identity(pods), "openb")
+
+
+def pods_table(pods: Pods) -> JobTable:
+    """The pod list as read, pod k at k s in file order: the input a fill replay names
+    (its source, digest and pods; what each seed replays is its :class:`FillPlan`'s table)."""
+    jobs = [TraceJob(pod.name, FILL_ARRIVAL_GAP_S * k, FILL_ARRIVAL_GAP_S, QUEUE, (pod.role,))
+            for k, pod in enumerate(pods.pods)]
     trace = _identity(pods)
-    return job_table(read, trace, "openb", window)
+    return JobTable(sorted_jobs(jobs), trace.source, trace.sha256, "openb")
 
 
 # ------------------------------------------------------------------------ fill mode

@@ -15,7 +15,7 @@ from pathlib import Path
 from gangmaster.conf.limits import MAX_INSTANCES_PER_JOB
 
 from .trace import JobTable, NodeShape
-from .trace_csv import BadRow, BadRows, Submitted, Window, csv_rows, job_table, read_trace_text
+from .trace_csv import BadRow, BadRows, Kept, Submitted, Window, csv_rows, job_table, read_trace_text
 
 COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 #: Relative difference tolerated between gpu_time and duration × num_gpus (float printing).
@@ -27,7 +27,7 @@ def read_philly(path: str | Path, shape: NodeShape, bad_rows: BadRows | None = N
     bad_rows = bad_rows or BadRows()
     trace = read_trace_text(path)
     max_gpus = MAX_INSTANCES_PER_JOB * shape.gpus
-    jobs = []
+    jobs = Kept(trace.source, window)
     for row in csv_rows(trace, bad_rows, COLUMNS):
         try:
             submit = row.timestamp("timestamp")
@@ -41,5 +41,5 @@ def read_philly(path: str | Path, shape: NodeShape, bad_rows: BadRows | None = N
         except BadRow as error:
             bad_rows.add(error)
             continue
-        jobs.append(Submitted(submit, f"L{row.line:07d}", duration, queue, shape.gang_roles(gpus)))
-    return job_table(jobs, trace, "philly", window)
+        jobs.add(Submitted(submit, f"L{row.line:07d}", duration, queue, shape.gang_roles(gpus)), f"line {row.line}")
+    return job_table(jobs, trace, "philly")

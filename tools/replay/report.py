@@ -15,14 +15,31 @@
 
 Same inputs, same files, byte for byte, except the wall-time figures (``wall_s`` and
 ``cost`` in metrics.json, and the summary tables' "wall" column that shows them).
+
+**One run's report, whole or recognisably not.** :func:`report_folder` checks the folder
+(makes it, and makes and removes a folder in it) before anything is replayed, so a folder the
+report cannot go to is refused before the work, not after. The files are written into a
+hidden folder inside it (``.report-partial-*``: whatever a kill leaves there is plainly not
+a report) and then moved into place one by one, :data:`INCOMPLETE` standing in the folder
+from before the first move until after the last, with SIGINT held off for those moves and
+the folder locked against another run's moves. The report's own files (:data:`REPORT_FILES`)
+of an earlier run that this one does not write (a ``sweep.png`` of a run with
+``--capacity-sweep``) are removed with them; the user's other files are left alone.
 """
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from gangmaster.conf.fields import ConfigError
 
@@ -35,23 +52,64 @@ FRAGMENTATION_COLUMNS = ("selector", "seed", "t_s", "frag_milli", "idle_milli", 
 TIMELINE_COLUMNS = ("selector", "seed", "t_s", "allocated_gpus", "capacity_gpus", "queue_length", "pending_gpus",
                     "hol_blocked_free_gpus")
 
+#: Stands in the report folder while its files are being replaced: what is there is then a
+#: mix of two runs, or part of one.
+INCOMPLETE = "INCOMPLETE"
+#: Every file a report may hold; those of an earlier report that a run does not write are
+#: removed when it writes its own.
+REPORT_FILES = ("metrics.json", "jobs.csv", "timeline.csv", "fragmentation.csv",
+                *(f.name for f in plots.FIGURES), "report.html", "report.md", INCOMPLETE)
+#: The hidden folder inside the report folder that a report is written into first.
+_PARTIAL_PREFIX = ".report-partial-"
+
 
 @dataclass(frozen=True)
 class ReportFiles:
     folder: Path
     written: tuple[str, ...]
     skipped_figures: tuple[tuple[str, str], ...]    # (file, why not)
+    replaced: tuple[str, ...] = ()                  # files of an earlier report this one replaced
+    removed: tuple[str, ...] = ()                   # files of an earlier report this one does not write
 
 
-def write_report(comparison: Comparison, folder: str | Path, document: dict[str, Any] | None = None) -> ReportFiles:
+def report_folder(folder: str | Path) -> Path:
+    """``folder``, made if need be, once a folder could be made in it: a ConfigError (exit 2)
+    naming it otherwise. Called before the replay, so the work is not lost to a bad ``--report``."""
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(str(folder), "", "a folder for the report (it is a file)")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(str(folder), "", f"a folder the report can be written to ({exc.strerror})") from None
-    if not folder.is_dir():
-        raise ConfigError(str(folder), "", "a folder for the report")
+        raise ConfigError(str(folder), "", f"a folder the report can be written to (cannot make it: "
+                                           f"{exc.strerror})") from None
+    try:
+        os.rmdir(_partial_folder(folder))
+    except OSError as exc:
+        raise ConfigError(str(folder), "", f"a folder the report can be written to (cannot write in it: "
+                                           f"{exc.strerror})") from None
+    return folder
+
+
+def _partial_folder(folder: Path) -> str:
+    return tempfile.mkdtemp(prefix=_PARTIAL_PREFIX, dir=folder)
+
+
+def write_report(comparison: Comparison, folder: str | Path, document: dict[str, Any] | None = None) -> ReportFiles:
+    """Write the report into ``folder``: whole, or with :data:`INCOMPLETE` beside what a
+    kill left (see the module's docstring)."""
+    folder = report_folder(folder)
     document = document or metrics_document(comparison)
+    partial = Path(_partial_folder(folder))
+    try:
+        written, skipped = _write_files(comparison, partial, document)
+        replaced, removed = _move_into_place(partial, folder, written)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return ReportFiles(folder, written, tuple((f.name, why) for f, why in skipped), replaced, removed)
+
+
+def _write_files(comparison: Comparison, folder: Path, document: dict[str, Any]):
     (folder / "metrics.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     write_jobs_csv(comparison, folder / "jobs.csv")
     write_timeline_csv(comparison, folder / "timeline.csv")
@@ -61,7 +119,52 @@ def write_report(comparison: Comparison, folder: str | Path, document: dict[str,
     (folder / "report.md").write_text(pages.render_markdown(document, figures, skipped), encoding="utf-8")
     written = ("metrics.json", "jobs.csv", "timeline.csv", *(("fragmentation.csv",) if measured else ()),
                *(f.name for f in figures), "report.html", "report.md")
-    return ReportFiles(folder, written, tuple((f.name, why) for f, why in skipped))
+    return written, skipped
+
+
+def _move_into_place(partial: Path, folder: Path, written: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Move the written files from ``partial`` into ``folder`` and remove the earlier
+    report's files this one does not write; (files replaced, files removed)."""
+    with _locked(folder), _sigint_held():
+        earlier = tuple(name for name in REPORT_FILES if name != INCOMPLETE and (folder / name).exists())
+        marker = folder / INCOMPLETE
+        marker.write_text("gangmaster replay stopped while it moved a report's files into this folder: "
+                          "they are part of one run, or a mix of two. Run it again.\n", encoding="utf-8")
+        for name in written:
+            os.replace(partial / name, folder / name)
+        removed = tuple(name for name in earlier if name not in written)
+        for name in removed:
+            (folder / name).unlink()
+        marker.unlink()
+    return earlier, removed
+
+
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold ``folder`` against another run's moves (an advisory lock on the folder itself)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT (Ctrl-C) held off until the block is done, then raised as KeyboardInterrupt:
+    the moves take milliseconds, and one cut short would leave a mixed folder."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    before = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _seconds(values) -> list[str]:

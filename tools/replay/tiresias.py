@@ -13,7 +13,7 @@ from pathlib import Path
 from gangmaster.conf.limits import MAX_INSTANCES_PER_JOB
 
 from .trace import JobTable, NodeShape
-from .trace_csv import BadRow, BadRows, Submitted, Window, csv_rows, duplicate_id, job_table, read_trace_text
+from .trace_csv import BadRow, BadRows, Kept, Submitted, Window, csv_rows, duplicate, job_table, read_trace_text
 
 COLUMNS = ("job_id", "num_gpu", "submit_time", "duration")
 OPTIONAL_COLUMNS = ("iterations", "model_name", "interval")
@@ -25,7 +25,7 @@ def read_tiresias(path: str | Path, shape: NodeShape, bad_rows: BadRows | None =
     bad_rows = bad_rows or BadRows()
     trace = read_trace_text(path)
     seen: dict[str, int] = {}
-    jobs = []
+    jobs = Kept(trace.source, window)
     for row in csv_rows(trace, bad_rows, COLUMNS, OPTIONAL_COLUMNS):
         try:
             job_id = row.name("job_id")
@@ -33,11 +33,11 @@ def read_tiresias(path: str | Path, shape: NodeShape, bad_rows: BadRows | None =
                                limit=f"MAX_INSTANCES_PER_JOB instances of {shape.gpus} GPUs")
             submit = row.seconds("submit_time")
             duration = row.seconds("duration", positive=True)
-            again = duplicate_id(row, "job_id", job_id, seen)
+            again = duplicate(row, "job_id", job_id, seen)
             if again:
                 raise again
         except BadRow as error:
             bad_rows.add(error)
             continue
-        jobs.append(Submitted(submit, job_id, duration, QUEUE, shape.gang_roles(gpus)))
-    return job_table(jobs, trace, "tiresias", window)
+        jobs.add(Submitted(submit, job_id, duration, QUEUE, shape.gang_roles(gpus)), f"line {row.line}")
+    return job_table(jobs, trace, "tiresias")

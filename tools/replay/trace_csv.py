@@ -1,6 +1,8 @@
 """What every trace reader shares: reading a trace file within the limits, CSV rows with
 their line numbers, typed fields whose errors name the file, line and field, the
-``--on-bad-row stop|skip`` policy, and the submit window.
+``--on-bad-row stop|skip`` policy, and the submit window (applied while reading:
+:class:`Kept` holds only the jobs inside it, so a window of a trace larger than
+MAX_TRACE_JOBS replays).
 
 A bad row raises :class:`BadRow` (a :class:`~gangmaster.conf.fields.ConfigError`, so
 the command exits 2 with ``philly.csv: line 17: num_gpus: expected an integer >= 1,
@@ -18,7 +20,8 @@ from pathlib import Path
 from typing import Iterator
 
 from gangmaster.conf.fields import ConfigError, decode_utf8, read_limited
-from gangmaster.conf.limits import MAX_DURATION_S, MAX_NAME_CHARS, MAX_TRACE_FILE_BYTES, MAX_TRACE_JOBS
+from gangmaster.conf.limits import (MAX_DURATION_S, MAX_NAME_CHARS, MAX_TRACE_FIELD_CHARS, MAX_TRACE_FILE_BYTES,
+                                    MAX_TRACE_JOBS)
 
 from .trace import JobTable, TraceJob, TraceRole, sha256_of, sorted_jobs
 
@@ -26,6 +29,12 @@ ON_BAD_ROW = ("stop", "skip")
 #: Skipped rows kept to show; the rest are only counted.
 SHOWN_BAD_ROWS = 5
 _NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,%d}" % MAX_NAME_CHARS)
+_NAME_EXPECTED = f"1..{MAX_NAME_CHARS} characters (MAX_NAME_CHARS) without spaces or control characters"
+#: One field of a CSV record as the csv module reads it (default dialect): quoted, with
+#: "" for a quote and anything after the closing quote up to the comma, or plain.
+_FIELD = re.compile(r'"[^"]*(?:""[^"]*)*"?[^,]*|[^,]*')
+#: What a UTF-8 file may start with (Excel writes it): not part of the header.
+BOM = "\ufeff"
 TIMESTAMP_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d")
 
 
@@ -80,9 +89,11 @@ class TraceText:
 
 
 def read_trace_text(path: str | Path) -> TraceText:
-    """A trace file's text and digest: regular files only, at most MAX_TRACE_FILE_BYTES, UTF-8."""
+    """A trace file's text and digest: regular files only, at most MAX_TRACE_FILE_BYTES, UTF-8
+    (a byte order mark at the start, as Excel writes one, is not part of the text)."""
     data = read_limited(path, MAX_TRACE_FILE_BYTES, "MAX_TRACE_FILE_BYTES")
-    return TraceText(str(path), decode_utf8(data, str(path)), sha256_of(data))
+    text = decode_utf8(data, str(path))
+    return TraceText(str(path), text[len(BOM):] if text.startswith(BOM) else text, sha256_of(data))
 
 
 class Row:
@@ -109,9 +120,20 @@ class Row:
             return default
         value = self.text(column)
         if not _NAME.fullmatch(value):
-            raise self.error(column, f"a name of 1..{MAX_NAME_CHARS} characters (MAX_NAME_CHARS) "
-                                     "without spaces or control characters", value)
+            raise self.error(column, f"a name of {_NAME_EXPECTED}", value)
         return value
+
+    def names(self, column: str, separator: str) -> tuple[str, ...]:
+        """Names separated by ``separator`` (GPU types), each once; empty: none. An empty
+        name (``V100;;T4``, ``;``) is refused, not read as "any"."""
+        text = self.values.get(column, "").strip()
+        if not text:
+            return ()
+        names = tuple(dict.fromkeys(part.strip() for part in text.split(separator)))
+        if not all(_NAME.fullmatch(name) for name in names):
+            raise self.error(column, f"names separated by '{separator}' (empty: any), each of {_NAME_EXPECTED}",
+                             text)
+        return names
 
     def number(self, column: str, minimum: float = 0.0, positive: bool = False,
                maximum: float = math.inf, limit: str = "", default: float | None = None) -> float:
@@ -177,39 +199,92 @@ def parse_timestamp(text: str) -> datetime | None:
 
 
 def csv_rows(trace: TraceText, bad_rows: BadRows, required: tuple[str, ...],
-             optional: tuple[str, ...] = ()) -> Iterator[Row]:
+             optional: tuple[str, ...] = (), why: dict[str, str] | None = None) -> Iterator[Row]:
     """The data rows of a CSV trace with a header line; blank lines are skipped (Philly's
-    file ends with one). A header without a required column, an unknown column, or more
-    than MAX_TRACE_JOBS rows is an error of the whole file, whatever ``--on-bad-row``
-    says; a row with the wrong number of fields goes to ``bad_rows``."""
-    reader = csv.reader(trace.text.splitlines())
+    file ends with one). A header without a required column (``why`` says why a column
+    is needed, when that is not plain), or an unknown column, is an error of the whole
+    file, whatever ``--on-bad-row`` says; a row with the wrong number of fields or a
+    field past MAX_TRACE_FIELD_CHARS goes to ``bad_rows``. Lines are those of the file
+    (``\n``, ``\r\n`` or ``\r``), as an editor counts them."""
+    lines = _Lines(trace.text)
+    reader = csv.reader(lines)
     try:
         header = [name.strip() for name in next(reader)]
     except StopIteration:
         raise ConfigError(trace.source, "line 1", f"a header line naming the columns {','.join(required)}") from None
+    except csv.Error as error:
+        raise _field_past_limit(trace.source, trace.text[:lines.end], reader.line_num, [], error) from None
     missing = [name for name in required if name not in header]
     if missing:
+        said = dict.fromkeys((why or {}).get(name) for name in missing)
+        reasons = "".join(f"; {reason}" for reason in said if reason)
         raise ConfigError(trace.source, "line 1", f"a header with the columns {','.join(required)} "
-                                                  f"(missing: {','.join(missing)})", ",".join(header))
+                                                  f"(missing: {','.join(missing)}){reasons}", ",".join(header))
     unknown = [name for name in header if name not in required and name not in optional]
     if unknown:
         known = ",".join(required + optional)
         raise ConfigError(trace.source, "line 1", f"only the columns {known} (unknown: {','.join(unknown)})",
                           ",".join(header))
-    rows = 0
-    for values in reader:
+    while True:
+        start = lines.end
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:   # a field past the csv module's own limit: find which, and go on after it
+            bad_rows.add(_field_past_limit(trace.source, trace.text[start:lines.end], reader.line_num, header, error))
+            continue
         line = reader.line_num
         if not values or all(not v.strip() for v in values):
             continue
-        rows += 1
-        if rows > MAX_TRACE_JOBS:
-            raise ConfigError(trace.source, f"line {line}", f"at most {MAX_TRACE_JOBS:,} rows (MAX_TRACE_JOBS in "
-                                                            "conf/limits.py); split the trace with --window")
         if len(values) != len(header):
             bad_rows.add(BadRow(trace.source, line, "", f"{len(header)} comma-separated fields like the header",
                                 f"{len(values)} fields"))
             continue
+        if max(map(len, values)) > MAX_TRACE_FIELD_CHARS:
+            too_long = next(i for i, value in enumerate(values) if len(value) > MAX_TRACE_FIELD_CHARS)
+            bad_rows.add(BadRow(trace.source, line, header[too_long], _FIELD_EXPECTED, values[too_long]))
+            continue
         yield Row(trace.source, line, dict(zip(header, values)))
+
+
+_FIELD_EXPECTED = f"a field of at most {MAX_TRACE_FIELD_CHARS:,} characters (MAX_TRACE_FIELD_CHARS)"
+
+
+class _Lines:
+    """The lines of a text for csv.reader (with their ends, split at ``\\n``, ``\\r\\n`` or
+    ``\\r`` as the csv module expects), one at a time, and where the last one read ends:
+    the text of a record the csv module refuses is found again from there."""
+
+    _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+
+    def __init__(self, text: str):
+        self._lines = self._LINE.finditer(text)
+        self.end = 0
+
+    def __iter__(self) -> "_Lines":
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.end = line.end()
+        return line.group()
+
+
+def _field_past_limit(source: str, record: str, line: int, header: list[str], error: csv.Error) -> BadRow:
+    """The error of a record (ending on ``line``) the csv module stopped reading: at a field
+    longer than its limit, so this names the first field past MAX_TRACE_FIELD_CHARS and
+    its column (the csv module says neither)."""
+    record = record.rstrip("\r\n")
+    position = column = 0
+    while position <= len(record):
+        field = _FIELD.match(record, position).group()
+        if len(field) > MAX_TRACE_FIELD_CHARS:
+            name = header[column] if column < len(header) else f"field {column + 1}"
+            quoted = len(field) > 1 and field[0] == field[-1] == '"'
+            return BadRow(source, line, name, _FIELD_EXPECTED, field[1:-1].replace('""', '"') if quoted else field)
+        position, column = position + len(field) + 1, column + 1
+    return BadRow(source, line, "", "a CSV record", str(error))
 
 
 @dataclass(frozen=True)
@@ -261,24 +336,49 @@ class Submitted:
     roles: tuple[TraceRole, ...]
 
 
-def job_table(read: list[Submitted], trace: TraceText, format: str, window: Window | None) -> JobTable:
-    """The jobs inside ``window``, their submits made seconds from the window's start (or
-    the first submit), sorted; a dated trace keeps that origin as a date."""
-    window = window or Window()
-    kept = [job for job in read if window.holds(job.submit)]
-    origin = window.start if window.start is not None else min((job.submit for job in kept), default=None)
+class Kept:
+    """The jobs read so far that are inside ``--window``, at most MAX_TRACE_JOBS: a job
+    outside it is let go as soon as it is read, so a window of a large trace replays
+    (and the limit counts what the replay holds, not the rows of the file)."""
+
+    def __init__(self, source: str, window: Window | None):
+        self.source, self.window = source, window or Window()
+        self.jobs: list[Submitted] = []
+
+    def holds(self, submit) -> bool:
+        return self.window.holds(submit)
+
+    def add(self, job: Submitted, where: str) -> None:
+        """Keep ``job`` (read at ``where``: ``line 17``, ``jobs[3]``) when it is inside the window."""
+        if not self.window.holds(job.submit):
+            return
+        if len(self.jobs) >= MAX_TRACE_JOBS:
+            windowed = self.window != Window()
+            inside, hint = ((f" submitted in --window {self.window}", "narrow --window") if windowed else
+                            ("", "replay a part of the trace with --window START END"))
+            raise ConfigError(self.source, where, f"at most {MAX_TRACE_JOBS:,} jobs{inside} (MAX_TRACE_JOBS in "
+                                                  f"conf/limits.py); {hint}, or split the file")
+        self.jobs.append(job)
+
+
+def job_table(kept: Kept, trace: TraceText, format: str) -> JobTable:
+    """The jobs kept, their submits made seconds from the window's start (or the first
+    submit), sorted; a dated trace keeps that origin as a date."""
+    window, read = kept.window, kept.jobs
+    origin = window.start if window.start is not None else min((job.submit for job in read), default=None)
     dated = isinstance(origin, datetime)
 
     def seconds(submit) -> float:
         return (submit - origin).total_seconds() if dated else float(submit - origin)
 
-    jobs = [TraceJob(job.job_id, seconds(job.submit), job.duration_s, job.queue, job.roles) for job in kept]
+    jobs = [TraceJob(job.job_id, seconds(job.submit), job.duration_s, job.queue, job.roles) for job in read]
     return JobTable(sorted_jobs(jobs), trace.source, trace.sha256, format, origin if dated else None)
 
 
-def duplicate_id(row: Row, column: str, job_id: str, seen: dict[str, int]) -> BadRow | None:
-    """A bad row when ``job_id`` was already read (on the line ``seen`` remembers)."""
-    if job_id in seen:
-        return row.error(column, f"a job id not used before (line {seen[job_id]} has it)", job_id)
-    seen[job_id] = row.line
+def duplicate(row: Row, column: str, name: str, seen: dict[str, int], what: str = "job id") -> BadRow | None:
+    """A bad row when ``name`` (a ``what``: a job id, a node name) was already read (on
+    the line ``seen`` remembers)."""
+    if name in seen:
+        return row.error(column, f"a {what} not used before (line {seen[name]} has it)", name)
+    seen[name] = row.line
     return None

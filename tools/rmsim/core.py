@@ -196,12 +196,14 @@ class ResourceManager:
     to a simulated one with no workload and no barrier (a container lasts what its
     ``GANGMASTER_SIMULATED_*`` variables say, else until stopped: see
     :mod:`~gangmaster.tools.rmsim.workload`; :class:`~gangmaster.tools.rmsim.simulation.Simulation`
-    wires a complete one)."""
+    wires a complete one). ``max_running_apps``: the applications it takes at once
+    (RM_MAX_RUNNING_APPS for clients it does not know; a driver that bounds its own
+    applications otherwise, as a trace replay does by its table, sizes it)."""
 
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None, clock=None,
                  node_manager=None, lock: threading.RLock | None = None,
                  allocation_expiry_s: float | None = None, scheduling_interval_s: float | None = None,
-                 node_updates: bool = True):
+                 node_updates: bool = True, max_running_apps: int = limits.RM_MAX_RUNNING_APPS):
         if not specs:
             raise ValueError("a cluster needs at least one node")
         if len(specs) > limits.MAX_CLUSTER_NODES:
@@ -214,6 +216,9 @@ class ResourceManager:
         if allocation_expiry_s is not None and allocation_expiry_s <= 0:
             raise ValueError(f"allocation_expiry_s: expected a number > 0, got {allocation_expiry_s}")
         self.allocation_expiry_s = allocation_expiry_s   # YARN: a granted container never started is taken back
+        if max_running_apps < 1:
+            raise ValueError(f"max_running_apps: expected an integer >= 1, got {max_running_apps}")
+        self.max_running_apps = max_running_apps
         self.apps: dict[str, Application] = {}
         #: the finished applications, in the order they finished (what is forgotten first: YARN's
         #: completed applications); every application of ``apps`` not running is here
@@ -323,7 +328,7 @@ class ResourceManager:
             if submission.queue not in self.queues:
                 raise NotFound(f"queue: unknown queue {submission.queue!r}; queues: {', '.join(self.queues)}")
             running = self.running_apps
-            if running >= limits.RM_MAX_RUNNING_APPS:
+            if running >= self.max_running_apps:
                 raise WrongState(f"{running} applications are running, the most the RM takes at once "
                                  f"(RM_MAX_RUNNING_APPS); submit again when one has finished")
             seq = self.next_app
@@ -361,10 +366,12 @@ class ResourceManager:
                 mvc += c.booking.mvcores
                 gpus += c.booking.demand.gpus
                 gpu_milli += c.booking.gpu_milli
+            containers = self.containers
+            stopping = sum(1 for cid in app.container_ids if (rec := containers.get(cid)) is not None and rec.held)
             return ApplicationReport(
                 app.app_id, app.name, app.queue, app.state, app.attempt, app.submitted_at, app.finished_at,
                 app.final_status, app.diagnostics, running, sum(a.remaining for a in app.asks.values()),
-                ResourceDescriptor(mem, mvc / 1000.0, gpus), gpu_milli)
+                ResourceDescriptor(mem, mvc / 1000.0, gpus), gpu_milli, stopping)
 
     def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
         with self.lock:

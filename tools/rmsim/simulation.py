@@ -24,6 +24,7 @@ from typing import Callable
 
 from gangmaster.am.barrier_in_process import InProcessBarrier
 from gangmaster.am.rm_client import InProcessRMClient
+from gangmaster.conf.limits import RM_MAX_RUNNING_APPS
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.cluster_file import load_cluster_specs
 
@@ -40,9 +41,10 @@ class Simulation:
     def __init__(self, specs: list[NodeSpec], queues: list[Queue] | None = None,
                  scenario: Scenario | None = None, seed: int = 0, allocation_expiry_s: float | None = None,
                  scheduling_interval_s: float | None = None, node_updates: bool = True,
-                 trusted_client: bool = False):
+                 trusted_client: bool = False, max_running_apps: int = RM_MAX_RUNNING_APPS):
         """``trusted_client``: :attr:`client` is only used by AMs of this process, whose
-        requests the RM need not check for form (:class:`InProcessRMClient`'s ``trusted``)."""
+        requests the RM need not check for form (:class:`InProcessRMClient`'s ``trusted``);
+        ``max_running_apps``: the RM's (:class:`ResourceManager`)."""
         self.loop = VirtualLoop()
         self.random = random.Random(seed)   # for drivers' own draws; the RM core itself draws nothing
         self.workload = JobWorkload()
@@ -50,7 +52,8 @@ class Simulation:
         self.node_manager = SimulatedNodeManager(self.loop, self.workload, self.barrier)
         self.core = ResourceManager(specs, queues, clock=self.loop, node_manager=self.node_manager,
                                     allocation_expiry_s=allocation_expiry_s,
-                                    scheduling_interval_s=scheduling_interval_s, node_updates=node_updates)
+                                    scheduling_interval_s=scheduling_interval_s, node_updates=node_updates,
+                                    max_running_apps=max_running_apps)
         self.client = InProcessRMClient(self.core, trusted=trusted_client)
         self.scenario = scenario
         if scenario is not None:

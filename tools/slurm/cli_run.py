@@ -12,6 +12,7 @@ def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
     from gangmaster.am.rm_protocol import RMError
     from gangmaster.tools.run_cmd import new_work_dir, print_metrics_url, print_reports
 
+    from .client import SlurmError, SlurmRMClient
     from .runs import SlurmRuns
 
     if args.rm != "slurm":
@@ -33,10 +34,18 @@ def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
               f"(`gangmaster slurm local-cluster start` prints it)", file=sys.stderr)
         return 2
     base = Path(args.work_dir) if args.work_dir else new_work_dir(jobs[0].name)
+    client = SlurmRMClient(base / "slurm", args.partition)
+    try:   # before anything is written: a run Slurm cannot take leaves no folder behind
+        client.ping()
+    except SlurmError as exc:
+        print(f"gangmaster run: cannot reach Slurm (is SLURM_CONF set? is slurmctld running?): {exc.message}",
+              file=sys.stderr)
+        return 2
     base.mkdir(parents=True, exist_ok=True)
     if echo is not None and not conf:
         echo("SLURM_CONF is not set: using the Slurm cluster of this machine's default configuration")
-    runs = SlurmRuns(base, args.partition, am_settings, selection, BarrierConfig.load(args.config), echo=echo)
+    runs = SlurmRuns(base, args.partition, am_settings, selection, BarrierConfig.load(args.config), echo=echo,
+                     client=client)
     runs.prefix_lines = len(jobs) > 1
     interrupted = None
     try:

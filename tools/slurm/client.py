@@ -68,19 +68,24 @@ class SlurmError(RMError):
     """A Slurm command failed or could not be read (the message says which and why)."""
 
 
+class SlurmUnreachable(SlurmError):
+    """slurmctld did not answer: Slurm is not configured here (``SLURM_CONF``), or it is down.
+    The message is the line of Slurm's answer that says why."""
+
+
 # ----------------------------------------------------------------------- the client
 class SlurmRMClient(RMClient):
     """The AM's RM on the Slurm cluster ``SLURM_CONF`` names (or the environment's default).
 
     ``state_dir`` holds every application's record and each job's launcher folder; it
-    must be on a file system the AM and the nodes share. ``partition``: where jobs go
+    must be on a file system the AM and the nodes share, and is created by the first
+    submission (nothing is written before: :meth:`ping` first). ``partition``: where jobs go
     (a submission's queue other than ``default`` names the partition instead)."""
 
     def __init__(self, state_dir: str | Path, partition: str | None = None, env: dict[str, str] | None = None,
                  task_ports: str = DEFAULT_TASK_PORTS, python: str | None = None,
                  run_command: Callable[..., subprocess.CompletedProcess] = subprocess.run):
         self.state_dir = Path(state_dir).resolve()
-        (self.state_dir / "apps").mkdir(parents=True, exist_ok=True)
         self.partition = partition
         self.env = dict(env if env is not None else os.environ)
         self.task_ports = PortRanges.parse(task_ports)
@@ -107,6 +112,17 @@ class SlurmRMClient(RMClient):
             raise SlurmError(f"{' '.join(command[:3])} failed (exit {done.returncode}): "
                              f"{(done.stderr or done.stdout).strip()[-400:]}")
         return done
+
+    def ping(self) -> None:
+        """Raise :class:`SlurmUnreachable` unless slurmctld answers. ``scontrol ping`` answers
+        at once, where ``sinfo`` waits ~10 s for a controller that is down and then says only
+        "Unspecified error"."""
+        done = self._run("scontrol", "ping", check=False)
+        if done.returncode != 0:
+            said = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip()]
+            fatal = [line for line in said if "fatal:" in line]   # unconfigured: errors, then why it gave up
+            why = fatal[-1] if fatal else said[0] if said else f"exit {done.returncode}"
+            raise SlurmUnreachable(why)
 
     def _read_nodes(self) -> list[SlurmNode]:
         out = self._run("sinfo", "--json").stdout
@@ -164,6 +180,7 @@ class SlurmRMClient(RMClient):
 
     # ------------------------------------------------------------ client side
     def submit(self, submission: ApplicationSubmission) -> str:
+        (self.state_dir / "apps").mkdir(parents=True, exist_ok=True)
         taken = {p.name for p in (self.state_dir / "apps").iterdir()}
         n = len(taken) + 1
         while f"app_{n:04d}" in taken:

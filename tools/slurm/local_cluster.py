@@ -2,19 +2,23 @@
 
 ``gangmaster slurm local-cluster start --cluster FILE --work-dir DIR`` writes
 ``DIR/slurm.conf`` and ``DIR/gres.conf`` (:func:`slurm_conf`, :func:`gres_conf`), starts
-one ``slurmctld`` and one ``slurmd`` per node of the file on 127.0.0.1, each on its own
-port, and waits until every node is idle. Each GPU is declared as its own GRES type
+one ``slurmctld`` and one ``slurmd`` per node of the file on 127.0.0.1 (where Slurm can
+be bound there: :func:`loopback_address`), each on its own port, and waits until every
+node is idle. ``start`` on a cluster some of whose daemons died starts those again,
+keeping its jobs (:meth:`LocalCluster.restart`). Each GPU is declared as its own GRES type
 (:mod:`.names`) backed by a stand-in device file (a character device like
 ``/dev/null``), so jobs can name exact GPUs and get ``CUDA_VISIBLE_DEVICES`` as a real
 node would set it. Racks, labels and topology presets become node features.
 
 It is for trying gangmaster on Slurm and for tests, not for production: no munge
-(``AuthType=auth/none``), every daemon runs as root, nodes' CPUs and memory are taken
-as declared (``SlurmdParameters=config_overrides``). A real cluster's admin writes
+(``AuthType=auth/none``), every daemon runs as root (so it must be reachable from this
+machine only), nodes' CPUs and memory are taken as declared
+(``SlurmdParameters=config_overrides``). A real cluster's admin writes
 the same GRES and features by hand (README: Slurm).
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -32,6 +36,7 @@ from gangmaster.conf.limits import (LOCAL_SLURM_MAX_NODES, LOCAL_SLURM_START_TIM
                                     LOCAL_SLURMD_TIMEOUT_S)
 from gangmaster.selectors.cluster import NodeSpec
 
+from .listeners import is_loopback, listeners
 from .names import features_of, per_gpu_type
 from .slurm_json import SlurmJSONError, read_nodes
 
@@ -41,6 +46,8 @@ PARTITION = "gangmaster"
 STATE_FILE = "local-cluster.json"
 REQUIRED_PROGRAMS = ("slurmctld", "slurmd", "sinfo", "scontrol", "squeue", "sbatch", "srun", "scancel")
 INSTALL_HINT = "apt-get install slurm-wlm"
+#: Where clients reach daemons that listen on every interface (:func:`loopback_address` found none to bind).
+ANY_INTERFACE_ADDRESS = "127.0.0.1"
 
 
 class SlurmUnavailable(RuntimeError):
@@ -63,16 +70,69 @@ class Ports:
     first_slurmd: int = DEFAULT_FIRST_SLURMD_PORT
 
 
+@dataclass(frozen=True)
+class Daemon:
+    """One daemon of a local cluster, as ``local-cluster status`` shows it."""
+
+    name: str                    # "slurmctld" or "slurmd -N <node>"
+    port: int
+    pid: int | None              # None: it does not run
+    listens: tuple[str, ...]     # "127.0.0.1:6820": where it listens now
+
+    @property
+    def alive(self) -> bool:
+        return self.pid is not None
+
+    @property
+    def exposed(self) -> tuple[str, ...]:
+        """The addresses it listens on that other machines can reach."""
+        return tuple(a for a in self.listens if not is_loopback(a.rpartition(":")[0].strip("[]")))
+
+
 # ---------------------------------------------------------------- configuration
+def loopback_address(host: str) -> str | None:
+    """The loopback address Slurm's daemons can be bound to on this machine, or None.
+
+    Slurm 22.05 has no option naming the address a daemon listens on: each listens on
+    every interface, or, with ``CommunicationParameters=NoCtldInAddrAny,NoInAddrAny``,
+    on the address this machine's own name (``gethostname()``) resolves to
+    (``slurm_setup_addr`` in Slurm's ``slurm_protocol_api.c``), and so do srun's
+    listeners. A slurmd calls srun back on the address srun's request came from: the
+    name's address must be the one this machine's connections to it come from, i.e.
+    127.0.0.1 (a name on 127.0.1.1, as Debian's ``/etc/hosts`` has it, is reached from
+    127.0.0.1, and srun's steps would never start)."""
+    try:
+        address = socket.gethostbyname(host)
+    except (OSError, UnicodeError):
+        return None
+    if not ipaddress.ip_address(address).is_loopback:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((address, 9))          # sends nothing: the kernel only picks the source address
+        source = probe.getsockname()[0]
+    return address if source == address else None
+
+
 def slurm_conf(specs: list[NodeSpec], work_dir: Path, ports: Ports = Ports(), host: str | None = None,
-               slurmd_timeout_s: int = LOCAL_SLURMD_TIMEOUT_S) -> str:
-    """The ``slurm.conf`` of a local cluster holding ``specs``' nodes, everything under ``work_dir``."""
+               address: str | None = None, slurmd_timeout_s: int = LOCAL_SLURMD_TIMEOUT_S) -> str:
+    """The ``slurm.conf`` of a local cluster holding ``specs``' nodes, everything under
+    ``work_dir``. ``address``: the loopback address every daemon binds to (``host``'s,
+    :func:`loopback_address`); None: they listen on every interface, reached at 127.0.0.1."""
     host = host or socket.gethostname()
     d = work_dir.resolve()
+    if address:
+        reach = address
+        bind = ["# Every daemon listens on the address this machine's name resolves to, 127.0.0.1.",
+                "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny"]
+    else:
+        reach = ANY_INTERFACE_ADDRESS
+        bind = [f"# WARNING: {host} does not resolve to 127.0.0.1: every daemon listens on every",
+                "# interface, without authentication, and runs jobs as root (README: Slurm)."]
     lines = [
         "# Written by `gangmaster slurm local-cluster start`: a test cluster on one machine.",
         "ClusterName=gangmaster",
-        f"SlurmctldHost={host}(127.0.0.1)",
+        *bind,
+        f"SlurmctldHost={host}({reach})",
         f"SlurmctldPort={ports.controller}",
         "AuthType=auth/none",
         "CredType=cred/none",
@@ -105,7 +165,7 @@ def slurm_conf(specs: list[NodeSpec], work_dir: Path, ports: Ports = Ports(), ho
         "",
     ]
     for i, spec in enumerate(specs):
-        node = [f"NodeName={spec.host}", f"NodeHostname={host}", "NodeAddr=127.0.0.1",
+        node = [f"NodeName={spec.host}", f"NodeHostname={host}", f"NodeAddr={reach}",
                 f"Port={ports.first_slurmd + i}", f"CPUs={max(1, int(spec.vcores))}",
                 f"RealMemory={spec.memory_mb}"]
         if spec.gpus:
@@ -152,7 +212,8 @@ class LocalCluster:
         """This process's environment pointed at the cluster."""
         return {**os.environ, "SLURM_CONF": str(self.conf_path)}
 
-    def _state(self) -> dict | None:
+    def recorded(self) -> dict | None:
+        """What `start` recorded of this cluster (its source, nodes, ports, address), or None."""
         try:
             return json.loads((self.work_dir / STATE_FILE).read_text())
         except (OSError, ValueError):
@@ -169,11 +230,10 @@ class LocalCluster:
         if self.running_daemons():
             raise RuntimeError(f"a local Slurm cluster already runs from {self.work_dir}; "
                                f"`gangmaster slurm local-cluster stop --work-dir {self.work_dir}` first")
-        taken = [p for p in [ports.controller, *range(ports.first_slurmd, ports.first_slurmd + len(specs))]
-                 if not _port_free(p)]
-        if taken:
-            raise RuntimeError(f"port(s) {', '.join(map(str, taken))} already in use on 127.0.0.1: choose "
-                               f"others with --port / --slurmd-port")
+        host = socket.gethostname()
+        address = loopback_address(host)
+        _check_free([ports.controller, *range(ports.first_slurmd, ports.first_slurmd + len(specs))], address,
+                    "choose others with --port / --slurmd-port")
         for sub in ("state", "spool", "run", "log", "dev"):
             (self.work_dir / sub).mkdir(parents=True, exist_ok=True)
         for sub in ("state", "spool"):   # a fresh cluster: no jobs of an earlier one
@@ -183,11 +243,12 @@ class LocalCluster:
             device = self.work_dir / "dev" / f"nvidia{g}"
             if not device.exists():
                 os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))   # a stand-in, like /dev/null
-        self.conf_path.write_text(slurm_conf(specs, self.work_dir, ports, slurmd_timeout_s=slurmd_timeout_s))
+        self.conf_path.write_text(slurm_conf(specs, self.work_dir, ports, host, address,
+                                             slurmd_timeout_s=slurmd_timeout_s))
         (self.work_dir / "gres.conf").write_text(gres_conf(specs, self.work_dir))
         (self.work_dir / STATE_FILE).write_text(json.dumps(
             {"source": source, "nodes": [s.host for s in specs], "controller_port": ports.controller,
-             "first_slurmd_port": ports.first_slurmd}, indent=2))
+             "first_slurmd_port": ports.first_slurmd, "address": address}, indent=2))
         try:
             self._daemon(["slurmctld", "-f", str(self.conf_path), "-c"], "slurmctld")
             for spec in specs:
@@ -196,6 +257,31 @@ class LocalCluster:
         except BaseException:
             self.stop()   # nothing of a cluster that did not come up is left running
             raise
+
+    def restart(self, timeout_s: float = LOCAL_SLURM_START_TIMEOUT_S) -> list[str]:
+        """Start again the daemons of this cluster that do not run, with the configuration
+        and state it has, and wait until every node answers; the daemons started.
+
+        slurmctld starts without ``-c``: it recovers the jobs, nodes and reservations saved
+        in ``DIR/state``, so jobs that ran on through its death carry on (a job started in
+        the last seconds before it died may not be saved yet: Slurm requeues it). A
+        slurmd started again takes back its node's running steps."""
+        why = missing_requirements()
+        if why:
+            raise SlurmUnavailable(why)
+        state = self.recorded()
+        if state is None:
+            raise RuntimeError(f"no local Slurm cluster in {self.work_dir} to start again")
+        dead = [d for d in self.daemons() if not d.alive]
+        _check_free([d.port for d in dead], state.get("address"),
+                    f"free them, or `gangmaster slurm local-cluster stop --work-dir {self.work_dir}` and start afresh")
+        for daemon in dead:
+            if daemon.name == "slurmctld":
+                self._daemon(["slurmctld", "-f", str(self.conf_path)], "slurmctld")
+            else:
+                self.start_node(daemon.name.removeprefix("slurmd -N "))
+        self.wait_nodes(state["nodes"], timeout_s, lambda node: not node.lost, "answering")
+        return [d.name for d in dead]
 
     def start_node(self, node: str) -> None:
         """Start (or start again) one node's slurmd."""
@@ -215,6 +301,10 @@ class LocalCluster:
         return read_nodes(done.stdout)
 
     def wait_idle(self, hosts: list[str], timeout_s: float) -> None:
+        self.wait_nodes(hosts, timeout_s, lambda node: node.idle, "idle")
+
+    def wait_nodes(self, hosts: list[str], timeout_s: float, ready, what: str) -> None:
+        """Wait until ``ready(node)`` holds for every node of ``hosts`` (``what`` says it)."""
         deadline = time.monotonic() + timeout_s
         last = "slurmctld did not answer"
         while time.monotonic() < deadline:
@@ -223,31 +313,37 @@ class LocalCluster:
             except (RuntimeError, SlurmJSONError, subprocess.TimeoutExpired) as exc:
                 last = str(exc)
             else:
-                waiting = [h for h in hosts if h not in states or not states[h].idle]
+                waiting = [h for h in hosts if h not in states or not ready(states[h])]
                 if not waiting:
                     return
                 last = ", ".join(f"{h} {'/'.join(states[h].states) if h in states else 'unknown'}"
                                  for h in waiting[:6])
             time.sleep(0.2)
-        raise RuntimeError(f"the local Slurm cluster was not idle after {timeout_s:g}s: {last}; "
+        raise RuntimeError(f"the local Slurm cluster was not {what} after {timeout_s:g}s: {last}; "
                            f"see the logs in {self.work_dir / 'log'}")
 
-    def pid_files(self) -> dict[str, Path]:
+    def daemons(self) -> list[Daemon]:
+        """Every daemon of this cluster, slurmctld first, running or not (none when the
+        folder holds no cluster)."""
+        state = self.recorded()
+        if state is None:
+            return []
         run = self.work_dir / "run"
-        files = {"slurmctld": run / "slurmctld.pid"}
-        state = self._state() or {}
-        for node in state.get("nodes", []):
-            files[f"slurmd -N {node}"] = run / f"slurmd-{node}.pid"
-        return files
+        wanted = [("slurmctld", "slurmctld", run / "slurmctld.pid", state["controller_port"])]
+        wanted += [(f"slurmd -N {node}", "slurmd", run / f"slurmd-{node}.pid", state["first_slurmd_port"] + i)
+                   for i, node in enumerate(state["nodes"])]
+        listening = listeners(port for *_, port in wanted)
+        daemons = []
+        for name, program, pid_file, port in wanted:
+            pid = _read_pid(pid_file)
+            alive = pid is not None and _is_daemon(pid, program)
+            listens = tuple(f"[{a}]:{port}" if ":" in a else f"{a}:{port}" for a in listening.get(port, ()))
+            daemons.append(Daemon(name, port, pid if alive else None, listens if alive else ()))
+        return daemons
 
     def running_daemons(self) -> dict[str, int]:
         """Each daemon of this cluster that runs now, with its pid."""
-        alive = {}
-        for what, path in self.pid_files().items():
-            pid = _read_pid(path)
-            if pid is not None and _is_daemon(pid, path.stem.split("-")[0]):
-                alive[what] = pid
-        return alive
+        return {d.name: d.pid for d in self.daemons() if d.alive}
 
     def stop_node(self, node: str) -> int | None:
         """Kill one node's slurmd (SIGKILL, as when a machine dies); its pid, or None."""
@@ -277,8 +373,12 @@ class LocalCluster:
                 time.sleep(0.05)
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
-        for pid in self._stray_step_daemons():
-            os.kill(pid, signal.SIGKILL)
+        strays = self._stray_step_daemons()
+        for pid in [*strays, *_descendants(strays)]:   # the jobs' processes too: no scancel reached them
+            try:                                      # when slurmctld was dead
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         return sorted(daemons)
 
     def _stray_step_daemons(self) -> list[int]:
@@ -309,12 +409,16 @@ class LocalCluster:
             time.sleep(0.2)
 
     def status(self) -> dict:
-        """What runs and each node's state, for ``local-cluster status``."""
-        state = self._state()
-        daemons = self.running_daemons()
+        """Each daemon, running or not, and where it listens; each node's state (when
+        slurmctld runs), for ``local-cluster status``."""
+        state = self.recorded()
+        daemons = self.daemons()
         out = {"work_dir": str(self.work_dir), "configured": state is not None,
-               "slurm_conf": str(self.conf_path), "daemons": daemons, "nodes": {}}
-        if "slurmctld" in daemons:
+               "slurm_conf": str(self.conf_path),
+               "daemons": [{"name": d.name, "running": d.alive, "pid": d.pid, "port": d.port,
+                            "listens": list(d.listens)} for d in daemons],
+               "nodes": {}}
+        if daemons and daemons[0].alive:
             try:
                 out["nodes"] = {n.name: "/".join(n.states) for n in self.nodes()}
             except (RuntimeError, SlurmJSONError, subprocess.TimeoutExpired) as exc:
@@ -322,13 +426,36 @@ class LocalCluster:
         return out
 
 
-def _port_free(port: int) -> bool:
-    """Whether a daemon can listen on ``port`` of 127.0.0.1 now."""
-    try:
-        check_bindable("127.0.0.1", port)
-    except ListenError:
-        return False
-    return True
+def _check_free(ports: list[int], address: str | None, hint: str) -> None:
+    """Raise RuntimeError naming the ``ports`` a daemon could not listen on now, on
+    ``address`` (None: every interface)."""
+    taken = []
+    for port in ports:
+        try:
+            check_bindable(address or "0.0.0.0", port)
+        except ListenError:
+            taken.append(port)
+    if taken:
+        raise RuntimeError(f"port(s) {', '.join(map(str, taken))} already in use on {address or 'this machine'}: "
+                           f"{hint}")
+
+
+def _descendants(roots: list[int]) -> list[int]:
+    """Every process below ``roots`` (their children, the children's, ...), now."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(roots)
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
 
 
 def _read_pid(path: Path) -> int | None:

@@ -19,9 +19,11 @@ snapshot must come from one engine, and exactly one of them lists the nodes::
 
 Checks every engine shares, after its reader: at most MAX_SNAPSHOT_FILES files and
 MAX_SNAPSHOT_BYTES bytes, at most MAX_CLUSTER_NODES nodes and MAX_SNAPSHOT_ALLOCATIONS
-allocations, each host listed once, and what runs on a node never more than the node
-reports in use or holds (:mod:`.attribution`). Anything wrong in a file is a
-:class:`SnapshotError` naming the file, the JSON path and what was expected.
+allocations, at least one node (no job fits a cluster of none, and an empty reading
+is more often JSON of another shape: Slurm's ``"nodes": {}`` looks like YARN's), each
+host listed once, and what runs on a node never more than the node reports in use or
+holds (:mod:`.attribution`). Anything wrong in a file is a :class:`SnapshotError`
+naming the file, the JSON path and what was expected.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from gangmaster.selectors.ports import PortRanges
 from . import kubernetes, slurm, yarn
 from .attribution import reconcile
 from .json_doc import Value, read_json
-from .model import UNATTRIBUTED, ClusterSnapshot, RunningAllocation, SnapshotError
+from .model import UNATTRIBUTED, ClusterSnapshot, RunningAllocation, SnapshotError, first_few
 
 __all__ = ["ClusterSnapshot", "RunningAllocation", "SnapshotError", "UNATTRIBUTED", "load_snapshot",
            "FORMATS", "fields_read"]
@@ -87,6 +89,10 @@ def load_snapshot(paths: Iterable[str | Path], taken_at: float | None = None) ->
         newest = max(paths, key=lambda p: os.stat(p).st_mtime)
         taken_at, time_from = os.stat(newest).st_mtime, f"the modification time of {newest}"
     found = reader.read(docs, taken_at)
+    if not found.nodes:
+        listing = next(doc for kind in reader.NODE_LISTINGS for doc in docs.get(kind, []))
+        raise SnapshotError(listing.source, reader.NODES_FIELD, f"at least one node (read as {engine} JSON: "
+                                                                f"{' or '.join(reader.NODE_LISTING_COMMANDS)}), got none")
     specs = [replace(spec, ports=NODE_PORTS) for spec in _unique_nodes(found.nodes)]
     if len(found.named) > MAX_SNAPSHOT_ALLOCATIONS:
         raise SnapshotError(str(paths[-1]), "", f"at most {MAX_SNAPSHOT_ALLOCATIONS:,} running allocations "
@@ -125,7 +131,7 @@ def _detect(doc: Value) -> tuple[str, str]:
         if kind is not None:
             return engine, kind
     keys = sorted(doc.keys())
-    shown = ", ".join(keys[:8]) + (", ..." if len(keys) > 8 else "")
+    shown = first_few(keys, 8)
     raise doc.error(_WHAT_FILES, f"an object with the keys {shown}" if keys else "an empty object")
 
 

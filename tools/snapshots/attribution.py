@@ -3,7 +3,8 @@
 Engines report usage twice: per node (YARN's ``usedResource``, Slurm's ``alloc_cpus``)
 and per job (YARN's containers, Slurm's ``job_resources``); Kubernetes only per pod.
 The two files are dumped moments apart, so they can disagree. The node listing is taken
-as the truth for how much is used; the job listing says whose it is:
+as the truth for how much is used (up to the node's capacity: a node reporting more in
+use than it holds is taken as using what it holds); the job listing says whose it is:
 
 * a job's allocation is cut to what its node still has unexplained (in the listing's
   order), so the allocations on a node never add up to more than the node reports used,
@@ -24,7 +25,7 @@ from gangmaster.conf.limits import MAX_NAME_CHARS
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.fit import milli
 
-from .model import UNATTRIBUTED, RunningAllocation, Usage
+from .model import UNATTRIBUTED, RunningAllocation, Usage, first_few
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -44,10 +45,14 @@ def reconcile(specs: list[NodeSpec], named: list[RunningAllocation],
     reports usage only per job (Kubernetes), and then each node's capacity bounds it."""
     by_host = {s.host: s for s in specs}
     left: dict[str, list[int]] = {}
+    overfull: list[str] = []
     for spec in specs:
         bound = used.get(spec.host, Usage()) if used is not None else Usage(spec.vcores, spec.memory_mb, spec.gpus)
-        left[spec.host] = [min(milli(bound.vcores), milli(spec.vcores)), min(bound.memory_mb, spec.memory_mb),
-                           min(bound.gpus, spec.gpus)]
+        reported = (milli(bound.vcores), bound.memory_mb, bound.gpus)
+        capacity = (milli(spec.vcores), spec.memory_mb, spec.gpus)
+        if any(r > c for r, c in zip(reported, capacity)):
+            overfull.append(spec.host)
+        left[spec.host] = [min(r, c) for r, c in zip(reported, capacity)]
     result: list[RunningAllocation] = []
     cut, unknown_hosts = 0, set()
     for alloc in named:
@@ -70,6 +75,9 @@ def reconcile(specs: list[NodeSpec], named: list[RunningAllocation],
                 unattributed += 1
                 result.append(RunningAllocation(UNATTRIBUTED, host, room[0] / 1000.0, room[1], room[2]))
     notes = []
+    if overfull:
+        shown = first_few(overfull)
+        notes.append(f"{len(overfull)} node(s) report more in use than they hold; taken as using what they hold: {shown}")
     if unattributed:
         notes.append(f"usage on {unattributed} node(s) is not attributed to a job (the job listing does not "
                      f"account for it, or none was given); it is held by {UNATTRIBUTED!r}")
@@ -77,7 +85,7 @@ def reconcile(specs: list[NodeSpec], named: list[RunningAllocation],
         notes.append(f"{cut} job allocation(s) were cut to what their node reports in use or can hold (the "
                      "files were dumped at different moments?)")
     if unknown_hosts:
-        shown = ", ".join(sorted(unknown_hosts)[:5]) + (", ..." if len(unknown_hosts) > 5 else "")
+        shown = first_few(sorted(unknown_hosts))
         notes.append(f"allocations on {len(unknown_hosts)} host(s) that no node listing has were left out: {shown}")
     assert all(alloc.host in by_host for alloc in result)
     return _per_job_and_host(result), notes

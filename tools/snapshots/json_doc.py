@@ -49,8 +49,9 @@ def read_json(path: Path, budget: int) -> Any:
                                             f"together (MAX_SNAPSHOT_BYTES in conf/limits.py); "
                                             f"{budget:,} bytes were left for this one") from None
         raise config_error(exc) from None
+    duplicated = _DuplicateKeys()
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        raw = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=duplicated.object)
     except json.JSONDecodeError as exc:
         raise SnapshotError(source, f"line {exc.lineno}", f"JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
@@ -58,6 +59,57 @@ def read_json(path: Path, budget: int) -> Any:
                                         "what the parser can follow)") from None
     except ValueError as exc:       # an integer of more digits than Python converts, NaN, ...
         raise SnapshotError(source, "", f"JSON with finite numbers of sensible size ({str(exc).split(';')[0]})") from None
+    if duplicated.seen:
+        path, key = _first_duplicate(Value(raw, source))
+        raise SnapshotError(source, path, f'each key once in an object; "{key}" is given twice')
+    return raw
+
+
+class _DuplicateKeys:
+    """The ``object_pairs_hook`` that notices a key given twice in one object.
+
+    ``json.loads`` keeps the last of two equal keys without a word (``"cpus": 8, "cpus":
+    4000`` reads 4000), as YAML readers refuse to. The hook only marks such an object (a
+    :class:`_Duplicated` dict naming the key); its path is looked for afterwards, and only
+    then, since parsing does not know where it is."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def object(self, pairs: list[tuple[str, Any]]) -> dict:
+        found = dict(pairs)
+        if len(found) == len(pairs):
+            return found
+        self.seen = True
+        keys: set[str] = set()
+        for key, _ in pairs:
+            if key in keys:
+                return _Duplicated(found, key)
+            keys.add(key)
+        raise AssertionError("fewer keys than pairs, yet none repeated")
+
+
+class _Duplicated(dict):
+    """An object that had ``key`` twice (the last value kept, as ``json.loads`` does)."""
+
+    def __init__(self, found: dict, key: str):
+        super().__init__(found)
+        self.key = key
+
+
+def _first_duplicate(value: Value) -> tuple[str, str]:
+    """The JSON path of the first object (depth first) with a key given twice, and the key."""
+    pending = [value]
+    while pending:
+        value = pending.pop()
+        if isinstance(value.raw, _Duplicated):
+            return value.field(value.raw.key), value.raw.key
+        children = value.raw.items() if isinstance(value.raw, dict) else enumerate(value.raw)
+        pending.extend(reversed([Value(raw, value.source, parent=value, key=key) for key, raw in children
+                                 if isinstance(raw, (dict, list))]))
+    raise AssertionError("a duplicate key was seen but is in no object")
 
 
 def _refuse_constant(name: str) -> Any:

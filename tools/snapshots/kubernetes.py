@@ -2,7 +2,8 @@
 
 Read per node (``items[]`` of kind ``Node``): ``metadata.name`` → host;
 ``status.allocatable`` (else ``status.capacity``) ``cpu``, ``memory`` and
-``nvidia.com/gpu`` (or ``amd.com/gpu``) → capacity, as the scheduler counts it (what the
+``nvidia.com/gpu`` (or ``amd.com/gpu``, whole numbers as for every extended resource: a
+fraction is refused) → capacity, as the scheduler counts it (what the
 kubelet and system daemons reserve is not on offer); ``metadata.labels`` → labels, each as
 ``key=value`` (``key`` when the value is empty), so a job's ``nodeLabel:
 nvidia.com/gpu.present=true`` matches; the rack from a label named ``rack`` (or ending in
@@ -21,7 +22,8 @@ tolerations, so they are counted as available and listed in the snapshot's notes
 
 Read per pod (``items[]`` of kind ``Pod``): a pod holds its requests on ``spec.nodeName``
 unless ``status.phase`` is ``Succeeded`` or ``Failed`` (as the scheduler counts it, a
-bound ``Pending`` pod included). Its requests, as the scheduler computes them: the larger
+bound ``Pending`` pod included); a pod bound to no node among the nodes of a listing
+(``kubectl get nodes,pods``, or a Node whose kind was changed) is left out, and noted. Its requests, as the scheduler computes them: the larger
 of its containers' ``resources.requests`` summed (sidecar init containers, with
 ``restartPolicy: Always``, included) and each init container's with the sidecars started
 before it, plus ``spec.overhead``; a resource with ``limits`` but no ``requests`` requests
@@ -46,7 +48,7 @@ from gangmaster.selectors.cluster import NodeSpec
 
 from .attribution import job_name
 from .json_doc import Value
-from .model import EngineRead, RunningAllocation
+from .model import EngineRead, RunningAllocation, first_few
 
 FIELDS_READ = (
     "items[].kind", "items[].metadata.name", "items[].metadata.labels",
@@ -62,6 +64,8 @@ FIELDS_READ = (
 
 NODE_LISTINGS = ("nodes",)
 NODE_LISTING_COMMANDS = ("kubectl get nodes -o json",)
+#: Where the node listing lists its nodes (named when it lists none).
+NODES_FIELD = "items"
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
@@ -120,7 +124,8 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
     found = EngineRead()
     tainted: dict[str, int] = {}
     other_kinds = 0
-    for doc in (d for kind in ("nodes", "pods", "empty") for d in docs.get(kind, [])):
+    unbound_among_nodes: list[str] = []
+    for listing, doc in ((kind, d) for kind in ("nodes", "pods", "empty") for d in docs.get(kind, [])):
         for item in _items(doc):
             kind = _kind(doc, item)
             if kind == "Node":
@@ -136,12 +141,17 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
                 allocation = _pod(item, taken_at)
                 if allocation is not None:
                     found.named.append(allocation)
+                elif listing == "nodes" and not _bound(item):
+                    unbound_among_nodes.append(f"{item.source}: {item.field()}")
             else:
                 other_kinds += 1
     if tainted:
-        shown = ", ".join(f"{taint} ({n})" for taint, n in sorted(tainted.items())[:5])
-        found.notes.append(f"nodes with taints a pod must tolerate are counted as available: {shown}"
-                           + (", ..." if len(tainted) > 5 else ""))
+        shown = first_few([f"{taint} ({n})" for taint, n in sorted(tainted.items())])
+        found.notes.append(f"nodes with taints a pod must tolerate are counted as available: {shown}")
+    if unbound_among_nodes:
+        shown = first_few(unbound_among_nodes)
+        found.notes.append(f"{len(unbound_among_nodes)} item(s) of kind Pod among the nodes are bound to no node "
+                           f"(no spec.nodeName), hold nothing and were left out: {shown}")
     if other_kinds:
         found.notes.append(f"{other_kinds} item(s) that are neither Node nor Pod were left out")
     return found
@@ -162,7 +172,7 @@ def _node(node: Value) -> tuple[NodeSpec, str, str, list[str]]:
         raise node.error("status.allocatable or status.capacity (the node's resources)")
     vcores = float(_quantity(resources, "cpu", default=Decimal(0)))
     memory_mb = int(_quantity(resources, "memory", default=Decimal(0)) / _MIB)
-    gpus = sum(int(_quantity(resources, key, default=Decimal(0))) for key in GPU_RESOURCES)
+    gpus = sum(int(_devices(resources, key)) for key in GPU_RESOURCES)
     if vcores > MAX_VCORES or memory_mb > MAX_MEMORY_MB or gpus > MAX_GPUS_PER_NODE:
         raise resources.error(f"a node of at most {MAX_VCORES:,} cpus (MAX_VCORES), {MAX_MEMORY_MB:,} MB "
                               f"(MAX_MEMORY_MB) and {MAX_GPUS_PER_NODE} GPUs (MAX_GPUS_PER_NODE in "
@@ -246,10 +256,25 @@ def _quantity(resources: Value, key: str, default: Decimal) -> Decimal:
     return value
 
 
+def _amount(resources: Value, key: str) -> Decimal:
+    """The quantity of ``key`` (0 when missing), a whole one for a device."""
+    return _devices(resources, key) if key in GPU_RESOURCES else _quantity(resources, key, default=Decimal(0))
+
+
+def _devices(resources: Value, key: str) -> Decimal:
+    """A count of devices (``nvidia.com/gpu``): an extended resource, which Kubernetes
+    takes only in whole units ("1.5" or "500m" GPUs is refused, not rounded down)."""
+    value = _quantity(resources, key, default=Decimal(0))
+    if value != value.to_integral_value():
+        found = resources.need(key)
+        raise found.error(f"a whole number of devices (extended resources such as {key} are integers)", found.raw)
+    return value
+
+
 # ------------------------------------------------------------------ pods
 def _pod(pod: Value, taken_at: float) -> RunningAllocation | None:
     spec, status = pod.get("spec"), pod.get("status")
-    if spec is None or not spec.has("nodeName"):
+    if not _bound(pod):
         return None
     phase = status.text("phase", "") if status is not None else ""
     if phase in FINISHED_PHASES:
@@ -268,6 +293,12 @@ def _pod(pod: Value, taken_at: float) -> RunningAllocation | None:
     return RunningAllocation(job_name(_job(pod)), host, float(cpu), math.ceil(memory / _MIB), int(gpus), ends_in)
 
 
+def _bound(pod: Value) -> bool:
+    """Whether the scheduler has placed the pod (``spec.nodeName``); one not placed holds nothing."""
+    spec = pod.get("spec")
+    return spec is not None and spec.has("nodeName")
+
+
 def _pod_requests(spec: Value) -> tuple[Decimal, Decimal, Decimal]:
     """(cpu cores, memory bytes, GPUs) the scheduler reserves for the pod (module docstring)."""
     def requests(container: Value) -> list[Decimal]:
@@ -279,9 +310,9 @@ def _pod_requests(spec: Value) -> tuple[Decimal, Decimal, Decimal]:
             total = Decimal(0)
             for key in keys:
                 if asked is not None and asked.has(key):
-                    total += _quantity(asked, key, Decimal(0))
+                    total += _amount(asked, key)
                 elif limits is not None:
-                    total += _quantity(limits, key, Decimal(0))
+                    total += _amount(limits, key)
             amounts.append(total)
         return amounts
 

@@ -23,6 +23,12 @@ _MISSING: Any = object()
 UNATTRIBUTED = "(unattributed)"
 
 
+def first_few(items: list[str], keep: int = 5) -> str:
+    """The first ``keep`` items, comma-separated, "..." after them when there are more (a
+    note names examples, not a listing of thousands of hosts)."""
+    return ", ".join(items[:keep]) + (", ..." if len(items) > keep else "")
+
+
 class SnapshotError(ConfigError):
     """A snapshot file that cannot be read: names the file, the JSON path of the bad
     field (``nodes.node[3].state``) and what was expected there.

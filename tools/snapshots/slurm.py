@@ -9,7 +9,9 @@ one comma-separated string, ``job_resources.allocated_nodes[]``) and the newer o
 usage: give ``scontrol show node --json`` instead (it is refused with that advice).
 
 Read per node (``nodes[]``): ``name`` → host; ``cpus`` and ``real_memory`` (MB) →
-capacity, ``alloc_cpus`` and ``alloc_memory`` → in use; ``gres`` (``gpu:v100:8(S:0-1)``,
+capacity (either null or not set is taken as 0, and said in the notes: the node then fits
+nothing that asks for it, while the rest of the cluster can still be read),
+``alloc_cpus`` and ``alloc_memory`` → in use; ``gres`` (``gpu:v100:8(S:0-1)``,
 ``gpu:4``, one GRES type per GPU as ``gpu:v100_0:1,gpu:v100_1:1,...``) → GPUs and GPU
 type (a ``_N`` suffix dropped), ``gres_used`` (``gpu:v100:2(IDX:0-1)``) → GPUs in use;
 ``active_features`` (else ``features``) and ``partitions`` → labels, the first feature
@@ -42,7 +44,7 @@ from ..slurm.names import split_per_gpu_type
 from ..slurm.values import GresError, gpu_entries, state_words, top_level_split
 from .attribution import job_name
 from .json_doc import Value
-from .model import EngineRead, RunningAllocation, Usage
+from .model import EngineRead, RunningAllocation, Usage, first_few
 
 FIELDS_READ = (
     "nodes[].name", "nodes[].state", "nodes[].state_flags", "nodes[].reason", "nodes[].cpus",
@@ -56,6 +58,8 @@ FIELDS_READ = (
 
 NODE_LISTINGS = ("nodes",)
 NODE_LISTING_COMMANDS = ("sinfo --json", "scontrol show node --json")
+#: Where the node listing lists its nodes (named when it lists none).
+NODES_FIELD = "nodes"
 
 #: State words of a node that takes jobs; any other word makes it unavailable.
 AVAILABLE_STATES = frozenset({"IDLE", "MIXED", "ALLOCATED", "COMPLETING", "PLANNED", "CLOUD", "POWERED_DOWN",
@@ -86,9 +90,12 @@ def document_time(docs: dict[str, list[Value]]) -> float | None:
 
 def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
     found = EngineRead(used={})
+    unreported: dict[str, list[str]] = {}
     for doc in docs.get("nodes", []):
         for node in doc.objects("nodes"):
-            spec, unavailable, used = _node(node)
+            spec, unavailable, used, missing = _node(node)
+            for key in missing:
+                unreported.setdefault(key, []).append(spec.host)
             found.nodes.append((spec, f"{node.source}: {node.field()}"))
             found.used[spec.host] = used
             if unavailable:
@@ -96,6 +103,10 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
                 reason = node.get("reason")
                 if reason is not None and isinstance(reason.raw, str) and reason.raw.strip():
                     found.reasons[spec.host] = reason.raw.strip()
+    for key, hosts in unreported.items():
+        shown = first_few(hosts)
+        found.notes.append(f"{len(hosts)} node(s) report no {key} (null or not set), taken as 0: nothing that "
+                           f"asks for {'vcores' if key == 'cpus' else 'memory'} fits them: {shown}")
     jobs = [job for doc in docs.get("jobs", []) for job in doc.objects("jobs") if _holds(job)]
     names = _job_names(jobs)
     for job in jobs:
@@ -106,10 +117,14 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
 
 
 # ------------------------------------------------------------------ nodes
-def _node(node: Value) -> tuple[NodeSpec, str, Usage]:
+def _node(node: Value) -> tuple[NodeSpec, str, Usage, list[str]]:
+    """The node's spec, its unavailable state ("" when it takes jobs), what it has in use,
+    and which of its capacities it does not report (taken as 0)."""
     host = node.name("name")
-    vcores = node.number("cpus", 0, maximum=MAX_VCORES, limit="MAX_VCORES")
-    memory = node.integer("real_memory", 0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
+    vcores = node.number("cpus", None, maximum=MAX_VCORES, limit="MAX_VCORES")
+    memory = node.integer("real_memory", None, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
+    unreported = [key for key, value in (("cpus", vcores), ("real_memory", memory)) if value is None]
+    vcores, memory = vcores or 0, memory or 0
     gpus, gpu_type = _gres(node, "gres")
     gpus_used, _ = _gres(node, "gres_used")
     features = node.words("active_features") or node.words("features")
@@ -123,7 +138,7 @@ def _node(node: Value) -> tuple[NodeSpec, str, Usage]:
         unavailable = "(no state)"
     used = Usage(float(node.number("alloc_cpus", 0, maximum=MAX_VCORES, limit="MAX_VCORES")),
                  node.integer("alloc_memory", 0, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB"), gpus_used)
-    return spec, unavailable, used
+    return spec, unavailable, used, unreported
 
 
 def _gres(holder: Value, key: str) -> tuple[int, str | None]:

@@ -56,6 +56,8 @@ FIELDS_READ = (
 #: The kinds of document that list nodes, and what to run for one.
 NODE_LISTINGS = ("nodes",)
 NODE_LISTING_COMMANDS = ("curl http://RM:8088/ws/v1/cluster/nodes",)
+#: Where the node listing lists its nodes (named when it lists none).
+NODES_FIELD = "nodes.node"
 
 #: The one node state in which the RM places new containers.
 SCHEDULABLE_STATE = "RUNNING"
