@@ -14,7 +14,7 @@ DEFAULT_RUNS_DIR = "gangmaster-runs"
 
 def add_parser(sub):
     parser = sub.add_parser(
-        "run", help="run a job through the ApplicationMaster on the RM simulator (or on Slurm: --rm slurm)",
+        "run", help="run a job through the ApplicationMaster on the RM simulator (or on Slurm or YARN: --rm)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run a job (OpenPAI v2 YAML, see conf/jobs/README.md) through the ApplicationMaster on "
                     "the ResourceManager simulator: the AM places every gang all-or-nothing, asks the RM for "
@@ -58,12 +58,17 @@ def add_parser(sub):
     parser.add_argument("--scenario", help="fault scenario YAML played on the RM's clock (lose_node, "
                                            "kill_am, fail_container, ...; virtual seconds, or seconds since "
                                            "the start with --live)")
-    parser.add_argument("--rm", choices=("sim", "slurm"), default="sim",
-                        help="the ResourceManager: sim (the simulator, default) or slurm (the Slurm cluster "
+    parser.add_argument("--rm", choices=("sim", "slurm", "yarn"), default="sim",
+                        help="the ResourceManager: sim (the simulator, default), slurm (the Slurm cluster "
                              "SLURM_CONF points at: real processes as Slurm jobs, see README: Slurm; "
-                             "--work-dir must be on a file system the nodes share)")
+                             "--work-dir must be on a file system the nodes share) or yarn (the YARN cluster "
+                             "--yarn-rm names: the AM runs in a YARN container, see README: YARN)")
     parser.add_argument("--partition", help="with --rm slurm: the Slurm partition to run in (default: the "
                                             "cluster's default partition; its nodes only)")
+    parser.add_argument("--yarn-rm", metavar="URL|DIR",
+                        help="with --rm yarn: the ResourceManager's web address (http://HOST:8088) or the folder of "
+                             "a `gangmaster yarn local-cluster` (default: $YARN_RM, else ./gangmaster-yarn); with "
+                             "it, --cluster names the nodes' labels, GPU types and ports by YARN's node names")
     add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id)",
                    timeout_help="with --live: give up after this many seconds (default 3600)")
     parser.set_defaults(func=_run)
@@ -124,6 +129,9 @@ def _run(args) -> int:
     am_settings, selection = am_and_selection_settings(args)
     rm_knobs = RMSettings.from_fields(Settings(args.config).section("rm"))
     jobs = [load_job(path, selectors=list(selector_classes())) for path in args.job]
+    if args.rm == "yarn" or args.yarn_rm:
+        from gangmaster.tools.yarn.cli_run import run_on_yarn
+        return run_on_yarn(args, jobs, am_settings, None if args.quiet or args.json else print_line)
     if args.rm == "slurm" or args.partition:
         return _run_on_slurm(args, jobs, am_settings, selection)
     specs = load_cluster_specs(args.cluster or default_cluster_path())
@@ -183,6 +191,10 @@ def _run_on_slurm(args, jobs, am_settings, selection) -> int:
     from gangmaster.tools.slurm.cli_run import run_on_slurm
     echo = None if args.quiet or args.json else (lambda line: print(line, flush=True))
     return run_on_slurm(args, jobs, am_settings, selection, echo)
+
+
+def print_line(line: str) -> None:
+    print(line, flush=True)
 
 
 def new_work_dir(job_name: str) -> Path:

@@ -19,9 +19,8 @@ def add_parser(sub):
     parser = sub.add_parser(
         "yarn", help="a local Apache Hadoop YARN cluster (ResourceManager + NodeManagers) on this machine",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Apache Hadoop YARN as the ResourceManager behind the AM (see README: YARN; in progress: "
-                    "the local cluster, submission over the RM's REST API and the AM's handshake work; "
-                    "`gangmaster run --rm yarn` does not yet).")
+        description="Apache Hadoop YARN as the ResourceManager behind the AM (see README: YARN): a local "
+                    "cluster to run jobs on with `gangmaster run JOB --rm yarn`.")
     commands = parser.add_subparsers(dest="yarn_command", metavar="COMMAND")
     commands.required = True
     local = commands.add_parser(
@@ -124,6 +123,7 @@ def _local_cluster(args) -> int:
     print(f"  ResourceManager REST  {web}/ws/v1/cluster   scheduler (for AMs) 127.0.0.1:{args.rm_port}")
     for host, node in state["nodes"].items():
         print(f"  {host:16} {node['node_id']}")
+    print(f"Run a job on it: YARN_RM={cluster.work_dir} gangmaster run JOB.yaml --rm yarn")
     print(f"Stop it with: gangmaster yarn local-cluster stop --work-dir {args.work_dir}")
     return 0
 

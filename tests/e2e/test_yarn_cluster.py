@@ -1,57 +1,26 @@
 """A real Apache Hadoop YARN cluster (one ResourceManager, three NodeManagers, started by
 ``gangmaster yarn local-cluster``) and a Python AM that speaks YARN's own protocols to it.
 
-One cluster for the whole test session (:func:`yarn_cluster`); the checks run as one test so
-that pytest-xdist cannot hand them to two workers (two clusters). Skips, saying why, where
-Java, Maven or Maven Central is missing."""
+One cluster for the whole test session, shared with the other YARN tests (``yarn_cluster`` in
+conftest.py; yarn_cluster.py says how). Skips, saying why, where Java, Maven or Maven Central
+is missing."""
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster_file import load_cluster_specs
-from gangmaster.tools.yarn.local_cluster import LocalCluster, Ports, YarnUnavailable, ensure_jars
+from gangmaster.tools.yarn.local_cluster import LocalCluster
 from gangmaster.tools.yarn.rest import FINAL_STATES, AMSpec, RestError, YarnRest
 
-REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+from yarn_cluster import YARN
 
-
-def _free_block(start: int, count: int, stop: int) -> int:
-    import socket
-    for first in range(start, stop - count, 10):
-        try:
-            for port in range(first, first + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-    raise RuntimeError(f"no {count} free ports in {start}..{stop}")
-
-
-@pytest.fixture(scope="session")
-def yarn_cluster(tmp_path_factory):
-    try:
-        lib = ensure_jars()
-    except YarnUnavailable as exc:
-        pytest.skip(f"no local YARN cluster: {exc}")
-    specs = load_cluster_specs(conf_path("clusters/yarn-local.yaml"))
-    ports = Ports(_free_block(28030, 9, 28900), _free_block(28100, 10 * len(specs), 29000))
-    cluster = LocalCluster(tmp_path_factory.mktemp("yarn"))
-    started = time.monotonic()
-    try:
-        cluster.start(specs, ports, lib=lib)
-        cluster.start_s = time.monotonic() - started
-        yield cluster
-    finally:
-        cluster.stop()
+pytestmark = YARN
 
 
 def _wait_final(rest: YarnRest, app_id: str, timeout_s: float = 120.0) -> dict:
@@ -96,7 +65,8 @@ def test_a_python_am_on_real_yarn(yarn_cluster):
     for node in nodes:
         gpus = [r["value"] for r in node["totalResource"]["resourceInformations"]["resourceInformation"]
                 if r["name"] == "yarn.io/gpu"]
-        assert gpus == [4] and node["totalResource"]["memory"] == 4096, node["id"]
+        spec = next(s for s in load_cluster_specs(conf_path("clusters/yarn-local.yaml")))
+        assert gpus == [spec.gpus] and node["totalResource"]["memory"] == spec.memory_mb, node["id"]
 
     # everything listens on loopback only (the NodeManager's default is 0.0.0.0:0)
     if shutil.which("ss"):
@@ -121,4 +91,4 @@ def test_a_python_am_on_real_yarn(yarn_cluster):
 
     status = cluster.status()
     assert status["dead"] == [] and len(status["daemons"]) == 4
-    print(f"yarn local cluster started in {cluster.start_s:.1f} s")
+    print(f"yarn local cluster started in {cluster.state()['started_in_s']:.1f} s")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.tools.cli import main
 from gangmaster.tools.yarn import local_cluster as lc
 
-SPECS = load_cluster_specs(conf_path("clusters/yarn-local.yaml"))
+# the embedded cluster's three nodes, at the sizes the figures below were worked out for
+SPECS = [replace(s, memory_mb=4096, vcores=4.0) for s in load_cluster_specs(conf_path("clusters/yarn-local.yaml"))]
 
 
 def test_default_cluster_is_three_nodes():
@@ -41,7 +43,12 @@ def test_node_resources_and_scheduler(tmp_path):
     rm = lc.yarn_site(specs, tmp_path, lc.Ports())
     nm = lc.yarn_site(specs, tmp_path, lc.Ports(), node=1)
     assert rm["yarn.scheduler.include-port-in-node-name"] == "true"
-    assert rm["yarn.resource-types"] == "yarn.io/gpu"
+    # GPUs counted, and each GPU by its index up to the largest node's 8
+    assert rm["yarn.resource-types"] == "yarn.io/gpu," + ",".join(f"gangmaster.io/gpu-{i}" for i in range(8))
+    small = lc.yarn_site(specs, tmp_path, lc.Ports(), node=0)
+    assert [k for k in small if "gangmaster.io/gpu-" in k] == [
+        f"yarn.nodemanager.resource-type.gangmaster.io/gpu-{i}" for i in range(4)]   # its own 4 GPUs
+    assert all(nm[f"yarn.nodemanager.resource-type.gangmaster.io/gpu-{i}"] == 1 for i in range(8))
     assert (rm["yarn.scheduler.maximum-allocation-mb"], rm["yarn.scheduler.maximum-allocation-vcores"]) == (8192, 6)
     assert (nm["yarn.nodemanager.resource.memory-mb"], nm["yarn.nodemanager.resource.cpu-vcores"],
             nm["yarn.nodemanager.resource-type.yarn.io/gpu"]) == (8192, 6, 8)

@@ -16,6 +16,7 @@ BENCHES = [
     "diagnose",
     "snapshot",
     "slurm",
+    "yarn",
     "replay_report",
     "replay",
     "fgd",

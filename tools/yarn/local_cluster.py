@@ -14,7 +14,10 @@ What the configuration says (:func:`yarn_site`):
 * ``yarn.scheduler.include-port-in-node-name``: three NMs on one host are three nodes,
   ``localhost:PORT``, so an ask can name exactly one of them;
 * ``yarn.io/gpu`` is a countable resource type, each NM declaring its node's GPU count
-  from the cluster file; no GPU plugin runs (nothing pins devices: the AM exports
+  from the cluster file, and so is each GPU by its index, ``gangmaster.io/gpu-<i>`` (1 on a
+  node that has GPU ``i``): an ask names the GPUs the AM chose, so YARN never gives one GPU
+  to two applications and its node report says which are taken (:func:`resource_types`);
+  no GPU plugin runs (nothing pins devices: the AM exports
   ``CUDA_VISIBLE_DEVICES`` itself); memory and vcores as declared;
 * the capacity scheduler with the DominantResourceCalculator (GPUs count), one queue
   ``default`` or the queues of a gangmaster queue file (:func:`queue_capacities`); short
@@ -56,6 +59,13 @@ _OPENS = ("java.lang", "java.lang.reflect", "java.io", "java.net", "java.nio", "
 JVM_OPTIONS = ("-Xmx384m", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
                *(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in _OPENS))
 GPU = "yarn.io/gpu"
+#: one countable resource per GPU index: ``gangmaster.io/gpu-0`` ... (the YARN client reads them)
+GPU_INDEX_PREFIX = "gangmaster.io/gpu-"
+
+
+def resource_types(specs: list[NodeSpec]) -> str:
+    """``yarn.resource-types``: GPUs counted, and each GPU index up to the largest node's."""
+    return ",".join([GPU, *(f"{GPU_INDEX_PREFIX}{i}" for i in range(max((s.gpus for s in specs), default=0)))])
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 180.0
 STOP_GRACE_S = 15.0
@@ -170,7 +180,12 @@ def _xml(properties: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | None = None) -> dict[str, object]:
+#: how long the RM waits for a silent NodeManager (or AM) before it declares it lost (ms)
+NM_EXPIRY_MS = 20000
+
+
+def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | None = None,
+              nm_expiry_ms: int = NM_EXPIRY_MS) -> dict[str, object]:
     """The ``yarn-site.xml`` properties of the RM (``node`` None) or of NM number ``node``."""
     d = work_dir.resolve()
     props: dict[str, object] = {
@@ -180,13 +195,13 @@ def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | N
         "yarn.resourcemanager.resource-tracker.address": f"{HOST}:{ports.tracker}",
         "yarn.resourcemanager.admin.address": f"{HOST}:{ports.admin}",
         "yarn.resourcemanager.webapp.address": f"{HOST}:{ports.web}",
-        "yarn.resource-types": GPU,
+        "yarn.resource-types": resource_types(specs),
         "yarn.scheduler.include-port-in-node-name": "true",
         "yarn.scheduler.minimum-allocation-mb": 64,
         "yarn.scheduler.maximum-allocation-mb": max(s.memory_mb for s in specs),
         "yarn.scheduler.maximum-allocation-vcores": max(_vcores(s) for s in specs),
         "yarn.resourcemanager.am.max-attempts": 4,
-        "yarn.nm.liveness-monitor.expiry-interval-ms": 20000,
+        "yarn.nm.liveness-monitor.expiry-interval-ms": nm_expiry_ms,
         "yarn.am.liveness-monitor.expiry-interval-ms": 20000,
         "yarn.resourcemanager.recovery.enabled": "false",
         "yarn.timeline-service.enabled": "false",
@@ -205,6 +220,7 @@ def yarn_site(specs: list[NodeSpec], work_dir: Path, ports: Ports, node: int | N
             "yarn.nodemanager.resource.memory-mb": spec.memory_mb,
             "yarn.nodemanager.resource.cpu-vcores": _vcores(spec),
             f"yarn.nodemanager.resource-type.{GPU}": spec.gpus,
+            **{f"yarn.nodemanager.resource-type.{GPU_INDEX_PREFIX}{i}": 1 for i in range(spec.gpus)},
             "yarn.nodemanager.pmem-check-enabled": "false",
             "yarn.nodemanager.vmem-check-enabled": "false",
             "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 99,
@@ -329,8 +345,10 @@ class LocalCluster:
 
     def start(self, specs: list[NodeSpec], ports: Ports = Ports(), lib: Path | None = None,
               version: str = DEFAULT_HADOOP_VERSION, timeout_s: float = START_TIMEOUT_S,
-              progress=lambda line: None, source: str = "cluster file", queues: list | None = None) -> dict:
-        """Write the configuration, start the RM and one NM per node, wait for every NM RUNNING."""
+              progress=lambda line: None, source: str = "cluster file", queues: list | None = None,
+              nm_expiry_ms: int = NM_EXPIRY_MS) -> dict:
+        """Write the configuration, start the RM and one NM per node, wait for every NM RUNNING.
+        ``nm_expiry_ms``: how long a silent NodeManager lasts before the RM declares its node LOST."""
         check_specs(specs, source)
         if self.running():
             raise ClusterStartError(f"a local YARN cluster already runs from {self.work_dir} "
@@ -340,10 +358,11 @@ class LocalCluster:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         (self.work_dir / "logs").mkdir(exist_ok=True)
         daemons: dict[str, dict] = {}
+        from .target import spec_to_dict
         state = {"version": version, "lib": str(lib), "ports": asdict(ports), "source": source,
-                 "daemons": daemons, "nodes": {}}
+                 "daemons": daemons, "nodes": {}, "specs": [spec_to_dict(s) for s in specs]}
         self._scheduler = capacity_scheduler(queues, specs)
-        self._write_conf("rm", yarn_site(specs, self.work_dir, ports))
+        self._write_conf("rm", yarn_site(specs, self.work_dir, ports, nm_expiry_ms=nm_expiry_ms))
         started = time.monotonic()
         daemons["resourcemanager"] = self._spawn("resourcemanager", "rm", RM_MAIN, lib)
         self._save(state)
@@ -352,7 +371,7 @@ class LocalCluster:
                        f"the ResourceManager's REST API (http://{HOST}:{ports.web})")
             progress(f"resourcemanager up after {time.monotonic() - started:.1f} s; starting {len(specs)} NodeManager(s)")
             for i, spec in enumerate(specs):
-                self._write_conf(spec.host, yarn_site(specs, self.work_dir, ports, node=i))
+                self._write_conf(spec.host, yarn_site(specs, self.work_dir, ports, node=i, nm_expiry_ms=nm_expiry_ms))
                 daemons[f"nodemanager {spec.host}"] = self._spawn(f"nodemanager {spec.host}", spec.host, NM_MAIN, lib)
                 state["nodes"][spec.host] = {"rpc_port": ports.nm(i)[0], "web_port": ports.nm(i)[2]}
             self._save(state)
@@ -373,7 +392,7 @@ class LocalCluster:
         (conf / "yarn-site.xml").write_text(_xml(yarn))
         (conf / "core-site.xml").write_text(_xml(core_site(self.work_dir)))
         (conf / "capacity-scheduler.xml").write_text(_xml(self._scheduler))
-        (conf / "resource-types.xml").write_text(_xml({"yarn.resource-types": GPU}))
+        (conf / "resource-types.xml").write_text(_xml({"yarn.resource-types": yarn["yarn.resource-types"]}))
         (conf / "log4j.properties").write_text(LOG4J)
 
     def _spawn(self, daemon: str, name: str, main: str, lib: Path) -> dict:
@@ -491,6 +510,21 @@ class LocalCluster:
             return None
         os.kill(info["pid"], sig)
         return info["pid"]
+
+    def restart_node(self, host: str, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start node ``host``'s NodeManager again (after :meth:`stop_daemon`): same configuration,
+        same ports, so the RM takes it back as the same node; returns once it is RUNNING."""
+        state = self.state()
+        name = f"nodemanager {host}"
+        if name not in state["daemons"]:
+            raise ClusterStartError(f"no NodeManager for {host} in {self.work_dir}")
+        if name in self.running():
+            return
+        state["daemons"][name] = self._spawn(name, host, NM_MAIN, Path(state["lib"]))
+        self._save(state)
+        port = state["nodes"][host]["rpc_port"]
+        self._wait(lambda: self.node_states().get(port) == "RUNNING", name, timeout_s, time.monotonic(),
+                   lambda line: None, "the ResourceManager's node list (RUNNING)")
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> list[str]:
         """Stop every daemon of this cluster, NMs first: SIGTERM, then SIGKILL after ``grace_s``."""

@@ -125,6 +125,21 @@ class YarnRest:
     def nodes(self) -> list[dict]:
         return ((self._request("GET", "/nodes", what="nodes").get("nodes") or {}).get("node")) or []
 
+    def conf(self, key: str) -> str:
+        """One key of the RM's running configuration (its ``/conf`` servlet)."""
+        url = f"{self.base}/conf?" + urllib.parse.urlencode({"name": key})
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())["property"]["value"]
+        except urllib.error.HTTPError as exc:
+            raise _rest_error(f"conf {key}", exc.code, exc.read()) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise RestError(f"conf {key}", 0, "", f"the ResourceManager at {self.base} cannot be reached "
+                                                  f"({getattr(exc, 'reason', exc)})") from None
+        except (ValueError, KeyError, TypeError):
+            raise RestError(f"conf {key}", 200, "", "expected {\"property\": {\"value\": ...}}") from None
+
     def info(self) -> dict:
         return self._request("GET", "/info", what="cluster info").get("clusterInfo", {})
 

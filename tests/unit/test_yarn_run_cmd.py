@@ -1,0 +1,43 @@
+"""`gangmaster run --rm yarn`'s refusals, before anything is submitted or any folder made: exit 2
+and one line saying what was expected (the real runs: tests/e2e/test_yarn_run.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gangmaster.conf import conf_path
+from gangmaster.tools.cli import main
+
+JOB = str(conf_path("jobs/mpi-allreduce.yaml"))
+
+
+def _stopped_cluster(tmp_path):
+    folder = tmp_path / "stopped"
+    folder.mkdir()
+    (folder / "local-cluster.json").write_text(json.dumps({"stopped": True, "ports": {"rm": 18030}}))
+    return str(folder)
+
+
+@pytest.mark.parametrize("arguments,env,message", [
+    (["--yarn-rm", "http://rm:8088"], {}, "--yarn-rm names a YARN cluster: it needs --rm yarn"),
+    (["--rm", "yarn"], {}, "no YARN cluster named: set YARN_RM (or --yarn-rm)"),
+    (["--rm", "yarn", "--yarn-rm", "{tmp}/nowhere"], {}, "expected http://HOST:PORT (the RM's web address) or the "
+                                                         "folder of a `gangmaster yarn local-cluster`"),
+    (["--rm", "yarn"], {"YARN_RM": "{stopped}"}, "$YARN_RM={stopped}: its local YARN cluster was stopped"),
+    (["--rm", "yarn", "--yarn-rm", "http://rm:8088", "--live"], {}, "--live cannot be used with --rm yarn"),
+    (["--rm", "yarn", "--yarn-rm", "http://rm:8088", "--partition", "p"], {}, "--partition cannot be used"),
+    (["--rm", "yarn", "--yarn-rm", "http://127.0.0.1:1"], {}, "YARN at http://127.0.0.1:1 does not answer"),
+])
+def test_refused_before_anything_is_submitted(arguments, env, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("YARN_RM", raising=False)
+    stopped = _stopped_cluster(tmp_path)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value.format(tmp=tmp_path, stopped=stopped))
+    arguments = [a.format(tmp=tmp_path) for a in arguments]
+    code = main(["run", JOB, *arguments, "--work-dir", str(tmp_path / "work")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message.format(stopped=stopped) in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "work").exists()
