@@ -9,7 +9,6 @@ import pytest
 from gangmaster.tools.replay.clusters import sized
 from gangmaster.tools.replay.comparison import Comparison, metrics_document
 from gangmaster.tools.replay.metrics import measurement_window
-from gangmaster.tools.replay.progress import ProgressBar
 from gangmaster.tools.replay.report import JOBS_COLUMNS, write_report
 from gangmaster.tools.replay.trace import JobTable, NodeShape, TraceJob
 
@@ -96,39 +95,6 @@ def test_a_report_folder_that_cannot_be_made_is_bad_input(tmp_path):
     from gangmaster.conf.fields import ConfigError
     with pytest.raises(ConfigError, match="a folder"):
         write_report(comparison(), tmp_path / "file")
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-def test_progress_bar_shows_done_total_rate_and_eta_and_redraws_at_most_every_fifth_second():
-    import io
-    out, clock = io.StringIO(), Clock()
-    bar = ProgressBar("job-packing seed 0", out, clock=clock)
-    clock.now = 2.0
-    bar(100, 1000)
-    assert out.getvalue() == "\rjob-packing seed 0 [##..........................] 100/1,000 jobs 50 jobs/s ETA 0:00:18 "
-    clock.now = 2.1
-    bar(150, 1000)                                  # within 0.2 s of the last: not drawn
-    assert out.getvalue().count("\r") == 1
-    clock.now = 2.15
-    bar(1000, 1000)                                 # the end is always drawn
-    bar.close()
-    assert out.getvalue().count("\r") == 2 and out.getvalue().endswith("0:00:00 \n")
-
-
-def test_a_disabled_progress_bar_writes_nothing():
-    import io
-    out = io.StringIO()
-    bar = ProgressBar("x", out, enabled=False)
-    bar(1, 2)
-    bar.close()
-    assert out.getvalue() == ""
 
 
 @pytest.mark.parametrize("key, value, shown", [
