@@ -34,19 +34,22 @@ def test_the_report_folder_holds_every_file(tmp_path):
     pytest.importorskip("matplotlib")
     files = write_report(comparison(), tmp_path / "out")
     folder = tmp_path / "out"
-    assert files.written == ("metrics.json", "jobs.csv", "timeline.csv", "jct_cdf.png", "queueing_cdf.png",
-                             "over_time.png", "queues.png", "report.html", "report.md")
+    assert files.written == ("metrics.json", "jobs.csv", "timeline.csv", "jct_cdf.png", "jct_cdf.pdf",
+                             "queueing_cdf.png", "queueing_cdf.pdf", "over_time.png", "over_time.pdf", "queues.png",
+                             "queues.pdf", "report.html", "report.md")
     assert files.skipped_figures == (("sweep.png", "no --capacity-sweep in this run"),)
     for name in files.written:
         assert (folder / name).stat().st_size > 0, name
     assert (folder / "jct_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (folder / "jct_cdf.pdf").read_bytes()[:5] == b"%PDF-"
     page = (folder / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 4 and "<script" not in page.lower()
     assert "src=\"http" not in page and "href=" not in page          # self-contained
     assert "jobs 2..9 of 10 by submit (middle 80 %)" in page
     assert "sweep.png: no --capacity-sweep in this run" in page
     markdown = (folder / "report.md").read_text()
-    assert "![JCT, cumulative share of jobs](jct_cdf.png)" in markdown
+    assert "![JCT, cumulative share of jobs](jct_cdf.png)\n\n*JCT, cumulative share of jobs. Measurement window: jobs 2..9" in markdown
+    assert "([PDF](jct_cdf.pdf))" in markdown
     assert "| JCT mean (s) | 100 | 106 |" in markdown       # medians over seeds 0, 1: 100.5 and 105.5, to 0 decimals (half to even)
 
 
@@ -86,7 +89,7 @@ def test_the_same_results_give_the_same_files(tmp_path):
     c = comparison()
     write_report(c, tmp_path / "a")
     write_report(c, tmp_path / "b")
-    for name in ("metrics.json", "jobs.csv", "timeline.csv", "report.md", "report.html"):
+    for name in ("metrics.json", "jobs.csv", "timeline.csv", "report.md", "report.html", "jct_cdf.pdf", "over_time.pdf"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
