@@ -177,3 +177,12 @@ def test_the_identical_grouping_compares_every_array():
     a, b = np.array([1.0, np.nan]), np.array([1.0, 2.0])
     groups = plots.coinciding({"x": (a, b), "y": (a.copy(), b.copy()), "z": (a, b + 1)})
     assert [names for names, _ in groups] == [["x", "y"], ["z"]]
+
+
+def test_a_queueing_cdf_of_mostly_unqueued_jobs_starts_its_share_axis_near_their_share():
+    c = comparison(waits={"job-packing": 0.0, "locality": 0.0, "best-fit": 0.0, "random": 7.0})
+    fig, caption = paint("queueing_cdf.png", c)
+    assert fig.axes[0].get_ylim()[0] == 0.75
+    assert "75.0 % of the jobs (every policy and seed together) did not wait: the share axis starts at 75 %" in caption
+    jct, _ = paint("jct_cdf.png", c)
+    assert jct.axes[0].get_ylim()[0] == 0

@@ -218,6 +218,12 @@ def log_worthy(values) -> bool:
     return len(values) > 1 and np.log10(values.max() / values.min()) >= LOG_FROM_DECADES
 
 
+def thousands(ax, axis: str = "y") -> None:
+    """Plain numbers with separators on a linear axis (100,000, not 100000 or 1e5)."""
+    from matplotlib.ticker import StrMethodFormatter
+    getattr(ax, f"{axis}axis").set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+
+
 def say_empty(ax, text: str) -> None:
     """A panel with nothing to draw says so, in its middle, without ticks that measure nothing."""
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="0.3", wrap=True)
@@ -257,6 +263,8 @@ def _window_jobs(comparison: Comparison, name: str, seed: int | None = None) -> 
 
 #: Below this a CDF on a log axis draws a value at it (a queueing delay of 0 has no log).
 CDF_LOG_FLOOR_S = 1.0
+#: When at least this share of the jobs did not wait, the CDF's share axis starts near it.
+ZOOM_FROM_SHARE = 0.5
 
 
 def _cdf(comparison: Comparison, value, what: str, none: str, zero: str):
@@ -299,7 +307,14 @@ def _cdf(comparison: Comparison, value, what: str, none: str, zero: str):
         ax.set_xlabel(f"{what} (log" + (f"; below {CDF_LOG_FLOOR_S:g} s drawn at {CDF_LOG_FLOOR_S:g} s)" if below else ")"))
     else:
         ax.set_xlabel(what)
-    ax.set_ylim(0, 1.01)
+        thousands(ax, "x")
+    # Most jobs at 0 (no wait): the share axis starts near that share, or the rest is a sliver.
+    at_zero = float(np.mean(pooled == 0))
+    bottom = np.floor(at_zero * 20) / 20 if at_zero >= ZOOM_FROM_SHARE else 0.0
+    ax.set_ylim(bottom, 1.0 + (1.0 - bottom) * 0.01)
+    if bottom:
+        notes.append(f"{100 * at_zero:.1f} % of the jobs (every policy and seed together) did not wait: "
+                     f"the share axis starts at {100 * bottom:.0f} %")
     ax.legend(loc="lower right")
     fig.tight_layout()
     return fig, notes + [_seeds_note(comparison)] + _identical_note(groups)
@@ -369,9 +384,11 @@ def _over_time(comparison, document):
     fig = _new_figure(9, 9 if measured else 7)
     axes = fig.subplots(len(panels), 1, sharex=True)
     x = grid / per
+    whole_span = comparison.window.start_s <= 0.01 * end and comparison.window.end_s >= 0.99 * end
     for k, (ax, (label, empty)) in enumerate(zip(axes, panels)):
         ax.set_ylabel(label)
-        ax.axvspan(comparison.window.start_s / per, comparison.window.end_s / per, color="0.88", zorder=0)
+        if not whole_span:
+            ax.axvspan(comparison.window.start_s / per, comparison.window.end_s / per, color="0.9", zorder=0)
         highest = max((np.nanmax(high[k]) if np.any(np.isfinite(high[k])) else 0.0 for _, (_, _, high) in groups),
                       default=0.0)
         if highest <= 0:
@@ -379,15 +396,16 @@ def _over_time(comparison, document):
             continue
         for names_, (median, low, high) in groups:
             _plot_band(ax, comparison, names_, x, median[k], low[k], high[k], len(seeds) > 1, lw=1)
-        ax.set_ylim(0, 105 if k == 0 else max(1.0, highest * 1.05))
+        ax.set_ylim(0, 105 if k == 0 else highest * 1.05)
     axes[0].set_xlim(0, end / per)
     axes[0].legend(loc="upper right")
     axes[-1].set_xlabel(f"{unit} since the first submit")
     fig.tight_layout()
     notes = [f"From the first submit to the last ({end / per:,.1f} {unit})"
              + (f"; the cluster then drains until {drained / per:,.1f} {unit}, not drawn" if drained > end * 1.01 else ""),
-             f"Sampled at {TIME_GRID_POINTS:,} points; shaded grey: the measurement window "
-             f"({comparison.window.describe()})", _seeds_note(comparison, spread="shaded in colour")]
+             f"Sampled at {TIME_GRID_POINTS:,} points; "
+             + ("the measurement window is the whole span" if whole_span else "shaded grey: the measurement window")
+             + f" ({comparison.window.describe()})", _seeds_note(comparison, spread="shaded in colour")]
     return fig, notes + _identical_note(groups)
 
 
@@ -428,6 +446,7 @@ def _queues(comparison, document):
             ax.bar(x + j * width, heights, width, yerr=errors, capsize=2, label=group_label(names_),
                    color=_look(comparison, names_[0])["color"], error_kw={"lw": 0.8})
         ax.set_ylim(bottom=0)
+        thousands(ax)
     handles = [h for ax in axes for h in [ax.get_legend_handles_labels()] if h[0]]
     if handles:
         fig.legend(*handles[0], loc="lower center", ncol=len(groups), frameon=False)
@@ -464,6 +483,8 @@ def _sweep(comparison, document):
     every = [a for _, arrays in groups for a in arrays[1:]]
     if log_worthy(np.concatenate(every)):
         ax.set_yscale("log")
+    else:
+        thousands(ax)
     if log_worthy(np.concatenate([nodes for _, (nodes, *_) in groups])):
         ax.set_xscale("log")
     ax.legend()
