@@ -64,6 +64,14 @@ def add_parser(sub):
                              "--work-dir must be on a file system the nodes share)")
     parser.add_argument("--partition", help="with --rm slurm: the Slurm partition to run in (default: the "
                                             "cluster's default partition; its nodes only)")
+    parser.add_argument("--account", help="with --rm slurm: the Slurm account to charge (sbatch --account)")
+    parser.add_argument("--qos", help="with --rm slurm: the Slurm quality of service (sbatch --qos)")
+    parser.add_argument("--time", metavar="LIMIT", help="with --rm slurm: each Slurm job's time limit, as sbatch "
+                                                        "takes it (minutes, H:M:S, D-H:M:S; not --timeout, the run's)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --rm slurm: print the sbatch commands (each gang one heterogeneous job, a "
+                             "component per host) and the job script the run would use, and submit nothing; "
+                             "it needs a reachable Slurm, whose nodes (sinfo) the gang is placed on")
     add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id)",
                    timeout_help="with --live: give up after this many seconds (default 3600)")
     parser.set_defaults(func=_run)
@@ -124,7 +132,7 @@ def _run(args) -> int:
     am_settings, selection = am_and_selection_settings(args)
     rm_knobs = RMSettings.from_fields(Settings(args.config).section("rm"))
     jobs = [load_job(path, selectors=list(selector_classes())) for path in args.job]
-    if args.rm == "slurm" or args.partition:
+    if args.rm == "slurm" or args.partition or args.account or args.qos or args.time or args.dry_run:
         return _run_on_slurm(args, jobs, am_settings, selection)
     specs = load_cluster_specs(args.cluster or default_cluster_path())
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
