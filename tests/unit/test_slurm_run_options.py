@@ -26,7 +26,8 @@ def test_sbatch_options(given, options, bad):
     assert got == options and said.startswith(bad) and bool(said) == bool(bad)
 
 
-@pytest.mark.parametrize("flags", [["--account", "p"], ["--qos", "q"], ["--time", "10"], ["--dry-run"]])
+@pytest.mark.parametrize("flags", [["--account", "p"], ["--qos", "q"], ["--time", "10"], ["--dry-run"],
+                                   ["--partition", "gpu"]])
 def test_slurm_options_without_slurm_are_refused(tmp_path, capsys, flags):
     from gangmaster.tools.cli import main
     job = Path(__file__).resolve().parents[2] / "conf" / "jobs" / "gang.yaml"
@@ -34,7 +35,7 @@ def test_slurm_options_without_slurm_are_refused(tmp_path, capsys, flags):
         job = next((Path(__file__).resolve().parents[2] / "conf" / "jobs").glob("*.yaml"))
     assert main(["run", str(job), *flags, "--rm", "sim", "--work-dir", str(tmp_path / "w")]) == 2
     err = capsys.readouterr().err
-    assert f"gangmaster run: {flags[0]}: Slurm's options: they need --rm slurm" in err
+    assert f"gangmaster run: {flags[0]} is a Slurm option: it needs --rm slurm" in err
     assert not (tmp_path / "w").exists()
 
 
@@ -65,3 +66,10 @@ def test_the_dry_run_prints_each_component_on_its_line_with_the_work_folders_pat
         "#!/bin/sh",
         "exec python -m gangmaster.tools.slurm.launcher \"$1\"",
     ]
+
+
+def test_several_slurm_options_without_slurm_are_named_together(tmp_path, capsys):
+    from gangmaster.tools.cli import main
+    job = next((Path(__file__).resolve().parents[2] / "conf" / "jobs").glob("*.yaml"))
+    assert main(["run", str(job), "--qos", "q", "--time", "5", "--work-dir", str(tmp_path / "w")]) == 2
+    assert "gangmaster run: --qos, --time are Slurm options: they need --rm slurm" in capsys.readouterr().err

@@ -65,7 +65,8 @@ def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
 
     if args.rm != "slurm":
         given = [f"--{name.replace('_', '-')}" for name in ("partition", *SLURM_ONLY) if getattr(args, name, None)]
-        print(f"gangmaster run: {', '.join(given)}: Slurm's options: they need --rm slurm", file=sys.stderr)
+        what = "is a Slurm option: it needs" if len(given) == 1 else "are Slurm options: they need"
+        print(f"gangmaster run: {', '.join(given)} {what} --rm slurm", file=sys.stderr)
         return 2
     unsupported = [f"--{name}" for name in ("cluster", "queues", "scenario") if getattr(args, name)]
     if args.live:
