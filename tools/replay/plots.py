@@ -29,6 +29,7 @@ What makes them publishable, and the tests hold them to:
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -226,7 +227,9 @@ def thousands(ax, axis: str = "y") -> None:
 
 def say_empty(ax, text: str) -> None:
     """A panel with nothing to draw says so, in its middle, without ticks that measure nothing."""
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="0.3", wrap=True)
+    width = max(20, int(ax.get_position().width * ax.figure.get_figwidth() * 9))   # characters that fit
+    ax.text(0.5, 0.5, textwrap.fill(text, width), transform=ax.transAxes, ha="center", va="center", fontsize=10,
+            color="0.3")
     ax.set_yticks([])
     ax.grid(False)
 
@@ -284,6 +287,7 @@ def _cdf(comparison: Comparison, value, what: str, none: str, zero: str):
         say_empty(ax, none if not len(pooled) else zero)
         ax.set_xticks([])
         ax.set_xlabel(what)
+        fig.tight_layout()
         said = none if not len(pooled) else zero
         return fig, notes + [said[0].upper() + said[1:]]
     log = log_worthy(pooled)
@@ -439,6 +443,7 @@ def _queues(comparison, document):
         ax.set_xticks(x + 0.4 - width / 2, queues, rotation=45, ha="right")
         if not any(np.nanmax(median[k], initial=0.0) > 0 for _, (median, _, _) in groups):
             say_empty(ax, empty)
+            ax.set_xticks([])
             continue
         for j, (names_, (median, low, high)) in enumerate(groups):
             heights = np.nan_to_num(median[k])
