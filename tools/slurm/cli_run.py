@@ -171,7 +171,7 @@ def dry_run(args, jobs, am_settings, selection, base: Path, options: list[str]) 
             runs.shutdown()
         with lock:
             shown = list(commands)
-        print(render_dry_run(shown, str(scratch), str(base), client))
+        print(render_dry_run(shown, str(scratch), str(base.resolve()), client))
         if not asked:
             print(f"gangmaster run: --dry-run: not every job asked for a gang within {DRY_RUN_WAIT_S:g} s "
                   "(see the lines above)", file=sys.stderr)
