@@ -251,6 +251,8 @@ def _median_band(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _plot_band(ax, comparison, names, x, median, low, high, several: bool, step: bool = False, **kw):
+    """One group's line (a step function when ``step``) in its first selector's look, named
+    for all of them; with ``several`` seeds the band from ``low`` to ``high`` around it."""
     look = _look(comparison, names[0])
     where = {"where": "post"} if step else {}
     (ax.step if step else ax.plot)(x, median, label=group_label(names), **look, **where, **kw)
@@ -382,8 +384,7 @@ def _over_time(comparison, document):
                 rows.append(100.0 * sample(frag.t, frag.frag_milli, grid) / frag.capacity_milli
                             if frag is not None and len(frag.t) else np.full(len(grid), np.nan))
             per_seed.append(rows)
-        stacked = np.array(per_seed)            # seed, panel, time
-        series[name] = tuple(np.percentile(stacked, q, axis=0) for q in (50, 25, 75))
+        series[name] = _median_band(np.array(per_seed))     # each (panel, time), down the seeds
     groups = coinciding(series)
     fig = _new_figure(9, 9 if measured else 7)
     axes = fig.subplots(len(panels), 1, sharex=True)
