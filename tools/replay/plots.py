@@ -534,8 +534,6 @@ def _fill(comparison, document):
         low_y, high_y = min(tail_values), max(tail_values)
         margin = max(0.5, (high_y - low_y) * 0.15)
         tail.set_ylim(max(0.0, low_y - margin), high_y + margin)
-    tail.text(0.02, 0.97, f"from {FILL_ZOOM_FROM_PCT} % arrived (zoomed)", transform=tail.transAxes, va="top",
-              fontsize=8, color="0.3")
     if ends:   # the legend in the order the policies end, the fewest GPUs unallocated first
         ends.sort(key=lambda end: end[0])
         at = {at for *_, at in ends}
