@@ -30,6 +30,7 @@ What makes them publishable, and the tests hold them to:
 from __future__ import annotations
 
 import textwrap
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -429,8 +430,9 @@ def _queues(comparison, document):
                 jct.append(float(np.mean(done)) if len(done) else np.nan)
                 queueing.append(float(np.mean(started)) if len(started) else np.nan)
             per_seed.append([jct, queueing])
-        series[name] = tuple(np.nanpercentile(np.array(per_seed), q, axis=0) if np.any(~np.isnan(per_seed))
-                             else np.full((2, len(queues)), np.nan) for q in (50, 25, 75))
+        with warnings.catch_warnings():   # a queue none of whose jobs finished in any seed: NaN, no bar
+            warnings.simplefilter("ignore", RuntimeWarning)
+            series[name] = tuple(np.nanpercentile(np.array(per_seed, dtype=float), q, axis=0) for q in (50, 25, 75))
     groups = coinciding(series)
     fig = _new_figure(min(16.0, max(7.0, 1.0 + 0.6 * len(queues) * len(groups))), 4)
     axes = fig.subplots(1, 2)
