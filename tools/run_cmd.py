@@ -69,6 +69,14 @@ def add_parser(sub):
                         help="with --rm yarn: the ResourceManager's web address (http://HOST:8088) or the folder of "
                              "a `gangmaster yarn local-cluster` (default: $YARN_RM, else ./gangmaster-yarn); with "
                              "it, --cluster names the nodes' labels, GPU types and ports by YARN's node names")
+    parser.add_argument("--account", help="with --rm slurm: the Slurm account to charge (sbatch --account)")
+    parser.add_argument("--qos", help="with --rm slurm: the Slurm quality of service (sbatch --qos)")
+    parser.add_argument("--time", metavar="LIMIT", help="with --rm slurm: each Slurm job's time limit, as sbatch "
+                                                        "takes it (minutes, H:M:S, D-H:M:S; not --timeout, the run's)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="with --rm slurm: print the sbatch commands (each gang one heterogeneous job, a "
+                             "component per host) and the job script the run would use, and submit nothing; "
+                             "it needs a reachable Slurm, whose nodes (sinfo) the gang is placed on")
     add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id)",
                    timeout_help="with --live: give up after this many seconds (default 3600)")
     parser.set_defaults(func=_run)
@@ -132,7 +140,7 @@ def _run(args) -> int:
     if args.rm == "yarn" or args.yarn_rm:
         from gangmaster.tools.yarn.cli_run import run_on_yarn
         return run_on_yarn(args, jobs, am_settings, None if args.quiet or args.json else print_line)
-    if args.rm == "slurm" or args.partition:
+    if args.rm == "slurm" or args.partition or args.account or args.qos or args.time or args.dry_run:
         return _run_on_slurm(args, jobs, am_settings, selection)
     specs = load_cluster_specs(args.cluster or default_cluster_path())
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None

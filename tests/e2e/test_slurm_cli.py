@@ -40,7 +40,7 @@ def test_a_slurm_conf_that_is_not_there_is_named(tmp_path):
 def test_a_partition_without_slurm_is_refused(tmp_path):
     result = gangmaster("run", MPI_JOB, "--partition", "gpu", "--work-dir", tmp_path)
     assert result.returncode == 2
-    assert "--partition is a Slurm partition: it needs --rm slurm" in result.stderr
+    assert "--partition is a Slurm option: it needs --rm slurm" in result.stderr
 
 
 def _controller_down(tmp_path: Path) -> dict[str, str]:

@@ -315,8 +315,8 @@ def test_cli_fill_mode_writes_the_headline_table_plot_and_metrics(tmp_path, caps
         fill_section, figures = page.split("## Unallocated GPUs")[1].split("## Figures")
         assert "(fill.png)" in fill_section.split("| GPUs arrived")[0] and "(fill.png)" not in figures
         html_page = (tmp_path / "report.html").read_text()
-        assert html_page.count("(fill.png)</figcaption>") == 1
-        assert html_page.index("(fill.png)</figcaption>") < html_page.index("<th>GPUs arrived</th>")
+        assert html_page.count("(fill.png and fill.pdf)</figcaption>") == 1
+        assert html_page.index("(fill.png and fill.pdf)</figcaption>") < html_page.index("<th>GPUs arrived</th>")
 
 
 def test_cli_fill_mode_is_deterministic(tmp_path, capsys):
@@ -404,19 +404,15 @@ def test_the_fill_table_marks_the_lowest_median_of_a_row_where_one_selector_alon
 
 def test_the_fill_plot_legend_ranks_the_policies_by_where_they_end():
     pytest.importorskip("matplotlib")
-    import matplotlib
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    from gangmaster.tools.replay.plots import _fill
+    from gangmaster.tools.replay.plots import paint
 
     def curve_of(end):
         return {str(p): {"median": max(end, 100.0 - p), "p25": 0.0, "p75": 100.0} for p in range(1, 131)}
     ends = {"random": 6.1, "best-fit": 7.0, "fgd": 5.5}
     document = {"selectors": {name: {"unallocated_gpu_pct_at_arrived": curve_of(end)} for name, end in ends.items()}}
     comparison = SimpleNamespace(selectors=list(ends), seeds=[1, 2], cluster=SimpleNamespace(capacity_gpus=100))
-    fig = _fill(plt, comparison, "title", document)
+    fig, _ = paint("fill.png", comparison, document)
     legend = fig.axes[1].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["fgd  5.5 %", "random  6.1 %", "best-fit  7.0 %"]
     assert legend.get_title().get_text() == "unallocated at 130 % arrived"
     assert [ax.get_xlim() for ax in fig.axes] == [(0, 130), (80, 130)]   # no margin past the last point
-    plt.close(fig)

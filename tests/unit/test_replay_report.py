@@ -9,7 +9,6 @@ import pytest
 from gangmaster.tools.replay.clusters import sized
 from gangmaster.tools.replay.comparison import Comparison, metrics_document
 from gangmaster.tools.replay.metrics import measurement_window
-from gangmaster.tools.replay.progress import ProgressBar
 from gangmaster.tools.replay.report import JOBS_COLUMNS, write_report
 from gangmaster.tools.replay.trace import JobTable, NodeShape, TraceJob
 
@@ -35,19 +34,22 @@ def test_the_report_folder_holds_every_file(tmp_path):
     pytest.importorskip("matplotlib")
     files = write_report(comparison(), tmp_path / "out")
     folder = tmp_path / "out"
-    assert files.written == ("metrics.json", "jobs.csv", "timeline.csv", "jct_cdf.png", "queueing_cdf.png",
-                             "over_time.png", "queues.png", "report.html", "report.md")
+    assert files.written == ("metrics.json", "jobs.csv", "timeline.csv", "jct_cdf.png", "jct_cdf.pdf",
+                             "queueing_cdf.png", "queueing_cdf.pdf", "over_time.png", "over_time.pdf", "queues.png",
+                             "queues.pdf", "report.html", "report.md")
     assert files.skipped_figures == (("sweep.png", "no --capacity-sweep in this run"),)
     for name in files.written:
         assert (folder / name).stat().st_size > 0, name
     assert (folder / "jct_cdf.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (folder / "jct_cdf.pdf").read_bytes()[:5] == b"%PDF-"
     page = (folder / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 4 and "<script" not in page.lower()
     assert "src=\"http" not in page and "href=" not in page          # self-contained
     assert "jobs 2..9 of 10 by submit (middle 80 %)" in page
     assert "sweep.png: no --capacity-sweep in this run" in page
     markdown = (folder / "report.md").read_text()
-    assert "![JCT, cumulative share of jobs](jct_cdf.png)" in markdown
+    assert "![JCT, cumulative share of jobs](jct_cdf.png)\n\n*JCT, cumulative share of jobs. Measurement window: jobs 2..9" in markdown
+    assert "([PDF](jct_cdf.pdf))" in markdown
     assert "| JCT mean (s) | 100 | 106 |" in markdown       # medians over seeds 0, 1: 100.5 and 105.5, to 0 decimals (half to even)
 
 
@@ -87,7 +89,7 @@ def test_the_same_results_give_the_same_files(tmp_path):
     c = comparison()
     write_report(c, tmp_path / "a")
     write_report(c, tmp_path / "b")
-    for name in ("metrics.json", "jobs.csv", "timeline.csv", "report.md", "report.html"):
+    for name in ("metrics.json", "jobs.csv", "timeline.csv", "report.md", "report.html", "jct_cdf.pdf", "over_time.pdf"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
@@ -96,39 +98,6 @@ def test_a_report_folder_that_cannot_be_made_is_bad_input(tmp_path):
     from gangmaster.conf.fields import ConfigError
     with pytest.raises(ConfigError, match="a folder"):
         write_report(comparison(), tmp_path / "file")
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-def test_progress_bar_shows_done_total_rate_and_eta_and_redraws_at_most_every_fifth_second():
-    import io
-    out, clock = io.StringIO(), Clock()
-    bar = ProgressBar("job-packing seed 0", out, clock=clock)
-    clock.now = 2.0
-    bar(100, 1000)
-    assert out.getvalue() == "\rjob-packing seed 0 [##..........................] 100/1,000 jobs 50 jobs/s ETA 0:00:18 "
-    clock.now = 2.1
-    bar(150, 1000)                                  # within 0.2 s of the last: not drawn
-    assert out.getvalue().count("\r") == 1
-    clock.now = 2.15
-    bar(1000, 1000)                                 # the end is always drawn
-    bar.close()
-    assert out.getvalue().count("\r") == 2 and out.getvalue().endswith("0:00:00 \n")
-
-
-def test_a_disabled_progress_bar_writes_nothing():
-    import io
-    out = io.StringIO()
-    bar = ProgressBar("x", out, enabled=False)
-    bar(1, 2)
-    bar.close()
-    assert out.getvalue() == ""
 
 
 @pytest.mark.parametrize("key, value, shown", [

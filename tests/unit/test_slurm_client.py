@@ -24,8 +24,10 @@ class FakeSlurm:
         self.refuse = ""                   # sbatch fails with this, when set
         self.cancelled: list[int] = []
         self.next_id = 100
+        self.commands: list[list[str]] = []   # every command, as run
 
     def __call__(self, command, **_kw):
+        self.commands.append(list(command))
         name = command[0]
         if name == "sinfo":
             return self._ok(SINFO)
@@ -69,9 +71,9 @@ def ask(request_id: int, host: str, mask: int) -> ResourceRequest:
                            relax_locality=False)
 
 
-def client_and_app(tmp_path):
+def client_and_app(tmp_path, **options):
     slurm = FakeSlurm()
-    client = SlurmRMClient(tmp_path, run_command=slurm)
+    client = SlurmRMClient(tmp_path, run_command=slurm, **options)
     app = client.submit(ApplicationSubmission("gang"))
     client.register(app)
     return slurm, client, app
@@ -161,3 +163,36 @@ def test_ping_says_the_line_of_slurms_answer_that_says_why_and_writes_nothing(tm
         assert raised.value.message == said
     assert commands == [("scontrol", "ping")]
     assert not (tmp_path / "state").exists()      # a run Slurm cannot take leaves no folder behind
+
+
+def test_account_qos_and_time_go_once_before_the_first_component(tmp_path):
+    """Slurm propagates --account, --partition, --qos and --time from the first component
+    of a heterogeneous job to the others: given once, they hold for the whole gang."""
+    options = ["--account=proj-7", "--qos=high", "--time=1-00:30:00"]
+    slurm, client, app = client_and_app(tmp_path, sbatch_options=options)
+    client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1), ask(2, "dgx-001", 1))))
+    [sbatch] = [c for c in slurm.commands if c[0] == "sbatch"]
+    first = sbatch.index("-N1")
+    assert sbatch[first - 4:first] == ["--no-requeue", *options]
+    assert sbatch.count(":") == 1 and all(sbatch.count(o) == 1 for o in options)
+
+
+def test_no_options_given_none_added(tmp_path):
+    slurm, client, app = client_and_app(tmp_path)
+    client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1),)))
+    [sbatch] = [c for c in slurm.commands if c[0] == "sbatch"]
+    assert not [a for a in sbatch if a.startswith(("--account", "--qos", "--time", "--partition"))]
+
+
+def test_a_dry_run_hands_over_the_sbatch_and_runs_nothing(tmp_path):
+    shown = []
+    slurm, client, app = client_and_app(tmp_path, sbatch_options=["--time=10"], dry_run=shown.append)
+    response = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1), ask(2, "dgx-001", 2))))
+    assert {c[0] for c in slurm.commands} == {"sinfo"}          # the nodes were read; nothing submitted
+    [command] = shown
+    assert command[0] == "sbatch" and "--time=10" in command and command.count(":") == 1
+    assert not response.allocated and not response.rejected
+    client.allocate(AllocateRequest(app, 1))                   # a job never submitted is not looked for
+    assert {c[0] for c in slurm.commands} == {"sinfo"}
+    client.kill(app, "done")
+    assert "scancel" not in [c[0] for c in slurm.commands]

@@ -10,7 +10,8 @@ for. :func:`metrics_document` turns it into metrics.json's shape::
                           "queue_mean_s"}}, "by_gang_size": {...}, "wall_s", ...}},
      "run": {"input": {...sha256...}, "cluster", "window", "seeds", "tie_rules",
              "queue_policy", "heartbeat_s", "time_scale", "version"},
-     "sweep": {"kind": "capacity", "points": [...]}}     # only with --capacity-sweep
+     "sweep": {"kind": "capacity", "points": [...]}}     # only with --capacity-sweep; with several
+                                                         # seeds each point's selector has "iqr" too
 
 In openb's fill mode each selector's entry also has ``"fill"`` (pods, placed, dropped,
 arrived and allocated GPU % at the end, and ``by_queue`` and ``by_gang_size`` of pods,
@@ -164,7 +165,9 @@ def _sweep_point(point: SweepPoint, window: Window) -> dict[str, Any]:
     figures = {}
     for name, by_seed in point.results.items():
         merged = across_seeds({seed: selector_metrics(result, window, gpn) for seed, result in sorted(by_seed.items())})
-        figures[name] = {key: merged[key] for key in ("jct_mean_s", "jct_p95_s", "queue_mean_s",
-                                                      "gpu_allocation_mean", "frag_hol_mean", "frag_fgd_mean",
-                                                      "unfinished")}
+        keys = ("jct_mean_s", "jct_p95_s", "queue_mean_s", "gpu_allocation_mean", "frag_hol_mean", "frag_fgd_mean",
+                "unfinished")
+        figures[name] = {key: merged[key] for key in keys}
+        if "iqr" in merged:   # several seeds: the spread the sweep plot draws
+            figures[name]["iqr"] = {key: merged["iqr"][key] for key in keys if key in merged["iqr"]}
     return {"nodes": point.nodes, "gpus": point.cluster.capacity_gpus, "selectors": figures}

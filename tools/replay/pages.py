@@ -2,7 +2,8 @@
 
 report.html is one self-contained file: inline CSS, the figures embedded as PNG data
 URIs, no JavaScript, so it opens anywhere and can be mailed. report.md has the same
-tables and links the PNG files beside it.
+tables and links the PNG files beside it. Each figure has its caption under it (the
+figures carry no title: a paper sets its own) and names its PDF beside the page.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .metrics import METRIC_HELP
-from .plots import FILL_FIGURE, Figure
+from .plots import FILL_FIGURE, Drawn
 
 #: The summary table's columns (keys of a selector's figures in metrics.json).
 SUMMARY = ("jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "queue_mean_s", "queue_p95_s",
@@ -301,15 +302,20 @@ def _html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:
     return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>\n"
 
 
-def _html_figure(folder: Path, figure: Figure) -> str:
-    """A figure embedded in the page (the PNG as a data URL: one self-contained file)."""
-    data = base64.b64encode((folder / figure.name).read_bytes()).decode("ascii")
-    return (f"<figure><img alt=\"{html.escape(figure.title)}\" src=\"data:image/png;base64,{data}\">"
-            f"<figcaption>{html.escape(figure.title)} ({figure.name})</figcaption></figure>")
+def _html_figure(folder: Path, drawn: Drawn) -> str:
+    """A figure embedded in the page (the PNG as a data URL: one self-contained file), its
+    caption under it."""
+    data = base64.b64encode((folder / drawn.name).read_bytes()).decode("ascii")
+    return (f"<figure><img alt=\"{html.escape(drawn.figure.title)}\" src=\"data:image/png;base64,{data}\">"
+            f"<figcaption>{html.escape(drawn.caption)} ({' and '.join(drawn.figure.files)})</figcaption></figure>")
 
 
-def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
-                skipped: list[tuple[Figure, str]]) -> str:
+def _md_figure(drawn: Drawn) -> str:
+    png, pdf = drawn.figure.files
+    return f"![{drawn.figure.title}]({png})\n\n*{drawn.caption}* ([PDF]({pdf}))\n"
+
+
+def render_html(document: dict[str, Any], folder: Path, figures: list[Drawn], skipped: list[tuple[Any, str]]) -> str:
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<title>gangmaster replay report</title>", f"<style>{STYLE}</style></head><body>",
              "<h1>gangmaster replay: placement policies compared</h1>",
@@ -343,7 +349,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Figure],
         parts.append(f"<dt>{html.escape(name)}{' (' + unit + ')' if unit else ''}</dt>"
                      f"<dd>{html.escape(meaning)}</dd>")
     parts.append("</dl><p class=\"note\">Definitions: REPLAY.md. Files beside this page: metrics.json, jobs.csv, "
-                 "timeline.csv, report.md and the figures as PNG.</p></body></html>\n")
+                 "timeline.csv, report.md and the figures as PNG and PDF.</p></body></html>\n")
     return "\n".join(parts)
 
 
@@ -356,14 +362,14 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: list[tuple[Figure, str]]) -> str:
+def render_markdown(document: dict[str, Any], figures: list[Drawn], skipped: list[tuple[Any, str]]) -> str:
     parts = ["# gangmaster replay: placement policies compared\n"]
     parts += [f"- **{k}**: {v}" for k, v in identity_lines(document)]
     parts.append(f"\n{_window_note(document)}\n")
     headline = [f for f in figures if f.name == FILL_FIGURE]   # drawn in fill mode only
     if is_fill(document):   # the headline: its plot first, then the table
         parts.append("## Unallocated GPUs against GPUs arrived (fill mode)\n")
-        parts += [f"![{f.title}]({f.name})\n" for f in headline]
+        parts += [_md_figure(f) for f in headline]
         parts.append(_fill_note(document) + "\n")
         parts.append(_md_table(*fill_rows(document, mark_lowest=True)))
     parts.append("## Summary\n")
@@ -372,7 +378,7 @@ def render_markdown(document: dict[str, Any], figures: list[Figure], skipped: li
         parts.append("## Load sweep\n")
         parts.append(_md_table(*_sweep_rows(document)))
     parts.append("## Figures\n")
-    parts += [f"![{f.title}]({f.name})\n" for f in figures if f not in headline]
+    parts += [_md_figure(f) for f in figures if f not in headline]
     parts += [f"- not drawn: {line}" for line in not_drawn((f.name, why) for f, why in skipped)]
     parts.append("\n## By queue\n")
     if is_fill(document):

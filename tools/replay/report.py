@@ -10,8 +10,8 @@
 - ``fragmentation.csv``: per selector and seed, the FGD paper's measure as sampled
   (:mod:`.workload`): idle milli-GPU the typical shapes cannot use, and idle milli-GPU
   (written when the replay measured it).
-- the figures (:mod:`.plots`, when matplotlib is installed), ``report.html`` and
-  ``report.md`` (:mod:`.pages`).
+- the figures (:mod:`.plots`, when matplotlib is installed), each a PNG and a PDF,
+  ``report.html`` and ``report.md`` (:mod:`.pages`), which caption each figure.
 
 Same inputs, same files, byte for byte, except the wall-time figures (``wall_s`` and
 ``cost`` in metrics.json, and the summary tables' "wall" column that shows them).
@@ -58,7 +58,7 @@ INCOMPLETE = "INCOMPLETE"
 #: Every file a report may hold; those of an earlier report that a run does not write are
 #: removed when it writes its own.
 REPORT_FILES = ("metrics.json", "jobs.csv", "timeline.csv", "fragmentation.csv",
-                *(f.name for f in plots.FIGURES), "report.html", "report.md", INCOMPLETE)
+                *(name for f in plots.FIGURES for name in f.files), "report.html", "report.md", INCOMPLETE)
 #: The hidden folder inside the report folder that a report is written into first.
 _PARTIAL_PREFIX = ".report-partial-"
 
@@ -118,7 +118,7 @@ def _write_files(comparison: Comparison, folder: Path, document: dict[str, Any])
     (folder / "report.html").write_text(pages.render_html(document, folder, figures, skipped), encoding="utf-8")
     (folder / "report.md").write_text(pages.render_markdown(document, figures, skipped), encoding="utf-8")
     written = ("metrics.json", "jobs.csv", "timeline.csv", *(("fragmentation.csv",) if measured else ()),
-               *(f.name for f in figures), "report.html", "report.md")
+               *(name for f in figures for name in f.figure.files), "report.html", "report.md")
     return written, skipped
 
 

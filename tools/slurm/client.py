@@ -10,6 +10,10 @@ The AM does not know it talks to Slurm. How each call maps:
   once) become **one heterogeneous job**, one component per host (``-w host``, the
   CPUs and memory of the asks on it, each GPU by its own GRES type when the node
   declares per-GPU types): Slurm grants it whole or keeps it pending, holding nothing.
+  The job-wide options (``--partition``, and ``sbatch_options``: ``--account``, ``--qos``,
+  ``--time``) come once, before the first component: Slurm propagates them to the others.
+  With ``dry_run`` the command is handed to it instead of run, and the job stays
+  "not submitted" (never granted, never asked about).
   Its pending reason is every ask's pending reason; an ``sbatch`` refusal ("Requested
   node configuration is not available") rejects them. A cancelled ask of a pending job
   cancels the job and the rest are asked again as a new one.
@@ -41,7 +45,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from gangmaster.am.rm_client import RMClient
 from gangmaster.am.rm_protocol import (
@@ -62,6 +66,8 @@ from .slurm_json import SlurmJob, SlurmJSONError, SlurmNode, read_jobs, read_nod
 #: Ports a node offers its tasks (Slurm does not manage ports; the AM picks from these).
 DEFAULT_TASK_PORTS = "20000-29999"
 JOB_PREFIX = "gm-"
+#: A job's state under ``dry_run``: its sbatch was printed, not run.
+NOT_SUBMITTED = "not submitted"
 
 
 class SlurmError(RMError):
@@ -84,13 +90,16 @@ class SlurmRMClient(RMClient):
 
     def __init__(self, state_dir: str | Path, partition: str | None = None, env: dict[str, str] | None = None,
                  task_ports: str = DEFAULT_TASK_PORTS, python: str | None = None,
-                 run_command: Callable[..., subprocess.CompletedProcess] = subprocess.run):
+                 run_command: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                 sbatch_options: Sequence[str] = (), dry_run: Callable[[list[str]], None] | None = None):
         self.state_dir = Path(state_dir).resolve()
         self.partition = partition
         self.env = dict(env if env is not None else os.environ)
         self.task_ports = PortRanges.parse(task_ports)
         self.python = python or sys.executable
         self.run_command = run_command   # subprocess.run's signature: the one way Slurm is reached
+        self.sbatch_options = tuple(sbatch_options)   # job-wide: --account=..., --qos=..., --time=...
+        self.dry_run = dry_run
         self.apps: dict[str, AppRecord] = {}
         self._nodes: dict[str, SlurmNode] = {}
         self._sent: dict[str, NodeReport] = {}        # app id + host -> the report last sent to that app
@@ -349,19 +358,24 @@ class SlurmRMClient(RMClient):
                    f"--chdir={folder}", "--export=ALL", "--no-requeue"]   # the AM restarts a gang, not Slurm
         if app.partition:
             command.append(f"--partition={app.partition}")
+        command += self.sbatch_options
         for k, host in enumerate(hosts):
             if k:
                 command.append(":")
             command += self._component(host, by_host[host])
         command += [str(self._launcher_script()), str(folder)]
-        done = self._run(*command, check=False)
-        if done.returncode != 0:
-            reason = _sbatch_error(done.stderr or done.stdout)
-            return rejected + [Rejection(a.request_id, f"Slurm refused the job: {reason}")
-                               for h in hosts for a in by_host[h]]
-        job_id = int(done.stdout.strip().split(";")[0])
+        if self.dry_run is not None:
+            self.dry_run(command)
+            job_id, state = 0, NOT_SUBMITTED
+        else:
+            done = self._run(*command, check=False)
+            if done.returncode != 0:
+                reason = _sbatch_error(done.stderr or done.stdout)
+                return rejected + [Rejection(a.request_id, f"Slurm refused the job: {reason}")
+                                   for h in hosts for a in by_host[h]]
+            job_id, state = int(done.stdout.strip().split(";")[0]), "pending"
         app.jobs[key] = SlurmJobRecord(key, [a for h in hosts for a in by_host[h]], [h for h in hosts for _ in by_host[h]],
-                             job_id)
+                             job_id, state)
         self._save(app)
         return rejected
 
@@ -389,7 +403,7 @@ class SlurmRMClient(RMClient):
         limit) or under their tasks; then read the launchers' exit files."""
         allocated, pending, rejected = [], [], []
         exits = self._exit_files(app)   # before squeue: a task Slurm killed is then seen with its job's end
-        live = [j for j in app.jobs.values() if j.state != "ended"]
+        live = [j for j in app.jobs.values() if j.state not in ("ended", NOT_SUBMITTED)]
         if live:
             slurm_jobs = self._read_jobs()
             for job in live:
