@@ -24,10 +24,9 @@ a ``with`` block only, as a test does)::
 
     register_selector(EmptiestFirst)
 
-    # In setup.cfg of your package, instead of register_selector():
-    # [options.entry_points]
-    # gangmaster.selectors =
-    #     emptiest-first = mypkg.strategies:EmptiestFirst
+    # In pyproject.toml of your package, instead of register_selector():
+    # [project.entry-points."gangmaster.selectors"]
+    # emptiest-first = "mypkg.strategies:EmptiestFirst"
 
 The filters have already removed every node that cannot take the request, so a
 rank never needs to check fit. The pipeline orders the nodes by locality first and
