@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -33,6 +33,23 @@ from .fit import GPU_MILLI, Amounts, Demand, milli, shortfall
 from .identity_memo import IdentityMemo
 from .ports import NO_PORTS, PORT_MIN, PortRanges
 from .resources import ResourceDescriptor, ResourceError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+
+class DerivedState(Protocol):
+    """What :meth:`NodeColumns.derived` keeps: the rows changed since it was last brought up
+    to date, and a copy of itself for a copy of the view."""
+
+    dirty: set[int]
+
+    def copy(self) -> DerivedState: ...
+
+
+#: a booking's ports on one node: what is left, its count, whether every port taken was
+#: free, the free ports before and the ports taken
+_PortsOutcome = tuple[PortRanges, int, bool, PortRanges, PortRanges]
 
 
 class UnknownHost(KeyError):
@@ -104,9 +121,11 @@ class NodeColumns:
         self.hosts = [s.host for s in specs]
         self.host_index = {h: i for i, h in enumerate(self.hosts)}
         if len(self.host_index) != len(self.hosts):
-            seen = set()
-            dup = next(h for h in self.hosts if h in seen or seen.add(h))
-            raise ValueError(f"host {dup!r} is declared twice")
+            seen: set[str] = set()
+            for host in self.hosts:
+                if host in seen:
+                    raise ValueError(f"host {host!r} is declared twice")
+                seen.add(host)
         self.memory_capacity = np.array([s.memory_mb for s in specs], dtype=np.int64)
         vcores, gpus = [s.vcores for s in specs], [s.gpus for s in specs]
         mvcores = {v: milli(v) for v in set(vcores)}   # a cluster has few kinds of machine: each converted once
@@ -134,7 +153,7 @@ class NodeColumns:
         self.gpu_share_capacity = np.where(self.gpu_capacity > 0, GPU_MILLI, 0).astype(np.int32)
         self._share_ledger_shared = False   # copy-on-write with copies of the view
         self._column_caches: dict[str, _CachedColumn] = {}
-        self._derived: dict[Hashable, object] = {}
+        self._derived: dict[Hashable, DerivedState] = {}
         #: every cached column's, derived state's and watcher's (:meth:`watch_rows`) set, for _touched
         self._dirty_sets: list[set[int]] = []
         #: counts every change of a row, so that a result read later can tell it is stale
@@ -158,7 +177,8 @@ class NodeColumns:
                        self.gpu_free_mask.item(i), self.ports_free[i], self.ports_free_count.item(i),
                        tuple(self.gpu_milli_free_row(i)) if self.gpus_shared.item(i) else None)
 
-    def gpu_milli_free_rows(self, rows=None, gpu: int | None = None) -> np.ndarray:
+    def gpu_milli_free_rows(self, rows: Sequence[int] | np.ndarray | slice | None = None,
+                            gpu: int | None = None) -> np.ndarray:
         """Milli-GPU free per GPU of ``rows`` (an index array; every node when None or a
         slice): 1000 for a wholly free GPU, what shares leave on a shared one, 0 for a GPU
         taken whole or absent. int32, shape (rows, gpu_width); only column ``gpu`` when given."""
@@ -172,7 +192,8 @@ class NodeColumns:
             used = used[:, gpu]
             return np.where(whole, GPU_MILLI, np.where(used > 0, GPU_MILLI - used, 0)).astype(np.int32)
         # a GPU has what its shares leave, all of it when wholly free, nothing when taken whole or absent
-        return (GPU_MILLI - used) * ((used > 0) | (masks[:, None] & self._gpu_bits != 0))
+        free: np.ndarray = (GPU_MILLI - used) * ((used > 0) | (masks[:, None] & self._gpu_bits != 0))
+        return free
 
     def gpu_milli_free_row(self, i: int) -> list[int]:
         """:meth:`gpu_milli_free_rows` of node ``i`` alone, as Python ints (no numpy call)."""
@@ -226,7 +247,8 @@ class NodeColumns:
                 self.port_capacity, slice(None), port_min)
         return counts
 
-    def cached_column(self, name: str, compute, compute_row=None) -> np.ndarray:
+    def cached_column(self, name: str, compute: Callable[[Any, Any], np.ndarray],
+                      compute_row: Callable[[Any, int], int] | None = None) -> np.ndarray:
         """A per-node column derived from node state, kept up to date incrementally.
 
         ``compute(view, rows)`` returns the values for ``rows`` (an index array, or
@@ -252,7 +274,7 @@ class NodeColumns:
             dirty.clear()
         return cache.values
 
-    def derived(self, name: Hashable, build):
+    def derived(self, name: Hashable, build: Callable[[Any], DerivedState]) -> Any:
         """State derived from the rows and kept in step by its owner (a strategy's sorted
         node index, :mod:`~gangmaster.selectors.node_index`), found by ``name`` (any
         hashable value): ``build(view)`` makes it once; the view then adds every changed row to its ``dirty`` set, and gives a copy
@@ -469,7 +491,7 @@ class ClusterView(NodeColumns):
         #: what callers make once for this view and objects of theirs nobody changes (a
         #: request's pick of one node, :class:`~gangmaster.selectors.placement.LonePick`), found by
         #: those objects' identity; bound to this view, so a copy starts with none
-        self.prepared: IdentityMemo = IdentityMemo(PREPARED_KEPT)
+        self.prepared: IdentityMemo[Any] = IdentityMemo(PREPARED_KEPT)
 
     # ----------------------------------------------------------------- reading
     def index(self, host: str) -> int:
@@ -479,31 +501,31 @@ class ClusterView(NodeColumns):
             raise UnknownHost(host) from None
 
     @property
-    def memory_used(self) -> np.ndarray:
+    def memory_used(self) -> npt.NDArray[np.int64]:
         return self.memory_capacity - self.memory_free
 
     @property
-    def vcores_capacity(self) -> np.ndarray:
+    def vcores_capacity(self) -> npt.NDArray[np.float64]:
         """vcores as floats (for display and strategy plugins); the columns are in millis."""
         return self.mvcores_capacity / 1000.0
 
     @property
-    def vcores_free(self) -> np.ndarray:
+    def vcores_free(self) -> npt.NDArray[np.float64]:
         return self.mvcores_free / 1000.0
 
     @property
-    def vcores_used(self) -> np.ndarray:
+    def vcores_used(self) -> npt.NDArray[np.float64]:
         return (self.mvcores_capacity - self.mvcores_free) / 1000.0
 
     @property
-    def gpus_used(self) -> np.ndarray:
+    def gpus_used(self) -> npt.NDArray[np.int64]:
         return self.gpu_capacity - self.gpus_free
 
     @property
     def gpu_used_mask(self) -> np.ndarray:
         return self.gpu_capacity_mask & ~self.gpu_free_mask
 
-    def rack_rows(self, racks) -> np.ndarray:
+    def rack_rows(self, racks: Iterable[int]) -> np.ndarray:
         """The nodes of ``racks`` (rack codes, repeats ignored), rack by rack, each in
         node order. The nodes are grouped by rack once per view (racks never change, so
         copies share the grouping)."""
@@ -590,9 +612,9 @@ class ClusterView(NodeColumns):
         if gpus is not None:
             gpus = np.asarray(gpus, dtype=np.uint64)
             short |= ((self.gpu_free_mask[at] & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
-        lefts: list[PortRanges] = []
+        lefts: list[_PortsOutcome] = []
         if ports is not None:
-            outcome: dict[tuple[int, int], tuple] = {}  # nodes of a kind repeat the same objects
+            outcome: dict[tuple[int, int], _PortsOutcome] = {}  # nodes of a kind repeat the same objects
             for k, taken in enumerate(ports):
                 free = self.ports_free[int(at[k])]
                 known = outcome.get((id(free), id(taken)))
@@ -743,7 +765,7 @@ _PORT_RESULTS_KEPT = 4096
 @dataclass
 class _CachedColumn:
     values: np.ndarray
-    dirty: set = field(default_factory=set)
+    dirty: set[int] = field(default_factory=set)
 
 
 @lru_cache(maxsize=4096)
@@ -758,7 +780,7 @@ def ports_grew(now: PortRanges, before: PortRanges) -> bool:
     return bool(now.ranges) and now != before and bool(now.subtract(before))
 
 
-def _counts_at_or_above(ports: list[PortRanges], rows, port_min: int) -> np.ndarray:
+def _counts_at_or_above(ports: list[PortRanges], rows: np.ndarray | slice, port_min: int) -> np.ndarray:
     chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
     # Most nodes' ports all lie at or above port_min: their count is the answer.
     return np.array([p.count if not p.ranges or p.ranges[0][0] >= port_min else p.count_at_or_above(port_min)
@@ -776,4 +798,5 @@ def _popcounts(masks: np.ndarray) -> np.ndarray:
     x = masks - ((masks >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
     x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return ((x * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)
+    counts: np.ndarray = ((x * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)
+    return counts

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from .values import value
 
@@ -102,7 +102,7 @@ class PortRanges:
     def __bool__(self) -> bool:
         return bool(self.ranges)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         for begin, end in self.ranges:
             yield from range(begin, end + 1)
 

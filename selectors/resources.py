@@ -20,8 +20,10 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import field, replace
+from typing import Any
 
-from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE, popcount
+from gangmaster.conf.limits import MAX_GPUS_PER_NODE
+from gangmaster.gpu_topology.masks import popcount
 
 from .fit import GPU_MILLI, Amounts, Demand, describe_ask, milli, shortfall
 from .ports import NO_PORTS, PortRanges
@@ -129,7 +131,7 @@ class ResourceDescriptor:
         return describe_ask(self.memory_mb, self.vcores, self.gpus, self.gpu_mask, self.ports, self.port_ranges,
                             self.gpu_milli)
 
-    def with_(self, **changes) -> "ResourceDescriptor":
+    def with_(self, **changes: Any) -> "ResourceDescriptor":
         return replace(self, **changes)
 
     def with_ports(self, ports: PortRanges) -> "ResourceDescriptor":

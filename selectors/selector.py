@@ -24,10 +24,9 @@ a ``with`` block only, as a test does)::
 
     register_selector(EmptiestFirst)
 
-    # In setup.cfg of your package, instead of register_selector():
-    # [options.entry_points]
-    # gangmaster.selectors =
-    #     emptiest-first = mypkg.strategies:EmptiestFirst
+    # In pyproject.toml of your package, instead of register_selector():
+    # [project.entry-points."gangmaster.selectors"]
+    # emptiest-first = "mypkg.strategies:EmptiestFirst"
 
 The filters have already removed every node that cannot take the request, so a
 rank never needs to check fit. The pipeline orders the nodes by locality first and
@@ -43,13 +42,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import numpy as np
 
 from gangmaster.gpu_topology.masks import lowest_bits
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from .cluster import ClusterView
     from .request import SelectionRequest
     from .workload import WorkloadShapes
@@ -63,7 +64,7 @@ class UnknownSelector(LookupError):
         super().__init__(f"{why}: {name!r}; known selectors: {', '.join(known)}")
 
     def __str__(self) -> str:
-        return self.args[0]
+        return str(self.args[0])
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class Selector:
         which orders by tier itself, fills nodes in bulk by the key."""
         return self.node_key(request)
 
-    def rank(self, view: "ClusterView", candidates: np.ndarray,
+    def rank(self, view: "ClusterView", candidates: "npt.NDArray[np.intp]",
              request: "SelectionRequest") -> np.ndarray:
         """Sort keys for ``candidates`` (node indices), lower is better.
 
@@ -136,7 +137,8 @@ class Selector:
         key = self.node_key(request)
         if key is None:
             raise NotImplementedError(f"{type(self).__name__} must override rank() or node_key()")
-        return key.column(view)[candidates]
+        ranked: np.ndarray = key.column(view)[candidates]
+        return ranked
 
     def observe_workload(self, shapes: "WorkloadShapes") -> None:
         """THE hook through which a strategy learns the workload it places: the typical
@@ -167,7 +169,7 @@ class Selector:
         return lowest_bits(view.free_mask(node), resource.gpus)
 
 
-def tightest_gpu(milli_free, need: int) -> int:
+def tightest_gpu(milli_free: Iterable[int], need: int) -> int:
     """The index of the GPU with the least milli free that is still >= ``need`` (the
     lowest index on ties), of ``milli_free`` (milli free per GPU: a sequence of a node's
     few GPUs, read in plain Python); raises ValueError when none has enough."""
@@ -211,7 +213,8 @@ def pack_keys(*columns: tuple[np.ndarray, int]) -> np.ndarray:
     np.maximum(values, 0, out=values)
     np.minimum(values, tops, out=values)
     values <<= shifts
-    return np.bitwise_or.reduce(values, axis=0)
+    packed: np.ndarray = np.bitwise_or.reduce(values, axis=0)
+    return packed
 
 
 @lru_cache(maxsize=64)
@@ -247,7 +250,7 @@ def selector_registered(cls: type[Selector]) -> Iterator[type[Selector]]:
     is as it was (the name free again, or the strategy it named before back). A test's
     strategy must not outlive the test: every later list of strategies would name it."""
     _load_entry_points()   # (first: a strategy of that name from an entry point is the one to restore)
-    before = _registry.get(getattr(cls, "name", None))
+    before = _registry.get(getattr(cls, "name", ""))   # ("": never a registered name)
     register_selector(cls)
     try:
         yield cls

@@ -2,13 +2,29 @@
 resource descriptor, a barrier record): :data:`value`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-#: A slotted dataclass (no per-instance ``__dict__``), compared and hashed by its fields as
-#: a frozen one is, but built by plain assignments: a frozen dataclass sets each field
-#: through ``object.__setattr__``, about four times the cost, and a replay builds dozens
-#: per job. Immutable by convention: nothing assigns to a value after building it.
-value = dataclass(slots=True, unsafe_hash=True)
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # the marker is for type checkers only: at run time it changes nothing
+    def dataclass_transform(**_: Any) -> Any:
+        return lambda decorator: decorator
+
+_T = TypeVar("_T")
+
+
+@dataclass_transform(eq_default=True, field_specifiers=(field,))
+def value(cls: type[_T]) -> type[_T]:
+    """A slotted dataclass (no per-instance ``__dict__``), compared and hashed by its fields
+    as a frozen one is, but built by plain assignments: a frozen dataclass sets each field
+    through ``object.__setattr__``, about four times the cost, and a replay builds dozens
+    per job. Immutable by convention: nothing assigns to a value after building it.
+
+    A decorator function rather than the bare ``dataclass(...)`` it calls, so that type
+    checkers (``dataclass_transform``) see each value's fields and ``__init__``."""
+    return dataclass(slots=True, unsafe_hash=True)(cls)
 
 
 class WrittenValue:
@@ -19,7 +35,7 @@ class WrittenValue:
     __slots__ = ()
     FIELDS: tuple[str, ...] = ()
 
-    def _fields(self) -> tuple:
+    def _fields(self) -> tuple[object, ...]:
         return tuple([getattr(self, name) for name in self.FIELDS])
 
     def __eq__(self, other: object) -> bool:

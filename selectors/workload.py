@@ -28,13 +28,15 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
-from gangmaster.conf.limits import MAX_MEMORY_MB, MAX_VCORES, MAX_WORKLOAD_SHAPES
-from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
+from gangmaster.conf.limits import MAX_GPUS_PER_NODE, MAX_MEMORY_MB, MAX_VCORES, MAX_WORKLOAD_SHAPES
 
 from .fit import GPU_MILLI, milli
+
+if TYPE_CHECKING:
+    from .resources import ResourceDescriptor
 
 SHAPE_FIELDS = ("vcores", "memoryMB", "gpus", "gpuMilli", "gpuTypes", "weight")
 
@@ -51,7 +53,7 @@ class TaskShape:
     gpu_milli: int = 0
     gpu_types: tuple[str, ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.mvcores < 0 or self.memory_mb < 0 or self.gpus < 0:
             raise ValueError(f"a task shape asks for no negative amount, got {self}")
         if not 0 <= self.gpu_milli < GPU_MILLI:
@@ -70,7 +72,7 @@ class TaskShape:
         return self.gpus if self.gpus else (1 if self.gpu_milli else 0)
 
     @classmethod
-    def of(cls, resource, gpu_types: Iterable[str] = ()) -> "TaskShape":
+    def of(cls, resource: "ResourceDescriptor", gpu_types: Iterable[str] = ()) -> "TaskShape":
         """The shape of one instance of a ``ResourceDescriptor`` (ports and named GPUs aside)."""
         return cls(milli(resource.vcores), resource.memory_mb, resource.gpus, resource.gpu_milli,
                    tuple(sorted(gpu_types)))
@@ -88,7 +90,7 @@ class WorkloadShapes:
     shapes: tuple[TaskShape, ...]
     weights: tuple[float, ...]
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.shapes:
             raise ValueError("a workload has at least one task shape")
         if len(self.shapes) != len(self.weights):
@@ -149,11 +151,11 @@ class WorkloadShapes:
         except ValueError as exc:
             raise ConfigError(str(path), "shapes", str(exc)) from None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The file form (weights as fractions), for ``--workload`` files and reports."""
         out = []
         for shape, weight in self:
-            entry: dict = {"vcores": shape.mvcores / 1000, "memoryMB": shape.memory_mb}
+            entry: dict[str, Any] = {"vcores": shape.mvcores / 1000, "memoryMB": shape.memory_mb}
             if shape.gpus:
                 entry["gpus"] = shape.gpus
             if shape.gpu_milli:

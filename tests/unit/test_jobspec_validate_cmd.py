@@ -96,4 +96,4 @@ def test_json_job(capsys):
 def test_registered_in_the_gangmaster_command():
     # Membership only: building the whole CLI also imports every other subcommand.
     from gangmaster.tools.cli import COMMANDS
-    assert "validate_cmd" in COMMANDS
+    assert COMMANDS["validate"].module == "validate_cmd"
