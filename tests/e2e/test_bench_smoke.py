@@ -46,6 +46,8 @@ SIZES = {
     "snapshot": (["--cluster", str(TESTS / "fixtures" / "rm" / "cluster.yaml"), "--repeat", "1"],
                  r"slurm +\d+ nodes.*load_snapshot \d+ ms wall"),
     "slurm": (["--repeat", "1"], r"ratio slurm / baseline: [\d.]+"),
+    # on the session's shared YARN cluster (tests/e2e/yarn_cluster.py), not one of its own
+    "yarn": (["--repeat", "1", "--no-slurm"], r"ratio yarn / baseline: [\d.]+"),
     "replay_report": (["--trace", PHILLY, "--selectors", "1", "--repeat", "1"], r"report: [\d.]+ s wall"),
     "replay": (["--trace", PHILLY, "--nodes", "4", "--limit", "20"], r"engine fifo +: +[\d.]+ s wall"),
     "fgd": (["--nodes", "20", "--pods", "100", "--selector", "fgd"], r"\nfgd +node-name +[\d.]+ +[\d.]+ +\d+"),
@@ -57,13 +59,16 @@ SIZES = {
 
 
 @pytest.mark.parametrize("bench", _benches())
-def test_every_bench_finishes_at_a_tiny_size_and_prints_its_figure(bench, capsys):
+def test_every_bench_finishes_at_a_tiny_size_and_prints_its_figure(bench, capsys, request):
     assert bench in SIZES, f"bench {bench}: add its tiny size to SIZES (add a size flag if it has none)"
+    arguments, figure = SIZES[bench]
     if bench == "slurm":
         from slurm_cluster import require_slurm
 
         require_slurm()
-    arguments, figure = SIZES[bench]
+    if bench == "yarn":
+        cluster = request.getfixturevalue("yarn_cluster")  # skips, saying why, without Java or Maven
+        arguments = [*arguments, "--yarn-rm", str(cluster.work_dir)]
     code = main(["bench", bench, *arguments])
     out = capsys.readouterr().out
     assert code == 0, out
