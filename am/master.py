@@ -44,28 +44,25 @@ when the driver finds it can make no progress
 """
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
-from dataclasses import replace
 from functools import lru_cache, partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
-from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.resources import ResourceDescriptor
-from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
 
 from . import job_status, recovery
 from .acquisition import AcquisitionContext
 from .am_settings import AMSettings
 from .attempt_barrier import end_barrier, reopen_barrier
+from .am_placement import AMPlacement, pipeline_seed
 from .cluster_tracker import ClusterTracker
 from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
-from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
+from .gang_placement import GangDoesNotFit
 from .gang_launch import launch_gang
 from .gang_events import GangEvents, JournalEvents, LogEvents, MetricsEvents, observing
 from .gang_run import PENDING, GangRun, attempt_history, failed_attempts, failure, recorded_gangs
@@ -81,13 +78,6 @@ from .rm_protocol import (AllocateRequest, ApplicationReport, AppState, Containe
 from .waiting_watch import WaitingWatch, watches
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
-
-
-def pipeline_seed(seed: int, app_id: str) -> int:
-    """The seed of one application's selection pipelines: the same for the same
-    ``selection.seed`` and application (a run replays), different across applications."""
-    digest = hashlib.sha256(f"{seed}:{app_id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
 
 
 class ApplicationMaster:
@@ -106,7 +96,6 @@ class ApplicationMaster:
     queue_limit: ResourceDescriptor | None = None
     _watch: WaitingWatch | None = None   # made when first needed (:attr:`watch`)
     _granted = False   # this heartbeat's response granted containers
-    _seed: int | None = None   # the seed of the AM's own pipelines (None: shared ones, seeded from selection.seed)
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -162,14 +151,10 @@ class ApplicationMaster:
         self._asking = AcquisitionContext(self.settings, (self.selection.seed, job.name, app_id, self.am_attempt),
                                           self.log, self.events, self.metrics.selection_latency.observe,
                                           self.am_attempt * 1_000_000 + 1)
-        if shared_pipelines is None:
-            self._pipelines: dict[str, SelectionPipeline] = {}
-            self._seed = pipeline_seed(self.selection.seed, app_id)
-        else:
-            self._pipelines = shared_pipelines
         self._coordinator = barrier   # the barrier coordinator (the AM's calls to it: am.attempt_barrier)
-        self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
+        self.placement = AMPlacement(rm.cluster_nodes, self.selection, app_id, self._running, tracker,
+                                     shared_pipelines)
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self.gangs: list[GangRun] = []
         self.events.am_started(self.am_attempt, app_id, job.name, job.total_instances, len(job.gangs), work_dir)
@@ -196,11 +181,11 @@ class ApplicationMaster:
 
     # =============================================================== start
     def _start_fresh(self) -> None:
-        cluster = self._cluster()
+        cluster = self.placement.cluster
         checked = []   # (name, roles, its placement on the idle cluster or None) of each gang
         for name, roles in self.job.named_gangs:
             try:
-                placed = cluster.check_fits_empty(roles, self._pipeline_for)
+                placed = cluster.check_fits_empty(roles, self.placement.pipeline_for)
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {name} can never run on this cluster: {exc}")
                 return
@@ -265,8 +250,8 @@ class ApplicationMaster:
             self._watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
-        gang.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang),
-                  (self._tracker or self._cluster()).grown)
+        placement = self.placement
+        gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang), placement.cluster.grown)
 
     def _request(self, finished: int) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
@@ -284,7 +269,7 @@ class ApplicationMaster:
 
     # ------------------------------------------- what the RM answered (RMCallbacks)
     def on_nodes_updated(self, updates: Sequence[NodeReport]) -> None:
-        self._cluster().apply(updates)
+        self.placement.cluster.apply(updates)
 
     def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None:
         """Each container is taken by the gang that asked for it, else given back."""
@@ -361,51 +346,13 @@ class ApplicationMaster:
         gang.task_ended(task, exit_status, diagnostics, now)
         if exit_status != 0:
             if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
-                self._cluster().mark_failed(task.role, task.host)
+                self.placement.cluster.mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
 
-    # ============================================================ placement
-    def _cluster(self) -> ClusterTracker:
-        """The AM's view of the cluster: read from the RM once, then kept from node updates."""
-        tracker = self._tracker
-        if tracker is None:
-            tracker = self._tracker = ClusterTracker(self.rm.cluster_nodes)
-        return tracker
-
     def _pipeline_for(self, role: RoleSpec) -> SelectionPipeline:
-        name = role.selector or self.selection.selector
-        pipeline = self._pipelines.get(name)
-        if pipeline is None:
-            pipeline = self._pipelines[name] = SelectionPipeline(
-                replace(self.selection, seed=self.selection.seed if self._seed is None else self._seed),
-                get_selector(name, self.selection.candidate_nodes_factor))
-        return pipeline
-
-    def _view_for_placement(self, gang: GangRun | None = None) -> ClusterView:
-        """A scratch copy of the view, with the per-node caps counting our running instances;
-        for ``gang``'s planning, the view itself when there is nothing to count: no task
-        runs and the gang holds and asks nothing (planning books only those on the view it
-        gets, and placement works on a copy of its own)."""
-        if gang is not None and not self._running:
-            acq = gang.acquisition
-            if not acq.by_container and not acq.by_request:
-                return (self._tracker or self._cluster()).view
-        return self._cluster().scratch((task.role, task.host) for _gang, task in self._running.values())
-
-    def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
-        """The gang's placement on ``view``; its first one is the never-fits check's, when
-        that placed it on the idle cluster and nothing has changed since (the same view,
-        unchanged, nothing running, every instance wanted)."""
-        every = wanted is gang.acquisition.layout.everything
-        at_start = gang.placed_at_start
-        if at_start is not None:
-            gang.placed_at_start = None
-            placed, checked, changes = at_start
-            if self._tracker.view is checked and checked.changes == changes and not self._running and every:
-                return placed
-        # every instance of every role: place_gang's default, with no indices to check
-        return place_gang(view, gang.roles, self._pipeline_for, indices=None if every else wanted)
+        """The pipeline that places ``role`` (:meth:`AMPlacement.pipeline_for`)."""
+        return self.placement.pipeline_for(role)
 
     # =============================================================== launch
     def _launch(self, gang: GangRun, now: float) -> None:
@@ -560,7 +507,7 @@ class ApplicationMaster:
             if gang.state is ROLE_LAUNCHING:
                 return False
             if gang.pending:
-                if not gang.acquisition.stalled(now, self._cluster().grown):
+                if not gang.acquisition.stalled(now, self.placement.cluster.grown):
                     return False
                 waiting = True
         return waiting
@@ -606,10 +553,10 @@ class ApplicationMaster:
                        held: Sequence[tuple] = ()) -> Diagnosis:
         """:meth:`diagnose` for ``roles`` placed with this AM's pipelines on its view now;
         ``held``: the containers the gang holds, (role, host, resource)."""
-        view = self._view_for_placement()
+        view = self.placement.view_for()
         for role, host, _resource in held:
             view.instances_of(role)[view.index(host)] += 1
-        return diagnose(view, roles, self._pipeline_for, job=self.job.name, gang=name, occupants=self._occupants(),
+        return diagnose(view, roles, self.placement.pipeline_for, job=self.job.name, gang=name, occupants=self._occupants(),
                         indices=wanted, own=[(host, resource) for _role, host, resource in held])
 
     # ================================================= taken over from a journal
