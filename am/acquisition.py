@@ -33,17 +33,16 @@ from __future__ import annotations
 import itertools
 import random
 import time
-import weakref
-from collections import Counter
 from functools import lru_cache
 from itertools import starmap
 from types import MappingProxyType
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.resources import ResourceError
 
 from .am_settings import AMSettings
+from .gang_events import GangEvents
 from .gang_placement import GangDoesNotFit, GangPlacement, InstancePlacement
 from .jobspec_model import RoleSpec
 from .launch_env import PortKinds
@@ -101,18 +100,10 @@ def layout_of(roles: tuple[RoleSpec, ...]) -> GangLayout:
     return GangLayout(roles)
 
 
-class AcquisitionOwner(Protocol):
-    """Who keeps the count of an AM's releases and reselections (the ApplicationMaster)."""
-
-    def acquisition_released(self, acquisition: "GangAcquisition", now: float, containers: list[str]) -> None: ...
-
-    def acquisition_reselected(self, acquisition: "GangAcquisition") -> None: ...
-
-
 class AcquisitionContext:
     """What every gang acquisition of one AM shares, made once with the AM: its settings,
-    where they report (and whether it keeps the lines that cost work to build), the
-    selection-latency observer, whom to tell of a release or a reselection, the request
+    where they report (a line, or an event for :mod:`~gangmaster.am.gang_events`'s observers
+    to build their own line from), the selection-latency observer, the request
     ids (``next_request_id``), the seeded random a release backoff is jittered with, and
     the **outbox**: the asks, cancels and releases the acquisitions decided (each gang's
     in the order it decided them), which the AM sends at its next heartbeat
@@ -124,13 +115,9 @@ class AcquisitionContext:
 
     _random: random.Random | None = None   # made when first drawn from
 
-    def __init__(self, owner: "AcquisitionOwner", settings: AMSettings, seed_parts: tuple,
-                 report: Callable[[str], None], observe_selection: Callable[[float], None], first_request_id: int,
-                 reporting: bool = True):
-        """``owner``: told when an acquisition gave back what it held or selected an instance
-        again (:meth:`released`, :meth:`reselected`); kept weakly (it owns the acquisitions)."""
-        self._owner = weakref.ref(owner)
-        self.settings, self.report, self.reporting = settings, report, reporting
+    def __init__(self, settings: AMSettings, seed_parts: tuple, report: Callable[[str], None],
+                 events: GangEvents, observe_selection: Callable[[float], None], first_request_id: int):
+        self.settings, self.report, self.events = settings, report, events
         self.observe_selection = observe_selection
         self.next_request_id = itertools.count(first_request_id).__next__
         self.asks: list[ResourceRequest] = []
@@ -147,14 +134,6 @@ class AcquisitionContext:
             self._random = random.Random(self.seed)
         return self._random.uniform(a, b)
 
-    def released(self, acquisition: "GangAcquisition", now: float, containers: list[str]) -> None:
-        """``acquisition`` gave back what it held (``containers``) at ``now``."""
-        self._owner().acquisition_released(acquisition, now, containers)
-
-    def reselected(self, acquisition: "GangAcquisition") -> None:
-        """``acquisition`` selected an instance again (its ask went stale)."""
-        self._owner().acquisition_reselected(acquisition)
-
     def take_outbox(self) -> tuple[list[ResourceRequest], list[int], list[str]]:
         """The asks, cancels and releases to send now (the outbox starts empty again)."""
         out = (self.asks, self.cancels, self.releases)
@@ -169,6 +148,7 @@ class GangAcquisition:
     first_grant_at: float | None = None
     not_before = float("-inf")    # no asking before then: backing off after a release
     release_count = 0
+    last_released: list[str] = []   # the containers the last release gave back (read only)
     reselections = 0
     _waiting: "GangDoesNotFit | str" = ""   # the last placement's failure (its reason formatted when read)
     #: whether the last placement found no room (what :attr:`waiting_reason` explains)
@@ -262,11 +242,9 @@ class GangAcquisition:
             placement = place(view, wanted)
         except GangDoesNotFit as exc:
             self.failed_placements += 1
-            reporting = context.reporting
-            waiting = str(exc) if reporting else exc.with_traceback(None)   # (else formatted when read)
-            if reporting and waiting != self.waiting_reason:
-                context.report(f"gang {self.gang}: waiting, {len(self.granted)}/{self.total} granted; {waiting}")
-            self._waiting, self.found_no_room = waiting, bool(waiting)
+            exc = exc.with_traceback(None)   # (formatted when read: an AM that logs nothing may never read it)
+            context.events.no_room(self, exc)
+            self._waiting, self.found_no_room = exc, True
             return
         finally:
             context.observe_selection(time.perf_counter() - started)
@@ -280,9 +258,7 @@ class GangAcquisition:
             by_request[slot.request_id] = slot
             asks.append(ResourceRequest(slot.request_id, p.resource, 1, host=p.host, relax_locality=False,
                                         node_label=roles[p.role].node_label))
-        if context.reporting:
-            context.report(f"gang {self.gang}: asking for {len(placement.instances)} instance(s) "
-                           f"({len(self.granted)}/{self.total} granted) on {_hosts_summary(placement.hosts())}")
+        context.events.asking(self.gang, len(self.by_container), self.total, placement.hosts())
 
     def _to_place_again(self, now: float,
                         view_source: Callable[[], ClusterView]) -> tuple[ClusterView, dict[str, list[int]]] | None:
@@ -319,7 +295,6 @@ class GangAcquisition:
         self.by_request.pop(slot.request_id, None)
         self._changed = True
         self.reselections += 1
-        context.reselected(self)
         context.report(f"gang {self.gang}: {slot.name} not granted on {slot.placement.host} after "
                        f"{context.settings.reselect_after_s:g}s ({slot.pending_reason or 'taken by another application'}); "
                        f"selecting again")
@@ -333,7 +308,7 @@ class GangAcquisition:
         context.cancels.extend(s.request_id for s in self.outstanding)
         self._clear()
         self.release_count += 1
-        context.released(self, now, released)
+        self.last_released = released
         s = context.settings
         backoff = min(s.release_backoff_max_s, s.release_backoff_s * 2 ** (self.release_count - 1))
         backoff *= context.uniform(1 - s.release_jitter, 1 + s.release_jitter)
@@ -403,8 +378,3 @@ class GangAcquisition:
     def owns(self, container_id: str) -> bool:
         return container_id in self.by_container
 
-
-def _hosts_summary(hosts: list[str], shown: int = 4) -> str:
-    parts = [f"{h}×{n}" if n > 1 else h for h, n in Counter(hosts).items()]
-    more = len(parts) - shown
-    return ", ".join(parts[:shown]) + (f" and {more} more host(s)" if more > 0 else "")

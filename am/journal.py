@@ -64,9 +64,6 @@ class Journal:
     :class:`~gangmaster.am.lifecycle.TaskEndings`), written as its ``to_dict()``: a
     journal in memory makes that only if it is read."""
 
-    #: what it is given is kept (a :class:`NoJournal` keeps nothing)
-    keeps_records = True
-
     def __init__(self, path: str | Path, now=time.time):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,8 +93,6 @@ class MemoryJournal:
     as :func:`read_records` reads a file. A driver whose AMs are never restarted and
     whose journals nobody reads needs not even this: :class:`NoJournal`."""
 
-    keeps_records = True
-
     def __init__(self, now=time.time):
         self.now = now
         self._written: list[tuple[float, str, dict]] = []   # (time, kind, fields) as written
@@ -120,11 +115,12 @@ class MemoryJournal:
 
 class NoJournal:
     """A journal that keeps nothing, for an AM that is never restarted and whose journal
-    nobody reads (trace replay: tens of thousands of jobs). Its AM builds no record at all
-    (it checks :attr:`keeps_records`, as it checks ``keeps_lines`` before building a log
-    line), so what it decides is the same and nothing of it is written."""
+    nobody reads (trace replay: tens of thousands of jobs). It says so
+    (:attr:`keeps_nothing`), and its AM then attaches no observer to keep the journal's
+    events (:mod:`~gangmaster.am.gang_events`): no record is built at all, and what the AM
+    decides is the same."""
 
-    keeps_records = False
+    keeps_nothing = True
     closed = False
 
     def write(self, kind: str, at: float | None = None, **fields) -> None:

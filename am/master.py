@@ -44,65 +44,45 @@ when the driver finds it can make no progress
 """
 from __future__ import annotations
 
-import gc
-import hashlib
-import weakref
 from collections import Counter
-from dataclasses import replace
 from functools import lru_cache, partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
-from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.resources import ResourceDescriptor
-from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
-from gangmaster.gpu_topology.masks import indices_of
 
-from . import recovery
-from .acquisition import AcquisitionContext, GangAcquisition
+from . import job_status, recovery
+from .acquisition import AcquisitionContext
 from .am_settings import AMSettings
-from .attempt_barrier import end_barrier, open_barrier, reopen_barrier
+from .attempt_barrier import end_barrier, reopen_barrier
+from .am_placement import AMPlacement, pipeline_seed
 from .cluster_tracker import ClusterTracker
-from .collector import collector_paused
 from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
-from .gang_placement import GangDoesNotFit, GangPlacement, place_gang
+from .gang_placement import GangDoesNotFit
+from .gang_launch import launch_gang
+from .gang_events import GangEvents, JournalEvents, LogEvents, MetricsEvents, observing
 from .gang_run import PENDING, GangRun, attempt_history, failed_attempts, failure, recorded_gangs
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, replay
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
-from .launch_env import launch_envs
-from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
-                        TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, LaunchedTasks, RoleState,
-                        TaskEndings, TaskRecord)
-from .metrics import CONTAINER_STATES, AMMetrics, GaugeValues
-from .progress_log import ProgressLog, QuietLog, keeps_lines
+from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, ROLE_RUNNING, TASK_FAILED, TASK_RUNNING, AttemptRecord, RoleState, TaskRecord
+from .metrics import AMMetrics, GaugeValues
+from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
-from .rm_protocol import AllocateRequest, AllocateResponse, ApplicationReport, AppState, ContainerLaunch, \
-    LaunchContext, RMError, StartContainers, StartRefused, WrongState
+from .rm_conversation import RMConversation
+from .rm_protocol import (AllocateRequest, ApplicationReport, AppState, Container, ContainerStatus, NodeReport,
+                          PendingAsk, Rejection, RMError, WrongState)
 from .waiting_watch import WaitingWatch, watches
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
 
 
-def pipeline_seed(seed: int, app_id: str) -> int:
-    """The seed of one application's selection pipelines: the same for the same
-    ``selection.seed`` and application (a run replays), different across applications."""
-    digest = hashlib.sha256(f"{seed}:{app_id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
-
-
 class ApplicationMaster:
     """One job's AM. Build it once its application is ACCEPTED by the RM; then
     call :meth:`heartbeat` every ``settings.heartbeat_s`` until :attr:`done`."""
-
-    # An AM keeps at most 29 attributes of its own: CPython (3.11) keeps an object's attributes
-    # in a key table shared by its class only while they are few (measured: 29 are, 30 are
-    # not), and an AM past that costs twice as much to build, and every attribute read costs
-    # more (a trace replay builds tens of thousands; tests/unit/test_replay_collector.py
-    # pins it). What most AMs never set is read from the class instead:
 
     #: the job ended (then :attr:`outcome` and :attr:`reason` say how)
     done = False
@@ -115,9 +95,7 @@ class ApplicationMaster:
     #: the most the AM's queue may hold at once (None: the cluster), as the RM registered it
     queue_limit: ResourceDescriptor | None = None
     _watch: WaitingWatch | None = None   # made when first needed (:attr:`watch`)
-    _seed: int | None = None   # the seed of the AM's own pipelines (None: shared ones, seeded from selection.seed)
-    #: (gang, attempt, time) -> its tasks ended and not journaled yet (an AM that journals keeps its own)
-    _endings: Mapping[tuple, list[TaskRecord]] = MappingProxyType({})
+    _granted = False   # this heartbeat's response granted containers
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -151,7 +129,8 @@ class ApplicationMaster:
         if task_env:
             self.task_env = dict(task_env)
         work_dir = _folder(work_dir)
-        registration = rm.register(app_id)
+        self.conversation = RMConversation(rm, app_id)
+        registration = self.conversation.register()
         self.am_attempt = registration.attempt
         self.queue = registration.queue
         if registration.queue_limit is not None:
@@ -161,40 +140,34 @@ class ApplicationMaster:
         self.log = log if log is not None else ProgressLog(
             work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(work_dir / JOURNAL_FILE, now)
-        self._logging = keeps_lines(self.log)   # lines that cost work to build are built only then
-        self._journaling = self.journal.keeps_records   # records are built only then (as lines)
+        # Who keeps what happens: the journal, the log and the metrics, each as an observer of
+        # the gangs' events, attached only when it keeps something.
+        self.events = observing([MetricsEvents(self.metrics), _observer(self.journal, JournalEvents),
+                                 _observer(self.log, LogEvents)])
         if watches(self.settings):   # a pending gang's heartbeat checks its wait
-            self._watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
+            self._watch = WaitingWatch(self.settings, self.log, self.metrics)
         # what its gangs' acquisitions share: the outbox of what to send at the next heartbeat
         # among it, and the request ids, 1 up (those of different AM attempts never collide)
-        self._asking = AcquisitionContext(self, self.settings,
-                                          (self.selection.seed, job.name, app_id, self.am_attempt), self.log,
-                                          self.metrics.selection_latency.observe, self.am_attempt * 1_000_000 + 1,
-                                          reporting=self._logging)
-        if shared_pipelines is None:
-            self._pipelines: dict[str, SelectionPipeline] = {}
-            self._seed = pipeline_seed(self.selection.seed, app_id)
-        else:
-            self._pipelines = shared_pipelines
+        self._asking = AcquisitionContext(self.settings, (self.selection.seed, job.name, app_id, self.am_attempt),
+                                          self.log, self.events, self.metrics.selection_latency.observe,
+                                          self.am_attempt * 1_000_000 + 1)
         self._coordinator = barrier   # the barrier coordinator (the AM's calls to it: am.attempt_barrier)
-        self._tracker: ClusterTracker | None = tracker   # read from the RM on first use, then kept
         self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
+        self.placement = AMPlacement(rm.cluster_nodes, self.selection, app_id, self._running, tracker,
+                                     shared_pipelines)
         self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self.gangs: list[GangRun] = []
-        if self._journaling:
-            self._endings = {}
-            self.journal.write("am_started", am_attempt=self.am_attempt, app_id=app_id, job=job.name)
-        if self._logging:
-            self.log(f"AM attempt {self.am_attempt} of {app_id} for job {job.name!r} "
-                     f"({job.total_instances} instance(s) in {len(job.gangs)} gang(s)); work folder {work_dir}")
+        self.events.am_started(self.am_attempt, app_id, job.name, job.total_instances, len(job.gangs), work_dir)
         if previous is None or previous.empty:
             self._start_fresh()
         elif self.am_attempt == 1:
             # The first AM of a new application: the journal is an earlier run's, and that
             # run's containers went with its RM. Nothing of it can be recovered but the record.
-            recovery.resume(self, previous, earlier_tasks)
+            self.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
+            self._take_over(recovery.resume(job, previous, self._new_gang, self.events, self.log, earlier_tasks))
         else:
-            recovery.recover(self, previous, registration.containers_from_previous_attempts)
+            self._take_over(recovery.recover(job, previous, registration.containers_from_previous_attempts,
+                                             self._new_gang, rm.container_status, self.log))
 
     @property
     def watch(self) -> WaitingWatch:
@@ -203,16 +176,16 @@ class ApplicationMaster:
         needed (an AM is asked why a gang waits); a trace replay's AMs never need it."""
         watch = self._watch
         if watch is None:
-            watch = self._watch = WaitingWatch(self.settings, self.log, self.metrics, _weakly(self, "diagnose"))
+            watch = self._watch = WaitingWatch(self.settings, self.log, self.metrics)
         return watch
 
     # =============================================================== start
     def _start_fresh(self) -> None:
-        cluster = self._cluster()
+        cluster = self.placement.cluster
         checked = []   # (name, roles, its placement on the idle cluster or None) of each gang
         for name, roles in self.job.named_gangs:
             try:
-                placed = cluster.check_fits_empty(roles, self._pipeline_for)
+                placed = cluster.check_fits_empty(roles, self.placement.pipeline_for)
             except GangDoesNotFit as exc:
                 self._finish("failed", f"gang {name} can never run on this cluster: {exc}")
                 return
@@ -245,57 +218,29 @@ class ApplicationMaster:
     def _new_gang(self, name: str, roles: tuple[RoleSpec, ...], attempt: int,
                   history: list[AttemptRecord], waiting_since: float | None = None) -> GangRun:
         """A gang attempt begins: waiting, with nothing asked yet."""
-        now = self.now()
-        since = now if waiting_since is None else waiting_since
-        gang = GangRun(name, roles, attempt, ROLE_WAITING, AttemptRecord(name, attempt, since), history=history)
-        if waiting_since is None:
-            if self._journaling:
-                self.journal.write("gang_attempt", now, gang=name, attempt=attempt, waiting_since=since)
-            self.metrics.attempts.inc()
-        gang.acquisition = GangAcquisition(name, roles, self._asking)
-        if self._logging:
-            self.log(f"gang {name} attempt {attempt}: waiting for {sum(r.instances for r in roles)} instance(s)")
-        return gang
+        return GangRun.begin(name, roles, attempt, history, self._asking, self.now(), waiting_since)
 
     # ============================================================ heartbeat
     def heartbeat(self) -> None:
         """One round: decide, talk to the RM once, react."""
         if self.done:
             return
-        if not gc.isenabled():   # held off already (a trace replay): nothing to pause
-            self._heartbeat()
-            return
-        with collector_paused():   # a gang's start is one burst of long-lived objects
-            self._heartbeat()
-
-    def _heartbeat(self) -> None:
         now = self.now()
         finished = 0   # the tasks of the gangs' current attempts that ended (those of pending gangs: none yet)
         for gang in self.gangs:
             if gang.state in PENDING:
                 self._plan(gang, now)
                 if self._watch is not None:
-                    waited_too_long = self._watch.check(gang, now)
+                    waited_too_long = self._watch.check(gang, now, self.diagnose)
                     if waited_too_long:
                         self._finish("failed", waited_too_long)
                         return
             else:
                 finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
-        request = self._request(finished)
-        try:
-            response = self.rm.allocate(request)
-        except WrongState as exc:
-            ended = self._ended_application()
-            if ended is not None:
-                self.application_ended(ended)
-            else:   # a newer AM attempt took over (the RM declared this one dead)
-                self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {exc}; stopping")
-                self._stop_quietly()
+        self._granted = False
+        if not self.conversation.heartbeat(self._request(finished), self, now) or self.done:
             return
-        self._absorb(response, now)
-        if self.done:
-            return
-        if response.allocated:   # (a gang's last container comes in a grant)
+        if self._granted:   # (a gang's last container comes in a grant)
             for gang in self.gangs:
                 if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
                     self._launch(gang, now)
@@ -305,35 +250,8 @@ class ApplicationMaster:
             self._watch.started(self.gangs)
 
     def _plan(self, gang: GangRun, now: float) -> None:
-        acq = gang.acquisition
-        growth = (self._tracker or self._cluster()).grown
-        if acq.found_no_room and acq.first_grant_at is None and acq.stalled(now, growth):
-            # Holding and asking for nothing, and nothing new could let it fit (only a gang whose
-            # last placement found no room can be stalled: the first test): planning would
-            # change nothing (releases and reselections happen only in it), so a stuck gang
-            # costs this one check a heartbeat.
-            gang.state = ROLE_WAITING
-            return
-        acq.plan(now, partial(self._view_for_placement, gang), partial(self._place, gang), growth)
-        gang.state = ROLE_ACQUIRING if acq.by_request or acq.by_container else ROLE_WAITING
-
-    def acquisition_released(self, acq: GangAcquisition, now: float, containers: list[str]) -> None:
-        """A gang's acquisition gave back what it held (its partial hold timed out): counted,
-        and journaled (:class:`~gangmaster.am.acquisition.AcquisitionOwner`)."""
-        gang = self._gang_of(acq)
-        gang.record.releases += 1
-        self.metrics.releases.inc()
-        if self._journaling:
-            self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(containers),
-                               reason="partial hold timed out")
-
-    def acquisition_reselected(self, acq: GangAcquisition) -> None:
-        """A gang's acquisition selected an instance again (its ask went stale): counted."""
-        self._gang_of(acq).record.reselections += 1
-        self.metrics.reselections.inc()
-
-    def _gang_of(self, acq: GangAcquisition) -> GangRun:
-        return next(g for g in self.gangs if g.acquisition is acq)
+        placement = self.placement
+        gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang), placement.cluster.grown)
 
     def _request(self, finished: int) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
@@ -349,30 +267,41 @@ class ApplicationMaster:
         return AllocateRequest(self.app_id, self.am_attempt, asks=tuple(asks), cancel=tuple(cancels),
                                releases=tuple(releases), progress=progress)
 
-    def _absorb(self, response: AllocateResponse, now: float) -> None:
-        """Every event of one response, in order: nodes, grants, rejections, pending asks, completions."""
-        if response.node_updates:
-            self._cluster().apply(response.node_updates)
+    # ------------------------------------------- what the RM answered (RMCallbacks)
+    def on_nodes_updated(self, updates: Sequence[NodeReport]) -> None:
+        self.placement.cluster.apply(updates)
+
+    def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None:
+        """Each container is taken by the gang that asked for it, else given back."""
         gangs = self.gangs
-        for container in response.allocated:   # taken by the gang that asked for it, else given back
+        self._granted = True   # some gang may have all it asked for: it launches after the whole response
+        for container in containers:
             for gang in gangs:
                 if gang.state is ROLE_ACQUIRING and gang.acquisition.on_granted(container, now):
                     break
             else:
                 self._asking.releases.append(container.container_id)
-        for rejection in response.rejected:
+
+    def on_requests_rejected(self, rejections: Sequence[Rejection]) -> None:
+        """An ask the RM rejected is selected again, unless it was rejected too often (the job fails)."""
+        for rejection in rejections:
             gang = self._asker(rejection.request_id)
             if gang is not None:
                 gang.acquisition.on_rejected(rejection.request_id, rejection.reason)
                 if gang.acquisition.never_reason:
                     self._finish("failed", f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}")
                     return
-        for pending in response.pending:
-            gang = self._asker(pending.request_id)
+
+    def on_requests_pending(self, pending: Sequence[PendingAsk]) -> None:
+        for ask in pending:
+            gang = self._asker(ask.request_id)
             if gang is not None:
-                gang.acquisition.on_pending(pending.request_id, pending.reason)
+                gang.acquisition.on_pending(ask.request_id, ask.reason)
+
+    def on_containers_completed(self, statuses: Sequence[ContainerStatus], now: float) -> None:
+        """A running task's container ended: its task ended; else a granted one was lost."""
         running = self._running
-        for status in response.completed:
+        for status in statuses:
             found = running.pop(status.container_id, None)
             if found is None:
                 self._container_lost(status.container_id, status.diagnostics)
@@ -380,6 +309,17 @@ class ApplicationMaster:
             gang, task = found
             if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
                 self._task_finished(gang, task, status.exit_status, status.diagnostics, now)
+
+    def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
+        """The RM no longer accepts this AM attempt: the application ended (``ended``: its
+        report), or a newer AM attempt took over (the RM declared this one dead): then this
+        one stops without deciding anything. Its files stay open: should the application end
+        before a new AM registers, this one records the RM's verdict (:meth:`application_ended`)."""
+        if ended is not None:
+            self.application_ended(ended)
+        else:
+            self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {why}; stopping")
+            self.done = True
 
     def _asker(self, request_id: int) -> GangRun | None:
         """The gang whose ask ``request_id`` is outstanding (None: no current attempt's)."""
@@ -403,122 +343,25 @@ class ApplicationMaster:
         """A task of the gang's current attempt ended by itself (no longer in :attr:`_running`):
         the gang decides at the end of this heartbeat (:meth:`_decide`)."""
         self._to_decide.add(gang)
-        if exit_status == 0:
-            gang.end_task(task, TASK_SUCCEEDED, now, diagnostics, exit_status)
-        else:
-            gang.end_task(task, TASK_FAILED, now, diagnostics, exit_status)
+        gang.task_ended(task, exit_status, diagnostics, now)
+        if exit_status != 0:
             if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
-                self._cluster().mark_failed(task.role, task.host)
+                self.placement.cluster.mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
-        if self._journaling:
-            self._endings.setdefault((gang.name, gang.attempt, now), []).append(task)
-
-    def _record_endings(self, at: float) -> None:
-        """Journal the task endings not recorded yet, one line per gang attempt (a heartbeat
-        that sees 6,001 tasks end writes one line, not 6,001), before anything is decided on
-        them (at ``at``, the time the AM decides at)."""
-        for (gang, attempt, now), tasks in self._endings.items():
-            self.journal.write("tasks_finished", at, gang=gang, attempt=attempt, finished_at=now,
-                               tasks=TaskEndings(tasks))
-        self._endings.clear()
-
-    # ============================================================ placement
-    def _cluster(self) -> ClusterTracker:
-        """The AM's view of the cluster: read from the RM once, then kept from node updates."""
-        tracker = self._tracker
-        if tracker is None:
-            tracker = self._tracker = ClusterTracker(self.rm.cluster_nodes)
-        return tracker
 
     def _pipeline_for(self, role: RoleSpec) -> SelectionPipeline:
-        name = role.selector or self.selection.selector
-        pipeline = self._pipelines.get(name)
-        if pipeline is None:
-            pipeline = self._pipelines[name] = SelectionPipeline(
-                replace(self.selection, seed=self.selection.seed if self._seed is None else self._seed),
-                get_selector(name, self.selection.candidate_nodes_factor))
-        return pipeline
-
-    def _view_for_placement(self, gang: GangRun | None = None) -> ClusterView:
-        """A scratch copy of the view, with the per-node caps counting our running instances;
-        for ``gang``'s planning, the view itself when there is nothing to count: no task
-        runs and the gang holds and asks nothing (planning books only those on the view it
-        gets, and placement works on a copy of its own)."""
-        if gang is not None and not self._running:
-            acq = gang.acquisition
-            if not acq.by_container and not acq.by_request:
-                return (self._tracker or self._cluster()).view
-        return self._cluster().scratch((task.role, task.host) for _gang, task in self._running.values())
-
-    def _place(self, gang: GangRun, view: ClusterView, wanted: Mapping[str, Sequence[int]]) -> GangPlacement:
-        """The gang's placement on ``view``; its first one is the never-fits check's, when
-        that placed it on the idle cluster and nothing has changed since (the same view,
-        unchanged, nothing running, every instance wanted)."""
-        every = wanted is gang.acquisition.layout.everything
-        at_start = gang.placed_at_start
-        if at_start is not None:
-            gang.placed_at_start = None
-            placed, checked, changes = at_start
-            if self._tracker.view is checked and checked.changes == changes and not self._running and every:
-                return placed
-        # every instance of every role: place_gang's default, with no indices to check
-        return place_gang(view, gang.roles, self._pipeline_for, indices=None if every else wanted)
+        """The pipeline that places ``role`` (:meth:`AMPlacement.pipeline_for`)."""
+        return self.placement.pipeline_for(role)
 
     # =============================================================== launch
     def _launch(self, gang: GangRun, now: float) -> None:
-        """Every instance is granted: start them all now. A task the RM cannot start is a
-        failed task: the ones already started run on until :meth:`_decide` ends the attempt
-        in this same heartbeat, and the containers never started are given back."""
-        gang.state = ROLE_LAUNCHING
-        acq = gang.acquisition
-        roles = acq.roles
-        kinds = acq.layout.port_kinds
-        running = self._running   # each task is running from here on, unless the RM refuses it
-        tasks, task_kinds = [], []
-        for rank, s in enumerate(acq.slots.values()):   # (in rank order)
-            c, role = s.container, s.role
-            resource = c.resource
-            kind = kinds.of(role, resource.port_ranges)
-            task = TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
-                              kind.named, now, gpu_milli=resource.gpu_milli)
-            tasks.append(task)
-            task_kinds.append(kind)
-            running[c.container_id] = (gang, task)
-        token, barrier_env = open_barrier(self._coordinator, self.app_id, self.job, gang, tasks)
-        shared, own = launch_envs(self.job, gang.roles, tasks, task_kinds, barrier_env, self.queue,
-                                  self.task_env)
-        launches = []
-        for t, env in zip(tasks, own):
-            launches.append(ContainerLaunch(t.container_id,
-                                            LaunchContext.of_variables(_command(roles[t.role].commands), env)))
-        shared = LaunchContext(env=shared) if shared else _NOTHING_SHARED
-        try:
-            refused = self.rm.start_containers(StartContainers(tuple(launches), shared))
-        except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
-            refused = StartRefused(0, tasks[0].container_id, exc)
-        if refused is not None:   # those before it run; it failed; those after it were never started
-            for task in tasks[refused.index:]:
-                del running[task.container_id]
-            del tasks[refused.index + 1:]
-            task = tasks[-1]
-            task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
-            self._asking.releases.extend([s.container.container_id for s in acq.in_order()[refused.index:]])
-        gang.started(tasks)
-        gang.state = ROLE_RUNNING
-        record = gang.record
-        record.started_at = now
-        if self._journaling:
-            self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now,
-                               barrier_token=token, tasks=LaunchedTasks(tasks))
-        if refused is not None:
+        """Every instance is granted: start them all now (:mod:`~gangmaster.am.gang_launch`).
+        A task the RM refused fails its attempt, in this same heartbeat (:meth:`_decide`)."""
+        if not launch_gang(gang, now, self.rm, self._coordinator, self.app_id, self.job, self.queue, self.task_env,
+                           self._running, self._asking.releases):
             self._to_decide.add(gang)
-            self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(tasks[-1])}; the attempt fails")
-            return
-        self.metrics.gang_wait.observe(now - record.waiting_since)
-        if self._logging:
-            self.log(f"gang {gang.name} attempt {gang.attempt}: started all {len(tasks)} task(s) after waiting "
-                     f"{now - record.waiting_since:.1f}s on {len({t.host for t in tasks})} host(s)")
+            self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(gang.tasks[-1])}; the attempt fails")
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
@@ -526,8 +369,7 @@ class ApplicationMaster:
         (a gang starts whole or not at all, whatever the completion policy says); a role
         that reached its failure threshold restarts its retry scope; else the job may have
         succeeded."""
-        if self._endings:
-            self._record_endings(now)
+        self.events.deciding(now)
         to_decide = self._to_decide
         if not to_decide:   # no task ended: nothing to decide
             return
@@ -594,27 +436,15 @@ class ApplicationMaster:
             return
         for i, gang in enumerate(self.gangs):
             if gang in restart:
-                self.metrics.restarts.inc()
-                self.log(f"gang {gang.name}: restarting as attempt {gang.attempt + 1} of {limit}")
-                self.gangs[i] = self._new_gang(gang.name, gang.roles, gang.attempt + 1, gang.history)
+                self.events.restarting(gang, limit)
+                self.gangs[i] = gang.restart(self.now())
 
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
         end_barrier(self._coordinator, self.app_id, gang, outcome, reason, self.log)
-        if gang.running:
-            for task in gang.tasks:
-                if task.state is TASK_RUNNING:
-                    self._stop(task.container_id)
-                    self._running.pop(task.container_id, None)
-                    gang.end_task(task, TASK_STOPPED, now, "stopped: its attempt ended")
-        elif gang.state in PENDING and gang.acquisition is not None:
-            gang.acquisition.abandon()   # (into the outbox)
-        record = gang.record
-        record.ended_at, record.outcome, record.reason, record.tasks = now, outcome, reason, gang.tasks
-        gang.history.append(record)
-        gang.state = ROLE_SUCCEEDED if outcome == "succeeded" else ROLE_FAILED
-        if self._journaling:
-            self.journal.write("attempt_ended", now, record=record)   # final now: written as its dict
+        for task in gang.end_attempt(outcome, reason, now):
+            self._stop(task.container_id)
+            self._running.pop(task.container_id, None)
 
     def _stop(self, container_id: str) -> None:
         try:
@@ -624,8 +454,7 @@ class ApplicationMaster:
 
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
-        if self._endings:
-            self._record_endings(now)
+        self.events.deciding(now)
         for gang in self.gangs:
             if not gang.record.outcome:   # the attempts still open end with the job
                 if outcome == "succeeded":
@@ -633,23 +462,10 @@ class ApplicationMaster:
                 else:
                     self._end_attempt(gang, "stopped", f"job {outcome}: {reason}", now)
         self.outcome, self.reason, self.done = outcome, reason, True
-        if self._journaling:
-            self.journal.write("job_finished", now, outcome=outcome, reason=reason)
-        if self._logging:
-            self.log(f"job {self.job.name} {outcome}: {reason}")
+        self.events.job_finished(self.job.name, outcome, reason, now)
         if unregister:
-            try:
-                self.rm.finish(self.app_id, self.am_attempt, "SUCCEEDED" if outcome == "succeeded" else "FAILED",
-                               reason)
-            except RMError as exc:
-                self.log(f"unregistering from the RM: {exc}")
+            self.conversation.unregister(outcome == "succeeded", reason, self.log)
         self.close()
-
-    def _stop_quietly(self) -> None:
-        """This AM attempt was replaced (the RM declared it dead): stop without deciding anything.
-        Its files stay open: should the application end before a new AM registers, this one
-        records the RM's verdict (:meth:`application_ended`)."""
-        self.done = True
 
     def close(self) -> None:
         """Close the log and the journal (the driver calls it when the run is over). An AM
@@ -661,14 +477,6 @@ class ApplicationMaster:
         self.journal.close()
 
     # ====================================================== ended from outside
-    def _ended_application(self) -> ApplicationReport | None:
-        """The RM's report of this application when the RM has ended it, else None."""
-        try:
-            report = self.rm.application_report(self.app_id)
-        except RMError:
-            return None
-        return report if report.state.finished else None
-
     def application_ended(self, report: ApplicationReport) -> None:
         """The RM ended the application without this AM (a client killed it, or its AM attempts
         ran out): the job ends ``killed`` or ``failed`` with the reason the RM gave. The RM has
@@ -699,7 +507,7 @@ class ApplicationMaster:
             if gang.state is ROLE_LAUNCHING:
                 return False
             if gang.pending:
-                if not gang.acquisition.stalled(now, self._cluster().grown):
+                if not gang.acquisition.stalled(now, self.placement.cluster.grown):
                     return False
                 waiting = True
         return waiting
@@ -707,40 +515,14 @@ class ApplicationMaster:
     def cannot_progress(self, why: str) -> None:
         """The driver found that nothing still to come can change what this job waits for:
         the job fails, saying ``why`` and why each gang waits (:meth:`why_waiting`)."""
-        waiting = "; ".join(f"gang {g.name} is waiting: {self.watch.why(g)}" for g in self.gangs
+        waiting = "; ".join(f"gang {g.name} is waiting: {self.watch.why(g, self.diagnose)}" for g in self.gangs
                             if g.pending and g.acquisition is not None)
         self._finish("failed", f"it can make no progress ({why}); {waiting}")
 
     # ============================================================== status
     def gauge_values(self) -> GaugeValues:
-        """What the job's gauges show now (read when they are scraped, maybe from another
-        thread: it reads copies, never iterates what the AM may be changing)."""
-        counts = dict.fromkeys(CONTAINER_STATES, 0)
-        pending = 0
-        for g in list(self.gangs):
-            if g.pending:
-                pending += 1
-                acq = g.acquisition
-                if acq is not None and g.state is ROLE_ACQUIRING:
-                    counts["requested"] += len(acq.by_request)
-                    counts["allocated"] += len(acq.by_container)
-            for state, n in list(g.by_state.items()):
-                counts[state.value] += n
-        whole, milli = self.gpus_held()
-        return GaugeValues(pending, counts, whole, milli)
-
-    def gpus_held(self) -> tuple[int, int]:
-        """Whole GPUs, and milli-GPU of shares of GPUs, that the job's containers hold now:
-        those granted to gangs still acquiring, and those of running tasks."""
-        whole = milli = 0
-        for gang in list(self.gangs):
-            acq = gang.acquisition
-            if acq is not None and gang.state is ROLE_ACQUIRING:
-                for slot in acq.granted:
-                    whole, milli = whole + slot.container.resource.gpus, milli + slot.container.resource.gpu_milli
-        for _gang, task in list(self._running.values()):
-            whole, milli = (whole, milli + task.gpu_milli) if task.gpu_milli else (whole + len(task.gpus), milli)
-        return whole, milli
+        """What the job's gauges show now (:func:`~gangmaster.am.job_status.gauge_values`)."""
+        return job_status.gauge_values(self.gangs, self._running)
 
     def role_states(self) -> dict[str, RoleState]:
         return {r.name: g.role_state(r) for g in self.gangs for r in g.roles}
@@ -748,6 +530,15 @@ class ApplicationMaster:
     def history(self) -> list[AttemptRecord]:
         """Every attempt of every gang, finished ones first, in the order they ended."""
         return attempt_history(self.gangs)
+
+    def why_waiting(self) -> dict[str, str]:
+        """For each gang not running yet: why, in numbers (:func:`~gangmaster.am.job_status.why_waiting`)."""
+        return job_status.why_waiting(self.gangs)
+
+    def why_report(self) -> dict:
+        """What ``/why`` serves for this job (:func:`~gangmaster.am.job_status.why_report`)."""
+        return job_status.why_report(self.job.name, self.app_id, self.outcome, self.gangs, self.now(),
+                                     self._watch.latest if self._watch is not None else {})
 
     def diagnose(self, gang: GangRun) -> Diagnosis:
         """Why ``gang`` waits, as data (:mod:`~gangmaster.am.diagnosis`), on the AM's view
@@ -762,106 +553,50 @@ class ApplicationMaster:
                        held: Sequence[tuple] = ()) -> Diagnosis:
         """:meth:`diagnose` for ``roles`` placed with this AM's pipelines on its view now;
         ``held``: the containers the gang holds, (role, host, resource)."""
-        view = self._view_for_placement()
+        view = self.placement.view_for()
         for role, host, _resource in held:
             view.instances_of(role)[view.index(host)] += 1
-        return diagnose(view, roles, self._pipeline_for, job=self.job.name, gang=name, occupants=self._occupants(),
+        return diagnose(view, roles, self.placement.pipeline_for, job=self.job.name, gang=name, occupants=self._occupants(),
                         indices=wanted, own=[(host, resource) for _role, host, resource in held])
 
-    def why_report(self) -> dict:
-        """What ``/why`` serves for this job: each gang still waiting, how long, and its last
-        diagnosis (null until it has waited ``am.explain_after_s``)."""
-        now, reasons = self.now(), self.why_waiting()
-        gangs = {}
-        for g in self.gangs:
-            if g.pending and g.acquisition is not None:
-                diagnosis = self._watch.latest.get(g.name) if self._watch is not None else None
-                gangs[g.name] = {"waiting_s": round(now - g.record.waiting_since, 3),
-                                 "reason": reasons.get(g.name, ""),
-                                 "diagnosis": diagnosis.to_dict() if diagnosis is not None else None}
-        return {"job": self.job.name, "app_id": self.app_id, "outcome": self.outcome, "waiting": gangs}
-
-    def why_waiting(self) -> dict[str, str]:
-        """For each gang not running yet: why, in numbers (empty when it is just being granted)."""
-        out = {}
-        for g in self.gangs:
-            if g.pending and g.acquisition is not None:
-                acq = g.acquisition
-                pending = [f"{s.name} on {s.placement.host}: {s.pending_reason}" for s in acq.outstanding
-                           if s.pending_reason]
-                granted = f"{len(acq.by_container)}/{acq.total} granted"
-                out[g.name] = acq.waiting_reason or "; ".join([granted, *pending[:3]])
-        return out
-
     # ================================================= taken over from a journal
-    # What am.recovery needs to rebuild gangs from a journal (failover, resume): the same
-    # transitions a live AM makes, named for that use so recovery touches no private state.
-    def begin_attempt(self, name: str, roles: tuple[RoleSpec, ...], attempt: int, history: list[AttemptRecord],
-                      waiting_since: float | None = None) -> GangRun:
-        """A gang attempt, waiting; with ``waiting_since`` it is one the journal already recorded
-        (not journalled nor counted again). The caller adds it to :attr:`gangs`."""
-        return self._new_gang(name, roles, attempt, history, waiting_since=waiting_since)
-
-    def take_back_running(self, gang: GangRun) -> None:
-        """Watch again the tasks of ``gang`` the journal recorded running (their containers the
-        RM kept), and let the gang decide at the next :meth:`decide_gangs`."""
-        self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TASK_RUNNING)
-        self._to_decide.add(gang)
-
-    def task_ended_unwatched(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
-                             now: float) -> None:
-        """A task ended while no AM was watching: it ends now, as any task of the attempt ends."""
-        self._running.pop(task.container_id, None)
-        self._task_finished(gang, task, exit_status, diagnostics, now)
-
-    def reopen_barrier(self, gang: GangRun, token: str | None) -> None:
-        """The recovered attempt's barrier takes up the token the previous AM gave its tasks."""
-        reopen_barrier(self._coordinator, self.app_id, self.job, gang, token, self.log)
-
-    def stop_container(self, container_id: str) -> None:
-        """Stop a container no gang owns (an RM error is logged, not raised)."""
-        self._stop(container_id)
-
-    def decide_gangs(self, now: float) -> None:
-        """The gangs whose tasks ended decide, as after any heartbeat."""
+    def _take_over(self, recovered: recovery.Recovered) -> None:
+        """Carry on from what a journal left (:mod:`~gangmaster.am.recovery`): watch again the
+        tasks still running, end those that ended while no AM watched, reopen the barriers,
+        stop the containers no gang owns, and decide as after any heartbeat."""
+        if recovered.finished is not None and not recovered.gangs:
+            self._finish(*recovered.finished)
+            return
+        now = self.now()
+        for taken in recovered.gangs:
+            gang = taken.gang
+            if taken.launched:
+                self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TASK_RUNNING)
+                self._to_decide.add(gang)
+                for task, exit_status, diagnostics in taken.ended:
+                    self._running.pop(task.container_id, None)
+                    self._task_finished(gang, task, exit_status, diagnostics, now)
+                self.log(f"gang {gang.name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
+                         f"{gang.running} still running")
+                reopen_barrier(self._coordinator, self.app_id, self.job, gang, taken.barrier_token, self.log)
+            self.gangs.append(gang)
+        if recovered.finished is not None:
+            self._finish(*recovered.finished)
+            return
+        for cid in recovered.strays:
+            self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
+            self._stop(cid)
         self._decide(now)
 
-    def end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
-        """End ``gang``'s attempt: barrier, running tasks and record, as any attempt ends."""
-        self._end_attempt(gang, outcome, reason, now)
 
-    def finish(self, outcome: str, reason: str) -> None:
-        """The job ends with ``outcome`` (the open attempts end with it)."""
-        self._finish(outcome, reason)
-
-
-#: The shared launch of a batch of one container: it brings its whole launch itself.
-_NOTHING_SHARED = LaunchContext()
-
-
-def _weakly(owner: object, method: str) -> Callable:
-    """``owner``'s ``method``, called without keeping ``owner`` alive: for what the AM owns
-    and that calls back into it, so the AM and it make no reference cycle. An AM is then
-    freed as soon as its driver drops it, not by the cycle collector (a trace replay ends
-    tens of thousands of AMs; their cycles cost it a tenth of its time)."""
-    ref = weakref.ref(owner)
-    return lambda *args: getattr(ref(), method)(*args)
+def _observer(keeper, observer: Callable) -> GangEvents | None:
+    """The observer that keeps the events for ``keeper`` (a journal, a log), or None when it
+    keeps nothing (a :class:`~gangmaster.am.journal.NoJournal`, a quiet log): it says so by
+    ``keeps_nothing``."""
+    return None if getattr(keeper, "keeps_nothing", False) else observer(keeper)
 
 
 @lru_cache(maxsize=64)
 def _folder(work_dir: str | Path) -> Path:
     """``work_dir`` as a Path: one per folder (a trace replay's AMs all name the same one)."""
     return Path(work_dir)
-
-
-@lru_cache(maxsize=1024)
-def _gpu_indices(mask: int) -> tuple[int, ...]:
-    """A container's GPUs as indices: one tuple per mask (a gang's thousands of tasks hold a few masks)."""
-    return tuple(indices_of(mask))
-
-
-@lru_cache(maxsize=1024)
-def _command(commands: tuple[str, ...]) -> tuple[str, ...]:
-    """A role's container command: OpenPAI runs its commands as one shell script, and the
-    first failing one fails the task. One per list of commands (a replay's roles share theirs)."""
-    return ("/bin/sh", "-c", "set -e\n" + "\n".join(commands))

@@ -13,9 +13,6 @@ from typing import Callable, TextIO
 class ProgressLog:
     """The AM's own log file, each line also handed to ``echo`` (the CLI prints it)."""
 
-    #: it keeps what it is told (see :func:`keeps_lines`)
-    keeps_lines = True
-
     def __init__(self, path: Path, now: Callable[[], float], echo: Callable[[str], None] | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -36,10 +33,11 @@ class ProgressLog:
 
 class QuietLog:
     """A progress log that keeps nothing: for drivers that run so many AMs that their
-    lines would be noise (trace replay), and report outcomes from the AMs' records."""
+    lines would be noise (trace replay), and report outcomes from the AMs' records. It says
+    so (:attr:`keeps_nothing`): the AM then attaches no observer to build the lines of its
+    gangs' events (:mod:`~gangmaster.am.gang_events`)."""
 
-    #: it keeps nothing: a line whose text costs work to build need not be built
-    keeps_lines = False
+    keeps_nothing = True
 
     def __call__(self, message: str) -> None:
         pass
@@ -47,10 +45,3 @@ class QuietLog:
     def close(self) -> None:
         pass
 
-
-def keeps_lines(log: Callable[[str], None]) -> bool:
-    """Whether ``log`` keeps the lines it is given (any callable but a :class:`QuietLog`
-    may): the caller builds a line that costs work (a summary of hosts, a count) only
-    then, as a logger checks its level before formatting. A trace replay's AMs start
-    tens of thousands of gangs and log nothing."""
-    return getattr(log, "keeps_lines", True)

@@ -1,12 +1,18 @@
 """An AM that starts where a journal already is: failover and resume.
 
+The journal is the gangs' own events (:mod:`~gangmaster.am.gang_events`), folded per gang
+by :func:`~gangmaster.am.journal.replay`; each gang is rebuilt here through the same
+transitions it lived (:class:`~gangmaster.am.gang_run.GangRun`'s ``begin``, ``launched``,
+``end_attempt``), and what the AM must still do about them comes back as data
+(:class:`Recovered`), which the AM acts on as on any heartbeat's news. Nothing here
+knows the AM.
+
 * **Failover** (:func:`recover`, AM attempt 2 and later of the same application):
-  the RM kept the running containers. Each gang is rebuilt through the same
-  transitions it lived: a new attempt waiting, or an attempt launched with the
-  tasks the journal recorded; a task that ended while no AM was watching ends now,
-  through the AM's own :meth:`~ApplicationMaster.task_ended_unwatched`, and the gangs
-  then decide as after any heartbeat. A container the journal never saw launched
-  is stopped.
+  the RM kept the running containers. Each gang is a new attempt waiting, or an
+  attempt launched with the tasks the journal recorded; a task that ended while no AM
+  was watching is handed back as ended (the AM ends it as any task ends), and the gangs
+  then decide as after any heartbeat. A container the journal never saw launched is
+  handed back to be stopped.
 * **Resume** (:func:`resume`, the first AM of a *new* application in a folder that
   holds an unfinished run): that run's containers are gone (they went with its RM,
   or the driver killed its application at the RM and waited for them to stop; the
@@ -16,98 +22,122 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
+from .gang_events import GangEvents
 from .gang_run import GangRun, gang_name, recorded_gangs
+from .jobspec_model import JobSpec, RoleSpec
 from .journal import JournalState
-from .lifecycle import AttemptRecord, RoleState, TaskState
-from .rm_protocol import ContainerState, ExitStatus, NotFound
-
-if TYPE_CHECKING:
-    from .master import ApplicationMaster
+from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
+from .rm_protocol import ContainerState, ContainerStatus, ExitStatus, NotFound
 
 #: What became of an earlier run's tasks when its RM was its own process's: they ended with it.
 ENDED_WITH_THE_RUN = "ended with it"
 
 
-def recover(am: "ApplicationMaster", previous: JournalState, kept_containers) -> None:
+class BeginAttempt(Protocol):
+    """How a gang attempt begins (:meth:`GangRun.begin` with the AM's shared acquisition
+    context): ``waiting_since`` for one the journal recorded already."""
+
+    def __call__(self, name: str, roles: tuple[RoleSpec, ...], attempt: int, history: list[AttemptRecord],
+                 waiting_since: float | None = None) -> GangRun: ...
+
+
+@dataclass
+class TakenBack:
+    """A gang taken back from the journal, and what the AM must do about it."""
+
+    gang: GangRun
+    #: its tasks that ended while no AM watched: (task, exit status, diagnostics)
+    ended: list[tuple[TaskRecord, int | None, str]] = field(default_factory=list)
+    launched: bool = False          # its attempt had launched: its running tasks are the AM's to watch
+    barrier_token: str | None = None   # the token the previous AM gave its tasks (launched only)
+
+
+@dataclass
+class Recovered:
+    """What a journal leaves the new AM: the gangs (in the job's order), the containers to
+    stop, and the job's verdict when it was already given."""
+
+    gangs: list[TakenBack] = field(default_factory=list)
+    strays: list[str] = field(default_factory=list)     # containers no gang owns: to stop
+    finished: tuple[str, str] | None = None              # (outcome, reason): the job ends with it
+
+
+def recover(job: JobSpec, previous: JournalState, kept_containers, begin: BeginAttempt,
+            container_status: Callable[[str], ContainerStatus], log: Callable[[str], None]) -> Recovered:
     """Take the job over from the journal of this application's previous AM attempt, with
-    the containers the RM kept running (see the module docstring)."""
+    the containers the RM kept running (see the module docstring); ``container_status``
+    asks the RM about a container it did not keep."""
     kept = {c.container_id for c in kept_containers}
-    am.log(f"recovering from the journal of AM attempt(s) {previous.am_attempts}; the RM kept "
-           f"{len(kept)} running container(s)")
+    log(f"recovering from the journal of AM attempt(s) {previous.am_attempts}; the RM kept "
+        f"{len(kept)} running container(s)")
     if previous.outcome is not None:
-        am.finish(previous.outcome, previous.reason)
-        return
+        return Recovered(finished=(previous.outcome, previous.reason))
+    out = Recovered()
     known: set[str] = set()
-    now = am.now()
-    for number, names in enumerate(am.job.gangs):
+    for number, names in enumerate(job.gangs):
         name = gang_name(names)
         saved = previous.gangs.get(name)
-        roles = am.job.gang_roles(number)
+        roles = job.gang_roles(number)
         if saved is None:
-            am.gangs.append(am.begin_attempt(name, roles, 1, []))
+            out.gangs.append(TakenBack(begin(name, roles, 1, [])))
             continue
-        gang = am.begin_attempt(name, roles, saved.attempt, saved.history, waiting_since=saved.waiting_since)
+        gang = begin(name, roles, saved.attempt, saved.history, waiting_since=saved.waiting_since)
         gang.record.releases = saved.releases
+        taken = TakenBack(gang)
         if saved.launched is not None:
-            gang.acquisition = None
-            gang.launched(saved.launched)
-            gang.state, gang.record.started_at = RoleState.RUNNING, saved.started_at
-            am.take_back_running(gang)
+            gang.launched(saved.launched, saved.started_at)
+            taken.launched, taken.barrier_token = True, saved.barrier_token
             for task in gang.tasks:
                 known.add(task.container_id)
                 if task.state is TaskState.RUNNING and task.container_id not in kept:
                     try:
-                        status = am.rm.container_status(task.container_id)
+                        status = container_status(task.container_id)
                     except NotFound:
-                        am.task_ended_unwatched(gang, task, ExitStatus.LOST_ON_RM_RESTART,
-                                          "the RM no longer knows its container", now)
+                        taken.ended.append((task, ExitStatus.LOST_ON_RM_RESTART,
+                                            "the RM no longer knows its container"))
                         continue
                     if status.state is not ContainerState.RUNNING:
-                        am.task_ended_unwatched(gang, task, status.exit_status, status.diagnostics or
-                                          "ended while the AM was down", now)
-            running = gang.running
-            am.log(f"gang {name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
-                   f"{running} still running")
-            am.reopen_barrier(gang, saved.barrier_token)
-        am.gangs.append(gang)
-    for cid in sorted(kept - known):   # started by a launch the journal never recorded
-        am.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
-        am.stop_container(cid)
-    am.decide_gangs(now)
+                        taken.ended.append((task, status.exit_status,
+                                            status.diagnostics or "ended while the AM was down"))
+        out.gangs.append(taken)
+    out.strays = sorted(kept - known)   # started by a launch the journal never recorded
+    return out
 
 
-def resume(am: "ApplicationMaster", previous: JournalState, earlier_tasks: str = ENDED_WITH_THE_RUN) -> None:
+def resume(job: JobSpec, previous: JournalState, begin: BeginAttempt, events: GangEvents,
+           log: Callable[[str], None], earlier_tasks: str = ENDED_WITH_THE_RUN) -> Recovered:
     """Carry on a job whose earlier run stopped (interrupted, killed, or the machine went
     down) under a new application (see the module docstring); ``earlier_tasks`` says what
-    became of that run's tasks ("ended with it", "were killed at the RM ...")."""
-    am.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
+    became of that run's tasks ("ended with it", "were killed at the RM ..."). The
+    interrupted attempts end through ``events`` (the journal records their end)."""
     if previous.finished:   # the drivers report such a folder without starting an AM (tools.job_runner)
-        am.gangs = recorded_gangs(am.job, previous)
-        am.finish(previous.outcome, f"already finished in an earlier run: {previous.reason}")
-        return
-    am.log(f"resuming the job from the journal of an earlier run ({previous.app_id}, AM attempt(s) "
-           f"{previous.am_attempts}); the tasks it was running {earlier_tasks}")
-    for number, names in enumerate(am.job.gangs):
-        name, roles = gang_name(names), am.job.gang_roles(number)
+        return Recovered([TakenBack(g) for g in recorded_gangs(job, previous)],
+                         finished=(previous.outcome, f"already finished in an earlier run: {previous.reason}"))
+    log(f"resuming the job from the journal of an earlier run ({previous.app_id}, AM attempt(s) "
+        f"{previous.am_attempts}); the tasks it was running {earlier_tasks}")
+    out = Recovered()
+    for number, names in enumerate(job.gangs):
+        name, roles = gang_name(names), job.gang_roles(number)
         saved = previous.gangs.get(name)
         if saved is None:
-            am.gangs.append(am.begin_attempt(name, roles, 1, []))
+            out.gangs.append(TakenBack(begin(name, roles, 1, [])))
             continue
         history = saved.history
         ended = any(a.attempt == saved.attempt for a in history)
         if not ended and saved.launched is None:
-            am.gangs.append(am.begin_attempt(name, roles, saved.attempt, history))
+            out.gangs.append(TakenBack(begin(name, roles, saved.attempt, history)))
             continue
         if not ended:   # the attempt that was running ends now, as any attempt ends
             gang = GangRun(name, roles, saved.attempt, RoleState.RUNNING,
-                           AttemptRecord(name, saved.attempt, saved.waiting_since, saved.started_at), history=history)
-            gang.launched(saved.launched)
+                           AttemptRecord(name, saved.attempt, saved.waiting_since), history=history, events=events)
+            gang.launched(saved.launched, saved.started_at)
             for task in gang.tasks:
                 if task.state is TaskState.RUNNING:
                     gang.end_task(task, TaskState.STOPPED, previous.last_time, "the run was interrupted")
-            am.end_attempt(gang, "stopped", f"the run was interrupted: its tasks {earlier_tasks}", previous.last_time)
-        am.log(f"gang {name}: attempt {saved.attempt} ended with the earlier run; "
-               f"starting attempt {saved.attempt + 1}")
-        am.gangs.append(am.begin_attempt(name, roles, saved.attempt + 1, history))
+            gang.end_attempt("stopped", f"the run was interrupted: its tasks {earlier_tasks}", previous.last_time)
+        log(f"gang {name}: attempt {saved.attempt} ended with the earlier run; starting attempt {saved.attempt + 1}")
+        out.gangs.append(TakenBack(begin(name, roles, saved.attempt + 1, history)))
+    return out

@@ -19,15 +19,21 @@ from .gang_run import GangRun
 from .metrics import AMMetrics
 
 
+#: how a gang's diagnosis is made (the AM's :meth:`~gangmaster.am.master.ApplicationMaster.diagnose`)
+Diagnose = Callable[[GangRun], Diagnosis]
+
+
 class WaitingWatch:
-    def __init__(self, settings: AMSettings, log: Callable[[str], None], metrics: AMMetrics,
-                 diagnose: Callable[[GangRun], Diagnosis]):
-        self.settings, self.log, self.metrics, self._diagnose = settings, log, metrics, diagnose
+    """The AM's watch on its waiting gangs. It keeps no reference to the AM: the AM hands it
+    how to diagnose a gang at each call (so the two make no reference cycle)."""
+
+    def __init__(self, settings: AMSettings, log: Callable[[str], None], metrics: AMMetrics):
+        self.settings, self.log, self.metrics = settings, log, metrics
         self.latest: dict[str, Diagnosis] = {}       # gang name -> its last diagnosis while it waits
         self._diagnosed_after: dict[str, tuple] = {}  # gang name -> (attempt, failed placements) diagnosed
         self._diagnosed_at: dict[str, float] = {}     # gang name -> when it was last diagnosed
 
-    def check(self, gang: GangRun, now: float) -> str:
+    def check(self, gang: GangRun, now: float, diagnose: Diagnose) -> str:
         """Called each heartbeat for a gang still pending: diagnose it when due; returns why
         the job must fail ("" when it need not): the gang waited ``max_wait_s``."""
         waited = now - gang.record.waiting_since
@@ -38,13 +44,13 @@ class WaitingWatch:
             if (self._diagnosed_after.get(gang.name) != key
                     and now - self._diagnosed_at.get(gang.name, -every) >= every):
                 self._diagnosed_after[gang.name], self._diagnosed_at[gang.name] = key, now
-                self._record(gang, self._diagnosed(gang), waited)
+                self._record(gang, self._diagnosed(gang, diagnose), waited)
         limit = self.settings.max_wait_s
         if limit is None or waited < limit:
             return ""
-        return f"gang {gang.name} waited {waited:g}s, the limit (am.max_wait_s / --max-wait): {self.why(gang)}"
+        return f"gang {gang.name} waited {waited:g}s, the limit (am.max_wait_s / --max-wait): {self.why(gang, diagnose)}"
 
-    def why(self, gang: GangRun) -> str:
+    def why(self, gang: GangRun, diagnose: Diagnose) -> str:
         """Why ``gang`` waits, in one line, for the reason its job ends: its diagnosis made
         now (the expected ends of the jobs holding the capacity are counted from now) when
         its placement found no room, else how far the RM got granting it."""
@@ -52,7 +58,7 @@ class WaitingWatch:
         if not acq.found_no_room:
             return f"{len(acq.by_container)}/{acq.total} containers granted"
         self._diagnosed_after[gang.name] = (gang.attempt, acq.failed_placements)
-        self._record(gang, self._diagnosed(gang), None)
+        self._record(gang, self._diagnosed(gang, diagnose), None)
         return self.latest[gang.name].summary()
 
     def started(self, gangs: list[GangRun]) -> None:
@@ -61,9 +67,9 @@ class WaitingWatch:
             if gang.name in self.latest and not gang.pending:
                 self._clear(self.latest.pop(gang.name))
 
-    def _diagnosed(self, gang: GangRun) -> Diagnosis:
+    def _diagnosed(self, gang: GangRun, diagnose: Diagnose) -> Diagnosis:
         self.metrics.diagnoses.inc()
-        return self._diagnose(gang)
+        return diagnose(gang)
 
     def _record(self, gang: GangRun, diagnosis: Diagnosis, waited: float | None) -> None:
         before = self.latest.get(gang.name)

@@ -124,3 +124,25 @@ def test_a_killed_run_resumes_as_a_new_attempt(tmp_path):
     resumed = gangmaster("run", MPI_JOB, "--work-dir", work, "-q")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "gang worker attempt 1: stopped" in resumed.stdout and "gang worker attempt 2: succeeded" in resumed.stdout
+
+
+def test_a_journal_written_by_an_earlier_version_is_resumed(tmp_path):
+    """A work folder left by the AM as of commit 067aeb2 (before the gangs owned their
+    transitions and their events became the journal): attempt 1 failed (a task killed),
+    attempt 2 was running, the AM was killed and replaced, and the run stopped. Its journal
+    is a user's artifact: today's AM resumes the job from it."""
+    fixture = REPO / "tests" / "fixtures" / "journal" / "written-by-067aeb2"
+    work = tmp_path / "run"
+    work.mkdir()
+    for name in ("journal.jsonl", "job.json"):
+        (work / name).write_bytes((fixture / name).read_bytes())
+    resumed = gangmaster("run", fixture / "mpi-allreduce.yaml", "--work-dir", work, "--json")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    (run,) = json.loads(resumed.stdout)
+    attempts = [(a["attempt"], a["outcome"]) for a in run["attempts"]]
+    assert attempts == [(1, "failed"), (2, "stopped"), (3, "succeeded")]
+    assert "worker[1] exited with status -106" in run["attempts"][0]["reason"]
+    assert run["attempts"][1]["reason"] == "the run was interrupted: its tasks ended with it"
+    old = [r["kind"] for r in read_records(fixture / "journal.jsonl")]
+    kinds = [r["kind"] for r in read_records(work / JOURNAL_FILE)]
+    assert kinds[:len(old) + 2] == old + ["am_started", "resumed"] and kinds[-1] == "job_finished"

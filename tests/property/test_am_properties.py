@@ -142,8 +142,8 @@ def test_a_gang_started_counts_its_tasks_as_one_launched_from_a_journal(count, r
         return made
 
     started, launched = (GangRun("w", (), 1, ROLE_RUNNING, AttemptRecord("w", 1, 0.0)) for _ in range(2))
-    started.started(tasks())
-    launched.launched(tasks())
+    started.started(tasks(), None, 1.0)
+    launched.launched(tasks(), 1.0)
     assert (started.succeeded, started.failed, started.running) == \
         (launched.succeeded, launched.failed, launched.running)
     assert started.record.tasks is started.tasks and len(started.tasks) == count

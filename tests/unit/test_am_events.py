@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import gangmaster.am.master as master
+import gangmaster.am.am_placement as am_placement
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import parse_job
 from gangmaster.am.master import ApplicationMaster, pipeline_seed
@@ -47,8 +47,8 @@ def placements(monkeypatch):
         calls.append(indices)
         return place_gang(view, roles, pipeline, indices=indices)
 
-    place_gang = master.place_gang
-    monkeypatch.setattr(master, "place_gang", counting)
+    place_gang = am_placement.place_gang
+    monkeypatch.setattr(am_placement, "place_gang", counting)
     return calls
 
 

@@ -397,68 +397,6 @@ def test_failover_after_the_barrier_ended_an_attempt_the_journal_still_shows_run
     assert run.outcome == "succeeded"
 
 
-def test_heartbeat_pauses_the_cycle_collector_and_gives_it_back(tmp_path):
-    """The collector is off while a heartbeat runs (a gang's start is one burst of
-    long-lived objects) and as it was afterwards, whether it was on or off before."""
-    import gc
-    from gangmaster.am import master as am_master
-
-    seen = []
-    plan = am_master.ApplicationMaster._plan
-
-    def spying_plan(self, gang, now):
-        seen.append(gc.isenabled())
-        return plan(self, gang, now)
-
-    runs = SimulatedRuns(gpu_nodes(2))
-    one = runs.submit(parse_job(job(instances=2)), tmp_path / "run")
-    was = gc.isenabled()
-    try:
-        am_master.ApplicationMaster._plan = spying_plan
-        gc.enable()
-        one.am.heartbeat()
-        assert seen == [False] and gc.isenabled()
-        gc.disable()
-        runs.run()
-        assert not gc.isenabled()
-    finally:
-        am_master.ApplicationMaster._plan = plan
-        if was:
-            gc.enable()
-    assert one.outcome == "succeeded"
-
-
-def test_what_a_heartbeat_burst_leaves_alive_goes_to_the_oldest_generation(tmp_path):
-    """A heartbeat that made more objects than the youngest generation holds ends with one
-    collection of both young generations: the survivors (a started gang's tasks, containers,
-    environments) move to the oldest one, so the young collections after it do not traverse
-    them again."""
-    import gc
-    from gangmaster.am import master as am_master
-
-    kept = []
-    plan = am_master.ApplicationMaster._plan
-
-    def bursting_plan(self, gang, now):
-        kept.extend([] for _ in range(3 * gc.get_threshold()[0]))   # lists are tracked by the collector
-        return plan(self, gang, now)
-
-    runs = SimulatedRuns(gpu_nodes(2))
-    one = runs.submit(parse_job(job(instances=2)), tmp_path / "run")
-    was = gc.isenabled()
-    try:
-        am_master.ApplicationMaster._plan = bursting_plan
-        gc.enable()
-        gc.collect()   # every generation empty: left to itself the collector would move the burst one step only
-        one.am.heartbeat()
-        oldest = {id(o) for o in gc.get_objects(generation=2)}
-    finally:
-        am_master.ApplicationMaster._plan = plan
-        if not was:
-            gc.disable()
-    assert kept and all(id(o) in oldest for o in kept)
-
-
 def test_an_am_starting_on_an_idle_cluster_places_its_gang_once(tmp_path):
     """The never-fits check places the gang on the idle cluster itself: that placement is
     the gang's first (the same hosts as placing it afresh would give), not made twice."""

@@ -41,7 +41,7 @@ def test_an_empty_memory_journal_reads_no_records():
 def test_a_journal_that_keeps_nothing_reads_no_records_and_closes():
     journal = NoJournal()
     journal.write("am_started", am_attempt=1, app_id="a", job="j")
-    assert not journal.keeps_records and journal.records() == []
+    assert journal.keeps_nothing and journal.records() == []
     assert not journal.closed
     journal.close()
     assert journal.closed

@@ -37,18 +37,3 @@ def test_an_ended_am_leaves_no_reference_cycle():
     assert [j.outcome for j in result["r"].jobs] == ["succeeded"] * len(jobs)
     assert not [o for o in garbage if isinstance(o, ApplicationMaster)]
 
-
-def test_a_replayed_am_keeps_its_attributes_in_its_class_shared_table(monkeypatch):
-    """At most 29 attributes of its own (ApplicationMaster's class comment): past CPython's
-    shared-key limit an AM costs twice as much to build, and each attribute read more."""
-    counts = []
-    ended = ApplicationMaster._finish
-
-    def counting(am, *args, **kwargs):
-        ended(am, *args, **kwargs)
-        counts.append(len(vars(am)))
-
-    monkeypatch.setattr(ApplicationMaster, "_finish", counting)
-    jobs = [job(f"j{i}", submit_s=i * 10.0, duration_s=25.0, gpus=1 + i % 4) for i in range(6)]
-    replay(table(jobs), cluster(4), ReplayOptions())
-    assert len(counts) == len(jobs) and max(counts) <= 29
