@@ -147,14 +147,15 @@ def run(args) -> int:
         workload = WorkloadShapes.from_asks(TaskShape.of(r.resource) for r in requests)
         floor = np.percentile(timed(mask_scan(view, settings.port_min), requests), 50)
         results = {}
-        for name in measured:
-            results[name] = measure_strategy(strategy_view(view), name, settings, requests, workload)
+        base = float("nan")
+        for name in sorted(measured, key=lambda n: n != BASELINE):   # the baseline first: each line printed when measured
+            single, search, index_bytes = results[name] = measure_strategy(strategy_view(view), name, settings,
+                                                                           requests, workload)
             gc.collect()   # the strategy's view copy, pipeline and indexes, before the next is built
-        base = np.percentile(results[BASELINE][0], 50) if BASELINE in results else float("nan")
-        for name, (single, search, index_bytes) in results.items():
             p50, p99 = np.percentile(single, [50, 99])
+            base = p50 if name == BASELINE else base
             print(f"{nodes:>8} {name:<15} {p50:>8.1f} {p99:>8.1f} {np.percentile(search, 50):>10.1f} "
-                  f"{p50 / base:>7.2f}x {p50 / floor:>6.2f}x {index_bytes / nodes:>13.0f}")
+                  f"{p50 / base:>7.2f}x {p50 / floor:>6.2f}x {index_bytes / nodes:>13.0f}", flush=True)
         print(f"{nodes:>8} {'floor (scan)':<15} {floor:>8.1f}")
         print(f"{nodes:>8} ClusterView: {view_bytes / nodes:.0f} bytes/node; the largest strategy's key columns "
               f"and node indexes {max((r[2] for r in results.values()), default=0) / nodes:.0f} bytes/node "
