@@ -22,7 +22,7 @@ from .replay.pages import fill_rows, is_fill, not_drawn, summary_rows
 from .replay.progress import ProgressBar
 from .replay.queue_policy import QUEUE_POLICIES
 from .replay.readers import DATED_FORMATS, FORMATS, detect_format, read_trace
-from .replay.report import report_folder, write_report
+from .replay.report import INCOMPLETE, report_folder, write_report
 from .replay.trace import JobTable
 from .replay.trace_csv import ON_BAD_ROW, BadRows, parse_window
 
@@ -269,9 +269,14 @@ def _conclude(comparison: Comparison, args, say) -> int:
     if args.report:
         files = write_report(comparison, args.report, document)
         say(f"report: {files.folder / 'report.html'} ({', '.join(files.written)})")
-        if files.replaced:
+        if files.stale_removed:
+            say(f"  removed {', '.join(files.stale_removed)}: left in {files.folder} by earlier runs that were "
+                "killed while writing (their processes are gone)")
+        if files.replaced or files.earlier_incomplete:
             say(f"  replaced the earlier report in {files.folder}"
-                + (f"; removed its {', '.join(files.removed)}, which this run does not write" if files.removed else ""))
+                + (f"; removed its {', '.join(files.removed)}, which this run does not write" if files.removed else "")
+                + (f"; it was incomplete (its {INCOMPLETE} said a run stopped while moving its files in)"
+                   if files.earlier_incomplete else ""))
         for line in not_drawn(files.skipped_figures):
             say(f"  not drawn: {line}")
     return 0

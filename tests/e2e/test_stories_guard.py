@@ -10,26 +10,15 @@ from pathlib import Path
 import pytest
 
 from gangmaster.tools.cli import main
+from shipped_jobs import JOBS
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 JOB_FILES = sorted((CONF / "jobs").glob("*.yaml"))
 
-#: job file -> (the cluster its header and conf/jobs/README.md name, the exit `gangmaster run` gives)
-JOBS = {
-    "mpi-allreduce.yaml": ("default.yaml", 0),
-    "parameter-server.yaml": ("default.yaml", 0),
-    "single-gpu.yaml": ("default.yaml", 0),
-    "snapshot-8gpu-pair.yaml": ("default.yaml", 0),
-    "shared-gpu-inference.yaml": ("shared-gpu.yaml", 0),
-    "story3-parameter-server.yaml": ("story3.yaml", 0),   # 6,001 tasks: past PER_INSTANCE_VARIABLES_UP_TO
-    "story3-ps.yaml": ("story3-incidents.yaml", 0),      # the empty cluster holds it; the incidents are below
-    "story3-xlibmpi.yaml": ("story3-incidents.yaml", 0),
-}
-
 
 @pytest.mark.parametrize("path", JOB_FILES, ids=[p.name for p in JOB_FILES])
 def test_every_shipped_job_runs_on_its_cluster(path, tmp_path, capsys):
-    assert path.name in JOBS, f"{path.name}: add it to JOBS (its cluster and the exit `gangmaster run` gives)"
+    assert path.name in JOBS, f"{path.name}: add it to JOBS in tests/shipped_jobs.py (its cluster and the exit `gangmaster run` gives)"
     cluster, expected = JOBS[path.name]
     assert (CONF / "clusters" / cluster).is_file()
     code = main(["run", str(path), "--cluster", str(CONF / "clusters" / cluster), "--work-dir", str(tmp_path),

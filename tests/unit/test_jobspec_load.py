@@ -13,6 +13,7 @@ from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.rmsim.workload import RoleBehaviour, TaskBehaviour
+from shipped_jobs import JOBS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "jobspec"
 OPENPAI = FIXTURES / "openpai-pytorch-ps.yaml"
@@ -220,12 +221,11 @@ def test_the_three_example_jobs_ship():
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
-def test_example_jobs_load_with_registered_selectors_and_fit_the_default_cluster(path):
+def test_example_jobs_load_with_registered_selectors_and_fit_their_cluster(path):
     spec = load_job(path)                # selectors from the real registry
     assert spec.unused == ()
-    # story 3's job is meant for story 3's cluster (its header says so); the others for the default
-    cluster = "clusters/story3.yaml" if path.name.startswith("story3") else "clusters/default.yaml"
-    nodes = load_cluster_specs(conf_path(cluster))
+    assert path.name in JOBS, f"{path.name}: add it to tests/shipped_jobs.py (the cluster it is meant for)"
+    nodes = load_cluster_specs(conf_path(f"clusters/{JOBS[path.name][0]}"))
     # A necessary condition, not placement: every role has enough nodes that could
     # hold one instance, counting labels, GPU types and per-node caps.
     for role in spec.roles:

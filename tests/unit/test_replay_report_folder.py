@@ -135,3 +135,45 @@ def test_ctrl_c_during_the_moves_is_held_until_they_are_done():
             done.append("after the signal")
     assert done == ["after the signal"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def a_dead_process_id() -> int:
+    """The id of a process that has ended (and been reaped)."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(done.stdout)
+
+
+def test_partial_folders_of_killed_runs_are_removed_and_said_those_of_live_ones_kept(tmp_path, capsys):
+    folder = tmp_path / "report"
+    folder.mkdir()
+    dead = folder / f".report-partial-{a_dead_process_id()}-abcd1234"   # a SIGKILL'd run's
+    live = folder / f".report-partial-{os.getppid()}-efgh5678"          # a run writing now
+    unknown = folder / ".report-partial-xyz"                            # no process id: whose is unknown
+    for partial in (dead, live, unknown):
+        partial.mkdir()
+        (partial / "jobs.csv").write_text("selector,seed\n")
+    assert main([*REPLAY, "--report", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert {p.name for p in folder.iterdir() if p.name.startswith(".")} == {live.name, unknown.name}
+    assert (f"  removed {dead.name}: left in {folder} by earlier runs that were killed while writing "
+            "(their processes are gone)") in out.splitlines()
+
+
+@pytest.mark.parametrize("earlier, said", [
+    ({"metrics.json": "earlier\n", INCOMPLETE: "stopped\n"},
+     "  replaced the earlier report in {folder}; it was incomplete (its INCOMPLETE said a run stopped while "
+     "moving its files in)"),
+    ({INCOMPLETE: "stopped\n"},    # killed before its first file was moved in
+     "  replaced the earlier report in {folder}; it was incomplete (its INCOMPLETE said a run stopped while "
+     "moving its files in)"),
+    ({"metrics.json": "earlier\n"}, "  replaced the earlier report in {folder}"),
+])
+def test_an_incomplete_earlier_report_is_said_to_be_so_when_replaced(tmp_path, capsys, earlier, said):
+    folder = tmp_path / "report"
+    folder.mkdir()
+    for name, text in earlier.items():
+        (folder / name).write_text(text)
+    assert main([*REPLAY, "--report", str(folder)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if "replaced" in line] == [said.format(folder=folder)]
+    assert not (folder / INCOMPLETE).exists()

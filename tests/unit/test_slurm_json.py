@@ -126,7 +126,11 @@ def test_index_lists_and_state_words():
     ("not json", "not JSON"), ("[]", "expected an object with a 'nodes' list"),
     ('{"nodes": {}}', "expected an object with a 'nodes' list"),
     ('{"nodes": [{"state": "idle"}]}', "nodes[0] has no name"),
-    ('{"nodes": [], "errors": [{"error": "Unable to contact slurm controller"}]}', "Slurm reported")])
+    ('{"nodes": [], "errors": [{"error": "Unable to contact slurm controller"}]}', "Slurm reported"),
+    ('{"nodes": [{"name": "n1", "cpus": 8, "cpus": 4000}]}',
+     'node list: nodes[0].cpus: expected each key once in an object; "cpus" is given twice'),
+    ('{"nodes": [], "nodes": [{"name": "n1"}]}',
+     'node list: nodes: expected each key once in an object; "nodes" is given twice')])
 def test_what_is_not_understood_is_said(text, message):
     with pytest.raises(SlurmJSONError, match=message.replace("[", r"\[").replace("]", r"\]")):
         read_nodes(text)

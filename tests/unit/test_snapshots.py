@@ -350,8 +350,12 @@ CASES = {
     "a duplicate key deeper": ('{"nodes": [{"name": "n"}, {"name": "m", "x": [{"k": 1, "k": 2}]}]}',
                                'nodes[1].x[0].k: expected each key once'),
     "no nodes": ('{"nodes": [], "meta": {}}', "nodes: expected at least one node (read as slurm JSON"),
-    "Slurm nodes as an object": ('{"nodes": {}, "meta": {}}', "nodes.node: expected at least one node (read as "
-                                                              "yarn JSON"),
+    "Slurm nodes as an object": ('{"nodes": {}, "meta": {"plugin": {"type": "openapi/v0.0.38"}, '
+                                 '"Slurm": {"release": "22.05.8"}}}', "nodes: expected a list (read as slurm JSON: its meta names Slurm), got a mapping"),
+    "Slurm 24.05 jobs as an object": ('{"jobs": {}, "meta": {"slurm": {"release": "24.05.1"}}}',
+                                      "jobs: expected a list (read as slurm JSON"),
+    "YARN nodes, meta or not": ('{"nodes": {}, "meta": {}}', "nodes.node: expected at least one node (read as "
+                                                             "yarn JSON"),
     "a fractional GPU count": (json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"nvidia.com/gpu": "1.5"}}}]}),
         'items[0].status.allocatable.nvidia.com/gpu: expected a whole number of devices'),

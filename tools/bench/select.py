@@ -13,8 +13,16 @@ Printed beside each:
   vcores, GPUs, ports at or above ``port_min``; the packing key's argmin among the
   nodes that pass), same run, same requests: what one pass over the cluster costs.
 
-Then the view's memory per node (traced while it is built), and with the strategies'
-cached key columns and node indexes built by a first round of requests.
+Then the view's memory per node (traced while it is built), and beside each strategy
+its own key columns and node indexes (``index B/node``, traced while a first round of
+requests builds them), and the process's peak RSS.
+
+One strategy at a time: each answers on a copy of the view of its own (its key
+columns and node indexes live on the view), dropped with its pipeline before the
+next strategy starts, so the peak is the view and the largest strategy's indexes,
+not the sum of all of them (~16.6 KB per node at once, 23 GB at 1,000,000 nodes).
+A strategy listed in ``LARGEST_CLUSTER`` is skipped past its node count, with a line
+saying why, before anything is timed.
 """
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ from gangmaster.tools.bench.cli import add_bench_parser
 
 import gc
 import random
+import resource
 import time
 import tracemalloc
 
@@ -41,6 +50,17 @@ from gangmaster.selectors.workload import TaskShape, WorkloadShapes
 from .synthetic import synthetic_cluster
 
 BASELINE = "random"
+
+#: strategies that cannot be timed past a node count in reasonable time, and why
+_BIG_INDEX = ("building its node index peaks at {} MB at 100,000 nodes (RSS, untraced; tracing adds ~40 %): "
+              "~{} GB at 1,000,000, more than a 23-GB machine shared with other work holds")
+LARGEST_CLUSTER: dict[str, tuple[int, str]] = {
+    "fgd": (100_000, _BIG_INDEX.format("1,600", 16)),
+    "fgd-k8s": (100_000, _BIG_INDEX.format("1,500", 15)),
+    "dot-product": (100_000, _BIG_INDEX.format("800", 8)),
+    "random-fit": (100_000, "it draws among every node that fits, a scan of the cluster per request "
+                            "(p50 ~30 ms at 100,000 nodes: over 20 min for 2,000 requests at 1,000,000)"),
+}
 
 
 def add_parser(sub):
@@ -115,35 +135,64 @@ def run(args) -> int:
         names.append(BASELINE)
     settings = SelectionSettings(seed=args.seed)
     print(f"{'nodes':>8} {'strategy':<15} {'p50 us':>8} {'p99 us':>8} {'search us':>10} "
-          f"{'/random':>8} {'/floor':>7}")
+          f"{'/random':>8} {'/floor':>7} {'index B/node':>13}")
     synthetic_cluster(100, args.seed)  # imports and one-time tables, not counted per node
     for nodes in sizes:
+        measured = [n for n in names if nodes <= LARGEST_CLUSTER.get(n, (nodes, ""))[0]]
+        for name in names:
+            if name not in measured:
+                largest, why = LARGEST_CLUSTER[name]
+                print(f"{nodes:>8} {name:<15} skipped: measured up to {largest:,} nodes; {why}", flush=True)
         # Memory is traced in a separate pass: tracing slows every numpy allocation.
         tracemalloc.start()
         view = synthetic_cluster(nodes, args.seed)
         view_bytes = tracemalloc.get_traced_memory()[0]
-        requests = request_stream(view, args.requests, args.seed)
-        pipelines = {n: SelectionPipeline(settings, get_selector(n)) for n in names}
-        workload = WorkloadShapes.from_asks(TaskShape.of(r.resource) for r in requests)
-        for pipeline in pipelines.values():   # the stream's shapes: fgd plans for them
-            pipeline.selector.observe_workload(workload)
-        for pipeline in pipelines.values():
-            for request in requests[:100]:
-                _answer(lambda r: pipeline.select_single_node(view, r), request)
-        with_indexes = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
+        requests = request_stream(view, args.requests, args.seed)
+        workload = WorkloadShapes.from_asks(TaskShape.of(r.resource) for r in requests)
         floor = np.percentile(timed(mask_scan(view, settings.port_min), requests), 50)
         results = {}
-        for name, pipeline in pipelines.items():
-            single = timed(lambda r: pipeline.select_single_node(view, r), requests)
-            search = timed(lambda r: pipeline.best_nodes(view, r, pipeline.selector.keep(r, len(view))), requests)
-            results[name] = single, search
-        base = np.percentile(results[BASELINE][0], 50)
-        for name, (single, search) in results.items():
+        base = float("nan")
+        for name in sorted(measured, key=lambda n: n != BASELINE):   # the baseline first: each line printed when measured
+            single, search, index_bytes = results[name] = measure_strategy(strategy_view(view), name, settings,
+                                                                           requests, workload)
+            gc.collect()   # the strategy's view copy, pipeline and indexes, before the next is built
             p50, p99 = np.percentile(single, [50, 99])
+            base = p50 if name == BASELINE else base
             print(f"{nodes:>8} {name:<15} {p50:>8.1f} {p99:>8.1f} {np.percentile(search, 50):>10.1f} "
-                  f"{p50 / base:>7.2f}x {p50 / floor:>6.2f}x")
+                  f"{p50 / base:>7.2f}x {p50 / floor:>6.2f}x {index_bytes / nodes:>13.0f}", flush=True)
         print(f"{nodes:>8} {'floor (scan)':<15} {floor:>8.1f}")
-        print(f"{nodes:>8} ClusterView: {view_bytes / nodes:.0f} bytes/node; {with_indexes / nodes:.0f} "
-              f"bytes/node with the strategies' key columns and node indexes")
+        print(f"{nodes:>8} ClusterView: {view_bytes / nodes:.0f} bytes/node; the largest strategy's key columns "
+              f"and node indexes {max((r[2] for r in results.values()), default=0) / nodes:.0f} bytes/node "
+              f"(one strategy at a time)")
+        del view
+        gc.collect()
+    print(f"peak RSS: {peak_rss_mb():.0f} MB (the process, whole run)")
     return 0
+
+
+def strategy_view(view):
+    """A copy of ``view`` for one strategy: its key columns and node indexes (kept on the
+    view) are built on this copy and go with it."""
+    return view.copy(keep_derived=False)
+
+
+def measure_strategy(view, name: str, settings, requests, workload) -> tuple[np.ndarray, np.ndarray, int]:
+    """One strategy on its own view: p50 samples of select_single_node and of the search
+    alone, and the bytes its key columns and node indexes took (traced while a first
+    round of requests builds them)."""
+    pipeline = SelectionPipeline(settings, get_selector(name))
+    pipeline.selector.observe_workload(workload)   # the stream's shapes: fgd plans for them
+    tracemalloc.start()
+    for request in requests[:100]:
+        _answer(lambda r: pipeline.select_single_node(view, r), request)
+    index_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    single = timed(lambda r: pipeline.select_single_node(view, r), requests)
+    search = timed(lambda r: pipeline.best_nodes(view, r, pipeline.selector.keep(r, len(view))), requests)
+    return single, search, index_bytes
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -25,6 +25,12 @@ from before the first move until after the last, with SIGINT held off for those 
 the folder locked against another run's moves. The report's own files (:data:`REPORT_FILES`)
 of an earlier run that this one does not write (a ``sweep.png`` of a run with
 ``--capacity-sweep``) are removed with them; the user's other files are left alone.
+
+**What an earlier run left.** A hidden folder's name holds its writer's process id
+(``.report-partial-PID-*``); one whose process is gone (a run killed with SIGKILL, or the
+machine stopped) is removed by the next run, which says so (:attr:`ReportFiles.stale_removed`).
+An :data:`INCOMPLETE` left by an earlier run is replaced like the rest, and the next run
+says the report it replaced was incomplete (:attr:`ReportFiles.earlier_incomplete`).
 """
 from __future__ import annotations
 
@@ -70,6 +76,8 @@ class ReportFiles:
     skipped_figures: tuple[tuple[str, str], ...]    # (file, why not)
     replaced: tuple[str, ...] = ()                  # files of an earlier report this one replaced
     removed: tuple[str, ...] = ()                   # files of an earlier report this one does not write
+    earlier_incomplete: bool = False                # an earlier run's INCOMPLETE stood in the folder
+    stale_removed: tuple[str, ...] = ()             # hidden folders of earlier runs whose process is gone
 
 
 def report_folder(folder: str | Path) -> Path:
@@ -92,7 +100,31 @@ def report_folder(folder: str | Path) -> Path:
 
 
 def _partial_folder(folder: Path) -> str:
-    return tempfile.mkdtemp(prefix=_PARTIAL_PREFIX, dir=folder)
+    """A new hidden folder in ``folder``, named after this process (``.report-partial-PID-*``)."""
+    return tempfile.mkdtemp(prefix=f"{_PARTIAL_PREFIX}{os.getpid()}-", dir=folder)
+
+
+def _remove_stale_partials(folder: Path) -> tuple[str, ...]:
+    """Remove the hidden folders of earlier runs whose process is gone; their names. One
+    whose process is alive (another run writing now), or whose name holds no process id,
+    is left alone."""
+    removed = []
+    for path in sorted(folder.glob(f"{_PARTIAL_PREFIX}*")):
+        pid = path.name[len(_PARTIAL_PREFIX):].split("-")[0]
+        if path.is_dir() and pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path.name)
+    return tuple(removed)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # alive, another user's
+        return True
+    return True
 
 
 def write_report(comparison: Comparison, folder: str | Path, document: dict[str, Any] | None = None) -> ReportFiles:
@@ -100,13 +132,15 @@ def write_report(comparison: Comparison, folder: str | Path, document: dict[str,
     kill left (see the module's docstring)."""
     folder = report_folder(folder)
     document = document or metrics_document(comparison)
+    stale = _remove_stale_partials(folder)
     partial = Path(_partial_folder(folder))
     try:
         written, skipped = _write_files(comparison, partial, document)
-        replaced, removed = _move_into_place(partial, folder, written)
+        replaced, removed, incomplete = _move_into_place(partial, folder, written)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    return ReportFiles(folder, written, tuple((f.name, why) for f, why in skipped), replaced, removed)
+    return ReportFiles(folder, written, tuple((f.name, why) for f, why in skipped), replaced, removed,
+                       incomplete, stale)
 
 
 def _write_files(comparison: Comparison, folder: Path, document: dict[str, Any]):
@@ -122,12 +156,15 @@ def _write_files(comparison: Comparison, folder: Path, document: dict[str, Any])
     return written, skipped
 
 
-def _move_into_place(partial: Path, folder: Path, written: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _move_into_place(partial: Path, folder: Path,
+                     written: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     """Move the written files from ``partial`` into ``folder`` and remove the earlier
-    report's files this one does not write; (files replaced, files removed)."""
+    report's files this one does not write; (files replaced, files removed, whether an
+    earlier run's INCOMPLETE stood there)."""
     with _locked(folder), _sigint_held():
         earlier = tuple(name for name in REPORT_FILES if name != INCOMPLETE and (folder / name).exists())
         marker = folder / INCOMPLETE
+        incomplete = marker.exists()
         marker.write_text("gangmaster replay stopped while it moved a report's files into this folder: "
                           "they are part of one run, or a mix of two. Run it again.\n", encoding="utf-8")
         for name in written:
@@ -136,7 +173,7 @@ def _move_into_place(partial: Path, folder: Path, written: tuple[str, ...]) -> t
         for name in removed:
             (folder / name).unlink()
         marker.unlink()
-    return earlier, removed
+    return earlier, removed, incomplete
 
 
 @contextmanager

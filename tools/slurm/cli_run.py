@@ -124,6 +124,10 @@ def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
     if interrupted is not None:
         print(f"gangmaster run: interrupted by {interrupted.name}; its Slurm jobs were cancelled", file=sys.stderr)
         return 128 + interrupted
+    if runs.failure is not None:   # an AM failed: run() ended early, --timeout had nothing to do with it
+        print(f"gangmaster run: {runs.failure}; the run was stopped and its Slurm jobs were cancelled",
+              file=sys.stderr)
+        return 1
     if not finished:
         print("gangmaster run: stopped before every job finished (--timeout); its Slurm jobs were cancelled",
               file=sys.stderr)

@@ -15,13 +15,16 @@ numbers, state words and GRES are read by :mod:`.values`, as the snapshot reader
 * exit codes: an integer wait status (22.05: ``exit_code`` is the code, signals in
   ``derived_exit_code``), or ``{"status": [...], "return_code": n, "signal": {...}}``.
 
-Anything else (not JSON, no ``nodes`` / ``jobs`` list, a node without a name) raises
+Anything else (not JSON, a key given twice in an object, no ``nodes`` / ``jobs`` list, a node
+without a name) raises
 :class:`SlurmJSONError` saying what was expected, never a KeyError deep inside the AM.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+
+from gangmaster.conf.json_keys import DuplicateKeys, first_duplicate
 
 from .names import UNTYPED_GPU, split_per_gpu_type
 from .values import gpu_entries, number, state_words
@@ -80,10 +83,16 @@ class SlurmNode:
 
 
 def _load(text: str, key: str, what: str):
+    duplicated = DuplicateKeys()
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=duplicated.object)
     except ValueError as exc:
         raise SlurmJSONError(f"{what}: not JSON ({exc})") from None
+    if duplicated.seen:   # json.loads would keep the last of the two without a word
+        keys, twice = first_duplicate(doc)
+        where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in keys + [twice]).lstrip(".")
+        raise SlurmJSONError(f"{what}: {where}: expected each key once in an object; "
+                             f'"{twice}" is given twice')
     if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
         raise SlurmJSONError(f"{what}: expected an object with a {key!r} list, got "
                              f"{type(doc).__name__}{' with keys ' + ', '.join(sorted(doc)[:8]) if isinstance(doc, dict) else ''}")

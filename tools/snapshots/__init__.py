@@ -126,8 +126,10 @@ def _read_files(paths: list[Path]) -> tuple[str, dict[str, list[Value]]]:
 def _detect(doc: Value) -> tuple[str, str]:
     if not doc.is_object():
         raise doc.error(f"a JSON object: {_WHAT_FILES}", doc.raw)
-    for engine, reader in READERS.items():
-        kind = reader.kind_of(doc)
+    # An engine's own marks first: Slurm's "nodes" of a wrong shape is not a YARN answer.
+    signed = ("slurm",) if slurm.is_signed(doc) else ()
+    for engine in signed + tuple(e for e in READERS if e not in signed):
+        kind = READERS[engine].kind_of(doc)
         if kind is not None:
             return engine, kind
     keys = sorted(doc.keys())

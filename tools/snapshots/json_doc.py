@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from gangmaster.conf.json_keys import DuplicateKeys, first_duplicate
 from gangmaster.conf.fields import ConfigError, Fields, decode_utf8, is_name, read_limited
 from gangmaster.conf.limits import MAX_SNAPSHOT_BYTES
 
@@ -49,7 +50,7 @@ def read_json(path: Path, budget: int) -> Any:
                                             f"together (MAX_SNAPSHOT_BYTES in conf/limits.py); "
                                             f"{budget:,} bytes were left for this one") from None
         raise config_error(exc) from None
-    duplicated = _DuplicateKeys()
+    duplicated = DuplicateKeys()
     try:
         raw = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=duplicated.object)
     except json.JSONDecodeError as exc:
@@ -65,51 +66,12 @@ def read_json(path: Path, budget: int) -> Any:
     return raw
 
 
-class _DuplicateKeys:
-    """The ``object_pairs_hook`` that notices a key given twice in one object.
-
-    ``json.loads`` keeps the last of two equal keys without a word (``"cpus": 8, "cpus":
-    4000`` reads 4000), as YAML readers refuse to. The hook only marks such an object (a
-    :class:`_Duplicated` dict naming the key); its path is looked for afterwards, and only
-    then, since parsing does not know where it is."""
-
-    __slots__ = ("seen",)
-
-    def __init__(self) -> None:
-        self.seen = False
-
-    def object(self, pairs: list[tuple[str, Any]]) -> dict:
-        found = dict(pairs)
-        if len(found) == len(pairs):
-            return found
-        self.seen = True
-        keys: set[str] = set()
-        for key, _ in pairs:
-            if key in keys:
-                return _Duplicated(found, key)
-            keys.add(key)
-        raise AssertionError("fewer keys than pairs, yet none repeated")
-
-
-class _Duplicated(dict):
-    """An object that had ``key`` twice (the last value kept, as ``json.loads`` does)."""
-
-    def __init__(self, found: dict, key: str):
-        super().__init__(found)
-        self.key = key
-
-
 def _first_duplicate(value: Value) -> tuple[str, str]:
     """The JSON path of the first object (depth first) with a key given twice, and the key."""
-    pending = [value]
-    while pending:
-        value = pending.pop()
-        if isinstance(value.raw, _Duplicated):
-            return value.field(value.raw.key), value.raw.key
-        children = value.raw.items() if isinstance(value.raw, dict) else enumerate(value.raw)
-        pending.extend(reversed([Value(raw, value.source, parent=value, key=key) for key, raw in children
-                                 if isinstance(raw, (dict, list))]))
-    raise AssertionError("a duplicate key was seen but is in no object")
+    keys, key = first_duplicate(value.raw)
+    for step in keys:
+        value = Value(value.raw[step], value.source, parent=value, key=step)
+    return value.field(key), key
 
 
 def _refuse_constant(name: str) -> Any:

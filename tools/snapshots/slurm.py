@@ -74,11 +74,20 @@ def kind_of(doc: Value) -> str | None:
     if isinstance(raw.get("sinfo"), list):
         raise doc.error("`scontrol show node --json` (the `sinfo --json` of newer Slurm versions groups "
                         "nodes and does not say what each one has in use)", "sinfo's grouped JSON")
-    if isinstance(raw.get("nodes"), list):
-        return "nodes"
-    if isinstance(raw.get("jobs"), list):
-        return "jobs"
+    for kind in ("nodes", "jobs"):
+        if isinstance(raw.get(kind), list):
+            return kind
+        if kind in raw and is_signed(doc):   # Slurm's, of a wrong shape: refused as Slurm's
+            raise doc.need(kind).error("a list (read as slurm JSON: its meta names Slurm)", raw[kind])
     return None
+
+
+def is_signed(doc: Value) -> bool:
+    """Whether the document carries Slurm's own marks: the ``meta`` object that sinfo,
+    squeue and scontrol ``--json`` write, naming the data parser (``plugin``) and the
+    Slurm version (``Slurm`` up to 23.02, ``slurm`` after). No other engine writes it."""
+    meta = doc.raw.get("meta")
+    return isinstance(meta, dict) and any(isinstance(meta.get(mark), dict) for mark in ("plugin", "Slurm", "slurm"))
 
 
 def document_time(docs: dict[str, list[Value]]) -> float | None:
