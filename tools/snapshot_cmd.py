@@ -24,7 +24,7 @@ def add_parser(sub):
                     "takes from it, as `gangmaster diagnose --snapshot` would: the nodes (capacity, rack, "
                     "labels, GPU type), the unavailable ones with the engine's state and reason, what runs "
                     "where and until when, and notes on what the files cannot tell. Files: YARN's RM REST "
-                    "answers (/ws/v1/cluster/nodes; optionally /ws/v1/cluster/apps and each attempt's "
+                    "answers (/ws/v1/cluster/nodes; optionally /ws/v1/cluster/apps, /scheduler and each attempt's "
                     ".../containers), `kubectl get nodes -o json` (optionally `kubectl get pods -A -o json`), "
                     "or Slurm's `sinfo --json` / `scontrol show node --json` (optionally `squeue --json`). "
                     "The format is told from the JSON; all files must come from one engine. A node state "
