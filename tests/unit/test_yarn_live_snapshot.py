@@ -110,3 +110,12 @@ def test_refused_in_one_line(argv, expected, tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert expected in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_key_jersey_repeats_is_read_as_the_list_it_stands_for():
+    from gangmaster.tools.yarn.live_snapshot import repeated_keys_as_lists
+
+    body = b'{"m": {"entry": {"key": "vcores", "value": "22"}, "entry": {"key": "memory-mb", "value": "9"}}, "n": [1]}'
+    assert json.loads(repeated_keys_as_lists(body)) == {
+        "m": {"entry": [{"key": "vcores", "value": "22"}, {"key": "memory-mb", "value": "9"}]}, "n": [1]}
+    assert repeated_keys_as_lists(b"{not json") == b"{not json"

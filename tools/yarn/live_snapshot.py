@@ -11,9 +11,15 @@ RM's web address, or a ``gangmaster yarn local-cluster`` folder. For a local clu
 nodes get the names, racks, labels, GPU types and topologies of its cluster file (YARN
 knows none of them, and names its three NodeManagers on this host ``localhost:PORT``), so a
 job diagnosed against it is diagnosed as it would be placed there.
+
+Hadoop 3.4.2's Jersey writes a map of several entries as one key given several times
+(an application's ``resourceSecondsMap``: ``{"entry": {...}, "entry": {...}}``), which the
+snapshot reader refuses as ambiguous JSON: such keys are read here as the list they stand
+for (:func:`repeated_keys_as_lists`).
 """
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 import urllib.parse
@@ -56,9 +62,34 @@ def fetch_snapshot(value: str | None, timeout_s: float = TIMEOUT_S) -> ClusterSn
             except FetchError as exc:
                 raise SnapshotError(f"{target.rest}{path}", "", "the ResourceManager's JSON", str(exc)) from None
             paths.append(Path(folder) / name)
-            paths[-1].write_bytes(body)
+            paths[-1].write_bytes(repeated_keys_as_lists(body))
         snap = load_snapshot(paths, taken_at=taken_at)
     return _with_metadata(replace(snap, taken_at_from=f"read from {target.rest} then"), target)
+
+
+def repeated_keys_as_lists(body: bytes) -> bytes:
+    """The JSON ``body`` with each key an object repeats given once, its values as a list
+    (Jersey's way of writing a map's entries); the body as it came when it is no JSON (the
+    reader says what is wrong with it)."""
+    def pairs(items: list[tuple[str, object]]) -> dict:
+        found: dict = {}
+        for key, value in items:
+            if key not in found:
+                found[key] = value
+            elif isinstance(found[key], _Repeated):
+                found[key].append(value)
+            else:
+                found[key] = _Repeated([found[key], value])
+        return found
+
+    try:
+        return json.dumps(json.loads(body, object_pairs_hook=pairs)).encode()
+    except (ValueError, RecursionError):
+        return body
+
+
+class _Repeated(list):
+    """The values of a key an object gave more than once."""
 
 
 def _with_metadata(snap: ClusterSnapshot, target: YarnTarget) -> ClusterSnapshot:
