@@ -53,7 +53,8 @@ def add_parser(sub):
                "--snapshot FILE... diagnoses against a real cluster's state instead of --cluster: Hadoop YARN's "
                "/ws/v1/cluster/nodes (+ /ws/v1/cluster/apps) JSON, `kubectl get nodes -o json` (+ `kubectl get "
                "pods -A -o json`), or Slurm's `sinfo --json` / `squeue --json` / `scontrol show node --json`; "
-               "the format is detected.\n\n"
+               "the format is detected. --yarn-rm URL|DIR reads YARN's three answers (/nodes, /apps, /scheduler) from the "
+               "running RM at once.\n\n"
                "Exit status: 0 every gang can start, 1 one cannot, 2 bad input (the message names the file "
                "and field).")
     parser.add_argument("job", help="the job file (OpenPAI v2 YAML, see conf/jobs/README.md)")
@@ -68,6 +69,9 @@ def add_parser(sub):
     parser.add_argument("--snapshot", nargs="+", metavar="FILE",
                         help="a real cluster's state as its engine dumps it (YARN, Kubernetes or Slurm JSON), "
                              "instead of --cluster")
+    parser.add_argument("--yarn-rm", metavar="URL|DIR",
+                        help="like --snapshot, read now from a running YARN ResourceManager: its web address "
+                             "(http://HOST:8088) or a `gangmaster yarn local-cluster` folder")
     parser.add_argument("--snapshot-time", type=epoch_seconds, metavar="EPOCH",
                         help="with --snapshot: when it was taken, in Unix seconds: expected ends (Slurm end_time, "
                              "Kubernetes deadlines) are counted from it (default: the time the snapshot says, "
@@ -91,6 +95,9 @@ def _run(args) -> int:
     from gangmaster.selectors.settings import SelectionSettings
     from gangmaster.tools.rmsim.scenario import Scenario
 
+    if args.yarn_rm is not None and (args.snapshot or args.snapshot_time is not None):
+        raise ConfigError("--yarn-rm", "", "either --snapshot FILE... or --yarn-rm (a snapshot read now), not both",
+                          " ".join(args.snapshot or []) or args.snapshot_time)
     if args.snapshot_time is not None and not args.snapshot:
         raise ConfigError("--snapshot-time", "", "it only with --snapshot (it says when the snapshot was taken)",
                           args.snapshot_time)
@@ -103,10 +110,11 @@ def _run(args) -> int:
     job = load_job(args.job, selectors=known)
     after = [load_job(path, selectors=known) for path in args.after]
     snapshot = None
-    if args.snapshot:
+    if args.snapshot or args.yarn_rm is not None:
+        flag = "--snapshot" if args.snapshot else "--yarn-rm"
         if args.cluster:
-            raise ConfigError("--snapshot", "", "either --cluster or --snapshot, not both", args.cluster)
-        snapshot = _load_snapshot(args.snapshot, args.snapshot_time)
+            raise ConfigError(flag, "", f"either --cluster or {flag}, not both", args.cluster)
+        snapshot = _load_snapshot(args.snapshot, args.snapshot_time, args.yarn_rm)
         specs = snapshot.specs
     else:
         specs = load_cluster_specs(args.cluster or default_cluster_path())
@@ -133,9 +141,12 @@ def _run(args) -> int:
     return 0 if result["gang_can_start"] else 1
 
 
-def _load_snapshot(paths: list[str], taken_at: float | None):
+def _load_snapshot(paths: list[str] | None, taken_at: float | None, yarn_rm: str | None):
     from gangmaster.tools.snapshots import load_snapshot   # its SnapshotError is a ConfigError: exit 2
-    return load_snapshot([Path(p) for p in paths], taken_at=taken_at)
+    if yarn_rm is not None:
+        from gangmaster.tools.yarn.live_snapshot import fetch_snapshot
+        return fetch_snapshot(yarn_rm)
+    return load_snapshot([Path(p) for p in paths or []], taken_at=taken_at)
 
 
 def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=None, after=(), wait_s: float = 60.0,

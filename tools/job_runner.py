@@ -468,6 +468,28 @@ class LiveRuns(_RealTime, _Runs):
         self.stopped_tasks = self.live.stop()
 
 
+def _same_port(barrier_config, port_file: Path):
+    """The barrier configuration, on the port an earlier coordinator wrote to ``port_file``
+    (when the configuration names none and that port is free: else as configured)."""
+    from dataclasses import replace
+
+    from gangmaster.am.barrier_config import BarrierConfig
+    from gangmaster.am.grpc_security import ListenError, check_bindable
+
+    config = barrier_config or BarrierConfig.load()
+    try:
+        port = int(port_file.read_text())
+    except (OSError, ValueError):
+        return config
+    if config.port:
+        return config
+    try:
+        check_bindable("0.0.0.0", port)
+    except ListenError:                  # taken by now: any free port, as configured
+        return config
+    return replace(config, port=port)
+
+
 class RemoteRuns(_RealTime, _AMDriver):
     """Jobs on a separate RM process (``gangmaster rm serve``) reached over gRPC, YARN's
     shape: the AM runs in this process on its own real-time clock, with a real barrier
@@ -484,8 +506,12 @@ class RemoteRuns(_RealTime, _AMDriver):
 
     def __init__(self, client: RMClient, settings: AMSettings | None = None,
                  selection: SelectionSettings | None = None, barrier_config=None,
-                 echo: Callable[[str], None] | None = None):
-        self._start_coordinator(barrier_config)
+                 echo: Callable[[str], None] | None = None, port_file: Path | None = None):
+        """``port_file``: where the coordinator's port is kept, so that the next AM of the same
+        folder (a rerun, YARN's next attempt) listens where the running tasks look for it."""
+        self._start_coordinator(_same_port(barrier_config, port_file) if port_file else barrier_config)
+        if port_file:
+            port_file.write_text(self.barrier.address.rsplit(":", 1)[1])
         super().__init__(client, RealTimeLoop(threading.RLock()), settings or AMSettings(),
                          selection or SelectionSettings(), echo)
         self._unreachable = ""   # what the last failed heartbeat said; "" while the RM answers

@@ -24,7 +24,7 @@ def add_parser(sub):
                     "takes from it, as `gangmaster diagnose --snapshot` would: the nodes (capacity, rack, "
                     "labels, GPU type), the unavailable ones with the engine's state and reason, what runs "
                     "where and until when, and notes on what the files cannot tell. Files: YARN's RM REST "
-                    "answers (/ws/v1/cluster/nodes; optionally /ws/v1/cluster/apps and each attempt's "
+                    "answers (/ws/v1/cluster/nodes; optionally /ws/v1/cluster/apps, /scheduler and each attempt's "
                     ".../containers), `kubectl get nodes -o json` (optionally `kubectl get pods -A -o json`), "
                     "or Slurm's `sinfo --json` / `scontrol show node --json` (optionally `squeue --json`). "
                     "The format is told from the JSON; all files must come from one engine. A node state "
@@ -35,6 +35,10 @@ def add_parser(sub):
         epilog="Examples: gangmaster snapshot conf/snapshots/slurm/sinfo.json conf/snapshots/slurm/squeue.json; "
                "gangmaster snapshot --fields  (the JSON fields read, per engine)")
     p.add_argument("files", metavar="FILE", nargs="*", help="snapshot files of one engine")
+    p.add_argument("--yarn-rm", metavar="URL|DIR",
+                   help="read the snapshot from a running YARN ResourceManager instead of files: its web address "
+                        "(http://HOST:8088) or a `gangmaster yarn local-cluster` folder (whose nodes keep their "
+                        "names and metadata); /ws/v1/cluster/nodes, /apps (those not ended) and /scheduler")
     p.add_argument("--time", type=epoch_seconds, metavar="EPOCH",
                    help="when the files were dumped, in seconds since the epoch (default: their own time "
                         "where they carry one, as newer Slurm does, else the newest file's modification "
@@ -51,9 +55,15 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(fields, indent=2) if args.json else
               "\n".join(f"{engine}:\n" + "\n".join(f"  {f}" for f in names) for engine, names in fields.items()))
         return 0
-    if not args.files:
-        args.parser.error("give the snapshot files (or --fields)")
-    snap = load_snapshot(args.files, taken_at=args.time)
+    if args.yarn_rm is not None:
+        if args.files:
+            args.parser.error("either snapshot files or --yarn-rm, not both")
+        from .yarn.live_snapshot import fetch_snapshot
+        snap = fetch_snapshot(args.yarn_rm)
+    elif not args.files:
+        args.parser.error("give the snapshot files (or --yarn-rm, or --fields)")
+    else:
+        snap = load_snapshot(args.files, taken_at=args.time)
     print(json.dumps(to_json(snap), indent=2) if args.json else render(snap))
     return 0
 

@@ -289,6 +289,39 @@ def test_yarn_one_element_lists_written_as_objects(tmp_path):
     assert [s.host for s in load_snapshot([write(tmp_path, "n.json", doc)]).specs] == ["h1"]
 
 
+#: What a real Hadoop 3.4.2 RM answered (tests/fixtures/yarn/README.md): three NodeManagers on one
+#: host, told apart by port (``yarn.scheduler.include-port-in-node-name``).
+REAL_YARN = ROOT / "tests" / "fixtures" / "yarn"
+REAL_RUNNING = [REAL_YARN / "rest-nodes-running-3.4.2.json", REAL_YARN / "rest-apps-running-3.4.2.json",
+                REAL_YARN / "rest-scheduler-running-3.4.2.json"]
+#: file sets -> (node: (vcores, MB, GPUs)), what each node holds)
+REAL_CASES = {
+    "idle cluster": ([REAL_YARN / "nodes-3.4.2.json"],
+                     {f"localhost:181{n}0": (4.0, 4096, 4) for n in range(3)}, {}),
+    "nodes, apps and scheduler while a job runs": (
+        REAL_RUNNING, {f"localhost:181{n}0": (12.0, 40960, 4) for n in range(3)},
+        {"sleepy": [("localhost:18100", 3.0, 1280, 4, None), ("localhost:18110", 1.0, 512, 2, None)]}),
+    "per-GPU resources (gangmaster.io/gpu-<i>) beside yarn.io/gpu": (
+        [REAL_YARN / "rest-nodes-gpu-index-3.4.2.json"], {f"localhost:181{n}0": (12.0, 40960, 4) for n in range(3)},
+        {UNATTRIBUTED: [("localhost:18100", 3.0, 1280, 4, None), ("localhost:18110", 1.0, 512, 2, None)]}),
+}
+
+
+@pytest.mark.parametrize("files, nodes, running", REAL_CASES.values(), ids=list(REAL_CASES))
+def test_yarn_3_4_2_recordings(files, nodes, running):
+    snap = load_snapshot(files)
+    assert snap.format == "yarn" and not snap.unhealthy
+    assert {s.host: (s.vcores, s.memory_mb, s.gpus) for s in snap.specs} == nodes
+    assert {job: held(snap, job) for job in {a.job for a in snap.running}} == running
+
+
+def test_yarn_nodes_of_one_host_are_known_by_their_ids_others_by_their_host(tmp_path):
+    doc = json.loads((REAL_YARN / "nodes-3.4.2.json").read_text())
+    doc["nodes"]["node"][2]["nodeHostName"] = "other"        # a host of its own keeps its name
+    assert sorted(s.host for s in load_snapshot([write(tmp_path, "n.json", doc)]).specs) == [
+        "localhost:18110", "localhost:18120", "other"]
+
+
 # ------------------------------------------------------------------ attribution
 def test_allocations_are_cut_to_what_the_node_reports_in_use():
     specs = [NodeSpec("a", vcores=8, memory_mb=1000, gpus=2), NodeSpec("b", vcores=8, memory_mb=1000)]

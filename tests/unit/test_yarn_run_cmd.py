@@ -41,3 +41,47 @@ def test_refused_before_anything_is_submitted(arguments, env, message, tmp_path,
     assert code == 2, err
     assert message.format(stopped=stopped) in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "work").exists()
+
+
+# ------------------------------------------------------------------ the coordinator's port across AMs
+def _taken_port():
+    import socket
+    sock = socket.socket()
+    sock.bind(("0.0.0.0", 0))
+    sock.listen()
+    return sock, sock.getsockname()[1]
+
+
+def _free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        return sock.getsockname()[1]
+
+
+#: what the port file holds, the configured port -> the port the next coordinator is given
+#: ("free"/"taken": a port of that kind; None: whatever the configuration says)
+SAME_PORT_CASES = {
+    "an earlier coordinator's free port": ("free", 0, "free"),
+    "its port taken by now: any port": ("taken", 0, 0),
+    "a configured port wins": ("free", 1234, 1234),
+    "no file: as configured": (None, 0, 0),
+    "a file that says no number": ("x", 0, 0),
+}
+
+
+@pytest.mark.parametrize("written, configured, expected", SAME_PORT_CASES.values(), ids=list(SAME_PORT_CASES))
+def test_the_next_coordinator_takes_the_earlier_port(tmp_path, written, configured, expected):
+    from gangmaster.am.barrier_config import BarrierConfig
+    from gangmaster.tools.job_runner import _same_port
+
+    holder, taken = _taken_port()
+    try:
+        ports = {"free": _free_port(), "taken": taken}
+        port_file = tmp_path / "barrier-port"
+        if written is not None:
+            port_file.write_text(str(ports.get(written, written)))
+        config = _same_port(BarrierConfig(port=configured), port_file)
+        assert config.port == ports.get(expected, expected)
+    finally:
+        holder.close()

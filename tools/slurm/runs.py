@@ -15,12 +15,10 @@ again find it.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.grpc_security import ListenError, check_bindable
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.selectors.settings import SelectionSettings
 
@@ -42,30 +40,11 @@ class SlurmRuns(RemoteRuns):
         self.state_dir = Path(work_dir) / "slurm"
         client = client or SlurmRMClient(self.state_dir, partition)
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        super().__init__(client, settings, selection, self._same_port(barrier_config), echo)
-        (self.state_dir / BARRIER_PORT_FILE).write_text(self.barrier.address.rsplit(":", 1)[1])
+        super().__init__(client, settings, selection, barrier_config, echo, self.state_dir / BARRIER_PORT_FILE)
         self.cluster_name = f"slurm{':' + partition if partition else ''}"
 
     rm_name = "Slurm"
     restarts_replaced = False   # a replaced attempt is a rerun's: it takes the application back
-
-    def _same_port(self, barrier_config):
-        """The barrier configuration, on the port an earlier coordinator of this folder had
-        (when the configuration names none and that port is free)."""
-        from gangmaster.am.barrier_config import BarrierConfig
-
-        config = barrier_config or BarrierConfig.load()
-        try:
-            port = int((self.state_dir / BARRIER_PORT_FILE).read_text())
-        except (OSError, ValueError):
-            return config
-        if config.port:
-            return config
-        try:
-            check_bindable("0.0.0.0", port)
-        except ListenError:                  # taken by now: any free port, as configured
-            return config
-        return replace(config, port=port)
 
     def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
         """Submit the job, or take back its application when an earlier run into this folder

@@ -3,7 +3,11 @@
 What an operator dumps (``curl -s http://RM:8088/ws/v1/cluster/...``):
 
 * ``/ws/v1/cluster/nodes`` (required): every NodeManager, in any state. Read per node:
-  ``nodeHostName`` (else ``id`` up to the port) → host; ``rack``; ``state`` (``RUNNING``
+  ``nodeHostName`` (else ``id`` up to the port) → host, except where several nodes of the
+  listing share a host: each of them is then known by its ``id`` (``host:port``), as YARN
+  itself names them with ``yarn.scheduler.include-port-in-node-name`` (several NodeManagers
+  on one host, as the local cluster runs them; or a NodeManager restarted on a new port, the
+  old id LOST beside the new); ``rack``; ``state`` (``RUNNING``
   takes work; ``NEW``, ``UNHEALTHY``, ``LOST``, ``DECOMMISSIONING``, ``DECOMMISSIONED``,
   ``REBOOTED``, ``SHUTDOWN`` and any state this reader does not know do not) and
   ``healthReport`` as the reason; ``nodeLabels`` → labels; capacity from
@@ -15,6 +19,9 @@ What an operator dumps (``curl -s http://RM:8088/ws/v1/cluster/...``):
 * ``/ws/v1/cluster/apps`` (optional): ``apps.app[]``'s ``id``, ``name`` and ``state``, and
   the ``LIFETIME`` entry of ``timeouts.timeout[]`` (``remainingTimeInSeconds``, -1 when
   unlimited) as when the application ends at the latest.
+* ``/ws/v1/cluster/scheduler`` (optional): accepted, so that a dump of the RM's three
+  cluster endpoints reads as one snapshot; nothing of it is used (the simulated RM that
+  ``diagnose --snapshot`` books the snapshot on has one unlimited queue).
 * ``/ws/v1/cluster/apps/{app}/appattempts/{attempt}/containers`` (optional, one file per
   application attempt): ``container[]``'s ``containerId``, ``assignedNodeId`` (or
   ``nodeId``), ``containerState``, ``allocatedMB``, ``allocatedVCores`` and
@@ -23,12 +30,14 @@ What an operator dumps (``curl -s http://RM:8088/ws/v1/cluster/...``):
 What cannot be known: the apps API does not say on which nodes an application's
 containers run, so without containers files the usage each node reports is held by
 "(unattributed)" — except when a single application is running, which then holds it
-all. YARN does not report GPU models (``gpu_type`` stays unset; a job that asks for a GPU
+all. Resource types other than memory, vcores and ``yarn.io/gpu`` (a cluster's per-GPU
+``gangmaster.io/gpu-<i>``) are not read. YARN does not report GPU models (``gpu_type`` stays unset; a job that asks for a GPU
 type fits no YARN node), nor GPU indices.
 """
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from gangmaster.conf.fields import is_name
 from gangmaster.conf.limits import MAX_MEMORY_MB, MAX_VCORES
@@ -70,8 +79,10 @@ _CONTAINER_ID = re.compile(r"container_(?:e\d+_)?(\d+)_(\d+)_\d+_\d+")
 
 
 def kind_of(doc: Value) -> str | None:
-    """Which RM REST answer this is: "nodes", "apps", "containers", or None."""
+    """Which RM REST answer this is: "nodes", "apps", "scheduler", "containers", or None."""
     keys = doc.keys()
+    if keys == {"scheduler"} and doc.need("scheduler").is_object():
+        return "scheduler"
     if "nodes" in keys and (doc.get("nodes") is None or doc.need("nodes").is_object()):
         return "nodes"
     if "apps" in keys and (doc.get("apps") is None or doc.need("apps").is_object()):
@@ -84,18 +95,20 @@ def kind_of(doc: Value) -> str | None:
 def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
     """The nodes, their states and usage, and the containers of the files, by kind."""
     found = EngineRead(used={})
-    for doc in docs.get("nodes", []):
-        nodes = doc.get("nodes")
-        for node in nodes.objects("node") if nodes is not None else []:
-            spec, state, report, in_use = _node(node)
-            found.nodes.append((spec, f"{node.source}: {node.field()}"))
-            found.used[spec.host] = in_use
-            if state != SCHEDULABLE_STATE:
-                found.unhealthy[spec.host] = state
-                if report and report.lower() != "healthy":
-                    found.reasons[spec.host] = report
+    listed = [node for doc in docs.get("nodes", []) for node in _listed(doc)]
+    host_names = Counter(node.text("nodeHostName", "") for node in listed)
+    shared = {name for name, count in host_names.items() if name and count > 1}
+    for node in listed:
+        spec, state, report, in_use = _node(node, shared)
+        found.nodes.append((spec, f"{node.source}: {node.field()}"))
+        found.used[spec.host] = in_use
+        if state != SCHEDULABLE_STATE:
+            found.unhealthy[spec.host] = state
+            if report and report.lower() != "healthy":
+                found.reasons[spec.host] = report
     apps = _apps(docs.get("apps", []))
-    found.named = [alloc for doc in docs.get("containers", []) for alloc in _containers(doc, apps)]
+    found.named = [alloc for doc in docs.get("containers", [])
+                   for alloc in _containers(doc, apps, shared)]
     if not docs.get("containers"):
         running = [app for app in apps.values() if app.state == "RUNNING"]
         if len(running) == 1:
@@ -118,8 +131,13 @@ def document_time(docs: dict[str, list[Value]]) -> float | None:
 
 
 # ------------------------------------------------------------------ nodes
-def _node(node: Value) -> tuple[NodeSpec, str, str, Usage]:
-    host = _host(node)
+def _listed(doc: Value) -> list[Value]:
+    nodes = doc.get("nodes")
+    return nodes.objects("node") if nodes is not None else []
+
+
+def _node(node: Value, shared_hosts: set[str]) -> tuple[NodeSpec, str, str, Usage]:
+    host = _host(node, shared_hosts)
     rack = node.name("rack") if node.has("rack") else "default-rack"
     labels = frozenset(_labels(node))
     total = node.get("totalResource")
@@ -145,9 +163,15 @@ def _node(node: Value) -> tuple[NodeSpec, str, str, Usage]:
     return spec, state, node.text("healthReport", "").strip(), used
 
 
-def _host(node: Value) -> str:
-    if node.has("nodeHostName"):
+def _host(node: Value, shared_hosts: set[str]) -> str:
+    """The node's host name, or its id (``host:port``) where its host runs several nodes."""
+    if node.has("nodeHostName") and node.text("nodeHostName") not in shared_hosts:
         return node.name("nodeHostName")
+    if node.has("nodeHostName"):
+        node_id = node.text("id")
+        if not is_name(node_id):
+            raise node.error("a node id HOST:PORT that is a name", node_id, key="id")
+        return node_id
     node_id = node.text("id")          # required when there is no host name: "host:port"
     host = node_id.rsplit(":", 1)[0] if ":" in node_id else node_id
     if not is_name(host):
@@ -212,7 +236,7 @@ def _lifetime_left(app: Value) -> float | None:
     return None
 
 
-def _containers(doc: Value, apps: dict[str, _App]) -> list[RunningAllocation]:
+def _containers(doc: Value, apps: dict[str, _App], shared_hosts: set[str]) -> list[RunningAllocation]:
     holder = doc.get("containers") if doc.has("containers") else doc
     allocations = []
     for container in holder.objects("container") if holder is not None else []:
@@ -227,6 +251,7 @@ def _containers(doc: Value, apps: dict[str, _App]) -> list[RunningAllocation]:
         app = apps.get(app_id)
         node_id = container.text("assignedNodeId", "") or container.text("nodeId")
         host = node_id.rsplit(":", 1)[0]
+        host = node_id if host in shared_hosts else host      # as its node is named (_host)
         if not is_name(host):
             raise container.error("a node id HOST:PORT whose host is a name", node_id, key="assignedNodeId")
         gpus = _container_gpus(container)

@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
-from gangmaster.am.grpc_security import ListenError, check_bindable
 from gangmaster.am.jobspec_model import JobSpec
 
 from ..job_runner import JobRun, RemoteRuns
@@ -53,26 +51,8 @@ class YarnAMRuns(RemoteRuns):
     def __init__(self, client, state_dir: Path, settings=None, selection=None, barrier_config=None):
         self.state_dir = state_dir
         state_dir.mkdir(parents=True, exist_ok=True)
-        super().__init__(client, settings, selection, self._same_port(barrier_config), echo=None)
-        (state_dir / BARRIER_PORT_FILE).write_text(self.barrier.address.rsplit(":", 1)[1])
-
-    def _same_port(self, barrier_config):
-        """The barrier configuration, on the port the previous attempt's coordinator had
-        (when the configuration names none and that port is free)."""
-        from gangmaster.am.barrier_config import BarrierConfig
-
-        config = barrier_config or BarrierConfig.load()
-        try:
-            port = int((self.state_dir / BARRIER_PORT_FILE).read_text())
-        except (OSError, ValueError):
-            return config
-        if config.port:
-            return config
-        try:
-            check_bindable("0.0.0.0", port)
-        except ListenError:
-            return config
-        return replace(config, port=port)
+        super().__init__(client, settings, selection, barrier_config, echo=None,
+                         port_file=state_dir / BARRIER_PORT_FILE)
 
     def _am_extras(self, run: JobRun) -> dict:
         extras = super()._am_extras(run)
