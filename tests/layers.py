@@ -27,6 +27,9 @@ READS_FILES = {
     "test_layers.py": "tools",           # this file's layers of the test files
     "test_layout.py": "tools",           # the package layout and the installed command
     "test_rm_proto_stubs.py": "am",      # am/proto's generated stubs
+    "test_packaging.py": "tools",        # pyproject.toml against every folder and stub
+    "test_rm_private_names.py": "tools.rmsim",  # tools/rmsim's sources, by AST
+    "test_typing.py": "selectors",       # mypy --strict over the plugin API
 }
 
 

@@ -26,7 +26,7 @@ COMMANDS: dict[str, Command] = {
     "topo": Command("topo_cmd", "show a GPU topology (NVML, a `nvidia-smi topo -m` file, or a preset) and the "
                                 "GPUs the topology strategy would choose"),
     "validate": Command("validate_cmd", "check a job spec (OpenPAI v2 + gangmaster: keys) and print it parsed"),
-    "run": Command("run_cmd", "run a job through the ApplicationMaster on the RM simulator (or on Slurm: --rm slurm)"),
+    "run": Command("run_cmd", "run a job through the ApplicationMaster on the RM simulator (or on Slurm or YARN: --rm)"),
     "am": Command("am_cmd", "run one job's ApplicationMaster against a running `gangmaster rm serve`"),
     "rm": Command("rm_cmd", "run the YARN-like ResourceManager simulator (live, over gRPC)"),
     "bench": Command("bench.cli", "measure speed against a baseline measured in the same run"),
