@@ -1,8 +1,10 @@
 """The AM's Prometheus metrics, in a registry of its own (several AMs can live in
 one process, as in a simulation), served over HTTP on request.
 
-Names follow Prometheus conventions: base units (``_seconds``), ``_total`` on
-counters (the client library adds it), and no job or application ids as labels
+Names follow Prometheus conventions (https://prometheus.io/docs/practices/naming/):
+base units (``_seconds``; GPUs in GPUs, a share as a fraction of one), the unit last
+and plural, ``_total`` on counters (the client library adds it), ``_info`` with value 1
+for the build's versions as labels, and no job or application ids as labels
 when an endpoint serves one job (the scrape target already says which). A driver
 running several jobs serves them all on one :class:`MetricsEndpoint`, each sample
 labelled ``job_name`` and ``app_id``. Beside ``/metrics`` it serves ``/why``: each
@@ -29,6 +31,10 @@ from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
+#: Where the endpoint listens unless told (``--metrics-host``): this machine only. It has
+#: no authentication, and /why names jobs, roles and hosts: 0.0.0.0 shows them to anyone
+#: who can reach the port.
+DEFAULT_METRICS_HOST = "127.0.0.1"
 CONTAINER_STATES = ("requested", "allocated", "running", "succeeded", "failed", "stopped")
 _WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
 _SELECT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
@@ -56,7 +62,7 @@ class AMMetrics:
                                                 "Wall time of one placement decision for the instances of a gang",
                                                 buckets=_SELECT_BUCKETS, registry=r)
         self.containers = Gauge("gangmaster_containers", "The AM's containers by state", ["state"], registry=r)
-        self.gang_shortfall = Gauge("gangmaster_gang_shortfall",
+        self.gang_shortfall = Gauge("gangmaster_gang_shortfall_instances",
                                     "Instances of the role a waiting gang cannot place now (its last diagnosis)",
                                     ["role"], registry=r)
         self.diagnoses = PlainCounter("gangmaster_gang_diagnoses",
@@ -65,11 +71,12 @@ class AMMetrics:
         self.gang_blocked_nodes = Gauge("gangmaster_gang_blocked_nodes",
                                         "Nodes that turn the role of a waiting gang down, by reason code "
                                         "(its last diagnosis)", ["role", "reason"], registry=r)
-        self.gpus_allocated = Gauge("gangmaster_gpus_allocated",
-                                    "Whole GPUs the job's containers hold now (granted or running)", registry=r)
-        self.gpu_milli_allocated = Gauge("gangmaster_gpu_milli_allocated",
-                                         "Milli-GPU the job's containers hold now as shares of GPUs (1000: one "
-                                         "GPU's worth; whole GPUs are in gangmaster_gpus_allocated)", registry=r)
+        self.gpus_allocated = Gauge("gangmaster_allocated_gpus",
+                                    "GPUs the job's containers hold now (granted or running): whole GPUs plus "
+                                    "shares of GPUs, as fractions (a 300m share: 0.3)", registry=r)
+        self.shared_gpus_allocated = Gauge("gangmaster_allocated_shared_gpus",
+                                           "The part of gangmaster_allocated_gpus held as shares of GPUs "
+                                           "(fractions of one GPU each)", registry=r)
         self._source: Callable[[], HoldsGauges | None] = _nothing   # the AM watched (weakly)
         # The gauges of what the job holds are read from the AM when scraped (watch()), not
         # set as its gangs move: worked out only when someone reads them (a replay of
@@ -77,8 +84,8 @@ class AMMetrics:
         self.pending_gangs.set_function(lambda: self._read().pending_gangs)
         for state in CONTAINER_STATES:
             self.containers.labels(state).set_function(lambda state=state: self._read().containers.get(state, 0))
-        self.gpus_allocated.set_function(lambda: self._read().gpus)
-        self.gpu_milli_allocated.set_function(lambda: self._read().gpu_milli)
+        self.gpus_allocated.set_function(lambda: (held := self._read()).gpus + held.gpu_milli / 1000)
+        self.shared_gpus_allocated.set_function(lambda: self._read().gpu_milli / 1000)
 
     def watch(self, am: "HoldsGauges") -> None:
         """Read the job's gauges (pending gangs, containers by state, GPUs held) from
@@ -235,6 +242,7 @@ class MetricsEndpoint:
 
     def collect(self) -> Iterator[Metric]:
         """The registry calls this at every scrape."""
+        yield build_info()
         if len(self._jobs) == 1:
             yield from self._jobs[0][0].registry.collect()
             return
@@ -249,7 +257,7 @@ class MetricsEndpoint:
                                     sample.exemplar)
         yield from merged.values()
 
-    def serve(self, port: int = 0, addr: str = "127.0.0.1") -> int:
+    def serve(self, port: int = 0, addr: str = DEFAULT_METRICS_HOST) -> int:
         """Serve on ``addr:port`` (0: a free port), in a thread of its own; returns the port
         (the metrics' address is :attr:`url`, the diagnoses' :attr:`why_url`)."""
         metrics_app = make_wsgi_app(self.registry)
@@ -278,6 +286,26 @@ class MetricsEndpoint:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+
+
+def build_info() -> Metric:
+    """``gangmaster_build_info``: value 1, the versions of gangmaster, Python, grpcio and
+    protobuf as labels (Prometheus's ``_info`` convention: join on it to tell builds apart)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "unknown"
+
+    metric = Metric("gangmaster_build", "The running gangmaster's version and those of what it runs on", "info")
+    metric.add_sample("gangmaster_build_info", {"version": installed("gangmaster"),
+                                                "python": platform.python_version(),
+                                                "grpcio": installed("grpcio"),
+                                                "protobuf": installed("protobuf")}, 1.0)
+    return metric
 
 
 #: Connections the endpoint's socket queues before it accepts them (Linux caps it at

@@ -168,7 +168,7 @@ class _AMDriver:
         if self.settings.metrics_port is not None:
             if self.metrics is None:
                 self.metrics = MetricsEndpoint()
-                self.metrics.serve(self.settings.metrics_port)
+                self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
             self.metrics.add(run.metrics, why=lambda: self._why_report(run), job_name=job.name, app_id=app_id)
         self._start_am(run)
         return run

@@ -64,3 +64,27 @@ def test_a_burst_of_connections_waits_in_the_backlog_instead_of_being_dropped(en
                 conn.connect(("127.0.0.1", port))
             except OSError as exc:
                 pytest.fail(f"connection {i + 1} of {burst} was not taken: {exc}")
+
+
+def test_build_info_names_the_versions_with_value_1(endpoint):
+    from importlib.metadata import version
+    import platform
+
+    _, body = get(endpoint, "/metrics")
+    [line] = [line for line in body.splitlines() if line.startswith("gangmaster_build_info{")]
+    assert line.endswith(" 1.0")
+    for label, value in [("version", version("gangmaster")), ("python", platform.python_version()),
+                         ("grpcio", version("grpcio")), ("protobuf", version("protobuf"))]:
+        assert f'{label}="{value}"' in line
+
+
+def test_every_metric_name_ends_in_a_base_unit_or_a_count():
+    """Prometheus naming (https://prometheus.io/docs/practices/naming/): no milli-units; the
+    GPUs a job holds in GPUs, a share as a fraction of one."""
+    from prometheus_client import generate_latest
+
+    names = {line.split()[2] for line in generate_latest(AMMetrics().registry).decode().splitlines()
+             if line.startswith("# TYPE")}
+    assert not [n for n in names if "milli" in n]
+    assert {"gangmaster_allocated_gpus", "gangmaster_allocated_shared_gpus",
+            "gangmaster_gang_shortfall_instances"} <= names
