@@ -62,7 +62,7 @@ class AMMetrics:
                                                 "Wall time of one placement decision for the instances of a gang",
                                                 buckets=_SELECT_BUCKETS, registry=r)
         self.containers = Gauge("gangmaster_containers", "The AM's containers by state", ["state"], registry=r)
-        self.gang_shortfall = Gauge("gangmaster_gang_shortfall_instances",
+        self.gang_shortfall = Gauge("gangmaster_gang_shortfall",
                                     "Instances of the role a waiting gang cannot place now (its last diagnosis)",
                                     ["role"], registry=r)
         self.diagnoses = PlainCounter("gangmaster_gang_diagnoses",
@@ -274,7 +274,13 @@ class MetricsEndpoint:
             except Exception as exc:   # the AM was changing under the reader: say so, keep serving
                 return _answer(start_response, "503 Service Unavailable", {"error": f"{type(exc).__name__}: {exc}"})
 
-        self.server = make_server(addr, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        try:
+            self.server = make_server(addr, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        except OSError as exc:   # a name that does not resolve, an address not this machine's, a port taken
+            from gangmaster.conf.fields import ConfigError
+            raise ConfigError("--metrics-host/--metrics-port (am.metrics_host/metrics_port)", "",
+                              "an address and port this machine can listen on",
+                              f"{addr}:{port} ({exc.strerror or exc})") from None
         threading.Thread(target=self.server.serve_forever, name="gangmaster-metrics", daemon=True).start()
         bound = int(self.server.server_port)
         self.url = f"http://{addr}:{bound}/metrics"

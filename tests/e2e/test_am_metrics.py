@@ -33,6 +33,27 @@ def test_metrics_port_0_prints_the_port_it_chose(tmp_path):
     assert f"metrics: {run['metrics_url']}" in result.stderr
 
 
+def test_metrics_host_sets_the_address_the_endpoint_listens_on(tmp_path):
+    """127.0.0.2 is this machine too, but not the address the endpoint listened on before
+    --metrics-host; the config's am.metrics_host does the same, the flag wins over it."""
+    config = tmp_path / "am.yaml"
+    config.write_text("am:\n  metrics_host: 127.0.0.3\n")
+    for extra, host in [((), "127.0.0.3"), (("--metrics-host", "127.0.0.2"), "127.0.0.2")]:
+        result = gangmaster("run", JOBS / "single-gpu.yaml", "--metrics-port", 0, "--config", config, *extra,
+                            "--work-dir", tmp_path / host, "-q")
+        assert result.returncode == 0, result.stderr
+        assert re.search(rf"^metrics: http://{re.escape(host)}:\d+/metrics$", result.stdout, re.M)
+
+
+def test_an_address_it_cannot_listen_on_exits_2_in_one_line(tmp_path):
+    result = gangmaster("run", JOBS / "single-gpu.yaml", "--metrics-port", 0, "--metrics-host", "nosuch.invalid",
+                        "--work-dir", tmp_path, "-q")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        'gangmaster: --metrics-host/--metrics-port (am.metrics_host/metrics_port): expected an address and port '
+        'this machine can listen on, got "nosuch.invalid:0 (Name or service not known)"']
+
+
 def test_one_endpoint_serves_every_job_labelled_by_job(tmp_path):
     runs = SimulatedRuns(load_cluster_specs(default_cluster_path()), AMSettings(metrics_port=0))
     runs.submit(load_job(JOBS / "mpi-allreduce.yaml"), tmp_path / "a")

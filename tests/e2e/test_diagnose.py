@@ -202,7 +202,7 @@ def test_a_waiting_gang_is_diagnosed_once_in_the_log_on_why_and_in_the_gauges(tm
                                                           "(need 1, most free 0)"}]
     # holder's tasks started at 1 s for 600 s; waiter, waiting since 2 s, was diagnosed at 12 s
     assert (d["blocking_jobs"][0]["job"], d["blocking_jobs"][0]["expected_end_s"]) == ("holder", 589)
-    assert 'gangmaster_gang_shortfall_instances{app_id="app_0002",job_name="waiter",role="worker"} 4.0' in metrics
+    assert 'gangmaster_gang_shortfall{app_id="app_0002",job_name="waiter",role="worker"} 4.0' in metrics
     assert ('gangmaster_gang_blocked_nodes{app_id="app_0002",job_name="waiter",reason="gpus-exhausted",'
             'role="worker"} 2.0') in metrics
     assert printed.returncode == 1, printed.stderr
@@ -217,12 +217,12 @@ def test_the_gauges_go_back_to_zero_when_the_gang_starts(tmp_path):
         runs.sim.run_until(2)
         waiter = runs.submit(parse_job(_job("waiter", 4, 60)), tmp_path / "b")
         runs.sim.run_until(50)
-        assert waiter.metrics.registry.get_sample_value("gangmaster_gang_shortfall_instances", {"role": "worker"}) == 4
+        assert waiter.metrics.registry.get_sample_value("gangmaster_gang_shortfall", {"role": "worker"}) == 4
         assert runs.run()
     finally:
         runs.close()
     assert waiter.outcome == "succeeded"
-    assert waiter.metrics.registry.get_sample_value("gangmaster_gang_shortfall_instances", {"role": "worker"}) == 0
+    assert waiter.metrics.registry.get_sample_value("gangmaster_gang_shortfall", {"role": "worker"}) == 0
     assert waiter.metrics.registry.get_sample_value(
         "gangmaster_gang_blocked_nodes", {"role": "worker", "reason": "gpus-exhausted"}) is None
 

@@ -86,5 +86,4 @@ def test_every_metric_name_ends_in_a_base_unit_or_a_count():
     names = {line.split()[2] for line in generate_latest(AMMetrics().registry).decode().splitlines()
              if line.startswith("# TYPE")}
     assert not [n for n in names if "milli" in n]
-    assert {"gangmaster_allocated_gpus", "gangmaster_allocated_shared_gpus",
-            "gangmaster_gang_shortfall_instances"} <= names
+    assert {"gangmaster_allocated_gpus", "gangmaster_allocated_shared_gpus"} <= names
