@@ -8,7 +8,8 @@ for the build's versions as labels, and no job or application ids as labels
 when an endpoint serves one job (the scrape target already says which). A driver
 running several jobs serves them all on one :class:`MetricsEndpoint`, each sample
 labelled ``job_name`` and ``app_id``. Beside ``/metrics`` it serves ``/why``: each
-job's waiting gangs and their diagnoses as JSON (``gangmaster why``).
+job's waiting gangs and their diagnoses as JSON (``gangmaster why``), and ``/``: the
+status page (:mod:`.status_page`).
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ import prometheus_client.metrics
 from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
+
+from .status_page import render_page
 
 #: Where the endpoint listens unless told (``--metrics-host``): this machine only. It has
 #: no authentication, and /why names jobs, roles and hosts: 0.0.0.0 shows them to anyone
@@ -213,32 +216,40 @@ def _nothing() -> None:
 class MetricsEndpoint:
     """``/metrics`` over HTTP for every job of a driver: one job's metrics as they are;
     several jobs' merged, each sample labelled with its ``job_name`` and ``app_id``;
-    and ``/why``: ``{"jobs": [...]}``, what each job's ``why`` callable says (the AM's
-    :meth:`~gangmaster.am.master.ApplicationMaster.why_report`).
+    ``/why``: ``{"jobs": [...]}``, what each job's ``why`` callable says (the AM's
+    :meth:`~gangmaster.am.master.ApplicationMaster.why_report`); and ``/``, the status
+    page: that, with each job's ``attempts`` (``AttemptRecord.to_dict`` of the AM's
+    :meth:`~gangmaster.am.master.ApplicationMaster.history`).
 
     ::
 
         endpoint = MetricsEndpoint()
         port = endpoint.serve(0)                      # 0: any free port
-        endpoint.add(run.metrics, why=lambda: run.am.why_report(), job_name="train", app_id="app_0001")
+        endpoint.add(run.metrics, why=lambda: run.am.why_report(),
+                     attempts=lambda: [a.to_dict() for a in run.am.history()], job_name="train", app_id="app_0001")
     """
 
     def __init__(self) -> None:
         self._jobs: list[tuple[AMMetrics, dict[str, str]]] = []
-        self._why: list[Callable[[], dict]] = []
+        self._why: list[tuple[Callable[[], dict], Callable[[], list[dict]] | None]] = []
         self.registry = CollectorRegistry()
         self.registry.register(self)
         self.server = None
         self.url = ""
 
-    def add(self, metrics: AMMetrics, why: Callable[[], dict] | None = None, **labels: str) -> None:
+    def add(self, metrics: AMMetrics, why: Callable[[], dict] | None = None,
+            attempts: Callable[[], list[dict]] | None = None, **labels: str) -> None:
         self._jobs.append((metrics, labels))
         if why is not None:
-            self._why.append(why)
+            self._why.append((why, attempts))
 
     def why(self) -> dict:
         """What ``/why`` answers."""
-        return {"jobs": [report() for report in self._why]}
+        return {"jobs": [report() for report, _ in self._why]}
+
+    def status(self) -> list[dict]:
+        """What the status page shows: each job's ``/why`` entry with its ``attempts``."""
+        return [{**report(), "attempts": attempts() if attempts is not None else []} for report, attempts in self._why]
 
     def collect(self) -> Iterator[Metric]:
         """The registry calls this at every scrape."""
@@ -266,10 +277,12 @@ class MetricsEndpoint:
             path = environ.get("PATH_INFO")
             if path == "/metrics":
                 return metrics_app(environ, start_response)
-            if path != "/why":   # a typo (`/whY`) must not pass for an answer
-                return _answer(start_response, "404 Not Found", {"error": f"no such path: {path}; "
-                                                                  f"this endpoint serves {' and '.join(PATHS)}"})
+            if path not in PATHS:   # a typo (`/whY`) must not pass for an answer
+                return _answer(start_response, "404 Not Found", {"error": f"no such path: {path}; this endpoint "
+                                                                  f"serves {', '.join(PATHS[:-1])} and {PATHS[-1]}"})
             try:
+                if path == "/":
+                    return _page(start_response, render_page(self.status()))
                 return _answer(start_response, "200 OK", self.why())
             except Exception as exc:   # the AM was changing under the reader: say so, keep serving
                 return _answer(start_response, "503 Service Unavailable", {"error": f"{type(exc).__name__}: {exc}"})
@@ -318,12 +331,19 @@ def build_info() -> Metric:
 #: net.core.somaxconn, 4096 on current kernels): a burst of 500 scrapes at once is answered.
 METRICS_LISTEN_BACKLOG = 1024
 #: What the endpoint serves; any other path is answered 404.
-PATHS = ("/metrics", "/why")
+PATHS = ("/", "/metrics", "/why")
 
 
 def _answer(start_response, status: str, document: dict) -> list[bytes]:
     body = json.dumps(document).encode()
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def _page(start_response, html: str) -> list[bytes]:
+    body = html.encode()
+    start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body))),
+                              ("Cache-Control", "no-store")])
     return [body]
 
 

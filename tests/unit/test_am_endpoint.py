@@ -16,7 +16,7 @@ from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
 @pytest.fixture
 def endpoint():
     endpoint = MetricsEndpoint()
-    endpoint.add(AMMetrics(), why=lambda: {"job": "train", "waiting": {}}, job_name="train", app_id="app_0001")
+    endpoint.add(AMMetrics(), why=lambda: {"job": "train", "app_id": "app_0001", "outcome": None, "waiting": {}}, job_name="train", app_id="app_0001")
     endpoint.serve(0)
     yield endpoint
     endpoint.stop()
@@ -35,7 +35,8 @@ def get(endpoint: MetricsEndpoint, path: str) -> tuple[int, str]:
     ("/metrics", 200, "gangmaster_"),
     ("/metrics?name[]=gangmaster_tasks", 200, ""),
     ("/why", 200, '"jobs"'),
-    ("/", 404, "no such path: /;"),
+    ("/", 200, "<h1>gangmaster</h1>"),
+    ("/index.html", 404, "no such path: /index.html;"),
     ("/foo", 404, "no such path: /foo"),
     ("/whY", 404, "no such path: /whY"),
     ("/why/../metrics", 404, "no such path"),
@@ -47,7 +48,7 @@ def test_only_the_documented_paths_are_answered(endpoint, path, status, holds):
     assert code == status
     assert holds in body
     if status == 404:
-        assert json.loads(body)["error"].endswith("this endpoint serves /metrics and /why")
+        assert json.loads(body)["error"].endswith("this endpoint serves /, /metrics and /why")
 
 
 def test_a_burst_of_connections_waits_in_the_backlog_instead_of_being_dropped(endpoint):
