@@ -25,7 +25,7 @@ _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.3em; margin: 0 0 .2em; } h2 { font-size: 1.1em; margin: 1.2em 0 .4em; }
 p.meta { color: #666; margin: 0 0 1em; }
-table { border-collapse: collapse; min-width: 60em; }
+table { border-collapse: collapse; width: 100%; max-width: 80em; table-layout: fixed; }
 th, td { text-align: left; padding: .3em .8em; border-bottom: 1px solid #ddd; vertical-align: top; }
 th { background: #f4f4f4; }
 td.state { font-weight: 600; }
@@ -61,8 +61,9 @@ def _job_section(job: dict) -> list[str]:
     outcome = job.get("outcome") or "in progress"
     lines = [f'<section class="job" data-job="{escape(job["job"])}">',
              f"<h2>job {escape(job['job'])} ({escape(job['app_id'])}): {escape(outcome)}</h2>",
-             "<table><thead><tr><th>gang</th><th>state</th><th>attempt</th><th>tasks</th><th>hosts</th></tr>"
-             "</thead><tbody>"]
+             '<table><colgroup><col style="width: 14%"><col style="width: 10%"><col style="width: 8%">'
+             '<col style="width: 18%"><col></colgroup>',
+             "<thead><tr><th>gang</th><th>state</th><th>attempt</th><th>tasks</th><th>hosts</th></tr></thead><tbody>"]
     waiting = job["waiting"]
     for gang, attempt in _latest_attempts(job.get("attempts", []), waiting).items():
         state = "waiting" if gang in waiting else _state(attempt)
