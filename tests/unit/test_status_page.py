@@ -1,7 +1,7 @@
 """The status page (``/``), read back with the standard library's HTML parser: a row per
 gang with its state, attempt, tasks and hosts; under a waiting gang the words ``gangmaster
 why`` prints; everything from job files and the cluster escaped; it reloads itself only
-while a job runs. (tests/e2e/test_status_page.py loads it from a live run in Chromium.)"""
+while a job runs. (tests/e2e/test_status_page_live.py loads it from a live run in Chromium.)"""
 from __future__ import annotations
 
 import pytest
