@@ -14,6 +14,7 @@ status page (:mod:`.status_page`).
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import operator
 import threading
@@ -310,21 +311,25 @@ class MetricsEndpoint:
 def build_info() -> Metric:
     """``gangmaster_build_info``: value 1, the versions of gangmaster, Python, grpcio and
     protobuf as labels (Prometheus's ``_info`` convention: join on it to tell builds apart)."""
+    metric = Metric("gangmaster_build", "The running gangmaster's version and those of what it runs on", "info")
+    metric.add_sample("gangmaster_build_info", _versions(), 1.0)
+    return metric
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    """Looked up once: reading the installed metadata takes milliseconds a package."""
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
     def installed(name: str) -> str:
         try:
             return version(name)
-        except PackageNotFoundError:
+        except PackageNotFoundError:   # run from a checkout that was never installed
             return "unknown"
 
-    metric = Metric("gangmaster_build", "The running gangmaster's version and those of what it runs on", "info")
-    metric.add_sample("gangmaster_build_info", {"version": installed("gangmaster"),
-                                                "python": platform.python_version(),
-                                                "grpcio": installed("grpcio"),
-                                                "protobuf": installed("protobuf")}, 1.0)
-    return metric
+    return {"version": installed("gangmaster"), "python": platform.python_version(),
+            "grpcio": installed("grpcio"), "protobuf": installed("protobuf")}
 
 
 #: Connections the endpoint's socket queues before it accepts them (Linux caps it at
