@@ -25,6 +25,7 @@ class AMSettings:
     max_rejections: int = 3
     max_am_attempts: int = 3
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     max_virtual_time_s: float = 604800.0
     explain_after_s: float | None = 60.0
     max_wait_s: float | None = None
@@ -51,6 +52,7 @@ class AMSettings:
             max_am_attempts=f.integer("max_am_attempts", minimum=1, maximum=MAX_ATTEMPTS,
                                       limit="MAX_ATTEMPTS"),
             metrics_port=None if port is None else f.integer("metrics_port", minimum=0, maximum=65535),
+            metrics_host=f.string("metrics_host", "127.0.0.1"),
             max_virtual_time_s=_duration(f, "max_virtual_time_s", minimum=MIN_PERIOD_S),
             explain_after_s=None if f.raw("explain_after_s", None) is None else _duration(f, "explain_after_s",
                                                                                           minimum=0.0),

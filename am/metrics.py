@@ -1,16 +1,20 @@
 """The AM's Prometheus metrics, in a registry of its own (several AMs can live in
 one process, as in a simulation), served over HTTP on request.
 
-Names follow Prometheus conventions: base units (``_seconds``), ``_total`` on
-counters (the client library adds it), and no job or application ids as labels
+Names follow Prometheus conventions (https://prometheus.io/docs/practices/naming/):
+base units (``_seconds``; GPUs in GPUs, a share as a fraction of one), the unit last
+and plural, ``_total`` on counters (the client library adds it), ``_info`` with value 1
+for the build's versions as labels, and no job or application ids as labels
 when an endpoint serves one job (the scrape target already says which). A driver
 running several jobs serves them all on one :class:`MetricsEndpoint`, each sample
 labelled ``job_name`` and ``app_id``. Beside ``/metrics`` it serves ``/why``: each
-job's waiting gangs and their diagnoses as JSON (``gangmaster why``).
+job's waiting gangs and their diagnoses as JSON (``gangmaster why``), and ``/``: the
+status page (:mod:`.status_page`).
 """
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import operator
 import threading
@@ -29,6 +33,12 @@ from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
+from .status_page import render_page
+
+#: Where the endpoint listens unless told (``--metrics-host``): this machine only. It has
+#: no authentication, and /why names jobs, roles and hosts: 0.0.0.0 shows them to anyone
+#: who can reach the port.
+DEFAULT_METRICS_HOST = "127.0.0.1"
 CONTAINER_STATES = ("requested", "allocated", "running", "succeeded", "failed", "stopped")
 _WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
 _SELECT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
@@ -65,11 +75,12 @@ class AMMetrics:
         self.gang_blocked_nodes = Gauge("gangmaster_gang_blocked_nodes",
                                         "Nodes that turn the role of a waiting gang down, by reason code "
                                         "(its last diagnosis)", ["role", "reason"], registry=r)
-        self.gpus_allocated = Gauge("gangmaster_gpus_allocated",
-                                    "Whole GPUs the job's containers hold now (granted or running)", registry=r)
-        self.gpu_milli_allocated = Gauge("gangmaster_gpu_milli_allocated",
-                                         "Milli-GPU the job's containers hold now as shares of GPUs (1000: one "
-                                         "GPU's worth; whole GPUs are in gangmaster_gpus_allocated)", registry=r)
+        self.gpus_allocated = Gauge("gangmaster_allocated_gpus",
+                                    "GPUs the job's containers hold now (granted or running): whole GPUs plus "
+                                    "shares of GPUs, as fractions (a 300m share: 0.3)", registry=r)
+        self.shared_gpus_allocated = Gauge("gangmaster_allocated_shared_gpus",
+                                           "The part of gangmaster_allocated_gpus held as shares of GPUs "
+                                           "(fractions of one GPU each)", registry=r)
         self._source: Callable[[], HoldsGauges | None] = _nothing   # the AM watched (weakly)
         # The gauges of what the job holds are read from the AM when scraped (watch()), not
         # set as its gangs move: worked out only when someone reads them (a replay of
@@ -77,8 +88,8 @@ class AMMetrics:
         self.pending_gangs.set_function(lambda: self._read().pending_gangs)
         for state in CONTAINER_STATES:
             self.containers.labels(state).set_function(lambda state=state: self._read().containers.get(state, 0))
-        self.gpus_allocated.set_function(lambda: self._read().gpus)
-        self.gpu_milli_allocated.set_function(lambda: self._read().gpu_milli)
+        self.gpus_allocated.set_function(lambda: (held := self._read()).gpus + held.gpu_milli / 1000)
+        self.shared_gpus_allocated.set_function(lambda: self._read().gpu_milli / 1000)
 
     def watch(self, am: "HoldsGauges") -> None:
         """Read the job's gauges (pending gangs, containers by state, GPUs held) from
@@ -206,35 +217,44 @@ def _nothing() -> None:
 class MetricsEndpoint:
     """``/metrics`` over HTTP for every job of a driver: one job's metrics as they are;
     several jobs' merged, each sample labelled with its ``job_name`` and ``app_id``;
-    and ``/why``: ``{"jobs": [...]}``, what each job's ``why`` callable says (the AM's
-    :meth:`~gangmaster.am.master.ApplicationMaster.why_report`).
+    ``/why``: ``{"jobs": [...]}``, what each job's ``why`` callable says (the AM's
+    :meth:`~gangmaster.am.master.ApplicationMaster.why_report`); and ``/``, the status
+    page: that, with each job's ``attempts`` (``AttemptRecord.to_dict`` of the AM's
+    :meth:`~gangmaster.am.master.ApplicationMaster.history`).
 
     ::
 
         endpoint = MetricsEndpoint()
         port = endpoint.serve(0)                      # 0: any free port
-        endpoint.add(run.metrics, why=lambda: run.am.why_report(), job_name="train", app_id="app_0001")
+        endpoint.add(run.metrics, why=lambda: run.am.why_report(),
+                     attempts=lambda: [a.to_dict() for a in run.am.history()], job_name="train", app_id="app_0001")
     """
 
     def __init__(self) -> None:
         self._jobs: list[tuple[AMMetrics, dict[str, str]]] = []
-        self._why: list[Callable[[], dict]] = []
+        self._why: list[tuple[Callable[[], dict], Callable[[], list[dict]] | None]] = []
         self.registry = CollectorRegistry()
         self.registry.register(self)
         self.server = None
         self.url = ""
 
-    def add(self, metrics: AMMetrics, why: Callable[[], dict] | None = None, **labels: str) -> None:
+    def add(self, metrics: AMMetrics, why: Callable[[], dict] | None = None,
+            attempts: Callable[[], list[dict]] | None = None, **labels: str) -> None:
         self._jobs.append((metrics, labels))
         if why is not None:
-            self._why.append(why)
+            self._why.append((why, attempts))
 
     def why(self) -> dict:
         """What ``/why`` answers."""
-        return {"jobs": [report() for report in self._why]}
+        return {"jobs": [report() for report, _ in self._why]}
+
+    def status(self) -> list[dict]:
+        """What the status page shows: each job's ``/why`` entry with its ``attempts``."""
+        return [{**report(), "attempts": attempts() if attempts is not None else []} for report, attempts in self._why]
 
     def collect(self) -> Iterator[Metric]:
         """The registry calls this at every scrape."""
+        yield build_info()
         if len(self._jobs) == 1:
             yield from self._jobs[0][0].registry.collect()
             return
@@ -249,7 +269,7 @@ class MetricsEndpoint:
                                     sample.exemplar)
         yield from merged.values()
 
-    def serve(self, port: int = 0, addr: str = "127.0.0.1") -> int:
+    def serve(self, port: int = 0, addr: str = DEFAULT_METRICS_HOST) -> int:
         """Serve on ``addr:port`` (0: a free port), in a thread of its own; returns the port
         (the metrics' address is :attr:`url`, the diagnoses' :attr:`why_url`)."""
         metrics_app = make_wsgi_app(self.registry)
@@ -258,15 +278,23 @@ class MetricsEndpoint:
             path = environ.get("PATH_INFO")
             if path == "/metrics":
                 return metrics_app(environ, start_response)
-            if path != "/why":   # a typo (`/whY`) must not pass for an answer
-                return _answer(start_response, "404 Not Found", {"error": f"no such path: {path}; "
-                                                                  f"this endpoint serves {' and '.join(PATHS)}"})
+            if path not in PATHS:   # a typo (`/whY`) must not pass for an answer
+                return _answer(start_response, "404 Not Found", {"error": f"no such path: {path}; this endpoint "
+                                                                  f"serves {', '.join(PATHS[:-1])} and {PATHS[-1]}"})
             try:
+                if path == "/":
+                    return _page(start_response, render_page(self.status()))
                 return _answer(start_response, "200 OK", self.why())
             except Exception as exc:   # the AM was changing under the reader: say so, keep serving
                 return _answer(start_response, "503 Service Unavailable", {"error": f"{type(exc).__name__}: {exc}"})
 
-        self.server = make_server(addr, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        try:
+            self.server = make_server(addr, port, app, _ThreadingServer, handler_class=_QuietHandler)
+        except OSError as exc:   # a name that does not resolve, an address not this machine's, a port taken
+            from gangmaster.conf.fields import ConfigError
+            raise ConfigError("--metrics-host/--metrics-port (am.metrics_host/metrics_port)", "",
+                              "an address and port this machine can listen on",
+                              f"{addr}:{port} ({exc.strerror or exc})") from None
         threading.Thread(target=self.server.serve_forever, name="gangmaster-metrics", daemon=True).start()
         bound = int(self.server.server_port)
         self.url = f"http://{addr}:{bound}/metrics"
@@ -280,16 +308,47 @@ class MetricsEndpoint:
             self.server = None
 
 
+def build_info() -> Metric:
+    """``gangmaster_build_info``: value 1, the versions of gangmaster, Python, grpcio and
+    protobuf as labels (Prometheus's ``_info`` convention: join on it to tell builds apart)."""
+    metric = Metric("gangmaster_build", "The running gangmaster's version and those of what it runs on", "info")
+    metric.add_sample("gangmaster_build_info", _versions(), 1.0)
+    return metric
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    """Looked up once: reading the installed metadata takes milliseconds a package."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:   # run from a checkout that was never installed
+            return "unknown"
+
+    return {"version": installed("gangmaster"), "python": platform.python_version(),
+            "grpcio": installed("grpcio"), "protobuf": installed("protobuf")}
+
+
 #: Connections the endpoint's socket queues before it accepts them (Linux caps it at
 #: net.core.somaxconn, 4096 on current kernels): a burst of 500 scrapes at once is answered.
 METRICS_LISTEN_BACKLOG = 1024
 #: What the endpoint serves; any other path is answered 404.
-PATHS = ("/metrics", "/why")
+PATHS = ("/", "/metrics", "/why")
 
 
 def _answer(start_response, status: str, document: dict) -> list[bytes]:
     body = json.dumps(document).encode()
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def _page(start_response, html: str) -> list[bytes]:
+    body = html.encode()
+    start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body))),
+                              ("Cache-Control", "no-store")])
     return [body]
 
 

@@ -12,7 +12,7 @@ from gangmaster.conf import CONF_DIR
 from gangmaster.conf.fields import ConfigError
 
 #: the folders of conf/ that hold examples (the rest of conf/ is code and the defaults)
-FOLDERS = ("jobs", "clusters", "topologies", "scenarios", "snapshots")
+FOLDERS = ("jobs", "clusters", "topologies", "scenarios", "snapshots", "grafana")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "examples", help="list the example jobs, clusters and topologies installed with gangmaster, "
                          "or copy them into a folder",
         description="List the examples installed with the package (the repository's conf/jobs/, "
-                    "conf/clusters/, conf/topologies/, conf/scenarios/, conf/snapshots/), with the "
+                    "conf/clusters/, conf/topologies/, conf/scenarios/, conf/snapshots/, the Grafana dashboard "
+                    "in conf/grafana/), with the "
                     "folder they are in; with --copy DIR, copy them into DIR/jobs/, DIR/clusters/, ... "
                     "(existing files are left alone: the copy refuses, naming the first). "
                     "`gangmaster examples --copy conf` makes the README's paths, e.g. "

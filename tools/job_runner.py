@@ -168,8 +168,9 @@ class _AMDriver:
         if self.settings.metrics_port is not None:
             if self.metrics is None:
                 self.metrics = MetricsEndpoint()
-                self.metrics.serve(self.settings.metrics_port)
-            self.metrics.add(run.metrics, why=lambda: self._why_report(run), job_name=job.name, app_id=app_id)
+                self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
+            self.metrics.add(run.metrics, why=lambda: self._why_report(run), attempts=lambda: self._attempts(run),
+                             job_name=job.name, app_id=app_id)
         self._start_am(run)
         return run
 
@@ -187,6 +188,13 @@ class _AMDriver:
             if not run.ams:
                 return {"job": run.job.name, "app_id": run.app_id, "outcome": run.outcome, "waiting": {}}
             return run.am.why_report()
+
+    def _attempts(self, run: JobRun) -> list[dict]:
+        """Every attempt of ``run``'s gangs so far, for the status page (under the clock's
+        lock, as :meth:`_why_report`)."""
+        lock = getattr(self.clock, "lock", None)
+        with lock if lock is not None else contextlib.nullcontext():
+            return [a.to_dict() for a in run.result.history()] if run.ams or run.finished_earlier else []
 
     @property
     def metrics_url(self) -> str:

@@ -92,6 +92,11 @@ def add_am_options(parser, metrics_port_note: str, timeout_help: str) -> None:
     parser.add_argument("--metrics-port", type=port_number, help="serve Prometheus metrics on this port (0: any "
                                                                  "free port); prints \"metrics: URL\""
                                                                  + metrics_port_note)
+    parser.add_argument("--metrics-host", metavar="ADDR",
+                        help="the address --metrics-port listens on (default: am.metrics_host, 127.0.0.1, this "
+                             "machine only); 0.0.0.0 lets a Prometheus on another host scrape it, and shows "
+                             "anyone who reaches the port the job names, roles and hosts of /why and the status "
+                             "page: the endpoint has no authentication")
     parser.add_argument("--timeout", type=seconds, default=3600.0, help=timeout_help)
     parser.add_argument("--max-wait", type=seconds, metavar="S",
                         help="fail the job when a gang has waited S seconds for room, with its diagnosis as the "
@@ -104,7 +109,7 @@ def add_am_options(parser, metrics_port_note: str, timeout_help: str) -> None:
 
 
 def am_and_selection_settings(args):
-    """The ``am:`` and ``selection:`` settings of ``--config``, with ``--metrics-port`` and
+    """The ``am:`` and ``selection:`` settings of ``--config``, with ``--metrics-port``, ``--metrics-host`` and
     ``--seed`` applied (the options :func:`add_am_options` adds)."""
     from dataclasses import replace
 
@@ -116,6 +121,8 @@ def am_and_selection_settings(args):
     am_settings = AMSettings.from_fields(settings.section("am"))
     if args.metrics_port is not None:
         am_settings = replace(am_settings, metrics_port=args.metrics_port)
+    if args.metrics_host is not None:
+        am_settings = replace(am_settings, metrics_host=args.metrics_host)
     if args.max_wait is not None:
         am_settings = replace(am_settings, max_wait_s=args.max_wait)
     selection = SelectionSettings.from_fields(settings.section("selection"))

@@ -17,6 +17,7 @@ from typing import Any
 from gangmaster.conf.fields import ConfigError, Fields
 from gangmaster.conf.limits import MAX_WHY_ANSWER_BYTES
 from gangmaster.tools.arg_types import address, seconds
+from gangmaster.am.why_text import format_why
 from gangmaster.tools.http_fetch import FetchError, fetch
 
 
@@ -122,28 +123,3 @@ def _text(fields: Fields, key: str, nullable: bool = False) -> None:
     value = fields.raw(key, None) if nullable else fields.raw(key)
     if value is not None and not isinstance(value, str):
         raise fields.error(key, "a string" + (" or null" if nullable else ""), value)
-
-
-def format_why(jobs: list[dict]) -> str:
-    lines = []
-    for job in jobs:
-        head = f"job {job['job']} ({job['app_id']})"
-        if not job["waiting"]:
-            lines.append(f"{head}: no gang waits" + (f" (job {job['outcome']})" if job.get("outcome") else ""))
-            continue
-        for gang, state in job["waiting"].items():
-            lines.append(f"{head}: gang {gang} has waited {state['waiting_s']:g}s")
-            diagnosis = state.get("diagnosis")
-            if diagnosis is None:
-                lines.append(f"  {state['reason'] or 'being granted'} (diagnosed after am.explain_after_s)")
-                continue
-            for name, role in diagnosis["roles"].items():
-                asked = ", ".join(f"{k}={v:g}" for k, v in role["asked"].items())
-                lines.append(f"  {name}: needed {role['needed']}, placeable {role['placeable']}, "
-                             f"shortfall {role['shortfall']} (each asks {asked})")
-                for reason in role["reasons"]:
-                    helps = "waiting helps" if reason["waiting_helps"] else "waiting does not help"
-                    lines.append(f"    {reason['code']}: {reason['detail']} ({helps})")
-            if diagnosis["hint"]:
-                lines.append(f"  to unblock: {diagnosis['hint']}")
-    return "\n".join(lines)

@@ -18,7 +18,7 @@ def scraped(metrics) -> dict[str, float]:
     for line in text.splitlines():
         if line.startswith("gangmaster_containers{"):
             values[line.split('state="')[1].split('"')[0]] = float(line.split()[-1])
-        elif line.startswith(("gangmaster_pending_gangs ", "gangmaster_gpus_allocated ")):
+        elif line.startswith(("gangmaster_pending_gangs ", "gangmaster_allocated_gpus ")):
             values[line.split()[0]] = float(line.split()[-1])
     return values
 
@@ -28,10 +28,10 @@ def test_the_gauges_follow_the_job_at_each_scrape(tmp_path):
     run = runs.submit(parse_job(worker_job(instances=4, duration_s=30)), tmp_path)
     try:
         runs.sim.run_until(10)   # every task runs
-        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 0.0, "gangmaster_gpus_allocated": 4.0,
+        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 0.0, "gangmaster_allocated_gpus": 4.0,
                                         **dict.fromkeys(STATES, 0.0), "running": 4.0}
         assert runs.run() and run.outcome == "succeeded"
-        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 0.0, "gangmaster_gpus_allocated": 0.0,
+        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 0.0, "gangmaster_allocated_gpus": 0.0,
                                         **dict.fromkeys(STATES, 0.0), "succeeded": 4.0}
     finally:
         runs.close()
@@ -44,7 +44,7 @@ def test_a_gang_waiting_for_room_is_pending(tmp_path):
     run = runs.submit(parse_job(worker_job(instances=4, duration_s=30)), tmp_path / "second")
     try:
         runs.sim.run_until(5)   # the first job holds every GPU: the second one's gang asks, and waits
-        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 1.0, "gangmaster_gpus_allocated": 0.0,
+        assert scraped(run.metrics) == {"gangmaster_pending_gangs": 1.0, "gangmaster_allocated_gpus": 0.0,
                                         **dict.fromkeys(STATES, 0.0), "requested": 4.0}
         assert runs.run() and run.outcome == "succeeded"
         assert scraped(run.metrics)["succeeded"] == 4.0
@@ -66,7 +66,7 @@ def test_the_metrics_hold_what_they_watch_weakly_and_read_zero_once_it_is_gone()
     metrics = AMMetrics()
     holder = Holder(3)
     metrics.watch(holder)
-    assert scraped(metrics) == {"gangmaster_pending_gangs": 1.0, "gangmaster_gpus_allocated": 6.0,
+    assert scraped(metrics) == {"gangmaster_pending_gangs": 1.0, "gangmaster_allocated_gpus": 6.0,
                                 **dict.fromkeys(STATES, 0.0), "running": 3.0}
     holder.running = 5   # read at the scrape, not when set
     assert scraped(metrics)["running"] == 5.0

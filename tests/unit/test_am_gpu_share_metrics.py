@@ -29,18 +29,18 @@ gangmaster:
 def gauges(run) -> dict[str, float]:
     text = generate_latest(run.metrics.registry).decode()
     return {name: float(line.split()[-1]) for line in text.splitlines()
-            for name in ("gangmaster_gpus_allocated", "gangmaster_gpu_milli_allocated") if line.startswith(name + " ")}
+            for name in ("gangmaster_allocated_gpus", "gangmaster_allocated_shared_gpus") if line.startswith(name + " ")}
 
 
-def test_gpu_gauges_count_whole_gpus_and_shares_apart(tmp_path):
+def test_gpu_gauges_count_shares_as_fractions_of_a_gpu(tmp_path):
     runs = SimulatedRuns(load_cluster_specs(CLUSTER))
     run = runs.submit(parse_job(JOB, "mixed.yaml"), tmp_path)
     try:
         runs.sim.run_until(10)
-        assert gauges(run) == {"gangmaster_gpus_allocated": 2.0, "gangmaster_gpu_milli_allocated": 300.0}
+        assert gauges(run) == {"gangmaster_allocated_gpus": 2.3, "gangmaster_allocated_shared_gpus": 0.3}
         runs.sim.run_until(80)    # the trainer has ended, the notebook runs on
-        assert gauges(run) == {"gangmaster_gpus_allocated": 0.0, "gangmaster_gpu_milli_allocated": 300.0}
+        assert gauges(run) == {"gangmaster_allocated_gpus": 0.3, "gangmaster_allocated_shared_gpus": 0.3}
         assert runs.run() and run.outcome == "succeeded"
-        assert gauges(run) == {"gangmaster_gpus_allocated": 0.0, "gangmaster_gpu_milli_allocated": 0.0}
+        assert gauges(run) == {"gangmaster_allocated_gpus": 0.0, "gangmaster_allocated_shared_gpus": 0.0}
     finally:
         runs.close()

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from .client import YarnRMClient
     from .target import resolve
 
-    args.metrics_port = None
+    args.metrics_port = args.metrics_host = None
     am_settings, selection = am_and_selection_settings(args)
     job = load_job(args.job, selectors=list(selector_classes()))
     state_dir = args.work_dir / "yarn"

@@ -16,7 +16,7 @@ def run_on_yarn(args, jobs, am_settings, echo) -> int:
     if args.rm != "yarn":
         print("gangmaster run: --yarn-rm names a YARN cluster: it needs --rm yarn", file=sys.stderr)
         return 2
-    unsupported = [f"--{name}" for name in ("queues", "scenario", "partition", "metrics_port")
+    unsupported = [f"--{name}" for name in ("queues", "scenario", "partition", "metrics_port", "metrics_host")
                    if getattr(args, name, None) is not None]
     if args.live:
         unsupported.append("--live")
