@@ -9,7 +9,7 @@ import os
 import re
 import signal
 import subprocess
-import time
+import uuid
 
 import pytest
 
@@ -46,13 +46,22 @@ def _running_on(cluster: LocalCluster, job: str) -> str | None:
 
 
 def _saved(cluster: LocalCluster, job: str) -> None:
-    """Wait until slurmctld has saved its state since now. It saves a few seconds after a
-    change (a job's start too); killed before that, it recovers a running job as pending and
-    requeues it. A change of the job's comment asks for the save."""
-    asked = time.time()
-    _slurm(cluster, "scontrol", "update", f"JobId={job}", "Comment=saved")
+    """Wait until the job state slurmctld saved holds the job running. Killed before such a
+    save, slurmctld recovers the job as pending and requeues it. It saves a few seconds
+    after a change, packing the jobs and then writing them out; under load a save packed
+    before the job started can be written after any moment the test picks, so the file's
+    mtime proves nothing. A comment set once the job runs is packed into its saved record:
+    a saved file that holds the comment holds the job running."""
+    note = f"running-{uuid.uuid4().hex}"
+    _slurm(cluster, "scontrol", "update", f"JobId={job}", f"Comment={note}")
     state = cluster.work_dir / "state" / "job_state"
-    wait_until(lambda: state.stat().st_mtime > asked, 20, "slurmctld to save the running job")
+
+    def holds_note() -> bool:
+        try:            # slurmctld links the new file in after unlinking the old one
+            return note.encode() in state.read_bytes()
+        except FileNotFoundError:
+            return False
+    wait_until(holds_note, 30, "slurmctld to save the running job")
 
 
 def test_a_dead_controller_is_named_and_start_brings_it_back_with_its_jobs(tmp_path):
