@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import uuid
+
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +71,9 @@ def _saved(cluster: LocalCluster, job: str) -> None:
 def test_a_dead_controller_is_named_and_start_brings_it_back_with_its_jobs(tmp_path):
     require_slurm()
     (tmp_path / "cluster.yaml").write_text(TWO_NODES)
-    work = tmp_path / "slurm"
+    # not under tmp_path: pytest-xdist's is too deep for slurmstepd's sockets (local-cluster start refuses it)
+    short = Path(tempfile.mkdtemp(prefix="gm-sr-"))
+    work = short / "slurm"
     ports = free_ports(2)
     cluster = LocalCluster(work)
     marker = new_marker()   # in the job's processes' environment
@@ -113,3 +119,4 @@ def test_a_dead_controller_is_named_and_start_brings_it_back_with_its_jobs(tmp_p
     finally:
         gangmaster("slurm", "local-cluster", "stop", "--work-dir", work)
         kill_marked(marker)
+        shutil.rmtree(short, ignore_errors=True)

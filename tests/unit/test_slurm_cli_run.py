@@ -10,7 +10,7 @@ from gangmaster.tools.slurm import cli_run, client, runs
 
 
 class FakeClient:
-    def __init__(self, *args):
+    def __init__(self, *args, **options):
         pass
 
     def ping(self):

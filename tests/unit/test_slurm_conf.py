@@ -3,6 +3,8 @@ how racks, labels, topology presets and exact GPUs are written as Slurm features
 from __future__ import annotations
 
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -10,8 +12,8 @@ from gangmaster.conf.fields import ConfigError
 from gangmaster.conf.limits import LOCAL_SLURM_MAX_NODES
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
-from gangmaster.tools.slurm.local_cluster import (Ports, check_specs, gres_conf, loopback_address,
-                                                  slurm_conf)
+from gangmaster.tools.slurm.local_cluster import (UNIX_SOCKET_PATH_MAX, Ports, check_socket_room, check_specs,
+                                                  gres_conf, loopback_address, slurm_conf)
 from gangmaster.tools.slurm.names import (DEFAULT_RACK, features_of, per_gpu_type, read_features,
                                           split_per_gpu_type)
 from gangmaster.tools.slurm.values import GresEntry
@@ -62,6 +64,25 @@ def test_the_daemons_are_bound_to_the_loopback_address_of_the_machines_name(tmp_
 ])
 def test_loopback_address_of_a_name(name, address):
     assert loopback_address(name) == address
+
+
+@pytest.mark.parametrize("spare", [0, -1])
+def test_a_work_folder_too_deep_for_slurmstepds_sockets_is_refused(spare):
+    """A step socket is WORK/spool/NODE/NODE_JOBID.STEPID; past 107 characters slurmstepd cannot
+    make it and every job on the node is requeued at launch (seen under pytest-xdist's deep
+    tmp_path): the folder is refused, naming the longest socket and how much shorter to go."""
+    specs = [NodeSpec(host="cpu-000", vcores=4, memory_mb=4096), NodeSpec(host="node-long-name", vcores=4, memory_mb=4096)]
+    socket_tail = len("/spool/node-long-name/node-long-name_67108863.4294967291")
+    depth = UNIX_SOCKET_PATH_MAX - socket_tail + (1 if spare < 0 else 0)
+    work = Path("/" + "w" * (depth - 1))     # only its length counts: nothing is made
+    assert len(str(work)) == depth
+    if spare < 0:
+        with pytest.raises(ConfigError, match=r"--work-dir: expected a folder .* \(at most 107 characters: .*"
+                                              r"node-long-name_67108863\.4294967291 has 108\); choose a folder 1 "
+                                              r"characters shorter"):
+            check_socket_room(specs, work)
+    else:
+        check_socket_room(specs, work)
 
 
 def test_too_many_nodes_for_one_machine_are_refused():

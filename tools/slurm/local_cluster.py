@@ -50,6 +50,13 @@ INSTALL_HINT = "apt-get install slurm-wlm"
 ANY_INTERFACE_ADDRESS = "127.0.0.1"
 
 
+#: The longest path a Unix socket may have: sun_path holds 108 bytes, its NUL among them.
+UNIX_SOCKET_PATH_MAX = 107
+#: A job id of slurm.conf's default MaxJobId (67,108,863) and the batch step's id: the longest
+#: name slurmstepd gives a step's socket in a node's spool folder is NODE_JOBID.STEPID.
+_LONGEST_STEP = f"{67_108_863}.{4_294_967_291}"
+
+
 class SlurmUnavailable(RuntimeError):
     """This machine cannot run a local Slurm cluster (not root, slurm-wlm missing)."""
 
@@ -178,6 +185,18 @@ def slurm_conf(specs: list[NodeSpec], work_dir: Path, ports: Ports = Ports(), ho
     return "\n".join(lines) + "\n"
 
 
+def check_socket_room(specs: list[NodeSpec], work_dir: Path) -> None:
+    """Refuse a work folder too deep for the step sockets slurmstepd makes in each node's
+    spool folder: past :data:`UNIX_SOCKET_PATH_MAX` characters it cannot make one, and every
+    job on that node fails at launch and is requeued, with nothing said but in slurmd's log."""
+    longest = max((f"{work_dir.resolve()}/spool/{s.host}/{s.host}_{_LONGEST_STEP}" for s in specs), key=len)
+    if len(longest) > UNIX_SOCKET_PATH_MAX:
+        raise ConfigError("--work-dir", "", f"a folder whose path leaves room for Slurm's step sockets "
+                          f"(at most {UNIX_SOCKET_PATH_MAX} characters: {longest} has {len(longest)}); "
+                          f"choose a folder {len(longest) - UNIX_SOCKET_PATH_MAX} characters shorter",
+                          str(work_dir))
+
+
 def gres_conf(specs: list[NodeSpec], work_dir: Path) -> str:
     """``gres.conf``: one line per GPU of every node, its own type, its stand-in device file."""
     d = work_dir.resolve()
@@ -227,6 +246,7 @@ class LocalCluster:
         if why:
             raise SlurmUnavailable(why)
         check_specs(specs, source)
+        check_socket_room(specs, self.work_dir)
         if self.running_daemons():
             raise RuntimeError(f"a local Slurm cluster already runs from {self.work_dir}; "
                                f"`gangmaster slurm local-cluster stop --work-dir {self.work_dir}` first")
