@@ -24,7 +24,7 @@ CHOSEN = {"work_dir", "json_path"}
 
 
 def leaf_commands(parser=None, prefix=()):
-    parser = parser or build_parser()
+    parser = parser or build_parser("*")   # every subcommand in full, not its summary only
     subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not subcommands:
         yield prefix, parser
@@ -54,6 +54,14 @@ def required_arguments(prefix, tmp_path) -> list[str]:
     return []
 
 
+def test_every_command_is_searched_for_options():
+    """The cases come from every subcommand's own parser: a parser that shows only names (the
+    CLI builds its subcommands lazily) would leave this file with nothing to test."""
+    commands = {" ".join(prefix) for prefix, _ in leaf_commands()}
+    assert {"run", "am", "replay", "select", "diagnose", "bench select", "rm serve", "yarn local-cluster"} <= commands
+    assert len(list(cases())) > 500
+
+
 @pytest.mark.parametrize("prefix, action, value", list(cases()))
 def test_a_hostile_value_is_refused_or_handled_never_a_traceback(tmp_path, monkeypatch, prefix, action, value):
     monkeypatch.chdir(tmp_path)
@@ -63,7 +71,7 @@ def test_a_hostile_value_is_refused_or_handled_never_a_traceback(tmp_path, monke
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             if parse_only:
-                build_parser().parse_args(argv)
+                build_parser("*").parse_args(argv)
                 status = None
             else:
                 status = main(argv)
