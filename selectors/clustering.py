@@ -36,8 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from .fit import GPU_MILLI
-from .fragmentation import CANNOT_TAKE
-from .selector import NodeKey, Selector
+from .ask_scores import AskScoreSelector
 
 #: the artifact's ``MaxSpecGpu``: the largest machine's GPUs, in milli-GPU
 MAX_SPEC_MILLI = 8 * GPU_MILLI
@@ -131,22 +130,10 @@ def clustering_scores(view, rows, gpus: int, gpu_milli: int) -> np.ndarray:
     return np.where(fits, used + band, -1)
 
 
-class GpuClustering(Selector):
+class GpuClustering(AskScoreSelector):
     name = "clustering"
     description = ("the FGD paper's GPU clustering: nodes holding only tasks of the same GPU shape first, "
                    "then mixed, then idle, then other shapes; ties by the run's seeded node order")
     tie_rule = "seeded"
 
-    def __init__(self, candidate_nodes_factor: int = 2):
-        super().__init__(candidate_nodes_factor)
-        self._node_keys: dict[tuple[int, int], NodeKey] = {}
-
-    def node_key(self, request):
-        ask = (request.resource.gpus, request.resource.gpu_milli)
-        key = self._node_keys.get(ask)
-        if key is None:
-            def keys(view, rows, ask=ask):
-                score = clustering_scores(view, rows, *ask)
-                return np.where(score < 0, CANNOT_TAKE, 100 - score)
-            key = self._node_keys[ask] = NodeKey(f"clustering:{ask[0]}:{ask[1]}", keys)
-        return key
+    scores = staticmethod(clustering_scores)

@@ -24,8 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .fit import GPU_MILLI
-from .fragmentation import CANNOT_TAKE
-from .selector import NodeKey, Selector
+from .ask_scores import AskScoreSelector
 
 
 def packing_scores(view, rows, gpus: int, gpu_milli: int) -> np.ndarray:
@@ -51,7 +50,7 @@ def packing_scores(view, rows, gpus: int, gpu_milli: int) -> np.ndarray:
     return np.where(fits, score, -1)
 
 
-class GpuPacking(Selector):
+class GpuPacking(AskScoreSelector):
     name = "packing"
     description = ("the FGD paper's GPU packing: a GPU in use first, then wholly free GPUs of a used node, "
                    "then empty nodes; ties by the run's seeded node order (the artifact's renamed nodes)")
@@ -61,16 +60,4 @@ class GpuPacking(Selector):
     #: the nodes per run: the pipeline's ``seeded`` rule.
     tie_rule = "seeded"
 
-    def __init__(self, candidate_nodes_factor: int = 2):
-        super().__init__(candidate_nodes_factor)
-        self._node_keys: dict[tuple[int, int], NodeKey] = {}
-
-    def node_key(self, request):
-        ask = (request.resource.gpus, request.resource.gpu_milli)
-        key = self._node_keys.get(ask)
-        if key is None:
-            def keys(view, rows, ask=ask):
-                score = packing_scores(view, rows, *ask)
-                return np.where(score < 0, CANNOT_TAKE, 100 - score)
-            key = self._node_keys[ask] = NodeKey(f"packing:{ask[0]}:{ask[1]}", keys)
-        return key
+    scores = staticmethod(packing_scores)
