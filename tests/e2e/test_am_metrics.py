@@ -13,6 +13,8 @@ from gangmaster.am.jobspec import load_job
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.tools.job_runner import SimulatedRuns
 
+from job_texts import one_role_job
+
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "conf" / "jobs"
 
@@ -68,9 +70,9 @@ def test_every_metric_the_grafana_dashboard_queries_is_one_the_am_serves(tmp_pat
     queried |= set(re.findall(r"\bgangmaster_[a-z_]+", json.dumps(dashboard["templating"])))
     runs = SimulatedRuns(load_cluster_specs(default_cluster_path()), AMSettings(metrics_port=0, explain_after_s=10))
     try:
-        runs.submit(parse_job(gpu_job("holder", 48, 600)), tmp_path / "a")   # every GPU of the cluster
+        runs.submit(parse_job(one_role_job("holder", 48, duration=600)), tmp_path / "a")   # every GPU of the cluster
         runs.sim.run_until(2)
-        runs.submit(parse_job(gpu_job("waiter", 4, 60)), tmp_path / "b")
+        runs.submit(parse_job(one_role_job("waiter", 4, duration=60)), tmp_path / "b")
         runs.sim.run_until(60)
         text = urlopen(runs.metrics_url, timeout=5).read().decode()
     finally:
@@ -79,20 +81,6 @@ def test_every_metric_the_grafana_dashboard_queries_is_one_the_am_serves(tmp_pat
     assert 'gangmaster_gang_shortfall{app_id="app_0002"' in text      # the waiting gang's gauges have samples
     assert len(queried) >= 15
     assert sorted(queried - served) == []
-
-
-def gpu_job(name: str, instances: int, duration: float) -> str:
-    return f"""
-protocolVersion: 2
-name: {name}
-type: job
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-    commands: [train]
-    gangmaster: {{simulatedDurationSeconds: {duration}}}
-"""
 
 
 def test_one_endpoint_serves_every_job_labelled_by_job(tmp_path):

@@ -21,6 +21,8 @@ from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.tools.diagnose_cmd import diagnose_job
 from gangmaster.tools.job_runner import SimulatedRuns
+
+from job_texts import one_role_job
 from gangmaster.tools.rmsim.scenario import Scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -163,27 +165,13 @@ _SMALL = [NodeSpec(f"n{i}", "rack-0", frozenset(), "V100", None, 65536, 16, 4, P
           for i in range(2)]
 
 
-def _job(name: str, instances: int, duration: float) -> str:
-    return f"""
-protocolVersion: 2
-name: {name}
-type: job
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-    commands: [train]
-    gangmaster: {{simulatedDurationSeconds: {duration}}}
-"""
-
-
 def test_a_waiting_gang_is_diagnosed_once_in_the_log_on_why_and_in_the_gauges(tmp_path):
     lines: list[str] = []
     runs = SimulatedRuns(_SMALL, AMSettings(metrics_port=0, explain_after_s=10), echo=lines.append)
     try:
-        runs.submit(parse_job(_job("holder", 8, 600)), tmp_path / "a")
+        runs.submit(parse_job(one_role_job("holder", 8, duration=600)), tmp_path / "a")
         runs.sim.run_until(2)
-        runs.submit(parse_job(_job("waiter", 4, 60)), tmp_path / "b")
+        runs.submit(parse_job(one_role_job("waiter", 4, duration=60)), tmp_path / "b")
         runs.sim.run_until(300)
         why = json.loads(urlopen(runs.metrics.why_url, timeout=5).read())
         metrics = urlopen(runs.metrics_url, timeout=5).read().decode()
@@ -213,9 +201,9 @@ def test_a_waiting_gang_is_diagnosed_once_in_the_log_on_why_and_in_the_gauges(tm
 def test_the_gauges_go_back_to_zero_when_the_gang_starts(tmp_path):
     runs = SimulatedRuns(_SMALL, AMSettings(explain_after_s=10))
     try:
-        runs.submit(parse_job(_job("holder", 8, 100)), tmp_path / "a")
+        runs.submit(parse_job(one_role_job("holder", 8, duration=100)), tmp_path / "a")
         runs.sim.run_until(2)
-        waiter = runs.submit(parse_job(_job("waiter", 4, 60)), tmp_path / "b")
+        waiter = runs.submit(parse_job(one_role_job("waiter", 4, duration=60)), tmp_path / "b")
         runs.sim.run_until(50)
         assert waiter.metrics.registry.get_sample_value("gangmaster_gang_shortfall", {"role": "worker"}) == 4
         assert runs.run()
@@ -229,9 +217,9 @@ def test_the_gauges_go_back_to_zero_when_the_gang_starts(tmp_path):
 
 def test_max_wait_fails_the_job_with_the_diagnosis(tmp_path):
     runs = SimulatedRuns(_SMALL, AMSettings(max_wait_s=120))
-    runs.submit(parse_job(_job("holder", 8, 3600)), tmp_path / "a")
+    runs.submit(parse_job(one_role_job("holder", 8, duration=3600)), tmp_path / "a")
     runs.sim.run_until(2)
-    waiter = runs.submit(parse_job(_job("waiter", 4, 60)), tmp_path / "b")
+    waiter = runs.submit(parse_job(one_role_job("waiter", 4, duration=60)), tmp_path / "b")
     runs.run()
     assert waiter.outcome == "failed"
     assert waiter.am.reason.startswith("gang worker waited 120s, the limit (am.max_wait_s / --max-wait): "
@@ -253,7 +241,7 @@ def test_the_diagnosis_is_said_again_when_it_changes(tmp_path):
                               " {at: 100, do: restore_node, host: n0}]")
     lines: list[str] = []
     runs = SimulatedRuns(_SMALL, AMSettings(explain_after_s=10), scenario=scenario, echo=lines.append)
-    run = runs.submit(parse_job(_job("waiter", 8, 60)), tmp_path)
+    run = runs.submit(parse_job(one_role_job("waiter", 8, duration=60)), tmp_path)
     runs.run()
     said = [k for k, line in enumerate(lines) if "why it waits" in line]
     assert len(said) == 2 and "(after 10s)" in lines[said[0]] and "(changed)" in lines[said[1]]
@@ -271,7 +259,7 @@ def test_what_of_a_snapshot_does_not_add_up_is_booked_as_far_as_it_fits_and_said
     snapshot = _Snapshot("yarn", specs, {"gone-9": "LOST"},
                          [_Allocation("big", "node-0", 20, 1024, 0, None),        # more vcores than the node has
                           _Allocation("elsewhere", "node-7", 1, 1024, 0, None)])
-    job = parse_job(_job("w", 5, 60))
+    job = parse_job(one_role_job("w", 5, duration=60))
     d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(), snapshot=snapshot, wait_s=5)
     assert d["warnings"] == [   # bookings first, then unhealthy marks (a drained node keeps what it runs)
         "big on node-0: 20 vcores, 1024 MB, 0 GPU(s) do not fit what is left of the host; booked 16, 1024, 0",
@@ -286,9 +274,9 @@ def test_what_of_a_snapshot_does_not_add_up_is_booked_as_far_as_it_fits_and_said
 def test_on_a_busy_cluster_a_waiting_gang_is_diagnosed_at_most_once_per_explain_after_s(tmp_path):
     runs = SimulatedRuns(_SMALL, AMSettings(explain_after_s=60))
     for k in range(4):   # four jobs of 2 GPUs each, ending 30 s apart: the waiter is placed again each time
-        runs.submit(parse_job(_job(f"holder{k}", 2, 100 + 30 * k)), tmp_path / f"h{k}")
+        runs.submit(parse_job(one_role_job(f"holder{k}", 2, duration=100 + 30 * k)), tmp_path / f"h{k}")
     runs.sim.run_until(2)
-    waiter = runs.submit(parse_job(_job("waiter", 8, 60)), tmp_path / "w")
+    waiter = runs.submit(parse_job(one_role_job("waiter", 8, duration=60)), tmp_path / "w")
     assert runs.run() and waiter.outcome == "succeeded"
     sample = waiter.metrics.registry.get_sample_value
     placements = sample("gangmaster_selection_latency_seconds_count")
@@ -309,11 +297,11 @@ def test_a_live_run_serves_why_while_its_gang_waits_on_another_job_s_processes(t
 
     runs = LiveRuns(_SMALL, tmp_path / "run", AMSettings(heartbeat_s=0.05, explain_after_s=0.2, metrics_port=0))
     try:
-        runs.submit(parse_job(_job("holder", 8, 60).replace("commands: [train]", "commands: ['sleep 60']")),
+        runs.submit(parse_job(one_role_job("holder", 8, command="'sleep 60'", duration=60)),
                     tmp_path / "holder")
         # the holder's 8 tasks run (its journal says so) before the waiter asks
         wait_until(lambda: launched(tmp_path / "holder"), 30, "the holder's tasks to start")
-        runs.submit(parse_job(_job("waiter", 4, 60).replace("commands: [train]", "commands: ['true']")),
+        runs.submit(parse_job(one_role_job("waiter", 4, command="'true'", duration=60)),
                     tmp_path / "waiter")
         deadline, d = time.monotonic() + 30, None
         while d is None and time.monotonic() < deadline:
@@ -341,7 +329,7 @@ def test_a_drained_node_keeps_what_it_runs_in_a_snapshot_diagnosis(tmp_path):
     ports = PortRanges.parse("20000-20099")
     specs = [NodeSpec(f"node-{i}", "r0", frozenset(), "A100", None, 65536, 16, 4, ports) for i in range(2)]
     snapshot = _Snapshot("slurm", specs, {"node-0": "DRAIN"}, [_Allocation("train", "node-0", 4, 1024, 2, 3600.0)])
-    job = parse_job(_job("w", 4, 60))
+    job = parse_job(one_role_job("w", 4, duration=60))
     d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(), snapshot=snapshot, wait_s=5)
     assert d["warnings"] == []
     assert d["healthy_machines"] == 1

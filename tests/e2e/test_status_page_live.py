@@ -15,6 +15,7 @@ from urllib.request import urlopen
 
 import pytest
 from status_page_reader import Page
+from job_texts import one_role_job
 from task_procs import wait_until
 
 from gangmaster.am.why_text import format_why
@@ -37,19 +38,6 @@ nodeGroups:
 """
 
 
-def _job(name: str, instances: int, command: str) -> str:
-    return f"""
-protocolVersion: 2
-name: {name}
-type: job
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-    commands: [{command}]
-"""
-
-
 def chromium() -> str | None:
     return next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 
@@ -59,8 +47,8 @@ def live_run(tmp_path_factory):
     """The base URL of the endpoint while ``holder`` runs and ``waiter``'s gang waits, diagnosed."""
     tmp = tmp_path_factory.mktemp("status")
     (tmp / "cluster.yaml").write_text(CLUSTER)
-    (tmp / "holder.yaml").write_text(_job("holder", 8, "sleep 120"))
-    (tmp / "waiter.yaml").write_text(_job("waiter", 4, "sleep 1"))
+    (tmp / "holder.yaml").write_text(one_role_job("holder", 8, command="sleep 120"))
+    (tmp / "waiter.yaml").write_text(one_role_job("waiter", 4, command="sleep 1"))
     (tmp / "am.yaml").write_text("am:\n  explain_after_s: 1\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gangmaster.tools.cli", "run", str(tmp / "holder.yaml"), str(tmp / "waiter.yaml"),
