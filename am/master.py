@@ -3,21 +3,17 @@
 Each gang of the job (``gangmaster: gangs`` in the spec) lives through attempts,
 each an explicit state machine (:class:`~gangmaster.am.gang_run.GangRun`):
 waiting → acquiring (:mod:`gangmaster.am.acquisition`) → launching (every
-container started in one heartbeat) → running → succeeded | failed. The AM moves
-the gangs on events, never by re-examining everything each heartbeat:
-
-* **containers granted, rejected, pending** move the gang that asked for them;
-* **containers completed** end a task of the gang that runs it; completion and
-  restart are then decided on that gang's own counts (a failed task ends the
-  attempt of its retry scope: the whole job, or the gang of the failed role);
-* **node updates** keep the AM's view of the cluster
-  (:mod:`gangmaster.am.cluster_tracker`); a gang that did not fit is placed again
-  only when one of them gave some node more room;
-* **timers** (hold timeout, reselection, release backoff) are checked against
-  the clock each heartbeat in constant time.
+container started in one heartbeat) → running → succeeded | failed. Each heartbeat
+the gangs plan, the AM talks to the RM once, and each item of the answer goes to the
+gang it concerns (:mod:`gangmaster.am.gang_dispatch`); timers (hold timeout,
+reselection, release backoff) are checked against the clock in constant time. What
+is left to the AM is the job's verdict: completion and restart are decided on the
+counts of the gangs whose tasks ended (a failed task ends the attempt of its retry
+scope: the whole job, or the gang of the failed role).
 
 An ended attempt fails its barrier first (so every waiting task of the dead gang
-is told at once), stops the tasks, and the gang starts again as attempt n+1.
+is told at once), stops the tasks (:mod:`gangmaster.am.job_shutdown`), and the gang
+starts again as attempt n+1.
 Completions from an older attempt are ignored; a task is never run twice at once.
 A task that cannot even be launched (the RM refuses to start its container: a
 command too long for ``exec``, a node lost in between) is a failed task like any
@@ -45,7 +41,7 @@ when the driver finds it can make no progress
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
@@ -57,24 +53,25 @@ from gangmaster.selectors.settings import SelectionSettings
 from . import job_status, recovery
 from .acquisition import AcquisitionContext
 from .am_settings import AMSettings
-from .attempt_barrier import end_barrier, reopen_barrier
+from .attempt_barrier import reopen_barrier
 from .am_placement import AMPlacement, pipeline_seed
 from .cluster_tracker import ClusterTracker
 from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_barrier import GangBarrier
+from .gang_dispatch import GangDispatch
 from .gang_placement import GangDoesNotFit
-from .gang_launch import launch_gang
+from .gang_launch import GangLauncher
 from .gang_events import GangEvents, JournalEvents, LogEvents, MetricsEvents, observing
 from .gang_run import PENDING, GangRun, attempt_history, failed_attempts, failure, recorded_gangs
+from .job_shutdown import Shutdown
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, replay
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
-from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, ROLE_RUNNING, TASK_FAILED, TASK_RUNNING, AttemptRecord, RoleState, TaskRecord
+from .lifecycle import TASK_FAILED, TASK_RUNNING, AttemptRecord, RoleState, TaskRecord
 from .metrics import AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
 from .rm_conversation import RMConversation
-from .rm_protocol import (AllocateRequest, ApplicationReport, AppState, Container, ContainerStatus, NodeReport,
-                          PendingAsk, Rejection, RMError, WrongState)
+from .rm_protocol import ApplicationReport, AppState, WrongState
 from .waiting_watch import WaitingWatch, watches
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
@@ -95,7 +92,6 @@ class ApplicationMaster:
     #: the most the AM's queue may hold at once (None: the cluster), as the RM registered it
     queue_limit: ResourceDescriptor | None = None
     _watch: WaitingWatch | None = None   # made when first needed (:attr:`watch`)
-    _granted = False   # this heartbeat's response granted containers
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -148,15 +144,16 @@ class ApplicationMaster:
             self._watch = WaitingWatch(self.settings, self.log, self.metrics)
         # what its gangs' acquisitions share: the outbox of what to send at the next heartbeat
         # among it, and the request ids, 1 up (those of different AM attempts never collide)
-        self._asking = AcquisitionContext(self.settings, (self.selection.seed, job.name, app_id, self.am_attempt),
-                                          self.log, self.events, self.metrics.selection_latency.observe,
-                                          self.am_attempt * 1_000_000 + 1)
-        self._coordinator = barrier   # the barrier coordinator (the AM's calls to it: am.attempt_barrier)
-        self._running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
-        self.placement = AMPlacement(rm.cluster_nodes, self.selection, app_id, self._running, tracker,
-                                     shared_pipelines)
-        self._to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
+        self._asking = asking = AcquisitionContext(
+            self.settings, (self.selection.seed, job.name, app_id, self.am_attempt), self.log, self.events,
+            self.metrics.selection_latency.observe, self.am_attempt * 1_000_000 + 1)
+        running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
+        self.placement = AMPlacement(rm.cluster_nodes, self.selection, app_id, running, tracker, shared_pipelines)
         self.gangs: list[GangRun] = []
+        # barrier: the coordinator (the AM's calls to it: am.attempt_barrier)
+        self.shutdown = Shutdown(rm, barrier, app_id, running, self.log)
+        self.dispatch = GangDispatch(self.gangs, running, asking, self.placement, GangLauncher(
+            rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases), self.log, self)
         self.events.am_started(self.am_attempt, app_id, job.name, job.total_instances, len(job.gangs), work_dir)
         if previous is None or previous.empty:
             self._start_fresh()
@@ -164,10 +161,11 @@ class ApplicationMaster:
             # The first AM of a new application: the journal is an earlier run's, and that
             # run's containers went with its RM. Nothing of it can be recovered but the record.
             self.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
-            self._take_over(recovery.resume(job, previous, self._new_gang, self.events, self.log, earlier_tasks))
+            self._take_over(recovery.resume(job, previous, self._new_gang, self.events, self.log, earlier_tasks),
+                            barrier)
         else:
             self._take_over(recovery.recover(job, previous, registration.containers_from_previous_attempts,
-                                             self._new_gang, rm.container_status, self.log))
+                                             self._new_gang, rm.container_status, self.log), barrier)
 
     @property
     def watch(self) -> WaitingWatch:
@@ -222,14 +220,17 @@ class ApplicationMaster:
 
     # ============================================================ heartbeat
     def heartbeat(self) -> None:
-        """One round: decide, talk to the RM once, react."""
+        """One round: the pending gangs plan, the AM talks to the RM once, the gangs whose
+        every instance was granted launch, and the AM decides on the tasks that ended
+        (:mod:`~gangmaster.am.gang_dispatch`)."""
         if self.done:
             return
         now = self.now()
+        dispatch = self.dispatch
         finished = 0   # the tasks of the gangs' current attempts that ended (those of pending gangs: none yet)
         for gang in self.gangs:
             if gang.state in PENDING:
-                self._plan(gang, now)
+                dispatch.plan(gang, now)
                 if self._watch is not None:
                     waited_too_long = self._watch.check(gang, now, self.diagnose)
                     if waited_too_long:
@@ -237,131 +238,15 @@ class ApplicationMaster:
                         return
             else:
                 finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
-        self._granted = False
-        if not self.conversation.heartbeat(self._request(finished), self, now) or self.done:
+        request = dispatch.request(self.app_id, self.am_attempt, finished, self.job.total_instances)
+        if not self.conversation.heartbeat(request, dispatch, now) or self.done:
             return
-        if self._granted:   # (a gang's last container comes in a grant)
-            for gang in self.gangs:
-                if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
-                    self._launch(gang, now)
-        if self._to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
+        if dispatch.granted:   # (a gang's last container comes in a grant)
+            dispatch.launch_granted(now)
+        if dispatch.to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
             self._decide(now)
         if self._watch is not None and self._watch.latest:
             self._watch.started(self.gangs)
-
-    def _plan(self, gang: GangRun, now: float) -> None:
-        placement = self.placement
-        gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang), placement.cluster.grown)
-
-    def _request(self, finished: int) -> AllocateRequest:
-        """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
-        after what the AM itself had to (containers it did not want, attempts that ended),
-        and its progress: the share of the job's instances whose task (of the current attempt)
-        has ended (``finished`` of them)."""
-        total = self.job.total_instances
-        progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
-        out = self._asking
-        if not (out.asks or out.cancels or out.releases):   # a heartbeat that only hears what happened
-            return AllocateRequest(self.app_id, self.am_attempt, progress=progress)
-        asks, cancels, releases = out.take_outbox()
-        return AllocateRequest(self.app_id, self.am_attempt, asks=tuple(asks), cancel=tuple(cancels),
-                               releases=tuple(releases), progress=progress)
-
-    # ------------------------------------------- what the RM answered (RMCallbacks)
-    def on_nodes_updated(self, updates: Sequence[NodeReport]) -> None:
-        self.placement.cluster.apply(updates)
-
-    def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None:
-        """Each container is taken by the gang that asked for it, else given back."""
-        gangs = self.gangs
-        self._granted = True   # some gang may have all it asked for: it launches after the whole response
-        for container in containers:
-            for gang in gangs:
-                if gang.state is ROLE_ACQUIRING and gang.acquisition.on_granted(container, now):
-                    break
-            else:
-                self._asking.releases.append(container.container_id)
-
-    def on_requests_rejected(self, rejections: Sequence[Rejection]) -> None:
-        """An ask the RM rejected is selected again, unless it was rejected too often (the job fails)."""
-        for rejection in rejections:
-            gang = self._asker(rejection.request_id)
-            if gang is not None:
-                gang.acquisition.on_rejected(rejection.request_id, rejection.reason)
-                if gang.acquisition.never_reason:
-                    self._finish("failed", f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}")
-                    return
-
-    def on_requests_pending(self, pending: Sequence[PendingAsk]) -> None:
-        for ask in pending:
-            gang = self._asker(ask.request_id)
-            if gang is not None:
-                gang.acquisition.on_pending(ask.request_id, ask.reason)
-
-    def on_containers_completed(self, statuses: Sequence[ContainerStatus], now: float) -> None:
-        """A running task's container ended: its task ended; else a granted one was lost."""
-        running = self._running
-        for status in statuses:
-            found = running.pop(status.container_id, None)
-            if found is None:
-                self._container_lost(status.container_id, status.diagnostics)
-                continue
-            gang, task = found
-            if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
-                self._task_finished(gang, task, status.exit_status, status.diagnostics, now)
-
-    def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
-        """The RM no longer accepts this AM attempt: the application ended (``ended``: its
-        report), or a newer AM attempt took over (the RM declared this one dead): then this
-        one stops without deciding anything. Its files stay open: should the application end
-        before a new AM registers, this one records the RM's verdict (:meth:`application_ended`)."""
-        if ended is not None:
-            self.application_ended(ended)
-        else:
-            self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {why}; stopping")
-            self.done = True
-
-    def _asker(self, request_id: int) -> GangRun | None:
-        """The gang whose ask ``request_id`` is outstanding (None: no current attempt's)."""
-        for gang in self.gangs:
-            if gang.state is ROLE_ACQUIRING and request_id in gang.acquisition.by_request:
-                return gang
-        return None
-
-    def _container_lost(self, container_id: str, diagnostics: str) -> None:
-        """A container ended that runs no task: one granted and not started yet is selected
-        again; one of an older attempt, or one given back, needs nothing."""
-        for gang in self.gangs:
-            if gang.state is ROLE_ACQUIRING and gang.acquisition.on_lost(container_id):
-                self.log(f"gang {gang.name}: granted container {container_id} was lost before it started "
-                         f"({diagnostics}); selecting again")
-                return
-        # a container of an older attempt, or one given back: nothing to do
-
-    def _task_finished(self, gang: GangRun, task: TaskRecord, exit_status: int | None, diagnostics: str,
-                       now: float) -> None:
-        """A task of the gang's current attempt ended by itself (no longer in :attr:`_running`):
-        the gang decides at the end of this heartbeat (:meth:`_decide`)."""
-        self._to_decide.add(gang)
-        gang.task_ended(task, exit_status, diagnostics, now)
-        if exit_status != 0:
-            if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
-                self.placement.cluster.mark_failed(task.role, task.host)
-            self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
-                     f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
-
-    def _pipeline_for(self, role: RoleSpec) -> SelectionPipeline:
-        """The pipeline that places ``role`` (:meth:`AMPlacement.pipeline_for`)."""
-        return self.placement.pipeline_for(role)
-
-    # =============================================================== launch
-    def _launch(self, gang: GangRun, now: float) -> None:
-        """Every instance is granted: start them all now (:mod:`~gangmaster.am.gang_launch`).
-        A task the RM refused fails its attempt, in this same heartbeat (:meth:`_decide`)."""
-        if not launch_gang(gang, now, self.rm, self._coordinator, self.app_id, self.job, self.queue, self.task_env,
-                           self._running, self._asking.releases):
-            self._to_decide.add(gang)
-            self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(gang.tasks[-1])}; the attempt fails")
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
@@ -370,17 +255,10 @@ class ApplicationMaster:
         that reached its failure threshold restarts its retry scope; else the job may have
         succeeded."""
         self.events.deciding(now)
-        to_decide = self._to_decide
-        if not to_decide:   # no task ended: nothing to decide
+        if not self.dispatch.to_decide:   # no task ended: nothing to decide
             return
-        deciding = False
-        failing: list[GangRun] = []   # the deciding gangs with a failed task
-        for g in self.gangs:
-            if g in to_decide and g.state is ROLE_RUNNING:
-                deciding = True
-                if g.failed:   # (no role fails without a failed task: a Completion's min_failed is at least 1)
-                    failing.append(g)
-        to_decide.clear()
+        deciding = self.dispatch.deciding()
+        failing = [g for g in deciding if g.failed]   # (no role fails without a failed task: min_failed >= 1)
         if not deciding or failing and self._restarted(failing, now):
             return
         gangs = self.gangs
@@ -425,7 +303,8 @@ class ApplicationMaster:
             reason += f" and {len(failures) - 5} more"
         for gang in restart:
             outcome = "failed" if gang in culprits else "stopped"
-            self._end_attempt(gang, outcome, reason if gang in culprits else f"restarted with the job: {reason}", now)
+            self.shutdown.end_attempt(gang, outcome, reason if gang in culprits else f"restarted with the job: {reason}",
+                                      now)
         # Attempts that failed count against the limit; one stopped by an interrupted run does not.
         if self.job.retry.scope == "job":
             failed = failed_attempts(self.gangs)
@@ -439,28 +318,14 @@ class ApplicationMaster:
                 self.events.restarting(gang, limit)
                 self.gangs[i] = gang.restart(self.now())
 
-    def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
-        """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
-        end_barrier(self._coordinator, self.app_id, gang, outcome, reason, self.log)
-        for task in gang.end_attempt(outcome, reason, now):
-            self._stop(task.container_id)
-            self._running.pop(task.container_id, None)
-
-    def _stop(self, container_id: str) -> None:
-        try:
-            self.rm.stop_container(container_id)
-        except RMError as exc:
-            self.log(f"stopping {container_id}: {exc}")
+    def fail(self, reason: str) -> None:
+        """The job fails for ``reason`` (:class:`~gangmaster.am.gang_dispatch.Verdict`)."""
+        self._finish("failed", reason)
 
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
         self.events.deciding(now)
-        for gang in self.gangs:
-            if not gang.record.outcome:   # the attempts still open end with the job
-                if outcome == "succeeded":
-                    self._end_attempt(gang, outcome, reason, now)
-                else:
-                    self._end_attempt(gang, "stopped", f"job {outcome}: {reason}", now)
+        self.shutdown.end_open_attempts(self.gangs, outcome, reason, now)
         self.outcome, self.reason, self.done = outcome, reason, True
         self.events.job_finished(self.job.name, outcome, reason, now)
         if unregister:
@@ -491,6 +356,17 @@ class ApplicationMaster:
         self.log(f"the RM ended {self.app_id} ({report.state.value}): {reason}")
         self._finish(outcome, reason, unregister=False)
 
+    def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
+        """The RM no longer accepts this AM attempt: the application ended (``ended``: its
+        report), or a newer AM attempt took over (the RM declared this one dead): then this
+        one stops without deciding anything. Its files stay open: should the application end
+        before a new AM registers, this one records the RM's verdict (:meth:`application_ended`)."""
+        if ended is not None:
+            self.application_ended(ended)
+        else:
+            self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {why}; stopping")
+            self.done = True
+
     # ===================================================== no progress possible
     def waiting_on_cluster(self) -> bool:
         """True when nothing this AM does by itself can move the job on: none of its tasks
@@ -499,18 +375,7 @@ class ApplicationMaster:
         (a node coming back, another application's containers ending) can help it then.
         The driver, which knows whether any such change is still to come, decides whether to
         call :meth:`cannot_progress`."""
-        if self.done or self._running:
-            return False
-        now = self.now()
-        waiting = False
-        for gang in self.gangs:
-            if gang.state is ROLE_LAUNCHING:
-                return False
-            if gang.pending:
-                if not gang.acquisition.stalled(now, self.placement.cluster.grown):
-                    return False
-                waiting = True
-        return waiting
+        return not self.done and self.dispatch.waiting_on_cluster(self.now())
 
     def cannot_progress(self, why: str) -> None:
         """The driver found that nothing still to come can change what this job waits for:
@@ -522,7 +387,7 @@ class ApplicationMaster:
     # ============================================================== status
     def gauge_values(self) -> GaugeValues:
         """What the job's gauges show now (:func:`~gangmaster.am.job_status.gauge_values`)."""
-        return job_status.gauge_values(self.gangs, self._running)
+        return job_status.gauge_values(self.gangs, self.dispatch.running)
 
     def role_states(self) -> dict[str, RoleState]:
         return {r.name: g.role_state(r) for g in self.gangs for r in g.roles}
@@ -560,7 +425,7 @@ class ApplicationMaster:
                         indices=wanted, own=[(host, resource) for _role, host, resource in held])
 
     # ================================================= taken over from a journal
-    def _take_over(self, recovered: recovery.Recovered) -> None:
+    def _take_over(self, recovered: recovery.Recovered, coordinator: GangBarrier) -> None:
         """Carry on from what a journal left (:mod:`~gangmaster.am.recovery`): watch again the
         tasks still running, end those that ended while no AM watched, reopen the barriers,
         stop the containers no gang owns, and decide as after any heartbeat."""
@@ -568,24 +433,25 @@ class ApplicationMaster:
             self._finish(*recovered.finished)
             return
         now = self.now()
+        dispatch = self.dispatch
         for taken in recovered.gangs:
             gang = taken.gang
             if taken.launched:
-                self._running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TASK_RUNNING)
-                self._to_decide.add(gang)
+                dispatch.running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TASK_RUNNING)
+                dispatch.to_decide.add(gang)
                 for task, exit_status, diagnostics in taken.ended:
-                    self._running.pop(task.container_id, None)
-                    self._task_finished(gang, task, exit_status, diagnostics, now)
+                    dispatch.running.pop(task.container_id, None)
+                    dispatch.task_finished(gang, task, exit_status, diagnostics, now)
                 self.log(f"gang {gang.name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
                          f"{gang.running} still running")
-                reopen_barrier(self._coordinator, self.app_id, self.job, gang, taken.barrier_token, self.log)
+                reopen_barrier(coordinator, self.app_id, self.job, gang, taken.barrier_token, self.log)
             self.gangs.append(gang)
         if recovered.finished is not None:
             self._finish(*recovered.finished)
             return
         for cid in recovered.strays:
             self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
-            self._stop(cid)
+            self.shutdown.stop(cid)
         self._decide(now)
 
 
