@@ -15,14 +15,16 @@ The AM moves its gangs on events, never by re-examining everything each heartbea
   (:mod:`gangmaster.am.cluster_tracker`); a gang that did not fit is placed again only
   when one of them gave some node more room.
 
-:class:`GangDispatch` is the AM's :class:`~gangmaster.am.rm_conversation.RMCallbacks`:
-what it cannot decide for a gang (the job ends: an ask can never be granted, the RM no
-longer accepts this AM) goes to the job's :class:`Verdict`.
+:class:`GangDispatch` is the AM's :class:`~gangmaster.am.rm_conversation.RMCallbacks`.
+What it cannot decide for a gang it keeps for the AM to read once the answer is handed
+out: an ask that can never be granted (the job fails; the rest of the answer is not
+read), the RM no longer accepting this AM attempt. It holds no reference to the AM (the
+two make no reference cycle: a trace replay's ended AMs are freed as they end).
 """
 from __future__ import annotations
 
 from functools import partial
-from typing import Protocol, Sequence
+from typing import Sequence
 
 from .acquisition import AcquisitionContext
 from .am_placement import AMPlacement
@@ -34,34 +36,27 @@ from .rm_protocol import (AllocateRequest, ApplicationReport, Container, Contain
                           Rejection, WrongState)
 
 
-class Verdict(Protocol):
-    """The job's verdict (the AM), as the dispatch needs it."""
-
-    done: bool   # the job ended: the rest of the RM's answer is not read
-
-    def fail(self, reason: str) -> None:
-        """The job fails for ``reason``."""
-
-    def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
-        """The RM no longer accepts this AM attempt (:class:`~gangmaster.am.rm_conversation.RMCallbacks`)."""
-
-
 class GangDispatch:
     """The gangs of one AM attempt (``gangs``, in the job's order; the AM restarts them in
     place) and the tasks they run (``running``: container id -> (gang, task))."""
 
+    #: why the job must fail: an ask of one of its gangs can never be granted ("": none)
+    never_granted = ""
+    #: (the application's report when it ended, why) once the RM no longer accepts this AM attempt
+    shutdown_request: tuple[ApplicationReport | None, WrongState] | None = None
+
     def __init__(self, gangs: list[GangRun], running: dict[str, tuple[GangRun, TaskRecord]],
                  asking: AcquisitionContext, placement: AMPlacement, launcher: GangLauncher,
-                 log: ProgressLog | QuietLog, verdict: Verdict):
+                 log: ProgressLog | QuietLog):
         self.gangs, self.running, self.asking, self.placement = gangs, running, asking, placement
-        self.launcher, self.log, self.verdict = launcher, log, verdict
+        self.launcher, self.log = launcher, log
         self.to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self.granted = False                   # this heartbeat's answer granted containers
-        self.on_shutdown_request = verdict.on_shutdown_request
 
     @property
     def done(self) -> bool:
-        return self.verdict.done
+        """The job must end: the rest of the RM's answer is not read."""
+        return bool(self.never_granted)
 
     # ------------------------------------------------------ before the heartbeat
     def plan(self, gang: GangRun, now: float) -> None:
@@ -105,7 +100,7 @@ class GangDispatch:
             if gang is not None:
                 gang.acquisition.on_rejected(rejection.request_id, rejection.reason)
                 if gang.acquisition.never_reason:
-                    self.verdict.fail(f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}")
+                    self.never_granted = f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}"
                     return
 
     def on_requests_pending(self, pending: Sequence[PendingAsk]) -> None:
@@ -125,6 +120,10 @@ class GangDispatch:
             gang, task = found
             if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
                 self.task_finished(gang, task, status.exit_status, status.diagnostics, now)
+
+    def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
+        """Kept for the AM (:attr:`shutdown_request`)."""
+        self.shutdown_request = (ended, why)
 
     def _asker(self, request_id: int) -> GangRun | None:
         """The gang whose ask ``request_id`` is outstanding (None: no current attempt's)."""

@@ -56,7 +56,7 @@ from .am_settings import AMSettings
 from .attempt_barrier import reopen_barrier
 from .am_placement import AMPlacement, pipeline_seed
 from .cluster_tracker import ClusterTracker
-from .diagnosis import Diagnosis, Occupant, diagnose
+from .diagnosis import Occupant
 from .gang_barrier import GangBarrier
 from .gang_dispatch import GangDispatch
 from .gang_placement import GangDoesNotFit
@@ -72,7 +72,7 @@ from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
 from .rm_conversation import RMConversation
 from .rm_protocol import ApplicationReport, AppState, WrongState
-from .waiting_watch import WaitingWatch, watches
+from .why_feed import WhyFeed
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
 
@@ -87,11 +87,8 @@ class ApplicationMaster:
     reason = ""
     #: the environment every task gets (``task_env``); read only
     task_env: Mapping[str, str] = MappingProxyType({})
-    #: what other applications hold where (a driver that knows tells; names blocking jobs)
-    _occupants = staticmethod(lambda: ())
     #: the most the AM's queue may hold at once (None: the cluster), as the RM registered it
     queue_limit: ResourceDescriptor | None = None
-    _watch: WaitingWatch | None = None   # made when first needed (:attr:`watch`)
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -116,8 +113,6 @@ class ApplicationMaster:
         ``work_dir`` that this AM resumes (:func:`~gangmaster.am.recovery.resume`); the
         driver knows (they ended with that run's RM, or it killed them at the RM)."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
-        if occupants is not None:
-            self._occupants = occupants
         self.settings = settings or AMSettings()
         self.selection = selection or SelectionSettings()
         self.metrics = metrics or AMMetrics()
@@ -140,8 +135,6 @@ class ApplicationMaster:
         # the gangs' events, attached only when it keeps something.
         self.events = observing([MetricsEvents(self.metrics), _observer(self.journal, JournalEvents),
                                  _observer(self.log, LogEvents)])
-        if watches(self.settings):   # a pending gang's heartbeat checks its wait
-            self._watch = WaitingWatch(self.settings, self.log, self.metrics)
         # what its gangs' acquisitions share: the outbox of what to send at the next heartbeat
         # among it, and the request ids, 1 up (those of different AM attempts never collide)
         self._asking = asking = AcquisitionContext(
@@ -150,10 +143,13 @@ class ApplicationMaster:
         running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self.placement = AMPlacement(rm.cluster_nodes, self.selection, app_id, running, tracker, shared_pipelines)
         self.gangs: list[GangRun] = []
+        # why its gangs wait; occupants: what other applications hold where (names blocking jobs)
+        self.why = WhyFeed(job.name, app_id, self.gangs, self.placement, occupants or _nobody, self.settings,
+                           self.log, self.metrics)
         # barrier: the coordinator (the AM's calls to it: am.attempt_barrier)
         self.shutdown = Shutdown(rm, barrier, app_id, running, self.log)
         self.dispatch = GangDispatch(self.gangs, running, asking, self.placement, GangLauncher(
-            rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases), self.log, self)
+            rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases), self.log)
         self.events.am_started(self.am_attempt, app_id, job.name, job.total_instances, len(job.gangs), work_dir)
         if previous is None or previous.empty:
             self._start_fresh()
@@ -166,16 +162,6 @@ class ApplicationMaster:
         else:
             self._take_over(recovery.recover(job, previous, registration.containers_from_previous_attempts,
                                              self._new_gang, rm.container_status, self.log), barrier)
-
-    @property
-    def watch(self) -> WaitingWatch:
-        """The watch on the gangs that wait (:mod:`~gangmaster.am.waiting_watch`): made with
-        the AM when its settings diagnose waiting gangs or limit their wait, else when first
-        needed (an AM is asked why a gang waits); a trace replay's AMs never need it."""
-        watch = self._watch
-        if watch is None:
-            watch = self._watch = WaitingWatch(self.settings, self.log, self.metrics)
-        return watch
 
     # =============================================================== start
     def _start_fresh(self) -> None:
@@ -226,27 +212,32 @@ class ApplicationMaster:
         if self.done:
             return
         now = self.now()
-        dispatch = self.dispatch
+        dispatch, watch = self.dispatch, self.why.watching
         finished = 0   # the tasks of the gangs' current attempts that ended (those of pending gangs: none yet)
         for gang in self.gangs:
             if gang.state in PENDING:
                 dispatch.plan(gang, now)
-                if self._watch is not None:
-                    waited_too_long = self._watch.check(gang, now, self.diagnose)
+                if watch is not None:
+                    waited_too_long = watch.check(gang, now, self.why.diagnose)
                     if waited_too_long:
                         self._finish("failed", waited_too_long)
                         return
             else:
                 finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
         request = dispatch.request(self.app_id, self.am_attempt, finished, self.job.total_instances)
-        if not self.conversation.heartbeat(request, dispatch, now) or self.done:
+        if not self.conversation.heartbeat(request, dispatch, now):
+            self._shutdown_requested(*dispatch.shutdown_request)
+            return
+        if dispatch.never_granted:
+            self._finish("failed", dispatch.never_granted)
             return
         if dispatch.granted:   # (a gang's last container comes in a grant)
             dispatch.launch_granted(now)
         if dispatch.to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
             self._decide(now)
-        if self._watch is not None and self._watch.latest:
-            self._watch.started(self.gangs)
+        watch = self.why.watching
+        if watch is not None and watch.latest:
+            watch.started(self.gangs)
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
@@ -318,10 +309,6 @@ class ApplicationMaster:
                 self.events.restarting(gang, limit)
                 self.gangs[i] = gang.restart(self.now())
 
-    def fail(self, reason: str) -> None:
-        """The job fails for ``reason`` (:class:`~gangmaster.am.gang_dispatch.Verdict`)."""
-        self._finish("failed", reason)
-
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
         self.events.deciding(now)
@@ -356,7 +343,7 @@ class ApplicationMaster:
         self.log(f"the RM ended {self.app_id} ({report.state.value}): {reason}")
         self._finish(outcome, reason, unregister=False)
 
-    def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
+    def _shutdown_requested(self, ended: ApplicationReport | None, why: WrongState) -> None:
         """The RM no longer accepts this AM attempt: the application ended (``ended``: its
         report), or a newer AM attempt took over (the RM declared this one dead): then this
         one stops without deciding anything. Its files stay open: should the application end
@@ -379,10 +366,8 @@ class ApplicationMaster:
 
     def cannot_progress(self, why: str) -> None:
         """The driver found that nothing still to come can change what this job waits for:
-        the job fails, saying ``why`` and why each gang waits (:meth:`why_waiting`)."""
-        waiting = "; ".join(f"gang {g.name} is waiting: {self.watch.why(g, self.diagnose)}" for g in self.gangs
-                            if g.pending and g.acquisition is not None)
-        self._finish("failed", f"it can make no progress ({why}); {waiting}")
+        the job fails, saying ``why`` and why each gang waits (:meth:`WhyFeed.waiting`)."""
+        self._finish("failed", f"it can make no progress ({why}); {self.why.waiting()}")
 
     # ============================================================== status
     def gauge_values(self) -> GaugeValues:
@@ -401,28 +386,8 @@ class ApplicationMaster:
         return job_status.why_waiting(self.gangs)
 
     def why_report(self) -> dict:
-        """What ``/why`` serves for this job (:func:`~gangmaster.am.job_status.why_report`)."""
-        return job_status.why_report(self.job.name, self.app_id, self.outcome, self.gangs, self.now(),
-                                     self._watch.latest if self._watch is not None else {})
-
-    def diagnose(self, gang: GangRun) -> Diagnosis:
-        """Why ``gang`` waits, as data (:mod:`~gangmaster.am.diagnosis`), on the AM's view
-        now: its granted containers count as placed, the rest is placed again."""
-        acq = gang.acquisition
-        wanted = {role: [s.index for s in acq.in_order() if s.role == role and s.container is None]
-                  for role in acq.roles}
-        return self.diagnose_roles(gang.name, gang.roles, wanted,
-                                   [(s.role, s.container.host, s.container.resource) for s in acq.granted])
-
-    def diagnose_roles(self, name: str, roles: tuple[RoleSpec, ...], wanted: Mapping[str, Sequence[int]] | None = None,
-                       held: Sequence[tuple] = ()) -> Diagnosis:
-        """:meth:`diagnose` for ``roles`` placed with this AM's pipelines on its view now;
-        ``held``: the containers the gang holds, (role, host, resource)."""
-        view = self.placement.view_for()
-        for role, host, _resource in held:
-            view.instances_of(role)[view.index(host)] += 1
-        return diagnose(view, roles, self.placement.pipeline_for, job=self.job.name, gang=name, occupants=self._occupants(),
-                        indices=wanted, own=[(host, resource) for _role, host, resource in held])
+        """What ``/why`` serves for this job: its outcome, and why its gangs wait (:meth:`WhyFeed.report`)."""
+        return self.why.report(self.outcome, self.now())
 
     # ================================================= taken over from a journal
     def _take_over(self, recovered: recovery.Recovered, coordinator: GangBarrier) -> None:
@@ -460,6 +425,11 @@ def _observer(keeper, observer: Callable) -> GangEvents | None:
     keeps nothing (a :class:`~gangmaster.am.journal.NoJournal`, a quiet log): it says so by
     ``keeps_nothing``."""
     return None if getattr(keeper, "keeps_nothing", False) else observer(keeper)
+
+
+def _nobody() -> tuple:
+    """What other applications hold, to a driver that does not tell: nothing known."""
+    return ()
 
 
 @lru_cache(maxsize=64)

@@ -19,7 +19,7 @@ from .gang_run import GangRun
 from .metrics import AMMetrics
 
 
-#: how a gang's diagnosis is made (the AM's :meth:`~gangmaster.am.master.ApplicationMaster.diagnose`)
+#: how a gang's diagnosis is made (:meth:`~gangmaster.am.why_feed.WhyFeed.diagnose`)
 Diagnose = Callable[[GangRun], Diagnosis]
 
 

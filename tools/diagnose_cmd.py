@@ -177,11 +177,11 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
         diagnoses: list[Diagnosis] = []
         for gang in am.gangs:
             if gang.pending and gang.acquisition is not None:
-                diagnoses.append(am.diagnose(gang))
+                diagnoses.append(am.why.diagnose(gang))
             else:
                 diagnoses.append(Diagnosis.started(job.name, gang.name, gang.roles, runs.sim.client.cluster_nodes()))
         if not am.gangs:   # refused at submission: it can never run here
-            diagnoses = [am.diagnose_roles(gang_name(names), job.gang_roles(number))
+            diagnoses = [am.why.diagnose_roles(gang_name(names), job.gang_roles(number))
                          for number, names in enumerate(job.gangs)]
         not_started = [r.job.name for r in others if not _started_or_done(r)]
     finally:
