@@ -62,11 +62,12 @@ from .gang_dispatch import GangDispatch
 from .gang_placement import GangDoesNotFit
 from .gang_launch import GangLauncher
 from .gang_events import GangEvents, JournalEvents, LogEvents, MetricsEvents, observing
-from .gang_run import PENDING, GangRun, attempt_history, failed_attempts, failure, recorded_gangs
+from .gang_run import PENDING, GangRun, attempt_history, recorded_gangs
 from .job_shutdown import Shutdown
+from .retry_scope import restart, roles_to_restart
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, replay
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
-from .lifecycle import TASK_FAILED, TASK_RUNNING, AttemptRecord, RoleState, TaskRecord
+from .lifecycle import TASK_RUNNING, AttemptRecord, RoleState, TaskRecord
 from .metrics import AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
@@ -241,17 +242,22 @@ class ApplicationMaster:
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
-        """Decide on the gangs whose tasks ended: a task never launched restarts its gang
-        (a gang starts whole or not at all, whatever the completion policy says); a role
-        that reached its failure threshold restarts its retry scope; else the job may have
-        succeeded."""
+        """Decide on the gangs whose tasks ended: restart what their failed tasks call for
+        (:mod:`~gangmaster.am.retry_scope`), else the job may have succeeded."""
         self.events.deciding(now)
         if not self.dispatch.to_decide:   # no task ended: nothing to decide
             return
         deciding = self.dispatch.deciding()
         failing = [g for g in deciding if g.failed]   # (no role fails without a failed task: min_failed >= 1)
-        if not deciding or failing and self._restarted(failing, now):
+        if not deciding:
             return
+        if failing:
+            failed_roles = roles_to_restart(self.job, failing)
+            if failed_roles:   # (a restart, or the job fails: the retry limit is reached)
+                over = restart(self.job, self.gangs, failed_roles, self.shutdown, self.events, now, self.now)
+                if over:
+                    self._finish("failed", over)
+                return
         gangs = self.gangs
         if len(gangs) == 1:   # most jobs: the gang's own counts are the job's
             verdict = self.job.verdict(gangs[0].succeeded, gangs[0].failed)
@@ -265,49 +271,6 @@ class ApplicationMaster:
             self._finish("succeeded", "a role reached its minSucceededInstances")
         elif verdict == "succeeded":
             self._finish("succeeded", "every role completed")
-
-    def _restarted(self, failing: list[GangRun], now: float) -> bool:
-        """Restart what the failed tasks of ``failing`` call for: the gangs with a task never
-        launched, else the retry scopes of the roles that reached their failure threshold.
-        False when neither (the job may still succeed)."""
-        unlaunched = [t for g in failing for t in g.tasks if t.launch_failed]
-        if unlaunched:
-            self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
-            return True
-        failed_roles = [r for g in failing for r in g.roles if r.completion.failed(g.failed.get(r.name, 0))]
-        if failed_roles:
-            self._restart(failed_roles, now)
-            return True
-        return False
-
-    def _restart(self, failed_roles: list[RoleSpec], now: float) -> None:
-        names = {r.name for r in failed_roles}
-        culprits = [g for g in self.gangs if names & {r.name for r in g.roles}]
-        if self.job.retry.scope == "job":
-            restart, limit = list(self.gangs), self.job.retry.attempts
-        else:
-            restart = culprits
-            limit = min(r.retry.attempts for r in failed_roles)
-        failures = [t for g in culprits for t in g.tasks if t.state is TASK_FAILED]
-        reason = "; ".join(failure(t) for t in failures[:5])
-        if len(failures) > 5:
-            reason += f" and {len(failures) - 5} more"
-        for gang in restart:
-            outcome = "failed" if gang in culprits else "stopped"
-            self.shutdown.end_attempt(gang, outcome, reason if gang in culprits else f"restarted with the job: {reason}",
-                                      now)
-        # Attempts that failed count against the limit; one stopped by an interrupted run does not.
-        if self.job.retry.scope == "job":
-            failed = failed_attempts(self.gangs)
-        else:
-            failed = max(failed_attempts([g]) for g in culprits)
-        if failed >= limit:
-            self._finish("failed", f"attempt {failed} of {limit} failed: {reason}")
-            return
-        for i, gang in enumerate(self.gangs):
-            if gang in restart:
-                self.events.restarting(gang, limit)
-                self.gangs[i] = gang.restart(self.now())
 
     def _finish(self, outcome: str, reason: str, unregister: bool = True) -> None:
         now = self.now()
