@@ -116,6 +116,9 @@ class JournalEvents(GangEvents):
         self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(containers),
                            reason="partial hold timed out")
 
+    def reselected(self, gang, count) -> None:
+        self.journal.write("reselected", gang=gang.name, attempt=gang.attempt, count=count)
+
     def launched(self, gang, token, now, refused) -> None:
         self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now,
                            barrier_token=token, tasks=LaunchedTasks(gang.tasks))

@@ -62,10 +62,10 @@ from .gang_dispatch import GangDispatch
 from .gang_placement import GangDoesNotFit
 from .gang_launch import GangLauncher
 from .gang_events import GangEvents, JournalEvents, LogEvents, MetricsEvents, observing
-from .gang_run import PENDING, GangRun, attempt_history, recorded_gangs
+from .gang_run import PENDING, GangRun, attempt_history
 from .job_shutdown import Shutdown
 from .retry_scope import restart, roles_to_restart
-from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, replay
+from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, read_state
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
 from .lifecycle import TASK_RUNNING, AttemptRecord, RoleState, TaskRecord
 from .metrics import AMMetrics, GaugeValues
@@ -73,6 +73,7 @@ from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
 from .rm_conversation import RMConversation
 from .rm_protocol import ApplicationReport, AppState, WrongState
+from .recovery import recorded_gangs
 from .why_feed import WhyFeed
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
@@ -128,7 +129,7 @@ class ApplicationMaster:
         if registration.queue_limit is not None:
             self.queue_limit = registration.queue_limit
         records = read_records(work_dir / JOURNAL_FILE) if journal is None else journal.records()
-        previous = replay(records) if records else None   # None: nothing ran before
+        previous = read_state(records) if records else None   # None: nothing ran before
         self.log = log if log is not None else ProgressLog(
             work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(work_dir / JOURNAL_FILE, now)
@@ -138,7 +139,7 @@ class ApplicationMaster:
                                  _observer(self.log, LogEvents)])
         # what its gangs' acquisitions share: the outbox of what to send at the next heartbeat
         # among it, and the request ids, 1 up (those of different AM attempts never collide)
-        self._asking = asking = AcquisitionContext(
+        asking = AcquisitionContext(
             self.settings, (self.selection.seed, job.name, app_id, self.am_attempt), self.log, self.events,
             self.metrics.selection_latency.observe, self.am_attempt * 1_000_000 + 1)
         running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
@@ -158,11 +159,10 @@ class ApplicationMaster:
             # The first AM of a new application: the journal is an earlier run's, and that
             # run's containers went with its RM. Nothing of it can be recovered but the record.
             self.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
-            self._take_over(recovery.resume(job, previous, self._new_gang, self.events, self.log, earlier_tasks),
-                            barrier)
+            self._take_over(recovery.resume(job, previous, asking, now, self.log, earlier_tasks), barrier)
         else:
-            self._take_over(recovery.recover(job, previous, registration.containers_from_previous_attempts,
-                                             self._new_gang, rm.container_status, self.log), barrier)
+            self._take_over(recovery.recover(job, previous, registration.containers_from_previous_attempts, asking,
+                                             now, rm.container_status, self.log), barrier)
 
     # =============================================================== start
     def _start_fresh(self) -> None:
@@ -182,7 +182,7 @@ class ApplicationMaster:
             # placed on the idle cluster itself: its first placement, while the view stays so
             checked.append((name, roles, None if placed is None else (placed, cluster.view, cluster.view.changes)))
         for name, roles, placed in checked:   # every gang can run: their first attempts begin
-            gang = self._new_gang(name, roles, 1, [])
+            gang = GangRun.begin(name, roles, 1, [], self.dispatch.asking, self.now())
             if placed is not None:
                 gang.placed_at_start = placed
             self.gangs.append(gang)
@@ -199,11 +199,6 @@ class ApplicationMaster:
                 for need, cap, what in ((memory, limit.memory_mb, "MB memory"), (vcores, limit.vcores, "vcores"),
                                         (gpus, limit.gpus, "GPUs")) if need > cap + 1e-9]
         return "; ".join(over)
-
-    def _new_gang(self, name: str, roles: tuple[RoleSpec, ...], attempt: int,
-                  history: list[AttemptRecord], waiting_since: float | None = None) -> GangRun:
-        """A gang attempt begins: waiting, with nothing asked yet."""
-        return GangRun.begin(name, roles, attempt, history, self._asking, self.now(), waiting_since)
 
     # ============================================================ heartbeat
     def heartbeat(self) -> None:
