@@ -157,7 +157,7 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
     the ``after`` jobs whose gangs had not started, and ``"warnings"``, what of the
     snapshot could not be booked as given)."""
     from gangmaster.am.diagnosis import Diagnosis
-    from gangmaster.am.gang_run import gang_name
+    from gangmaster.am.jobspec_model import gang_name
     from gangmaster.tools.job_runner import SimulatedRuns
 
     runs = SimulatedRuns(specs, am_settings, selection, scenario=scenario)
