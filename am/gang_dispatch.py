@@ -28,10 +28,12 @@ from typing import Sequence
 
 from .acquisition import AcquisitionContext
 from .am_placement import AMPlacement
+from .attempt_barrier import reopen_barrier
 from .gang_launch import GangLauncher
 from .gang_run import PENDING, GangRun, failure
-from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, ROLE_RUNNING, TASK_RUNNING, TaskRecord
+from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
 from .progress_log import ProgressLog, QuietLog
+from .recovery import TakenBack
 from .rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport, PendingAsk,
                           Rejection, WrongState)
 
@@ -47,9 +49,10 @@ class GangDispatch:
 
     def __init__(self, gangs: list[GangRun], running: dict[str, tuple[GangRun, TaskRecord]],
                  asking: AcquisitionContext, placement: AMPlacement, launcher: GangLauncher,
-                 log: ProgressLog | QuietLog):
+                 log: ProgressLog | QuietLog, am_attempt: int):
+        """``am_attempt``: the AM attempt whose requests these are."""
         self.gangs, self.running, self.asking, self.placement = gangs, running, asking, placement
-        self.launcher, self.log = launcher, log
+        self.launcher, self.log, self.am_attempt = launcher, log, am_attempt
         self.to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self.granted = False                   # this heartbeat's answer granted containers
 
@@ -64,18 +67,19 @@ class GangDispatch:
         placement = self.placement
         gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang), placement.cluster.grown)
 
-    def request(self, app_id: str, am_attempt: int, finished: int, total: int) -> AllocateRequest:
+    def request(self, finished: int) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
         after what the AM itself had to (containers it did not want, attempts that ended),
-        and its progress: the share of the job's ``total`` instances whose task (of the
-        current attempt) has ended (``finished`` of them)."""
+        and its progress: the share of the job's instances whose task (of the current
+        attempt) has ended (``finished`` of them)."""
+        total = self.launcher.job.total_instances
         progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
         self.granted = False
         out = self.asking
         if not (out.asks or out.cancels or out.releases):   # a heartbeat that only hears what happened
-            return AllocateRequest(app_id, am_attempt, progress=progress)
+            return AllocateRequest(self.launcher.app_id, self.am_attempt, progress=progress)
         asks, cancels, releases = out.take_outbox()
-        return AllocateRequest(app_id, am_attempt, asks=tuple(asks), cancel=tuple(cancels),
+        return AllocateRequest(self.launcher.app_id, self.am_attempt, asks=tuple(asks), cancel=tuple(cancels),
                                releases=tuple(releases), progress=progress)
 
     # ------------------------------------------- what the RM answered (RMCallbacks)
@@ -154,6 +158,21 @@ class GangDispatch:
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
 
+    def take_back(self, taken: TakenBack, now: float) -> None:
+        """A launched gang taken back from a journal (:mod:`~gangmaster.am.recovery`): its
+        tasks still running are watched again, those that ended while no AM watched end now,
+        its barrier is reopened, and it is to be decided as after any heartbeat."""
+        gang, running = taken.gang, self.running
+        running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TASK_RUNNING)
+        self.to_decide.add(gang)
+        for task, exit_status, diagnostics in taken.ended:
+            running.pop(task.container_id, None)
+            self.task_finished(gang, task, exit_status, diagnostics, now)
+        self.log(f"gang {gang.name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
+                 f"{gang.running} still running")
+        launcher = self.launcher
+        reopen_barrier(launcher.coordinator, launcher.app_id, launcher.job, gang, taken.barrier_token, self.log)
+
     # ------------------------------------------------------ after the answer
     def launch_granted(self, now: float) -> None:
         """Every gang whose every instance is granted starts them all now. A task the RM
@@ -178,11 +197,3 @@ class GangDispatch:
                     return False
                 waiting = True
         return waiting
-
-    def deciding(self) -> list[GangRun]:
-        """The running gangs whose tasks ended since the last decision (in the job's order),
-        taken out of :attr:`to_decide`."""
-        to_decide = self.to_decide
-        deciding = [g for g in self.gangs if g in to_decide and g.state is ROLE_RUNNING]
-        to_decide.clear()
-        return deciding

@@ -11,28 +11,27 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from .attempt_barrier import end_barrier
-from .gang_barrier import GangBarrier
+from .gang_launch import GangLauncher
 from .gang_run import GangRun
-from .rm_client import RMClient
 from .rm_protocol import RMError
 
 
 class Shutdown:
-    """Ends the attempts of application ``app_id``: its barriers at ``coordinator``, its
-    containers at ``rm``; ``running`` (container id -> (gang, task)) is the AM's own."""
+    """Ends the attempts that ``launched`` started (:class:`~gangmaster.am.gang_launch.GangLauncher`:
+    the same application, barrier coordinator, RM, and running tasks)."""
 
-    __slots__ = ("rm", "coordinator", "app_id", "running", "log")
+    __slots__ = ("launched", "log")
 
-    def __init__(self, rm: RMClient, coordinator: GangBarrier, app_id: str, running: dict,
-                 log: Callable[[str], None]):
-        self.rm, self.coordinator, self.app_id, self.running, self.log = rm, coordinator, app_id, running, log
+    def __init__(self, launched: GangLauncher, log: Callable[[str], None]):
+        self.launched, self.log = launched, log
 
     def end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
         """Fail the barrier first (waiters are told at once), then stop the tasks, then record."""
-        end_barrier(self.coordinator, self.app_id, gang, outcome, reason, self.log)
+        launched = self.launched
+        end_barrier(launched.coordinator, launched.app_id, gang, outcome, reason, self.log)
         for task in gang.end_attempt(outcome, reason, now):
             self.stop(task.container_id)
-            self.running.pop(task.container_id, None)
+            launched.running.pop(task.container_id, None)
 
     def end_open_attempts(self, gangs: Sequence[GangRun], outcome: str, reason: str, now: float) -> None:
         """The job ended ``outcome``: the attempts still open end with it."""
@@ -45,6 +44,6 @@ class Shutdown:
 
     def stop(self, container_id: str) -> None:
         try:
-            self.rm.stop_container(container_id)
+            self.launched.rm.stop_container(container_id)
         except RMError as exc:
             self.log(f"stopping {container_id}: {exc}")

@@ -53,21 +53,20 @@ from gangmaster.selectors.settings import SelectionSettings
 from . import job_status, recovery
 from .acquisition import AcquisitionContext
 from .am_settings import AMSettings
-from .attempt_barrier import reopen_barrier
-from .am_placement import AMPlacement, pipeline_seed
+from .am_placement import AMPlacement, over_queue_limit, pipeline_seed
 from .cluster_tracker import ClusterTracker
 from .diagnosis import Occupant
 from .gang_barrier import GangBarrier
 from .gang_dispatch import GangDispatch
 from .gang_placement import GangDoesNotFit
 from .gang_launch import GangLauncher
-from .gang_events import GangEvents, JournalEvents, LogEvents, MetricsEvents, observing
+from .gang_events import JournalEvents, LogEvents, MetricsEvents, keeping, observing
 from .gang_run import PENDING, GangRun, attempt_history
 from .job_shutdown import Shutdown
 from .retry_scope import restart, roles_to_restart
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, read_state
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
-from .lifecycle import TASK_RUNNING, AttemptRecord, RoleState, TaskRecord
+from .lifecycle import ROLE_RUNNING, AttemptRecord, RoleState, TaskRecord
 from .metrics import AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
@@ -135,8 +134,8 @@ class ApplicationMaster:
         self.journal = journal if journal is not None else Journal(work_dir / JOURNAL_FILE, now)
         # Who keeps what happens: the journal, the log and the metrics, each as an observer of
         # the gangs' events, attached only when it keeps something.
-        self.events = observing([MetricsEvents(self.metrics), _observer(self.journal, JournalEvents),
-                                 _observer(self.log, LogEvents)])
+        self.events = observing([MetricsEvents(self.metrics), keeping(self.journal, JournalEvents),
+                                 keeping(self.log, LogEvents)])
         # what its gangs' acquisitions share: the outbox of what to send at the next heartbeat
         # among it, and the request ids, 1 up (those of different AM attempts never collide)
         asking = AcquisitionContext(
@@ -149,9 +148,9 @@ class ApplicationMaster:
         self.why = WhyFeed(job.name, app_id, self.gangs, self.placement, occupants or _nobody, self.settings,
                            self.log, self.metrics)
         # barrier: the coordinator (the AM's calls to it: am.attempt_barrier)
-        self.shutdown = Shutdown(rm, barrier, app_id, running, self.log)
-        self.dispatch = GangDispatch(self.gangs, running, asking, self.placement, GangLauncher(
-            rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases), self.log)
+        launcher = GangLauncher(rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases)
+        self.shutdown = Shutdown(launcher, self.log)
+        self.dispatch = GangDispatch(self.gangs, running, asking, self.placement, launcher, self.log, self.am_attempt)
         self.events.am_started(self.am_attempt, app_id, job.name, job.total_instances, len(job.gangs), work_dir)
         if previous is None or previous.empty:
             self._start_fresh()
@@ -159,10 +158,10 @@ class ApplicationMaster:
             # The first AM of a new application: the journal is an earlier run's, and that
             # run's containers went with its RM. Nothing of it can be recovered but the record.
             self.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
-            self._take_over(recovery.resume(job, previous, asking, now, self.log, earlier_tasks), barrier)
+            self._take_over(recovery.resume(job, previous, asking, now, self.log, earlier_tasks))
         else:
             self._take_over(recovery.recover(job, previous, registration.containers_from_previous_attempts, asking,
-                                             now, rm.container_status, self.log), barrier)
+                                             now, rm.container_status, self.log))
 
     # =============================================================== start
     def _start_fresh(self) -> None:
@@ -175,7 +174,7 @@ class ApplicationMaster:
                 self._finish("failed", f"gang {name} can never run on this cluster: {exc}")
                 return
             if self.queue_limit is not None:
-                over = self._over_queue_limit(roles)
+                over = over_queue_limit(roles, self.queue_limit)
                 if over:
                     self._finish("failed", f"gang {name} can never run in queue {self.queue}: {over}")
                     return
@@ -187,19 +186,6 @@ class ApplicationMaster:
                 gang.placed_at_start = placed
             self.gangs.append(gang)
 
-    def _over_queue_limit(self, roles: tuple[RoleSpec, ...]) -> str:
-        """Why the whole gang asks more than its queue may ever hold at once ("" when it fits)."""
-        limit = self.queue_limit
-        if limit is None:
-            return ""
-        memory = sum(r.instances * r.memory_mb for r in roles)
-        vcores = sum(r.instances * r.ask_vcores for r in roles)
-        gpus = sum(r.instances * r.gpu_share for r in roles)   # a share of a GPU counts its fraction
-        over = [f"{need:g} {what} in all, the queue is limited to {cap:g}"
-                for need, cap, what in ((memory, limit.memory_mb, "MB memory"), (vcores, limit.vcores, "vcores"),
-                                        (gpus, limit.gpus, "GPUs")) if need > cap + 1e-9]
-        return "; ".join(over)
-
     # ============================================================ heartbeat
     def heartbeat(self) -> None:
         """One round: the pending gangs plan, the AM talks to the RM once, the gangs whose
@@ -208,7 +194,7 @@ class ApplicationMaster:
         if self.done:
             return
         now = self.now()
-        dispatch, watch = self.dispatch, self.why.watching
+        dispatch, watch = self.dispatch, self.why.watching   # (no watch is made during a heartbeat)
         finished = 0   # the tasks of the gangs' current attempts that ended (those of pending gangs: none yet)
         for gang in self.gangs:
             if gang.state in PENDING:
@@ -220,8 +206,7 @@ class ApplicationMaster:
                         return
             else:
                 finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
-        request = dispatch.request(self.app_id, self.am_attempt, finished, self.job.total_instances)
-        if not self.conversation.heartbeat(request, dispatch, now):
+        if not self.conversation.heartbeat(dispatch.request(finished), dispatch, now):
             self._shutdown_requested(*dispatch.shutdown_request)
             return
         if dispatch.never_granted:
@@ -231,7 +216,6 @@ class ApplicationMaster:
             dispatch.launch_granted(now)
         if dispatch.to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
             self._decide(now)
-        watch = self.why.watching
         if watch is not None and watch.latest:
             watch.started(self.gangs)
 
@@ -240,10 +224,17 @@ class ApplicationMaster:
         """Decide on the gangs whose tasks ended: restart what their failed tasks call for
         (:mod:`~gangmaster.am.retry_scope`), else the job may have succeeded."""
         self.events.deciding(now)
-        if not self.dispatch.to_decide:   # no task ended: nothing to decide
+        to_decide = self.dispatch.to_decide
+        if not to_decide:   # no task ended: nothing to decide
             return
-        deciding = self.dispatch.deciding()
-        failing = [g for g in deciding if g.failed]   # (no role fails without a failed task: min_failed >= 1)
+        deciding = False
+        failing: list[GangRun] = []   # the deciding gangs with a failed task
+        for g in self.gangs:
+            if g in to_decide and g.state is ROLE_RUNNING:
+                deciding = True
+                if g.failed:   # (no role fails without a failed task: a Completion's min_failed is at least 1)
+                    failing.append(g)
+        to_decide.clear()
         if not deciding:
             return
         if failing:
@@ -348,7 +339,7 @@ class ApplicationMaster:
         return self.why.report(self.outcome, self.now())
 
     # ================================================= taken over from a journal
-    def _take_over(self, recovered: recovery.Recovered, coordinator: GangBarrier) -> None:
+    def _take_over(self, recovered: recovery.Recovered) -> None:
         """Carry on from what a journal left (:mod:`~gangmaster.am.recovery`): watch again the
         tasks still running, end those that ended while no AM watched, reopen the barriers,
         stop the containers no gang owns, and decide as after any heartbeat."""
@@ -358,17 +349,9 @@ class ApplicationMaster:
         now = self.now()
         dispatch = self.dispatch
         for taken in recovered.gangs:
-            gang = taken.gang
             if taken.launched:
-                dispatch.running.update((t.container_id, (gang, t)) for t in gang.tasks if t.state is TASK_RUNNING)
-                dispatch.to_decide.add(gang)
-                for task, exit_status, diagnostics in taken.ended:
-                    dispatch.running.pop(task.container_id, None)
-                    dispatch.task_finished(gang, task, exit_status, diagnostics, now)
-                self.log(f"gang {gang.name} attempt {gang.attempt}: recovered {len(gang.tasks)} task(s), "
-                         f"{gang.running} still running")
-                reopen_barrier(coordinator, self.app_id, self.job, gang, taken.barrier_token, self.log)
-            self.gangs.append(gang)
+                dispatch.take_back(taken, now)
+            self.gangs.append(taken.gang)
         if recovered.finished is not None:
             self._finish(*recovered.finished)
             return
@@ -376,13 +359,6 @@ class ApplicationMaster:
             self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
             self.shutdown.stop(cid)
         self._decide(now)
-
-
-def _observer(keeper, observer: Callable) -> GangEvents | None:
-    """The observer that keeps the events for ``keeper`` (a journal, a log), or None when it
-    keeps nothing (a :class:`~gangmaster.am.journal.NoJournal`, a quiet log): it says so by
-    ``keeps_nothing``."""
-    return None if getattr(keeper, "keeps_nothing", False) else observer(keeper)
 
 
 def _nobody() -> tuple:
