@@ -30,7 +30,11 @@ when it ends (closed, superseded or failed); only its token and why it ended sta
 history of the last ``history`` ended attempts, so a late ("zombie") call still hears
 that its attempt ended. Every call is authenticated first — against the token of the
 attempt it names — and a call that fails that learns nothing else; refusals are
-counted, and logged at most once per ``refusal_log_interval_s``. An all_gather's
+counted, and logged at most once per ``refusal_log_interval_s``. While a new AM takes
+its gangs over from a previous one (:meth:`~BarrierCoordinator.taking_over`), a call
+naming an attempt not reopened yet is not refused but told to come back
+(:class:`NotOpenYet`): the previous AM's tasks may call before the new AM reopens
+their barriers, and a refusal would end them. An all_gather's
 messages may total at most ``max_message_bytes`` (counting :data:`FRAMING_BYTES` per
 message): past it the gather fails at once for every task. Example::
 
@@ -64,7 +68,7 @@ from gangmaster.selectors.values import value
 from gangmaster.conf.limits import (BARRIER_ENDED_ATTEMPTS_KEPT, BARRIER_MAX_MESSAGE_BYTES,
                                     REFUSAL_LOG_INTERVAL_S)
 
-__all__ = ["BarrierCoordinator", "TaskInfo", "Arrival", "HostArrival", "Released", "Progress", "Waiter",
+__all__ = ["BarrierCoordinator", "NotOpenYet", "TaskInfo", "Arrival", "HostArrival", "Released", "Progress", "Waiter",
            "CoordinatorStatistics", "Clock", "MonotonicClock", "ManualClock", "BARRIER", "ALL_GATHER",
            "YEAR_S", "FRAMING_BYTES"]
 
@@ -295,6 +299,14 @@ class _Attempt:
 _Ended = tuple[str, str, int, int, "str | None"]
 
 
+class NotOpenYet(Exception):
+    """A call naming an attempt this coordinator does not know, while its AM is still
+    taking over from a previous one (:meth:`BarrierCoordinator.taking_over`): the attempt
+    may be reopened in a moment, so the call is to be re-sent (the server answers it
+    UNAVAILABLE, which a task retries), not refused. Not a :class:`BarrierError`: no
+    task ever hears it as an answer."""
+
+
 class BarrierCoordinator:
     """Barriers keyed by (job, gang, attempt). Thread-safe; see the module docstring.
 
@@ -324,6 +336,17 @@ class BarrierCoordinator:
         #: so the next deadline costs no scan of every open barrier (thousands in a replay).
         self._deadlines: list[tuple[float, int, _Attempt]] = []
         self._deadline_seq = itertools.count()
+        self._taking_over = False
+
+    def taking_over(self, still: bool = True) -> None:
+        """Whether this coordinator's AM is ``still`` taking its gangs over from a previous
+        AM (a journal: YARN's next AM attempt, a Slurm rerun). Meanwhile a call naming an
+        attempt not open here raises :class:`NotOpenYet` instead of being refused: the
+        previous AM's tasks dial the same port and may call before their barrier is
+        reopened. The driver says so before the coordinator listens, and ends it once its
+        AMs have reopened what they recovered; from then on such calls are refused."""
+        with self._lock:
+            self._taking_over = still
 
     # ----------------------------------------------------------- the AM's side
     def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
@@ -666,9 +689,14 @@ class BarrierCoordinator:
         """The open attempt a call names, or the error that call gets. Caller holds the lock.
 
         Authentication comes first: a call without the token of the attempt it names (or
-        naming an attempt not known, or forgotten) is refused and told nothing else."""
+        naming an attempt not known, or forgotten) is refused and told nothing else; but
+        while the AM is :meth:`taking_over`, one naming an attempt not known is told to come
+        back (:class:`NotOpenYet`)."""
         a = self._open.get((job, gang))
         if a is None or a.attempt != attempt:   # not the open attempt: refused, or told how it ended
+            if self._taking_over and (job, gang, attempt) not in self._ended:
+                raise NotOpenYet(f"{_cut(f'{job}/{gang} attempt {attempt}')} is not open (yet): the AM is "
+                                 "taking its gangs over from the previous one")
             self._ended_check(a, job, gang, attempt, token, task, epoch)
         if not _same_token(a.token, token):
             self._refuse(job, gang, attempt, task, epoch)

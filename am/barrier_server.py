@@ -60,7 +60,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator,
-                                   CoordinatorStatistics, Released, TaskInfo)
+                                   CoordinatorStatistics, NotOpenYet, Released, TaskInfo)
 from gangmaster.am.barrier_config import BarrierConfig
 from gangmaster.am.barrier_errors import BarrierError, BarrierInvalid
 from gangmaster.am.context import attempt_env, own_env
@@ -158,6 +158,16 @@ async def _refuse_undecodable(request: object, context) -> None:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.detail)
 
 
+async def _or_come_back(reply, context):
+    """The awaited ``reply``; but a call naming an attempt the AM has not reopened yet while
+    it takes over (:class:`~gangmaster.am.barrier.NotOpenYet`) ends UNAVAILABLE, which
+    the task retries as any transport trouble, instead of hearing a refusal."""
+    try:
+        return await reply
+    except NotOpenYet as exc:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
+
 class _Servicer:
     def __init__(self, owner: "AsyncBarrierServer"):
         self.owner = owner
@@ -166,7 +176,7 @@ class _Servicer:
 
     async def Sync(self, request: pb.SyncRequest, context) -> pb.SyncReply:
         await _refuse_undecodable(request, context)
-        return await self.answer(request)
+        return await _or_come_back(self.answer(request), context)
 
     async def Session(self, requests, context):
         """One task's stream of Sync calls: each request is answered as :meth:`Sync`
@@ -174,7 +184,7 @@ class _Servicer:
         cancels the waiting answer, which withdraws its waiter."""
         async for request in requests:
             await _refuse_undecodable(request, context)
-            yield await self.answer(request)
+            yield await _or_come_back(self.answer(request), context)
 
     async def HostSession(self, requests, context):
         """One host leader's stream: each request speaks for the host's tasks at one epoch
@@ -182,7 +192,7 @@ class _Servicer:
         task's request."""
         async for request in requests:
             await _refuse_undecodable(request, context)
-            yield await self.answer_host(request)
+            yield await _or_come_back(self.answer_host(request), context)
 
     async def answer(self, request: pb.SyncRequest) -> pb.SyncReply:
         """The reply to one barrier()/all_gather() call: released, pending, or an error."""
@@ -273,7 +283,9 @@ class _Servicer:
 
     async def GetTaskInfos(self, request: pb.TaskInfosRequest, context) -> pb.TaskInfosReply:
         await _refuse_undecodable(request, context)
-        c = request.caller
+        return await _or_come_back(self._task_infos(request.caller), context)
+
+    async def _task_infos(self, c: pb.Caller) -> pb.TaskInfosReply:
         try:
             infos = self.core.task_infos(c.job, c.gang, c.attempt, c.token, c.task)
         except BarrierError as err:

@@ -343,14 +343,18 @@ class _RealTime:
     (:attr:`interrupted` says which) or when an AM fails (:attr:`failure` says how), and
     :meth:`shutdown` then has the RM stop every task's processes."""
 
-    def _start_coordinator(self, barrier_config) -> None:
+    def _start_coordinator(self, barrier_config, taking_over: bool = False) -> None:
         """Start the barrier coordinator, and catch the stop signals from now on: one that
         arrives before :meth:`run` (while a job is submitted) ends it at once, and the
-        application is still killed at the RM."""
+        application is still killed at the RM. ``taking_over``: a previous AM's tasks may
+        call it before the AMs started here reopen their barriers; until :meth:`run`
+        begins, such calls are told to come back, not refused
+        (:meth:`~gangmaster.am.barrier.BarrierCoordinator.taking_over`)."""
         from gangmaster.am.barrier_config import BarrierConfig
         from gangmaster.am.barrier_server import BarrierServer
 
         self.barrier = BarrierServer(barrier_config or BarrierConfig.load())
+        self.barrier.coordinator.taking_over(taking_over)
         self.barrier.start()
         self._finished = threading.Event()
         self.interrupted: signal.Signals | None = None   # the signal that ended run() early
@@ -392,7 +396,10 @@ class _RealTime:
     def run(self, timeout_s: float | None = None) -> bool:
         """Wait until every job is done, ``timeout_s`` passes, or SIGTERM or SIGINT
         arrives (or arrived since the driver was built); True when all are done. Call
-        :meth:`shutdown` afterwards: the signals stay caught until it has stopped every task."""
+        :meth:`shutdown` afterwards: the signals stay caught until it has stopped every task.
+        Every AM has started by now, its recovered barriers reopened: a call naming an
+        attempt the coordinator does not know is refused from now on."""
+        self.barrier.coordinator.taking_over(False)
         watcher = self.clock.every(0.05, self._check_done)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
@@ -517,7 +524,8 @@ class RemoteRuns(_RealTime, _AMDriver):
                  echo: Callable[[str], None] | None = None, port_file: Path | None = None):
         """``port_file``: where the coordinator's port is kept, so that the next AM of the same
         folder (a rerun, YARN's next attempt) listens where the running tasks look for it."""
-        self._start_coordinator(_same_port(barrier_config, port_file) if port_file else barrier_config)
+        self._start_coordinator(_same_port(barrier_config, port_file) if port_file else barrier_config,
+                                taking_over=port_file is not None and port_file.exists())
         if port_file:
             port_file.write_text(self.barrier.address.rsplit(":", 1)[1])
         super().__init__(client, RealTimeLoop(threading.RLock()), settings or AMSettings(),

@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, ManualClock,
-                                   Released, TaskInfo)
+                                   NotOpenYet, Released, TaskInfo)
 from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError,
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
                                           StaleAttempt, StaleEpoch)
@@ -270,3 +270,21 @@ def test_task_infos_of_a_stale_attempt_is_refused():
     coord.open_attempt(JOB, GANG, 2, [TaskInfo(0, "a"), TaskInfo(1, "b")], token="t2")
     with pytest.raises(StaleAttempt, match=r"attempt 1 is superseded; the open attempt is 2; task 1 asked$"):
         coord.task_infos(JOB, GANG, 1, "secret", 1)
+
+
+@pytest.mark.parametrize("taking_over, attempt, token, expected", [
+    (True, 2, "secret", NotOpenYet),          # not reopened yet: come back
+    (True, 1, "guess", BarrierAuthError),     # open, wrong token: refused all the same
+    (True, 0, "old", StaleAttempt),           # ended here, its token: told how it ended
+    (False, 2, "secret", BarrierAuthError),   # the take-over is over: refused
+])
+def test_while_the_am_takes_over_only_calls_naming_attempts_not_known_come_back(taking_over, attempt, token,
+                                                                                 expected):
+    coord = BarrierCoordinator(clock=ManualClock())
+    coord.open_attempt(JOB, GANG, 0, [TaskInfo(0, "h0")], token="old")
+    coord.close_attempt(JOB, GANG, 0)
+    coord.open_attempt(JOB, GANG, 1, [TaskInfo(0, "h0"), TaskInfo(1, "h1")], token="secret")
+    coord.taking_over(taking_over)
+    with pytest.raises(expected):
+        arrive(coord, Calls(), 0, 0, attempt=attempt, token=token)
+    assert coord.statistics().auth_refusals == (expected is BarrierAuthError)

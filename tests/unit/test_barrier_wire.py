@@ -75,3 +75,32 @@ def test_missing_environment_is_named():
     bad[ENV_TASK_INDEX] = "zero"
     with pytest.raises(ValueError, match="GANGMASTER_TASK_INDEX: expected an integer"):
         BarrierTaskContext.from_env(bad)
+
+
+def test_a_task_calling_while_a_new_am_takes_over_waits_for_its_barrier_to_be_reopened():
+    """YARN's next AM attempt (or a Slurm rerun) listens where the previous AM did before it
+    has reopened the barriers it recovers: a task calling in between retries, not dies."""
+    import threading
+
+    from gangmaster.am.barrier_server import BarrierServer
+
+    with BarrierServer(BarrierConfig()) as server:
+        server.coordinator.taking_over()
+        ctx = BarrierTaskContext(server.address, "tok", "j", "g", 1, 0, 1, retry_give_up_s=30, tree=False)
+        outcome: list = []
+        task = threading.Thread(target=lambda: outcome.append(_barrier_outcome(ctx)))
+        task.start()
+        while ctx.retries == 0 and task.is_alive():   # the task called and was told to come back
+            task.join(0.01)
+        server.open_attempt("j", "g", 1, [TaskInfo(0, "h")], token="tok")   # the AM reopened it
+        task.join(30)
+        ctx.close()
+    assert outcome == ["released"]
+
+
+def _barrier_outcome(ctx: BarrierTaskContext) -> str:
+    try:
+        ctx.barrier()
+    except BarrierError as err:
+        return f"{type(err).__name__}: {err}"
+    return "released"

@@ -11,7 +11,8 @@ instead of submitting a new one: the new AM registers as the next attempt, gets 
 containers still running (their tasks never stopped), reads from the journal which
 task each is, and carries on in the same gang attempt. Its barrier coordinator listens
 on the port the previous one had (recorded in the work folder), so tasks that dial it
-again find it.
+again find it; one that calls before the new AM has reopened its barrier is told to come
+back, not refused.
 """
 from __future__ import annotations
 

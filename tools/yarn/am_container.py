@@ -11,7 +11,8 @@ When YARN starts it again (AM attempt 2 after this process died; the application
 its containers across attempts), it registers, gets the containers still running, and
 recovers the job from the journal: the tasks go on, nothing restarts. Its coordinator
 listens on the port the previous one had (recorded in the work folder), where the tasks
-dial it again.
+dial it again; a task that calls before this AM has reopened its barrier is told to come
+back, not refused (:meth:`~gangmaster.am.barrier.BarrierCoordinator.taking_over`).
 """
 from __future__ import annotations
 
