@@ -22,6 +22,21 @@
 
 ``hosts:`` may list host names instead of ``count`` (for RM node reports or hand
 written clusters).
+
+Network domains above the rack (a switch, a block: :mod:`~gangmaster.selectors.domains`)
+are declared once, innermost first, and named by each group as its racks are — one name,
+or a list whose contiguous blocks of nodes each get one — and must nest (a rack inside
+one switch, a switch inside one block)::
+
+    domainLevels: [switch, block]
+    nodeGroups:
+      - name: dgx
+        count: 8
+        racks: [rack-a, rack-b]
+        domains: {switch: sw-1, block: b0}
+        ...
+
+A file without ``domainLevels`` describes racks alone, as before.
 """
 from __future__ import annotations
 
@@ -33,10 +48,11 @@ from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_MEMORY_MB, MAX_NAME_CH
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
 from .cluster import ClusterView, NodeSpec
+from .domains import RACK, nesting_problem
 from .ports import NO_PORTS, PortError, PortRanges
 
 DEFAULT_CLUSTER = "clusters/default.yaml"
-GROUP_FIELDS = ("name", "count", "hosts", "rack", "racks", "labels", "gpuType", "topology",
+GROUP_FIELDS = ("name", "count", "hosts", "rack", "racks", "domains", "labels", "gpuType", "topology",
                 "memoryMB", "vcores", "gpus", "ports")
 
 
@@ -46,13 +62,17 @@ def default_cluster_path() -> Path:
 
 def load_cluster_specs(path: str | Path) -> list[NodeSpec]:
     doc = Fields(load_yaml(path), str(path))
-    doc.reject_unknown(("name", "nodeGroups"))
+    doc.reject_unknown(("name", "domainLevels", "nodeGroups"))
+    levels = _domain_levels(doc)
     specs: list[NodeSpec] = []
     groups = doc.list_of_mappings("nodeGroups")
     if not groups:
         raise doc.error("nodeGroups", "at least one node group")
     for group in groups:
-        specs.extend(_group_specs(group, room=MAX_CLUSTER_NODES - len(specs)))
+        specs.extend(_group_specs(group, room=MAX_CLUSTER_NODES - len(specs), levels=levels))
+    problem = nesting_problem(specs, (RACK, *levels))
+    if problem:
+        raise doc.error("nodeGroups", problem)
     hosts = set()
     for spec in specs:
         if spec.host in hosts:
@@ -66,7 +86,47 @@ def load_cluster(path: str | Path | None = None) -> ClusterView:
     return ClusterView(load_cluster_specs(path or default_cluster_path()))
 
 
-def _group_specs(group: Fields, room: int) -> list[NodeSpec]:
+def _domain_levels(doc: Fields) -> tuple[str, ...]:
+    """``domainLevels``: the levels above the rack, innermost first (none: racks alone)."""
+    if "domainLevels" not in doc:
+        return ()
+    levels = doc.names("domainLevels")
+    if RACK in levels or len(set(levels)) != len(levels):
+        raise doc.error("domainLevels", f"distinct level names above the rack (not {RACK!r}), innermost first",
+                        ", ".join(levels))
+    return tuple(levels)
+
+
+def _split(names: list[str], hosts: list[str]) -> list[str]:
+    """One name per host: the hosts split into contiguous blocks, one per name."""
+    block = -(-len(hosts) // len(names))
+    return [names[i // block] for i in range(len(hosts))]
+
+
+def _group_domains(group: Fields, levels: tuple[str, ...], hosts: list[str]) -> list[tuple[tuple[str, str], ...]]:
+    """Each host's domains above its rack (``domains: {switch: sw-1}`` or a list per level)."""
+    if "domains" not in group:
+        if levels:
+            raise group.error("domains", f"a domain name for each level of domainLevels ({', '.join(levels)})")
+        return [()] * len(hosts)
+    if not levels:
+        raise group.error("domains", "domainLevels at the top of the file, naming the levels (e.g. [switch])")
+    section = group.mapping("domains")
+    section.reject_unknown(levels)
+    per_level = []
+    for level in levels:
+        if level not in section:
+            raise section.error(level, f"a {level} name or a list of them (every group names each level of "
+                                       "domainLevels)")
+        value = section.raw(level)
+        names = section.names(level) if isinstance(value, list) else [section.name(level)]
+        if not names:
+            raise section.error(level, f"at least one {level} name", [])
+        per_level.append(_split(names, hosts))
+    return [tuple(zip(levels, named)) for named in zip(*per_level)]
+
+
+def _group_specs(group: Fields, room: int, levels: tuple[str, ...] = ()) -> list[NodeSpec]:
     """The nodes of one group; ``room``: how many more nodes the file may still describe
     (MAX_CLUSTER_NODES in all), checked before a single host name is made."""
     group.reject_unknown(GROUP_FIELDS)
@@ -107,9 +167,9 @@ def _group_specs(group: Fields, room: int) -> list[NodeSpec]:
     memory = group.integer("memoryMB", minimum=1, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
     vcores = group.number("vcores", minimum=0, exclusive_minimum=True, maximum=MAX_VCORES,
                           limit="MAX_VCORES")
-    block = -(-len(hosts) // len(racks))
+    domains = _group_domains(group, levels, hosts)
     return [
-        NodeSpec(host=host, rack=racks[i // block], labels=labels, gpu_type=gpu_type,
-                 topology=topology, memory_mb=memory, vcores=vcores, gpus=gpus, ports=ports)
-        for i, host in enumerate(hosts)
+        NodeSpec(host=host, rack=rack, labels=labels, gpu_type=gpu_type, topology=topology,
+                 memory_mb=memory, vcores=vcores, gpus=gpus, ports=ports, domains=above)
+        for host, rack, above in zip(hosts, _split(racks, hosts), domains)
     ]
