@@ -55,7 +55,11 @@ def racks_of(view: ClusterView, hosts) -> set[str]:
 
 
 # ------------------------------------------------------------ the issue's example
-@pytest.mark.parametrize("name", list(selector_classes()))
+#: the built-in strategies (a plugin another test registers is not one of "every selector")
+BUILT_IN = [name for name, cls in selector_classes().items() if cls.__module__.startswith("gangmaster.")]
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
 def test_the_issues_6x4_gang_lands_on_3_hosts_in_one_rack_under_every_selector(name):
     view = issue_cluster()
     for gang, role in (("gang", worker(gang_network_domain=REQUIRED_RACK)),
