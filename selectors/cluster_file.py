@@ -44,14 +44,15 @@ from pathlib import Path
 
 from gangmaster.conf import conf_path
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
-from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_VCORES
+from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_DOMAIN_LEVELS, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_VCORES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
 from .cluster import ClusterView, NodeSpec
-from .domains import RACK, nesting_problem
+from .domains import LEVEL_NAME, RACK, nesting_problem
 from .ports import NO_PORTS, PortError, PortRanges
 
 DEFAULT_CLUSTER = "clusters/default.yaml"
+
 GROUP_FIELDS = ("name", "count", "hosts", "rack", "racks", "domains", "labels", "gpuType", "topology",
                 "memoryMB", "vcores", "gpus", "ports")
 
@@ -91,9 +92,12 @@ def _domain_levels(doc: Fields) -> tuple[str, ...]:
     if "domainLevels" not in doc:
         return ()
     levels = doc.names("domainLevels")
-    if RACK in levels or len(set(levels)) != len(levels):
-        raise doc.error("domainLevels", f"distinct level names above the rack (not {RACK!r}), innermost first",
-                        ", ".join(levels))
+    if len(levels) > MAX_DOMAIN_LEVELS:
+        raise doc.error("domainLevels", f"at most {MAX_DOMAIN_LEVELS} levels (MAX_DOMAIN_LEVELS in conf/limits.py)",
+                        f"{len(levels)} levels")
+    if RACK in levels or len(set(levels)) != len(levels) or not all(map(LEVEL_NAME.fullmatch, levels)):
+        raise doc.error("domainLevels", f"distinct level names of letters, digits, _ and - above the rack "
+                                        f"(not {RACK!r}), innermost first", ", ".join(levels))
     return tuple(levels)
 
 

@@ -13,6 +13,7 @@ domain of it: a ``required`` ask of that level never places there.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -25,6 +26,9 @@ from .identity_memo import IdentityMemo
 RACK = "rack"
 #: how a gang or a role asks for a level
 DOMAIN_MODES = ("required", "preferred")
+#: a level's name (written in Slurm features as ``net.<level>.<name>`` and in RM node reports
+#: as ``level=name``)
+LEVEL_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)

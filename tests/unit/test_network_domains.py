@@ -22,6 +22,7 @@ from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.selectors.selector import get_selector, selector_classes
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.selectors.workload import TaskShape, WorkloadShapes
+from gangmaster.tools.rmsim.simulation import Simulation
 
 REQUIRED_RACK, PREFERRED_RACK = DomainAsk("rack", True), DomainAsk("rack", False)
 
@@ -189,7 +190,11 @@ nodeGroups:
     (f"domainLevels: [switch]\nnodeGroups:\n  - {GROUP}, domains: {{spine: s1, switch: s1}}}}",
      "nodeGroups[0].domains.spine: expected no such field here; known fields: switch"),
     (f"domainLevels: [rack]\nnodeGroups:\n  - {GROUP}}}",
-     "domainLevels: expected distinct level names above the rack (not 'rack'), innermost first, got \"rack\""),
+     "domainLevels: expected distinct level names of letters, digits, _ and - above the rack (not 'rack'), "
+     "innermost first, got \"rack\""),
+    (f"domainLevels: [leaf.switch]\nnodeGroups:\n  - {GROUP}}}",
+     "domainLevels: expected distinct level names of letters, digits, _ and - above the rack (not 'rack'), "
+     "innermost first, got \"leaf.switch\""),
     (f"domainLevels: [switch]\nnodeGroups:\n  - {GROUP}, domains: {{switch: []}}}}",
      "nodeGroups[0].domains.switch: expected at least one switch name, got a list"),
 ])
@@ -217,3 +222,13 @@ def test_the_diagnosis_counts_no_single_rack_with_room_as_a_reason_of_its_own():
     assert not never.fits_empty_cluster and never.hint.startswith("none: the gang can never start")
     # the same gang without the ask can start: the reason is the domain's alone
     assert diagnose(view, (worker(),), SelectionPipeline(), job="dj").gang_can_start
+
+
+# ------------------------------------------------ through the RM to the AM's view
+def test_the_rms_node_reports_carry_the_domains_to_the_ams_view():
+    """The AM builds its view from the RM's node reports: the levels above the rack travel
+    with them (and through the gRPC codec: tests/property/test_rm_codec.py)."""
+    sim = Simulation.from_files(conf_path("clusters/domains.yaml"))
+    specs = [report.spec for report in sim.client.cluster_nodes()]
+    assert specs == load_cluster_specs(conf_path("clusters/domains.yaml"))
+    assert domain_of(specs[0], "switch") == "leaf-1" and domain_of(specs[-1], "block") == "block-0"

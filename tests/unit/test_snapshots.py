@@ -212,6 +212,15 @@ def test_kubernetes_typed_lists_may_leave_out_the_items_kind(tmp_path):
     assert [s.host for s in load_snapshot([write(tmp_path, "node.json", single)]).specs] == ["cpu-node-1"]
 
 
+def test_kubernetes_network_domains_come_from_topograph_labels_then_zone_and_region(tmp_path):
+    doc = json.loads(K8S[0].read_text())
+    doc["items"][0]["metadata"]["labels"].update({
+        "network.topology.nvidia.com/spine": "sp-1", "network.topology.nvidia.com/leaf": "lf-3",
+        "topology.kubernetes.io/region": "us-east-1", "network.topology.nvidia.com/bad level": "x"})
+    spec = by_host(load_snapshot([write(tmp_path, "nodes.json", doc)]))["gpu-node-1"]
+    assert spec.domains == (("leaf", "lf-3"), ("spine", "sp-1"), ("zone", "us-east-1a"), ("region", "us-east-1"))
+
+
 def test_kubernetes_taints(tmp_path):
     path = k8s_nodes(tmp_path, taints=[{"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}])
     assert load_snapshot([path]).unhealthy["gpu-node-1"] == "node.kubernetes.io/disk-pressure"
