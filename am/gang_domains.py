@@ -54,10 +54,11 @@ class DomainShort(NotAvailable):
     came closest (None: the cluster has no domain of the level), ``room``: per role, the
     instances it has room for there (``room_of``: by role name)."""
 
-    def __init__(self, ask: DomainAsk, needs: Sequence[Need], domains: Domains, nodes: int):
+    def __init__(self, ask: DomainAsk, needs: Sequence[Need], domains: Domains, nodes: int,
+                 allowed: np.ndarray | None = None):
         self.ask, self.needs = ask, tuple(needs)
         self.placed = Placement([], [], [], [], 0)   # (nothing placed: a domain is chosen for all or none)
-        self.best, self.room = _closest(needs, domains)
+        self.best, self.room = _closest(needs, domains, allowed)
         self.room_of = {need.role.name: room for need, room in zip(needs, self.room)}
         self.domains = len(domains)   # how many the level has (none held it)
         self.asked = ask_text(needs)
@@ -90,13 +91,15 @@ def ask_text(needs: Sequence[Need]) -> str:
     return " + ".join(f"{need.count} × {one(need.role)}" for need in needs)
 
 
-def _closest(needs: Sequence[Need], domains: Domains) -> tuple[str | None, tuple[int, ...]]:
-    """The domain that holds the most of what is asked (each role's instances capped at
-    its count), and its room per role."""
-    if not len(domains):
+def _closest(needs: Sequence[Need], domains: Domains,
+             allowed: np.ndarray | None = None) -> tuple[str | None, tuple[int, ...]]:
+    """The domain (of the ``allowed`` ones) that holds the most of what is asked (each role's
+    instances capped at its count), and its room per role."""
+    if not len(domains) or (allowed is not None and not allowed.any()):
         return None, tuple(0 for _ in needs)
     rooms = [np.minimum(domains.sums(need.room), need.count).astype(np.int64) for need in needs]
-    best = int(np.argmax(sum(rooms)))
+    total = sum(rooms)
+    best = int(np.argmax(np.where(allowed, total, -1) if allowed is not None else total))
     return domains.names[best], tuple(int(room[best]) for room in rooms)
 
 
@@ -108,10 +111,15 @@ def choose_domain(view: ClusterView, ask: DomainAsk, needs: Sequence[Need],
     and returns its result and the count of hosts it used, or raises ``failure``. Returns
     the chosen result and its trial view with every node back in play (the caller goes on
     from it). Raises :class:`DomainShort` when ``required`` finds no domain, or a
-    ``preferred`` placement's own failure when it fits nowhere."""
+    ``preferred`` placement's own failure when it fits nowhere.
+
+    Where the view already holds instances of the needs' roles (the AM places again the
+    instances of a gang not granted yet: the granted ones are counted on the view), only
+    their domain is tried: the rest of the gang joins them."""
     domains = domains_of(view, ask.level)
     rooms = [domains.sums(need.room) for need in needs]
-    holds = np.ones(len(domains), dtype=bool)
+    allowed = _joined(view, domains, needs)
+    holds = allowed.copy()
     for room, need in zip(rooms, needs):
         holds &= room >= need.count
     fits = np.flatnonzero(holds)
@@ -124,8 +132,25 @@ def choose_domain(view: ClusterView, ask: DomainAsk, needs: Sequence[Need],
     if best is not None:
         return best[0], best[1]
     if ask.required:
-        raise DomainShort(ask, needs, domains, len(view))
+        raise DomainShort(ask, needs, domains, len(view), allowed)
     return _fewest_domains(view, domains, needs, rooms, attempt, failure)
+
+
+def _joined(view: ClusterView, domains: Domains, needs: Sequence[Need]) -> np.ndarray:
+    """Per domain, whether the needs may go there: the domains holding instances of their
+    roles already, where some do; else every one."""
+    held = np.zeros(len(view), dtype=bool)
+    for need in needs:
+        counts = view.role_count.get(need.role.name)
+        if counts is not None:
+            held |= counts > 0
+    allowed = np.zeros(len(domains), dtype=bool)
+    codes = domains.code[held]
+    if not held.any():
+        allowed[:] = True
+    else:
+        allowed[codes[codes >= 0]] = True
+    return allowed
 
 
 def _fewest_domains(view: ClusterView, domains: Domains, needs: Sequence[Need], rooms: list[np.ndarray],

@@ -232,3 +232,25 @@ def test_the_rms_node_reports_carry_the_domains_to_the_ams_view():
     specs = [report.spec for report in sim.client.cluster_nodes()]
     assert specs == load_cluster_specs(conf_path("clusters/domains.yaml"))
     assert domain_of(specs[0], "switch") == "leaf-1" and domain_of(specs[-1], "block") == "block-0"
+
+
+def test_the_instances_placed_again_join_the_domain_of_those_the_gang_holds():
+    """The AM places again only the instances not granted yet, on a view that counts the
+    granted ones: those go where the granted ones are, though another rack would take them
+    on fewer hosts."""
+    specs = [NodeSpec(f"x{i}", rack="x", memory_mb=100_000, vcores=64, gpus=8) for i in range(5)]
+    specs += [NodeSpec(f"y{i}", rack="y", memory_mb=100_000, vcores=64, gpus=8) for i in range(2)]
+    view = ClusterView(specs)
+    for host in ("x1", "x2", "x3", "x4"):
+        view.allocate(host, R(memory_mb=1, vcores=1, gpu_mask=0x0F))
+    role = worker(gang_network_domain=REQUIRED_RACK, rack_policy=None)
+    fresh = place_gang(view, (replace(role, instances=4),), SelectionPipeline()).hosts()
+    assert set(fresh) == {"y0", "y1"}                                 # alone: the fewest hosts
+    for mask in (0x0F, 0xF0):                                        # two instances granted on x0
+        view.allocate("x0", R(memory_mb=8192, vcores=4, gpu_mask=mask), role="worker")
+    again = place_gang(view, (role,), SelectionPipeline(), indices={"worker": [2, 3, 4, 5]}).hosts()
+    assert set(again) == {"x1", "x2", "x3", "x4"}
+    view.allocate("x1", R(memory_mb=1, vcores=1, gpu_mask=0xF0))       # rack x can no longer take the rest
+    with pytest.raises(GangDoesNotFit, match=r"no single rack has room for 4 × 4 GPUs \(the best, x, has room "
+                                             r"for 3 of the 4\)"):
+        place_gang(view, (role,), SelectionPipeline(), indices={"worker": [2, 3, 4, 5]})
