@@ -22,6 +22,7 @@ from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.selectors.selector import get_selector, selector_classes
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.selectors.workload import TaskShape, WorkloadShapes
+from gangmaster.tools.rmsim.nodes import Nodes
 from gangmaster.tools.rmsim.simulation import Simulation
 
 REQUIRED_RACK, PREFERRED_RACK = DomainAsk("rack", True), DomainAsk("rack", False)
@@ -232,6 +233,7 @@ def test_the_rms_node_reports_carry_the_domains_to_the_ams_view():
     specs = [report.spec for report in sim.client.cluster_nodes()]
     assert specs == load_cluster_specs(conf_path("clusters/domains.yaml"))
     assert domain_of(specs[0], "switch") == "leaf-1" and domain_of(specs[-1], "block") == "block-0"
+    assert Nodes.specs_from(sim.core.nodes.snapshot()) == specs   # and the RM's state file keeps them
 
 
 def test_the_instances_placed_again_join_the_domain_of_those_the_gang_holds():

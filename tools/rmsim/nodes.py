@@ -131,7 +131,7 @@ class Nodes:
                  "topology": s.topology, "memory_mb": s.memory_mb, "vcores": s.vcores, "gpus": s.gpus,
                  "ports": [list(r) for r in s.ports.ranges], "state": ledger.states[i].value,
                  "report": ledger.health_reports[i], "changed": int(last[i]),
-                 "domains": [list(d) for d in s.domains]}
+                 **({"domains": [list(d) for d in s.domains]} if s.domains else {})}
                 for i, s in enumerate(ledger.specs)]
 
     @staticmethod

@@ -48,7 +48,7 @@ class YarnTarget:
 def spec_to_dict(spec: NodeSpec) -> dict:
     return {"host": spec.host, "rack": spec.rack, "labels": sorted(spec.labels), "gpu_type": spec.gpu_type,
             "topology": spec.topology, "memory_mb": spec.memory_mb, "vcores": spec.vcores, "gpus": spec.gpus,
-            "ports": str(spec.ports), "domains": [list(d) for d in spec.domains]}
+            "ports": str(spec.ports), **({"domains": [list(d) for d in spec.domains]} if spec.domains else {})}
 
 
 def spec_from_dict(d: dict) -> NodeSpec:
