@@ -43,6 +43,7 @@ import numpy as np
 
 from gangmaster.selectors import explanation as why
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
+from gangmaster.selectors.domains import DomainAsk, domain_of
 from gangmaster.selectors.explanation import Rejection
 from gangmaster.selectors.fit import GPU_MILLI, Demand, fits, milli
 from gangmaster.selectors.placement import room_per_node
@@ -254,9 +255,28 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     diagnosis = Diagnosis(job, gang, can_start, not never, int(np.count_nonzero(view.healthy)), len(view),
                           diagnosed, blocking)
     if not can_start:
-        diagnosis.hint = never or _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking,
-                                         waiting_nodes).hint()
+        hints = [never or _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking, waiting_nodes).hint()]
+        if short is not None and short.ask.required:
+            hints.append(_preferred_instead(view, roles, pipeline, indices, short))
+        diagnosis.hint = "; or ".join(h for h in hints if h)
     return diagnosis
+
+
+def _preferred_instead(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor,
+                       indices: Mapping[str, Sequence[int]] | None, short: DomainShort) -> str:
+    """The hint of asking the domain as a preference, checked: the gang placed over the
+    fewest domains now, and how many that is ("" when it does not start even so)."""
+    preferred = DomainAsk(short.ask.level, required=False)
+    relaxed = tuple(replace(role, network_domain=preferred if role.network_domain == short.ask else role.network_domain,
+                            gang_network_domain=preferred if role.gang_network_domain == short.ask
+                            else role.gang_network_domain) for role in roles)
+    try:
+        placement = place_gang(view, relaxed, pipeline, indices=indices)
+    except GangDoesNotFit:
+        return ""
+    spanned = {domain_of(view.specs[view.index(host)], short.ask.level) for host in set(placement.hosts())}
+    return (f"networkDomain {{preferred: {short.ask.level}}} instead of {{required: {short.ask.level}}}: "
+            f"it starts now over {len(spanned)} {short.ask.level}(s)")
 
 
 def _domain_short(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor,

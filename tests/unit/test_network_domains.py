@@ -216,11 +216,14 @@ def test_the_diagnosis_counts_no_single_rack_with_room_as_a_reason_of_its_own():
     assert [r.to_dict() for r in role.reasons] == [{
         "code": "network-domain", "count": 2, "waiting_helps": True,
         "detail": "no single rack has room for 6 × 4 GPUs (the best, rack-b, has room for 5 of the 6)"}]
-    assert diagnosis.hint == "1 more machine(s) like a0"   # checked: rack-a then holds it
+    assert diagnosis.hint == ("1 more machine(s) like a0; or networkDomain {preferred: rack} instead of "   # checked:
+                              "{required: rack}: it starts now over 2 rack(s)")   # rack-a then holds it; both racks do
     # never: no rack holds 9 × 4 GPUs even when empty
     never = diagnose(view, (worker(instances=9, gang_network_domain=REQUIRED_RACK),), SelectionPipeline(), job="dj")
     assert [(r.code, r.waiting_helps) for r in never.roles["worker"].reasons] == [("network-domain-too-small", False)]
     assert not never.fits_empty_cluster and never.hint.startswith("none: the gang can never start")
+    assert never.hint.endswith("; or networkDomain {preferred: rack} instead of {required: rack}: it starts now "
+                               "over 2 rack(s)")
     # the same gang without the ask can start: the reason is the domain's alone
     assert diagnose(view, (worker(),), SelectionPipeline(), job="dj").gang_can_start
 
