@@ -159,7 +159,8 @@ def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipelin
         placement = place_gang(view, job.roles, pipeline, indices={"worker": [3, 7]})
         [(p.index, p.host, p.gpu_mask, p.ports) for p in placement.instances]
     """
-    if indices is None and len(roles) == 1 and roles[0].instances == 1:
+    if indices is None and len(roles) == 1 and roles[0].instances == 1 and not (
+            roles[0].gang_network_domain or roles[0].network_domain):   # (one node: in one domain, if in any)
         return _place_lone(view, roles[0], pipeline)
     placement = GangPlacement()
     _place_roles(view, roles, pipeline, recent_hosts, _wanted_indices(roles, indices), placement)

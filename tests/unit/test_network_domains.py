@@ -259,3 +259,11 @@ def test_the_instances_placed_again_join_the_domain_of_those_the_gang_holds():
     with pytest.raises(GangDoesNotFit, match=r"no single rack has room for 4 × 4 GPUs \(the best, x, has room "
                                              r"for 3 of the 4\)"):
         place_gang(view, (role,), SelectionPipeline(), indices={"worker": [2, 3, 4, 5]})
+
+
+def test_a_gang_of_one_instance_asks_a_node_in_a_domain_of_the_level():
+    view = issue_cluster()
+    lone = worker(instances=1, gang_network_domain=DomainAsk("switch", True))
+    with pytest.raises(GangDoesNotFit, match=r"\(the cluster describes no switch\)"):
+        place_gang(view, (lone,), SelectionPipeline())
+    assert len(place_gang(view, (replace(lone, gang_network_domain=REQUIRED_RACK),), SelectionPipeline()).hosts()) == 1
