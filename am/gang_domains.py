@@ -9,10 +9,13 @@ of the domain tried are in play (the others marked out, as unhealthy nodes are):
   least room: the big domains stay whole for big gangs), at most :data:`MAX_TRIALS`; of the
   placements that succeed, the one on the fewest hosts wins (fewest fragments), ties to the
   tighter domain. None succeeds: the gang waits with :class:`DomainShort`, whose numbers
-  say how close the best domain came ("no single rack has room for 6 × 4 GPUs; the best,
-  rack-a, has room for 4 of the 6").
+  say how close the best domain came ("no single rack has room for 6 × 4 GPUs (the best,
+  rack-a, has room for 4 of the 6)").
 * ``preferred``: one domain as above when one can hold it; else the fewest domains, the
   roomiest first, whose union holds it; else anywhere.
+
+The instances the AM places again (those of a gang not granted yet) join the domain of
+those the gang holds, which the view it places on counts per role.
 
 The whole gang is placed inside the chosen domain or not at all: the caller's
 all-or-nothing rule is kept, each trial on its own copy.

@@ -84,6 +84,13 @@ def test_slurm_node_usage_without_squeue_is_unattributed():
     assert any("squeue" in note for note in snap.notes)
 
 
+def test_slurm_network_domains_come_from_net_features(tmp_path):
+    doc = json.loads(SLURM_24[0].read_text())
+    doc["nodes"][0]["active_features"] = ["rack1", "net.switch.leaf-1", "net.block.b0", "net.bad"]
+    spec = by_host(load_snapshot([write(tmp_path, "nodes.json", doc)]))["a100-01"]
+    assert (spec.rack, spec.domains) == ("rack1", (("switch", "leaf-1"), ("block", "b0")))
+
+
 def test_slurm_unknown_state_words_make_a_node_unavailable(tmp_path):
     doc = json.loads(SLURM_24[0].read_text())
     doc["nodes"][0]["state"] = ["MIXED", "SOMETHING_NEW"]

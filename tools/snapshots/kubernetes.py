@@ -46,14 +46,13 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 
 from gangmaster.conf.fields import is_name
-from gangmaster.conf.limits import MAX_DOMAIN_LEVELS, MAX_MEMORY_MB, MAX_VCORES
+from gangmaster.conf.limits import MAX_MEMORY_MB, MAX_VCORES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 from gangmaster.selectors.cluster import NodeSpec
-from gangmaster.selectors.domains import LEVEL_NAME
 
 from .attribution import job_name
 from .json_doc import Value
-from .model import EngineRead, RunningAllocation, first_few
+from .model import EngineRead, RunningAllocation, first_few, named_domains
 
 FIELDS_READ = (
     "items[].kind", "items[].metadata.name", "items[].metadata.labels",
@@ -247,15 +246,13 @@ def _rack(labels: dict[str, str]) -> str:
 
 
 def _domains(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    """The node's network domains above the rack (module docstring), those whose level and
-    value are names; at most MAX_DOMAIN_LEVELS."""
+    """The node's network domains above the rack (module docstring)."""
     fabric = [(key[len(DOMAIN_LABEL_PREFIX):], value) for key, value in labels.items()
               if key.startswith(DOMAIN_LABEL_PREFIX)]
     rank = {level: k for k, level in enumerate(DOMAIN_LEVEL_ORDER)}
     fabric.sort(key=lambda pair: rank.get(pair[0], len(rank)))
     fabric += [(level, labels[key]) for level, key in ZONE_REGION_LABELS if key in labels]
-    named = [(level, value) for level, value in fabric if LEVEL_NAME.fullmatch(level) and is_name(value)]
-    return tuple(named[:MAX_DOMAIN_LEVELS])
+    return named_domains(fabric)
 
 
 def _quantity(resources: Value, key: str, default: Decimal) -> Decimal:
