@@ -229,7 +229,7 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
     given (the never-fits check needs only the answer, not 6,001 records of it). A gang that
     asks a network domain is placed whole inside the one :func:`choose_domain` picks."""
     ask = _gang_ask(roles)
-    if ask is None:
+    if ask is None or not any(wanted):   # (nothing to place: no domain to choose)
         _place_each(view, roles, pipeline, recent_hosts, wanted, placement)
         return
 

@@ -267,3 +267,8 @@ def test_a_gang_of_one_instance_asks_a_node_in_a_domain_of_the_level():
     with pytest.raises(GangDoesNotFit, match=r"\(the cluster describes no switch\)"):
         place_gang(view, (lone,), SelectionPipeline())
     assert len(place_gang(view, (replace(lone, gang_network_domain=REQUIRED_RACK),), SelectionPipeline()).hosts()) == 1
+
+
+def test_nothing_to_place_needs_no_domain():
+    role = worker(gang_network_domain=DomainAsk("switch", True))
+    assert place_gang(issue_cluster(), (role,), SelectionPipeline(), indices={"worker": []}).instances == []
