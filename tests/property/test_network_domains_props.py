@@ -102,3 +102,19 @@ def test_a_preferred_rack_gang_places_when_the_gang_fits_anywhere(view, roles, n
     booked = view.copy()
     for p in placement.instances:
         booked.allocate(p.host, p.resource, role=p.role)
+
+
+@settings(max_examples=20)
+@given(view=clusters(), roles=gangs(), name=st.sampled_from(STRATEGIES), seed=st.integers(0, 3))
+def test_a_role_that_asks_its_own_rack_is_placed_inside_one_with_the_rest_of_the_gang(view, roles, name, seed):
+    asking = roles[:-1] + (replace(roles[-1], network_domain=DomainAsk("rack", True)),)
+    try:
+        placement = place_gang(view, asking, pipeline(name, seed))
+    except GangDoesNotFit:
+        return
+    workers = [p.host for p in placement.instances if p.role == "worker"]
+    assert len(racks(view, workers)) == 1
+    assert len(placement.instances) == sum(role.instances for role in roles)
+    booked = view.copy()
+    for p in placement.instances:
+        booked.allocate(p.host, p.resource, role=p.role)
