@@ -11,6 +11,7 @@ import pytest
 
 import gangmaster.tools.snapshots as snapshots
 from gangmaster.conf.fields import ConfigError
+from gangmaster.tools.snapshot_cmd import to_json
 from gangmaster.tools.snapshots import UNATTRIBUTED, RunningAllocation, SnapshotError, load_snapshot
 from gangmaster.tools.snapshots.attribution import reconcile
 from gangmaster.tools.snapshots.kubernetes import _quantity
@@ -224,8 +225,11 @@ def test_kubernetes_network_domains_come_from_topograph_labels_then_zone_and_reg
     doc["items"][0]["metadata"]["labels"].update({
         "network.topology.nvidia.com/spine": "sp-1", "network.topology.nvidia.com/leaf": "lf-3",
         "topology.kubernetes.io/region": "us-east-1", "network.topology.nvidia.com/bad level": "x"})
-    spec = by_host(load_snapshot([write(tmp_path, "nodes.json", doc)]))["gpu-node-1"]
+    snap = load_snapshot([write(tmp_path, "nodes.json", doc)])
+    spec = by_host(snap)["gpu-node-1"]
     assert spec.domains == (("leaf", "lf-3"), ("spine", "sp-1"), ("zone", "us-east-1a"), ("region", "us-east-1"))
+    shown = {node["host"]: node.get("domains") for node in to_json(snap)["nodes"]}   # `gangmaster snapshot --json`
+    assert shown["gpu-node-1"] == {"leaf": "lf-3", "spine": "sp-1", "zone": "us-east-1a", "region": "us-east-1"}
 
 
 def test_kubernetes_taints(tmp_path):
