@@ -15,6 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
 
@@ -31,6 +32,18 @@ def pipeline_seed(seed: int, app_id: str) -> int:
     ``selection.seed`` and application (a run replays), different across applications."""
     digest = hashlib.sha256(f"{seed}:{app_id}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
+
+
+def over_queue_limit(roles: Sequence[RoleSpec], limit: ResourceDescriptor) -> str:
+    """Why the whole gang of ``roles`` asks more than its queue may ever hold at once
+    (``limit``; "" when it fits)."""
+    memory = sum(r.instances * r.memory_mb for r in roles)
+    vcores = sum(r.instances * r.ask_vcores for r in roles)
+    gpus = sum(r.instances * r.gpu_share for r in roles)   # a share of a GPU counts its fraction
+    over = [f"{need:g} {what} in all, the queue is limited to {cap:g}"
+            for need, cap, what in ((memory, limit.memory_mb, "MB memory"), (vcores, limit.vcores, "vcores"),
+                                    (gpus, limit.gpus, "GPUs")) if need > cap + 1e-9]
+    return "; ".join(over)
 
 
 class AMPlacement:

@@ -86,6 +86,13 @@ for _name in [n for n in vars(GangEvents) if not n.startswith("_")]:
     setattr(Fanout, _name, _fan(_name))
 
 
+def keeping(keeper, observer: Callable[[object], GangEvents]) -> GangEvents | None:
+    """The observer that keeps the events for ``keeper`` (a journal, a log), or None when it
+    keeps nothing (a :class:`~gangmaster.am.journal.NoJournal`, a quiet log): it says so by
+    ``keeps_nothing``."""
+    return None if getattr(keeper, "keeps_nothing", False) else observer(keeper)
+
+
 def observing(observers: Sequence[GangEvents | None]) -> GangEvents:
     """One observer for ``observers`` (None: not attached): the one itself when there is one."""
     kept = [o for o in observers if o is not None]
@@ -115,6 +122,9 @@ class JournalEvents(GangEvents):
     def released(self, gang, containers, now) -> None:
         self.journal.write("released", now, gang=gang.name, attempt=gang.attempt, containers=list(containers),
                            reason="partial hold timed out")
+
+    def reselected(self, gang, count) -> None:
+        self.journal.write("reselected", gang=gang.name, attempt=gang.attempt, count=count)
 
     def launched(self, gang, token, now, refused) -> None:
         self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now,

@@ -27,45 +27,58 @@ from .rm_protocol import ContainerLaunch, LaunchContext, RMError, StartContainer
 _NOTHING_SHARED = LaunchContext()
 
 
-def launch_gang(gang: GangRun, now: float, rm: RMClient, coordinator: GangBarrier, app_id: str, job: JobSpec,
-                queue: str, task_env: Mapping[str, str], running: dict, releases: list[str]) -> bool:
-    """Start every container of ``gang`` (every one granted) at ``now``: each task is added
-    to ``running`` (container id -> (gang, task)) while it runs, and the containers never
-    started go to ``releases``. False when the RM refused one (the attempt fails)."""
-    gang.launching()
-    acq = gang.acquisition
-    roles = acq.roles
-    kinds = acq.layout.port_kinds
-    tasks, task_kinds = [], []
-    for rank, s in enumerate(acq.slots.values()):   # (in rank order)
-        c, role = s.container, s.role
-        resource = c.resource
-        kind = kinds.of(role, resource.port_ranges)
-        task = TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
-                          kind.named, now, gpu_milli=resource.gpu_milli)
-        tasks.append(task)
-        task_kinds.append(kind)
-        running[c.container_id] = (gang, task)   # running from here on, unless the RM refuses it
-    token, barrier_env = open_barrier(coordinator, app_id, job, gang, tasks)
-    shared, own = launch_envs(job, gang.roles, tasks, task_kinds, barrier_env, queue, task_env)
-    launches = []
-    for t, env in zip(tasks, own):
-        launches.append(ContainerLaunch(t.container_id,
-                                        LaunchContext.of_variables(_command(roles[t.role].commands), env)))
-    shared = LaunchContext(env=shared) if shared else _NOTHING_SHARED
-    try:
-        refused = rm.start_containers(StartContainers(tuple(launches), shared))
-    except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
-        refused = StartRefused(0, tasks[0].container_id, exc)
-    if refused is not None:   # those before it run; it failed; those after it were never started
-        for task in tasks[refused.index:]:
-            del running[task.container_id]
-        del tasks[refused.index + 1:]
-        task = tasks[-1]
-        task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
-        releases.extend([s.container.container_id for s in acq.in_order()[refused.index:]])
-    gang.started(tasks, token, now)
-    return refused is None
+class GangLauncher:
+    """What an AM launches its gangs as, and where: the job of application ``app_id`` in
+    ``queue``, each task with ``task_env`` besides its own environment; its containers
+    started by ``rm``, its barriers opened at ``coordinator``. ``running`` (container id ->
+    (gang, task)) gets each task while it runs, and ``releases`` (the AM's outbox) the
+    containers never started: both are the AM's own, kept here by reference."""
+
+    __slots__ = ("rm", "coordinator", "app_id", "job", "queue", "task_env", "running", "releases")
+
+    def __init__(self, rm: RMClient, coordinator: GangBarrier, app_id: str, job: JobSpec, queue: str,
+                 task_env: Mapping[str, str], running: dict, releases: list[str]):
+        self.rm, self.coordinator, self.app_id, self.job, self.queue = rm, coordinator, app_id, job, queue
+        self.task_env, self.running, self.releases = task_env, running, releases
+
+    def launch(self, gang: GangRun, now: float) -> bool:
+        """Start every container of ``gang`` (every one granted) at ``now``. False when the
+        RM refused one (the attempt fails)."""
+        gang.launching()
+        running, job = self.running, self.job
+        acq = gang.acquisition
+        roles = acq.roles
+        kinds = acq.layout.port_kinds
+        tasks, task_kinds = [], []
+        for rank, s in enumerate(acq.slots.values()):   # (in rank order)
+            c, role = s.container, s.role
+            resource = c.resource
+            kind = kinds.of(role, resource.port_ranges)
+            task = TaskRecord(role, s.index, rank, c.container_id, c.host, _gpu_indices(resource.gpu_mask),
+                              kind.named, now, gpu_milli=resource.gpu_milli)
+            tasks.append(task)
+            task_kinds.append(kind)
+            running[c.container_id] = (gang, task)   # running from here on, unless the RM refuses it
+        token, barrier_env = open_barrier(self.coordinator, self.app_id, job, gang, tasks)
+        shared, own = launch_envs(job, gang.roles, tasks, task_kinds, barrier_env, self.queue, self.task_env)
+        launches = []
+        for t, env in zip(tasks, own):
+            launches.append(ContainerLaunch(t.container_id,
+                                            LaunchContext.of_variables(_command(roles[t.role].commands), env)))
+        shared = LaunchContext(env=shared) if shared else _NOTHING_SHARED
+        try:
+            refused = self.rm.start_containers(StartContainers(tuple(launches), shared))
+        except RMError as exc:   # the whole batch refused (its shared launch, the RM out of reach)
+            refused = StartRefused(0, tasks[0].container_id, exc)
+        if refused is not None:   # those before it run; it failed; those after it were never started
+            for task in tasks[refused.index:]:
+                del running[task.container_id]
+            del tasks[refused.index + 1:]
+            task = tasks[-1]
+            task.state, task.finished_at, task.diagnostics = TASK_FAILED, now, refused.error.message
+            self.releases.extend([s.container.container_id for s in acq.in_order()[refused.index:]])
+        gang.started(tasks, token, now)
+        return refused is None
 
 
 @lru_cache(maxsize=1024)

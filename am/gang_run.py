@@ -5,7 +5,10 @@ failed`` (:class:`~gangmaster.am.lifecycle.RoleState`), and only by the gang's o
 methods (:meth:`GangRun.plan`, :meth:`~GangRun.launching`, :meth:`~GangRun.started`,
 :meth:`~GangRun.task_ended`, :meth:`~GangRun.end_attempt`; :meth:`~GangRun.restart` begins
 the next attempt), each of which tells the gang's observers what it did
-(:mod:`~gangmaster.am.gang_events`: the journal among them). While it waits or
+(:mod:`~gangmaster.am.gang_events`: the journal among them). A restarted AM replays the
+journal's events through the same methods (:func:`~gangmaster.am.recovery.replay_gangs`),
+on a gang nobody observes yet (:meth:`GangRun.recorded`) until it carries on
+(:meth:`GangRun.taken_over`). While it waits or
 acquires, its :class:`~gangmaster.am.acquisition.GangAcquisition` holds the asks
 and grants; once launched, its tasks. The gang keeps its count of running tasks,
 and of ended ones by role and outcome, as the tasks end, so a decision about the
@@ -20,8 +23,7 @@ from typing import Mapping, Sequence
 
 from .acquisition import AcquisitionContext, GangAcquisition
 from .gang_events import NO_EVENTS, GangEvents
-from .jobspec_model import JobSpec, RoleSpec, gang_name
-from .journal import JournalState
+from .jobspec_model import RoleSpec
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
                         TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, RoleState, TaskRecord,
                         TaskState)
@@ -77,6 +79,22 @@ class GangRun:
         events.attempt_began(gang, now, waiting_since is None)
         return gang
 
+    @classmethod
+    def recorded(cls, name: str, roles: tuple[RoleSpec, ...], attempt: int, waiting_since: float,
+                 history: list[AttemptRecord]) -> "GangRun":
+        """A gang attempt as a journal recorded its beginning: waiting since ``waiting_since``,
+        with no acquisition and no observer (a replay of the journal tells nobody again)."""
+        return cls(name, roles, attempt, ROLE_WAITING, AttemptRecord(name, attempt, waiting_since), history=history)
+
+    def taken_over(self, context: AcquisitionContext, now: float) -> None:
+        """A gang replayed from a journal (:meth:`recorded`) carries on under a new AM: its
+        observers and acquisitions are that AM's (``context``), and an attempt still waiting
+        acquires again from nothing. Its observers hear of it as not new."""
+        self.events, self.acquisition_context = context.events, context
+        if self.state is ROLE_WAITING:
+            self.acquisition = GangAcquisition(self.name, self.roles, context)
+        self.events.attempt_began(self, now, False)
+
     def restart(self, now: float) -> "GangRun":
         """The next attempt of this gang (this one has ended), waiting."""
         return GangRun.begin(self.name, self.roles, self.attempt + 1, self.history, self.acquisition_context, now)
@@ -104,12 +122,20 @@ class GangRun:
         releases, reselections = acq.release_count, acq.reselections
         acq.plan(now, view_source, place, cluster_growth)
         if acq.reselections != reselections:
-            self.record.reselections += acq.reselections - reselections
-            self.events.reselected(self, acq.reselections - reselections)
+            self.reselected(acq.reselections - reselections)
         if acq.release_count != releases:
-            self.record.releases += 1
-            self.events.released(self, acq.last_released, now)
+            self.released(acq.last_released, now)
         self.state = ROLE_ACQUIRING if acq.by_request or acq.by_container else ROLE_WAITING
+
+    def reselected(self, count: int) -> None:
+        """``count`` instances were selected again (the RM would not grant their asks)."""
+        self.record.reselections += count
+        self.events.reselected(self, count)
+
+    def released(self, containers: list[str], now: float) -> None:
+        """The partial hold (``containers``) was given back: it timed out."""
+        self.record.releases += 1
+        self.events.released(self, containers, now)
 
     def launching(self) -> None:
         """Every instance is granted: its containers are being started."""
@@ -211,20 +237,6 @@ class GangRun:
             self.succeeded[task.role] = self.succeeded.get(task.role, 0) + 1
         elif state is TASK_FAILED:
             self.failed[task.role] = self.failed.get(task.role, 0) + 1
-
-
-def recorded_gangs(job: JobSpec, journal: JournalState) -> list[GangRun]:
-    """The job's gangs as a journal left them, every attempt in their history: what a
-    report of a finished run shows, without an AM."""
-    gangs = []
-    for number, names in enumerate(job.gangs):
-        saved = journal.gangs.get(gang_name(names))
-        if saved is not None and saved.history:
-            last = saved.history[-1]
-            state = ROLE_SUCCEEDED if last.outcome == "succeeded" else ROLE_FAILED
-            gangs.append(GangRun(last.gang, job.gang_roles(number), last.attempt, state, last,
-                                 tasks=last.tasks, history=list(saved.history)))
-    return gangs
 
 
 def attempt_history(gangs: Sequence[GangRun]) -> list[AttemptRecord]:

@@ -12,6 +12,7 @@ Kinds, in the order a gang lives them::
     resumed        am_attempts, app_id                 a new application carries on an earlier run's job
     gang_attempt   gang, attempt, waiting_since       a gang attempt begins to wait
     released       gang, attempt, containers, reason   a partial hold given back
+    reselected     gang, attempt, count                instances selected again (their asks went stale)
     launched       gang, attempt, started_at, barrier_token, tasks   every task of the attempt started
     tasks_finished gang, attempt, finished_at, tasks   the tasks of an attempt that ended at one heartbeat,
                    each [role, index, state, exit_status, diagnostics]
@@ -21,8 +22,11 @@ Kinds, in the order a gang lives them::
     job_finished   outcome, reason
     am_stopped     reason                               the run stopped with the job unfinished
 
-:func:`replay` folds the lines into a :class:`JournalState`; :func:`task_endings` reads
-every task's end, whichever of the two kinds recorded it.
+The gangs' lines *are* their transitions (:mod:`~gangmaster.am.gang_events` writes them):
+:func:`read_state` keeps the job's own facts (its AM attempts, application, outcome) and
+hands the gangs' lines on, in order, for recovery to replay through the gang's own methods
+(:func:`~gangmaster.am.recovery.replay_gangs`); :func:`task_endings` reads every task's
+end, whichever of the two kinds recorded it.
 """
 from __future__ import annotations
 
@@ -31,7 +35,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .lifecycle import AttemptRecord, TaskRecord, TaskState
 from .private_files import open_private
 
 JOURNAL_FILE = "journal.jsonl"
@@ -153,29 +156,18 @@ def read_records(path: str | Path) -> list[dict]:
     return records
 
 
-@dataclass
-class GangJournal:
-    """One gang as the journal last saw it."""
-
-    attempt: int = 1
-    waiting_since: float = 0.0
-    launched: list[TaskRecord] | None = None   # the current attempt's tasks, once all started
-    started_at: float | None = None
-    barrier_token: str | None = None           # the attempt's barrier token (live runs), for a reopened barrier
-    releases: int = 0
-    history: list[AttemptRecord] = field(default_factory=list)
-
-
 #: Outcomes after which a job is over for good; a killed job can be resumed.
 FINAL_OUTCOMES = ("succeeded", "failed")
 
 
 @dataclass
 class JournalState:
+    """What a journal says of its job (see the module docstring)."""
+
     am_attempts: list[int] = field(default_factory=list)
     app_id: str = ""               # the application of the latest AM
     job: str = ""                  # the job's name, as the latest AM wrote it
-    gangs: dict[str, GangJournal] = field(default_factory=dict)
+    gang_events: list[dict] = field(default_factory=list)   # the gangs' lines, in order (see the module docstring)
     outcome: str | None = None     # succeeded | failed | killed, once the job ended
     reason: str = ""
     last_time: float = 0.0         # the AM's clock at the latest record
@@ -190,42 +182,23 @@ class JournalState:
         return self.outcome in FINAL_OUTCOMES
 
 
-def replay(records: list[dict]) -> JournalState:
+#: The lines of the job itself; every other line is a gang's.
+_JOB_KINDS = frozenset({"am_started", "resumed", "job_finished", "am_stopped"})
+
+
+def read_state(records: list[dict]) -> JournalState:
+    """The job's facts in ``records``, and its gangs' lines to replay (see the module docstring)."""
     state = JournalState()
     for r in records:
         kind = r["kind"]
         state.last_time = float(r.get("t", state.last_time))
-        if kind == "am_started":
+        if kind not in _JOB_KINDS:
+            state.gang_events.append(r)
+        elif kind == "am_started":
             state.am_attempts.append(int(r["am_attempt"]))
             state.app_id, state.job = r.get("app_id", ""), r.get("job", "")
         elif kind == "resumed":
             state.outcome, state.reason = None, ""
-        elif kind == "gang_attempt":
-            state.gangs[r["gang"]] = GangJournal(attempt=int(r["attempt"]), waiting_since=float(r["waiting_since"]),
-                                                 history=_history(state, r["gang"]))
-        elif kind == "released":
-            gang = state.gangs.get(r["gang"])
-            if gang is not None and gang.attempt == r["attempt"]:
-                gang.releases += 1
-        elif kind == "launched":
-            gang = state.gangs.get(r["gang"])
-            if gang is not None and gang.attempt == r["attempt"]:
-                gang.launched = [TaskRecord.from_dict(t) for t in r["tasks"]]
-                gang.started_at = float(r["started_at"])
-                gang.barrier_token = r.get("barrier_token")
-        elif kind in ENDING_KINDS:
-            gang = state.gangs.get(r["gang"])
-            if gang is not None and gang.attempt == r["attempt"] and gang.launched:
-                by_task = {(t.role, t.index): t for t in gang.launched}
-                for end in _endings_of(r):
-                    task = by_task.get((end["role"], end["index"]))
-                    if task is not None:
-                        task.state = TaskState(end["state"])
-                        task.exit_status, task.diagnostics = end["exit_status"], end["diagnostics"]
-                        task.finished_at = end["finished_at"]
-        elif kind == "attempt_ended":
-            record = AttemptRecord.from_dict(r["record"])
-            state.gangs.setdefault(record.gang, GangJournal(attempt=record.attempt)).history.append(record)
         elif kind == "job_finished":
             state.outcome, state.reason = r["outcome"], r.get("reason", "")
     return state
@@ -237,17 +210,13 @@ ENDING_KINDS = ("tasks_finished", "task_finished")
 def task_endings(records: list[dict]) -> list[dict]:
     """Every task end in ``records``, in order, one dict per task: gang, attempt, role, index,
     state, exit_status, diagnostics, finished_at."""
-    return [end for r in records if r["kind"] in ENDING_KINDS for end in _endings_of(r)]
+    return [end for r in records if r["kind"] in ENDING_KINDS for end in endings_of(r)]
 
 
-def _endings_of(record: dict) -> list[dict]:
+def endings_of(record: dict) -> list[dict]:
+    """The task ends one line of :data:`ENDING_KINDS` records, one dict per task (as :func:`task_endings`)."""
     common = {"gang": record["gang"], "attempt": record["attempt"], "finished_at": record.get("finished_at")}
     if record["kind"] == "task_finished":
         return [{**common, **{key: record[key] for key in ("role", "index", "state", "exit_status", "diagnostics")}}]
     return [{**common, "role": role, "index": index, "state": state, "exit_status": exit_status,
              "diagnostics": diagnostics} for role, index, state, exit_status, diagnostics in record["tasks"]]
-
-
-def _history(state: JournalState, gang: str) -> list[AttemptRecord]:
-    previous = state.gangs.get(gang)
-    return previous.history if previous is not None else []

@@ -1,9 +1,10 @@
 """An AM that starts where a journal already is: failover and resume.
 
-The journal is the gangs' own events (:mod:`~gangmaster.am.gang_events`), folded per gang
-by :func:`~gangmaster.am.journal.replay`; each gang is rebuilt here through the same
-transitions it lived (:class:`~gangmaster.am.gang_run.GangRun`'s ``begin``, ``launched``,
-``end_attempt``), and what the AM must still do about them comes back as data
+The journal is the gangs' own events (:mod:`~gangmaster.am.gang_events`), and each gang is
+rebuilt by replaying them through the same transitions it lived (:func:`replay_gangs`:
+:class:`~gangmaster.am.gang_run.GangRun`'s ``released``, ``reselected``, ``launched``,
+``end_task``, ``end_attempt``), on a gang nobody observes until it carries on under the
+new AM (``taken_over``). What the AM must still do about them comes back as data
 (:class:`Recovered`), which the AM acts on as on any heartbeat's news. Nothing here
 knows the AM.
 
@@ -23,25 +24,86 @@ knows the AM.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
-from .gang_events import GangEvents
-from .gang_run import GangRun, gang_name, recorded_gangs
-from .jobspec_model import JobSpec, RoleSpec
-from .journal import JournalState
-from .lifecycle import AttemptRecord, RoleState, TaskRecord, TaskState
+from .acquisition import AcquisitionContext
+from .gang_run import GangRun
+from .jobspec_model import JobSpec, gang_name
+from .journal import ENDING_KINDS, JournalState, endings_of
+from .lifecycle import ROLE_FAILED, ROLE_SUCCEEDED, TaskRecord, TaskState
 from .rm_protocol import ContainerState, ContainerStatus, ExitStatus, NotFound
 
 #: What became of an earlier run's tasks when its RM was its own process's: they ended with it.
 ENDED_WITH_THE_RUN = "ended with it"
 
 
-class BeginAttempt(Protocol):
-    """How a gang attempt begins (:meth:`GangRun.begin` with the AM's shared acquisition
-    context): ``waiting_since`` for one the journal recorded already."""
+@dataclass
+class Replayed:
+    """A gang as its journaled events left it (its current attempt, and those before in
+    its history), and what the journal knows of its launch."""
 
-    def __call__(self, name: str, roles: tuple[RoleSpec, ...], attempt: int, history: list[AttemptRecord],
-                 waiting_since: float | None = None) -> GangRun: ...
+    gang: GangRun
+    launched: bool = False             # its current attempt had launched (every task started)
+    barrier_token: str | None = None   # the token the AM gave its tasks (launched only)
+
+
+def replay_gangs(job: JobSpec, journal: JournalState) -> dict[str, Replayed]:
+    """Each gang of ``job`` the journal saw, its events replayed through the gang's own
+    transitions (by name; the events of a gang not in ``job``, or of an attempt that is
+    not the gang's current one, change nothing)."""
+    roles = {gang_name(names): job.gang_roles(number) for number, names in enumerate(job.gangs)}
+    gangs: dict[str, Replayed] = {}
+    for r in journal.gang_events:
+        kind = r["kind"]
+        name = r["record"]["gang"] if kind == "attempt_ended" else r.get("gang")
+        if name not in roles:
+            continue
+        seen = gangs.get(name)
+        if kind == "gang_attempt":
+            gangs[name] = Replayed(GangRun.recorded(name, roles[name], int(r["attempt"]), float(r["waiting_since"]),
+                                                    seen.gang.history if seen is not None else []))
+            continue
+        if kind == "attempt_ended" and seen is None:   # (an attempt whose beginning the journal lacks)
+            ended = r["record"]
+            seen = gangs[name] = Replayed(GangRun.recorded(name, roles[name], int(ended["attempt"]),
+                                                           float(ended["waiting_since"]), []))
+        if seen is None or seen.gang.attempt != (r["record"]["attempt"] if kind == "attempt_ended" else r["attempt"]):
+            continue
+        gang = seen.gang
+        if kind == "released":
+            gang.released(r["containers"], float(r["t"]))
+        elif kind == "reselected":
+            gang.reselected(int(r["count"]))
+        elif kind == "launched":
+            gang.launched([TaskRecord.from_dict(t) for t in r["tasks"]], float(r["started_at"]))
+            seen.launched, seen.barrier_token = True, r.get("barrier_token")
+        elif kind in ENDING_KINDS and seen.launched:
+            by_task = {(t.role, t.index): t for t in gang.tasks}
+            for end in endings_of(r):
+                task = by_task.get((end["role"], end["index"]))
+                if task is not None and task.state is TaskState.RUNNING:
+                    gang.end_task(task, TaskState(end["state"]), end["finished_at"], end["diagnostics"],
+                                  end["exit_status"])
+        elif kind == "attempt_ended":
+            ended = r["record"]
+            gang.end_attempt(ended["outcome"], ended.get("reason", ""), ended["ended_at"])
+    return gangs
+
+
+def recorded_gangs(job: JobSpec, journal: JournalState) -> list[GangRun]:
+    """The job's gangs as a journal left them, every attempt in their history: what a
+    report of a finished run shows, without an AM."""
+    replayed = replay_gangs(job, journal)
+    gangs = []
+    for number, names in enumerate(job.gangs):
+        saved = replayed.get(gang_name(names))
+        if saved is not None and saved.gang.history:
+            history = saved.gang.history
+            last = history[-1]
+            state = ROLE_SUCCEEDED if last.outcome == "succeeded" else ROLE_FAILED
+            gangs.append(GangRun(last.gang, job.gang_roles(number), last.attempt, state, last,
+                                 tasks=last.tasks, history=list(history)))
+    return gangs
 
 
 @dataclass
@@ -65,31 +127,35 @@ class Recovered:
     finished: tuple[str, str] | None = None              # (outcome, reason): the job ends with it
 
 
-def recover(job: JobSpec, previous: JournalState, kept_containers, begin: BeginAttempt,
-            container_status: Callable[[str], ContainerStatus], log: Callable[[str], None]) -> Recovered:
+def recover(job: JobSpec, previous: JournalState, kept_containers, context: AcquisitionContext,
+            clock: Callable[[], float], container_status: Callable[[str], ContainerStatus],
+            log: Callable[[str], None]) -> Recovered:
     """Take the job over from the journal of this application's previous AM attempt, with
-    the containers the RM kept running (see the module docstring); ``container_status``
-    asks the RM about a container it did not keep."""
+    the containers the RM kept running (see the module docstring); the gangs' attempts
+    share the new AM's acquisition ``context``; ``container_status`` asks the RM about a
+    container it did not keep."""
     kept = {c.container_id for c in kept_containers}
     log(f"recovering from the journal of AM attempt(s) {previous.am_attempts}; the RM kept "
         f"{len(kept)} running container(s)")
     if previous.outcome is not None:
         return Recovered(finished=(previous.outcome, previous.reason))
+    replayed = replay_gangs(job, previous)
     out = Recovered()
     known: set[str] = set()
     for number, names in enumerate(job.gangs):
         name = gang_name(names)
-        saved = previous.gangs.get(name)
-        roles = job.gang_roles(number)
+        saved = replayed.get(name)
         if saved is None:
-            out.gangs.append(TakenBack(begin(name, roles, 1, [])))
+            out.gangs.append(TakenBack(GangRun.begin(name, job.gang_roles(number), 1, [], context, clock())))
             continue
-        gang = begin(name, roles, saved.attempt, saved.history, waiting_since=saved.waiting_since)
-        gang.record.releases = saved.releases
-        taken = TakenBack(gang)
-        if saved.launched is not None:
-            gang.launched(saved.launched, saved.started_at)
-            taken.launched, taken.barrier_token = True, saved.barrier_token
+        gang = saved.gang
+        if gang.record.outcome:   # it ended, and the previous AM stopped before its next attempt began
+            out.gangs.append(TakenBack(GangRun.begin(name, gang.roles, gang.attempt + 1, gang.history, context,
+                                                     clock())))
+            continue
+        gang.taken_over(context, clock())
+        taken = TakenBack(gang, launched=saved.launched, barrier_token=saved.barrier_token)
+        if saved.launched:
             for task in gang.tasks:
                 known.add(task.container_id)
                 if task.state is TaskState.RUNNING and task.container_id not in kept:
@@ -107,37 +173,36 @@ def recover(job: JobSpec, previous: JournalState, kept_containers, begin: BeginA
     return out
 
 
-def resume(job: JobSpec, previous: JournalState, begin: BeginAttempt, events: GangEvents,
+def resume(job: JobSpec, previous: JournalState, context: AcquisitionContext, clock: Callable[[], float],
            log: Callable[[str], None], earlier_tasks: str = ENDED_WITH_THE_RUN) -> Recovered:
     """Carry on a job whose earlier run stopped (interrupted, killed, or the machine went
     down) under a new application (see the module docstring); ``earlier_tasks`` says what
     became of that run's tasks ("ended with it", "were killed at the RM ..."). The
-    interrupted attempts end through ``events`` (the journal records their end)."""
+    interrupted attempts end through the new AM's observers (``context.events``: the
+    journal records their end)."""
     if previous.finished:   # the drivers report such a folder without starting an AM (tools.job_runner)
         return Recovered([TakenBack(g) for g in recorded_gangs(job, previous)],
                          finished=(previous.outcome, f"already finished in an earlier run: {previous.reason}"))
     log(f"resuming the job from the journal of an earlier run ({previous.app_id}, AM attempt(s) "
         f"{previous.am_attempts}); the tasks it was running {earlier_tasks}")
+    replayed = replay_gangs(job, previous)
     out = Recovered()
     for number, names in enumerate(job.gangs):
         name, roles = gang_name(names), job.gang_roles(number)
-        saved = previous.gangs.get(name)
+        saved = replayed.get(name)
         if saved is None:
-            out.gangs.append(TakenBack(begin(name, roles, 1, [])))
+            out.gangs.append(TakenBack(GangRun.begin(name, roles, 1, [], context, clock())))
             continue
-        history = saved.history
-        ended = any(a.attempt == saved.attempt for a in history)
-        if not ended and saved.launched is None:
-            out.gangs.append(TakenBack(begin(name, roles, saved.attempt, history)))
+        gang = saved.gang
+        if not gang.record.outcome and not saved.launched:
+            out.gangs.append(TakenBack(GangRun.begin(name, roles, gang.attempt, gang.history, context, clock())))
             continue
-        if not ended:   # the attempt that was running ends now, as any attempt ends
-            gang = GangRun(name, roles, saved.attempt, RoleState.RUNNING,
-                           AttemptRecord(name, saved.attempt, saved.waiting_since), history=history, events=events)
-            gang.launched(saved.launched, saved.started_at)
+        if not gang.record.outcome:   # the attempt that was running ends now, as any attempt ends
+            gang.events = context.events
             for task in gang.tasks:
                 if task.state is TaskState.RUNNING:
                     gang.end_task(task, TaskState.STOPPED, previous.last_time, "the run was interrupted")
             gang.end_attempt("stopped", f"the run was interrupted: its tasks {earlier_tasks}", previous.last_time)
-        log(f"gang {name}: attempt {saved.attempt} ended with the earlier run; starting attempt {saved.attempt + 1}")
-        out.gangs.append(TakenBack(begin(name, roles, saved.attempt + 1, history)))
+        log(f"gang {name}: attempt {gang.attempt} ended with the earlier run; starting attempt {gang.attempt + 1}")
+        out.gangs.append(TakenBack(GangRun.begin(name, roles, gang.attempt + 1, gang.history, context, clock())))
     return out

@@ -19,13 +19,14 @@ from .gang_run import GangRun
 from .metrics import AMMetrics
 
 
-#: how a gang's diagnosis is made (the AM's :meth:`~gangmaster.am.master.ApplicationMaster.diagnose`)
+#: how a gang's diagnosis is made (:meth:`~gangmaster.am.why_feed.WhyFeed.diagnose`)
 Diagnose = Callable[[GangRun], Diagnosis]
 
 
 class WaitingWatch:
-    """The AM's watch on its waiting gangs. It keeps no reference to the AM: the AM hands it
-    how to diagnose a gang at each call (so the two make no reference cycle)."""
+    """The AM's watch on its waiting gangs. It keeps no reference to the AM: its feed
+    (:class:`~gangmaster.am.why_feed.WhyFeed`) hands it how to diagnose a gang at each call
+    (so they make no reference cycle)."""
 
     def __init__(self, settings: AMSettings, log: Callable[[str], None], metrics: AMMetrics):
         self.settings, self.log, self.metrics = settings, log, metrics

@@ -69,8 +69,14 @@ def load_cluster_specs(path: str | Path) -> list[NodeSpec]:
     groups = doc.list_of_mappings("nodeGroups")
     if not groups:
         raise doc.error("nodeGroups", "at least one node group")
-    for group in groups:
-        specs.extend(_group_specs(group, room=MAX_CLUSTER_NODES - len(specs), levels=levels))
+    named = 0
+    group_hosts = []
+    for group in groups:   # every group's size first: a file over the limit costs no node built
+        group.reject_unknown(GROUP_FIELDS)
+        group_hosts.append(_group_hosts(group, room=MAX_CLUSTER_NODES - named))
+        named += len(group_hosts[-1])
+    for group, names in zip(groups, group_hosts):
+        specs.extend(_group_specs(group, names, levels))
     problem = nesting_problem(specs, (RACK, *levels))
     if problem:
         raise doc.error("nodeGroups", problem)
@@ -130,10 +136,9 @@ def _group_domains(group: Fields, levels: tuple[str, ...], hosts: list[str]) -> 
     return [tuple(zip(levels, named)) for named in zip(*per_level)]
 
 
-def _group_specs(group: Fields, room: int, levels: tuple[str, ...] = ()) -> list[NodeSpec]:
-    """The nodes of one group; ``room``: how many more nodes the file may still describe
+def _group_hosts(group: Fields, room: int) -> list[str]:
+    """The host names of one group; ``room``: how many more nodes the file may still describe
     (MAX_CLUSTER_NODES in all), checked before a single host name is made."""
-    group.reject_unknown(GROUP_FIELDS)
     name = group.name("name")
     too_many = (f"at most {MAX_CLUSTER_NODES:,} nodes in the cluster file, all groups together "
                 f"(MAX_CLUSTER_NODES in conf/limits.py); {room:,} left for this group")
@@ -152,6 +157,11 @@ def _group_specs(group: Fields, room: int, levels: tuple[str, ...] = ()) -> list
             raise group.error("name", f"at most {MAX_NAME_CHARS - 1 - width} characters, so that host names "
                                       f"like {name[:8]}...-{0:0{width}d} stay within MAX_NAME_CHARS", name)
         hosts = [f"{name}-{i:0{width}d}" for i in range(count)]
+    return hosts
+
+
+def _group_specs(group: Fields, hosts: list[str], levels: tuple[str, ...] = ()) -> list[NodeSpec]:
+    """The nodes of one group, on ``hosts`` (:func:`_group_hosts`), in the domains of ``levels``."""
     if "racks" in group:
         racks = group.names("racks")
         if not racks:

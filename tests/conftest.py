@@ -39,3 +39,12 @@ def _selector_registry_unchanged(request):
     assert after == before, (f"{request.module.__name__} changed the selector registry: added "
                              f"{sorted(after.keys() - before.keys())}, removed {sorted(before.keys() - after.keys())}, "
                              f"replaced {sorted(n for n in before.keys() & after.keys() if before[n] is not after[n])}")
+
+
+@pytest.fixture
+def without_figures(monkeypatch):
+    """A replay report written as where matplotlib is not installed (the product's own path for
+    that case): for tests of the report's folder, tables and pages, which a figure adds seconds
+    of drawing to and nothing to check. The figures are tested in test_replay_report.py and
+    test_replay_report_figures.py."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # import matplotlib now raises ImportError

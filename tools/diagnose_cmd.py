@@ -160,7 +160,7 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
     the ``after`` jobs whose gangs had not started, and ``"warnings"``, what of the
     snapshot could not be booked as given)."""
     from gangmaster.am.diagnosis import Diagnosis
-    from gangmaster.am.gang_run import gang_name
+    from gangmaster.am.jobspec_model import gang_name
     from gangmaster.tools.job_runner import SimulatedRuns
 
     runs = SimulatedRuns(specs, am_settings, selection, scenario=scenario)
@@ -180,11 +180,11 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
         diagnoses: list[Diagnosis] = []
         for gang in am.gangs:
             if gang.pending and gang.acquisition is not None:
-                diagnoses.append(am.diagnose(gang))
+                diagnoses.append(am.why.diagnose(gang))
             else:
                 diagnoses.append(Diagnosis.started(job.name, gang.name, gang.roles, runs.sim.client.cluster_nodes()))
         if not am.gangs:   # refused at submission: it can never run here
-            diagnoses = [am.diagnose_roles(gang_name(names), job.gang_roles(number))
+            diagnoses = [am.why.diagnose_roles(gang_name(names), job.gang_roles(number))
                          for number, names in enumerate(job.gangs)]
         not_started = [r.job.name for r in others if not _started_or_done(r)]
     finally:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from gangmaster.am.journal import JOURNAL_FILE, JournalState, read_records, replay
+from gangmaster.am.journal import JOURNAL_FILE, JournalState, read_records, read_state
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster import NodeSpec
@@ -61,7 +61,7 @@ def claim(folder: str | Path, identity: JobIdentity) -> JournalState:
     """Check that ``folder`` is free or holds ``identity``'s job (recording it when new);
     returns what the folder's journal says of earlier runs (empty when there were none)."""
     folder = Path(folder)
-    earlier = replay(read_records(folder / JOURNAL_FILE))
+    earlier = read_state(read_records(folder / JOURNAL_FILE))
     path = folder / IDENTITY_FILE
     if path.exists():
         recorded = _read(path)

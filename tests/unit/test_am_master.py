@@ -419,5 +419,5 @@ def test_an_am_starting_on_an_idle_cluster_places_its_gang_once(tmp_path):
     assert len(placements) == 1
     view = runs.sim.core.ledger
     fresh = gang_placement.place_gang(gang_placement.ClusterView(view.specs), one.am.job.gang_roles(0),
-                                      one.am._pipeline_for)
+                                      one.am.placement.pipeline_for)
     assert sorted(t.host for t in one.am.history()[-1].tasks) == sorted(p.host for p in fresh.instances)

@@ -1,8 +1,9 @@
 """Task endings in the journal: one ``tasks_finished`` line per gang attempt and heartbeat,
 and the one-line-per-task ``task_finished`` of older folders still read the same way."""
 from gangmaster.am.jobspec import parse_job
-from gangmaster.am.journal import JOURNAL_FILE, read_records, replay, task_endings
+from gangmaster.am.journal import JOURNAL_FILE, read_records, read_state, task_endings
 from gangmaster.am.lifecycle import TaskRecord, TaskState
+from gangmaster.am.recovery import replay_gangs
 from gangmaster.tools.job_runner import SimulatedRuns
 
 from sim_cluster import nodes, worker_job
@@ -38,7 +39,7 @@ def test_both_kinds_of_ending_replay_alike():
            for i, state, code, why in ((0, "succeeded", 0, ""), (2, "failed", 3, "exit 3"))]
     new = [{"t": 9.0, "kind": "tasks_finished", "gang": "worker", "attempt": 1, "finished_at": 9.0,
             "tasks": [["worker", 0, "succeeded", 0, ""], ["worker", 2, "failed", 3, "exit 3"]]}]
-    replayed = [replay(start + ends).gangs["worker"].launched for ends in (old, new)]
+    replayed = [replay_gangs(parse_job(JOB), read_state(start + ends))["worker"].gang.tasks for ends in (old, new)]
     for tasks in replayed:
         assert [(t.state, t.exit_status, t.diagnostics, t.finished_at) for t in tasks] == [
             (TaskState.SUCCEEDED, 0, "", 9.0), (TaskState.RUNNING, None, "", None),
@@ -52,5 +53,5 @@ def test_endings_of_another_attempt_change_nothing():
              launched(1)]
     stale = {"t": 9.0, "kind": "tasks_finished", "gang": "worker", "attempt": 2, "finished_at": 9.0,
              "tasks": [["worker", 0, "failed", 1, ""]]}
-    (task,) = replay(start + [stale]).gangs["worker"].launched
+    (task,) = replay_gangs(parse_job(JOB), read_state(start + [stale]))["worker"].gang.tasks
     assert task.state is TaskState.RUNNING

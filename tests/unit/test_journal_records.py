@@ -3,7 +3,7 @@ journal writes its dict at once, the memory journal only when read, and both rea
 the same; anything else that JSON cannot hold is refused."""
 import pytest
 
-from gangmaster.am.journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, replay
+from gangmaster.am.journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records
 from gangmaster.am.lifecycle import AttemptRecord, TaskRecord, TaskState
 
 
@@ -23,8 +23,7 @@ def test_both_journals_read_back_a_record_field_as_its_dict(tmp_path):
     (written,) = read_records(tmp_path / JOURNAL_FILE)
     assert in_memory.records() == [written]
     assert written["record"] == ended_attempt().to_dict()
-    (history,) = replay([written]).gangs["worker"].history
-    assert history.to_dict() == ended_attempt().to_dict()
+    assert AttemptRecord.from_dict(written["record"]) == ended_attempt()
 
 
 def test_a_field_json_cannot_hold_is_refused_by_the_file_journal(tmp_path):

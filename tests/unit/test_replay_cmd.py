@@ -19,6 +19,7 @@ def replay_json(capsys, *args) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.usefixtures("without_figures")
 def test_golden_run_on_the_tiresias_fixture(tmp_path, capsys):
     """12 jobs on 4 nodes of 4 GPUs in 2 racks, FIFO, job packing. Checked by hand: a gang
     of 8 GPUs takes two whole nodes; job 2 (2 GPUs) and 3 (1) go to the node with the
@@ -38,6 +39,7 @@ def test_golden_run_on_the_tiresias_fixture(tmp_path, capsys):
     assert figures["consolidated_share"] == 1.0 and figures["one_rack_share"] == 0.875   # 7 of 8: job 10 spans racks
 
 
+@pytest.mark.usefixtures("without_figures")
 def test_same_inputs_give_byte_identical_files(tmp_path, capsys):
     args = [TRACE, "--cluster", SPEC, "--selector", "job-packing", "random", "--seed", "3", "4"]
     for name in ("a", "b"):
@@ -102,6 +104,7 @@ HELIOS_WHY = "the Helios simulator measures every job it replays"
     ([], 0.0, f"jobs 1..10 of 10 by submit (all; --measure-trim 0 of the preset philly-helios-11vc: {HELIOS_WHY})"),
     (["--measure-trim", "0.2"], 0.2, "jobs 3..8 of 10 by submit (middle 60 %; --measure-trim 0.2)"),
 ])
+@pytest.mark.usefixtures("without_figures")
 def test_the_helios_preset_measures_every_job_unless_measure_trim_is_given(tmp_path, capsys, given, trim, window):
     """A preset named after a study carries its methodology: Helios measures every job (the
     default trim would leave out the first and last 10 %); the table, metrics.json and the

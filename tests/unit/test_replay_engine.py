@@ -104,9 +104,9 @@ def test_backfill_by_shape_decides_exactly_as_rescanning_the_whole_queue(monkeyp
         return try_start(self, waiting)
 
     monkeypatch.setattr(engine_module._Replay, "_try_start", counted)
-    trace = synthetic(2000)
-    indexed = replay(trace, cluster(18), ReplayOptions(queue_policy="backfill"))
-    naive = replay(trace, cluster(18), ReplayOptions(queue_policy="naive-backfill"))
+    trace = synthetic(500)
+    indexed = replay(trace, cluster(8), ReplayOptions(queue_policy="backfill"))
+    naive = replay(trace, cluster(8), ReplayOptions(queue_policy="naive-backfill"))
     waited = [j for j in indexed.jobs if j.start_s > j.submit_s]
     assert len(waited) > 100                        # the queue was long: the comparison means something
     assert indexed.jobs == naive.jobs               # same starts, ends and hosts, job by job

@@ -18,6 +18,8 @@ from gangmaster.tools.replay.report import INCOMPLETE, REPORT_FILES
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "replay"
 REPLAY = ["replay", str(FIXTURES / "tiresias_small.csv"), "--nodes", "4", "--gpus-per-node", "4"]
 
+pytestmark = pytest.mark.usefixtures("without_figures")   # the folder's handling, not what is drawn in it
+
 
 def a_file(tmp_path: Path) -> Path:
     (tmp_path / "file").write_text("the user's\n")

@@ -107,7 +107,7 @@ def stuck_gang(specs, job, blacklisted: int, wait_s: float) -> int:
     with tempfile.TemporaryDirectory() as work:
         am = ApplicationMaster(job, sim.client, app_id, sim.now, work, barrier=sim.barrier)
         planning, calls = [0.0], [0]
-        plan = am._plan
+        plan = am.dispatch.plan
 
         def timed_plan(gang, now):   # the gang's own share of each heartbeat
             start = time.process_time()
@@ -115,7 +115,7 @@ def stuck_gang(specs, job, blacklisted: int, wait_s: float) -> int:
             planning[0] += time.process_time() - start
             calls[0] += 1
 
-        am._plan = timed_plan
+        am.dispatch.plan = timed_plan
         sim.every(1.0, am.heartbeat)
         start = time.process_time()
         sim.run_until(wait_s)

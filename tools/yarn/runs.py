@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.journal import JOURNAL_FILE, read_records, replay
+from gangmaster.am.journal import JOURNAL_FILE, read_records, read_state
 from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.rm_protocol import ApplicationSubmission, AppState, NotFound, RMError
 from gangmaster.am.run_report import RecordedRun
@@ -173,7 +173,7 @@ class YarnRuns:
             time.sleep(POLL_S)
 
     def _ended(self, run: JobRun, report) -> None:
-        recorded = RecordedRun.of(run.job, replay(read_records(run.work_dir / JOURNAL_FILE)))
+        recorded = RecordedRun.of(run.job, read_state(read_records(run.work_dir / JOURNAL_FILE)))
         recorded.app_id = run.app_id
         if recorded.outcome is None:   # the AM never recorded an end: YARN's verdict
             outcome = {AppState.KILLED: "killed"}.get(report.state, "failed")
@@ -228,7 +228,7 @@ class YarnRuns:
                     self.client.kill(run.app_id, why)
                 except RMError as exc:
                     print(f"gangmaster run: could not kill {run.app_id} at YARN: {exc.message}", file=sys.stderr)
-                recorded = RecordedRun.of(run.job, replay(read_records(run.work_dir / JOURNAL_FILE)))
+                recorded = RecordedRun.of(run.job, read_state(read_records(run.work_dir / JOURNAL_FILE)))
                 recorded.app_id = run.app_id
                 recorded.outcome, recorded.reason = None, why
                 run.ams[:] = [YarnAMResult(recorded, False)]
