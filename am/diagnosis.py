@@ -43,11 +43,13 @@ import numpy as np
 
 from gangmaster.selectors import explanation as why
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
+from gangmaster.selectors.domains import DomainAsk, domain_of
 from gangmaster.selectors.explanation import Rejection
 from gangmaster.selectors.fit import GPU_MILLI, Demand, fits, milli
 from gangmaster.selectors.placement import room_per_node
 from gangmaster.selectors.resources import ResourceDescriptor
 
+from .gang_domains import DomainShort
 from .gang_placement import (GangDoesNotFit, PipelineFor, RoleOutcome, check_fits_empty, empty_view,
                              pipeline_of, place_each_role, place_gang, role_request)
 from .jobspec_model import RoleSpec
@@ -231,26 +233,71 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     by_host = defaultdict(list)
     for o in occupants:
         by_host[o.host].append(o)
-    diagnosed, waiting_nodes = {}, {}
-    for outcome in outcomes:
-        role = outcome.role
-        reasons, helps = explained.get(role.name, ([], {}))
-        diagnosed[role.name] = _role(role, role.instances - outcome.wanted + outcome.placed, reasons)
-        waiting_nodes.update(helps)
-    can_start = all(r.shortfall == 0 for r in diagnosed.values())
     try:
         check_fits_empty(view, roles, pipeline)
         never = ""
     except GangDoesNotFit as exc:
         never = (f"none: the gang can never start on this cluster, even empty it holds {exc.placed}/{exc.total} "
                  f"instances; {exc.role}[{exc.index}] found no node: {exc.cause}")
+    short = _domain_short(view, roles, pipeline, indices)
+    diagnosed, waiting_nodes = {}, {}
+    for outcome in outcomes:
+        role = outcome.role
+        reasons, helps = explained.get(role.name, ([], {}))
+        placed = outcome.placed
+        if short is not None and role.name in short.room_of:
+            placed = min(placed, short.room_of[role.name])
+            reasons = [*reasons, _domain_reason(short, waiting_helps=not never)]
+        diagnosed[role.name] = _role(role, role.instances - outcome.wanted + placed, reasons)
+        waiting_nodes.update(helps)
+    can_start = all(r.shortfall == 0 for r in diagnosed.values())
     blocking = _blocking_jobs(view, waiting_nodes, by_host)
     diagnosis = Diagnosis(job, gang, can_start, not never, int(np.count_nonzero(view.healthy)), len(view),
                           diagnosed, blocking)
     if not can_start:
-        diagnosis.hint = never or _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking,
-                                         waiting_nodes).hint()
+        hints = [never or _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking, waiting_nodes).hint()]
+        if short is not None and short.ask.required:
+            hints.append(_preferred_instead(view, roles, pipeline, indices, short))
+        diagnosis.hint = "; or ".join(h for h in hints if h)
     return diagnosis
+
+
+def _preferred_instead(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor,
+                       indices: Mapping[str, Sequence[int]] | None, short: DomainShort) -> str:
+    """The hint of asking the domain as a preference, checked: the gang placed over the
+    fewest domains now, and how many that is ("" when it does not start even so)."""
+    preferred = DomainAsk(short.ask.level, required=False)
+    relaxed = tuple(replace(role, network_domain=preferred if role.network_domain == short.ask else role.network_domain,
+                            gang_network_domain=preferred if role.gang_network_domain == short.ask
+                            else role.gang_network_domain) for role in roles)
+    try:
+        placement = place_gang(view, relaxed, pipeline, indices=indices)
+    except GangDoesNotFit:
+        return ""
+    spanned = {domain_of(view.specs[view.index(host)], short.ask.level) for host in set(placement.hosts())}
+    return (f"networkDomain {{preferred: {short.ask.level}}} instead of {{required: {short.ask.level}}}: "
+            f"it starts now over {len(spanned)} {short.ask.level}(s)")
+
+
+def _domain_short(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor,
+                  indices: Mapping[str, Sequence[int]] | None) -> DomainShort | None:
+    """Why no domain of the level the gang (or a role) asks holds it now, when that is why
+    it waits (None: it asks none, or a domain holds it, or another reason stops it first)."""
+    if not any(role.network_domain or role.gang_network_domain for role in roles):
+        return None
+    try:
+        place_gang(view, roles, pipeline, indices=indices)
+    except GangDoesNotFit as exc:
+        return exc.cause if isinstance(exc.cause, DomainShort) else None
+    return None
+
+
+def _domain_reason(short: DomainShort, waiting_helps: bool) -> Reason:
+    """"no single rack has room for 6 × 4 GPUs (the best, rack-a, has room for 4 of the 6)",
+    a reason of its own: waiting helps unless no domain holds the gang even when empty."""
+    code = why.NETWORK_DOMAIN if waiting_helps else f"{why.NETWORK_DOMAIN}-too-small"
+    detail = short.sentence() + ("" if waiting_helps else f", even when empty ({short.ask})")
+    return Reason(code, short.domains, waiting_helps, detail)
 
 
 def _reasons(outcome: RoleOutcome, port_min: int, scratch: ClusterView,

@@ -9,7 +9,9 @@ role rack by rack with one sort when it can. The placement is returned only if e
 instance found a node, so nothing is ever half-placed; the instance that finds no
 node stops the attempt with the filter chain's explanation, in numbers.
 
-A role that sets no rack policy gets ``selection.rack_policy`` (its pipeline's).
+A role that sets no rack policy gets ``selection.rack_policy`` (its pipeline's). A gang
+or role that asks a network domain (``networkDomain``) is placed whole inside the domain
+:mod:`~gangmaster.am.gang_domains` chooses for it, or not at all.
 
 :func:`check_fits_empty` applies Spark 2.4's rule: a gang that could not be placed
 even on the empty cluster (labels, GPU types, per-node caps, capacity) fails at
@@ -28,10 +30,12 @@ from gangmaster.selectors.explanation import Explanation, NotAvailable
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import NO_PORTS, PortRanges
-from gangmaster.selectors.placement import LonePick, Placement, RecentHosts, place
+from gangmaster.selectors.domains import DomainAsk
+from gangmaster.selectors.placement import LonePick, Placement, RecentHosts, place, room_per_node
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 
+from .gang_domains import DomainShort, Need, choose_domain
 from .jobspec_model import RoleSpec
 
 __all__ = ["InstancePlacement", "GangPlacement", "GangDoesNotFit", "PipelineFor", "role_request",
@@ -155,7 +159,8 @@ def place_gang(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipelin
         placement = place_gang(view, job.roles, pipeline, indices={"worker": [3, 7]})
         [(p.index, p.host, p.gpu_mask, p.ports) for p in placement.instances]
     """
-    if indices is None and len(roles) == 1 and roles[0].instances == 1:
+    if indices is None and len(roles) == 1 and roles[0].instances == 1 and not (
+            roles[0].gang_network_domain or roles[0].network_domain):   # (one node: in one domain, if in any)
         return _place_lone(view, roles[0], pipeline)
     placement = GangPlacement()
     _place_roles(view, roles, pipeline, recent_hosts, _wanted_indices(roles, indices), placement)
@@ -221,14 +226,59 @@ INSTANCES_KEPT = 1 << 16
 def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor, recent_hosts: int,
                  wanted: list[Sequence[int]], placement: GangPlacement | None) -> None:
     """:func:`place_gang`'s loop; the instances are recorded in ``placement`` when one is
-    given (the never-fits check needs only the answer, not 6,001 records of it)."""
+    given (the never-fits check needs only the answer, not 6,001 records of it). A gang that
+    asks a network domain is placed whole inside the one :func:`choose_domain` picks."""
+    ask = _gang_ask(roles)
+    if ask is None or not any(wanted):   # (nothing to place: no domain to choose)
+        _place_each(view, roles, pipeline, recent_hosts, wanted, placement)
+        return
+
+    def attempt(trial: ClusterView) -> tuple[GangPlacement, int]:
+        placed = GangPlacement()
+        _place_each(trial, roles, pipeline, recent_hosts, wanted, placed, scratch_copy=False)
+        return placed, len(set(placed.hosts()))
+
+    try:
+        chosen, _ = choose_domain(view, ask, _needs(view, roles, pipeline, wanted), attempt, GangDoesNotFit)
+    except DomainShort as short:
+        first = next(k for k, todo in enumerate(wanted) if todo)
+        raise GangDoesNotFit(roles[first].name, wanted[first][0], 0, sum(map(len, wanted)), short) from None
+    if placement is not None:
+        placement.instances.extend(chosen.instances)
+
+
+def _gang_ask(roles: tuple[RoleSpec, ...]) -> DomainAsk | None:
+    """The network domain the gang asks (its roles carry the job's ask)."""
+    for role in roles:
+        if role.gang_network_domain is not None:
+            return role.gang_network_domain
+    return None
+
+
+def _needs(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor,
+           wanted: list[Sequence[int]]) -> list[Need]:
+    """What each role with instances to place needs inside a domain, with its room per node."""
+    needs = []
+    for role, todo in zip(roles, wanted):
+        if todo:
+            chosen = pipeline_of(pipeline, role)
+            request = role_request(role, 1, (), chosen.settings.rack_policy)
+            needs.append(Need(role, len(todo), room_per_node(view, request, chosen.settings)))
+    return needs
+
+
+def _place_each(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor, recent_hosts: int,
+                wanted: list[Sequence[int]], placement: GangPlacement | None, scratch_copy: bool = True) -> None:
+    """The roles placed one after another on a scratch copy of ``view`` (on ``view`` itself
+    when not ``scratch_copy``: a trial copy of the caller's), a role that asks a network
+    domain inside the one :func:`choose_domain` picks for it."""
     total = sum(map(len, wanted))
     # A lone instance books nothing a later one would see: it is picked on the view itself,
     # not booked (place() leaves a view it does not book on as it was), as one
     # select_single_node() picks — the same node, without a copy of the view, and with no
     # hosts of the job to carry.
-    alone = total == 1
-    scratch = view if alone else view.copy()
+    alone = total == 1 and not any(role.network_domain for role in roles)
+    scratch = view if alone or not scratch_copy else view.copy()
     recent = None if alone else RecentHosts(scratch, limit=recent_hosts)
     placed_before = 0
     for role, todo in zip(roles, wanted):
@@ -237,13 +287,31 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
         chosen = pipeline_of(pipeline, role)
         request = role_request(role, 1, (), chosen.settings.rack_policy)
         try:
-            placed = place(chosen, scratch, request, len(todo), recent, book=not alone)
+            if role.network_domain is None:
+                placed = place(chosen, scratch, request, len(todo), recent, book=not alone)
+            else:
+                placed, scratch, recent = _place_in_domain(chosen, scratch, request, role, len(todo), recent)
         except NotAvailable as exc:
             done = exc.placed.count
             raise GangDoesNotFit(role.name, todo[done], placed_before + done, total, exc) from None
         if placement is not None:
             _record(placement, role, todo, placed, scratch.hosts, request.resource)
         placed_before += len(todo)
+
+
+def _place_in_domain(chosen: SelectionPipeline, scratch: ClusterView, request: SelectionRequest, role: RoleSpec,
+                     count: int, recent: RecentHosts) -> tuple[Placement, ClusterView, RecentHosts]:
+    """``count`` instances of a role that asks its own network domain, booked on a trial copy
+    of ``scratch`` that becomes the scratch view; the job's hosts go on from the trial's."""
+    need = Need(role, count, room_per_node(scratch, request, chosen.settings))
+
+    def attempt(trial: ClusterView) -> tuple[tuple[Placement, RecentHosts], int]:
+        hosts = RecentHosts(trial, recent.hosts(), limit=recent.limit)
+        placed = place(chosen, trial, request, count, hosts, book=True)
+        return (placed, hosts), len(set(placed.nodes))
+
+    (placed, hosts), trial = choose_domain(scratch, role.network_domain, [need], attempt, NotAvailable)
+    return placed, trial, hosts
 
 
 @dataclass

@@ -263,7 +263,8 @@ def _read_role(name: str, f: Fields, errors: ErrorCollector, parameters: Mapping
         retry=retry, request_ratio=keys.request_ratio,
         max_instances_per_node=keys.max_instances_per_node, node_label=keys.node_label,
         gpu_types=keys.gpu_types, selector=keys.selector, rack_policy=keys.rack_policy,
-        gpu_milli=keys.gpu_milli,
+        gpu_milli=keys.gpu_milli, network_domain=keys.network_domain,
+        gang_network_domain=job_keys.network_domain,
     ), simulation
 
 

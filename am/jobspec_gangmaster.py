@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from gangmaster.conf.fields import ConfigError, ConfigErrors, ErrorCollector, Fields
 from gangmaster.conf.limits import MAX_ATTEMPTS, MAX_DURATION_S, MAX_INSTANCES_PER_ROLE
+from gangmaster.selectors.domains import DOMAIN_MODES, DomainAsk
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.request import RACK_POLICIES
 
@@ -29,13 +30,14 @@ KEY = "gangmaster"
 #: Keys a role may set; at job level they are every role's default.
 ROLE_KEYS = ("maxInstancesPerNode", "requestRatio", "nodeLabel", "gpuTypes", "gpuMilli", "selector",
              "rackPolicy", "simulatedDurationSeconds", "simulatedExitCode")
-#: Testing aids: role level only (a job-wide injected failure would be a surprise).
-ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode", "failBeforeBarrier")
+#: Role level only: the testing aids (a job-wide injected failure would be a surprise), and
+#: the role's network domain (at job level, ``networkDomain`` is the whole gang's, not a default).
+ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode", "failBeforeBarrier", "networkDomain")
 #: What the role's tasks do in simulation (see the module docstring).
 SIMULATION_KEYS = ("simulatedDurationSeconds", "simulatedExitCode", "failOnAttempts", "failInstance",
                    "failExitCode", "failBeforeBarrier")
 #: Keys that only make sense for the whole job.
-JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts")
+JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts", "networkDomain")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class RoleKeys:
     gpu_milli: int = 0              # 0: whole GPUs (resourcePerInstance.gpu); else a share of one GPU
     selector: str | None = None
     rack_policy: str | None = None  # None: selection.rack_policy
+    network_domain: DomainAsk | None = None   # the role's instances inside one domain (or as few as can be)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class JobKeys:
     barrier_timeout_s: float | None = None              # None: wait forever
     retry_scope: str = "job"
     attempts: int | None = None                         # None: from jobRetryCount/taskRetryCount
+    network_domain: DomainAsk | None = None             # each gang inside one domain (or as few as can be)
 
 
 def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fields, str], Any]]]:
@@ -82,7 +86,20 @@ def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fiel
         "failInstance": ("failInstance", lambda f, k: f.integer(k, minimum=0)),
         "failExitCode": ("failExitCode", lambda f, k: f.integer(k, minimum=1, maximum=255)),
         "failBeforeBarrier": ("failBeforeBarrier", lambda f, k: f.boolean(k)),
+        "networkDomain": ("network_domain", read_network_domain),
     }
+
+
+def read_network_domain(f: Fields, key: str) -> DomainAsk:
+    """``networkDomain: {required: rack}`` or ``{preferred: switch}``: one mode, naming a level
+    (``rack``, or one of the cluster file's ``domainLevels``; a level the cluster does not
+    describe is a domain no node is in)."""
+    section = f.mapping(key)
+    modes = list(section.keys())
+    if len(modes) != 1 or modes[0] not in DOMAIN_MODES:
+        raise f.error(key, f"one of {', '.join(DOMAIN_MODES)} naming a domain level, e.g. {{required: rack}}",
+                      ", ".join(map(str, modes)) or "an empty mapping")
+    return DomainAsk(section.name(modes[0]), required=modes[0] == DOMAIN_MODES[0])
 
 
 def _duration(f: Fields, key: str) -> float:
@@ -152,9 +169,11 @@ def read_job_keys(section: Fields, errors: ErrorCollector, role_names: list[str]
     attempts = (errors.read(lambda: section.integer("attempts", minimum=1, maximum=MAX_ATTEMPTS,
                                                     limit="MAX_ATTEMPTS"))
                 if "attempts" in present else None)
+    domain = (errors.read(lambda: read_network_domain(section, "networkDomain"))
+              if "networkDomain" in present else None)
     defaults = read_role_keys(section, errors, selectors, allowed=ROLE_KEYS)
     return JobKeys(gangs=gangs, barrier_timeout_s=timeout, retry_scope=scope,
-                   attempts=attempts), defaults
+                   attempts=attempts, network_domain=domain), defaults
 
 
 def _gangs(section: Fields, role_names: list[str]) -> tuple[tuple[str, ...], ...] | None:

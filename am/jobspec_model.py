@@ -17,6 +17,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import Any, Mapping, Sequence
 
+from gangmaster.selectors.domains import DomainAsk
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -134,6 +135,10 @@ class RoleSpec:
     rack_policy: str | None = None  # None: selection.rack_policy
     #: a share of one GPU per instance, in milli-GPU (1..999; ``gpus`` is then 0); 0: whole GPUs
     gpu_milli: int = 0
+    #: the role's instances inside one network domain (``required``) or as few as can be (None: anywhere)
+    network_domain: DomainAsk | None = None
+    #: the same for the whole gang the role is in (the job's ``networkDomain``; every role of the gang has it)
+    gang_network_domain: DomainAsk | None = None
 
     def __hash__(self) -> int:
         # The dataclass's hash (every field but ``ports``), worked out once per role: what is

@@ -159,12 +159,14 @@ def node_to_pb(n: NodeReport, msg: pb.NodeReport) -> None:
     resource_to_pb(n.free, msg.free)
     if n.gpu_milli_free is not None:
         msg.gpu_milli_free.extend(n.gpu_milli_free)
+    if n.domains:
+        msg.domains.extend(f"{level}={name}" for level, name in n.domains)
 
 
 def node_from_pb(msg: pb.NodeReport) -> NodeReport:
     return NodeReport(msg.host, msg.rack, NodeState(msg.state), resource_from_pb(msg.capacity),
                       resource_from_pb(msg.free), frozenset(msg.labels), msg.gpu_type or None, msg.topology or None,
-                      msg.containers, msg.health_report, _milli_free_from_pb(msg))
+                      msg.containers, msg.health_report, _milli_free_from_pb(msg), _domains_from_pb(msg))
 
 
 def _milli_free_from_pb(msg: pb.NodeReport) -> tuple[int, ...] | None:
@@ -176,6 +178,18 @@ def _milli_free_from_pb(msg: pb.NodeReport) -> tuple[int, ...] | None:
     if not all(0 <= m <= GPU_MILLI for m in milli):
         raise InvalidRequest(f"gpu_milli_free: expected milli-GPU within 0..{GPU_MILLI} per GPU, got {list(milli)}")
     return milli
+
+
+def _domains_from_pb(msg: pb.NodeReport) -> tuple[tuple[str, str], ...]:
+    """A node report's network domains, each sent as ``level=name``."""
+    check_count(msg.domains, "domains", limits.MAX_DOMAIN_LEVELS, "MAX_DOMAIN_LEVELS")
+    domains = []
+    for entry in msg.domains:
+        level, _, name = entry.partition("=")
+        if not level or not name:
+            raise InvalidRequest(f"domains: expected level=name entries, got {entry!r}")
+        domains.append((level, name))
+    return tuple(domains)
 
 
 def allocate_response_to_pb(r: AllocateResponse) -> pb.AllocateResponse:

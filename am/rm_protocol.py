@@ -212,13 +212,15 @@ class NodeReport:
     #: milli-GPU free per GPU index, for a node whose GPUs hold shares (1000: wholly free; 0:
     #: taken whole or full of shares); None: no GPU of it holds a share (``free`` says it all)
     gpu_milli_free: tuple[int, ...] | None = None
+    #: the network domains above the rack, innermost first (:attr:`NodeSpec.domains`)
+    domains: tuple[tuple[str, str], ...] = ()
 
     @property
     def spec(self) -> NodeSpec:
         """The node as a :class:`NodeSpec` (what a ClusterView is built from)."""
         c = self.capacity
         return NodeSpec(self.host, self.rack, self.labels, self.gpu_type, self.topology, c.memory_mb, c.vcores,
-                        c.gpus, c.port_ranges)
+                        c.gpus, c.port_ranges, self.domains)
 
     @property
     def used(self) -> ResourceDescriptor:

@@ -33,6 +33,10 @@ MAX_CLUSTER_NODES = 1_000_000
 #: machine, and sums over MAX_CLUSTER_NODES nodes stay exact in 64-bit integers.
 MAX_MEMORY_MB = 2 ** 32
 
+#: Network domain levels above the rack (a cluster file's domainLevels, a node report's
+#: domains): real fabrics have three or four (leaf, spine, core, block).
+MAX_DOMAIN_LEVELS = 16
+
 #: vcores of one node, or asked by one instance: 2^20 (about a million cores); sums in
 #: milli-vcores over MAX_CLUSTER_NODES nodes stay within 64-bit integers.
 MAX_VCORES = 2 ** 20

@@ -72,6 +72,9 @@ class NodeSpec:
     vcores: float = 0.0
     gpus: int = 0
     ports: PortRanges = NO_PORTS
+    #: the network domains above the rack, innermost first: ``(("switch", "sw-1"), ("block", "b0"))``
+    #: (:mod:`~gangmaster.selectors.domains`)
+    domains: tuple[tuple[str, str], ...] = ()
 
     @property
     def capacity(self) -> ResourceDescriptor:
@@ -655,6 +658,12 @@ class ClusterView(NodeColumns):
         i = self.index(host)
         self.healthy[i] = healthy
         self._touched(i)
+
+    def set_health_rows(self, rows: np.ndarray, healthy: np.ndarray | bool) -> None:
+        """:meth:`set_health` of many nodes at once (by row): a gang kept inside one network
+        domain is placed on a copy whose other nodes are out of play."""
+        self.healthy[rows] = healthy
+        self._touched_rows(rows.tolist())
 
     def mark_failed(self, role: str, host: str) -> None:
         failed = self.role_failed.get(role)

@@ -22,6 +22,21 @@
 
 ``hosts:`` may list host names instead of ``count`` (for RM node reports or hand
 written clusters).
+
+Network domains above the rack (a switch, a block: :mod:`~gangmaster.selectors.domains`)
+are declared once, innermost first, and named by each group as its racks are — one name,
+or a list whose contiguous blocks of nodes each get one — and must nest (a rack inside
+one switch, a switch inside one block)::
+
+    domainLevels: [switch, block]
+    nodeGroups:
+      - name: dgx
+        count: 8
+        racks: [rack-a, rack-b]
+        domains: {switch: sw-1, block: b0}
+        ...
+
+A file without ``domainLevels`` describes racks alone, as before.
 """
 from __future__ import annotations
 
@@ -29,14 +44,16 @@ from pathlib import Path
 
 from gangmaster.conf import conf_path
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
-from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_VCORES
+from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_DOMAIN_LEVELS, MAX_MEMORY_MB, MAX_NAME_CHARS, MAX_VCORES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 
 from .cluster import ClusterView, NodeSpec
+from .domains import LEVEL_NAME, RACK, nesting_problem
 from .ports import NO_PORTS, PortError, PortRanges
 
 DEFAULT_CLUSTER = "clusters/default.yaml"
-GROUP_FIELDS = ("name", "count", "hosts", "rack", "racks", "labels", "gpuType", "topology",
+
+GROUP_FIELDS = ("name", "count", "hosts", "rack", "racks", "domains", "labels", "gpuType", "topology",
                 "memoryMB", "vcores", "gpus", "ports")
 
 
@@ -46,7 +63,8 @@ def default_cluster_path() -> Path:
 
 def load_cluster_specs(path: str | Path) -> list[NodeSpec]:
     doc = Fields(load_yaml(path), str(path))
-    doc.reject_unknown(("name", "nodeGroups"))
+    doc.reject_unknown(("name", "domainLevels", "nodeGroups"))
+    levels = _domain_levels(doc)
     specs: list[NodeSpec] = []
     groups = doc.list_of_mappings("nodeGroups")
     if not groups:
@@ -58,7 +76,10 @@ def load_cluster_specs(path: str | Path) -> list[NodeSpec]:
         group_hosts.append(_group_hosts(group, room=MAX_CLUSTER_NODES - named))
         named += len(group_hosts[-1])
     for group, names in zip(groups, group_hosts):
-        specs.extend(_group_specs(group, names))
+        specs.extend(_group_specs(group, names, levels))
+    problem = nesting_problem(specs, (RACK, *levels))
+    if problem:
+        raise doc.error("nodeGroups", problem)
     hosts = set()
     for spec in specs:
         if spec.host in hosts:
@@ -70,6 +91,49 @@ def load_cluster_specs(path: str | Path) -> list[NodeSpec]:
 def load_cluster(path: str | Path | None = None) -> ClusterView:
     """Build a :class:`ClusterView` from a cluster file (default: the embedded one)."""
     return ClusterView(load_cluster_specs(path or default_cluster_path()))
+
+
+def _domain_levels(doc: Fields) -> tuple[str, ...]:
+    """``domainLevels``: the levels above the rack, innermost first (none: racks alone)."""
+    if "domainLevels" not in doc:
+        return ()
+    levels = doc.names("domainLevels")
+    if len(levels) > MAX_DOMAIN_LEVELS:
+        raise doc.error("domainLevels", f"at most {MAX_DOMAIN_LEVELS} levels (MAX_DOMAIN_LEVELS in conf/limits.py)",
+                        f"{len(levels)} levels")
+    if RACK in levels or len(set(levels)) != len(levels) or not all(map(LEVEL_NAME.fullmatch, levels)):
+        raise doc.error("domainLevels", f"distinct level names of letters, digits, _ and - above the rack "
+                                        f"(not {RACK!r}), innermost first", ", ".join(levels))
+    return tuple(levels)
+
+
+def _split(names: list[str], hosts: list[str]) -> list[str]:
+    """One name per host: the hosts split into contiguous blocks, one per name."""
+    block = -(-len(hosts) // len(names))
+    return [names[i // block] for i in range(len(hosts))]
+
+
+def _group_domains(group: Fields, levels: tuple[str, ...], hosts: list[str]) -> list[tuple[tuple[str, str], ...]]:
+    """Each host's domains above its rack (``domains: {switch: sw-1}`` or a list per level)."""
+    if "domains" not in group:
+        if levels:
+            raise group.error("domains", f"a domain name for each level of domainLevels ({', '.join(levels)})")
+        return [()] * len(hosts)
+    if not levels:
+        raise group.error("domains", "domainLevels at the top of the file, naming the levels (e.g. [switch])")
+    section = group.mapping("domains")
+    section.reject_unknown(levels)
+    per_level = []
+    for level in levels:
+        if level not in section:
+            raise section.error(level, f"a {level} name or a list of them (every group names each level of "
+                                       "domainLevels)")
+        value = section.raw(level)
+        names = section.names(level) if isinstance(value, list) else [section.name(level)]
+        if not names:
+            raise section.error(level, f"at least one {level} name", [])
+        per_level.append(_split(names, hosts))
+    return [tuple(zip(levels, named)) for named in zip(*per_level)]
 
 
 def _group_hosts(group: Fields, room: int) -> list[str]:
@@ -96,8 +160,8 @@ def _group_hosts(group: Fields, room: int) -> list[str]:
     return hosts
 
 
-def _group_specs(group: Fields, hosts: list[str]) -> list[NodeSpec]:
-    """The nodes of one group, on ``hosts`` (:func:`_group_hosts`)."""
+def _group_specs(group: Fields, hosts: list[str], levels: tuple[str, ...] = ()) -> list[NodeSpec]:
+    """The nodes of one group, on ``hosts`` (:func:`_group_hosts`), in the domains of ``levels``."""
     if "racks" in group:
         racks = group.names("racks")
         if not racks:
@@ -117,9 +181,9 @@ def _group_specs(group: Fields, hosts: list[str]) -> list[NodeSpec]:
     memory = group.integer("memoryMB", minimum=1, maximum=MAX_MEMORY_MB, limit="MAX_MEMORY_MB")
     vcores = group.number("vcores", minimum=0, exclusive_minimum=True, maximum=MAX_VCORES,
                           limit="MAX_VCORES")
-    block = -(-len(hosts) // len(racks))
+    domains = _group_domains(group, levels, hosts)
     return [
-        NodeSpec(host=host, rack=racks[i // block], labels=labels, gpu_type=gpu_type,
-                 topology=topology, memory_mb=memory, vcores=vcores, gpus=gpus, ports=ports)
-        for i, host in enumerate(hosts)
+        NodeSpec(host=host, rack=rack, labels=labels, gpu_type=gpu_type, topology=topology,
+                 memory_mb=memory, vcores=vcores, gpus=gpus, ports=ports, domains=above)
+        for host, rack, above in zip(hosts, _split(racks, hosts), domains)
     ]

@@ -28,6 +28,7 @@ GPU_MASK = "gpu-mask"
 GPU_SHARE = "gpu-share"
 PORTS = "ports"
 RACK_POLICY = "rack-policy"
+NETWORK_DOMAIN = "network-domain"   # the gang's nodes: no one domain of the level asked holds it all
 
 _PHRASES = {
     UNHEALTHY: "unhealthy",
@@ -37,6 +38,7 @@ _PHRASES = {
     ROLE_CAP_REACHED: "at the cap of {requested} instance(s) of the role per node",
     ROLE_FAILED_HERE: "where the role already failed",
     RACK_POLICY: "outside the racks the {requested} rack policy allows",
+    NETWORK_DOMAIN: "in a {requested} without room for all of it",
 }
 
 

@@ -74,7 +74,8 @@ def to_json(snap: ClusterSnapshot) -> dict:
         "taken_at": snap.taken_at, "taken_at_from": snap.taken_at_from,
         "nodes": [{"host": s.host, "rack": s.rack, "labels": sorted(s.labels), "gpuType": s.gpu_type,
                    "vcores": s.vcores, "memoryMB": s.memory_mb, "gpus": s.gpus,
-                   "unavailable": snap.unhealthy.get(s.host), "reason": snap.unhealthy_reasons.get(s.host)}
+                   "unavailable": snap.unhealthy.get(s.host), "reason": snap.unhealthy_reasons.get(s.host),
+                   **({"domains": dict(s.domains)} if s.domains else {})}
                   for s in snap.specs],
         "running": [{"job": a.job, "host": a.host, "vcores": a.vcores, "memoryMB": a.memory_mb, "gpus": a.gpus,
                      "expectedEndSeconds": a.expected_end_s} for a in snap.running],

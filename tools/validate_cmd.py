@@ -67,7 +67,9 @@ def render(spec: JobSpec) -> str:
     for index, names in enumerate(spec.gangs):
         roles = spec.gang_roles(index)
         count = sum(r.instances for r in roles)
-        lines.append(f"gang {index}: {', '.join(names)} ({count} instances, all or nothing)")
+        domain = roles[0].gang_network_domain
+        inside = f", network domain: {domain}" if domain else ""
+        lines.append(f"gang {index}: {', '.join(names)} ({count} instances, all or nothing{inside})")
     timeout = ("unlimited" if spec.barrier_timeout_s is None
                else f"{spec.barrier_timeout_s:g} s")
     lines.append(f"retry: scope {spec.retry.scope}, {spec.retry.attempts} attempt(s) in all; "
@@ -87,7 +89,8 @@ def render(spec: JobSpec) -> str:
         succeeds = (f"succeeds at {c.min_succeeded} succeeded" if c.min_succeeded is not None
                     else "succeeds when all have completed")
         lines.append(f"role {role.name}: attempt {fails}, {succeeds}; retry scope "
-                     f"{role.retry.scope}, {role.retry.attempts} attempt(s)")
+                     f"{role.retry.scope}, {role.retry.attempts} attempt(s)"
+                     + (f"; network domain: {role.network_domain}" if role.network_domain else ""))
         lines += [f"  completion.{note}" for note in c.notes]
         failure = _simulated(spec, role).failure
         if failure.attempts:

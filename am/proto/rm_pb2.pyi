@@ -91,7 +91,7 @@ class ContainerStatus(_message.Message):
     def __init__(self, container_id: _Optional[str] = ..., host: _Optional[str] = ..., state: _Optional[str] = ..., has_exit_status: _Optional[bool] = ..., exit_status: _Optional[int] = ..., diagnostics: _Optional[str] = ..., request_id: _Optional[int] = ...) -> None: ...
 
 class NodeReport(_message.Message):
-    __slots__ = ("host", "rack", "state", "capacity", "free", "labels", "gpu_type", "topology", "containers", "health_report", "gpu_milli_free")
+    __slots__ = ("host", "rack", "state", "capacity", "free", "labels", "gpu_type", "topology", "containers", "health_report", "gpu_milli_free", "domains")
     HOST_FIELD_NUMBER: _ClassVar[int]
     RACK_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +103,7 @@ class NodeReport(_message.Message):
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_REPORT_FIELD_NUMBER: _ClassVar[int]
     GPU_MILLI_FREE_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
     host: str
     rack: str
     state: str
@@ -114,7 +115,8 @@ class NodeReport(_message.Message):
     containers: int
     health_report: str
     gpu_milli_free: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, host: _Optional[str] = ..., rack: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[Resource, _Mapping]] = ..., free: _Optional[_Union[Resource, _Mapping]] = ..., labels: _Optional[_Iterable[str]] = ..., gpu_type: _Optional[str] = ..., topology: _Optional[str] = ..., containers: _Optional[int] = ..., health_report: _Optional[str] = ..., gpu_milli_free: _Optional[_Iterable[int]] = ...) -> None: ...
+    domains: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, host: _Optional[str] = ..., rack: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[Resource, _Mapping]] = ..., free: _Optional[_Union[Resource, _Mapping]] = ..., labels: _Optional[_Iterable[str]] = ..., gpu_type: _Optional[str] = ..., topology: _Optional[str] = ..., containers: _Optional[int] = ..., health_report: _Optional[str] = ..., gpu_milli_free: _Optional[_Iterable[int]] = ..., domains: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
     __slots__ = ("app_id", "attempt", "asks", "cancel", "releases", "blacklist_additions", "blacklist_removals", "progress")

@@ -36,7 +36,7 @@ statuses = st.builds(ContainerStatus, names, names, st.sampled_from(ContainerSta
                      st.one_of(st.none(), st.integers(-1000, 255)), st.text(max_size=20), st.integers(0, 99))
 nodes = st.builds(NodeReport, names, names, st.sampled_from(NodeState), resources, resources,
                   st.frozensets(names, max_size=3), opt_names, opt_names, st.integers(0, 99), st.text(max_size=10),
-                  milli_free)
+                  milli_free, st.lists(st.tuples(names, names), max_size=3).map(tuple))
 
 
 @given(st.builds(AllocateRequest, names, st.integers(1, 9), st.lists(asks, max_size=4).map(tuple),
@@ -80,3 +80,14 @@ def test_a_node_report_with_per_gpu_milli_out_of_range_is_refused():
     msg = pb.NodeReport(host="n", rack="r", state="RUNNING", gpu_milli_free=[0] * 65)
     with pytest.raises(InvalidRequest, match=r"gpu_milli_free: expected at most 64 entries"):
         codec.node_from_pb(msg)
+
+
+@pytest.mark.parametrize("domains, message", [
+    (["switch"], "domains: expected level=name entries, got 'switch'"),
+    (["=leaf-1"], "domains: expected level=name entries, got '=leaf-1'"),
+    (["switch="], "domains: expected level=name entries, got 'switch='"),
+    (["a=b"] * 17, "domains: expected at most 16 entries"),
+])
+def test_a_node_reports_network_domains_are_level_name_pairs(domains, message):
+    with pytest.raises(InvalidRequest, match=message):
+        codec.node_from_pb(pb.NodeReport(host="n", rack="r", state="RUNNING", domains=domains))

@@ -145,7 +145,18 @@ CASES = [
     (f"{G}.failBeforeBarrier", "yes", f'{G}.failBeforeBarrier: expected true or false, got "yes"'),
     (f"{G}.gangs", [["worker"]], f"{G}.gangs: expected no such field here; known fields: "
      "failBeforeBarrier, failExitCode, failInstance, failOnAttempts, gpuMilli, gpuTypes, maxInstancesPerNode, "
-     "nodeLabel, rackPolicy, requestRatio, selector, simulatedDurationSeconds, simulatedExitCode"),
+     "networkDomain, nodeLabel, rackPolicy, requestRatio, selector, simulatedDurationSeconds, simulatedExitCode"),
+    # a network domain: one mode naming a level
+    (f"{G}.networkDomain", {"sometimes": "rack"}, f"{G}.networkDomain: expected one of required, preferred naming "
+                                                  'a domain level, e.g. {required: rack}, got "sometimes"'),
+    (f"{G}.networkDomain", {"required": "rack", "preferred": "switch"},
+     f"{G}.networkDomain: expected one of required, preferred naming a domain level, e.g. {{required: rack}}, "
+     'got "required, preferred"'),
+    (f"{G}.networkDomain", {}, f"{G}.networkDomain: expected one of required, preferred naming a domain level, "
+                               'e.g. {required: rack}, got "an empty mapping"'),
+    (f"{G}.networkDomain", "rack", f'{G}.networkDomain: expected a mapping, got "rack"'),
+    (f"{G}.networkDomain", {"required": 3}, f"{G}.networkDomain.required: expected a name of 1..255 "
+                                            "characters (MAX_NAME_CHARS) without spaces or control characters, got 3"),
     # --- gangmaster: job level -------------------------------------------------
     ("gangmaster.gangs", [["worker", "wrker"], ["server"]],
      'gangmaster.gangs[0][1]: expected a task role (one of server, worker), got "wrker"'),
@@ -164,8 +175,10 @@ CASES = [
      "gangmaster.barrierTimeoutSeconds: expected a number > 0, got 0"),
     ("gangmaster.failOnAttempts", [1], "gangmaster.failOnAttempts: expected no such field here; "
      "known fields: attempts, barrierTimeoutSeconds, gangs, gpuMilli, gpuTypes, maxInstancesPerNode, "
-     "nodeLabel, rackPolicy, requestRatio, retryScope, selector, simulatedDurationSeconds, "
+     "networkDomain, nodeLabel, rackPolicy, requestRatio, retryScope, selector, simulatedDurationSeconds, "
      "simulatedExitCode"),
+    ("gangmaster.networkDomain", {"preferred": ""}, "gangmaster.networkDomain.preferred: expected a name of "
+     f'1..255 characters (MAX_NAME_CHARS) without spaces or control characters, got ""'),
     ("gangmaster.requestRatio", 2, "gangmaster.requestRatio: expected a number > 0 and <= 1, got 2"),
     ("gangmaster", [1], "gangmaster: expected a mapping, got a list"),
 ]

@@ -97,3 +97,15 @@ def test_registered_in_the_gangmaster_command():
     # Membership only: building the whole CLI also imports every other subcommand.
     from gangmaster.tools.cli import COMMANDS
     assert COMMANDS["validate"].module == "validate_cmd"
+
+
+def test_network_domains_are_shown_for_the_gang_and_the_role(tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text("protocolVersion: 2\nname: dj\ntype: job\ntaskRoles:\n  worker:\n    instances: 6\n"
+                   "    resourcePerInstance: {cpu: 4, memoryMB: 8192, gpu: 4}\n    commands: ['true']\n"
+                   "    gangmaster: {networkDomain: {preferred: switch}}\n"
+                   "gangmaster:\n  networkDomain: {required: rack}\n")
+    assert run(str(job)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "gang 0: worker (6 instances, all or nothing, network domain: required rack)" in lines
+    assert any(line.endswith("; network domain: preferred switch") for line in lines if line.startswith("role worker"))

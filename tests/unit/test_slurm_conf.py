@@ -14,7 +14,7 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.tools.slurm.local_cluster import (UNIX_SOCKET_PATH_MAX, Ports, check_socket_room, check_specs,
                                                   gres_conf, loopback_address, slurm_conf)
-from gangmaster.tools.slurm.names import (DEFAULT_RACK, features_of, per_gpu_type, read_features,
+from gangmaster.tools.slurm.names import (DEFAULT_RACK, features_of, per_gpu_type, read_domains, read_features,
                                           split_per_gpu_type)
 from gangmaster.tools.slurm.values import GresEntry
 
@@ -96,9 +96,11 @@ names = st.text(st.sampled_from("abcxyz0123-_"), min_size=1, max_size=12)
 
 @settings(max_examples=60)
 @given(rack=names, labels=st.frozensets(names.filter(lambda n: not n.startswith(("rack.", "topo."))), max_size=4),
-       topology=st.none() | names)
-def test_features_read_back_as_written(rack, labels, topology):
-    assert read_features(features_of(rack, labels, topology)) == (rack, labels, topology)
+       topology=st.none() | names, domains=st.lists(st.tuples(names, names), max_size=3).map(tuple))
+def test_features_read_back_as_written(rack, labels, topology, domains):
+    features = features_of(rack, labels, topology, domains)
+    assert read_features(features) == (rack, labels, topology)
+    assert read_domains(features) == domains
 
 
 def test_a_node_without_rack_features_is_in_the_default_rack():

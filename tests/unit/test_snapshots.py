@@ -11,6 +11,7 @@ import pytest
 
 import gangmaster.tools.snapshots as snapshots
 from gangmaster.conf.fields import ConfigError
+from gangmaster.tools.snapshot_cmd import to_json
 from gangmaster.tools.snapshots import UNATTRIBUTED, RunningAllocation, SnapshotError, load_snapshot
 from gangmaster.tools.snapshots.attribution import reconcile
 from gangmaster.tools.snapshots.kubernetes import _quantity
@@ -82,6 +83,13 @@ def test_slurm_node_usage_without_squeue_is_unattributed():
     assert held(snap, UNATTRIBUTED) == [("cpu1", 4.0, 6000, 0, None), ("dgx1", 6.0, 10000, 2, None),
                                         ("dgx2", 2.0, 16000, 1, None)]
     assert any("squeue" in note for note in snap.notes)
+
+
+def test_slurm_network_domains_come_from_net_features(tmp_path):
+    doc = json.loads(SLURM_24[0].read_text())
+    doc["nodes"][0]["active_features"] = ["rack1", "net.switch.leaf-1", "net.block.b0", "net.bad"]
+    spec = by_host(load_snapshot([write(tmp_path, "nodes.json", doc)]))["a100-01"]
+    assert (spec.rack, spec.domains) == ("rack1", (("switch", "leaf-1"), ("block", "b0")))
 
 
 def test_slurm_unknown_state_words_make_a_node_unavailable(tmp_path):
@@ -210,6 +218,18 @@ def test_kubernetes_typed_lists_may_leave_out_the_items_kind(tmp_path):
     single = json.loads(K8S[0].read_text())["items"][4]          # kubectl get node cpu-node-1 -o json
     assert len(load_snapshot([write(tmp_path, "nodes.json", doc)]).specs) == 5
     assert [s.host for s in load_snapshot([write(tmp_path, "node.json", single)]).specs] == ["cpu-node-1"]
+
+
+def test_kubernetes_network_domains_come_from_topograph_labels_then_zone_and_region(tmp_path):
+    doc = json.loads(K8S[0].read_text())
+    doc["items"][0]["metadata"]["labels"].update({
+        "network.topology.nvidia.com/spine": "sp-1", "network.topology.nvidia.com/leaf": "lf-3",
+        "topology.kubernetes.io/region": "us-east-1", "network.topology.nvidia.com/bad level": "x"})
+    snap = load_snapshot([write(tmp_path, "nodes.json", doc)])
+    spec = by_host(snap)["gpu-node-1"]
+    assert spec.domains == (("leaf", "lf-3"), ("spine", "sp-1"), ("zone", "us-east-1a"), ("region", "us-east-1"))
+    shown = {node["host"]: node.get("domains") for node in to_json(snap)["nodes"]}   # `gangmaster snapshot --json`
+    assert shown["gpu-node-1"] == {"leaf": "lf-3", "spine": "sp-1", "zone": "us-east-1a", "region": "us-east-1"}
 
 
 def test_kubernetes_taints(tmp_path):

@@ -92,7 +92,7 @@ class Nodes:
         # No container on it books nothing of it (as report says): all of it is free.
         free = self._free_of_unused(i, capacity) if not containers else ledger.free(i)
         return NodeReport(spec.host, spec.rack, state, capacity, free, spec.labels, spec.gpu_type, spec.topology,
-                          containers, health, gpu_milli_free)
+                          containers, health, gpu_milli_free, spec.domains)
 
     def _free_of_unused(self, i: int, capacity: ResourceDescriptor) -> ResourceDescriptor:
         """What an unused node has free: all of it. Its capacity itself when the ledger holds
@@ -130,14 +130,16 @@ class Nodes:
         return [{"host": s.host, "rack": s.rack, "labels": sorted(s.labels), "gpu_type": s.gpu_type,
                  "topology": s.topology, "memory_mb": s.memory_mb, "vcores": s.vcores, "gpus": s.gpus,
                  "ports": [list(r) for r in s.ports.ranges], "state": ledger.states[i].value,
-                 "report": ledger.health_reports[i], "changed": int(last[i])}
+                 "report": ledger.health_reports[i], "changed": int(last[i]),
+                 **({"domains": [list(d) for d in s.domains]} if s.domains else {})}
                 for i, s in enumerate(ledger.specs)]
 
     @staticmethod
     def specs_from(saved: list[dict]) -> list[NodeSpec]:
         """The nodes a state file holds, as the RM is built with them."""
         return [NodeSpec(n["host"], n["rack"], frozenset(n["labels"]), n["gpu_type"], n["topology"],
-                         n["memory_mb"], n["vcores"], n["gpus"], PortRanges.of(*n["ports"])) for n in saved]
+                         n["memory_mb"], n["vcores"], n["gpus"], PortRanges.of(*n["ports"]),
+                         tuple(map(tuple, n.get("domains", ())))) for n in saved]
 
     def restore_states(self, saved: list[dict]) -> None:
         for i, n in enumerate(saved):

@@ -60,7 +60,7 @@ from gangmaster.selectors.resources import ResourceDescriptor
 
 from .launcher import write_whole
 from .records import AppRecord, ContainerRecord, SlurmJobRecord
-from .names import UNTYPED_GPU, per_gpu_type, read_features
+from .names import UNTYPED_GPU, per_gpu_type, read_domains, read_features
 from .slurm_json import SlurmJob, SlurmJSONError, SlurmNode, read_jobs, read_nodes
 
 #: Ports a node offers its tasks (Slurm does not manage ports; the AM picks from these).
@@ -253,7 +253,8 @@ class SlurmRMClient(RMClient):
         state = NodeState.LOST if node.lost else NodeState.RUNNING if node.usable else NodeState.UNHEALTHY
         gpu_type = node.gpu_type if gpus else None
         return NodeReport(node.name, rack, state, capacity, free, labels, gpu_type, topology,
-                          health_report=node.reason or ("" if state.usable else "/".join(sorted(node.states))))
+                          health_report=node.reason or ("" if state.usable else "/".join(sorted(node.states))),
+                          domains=read_domains(node.features))
 
     # --------------------------------------------------------------- AM side
     def register(self, app_id: str) -> RegisterResponse:

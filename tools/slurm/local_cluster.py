@@ -177,7 +177,7 @@ def slurm_conf(specs: list[NodeSpec], work_dir: Path, ports: Ports = Ports(), ho
                 f"RealMemory={spec.memory_mb}"]
         if spec.gpus:
             node.append("Gres=" + ",".join(f"gpu:{per_gpu_type(spec.gpu_type, g)}:1" for g in range(spec.gpus)))
-        features = features_of(spec.rack, spec.labels, spec.topology)
+        features = features_of(spec.rack, spec.labels, spec.topology, spec.domains)
         if features:
             node.append("Feature=" + ",".join(features))
         lines.append(" ".join(node + ["State=UNKNOWN"]))

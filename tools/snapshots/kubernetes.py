@@ -8,7 +8,11 @@ kubelet and system daemons reserve is not on offer); ``metadata.labels`` → lab
 ``key=value`` (``key`` when the value is empty), so a job's ``nodeLabel:
 nvidia.com/gpu.present=true`` matches; the rack from a label named ``rack`` (or ending in
 ``/rack``), else the zone (``topology.kubernetes.io/zone``); the GPU type from
-``nvidia.com/gpu.product`` (GPU feature discovery) or ``cloud.google.com/gke-accelerator``.
+``nvidia.com/gpu.product`` (GPU feature discovery) or ``cloud.google.com/gke-accelerator``;
+the network domains above the rack (a job's ``networkDomain``) from the labels NVIDIA's
+Topograph writes, ``network.topology.nvidia.com/<level>`` (``leaf``, ``spine``, ``core``;
+``block``, ``datacenter`` in its first versions; the level is the key's last part), then the
+zone and region (``topology.kubernetes.io/zone``, ``.../region``), innermost first.
 
 A node takes no new pods — and is reported unavailable with this word — when its
 ``Ready`` condition (``status.conditions[]``) is ``False`` or ``Unknown`` or missing
@@ -48,7 +52,7 @@ from gangmaster.selectors.cluster import NodeSpec
 
 from .attribution import job_name
 from .json_doc import Value
-from .model import EngineRead, RunningAllocation, first_few
+from .model import EngineRead, RunningAllocation, first_few, named_domains
 
 FIELDS_READ = (
     "items[].kind", "items[].metadata.name", "items[].metadata.labels",
@@ -70,6 +74,11 @@ NODES_FIELD = "items"
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+#: Network domain levels from node labels: Topograph's prefix (the level is the rest of the key)
+#: and the zone and region, innermost first (Topograph's own levels in this order, others after)
+DOMAIN_LABEL_PREFIX = "network.topology.nvidia.com/"
+DOMAIN_LEVEL_ORDER = ("accelerator", "leaf", "block", "spine", "core", "datacenter")
+ZONE_REGION_LABELS = (("zone", "topology.kubernetes.io/zone"), ("region", "topology.kubernetes.io/region"))
 #: Taints the node lifecycle controller sets on a node that should take no pods.
 LIFECYCLE_TAINT_PREFIXES = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/uninitialized")
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -179,7 +188,8 @@ def _node(node: Value) -> tuple[NodeSpec, str, str, list[str]]:
                               "conf/limits.py)", f"{vcores:g} cpus, {memory_mb:,} MB, {gpus} GPUs")
     gpu_type = next((labels[key] for key in GPU_TYPE_LABELS if is_name(labels.get(key, ""))), None)
     spec = NodeSpec(host=host, rack=_rack(labels), labels=frozenset(_label_names(labels)),
-                    gpu_type=gpu_type if gpus else None, memory_mb=memory_mb, vcores=vcores, gpus=gpus)
+                    gpu_type=gpu_type if gpus else None, memory_mb=memory_mb, vcores=vcores, gpus=gpus,
+                    domains=_domains(labels))
     state, reason = _availability(node, status)
     spec_part = node.get("spec")
     tolerable = []
@@ -233,6 +243,16 @@ def _rack(labels: dict[str, str]) -> str:
     racks = [value for key, value in labels.items() if key == "rack" or key.endswith("/rack")]
     racks += [labels[key] for key in ZONE_LABELS if key in labels]
     return next((rack for rack in racks if is_name(rack)), "default-rack")
+
+
+def _domains(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The node's network domains above the rack (module docstring)."""
+    fabric = [(key[len(DOMAIN_LABEL_PREFIX):], value) for key, value in labels.items()
+              if key.startswith(DOMAIN_LABEL_PREFIX)]
+    rank = {level: k for k, level in enumerate(DOMAIN_LEVEL_ORDER)}
+    fabric.sort(key=lambda pair: rank.get(pair[0], len(rank)))
+    fabric += [(level, labels[key]) for level, key in ZONE_REGION_LABELS if key in labels]
+    return named_domains(fabric)
 
 
 def _quantity(resources: Value, key: str, default: Decimal) -> Decimal:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from gangmaster.conf.fields import ConfigError
+from gangmaster.conf.fields import ConfigError, is_name
+from gangmaster.conf.limits import MAX_DOMAIN_LEVELS
 from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.domains import LEVEL_NAME
 
 _MISSING: Any = object()
 
@@ -21,6 +23,13 @@ _MISSING: Any = object()
 #: (YARN's nodes API without the containers of each application, a Slurm node listing
 #: without squeue's jobs, or usage the job listing does not account for).
 UNATTRIBUTED = "(unattributed)"
+
+
+def named_domains(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """A node's network domains as an engine names them, (level, name) innermost first: those
+    whose level is a level name and whose name is a name, at most MAX_DOMAIN_LEVELS."""
+    named = [(level, name) for level, name in pairs if LEVEL_NAME.fullmatch(level) and is_name(name)]
+    return tuple(named[:MAX_DOMAIN_LEVELS])
 
 
 def first_few(items: list[str], keep: int = 5) -> str:

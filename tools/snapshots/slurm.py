@@ -15,7 +15,8 @@ nothing that asks for it, while the rest of the cluster can still be read),
 ``gpu:4``, one GRES type per GPU as ``gpu:v100_0:1,gpu:v100_1:1,...``) → GPUs and GPU
 type (a ``_N`` suffix dropped), ``gres_used`` (``gpu:v100:2(IDX:0-1)``) → GPUs in use;
 ``active_features`` (else ``features``) and ``partitions`` → labels, the first feature
-starting with ``rack`` → rack; ``state`` and ``state_flags`` → whether it takes jobs, and
+starting with ``rack`` → rack, ``net.<level>.<name>`` features → network domains above it (as
+gangmaster's Slurm backend writes them; ``topology.conf``'s switches are not in the JSON); ``state`` and ``state_flags`` → whether it takes jobs, and
 ``reason`` as the reason. A node takes jobs when every word of its state is one of IDLE,
 MIXED, ALLOCATED, COMPLETING, PLANNED, CLOUD, POWERED_DOWN, POWERING_UP (Slurm powers a
 cloud node up on demand); any other word — DOWN, DRAIN, FAIL, NOT_RESPONDING,
@@ -40,11 +41,11 @@ from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_MEMORY_MB, MAX_VCORES
 from gangmaster.gpu_topology.masks import MAX_GPUS_PER_NODE
 from gangmaster.selectors.cluster import NodeSpec
 
-from ..slurm.names import split_per_gpu_type
+from ..slurm.names import read_domains, split_per_gpu_type
 from ..slurm.values import GresError, gpu_entries, state_words, top_level_split
 from .attribution import job_name
 from .json_doc import Value
-from .model import EngineRead, RunningAllocation, Usage, first_few
+from .model import EngineRead, RunningAllocation, Usage, first_few, named_domains
 
 FIELDS_READ = (
     "nodes[].name", "nodes[].state", "nodes[].state_flags", "nodes[].reason", "nodes[].cpus",
@@ -140,7 +141,8 @@ def _node(node: Value) -> tuple[NodeSpec, str, Usage, list[str]]:
     racks = [f for f in features if f.lower().startswith("rack") and is_name(f)]
     labels = frozenset(label for label in features + node.words("partitions") if is_name(label))
     spec = NodeSpec(host=host, rack=racks[0] if racks else "default-rack", labels=labels,
-                    gpu_type=gpu_type if gpus else None, memory_mb=memory, vcores=float(vcores), gpus=gpus)
+                    gpu_type=gpu_type if gpus else None, memory_mb=memory, vcores=float(vcores), gpus=gpus,
+                    domains=named_domains(read_domains(features)))
     states = state_words(node.words("state"), node.words("state_flags"))
     unavailable = "+".join(w for w in states if w not in AVAILABLE_STATES)
     if not states:

@@ -294,7 +294,8 @@ class YarnRMClient(RMClient):
         report = NodeReport(host, spec.rack if spec else yarn_rack, state, capacity, free,
                             spec.labels if spec else frozenset(), spec.gpu_type if spec and gpus else None,
                             spec.topology if spec else None, containers=int(r.get("numContainers", 0)),
-                            health_report=r.get("healthReport") or ("" if state.usable else r.get("state", "")))
+                            health_report=r.get("healthReport") or ("" if state.usable else r.get("state", "")),
+                            domains=spec.domains if spec else ())
         return _Node(node_id, host, yarn_rack, report, r, gpus_by_index=bool(declared))
 
     # ------------------------------------------------------------- client side

@@ -48,12 +48,13 @@ class YarnTarget:
 def spec_to_dict(spec: NodeSpec) -> dict:
     return {"host": spec.host, "rack": spec.rack, "labels": sorted(spec.labels), "gpu_type": spec.gpu_type,
             "topology": spec.topology, "memory_mb": spec.memory_mb, "vcores": spec.vcores, "gpus": spec.gpus,
-            "ports": str(spec.ports)}
+            "ports": str(spec.ports), **({"domains": [list(d) for d in spec.domains]} if spec.domains else {})}
 
 
 def spec_from_dict(d: dict) -> NodeSpec:
     return NodeSpec(d["host"], d["rack"], frozenset(d.get("labels") or ()), d.get("gpu_type"), d.get("topology"),
-                    int(d["memory_mb"]), float(d["vcores"]), int(d["gpus"]), PortRanges.parse(d.get("ports") or ""))
+                    int(d["memory_mb"]), float(d["vcores"]), int(d["gpus"]), PortRanges.parse(d.get("ports") or ""),
+                    tuple(map(tuple, d.get("domains") or ())))
 
 
 def resolve(value: str | None, cluster_file: str | None = None) -> YarnTarget:
