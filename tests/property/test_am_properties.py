@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gangmaster.am.am_settings import AMSettings
@@ -120,6 +120,7 @@ def test_am_invariants(tmp_path_factory, scenario):
 
 
 @given(scenarios())
+@settings(max_examples=30)   # two whole simulations per example; the invariants above take the hundred
 def test_same_inputs_same_run(tmp_path_factory, scenario):
     def once():
         runs, _, _ = simulate(*scenario, tmp_path_factory.mktemp("am"))
