@@ -1,7 +1,11 @@
-"""Replay a trace through the real AM and RM: every job gets an ApplicationMaster that
-places its gang with select() and the Selector plugins, asks the simulated RM for
-every instance, starts them when all are granted, and finishes when the simulated
-workload ends them — the same code ``gangmaster run`` runs, in virtual time.
+"""Replay a trace through the real AM and RM: every gang gets an ApplicationMaster that
+places it with select() and the Selector plugins, asks the simulated RM for every
+instance, starts them when all are granted, and finishes when the simulated workload
+ends them — the same code ``gangmaster run`` runs, in virtual time. A job of one task
+(most of a trace) goes through the single-task lane (:mod:`.lane`), which makes the
+same decisions with the same code, step for step, without an AM, an application and a
+container of its own (``replay(..., lane=False)`` sends it through its AM: a test holds
+the two equal).
 
 **Event-driven.** Nothing heartbeats on a clock of its own. With ``heartbeat_s == 0``
 an AM is called at the instant something concerns it: its job is tried (submitted,
