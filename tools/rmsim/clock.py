@@ -193,20 +193,24 @@ class VirtualLoop:
         """Run every event at or before ``when`` (step() inlined)."""
         heap = self._heap
         pop = heapq.heappop
-        if when == math.inf:   # (run(): every event, none compared with the end)
-            while heap:
+        ran = 0   # (added to events_run once, at the end: nothing reads it while the loop runs)
+        try:
+            if when == math.inf:   # (run(): every event, none compared with the end)
+                while heap:
+                    t, _, fn, args, _ = pop(heap)
+                    if fn is not None:   # (else cancelled)
+                        self._now = t
+                        ran += 1
+                        fn(*args)
+                return
+            while heap and heap[0][0] <= when:
                 t, _, fn, args, _ = pop(heap)
                 if fn is not None:   # (else cancelled)
                     self._now = t
-                    self.events_run += 1
+                    ran += 1
                     fn(*args)
-            return
-        while heap and heap[0][0] <= when:
-            t, _, fn, args, _ = pop(heap)
-            if fn is not None:   # (else cancelled)
-                self._now = t
-                self.events_run += 1
-                fn(*args)
+        finally:
+            self.events_run += ran
 
 
 class RealTimeLoop:
