@@ -1,5 +1,5 @@
 """``gangmaster bench openb_fill``: one fill-mode seed of Alibaba's openb trace through the
-replay engine (every pod through the real AM and RM:
+replay engine (every pod through the single-task lane, which decides as the real AM and RM do:
 :func:`gangmaster.tools.replay.engine.replay` with the ``drop`` queue policy), per
 selector, against a floor measured in the same run.
 

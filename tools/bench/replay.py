@@ -1,6 +1,7 @@
-"""``gangmaster bench replay``: a whole trace through the replay engine (every job through
-the real AM and RM: :func:`gangmaster.tools.replay.engine.replay`), against a floor
-measured in the same run.
+"""``gangmaster bench replay``: a whole trace through the replay engine (every gang through
+the real AM and RM, every job of one task through the single-task lane that decides as
+they would: :func:`gangmaster.tools.replay.engine.replay`), against a floor measured in
+the same run.
 
 * **The figure**: the trace (default: the full Philly trace, 82,247 jobs) on
   ``--nodes`` × ``--gpus-per-node`` (default 1,000 × 8), job-packing, FIFO per queue

@@ -1,7 +1,11 @@
-"""Replay a trace through the real AM and RM: every job gets an ApplicationMaster that
-places its gang with select() and the Selector plugins, asks the simulated RM for
-every instance, starts them when all are granted, and finishes when the simulated
-workload ends them — the same code ``gangmaster run`` runs, in virtual time.
+"""Replay a trace through the real AM and RM: every gang gets an ApplicationMaster that
+places it with select() and the Selector plugins, asks the simulated RM for every
+instance, starts them when all are granted, and finishes when the simulated workload
+ends them — the same code ``gangmaster run`` runs, in virtual time. A job of one task
+(most of a trace) goes through the single-task lane (:mod:`.lane`), which makes the
+same decisions with the same code, step for step, without an AM, an application and a
+container of its own (``replay(..., lane=False)`` sends it through its AM: a test holds
+the two equal).
 
 **Event-driven.** Nothing heartbeats on a clock of its own. With ``heartbeat_s == 0``
 an AM is called at the instant something concerns it: its job is tried (submitted,
@@ -127,6 +131,7 @@ from ..rmsim.queues import Queue
 from ..rmsim.simulation import Simulation
 from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
+from .lane import SingleTaskLane, takes
 from .queue_policy import QUEUE_POLICIES, dropped, queue_for
 from .timeline import Timeline, TimelineRecorder
 from .trace import JobTable, TraceJob
@@ -203,13 +208,15 @@ class ReplayResult:
 
 
 def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
-           progress: Callable[[int, int], None] | None = None) -> ReplayResult:
+           progress: Callable[[int, int], None] | None = None, lane: bool = True) -> ReplayResult:
     """Replay every job of ``table`` on ``cluster``; ``progress(done, total)`` is called
     as jobs end (and once at the end). The cycle collector is off while it runs
-    (:func:`_collector_paused`) and left as it was found."""
+    (:func:`_collector_paused`) and left as it was found. ``lane``: the jobs of one task
+    go through the single-task lane (:mod:`.lane`); False sends every job through its
+    AM (the same decisions: the lane's differential test compares the two)."""
     get_selector(options.selector)   # an unknown name fails here, naming the known ones
     started = time.perf_counter()
-    run = _Replay(table, cluster, options, progress)
+    run = _Replay(table, cluster, options, progress, lane)
     with _collector_paused():   # the outcomes too: with the collector back, their many objects made
         run.run()               # it scan the whole run's heap again and again (a tenth of the time)
         jobs, timeline = run.outcomes(), run.recorder.timeline()
@@ -250,11 +257,12 @@ def tie_rule(options: ReplayOptions) -> str:
 
 
 class _Job:
-    """A job being replayed: its table row, its AM while it has one, what it held. It waits
+    """A job being replayed: its table row, its AM while it has one (or what the single-task
+    lane keeps of it, :class:`~.lane.LaneTask`, while the lane runs it), what it held. It waits
     in its queue as itself: a queue policy reads its ``order`` (its row) and ``shape``
     (:class:`~.queue_policy.Waiting`'s fields; the shape only where the policy reads it)."""
 
-    __slots__ = ("order", "trace", "submit_s", "gpus", "queue", "label", "partition", "shape", "am", "start_s",
+    __slots__ = ("order", "trace", "submit_s", "gpus", "queue", "label", "partition", "shape", "am", "lane", "start_s",
                  "end_s", "hosts", "gang_wait_s", "outcome")
 
     def __init__(self, order: int, trace: TraceJob, submit_s: float, queue: str, label: str | None,
@@ -264,6 +272,7 @@ class _Job:
         self.gpus = trace.gpus   # read at every start, end and pass: summed once
         self.shape = None
         self.am: ApplicationMaster | None = None
+        self.lane = None
         self.start_s: float | None = None
         self.end_s: float | None = None
         self.hosts: tuple[str, ...] = ()
@@ -273,7 +282,7 @@ class _Job:
 
 class _Replay:
     def __init__(self, table: JobTable, cluster: ReplayCluster, options: ReplayOptions,
-                 progress: Callable[[int, int], None] | None):
+                 progress: Callable[[int, int], None] | None, lane: bool = True):
         self.options, self.progress = options, progress
         isolated = dict(cluster.queue_hosts or {})
         named = set(map(_QUEUE, table.jobs))   # (every job's, in C; then the few distinct names)
@@ -363,6 +372,9 @@ class _Replay:
         self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
         self._flush_pending = False          # the end-of-instant work is scheduled
         self.core.subscribe(self._on_container_finished, kinds=("container_finished",))
+        self.lane = (SingleTaskLane(self.tracker, self.selection, self.pipelines, self.core, self.sim.node_manager,
+                                    self._now, self.metrics.selection_latency.observe, self._lane_exited)
+                     if lane else None)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -401,6 +413,13 @@ class _Replay:
             if not self._flush_pending:
                 self._schedule_flush()
 
+    def _lane_exited(self, job: _Job) -> None:
+        """The task of a job the lane runs exited: the driver hears of it at the flush, as
+        it hears of an AM's containers (in the same turn: the wake keeps the order they ended in)."""
+        self._wake[job.order] = job
+        if not self._flush_pending:
+            self._schedule_flush()
+
     def _schedule_flush(self) -> None:
         """Have :meth:`_flush` run at the end of this instant (``heartbeat_s`` 0: once every
         event due now has run, not as an event of its own: :meth:`run` drives the clock an
@@ -420,7 +439,12 @@ class _Replay:
         while woken:
             self._wake = {}
             for job in woken.values():
-                self._heartbeat(job)
+                if job.am is not None:
+                    self._heartbeat(job)
+                else:   # (the lane's: its task exited)
+                    job.lane = None
+                    self._finished(job, "succeeded")
+                    self._counted()
             woken = self._wake
         self._flush_pending = False
         dirty = self._dirty
@@ -452,7 +476,23 @@ class _Replay:
     # ------------------------------------------------------------------ AMs
     def _try_start(self, job: _Job) -> bool:
         """Place the job's gang through its AM (admitting the job first); True when it
-        started or can never run (either way it leaves the queue)."""
+        started or can never run (either way it leaves the queue). A job of one task goes
+        through the single-task lane (:mod:`.lane`)."""
+        lane = job.lane
+        if lane is None and job.am is None and self.lane is not None and takes(job.trace):
+            if not self.lane.admit(job, job.label):   # it can never run here
+                job.lane = None
+                job.outcome = "never-fits"
+                self._left_queue(job)
+                self._counted()
+                return True
+            lane = job.lane
+        if lane is not None:
+            self._sync()
+            if self.lane.try_start(job):
+                self._running(job)
+                return True
+            return False
         if job.am is None:
             self._admit(job)
             if job.am.done:   # refused at submission: it can never run here
@@ -513,7 +553,14 @@ class _Replay:
 
     def _dropped(self, job: _Job) -> None:
         """The queue policy gave up on the job (``drop``: no room at its arrival): the driver
-        kills its application through the RM, as a user would, and its AM ends with it."""
+        kills its application through the RM, as a user would, and its AM ends with it (a job
+        in the single-task lane, never started, leaves it)."""
+        if job.lane is not None:
+            job.lane = None
+            self._left_queue(job)
+            job.outcome = "dropped"
+            self._counted()
+            return
         self.sim.client.kill(job.am.app_id, "dropped: no room at its arrival (queue policy drop)")
         self._heartbeat(job)
         job.outcome = "dropped"
@@ -527,6 +574,10 @@ class _Replay:
             job.hosts = tuple(dict.fromkeys([task.host for task in tasks]))
             starts = [task.started_at for task in tasks]
             job.gang_wait_s = max(starts) - min(starts)
+        self._running(job)
+
+    def _running(self, job: _Job) -> None:
+        """The job started: its GPUs are allocated, and it left its queue."""
         gpus = job.gpus
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
@@ -542,18 +593,27 @@ class _Replay:
             job.outcome = "never-fits" if am.outcome == "failed" else am.outcome or "unfinished"
             self._left_queue(job)
         else:
-            job.outcome = am.outcome or "unfinished"
-            job.end_s = self._now()
-            gpus = job.gpus
-            self.allocated -= gpus
-            self.free_gpus[job.partition] += gpus
-            if self.waiting_jobs:   # else every queue is empty: a pass would start nothing
-                self._dirty.update(self.partition_queues.get(job.partition, ()))
-            if not self._flush_pending:
-                self._schedule_flush()
+            self._finished(job, am.outcome or "unfinished")
         self._forget_job(am.job)
         self.by_app.pop(am.app_id, None)
         job.am = None
+        self._counted()
+
+    def _finished(self, job: _Job, outcome: str) -> None:
+        """The started job ended ``outcome`` now: its GPUs are free, its partition's queues
+        to be tried."""
+        job.outcome = outcome
+        job.end_s = self._now()
+        gpus = job.gpus
+        self.allocated -= gpus
+        self.free_gpus[job.partition] += gpus
+        if self.waiting_jobs:   # else every queue is empty: a pass would start nothing
+            self._dirty.update(self.partition_queues.get(job.partition, ()))
+        if not self._flush_pending:
+            self._schedule_flush()
+
+    def _counted(self) -> None:
+        """The job ended (for progress)."""
         if self.progress is not None:
             self.done += 1
             self.progress(self.done, len(self.jobs))

@@ -63,3 +63,9 @@ def gang_shape(job: TraceJob) -> tuple:
     """What placing the job's gang depends on, besides the cluster: jobs of one queue with
     the same shape fit or do not fit alike."""
     return tuple([(r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb, r.gpu_types) for r in job.roles])
+
+
+def job_roles(job: TraceJob, node_label: str | None = None) -> tuple[RoleSpec, ...]:
+    """The roles of ``job``'s one gang as its AM places them (those of :func:`job_spec`'s
+    JobSpec, shared by every job of the shape), for the single-task lane (:mod:`.lane`)."""
+    return _shape_spec(job.roles, node_label).named_gangs[0][1]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import Callable
 
 from gangmaster.am.barrier import Released, Waiter
 from gangmaster.am.barrier_errors import BarrierError
@@ -35,7 +36,9 @@ log = logging.getLogger(__name__)
 
 class _ExitInstant(dict):
     """The containers that exit at one instant of virtual time: container id -> exit code,
-    in the order they were started; and the clock's event for it (``timer``)."""
+    in the order they were started; and the clock's event for it (``timer``). A task run
+    outside the RM (:meth:`SimulatedNodeManager.run_outside`) is there as its key -> the
+    call that ends it."""
 
     __slots__ = ("timer",)
 
@@ -115,17 +118,39 @@ class SimulatedNodeManager:
         instant[container_id] = exit_code
         self.exiting[container_id] = instant
 
+    def run_outside(self, key: object, duration_s: float, on_exit: Callable[[], object]) -> None:
+        """A task the RM holds no container for (a trace replay's single-task lane,
+        :mod:`gangmaster.tools.replay.lane`) runs ``duration_s`` from now, then ``on_exit()``
+        is called: at the same instant, in the same event and the same turn as a container
+        started now to run as long would exit (:meth:`_run`), so the clock runs the events
+        it would run had the task been a container. ``key``: its own, never a container id."""
+        when = self.clock.now()
+        if duration_s > 0:
+            when += duration_s
+        instant = self._exiting_at.get(when)
+        if instant is None:
+            instant = self._exiting_at[when] = _ExitInstant()
+            instant.timer = self.clock.call_at(when, self._exit_at, when)
+        instant[key] = on_exit
+
     def _exit_at(self, when: float) -> None:
         exits = self._exiting_at.pop(when)
         if len(exits) == 1:   # most instants: one task exits (nothing to keep the collector off for)
             [(container_id, exit_code)] = exits.items()
-            del self.exiting[container_id]
-            self.core.container_exited(container_id, exit_code)
+            self._exited(container_id, exit_code)
             return
         with collector_paused():   # a gang that ends together leaves thousands of statuses and records
             for container_id, exit_code in exits.items():
-                del self.exiting[container_id]
-                self.core.container_exited(container_id, exit_code)
+                self._exited(container_id, exit_code)
+
+    def _exited(self, container_id, exit_code) -> None:
+        """One task of an instant exits: a container's (its exit code, an int), reported to
+        the RM; or one run outside the RM (the call that ends it)."""
+        if exit_code.__class__ is int:
+            del self.exiting[container_id]
+            self.core.container_exited(container_id, exit_code)
+        else:
+            exit_code()
 
     def stop(self, rec) -> None:
         instant = self.exiting.pop(rec.container_id, None)
