@@ -128,6 +128,7 @@ from ..rmsim.simulation import Simulation
 from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
 from .queue_policy import QUEUE_POLICIES, dropped, queue_for
+from .reservations import ReplayReservations
 from .timeline import Timeline, TimelineRecorder
 from .trace import JobTable, TraceJob
 from .workload import FragmentationRecorder, FragmentationSeries, observe, workload_shapes
@@ -156,7 +157,7 @@ _ANY_REQUEST = SelectionRequest("any", ResourceDescriptor())
 @dataclass(frozen=True)
 class ReplayOptions:
     selector: str = "job-packing"
-    queue_policy: str = "fifo"          # | "backfill" | "drop"
+    queue_policy: str = "fifo"          # | "backfill" | "reserve" | "drop"
     seed: int = 0
     heartbeat_s: float = 0.0
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
@@ -200,6 +201,10 @@ class ReplayResult:
     tie_rule: str
     options: ReplayOptions
     fragmentation: FragmentationSeries | None = None   # the FGD paper's measure, sampled (.workload)
+    #: queue policy reserve: reserved GPUs held free and idle for the gangs they wait for,
+    #: GPU-seconds, and the reservations planned (0 under the other policies)
+    reservation_hold_gpu_s: float = 0.0
+    reservations_planned: int = 0
 
 
 def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
@@ -215,7 +220,8 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
         jobs, timeline = run.outcomes(), run.recorder.timeline()
     return ReplayResult(jobs, timeline, time.perf_counter() - started,
                         run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
-                        run.fragmentation.series() if run.fragmentation is not None else None)
+                        run.fragmentation.series() if run.fragmentation is not None else None,
+                        *((run.reservations.hold_gpu_s, run.reservations.planned) if run.reservations else ()))
 
 
 @contextmanager
@@ -315,6 +321,14 @@ class _Replay:
         self.free_gpus = dict(self.partition_gpus)
         self.queues = {name: queue_for(options.queue_policy) for name in queue_names}
         self._drops = options.queue_policy == "drop"   # only that policy gives up on jobs (queue_policy.dropped)
+        # ---- queue policy reserve: one book of reservations for every queue (.reservations)
+        self.reservations: ReplayReservations | None = None
+        if options.queue_policy == "reserve":
+            self.reservations = ReplayReservations(self.sim.loop.now, self.ledger, lambda: self.tracker.view,
+                                                   self._sync, owner)
+            for queue in self.queues.values():
+                queue.book = self.reservations
+        # ---- end reserve
         self.partition_queues: dict[str | None, list[str]] = {}
         self.queue_partition: dict[str, str | None] = {}
         for name in queue_names:
@@ -444,6 +458,8 @@ class _Replay:
             dirty.clear()
         now = self._now()
         self.recorder.record(now, self.allocated, self.waiting_jobs, self.pending_gpus, self.hol_total)
+        if self.reservations is not None:
+            self.reservations.tick(now)
         if now >= self._fragmentation_at:
             self._sync()
             self.fragmentation.record(now, self.tracker.view)
@@ -531,6 +547,8 @@ class _Replay:
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
         self._left_queue(job)
+        if self.reservations is not None:
+            self.reservations.started(job, gang)
 
     def _left_queue(self, job: _Job) -> None:
         self.waiting_jobs -= 1
@@ -544,6 +562,8 @@ class _Replay:
         else:
             job.outcome = am.outcome or "unfinished"
             job.end_s = self._now()
+            if self.reservations is not None:
+                self.reservations.ended(job)
             gpus = job.gpus
             self.allocated -= gpus
             self.free_gpus[job.partition] += gpus
