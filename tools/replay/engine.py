@@ -112,6 +112,7 @@ from gangmaster.am.lifecycle import ROLE_ACQUIRING
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
+from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
 from gangmaster.am.rm_protocol import ApplicationSubmission
 from gangmaster.conf import limits
 from gangmaster.selectors.candidates import kept_node_index
@@ -161,12 +162,16 @@ class ReplayOptions:
     seed: int = 0
     heartbeat_s: float = 0.0
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
+    #: queue policy reserve: at most this many jobs of a queue hold a reservation at once
+    max_reservations: int = DEFAULT_MAX_RESERVATIONS
 
     def __post_init__(self) -> None:
         if self.queue_policy not in QUEUE_POLICIES:
             raise ValueError(f"queue_policy: expected one of {', '.join(QUEUE_POLICIES)}, got {self.queue_policy!r}")
         if not (self.heartbeat_s >= 0 and math.isfinite(self.heartbeat_s)):
             raise ValueError(f"heartbeat_s: expected a number >= 0, got {self.heartbeat_s}")
+        if not (isinstance(self.max_reservations, int) and self.max_reservations >= 1):
+            raise ValueError(f"max_reservations: expected an integer >= 1, got {self.max_reservations!r}")
         if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
             raise ValueError(f"time_scale: expected a number > 0, got {self.time_scale}")
 
@@ -327,7 +332,7 @@ class _Replay:
             self.reservations = ReplayReservations(self.sim.loop.now, self.ledger, lambda: self.tracker.view,
                                                    self._sync, owner)
             for queue in self.queues.values():
-                queue.book = self.reservations
+                queue.book, queue.max_reservations = self.reservations, options.max_reservations
         # ---- end reserve
         self.partition_queues: dict[str | None, list[str]] = {}
         self.queue_partition: dict[str, str | None] = {}
