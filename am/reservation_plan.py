@@ -78,10 +78,15 @@ class Reservation:
         return [Hold(host, gpus, self.start_s, self.end_s, self.owner) for host, gpus in self.gpus_by_host.items()]
 
 
-def plan_start(now: float, free: Mapping[str, int], holds: Iterable[Hold], instances: Sequence[int],
+#: an instance to place: its GPUs, or (GPUs, role, at most this many of the role per node or None)
+Instance = "int | tuple[int, str, int | None]"
+
+
+def plan_start(now: float, free: Mapping[str, int], holds: Iterable[Hold], instances: Sequence[Instance],
                duration_s: float | None, owner: str = "") -> Reservation | None:
     """The earliest instant (>= ``now``) at which a gang of ``instances`` (GPUs of each
-    instance) fits on the nodes for ``duration_s`` (None: unknown, held forever), and the
+    instance, with its role's cap per node where it has one) fits on the nodes for
+    ``duration_s`` (None: unknown, held forever), and the
     nodes it takes then; None when it never does (more than the cluster, or held forever
     by work whose end is unknown).
 
@@ -127,18 +132,21 @@ def _room(free: Mapping[str, int], running: list[Hold], planned: list[Hold], sta
     return room
 
 
-def _fit(room: Mapping[str, int], instances: Sequence[int], free: Mapping[str, int]) -> dict[str, int] | None:
+def _fit(room: Mapping[str, int], instances: Sequence[Instance], free: Mapping[str, int]) -> dict[str, int] | None:
     """The GPUs each node gives the gang when its instances (largest first) are placed
     first-fit on the nodes in order of least free now (holding those idles the fewest
-    GPUs), then by name; None when they do not all fit."""
+    GPUs), then by name, each role's cap per node kept; None when they do not all fit."""
     left = {host: gpus for host, gpus in room.items() if gpus > 0}
     order = sorted(left, key=lambda host: (free.get(host, 0), host))
     chosen: dict[str, int] = {}
-    for need in sorted(instances, reverse=True):
+    placed: dict[tuple[str, str], int] = {}   # (role, host) -> its instances there
+    items = [item if isinstance(item, tuple) else (item, "", None) for item in instances]
+    for need, role, cap in sorted(items, key=lambda item: -item[0]):
         for host in order:
-            if left[host] >= need:
+            if left[host] >= need and (cap is None or placed.get((role, host), 0) < cap):
                 left[host] -= need
                 chosen[host] = chosen.get(host, 0) + need
+                placed[role, host] = placed.get((role, host), 0) + 1
                 break
         else:
             return None
@@ -150,16 +158,18 @@ def _least_sure(holds: Sequence[Hold]) -> str:
     return UNKNOWN if UNKNOWN in kinds else OBSERVED if OBSERVED in kinds else DECLARED
 
 
-def expected_start_line(reservation: Reservation | None, now: float, machines: str = "machines") -> str:
-    """The diagnosis's line for a waiting gang: when it is expected to start, on which
-    reserved nodes, and how sure that is (the ends it waits for are declared, observed
-    or unknown)."""
+def expected_start_line(reservation: Reservation | None, now: float, reserved: bool = True) -> str:
+    """The diagnosis's line for a waiting gang: when it is expected to start, on how many
+    machines (``reserved``: held for it by a queue policy that reserves; else only where
+    it would fit, with nothing holding them), and how sure that is (the ends it waits for
+    are declared, observed or unknown)."""
     if reservation is None:
         return ("expected start: unknown (no expected end is known for the work holding the room it needs, "
                 "or it needs more than the cluster)")
     wait = max(0.0, reservation.start_s - now)
     count = len(reservation.gpus_by_host)
-    what = f"expected to start {'now' if wait < 1 else 'in ~' + _duration(wait)} on {count} reserved {machines}"
+    what = (f"expected to start {'now' if wait < 1 else 'in ~' + _duration(wait)} on {count} "
+            f"{'reserved ' if reserved else ''}machine{'' if count == 1 else 's'}")
     if reservation.waits_for:
         names = reservation.waits_for
         what += " when " + (", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")) + \

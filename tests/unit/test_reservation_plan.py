@@ -71,3 +71,12 @@ def test_a_reservation_admits_only_gangs_that_end_by_its_start():
 ])
 def test_expected_start_line(reservation, line):
     assert expected_start_line(reservation, 0.0) == line
+
+
+def test_a_roles_cap_per_node_is_kept():
+    """Two 4-GPU instances at most one per node: an 8-GPU node alone does not hold them."""
+    free = {"a": 8, "b": 0}
+    holds = [running("b", 8, 40, "x")]
+    assert dict(plan_start(0.0, free, holds, [4, 4], 1.0).gpus_by_host) == {"a": 8}
+    capped = plan_start(0.0, free, holds, [(4, "w", 1), (4, "w", 1)], 1.0)
+    assert (capped.start_s, dict(capped.gpus_by_host)) == (40.0, {"b": 4, "a": 4})
