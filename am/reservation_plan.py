@@ -98,37 +98,46 @@ def plan_start(now: float, free: Mapping[str, int], holds: Iterable[Hold], insta
     for hold in holds:
         (running if hold.start_s <= now else planned).append(hold)
     span = math.inf if duration_s is None else max(0.0, duration_s)
+    need = sum(item[0] if isinstance(item, tuple) else item for item in instances)
+    # Walk the running work's ends in order, giving each node back what ends by then (the
+    # planned reservations' ends are instants too: their room comes back then).
+    running.sort(key=lambda h: h.end_s)
     ends = sorted({h.end_s for h in running if now < h.end_s < math.inf} | {h.end_s for h in planned if h.end_s < math.inf})
-    # free GPUs per node at time t, from the running work's ends (planned holds apart)
+    room = dict(free)
+    total = sum(room.values())
+    given = 0
     for start in [now, *ends]:
         if start < now:
             continue
-        room = _room(free, running, planned, start, start + span)
-        chosen = _fit(room, instances, free)
+        while given < len(running) and running[given].end_s <= start:
+            hold = running[given]
+            room[hold.host] = room.get(hold.host, 0) + hold.gpus
+            total += hold.gpus
+            given += 1
+        if total < need:   # fewer GPUs in all than the gang asks: no node set holds it
+            continue
+        chosen = _fit(_less_planned(room, planned, start, start + span), instances, free)
         if chosen is not None:
-            gated = [h for h in running if h.end_s == start and h.host in chosen] if start > now else []
+            gated = running[:given] if start > now else []
+            gated = [h for h in gated if h.end_s == start and h.host in chosen]
             gated += [h for h in planned if h.end_s == start and h.host in chosen]
             return Reservation(owner, start, start + span, chosen,
                                tuple(dict.fromkeys(h.owner for h in gated if h.owner)), _least_sure(gated))
     return None
 
 
-def _room(free: Mapping[str, int], running: list[Hold], planned: list[Hold], start: float,
-          end: float) -> dict[str, int]:
-    """Each node's GPUs free through all of ``[start, end)``: free now, plus what the
-    running work has given back by ``start``, less the most planned reservations hold at
-    once inside the window (their starts are where the free GPUs dip)."""
-    room = dict(free)
-    for h in running:
-        if h.end_s <= start:
-            room[h.host] = room.get(h.host, 0) + h.gpus
+def _less_planned(room: dict[str, int], planned: list[Hold], start: float, end: float) -> dict[str, int]:
+    """``room`` (each node's GPUs free at ``start`` by the running work's ends) less the most
+    the planned reservations hold at once inside ``[start, end)`` (their starts are where the
+    free GPUs dip): what is free through the whole window."""
     inside = [h for h in planned if h.start_s < end and h.end_s > start]
-    if inside:
-        for host in {h.host for h in inside}:
-            mine = [h for h in inside if h.host == host]
-            dips = {max(start, h.start_s) for h in mine}
-            room[host] = room.get(host, 0) - max(sum(h.gpus for h in mine if h.start_s <= t < h.end_s)
-                                                 for t in dips)
+    if not inside:
+        return room
+    room = dict(room)
+    for host in {h.host for h in inside}:
+        mine = [h for h in inside if h.host == host]
+        dips = {max(start, h.start_s) for h in mine}
+        room[host] = room.get(host, 0) - max(sum(h.gpus for h in mine if h.start_s <= t < h.end_s) for t in dips)
     return room
 
 

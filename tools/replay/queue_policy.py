@@ -30,6 +30,7 @@ A *pass* over a queue offers its waiting jobs, in submission order, to ``try_sta
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from typing import Callable, Hashable, Iterator, Protocol
 
@@ -126,6 +127,11 @@ class BackfillQueue:
         return started
 
 
+#: Queue policy reserve: how many jobs behind a shape's oldest a pass looks at for one short
+#: enough to end before the reservations (as Slurm bounds the jobs its backfill tests, bf_max_job_test).
+SHORT_SCAN = 100
+
+
 class ReserveQueue(BackfillQueue):
     """Backfill, with reservations for the oldest jobs that do not start (see the module)."""
 
@@ -153,7 +159,34 @@ class ReserveQueue(BackfillQueue):
             if reserved < self.max_reservations and book.reserve(self, waiting):
                 reserved += 1
             return False
-        return super().run_pass(start)
+        started = super().run_pass(start)
+        if book.held:
+            started += self._short_jobs(try_start)
+        return started
+
+    def _short_jobs(self, try_start: TryStart) -> int:
+        """After the pass, while reservations are held: behind each shape's oldest job (which
+        did not start), the first :data:`SHORT_SCAN` jobs are looked at, and one that ends
+        before every reservation it could delay is tried (a shape's jobs differ in how long
+        they run, so the oldest failing says nothing of a shorter one behind it). The first
+        such job of a shape that does not start ends the shape's look: the next fits no better.
+        A shape whose oldest job was free to use the reserved nodes and still did not start is
+        not looked into at all (a shorter one fits no better)."""
+        book, started = self.book, 0
+        for shape, jobs in sorted(self._by_shape.items(), key=lambda item: item[1][0].order):
+            if book.unhindered(jobs[0]):   # it failed with the reserved nodes open to it: so would a shorter one
+                continue
+            for waiting in list(itertools.islice(jobs, 1, SHORT_SCAN + 1)):
+                if not book.unhindered(waiting):
+                    continue
+                if not book.try_start(waiting, try_start):
+                    break
+                jobs.remove(waiting)
+                self._count -= 1
+                started += 1
+            if not jobs:
+                del self._by_shape[shape]
+        return started
 
 
 class DropQueue(FifoQueue):

@@ -23,6 +23,8 @@ import math
 from collections import Counter
 from typing import Callable
 
+import numpy as np
+
 from gangmaster.am.reservation_plan import DECLARED, Hold, Reservation, plan_start
 from gangmaster.selectors.cluster import ClusterView, NodeColumns
 
@@ -38,12 +40,17 @@ class ReplayReservations:
         self._hosts_of: dict[str | None, list[str]] = {}
         for host in ledger.hosts:
             self._hosts_of.setdefault(partition_of.get(host), []).append(host)
+        self._rows_of = {partition: np.array([self._row[h] for h in hosts], dtype=np.int64)
+                         for partition, hosts in self._hosts_of.items()}
         self._running: dict[int, list[Hold]] = {}                # job order -> its holds
         self.held: dict[object, list[Reservation]] = {}          # queue -> its reservations, in order
         self._owner: dict[str, tuple[int, str | None]] = {}      # reservation owner -> (its order, partition)
         self.hold_gpu_s = 0.0        # reserved GPUs held free and idle, integrated over time
         self.planned = 0             # reservations planned (each pass plans its queue's again)
         self._idle, self._since = 0, 0.0
+        self._surprises = 0          # counts jobs that ended before their expected end: plans may start earlier
+        self._plans: dict[int, tuple[tuple, Reservation | None]] = {}   # job order -> (what it was made from, plan)
+        self._flat: list[tuple[int, str | None, Reservation]] | None = []   # held, as (order, partition, r); None: to make
 
     # ------------------------------------------------------------ what runs
     def started(self, job, gang) -> None:
@@ -54,40 +61,71 @@ class ReplayReservations:
             gpus[task.host] += len(task.gpus)
         self._running[job.order] = [Hold(host, n, -math.inf, end, job.trace.job_id, DECLARED)
                                     for host, n in gpus.items()]
+        self._plans.pop(job.order, None)
 
     def ended(self, job) -> None:
-        self._running.pop(job.order, None)
+        """``job`` ended: its GPUs are free. A job ending when expected changes no plan (each
+        counted on it); one ending earlier may let a reservation start earlier: every plan is
+        made again."""
+        holds = self._running.pop(job.order, None)
+        if holds and self._now() < holds[0].end_s:
+            self._surprises += 1
 
     # ------------------------------------------------------------ a pass
     def clear(self, queue) -> None:
         """``queue`` starts a pass: its reservations are planned again (the plan may have changed)."""
-        self.held.pop(queue, None)
+        if self.held.pop(queue, None) is not None:
+            self._flat = None
 
     def _before(self, job) -> list[Reservation]:
         """The reservations held for jobs of ``job``'s partition submitted before it: those it
         must not delay (a job's priority is its age, as in the queues)."""
-        owner, order = self._owner, job.order
-        return [r for reservations in self.held.values() for r in reservations
-                if owner[r.owner][0] < order and owner[r.owner][1] == job.partition]
+        flat = self._flat
+        if flat is None:
+            owner = self._owner
+            flat = self._flat = [(*owner[r.owner], r) for reservations in self.held.values() for r in reservations]
+        order, partition = job.order, job.partition
+        return [r for before, where, r in flat if before < order and where == partition]
 
     def reserve(self, queue, job) -> bool:
         """Reserve the nodes where ``job`` (which did not start) will start earliest, after
         the reservations of older jobs; whether it could be planned."""
-        hosts = self._hosts_of.get(job.partition, [])
-        free_col = self._ledger.gpus_free
-        row = self._row
-        free = {host: free_col.item(row[host]) for host in hosts}
-        holds = [hold for run in self._running.values() for hold in run if hold.host in free]
-        for reservation in self._before(job):
-            holds += reservation.holds()
-        instances = [role.gpus for role in job.trace.roles for _ in range(role.instances)]
-        planned = plan_start(self._now(), free, holds, instances, job.trace.duration_s, job.trace.job_id)
+        before = self._before(job)
+        now = self._now()
+        made_from = (self._surprises, tuple((r.owner, r.start_s, r.end_s, tuple(r.gpus_by_host.items())) for r in before))
+        kept = self._plans.get(job.order)
+        if kept is not None and kept[0] == made_from and (kept[1] is None or kept[1].start_s > now):
+            # Nothing it was planned from changed, and its start is still to come: jobs started since
+            # either end before it or keep off its nodes, and the running ones end as counted on.
+            planned = kept[1]
+        else:
+            hosts = self._hosts_of.get(job.partition, [])
+            free_col = self._ledger.gpus_free
+            row = self._row
+            free = {host: free_col.item(row[host]) for host in hosts}
+            holds = [hold for run in self._running.values() for hold in run if hold.host in free]
+            for reservation in before:
+                holds += reservation.holds()
+            instances = [role.gpus for role in job.trace.roles for _ in range(role.instances)]
+            planned = plan_start(now, free, holds, instances, job.trace.duration_s, job.trace.job_id)
+            self._plans[job.order] = (made_from, planned)
         if planned is None:
             return False
         self.held.setdefault(queue, []).append(planned)
+        self._flat = None
         self._owner[planned.owner] = (job.order, job.partition)
         self.planned += 1
         return True
+
+    def unhindered(self, job) -> bool:
+        """Whether ``job`` would end, if it started now, before every reservation it must not delay."""
+        if not self.held:
+            return True
+        end = self._now() + job.trace.duration_s
+        order, partition = job.order, job.partition
+        if self._flat is None:
+            self._before(job)
+        return not any(before < order and where == partition and not r.admits(end) for before, where, r in self._flat)
 
     def try_start(self, job, try_start: Callable[[object], bool]) -> bool:
         """Try ``job`` (through ``try_start``, the driver's) keeping off the nodes reserved for
@@ -101,8 +139,8 @@ class ReplayReservations:
             return try_start(job)
         rows = sorted({self._row[host] for host in kept_off})
         free_col = self._ledger.gpus_free
-        left = sum(free_col.item(self._row[h]) for h in self._hosts_of.get(job.partition, []))
-        if left - sum(free_col.item(i) for i in rows) < job.gpus:
+        left = int(free_col[self._rows_of[job.partition]].sum()) if job.partition in self._rows_of else 0
+        if job.am is not None and left - sum(free_col.item(i) for i in rows) < job.gpus:   # (admitted: not a never-fits)
             return False
         self._sync()   # the view is the ledger's before its rows are withheld (and given back as they were)
         view = self._view()
