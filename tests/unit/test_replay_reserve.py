@@ -6,7 +6,7 @@ import pytest
 
 from gangmaster.tools.replay.engine import ReplayOptions, replay
 
-from replay_helpers import cluster, job, table
+from replay_helpers import cluster, job, synthetic, table
 
 #: a whole-cluster gang (4 nodes x 8 GPUs) submitted at 10 s into a stream of 1-GPU jobs, one
 #: every 2 s for 5 minutes; each small job runs ``small_s``
@@ -61,3 +61,18 @@ def test_reservation_hold_time_counts_the_reserved_gpus_left_idle():
     result = replay(table(jobs), cluster(2), ReplayOptions(queue_policy="reserve"))
     assert result.reservation_hold_gpu_s == 8 * 30.0
     assert replay(table(jobs), cluster(2), ReplayOptions(queue_policy="backfill")).reservation_hold_gpu_s == 0.0
+
+
+def test_on_a_philly_like_trace_reserve_shortens_the_big_gangs_wait_and_keeps_backfills_gain():
+    """The shipped trace with Philly's gang sizes (first 200 jobs on 6 x 8 GPUs): the gangs of
+    more than 8 GPUs wait longest under backfill and shortest under reserve, and every job's
+    mean wait stays far below FIFO's (the figures: BENCHMARKS.md, issue 30)."""
+    trace = synthetic(200)
+    waits = {}
+    for policy in ("fifo", "backfill", "reserve"):
+        jobs = replay(trace, cluster(6), ReplayOptions(queue_policy=policy)).jobs
+        big = [j.start_s - j.submit_s for j in jobs if j.gpus > 8]
+        every = [j.start_s - j.submit_s for j in jobs]
+        waits[policy] = (max(big), sum(every) / len(every))
+    assert waits["reserve"][0] < min(waits["fifo"][0], waits["backfill"][0]) / 1.5
+    assert waits["reserve"][1] < waits["fifo"][1] / 2
