@@ -53,6 +53,7 @@ from .gang_domains import DomainShort
 from .gang_placement import (GangDoesNotFit, PipelineFor, RoleOutcome, check_fits_empty, empty_view,
                              pipeline_of, place_each_role, place_gang, role_request)
 from .jobspec_model import RoleSpec
+from .reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, expected_start_line, plan_start
 
 __all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose", "with_more_machines"]
 
@@ -157,6 +158,11 @@ class Diagnosis:
     roles: dict[str, RoleDiagnosis]
     blocking_jobs: list[BlockingJob] = field(default_factory=list)
     hint: str = ""
+    #: when and on which machines the gang is expected to start, from the occupants' expected
+    #: ends (:func:`expected_start`); None when it can start now or asks no whole GPU
+    expected_start: Reservation | None = None
+    #: whether an expected start was worked out (False: not asked, e.g. it can start now)
+    planned: bool = False
 
     @classmethod
     def started(cls, job: str, gang: str, roles: Sequence[RoleSpec], nodes: Sequence) -> "Diagnosis":
@@ -168,12 +174,15 @@ class Diagnosis:
         return {"job": self.job, "gang": self.gang, "gang_can_start": self.gang_can_start,
                 "fits_empty_cluster": self.fits_empty_cluster, "healthy_machines": self.healthy_machines,
                 "machines": self.machines, "roles": {name: r.to_dict() for name, r in self.roles.items()},
-                "blocking_jobs": [b.to_dict() for b in self.blocking_jobs], "hint": self.hint}
+                "blocking_jobs": [b.to_dict() for b in self.blocking_jobs], "hint": self.hint,
+                **({"expected_start": _expected_start_dict(self.expected_start)} if self.planned else {})}
 
     def signature(self) -> dict:
         """What a change is judged on: everything but the clock (expected ends move as time passes)."""
         data = self.to_dict()
         data["blocking_jobs"] = [{k: v for k, v in b.items() if k != "expected_end_s"} for b in data["blocking_jobs"]]
+        if data.get("expected_start"):
+            data["expected_start"] = {k: v for k, v in data["expected_start"].items() if k not in ("in_s", "line")}
         return data
 
     def summary(self) -> str:
@@ -208,6 +217,8 @@ class Diagnosis:
             lines.append("  held by: " + "; ".join(b.phrase() for b in self.blocking_jobs))
         if self.hint:
             lines.append(f"  to unblock: {self.hint}")
+        if self.planned:
+            lines.append(f"  {expected_start_line(self.expected_start, 0.0, reserved=False)}")
         return "\n".join(lines)
 
 
@@ -259,6 +270,9 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
         if short is not None and short.ask.required:
             hints.append(_preferred_instead(view, roles, pipeline, indices, short))
         diagnosis.hint = "; or ".join(h for h in hints if h)
+        if not never and _short_of_gpus(diagnosed):
+            diagnosis.planned = True
+            diagnosis.expected_start = expected_start(view, roles, occupants, indices)
     return diagnosis
 
 
@@ -298,6 +312,42 @@ def _domain_reason(short: DomainShort, waiting_helps: bool) -> Reason:
     code = why.NETWORK_DOMAIN if waiting_helps else f"{why.NETWORK_DOMAIN}-too-small"
     detail = short.sentence() + ("" if waiting_helps else f", even when empty ({short.ask})")
     return Reason(code, short.domains, waiting_helps, detail)
+
+
+def expected_start(view: ClusterView, roles: tuple[RoleSpec, ...], occupants: Sequence[Occupant],
+                   indices: Mapping[str, Sequence[int]] | None = None) -> Reservation | None:
+    """When, counted from now, and on which machines the gang's instances still to place fit
+    by their GPUs, as the other jobs end when they are expected to (Slurm backfill's start
+    time: :func:`~.reservation_plan.plan_start`). An end the occupant does not know holds its
+    GPUs forever: then None, unless the gang fits without them. GPUs only: a gang short of
+    memory or vcores starts later than this says."""
+    healthy, free_col = view.healthy, view.gpus_free
+    free = {host: (free_col.item(i) if healthy.item(i) else 0) for i, host in enumerate(view.hosts)}
+    holds = [Hold(o.host, o.gpus, -math.inf, math.inf if o.expected_end_s is None else o.expected_end_s, o.job,
+                  UNKNOWN if o.expected_end_s is None else DECLARED)
+             for o in occupants if o.gpus and o.host in free and healthy.item(view.index(o.host))]
+    instances = [(role.gpus, role.name, role.max_instances_per_node) for role in roles if role.gpus
+                 for _ in range(len(indices[role.name]) if indices and role.name in indices else role.instances)]
+    return plan_start(0.0, free, holds, instances, None)
+
+
+#: the reasons of a role short of GPUs held by other jobs: only then is the expected start
+#: (planned by GPUs alone) worth telling; a gang short of vcores, memory or ports is not told one
+_GPU_WAITS = frozenset({f"{why.GPUS}-exhausted", f"{why.GPU_MASK}-exhausted"})
+
+
+def _short_of_gpus(diagnosed: Mapping[str, RoleDiagnosis]) -> bool:
+    """Some short role waits for GPUs that other jobs hold, and for nothing else waiting would give."""
+    waits = {x.code for r in diagnosed.values() if r.shortfall for x in r.reasons if x.waiting_helps}
+    return bool(waits) and waits <= _GPU_WAITS
+
+
+def _expected_start_dict(planned: Reservation | None) -> dict | None:
+    if planned is None:
+        return None
+    return {"in_s": _round(planned.start_s), "machines": sorted(planned.gpus_by_host),
+            "waits_for": list(planned.waits_for), "known": planned.known,
+            "line": expected_start_line(planned, 0.0, reserved=False)}
 
 
 def _reasons(outcome: RoleOutcome, port_min: int, scratch: ClusterView,

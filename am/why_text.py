@@ -4,6 +4,8 @@ helps; the hint). One renderer for every reader: ``gangmaster why`` prints it, t
 status page (:mod:`.status_page`) shows it under a waiting gang."""
 from __future__ import annotations
 
+from .reservation_plan import expected_start_line
+
 
 def format_why(jobs: list[dict]) -> str:
     """``jobs``: the entries of a /why answer (``ApplicationMaster.why_report``), as
@@ -29,4 +31,8 @@ def format_why(jobs: list[dict]) -> str:
                     lines.append(f"    {reason['code']}: {reason['detail']} ({helps})")
             if diagnosis["hint"]:
                 lines.append(f"  to unblock: {diagnosis['hint']}")
+            if diagnosis.get("expected_start") is not None:
+                lines.append(f"  {diagnosis['expected_start']['line']}")
+            elif "expected_start" in diagnosis:
+                lines.append(f"  {expected_start_line(None, 0.0)}")
     return "\n".join(lines)

@@ -712,6 +712,20 @@ class ClusterView(NodeColumns):
         self._touched(i)
         return more
 
+    def withhold_gpus(self, i: int) -> int:
+        """Show node ``i`` with no wholly free GPU (a reservation holds them for another gang,
+        as a trace replay's queue policy ``reserve`` does while a smaller gang is placed);
+        returns the free-GPU mask to give back with :meth:`give_back_gpus`."""
+        mask = self.gpu_free_mask.item(i)
+        self._overwrite_free(i, self.memory_free.item(i), self.mvcores_free.item(i), 0)
+        self._touched(i)
+        return mask
+
+    def give_back_gpus(self, i: int, mask: int) -> None:
+        """Undo :meth:`withhold_gpus` of node ``i``: its free GPUs are ``mask`` again."""
+        self._overwrite_free(i, self.memory_free.item(i), self.mvcores_free.item(i), mask)
+        self._touched(i)
+
     def _overwrite_free(self, i: int, memory: int, mvcores: int, mask: int) -> bool:
         """Node ``i``'s free memory, vcores and wholly free GPUs (``mask``) become these; whether
         any of them grew (a GPU freed counts even when another was taken)."""

@@ -10,9 +10,11 @@ import textwrap
 from dataclasses import replace
 
 from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS,
-                                    MAX_SWEEP_POINTS)
+                                    MAX_RESERVATIONS, MAX_SWEEP_POINTS)
 from gangmaster.selectors.selector import UnknownSelector, get_selector
 from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
+
+from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
 
 from .replay import clusters, openb
 from .replay.comparison import Comparison, SweepPoint, metrics_document
@@ -129,8 +131,15 @@ def add_parser(sub):
                    help=f"GPUs of each node for --nodes, --infer and --capacity-sweep (default {DEFAULT_GPUS_PER_NODE})")
     p.add_argument("--queue-policy", choices=QUEUE_POLICIES,
                    help="fifo: a queue's head blocks those behind it; backfill: a later job that fits now starts; "
+                        "reserve: backfill that never delays the head: a head that cannot start reserves the nodes "
+                        "where it starts earliest (from the running jobs' expected ends), and a later job uses them "
+                        "only if it ends before then; "
                         "drop: a job that cannot start at its arrival is dropped (default fifo, or the preset's; "
                         "drop in --mode fill)")
+    p.add_argument("--max-reservations", type=count(1, MAX_RESERVATIONS, "MAX_RESERVATIONS"), metavar="N",
+                   help=f"--queue-policy reserve: at most N jobs of a queue hold a reservation at once, the oldest "
+                        f"that cannot start (default {DEFAULT_MAX_RESERVATIONS}): bounded, so a queue of big gangs "
+                        f"cannot idle the cluster")
     p.add_argument("--nodes-file", metavar="FILE",
                    help=f"openb: the node list (default: {openb.DEFAULT_NODE_FILE} beside the pod list)")
     p.add_argument("--mode", choices=("time", "fill"),
@@ -219,7 +228,10 @@ def _run(args) -> int:
         return _bad(f"{args.trace}: no jobs to replay" + (f" in the window {window}" if window else ""))
     load = clusters.offered_load(table)
     queue_policy = args.queue_policy or (preset.queue_policy if preset and preset.queue_policy else "fifo")
-    base = ReplayOptions(queue_policy=queue_policy, heartbeat_s=args.heartbeat, time_scale=args.time_scale)
+    if args.max_reservations is not None and queue_policy != "reserve":
+        return _bad("--max-reservations goes with --queue-policy reserve")
+    base = ReplayOptions(queue_policy=queue_policy, heartbeat_s=args.heartbeat, time_scale=args.time_scale,
+                         max_reservations=args.max_reservations or DEFAULT_MAX_RESERVATIONS)
 
     say(f"trace: {table.source} ({table.format}, {len(table):,} jobs"
         + (f" from {table.origin:%Y-%m-%d %H:%M:%S}" if table.origin else "") + f"), sha256 {table.sha256[:16]}…")
@@ -317,7 +329,8 @@ def _run_openb(args, say) -> int:
     interactive = not args.json and sys.stderr.isatty()
     if not fill:
         base = ReplayOptions(queue_policy=args.queue_policy or "fifo", heartbeat_s=args.heartbeat,
-                             time_scale=args.time_scale)
+                             time_scale=args.time_scale,
+                             max_reservations=args.max_reservations or DEFAULT_MAX_RESERVATIONS)
         say(f"  offered load {clusters.offered_load(table).on(cluster.capacity_gpus) / args.time_scale:.2f} "
             "(whole GPUs; shares of a GPU not counted); deletion_time read as each pod's end, also for pods "
             "still running when the trace was collected")

@@ -92,6 +92,8 @@ def read_answer(answer: Any, source: str) -> list[dict]:
                 continue
             diagnosis = gang.mapping("diagnosis")
             _text(diagnosis, "hint")
+            if diagnosis.raw("expected_start", None) is not None:
+                _text(diagnosis.mapping("expected_start"), "line")
             for _role, role in _entries(diagnosis, "roles"):
                 for key in ("needed", "placeable", "shortfall"):
                     role.integer(key)

@@ -1,8 +1,10 @@
 """Invariants of a replay on random small traces: nothing is double-booked at any instant,
 GPU-seconds are conserved, no job starts before it is submitted or runs longer than its
-duration, FIFO starts each queue in order, and shape-indexed backfill decides exactly as
-a pass that tries every waiting job."""
+duration, FIFO starts each queue in order, shape-indexed backfill decides exactly as
+a pass that tries every waiting job, and backfill under reservations never delays one."""
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.tools.replay import engine as engine_module
 from gangmaster.tools.replay.clusters import ReplayCluster
 from gangmaster.tools.replay.engine import ReplayOptions, replay
+from gangmaster.tools.replay.reservations import ReplayReservations
 from gangmaster.tools.replay.trace import JobTable, NodeShape, TraceJob, sorted_jobs
 from replay_reference import naive_backfill_registered
 
@@ -38,7 +41,7 @@ def traces(draw) -> JobTable:
 
 
 @settings(max_examples=30)
-@given(trace=traces(), nodes=st.integers(1, 4), policy=st.sampled_from(["fifo", "backfill"]))
+@given(trace=traces(), nodes=st.integers(1, 4), policy=st.sampled_from(["fifo", "backfill", "reserve"]))
 def test_a_replay_keeps_the_books(monkeypatch_flush, trace, nodes, policy):
     result = replay(trace, cluster(nodes), ReplayOptions(queue_policy=policy))
     capacity = nodes * 8
@@ -71,10 +74,37 @@ def test_backfill_by_shape_equals_trying_every_waiting_job(trace, nodes):
     assert replay(trace, cluster(nodes), ReplayOptions(queue_policy="backfill")).jobs == naive.jobs
 
 
+@settings(max_examples=15)
+@given(trace=traces(), nodes=st.integers(1, 4))
+def test_backfill_never_delays_a_reservation(trace, nodes):
+    """One queue: the oldest waiting job holds the reservation; every job ends when its duration
+    says, so its reservation can only move earlier, and it starts no later than first planned."""
+    trace = JobTable(sorted_jobs([dataclasses.replace(j, queue="q") for j in trace.jobs]), "hypothesis", "0" * 64,
+                     "native")
+    first: dict[str, float] = {}
+    reserve = ReplayReservations.reserve
+
+    def noted(self, queue, job):
+        planned = reserve(self, queue, job)
+        if planned:
+            first.setdefault(job.trace.job_id, self.held[queue][-1].start_s)
+        return planned
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ReplayReservations, "reserve", noted)
+        result = replay(trace, cluster(nodes), ReplayOptions(queue_policy="reserve"))
+    for job in result.jobs:
+        if job.job_id in first:
+            assert job.start_s <= first[job.job_id], (job.job_id, first[job.job_id])
+
+
 def _checked_flush(flush):
     def checked(self):
         flush(self)
         self.core.check_invariants()   # no GPU, memory or vcore booked twice; queues within limits
+        if self.reservations is not None:   # the nodes withheld from a gang's view were given back
+            self._sync()
+            view, ledger = self.tracker.view, self.ledger
+            assert view.gpu_free_mask.tolist() == ledger.gpu_free_mask.tolist()
     return checked
 
 

@@ -177,3 +177,27 @@ def test_a_share_waits_for_gpus_another_job_holds_in_a_view_read_from_node_repor
         {"job": "etl", "machines": 2, "holds": {"gpuMilli": 4000, "gpus": 2}, "expected_end_s": 60.0}]
     # etl's end frees both GPUs of a node: the one its shares fill and the one it holds whole
     assert "when job etl ends (expected to end in 1m 00s)" in d.hint
+
+
+def _held(view, occupants):
+    for o in occupants:
+        view.allocate(o.host, R(gpus=o.gpus, gpu_mask=(1 << o.gpus) - 1, memory_mb=o.memory_mb, vcores=o.vcores))
+    return occupants
+
+
+@pytest.mark.parametrize("ends, line", [
+    # (seconds until each holder ends, on n0..n2; None: unknown) -> the diagnosis's line
+    ((7140.0, 7140.0, 60.0), "expected to start in ~1h 59m on 3 machines when xlibmpi ends (from declared durations)"),
+    ((60.0, 60.0, 60.0), "expected to start in ~1m on 3 machines when xlibmpi ends (from declared durations)"),
+    ((None, 60.0, 60.0), "expected start: unknown (no expected end is known for the work holding the room it "
+                         "needs, or it needs more than the cluster)"),
+])
+def test_a_waiting_gang_is_told_when_it_is_expected_to_start(ends, line):
+    """Issue 30: a 3 x 4-GPU gang on 3 busy 4-GPU machines starts when the last of the jobs
+    holding them ends, as their expected ends say (Slurm backfill's start time)."""
+    view = cluster(3)
+    running = _held(view, [Occupant("xlibmpi", f"n{i}", 1.0, 1024, 4, end) for i, end in enumerate(ends)])
+    d = diagnose(view, (role("w", 3, gpus=4),), SelectionPipeline(), job="j", occupants=running)
+    assert not d.gang_can_start
+    assert d.text().splitlines()[-1] == f"  {line}"
+    assert (d.to_dict()["expected_start"] or {}).get("line", line) == line

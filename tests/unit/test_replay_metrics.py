@@ -84,10 +84,11 @@ def test_groups_by_queue_and_gang_size():
             outcome("c", 0, 0, 10, 10, gpus=16, hosts=("n0", "n1"), queue="x"),
             outcome("d", 0, None, None, 10, gpus=6, hosts=(), racks=(), queue="y", state="never-fits")]
     m = selector_metrics(result(jobs, [0.0], [0]), measurement_window([0, 0, 0, 0], 0.0), 8)
-    assert m["by_queue"] == {"x": {"jobs": 2, "jct_mean_s": 10.0, "queue_mean_s": 0.0},
-                             "y": {"jobs": 2, "jct_mean_s": 15.0, "queue_mean_s": 5.0}}
+    assert m["by_queue"] == {"x": {"jobs": 2, "jct_mean_s": 10.0, "queue_mean_s": 0.0, "queue_max_s": 0.0},
+                             "y": {"jobs": 2, "jct_mean_s": 15.0, "queue_mean_s": 5.0, "queue_max_s": 5.0}}
     assert list(m["by_gang_size"]) == ["1", "2-4", "5-8", ">8"]
-    assert m["by_gang_size"]["5-8"] == {"jobs": 1, "jct_mean_s": None, "queue_mean_s": None}
+    assert m["by_gang_size"]["2-4"]["queue_max_s"] == 5.0   # the longest wait of a size class: starvation shows
+    assert m["by_gang_size"]["5-8"] == {"jobs": 1, "jct_mean_s": None, "queue_mean_s": None, "queue_max_s": None}
     assert m["never_fits"] == 1
     assert [gang_bucket(g) for g in (1, 2, 4, 5, 8, 9, 128)] == ["1", "2-4", "2-4", "5-8", "5-8", ">8", ">8"]
 

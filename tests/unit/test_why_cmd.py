@@ -103,6 +103,9 @@ NOT_A_DIAGNOSIS = {
     "waiting_helps not a boolean": (http(answer().replace(b'"waiting_helps": true', b'"waiting_helps": "yes"')),
                                     'jobs[0].waiting.worker.diagnosis.roles.worker.reasons[0].waiting_helps: expected '
                                     'true or false, got "yes"'),
+    "an expected start without its line": (
+        http(answer().replace(b'"hint": "when job holder ends"', b'"hint": "", "expected_start": {"line": 3}')),
+        "jobs[0].waiting.worker.diagnosis.expected_start.line: expected a string, got 3"),
     "a huge integer": (http(b'{"jobs": [], "x": ' + b"9" * 5000 + b"}"), "expected JSON with numbers of sensible size"),
     "cut short": (http(b'{"jobs": []}', length=100), "the answer ended after 12 of its 100 bytes"),
 }
@@ -156,6 +159,11 @@ def test_a_diagnosis_is_read_and_printed_exit_1_when_a_gang_waits(capsys):
         "  worker: needed 2, placeable 1, shortfall 1 (each asks gpus=4, vcores=8)",
         "    gpus-exhausted: 1 machine(s) with GPUs exhausted by other jobs (waiting helps)",
         "  to unblock: when job holder ends"]
+    told = {**DIAGNOSIS, "expected_start": {"in_s": 60, "machines": ["n0"], "waits_for": ["holder"],
+                                            "known": "declared", "line": "expected to start in ~1m on 1 machine"}}
+    with Server(http(answer(waiting={"worker": {"waiting_s": 12.5, "reason": "", "diagnosis": told}}))) as server:
+        code, out, _ = why(capsys, server.address)
+    assert out.splitlines()[-1] == "  expected to start in ~1m on 1 machine"   # issue 30: when it is expected to start
     with Server(http(answer(waiting={}, outcome="succeeded"))) as server:
         code, out, _ = why(capsys, server.address)
     assert (code, out) == (0, "job waiter (app_0002): no gang waits (job succeeded)\n")

@@ -22,6 +22,7 @@ BENCHES = [
     "fgd",
     "openb_fill",
     "decisions",
+    "big_gang",
 ]
 
 

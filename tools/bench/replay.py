@@ -6,7 +6,9 @@ the same run.
 * **The figure**: the trace (default: the full Philly trace, 82,247 jobs) on
   ``--nodes`` × ``--gpus-per-node`` (default 1,000 × 8), job-packing, FIFO per queue
   (the trace's 15 VCs share the cluster), and with ``--policy both`` FIFO + backfill
-  too: wall time, µs per job, events, placement decisions, and the process's peak RSS.
+  too, with ``--policy all`` reserve as well (issue 30: its cost against FIFO's in the
+  same run): wall time, µs per job, events, placement decisions, the process's peak
+  RSS, the longest wait of a gang of more than 8 GPUs, and reserve's idle reserved GPU-hours.
 * **The floor**: a bare numpy + heapq FIFO replay of the same job table (same queues,
   same per-instant passes, the consolidating rule: a gang of at most a node's GPUs on
   the node with the fewest free GPUs that fit, a larger one on whole free nodes plus
@@ -21,6 +23,7 @@ after each step (``resource.getrusage``), so it includes the job table.
 """
 from __future__ import annotations
 
+import argparse
 import gc
 import heapq
 import resource
@@ -34,6 +37,8 @@ from gangmaster.tools.arg_types import count
 from gangmaster.tools.bench.cli import add_bench_parser
 
 PHILLY = "/work/shared/traces/philly/philly.csv"
+#: --policy both and all: the policies replayed, in this order
+_POLICIES = {"both": ("fifo", "backfill"), "all": ("fifo", "backfill", "reserve")}
 
 
 def add_parser(sub):
@@ -42,7 +47,9 @@ def add_parser(sub):
     p.add_argument("--trace", default=PHILLY, help=f"a Philly CSV (default {PHILLY})")
     p.add_argument("--nodes", type=count(), default=1000)
     p.add_argument("--gpus-per-node", type=count(), default=8)
-    p.add_argument("--policy", choices=("fifo", "backfill", "both"), default="both")
+    p.add_argument("--policy", type=_policies, default="both", metavar="P[,P...]",
+                   help="queue policies replayed in turn (fifo, backfill, reserve); both: fifo,backfill; "
+                        "all: fifo,backfill,reserve (default both)")
     p.add_argument("--limit", type=count(), default=None, help="replay only the first N jobs")
     p.set_defaults(func=run)
     return p
@@ -68,8 +75,8 @@ def run(args) -> int:
     floor_s, floor_cpu = time.perf_counter() - started, time.process_time() - cpu
     print(f"  floor (numpy + heapq FIFO): {floor_s:6.2f} s wall, {floor_cpu:6.2f} s CPU   mean JCT {floor_jct:,.0f} s   "
           f"peak RSS {_peak_rss_mb():,.0f} MiB")
-    walls = {}
-    for policy in (("fifo", "backfill") if args.policy == "both" else (args.policy,)):
+    walls, cpus = {}, {}
+    for policy in _POLICIES.get(args.policy, args.policy):
         gc.collect()
         cpu = time.process_time()
         result = replay(table, cluster, ReplayOptions(queue_policy=policy))
@@ -82,9 +89,28 @@ def run(args) -> int:
               f"{cpu / len(table.jobs) * 1e6:6.0f} us CPU/job   mean JCT {jct:,.0f} s   "
               f"{result.events:,} events   {result.select_calls:,} placements ({result.select_s:.2f} s)   "
               f"peak RSS {_peak_rss_mb():,.0f} MiB")
-    if len(walls) == 2:
-        print(f"  backfill / FIFO: {walls['backfill'] / walls['fifo']:.2f} x")
+        big = [j.start_s - j.submit_s for j in result.jobs if j.start_s is not None and j.gpus > 8]
+        print(f"    gangs > 8 GPUs: {len(big):,}, longest wait {max(big, default=0):,.0f} s, "
+              f"mean {sum(big) / max(1, len(big)):,.0f} s   reserved GPUs held idle "
+              f"{result.reservation_hold_gpu_s / 3600:,.1f} GPU-h")
+        cpus[policy] = cpu
+    for policy in walls:
+        if policy != "fifo" and "fifo" in walls:
+            print(f"  {policy} / FIFO: {walls[policy] / walls['fifo']:.2f} x wall, "
+                  f"{cpus[policy] / cpus['fifo']:.2f} x CPU")
     return 0
+
+
+def _policies(text: str) -> str | tuple[str, ...]:
+    """``--policy``: an alias of :data:`_POLICIES`, or a comma-separated list of queue policies."""
+    if text in _POLICIES:
+        return text
+    names = tuple(text.split(","))
+    for name in names:
+        if name not in ("fifo", "backfill", "reserve"):
+            raise argparse.ArgumentTypeError(f"expected fifo, backfill, reserve (comma-separated), both or all, "
+                                             f"got {name!r}")
+    return names
 
 
 def _peak_rss_mb() -> float:

@@ -135,6 +135,7 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
         "tie_rules": {name: declared_tie_rule(name, comparison.first_result(name).tie_rule)
                       for name in comparison.selectors},
         "queue_policy": options.queue_policy,
+        **({"max_reservations": options.max_reservations} if options.queue_policy == "reserve" else {}),
         "heartbeat_s": options.heartbeat_s,
         "time_scale": options.time_scale,
         "version": gangmaster_version(),

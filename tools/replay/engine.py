@@ -116,6 +116,7 @@ from gangmaster.am.lifecycle import ROLE_ACQUIRING
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
+from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
 from gangmaster.am.rm_protocol import ApplicationSubmission
 from gangmaster.conf import limits
 from gangmaster.selectors.candidates import kept_node_index
@@ -133,6 +134,7 @@ from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
 from .lane import SingleTaskLane, takes
 from .queue_policy import QUEUE_POLICIES, dropped, queue_for
+from .reservations import ReplayReservations
 from .timeline import Timeline, TimelineRecorder
 from .trace import JobTable, TraceJob
 from .workload import FragmentationRecorder, FragmentationSeries, observe, workload_shapes
@@ -161,16 +163,20 @@ _ANY_REQUEST = SelectionRequest("any", ResourceDescriptor())
 @dataclass(frozen=True)
 class ReplayOptions:
     selector: str = "job-packing"
-    queue_policy: str = "fifo"          # | "backfill" | "drop"
+    queue_policy: str = "fifo"          # | "backfill" | "reserve" | "drop"
     seed: int = 0
     heartbeat_s: float = 0.0
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
+    #: queue policy reserve: at most this many jobs of a queue hold a reservation at once
+    max_reservations: int = DEFAULT_MAX_RESERVATIONS
 
     def __post_init__(self) -> None:
         if self.queue_policy not in QUEUE_POLICIES:
             raise ValueError(f"queue_policy: expected one of {', '.join(QUEUE_POLICIES)}, got {self.queue_policy!r}")
         if not (self.heartbeat_s >= 0 and math.isfinite(self.heartbeat_s)):
             raise ValueError(f"heartbeat_s: expected a number >= 0, got {self.heartbeat_s}")
+        if not (isinstance(self.max_reservations, int) and self.max_reservations >= 1):
+            raise ValueError(f"max_reservations: expected an integer >= 1, got {self.max_reservations!r}")
         if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
             raise ValueError(f"time_scale: expected a number > 0, got {self.time_scale}")
 
@@ -205,6 +211,10 @@ class ReplayResult:
     tie_rule: str
     options: ReplayOptions
     fragmentation: FragmentationSeries | None = None   # the FGD paper's measure, sampled (.workload)
+    #: queue policy reserve: reserved GPUs held free and idle for the gangs they wait for,
+    #: GPU-seconds, and the reservations planned (0 under the other policies)
+    reservation_hold_gpu_s: float = 0.0
+    reservations_planned: int = 0
 
 
 def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
@@ -222,7 +232,8 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
         jobs, timeline = run.outcomes(), run.recorder.timeline()
     return ReplayResult(jobs, timeline, time.perf_counter() - started,
                         run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
-                        run.fragmentation.series() if run.fragmentation is not None else None)
+                        run.fragmentation.series() if run.fragmentation is not None else None,
+                        *((run.reservations.hold_gpu_s, run.reservations.planned) if run.reservations else ()))
 
 
 @contextmanager
@@ -324,6 +335,14 @@ class _Replay:
         self.free_gpus = dict(self.partition_gpus)
         self.queues = {name: queue_for(options.queue_policy) for name in queue_names}
         self._drops = options.queue_policy == "drop"   # only that policy gives up on jobs (queue_policy.dropped)
+        # ---- queue policy reserve: one book of reservations for every queue (.reservations)
+        self.reservations: ReplayReservations | None = None
+        if options.queue_policy == "reserve":
+            self.reservations = ReplayReservations(self.sim.loop.now, self.ledger, lambda: self.tracker.view,
+                                                   self._sync, owner)
+            for queue in self.queues.values():
+                queue.book, queue.max_reservations = self.reservations, options.max_reservations
+        # ---- end reserve
         self.partition_queues: dict[str | None, list[str]] = {}
         self.queue_partition: dict[str, str | None] = {}
         for name in queue_names:
@@ -468,6 +487,8 @@ class _Replay:
             dirty.clear()
         now = self._now()
         self.recorder.record(now, self.allocated, self.waiting_jobs, self.pending_gpus, self.hol_total)
+        if self.reservations is not None:
+            self.reservations.tick(now)
         if now >= self._fragmentation_at:
             self._sync()
             self.fragmentation.record(now, self.tracker.view)
@@ -574,14 +595,17 @@ class _Replay:
             job.hosts = tuple(dict.fromkeys([task.host for task in tasks]))
             starts = [task.started_at for task in tasks]
             job.gang_wait_s = max(starts) - min(starts)
-        self._running(job)
+        self._running(job, tasks)
 
-    def _running(self, job: _Job) -> None:
-        """The job started: its GPUs are allocated, and it left its queue."""
+    def _running(self, job: _Job, tasks=None) -> None:
+        """The job started (its gang's ``tasks``; None: the lane's one task on ``job.hosts``):
+        its GPUs are allocated, and it left its queue."""
         gpus = job.gpus
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
         self._left_queue(job)
+        if self.reservations is not None:
+            self.reservations.started(job, tasks)
 
     def _left_queue(self, job: _Job) -> None:
         self.waiting_jobs -= 1
@@ -604,6 +628,8 @@ class _Replay:
         to be tried."""
         job.outcome = outcome
         job.end_s = self._now()
+        if self.reservations is not None:
+            self.reservations.ended(job)
         gpus = job.gpus
         self.allocated -= gpus
         self.free_gpus[job.partition] += gpus

@@ -23,6 +23,12 @@ Per job j (submit s, first start a, end e, trace duration d, gang size g GPUs):
 - **consolidated_share**: of the multi-GPU jobs that started, those on the fewest nodes
   possible (one node when g ≤ G, ⌈g/G⌉ otherwise; G: GPUs of the cluster's GPU nodes);
   ``one_rack_share``: of the same jobs, those within one rack.
+- **wait by gang size** (``by_gang_size``: mean and longest queueing delay per size
+  class), so that a class that starves shows; **reservation hold** (queue policy
+  ``reserve``): the GPU-hours reserved nodes held free and idle for the gang they wait
+  for, over the whole run, and how many reservations were planned (each pass plans its
+  queue's again); **preempted gangs** and the GPU-hours of work they lost (0 while no
+  policy preempts).
 - Jobs that never started are counted (``unfinished``, ``never_fits``, ``failed``),
   never given a JCT.
 
@@ -211,6 +217,10 @@ def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobCol
         "bounded_slowdown_mean": _mean(jct / np.maximum(durations, BOUNDED_SLOWDOWN_FLOOR_S)) if len(jct) else None,
         "makespan_s": _num(float(np.max(c.end[done])) - float(np.min(c.submit))) if len(jct) else None,
         "one_rack_share": _share(int(np.count_nonzero(c.racks[multi] == 1)), int(np.count_nonzero(multi))),
+        "reservation_hold_gpu_h": _num(getattr(result, "reservation_hold_gpu_s", 0.0) / 3600),
+        "reservation_plans": getattr(result, "reservations_planned", 0),
+        "preempted_gangs": 0,            # (no queue policy preempts yet)
+        "preempted_gpu_h_lost": 0.0,
         "queue_length_mean": _num(time_average(timeline.t, timeline.queue_length, window)),
         "pending_gpus_mean": _num(time_average(timeline.t, timeline.pending_gpus, window)),
         "events": result.events,
@@ -269,7 +279,9 @@ def _groups(c: JobColumns, keys: np.ndarray, order: list[str] | None = None) -> 
         mine = keys == name
         out[name] = {"jobs": int(np.count_nonzero(mine)),
                      "jct_mean_s": _mean(jct[mine & c.finished]),
-                     "queue_mean_s": _mean(queueing[mine & c.started])}
+                     "queue_mean_s": _mean(queueing[mine & c.started]),
+                     "queue_max_s": _num(float(np.max(queueing[mine & c.started])))
+                     if np.any(mine & c.started) else None}
     return out
 
 
@@ -440,5 +452,8 @@ METRIC_HELP = (
     ("unfinished", "unfinished", "", "jobs in the window that never finished (still queued or running at the end)"),
     ("never_fits", "never fits", "", "jobs refused at submission: more than the cluster (or its queue) can ever hold"),
     ("dropped", "dropped", "", "jobs dropped by the drop queue policy: no room at their arrival (openb fill mode)"),
+    ("reservation_hold_gpu_h", "reservation hold", "GPU-h", "reserved GPUs held free and idle for the gang they "
+                                                           "wait for (queue policy reserve), whole run"),
+    ("preempted_gangs", "preempted", "", "gangs preempted (0: no policy preempts)"),
     ("wall_s", "wall", "s", "wall time of the replay (varies run to run)"),
 )

@@ -105,7 +105,7 @@ def group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[li
     fill = is_fill(document)
     header = [group.replace("by_", "").replace("_", " "), "selector"] + (
         ["pods", "placed", "dropped", "GPUs asked", "GPUs placed", "GPUs placed, % of asked"] if fill
-        else ["jobs", "JCT mean (s)", "queue mean (s)"])
+        else ["jobs", "JCT mean (s)", "queue mean (s)", "queue max (s)"])
     selectors = {name: figures["fill"] if fill else figures for name, figures in document["selectors"].items()}
     keys = list(dict.fromkeys(k for f in selectors.values() for k in f[group]))
     rows = []
@@ -116,7 +116,7 @@ def group_rows(document: dict[str, Any], group: str) -> tuple[list[str], list[li
                 rows.append([key, name, *_fill_group_row(entry)])
             elif entry:
                 rows.append([key, name, cell("jobs", entry["jobs"]), cell("jct_mean_s", entry["jct_mean_s"]),
-                             cell("queue_mean_s", entry["queue_mean_s"])])
+                             cell("queue_mean_s", entry["queue_mean_s"]), cell("queue_mean_s", entry.get("queue_max_s"))])
     return header, rows
 
 

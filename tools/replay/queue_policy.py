@@ -1,4 +1,4 @@
-"""Which waiting jobs of a queue may try to start, and in what order: FIFO or backfill.
+"""Which waiting jobs of a queue may try to start, and in what order: FIFO, backfill, reserve or drop.
 
 A *pass* over a queue offers its waiting jobs, in submission order, to ``try_start``
 (which places the job's gang through its AM and returns whether it started):
@@ -11,6 +11,17 @@ A *pass* over a queue offers its waiting jobs, in submission order, to ``try_sta
   capacity only shrinks, so a shape that failed stays failed, and the pass offers
   only the oldest job of each shape not yet failed — never a rescan of the whole
   queue. It starts exactly the jobs a pass trying every waiting job in order would.
+* **Reserve**: backfill that never delays the head. When the oldest job does not start,
+  the nodes where it will start earliest are reserved for it (planned from the running
+  jobs' expected ends, as Slurm's backfill plans a start: :mod:`~gangmaster.am.reservation_plan`);
+  a later job starts on reserved nodes only if it is expected to end before the
+  reservation begins, elsewhere freely. Each pass plans the queue's reservations again,
+  so they move when the plan changes; at most ``max_reservations`` jobs of a queue hold one
+  at a time (:data:`~gangmaster.am.reservation_plan.DEFAULT_MAX_RESERVATIONS`, the oldest
+  jobs that did not start). The driver keeps the book of reservations (``book``: the
+  replay's :class:`~.reservations.ReplayReservations`), shared by its queues, so a job of
+  any queue keeps off every queue's reservations. With no reservation held it starts
+  exactly the jobs backfill starts.
 * **Drop**: every job is offered once, at the first pass after it arrived; one that
   does not start then is dropped, never tried again (openb's fill mode: a pod that
   cannot be placed at its arrival is dropped, as in the FGD paper). The driver takes
@@ -19,8 +30,11 @@ A *pass* over a queue offers its waiting jobs, in submission order, to ``try_sta
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from typing import Callable, Hashable, Iterator, Protocol
+
+from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
 
 
 class Waiting(Protocol):
@@ -113,6 +127,68 @@ class BackfillQueue:
         return started
 
 
+#: Queue policy reserve: how many jobs behind a shape's oldest a pass looks at for one short
+#: enough to end before the reservations (as Slurm bounds the jobs its backfill tests, bf_max_job_test).
+SHORT_SCAN = 100
+
+
+class ReserveQueue(BackfillQueue):
+    """Backfill, with reservations for the oldest jobs that do not start (see the module)."""
+
+    name = "reserve"
+
+    def __init__(self, max_reservations: int = DEFAULT_MAX_RESERVATIONS) -> None:
+        super().__init__()
+        self.max_reservations = max_reservations
+        #: the driver's book of reservations (``clear``, ``reserve``, ``try_start``), set before the first pass
+        self.book = None
+
+    def run_pass(self, try_start: TryStart) -> int:
+        """Backfill's pass, each job tried through the book (it keeps the job off the
+        reservations it would delay); the first ``max_reservations`` jobs that do not start
+        get one, planned again at every pass. Within a pass reservations only add up and
+        free capacity only shrinks, so a shape that failed stays failed."""
+        book = self.book
+        book.clear(self)
+        reserved = 0
+
+        def start(waiting: Waiting) -> bool:
+            nonlocal reserved
+            if book.try_start(waiting, try_start):
+                return True
+            if reserved < self.max_reservations and book.reserve(self, waiting):
+                reserved += 1
+            return False
+        started = super().run_pass(start)
+        if book.held:
+            started += self._short_jobs(try_start)
+        return started
+
+    def _short_jobs(self, try_start: TryStart) -> int:
+        """After the pass, while reservations are held: behind each shape's oldest job (which
+        did not start), the first :data:`SHORT_SCAN` jobs are looked at, and one that ends
+        before every reservation it could delay is tried (a shape's jobs differ in how long
+        they run, so the oldest failing says nothing of a shorter one behind it). The first
+        such job of a shape that does not start ends the shape's look: the next fits no better.
+        A shape whose oldest job was free to use the reserved nodes and still did not start is
+        not looked into at all (a shorter one fits no better)."""
+        book, started = self.book, 0
+        for shape, jobs in sorted(self._by_shape.items(), key=lambda item: item[1][0].order):
+            if book.unhindered(jobs[0]):   # it failed with the reserved nodes open to it: so would a shorter one
+                continue
+            for waiting in list(itertools.islice(jobs, 1, SHORT_SCAN + 1)):
+                if not book.unhindered(waiting):
+                    continue
+                if not book.try_start(waiting, try_start):
+                    break
+                jobs.remove(waiting)
+                self._count -= 1
+                started += 1
+            if not jobs:
+                del self._by_shape[shape]
+        return started
+
+
 class DropQueue(FifoQueue):
     """FIFO order, but a job is offered once: what does not start at its arrival is dropped."""
 
@@ -146,10 +222,10 @@ def dropped(queue) -> list[Waiting]:
     return queue.take_dropped() if isinstance(queue, DropQueue) else []
 
 
-QUEUE_POLICIES = {"fifo": FifoQueue, "backfill": BackfillQueue, "drop": DropQueue}
+QUEUE_POLICIES = {"fifo": FifoQueue, "backfill": BackfillQueue, "reserve": ReserveQueue, "drop": DropQueue}
 
 
-def queue_for(policy: str) -> FifoQueue | BackfillQueue | DropQueue:
+def queue_for(policy: str) -> FifoQueue | BackfillQueue | ReserveQueue | DropQueue:
     try:
         return QUEUE_POLICIES[policy]()
     except KeyError:

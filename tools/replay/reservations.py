@@ -1,0 +1,166 @@
+"""The replay's reservations (queue policy ``reserve``): what runs and until when, the
+reservations the queues hold, and the placement of a gang that must keep off them.
+
+The queues (:class:`~.queue_policy.ReserveQueue`) ask this book two things during a
+pass: to start a job without delaying any reservation (:meth:`ReplayReservations.try_start`),
+and to reserve room for a job that did not start (:meth:`ReplayReservations.reserve`,
+planned by :func:`~gangmaster.am.reservation_plan.plan_start`). A replayed job's
+expected end is its trace duration, which the trace declares: the replay knows it exactly,
+so a plan is only ever wrong where select() places a gang otherwise than the GPU count
+says it could.
+
+A gang that may not use some reserved nodes is placed by its own AM as any other, on the
+shared view with those nodes shown without free GPUs for the time of its try (and shown
+as they are right after): the AM's select() then picks elsewhere, and the RM grants what
+it asks. Nothing of the RM changes: free + used = capacity on every node throughout.
+
+It also measures what reservations cost: the GPU-seconds that reserved nodes held free
+and idle for the gang they wait for (:attr:`ReplayReservations.hold_gpu_s`).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Callable
+
+import numpy as np
+
+from gangmaster.am.reservation_plan import DECLARED, Hold, Reservation, plan_start
+from gangmaster.selectors.cluster import ClusterView, NodeColumns
+
+
+class ReplayReservations:
+    """The reservations of every queue of one replay, and the running jobs' holds they are planned from."""
+
+    def __init__(self, now: Callable[[], float], ledger: NodeColumns, view: Callable[[], ClusterView],
+                 sync: Callable[[], None], partition_of: dict[str, str | None]):
+        self._now, self._ledger, self._view, self._sync = now, ledger, view, sync
+        self._partition_of = partition_of                       # host -> partition (None: shared nodes)
+        self._row = {host: i for i, host in enumerate(ledger.hosts)}
+        self._hosts_of: dict[str | None, list[str]] = {}
+        for host in ledger.hosts:
+            self._hosts_of.setdefault(partition_of.get(host), []).append(host)
+        self._rows_of = {partition: np.array([self._row[h] for h in hosts], dtype=np.int64)
+                         for partition, hosts in self._hosts_of.items()}
+        self._running: dict[int, list[Hold]] = {}                # job order -> its holds
+        self.held: dict[object, list[Reservation]] = {}          # queue -> its reservations, in order
+        self._owner: dict[str, tuple[int, str | None]] = {}      # reservation owner -> (its order, partition)
+        self.hold_gpu_s = 0.0        # reserved GPUs held free and idle, integrated over time
+        self.planned = 0             # reservations planned (each pass plans its queue's again)
+        self._idle, self._since = 0, 0.0
+        self._surprises = 0          # counts jobs that ended before their expected end: plans may start earlier
+        self._plans: dict[int, tuple[tuple, Reservation | None]] = {}   # job order -> (what it was made from, plan)
+        self._flat: list[tuple[int, str | None, Reservation]] | None = []   # held, as (order, partition, r); None: to make
+
+    # ------------------------------------------------------------ what runs
+    def started(self, job, tasks=None) -> None:
+        """``job`` started its gang's ``tasks`` (None: the single-task lane's one task, on
+        ``job.hosts``): its GPUs on each host are held until its expected end."""
+        end = job.start_s + job.trace.duration_s
+        gpus = Counter()
+        if tasks is None:
+            gpus[job.hosts[0]] = job.gpus
+        for task in tasks or ():
+            gpus[task.host] += len(task.gpus)
+        self._running[job.order] = [Hold(host, n, -math.inf, end, job.trace.job_id, DECLARED)
+                                    for host, n in gpus.items()]
+        self._plans.pop(job.order, None)
+
+    def ended(self, job) -> None:
+        """``job`` ended: its GPUs are free. A job ending when expected changes no plan (each
+        counted on it); one ending earlier may let a reservation start earlier: every plan is
+        made again."""
+        holds = self._running.pop(job.order, None)
+        if holds and self._now() < holds[0].end_s:
+            self._surprises += 1
+
+    # ------------------------------------------------------------ a pass
+    def clear(self, queue) -> None:
+        """``queue`` starts a pass: its reservations are planned again (the plan may have changed)."""
+        if self.held.pop(queue, None) is not None:
+            self._flat = None
+
+    def _before(self, job) -> list[Reservation]:
+        """The reservations held for jobs of ``job``'s partition submitted before it: those it
+        must not delay (a job's priority is its age, as in the queues)."""
+        flat = self._flat
+        if flat is None:
+            owner = self._owner
+            flat = self._flat = [(*owner[r.owner], r) for reservations in self.held.values() for r in reservations]
+        order, partition = job.order, job.partition
+        return [r for before, where, r in flat if before < order and where == partition]
+
+    def reserve(self, queue, job) -> bool:
+        """Reserve the nodes where ``job`` (which did not start) will start earliest, after
+        the reservations of older jobs; whether it could be planned."""
+        before = self._before(job)
+        now = self._now()
+        made_from = (self._surprises, tuple((r.owner, r.start_s, r.end_s, tuple(r.gpus_by_host.items())) for r in before))
+        kept = self._plans.get(job.order)
+        if kept is not None and kept[0] == made_from and (kept[1] is None or kept[1].start_s > now):
+            # Nothing it was planned from changed, and its start is still to come: jobs started since
+            # either end before it or keep off its nodes, and the running ones end as counted on.
+            planned = kept[1]
+        else:
+            hosts = self._hosts_of.get(job.partition, [])
+            free_col = self._ledger.gpus_free
+            row = self._row
+            free = {host: free_col.item(row[host]) for host in hosts}
+            holds = [hold for run in self._running.values() for hold in run if hold.host in free]
+            for reservation in before:
+                holds += reservation.holds()
+            instances = [role.gpus for role in job.trace.roles for _ in range(role.instances)]
+            planned = plan_start(now, free, holds, instances, job.trace.duration_s, job.trace.job_id)
+            self._plans[job.order] = (made_from, planned)
+        if planned is None:
+            return False
+        self.held.setdefault(queue, []).append(planned)
+        self._flat = None
+        self._owner[planned.owner] = (job.order, job.partition)
+        self.planned += 1
+        return True
+
+    def unhindered(self, job) -> bool:
+        """Whether ``job`` would end, if it started now, before every reservation it must not delay."""
+        if not self.held:
+            return True
+        end = self._now() + job.trace.duration_s
+        order, partition = job.order, job.partition
+        if self._flat is None:
+            self._before(job)
+        return not any(before < order and where == partition and not r.admits(end) for before, where, r in self._flat)
+
+    def try_start(self, job, try_start: Callable[[object], bool]) -> bool:
+        """Try ``job`` (through ``try_start``, the driver's) keeping off the nodes reserved for
+        older jobs that it would still hold when their reservation begins; False without a
+        try when the GPUs left it are fewer than it asks."""
+        if not self.held:
+            return try_start(job)
+        end = self._now() + job.trace.duration_s
+        kept_off = [host for r in self._before(job) if not r.admits(end) for host in r.gpus_by_host]
+        if not kept_off:
+            return try_start(job)
+        rows = sorted({self._row[host] for host in kept_off})
+        free_col = self._ledger.gpus_free
+        left = int(free_col[self._rows_of[job.partition]].sum()) if job.partition in self._rows_of else 0
+        if job.am is not None and left - sum(free_col.item(i) for i in rows) < job.gpus:   # (admitted: not a never-fits)
+            return False
+        self._sync()   # the view is the ledger's before its rows are withheld (and given back as they were)
+        view = self._view()
+        masks = [view.withhold_gpus(i) for i in rows]
+        try:
+            return try_start(job)
+        finally:
+            for i, mask in zip(rows, masks):
+                view.give_back_gpus(i, mask)
+
+    # ------------------------------------------------------------ what it costs
+    def tick(self, now: float) -> None:
+        """The end of an instant: the idle reserved GPUs since the last one are counted, and
+        those of now taken (per reserved node, its free GPUs up to what is reserved there)."""
+        self.hold_gpu_s += self._idle * (now - self._since)
+        free_col, row = self._ledger.gpus_free, self._row
+        self._idle = sum(min(gpus, free_col.item(row[host]))
+                         for reservations in self.held.values() for r in reservations
+                         for host, gpus in r.gpus_by_host.items())
+        self._since = now
