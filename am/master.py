@@ -73,8 +73,8 @@ from .metrics import AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog
 from .rm_client import RMClient
 from .rm_conversation import RMConversation
-from .rm_protocol import (AllocateRequest, ApplicationReport, AppState, Container, ContainerStatus, NodeReport,
-                          PendingAsk, Rejection, RMError, WrongState)
+from .rm_protocol import (AllocateRequest, ApplicationReport, AppState, Container, ContainerStatus, ExitStatus,
+                          NodeReport, PendingAsk, PreemptionMessage, Rejection, RMError, WrongState)
 from .waiting_watch import WaitingWatch, watches
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
@@ -96,6 +96,8 @@ class ApplicationMaster:
     queue_limit: ResourceDescriptor | None = None
     _watch: WaitingWatch | None = None   # made when first needed (:attr:`watch`)
     _granted = False   # this heartbeat's response granted containers
+    #: the deadline of a preemption notice whose gang has not restarted yet (None: not preempted)
+    preempted_until: float | None = None
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -310,6 +312,23 @@ class ApplicationMaster:
             if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
                 self._task_finished(gang, task, status.exit_status, status.diagnostics, now)
 
+    def on_preemption(self, message: PreemptionMessage, now: float) -> None:
+        """The RM preempts this job's gang (YARN's strict contract: these containers end at
+        ``message.deadline``): each running task is told (a signal and a notice it can poll,
+        ``BarrierTaskContext.preemption_notice``) so that it can checkpoint first. The gang
+        restarts once its tasks have ended, without counting a failure (:meth:`_restarted`)."""
+        told = 0
+        for container_id in message.containers:
+            if container_id in self._running:
+                try:
+                    self.rm.notify_preemption(container_id)
+                    told += 1
+                except RMError as exc:
+                    self.log(f"telling the task of {container_id} it is preempted: {exc}")
+        self.preempted_until = message.deadline
+        self.log(f"preempted{f' ({message.reason})' if message.reason else ''}: {len(message.containers)} "
+                 f"container(s) end by {message.deadline:g}s; {told} task(s) told")
+
     def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
         """The RM no longer accepts this AM attempt: the application ended (``ended``: its
         report), or a newer AM attempt took over (the RM declared this one dead): then this
@@ -345,7 +364,8 @@ class ApplicationMaster:
         self._to_decide.add(gang)
         gang.task_ended(task, exit_status, diagnostics, now)
         if exit_status != 0:
-            if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
+            if exit_status is not None and exit_status < 0 and exit_status != ExitStatus.PREEMPTED:
+                # the node or the RM, not the program (a preemption is no fault of the node)
                 self.placement.cluster.mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
@@ -401,6 +421,11 @@ class ApplicationMaster:
         """Restart what the failed tasks of ``failing`` call for: the gangs with a task never
         launched, else the retry scopes of the roles that reached their failure threshold.
         False when neither (the job may still succeed)."""
+        preempted = [g for g in failing if any(t.exit_status == ExitStatus.PREEMPTED for t in g.tasks)]
+        if preempted:   # restarted once every task has ended (the others may still be checkpointing)
+            if not any(g.running for g in preempted):
+                self._restart_preempted(preempted, now)
+            return True
         unlaunched = [t for g in failing for t in g.tasks if t.launch_failed]
         if unlaunched:
             self._restart([self.job.role(name) for name in dict.fromkeys(t.role for t in unlaunched)], now)
@@ -437,6 +462,18 @@ class ApplicationMaster:
         for i, gang in enumerate(self.gangs):
             if gang in restart:
                 self.events.restarting(gang, limit)
+                self.gangs[i] = gang.restart(self.now())
+
+    def _restart_preempted(self, preempted: list[GangRun], now: float) -> None:
+        """The preempted gangs start again as new attempts; a preemption is no failure, so
+        it spends none of the job's retries (:func:`failed_attempts` counts ``failed`` only)."""
+        reason = next(t.diagnostics for g in preempted for t in g.tasks if t.exit_status == ExitStatus.PREEMPTED)
+        for gang in preempted:
+            self._end_attempt(gang, "preempted", reason, now)
+        self.preempted_until = None
+        for i, gang in enumerate(self.gangs):
+            if gang in preempted:
+                self.events.restarting(gang, self.job.retry.attempts)
                 self.gangs[i] = gang.restart(self.now())
 
     def _end_attempt(self, gang: GangRun, outcome: str, reason: str, now: float) -> None:
