@@ -216,6 +216,8 @@ class JobSpec:
     kept: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False,
                                     hash=False)
     simulation: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    #: ``gangmaster: priority``: a gang that cannot start may preempt gangs of lower priority
+    priority: int = 0
 
     def role(self, name: str) -> RoleSpec:
         role = self._roles_by_name.get(name)
