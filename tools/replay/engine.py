@@ -127,6 +127,7 @@ from ..rmsim.queues import Queue
 from ..rmsim.simulation import Simulation
 from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
+from .preempting import DEFAULT_GRACE_S, Preempting, Preemption
 from .queue_policy import QUEUE_POLICIES, dropped, queue_for
 from .timeline import Timeline, TimelineRecorder
 from .trace import JobTable, TraceJob
@@ -160,6 +161,8 @@ class ReplayOptions:
     seed: int = 0
     heartbeat_s: float = 0.0
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
+    preemption: bool = False            # a waiting job may preempt lower-priority jobs (.preempting)
+    preemption_grace_s: float = DEFAULT_GRACE_S
 
     def __post_init__(self) -> None:
         if self.queue_policy not in QUEUE_POLICIES:
@@ -168,6 +171,8 @@ class ReplayOptions:
             raise ValueError(f"heartbeat_s: expected a number >= 0, got {self.heartbeat_s}")
         if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
             raise ValueError(f"time_scale: expected a number > 0, got {self.time_scale}")
+        if not (self.preemption_grace_s >= 0 and math.isfinite(self.preemption_grace_s)):
+            raise ValueError(f"preemption_grace_s: expected a number >= 0, got {self.preemption_grace_s}")
 
 
 @value
@@ -200,6 +205,7 @@ class ReplayResult:
     tie_rule: str
     options: ReplayOptions
     fragmentation: FragmentationSeries | None = None   # the FGD paper's measure, sampled (.workload)
+    preemptions: tuple[Preemption, ...] = ()           # the gangs preempted, in order (--preemption on)
 
 
 def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
@@ -215,7 +221,8 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
         jobs, timeline = run.outcomes(), run.recorder.timeline()
     return ReplayResult(jobs, timeline, time.perf_counter() - started,
                         run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
-                        run.fragmentation.series() if run.fragmentation is not None else None)
+                        run.fragmentation.series() if run.fragmentation is not None else None,
+                        tuple(run.preempting.done) if run.preempting is not None else ())
 
 
 @contextmanager
@@ -363,6 +370,9 @@ class _Replay:
         self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
         self._flush_pending = False          # the end-of-instant work is scheduled
         self.core.subscribe(self._on_container_finished, kinds=("container_finished",))
+        #: preemption (--preemption on): whom a waiting job may preempt, what was preempted
+        self.preempting = (Preempting(self.core, self.core.queues, options.preemption_grace_s, len(self.jobs))
+                           if options.preemption else None)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -460,7 +470,11 @@ class _Replay:
                 return True
         self._sync()
         self._heartbeat(job)
-        return job.start_s is not None or job.am is None   # started, or ended without starting
+        if job.start_s is not None or job.am is None:   # started, or ended without starting
+            return True
+        if self.preempting is not None and not job.am.done:   # it may preempt lower-priority jobs
+            self.preempting.try_for(job, [j for j in self.by_app.values() if j.start_s is not None], self._now())
+        return False
 
     def _admit(self, job: _Job) -> None:
         spec = job_spec(job.trace, job.label)
@@ -501,6 +515,9 @@ class _Replay:
         or ended."""
         am = job.am
         am.heartbeat()
+        if self.preempting is not None and job.start_s is not None and not am.done and \
+                am.gangs[0].record.started_at is None:   # its gang was preempted and starts again
+            self._requeued(job)
         if job.start_s is None and am.gangs:
             gang = am.gangs[0]
             if gang.record.started_at is not None:
@@ -531,6 +548,21 @@ class _Replay:
         self.allocated += gpus
         self.free_gpus[job.partition] -= gpus
         self._left_queue(job)
+
+    def _requeued(self, job: _Job) -> None:
+        """The job's gang was preempted (:mod:`.preempting`): its GPUs are free again, and it
+        waits in its queue again, behind every job there."""
+        gpus = job.gpus
+        self.allocated -= gpus
+        self.free_gpus[job.partition] += gpus
+        job.start_s, job.hosts, job.gang_wait_s = None, (), 0.0
+        job.order = self.preempting.requeue_order()
+        self.queues[job.queue].add(job)
+        self.waiting_jobs += 1
+        self.pending_gpus += gpus
+        self._dirty.update(self.partition_queues.get(job.partition, ()))
+        if not self._flush_pending:
+            self._schedule_flush()
 
     def _left_queue(self, job: _Job) -> None:
         self.waiting_jobs -= 1

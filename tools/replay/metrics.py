@@ -23,6 +23,9 @@ Per job j (submit s, first start a, end e, trace duration d, gang size g GPUs):
 - **consolidated_share**: of the multi-GPU jobs that started, those on the fewest nodes
   possible (one node when g ≤ G, ⌈g/G⌉ otherwise; G: GPUs of the cluster's GPU nodes);
   ``one_rack_share``: of the same jobs, those within one rack.
+- **preempted** (only with ``--preemption on``): the gangs preempted over the whole run
+  and the GPU-hours of work they lost (each victim's GPUs × the time from its start to its
+  preemption's deadline: a simulated task does not checkpoint).
 - Jobs that never started are counted (``unfinished``, ``never_fits``, ``failed``),
   never given a JCT.
 
@@ -213,6 +216,7 @@ def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobCol
         "one_rack_share": _share(int(np.count_nonzero(c.racks[multi] == 1)), int(np.count_nonzero(multi))),
         "queue_length_mean": _num(time_average(timeline.t, timeline.queue_length, window)),
         "pending_gpus_mean": _num(time_average(timeline.t, timeline.pending_gpus, window)),
+        **preemption_figures(result),
         "events": result.events,
         "select_calls": result.select_calls,
         "cost": {"select_s": round(result.select_s, 3),
@@ -220,6 +224,15 @@ def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobCol
                  if result.select_calls else None},
     }
     return figures
+
+
+def preemption_figures(result) -> dict[str, Any]:
+    """``preempted``: the gangs preempted and the GPU-hours they lost, over the whole run;
+    nothing when the replay ran without preemption (its figures stay as they were)."""
+    if not result.options.preemption:
+        return {}
+    return {"preempted": {"gangs": len(result.preemptions),
+                          "lost_gpu_hours": round(sum(p.lost_gpu_hours for p in result.preemptions), DECIMALS)}}
 
 
 #: Keys whose values are measured wall time: they differ from run to run, everything else
