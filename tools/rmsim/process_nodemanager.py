@@ -197,8 +197,8 @@ class ProcessNodeManager:
     def notify_preemption(self, rec, deadline: float) -> None:
         """Tell the container's task it is preempted at ``deadline`` (RM clock): the notice
         file holds the deadline as wall-clock time (written whole, then renamed into place),
-        then every process of the task (not its supervisor) gets SIGUSR1. A task that does
-        not handle SIGUSR1 ends on it: it is preempted now rather than at the deadline."""
+        then every process of the task (not its supervisor) gets SIGUSR1, which the supervisor
+        started them ignoring: only a program that handles it hears it."""
         task = self.running.get(rec.container_id)
         if task is None:
             return
