@@ -164,8 +164,11 @@ CASES = [
      "gangmaster.barrierTimeoutSeconds: expected a number > 0, got 0"),
     ("gangmaster.failOnAttempts", [1], "gangmaster.failOnAttempts: expected no such field here; "
      "known fields: attempts, barrierTimeoutSeconds, gangs, gpuMilli, gpuTypes, maxInstancesPerNode, "
-     "nodeLabel, rackPolicy, requestRatio, retryScope, selector, simulatedDurationSeconds, "
+     "nodeLabel, priority, rackPolicy, requestRatio, retryScope, selector, simulatedDurationSeconds, "
      "simulatedExitCode"),
+    ("gangmaster.priority", 1001,
+     "gangmaster.priority: expected an integer <= 1,000 (MAX_PRIORITY in conf/limits.py), got 1001"),
+    ("gangmaster.priority", "high", 'gangmaster.priority: expected an integer >= -1000, got "high"'),
     ("gangmaster.requestRatio", 2, "gangmaster.requestRatio: expected a number > 0 and <= 1, got 2"),
     ("gangmaster", [1], "gangmaster: expected a mapping, got a list"),
 ]

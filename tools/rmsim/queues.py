@@ -113,7 +113,8 @@ def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
     q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus", "priority", "guaranteedGpus"))
     queue = _limited_queue(q, ledger)
     queue.priority = q.integer("priority", 0, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, limit="MAX_PRIORITY")
-    queue.guaranteed_gpus = q.integer("guaranteedGpus", 0, minimum=0, maximum=queue.max_gpus)
+    queue.guaranteed_gpus = q.integer("guaranteedGpus", 0, minimum=0,   # at most what the queue may hold
+                                      maximum=None if queue.max_gpus == UNLIMITED else queue.max_gpus)
     return queue
 
 
