@@ -594,7 +594,8 @@ class ApplicationMaster:
         for role, host, _resource in held:
             view.instances_of(role)[view.index(host)] += 1
         return diagnose(view, roles, self.placement.pipeline_for, job=self.job.name, gang=name, occupants=self._occupants(),
-                        indices=wanted, own=[(host, resource) for _role, host, resource in held])
+                        indices=wanted, own=[(host, resource) for _role, host, resource in held],
+                        priority=self.job.priority)
 
     # ================================================= taken over from a journal
     def _take_over(self, recovered: recovery.Recovered) -> None:

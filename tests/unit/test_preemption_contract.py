@@ -66,3 +66,19 @@ def test_a_gang_already_under_notice_or_a_negative_grace_is_refused(tmp_path):
     sim.core.preempt(am.app_id, grace_s=10.0)
     with pytest.raises(WrongState, match="holds no container"):
         sim.core.preempt(am.app_id, grace_s=1.0)
+
+
+def test_a_waiting_gang_names_the_higher_priority_application_it_waits_behind(tmp_path):
+    from gangmaster.am.rm_protocol import ApplicationSubmission, ResourceRequest
+    from gangmaster.selectors.resources import ResourceDescriptor as R
+    from gangmaster.tools.occupancy import simulated_occupants
+
+    sim = Simulation(gpu_nodes(1))
+    other = sim.client.submit(ApplicationSubmission("vip", priority=5))
+    sim.client.register(other)
+    sim.client.allocate(AllocateRequest(other, 1, asks=(ResourceRequest(1, R(1024, 1, gpus=4), host="n0",
+                                                                        relax_locality=False),)))
+    am = start_am(sim, job(instances=1, gpus=4), tmp_path, occupants=lambda: simulated_occupants(sim, am.app_id))
+    sim.run_until(5)
+    diagnosis = am.diagnose(am.gangs[0])
+    assert "waits behind higher-priority work: vip" in diagnosis.summary()
