@@ -37,13 +37,16 @@ def test_the_am_is_told_first_and_the_whole_gang_ends_preempted_at_the_deadline(
 def test_a_preempted_gang_restarts_without_spending_a_failure_retry(tmp_path):
     # one attempt allowed: a preemption counted as a failure would fail the job
     sim, am, _ = _preempted_once(tmp_path, attempts=1)
+    checked = []   # free + used = capacity at every container's grant and end, through the preemption
+    sim.core.subscribe(lambda event: checked.append(sim.core.check_invariants()),
+                       kinds=("container_allocated", "container_finished"))
     sim.core.preempt(am.app_id, grace_s=5.0)
     sim.run_until(400)
     assert am.outcome == "succeeded", am.reason
     history = am.history()
     assert [a.outcome for a in history] == ["preempted", "succeeded"]
     assert "preempted" in history[0].reason
-    sim.core.check_invariants()
+    assert len(checked) == 6   # two preempted, two granted again, two ended
 
 
 def test_a_task_that_ends_under_the_notice_ends_preempted_and_the_rest_keep_their_grace(tmp_path):
