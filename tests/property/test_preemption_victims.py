@@ -2,6 +2,7 @@
 gangs and priorities: whole gangs only, only lower-priority ones, never without making room
 (checked again with the real placement), each victim needed, and nothing preempted when
 even every candidate gone would not make room."""
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -117,3 +118,37 @@ def test_may_preempt_table():
         victim = RunningGang("v", victim_queue, victim_priority, 2.0, 0.0, ())
         got = may_preempt(priority, queue, gpus, victim, {q: QueueShare(*s) for q, s in shares.items()})
         assert got is expected, (priority, queue, gpus, victim_priority, victim_queue, shares)
+
+
+# ------------------------------------------------------------------ in a replay
+@st.composite
+def prioritized_traces(draw):
+    from gangmaster.tools.replay.trace import JobTable, sorted_jobs
+
+    from tests.unit.replay_helpers import SHAPE
+
+    jobs = [TraceJob(f"j{k}", float(draw(st.integers(0, 600))), float(draw(st.integers(60, 3600))), "q",
+                     SHAPE.gang_roles(draw(st.sampled_from([1, 2, 4, 8, 16]))), draw(st.integers(0, 3)))
+            for k in range(draw(st.integers(2, 8)))]
+    return JobTable(sorted_jobs(jobs), "test", "0" * 64, "native")
+
+
+@settings(max_examples=15)
+@given(prioritized_traces(), st.sampled_from(["fifo", "backfill"]), st.sampled_from([0.0, 30.0]))
+def test_replayed_preemption_takes_only_lower_priority_whole_gangs_and_every_job_still_runs_whole(
+        trace, policy, grace):
+    from gangmaster.tools.replay.clusters import ReplayCluster
+    from gangmaster.tools.replay.engine import ReplayOptions, replay
+
+    from tests.unit.replay_helpers import nodes
+
+    result = replay(trace, ReplayCluster("2x8", nodes(2)),
+                    ReplayOptions(queue_policy=policy, preemption=True, preemption_grace_s=grace))
+    priority = {j.job_id: j.priority for j in trace.jobs}
+    assert all(j.outcome == "succeeded" for j in result.jobs)
+    for j in result.jobs:   # the last start ran the whole duration, on the whole gang
+        assert j.end_s - j.start_s == pytest.approx(j.duration_s)
+    for p in result.preemptions:   # the preemptor outranks every victim it took
+        assert priority[p.victim] < priority[p.by] and p.lost_gpu_hours >= 0
+    capacity = result.timeline.capacity_gpus
+    assert min(result.timeline.allocated_gpus) >= 0 and max(result.timeline.allocated_gpus) <= capacity

@@ -29,8 +29,8 @@ DEFAULT_GRACE_S = 30.0
 
 @dataclass(frozen=True)
 class Preemption:
-    """One gang preempted: whose (``victim``), for whom (``by``), when (``at``: the notice),
-    its GPUs and the GPU-hours of work it lost."""
+    """One gang preempted: whose (``victim``, a job id), for whom (``by``), when (``at``: the
+    notice), its GPUs and the GPU-hours of work it lost."""
 
     victim: str
     by: str
@@ -66,6 +66,7 @@ class Preempting:
                 return False
         priority, gpus = self.priority(job), job.gpus
         shares = self._shares()
+        job_of = {j.am.app_id: j.trace.job_id for j in running}
         candidates = [gang for gang in map(self._running_gang, running)
                       if gang is not None and may_preempt(priority, job.queue, gpus, gang, shares)]
         if not candidates:
@@ -80,7 +81,7 @@ class Preempting:
         reason = f"for job {job.trace.job_id} (priority {tuple(priority)})"
         for victim in victims:
             self.core.preempt(victim.app_id, self.grace_s, reason)
-            self.done.append(Preemption(victim.app_id, job.trace.job_id, now, int(victim.gpus),
+            self.done.append(Preemption(job_of[victim.app_id], job.trace.job_id, now, int(victim.gpus),
                                         victim.lost_gpu_hours(deadline)))
         self._reclaiming[job.order] = {v.app_id for v in victims}
         return True
