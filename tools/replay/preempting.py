@@ -96,9 +96,9 @@ class Preempting:
         app = self.core.apps.get(job.am.app_id)
         if app is None or not app.containers:
             return None
-        deadlines = self.core.preemptions.deadlines
+        under_notice = self.core.preemptions.under_notice
         held = list(app.containers.values())
-        if any(rec.container_id in deadlines for rec in held):
+        if any(under_notice(cid) for cid in app.containers):
             return None
         return RunningGang(app.app_id, job.queue, self.priority(job), float(job.gpus), job.start_s,
                            tuple((rec.node, rec.booking.resource) for rec in held))

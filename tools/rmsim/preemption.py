@@ -53,6 +53,10 @@ class Preemptions:
         self.clock.call_at(deadline, self._take_back, live)
         return message
 
+    def under_notice(self, container_id: str) -> bool:
+        """Whether the container is preempted already (its deadline is set)."""
+        return container_id in self.deadlines
+
     def take_notice(self, app_id: str) -> PreemptionMessage | None:
         """The notice for ``app_id``'s AM, once (its next response carries it)."""
         return self._notices.pop(app_id, None) if self._notices else None
