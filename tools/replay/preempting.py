@@ -18,13 +18,13 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..rmsim.preemption import DEFAULT_GRACE_S
 from ..rmsim.victims import Priority, QueueShare, RunningGang, choose_victims, fits_once_gone, may_preempt
 
 if TYPE_CHECKING:   # (the engine's own job record)
     from .engine import _Job
 
-#: Seconds a preempted gang's tasks have between the notice and the end of their containers.
-DEFAULT_GRACE_S = 30.0
+__all__ = ["DEFAULT_GRACE_S", "Preemption", "Preempting"]
 
 
 @dataclass(frozen=True)

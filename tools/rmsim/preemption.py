@@ -21,6 +21,10 @@ from gangmaster.am.rm_protocol import ContainerState, ExitStatus, PreemptionMess
 from .containers import Containers
 from .records import Application
 
+#: Seconds a preempted gang's tasks have between the notice and the end of their containers
+#: when the caller names none (a scenario's ``preempt_app``, a replay's ``--preemption-grace``).
+DEFAULT_GRACE_S = 30.0
+
 
 class Preemptions:
     """The contracts in force: per container under notice, its deadline; per application,
