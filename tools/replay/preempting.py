@@ -66,9 +66,14 @@ class Preempting:
                 return False
         priority, gpus = self.priority(job), job.gpus
         shares = self._shares()
-        job_of = {j.am.app_id: j.trace.job_id for j in running}
-        candidates = [gang for gang in map(self._running_gang, running)
-                      if gang is not None and may_preempt(priority, job.queue, gpus, gang, shares)]
+        job_of, candidates = {}, []
+        for other in running:
+            if not shares and self.priority(other) >= priority:   # (the cheap test first: most are not)
+                continue
+            gang = self._running_gang(other)
+            if gang is not None and may_preempt(priority, job.queue, gpus, gang, shares):
+                candidates.append(gang)
+                job_of[gang.app_id] = other.trace.job_id
         if not candidates:
             return False
         am = job.am
@@ -97,11 +102,10 @@ class Preempting:
         if app is None or not app.containers:
             return None
         under_notice = self.core.preemptions.under_notice
-        held = list(app.containers.values())
         if any(under_notice(cid) for cid in app.containers):
             return None
         return RunningGang(app.app_id, job.queue, self.priority(job), float(job.gpus), job.start_s,
-                           tuple((rec.node, rec.booking.resource) for rec in held))
+                           tuple((rec.node, rec.booking.resource) for rec in app.containers.values()))
 
     def _shares(self) -> dict[str, QueueShare]:
         """What each queue holds and is guaranteed, in GPUs (only queues with a guarantee matter)."""
