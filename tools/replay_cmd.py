@@ -9,8 +9,8 @@ import sys
 import textwrap
 from dataclasses import replace
 
-from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_PREEMPTION_GRACE_S,
-                                    MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS)
+from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_GPUS_PER_NODE, MAX_HEARTBEAT_S,
+                                    MAX_PREEMPTION_GRACE_S, MAX_PRIORITY, MAX_REPLAY_SEEDS, MAX_SWEEP_POINTS)
 from gangmaster.selectors.selector import UnknownSelector, get_selector
 from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
 
@@ -161,6 +161,10 @@ def add_parser(sub):
                    default=DEFAULT_GRACE_S, metavar="S",
                    help=f"with --preemption on: seconds between the notice and the victims' end "
                         f"(default {DEFAULT_GRACE_S:g})")
+    p.add_argument("--queue-priority", type=_queue_priority, action="append", default=[],
+                   metavar="QUEUE=PRIORITY[:GPUS]",
+                   help="with --preemption on: the queue's priority (before each job's own) and the GPUs it is "
+                        "guaranteed, which it may reclaim by preemption from queues over theirs; repeat per queue")
     p.add_argument("--measure-trim", type=real(0, 0.5, high_open=True), metavar="F",
                    help=f"share of jobs left out at each end of the submit order (default {DEFAULT_TRIM}, or the "
                         "preset's: philly-helios-11vc measures every job, as Helios does)")
@@ -173,8 +177,32 @@ def add_parser(sub):
 
 
 def _preemption(args) -> dict:
-    """The replay options --preemption and --preemption-grace give."""
-    return {"preemption": args.preemption == "on", "preemption_grace_s": args.preemption_grace}
+    """The replay options --preemption, --preemption-grace and --queue-priority give."""
+    return {"preemption": args.preemption == "on", "preemption_grace_s": args.preemption_grace,
+            "queue_priorities": tuple(args.queue_priority)}
+
+
+def _unknown_queues(args, table: JobTable, cluster) -> str:
+    """Why --queue-priority cannot be taken ("" when it can): it names a queue the replay does
+    not have, or comes without --preemption on (only preemption reads it)."""
+    if not args.queue_priority:
+        return ""
+    if args.preemption != "on":
+        return "--queue-priority goes with --preemption on"
+    known = {job.queue or "default" for job in table.jobs} | set(cluster.queue_hosts or ())
+    unknown = [name for name, _, _ in args.queue_priority if name not in known]
+    return (f"--queue-priority: queue {unknown[0]!r} is not one of the replay's: {', '.join(sorted(known))}"
+            if unknown else "")
+
+
+def _queue_priority(text: str) -> tuple[str, int, int]:
+    """``QUEUE=PRIORITY[:GPUS]``: a queue's priority and guaranteed GPUs (default 0)."""
+    name, equals, value = text.partition("=")
+    priority, _, gpus = value.partition(":")
+    if not (name and equals and priority):
+        raise argparse.ArgumentTypeError(f"expected QUEUE=PRIORITY[:GPUS], got {text!r}")
+    return (name, count(-MAX_PRIORITY, MAX_PRIORITY, "MAX_PRIORITY")(priority),
+            count(0, MAX_CLUSTER_NODES * MAX_GPUS_PER_NODE)(gpus) if gpus else 0)
 
 
 def _bad(message: str) -> int:
@@ -231,6 +259,9 @@ def _run(args) -> int:
     table = _only_listed_queues(table, cluster, say)
     if not table.jobs:
         return _bad(f"{args.trace}: no jobs to replay" + (f" in the window {window}" if window else ""))
+    unknown = _unknown_queues(args, table, cluster)
+    if unknown:
+        return _bad(unknown)
     load = clusters.offered_load(table)
     queue_policy = args.queue_policy or (preset.queue_policy if preset and preset.queue_policy else "fifo")
     base = ReplayOptions(queue_policy=queue_policy, heartbeat_s=args.heartbeat, time_scale=args.time_scale,
@@ -326,6 +357,9 @@ def _run_openb(args, say) -> int:
     table = openb.pods_table(pods) if fill else openb.time_table(pods, window)
     if not table.jobs:
         return _bad(f"{args.trace}: no pods to replay" + (f" in the window {window}" if window else ""))
+    unknown = _unknown_queues(args, table, cluster)
+    if unknown:
+        return _bad(unknown)
     say(f"trace: {table.source} (openb, {len(table):,} pods, --mode {args.mode or 'time'}), "
         f"sha256 {table.sha256[:16]}…")
     say(f"cluster: {cluster.describe()}, from {nodes_file}"

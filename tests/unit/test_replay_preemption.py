@@ -62,3 +62,14 @@ def test_the_metrics_count_preempted_gangs_and_lost_gpu_hours_only_with_preempti
 def test_a_negative_grace_is_refused():
     with pytest.raises(ValueError, match="preemption_grace_s: expected a number >= 0, got -1"):
         ReplayOptions(preemption=True, preemption_grace_s=-1)
+
+
+def test_a_queue_under_its_guaranteed_share_reclaims_it_from_a_queue_over_its_own():
+    """prod is guaranteed 8 GPUs and holds none; batch holds the whole cluster: prod's job
+    preempts batch's newer job although the priorities are equal."""
+    jobs = [dataclasses.replace(job("b1", 0, 10_000, 8), queue="batch"),
+            dataclasses.replace(job("b2", 10, 10_000, 8), queue="batch"),
+            dataclasses.replace(job("p1", 100, 1_000, 8), queue="prod")]
+    for guarantees, victims in (((), ()), ((("prod", 0, 8),), ("b2",)), ((("batch", 0, 16), ("prod", 0, 8)), ())):
+        result = replay(table(jobs), cluster(2), ReplayOptions(preemption=True, queue_priorities=guarantees))
+        assert tuple(p.victim for p in result.preemptions) == victims, guarantees

@@ -138,7 +138,10 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
         "queue_policy": options.queue_policy,
         "heartbeat_s": options.heartbeat_s,
         "time_scale": options.time_scale,
-        **({"preemption": {"grace_s": options.preemption_grace_s}} if options.preemption else {}),
+        **({"preemption": {"grace_s": options.preemption_grace_s,
+                           "queues": {name: {"priority": priority, "guaranteed_gpus": gpus}
+                                      for name, priority, gpus in options.queue_priorities}}}
+           if options.preemption else {}),
         "version": gangmaster_version(),
         **({"fill": {"inflate": comparison.inflate,
                      "pods_by_seed": {str(seed): len(t) for seed, t in sorted(comparison.fill_tables.items())},

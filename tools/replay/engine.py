@@ -163,6 +163,8 @@ class ReplayOptions:
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
     preemption: bool = False            # a waiting job may preempt lower-priority jobs (.preempting)
     preemption_grace_s: float = DEFAULT_GRACE_S
+    #: (queue, priority, guaranteed GPUs) of the RM queues that have them (``--queue-priority``)
+    queue_priorities: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.queue_policy not in QUEUE_POLICIES:
@@ -292,6 +294,11 @@ class _Replay:
         self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False,
                               trusted_client=True, max_running_apps=max(limits.RM_MAX_RUNNING_APPS, len(table.jobs)))
         self.core = self.sim.core
+        for name, priority, guaranteed in options.queue_priorities:   # (what preemption reads of a queue)
+            if name not in self.core.queues:
+                raise ValueError(f"queue_priorities: queue {name!r} is not one of the trace's: "
+                                 f"{', '.join(queue_names)}")
+            self.core.queues[name].priority, self.core.queues[name].guaranteed_gpus = priority, guaranteed
         self.rack_of = {spec.host: spec.rack for spec in specs}
         self.tracker = ClusterTracker(self.core.cluster_nodes)
         self.ledger = self.core.ledger   # the view follows its rows (_sync): the same nodes in the same order
