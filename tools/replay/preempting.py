@@ -61,7 +61,7 @@ class Preempting:
         pending = self._reclaiming.get(job.order)
         if pending:
             apps = self.core.apps
-            pending.intersection_update([a for a in pending if apps[a].containers])
+            pending.intersection_update([a for a in pending if a in apps and apps[a].containers])
             if pending:
                 return False
         priority, gpus = self.priority(job), job.gpus
