@@ -62,11 +62,12 @@ def reopen_barrier(coordinator: GangBarrier, app_id: str, job: JobSpec, gang: Ga
 
 def end_barrier(coordinator: GangBarrier, app_id: str, gang: GangRun, outcome: str, reason: str,
                 log: Callable[[str], None]) -> None:
-    """The attempt ended: close its barrier when it succeeded, else fail it (every waiting
-    task is told at once). Nothing when its barrier is not open."""
+    """The attempt ended: close its barrier when it succeeded or was preempted (a preempted
+    attempt ends once every task has ended: none waits), else fail it (every waiting task is
+    told at once). Nothing when its barrier is not open."""
     if not gang.barrier_open:
         return
-    if outcome == "succeeded":
+    if outcome in ("succeeded", "preempted"):
         coordinator.close_attempt(app_id, gang.name, gang.attempt)
     else:
         waiters = coordinator.fail_attempt(app_id, gang.name, gang.attempt,

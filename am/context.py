@@ -61,7 +61,7 @@ __all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "plain_a
            "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
            "ENV_JOB", "ENV_GANG", "ENV_ATTEMPT", "ENV_TASK_INDEX", "ENV_TASK_COUNT", "ENV_ROLE",
            "ENV_ROLE_INDEX", "ENV_PAI_ROLE", "ENV_PAI_ROLE_INDEX", "ENV_TLS_CA", "ENV_LOG_INTERVAL",
-           "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "ENV_LOCAL_GROUP", "ENV_TREE", "channel_options"]
+           "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "ENV_LOCAL_GROUP", "ENV_TREE", "ENV_PREEMPTION_NOTICE", "channel_options"]
 
 log = logging.getLogger("gangmaster.barrier.task")
 
@@ -75,6 +75,9 @@ ENV_GANG = "GANGMASTER_GANG"
 ENV_ATTEMPT = "GANGMASTER_ATTEMPT"
 #: The task's index within the gang, 0..N-1 (its rank; Spark's partition id).
 ENV_TASK_INDEX = "GANGMASTER_TASK_INDEX"
+#: Where the NodeManager leaves a preemption notice for the task (its deadline, in
+#: seconds since the epoch), set by a NodeManager that can deliver one: see preemption_notice()
+ENV_PREEMPTION_NOTICE = "GANGMASTER_PREEMPTION_NOTICE"
 #: N, the number of tasks in the gang.
 ENV_TASK_COUNT = "GANGMASTER_TASK_COUNT"
 ENV_ROLE = "GANGMASTER_TASK_ROLE"
@@ -314,10 +317,11 @@ class BarrierTaskContext:
     def __init__(self, address: str, token: str, job: str, gang: str, attempt: int, index: int,
                  count: int, tls_ca_file: str | None = None, log_interval_s: float = 60.0,
                  retry_give_up_s: float = 300.0, max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES,
-                 tree: bool = True, local_group: str = ""):
+                 tree: bool = True, local_group: str = "", preemption_notice_file: str | None = None):
         if not 0 <= index < count:
             raise ValueError(f"task index {index} is outside 0..{count - 1}")
         self.max_message_bytes = max_message_bytes
+        self._notice_file = preemption_notice_file
         self.address, self.barrier_id = address, BarrierId(job, gang, attempt)
         self._caller = pb.Caller(job=job, gang=gang, attempt=attempt, token=token, task=index)
         self._index, self._count = index, count
@@ -360,7 +364,8 @@ class BarrierTaskContext:
                    log_interval_s=_env_float(env, ENV_LOG_INTERVAL, 60.0),
                    retry_give_up_s=_env_float(env, ENV_RETRY_GIVE_UP, 300.0),
                    max_message_bytes=_env_optional_int(env, ENV_MAX_MESSAGE, BARRIER_MAX_MESSAGE_BYTES),
-                   tree=env.get(ENV_TREE, "1") != "0", local_group=env.get(ENV_LOCAL_GROUP, ""))
+                   tree=env.get(ENV_TREE, "1") != "0", local_group=env.get(ENV_LOCAL_GROUP, ""),
+                   preemption_notice_file=env.get(ENV_PREEMPTION_NOTICE) or None)
 
     @classmethod
     def get(cls) -> "BarrierTaskContext":
@@ -403,6 +408,20 @@ class BarrierTaskContext:
     def epoch(self) -> int:
         """How many barrier()/all_gather() calls this task has completed."""
         return self._epoch
+
+    def preemption_notice(self) -> float | None:
+        """When this task's container will be taken back by a preemption (seconds since the
+        epoch, as ``time.time()``), or None while it is not preempted. The task may poll it
+        (or poll it on SIGUSR1, which comes with the notice) and checkpoint before then: its
+        gang restarts later without counting a failure. (The RM's notice reaches the task
+        through its AM and NodeManager; a NodeManager that cannot deliver one leaves None.)"""
+        if not self._notice_file:
+            return None
+        try:
+            with open(self._notice_file) as notice:
+                return float(notice.read())
+        except (OSError, ValueError):   # none yet (it is written whole, then renamed into place)
+            return None
 
     def barrier(self) -> None:
         """Block until every task of the gang attempt has called ``barrier()`` as often."""

@@ -95,6 +95,8 @@ class Occupant:
     expected_end_s: float | None = None
     #: shares of GPUs held, as (GPU index, milli-GPU) pairs (``gpus`` counts whole GPUs only)
     gpu_shares: tuple[tuple[int, int], ...] = ()
+    #: the application's priority, as submitted (0: none given)
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -137,14 +139,16 @@ class BlockingJob:
     machines: int
     holds: dict
     expected_end_s: float | None = None
+    priority: int = 0   # its priority (0: none given; then left out of the dict)
 
     def to_dict(self) -> dict:
         return {"job": self.job, "machines": self.machines, "holds": dict(self.holds),
-                "expected_end_s": self.expected_end_s}
+                "expected_end_s": self.expected_end_s, **({"priority": self.priority} if self.priority else {})}
 
     def phrase(self) -> str:
         held = ", ".join(f"{_num(v)} {k}" for k, v in self.holds.items())
-        return f"{self.job} holds {held} on {self.machines} of them" + _ends(self.expected_end_s)
+        ranked = f" (priority {self.priority})" if self.priority else ""
+        return f"{self.job}{ranked} holds {held} on {self.machines} of them" + _ends(self.expected_end_s)
 
 
 @dataclass
@@ -163,6 +167,14 @@ class Diagnosis:
     expected_start: Reservation | None = None
     #: whether an expected start was worked out (False: not asked, e.g. it can start now)
     planned: bool = False
+    #: the gang's own priority (its job's): blocking jobs above it are work it waits behind
+    priority: int = 0
+
+    @property
+    def behind_higher_priority(self) -> list[BlockingJob]:
+        """The blocking jobs of a higher priority than this gang's: it waits behind them (a
+        preemption would take lower-priority ones, never these)."""
+        return [b for b in self.blocking_jobs if b.priority > self.priority]
 
     @classmethod
     def started(cls, job: str, gang: str, roles: Sequence[RoleSpec], nodes: Sequence) -> "Diagnosis":
@@ -196,6 +208,9 @@ class Diagnosis:
                                     for x in r.reasons)
                 parts.append(f"{r.role} {r.placeable}/{r.needed} placeable, {r.shortfall} short ({reasons})")
         head = "; ".join(parts) or "every instance is placeable, but not all at once"
+        above = self.behind_higher_priority
+        if above:
+            head += f"; waits behind higher-priority work: {', '.join(b.job for b in above)}"
         return head + (f"; to unblock: {self.hint}" if self.hint else "")
 
     def text(self) -> str:
@@ -215,6 +230,10 @@ class Diagnosis:
                 lines.append(f"    {x.code}: {x.detail} ({helps})")
         if self.blocking_jobs:
             lines.append("  held by: " + "; ".join(b.phrase() for b in self.blocking_jobs))
+        above = self.behind_higher_priority
+        if above:
+            lines.append(f"  waits behind higher-priority work: {', '.join(b.job for b in above)} (this job's "
+                         f"priority is {self.priority}: it cannot preempt them)")
         if self.hint:
             lines.append(f"  to unblock: {self.hint}")
         if self.planned:
@@ -226,14 +245,15 @@ class Diagnosis:
 def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor, *, job: str,
              gang: str = "", occupants: Sequence[Occupant] = (),
              indices: Mapping[str, Sequence[int]] | None = None,
-             own: Sequence[tuple[str, ResourceDescriptor]] = ()) -> Diagnosis:
+             own: Sequence[tuple[str, ResourceDescriptor]] = (), priority: int = 0) -> Diagnosis:
     """Diagnose the gang ``roles`` on ``view`` (the cluster as it is now; not changed).
 
     ``occupants``: what other applications hold, to name the blocking jobs (without
     them the diagnosis still says where waiting helps, but names no job).
     ``indices``: the instances still to place per role (the AM's, when some are
     granted already; they count as placeable); ``own``: the resources those granted
-    containers hold (host, resource), so they are not taken for another job's."""
+    containers hold (host, resource), so they are not taken for another job's.
+    ``priority``: the gang's own (its job's), which the blocking jobs' are compared with."""
     explained: dict[str, tuple[list[Reason], dict]] = {}
 
     def explain(outcome: RoleOutcome, scratch: ClusterView) -> None:   # as the role saw the view
@@ -264,7 +284,7 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     can_start = all(r.shortfall == 0 for r in diagnosed.values())
     blocking = _blocking_jobs(view, waiting_nodes, by_host)
     diagnosis = Diagnosis(job, gang, can_start, not never, int(np.count_nonzero(view.healthy)), len(view),
-                          diagnosed, blocking)
+                          diagnosed, blocking, priority=priority)
     if not can_start:
         hints = [never or _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking, waiting_nodes).hint()]
         if short is not None and short.ask.required:
@@ -439,7 +459,8 @@ def _blocking_jobs(view: ClusterView, waiting_nodes: dict, by_host: Mapping[str,
             amounts = {kind: _held(o, kind) for kind in kinds}
             if not any(amounts.values()):
                 continue
-            entry = held.setdefault(o.job, {"hosts": set(), "holds": defaultdict(float), "ends": []})
+            entry = held.setdefault(o.job, {"hosts": set(), "holds": defaultdict(float), "ends": [],
+                                            "priority": o.priority})
             entry["hosts"].add(i)
             for kind, amount in amounts.items():
                 entry["holds"][kind] += amount
@@ -449,7 +470,7 @@ def _blocking_jobs(view: ClusterView, waiting_nodes: dict, by_host: Mapping[str,
         ends = entry["ends"]
         end = None if any(e is None for e in ends) else max(ends)
         jobs.append(BlockingJob(name, len(entry["hosts"]), {k: _round(v) for k, v in sorted(entry["holds"].items())},
-                                end))
+                                end, entry["priority"]))
     jobs.sort(key=lambda b: (-b.machines, -sum(b.holds.values()), b.job))
     return jobs[:BLOCKING_SHOWN]
 

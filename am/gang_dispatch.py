@@ -34,8 +34,8 @@ from .gang_run import PENDING, GangRun, failure
 from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
 from .progress_log import ProgressLog, QuietLog
 from .recovery import TakenBack
-from .rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport, PendingAsk,
-                          Rejection, WrongState)
+from .rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, ExitStatus,
+                          NodeReport, PendingAsk, PreemptionMessage, RMError, Rejection, WrongState)
 
 
 class GangDispatch:
@@ -46,6 +46,8 @@ class GangDispatch:
     never_granted = ""
     #: (the application's report when it ended, why) once the RM no longer accepts this AM attempt
     shutdown_request: tuple[ApplicationReport | None, WrongState] | None = None
+    #: the deadline of a preemption notice whose gang has not restarted yet (None: not preempted)
+    preempted_until: float | None = None
 
     def __init__(self, gangs: list[GangRun], running: dict[str, tuple[GangRun, TaskRecord]],
                  asking: AcquisitionContext, placement: AMPlacement, launcher: GangLauncher,
@@ -125,6 +127,24 @@ class GangDispatch:
             if gang in self.gangs and task.state is TASK_RUNNING:   # not an older attempt (GangRun: eq is identity)
                 self.task_finished(gang, task, status.exit_status, status.diagnostics, now)
 
+    def on_preemption(self, message: PreemptionMessage, now: float) -> None:
+        """The RM preempts this job's gang (YARN's strict contract: these containers end at
+        ``message.deadline``): each running task is told (a signal and a notice it can poll,
+        ``BarrierTaskContext.preemption_notice``) so that it can checkpoint first. The gang
+        restarts once its tasks have ended, without counting a failure
+        (:func:`~.retry_scope.restart_preempted`)."""
+        told = 0
+        for container_id in message.containers:
+            if container_id in self.running:
+                try:
+                    self.launcher.rm.notify_preemption(container_id)
+                    told += 1
+                except RMError as exc:
+                    self.log(f"telling the task of {container_id} it is preempted: {exc}")
+        self.preempted_until = message.deadline
+        self.log(f"preempted{f' ({message.reason})' if message.reason else ''}: {len(message.containers)} "
+                 f"container(s) end by {message.deadline:g}s; {told} task(s) told")
+
     def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
         """Kept for the AM (:attr:`shutdown_request`)."""
         self.shutdown_request = (ended, why)
@@ -153,7 +173,8 @@ class GangDispatch:
         self.to_decide.add(gang)
         gang.task_ended(task, exit_status, diagnostics, now)
         if exit_status != 0:
-            if exit_status is not None and exit_status < 0:   # the node or the RM, not the program
+            if exit_status is not None and exit_status < 0 and exit_status != ExitStatus.PREEMPTED:
+                # the node or the RM, not the program (a preemption is no fault of the node)
                 self.placement.cluster.mark_failed(task.role, task.host)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))

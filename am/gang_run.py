@@ -147,7 +147,7 @@ class GangRun:
         self.events.task_ended(self, task, now)
 
     def end_attempt(self, outcome: str, reason: str, now: float) -> list[TaskRecord]:
-        """The attempt ends ``outcome`` (succeeded, failed, stopped) for ``reason``: its
+        """The attempt ends ``outcome`` (succeeded, failed, stopped, preempted) for ``reason``: its
         running tasks are stopped, what it holds or asks for is given back (into the
         outbox), and it joins the history. Returns the tasks it stopped (the caller stops
         their containers)."""

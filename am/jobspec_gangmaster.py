@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from gangmaster.conf.fields import ConfigError, ConfigErrors, ErrorCollector, Fields
-from gangmaster.conf.limits import MAX_ATTEMPTS, MAX_DURATION_S, MAX_INSTANCES_PER_ROLE
+from gangmaster.conf.limits import MAX_ATTEMPTS, MAX_DURATION_S, MAX_INSTANCES_PER_ROLE, MAX_PRIORITY
 from gangmaster.selectors.domains import DOMAIN_MODES, DomainAsk
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.request import RACK_POLICIES
@@ -37,7 +37,7 @@ ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode", "failBeforeB
 SIMULATION_KEYS = ("simulatedDurationSeconds", "simulatedExitCode", "failOnAttempts", "failInstance",
                    "failExitCode", "failBeforeBarrier")
 #: Keys that only make sense for the whole job.
-JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts", "networkDomain")
+JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts", "networkDomain", "priority")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class JobKeys:
     retry_scope: str = "job"
     attempts: int | None = None                         # None: from jobRetryCount/taskRetryCount
     network_domain: DomainAsk | None = None             # each gang inside one domain (or as few as can be)
+    priority: int = 0                                   # higher may preempt lower (tools/rmsim/victims.py)
 
 
 def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fields, str], Any]]]:
@@ -171,9 +172,12 @@ def read_job_keys(section: Fields, errors: ErrorCollector, role_names: list[str]
                 if "attempts" in present else None)
     domain = (errors.read(lambda: read_network_domain(section, "networkDomain"))
               if "networkDomain" in present else None)
+    priority = (errors.read(lambda: section.integer("priority", minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY,
+                                                    limit="MAX_PRIORITY"), 0)
+                if "priority" in present else 0)
     defaults = read_role_keys(section, errors, selectors, allowed=ROLE_KEYS)
     return JobKeys(gangs=gangs, barrier_timeout_s=timeout, retry_scope=scope,
-                   attempts=attempts, network_domain=domain), defaults
+                   attempts=attempts, network_domain=domain, priority=priority), defaults
 
 
 def _gangs(section: Fields, role_names: list[str]) -> tuple[tuple[str, ...], ...] | None:

@@ -221,6 +221,8 @@ class JobSpec:
     kept: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False,
                                     hash=False)
     simulation: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
+    #: ``gangmaster: priority``: a gang that cannot start may preempt gangs of lower priority
+    priority: int = 0
 
     def role(self, name: str) -> RoleSpec:
         role = self._roles_by_name.get(name)
@@ -238,15 +240,16 @@ class JobSpec:
         # asks for the job's verdict each time its tasks end.
         object.__setattr__(self, "_early_roles", tuple([r for r in self.roles if r.completion.min_succeeded is not None]))
 
-    def for_job(self, name: str, source: str, simulation: Mapping[str, Mapping[str, Any]]) -> "JobSpec":
+    def for_job(self, name: str, source: str, simulation: Mapping[str, Mapping[str, Any]],
+                priority: int = 0) -> "JobSpec":
         """This spec for another job of the same roles, gangs and policies: ``dataclasses.replace``
-        of ``name``, ``source`` and ``simulation``, without checking and deriving again what
+        of ``name``, ``source``, ``simulation`` and ``priority``, without checking and deriving again what
         the two share (a trace replay builds one per job from one per shape). ``parameters``
         and ``kept`` are shared too: read-only, as every mapping here."""
         # A copy of this one's dict, the three fields then replaced in it: a dict's copy clones
         # its table whole, where ``{**state, ...}`` inserts its ~20 entries one by one (3x slower)
         state = self.__dict__.copy()
-        state["name"], state["source"], state["simulation"] = name, source, simulation
+        state["name"], state["source"], state["simulation"], state["priority"] = name, source, simulation, priority
         spec = object.__new__(JobSpec)
         object.__setattr__(spec, "__dict__", state)
         return spec

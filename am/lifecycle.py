@@ -144,7 +144,7 @@ class AttemptRecord:
 
     started_at: float | None = None       # every task started
     ended_at: float | None = None
-    outcome = ""                           # "" (in progress) | succeeded | failed | stopped
+    outcome = ""                           # "" (in progress) | succeeded | failed | stopped | preempted
     reason = ""
     releases = 0                           # partial holds given back while acquiring
     reselections = 0                       # instances selected again after the RM would not grant them

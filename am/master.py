@@ -63,7 +63,7 @@ from .gang_launch import GangLauncher
 from .gang_events import JournalEvents, LogEvents, MetricsEvents, keeping, observing
 from .gang_run import PENDING, GangRun, attempt_history
 from .job_shutdown import Shutdown
-from .retry_scope import restart, roles_to_restart
+from .retry_scope import preempted_gangs, restart, restart_preempted, roles_to_restart
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, read_state
 from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
 from .lifecycle import ROLE_RUNNING, AttemptRecord, RoleState, TaskRecord
@@ -146,7 +146,7 @@ class ApplicationMaster:
         self.gangs: list[GangRun] = []
         # why its gangs wait; occupants: what other applications hold where (names blocking jobs)
         self.why = WhyFeed(job.name, app_id, self.gangs, self.placement, occupants or _nobody, self.settings,
-                           self.log, self.metrics)
+                           self.log, self.metrics, job.priority)
         # barrier: the coordinator (the AM's calls to it: am.attempt_barrier)
         launcher = GangLauncher(rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases)
         self.shutdown = Shutdown(launcher, self.log)
@@ -238,6 +238,13 @@ class ApplicationMaster:
         if not deciding:
             return
         if failing:
+            preempted = preempted_gangs(failing)
+            if preempted:   # restarted once every task has ended (the others may still be checkpointing)
+                if not any(g.running for g in preempted):
+                    restart_preempted(self.gangs, preempted, self.shutdown, self.events, now, self.now,
+                                      self.job.retry.attempts)
+                    self.dispatch.preempted_until = None
+                return
             failed_roles = roles_to_restart(self.job, failing)
             if failed_roles:   # (a restart, or the job fails: the retry limit is reached)
                 over = restart(self.job, self.gangs, failed_roles, self.shutdown, self.events, now, self.now)

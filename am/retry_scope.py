@@ -17,6 +17,7 @@ from .gang_run import GangRun, failed_attempts, failure
 from .job_shutdown import Shutdown
 from .jobspec_model import JobSpec, RoleSpec
 from .lifecycle import TASK_FAILED
+from .rm_protocol import ExitStatus
 
 
 def roles_to_restart(job: JobSpec, failing: Sequence[GangRun]) -> list[RoleSpec]:
@@ -59,3 +60,22 @@ def restart(job: JobSpec, gangs: list[GangRun], failed_roles: list[RoleSpec], sh
             events.restarting(gang, limit)
             gangs[i] = gang.restart(clock())
     return ""
+
+
+def preempted_gangs(failing: Sequence[GangRun]) -> list[GangRun]:
+    """The gangs of ``failing`` the RM preempted (a task ended with the preempted status)."""
+    return [g for g in failing if any(t.exit_status == ExitStatus.PREEMPTED for t in g.tasks)]
+
+
+def restart_preempted(gangs: list[GangRun], preempted: list[GangRun], shutdown: Shutdown, events: GangEvents,
+                      now: float, clock: Callable[[], float], limit: int) -> None:
+    """The preempted gangs start again as new attempts (in place in ``gangs``); a preemption
+    is no failure, so it spends none of the job's retries (:func:`failed_attempts` counts
+    ``failed`` only)."""
+    reason = next(t.diagnostics for g in preempted for t in g.tasks if t.exit_status == ExitStatus.PREEMPTED)
+    for gang in preempted:
+        shutdown.end_attempt(gang, "preempted", reason, now)
+    for i, gang in enumerate(gangs):
+        if gang in preempted:
+            events.restarting(gang, limit)
+            gangs[i] = gang.restart(clock())

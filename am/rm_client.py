@@ -28,7 +28,7 @@ from typing import Protocol
 
 from .rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, ContainerLaunch, ContainerStatus,
-    LaunchContext, NodeReport, RegisterResponse, StartContainers, StartRefused,
+    LaunchContext, NodeReport, RegisterResponse, StartContainers, StartRefused, WrongState,
 )
 
 
@@ -86,6 +86,12 @@ class RMClient(ABC):
     @abstractmethod
     def container_status(self, container_id: str) -> ContainerStatus: ...
 
+    def notify_preemption(self, container_id: str) -> float:
+        """Forward the RM's preemption notice to the container's task (YARN: the AM signals
+        its container through the NodeManager); the deadline. An RM whose transport does not
+        carry preemption never sends a notice, so it is never called there."""
+        raise WrongState(f"container {container_id}: this RM client cannot forward a preemption notice")
+
     def close(self) -> None:
         """Release the connection (nothing to do in process)."""
 
@@ -112,6 +118,7 @@ class RMCore(Protocol):
     def start_containers(self, request: StartContainers, checked: bool = False) -> StartRefused | None: ...
     def stop_container(self, container_id: str) -> None: ...
     def container_status(self, container_id: str) -> ContainerStatus: ...
+    def notify_preemption(self, container_id: str) -> float: ...
 
 
 class InProcessRMClient(RMClient):
@@ -166,3 +173,6 @@ class InProcessRMClient(RMClient):
 
     def container_status(self, container_id: str) -> ContainerStatus:
         return self.core.container_status(container_id)
+
+    def notify_preemption(self, container_id: str) -> float:
+        return self.core.notify_preemption(container_id)

@@ -3,7 +3,8 @@
 As YARN's ``AMRMClientAsync``, the transport is apart from the reactions: one
 :meth:`RMConversation.heartbeat` sends the AM's request and hands each item of the answer
 to the AM's callbacks (:class:`RMCallbacks`), in the order the answer holds them: node
-updates, containers allocated, asks rejected, asks still pending, containers completed.
+updates, containers allocated, asks rejected, asks still pending, a preemption notice,
+containers completed.
 When the RM no longer accepts this AM attempt (``WrongState``), the callbacks hear why
 instead (:meth:`RMCallbacks.on_shutdown_request`): the application ended (its report), or
 a newer AM attempt took over (no report).
@@ -14,7 +15,7 @@ from typing import Callable, Protocol, Sequence
 
 from .rm_client import RMClient
 from .rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport, PendingAsk,
-                          RegisterResponse, Rejection, RMError, WrongState)
+                          PreemptionMessage, RegisterResponse, Rejection, RMError, WrongState)
 
 
 class RMCallbacks(Protocol):
@@ -29,6 +30,8 @@ class RMCallbacks(Protocol):
     def on_requests_rejected(self, rejections: Sequence[Rejection]) -> None: ...
 
     def on_requests_pending(self, pending: Sequence[PendingAsk]) -> None: ...
+
+    def on_preemption(self, message: PreemptionMessage, now: float) -> None: ...
 
     def on_containers_completed(self, statuses: Sequence[ContainerStatus], now: float) -> None: ...
 
@@ -67,6 +70,8 @@ class RMConversation:
                 return True
         if response.pending:
             callbacks.on_requests_pending(response.pending)
+        if response.preemption is not None:
+            callbacks.on_preemption(response.preemption, now)
         if response.completed:
             callbacks.on_containers_completed(response.completed, now)
         return True

@@ -256,6 +256,19 @@ class PendingAsk:
     reason: str = ""
 
 
+@value
+class PreemptionMessage:
+    """YARN's ``PreemptionMessage`` with a ``StrictPreemptionContract``: the RM will take
+    back these containers (every container of the application's gang: a gang is preempted
+    whole) at ``deadline`` (the RM's clock), ending them with :attr:`ExitStatus.PREEMPTED`.
+    Until then the AM may let its tasks checkpoint (it forwards the notice to them) or give
+    the containers back itself. ``reason`` says for whom (the gang that takes the room)."""
+
+    containers: tuple[str, ...]
+    deadline: float
+    reason: str = ""
+
+
 class AllocateResponse(WrittenValue):
     """The answer to one AM heartbeat. A value as the other messages are (compared and
     hashed by its fields, never changed), written out for its ``headroom``: what the queue
@@ -264,15 +277,20 @@ class AllocateResponse(WrittenValue):
     answered), made into a descriptor when first read. An AM never reads it (the codec sends
     it): a replay's tens of thousands of responses build none."""
 
-    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "_headroom", "response_id")
-    FIELDS = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id")
+    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "_headroom", "response_id",
+                 "preemption")
+    FIELDS = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id",
+              "preemption")
 
     def __init__(self, allocated: tuple[Container, ...] = (), completed: tuple[ContainerStatus, ...] = (),
                  node_updates: tuple[NodeReport, ...] = (), rejected: tuple[Rejection, ...] = (),
                  pending: tuple[PendingAsk, ...] = (),
-                 headroom: ResourceDescriptor | tuple[int, int, int] | None = None, response_id: int = 0):
+                 headroom: ResourceDescriptor | tuple[int, int, int] | None = None, response_id: int = 0,
+                 preemption: PreemptionMessage | None = None):
         self.allocated, self.completed, self.node_updates = allocated, completed, node_updates
         self.rejected, self.pending, self._headroom, self.response_id = rejected, pending, headroom, response_id
+        #: the RM's notice that containers of this application are preempted (None: none)
+        self.preemption = preemption
 
     @property
     def headroom(self) -> ResourceDescriptor:
@@ -300,6 +318,9 @@ class ApplicationSubmission:
     max_attempts: int = 2
     keep_containers_across_attempts: bool = False
     am_expiry_s: float | None = None   # no heartbeat for this long: the AM attempt is declared dead
+    #: YARN's application priority (the job's ``gangmaster: priority``): what the diagnosis of
+    #: another application's gang compares with its own. Not carried by the gRPC protocol yet.
+    priority: int = 0
 
 
 @value

@@ -172,6 +172,7 @@ def check_submission(s: ApplicationSubmission) -> None:
     check_name(s.name, "name")
     check_name(s.queue, "queue")
     check_int(s.max_attempts, "max_attempts", 1, limits.MAX_ATTEMPTS, "MAX_ATTEMPTS")
+    check_int(s.priority, "priority", -limits.MAX_PRIORITY, limits.MAX_PRIORITY, "MAX_PRIORITY")
     if s.am_expiry_s is not None:
         check_number(s.am_expiry_s, "am_expiry_s", 0, limits.MAX_DURATION_S, exclusive_minimum=True,
                      limit_name="MAX_DURATION_S")

@@ -72,7 +72,7 @@ def _attempt_lines(a: AttemptRecord) -> list[str]:
         extra.append(f"{a.reselections} re-selection(s)")
     head = f"  gang {a.gang} attempt {a.attempt}: {a.outcome or 'in progress'}"
     head += f" ({'; '.join(filter(None, [span, *extra]))})" if span or extra else ""
-    if a.outcome in ("failed", "stopped") and a.reason:
+    if a.outcome in ("failed", "stopped", "preempted") and a.reason:
         head += f"\n    reason: {a.reason}"
     lines = [head]
     for t in a.tasks:

@@ -24,11 +24,14 @@ class WhyFeed:
     """Why the gangs of job ``job`` (application ``app_id``) wait; ``gangs``: the AM's own
     list, ``occupants``: what other applications hold where (a driver that knows tells)."""
 
-    __slots__ = ("job", "app_id", "gangs", "placement", "occupants", "settings", "log", "metrics", "watching")
+    __slots__ = ("job", "app_id", "gangs", "placement", "occupants", "settings", "log", "metrics", "watching",
+                 "priority")
 
     def __init__(self, job: str, app_id: str, gangs: list[GangRun], placement: AMPlacement,
                  occupants: Callable[[], Sequence[Occupant]], settings: AMSettings, log: Callable[[str], None],
-                 metrics: AMMetrics):
+                 metrics: AMMetrics, priority: int = 0):
+        """``priority``: the job's (blocking jobs above it are work it waits behind)."""
+        self.priority = priority
         self.job, self.app_id, self.gangs, self.placement, self.occupants = job, app_id, gangs, placement, occupants
         self.settings, self.log, self.metrics = settings, log, metrics
         #: the watch, when made (a pending gang's heartbeat then checks its wait)
@@ -64,7 +67,8 @@ class WhyFeed:
         for role, host, _resource in held:
             view.instances_of(role)[view.index(host)] += 1
         return diagnose(view, roles, self.placement.pipeline_for, job=self.job, gang=name, occupants=self.occupants(),
-                        indices=wanted, own=[(host, resource) for _role, host, resource in held])
+                        indices=wanted, own=[(host, resource) for _role, host, resource in held],
+                        priority=self.priority)
 
     def waiting(self) -> str:
         """Why each gang still pending waits, in one line (the reason a job that can make no

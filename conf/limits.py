@@ -23,6 +23,10 @@ MAX_INSTANCES_PER_JOB = 100_000
 #: gangmaster.attempts). A job that fails a thousand times has a bug, not bad luck; the
 #: bound keeps attempt numbers inside the RM protocol's 32-bit fields.
 MAX_ATTEMPTS = 1000
+#: A job's or a queue's priority lies within -MAX_PRIORITY..MAX_PRIORITY (higher preempts lower).
+MAX_PRIORITY = 1000
+#: The longest grace period a preemption gives (``replay --preemption-grace``): a day.
+MAX_PREEMPTION_GRACE_S = 86_400.0
 
 #: Nodes one cluster file may describe, all node groups together. 330x story 3's 3,040
 #: nodes and above the largest single clusters reported (tens of thousands of machines);

@@ -160,7 +160,8 @@ class _AMDriver:
             return run
         earlier_tasks = self._stop_earlier(earlier.app_id, work_dir) if earlier.app_id else None
         app_id = self.client.submit(ApplicationSubmission(
-            job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True))
+            job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True,
+            priority=job.priority))
         run = JobRun(job, app_id, work_dir, queue, clock_offset=earlier.last_time)
         if earlier_tasks is not None:
             run.earlier_tasks = earlier_tasks

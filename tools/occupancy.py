@@ -31,7 +31,8 @@ def rm_occupants(core: ResourceManager, except_app: str,
             b = rec.booking
             share = ((b.gpu_mask.bit_length() - 1, b.gpu_milli),) if b.gpu_milli else ()
             found.append(Occupant(app.name if app is not None else rec.app_id, host, b.mvcores / 1000,
-                                  b.memory_mb, 0 if share else bin(b.gpu_mask).count("1"), ends_in(cid), share))
+                                  b.memory_mb, 0 if share else bin(b.gpu_mask).count("1"), ends_in(cid), share,
+                                  app.priority if app is not None else 0))
     return found
 
 

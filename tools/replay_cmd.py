@@ -9,8 +9,9 @@ import sys
 import textwrap
 from dataclasses import replace
 
-from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_HEARTBEAT_S, MAX_REPLAY_SEEDS,
-                                    MAX_RESERVATIONS, MAX_SWEEP_POINTS)
+from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_GPUS_PER_NODE, MAX_HEARTBEAT_S,
+                                    MAX_PREEMPTION_GRACE_S, MAX_PRIORITY, MAX_REPLAY_SEEDS, MAX_RESERVATIONS,
+                                    MAX_SWEEP_POINTS)
 from gangmaster.selectors.selector import UnknownSelector, get_selector
 from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
 
@@ -21,6 +22,7 @@ from .replay.comparison import Comparison, SweepPoint, metrics_document
 from .replay.engine import ReplayOptions, replay
 from .replay.metrics import DEFAULT_TRIM, METRIC_HELP, measurement_window
 from .replay.pages import fill_rows, is_fill, not_drawn, summary_rows
+from .replay.preempting import DEFAULT_GRACE_S
 from .replay.progress import ProgressBar
 from .replay.queue_policy import QUEUE_POLICIES
 from .replay.readers import DATED_FORMATS, FORMATS, detect_format, read_trace
@@ -161,6 +163,18 @@ def add_parser(sub):
                    help="seeds of the tie-breaking orders; several: medians and IQR (default 0)")
     p.add_argument("--heartbeat", type=_non_negative_seconds(MAX_HEARTBEAT_S), default=0.0, metavar="S",
                    help="AM/RM heartbeat, s: 0 reacts at each event (default); > 0 shows what latency costs")
+    p.add_argument("--preemption", choices=("on", "off"), default="off",
+                   help="on: a job that cannot start may preempt running jobs of lower priority (the trace's "
+                        "priority; native traces have one), whole gangs, the fewest GPU-hours lost first, never "
+                        "without making room; the victims wait again (default off)")
+    p.add_argument("--preemption-grace", type=_non_negative_seconds(MAX_PREEMPTION_GRACE_S),
+                   default=DEFAULT_GRACE_S, metavar="S",
+                   help=f"with --preemption on: seconds between the notice and the victims' end "
+                        f"(default {DEFAULT_GRACE_S:g})")
+    p.add_argument("--queue-priority", type=_queue_priority, action="append", default=[],
+                   metavar="QUEUE=PRIORITY[:GPUS]",
+                   help="with --preemption on: the queue's priority (before each job's own) and the GPUs it is "
+                        "guaranteed, which it may reclaim by preemption from queues over theirs; repeat per queue")
     p.add_argument("--measure-trim", type=real(0, 0.5, high_open=True), metavar="F",
                    help=f"share of jobs left out at each end of the submit order (default {DEFAULT_TRIM}, or the "
                         "preset's: philly-helios-11vc measures every job, as Helios does)")
@@ -170,6 +184,35 @@ def add_parser(sub):
     p.add_argument("--json", action="store_true", help="print metrics.json's document, no progress bar")
     p.set_defaults(func=run)
     return p
+
+
+def _preemption(args) -> dict:
+    """The replay options --preemption, --preemption-grace and --queue-priority give."""
+    return {"preemption": args.preemption == "on", "preemption_grace_s": args.preemption_grace,
+            "queue_priorities": tuple(args.queue_priority)}
+
+
+def _unknown_queues(args, table: JobTable, cluster) -> str:
+    """Why --queue-priority cannot be taken ("" when it can): it names a queue the replay does
+    not have, or comes without --preemption on (only preemption reads it)."""
+    if not args.queue_priority:
+        return ""
+    if args.preemption != "on":
+        return "--queue-priority goes with --preemption on"
+    known = {job.queue or "default" for job in table.jobs} | set(cluster.queue_hosts or ())
+    unknown = [name for name, _, _ in args.queue_priority if name not in known]
+    return (f"--queue-priority: queue {unknown[0]!r} is not one of the replay's: {', '.join(sorted(known))}"
+            if unknown else "")
+
+
+def _queue_priority(text: str) -> tuple[str, int, int]:
+    """``QUEUE=PRIORITY[:GPUS]``: a queue's priority and guaranteed GPUs (default 0)."""
+    name, equals, value = text.partition("=")
+    priority, _, gpus = value.partition(":")
+    if not (name and equals and priority):
+        raise argparse.ArgumentTypeError(f"expected QUEUE=PRIORITY[:GPUS], got {text!r}")
+    return (name, count(-MAX_PRIORITY, MAX_PRIORITY, "MAX_PRIORITY")(priority),
+            count(0, MAX_CLUSTER_NODES * MAX_GPUS_PER_NODE)(gpus) if gpus else 0)
 
 
 def _bad(message: str) -> int:
@@ -226,12 +269,15 @@ def _run(args) -> int:
     table = _only_listed_queues(table, cluster, say)
     if not table.jobs:
         return _bad(f"{args.trace}: no jobs to replay" + (f" in the window {window}" if window else ""))
+    unknown = _unknown_queues(args, table, cluster)
+    if unknown:
+        return _bad(unknown)
     load = clusters.offered_load(table)
     queue_policy = args.queue_policy or (preset.queue_policy if preset and preset.queue_policy else "fifo")
     if args.max_reservations is not None and queue_policy != "reserve":
         return _bad("--max-reservations goes with --queue-policy reserve")
     base = ReplayOptions(queue_policy=queue_policy, heartbeat_s=args.heartbeat, time_scale=args.time_scale,
-                         max_reservations=args.max_reservations or DEFAULT_MAX_RESERVATIONS)
+                         max_reservations=args.max_reservations or DEFAULT_MAX_RESERVATIONS, **_preemption(args))
 
     say(f"trace: {table.source} ({table.format}, {len(table):,} jobs"
         + (f" from {table.origin:%Y-%m-%d %H:%M:%S}" if table.origin else "") + f"), sha256 {table.sha256[:16]}…")
@@ -308,7 +354,8 @@ def _run_openb(args, say) -> int:
     if fill:
         for flag, given in (("--window", args.window), ("--time-scale", args.time_scale != 1.0),
                             ("--heartbeat", args.heartbeat != 0.0),
-                            ("--queue-policy", args.queue_policy not in (None, "drop"))):
+                            ("--queue-policy", args.queue_policy not in (None, "drop")),
+                            ("--preemption on", args.preemption == "on")):
             if given:
                 return _bad(f"{flag} does not go with --mode fill: every pod is tried once, at its arrival, "
                             "one arrival per second (queue policy drop)")
@@ -322,6 +369,9 @@ def _run_openb(args, say) -> int:
     table = openb.pods_table(pods) if fill else openb.time_table(pods, window)
     if not table.jobs:
         return _bad(f"{args.trace}: no pods to replay" + (f" in the window {window}" if window else ""))
+    unknown = _unknown_queues(args, table, cluster)
+    if unknown:
+        return _bad(unknown)
     say(f"trace: {table.source} (openb, {len(table):,} pods, --mode {args.mode or 'time'}), "
         f"sha256 {table.sha256[:16]}…")
     say(f"cluster: {cluster.describe()}, from {nodes_file}"
@@ -330,7 +380,7 @@ def _run_openb(args, say) -> int:
     if not fill:
         base = ReplayOptions(queue_policy=args.queue_policy or "fifo", heartbeat_s=args.heartbeat,
                              time_scale=args.time_scale,
-                             max_reservations=args.max_reservations or DEFAULT_MAX_RESERVATIONS)
+                             max_reservations=args.max_reservations or DEFAULT_MAX_RESERVATIONS, **_preemption(args))
         say(f"  offered load {clusters.offered_load(table).on(cluster.capacity_gpus) / args.time_scale:.2f} "
             "(whole GPUs; shares of a GPU not counted); deletion_time read as each pod's end, also for pods "
             "still running when the trace was collected")

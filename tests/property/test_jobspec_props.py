@@ -241,15 +241,16 @@ def test_verdict_is_its_definition(instances, min_failed, min_succeeded, data):
 
 
 @given(st.text(min_size=1, max_size=8), st.text(max_size=8), st.dictionaries(st.sampled_from(["w", "ps"]),
-                                                                              st.fixed_dictionaries({})))
-def test_a_spec_for_another_job_is_the_replaced_spec(name, source, simulation):
-    """JobSpec.for_job is dataclasses.replace of name, source and simulation: equal field
-    by field, the fields in the same order."""
+                                                                              st.fixed_dictionaries({})),
+       st.integers(-1000, 1000))
+def test_a_spec_for_another_job_is_the_replaced_spec(name, source, simulation, priority):
+    """JobSpec.for_job is dataclasses.replace of name, source, simulation and priority: equal
+    field by field, the fields in the same order."""
     import dataclasses
 
     spec = read_job(job({"w": {"instances": 2}, "ps": {"instances": 1}}), "<test>")
-    other = spec.for_job(name, source, simulation)
-    assert other == dataclasses.replace(spec, name=name, source=source, simulation=simulation)
+    other = spec.for_job(name, source, simulation, priority)
+    assert other == dataclasses.replace(spec, name=name, source=source, simulation=simulation, priority=priority)
     assert list(vars(other)) == list(vars(spec))
-    assert (other.name, other.source, other.simulation) == (name, source, simulation)
+    assert (other.name, other.source, other.simulation, other.priority) == (name, source, simulation, priority)
     assert other.roles is spec.roles

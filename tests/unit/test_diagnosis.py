@@ -77,6 +77,28 @@ def test_capacity_held_by_another_job_is_worth_waiting_for_and_names_the_job():
                       "2 machine(s) get 4.0 → 16.0 free vcores")
 
 
+BEHIND = [
+    # (the blocking job's priority, the gang's own, the summary's note or None)
+    (5, 0, "waits behind higher-priority work: etl"),
+    (5, 5, None),
+    (0, 3, None),            # it outranks etl: not behind it (a preemption could take etl)
+]
+
+
+def test_a_gang_that_waits_behind_higher_priority_work_says_so():
+    for theirs, mine, note in BEHIND:
+        view = cluster(4)
+        for host in ("n0", "n1"):
+            view.allocate(host, R(vcores=12, memory_mb=4096))
+        running = [Occupant("etl", h, 12.0, 4096, 0, 300.0, priority=theirs) for h in ("n0", "n1")]
+        d = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                     occupants=running, priority=mine)
+        assert (note in d.summary() if note else "higher-priority" not in d.summary()), (theirs, mine)
+        assert ("cannot preempt them" in d.text()) is bool(note)
+        assert d.blocking_jobs[0].to_dict().get("priority", 0) == theirs
+        assert ("etl (priority 5) holds" in d.text()) is (theirs == 5)
+
+
 def test_hints_are_the_smallest_change_that_lets_the_gang_start():
     view = cluster(7)
     for host in ("n1", "n3", "n5"):

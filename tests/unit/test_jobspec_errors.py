@@ -175,10 +175,13 @@ CASES = [
      "gangmaster.barrierTimeoutSeconds: expected a number > 0, got 0"),
     ("gangmaster.failOnAttempts", [1], "gangmaster.failOnAttempts: expected no such field here; "
      "known fields: attempts, barrierTimeoutSeconds, gangs, gpuMilli, gpuTypes, maxInstancesPerNode, "
-     "networkDomain, nodeLabel, rackPolicy, requestRatio, retryScope, selector, simulatedDurationSeconds, "
+     "networkDomain, nodeLabel, priority, rackPolicy, requestRatio, retryScope, selector, simulatedDurationSeconds, "
      "simulatedExitCode"),
     ("gangmaster.networkDomain", {"preferred": ""}, "gangmaster.networkDomain.preferred: expected a name of "
      f'1..255 characters (MAX_NAME_CHARS) without spaces or control characters, got ""'),
+    ("gangmaster.priority", 1001,
+     "gangmaster.priority: expected an integer <= 1,000 (MAX_PRIORITY in conf/limits.py), got 1001"),
+    ("gangmaster.priority", "high", 'gangmaster.priority: expected an integer >= -1000, got "high"'),
     ("gangmaster.requestRatio", 2, "gangmaster.requestRatio: expected a number > 0 and <= 1, got 2"),
     ("gangmaster", [1], "gangmaster: expected a mapping, got a list"),
 ]

@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+import re
+
 import pytest
 import yaml
 
@@ -159,6 +161,28 @@ def test_queue_numbers_must_be_finite(tmp_path, queue, field):
     ledger = NodeLedger(load_cluster_specs(FIX / "rm" / "cluster.yaml"))
     with pytest.raises(ConfigError, match=f"queues.yaml: queues\\[0\\].{field}: expected a"):
         load_queues(path, ledger)
+
+
+QUEUE_PREEMPTION = [
+    # (queue, what it reads as: (priority, guaranteed GPUs), or the message of its refusal)
+    ("{name: q}", (0, 0)),
+    ("{name: q, priority: 7, gpus: 16, guaranteedGpus: 8}", (7, 8)),
+    ("{name: q, priority: 1001}", "queues[0].priority: expected an integer <= 1,000 (MAX_PRIORITY"),
+    ("{name: q, gpus: 4, guaranteedGpus: 5}", "queues[0].guaranteedGpus: expected an integer within 0..4, got 5"),
+    ("{name: q, guaranteedGpus: -1}", "queues[0].guaranteedGpus: expected an integer >= 0, got -1"),
+]
+
+
+@pytest.mark.parametrize("queue,expected", QUEUE_PREEMPTION)
+def test_queue_priority_and_guaranteed_share(tmp_path, queue, expected):
+    path = write(tmp_path, "queues.yaml", f"queues: [{queue}]\n")
+    ledger = NodeLedger(load_cluster_specs(FIX / "rm" / "cluster.yaml"))
+    if isinstance(expected, str):
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            load_queues(path, ledger)
+    else:
+        (q,) = load_queues(path, ledger)
+        assert (q.priority, q.guaranteed_gpus) == expected
 
 
 # ------------------------------------------------------------------ shapes and names

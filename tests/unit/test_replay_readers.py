@@ -3,6 +3,8 @@ rule, bad rows named by file, line and field, and ``--on-bad-row skip``."""
 from datetime import datetime
 from pathlib import Path
 
+import re
+
 import pytest
 
 from gangmaster.conf.fields import ConfigError
@@ -175,6 +177,30 @@ def test_native_yaml_errors_name_the_job_and_field(tmp_path):
     path.write_text("jobs:\n  - {id: a, submit: 0, duration: 10, roles: [{gpus: -1}]}\n")
     with pytest.raises(ConfigError, match=r"n.yaml: jobs\[0\].roles\[0\].gpus: expected an integer >= 0"):
         read_trace(path, "native", EIGHT)
+
+
+NATIVE_PRIORITIES = [
+    # (file name, text, each job's priority or the message of the refusal)
+    ("n.csv", "job_id,submit_s,duration_s,gpus,priority\na,0,10,1,5\nb,1,10,1,\nc,2,10,1,-3\n", [5, 0, -3]),
+    ("n.csv", "job_id,submit_s,duration_s,gpus,role,priority\na,0,10,1,w,5\na,0,10,1,v,4\n",
+     "line 3: priority: expected the value of this job's first row (line 2): 5"),
+    ("n.csv", "job_id,submit_s,duration_s,gpus,priority\na,0,10,1,1001\n",
+     "line 2: priority: expected an integer >= -1000 and <= 1,000 (MAX_PRIORITY)"),
+    ("n.yaml", "jobs:\n  - {id: a, submit: 0, duration: 10, priority: 7, roles: [{gpus: 1}]}\n", [7]),
+    ("n.yaml", "jobs:\n  - {id: a, submit: 0, duration: 10, priority: x, roles: [{gpus: 1}]}\n",
+     "jobs[0].priority: expected an integer >= -1000"),
+]
+
+
+@pytest.mark.parametrize("name, text, expected", NATIVE_PRIORITIES)
+def test_native_traces_give_each_job_its_priority(tmp_path, name, text, expected):
+    path = tmp_path / name
+    path.write_text(text)
+    if isinstance(expected, str):
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            read_trace(path, "native", EIGHT)
+    else:
+        assert [job.priority for job in read_trace(path, "native", EIGHT).jobs] == expected
 
 
 @pytest.mark.parametrize("name, format", [("philly_small.csv", "philly"), ("tiresias_small.csv", "tiresias"),

@@ -2,6 +2,7 @@
 fault`` and the gRPC server offer the same actions, and each does the same thing whichever
 way it comes (before the table, ``kill_app`` was missing from the CLI and from gRPC)."""
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ from gangmaster.tools.rmsim.simulation import Simulation
 
 RM_FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 
-ALL = ["lose_node", "mark_unhealthy", "restore_node", "kill_container", "fail_container", "kill_am", "kill_app"]
+ALL = ["lose_node", "mark_unhealthy", "restore_node", "kill_container", "fail_container", "kill_am", "kill_app",
+       "preempt_app"]
 
 
 def test_the_table_holds_every_action():
@@ -64,6 +66,7 @@ CASES = [
      lambda core, app, cid: core.containers[cid].exit_status == 3),
     ("kill_am", {"app": "{app}"}, lambda core, app, cid: core.apps[app].attempt == 2),
     ("kill_app", {"app": "{app}"}, lambda core, app, cid: core.apps[app].state is AppState.KILLED),
+    ("preempt_app", {"app": "{app}"}, lambda core, app, cid: core.preemptions.under_notice(cid)),
 ]
 
 
@@ -104,3 +107,27 @@ def test_a_container_fault_on_an_application_without_one_is_not_found():
     app = core.submit(ApplicationSubmission("f"))
     with pytest.raises(NotFound, match=f"no live container of {app} on dgx-000"):
         apply(core, Fault("kill_container", app=app, host="dgx-000"), "test")
+
+
+GRACES = [
+    # (the step, its grace or the message of its refusal)
+    ("{at: 1, do: preempt_app, app: app_0001}", 30.0),
+    ("{at: 1, do: preempt_app, app: app_0001, graceSeconds: 5}", 5.0),
+    ("{at: 1, do: preempt_app, app: app_0001, graceSeconds: -1}", "events[0].graceSeconds: expected a number >= 0, got -1"),
+    ("{at: 1, do: kill_app, app: app_0001, graceSeconds: 5}", "events[0].graceSeconds: expected no such field"),
+]
+
+
+@pytest.mark.parametrize("step, expected", GRACES)
+def test_a_scenario_preempts_with_the_grace_it_names(step, expected):
+    from gangmaster.conf.fields import ConfigError
+
+    if isinstance(expected, str):
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            Scenario.parse(f"events: [{step}]")
+        return
+    (parsed,) = Scenario.parse(f"events: [{step}]").steps
+    core = Simulation(load_cluster_specs(RM_FIX / "cluster.yaml")).core
+    app, cid = with_a_running_container(core)
+    Scenario([parsed])._apply(core, parsed)
+    assert core.preemptions.deadlines[cid] == core.now() + expected

@@ -9,7 +9,8 @@ for. :func:`metrics_document` turns it into metrics.json's shape::
                           "frag_fgd_mean", "frag_fgd_idle_share", "consolidated_share", "by_queue": {Q: {"jobs", "jct_mean_s",
                           "queue_mean_s"}}, "by_gang_size": {...}, "wall_s", ...}},
      "run": {"input": {...sha256...}, "cluster", "window", "seeds", "tie_rules",
-             "queue_policy", "heartbeat_s", "time_scale", "version"},
+             "queue_policy", "heartbeat_s", "time_scale", "preemption" (with --preemption on),
+             "version"},
      "sweep": {"kind": "capacity", "points": [...]}}     # only with --capacity-sweep; with several
                                                          # seeds each point's selector has "iqr" too
 
@@ -138,6 +139,10 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
         **({"max_reservations": options.max_reservations} if options.queue_policy == "reserve" else {}),
         "heartbeat_s": options.heartbeat_s,
         "time_scale": options.time_scale,
+        **({"preemption": {"grace_s": options.preemption_grace_s,
+                           "queues": {name: {"priority": priority, "guaranteed_gpus": gpus}
+                                      for name, priority, gpus in options.queue_priorities}}}
+           if options.preemption else {}),
         "version": gangmaster_version(),
         **({"fill": {"inflate": comparison.inflate,
                      "pods_by_seed": {str(seed): len(t) for seed, t in sorted(comparison.fill_tables.items())},

@@ -133,6 +133,7 @@ from ..rmsim.simulation import Simulation
 from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
 from .lane import SingleTaskLane, takes
+from .preempting import DEFAULT_GRACE_S, Preempting, Preemption
 from .queue_policy import QUEUE_POLICIES, dropped, queue_for
 from .reservations import ReplayReservations
 from .timeline import Timeline, TimelineRecorder
@@ -169,6 +170,10 @@ class ReplayOptions:
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
     #: queue policy reserve: at most this many jobs of a queue hold a reservation at once
     max_reservations: int = DEFAULT_MAX_RESERVATIONS
+    preemption: bool = False            # a waiting job may preempt lower-priority jobs (.preempting)
+    preemption_grace_s: float = DEFAULT_GRACE_S
+    #: (queue, priority, guaranteed GPUs) of the RM queues that have them (``--queue-priority``)
+    queue_priorities: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.queue_policy not in QUEUE_POLICIES:
@@ -179,6 +184,8 @@ class ReplayOptions:
             raise ValueError(f"max_reservations: expected an integer >= 1, got {self.max_reservations!r}")
         if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
             raise ValueError(f"time_scale: expected a number > 0, got {self.time_scale}")
+        if not (self.preemption_grace_s >= 0 and math.isfinite(self.preemption_grace_s)):
+            raise ValueError(f"preemption_grace_s: expected a number >= 0, got {self.preemption_grace_s}")
 
 
 @value
@@ -215,6 +222,7 @@ class ReplayResult:
     #: GPU-seconds, and the reservations planned (0 under the other policies)
     reservation_hold_gpu_s: float = 0.0
     reservations_planned: int = 0
+    preemptions: tuple[Preemption, ...] = ()           # the gangs preempted, in order (--preemption on)
 
 
 def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = ReplayOptions(),
@@ -233,7 +241,8 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
     return ReplayResult(jobs, timeline, time.perf_counter() - started,
                         run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
                         run.fragmentation.series() if run.fragmentation is not None else None,
-                        *((run.reservations.hold_gpu_s, run.reservations.planned) if run.reservations else ()))
+                        *((run.reservations.hold_gpu_s, run.reservations.planned) if run.reservations else (0.0, 0)),
+                        tuple(run.preempting.done) if run.preempting is not None else ())
 
 
 @contextmanager
@@ -305,6 +314,11 @@ class _Replay:
         self.sim = Simulation(specs, [Queue(name) for name in queue_names], seed=options.seed, node_updates=False,
                               trusted_client=True, max_running_apps=max(limits.RM_MAX_RUNNING_APPS, len(table.jobs)))
         self.core = self.sim.core
+        for name, priority, guaranteed in options.queue_priorities:   # (what preemption reads of a queue)
+            if name not in self.core.queues:
+                raise ValueError(f"queue_priorities: queue {name!r} is not one of the trace's: "
+                                 f"{', '.join(queue_names)}")
+            self.core.queues[name].priority, self.core.queues[name].guaranteed_gpus = priority, guaranteed
         self.rack_of = {spec.host: spec.rack for spec in specs}
         self.tracker = ClusterTracker(self.core.cluster_nodes)
         self.ledger = self.core.ledger   # the view follows its rows (_sync): the same nodes in the same order
@@ -394,6 +408,9 @@ class _Replay:
         self.lane = (SingleTaskLane(self.tracker, self.selection, self.pipelines, self.core, self.sim.node_manager,
                                     self._now, self.metrics.selection_latency.observe, self._lane_exited)
                      if lane else None)
+        #: preemption (--preemption on): whom a waiting job may preempt, what was preempted
+        self.preempting = (Preempting(self.core, self.core.queues, options.preemption_grace_s, len(self.jobs))
+                           if options.preemption else None)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -521,7 +538,11 @@ class _Replay:
                 return True
         self._sync()
         self._heartbeat(job)
-        return job.start_s is not None or job.am is None   # started, or ended without starting
+        if job.start_s is not None or job.am is None:   # started, or ended without starting
+            return True
+        if self.preempting is not None and not job.am.done:   # it may preempt lower-priority jobs
+            self.preempting.try_for(job, [j for j in self.by_app.values() if j.start_s is not None], self._now())
+        return False
 
     def _admit(self, job: _Job) -> None:
         spec = job_spec(job.trace, job.label)
@@ -562,6 +583,9 @@ class _Replay:
         or ended."""
         am = job.am
         am.heartbeat()
+        if self.preempting is not None and job.start_s is not None and not am.done and \
+                am.gangs[0].record.started_at is None:   # its gang was preempted and starts again
+            self._requeued(job)
         if job.start_s is None and am.gangs:
             gang = am.gangs[0]
             if gang.record.started_at is not None:
@@ -606,6 +630,21 @@ class _Replay:
         self._left_queue(job)
         if self.reservations is not None:
             self.reservations.started(job, tasks)
+
+    def _requeued(self, job: _Job) -> None:
+        """The job's gang was preempted (:mod:`.preempting`): its GPUs are free again, and it
+        waits in its queue again, behind every job there."""
+        gpus = job.gpus
+        self.allocated -= gpus
+        self.free_gpus[job.partition] += gpus
+        job.start_s, job.hosts, job.gang_wait_s = None, (), 0.0
+        job.order = self.preempting.requeue_order()
+        self.queues[job.queue].add(job)
+        self.waiting_jobs += 1
+        self.pending_gpus += gpus
+        self._dirty.update(self.partition_queues.get(job.partition, ()))
+        if not self._flush_pending:
+            self._schedule_flush()
 
     def _left_queue(self, job: _Job) -> None:
         self.waiting_jobs -= 1

@@ -27,7 +27,7 @@ def job_spec(job: TraceJob, node_label: str | None = None) -> JobSpec:
     shape = _shape_spec(job.roles, node_label)
     # every role's keys are the same (read-only) mapping
     simulation = dict.fromkeys(shape.gangs[0], {"simulatedDurationSeconds": float(job.duration_s)})
-    return shape.for_job(job.job_id, f"trace job {job.job_id}", simulation)
+    return shape.for_job(job.job_id, f"trace job {job.job_id}", simulation, job.priority)
 
 
 @lru_cache(maxsize=4096)

@@ -27,8 +27,10 @@ Per job j (submit s, first start a, end e, trace duration d, gang size g GPUs):
   class), so that a class that starves shows; **reservation hold** (queue policy
   ``reserve``): the GPU-hours reserved nodes held free and idle for the gang they wait
   for, over the whole run, and how many reservations were planned (each pass plans its
-  queue's again); **preempted gangs** and the GPU-hours of work they lost (0 while no
-  policy preempts).
+  queue's again).
+- **preempted** (only with ``--preemption on``): the gangs preempted over the whole run
+  and the GPU-hours of work they lost (each victim's GPUs × the time from its start to its
+  preemption's deadline: a simulated task does not checkpoint).
 - Jobs that never started are counted (``unfinished``, ``never_fits``, ``failed``),
   never given a JCT.
 
@@ -219,10 +221,9 @@ def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobCol
         "one_rack_share": _share(int(np.count_nonzero(c.racks[multi] == 1)), int(np.count_nonzero(multi))),
         "reservation_hold_gpu_h": _num(getattr(result, "reservation_hold_gpu_s", 0.0) / 3600),
         "reservation_plans": getattr(result, "reservations_planned", 0),
-        "preempted_gangs": 0,            # (no queue policy preempts yet)
-        "preempted_gpu_h_lost": 0.0,
         "queue_length_mean": _num(time_average(timeline.t, timeline.queue_length, window)),
         "pending_gpus_mean": _num(time_average(timeline.t, timeline.pending_gpus, window)),
+        **preemption_figures(result),
         "events": result.events,
         "select_calls": result.select_calls,
         "cost": {"select_s": round(result.select_s, 3),
@@ -230,6 +231,15 @@ def selector_metrics(result, window: Window, gpus_per_node: int, columns: JobCol
                  if result.select_calls else None},
     }
     return figures
+
+
+def preemption_figures(result) -> dict[str, Any]:
+    """``preempted``: the gangs preempted and the GPU-hours they lost, over the whole run;
+    nothing when the replay ran without preemption (its figures stay as they were)."""
+    if not result.options.preemption:
+        return {}
+    return {"preempted": {"gangs": len(result.preemptions),
+                          "lost_gpu_hours": round(sum(p.lost_gpu_hours for p in result.preemptions), DECIMALS)}}
 
 
 #: Keys whose values are measured wall time: they differ from run to run, everything else
@@ -454,6 +464,5 @@ METRIC_HELP = (
     ("dropped", "dropped", "", "jobs dropped by the drop queue policy: no room at their arrival (openb fill mode)"),
     ("reservation_hold_gpu_h", "reservation hold", "GPU-h", "reserved GPUs held free and idle for the gang they "
                                                            "wait for (queue policy reserve), whole run"),
-    ("preempted_gangs", "preempted", "", "gangs preempted (0: no policy preempts)"),
     ("wall_s", "wall", "s", "wall time of the replay (varies run to run)"),
 )

@@ -20,6 +20,8 @@ column          required  meaning
 ``vcores``      no        vcores of each instance (default: its GPUs' share of a node)
 ``memory_mb``   no        memory of each instance, MB (default: its GPUs' share)
 ``gpu_types``   no        acceptable GPU types, ``;``-separated (default: any)
+``priority``    no        the job's priority, -1000..1000 (default 0; with
+                          ``--preemption on`` higher preempts lower)
 ==============  ========  =====================================================
 
 A role without GPUs must ask for vcores or memory (``vcores`` or ``memory_mb`` > 0): a
@@ -27,7 +29,7 @@ role that asks for nothing is refused. A bad row drops its whole job (a gang wit
 missing would be a different job). YAML holds the same::
 
     jobs:
-      - {id: ps-1, submit: 0, duration: 3600, queue: research,
+      - {id: ps-1, submit: 0, duration: 3600, queue: research, priority: 0,
          roles: [{name: ps, instances: 2, gpus: 0, vcores: 4, memoryMB: 16384},
                  {name: worker, instances: 4, gpus: 2, gpuTypes: [V100, A100]}]}
 """
@@ -37,7 +39,7 @@ from pathlib import Path
 
 from gangmaster.conf.fields import ConfigError, Fields, decode_utf8, parse_yaml, read_limited
 from gangmaster.conf.limits import (MAX_DURATION_S, MAX_GPUS_PER_NODE, MAX_INSTANCES_PER_JOB,
-                                    MAX_INSTANCES_PER_ROLE, MAX_MEMORY_MB, MAX_TRACE_JOBS, MAX_VCORES,
+                                    MAX_INSTANCES_PER_ROLE, MAX_MEMORY_MB, MAX_PRIORITY, MAX_TRACE_JOBS, MAX_VCORES,
                                     MAX_YAML_FILE_BYTES)
 
 from .trace import JobTable, NodeShape, TraceRole, sha256_of
@@ -45,7 +47,7 @@ from .trace_csv import (BadRow, BadRows, Kept, Row, Submitted, TraceText, Window
                         read_trace_text)
 
 COLUMNS = ("job_id", "submit_s", "duration_s", "gpus")
-OPTIONAL_COLUMNS = ("queue", "role", "instances", "vcores", "memory_mb", "gpu_types")
+OPTIONAL_COLUMNS = ("queue", "role", "instances", "vcores", "memory_mb", "gpu_types", "priority")
 DEFAULT_QUEUE, DEFAULT_ROLE = "default", "worker"
 #: What a role without GPUs must ask for (one that asks for nothing would be placed anywhere
 #: and count for nothing); {memory} is the format's name of the memory field.
@@ -66,8 +68,9 @@ class _Job:
     """The rows of one job read so far (its first row's line names it in errors). A job
     outside ``--window`` keeps no roles: its rows are checked and let go."""
 
-    def __init__(self, row: Row, submit: float, duration: float, queue: str, kept: bool):
+    def __init__(self, row: Row, submit: float, duration: float, queue: str, priority: int, kept: bool):
         self.line, self.submit, self.duration, self.queue = row.line, submit, duration, queue
+        self.priority = priority
         self.roles: list[TraceRole] = []
         self.role_names: set[str] = set()
         self.instances = 0
@@ -86,10 +89,12 @@ def _read_csv(trace: TraceText, shape: NodeShape, bad_rows: BadRows, window: Win
             submit = row.seconds("submit_s")
             duration = row.seconds("duration_s", positive=True)
             queue = row.name("queue", DEFAULT_QUEUE)
+            priority = row.integer("priority", minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, limit="MAX_PRIORITY",
+                                   default=0)
             if job is None:
-                job = jobs[job_id] = _Job(row, submit, duration, queue, kept.holds(submit))
+                job = jobs[job_id] = _Job(row, submit, duration, queue, priority, kept.holds(submit))
             else:
-                _agrees(row, job, submit, duration, queue)
+                _agrees(row, job, submit, duration, queue, priority)
             role = _role(row, shape)
             if role.name in job.role_names:
                 raise row.error("role", f"a role name not used before in job {job_id} (line {job.line})", role.name)
@@ -106,13 +111,14 @@ def _read_csv(trace: TraceText, shape: NodeShape, bad_rows: BadRows, window: Win
             bad_rows.add(error)
     for job_id, job in jobs.items():
         if job.kept and not job.broken and job.roles:
-            kept.add(Submitted(job.submit, job_id, job.duration, job.queue, tuple(job.roles)), f"line {job.line}")
+            kept.add(Submitted(job.submit, job_id, job.duration, job.queue, tuple(job.roles), job.priority),
+                     f"line {job.line}")
     return job_table(kept, trace, "native")
 
 
-def _agrees(row: Row, job: _Job, submit: float, duration: float, queue: str) -> None:
+def _agrees(row: Row, job: _Job, submit: float, duration: float, queue: str, priority: int) -> None:
     for column, mine, first in (("submit_s", submit, job.submit), ("duration_s", duration, job.duration),
-                                ("queue", queue, job.queue)):
+                                ("queue", queue, job.queue), ("priority", priority, job.priority)):
         if mine != first:
             raise row.error(column, f"the value of this job's first row (line {job.line}): {first}",
                             row.values.get(column, ""))
@@ -134,7 +140,7 @@ def _role(row: Row, shape: NodeShape) -> TraceRole:
 
 # ------------------------------------------------------------------- YAML
 
-JOB_FIELDS = ("id", "submit", "duration", "queue", "roles")
+JOB_FIELDS = ("id", "submit", "duration", "queue", "roles", "priority")
 ROLE_FIELDS = ("name", "instances", "gpus", "vcores", "memoryMB", "gpuTypes")
 
 
@@ -188,4 +194,5 @@ def _yaml_job(entry: Fields, shape: NodeShape) -> Submitted:
                      entry.name("id"),
                      entry.number("duration", minimum=0, exclusive_minimum=True, maximum=MAX_DURATION_S,
                                   limit="MAX_DURATION_S"),
-                     entry.name("queue", DEFAULT_QUEUE), tuple(roles))
+                     entry.name("queue", DEFAULT_QUEUE), tuple(roles),
+                     entry.integer("priority", 0, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, limit="MAX_PRIORITY"))

@@ -49,6 +49,8 @@ class TraceJob:
     duration_s: float
     queue: str
     roles: tuple[TraceRole, ...]
+    #: the job's priority where its trace gives one (higher may preempt lower: ``replay --preemption``)
+    priority: int = 0
     #: GPUs of the whole gang (the job's gang size in GPU terms), and its container count.
     #: Summed once here because the replay reads them several times per job; a plain
     #: attribute, not ``cached_property`` (whose first read takes a lock on 3.11).

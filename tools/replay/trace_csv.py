@@ -334,6 +334,7 @@ class Submitted:
     duration_s: float
     queue: str
     roles: tuple[TraceRole, ...]
+    priority: int = 0
 
 
 class Kept:
@@ -371,7 +372,8 @@ def job_table(kept: Kept, trace: TraceText, format: str) -> JobTable:
     def seconds(submit) -> float:
         return (submit - origin).total_seconds() if dated else float(submit - origin)
 
-    jobs = [TraceJob(job.job_id, seconds(job.submit), job.duration_s, job.queue, job.roles) for job in read]
+    jobs = [TraceJob(job.job_id, seconds(job.submit), job.duration_s, job.queue, job.roles, job.priority)
+            for job in read]
     return JobTable(sorted_jobs(jobs), trace.source, trace.sha256, format, origin if dated else None)
 
 

@@ -19,6 +19,7 @@ from .applications import Applications
 from .asks import AskIntake
 from .containers import Containers
 from .nodes import Nodes
+from .preemption import Preemptions
 from .queue_books import QueueBooks
 from .records import Application, AskState
 from .scheduler import Scheduler
@@ -30,8 +31,9 @@ class ApplicationMasterService:
 
     def __init__(self, lock, clock, applications: Applications, granted: Containers, scheduler: Scheduler,
                  intake: AskIntake, nodes: Nodes, books: QueueBooks, node_updates: bool,
-                 scheduling_interval_s: float | None):
+                 scheduling_interval_s: float | None, preemptions: Preemptions):
         self.lock, self.clock, self.applications, self.granted = lock, clock, applications, granted
+        self.preemptions = preemptions
         self.scheduler, self.intake, self.nodes, self.books = scheduler, intake, nodes, books
         self.node_updates, self.scheduling_interval_s = node_updates, scheduling_interval_s
 
@@ -118,6 +120,7 @@ class ApplicationMasterService:
             if app.asks else (),
             self.books.headroom(app.queue),
             app.response_id,
+            self.preemptions.take_notice(app.app_id),
         )
         if app.out_allocated:
             app.out_allocated = []

@@ -74,7 +74,7 @@ class Applications:
         app_id = "app_%04d" % seq   # (as an f-string's format specs would, in one call)
         app = Application(app_id, seq, submission.name, submission.queue, self.clock.now(),
                           submission.max_attempts, submission.keep_containers_across_attempts,
-                          submission.am_expiry_s)
+                          submission.am_expiry_s, submission.priority)
         self.apps[app_id] = app
         queues[submission.queue].apps[app_id] = None
         self.running += 1

@@ -7,6 +7,9 @@
   what an allocate asks against the cluster before anything of it is applied;
 * :mod:`.am_service` — what an AM calls (register, heartbeat, unregister);
 * :mod:`.nodes` — node health and reports; :mod:`.queue_books` — what each queue holds;
+* :mod:`.preemption` — the preemption contracts in force (YARN's strict contract: the AM
+  told first, the containers ended PREEMPTED at the deadline); whom to preempt is
+  :mod:`.victims`'s choice, made by whoever preempts (a replay's :mod:`~..replay.preempting`);
 * :mod:`.events` — who hears what happens; :mod:`.faults` — what a fault does.
 
 Each owns its state and its part of the state file (:mod:`.state`); this front checks
@@ -26,7 +29,8 @@ from typing import Callable, Iterable
 from gangmaster.am import rm_validation as check
 from gangmaster.am.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, ContainerLaunch,
-    ContainerState, ContainerStatus, ExitStatus, LaunchContext, NodeReport, NodeState, RegisterResponse, RMError,
+    ContainerState, ContainerStatus, ExitStatus, LaunchContext, NodeReport, NodeState, PreemptionMessage,
+    RegisterResponse, RMError,
     StartContainers, StartRefused, WrongState,
 )
 from gangmaster.conf import limits
@@ -43,6 +47,7 @@ from .events import Events
 from .ledger import Booking, NodeLedger
 from .node_changes import NodeChanges
 from .nodes import Nodes
+from .preemption import Preemptions
 from .queue_books import QueueBooks
 from .queues import Queue
 from .records import EVENT_KINDS, Application, AskState, ContainerRecord, RMEvent
@@ -108,9 +113,10 @@ class ResourceManager:
         self.finished_apps = self.applications.finished
         self.intake = AskIntake(ledger, books, self.containers)
         self.max_allocation = self.intake.max_allocation
+        self.preemptions = Preemptions(self.granted, clock, lock)
         self.am_service = ApplicationMasterService(self.lock, clock, self.applications, self.granted, scheduler,
                                                    self.intake, self.nodes, books, node_updates,
-                                                   scheduling_interval_s)
+                                                   scheduling_interval_s, self.preemptions)
         node_manager.bind(self)
         self.scheduling_interval_s = scheduling_interval_s
         if scheduling_interval_s is not None:   # (half a period out of step with whole-second AM heartbeats)
@@ -255,6 +261,10 @@ class ResourceManager:
             rec = self.containers.get(container_id)
             if rec is None or rec.state.finished or rec.stopping:
                 return
+            preempted = self.preemptions.exit_status(container_id, exit_code)
+            if preempted is not None:   # it ended under a preemption notice: the notice ended it
+                self.granted.finish(rec, *preempted, stop=False)
+                return
             state = ContainerState.COMPLETED if exit_code == 0 else ContainerState.FAILED
             self.granted.finish(rec, state, exit_code, diagnostics or f"process exited with code {exit_code}",
                                     stop=False)
@@ -331,6 +341,25 @@ class ResourceManager:
                 if host is None or self.ledger.hosts[app.containers[cid].node] == host:
                     return cid
             return None
+
+    # ================================================================ preemption (:mod:`.preemption`)
+    def preempt(self, app_id: str, grace_s: float, reason: str = "") -> PreemptionMessage:
+        """Preempt the application's whole gang: its AM is told at its next heartbeat, and
+        every container still alive ``grace_s`` seconds from now ends preempted."""
+        check.check_name(app_id, "app_id")
+        check.check_text(reason, "reason")
+        with self.lock:
+            app = self.applications.get(app_id)
+            if app.state.finished:
+                raise WrongState(f"application {app_id} is {app.state.value}")
+            return self.preemptions.preempt(app, grace_s, reason)
+
+    def notify_preemption(self, container_id: str) -> float:
+        """The AM forwards a preemption notice to the container's task (the NodeManager
+        signals it and leaves the notice where it can read it); the deadline."""
+        check.check_name(container_id, "container_id")
+        with self.lock:
+            return self.preemptions.notify(container_id)
 
     # ================================================================ scheduling
     def schedule(self) -> int:

@@ -19,6 +19,8 @@ from typing import Callable
 
 from gangmaster.am.rm_protocol import NotFound
 
+from .preemption import DEFAULT_GRACE_S
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -30,6 +32,7 @@ class Fault:
     app: str = ""
     exit_code: int = 1
     text: str = ""
+    grace_s: float = DEFAULT_GRACE_S   # preempt_app: seconds from the notice to the containers' end
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,11 @@ def _kill_am(rm, f: Fault, origin: str) -> str:
     return f.app
 
 
+def _preempt_app(rm, f: Fault, origin: str) -> str:
+    rm.preempt(f.app, f.grace_s, f.text or f"preempted ({origin})")
+    return f.app
+
+
 def _kill_app(rm, f: Fault, origin: str) -> str:
     rm.kill(f.app, f.text or f"killed ({origin})")
     return f.app
@@ -110,6 +118,9 @@ FAULTS: dict[str, FaultAction] = {a.name: a for a in (
     FaultAction("kill_am", "app", ("app", "diagnostics"), _kill_am,
                 "the AM attempt dies; a new attempt may register while attempts remain"),
     FaultAction("kill_app", "app", ("app", "diagnostics"), _kill_app, "the application is killed"),
+    FaultAction("preempt_app", "app", ("app", "graceSeconds", "diagnostics"), _preempt_app,
+                "the application's whole gang is preempted: its AM is told, and its containers end PREEMPTED "
+                f"graceSeconds later (default {DEFAULT_GRACE_S:g}; over gRPC always the default)"),
 )}
 
 

@@ -65,6 +65,7 @@ class SimulatedNodeManager:
         self.exiting: dict[str, _ExitInstant] = {}      # container id -> the instant it exits, once known
         self._exiting_at: dict[float, _ExitInstant] = {}  # by its time
         self.waiting: dict[str, Waiter] = {}     # container id -> its call at the barrier
+        self.notices: dict[str, float] = {}      # container id -> its preemption deadline, once told
 
     def bind(self, core) -> None:
         self.core = core
@@ -162,6 +163,11 @@ class SimulatedNodeManager:
         waiter = self.waiting.pop(rec.container_id, None)
         if waiter is not None:   # its arrival stays counted, as a killed process's does at a real coordinator
             self.barrier.withdraw(waiter)
+
+    def notify_preemption(self, rec, deadline: float) -> None:
+        """A simulated task does not checkpoint: it runs on until the deadline takes it back
+        (``notices`` keeps what each was told)."""
+        self.notices[rec.container_id] = deadline
 
     def adopt(self, rec) -> None:
         """After a restore the remaining run time is unknown: the container runs until stopped."""

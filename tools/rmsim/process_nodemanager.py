@@ -16,6 +16,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from gangmaster.am.context import ENV_PREEMPTION_NOTICE
 from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
 from gangmaster.gpu_topology.masks import indices_of
 
@@ -34,6 +35,7 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
     ``GANGMASTER_PORTS``  the container's ports, comma separated
     ``CUDA_VISIBLE_DEVICES`` / ``GANGMASTER_GPU_INDICES``  the container's GPU indices
     ``GANGMASTER_CONTAINER_ID`` / ``PAI_CONTAINER_ID``, ``GANGMASTER_APP_ID``, ``GANGMASTER_RACK``
+    ``GANGMASTER_PREEMPTION_NOTICE``  where a preemption notice is left (:func:`notice_file`)
 
     ``PAI_CONTAINER_HOST_PORT_LIST`` (the ports, comma separated) and
     ``PAI_CURRENT_CONTAINER_PORT`` (the first) are defaults only: the AM, which knows
@@ -60,8 +62,15 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
         "PAI_CONTAINER_HOST_IP": "127.0.0.1",
         "PAI_CURRENT_CONTAINER_IP": "127.0.0.1",
         "PAI_WORK_DIR": os.getcwd(),
+        ENV_PREEMPTION_NOTICE: str(notice_file(core.node_manager.work_dir, rec.container_id)),
     })
     return env
+
+
+def notice_file(work_dir: Path, container_id: str) -> Path:
+    """Where the container's preemption notice is left: its deadline, in seconds since the
+    epoch (read by ``BarrierTaskContext.preemption_notice``)."""
+    return Path(work_dir) / f"{container_id}.preempt"
 
 
 
@@ -184,6 +193,20 @@ class ProcessNodeManager:
         self.running[rec.container_id] = task
         rec.handle = {"pid": task.pid, "start_time": task.started, "supervised": True,
                       "exit_file": str(exit_file), "log": str(log_file)}
+
+    def notify_preemption(self, rec, deadline: float) -> None:
+        """Tell the container's task it is preempted at ``deadline`` (RM clock): the notice
+        file holds the deadline as wall-clock time (written whole, then renamed into place),
+        then every process of the task (not its supervisor) gets SIGUSR1, which the supervisor
+        started them ignoring: only a program that handles it hears it."""
+        task = self.running.get(rec.container_id)
+        if task is None:
+            return
+        path = notice_file(self.work_dir, rec.container_id)
+        partial = path.with_suffix(".preempt.tmp")
+        partial.write_text(repr(time.time() + max(0.0, deadline - self.clock.now())) + "\n")
+        partial.replace(path)
+        send([pid for pid in task.leftovers() if pid != task.pid], signal.SIGUSR1)
 
     def adopt(self, rec) -> None:
         """Take over a RUNNING container restored from a state file: it ends when its

@@ -11,6 +11,9 @@ Queue file (``--queues FILE``)::
         memoryMB: 262144     # or explicit limits (any of memoryMB, vcores, gpus)
         vcores: 64
         gpus: 0
+      - name: prod
+        priority: 10         # its jobs' priority comes first (then each job's own): they may preempt
+        guaranteedGpus: 16   # a share preemption reclaims from queues over theirs (default 0: none)
 
 No file: one queue ``default`` that may use the whole cluster. A queue's limit is
 enforced: a container that would take the queue past it is not granted (the ask
@@ -19,6 +22,11 @@ rejected. GPU usage is counted in milli-GPU against ``gpus`` × 1000: a share of
 (``gpu_milli``) uses its milli, a whole GPU 1000, so four 250-milli shares use one GPU
 of the limit (and of the queue's dominant share). Between queues the scheduler serves the queue with the lowest dominant
 share (its largest used/limit fraction) first.
+
+``priority`` (-1000..1000, default 0) and ``guaranteedGpus`` (default 0) matter only when
+preemption is on (``replay --preemption on``; :mod:`.victims`): a gang may preempt gangs of
+a lower (queue priority, job priority), and a queue under its guaranteed GPUs may preempt
+gangs of queues over theirs.
 """
 from __future__ import annotations
 
@@ -26,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
-from gangmaster.conf.limits import MAX_CLUSTER_NODES
+from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_PRIORITY
 from gangmaster.selectors.fit import GPU_MILLI, milli
 
 from .ledger import NodeLedger
@@ -47,6 +55,8 @@ class Queue:
     #: app ids in submission order (FIFO), as a dict's keys: an app leaves in O(1) (a fill keeps thousands)
     apps: dict = field(default_factory=dict)
     used_gpu_milli: int = 0     # milli-GPU held by shares of GPUs
+    priority: int = 0           # its jobs' priority before their own (preemption: .victims)
+    guaranteed_gpus: int = 0    # GPUs preemption may reclaim for it from queues over theirs
 
     @property
     def gpu_milli_used(self) -> int:
@@ -100,7 +110,16 @@ def load_queues(path: str | Path, ledger: NodeLedger) -> list[Queue]:
 
 
 def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
-    q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus"))
+    q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus", "priority", "guaranteedGpus"))
+    queue = _limited_queue(q, ledger)
+    queue.priority = q.integer("priority", 0, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, limit="MAX_PRIORITY")
+    queue.guaranteed_gpus = q.integer("guaranteedGpus", 0, minimum=0,   # at most what the queue may hold
+                                      maximum=None if queue.max_gpus == UNLIMITED else queue.max_gpus)
+    return queue
+
+
+def _limited_queue(q: Fields, ledger: NodeLedger) -> Queue:
+    """The queue ``q`` names with the limits it sets (``machines`` like a node, or each)."""
     name = q.name("name")
     if "machines" in q:
         machines = q.number("machines", minimum=0, exclusive_minimum=True, maximum=MAX_CLUSTER_NODES,

@@ -16,6 +16,7 @@
       - {at: 16, do: kill_container, container: container_0001_01_000002}
       - {at: 30, do: kill_am, app: app_0001}   # the AM attempt dies; a new attempt may register
       - {at: 40, do: kill_app, app: app_0001}
+      - {at: 50, do: preempt_app, app: app_0002, graceSeconds: 5}   # its AM told; PREEMPTED 5 s later
 
 A step whose target does not exist when it fires (no such app or container yet)
 is recorded in :attr:`Scenario.log` as skipped; the RM keeps serving.
@@ -28,9 +29,10 @@ from pathlib import Path
 
 from gangmaster.am.rm_protocol import RMError
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
-from gangmaster.conf.limits import INT32, MAX_DURATION_S
+from gangmaster.conf.limits import INT32, MAX_DURATION_S, MAX_PREEMPTION_GRACE_S
 
 from .faults import FAULTS, Fault, apply
+from .preemption import DEFAULT_GRACE_S
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ class Step:
     app: str | None = None
     exit_code: int = 1
     text: str = ""
+    grace_s: float = DEFAULT_GRACE_S
 
 
 class Scenario:
@@ -85,7 +88,9 @@ class Scenario:
             text = ev.string("report", "") if "report" in ev else (
                 ev.string("diagnostics") if "diagnostics" in ev else "")
             exit_code = ev.integer("exitCode", 1, minimum=INT32[0], maximum=INT32[1])   # the RM's sint32
-            steps.append(Step(at, action, host, container, app, exit_code, text))
+            grace = ev.number("graceSeconds", DEFAULT_GRACE_S, minimum=0, maximum=MAX_PREEMPTION_GRACE_S,
+                              limit="MAX_PREEMPTION_GRACE_S")
+            steps.append(Step(at, action, host, container, app, exit_code, text, grace))
         return cls(steps, source)
 
     def schedule(self, core) -> None:
@@ -105,7 +110,7 @@ class Scenario:
     @staticmethod
     def _apply(core, step: Step) -> str:
         return apply(core, Fault(step.action, step.host or "", step.container or "", step.app or "",
-                                 step.exit_code, step.text), "scenario")
+                                 step.exit_code, step.text, step.grace_s), "scenario")
 
 
 def check_hosts(scenario: Scenario, hosts: set[str]) -> None:

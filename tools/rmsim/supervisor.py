@@ -16,6 +16,8 @@ id is its pid), and the supervisor runs COMMAND as its child in that group. It
   and frees its GPUs, its processes are gone;
 * on SIGTERM, SIGINT or SIGHUP (the NodeManager stops the container) stops
   COMMAND and everything it started the same way;
+* starts COMMAND with SIGUSR1 ignored: the preemption notice's signal reaches a task
+  that handles it and ends none that does not (nor a shell around it);
 * with ``--lifeline FD`` — the read end of a pipe whose write end only the process
   that started the supervisor holds — does the same when that process dies,
   however it dies: on ``kill -9`` no handler runs, but the kernel closes the pipe.
@@ -113,6 +115,10 @@ class Supervisor:
             # As subprocess does: Python ignores SIGPIPE and SIGXFSZ, and exec keeps what is ignored.
             for sig in (signal.SIGPIPE, signal.SIGXFSZ):
                 signal.signal(sig, signal.SIG_DFL)
+            # The preemption notice's signal (the NodeManager's notify_preemption) is ignored
+            # unless a task handles it: exec keeps it ignored, so a shell wrapping the task
+            # does not die of it, while a program that installs a handler gets it.
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != parent:          # the supervisor died before the line above
                 os._exit(128 + signal.SIGKILL)
