@@ -15,7 +15,7 @@ def _preempted_once(tmp_path, attempts: int):
     text = job(instances=2, gpus=4, duration=100) + f"gangmaster: {{attempts: {attempts}}}\n"
     am = start_am(sim, text, tmp_path)
     sim.run_until(20)
-    running = sorted(am._running)
+    running = sorted(am.dispatch.running)
     assert len(running) == 2
     return sim, am, running
 
@@ -25,7 +25,7 @@ def test_the_am_is_told_first_and_the_whole_gang_ends_preempted_at_the_deadline(
     notice = sim.core.preempt(am.app_id, grace_s=30.0, reason="for a gang of priority 5")
     assert notice.containers == tuple(running) and notice.deadline == 50.0
     sim.run_until(49)   # told, not yet taken back: the tasks run on and know their deadline
-    assert am.preempted_until == 50.0
+    assert am.dispatch.preempted_until == 50.0
     assert sim.core.node_manager.notices == dict.fromkeys(running, 50.0)
     assert all(sim.core.containers[c].state is ContainerState.RUNNING for c in running)
     sim.run_until(51)
@@ -83,5 +83,5 @@ def test_a_waiting_gang_names_the_higher_priority_application_it_waits_behind(tm
                                                                         relax_locality=False),)))
     am = start_am(sim, job(instances=1, gpus=4), tmp_path, occupants=lambda: simulated_occupants(sim, am.app_id))
     sim.run_until(5)
-    diagnosis = am.diagnose(am.gangs[0])
+    diagnosis = am.why.diagnose(am.gangs[0])
     assert "waits behind higher-priority work: vip" in diagnosis.summary()

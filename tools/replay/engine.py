@@ -405,9 +405,11 @@ class _Replay:
         self._wake: dict[str, _Job] = {}     # app id -> job whose AM is to heartbeat at the end of this instant
         self._flush_pending = False          # the end-of-instant work is scheduled
         self.core.subscribe(self._on_container_finished, kinds=("container_finished",))
+        # (with preemption every job goes through its AM: the lane's tasks are no RM application
+        # a preemption could take, and its jobs would never ask for one)
         self.lane = (SingleTaskLane(self.tracker, self.selection, self.pipelines, self.core, self.sim.node_manager,
                                     self._now, self.metrics.selection_latency.observe, self._lane_exited)
-                     if lane else None)
+                     if lane and not options.preemption else None)
         #: preemption (--preemption on): whom a waiting job may preempt, what was preempted
         self.preempting = (Preempting(self.core, self.core.queues, options.preemption_grace_s, len(self.jobs))
                            if options.preemption else None)
