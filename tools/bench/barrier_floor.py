@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import selectors
+import selectors   # the standard library's (gangmaster's is gangmaster.selectors)
 import socket
 import struct
 import time
