@@ -5,6 +5,8 @@ still read the whole reply, and the host must still send one message per epoch."
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import threading
 
 import pytest
@@ -72,4 +74,25 @@ def test_every_task_reads_the_whole_release_and_the_host_sends_one_message(tasks
     finally:
         for _me, session in sessions:
             session.close()
+        leaders[0].stop()
+
+
+def test_an_undecodable_frame_drops_that_connection_and_the_leader_serves_on():
+    caller = pb.Caller(job="j", gang="g", attempt=1, token="u%d" % os.getpid(), task=0)
+    name = rendezvous_name(caller.token, "j", "g", 1, "unit-undecodable")
+    coordinator = _Coordinator(0, False)
+    leaders: list[HostLeader] = []
+    session = join(name, caller, lambda listener: leaders.append(
+        HostLeader(listener, caller, "stand-in", lambda: coordinator, 5.0, 1.0)))
+    stranger = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        stranger.connect(name)
+        stranger.settimeout(10)
+        stranger.sendall(struct.pack("!I", 3) + b"\xff\xff\xff")   # not a Caller
+        assert stranger.recv(16) == b""   # the leader closed it
+        reply = session.exchange(pb.SyncRequest(caller=caller, epoch=0, operation=1))
+        assert reply.WhichOneof("outcome") == "released"
+    finally:
+        stranger.close()
+        session.close()
         leaders[0].stop()
