@@ -83,10 +83,10 @@ def headline_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]
         row = [workload]
         for name in names:
             figures = entry["selectors"][name]
-            ours = _pct(figures["unallocated_pct"]["median"])
-            if name == best.get("selector"):
-                ours = f"**{ours}**"
-            row.append(f"{ours} / {_pct(figures['artifact']['median'])}" if figures["artifact"] else ours)
+            text = _pct(figures["unallocated_pct"]["median"])
+            if figures["artifact"]:
+                text += f" / {_pct(figures['artifact']['median'])}"
+            row.append(f"**{text}**" if name == best.get("selector") else text)
         row.append(best.get("selector", "–"))
         if expected:
             row.append(_pp(best.get("margin_over_paper_fgd_pp")))

@@ -290,7 +290,7 @@ def _html_cell(text: str) -> str:
     bold, as :func:`fill_rows` marks the lowest) in bold."""
     bold = len(text) > 4 and text.startswith("**") and text.endswith("**")
     text = text[2:-2] if bold else text
-    numeric = text[:1].isdigit() or text[:1] in "–-"
+    numeric = text[:1].isdigit() or text[:1] in "–-+"
     shown = f"<strong>{html.escape(text)}</strong>" if bold else html.escape(text)
     return f"<td>{shown}</td>" if numeric else f"<td class=\"text\">{shown}</td>"
 
