@@ -131,8 +131,8 @@ class FgdAsScheduled(FragmentationGradientDescent):
     def observe_workload(self, shapes: "WorkloadShapes") -> None:
         """The workload as the plugin knows it: its typical pods (no memory, the most popular
         shapes that hold 95 % of the tasks; :meth:`WorkloadShapes.artifact_typical`). On openb's
-        cpu200, seeds 42-43, this took fgd-k8s from 5.49 to 5.14 % unallocated at 100 % arrived,
-        the artifact's FGD 5.13 (BENCHMARKS.md, session 14)."""
+        cpu200, seeds 42-43, this took fgd-k8s from 5.36, 5.62 to 5.13, 4.69 % unallocated at
+        100 % arrived, the artifact's FGD 5.22, 5.03 (BENCHMARKS.md, session 14)."""
         super().observe_workload(shapes.artifact_typical())
 
     def score(self, increase: np.ndarray) -> np.ndarray:
