@@ -312,11 +312,11 @@ def _run_family(args, say) -> int:
     expected = read_expected(args.expected) if args.expected else None
     options = family.FamilyOptions(tuple(dict.fromkeys(args.seed)), tuple(dict.fromkeys(args.selector)),
                                    args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE, args.jobs or 1)
-    workloads = family.find_workloads(args.workloads)
+    workloads = family.read_family(args.workloads, args.nodes_file, options)[0]   # every input checked first
     per_workload = len(options.seeds) * len(options.selectors)
-    say(f"family: {len(workloads)} pod lists in {args.workloads} × {len(options.seeds)} seeds × "
-        f"{len(options.selectors)} policies = {len(workloads) * per_workload:,} fill replays, in {options.jobs} "
-        f"process{'es' if options.jobs > 1 else ''}")
+    say(f"family: {_counted(len(workloads), 'pod list')} in {args.workloads} × {_counted(len(options.seeds), 'seed')} "
+        f"× {_counted(len(options.selectors), 'policy', 'policies')} = {len(workloads) * per_workload:,} fill "
+        f"replays, in {_counted(options.jobs, 'process', 'processes')}")
     bar = ProgressBar("family", enabled=not args.json and sys.stderr.isatty(), unit="replays")
     finished: dict[str, list[family.ReplayFigures]] = {}
 
@@ -349,6 +349,10 @@ def _run_family(args, say) -> int:
         files = family_pages.write_family_report(document, args.report)
         say(f"report: {files.folder / 'report.html'} ({', '.join(files.written)})")
     return 0
+
+
+def _counted(count: int, one: str, many: str = "") -> str:
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
 def _medians(runs: list) -> str:

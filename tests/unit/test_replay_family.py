@@ -160,3 +160,9 @@ def test_the_command_prints_a_line_per_workload_and_the_table(capsys, tmp_path):
     assert lines[0].startswith("family: 2 pod lists") and lines[1].startswith("  default: unallocated")
     assert any(line.startswith("default ") and " / " in line for line in lines)
     assert (tmp_path / "report.html").exists()
+
+
+def test_the_command_reads_every_input_before_it_announces_the_run(capsys, tmp_path):
+    (tmp_path / "openb_pod_list_default.csv").write_text((FAMILY / "openb_pod_list_default.csv").read_text())
+    code, out, err = run_cli(capsys, "--workloads", tmp_path, "--selector", "packing")
+    assert code == 2 and out == "" and "openb_node_list_gpu_node.csv: expected an existing file" in err, (out, err)
