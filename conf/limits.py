@@ -302,6 +302,9 @@ MAX_TRACE_FIELD_CHARS = 4096
 #: each is a whole replay of the trace.
 MAX_REPLAY_SEEDS = 100
 MAX_SWEEP_POINTS = 64
+#: Processes of one ``replay --workloads`` run (--jobs N): each replay takes one core and a few
+#: hundred MB (an openb fill seed peaks at ~180 MB), so more than a large machine's cores only queue.
+MAX_FAMILY_PROCESSES = 256
 # ---------------------------------------------------------------- workload shapes (selectors/workload.py)
 #: Task shapes in one --workload file: a fragmentation-aware strategy weighs every shape
 #: for every node it judges (the openb trace has 151 distinct shapes).
