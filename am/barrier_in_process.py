@@ -35,16 +35,14 @@ __all__ = ["InProcessBarrier", "IN_PROCESS_ADDRESS"]
 IN_PROCESS_ADDRESS = "in-process"
 
 
-class _Handle(Protocol):
-    def cancel(self) -> None: ...
-
-
 class Scheduler(Protocol):
     """The clock of a simulation (``tools.rmsim.clock.VirtualLoop`` is one)."""
 
     def now(self) -> float: ...
 
-    def call_at(self, when: float, fn: Callable[..., Any], *args: Any) -> _Handle: ...
+    def call_at(self, when: float, fn: Callable[..., Any], *args: Any) -> object: ...
+
+    def cancel(self, handle: object) -> None: ...
 
 
 class InProcessBarrier(BarrierCoordinator):
@@ -58,7 +56,7 @@ class InProcessBarrier(BarrierCoordinator):
         super().__init__(clock=loop, default_timeout_s=default_timeout_s,
                          new_token=map("in-process-{}".format, itertools.count(1)).__next__)
         self.loop = loop
-        self._timer: _Handle | None = None
+        self._timer: object | None = None
         self._timer_at: float | None = None
 
     # ----------------------------------------------------------- the AM's side
@@ -88,7 +86,7 @@ class InProcessBarrier(BarrierCoordinator):
         if deadline == self._timer_at:
             return
         if self._timer is not None:
-            self._timer.cancel()
+            self.loop.cancel(self._timer)
         self._timer = self._timer_at = None
         if deadline is not None:
             self._timer_at = deadline

@@ -236,7 +236,7 @@ class _AMDriver:
             if run.app_id == app_id:
                 timer = self._timers.pop(run.app_id, None)
                 if timer is not None:
-                    timer.cancel()
+                    self.clock.cancel(timer)
                 self._timers[run.app_id] = self.clock.call_later(AM_RESTART_DELAY_S, self._start_am, run)
 
     @property
@@ -245,7 +245,7 @@ class _AMDriver:
 
     def close(self) -> None:
         for timer in self._timers.values():
-            timer.cancel()
+            self.clock.cancel(timer)
         self._timers.clear()
         for run in self.runs:
             for am in run.ams:
@@ -391,7 +391,7 @@ class _RealTime:
         """``am`` beats no more, and the run ends (:meth:`run` returns), saying ``why``."""
         timer = self._timers.pop(am.app_id, None)
         if timer is not None:
-            timer.cancel()
+            self.clock.cancel(timer)
         self.failure = self.failure or why
 
     def run(self, timeout_s: float | None = None) -> bool:
@@ -411,7 +411,7 @@ class _RealTime:
                     self.timed_out = True
                     break
         finally:   # also when interrupted: no AM may act on the shutdown that follows
-            watcher.cancel()
+            self.clock.cancel(watcher)
             with self.clock.lock:
                 self.close()
         return self._finished.is_set()

@@ -42,6 +42,6 @@ def simulated_occupants(sim: Simulation, except_app: str) -> list[Occupant]:
 
     def ends_in(container_id: str) -> float | None:
         instant = exiting.get(container_id)
-        return None if instant is None else max(0.0, instant.timer.when - now)
+        return None if instant is None else max(0.0, instant.timer[0] - now)
 
     return rm_occupants(sim.core, except_app, ends_in)

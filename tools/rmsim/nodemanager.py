@@ -158,8 +158,8 @@ class SimulatedNodeManager:
         if instant is not None:
             del instant[rec.container_id]
             if not instant:   # nothing exits then any more: the clock holds no event for it
-                instant.timer.cancel()
-                del self._exiting_at[instant.timer.when]
+                self.clock.cancel(instant.timer)
+                del self._exiting_at[instant.timer[0]]
         waiter = self.waiting.pop(rec.container_id, None)
         if waiter is not None:   # its arrival stays counted, as a killed process's does at a real coordinator
             self.barrier.withdraw(waiter)

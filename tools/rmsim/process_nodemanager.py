@@ -282,7 +282,7 @@ class ProcessNodeManager:
         and wait until they are gone (the grace period, then SIGKILL); returns the
         number of containers whose processes had to be stopped."""
         with self.core.lock if self.core is not None else nullcontext():
-            self.poll_timer.cancel()
+            self.clock.cancel(self.poll_timer)
             if self._lifeline is None:     # tasks outlive the RM (or this ran before)
                 return 0
             # the ones with processes are counted before any is told to stop: a task that ends
