@@ -9,15 +9,15 @@ from importlib import import_module, metadata
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # (not the INFO line of the server's goodbye)
 import grpc  # noqa: E402
 
-STUBS = ("gangmaster.am.proto.rm_pb2", "gangmaster.am.proto.rm_pb2_grpc", "gangmaster.am.proto.barrier_pb2",
-         "gangmaster.am.proto.barrier_pb2_grpc", "gangmaster.tools.yarn.proto.hadoop_common_pb2",
+STUBS = ("gangmaster.protocol.proto.rm_pb2", "gangmaster.protocol.proto.rm_pb2_grpc", "gangmaster.protocol.proto.barrier_pb2",
+         "gangmaster.protocol.proto.barrier_pb2_grpc", "gangmaster.tools.yarn.proto.hadoop_common_pb2",
          "gangmaster.tools.yarn.proto.yarn_pb2")
 
 
 def main() -> int:
     for name in STUBS:
         import_module(name)
-    from gangmaster.am.proto import rm_pb2, rm_pb2_grpc
+    from gangmaster.protocol.proto import rm_pb2, rm_pb2_grpc
 
     asked = rm_pb2.ResourceRequest(request_id=7, count=2, host="dgx1-001")
     assert rm_pb2.ResourceRequest.FromString(asked.SerializeToString()) == asked

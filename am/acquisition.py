@@ -46,7 +46,7 @@ from .gang_events import GangEvents
 from .gang_placement import GangDoesNotFit, GangPlacement, InstancePlacement
 from .jobspec_model import RoleSpec
 from .launch_env import PortKinds
-from .rm_protocol import Container, ResourceRequest
+from gangmaster.protocol.rm_protocol import Container, ResourceRequest
 
 #: place(view, {role: [instance indices]}) -> placement; raises GangDoesNotFit.
 Placer = Callable[[ClusterView, Mapping[str, Sequence[int]]], GangPlacement]

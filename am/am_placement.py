@@ -24,7 +24,7 @@ from .gang_placement import GangPlacement, place_gang
 from .gang_run import GangRun
 from .jobspec_model import RoleSpec
 from .lifecycle import TaskRecord
-from .rm_protocol import NodeReport
+from gangmaster.protocol.rm_protocol import NodeReport
 
 
 def pipeline_seed(seed: int, app_id: str) -> int:

@@ -59,7 +59,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError, BarrierId,
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
                                           MessageTooLarge, StaleAttempt, StaleEpoch)
-from gangmaster.am.refusal_log import RefusalLog
+from gangmaster.protocol.refusal_log import RefusalLog
 from gangmaster.selectors.values import value
 from gangmaster.conf.limits import (BARRIER_ENDED_ATTEMPTS_KEPT, BARRIER_MAX_MESSAGE_BYTES,
                                     REFUSAL_LOG_INTERVAL_S)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gangmaster.am.barrier import YEAR_S
-from gangmaster.am.grpc_security import read_key_pair
+from gangmaster.protocol.grpc_security import read_key_pair
 from gangmaster.conf.fields import ConfigError, Fields
 from gangmaster.conf.limits import (BARRIER_MAX_MESSAGE_BYTES, BARRIER_MAX_MESSAGE_BYTES_CEILING,
                                     BARRIER_MAX_PENDING_CALLS, MAX_DURATION_S, MIN_PERIOD_S)
@@ -66,7 +66,7 @@ class BarrierConfig:
 
     def read_tls(self) -> tuple[bytes, bytes]:
         """The PEM certificate chain and private key to serve TLS with, checked by
-        :func:`~gangmaster.am.grpc_security.read_key_pair`: a file that is missing,
+        :func:`~gangmaster.protocol.grpc_security.read_key_pair`: a file that is missing,
         unreadable, not PEM, or a key that does not match the certificate raises
         :class:`~gangmaster.conf.fields.ConfigError` naming the file and the field."""
         for path, field in ((self.tls_cert_file, CERT_FIELD), (self.tls_key_file, KEY_FIELD)):

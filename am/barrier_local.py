@@ -59,7 +59,7 @@ from typing import Callable
 import grpc
 
 from gangmaster.am.barrier import FRAMING_BYTES
-from gangmaster.am.proto import barrier_pb2 as pb
+from gangmaster.protocol.proto import barrier_pb2 as pb
 from gangmaster.conf.limits import BARRIER_MAX_MESSAGE_BYTES
 
 __all__ = ["HostLeader", "LocalSession", "LeaderLost", "join", "rendezvous_name", "LINGER_S",

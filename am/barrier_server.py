@@ -34,7 +34,7 @@ task asked for (its log interval) and re-sent by the task; arrivals are idempote
 so neither that nor a dropped call or stream can hang a barrier. Messages may be as
 large as ``max_message_bytes`` (gRPC's default, 4 MiB, is far below an all_gather's
 limit). The port is bound exclusively (no ``SO_REUSEPORT``: two coordinators on one
-port would split the tasks between them), by :func:`gangmaster.am.grpc_security.listen`
+port would split the tasks between them), by :func:`gangmaster.protocol.grpc_security.listen`
 as the RM's is; a fixed port in use is a :class:`ConfigError` naming ``barrier.port``.
 
 What a caller sends is never trusted: a request that cannot be decoded is answered
@@ -64,8 +64,8 @@ from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordina
 from gangmaster.am.barrier_config import BarrierConfig
 from gangmaster.am.barrier_errors import BarrierError, BarrierInvalid
 from gangmaster.am.context import attempt_env, own_env
-from gangmaster.am.grpc_security import EXCLUSIVE_BIND, ListenError, PortInUse, listen
-from gangmaster.am.proto import barrier_pb2 as pb
+from gangmaster.protocol.grpc_security import EXCLUSIVE_BIND, ListenError, PortInUse, listen
+from gangmaster.protocol.proto import barrier_pb2 as pb
 from gangmaster.conf.fields import ConfigError
 from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_BYTES
 

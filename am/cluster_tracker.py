@@ -24,7 +24,7 @@ from gangmaster.selectors.ports import PortRanges
 
 from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, check_fits_empty
 from .jobspec_model import RoleSpec
-from .rm_protocol import NodeReport, NodeState, view_from_nodes
+from gangmaster.protocol.rm_protocol import NodeReport, NodeState, view_from_nodes
 
 
 class _Room(NamedTuple):

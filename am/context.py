@@ -52,10 +52,10 @@ from gangmaster.am.barrier_local import (ENV_LOCAL_GROUP, ENV_TREE, HOST_SESSION
                                          LeaderLost, LocalSession, join, rendezvous_name)
 from gangmaster.am.barrier_errors import (BarrierError, BarrierId, CoordinatorUnavailable,
                                           MessageTooLarge, error_from_code)
-from gangmaster.am.grpc_security import read_certificates
+from gangmaster.protocol.grpc_security import read_certificates
 from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_BYTES
-from gangmaster.am.proto import barrier_pb2 as pb
-from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+from gangmaster.protocol.proto import barrier_pb2 as pb
+from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
 __all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "plain_attempt_env", "own_env",
            "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",

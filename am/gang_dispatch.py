@@ -34,7 +34,7 @@ from .gang_run import PENDING, GangRun, failure
 from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
 from .progress_log import ProgressLog, QuietLog
 from .recovery import TakenBack
-from .rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport, PendingAsk,
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport, PendingAsk,
                           Rejection, WrongState)
 
 

@@ -20,8 +20,8 @@ from .gang_run import GangRun
 from .jobspec_model import JobSpec
 from .launch_env import launch_envs
 from .lifecycle import TASK_FAILED, TaskRecord
-from .rm_client import RMClient
-from .rm_protocol import ContainerLaunch, LaunchContext, RMError, StartContainers, StartRefused
+from gangmaster.protocol.rm_client import RMClient
+from gangmaster.protocol.rm_protocol import ContainerLaunch, LaunchContext, RMError, StartContainers, StartRefused
 
 #: The shared launch of a batch of one container: it brings its whole launch itself.
 _NOTHING_SHARED = LaunchContext()

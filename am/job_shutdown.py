@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from .attempt_barrier import end_barrier
 from .gang_launch import GangLauncher
 from .gang_run import GangRun
-from .rm_protocol import RMError
+from gangmaster.protocol.rm_protocol import RMError
 
 
 class Shutdown:

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .private_files import open_private
+from gangmaster.protocol.private_files import open_private
 
 JOURNAL_FILE = "journal.jsonl"
 

@@ -306,7 +306,7 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
     barrier gives every task), and each task's own, by rank (:func:`identity_env`, its
     ports, its share of a GPU), which wins, as a mapping of its own in launch order (a
     launch sends its items as they are and reads it by name:
-    :meth:`~gangmaster.am.rm_protocol.LaunchContext.of_variables`). A gang of one task
+    :meth:`~gangmaster.protocol.rm_protocol.LaunchContext.of_variables`). A gang of one task
     shares nothing: its own variables are its whole environment.
 
     A gang has thousands of tasks and few kinds of them: a task's own pairs are put together

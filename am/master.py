@@ -69,9 +69,9 @@ from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
 from .lifecycle import ROLE_RUNNING, AttemptRecord, RoleState, TaskRecord
 from .metrics import AMMetrics, GaugeValues
 from .progress_log import ProgressLog, QuietLog
-from .rm_client import RMClient
+from gangmaster.protocol.rm_client import RMClient
 from .rm_conversation import RMConversation
-from .rm_protocol import ApplicationReport, AppState, WrongState
+from gangmaster.protocol.rm_protocol import ApplicationReport, AppState, WrongState
 from .recovery import recorded_gangs
 from .why_feed import WhyFeed
 

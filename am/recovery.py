@@ -31,7 +31,7 @@ from .gang_run import GangRun
 from .jobspec_model import JobSpec, gang_name
 from .journal import ENDING_KINDS, JournalState, endings_of
 from .lifecycle import ROLE_FAILED, ROLE_SUCCEEDED, TaskRecord, TaskState
-from .rm_protocol import ContainerState, ContainerStatus, ExitStatus, NotFound
+from gangmaster.protocol.rm_protocol import ContainerState, ContainerStatus, ExitStatus, NotFound
 
 #: What became of an earlier run's tasks when its RM was its own process's: they ended with it.
 ENDED_WITH_THE_RUN = "ended with it"

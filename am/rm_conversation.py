@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
-from .rm_client import RMClient
-from .rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport, PendingAsk,
+from gangmaster.protocol.rm_client import RMClient
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport, PendingAsk,
                           RegisterResponse, Rejection, RMError, WrongState)
 
 

@@ -95,7 +95,7 @@ BARRIER_MAX_PENDING_CALLS = 2 ** 20
 
 
 # ------------------------------------------------------------------ RM (ResourceManager API)
-# Checked on every call into the RM core (am/rm_validation.py), so the in-process client
+# Checked on every call into the RM core (protocol/rm_validation.py), so the in-process client
 # and `gangmaster rm serve`'s gRPC clients meet the same limits; a call past one is refused
 # with InvalidRequest / gRPC INVALID_ARGUMENT naming the field, the value and the limit.
 # Sized so the largest job in the design (1 + 3,000 + 3,000 instances, one ask each) and

@@ -19,8 +19,8 @@ coordinator (``am/barrier_server.py``) and the live RM (``gangmaster rm serve``)
   as UNAUTHENTICATED before the request is even decoded and compares in constant
   time; a client reads the refusal by what it sent (:meth:`ClientSecurity.refused`:
   no token, or not this server's). A token file this module creates is mode 0600
-  (:func:`~gangmaster.am.private_files.open_private`).
-* **Refusals** are logged through a :class:`~gangmaster.am.refusal_log.RefusalLog`
+  (:func:`~gangmaster.protocol.private_files.open_private`).
+* **Refusals** are logged through a :class:`~gangmaster.protocol.refusal_log.RefusalLog`
   (the barrier coordinator's too): the first one, then at most one summary per
   interval, so a token-guessing client cannot flood the log.
 """
@@ -39,8 +39,8 @@ from typing import Any
 
 import grpc
 
-from gangmaster.am.private_files import open_private
-from gangmaster.am.refusal_log import RefusalLog
+from gangmaster.protocol.private_files import open_private
+from gangmaster.protocol.refusal_log import RefusalLog
 from gangmaster.conf import limits
 from gangmaster.conf.fields import ConfigError
 

@@ -3,7 +3,7 @@
 Both gRPC servers refuse calls without the right token — the barrier coordinator
 (``am/barrier.py``) and the live RM (``am/grpc_security.TokenAuthInterceptor``) — and
 both log refusals through :class:`RefusalLog`. It lives apart from
-``am/grpc_security.py`` so the barrier core, which knows nothing of gRPC, does not
+``protocol/grpc_security.py`` so the barrier core, which knows nothing of gRPC, does not
 import gRPC with it.
 """
 from __future__ import annotations

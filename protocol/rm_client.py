@@ -5,12 +5,12 @@ Two implementations, chosen by whoever builds the AM, never by the AM itself:
 * :class:`InProcessRMClient` wraps an RM core living in the same process (the
   simulator, in virtual time): every call is a direct method call, and the
   simulation driver advances the clock between the AM's heartbeats.
-* :class:`~gangmaster.am.rm_client_grpc.GrpcRMClient` talks to
+* :class:`~gangmaster.protocol.rm_client_grpc.GrpcRMClient` talks to
   ``gangmaster rm serve`` over gRPC (live, real time, real task processes).
 
-Both raise the same :class:`~gangmaster.am.rm_protocol.RMError` subclasses
+Both raise the same :class:`~gangmaster.protocol.rm_protocol.RMError` subclasses
 (``InvalidRequest``, ``NotFound``, ``WrongState``) and return the same
-dataclasses from :mod:`gangmaster.am.rm_protocol`. Example::
+dataclasses from :mod:`gangmaster.protocol.rm_protocol`. Example::
 
     app_id = rm.submit(ApplicationSubmission("train", queue="default"))
     reg = rm.register(app_id)

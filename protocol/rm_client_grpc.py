@@ -1,4 +1,4 @@
-"""The gRPC implementation of :class:`~gangmaster.am.rm_client.RMClient` (live mode).
+"""The gRPC implementation of :class:`~gangmaster.protocol.rm_client.RMClient` (live mode).
 
 gRPC status codes come back as the same exception classes the in-process core
 raises: INVALID_ARGUMENT → ``InvalidRequest``, NOT_FOUND → ``NotFound``,
@@ -11,7 +11,7 @@ A server started with TLS and/or a token (``gangmaster rm serve --tls-cert/--tls
 --token-file``) is reached with ``security=ClientSecurity(tls_ca_file=..., token=...)``:
 the channel trusts that certificate and every call carries the token.
 
-Requests are checked here as the core checks them (:mod:`gangmaster.am.rm_validation`)
+Requests are checked here as the core checks them (:mod:`gangmaster.protocol.rm_validation`)
 before they are encoded, so a bad one fails the same way with both clients (a value
 out of a protobuf field's range would otherwise be a bare ValueError from encoding).
 """

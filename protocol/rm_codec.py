@@ -6,7 +6,7 @@ inconsistent resource arriving over the wire fails the same way it would in
 process, as an ``InvalidRequest`` that names the field. A request's repeated
 fields are bounded (``conf/limits.py``) before they are decoded, so a message
 of a million asks costs a length check, not a million objects; everything else
-about a request is checked by the core (:mod:`gangmaster.am.rm_validation`),
+about a request is checked by the core (:mod:`gangmaster.protocol.rm_validation`),
 for both clients alike.
 """
 from __future__ import annotations

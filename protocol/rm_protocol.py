@@ -8,7 +8,7 @@ talks to. They are values (:data:`~gangmaster.selectors.values.value`): slotted,
 fields, and never changed once built — by convention, not by ``frozen``, whose
 ``__init__`` sets every field through ``object.__setattr__`` at about four times
 the cost (a replay builds tens of messages per job). What comes from the wire is
-checked in full before the RM reads it (:mod:`~gangmaster.am.rm_validation`).
+checked in full before the RM reads it (:mod:`~gangmaster.protocol.rm_validation`).
 Resources are :class:`ResourceDescriptor` values from the selection
 layer; a container's GPUs are always named by a mask (a share of one GPU,
 ``gpu_milli``, by the mask of that one GPU; an ask for a share may leave the GPU to

@@ -5,9 +5,9 @@ Why here, and why the core calls it: the RM core is what a hostile or mistaken
 request would exhaust (an ask for nothing with ``count=2**31-1`` granted empty
 containers until memory ran out), and both clients reach the core — the in-process
 client by direct calls, ``gangmaster rm serve`` after decoding a message
-(:mod:`gangmaster.am.rm_codec` also bounds list lengths before it decodes them).
+(:mod:`gangmaster.protocol.rm_codec` also bounds list lengths before it decodes them).
 Checking at the core's entry points gives both the same typed error,
-:class:`~gangmaster.am.rm_protocol.InvalidRequest`, naming the field, the value and
+:class:`~gangmaster.protocol.rm_protocol.InvalidRequest`, naming the field, the value and
 the limit; a call is checked whole before anything changes, so a refused call
 changes nothing. The one call that acts on many things, ``start_containers``, is
 checked whole for its shape and shared launch, then container by container as it

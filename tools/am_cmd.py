@@ -69,8 +69,8 @@ def add_parser(sub):
 def _am(args) -> int:
     from gangmaster.am.barrier_config import BarrierConfig
     from gangmaster.am.jobspec import load_job
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
-    from gangmaster.am.rm_protocol import RMError
+    from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+    from gangmaster.protocol.rm_protocol import RMError
     from gangmaster.selectors.selector import selector_classes
     from gangmaster.tools.job_runner import RemoteRuns
     from gangmaster.tools.rm_cmd import client_security

@@ -229,7 +229,7 @@ def book_snapshot(sim, snapshot) -> list[str]:
     it overcommits, a host missing from the node list): what cannot be booked as given
     is booked as far as the host has room, or skipped, and said in the returned
     warnings."""
-    from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerLaunch, LaunchContext,
+    from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerLaunch, LaunchContext,
                                            ResourceRequest, StartContainers)
     from gangmaster.selectors.resources import ResourceDescriptor
     from gangmaster.tools.rmsim.workload import raw_task_env

@@ -56,8 +56,8 @@ from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
 from gangmaster.am.recovery import ENDED_WITH_THE_RUN
-from gangmaster.am.rm_client import InProcessRMClient, RMClient
-from gangmaster.am.rm_protocol import ApplicationSubmission, NotFound, RMError, WrongState
+from gangmaster.protocol.rm_client import InProcessRMClient, RMClient
+from gangmaster.protocol.rm_protocol import ApplicationSubmission, NotFound, RMError, WrongState
 from gangmaster.am.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
@@ -482,7 +482,7 @@ def _same_port(barrier_config, port_file: Path):
     from dataclasses import replace
 
     from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.grpc_security import ListenError, check_bindable
+    from gangmaster.protocol.grpc_security import ListenError, check_bindable
 
     config = barrier_config or BarrierConfig.load()
     try:

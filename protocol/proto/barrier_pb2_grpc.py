@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from gangmaster.am.proto import barrier_pb2 as gangmaster_dot_am_dot_proto_dot_barrier__pb2
+from gangmaster.protocol.proto import barrier_pb2 as gangmaster_dot_protocol_dot_proto_dot_barrier__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in gangmaster/am/proto/barrier_pb2_grpc.py depends on'
+        + ' but the generated code in gangmaster/protocol/proto/barrier_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,33 +36,33 @@ class BarrierCoordinatorStub:
         """
         self.Sync = channel.unary_unary(
                 '/gangmaster.barrier.BarrierCoordinator/Sync',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.FromString,
                 _registered_method=True)
         self.Session = channel.stream_stream(
                 '/gangmaster.barrier.BarrierCoordinator/Session',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.FromString,
                 _registered_method=True)
         self.HostSession = channel.stream_stream(
                 '/gangmaster.barrier.BarrierCoordinator/HostSession',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.HostSyncRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.HostSyncRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.FromString,
                 _registered_method=True)
         self.GetTaskInfos = channel.unary_unary(
                 '/gangmaster.barrier.BarrierCoordinator/GetTaskInfos',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.TaskInfosRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.TaskInfosReply.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.TaskInfosRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.TaskInfosReply.FromString,
                 _registered_method=True)
         self.Ping = channel.unary_unary(
                 '/gangmaster.barrier.BarrierCoordinator/Ping',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingReply.FromString,
                 _registered_method=True)
         self.PingSession = channel.stream_stream(
                 '/gangmaster.barrier.BarrierCoordinator/PingSession',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingReply.FromString,
                 _registered_method=True)
 
 
@@ -124,33 +124,33 @@ def add_BarrierCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Sync': grpc.unary_unary_rpc_method_handler(
                     servicer.Sync,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
             ),
             'Session': grpc.stream_stream_rpc_method_handler(
                     servicer.Session,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
             ),
             'HostSession': grpc.stream_stream_rpc_method_handler(
                     servicer.HostSession,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.HostSyncRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.HostSyncRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.SerializeToString,
             ),
             'GetTaskInfos': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTaskInfos,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.TaskInfosRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.TaskInfosReply.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.TaskInfosRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.TaskInfosReply.SerializeToString,
             ),
             'Ping': grpc.unary_unary_rpc_method_handler(
                     servicer.Ping,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingReply.SerializeToString,
             ),
             'PingSession': grpc.stream_stream_rpc_method_handler(
                     servicer.PingSession,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,8 +178,8 @@ class BarrierCoordinator:
             request,
             target,
             '/gangmaster.barrier.BarrierCoordinator/Sync',
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -205,8 +205,8 @@ class BarrierCoordinator:
             request_iterator,
             target,
             '/gangmaster.barrier.BarrierCoordinator/Session',
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -232,8 +232,8 @@ class BarrierCoordinator:
             request_iterator,
             target,
             '/gangmaster.barrier.BarrierCoordinator/HostSession',
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.HostSyncRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.SyncReply.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.HostSyncRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.SyncReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -259,8 +259,8 @@ class BarrierCoordinator:
             request,
             target,
             '/gangmaster.barrier.BarrierCoordinator/GetTaskInfos',
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.TaskInfosRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.TaskInfosReply.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.TaskInfosRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.TaskInfosReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -286,8 +286,8 @@ class BarrierCoordinator:
             request,
             target,
             '/gangmaster.barrier.BarrierCoordinator/Ping',
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -313,8 +313,8 @@ class BarrierCoordinator:
             request_iterator,
             target,
             '/gangmaster.barrier.BarrierCoordinator/PingSession',
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_barrier__pb2.PingReply.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_barrier__pb2.PingReply.FromString,
             options,
             channel_credentials,
             insecure,

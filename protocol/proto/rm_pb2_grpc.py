@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from gangmaster.am.proto import rm_pb2 as gangmaster_dot_am_dot_proto_dot_rm__pb2
+from gangmaster.protocol.proto import rm_pb2 as gangmaster_dot_protocol_dot_proto_dot_rm__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in gangmaster/am/proto/rm_pb2_grpc.py depends on'
+        + ' but the generated code in gangmaster/protocol/proto/rm_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,68 +36,68 @@ class ResourceManagerStub:
         """
         self.Submit = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/Submit',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.SubmitRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.AppId.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.SubmitRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AppId.FromString,
                 _registered_method=True)
         self.Kill = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/Kill',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.KillRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.KillRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
                 _registered_method=True)
         self.GetApplicationReport = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/GetApplicationReport',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.AppId.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ApplicationReport.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AppId.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ApplicationReport.FromString,
                 _registered_method=True)
         self.GetClusterNodes = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/GetClusterNodes',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.NodesRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.NodesResponse.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.NodesRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.NodesResponse.FromString,
                 _registered_method=True)
         self.Register = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/Register',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.RegisterRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.RegisterResponse.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.RegisterRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.RegisterResponse.FromString,
                 _registered_method=True)
         self.Allocate = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/Allocate',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.AllocateRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.AllocateResponse.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AllocateRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AllocateResponse.FromString,
                 _registered_method=True)
         self.Finish = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/Finish',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.FinishRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FinishRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
                 _registered_method=True)
         self.StartContainer = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/StartContainer',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainerRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainerRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
                 _registered_method=True)
         self.StartContainers = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/StartContainers',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersResponse.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainersRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainersResponse.FromString,
                 _registered_method=True)
         self.StopContainer = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/StopContainer',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
                 _registered_method=True)
         self.GetContainerStatus = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/GetContainerStatus',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
                 _registered_method=True)
         self.InjectFault = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/InjectFault',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.FaultRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FaultRequest.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
                 _registered_method=True)
         self.Ping = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/Ping',
-                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
-                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
                 _registered_method=True)
 
 
@@ -192,68 +192,68 @@ def add_ResourceManagerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Submit': grpc.unary_unary_rpc_method_handler(
                     servicer.Submit,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.SubmitRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.AppId.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.SubmitRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AppId.SerializeToString,
             ),
             'Kill': grpc.unary_unary_rpc_method_handler(
                     servicer.Kill,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.KillRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.KillRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
             ),
             'GetApplicationReport': grpc.unary_unary_rpc_method_handler(
                     servicer.GetApplicationReport,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.AppId.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ApplicationReport.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AppId.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ApplicationReport.SerializeToString,
             ),
             'GetClusterNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.GetClusterNodes,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.NodesRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.NodesResponse.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.NodesRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.NodesResponse.SerializeToString,
             ),
             'Register': grpc.unary_unary_rpc_method_handler(
                     servicer.Register,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.RegisterRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.RegisterResponse.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.RegisterRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.RegisterResponse.SerializeToString,
             ),
             'Allocate': grpc.unary_unary_rpc_method_handler(
                     servicer.Allocate,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.AllocateRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.AllocateResponse.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AllocateRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AllocateResponse.SerializeToString,
             ),
             'Finish': grpc.unary_unary_rpc_method_handler(
                     servicer.Finish,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.FinishRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FinishRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
             ),
             'StartContainer': grpc.unary_unary_rpc_method_handler(
                     servicer.StartContainer,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainerRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainerRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
             ),
             'StartContainers': grpc.unary_unary_rpc_method_handler(
                     servicer.StartContainers,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersResponse.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainersRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainersResponse.SerializeToString,
             ),
             'StopContainer': grpc.unary_unary_rpc_method_handler(
                     servicer.StopContainer,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
             ),
             'GetContainerStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetContainerStatus,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerStatus.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.SerializeToString,
             ),
             'InjectFault': grpc.unary_unary_rpc_method_handler(
                     servicer.InjectFault,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.FaultRequest.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FaultRequest.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
             ),
             'Ping': grpc.unary_unary_rpc_method_handler(
                     servicer.Ping,
-                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
-                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -281,8 +281,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/Submit',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.SubmitRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.AppId.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.SubmitRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AppId.FromString,
             options,
             channel_credentials,
             insecure,
@@ -308,8 +308,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/Kill',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.KillRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.KillRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,
@@ -335,8 +335,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/GetApplicationReport',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.AppId.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.ApplicationReport.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AppId.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ApplicationReport.FromString,
             options,
             channel_credentials,
             insecure,
@@ -362,8 +362,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/GetClusterNodes',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.NodesRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.NodesResponse.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.NodesRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.NodesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -389,8 +389,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/Register',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.RegisterRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.RegisterResponse.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.RegisterRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.RegisterResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -416,8 +416,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/Allocate',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.AllocateRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.AllocateResponse.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AllocateRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.AllocateResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -443,8 +443,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/Finish',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.FinishRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FinishRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,
@@ -470,8 +470,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/StartContainer',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainerRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainerRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,
@@ -497,8 +497,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/StartContainers',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.StartContainersResponse.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainersRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.StartContainersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -524,8 +524,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/StopContainer',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,
@@ -551,8 +551,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/GetContainerStatus',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
             options,
             channel_credentials,
             insecure,
@@ -578,8 +578,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/InjectFault',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.FaultRequest.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FaultRequest.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,
@@ -605,8 +605,8 @@ class ResourceManager:
             request,
             target,
             '/gangmaster.rm.ResourceManager/Ping',
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.SerializeToString,
-            gangmaster_dot_am_dot_proto_dot_rm__pb2.Empty.FromString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

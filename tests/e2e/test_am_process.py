@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.grpc_security import ClientSecurity
+from gangmaster.protocol.grpc_security import ClientSecurity
 from gangmaster.am.journal import JOURNAL_FILE, read_records
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import AppState
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.protocol.rm_protocol import AppState
 from rm_serve_helpers import start_rm_serve, stop_rm_serve
 from task_procs import MARKER_VAR, kill_marked, killed_on_exit, new_marker, running, wait_until
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AppState, ContainerState, LaunchContext, NodeState, ResourceRequest,
 )
 from gangmaster.selectors.resources import ResourceDescriptor as R

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import ContainerState
+from gangmaster.protocol.rm_protocol import ContainerState
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns

@@ -28,7 +28,7 @@ from gangmaster.am.barrier_config import BarrierConfig
 from gangmaster.am.barrier_errors import ERROR_CLASSES
 from gangmaster.am.barrier_server import BarrierServer
 from gangmaster.am.context import BarrierTaskContext, channel_options
-from gangmaster.am.proto import barrier_pb2 as pb
+from gangmaster.protocol.proto import barrier_pb2 as pb
 
 LIMIT = 64 * 1024  # barrier.max_message_bytes of the server under test: oversize stays cheap
 TYPED_STATUSES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED,

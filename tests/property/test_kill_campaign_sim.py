@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.journal import JOURNAL_FILE, read_records, task_endings
 from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import ContainerState
+from gangmaster.protocol.rm_protocol import ContainerState
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.tools.job_runner import SimulatedRuns
 

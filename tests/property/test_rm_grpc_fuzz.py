@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.proto import rm_pb2 as pb
-from gangmaster.am.rm_codec import node_from_pb
+from gangmaster.protocol.proto import rm_pb2 as pb
+from gangmaster.protocol.rm_codec import node_from_pb
 from gangmaster.conf import limits
 from gangmaster.conf.limits import INT32
 from gangmaster.selectors.cluster_file import load_cluster_specs

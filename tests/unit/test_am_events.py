@@ -11,7 +11,7 @@ import gangmaster.am.am_placement as am_placement
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import parse_job
 from gangmaster.am.master import ApplicationMaster, pipeline_seed
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor as R

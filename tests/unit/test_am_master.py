@@ -10,7 +10,7 @@ from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import load_job, parse_job
 from gangmaster.am.lifecycle import RoleState, TaskState
 from gangmaster.am.journal import read_records
-from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerState, ExitStatus,
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerState, ExitStatus,
                                        LaunchContext, ResourceRequest)
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster import NodeSpec

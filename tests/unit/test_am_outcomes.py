@@ -17,7 +17,7 @@ import pytest
 
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import InvalidRequest
+from gangmaster.protocol.rm_protocol import InvalidRequest
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager

@@ -1,4 +1,7 @@
-"""Imports point down only (DESIGN.md): conf <- gpu_topology <- selectors <- am <- tools.
+"""Imports point down only (DESIGN.md): conf <- gpu_topology <- selectors <- protocol <- am <- tools.
+
+The protocol (the AM–RM messages, codec, client, stubs and gRPC security) sits below the AM,
+as YARN keeps its API below both the AM and the RM: the AM and the RM simulator stand on it.
 
 Every import is checked, including those inside functions and under TYPE_CHECKING: a
 type-only upward import still ties a lower layer to a higher one."""

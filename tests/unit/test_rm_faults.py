@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, AppState, ContainerState, NodeState, NotFound, ResourceRequest,
 )
 from gangmaster.selectors.cluster_file import load_cluster_specs

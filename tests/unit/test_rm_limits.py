@@ -9,10 +9,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gangmaster.am.proto import rm_pb2 as pb
-from gangmaster.am.rm_client import InProcessRMClient
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.proto import rm_pb2 as pb
+from gangmaster.protocol.rm_client import InProcessRMClient
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest, LaunchContext, NotFound,
     ResourceRequest, WrongState,
 )
@@ -331,7 +331,7 @@ def test_a_job_whose_role_asks_for_nothing_is_refused_when_read():
 def test_the_launch_size_limit_is_exact(monkeypatch, size_over_limit):
     """The fast check of a whole launch and the field-by-field walk agree on the byte count:
     ``a b`` + ``K=v`` is 2 + 2 + 4 bytes with their NULs."""
-    from gangmaster.am.rm_validation import check_launch
+    from gangmaster.protocol.rm_validation import check_launch
 
     monkeypatch.setattr(limits, "RM_MAX_LAUNCH_BYTES", 8 + size_over_limit)
     launch = LaunchContext.of(command=["a", "b"], env={"K": "v"})
@@ -344,7 +344,7 @@ def test_the_launch_size_limit_is_exact(monkeypatch, size_over_limit):
 
 @pytest.mark.parametrize("value", ["h" * 300 + "\x00", "\x00" + "h" * 300, "ü\x00"])
 def test_a_nul_in_any_environment_value_is_refused_long_or_short(value):
-    from gangmaster.am.rm_validation import check_launch
+    from gangmaster.protocol.rm_validation import check_launch
 
     with pytest.raises(InvalidRequest, match=r"launch.env\[1\].value \(B\): expected no NUL"):
         check_launch(LaunchContext.of(command=["true"], env={"A": "h" * 300, "B": value}))

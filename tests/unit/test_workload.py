@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest,
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest,
                                        LaunchContext, ResourceRequest)
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges

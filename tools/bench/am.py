@@ -30,7 +30,7 @@ import time
 from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
 from gangmaster.am.jobspec import load_job
 from gangmaster.am.master import ApplicationMaster
-from gangmaster.am.rm_protocol import ApplicationSubmission, view_from_nodes
+from gangmaster.protocol.rm_protocol import ApplicationSubmission, view_from_nodes
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.cluster_file import load_cluster_specs

@@ -60,7 +60,7 @@ DEFAULT_TASKS = (2, 8, 64, 512, 1024, 4096)
 #: Targets from the issues, median round in ms (4,096: every round released, <= 2 s).
 TARGETS_MS = {2: 1.5, 64: 20.0, 1024: 100.0, 4096: 2000.0}
 DESIGNS = ("tree", "flat")
-_PRELOAD = ["gangmaster.am.context", "gangmaster.am.proto.barrier_pb2_grpc", "grpc"]
+_PRELOAD = ["gangmaster.am.context", "gangmaster.protocol.proto.barrier_pb2_grpc", "grpc"]
 
 
 def auto_rounds(n: int) -> int:
@@ -137,7 +137,7 @@ def _host_followers(envs: list[dict[str, str]], total_rounds: int, results) -> N
 async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
     from gangmaster.am import barrier_local as bl
     from gangmaster.am import context as c
-    from gangmaster.am.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2 as pb
 
     async def task(env: dict[str, str]) -> None:
         caller = pb.Caller(job=env[c.ENV_JOB], gang=env[c.ENV_GANG], attempt=int(env[c.ENV_ATTEMPT]),
@@ -180,8 +180,8 @@ async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, resul
     import grpc
 
     from gangmaster.am import context as c
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     address = envs[0][c.ENV_ADDRESS]
     async with grpc.aio.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
@@ -226,8 +226,8 @@ def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
     stream, driven as :class:`BarrierTaskContext` drives its Session stream."""
     import grpc
 
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     with grpc.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
         stub = pb_grpc.BarrierCoordinatorStub(channel)
@@ -258,8 +258,8 @@ def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
 def _ping(address: str, calls: int, results) -> None:
     import grpc
 
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.BarrierCoordinatorStub(channel)

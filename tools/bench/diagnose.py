@@ -28,7 +28,7 @@ from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.diagnosis import Occupant, diagnose
 from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
 from gangmaster.am.jobspec import load_job
-from gangmaster.am.rm_protocol import view_from_nodes
+from gangmaster.protocol.rm_protocol import view_from_nodes
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.pipeline import SelectionPipeline

@@ -23,7 +23,7 @@ import heapq
 import json
 import time
 
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -164,7 +164,7 @@ def bench_allocations(n_nodes: int, total: int) -> dict:
 
 
 def bench_grpc(calls: int) -> dict:
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
+    from gangmaster.protocol.rm_client_grpc import GrpcRMClient
     from gangmaster.tools.rmsim.server import LiveRM, start_server
 
     live = LiveRM(cluster(100), work_dir="/tmp/gangmaster-bench-rm-tasks")

@@ -43,7 +43,7 @@ the AM hears of their end from an allocate response, decides, and unregisters. N
 decision is made anywhere else. What the replay does differently, each for a measured
 cost (BENCHMARKS.md, "issue 13"), and why none changes a decision:
 
-* its in-process RM client is *trusted* (:class:`~gangmaster.am.rm_client.InProcessRMClient`):
+* its in-process RM client is *trusted* (:class:`~gangmaster.protocol.rm_client.InProcessRMClient`):
   the RM does not re-check the *form* of what the AM's own code built (types, number
   ranges, names, list and launch sizes), while everything a call *asks* is checked
   against the RM's state as always (known hosts, ids, states, what can ever fit).
@@ -112,7 +112,7 @@ from gangmaster.am.lifecycle import ROLE_ACQUIRING
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics
 from gangmaster.am.progress_log import QuietLog
-from gangmaster.am.rm_protocol import ApplicationSubmission
+from gangmaster.protocol.rm_protocol import ApplicationSubmission
 from gangmaster.conf import limits
 from gangmaster.selectors.candidates import kept_node_index
 from gangmaster.selectors.pipeline import SelectionPipeline

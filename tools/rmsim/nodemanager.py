@@ -24,7 +24,7 @@ from gangmaster.am.barrier_in_process import InProcessBarrier
 from gangmaster.am.collector import collector_paused
 from gangmaster.am.context import (ENV_ADDRESS, ENV_ATTEMPT, ENV_GANG, ENV_JOB, ENV_TASK_INDEX, ENV_TOKEN,
                                    REQUIRED_ENV)
-from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
+from gangmaster.protocol.rm_protocol import InvalidRequest, LaunchContext
 
 from .process_nodemanager import ProcessNodeManager, container_env
 from .workload import BARRIER_ERROR_EXIT_CODE, JobWorkload, TaskBehaviour, Workload

@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
+from gangmaster.protocol.rm_protocol import InvalidRequest, LaunchContext
 from gangmaster.gpu_topology.masks import indices_of
 
 from .processes import is_running, send, session_members, start_time

@@ -12,7 +12,7 @@ client never holds a grant the RM would forget after ``kill -9``.
 
 Who may call: the server binds exclusively (a second ``rm serve`` on the same
 port fails with "port N is in use"), on 127.0.0.1 unless told otherwise, and can
-demand TLS and a token (:mod:`gangmaster.am.grpc_security`) — whoever can call
+demand TLS and a token (:mod:`gangmaster.protocol.grpc_security`) — whoever can call
 it can run any command as the user running it.
 """
 from __future__ import annotations
@@ -23,11 +23,11 @@ from concurrent import futures
 import grpc
 from google.protobuf.message import DecodeError
 
-from gangmaster.am import rm_codec as codec
-from gangmaster.am.grpc_security import EXCLUSIVE_BIND, ServerSecurity, listen
-from gangmaster.am.proto import rm_pb2 as pb
-from gangmaster.am.proto import rm_pb2_grpc
-from gangmaster.am.rm_protocol import InvalidRequest, NotFound, RMError, WrongState
+from gangmaster.protocol import rm_codec as codec
+from gangmaster.protocol.grpc_security import EXCLUSIVE_BIND, ServerSecurity, listen
+from gangmaster.protocol.proto import rm_pb2 as pb
+from gangmaster.protocol.proto import rm_pb2_grpc
+from gangmaster.protocol.rm_protocol import InvalidRequest, NotFound, RMError, WrongState
 from gangmaster.conf import limits
 from gangmaster.selectors.resources import ResourceError
 
@@ -162,7 +162,7 @@ def server_options() -> list[tuple[str, int]]:
 def start_server(live: LiveRM, host: str = "127.0.0.1", port: int = 0, workers: int = 8,
                  security: ServerSecurity | None = None) -> tuple[grpc.Server, int]:
     """Start serving; returns the server and the bound port (``port=0``: any free one).
-    Raises :class:`~gangmaster.am.grpc_security.ListenError` ("port N is in use") when it
+    Raises :class:`~gangmaster.protocol.grpc_security.ListenError` ("port N is in use") when it
     cannot listen, and ConfigError for a TLS file that cannot be read."""
     security = security or ServerSecurity()
     credentials = security.credentials("--tls-cert", "--tls-key")

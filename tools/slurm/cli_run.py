@@ -57,7 +57,7 @@ def sbatch_options(args) -> tuple[list[str], str]:
 
 def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
     from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.rm_protocol import RMError
+    from gangmaster.protocol.rm_protocol import RMError
     from gangmaster.tools.run_cmd import new_work_dir, print_metrics_url, print_reports
 
     from .client import SlurmError, SlurmRMClient

@@ -31,7 +31,7 @@ from typing import Callable
 from gangmaster.am.am_settings import AMSettings
 from gangmaster.am.journal import JOURNAL_FILE, read_records, read_state
 from gangmaster.am.jobspec_model import JobSpec
-from gangmaster.am.rm_protocol import ApplicationSubmission, AppState, NotFound, RMError
+from gangmaster.protocol.rm_protocol import ApplicationSubmission, AppState, NotFound, RMError
 from gangmaster.am.run_report import RecordedRun
 
 from ..job_runner import STOP_SIGNALS, JobRun
