@@ -1,6 +1,6 @@
 """How a gangmaster gRPC server listens and who may call it: an exclusive bind,
 optional TLS, and an optional bearer token. Both servers use it: the barrier
-coordinator (``am/barrier_server.py``) and the live RM (``gangmaster rm serve``).
+coordinator (``am/barrier/server.py``) and the live RM (``gangmaster rm serve``).
 
 * **Exclusive bind.** gRPC sets ``SO_REUSEPORT`` by default, so a second server on
   a taken port "listens" too and the kernel splits the clients between them.

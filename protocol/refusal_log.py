@@ -1,7 +1,7 @@
 """A log of refused calls that a token-guessing client cannot flood.
 
 Both gRPC servers refuse calls without the right token — the barrier coordinator
-(``am/barrier.py``) and the live RM (``am/grpc_security.TokenAuthInterceptor``) — and
+(``am/barrier/coordinator.py``) and the live RM (``am/grpc_security.TokenAuthInterceptor``) — and
 both log refusals through :class:`RefusalLog`. It lives apart from
 ``protocol/grpc_security.py`` so the barrier core, which knows nothing of gRPC, does not
 import gRPC with it.

@@ -67,8 +67,8 @@ def add_parser(sub):
 
 
 def _am(args) -> int:
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.barrier.config import BarrierConfig
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.protocol.rm_client_grpc import GrpcRMClient
     from gangmaster.protocol.rm_protocol import RMError
     from gangmaster.selectors.selector import selector_classes

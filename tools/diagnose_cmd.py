@@ -1,6 +1,6 @@
 """``gangmaster diagnose JOB.yaml``: will the job's gangs start on this cluster, and if
 not, why — per role, in numbers, with the jobs holding the capacity and what would
-unblock it (:mod:`gangmaster.am.diagnosis`).
+unblock it (:mod:`gangmaster.am.ops.diagnosis`).
 
 The run is the real one, in virtual time: the ``--after`` jobs are submitted first
 and run (each through its own AM, until its gangs have started), the scenario's
@@ -86,8 +86,8 @@ def add_parser(sub):
 def _run(args) -> int:
     from dataclasses import replace
 
-    from gangmaster.am.am_settings import AMSettings
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.spec.am_settings import AMSettings
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.conf.fields import ConfigError
     from gangmaster.conf.settings import Settings
     from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
@@ -156,8 +156,8 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
     ``--json`` prints (with ``"text"``, what is printed without, ``"after_not_started"``,
     the ``after`` jobs whose gangs had not started, and ``"warnings"``, what of the
     snapshot could not be booked as given)."""
-    from gangmaster.am.diagnosis import Diagnosis
-    from gangmaster.am.jobspec_model import gang_name
+    from gangmaster.am.ops.diagnosis import Diagnosis
+    from gangmaster.am.spec.jobspec_model import gang_name
     from gangmaster.tools.job_runner import SimulatedRuns
 
     runs = SimulatedRuns(specs, am_settings, selection, scenario=scenario)

@@ -10,7 +10,7 @@ tasks' ``GANGMASTER_JOB``) is the application id. Two applications of one job na
 legitimate (``gangmaster run a.yaml a.yaml``, a job ``--after`` itself in ``diagnose``)
 and meet at barriers of their own.
 
-The coordinator is a :class:`~gangmaster.am.gang_barrier.GangBarrier`: the gRPC
+The coordinator is a :class:`~gangmaster.am.barrier.gang_barrier.GangBarrier`: the gRPC
 coordinator in live runs, the in-process one on the virtual clock in simulation.
 These are functions of the coordinator and the job, not an object each AM builds:
 a trace replay starts tens of thousands of AMs on one coordinator.
@@ -20,18 +20,18 @@ from __future__ import annotations
 import operator
 from typing import Callable, Sequence
 
-from .barrier import TaskInfo, new_task_info
+from .coordinator import TaskInfo, new_task_info
 from .gang_barrier import GangBarrier
-from .gang_run import GangRun
-from .jobspec_model import JobSpec
-from .lifecycle import TaskRecord
+from gangmaster.am.core.gang_run import GangRun
+from gangmaster.am.spec.jobspec_model import JobSpec
+from gangmaster.am.core.lifecycle import TaskRecord
 
 
 def open_barrier(coordinator: GangBarrier, app_id: str, job: JobSpec, gang: GangRun,
                  tasks: Sequence[TaskRecord]) -> tuple[str, dict[str, str]]:
     """Open the attempt's barrier for ``tasks`` (by rank): its token and the environment
     every task needs alike to reach it (each adds its own part,
-    :func:`gangmaster.am.context.own_env`)."""
+    :func:`gangmaster.am.barrier.task_context.own_env`)."""
     name, attempt = gang.name, gang.attempt
     token = coordinator.open_attempt(app_id, name, attempt, _infos(tasks), timeout_s=job.barrier_timeout_s)
     gang.barrier_open = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gangmaster.am.barrier import YEAR_S
+from gangmaster.am.barrier.coordinator import YEAR_S
 from gangmaster.protocol.grpc_security import read_key_pair
 from gangmaster.conf.fields import ConfigError, Fields
 from gangmaster.conf.limits import (BARRIER_MAX_MESSAGE_BYTES, BARRIER_MAX_MESSAGE_BYTES_CEILING,

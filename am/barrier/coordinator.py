@@ -12,7 +12,7 @@ an injectable :class:`Clock`, and deadlines are checked when the owner calls
 :meth:`~BarrierCoordinator.next_deadline`; tests move a :class:`ManualClock`).
 
 A waiter is a callback. :meth:`~BarrierCoordinator.arrive` either raises a
-:class:`~gangmaster.am.barrier_errors.BarrierError` at once (stale attempt, past
+:class:`~gangmaster.am.barrier.errors.BarrierError` at once (stale attempt, past
 epoch, wrong token …) or returns a :class:`Waiter` whose callback is called
 exactly once with a :class:`Released` or a ``BarrierError`` — possibly before
 ``arrive`` returns, when this arrival completed the barrier. Callbacks are called
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
-from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError, BarrierId,
+from gangmaster.am.barrier.errors import (AttemptFailed, BarrierAuthError, BarrierError, BarrierId,
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
                                           MessageTooLarge, StaleAttempt, StaleEpoch)
 from gangmaster.protocol.refusal_log import RefusalLog
@@ -731,7 +731,7 @@ class BarrierCoordinator:
         started, or one that was running ended or broke (opening, releasing and closing a
         gang of one task never moves it: its epoch is over as it starts). Nothing here: the
         gRPC server asks for the next deadline when it arms its timer; a coordinator that
-        keeps a timer at it (:class:`~gangmaster.am.barrier_in_process.InProcessBarrier`)
+        keeps a timer at it (:class:`~gangmaster.am.barrier.in_process.InProcessBarrier`)
         moves it here."""
 
     def expire(self) -> int:

@@ -2,21 +2,21 @@
 
 The AM opens a gang attempt's barrier before it starts the gang's tasks, gives them all
 :meth:`~GangBarrier.attempt_env` and each its own part
-(:func:`gangmaster.am.context.own_env`), and ends the attempt
+(:func:`gangmaster.am.barrier.task_context.own_env`), and ends the attempt
 with :meth:`~GangBarrier.close_attempt` (it succeeded) or
 :meth:`~GangBarrier.fail_attempt` (every waiting task is told at once). Two
 implementations, one per way of running, so the AM never asks which it has:
 
-* :class:`gangmaster.am.barrier_server.BarrierServer` — live: the coordinator served
+* :class:`gangmaster.am.barrier.server.BarrierServer` — live: the coordinator served
   over gRPC to real task processes;
-* :class:`gangmaster.am.barrier_in_process.InProcessBarrier` — simulation: the same
+* :class:`gangmaster.am.barrier.in_process.InProcessBarrier` — simulation: the same
   coordinator on the simulation's virtual clock, which simulated tasks call in process.
 """
 from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from .barrier import TaskInfo
+from .coordinator import TaskInfo
 
 __all__ = ["GangBarrier"]
 
@@ -41,7 +41,7 @@ class GangBarrier(Protocol):
     def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
         """What :meth:`task_env` gives every task of an attempt opened with ``token`` for
         ``count`` tasks alike: all of it but the task's own part
-        (:func:`gangmaster.am.context.own_env`), in one mapping for the gang (what the AM
+        (:func:`gangmaster.am.barrier.task_context.own_env`), in one mapping for the gang (what the AM
         asks when it launches the gang: the coordinator's address and options, the attempt's
         names and token)."""
         ...

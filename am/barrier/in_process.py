@@ -1,9 +1,9 @@
 """The barrier coordinator in process, on a simulation's clock: :class:`InProcessBarrier`.
 
 In simulation the AM drives a barrier exactly as it does live (it is a
-:class:`~gangmaster.am.gang_barrier.GangBarrier`), and the simulated tasks call it
+:class:`~gangmaster.am.barrier.gang_barrier.GangBarrier`), and the simulated tasks call it
 directly instead of over gRPC (:meth:`InProcessBarrier.call_barrier`). It is the same
-:class:`~gangmaster.am.barrier.BarrierCoordinator` the gRPC server wraps, reading the
+:class:`~gangmaster.am.barrier.coordinator.BarrierCoordinator` the gRPC server wraps, reading the
 simulation's clock; an epoch's deadline is a call scheduled on that clock, so a
 barrier timeout fires in virtual time, and no call stays scheduled once no epoch is
 running (a driver that asks whether anything is still to come gets a true answer)::
@@ -25,8 +25,8 @@ import functools
 import itertools
 from typing import Any, Callable, Protocol
 
-from .barrier import YEAR_S, BarrierCoordinator
-from .context import plain_attempt_env, task_env
+from .coordinator import YEAR_S, BarrierCoordinator
+from .task_context import plain_attempt_env, task_env
 
 __all__ = ["InProcessBarrier", "IN_PROCESS_ADDRESS"]
 
@@ -48,7 +48,7 @@ class Scheduler(Protocol):
 
 
 class InProcessBarrier(BarrierCoordinator):
-    """A :class:`~gangmaster.am.gang_barrier.GangBarrier` for simulation (see the module
+    """A :class:`~gangmaster.am.barrier.gang_barrier.GangBarrier` for simulation (see the module
     docstring): the coordinator itself, on the simulation's clock, with numbered tokens
     and one call kept scheduled at its next epoch deadline."""
 
@@ -71,10 +71,10 @@ class InProcessBarrier(BarrierCoordinator):
     attempt_env = staticmethod(functools.partial(plain_attempt_env, IN_PROCESS_ADDRESS))
 
     # The tasks' side is the coordinator's: a simulated task's ``barrier()`` call is
-    # :meth:`~gangmaster.am.barrier.BarrierCoordinator.call_barrier` (it raises a ``BarrierError``
+    # :meth:`~gangmaster.am.barrier.coordinator.BarrierCoordinator.call_barrier` (it raises a ``BarrierError``
     # at once, returns the release of a call that released its epoch alone, or calls its callback
     # once with the outcome), and a task whose container was
-    # stopped is withdrawn (:meth:`~gangmaster.am.barrier.BarrierCoordinator.withdraw`): it
+    # stopped is withdrawn (:meth:`~gangmaster.am.barrier.coordinator.BarrierCoordinator.withdraw`): it
     # is told nothing more, and its arrival stays counted, as a killed process's does at the
     # gRPC coordinator.
 

@@ -36,7 +36,7 @@ re-sends its host's arrivals), or an error, which every local task gets.
 fails as it does when any task dies. Its local tasks see their connection close; the
 first one that needs it (a call waiting or a new one) tells the coordinator
 (``SyncRequest.leader_lost``), which fails the attempt at once with an
-:class:`~gangmaster.am.barrier_errors.AttemptFailed` naming the leader and its host, so
+:class:`~gangmaster.am.barrier.errors.AttemptFailed` naming the leader and its host, so
 every task of the gang hears it without waiting for the AM to notice the exit. A leader
 answers its own call last, after the others' replies are written, so a leader that
 exits right after its last barrier never looks lost. A process that forks (a data
@@ -58,7 +58,7 @@ from typing import Callable
 
 import grpc
 
-from gangmaster.am.barrier import FRAMING_BYTES
+from gangmaster.am.barrier.coordinator import FRAMING_BYTES
 from gangmaster.protocol.proto import barrier_pb2 as pb
 from gangmaster.conf.limits import BARRIER_MAX_MESSAGE_BYTES
 

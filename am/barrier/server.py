@@ -1,5 +1,5 @@
 """The barrier coordinator served over gRPC (``grpc.aio``): a thin layer over
-:class:`gangmaster.am.barrier.BarrierCoordinator`.
+:class:`gangmaster.am.barrier.coordinator.BarrierCoordinator`.
 
 Two ways to run it:
 
@@ -59,11 +59,11 @@ from typing import Any, Callable, Sequence
 import grpc
 from google.protobuf.message import DecodeError
 
-from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator,
+from gangmaster.am.barrier.coordinator import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator,
                                    CoordinatorStatistics, Released, TaskInfo)
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_errors import BarrierError, BarrierInvalid
-from gangmaster.am.context import attempt_env, own_env
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.errors import BarrierError, BarrierInvalid
+from gangmaster.am.barrier.task_context import attempt_env, own_env
 from gangmaster.protocol.grpc_security import EXCLUSIVE_BIND, ListenError, PortInUse, listen
 from gangmaster.protocol.proto import barrier_pb2 as pb
 from gangmaster.conf.fields import ConfigError
@@ -521,7 +521,7 @@ class BarrierServer:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve one attempt standalone (manual tests): prints the address and the env of task 0."""
-    parser = argparse.ArgumentParser(prog="python -m gangmaster.am.barrier_server",
+    parser = argparse.ArgumentParser(prog="python -m gangmaster.am.barrier.server",
                                      description="Run a barrier coordinator for one gang attempt of "
                                                  "N tasks on this machine, until interrupted.")
     parser.add_argument("--tasks", type=int, required=True, help="N, the tasks of the gang")

@@ -2,7 +2,7 @@
 
 A task of a gang (an ordinary program; no asyncio needed) does::
 
-    from gangmaster.am.context import BarrierTaskContext
+    from gangmaster.am.barrier.task_context import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()          # reads the GANGMASTER_* environment
     ctx.barrier()                           # wait until every task of the gang is here
@@ -10,7 +10,7 @@ A task of a gang (an ordinary program; no asyncio needed) does::
     values = ctx.all_gather(str(ctx.task_index()))   # every task's message, by index
 
 Every error the coordinator raises arrives here as the same typed exception with
-the same text (``gangmaster.am.barrier_errors``): ``BarrierTimeout`` names the
+the same text (``gangmaster.am.barrier.errors``): ``BarrierTimeout`` names the
 tasks that never arrived, ``AttemptFailed``/``StaleAttempt`` mean the gang is being
 restarted as a new attempt, ``BarrierMismatch`` that tasks made different calls.
 Calls travel on one ``Session`` stream per task (opened on first use, kept for the
@@ -27,7 +27,7 @@ its size, and the gather fails at once on every task with :class:`MessageTooLarg
 without ``Session`` (UNIMPLEMENTED) is called with unary ``Sync`` instead. While it waits, the task logs "waiting for barrier (epoch e): n/N
 arrived after t s" every log interval.
 
-The tasks of one host meet at a local leader first (:mod:`gangmaster.am.barrier_local`:
+The tasks of one host meet at a local leader first (:mod:`gangmaster.am.barrier.local`:
 one of them, found through an abstract Unix socket named from the token), which sends the
 coordinator one message per epoch for all of them; the calls answer exactly as above. A
 task that loses its leader tells the coordinator, which fails the attempt naming it.
@@ -47,10 +47,10 @@ from typing import Iterator, Mapping
 
 import grpc
 
-from gangmaster.am.barrier import FRAMING_BYTES, TaskInfo
-from gangmaster.am.barrier_local import (ENV_LOCAL_GROUP, ENV_TREE, HOST_SESSION_METHOD, HostLeader,
+from gangmaster.am.barrier.coordinator import FRAMING_BYTES, TaskInfo
+from gangmaster.am.barrier.local import (ENV_LOCAL_GROUP, ENV_TREE, HOST_SESSION_METHOD, HostLeader,
                                          LeaderLost, LocalSession, join, rendezvous_name)
-from gangmaster.am.barrier_errors import (BarrierError, BarrierId, CoordinatorUnavailable,
+from gangmaster.am.barrier.errors import (BarrierError, BarrierId, CoordinatorUnavailable,
                                           MessageTooLarge, error_from_code)
 from gangmaster.protocol.grpc_security import read_certificates
 from gangmaster.conf.limits import BARRIER_ENVELOPE_BYTES, BARRIER_MAX_MESSAGE_BYTES
@@ -353,7 +353,7 @@ class BarrierTaskContext:
         if missing:
             raise RuntimeError("not running as a gangmaster barrier task: environment variable(s) "
                                f"{', '.join(missing)} not set (the AM sets them; see "
-                               "gangmaster.am.context.task_env)")
+                               "gangmaster.am.barrier.task_context.task_env)")
         return cls(env[ENV_ADDRESS], env[ENV_TOKEN], env[ENV_JOB], env[ENV_GANG],
                    _env_int(env, ENV_ATTEMPT), _env_int(env, ENV_TASK_INDEX),
                    _env_int(env, ENV_TASK_COUNT), tls_ca_file=env.get(ENV_TLS_CA) or None,
@@ -466,7 +466,7 @@ class BarrierTaskContext:
                      epoch, p.arrived, p.total, p.waiting_s)
 
     def _exchange(self, request: pb.SyncRequest, timeout: float) -> pb.SyncReply:
-        """One call through the host's leader (:mod:`gangmaster.am.barrier_local`; joined, or
+        """One call through the host's leader (:mod:`gangmaster.am.barrier.local`; joined, or
         become, at the first call), else :meth:`_exchange_direct`. A leader that went away
         is reported to the coordinator, which fails the attempt naming it."""
         if self._tree:

@@ -23,7 +23,7 @@ AM's next heartbeat, and what it did is reported through the context's ``report`
 Placing is the expensive step, so it runs only when it can decide something new.
 A gang whose last placement found no room is placed again only when something
 happened that could let it fit: the cluster grew (the AM's
-:class:`~gangmaster.am.cluster_tracker.ClusterTracker` says so), the gang gave
+:class:`~gangmaster.am.core.cluster_tracker.ClusterTracker` says so), the gang gave
 back what it held, the RM rejected one of its asks or lost one of its
 containers, or its backoff is over. A stuck gang's heartbeat is a few
 comparisons.
@@ -41,10 +41,10 @@ from typing import Callable, Mapping, Sequence
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.resources import ResourceError
 
-from .am_settings import AMSettings
+from gangmaster.am.spec.am_settings import AMSettings
 from .gang_events import GangEvents
 from .gang_placement import GangDoesNotFit, GangPlacement, InstancePlacement
-from .jobspec_model import RoleSpec
+from gangmaster.am.spec.jobspec_model import RoleSpec
 from .launch_env import PortKinds
 from gangmaster.protocol.rm_protocol import Container, ResourceRequest
 
@@ -80,7 +80,7 @@ class GangLayout:
     roles (:func:`layout_of`): the roles by name, each instance's ``(role, index)`` in rank
     order (the order of :attr:`GangAcquisition.slots`), the instances to place when
     none is held or asked for (every one, by role), and the kinds of ports its tasks
-    are launched with (:class:`~gangmaster.am.launch_env.PortKinds`, each worked out
+    are launched with (:class:`~gangmaster.am.core.launch_env.PortKinds`, each worked out
     when a launch first meets it, for every gang of these roles). Read only."""
 
     __slots__ = ("roles", "keys", "everything", "port_kinds")
@@ -102,7 +102,7 @@ def layout_of(roles: tuple[RoleSpec, ...]) -> GangLayout:
 
 class AcquisitionContext:
     """What every gang acquisition of one AM shares, made once with the AM: its settings,
-    where they report (a line, or an event for :mod:`~gangmaster.am.gang_events`'s observers
+    where they report (a line, or an event for :mod:`~gangmaster.am.core.gang_events`'s observers
     to build their own line from), the selection-latency observer, the request
     ids (``next_request_id``), the seeded random a release backoff is jittered with, and
     the **outbox**: the asks, cancels and releases the acquisitions decided (each gang's

@@ -1,6 +1,6 @@
 """Where an AM places its gangs: its view of the cluster and its selection pipelines.
 
-The view (:class:`~gangmaster.am.cluster_tracker.ClusterTracker`) is read from the RM
+The view (:class:`~gangmaster.am.core.cluster_tracker.ClusterTracker`) is read from the RM
 when first needed and then kept from node updates, unless a driver shares one view among
 all its AMs and keeps it itself. The pipelines are the AM's own, seeded from
 ``selection.seed`` and its application (:func:`pipeline_seed`: a run replays, and two AMs
@@ -22,7 +22,7 @@ from gangmaster.selectors.settings import SelectionSettings
 from .cluster_tracker import ClusterTracker
 from .gang_placement import GangPlacement, place_gang
 from .gang_run import GangRun
-from .jobspec_model import RoleSpec
+from gangmaster.am.spec.jobspec_model import RoleSpec
 from .lifecycle import TaskRecord
 from gangmaster.protocol.rm_protocol import NodeReport
 

@@ -23,7 +23,7 @@ from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.ports import PortRanges
 
 from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, check_fits_empty
-from .jobspec_model import RoleSpec
+from gangmaster.am.spec.jobspec_model import RoleSpec
 from gangmaster.protocol.rm_protocol import NodeReport, NodeState, view_from_nodes
 
 
@@ -131,7 +131,7 @@ class ClusterTracker:
         return self._took(grew, in_use)
 
     def check_fits_empty(self, roles: tuple[RoleSpec, ...], pipeline_for) -> GangPlacement | None:
-        """:func:`~gangmaster.am.gang_placement.check_fits_empty` on this cluster, remembered
+        """:func:`~gangmaster.am.core.gang_placement.check_fits_empty` on this cluster, remembered
         per gang shape and pipelines: the empty cluster is the same for every gang until the
         nodes themselves change, and a tracker shared by many AMs that share their pipelines
         (trace replay) answers most gangs from what it found for an earlier one of the same

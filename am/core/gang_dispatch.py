@@ -8,14 +8,14 @@ The AM moves its gangs on events, never by re-examining everything each heartbea
   job's progress (:meth:`GangDispatch.request`);
 * **containers granted, rejected, pending** move the gang that asked for them; a gang
   whose every container is granted launches after the whole answer is read
-  (:meth:`GangDispatch.launch_granted`, :class:`~gangmaster.am.gang_launch.GangLauncher`);
+  (:meth:`GangDispatch.launch_granted`, :class:`~gangmaster.am.core.gang_launch.GangLauncher`);
 * **containers completed** end a task of the gang that runs it, and that gang is to be
   decided at the end of the heartbeat (:attr:`GangDispatch.to_decide`: the AM's verdict);
 * **node updates** keep the AM's view of the cluster
-  (:mod:`gangmaster.am.cluster_tracker`); a gang that did not fit is placed again only
+  (:mod:`gangmaster.am.core.cluster_tracker`); a gang that did not fit is placed again only
   when one of them gave some node more room.
 
-:class:`GangDispatch` is the AM's :class:`~gangmaster.am.rm_conversation.RMCallbacks`.
+:class:`GangDispatch` is the AM's :class:`~gangmaster.am.core.rm_conversation.RMCallbacks`.
 What it cannot decide for a gang it keeps for the AM to read once the answer is handed
 out: an ask that can never be granted (the job fails; the rest of the answer is not
 read), the RM no longer accepting this AM attempt. It holds no reference to the AM (the
@@ -28,11 +28,11 @@ from typing import Sequence
 
 from .acquisition import AcquisitionContext
 from .am_placement import AMPlacement
-from .attempt_barrier import reopen_barrier
+from gangmaster.am.barrier.attempt_barrier import reopen_barrier
 from .gang_launch import GangLauncher
 from .gang_run import PENDING, GangRun, failure
 from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
-from .progress_log import ProgressLog, QuietLog
+from gangmaster.am.ops.progress_log import ProgressLog, QuietLog
 from .recovery import TakenBack
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport, PendingAsk,
                           Rejection, WrongState)
@@ -159,7 +159,7 @@ class GangDispatch:
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
 
     def take_back(self, taken: TakenBack, now: float) -> None:
-        """A launched gang taken back from a journal (:mod:`~gangmaster.am.recovery`): its
+        """A launched gang taken back from a journal (:mod:`~gangmaster.am.core.recovery`): its
         tasks still running are watched again, those that ended while no AM watched end now,
         its barrier is reopened, and it is to be decided as after any heartbeat."""
         gang, running = taken.gang, self.running
@@ -185,7 +185,7 @@ class GangDispatch:
 
     def waiting_on_cluster(self, now: float) -> bool:
         """True when nothing the AM does by itself can move the job on (see
-        :meth:`~gangmaster.am.master.ApplicationMaster.waiting_on_cluster`)."""
+        :meth:`~gangmaster.am.core.master.ApplicationMaster.waiting_on_cluster`)."""
         if self.running:
             return False
         waiting = False

@@ -1,12 +1,12 @@
 """What happens to a job's gangs, told to whoever keeps it: the journal, the log, the metrics.
 
-A gang's transitions (:class:`~gangmaster.am.gang_run.GangRun`) and the AM's verdict tell
+A gang's transitions (:class:`~gangmaster.am.core.gang_run.GangRun`) and the AM's verdict tell
 one :class:`GangEvents` what they did; each keeper is an observer that takes the events
 it keeps and makes its own record of them: the journal a line per event
 (:class:`JournalEvents`: those lines *are* the journal a restarted AM reads), the log a
 line for a person (:class:`LogEvents`), the metrics a count (:class:`MetricsEvents`). An
 observer is attached only when there is something to keep: a journal that keeps nothing
-(:class:`~gangmaster.am.journal.NoJournal`) or a quiet log attach none, so no record or
+(:class:`~gangmaster.am.core.journal.NoJournal`) or a quiet log attach none, so no record or
 line is built for them, and nothing that decides asks whether they are there.
 
 Every method of :class:`GangEvents` does nothing: an observer overrides those it keeps.
@@ -20,7 +20,7 @@ from .lifecycle import LaunchedTasks, TaskEndings, TaskRecord
 if TYPE_CHECKING:
     from .acquisition import GangAcquisition
     from .gang_run import GangRun
-    from .metrics import AMMetrics
+    from gangmaster.am.ops.metrics import AMMetrics
 
 
 class GangEvents:
@@ -88,7 +88,7 @@ for _name in [n for n in vars(GangEvents) if not n.startswith("_")]:
 
 def keeping(keeper, observer: Callable[[object], GangEvents]) -> GangEvents | None:
     """The observer that keeps the events for ``keeper`` (a journal, a log), or None when it
-    keeps nothing (a :class:`~gangmaster.am.journal.NoJournal`, a quiet log): it says so by
+    keeps nothing (a :class:`~gangmaster.am.core.journal.NoJournal`, a quiet log): it says so by
     ``keeps_nothing``."""
     return None if getattr(keeper, "keeps_nothing", False) else observer(keeper)
 
@@ -102,7 +102,7 @@ def observing(observers: Sequence[GangEvents | None]) -> GangEvents:
 
 
 class JournalEvents(GangEvents):
-    """The events a restarted AM needs, as journal records (:mod:`~gangmaster.am.journal`).
+    """The events a restarted AM needs, as journal records (:mod:`~gangmaster.am.core.journal`).
     The tasks that end at one heartbeat are written as one line per gang attempt (a
     heartbeat that sees 6,001 tasks end writes one line, not 6,001), before anything is
     decided on them (:meth:`deciding`)."""
@@ -186,7 +186,7 @@ class LogEvents(GangEvents):
 
 
 class MetricsEvents(GangEvents):
-    """The events the AM's metrics count (:class:`~gangmaster.am.metrics.AMMetrics`)."""
+    """The events the AM's metrics count (:class:`~gangmaster.am.ops.metrics.AMMetrics`)."""
 
     def __init__(self, metrics: "AMMetrics"):
         self.metrics = metrics

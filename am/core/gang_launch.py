@@ -1,8 +1,8 @@
 """Starting a gang attempt whose every instance is granted: all its containers at once.
 
 Each granted container becomes a task (in rank order: the order of the gang's slots), the
-attempt's barrier is opened (:mod:`~gangmaster.am.attempt_barrier`), every task gets its
-OpenPAI environment (:mod:`~gangmaster.am.launch_env`), and the whole batch goes to the RM
+attempt's barrier is opened (:mod:`~gangmaster.am.barrier.attempt_barrier`), every task gets its
+OpenPAI environment (:mod:`~gangmaster.am.core.launch_env`), and the whole batch goes to the RM
 in one call. A task the RM cannot start is a failed task: the ones before it run on until
 the AM ends the attempt in this same heartbeat, it fails, and the containers after it are
 never started and are given back.
@@ -14,10 +14,10 @@ from typing import Mapping
 
 from gangmaster.gpu_topology.masks import indices_of
 
-from .attempt_barrier import open_barrier
-from .gang_barrier import GangBarrier
+from gangmaster.am.barrier.attempt_barrier import open_barrier
+from gangmaster.am.barrier.gang_barrier import GangBarrier
 from .gang_run import GangRun
-from .jobspec_model import JobSpec
+from gangmaster.am.spec.jobspec_model import JobSpec
 from .launch_env import launch_envs
 from .lifecycle import TASK_FAILED, TaskRecord
 from gangmaster.protocol.rm_client import RMClient

@@ -32,7 +32,7 @@ from gangmaster.selectors.placement import LonePick, Placement, RecentHosts, pla
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 
-from .jobspec_model import RoleSpec
+from gangmaster.am.spec.jobspec_model import RoleSpec
 
 __all__ = ["InstancePlacement", "GangPlacement", "GangDoesNotFit", "PipelineFor", "role_request",
            "place_gang", "empty_view", "check_fits_empty", "RoleOutcome", "place_each_role", "pipeline_of"]

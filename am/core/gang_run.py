@@ -1,15 +1,15 @@
 """One gang of a job and its current attempt: the AM's unit of decision.
 
 An attempt moves ``waiting → acquiring → launching → running → succeeded |
-failed`` (:class:`~gangmaster.am.lifecycle.RoleState`), and only by the gang's own
+failed`` (:class:`~gangmaster.am.core.lifecycle.RoleState`), and only by the gang's own
 methods (:meth:`GangRun.plan`, :meth:`~GangRun.launching`, :meth:`~GangRun.started`,
 :meth:`~GangRun.task_ended`, :meth:`~GangRun.end_attempt`; :meth:`~GangRun.restart` begins
 the next attempt), each of which tells the gang's observers what it did
-(:mod:`~gangmaster.am.gang_events`: the journal among them). A restarted AM replays the
-journal's events through the same methods (:func:`~gangmaster.am.recovery.replay_gangs`),
+(:mod:`~gangmaster.am.core.gang_events`: the journal among them). A restarted AM replays the
+journal's events through the same methods (:func:`~gangmaster.am.core.recovery.replay_gangs`),
 on a gang nobody observes yet (:meth:`GangRun.recorded`) until it carries on
 (:meth:`GangRun.taken_over`). While it waits or
-acquires, its :class:`~gangmaster.am.acquisition.GangAcquisition` holds the asks
+acquires, its :class:`~gangmaster.am.core.acquisition.GangAcquisition` holds the asks
 and grants; once launched, its tasks. The gang keeps its count of running tasks,
 and of ended ones by role and outcome, as the tasks end, so a decision about the
 gang (did a role reach its failure threshold? is every task done?) reads counters
@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 
 from .acquisition import AcquisitionContext, GangAcquisition
 from .gang_events import NO_EVENTS, GangEvents
-from .jobspec_model import RoleSpec
+from gangmaster.am.spec.jobspec_model import RoleSpec
 from .lifecycle import (ROLE_ACQUIRING, ROLE_FAILED, ROLE_LAUNCHING, ROLE_RUNNING, ROLE_SUCCEEDED, ROLE_WAITING,
                         TASK_FAILED, TASK_RUNNING, TASK_STOPPED, TASK_SUCCEEDED, AttemptRecord, RoleState, TaskRecord,
                         TaskState)

@@ -1,6 +1,6 @@
 """How an AM stops what it started: an attempt's barrier, its tasks, the job's open attempts.
 
-An attempt ends barrier first (:func:`~gangmaster.am.attempt_barrier.end_barrier`: every
+An attempt ends barrier first (:func:`~gangmaster.am.barrier.attempt_barrier.end_barrier`: every
 task waiting in it is told at once), then its running tasks are stopped at the RM; when
 the job ends, every attempt still open ends with it (succeeded with a succeeded job, else
 stopped). An RM that cannot stop a container is logged, not raised: the RM stops what is
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from .attempt_barrier import end_barrier
+from gangmaster.am.barrier.attempt_barrier import end_barrier
 from .gang_launch import GangLauncher
 from .gang_run import GangRun
 from gangmaster.protocol.rm_protocol import RMError
 
 
 class Shutdown:
-    """Ends the attempts that ``launched`` started (:class:`~gangmaster.am.gang_launch.GangLauncher`:
+    """Ends the attempts that ``launched`` started (:class:`~gangmaster.am.core.gang_launch.GangLauncher`:
     the same application, barrier coordinator, RM, and running tasks)."""
 
     __slots__ = ("launched", "log")

@@ -22,10 +22,10 @@ Kinds, in the order a gang lives them::
     job_finished   outcome, reason
     am_stopped     reason                               the run stopped with the job unfinished
 
-The gangs' lines *are* their transitions (:mod:`~gangmaster.am.gang_events` writes them):
+The gangs' lines *are* their transitions (:mod:`~gangmaster.am.core.gang_events` writes them):
 :func:`read_state` keeps the job's own facts (its AM attempts, application, outcome) and
 hands the gangs' lines on, in order, for recovery to replay through the gang's own methods
-(:func:`~gangmaster.am.recovery.replay_gangs`); :func:`task_endings` reads every task's
+(:func:`~gangmaster.am.core.recovery.replay_gangs`); :func:`task_endings` reads every task's
 end, whichever of the two kinds recorded it.
 """
 from __future__ import annotations
@@ -42,8 +42,8 @@ JOURNAL_FILE = "journal.jsonl"
 
 
 def _as_plain(value):
-    """A field that is a record (an :class:`~gangmaster.am.lifecycle.AttemptRecord`, a
-    :class:`~gangmaster.am.lifecycle.LaunchedTasks`, a :class:`~gangmaster.am.lifecycle.TaskEndings`:
+    """A field that is a record (an :class:`~gangmaster.am.core.lifecycle.AttemptRecord`, a
+    :class:`~gangmaster.am.core.lifecycle.LaunchedTasks`, a :class:`~gangmaster.am.core.lifecycle.TaskEndings`:
     anything with ``to_dict``) is written
     as what that returns."""
     to_dict = getattr(value, "to_dict", None)
@@ -62,9 +62,9 @@ class Journal:
     """Appends records to ``path`` (created with its folder when missing).
 
     A field is a plain value (what JSON holds), or a record that will not change any more
-    (an ended attempt's :class:`~gangmaster.am.lifecycle.AttemptRecord`, a launch's
-    :class:`~gangmaster.am.lifecycle.LaunchedTasks`, a heartbeat's
-    :class:`~gangmaster.am.lifecycle.TaskEndings`), written as its ``to_dict()``: a
+    (an ended attempt's :class:`~gangmaster.am.core.lifecycle.AttemptRecord`, a launch's
+    :class:`~gangmaster.am.core.lifecycle.LaunchedTasks`, a heartbeat's
+    :class:`~gangmaster.am.core.lifecycle.TaskEndings`), written as its ``to_dict()``: a
     journal in memory makes that only if it is read."""
 
     def __init__(self, path: str | Path, now=time.time):
@@ -120,7 +120,7 @@ class NoJournal:
     """A journal that keeps nothing, for an AM that is never restarted and whose journal
     nobody reads (trace replay: tens of thousands of jobs). It says so
     (:attr:`keeps_nothing`), and its AM then attaches no observer to keep the journal's
-    events (:mod:`~gangmaster.am.gang_events`): no record is built at all, and what the AM
+    events (:mod:`~gangmaster.am.core.gang_events`): no record is built at all, and what the AM
     decides is the same."""
 
     keeps_nothing = True

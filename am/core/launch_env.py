@@ -38,9 +38,9 @@ followed by ``;``), ``PAI_CONTAINER_HOST_<label>_PORT_LIST`` (comma separated),
 ``PAI_CONTAINER_HOST_PORT`` / ``PAI_CURRENT_CONTAINER_PORT`` (the ``http`` port, else
 the first) and ``PAI_CONTAINER_SSH_PORT`` (with an ``ssh`` label); and the barrier's
 ``GANGMASTER_TASK_INDEX`` (its rank), ``GANGMASTER_TASK_ROLE``, ``GANGMASTER_TASK_ROLE_INDEX``
-(:func:`gangmaster.am.context.own_env`). ``GANGMASTER_ATTEMPT`` and the rest of what a task
+(:func:`gangmaster.am.barrier.task_context.own_env`). ``GANGMASTER_ATTEMPT`` and the rest of what a task
 needs to reach its barrier are the gang's (the barrier's
-:meth:`~gangmaster.am.gang_barrier.GangBarrier.attempt_env`).
+:meth:`~gangmaster.am.barrier.gang_barrier.GangBarrier.attempt_env`).
 
 :func:`launch_envs` puts a gang's launch together: what its tasks share, sent once, and
 each task's own variables, from pieces worked out once per shape of gang, role and index,
@@ -68,8 +68,8 @@ from typing import Mapping, Sequence
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.ports import PortRanges
 
-from .context import own_env
-from .jobspec_model import JobSpec, RoleSpec
+from gangmaster.am.barrier.task_context import own_env
+from gangmaster.am.spec.jobspec_model import JobSpec, RoleSpec
 from .lifecycle import TaskRecord
 
 
@@ -350,7 +350,7 @@ def launch_envs(job: JobSpec, roles: tuple[RoleSpec, ...], tasks: Sequence[TaskR
 @functools.lru_cache(maxsize=4096)
 def identity_env(rank: int, role: str, index: int) -> dict[str, str]:
     """The variables that say which task this is: OpenPAI's (role, index in the role) and
-    the barrier's (:func:`~gangmaster.am.context.own_env`, rank too). One mapping per task
+    the barrier's (:func:`~gangmaster.am.barrier.task_context.own_env`, rank too). One mapping per task
     of a shape (a replay's tasks are mostly instance 0 of a few role names); read only:
     merge it."""
     text = str(index)

@@ -1,18 +1,18 @@
 """The ApplicationMaster: runs one job's gangs through the RM, all or nothing.
 
 Each gang of the job (``gangmaster: gangs`` in the spec) lives through attempts,
-each an explicit state machine (:class:`~gangmaster.am.gang_run.GangRun`):
-waiting → acquiring (:mod:`gangmaster.am.acquisition`) → launching (every
+each an explicit state machine (:class:`~gangmaster.am.core.gang_run.GangRun`):
+waiting → acquiring (:mod:`gangmaster.am.core.acquisition`) → launching (every
 container started in one heartbeat) → running → succeeded | failed. Each heartbeat
 the gangs plan, the AM talks to the RM once, and each item of the answer goes to the
-gang it concerns (:mod:`gangmaster.am.gang_dispatch`); timers (hold timeout,
+gang it concerns (:mod:`gangmaster.am.core.gang_dispatch`); timers (hold timeout,
 reselection, release backoff) are checked against the clock in constant time. What
 is left to the AM is the job's verdict: completion and restart are decided on the
 counts of the gangs whose tasks ended (a failed task ends the attempt of its retry
 scope: the whole job, or the gang of the failed role).
 
 An ended attempt fails its barrier first (so every waiting task of the dead gang
-is told at once), stops the tasks (:mod:`gangmaster.am.job_shutdown`), and the gang
+is told at once), stops the tasks (:mod:`gangmaster.am.core.job_shutdown`), and the gang
 starts again as attempt n+1.
 Completions from an older attempt are ignored; a task is never run twice at once.
 A task that cannot even be launched (the RM refuses to start its container: a
@@ -24,10 +24,10 @@ The AM never sleeps and never asks which RM it has: a driver calls
 time with ``--live``). Everything it decides goes to its journal first, so an AM
 started again after a crash recovers the job, and the tasks still running are
 kept, and a *new* application can resume the job in the same work folder after
-the whole run stopped (:mod:`gangmaster.am.recovery`); a driver whose AMs are
+the whole run stopped (:mod:`gangmaster.am.core.recovery`); a driver whose AMs are
 never restarted and whose journals nobody reads (trace replay) may give it a journal
 that keeps nothing, and then the AM builds no record. Each AM process writes its
-own log (:mod:`gangmaster.am.progress_log`).
+own log (:mod:`gangmaster.am.ops.progress_log`).
 
 Each AM's selection pipelines are seeded from ``selection.seed`` and its
 application id: a run is replayable, and two AMs do not break ties alike.
@@ -50,13 +50,15 @@ from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.settings import SelectionSettings
 
-from . import job_status, recovery
+from gangmaster.am.ops import job_status
+
+from . import recovery
 from .acquisition import AcquisitionContext
-from .am_settings import AMSettings
+from gangmaster.am.spec.am_settings import AMSettings
 from .am_placement import AMPlacement, over_queue_limit, pipeline_seed
 from .cluster_tracker import ClusterTracker
-from .diagnosis import Occupant
-from .gang_barrier import GangBarrier
+from gangmaster.am.ops.diagnosis import Occupant
+from gangmaster.am.barrier.gang_barrier import GangBarrier
 from .gang_dispatch import GangDispatch
 from .gang_placement import GangDoesNotFit
 from .gang_launch import GangLauncher
@@ -65,15 +67,15 @@ from .gang_run import PENDING, GangRun, attempt_history
 from .job_shutdown import Shutdown
 from .retry_scope import restart, roles_to_restart
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, read_state
-from .jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
+from gangmaster.am.spec.jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
 from .lifecycle import ROLE_RUNNING, AttemptRecord, RoleState, TaskRecord
-from .metrics import AMMetrics, GaugeValues
-from .progress_log import ProgressLog, QuietLog
+from gangmaster.am.ops.metrics import AMMetrics, GaugeValues
+from gangmaster.am.ops.progress_log import ProgressLog, QuietLog
 from gangmaster.protocol.rm_client import RMClient
 from .rm_conversation import RMConversation
 from gangmaster.protocol.rm_protocol import ApplicationReport, AppState, WrongState
 from .recovery import recorded_gangs
-from .why_feed import WhyFeed
+from gangmaster.am.ops.why_feed import WhyFeed
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
 
@@ -102,7 +104,7 @@ class ApplicationMaster:
         """``journal``, ``log``, ``tracker`` and ``shared_pipelines`` are for drivers that
         run many AMs in one process (trace replay): a journal kept in memory instead of
         ``work_dir``'s file (an earlier run is read from it, not from the folder), or one
-        that keeps nothing (:class:`~gangmaster.am.journal.NoJournal`: then the AM builds
+        that keeps nothing (:class:`~gangmaster.am.core.journal.NoJournal`: then the AM builds
         no record either, as for a quiet log it builds no line), a log
         instead of the folder's ``am-<n>.log``, a view of the cluster shared by every AM
         and kept by the driver (the RM then sends no node updates), and selection
@@ -111,7 +113,7 @@ class ApplicationMaster:
         kept on the shared view serves them all). Without them the AM keeps its own.
 
         ``earlier_tasks``: what became of the tasks of the unfinished earlier run into
-        ``work_dir`` that this AM resumes (:func:`~gangmaster.am.recovery.resume`); the
+        ``work_dir`` that this AM resumes (:func:`~gangmaster.am.core.recovery.resume`); the
         driver knows (they ended with that run's RM, or it killed them at the RM)."""
         self.job, self.rm, self.app_id, self.now = job, rm, app_id, now
         self.settings = settings or AMSettings()
@@ -190,7 +192,7 @@ class ApplicationMaster:
     def heartbeat(self) -> None:
         """One round: the pending gangs plan, the AM talks to the RM once, the gangs whose
         every instance was granted launch, and the AM decides on the tasks that ended
-        (:mod:`~gangmaster.am.gang_dispatch`)."""
+        (:mod:`~gangmaster.am.core.gang_dispatch`)."""
         if self.done:
             return
         now = self.now()
@@ -222,7 +224,7 @@ class ApplicationMaster:
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
         """Decide on the gangs whose tasks ended: restart what their failed tasks call for
-        (:mod:`~gangmaster.am.retry_scope`), else the job may have succeeded."""
+        (:mod:`~gangmaster.am.core.retry_scope`), else the job may have succeeded."""
         self.events.deciding(now)
         to_decide = self.dispatch.to_decide
         if not to_decide:   # no task ended: nothing to decide
@@ -320,7 +322,7 @@ class ApplicationMaster:
 
     # ============================================================== status
     def gauge_values(self) -> GaugeValues:
-        """What the job's gauges show now (:func:`~gangmaster.am.job_status.gauge_values`)."""
+        """What the job's gauges show now (:func:`~gangmaster.am.ops.job_status.gauge_values`)."""
         return job_status.gauge_values(self.gangs, self.dispatch.running)
 
     def role_states(self) -> dict[str, RoleState]:
@@ -331,7 +333,7 @@ class ApplicationMaster:
         return attempt_history(self.gangs)
 
     def why_waiting(self) -> dict[str, str]:
-        """For each gang not running yet: why, in numbers (:func:`~gangmaster.am.job_status.why_waiting`)."""
+        """For each gang not running yet: why, in numbers (:func:`~gangmaster.am.ops.job_status.why_waiting`)."""
         return job_status.why_waiting(self.gangs)
 
     def why_report(self) -> dict:
@@ -340,7 +342,7 @@ class ApplicationMaster:
 
     # ================================================= taken over from a journal
     def _take_over(self, recovered: recovery.Recovered) -> None:
-        """Carry on from what a journal left (:mod:`~gangmaster.am.recovery`): watch again the
+        """Carry on from what a journal left (:mod:`~gangmaster.am.core.recovery`): watch again the
         tasks still running, end those that ended while no AM watched, reopen the barriers,
         stop the containers no gang owns, and decide as after any heartbeat."""
         if recovered.finished is not None and not recovered.gangs:

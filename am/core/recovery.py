@@ -1,8 +1,8 @@
 """An AM that starts where a journal already is: failover and resume.
 
-The journal is the gangs' own events (:mod:`~gangmaster.am.gang_events`), and each gang is
+The journal is the gangs' own events (:mod:`~gangmaster.am.core.gang_events`), and each gang is
 rebuilt by replaying them through the same transitions it lived (:func:`replay_gangs`:
-:class:`~gangmaster.am.gang_run.GangRun`'s ``released``, ``reselected``, ``launched``,
+:class:`~gangmaster.am.core.gang_run.GangRun`'s ``released``, ``reselected``, ``launched``,
 ``end_task``, ``end_attempt``), on a gang nobody observes until it carries on under the
 new AM (``taken_over``). What the AM must still do about them comes back as data
 (:class:`Recovered`), which the AM acts on as on any heartbeat's news. Nothing here
@@ -28,7 +28,7 @@ from typing import Callable
 
 from .acquisition import AcquisitionContext
 from .gang_run import GangRun
-from .jobspec_model import JobSpec, gang_name
+from gangmaster.am.spec.jobspec_model import JobSpec, gang_name
 from .journal import ENDING_KINDS, JournalState, endings_of
 from .lifecycle import ROLE_FAILED, ROLE_SUCCEEDED, TaskRecord, TaskState
 from gangmaster.protocol.rm_protocol import ContainerState, ContainerStatus, ExitStatus, NotFound

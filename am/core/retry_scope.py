@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from .gang_events import GangEvents
 from .gang_run import GangRun, failed_attempts, failure
 from .job_shutdown import Shutdown
-from .jobspec_model import JobSpec, RoleSpec
+from gangmaster.am.spec.jobspec_model import JobSpec, RoleSpec
 from .lifecycle import TASK_FAILED
 
 

@@ -5,7 +5,7 @@ that would let it start.
 Everything is computed from the placement kernel, never parsed from text:
 
 * **placeable** per role: the gang's roles placed in order as the gang would place
-  them (:func:`~gangmaster.am.gang_placement.place_each_role`), a role that falls
+  them (:func:`~gangmaster.am.core.gang_placement.place_each_role`), a role that falls
   short keeping what it placed, so every role is evaluated, not only the first
   that fails;
 * **reasons**: the filter chain's rejections for the first instance of the role
@@ -18,7 +18,7 @@ Everything is computed from the placement kernel, never parsed from text:
 * **blocking jobs**: among the nodes where waiting helps, the applications holding
   the most of the exhausted resource, with their expected end when the caller
   knows it (in simulation the workload model does, a snapshot may);
-* **hint**: the changes that make :func:`~gangmaster.am.gang_placement.place_gang`
+* **hint**: the changes that make :func:`~gangmaster.am.core.gang_placement.place_gang`
   succeed — N more machines like one of the cluster's, restoring N of the
   unhealthy machines, the end of the job holding most — each estimated from the
   room per node and then *checked* by placing the whole gang on the changed view.
@@ -48,9 +48,9 @@ from gangmaster.selectors.fit import GPU_MILLI, Demand, fits, milli
 from gangmaster.selectors.placement import room_per_node
 from gangmaster.selectors.resources import ResourceDescriptor
 
-from .gang_placement import (GangDoesNotFit, PipelineFor, RoleOutcome, check_fits_empty, empty_view,
+from gangmaster.am.core.gang_placement import (GangDoesNotFit, PipelineFor, RoleOutcome, check_fits_empty, empty_view,
                              pipeline_of, place_each_role, place_gang, role_request)
-from .jobspec_model import RoleSpec
+from gangmaster.am.spec.jobspec_model import RoleSpec
 
 __all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose", "with_more_machines"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .diagnosis import Diagnosis
-from .gang_run import GangRun
-from .lifecycle import ROLE_ACQUIRING, TaskRecord
+from gangmaster.am.core.gang_run import GangRun
+from gangmaster.am.core.lifecycle import ROLE_ACQUIRING, TaskRecord
 from .metrics import CONTAINER_STATES, GaugeValues
 
 

@@ -218,9 +218,9 @@ class MetricsEndpoint:
     """``/metrics`` over HTTP for every job of a driver: one job's metrics as they are;
     several jobs' merged, each sample labelled with its ``job_name`` and ``app_id``;
     ``/why``: ``{"jobs": [...]}``, what each job's ``why`` callable says (the AM's
-    :meth:`~gangmaster.am.master.ApplicationMaster.why_report`); and ``/``, the status
+    :meth:`~gangmaster.am.core.master.ApplicationMaster.why_report`); and ``/``, the status
     page: that, with each job's ``attempts`` (``AttemptRecord.to_dict`` of the AM's
-    :meth:`~gangmaster.am.master.ApplicationMaster.history`).
+    :meth:`~gangmaster.am.core.master.ApplicationMaster.history`).
 
     ::
 

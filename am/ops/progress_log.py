@@ -35,7 +35,7 @@ class QuietLog:
     """A progress log that keeps nothing: for drivers that run so many AMs that their
     lines would be noise (trace replay), and report outcomes from the AMs' records. It says
     so (:attr:`keeps_nothing`): the AM then attaches no observer to build the lines of its
-    gangs' events (:mod:`~gangmaster.am.gang_events`)."""
+    gangs' events (:mod:`~gangmaster.am.core.gang_events`)."""
 
     keeps_nothing = True
 

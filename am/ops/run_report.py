@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .jobspec_model import JobSpec
-from .journal import JournalState
-from .lifecycle import AttemptRecord
-from .master import ApplicationMaster, attempt_history, recorded_gangs
+from gangmaster.am.spec.jobspec_model import JobSpec
+from gangmaster.am.core.journal import JournalState
+from gangmaster.am.core.lifecycle import AttemptRecord
+from gangmaster.am.core.master import ApplicationMaster, attempt_history, recorded_gangs
 
 
 class RunResult(Protocol):

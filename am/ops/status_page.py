@@ -1,6 +1,6 @@
 """The AM's live status page, ``/`` beside ``/metrics`` and ``/why``: every gang of every
 job with its state, attempt, tasks and hosts, and under a waiting gang why it waits, in
-the words ``gangmaster why`` prints (:func:`~gangmaster.am.why_text.format_why`: one
+the words ``gangmaster why`` prints (:func:`~gangmaster.am.ops.why_text.format_why`: one
 renderer for both).
 
 A page of plain HTML that reloads itself every :data:`REFRESH_S` seconds while a job

@@ -2,7 +2,7 @@
 say it again when the diagnosis changes, and end the job when a gang has waited
 ``am.max_wait_s``.
 
-A diagnosis costs about a dozen gang placements (:mod:`~gangmaster.am.diagnosis`), so
+A diagnosis costs about a dozen gang placements (:mod:`~gangmaster.am.ops.diagnosis`), so
 it is redone only after the gang's placement failed again — which itself happens only
 when something changed that could let the gang fit — and at most once per
 ``explain_after_s``, never per heartbeat: a gang stuck for an hour is diagnosed once,
@@ -13,19 +13,19 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .am_settings import AMSettings
+from gangmaster.am.spec.am_settings import AMSettings
 from .diagnosis import Diagnosis
-from .gang_run import GangRun
+from gangmaster.am.core.gang_run import GangRun
 from .metrics import AMMetrics
 
 
-#: how a gang's diagnosis is made (:meth:`~gangmaster.am.why_feed.WhyFeed.diagnose`)
+#: how a gang's diagnosis is made (:meth:`~gangmaster.am.ops.why_feed.WhyFeed.diagnose`)
 Diagnose = Callable[[GangRun], Diagnosis]
 
 
 class WaitingWatch:
     """The AM's watch on its waiting gangs. It keeps no reference to the AM: its feed
-    (:class:`~gangmaster.am.why_feed.WhyFeed`) hands it how to diagnose a gang at each call
+    (:class:`~gangmaster.am.ops.why_feed.WhyFeed`) hands it how to diagnose a gang at each call
     (so they make no reference cycle)."""
 
     def __init__(self, settings: AMSettings, log: Callable[[str], None], metrics: AMMetrics):

@@ -1,6 +1,6 @@
 """Why a job's gangs wait, as the AM tells it: the diagnosis of a gang on the AM's view
-now (:mod:`~gangmaster.am.diagnosis`), the watch that keeps each waiting gang's latest one
-(:mod:`~gangmaster.am.waiting_watch`), and what ``/why`` serves of them.
+now (:mod:`~gangmaster.am.ops.diagnosis`), the watch that keeps each waiting gang's latest one
+(:mod:`~gangmaster.am.ops.waiting_watch`), and what ``/why`` serves of them.
 
 The watch is made with the feed when the AM's settings diagnose waiting gangs or limit
 their wait, else when first needed (someone asks why a gang waits): a trace replay's AMs
@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from . import job_status
-from .am_placement import AMPlacement
-from .am_settings import AMSettings
+from gangmaster.am.core.am_placement import AMPlacement
+from gangmaster.am.spec.am_settings import AMSettings
 from .diagnosis import Diagnosis, Occupant, diagnose
-from .gang_run import GangRun
-from .jobspec_model import RoleSpec
+from gangmaster.am.core.gang_run import GangRun
+from gangmaster.am.spec.jobspec_model import RoleSpec
 from .metrics import AMMetrics
 from .waiting_watch import WaitingWatch, watches
 
@@ -43,12 +43,12 @@ class WhyFeed:
         return watch
 
     def report(self, outcome: str | None, now: float) -> dict:
-        """What ``/why`` serves for the job (:func:`~gangmaster.am.job_status.why_report`)."""
+        """What ``/why`` serves for the job (:func:`~gangmaster.am.ops.job_status.why_report`)."""
         return job_status.why_report(self.job, self.app_id, outcome, self.gangs, now,
                                      self.watching.latest if self.watching is not None else {})
 
     def diagnose(self, gang: GangRun) -> Diagnosis:
-        """Why ``gang`` waits, as data (:mod:`~gangmaster.am.diagnosis`), on the AM's view
+        """Why ``gang`` waits, as data (:mod:`~gangmaster.am.ops.diagnosis`), on the AM's view
         now: its granted containers count as placed, the rest is placed again."""
         acq = gang.acquisition
         wanted = {role: [s.index for s in acq.in_order() if s.role == role and s.container is None]

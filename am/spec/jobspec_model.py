@@ -1,6 +1,6 @@
 """What a validated job spec says: frozen dataclasses the AM reads.
 
-A :class:`JobSpec` is built only by :func:`gangmaster.am.jobspec.load_job` /
+A :class:`JobSpec` is built only by :func:`gangmaster.am.spec.jobspec.load_job` /
 ``parse_job``, which check every field first, so everything here can trust its
 values. Mappings inside (``ports``, ``parameters``, ``simulation``) are plain dicts:
 treat them as read-only (they are left out of the hash, so specs can be dict keys).

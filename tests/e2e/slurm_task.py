@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from gangmaster.am.barrier_errors import BarrierError
-from gangmaster.am.context import BarrierTaskContext
+from gangmaster.am.barrier.errors import BarrierError
+from gangmaster.am.barrier.task_context import BarrierTaskContext
 
 
 def write(path: Path, record: dict) -> None:

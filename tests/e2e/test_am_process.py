@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gangmaster.protocol.grpc_security import ClientSecurity
-from gangmaster.am.journal import JOURNAL_FILE, read_records
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.protocol.rm_protocol import AppState
 from rm_serve_helpers import start_rm_serve, stop_rm_serve

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.cluster_tracker import ClusterTracker
+from gangmaster.am.core.cluster_tracker import ClusterTracker
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, AppState, InvalidRequest, LaunchContext, ResourceRequest, RMError,
 )

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
 from gangmaster.protocol.rm_client import InProcessRMClient
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.selectors.cluster_file import load_cluster_specs

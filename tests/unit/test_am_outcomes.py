@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import parse_job
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.protocol.rm_protocol import InvalidRequest
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.tools.job_runner import SimulatedRuns

@@ -29,7 +29,7 @@ def test_no_layer_imports_a_layer_above_it():
 
 
 @pytest.mark.parametrize("source, upward", [
-    ("from gangmaster.am.jobspec import load_job\n", True),
+    ("from gangmaster.am.spec.jobspec import load_job\n", True),
     ("def f():\n    import gangmaster.tools.cli\n", True),
     ("from ..am import master\n", True),        # gangmaster.selectors -> gangmaster.am
     ("from .cluster import ClusterView\n", False),

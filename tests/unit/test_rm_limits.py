@@ -315,7 +315,7 @@ def test_hostile_messages_over_the_wire_are_invalid_argument(served, method, msg
 def test_a_job_whose_role_asks_for_nothing_is_refused_when_read():
     """The RM refuses an ask for nothing, so a job spec whose role asks for no CPU, memory
     or GPU is refused up front (`validate`, `run`), not by the RM in the middle of a run."""
-    from gangmaster.am.jobspec import JobSpecError, parse_job
+    from gangmaster.am.spec.jobspec import JobSpecError, parse_job
 
     spec = ("protocolVersion: 2\nname: zero\ntype: job\ntaskRoles:\n  worker:\n    instances: 1\n"
             "    resourcePerInstance: {cpu: 0, memoryMB: 0, gpu: 0}\n    commands: [\"true\"]\n")

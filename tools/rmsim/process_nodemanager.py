@@ -37,7 +37,7 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
 
     ``PAI_CONTAINER_HOST_PORT_LIST`` (the ports, comma separated) and
     ``PAI_CURRENT_CONTAINER_PORT`` (the first) are defaults only: the AM, which knows
-    the ports' labels, sets them in OpenPAI's format (``gangmaster.am.launch_env``).
+    the ports' labels, sets them in OpenPAI's format (``gangmaster.am.core.launch_env``).
     """
     ledger = core.ledger
     env = dict(os.environ)

@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from gangmaster.am.jobspec_model import JobSpec
+from gangmaster.am.spec.jobspec_model import JobSpec
 
 from ..job_runner import JobRun, RemoteRuns
 
@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"gangmaster AM in {os.environ.get('CONTAINER_ID', '?')} (pid {os.getpid()}) for {args.job}", flush=True)
 
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.barrier.config import BarrierConfig
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.selectors.selector import selector_classes
     from gangmaster.tools.run_cmd import am_and_selection_settings
 
