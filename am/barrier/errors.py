@@ -20,6 +20,10 @@ from typing import Sequence
 
 from gangmaster.selectors.values import value
 
+__all__ = ["BarrierId", "BarrierError", "BarrierTimeout", "StaleAttempt", "AttemptFailed", "StaleEpoch",
+           "BarrierMismatch", "BarrierAuthError", "BarrierInvalid", "MessageTooLarge", "CoordinatorUnavailable",
+           "ERROR_CLASSES", "error_from_code"]
+
 
 @value
 class BarrierId:

@@ -85,7 +85,7 @@ def test_waiting_task_logs_progress_and_is_released_late(server, tmp_path):
     out = tmp_path / "out"
     open_gang(server, 2)
     code = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stderr);"
-            "from gangmaster.am.barrier.task_context import BarrierTaskContext as C; C.get().barrier()")
+            "from gangmaster.am.task import BarrierTaskContext as C; C.get().barrier()")
     early = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **server.task_env(JOB, GANG, 1, 0)},
                              cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: server.statistics().arrivals == 1)

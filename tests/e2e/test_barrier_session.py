@@ -180,7 +180,7 @@ def test_a_coordinator_without_session_is_called_unary(monkeypatch):
 def test_a_killed_task_withdraws_its_waiting_call_and_its_rerun_is_released():
     with BarrierServer(BarrierConfig()) as server:
         server.open_attempt(JOB, GANG, 1, [TaskInfo(i, "127.0.0.1") for i in range(2)])
-        code = "from gangmaster.am.barrier.task_context import BarrierTaskContext as C; C.get().barrier()"
+        code = "from gangmaster.am.task import BarrierTaskContext as C; C.get().barrier()"
         env = {**os.environ, **server.task_env(JOB, GANG, 1, 0)}
         proc = subprocess.Popen([sys.executable, "-c", code], env=env)
         try:

@@ -109,7 +109,7 @@ def test_a_mismatch_through_the_tree_fails_every_task(server):
             c.close()
 
 
-TASK = "from gangmaster.am.barrier.task_context import BarrierTaskContext as C; C.get().barrier(); C.get().barrier()"
+TASK = "from gangmaster.am.task import BarrierTaskContext as C; C.get().barrier(); C.get().barrier()"
 
 
 def spawn(server, rank, host):

@@ -13,8 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from gangmaster.am.barrier.errors import BarrierError
-from gangmaster.am.barrier.task_context import BarrierTaskContext
+from gangmaster.am.task import BarrierError, BarrierTaskContext
 
 
 def write(path: Path, record: dict) -> None:

@@ -29,8 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from gangmaster.am.barrier.errors import BarrierError
-from gangmaster.am.barrier.task_context import BarrierTaskContext
+from gangmaster.am.task import BarrierError, BarrierTaskContext
 
 ENV_OUT = "GANGMASTER_OUTPUT_DIR"
 ENV_HOLD = "GANGMASTER_EXAMPLE_HOLD_S"
