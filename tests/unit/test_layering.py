@@ -44,6 +44,20 @@ def test_the_check_sees_an_upward_import(tmp_path, source, upward):
     assert bool(found) == upward, found
 
 
+@pytest.mark.parametrize("source, upward", [
+    ("from gangmaster.am.core.master import ApplicationMaster\n", True),   # the protocol is below the AM
+    ("from ..tools.rmsim import faults\n", True),
+    ("from gangmaster.selectors.cluster import ClusterView\n", False),
+    ("from .rm_protocol import NodeReport\n", False),
+])
+def test_the_protocol_sees_neither_the_am_nor_tools(tmp_path, source, upward):
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+    (tmp_path / "protocol" / "probe.py").write_text(source)
+    found = upward_imports(tmp_path)
+    assert bool(found) == upward, found
+
+
 def test_relative_imports_resolve_to_their_layer(tmp_path):
     (tmp_path / "am" / "sub").mkdir(parents=True)
     probe = tmp_path / "am" / "sub" / "probe.py"
