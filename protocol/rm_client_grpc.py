@@ -53,7 +53,10 @@ class GrpcRMClient(RMClient):
         self._security, self._metadata = security, security.metadata
         self.stub = rm_pb2_grpc.ResourceManagerStub(self.channel)
 
-    def _call(self, method, msg):
+    def call(self, method, msg):
+        """One unary call of ``method`` (a stub's, on :attr:`channel`) with this client's
+        deadline and token; gRPC's status codes come back as the protocol's errors. The RM
+        simulator's own service calls through it too (tools/rmsim/control.py)."""
         try:
             return method(msg, timeout=self.timeout_s, metadata=self._metadata)
         except grpc.RpcError as exc:
@@ -68,30 +71,30 @@ class GrpcRMClient(RMClient):
     # ---- client side
     def submit(self, submission: ApplicationSubmission) -> str:
         check.check_submission(submission)
-        return self._call(self.stub.Submit, codec.submission_to_pb(submission)).app_id
+        return self.call(self.stub.Submit, codec.submission_to_pb(submission)).app_id
 
     def kill(self, app_id: str, diagnostics: str = "") -> None:
-        self._call(self.stub.Kill, pb.KillRequest(app_id=app_id, diagnostics=diagnostics))
+        self.call(self.stub.Kill, pb.KillRequest(app_id=app_id, diagnostics=diagnostics))
 
     def application_report(self, app_id: str) -> ApplicationReport:
-        return codec.report_from_pb(self._call(self.stub.GetApplicationReport, pb.AppId(app_id=app_id)))
+        return codec.report_from_pb(self.call(self.stub.GetApplicationReport, pb.AppId(app_id=app_id)))
 
     def cluster_nodes(self, usable_only: bool = False) -> list[NodeReport]:
-        reply = self._call(self.stub.GetClusterNodes, pb.NodesRequest(usable_only=usable_only))
+        reply = self.call(self.stub.GetClusterNodes, pb.NodesRequest(usable_only=usable_only))
         return [codec.node_from_pb(n) for n in reply.nodes]
 
     # ---- AM side
     def register(self, app_id: str) -> RegisterResponse:
-        return codec.register_from_pb(self._call(self.stub.Register, pb.RegisterRequest(app_id=app_id)))
+        return codec.register_from_pb(self.call(self.stub.Register, pb.RegisterRequest(app_id=app_id)))
 
     def allocate(self, request: AllocateRequest) -> AllocateResponse:
         check.check_allocate(request)
         return codec.allocate_response_from_pb(
-            self._call(self.stub.Allocate, codec.allocate_request_to_pb(request)))
+            self.call(self.stub.Allocate, codec.allocate_request_to_pb(request)))
 
     def finish(self, app_id: str, attempt: int, final_status: str = "SUCCEEDED", diagnostics: str = "") -> None:
         check.check_finish(app_id, attempt, final_status, diagnostics)
-        self._call(self.stub.Finish, pb.FinishRequest(app_id=app_id, attempt=attempt, final_status=final_status,
+        self.call(self.stub.Finish, pb.FinishRequest(app_id=app_id, attempt=attempt, final_status=final_status,
                                                       diagnostics=diagnostics))
 
     # ---- NodeManager side
@@ -106,24 +109,14 @@ class GrpcRMClient(RMClient):
         return self._start(request)
 
     def _start(self, request: StartContainers) -> StartRefused | None:
-        return codec.start_refused_from_pb(self._call(self.stub.StartContainers,
+        return codec.start_refused_from_pb(self.call(self.stub.StartContainers,
                                                       codec.start_containers_to_pb(request)))
 
     def stop_container(self, container_id: str) -> None:
-        self._call(self.stub.StopContainer, pb.ContainerId(container_id=container_id))
+        self.call(self.stub.StopContainer, pb.ContainerId(container_id=container_id))
 
     def container_status(self, container_id: str) -> ContainerStatus:
-        return codec.status_from_pb(self._call(self.stub.GetContainerStatus, pb.ContainerId(container_id=container_id)))
-
-    # ---- faults (not part of RMClient: tests and `gangmaster rm fault` use them)
-    def inject_fault(self, action: str, host: str = "", container_id: str = "", app_id: str = "",
-                     exit_code: int = 1, text: str = "") -> None:
-        check.check_int(exit_code, "exit_code", *check.INT32)
-        self._call(self.stub.InjectFault, pb.FaultRequest(action=action, host=host, container_id=container_id,
-                                                          app_id=app_id, exit_code=exit_code, text=text))
-
-    def ping(self) -> None:
-        self._call(self.stub.Ping, pb.Empty())
+        return codec.status_from_pb(self.call(self.stub.GetContainerStatus, pb.ContainerId(container_id=container_id)))
 
     def close(self) -> None:
         self.channel.close()

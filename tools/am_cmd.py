@@ -74,6 +74,7 @@ def _am(args) -> int:
     from gangmaster.selectors.selector import selector_classes
     from gangmaster.tools.job_runner import RemoteRuns
     from gangmaster.tools.rm_cmd import client_security
+    from gangmaster.tools.rmsim.control import SimulatorControl
     from gangmaster.tools.run_cmd import am_and_selection_settings, new_work_dir, print_metrics_url, print_reports
 
     am_settings, selection = am_and_selection_settings(args)
@@ -86,7 +87,7 @@ def _am(args) -> int:
 
     with GrpcRMClient(args.rm, security=security) as rm:
         try:
-            rm.ping()
+            SimulatorControl(rm).ping()   # `rm serve` answers, and takes this token
         except RMError as exc:
             print(f"gangmaster am: cannot use the RM at {args.rm}: {exc.message} (is `gangmaster rm serve` "
                   f"running there, with this --token-file / --tls-ca?)", file=sys.stderr)

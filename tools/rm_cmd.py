@@ -199,9 +199,11 @@ def _shares(node) -> str:
 
 
 def _fault(args) -> int:
+    from gangmaster.tools.rmsim.control import SimulatorControl
+
     with _client(args) as rm:
         try:
-            rm.inject_fault(args.action, host=args.host, container_id=args.container, app_id=args.app,
+            SimulatorControl(rm).inject_fault(args.action, host=args.host, container_id=args.container, app_id=args.app,
                             exit_code=args.exit_code, text=args.text)
         except RMError as exc:
             print(f"gangmaster rm fault: {exc}", file=sys.stderr)

@@ -90,7 +90,7 @@ class BarrierCoordinatorServicer:
 
     def HostSession(self, request_iterator, context):
         """One long-lived stream per host leader: the tasks of one host meet at their leader
-        (one of them, gangmaster.am.barrier_local), which sends one HostSyncRequest per epoch
+        (one of them, gangmaster.am.barrier.local), which sends one HostSyncRequest per epoch
         for all of them and fans the one reply out (the tree an MPI barrier uses). Answered
         as Session answers each task's request; arrivals stay idempotent by task and epoch.
         """

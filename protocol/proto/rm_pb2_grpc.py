@@ -89,16 +89,6 @@ class ResourceManagerStub:
                 request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
                 response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
                 _registered_method=True)
-        self.InjectFault = channel.unary_unary(
-                '/gangmaster.rm.ResourceManager/InjectFault',
-                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FaultRequest.SerializeToString,
-                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
-                _registered_method=True)
-        self.Ping = channel.unary_unary(
-                '/gangmaster.rm.ResourceManager/Ping',
-                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
-                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
-                _registered_method=True)
 
 
 class ResourceManagerServicer:
@@ -168,20 +158,8 @@ class ResourceManagerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetContainerStatus(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def InjectFault(self, request, context):
-        """faults and diagnostics
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def Ping(self, request, context):
-        """a bare unary call: the benchmark's baseline
+        """The simulator's fault injection and the benchmark's ping are its own service
+        (tools/rmsim/proto/rmsim.proto), not the protocol's.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -244,16 +222,6 @@ def add_ResourceManagerServicer_to_server(servicer, server):
                     servicer.GetContainerStatus,
                     request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.FromString,
                     response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.SerializeToString,
-            ),
-            'InjectFault': grpc.unary_unary_rpc_method_handler(
-                    servicer.InjectFault,
-                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FaultRequest.FromString,
-                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
-            ),
-            'Ping': grpc.unary_unary_rpc_method_handler(
-                    servicer.Ping,
-                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
-                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -553,60 +521,6 @@ class ResourceManager:
             '/gangmaster.rm.ResourceManager/GetContainerStatus',
             gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
             gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def InjectFault(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/gangmaster.rm.ResourceManager/InjectFault',
-            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.FaultRequest.SerializeToString,
-            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Ping(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/gangmaster.rm.ResourceManager/Ping',
-            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.SerializeToString,
-            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

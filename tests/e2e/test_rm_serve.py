@@ -10,6 +10,7 @@ import time
 import pytest
 
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.tools.rmsim.control import SimulatorControl
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AppState, ContainerState, LaunchContext, NodeState, ResourceRequest,
 )
@@ -46,7 +47,7 @@ def test_serve_run_task_kill9_restart(tmp_path):
         assert [(s.container_id, s.state, s.exit_status) for s in done] == [
             (quick.container_id, ContainerState.COMPLETED, 0)]
         assert "hello" in (tmp_path / "tasks" / f"{quick.container_id}.log").read_text()
-        rm.inject_fault("mark_unhealthy", host="pcie-000", text="disk full")
+        SimulatorControl(rm).inject_fault("mark_unhealthy", host="pcie-000", text="disk full")
         before = {n.host: n for n in rm.cluster_nodes()}
         rm.close()
 

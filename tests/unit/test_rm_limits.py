@@ -19,6 +19,8 @@ from gangmaster.protocol.rm_protocol import (
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
+from gangmaster.tools.rmsim.control import SimulatorControl
+from gangmaster.tools.rmsim.proto import rmsim_pb2 as control_pb
 from gangmaster.tools.rmsim.server import LiveRM, start_server
 from gangmaster.tools.rmsim.simulation import Simulation
 from gangmaster.tools.rmsim.workload import raw_task_env
@@ -217,8 +219,13 @@ def served(tmp_path):
         live.stop()
 
 
+#: the RM simulator's own calls (its service, not the protocol's)
+CONTROL = {"InjectFault", "Ping"}
+
+
 def raw_call(channel, method: str, payload: bytes):
-    call = channel.unary_unary(f"/gangmaster.rm.ResourceManager/{method}",
+    service = "gangmaster.rmsim.SimulatorControl" if method in CONTROL else "gangmaster.rm.ResourceManager"
+    call = channel.unary_unary(f"/{service}/{method}",
                                request_serializer=None, response_deserializer=None)
     return call(payload, timeout=10)
 
@@ -230,7 +237,7 @@ def test_bytes_that_are_not_a_message_are_invalid_argument(served):
         raw_call(channel, "Submit", bad_utf8)
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "request: not a valid gangmaster.rm.SubmitRequest message" in err.value.details()
-    client.ping()
+    SimulatorControl(client).ping()   # the server still answers
 
 
 def test_a_request_over_the_wire_is_bounded_before_it_is_decoded(served, monkeypatch):
@@ -293,9 +300,9 @@ OVER_THE_WIRE = [
     ("Submit", pb.SubmitRequest(name="x", max_attempts=-3), "max_attempts: expected an integer in 1..100"),
     ("Finish", pb.FinishRequest(app_id="app_0001", attempt=1, final_status="\x00"), "final_status"),
     ("StartContainer", pb.StartContainerRequest(container_id="c\x00"), "container_id: expected no control"),
-    ("InjectFault", pb.FaultRequest(action="lose_node", host="\x00"), "host: expected no control characters"),
-    ("InjectFault", pb.FaultRequest(action="x" * 300), "action: expected one of lose_node"),
-    ("InjectFault", pb.FaultRequest(action="lose_node", host="dgx-000", text="a\x00"), "text: expected no NUL"),
+    ("InjectFault", control_pb.FaultRequest(action="lose_node", host="\x00"), "host: expected no control characters"),
+    ("InjectFault", control_pb.FaultRequest(action="x" * 300), "action: expected one of lose_node"),
+    ("InjectFault", control_pb.FaultRequest(action="lose_node", host="dgx-000", text="a\x00"), "text: expected no NUL"),
 ]
 
 
