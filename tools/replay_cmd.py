@@ -17,7 +17,7 @@ from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FAMILY_PROCESSES, MAX
 from gangmaster.selectors.selector import UnknownSelector, get_selector, selector_classes
 from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
 
-from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
 
 from .replay import clusters, family, family_pages, openb
 from .replay.artifact import ALLOCATION_FILE, PAPER_POLICY, read_expected

@@ -1,4 +1,4 @@
-"""The host leader's own loop (gangmaster.am.barrier_local.HostLeader), in one process:
+"""The host leader's own loop (gangmaster.am.barrier.local.HostLeader), in one process:
 its tasks as threads, the coordinator a stand-in stream. Its loop writes without
 blocking, so a reply larger than a socket's buffer goes out in parts; every task must
 still read the whole reply, and the host must still send one message per epoch."""
@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from gangmaster.am.barrier_local import HostLeader, join, rendezvous_name
-from gangmaster.am.proto import barrier_pb2 as pb
+from gangmaster.am.barrier.local import HostLeader, join, rendezvous_name
+from gangmaster.protocol.proto import barrier_pb2 as pb
 
 
 class _Coordinator:

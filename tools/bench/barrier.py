@@ -13,7 +13,7 @@ That is the *flat* design: every task calls the coordinator. The *tree* (the def
 design, ``--design tree``; ``both`` measures the two in one run) puts
 ``--tasks-per-host`` (8) tasks on each host (``GANGMASTER_BARRIER_LOCAL_GROUP``: the
 tasks of one host meet at their leader, one of them, which sends the coordinator one
-message per epoch for all of them; ``gangmaster.am.barrier_local``): up to 64 tasks
+message per epoch for all of them; ``gangmaster.am.barrier.local``): up to 64 tasks
 every task is its own process, beyond that every host is a process running its tasks
 as two: its first task, the leader, a process with the real :class:`BarrierTaskContext`,
 and its other tasks coroutines of a second process speaking the leader's local protocol
@@ -57,15 +57,15 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from gangmaster.am.barrier import TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
+from gangmaster.am.barrier.coordinator import TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
 
 DEFAULT_TASKS = (2, 8, 64, 512, 1024, 4096)
 #: Targets from the issues, median round in ms (4,096: every round released, <= 2 s).
 TARGETS_MS = {2: 1.5, 64: 20.0, 1024: 100.0, 4096: 2000.0}
 DESIGNS = ("tree", "flat")
-_PRELOAD = ["gangmaster.am.context", "gangmaster.am.proto.barrier_pb2_grpc", "grpc"]
+_PRELOAD = ["gangmaster.am.barrier.task_context", "gangmaster.protocol.proto.barrier_pb2_grpc", "grpc"]
 
 
 def auto_rounds(n: int) -> int:
@@ -107,7 +107,7 @@ def percentile(values: list[float], q: float) -> float:
 
 # ------------------------------------------------------------------ task processes
 def _one_task(env: dict[str, str], total_rounds: int, results) -> None:
-    from gangmaster.am.context import BarrierTaskContext
+    from gangmaster.am.barrier.task_context import BarrierTaskContext
 
     ctx = BarrierTaskContext.from_env(env)
     times = []
@@ -135,15 +135,15 @@ def _report(done: list, results) -> None:
 
 def _host_followers(envs: list[dict[str, str]], total_rounds: int, results) -> None:
     """The tasks of one host but its leader (the first, its own process), as coroutines of
-    one process speaking the local protocol of :class:`~gangmaster.am.barrier_local.LocalSession`
+    one process speaking the local protocol of :class:`~gangmaster.am.barrier.local.LocalSession`
     (as the flat design's many tasks are coroutines speaking gRPC)."""
     asyncio.run(_host_followers_async(envs, total_rounds, results))
 
 
 async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
-    from gangmaster.am import barrier_local as bl
-    from gangmaster.am import context as c
-    from gangmaster.am.proto import barrier_pb2 as pb
+    from gangmaster.am.barrier import local as bl
+    from gangmaster.am.barrier import task_context as c
+    from gangmaster.protocol.proto import barrier_pb2 as pb
 
     async def task(env: dict[str, str]) -> None:
         caller = pb.Caller(job=env[c.ENV_JOB], gang=env[c.ENV_GANG], attempt=int(env[c.ENV_ATTEMPT]),
@@ -185,9 +185,9 @@ def _many_tasks(envs: list[dict[str, str]], total_rounds: int, results) -> None:
 async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
     import grpc
 
-    from gangmaster.am import context as c
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.am.barrier import task_context as c
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     address = envs[0][c.ENV_ADDRESS]
     async with grpc.aio.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
@@ -232,14 +232,14 @@ def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
     stream, driven as :class:`BarrierTaskContext` drives its Session stream."""
     import grpc
 
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     with grpc.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
         stub = pb_grpc.BarrierCoordinatorStub(channel)
         request = pb.PingRequest()
         if stream:  # the same single-threaded stream driver as BarrierTaskContext's
-            from gangmaster.am.context import _DirectSession
+            from gangmaster.am.barrier.task_context import _DirectSession
 
             session = _DirectSession(channel, "/gangmaster.barrier.BarrierCoordinator/PingSession",
                                      pb.PingReply)
@@ -264,8 +264,8 @@ def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
 def _ping(address: str, calls: int, results) -> None:
     import grpc
 
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.BarrierCoordinatorStub(channel)
@@ -360,7 +360,7 @@ def measure_floor(ctx, n: int, rounds: int, warmup: int, tasks_per_host: int, pr
 def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int,
                     max_process_tasks: int, tasks_per_process: int, ping_ms: float,
                     design: str = "tree", tasks_per_host: int = 8) -> Figures:
-    from gangmaster.am.barrier_local import ENV_LOCAL_GROUP, ENV_TREE
+    from gangmaster.am.barrier.local import ENV_LOCAL_GROUP, ENV_TREE
 
     job, gang = "bench", f"n{n}-{design}"
     hosts = [f"host{i // tasks_per_host}" if design == "tree" else "127.0.0.1" for i in range(n)]

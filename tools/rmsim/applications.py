@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_protocol import (
     ApplicationReport, ApplicationSubmission, AppState, ContainerState, ContainerStatus, ExitStatus, NotFound,
     Rejection, WrongState,
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gangmaster.am.rm_protocol import Container, ContainerState, ContainerStatus, ExitStatus, LaunchContext, NotFound
+from gangmaster.protocol.rm_protocol import Container, ContainerState, ContainerStatus, ExitStatus, LaunchContext, NotFound
 from gangmaster.conf import limits
 from gangmaster.selectors.ports import PortRanges
 

@@ -22,8 +22,8 @@ import random
 from pathlib import Path
 from typing import Callable
 
-from gangmaster.am.barrier_in_process import InProcessBarrier
-from gangmaster.am.rm_client import InProcessRMClient
+from gangmaster.am.barrier.in_process import InProcessBarrier
+from gangmaster.protocol.rm_client import InProcessRMClient
 from gangmaster.conf.limits import RM_MAX_RUNNING_APPS
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.cluster_file import load_cluster_specs
