@@ -4,31 +4,15 @@ an interrupted one as a new attempt (virtual time here; live in
 test_am_live_reliability.py)."""
 from __future__ import annotations
 
-import io
 import json
-import subprocess
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from gangmaster.am.journal import JOURNAL_FILE, read_records
-from gangmaster.tools.cli import main
+from in_process import gangmaster
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "conf" / "jobs"
 MPI_JOB = JOBS / "mpi-allreduce.yaml"
-
-
-def gangmaster(*args) -> subprocess.CompletedProcess:
-    """``gangmaster ARGS`` in this process (every run here is in virtual time, so a second
-    Python's start-up and imports would be most of its wall time): its status and output."""
-    argv = list(map(str, args))
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:   # argparse's refusals
-            code = exc.code if isinstance(exc.code, int) else 2
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def test_another_job_into_a_folder_with_a_finished_run_is_refused_naming_both(tmp_path):

@@ -11,15 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+from in_process import gangmaster
 from task_procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
 
 
-def gangmaster(*args, env=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=REPO)
 
 
 @pytest.mark.parametrize("name", ["mpi-allreduce", "parameter-server", "single-gpu"])
