@@ -37,8 +37,12 @@ taskRoles:
 
 
 def run_live(job: Path, work: Path, *extra, cwd=REPO, timeout_s=60):
+    """``gangmaster run --live`` to its end, the AM's heartbeat a quarter second (each step
+    of the run waits for the next heartbeat, 1 s by default)."""
+    config = work.parent / "heartbeat.yaml"
+    config.write_text("am: {heartbeat_s: 0.25}\n")
     return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", "run", str(job), "--live", "--work-dir",
-                           str(work), "--timeout", str(timeout_s), "-q", *extra],
+                           str(work), "--timeout", str(timeout_s), "--config", str(config), "-q", *extra],
                           capture_output=True, text=True, timeout=timeout_s + 60, cwd=cwd)
 
 
