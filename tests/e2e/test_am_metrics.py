@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from urllib.request import urlopen
 
@@ -13,15 +11,11 @@ from gangmaster.am.spec.jobspec import load_job
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.tools.job_runner import SimulatedRuns
 
+from in_process import gangmaster
 from job_texts import one_role_job
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "conf" / "jobs"
-
-
-def gangmaster(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO)
 
 
 def test_metrics_port_0_prints_the_port_it_chose(tmp_path):

@@ -56,6 +56,10 @@ taskRoles:
     commands: ['if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep %s; fi']
 """
 
+#: SLEEPS whose first attempt runs until the test makes the file %s (at most 120 s): as long
+#: as the test needs the tasks running, and not a fixed while longer.
+HELD = SLEEPS.replace("sleep %s", "for i in $(seq 1200); do [ -e %s ] && break; sleep 0.1; done")
+
 
 def am_argv(address: str, job: Path, work: Path, *extra) -> list[str]:
     return [*AM_CLI, "--rm", address, str(job), "--work-dir", str(work), *map(str, extra)]
@@ -195,12 +199,16 @@ def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):
 
 def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serve, tmp_path):
     address, token, state = rm_serve
-    (tmp_path / "job.yaml").write_text(SLEEPS % 8)   # long enough for the new AM to find the tasks running
+    release = tmp_path / "release"
+    (tmp_path / "job.yaml").write_text(HELD % release)   # the tasks run until the new AM has taken them over
     work = tmp_path / "run"
     with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as proc:
         wait_for_the_gang_to_start(work)
         with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
             SimulatorControl(rm).inject_fault("kill_am", app_id="app_0001")
+        wait_until(lambda: any(r["kind"] == "am_started" and r["am_attempt"] == 2
+                               for r in read_records(work / JOURNAL_FILE)), 60, "AM attempt 2 to start")
+        release.touch()   # AM attempt 2 registered and recovered the running tasks
         stdout, stderr = proc.communicate(timeout=90)
     assert proc.returncode == 0, stdout + stderr
     assert "AM attempt 2 of app_0001" in stdout and "job sleeps (app_0001): SUCCEEDED" in stdout
@@ -268,7 +276,8 @@ def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
     state, token = tmp_path / "rm-state.json", tmp_path / "token"
     args = ("--state", str(state), "--token-file", str(token), "--work-dir", str(tmp_path / "rm-tasks"))
     server, address = start_rm_serve(tmp_path, *args)
-    (tmp_path / "job.yaml").write_text(SLEEPS % 6)
+    release = tmp_path / "release"
+    (tmp_path / "job.yaml").write_text(HELD % release)   # the tasks run until the AM has found the RM again
     work = tmp_path / "run"
     try:
         with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as proc:
@@ -282,6 +291,9 @@ def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
                        "the AM to find the RM gone")
             server, again = start_rm_serve(tmp_path, *args, "--port", address.rsplit(":", 1)[1])
             assert again == address
+            wait_until(lambda: any("the RM answers again" in line for line in lines), 60,
+                       "the AM to find the RM again")
+            release.touch()
             proc.wait(timeout=90)
             reader.join(timeout=10)
             stdout, stderr = "".join(lines), proc.stderr.read()

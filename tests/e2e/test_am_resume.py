@@ -5,20 +5,14 @@ test_am_live_reliability.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from gangmaster.am.core.journal import JOURNAL_FILE, read_records
+from in_process import gangmaster
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "conf" / "jobs"
 MPI_JOB = JOBS / "mpi-allreduce.yaml"
-
-
-def gangmaster(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO)
 
 
 def test_another_job_into_a_folder_with_a_finished_run_is_refused_naming_both(tmp_path):

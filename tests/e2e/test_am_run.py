@@ -11,15 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+from in_process import gangmaster
 from task_procs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
 
 
-def gangmaster(*args, env=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=REPO)
 
 
 @pytest.mark.parametrize("name", ["mpi-allreduce", "parameter-server", "single-gpu"])
@@ -105,7 +103,8 @@ LOGGING_TASK = ("python -c 'import logging, sys; logging.basicConfig(level=loggi
 def test_live_mpi_job_survives_a_killed_task_as_a_new_attempt(tmp_path):
     job, config, work = tmp_path / "mpi.yaml", tmp_path / "barrier.yaml", tmp_path / "run"
     job.write_text(MPI_JOB.read_text().replace("python -m gangmaster.tools.examples.mpi_style_task", LOGGING_TASK))
-    config.write_text("barrier:\n  log_interval_s: 0.5\n")   # a waiting task says so after 0.5 s
+    # a waiting task says so after 0.5 s; the AM reacts at its next heartbeat, a quarter second away
+    config.write_text("barrier:\n  log_interval_s: 0.5\nam:\n  heartbeat_s: 0.25\n")
     env = dict(os.environ, GANGMASTER_EXAMPLE_HOLD_S="0.5", GANGMASTER_EXAMPLE_STALL="3:60")
     proc = subprocess.Popen([sys.executable, "-m", "gangmaster.tools.cli", "run", str(job), "--live",
                              "--work-dir", str(work), "--timeout", "90", "--config", str(config)],

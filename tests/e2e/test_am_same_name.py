@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import in_process
 import pytest
 
 from gangmaster.am.spec.am_settings import AMSettings
@@ -25,6 +26,10 @@ pytestmark = pytest.mark.slow
 
 
 def gangmaster(*args, timeout_s=120):
+    """``gangmaster ARGS``: a live run (real task processes) as a process of its own, the
+    rest in this process (see in_process.py)."""
+    if "--live" not in args:
+        return in_process.gangmaster(*args)
     return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
                           text=True, timeout=timeout_s, cwd=REPO)
 

@@ -4,13 +4,12 @@ the AM's log, /why, `gangmaster why`, the gauges, and --max-wait."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.request import urlopen
 
 import pytest
+from in_process import gangmaster
 from task_procs import wait_until
 
 from gangmaster.am.spec.am_settings import AMSettings
@@ -29,11 +28,6 @@ REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
 CLUSTER = CONF / "clusters" / "story3-incidents.yaml"
 JOB = CONF / "jobs" / "story3-ps.yaml"
-
-
-def gangmaster(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "gangmaster.tools.cli", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=REPO)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
+from in_process import gangmaster
 from rm_serve_helpers import pinned_containers, start_rm_serve, stop_rm_serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,8 +86,7 @@ def test_run_live_puts_four_shares_on_one_gpu_and_tells_each_task(tmp_path):
 
 @needs_share_gangs
 def test_run_in_virtual_time_places_the_same(tmp_path):
-    done = subprocess.run([*CLI, "run", str(JOB), "--cluster", str(CLUSTER), "--json", "--work-dir",
-                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = gangmaster("run", JOB, "--cluster", CLUSTER, "--json", "--work-dir", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     (report,) = json.loads(done.stdout)
     check_placement(report["attempts"][0]["tasks"])

@@ -74,8 +74,10 @@ def test_a_live_run_plays_a_scenario(tmp_path):
     scenario = write(tmp_path / "scenario.yaml",
                      "events: [{at: 3, do: fail_container, app: app_0001, exitCode: 7}]\n")
     command = 'if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep 60; fi'   # attempt 1 runs until the fault
+    # the AM's heartbeat a quarter second: attempt 1 runs well before the fault, attempt 2 soon after it
+    config = write(tmp_path / "config.yaml", "am: {heartbeat_s: 0.25}\n")
     result = gangmaster("run", write(tmp_path / "job.yaml", PAIR % repr(command)), "--live", "--cluster",
-                        write(tmp_path / "cluster.yaml", TWO_NODES), "--scenario", scenario,
+                        write(tmp_path / "cluster.yaml", TWO_NODES), "--scenario", scenario, "--config", config,
                         "--work-dir", tmp_path / "run", "--timeout", "60", "-q", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "gang worker attempt 1: failed" in result.stdout and "exited with status 7" in result.stdout
