@@ -26,6 +26,19 @@ from gangmaster.selectors.cluster import NodeSpec
 IDENTITY_FILE = "job.json"
 
 
+#: Fields the job spec gained after work folders were first written, with their defaults: a
+#: spec's identity leaves each out while it holds its default, so that a folder written before
+#: the field existed still belongs to the same job (a field added later goes here too).
+LATER_JOB_FIELDS = {"priority": 0}
+LATER_ROLE_FIELDS = {"network_domain": None, "gang_network_domain": None}
+
+
+def _drop_later_defaults(fields: dict, later: dict) -> None:
+    for name, default in later.items():
+        if name in fields and fields[name] == default:
+            del fields[name]
+
+
 @dataclass(frozen=True)
 class JobIdentity:
     """Which job a work folder belongs to."""
@@ -39,6 +52,9 @@ class JobIdentity:
     def of(cls, job: JobSpec, specs: Sequence[NodeSpec], cluster: str) -> "JobIdentity":
         spec = job.to_dict()
         spec.pop("source", None)
+        _drop_later_defaults(spec, LATER_JOB_FIELDS)
+        for role in spec["roles"]:
+            _drop_later_defaults(role, LATER_ROLE_FIELDS)
         nodes = [[s.host, s.rack, sorted(s.labels), s.gpu_type, s.topology, s.memory_mb, s.vcores, s.gpus,
                   str(s.ports)] for s in specs]
         return cls(job.name, _sha256(spec), cluster, _sha256(nodes))
