@@ -176,9 +176,18 @@ class GangDispatch:
         if exit_status != 0:
             if exit_status is not None and exit_status < 0 and exit_status != ExitStatus.PREEMPTED:
                 # the node or the RM, not the program (a preemption is no fault of the node)
-                self.placement.cluster.mark_failed(task.role, task.host)
+                self._avoid(gang, task)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
+
+    def _avoid(self, gang: GangRun, task: TaskRecord) -> None:
+        """``task`` failed because of its node: its role avoids the node from now on, unless
+        that would leave the gang unable to start even on the idle cluster (said in the log)."""
+        placement = self.placement
+        placement.cluster.mark_failed(task.role, task.host)
+        for role in placement.cluster.keep_placeable(gang.roles, placement.pipeline_for):
+            self.log(f"gang {gang.name}: role {role} is placed again on the nodes where it failed: avoiding "
+                     f"them would leave the gang unable to start even on the idle cluster")
 
     def take_back(self, taken: TakenBack, now: float) -> None:
         """A launched gang taken back from a journal (:mod:`~gangmaster.am.core.recovery`): its
