@@ -36,12 +36,17 @@ def test_a_gang_that_needs_the_node_where_its_role_failed_is_placed_there_again(
     lines = []
     runs = SimulatedRuns(nodes(3), AMSettings(max_virtual_time_s=86400), scenario=Scenario.parse(NODE_BLIP),
                          echo=lines.append)
+    core = runs.sim.core
+    checked = []   # free + used = capacity at every grant and end, n0's loss and return included
+    core.subscribe(lambda event: checked.append(core.check_invariants()),
+                   kinds=("container_allocated", "container_finished"))
     run = runs.submit(parse_job(JOB), tmp_path)
     assert runs.run()
     first, second = run.result.history()
     assert first.outcome == "failed" and "status -110" in first.reason     # NODE_LOST
     assert run.outcome == "succeeded", run.result.reason
     assert "n0" in {task.host for task in second.tasks}
+    assert len(checked) == 12   # two attempts: three grants and three ends each
     assert runs.sim.now() < 600
     assert any("gang worker: role worker is placed again on the nodes where it failed: avoiding them would leave "
                "the gang unable to start even on the idle cluster" in line for line in lines)
