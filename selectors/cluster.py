@@ -672,6 +672,11 @@ class ClusterView(NodeColumns):
         failed[self.index(host)] = True
         self.changes += 1
 
+    def forget_failures(self, role: str) -> None:
+        """``role`` is no longer kept off the nodes where it failed (:meth:`mark_failed`)."""
+        if self.role_failed.pop(role, None) is not None:
+            self.changes += 1
+
     def set_free(self, host_or_index: int | str, free: ResourceDescriptor,
                  gpu_milli_free: tuple[int, ...] | None = None) -> bool:
         """Overwrite what is free on a node from an RM node report (the RM holds the truth):

@@ -22,7 +22,7 @@ from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.identity_memo import IdentityMemo
 from gangmaster.selectors.ports import PortRanges
 
-from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, check_fits_empty
+from .gang_placement import GangDoesNotFit, GangPlacement, PipelineFor, blocked_by_avoidance, check_fits_empty
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from gangmaster.protocol.rm_protocol import NodeReport, NodeState, view_from_nodes
 
@@ -184,6 +184,21 @@ class ClusterTracker:
         self._failed.add((role, host))
         if host in self.view.host_index:
             self.view.mark_failed(role, host)
+
+    def keep_placeable(self, roles: tuple[RoleSpec, ...], pipeline_for) -> list[str]:
+        """Stop avoiding the nodes where a role of the gang failed (:meth:`mark_failed`) when
+        avoiding them would leave the gang unable to start even on the idle cluster: on a
+        small cluster it is placed on those nodes again rather than waiting for good (YARN
+        likewise ignores its AM blacklist past a share of the nodes). The roles forgiven,
+        in the order found."""
+        forgiven: list[str] = []
+        while (role := blocked_by_avoidance(self.view, roles, pipeline_for)) is not None:
+            if self.view.failed_here(role) is None:   # crowded out by another role's avoidance
+                role = next(r.name for r in roles if self.view.failed_here(r.name) is not None)
+            self._failed = {(r, host) for r, host in self._failed if r != role}
+            self.view.forget_failures(role)
+            forgiven.append(role)
+        return forgiven
 
     def scratch(self, running: Iterable[tuple[str, str]]) -> ClusterView:
         """A copy to place on, with the instances of ``running`` ((role, host) pairs) counted

@@ -57,6 +57,7 @@ class GangDispatch:
         self.gangs, self.running, self.asking, self.placement = gangs, running, asking, placement
         self.launcher, self.log, self.am_attempt = launcher, log, am_attempt
         self.to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
+        self.avoiding: set[GangRun] = set()    # ... of which a task failed because of its node (keep_placeable)
         self.granted = False                   # this heartbeat's answer granted containers
 
     @property
@@ -177,8 +178,21 @@ class GangDispatch:
             if exit_status is not None and exit_status < 0 and exit_status != ExitStatus.PREEMPTED:
                 # the node or the RM, not the program (a preemption is no fault of the node)
                 self.placement.cluster.mark_failed(task.role, task.host)
+                self.avoiding.add(gang)
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
+
+    def keep_placeable(self) -> None:
+        """The gangs whose tasks failed because of their nodes this heartbeat (their roles now
+        avoid those nodes) are checked once each, however many of their tasks a lost node
+        took: a role whose avoided nodes would leave its gang unable to start even on the
+        idle cluster is placed on them again (:meth:`ClusterTracker.keep_placeable`), said in the log."""
+        placement = self.placement
+        for gang in self.avoiding:
+            for role in placement.cluster.keep_placeable(gang.roles, placement.pipeline_for):
+                self.log(f"gang {gang.name}: role {role} is placed again on the nodes where it failed: avoiding "
+                         f"them would leave the gang unable to start even on the idle cluster")
+        self.avoiding.clear()
 
     def take_back(self, taken: TakenBack, now: float) -> None:
         """A launched gang taken back from a journal (:mod:`~gangmaster.am.core.recovery`): its

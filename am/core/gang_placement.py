@@ -380,6 +380,31 @@ def check_fits_empty(view: ClusterView, roles: tuple[RoleSpec, ...],
     return None
 
 
+def blocked_by_avoidance(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor) -> str | None:
+    """The role whose instances find no node on the idle cluster once the nodes where roles
+    of the gang failed (``view``'s :meth:`~ClusterView.failed_here`) are avoided; None when
+    the gang starts there, or does not even without the avoidance (that is
+    :func:`check_fits_empty`'s to say). Such a role waits for good only because of the
+    avoidance: waiting does not help."""
+    failed = {role.name: view.failed_here(role.name) for role in roles}
+    if all(f is None for f in failed.values()):
+        return None
+    idle = empty_view(view)
+    for name, nodes in failed.items():
+        if nodes is not None:
+            idle.role_failed[name] = nodes.copy()
+    wanted = _wanted_indices(roles, None)
+    try:
+        _place_roles(idle, roles, pipeline, RECENT_HOSTS, wanted, None)
+    except GangDoesNotFit as exc:
+        try:
+            _place_roles(_idle_view(view), roles, pipeline, RECENT_HOSTS, wanted, None)
+        except GangDoesNotFit:
+            return None
+        return exc.role
+    return None
+
+
 # --------------------------------------------------------------------- internals
 #: id(view.specs) -> :func:`empty_view` of them (a few lists of nodes at a time)
 _idle_views: IdentityMemo[ClusterView] = IdentityMemo(4)

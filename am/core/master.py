@@ -226,6 +226,7 @@ class ApplicationMaster:
         """Decide on the gangs whose tasks ended: restart what their failed tasks call for
         (:mod:`~gangmaster.am.core.retry_scope`), else the job may have succeeded."""
         self.events.deciding(now)
+        self.dispatch.keep_placeable()   # (before a restart plans the gang again)
         to_decide = self.dispatch.to_decide
         if not to_decide:   # no task ended: nothing to decide
             return

@@ -65,7 +65,7 @@ _PERMANENT_DETAIL = {
     why.GPU_TYPE_MISMATCH: "{n} machine(s) of another GPU type (want {requested})",
     why.GPU_NODE_RESERVED: "{n} GPU machine(s) kept for GPU jobs",
     why.ROLE_CAP_REACHED: "{n} machine(s) at the cap of {requested} instance(s) of the role per machine",
-    why.ROLE_FAILED_HERE: "{n} machine(s) where the role already failed",
+    why.ROLE_FAILED_HERE: "{n} machine(s) where the role already failed (avoided while the gang fits without them)",
     why.RACK_POLICY: "{n} machine(s) outside the racks the {requested} rack policy allows",
 }
 _RESOURCES = (why.MEMORY, why.VCORES, why.GPUS, why.GPU_MASK, why.GPU_SHARE, why.PORTS)
