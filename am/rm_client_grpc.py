@@ -115,6 +115,10 @@ class GrpcRMClient(RMClient):
     def container_status(self, container_id: str) -> ContainerStatus:
         return codec.status_from_pb(self._call(self.stub.GetContainerStatus, pb.ContainerId(container_id=container_id)))
 
+    def notify_preemption(self, container_id: str) -> float:
+        check.check_name(container_id, "container_id")
+        return self._call(self.stub.NotifyPreemption, pb.ContainerId(container_id=container_id)).deadline
+
     # ---- faults (not part of RMClient: tests and `gangmaster rm fault` use them)
     def inject_fault(self, action: str, host: str = "", container_id: str = "", app_id: str = "",
                      exit_code: int = 1, text: str = "") -> None:

@@ -89,6 +89,11 @@ class ResourceManagerStub:
                 request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
                 response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
                 _registered_method=True)
+        self.NotifyPreemption = channel.unary_unary(
+                '/gangmaster.rm.ResourceManager/NotifyPreemption',
+                request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
+                response_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.PreemptionDeadline.FromString,
+                _registered_method=True)
         self.InjectFault = channel.unary_unary(
                 '/gangmaster.rm.ResourceManager/InjectFault',
                 request_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.FaultRequest.SerializeToString,
@@ -173,6 +178,13 @@ class ResourceManagerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NotifyPreemption(self, request, context):
+        """the AM forwards a preemption notice to the container's task (a signal and a notice file)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def InjectFault(self, request, context):
         """faults and diagnostics
         """
@@ -244,6 +256,11 @@ def add_ResourceManagerServicer_to_server(servicer, server):
                     servicer.GetContainerStatus,
                     request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.FromString,
                     response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerStatus.SerializeToString,
+            ),
+            'NotifyPreemption': grpc.unary_unary_rpc_method_handler(
+                    servicer.NotifyPreemption,
+                    request_deserializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.FromString,
+                    response_serializer=gangmaster_dot_am_dot_proto_dot_rm__pb2.PreemptionDeadline.SerializeToString,
             ),
             'InjectFault': grpc.unary_unary_rpc_method_handler(
                     servicer.InjectFault,
@@ -553,6 +570,33 @@ class ResourceManager:
             '/gangmaster.rm.ResourceManager/GetContainerStatus',
             gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
             gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NotifyPreemption(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gangmaster.rm.ResourceManager/NotifyPreemption',
+            gangmaster_dot_am_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
+            gangmaster_dot_am_dot_proto_dot_rm__pb2.PreemptionDeadline.FromString,
             options,
             channel_credentials,
             insecure,

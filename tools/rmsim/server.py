@@ -112,6 +112,10 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
         codec.status_to_pb(status, msg)
         return msg
 
+    def NotifyPreemption(self, request, context):
+        deadline = self._run(context, self.core.notify_preemption, request.container_id)
+        return pb.PreemptionDeadline(deadline=deadline)
+
     # ---- faults
     def InjectFault(self, request, context):
         """A fault of the one table (:data:`~.faults.FAULTS`), as ``gangmaster rm fault`` sends it."""
