@@ -4,6 +4,7 @@ helps; the hint). One renderer for every reader: ``gangmaster why`` prints it, t
 status page (:mod:`.status_page`) shows it under a waiting gang."""
 from __future__ import annotations
 
+from .diagnosis import will_preempt_line
 from .reservation_plan import expected_start_line
 
 
@@ -29,6 +30,9 @@ def format_why(jobs: list[dict]) -> str:
                 for reason in role["reasons"]:
                     helps = "waiting helps" if reason["waiting_helps"] else "waiting does not help"
                     lines.append(f"    {reason['code']}: {reason['detail']} ({helps})")
+            if diagnosis.get("preempts"):
+                victims = [(v["job"], v["priority"]) for v in diagnosis["preempts"]]
+                lines.append(f"  {will_preempt_line(victims, diagnosis['preemption_grace_s'])}")
             if diagnosis["hint"]:
                 lines.append(f"  to unblock: {diagnosis['hint']}")
             if diagnosis.get("expected_start") is not None:
