@@ -1,5 +1,5 @@
 """What other applications hold on an in-process RM, for a diagnosis to name the jobs
-blocking a gang (:class:`~gangmaster.am.diagnosis.Occupant`).
+blocking a gang (:class:`~gangmaster.am.ops.diagnosis.Occupant`).
 
 The RM core knows every container. In virtual time the workload model also knows when
 each running one exits (the simulated NodeManager's exit instant), so the expected end
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gangmaster.am.diagnosis import Occupant
+from gangmaster.am.ops.diagnosis import Occupant
 
 from .rmsim.core import ResourceManager
 from .rmsim.simulation import Simulation
@@ -42,6 +42,6 @@ def simulated_occupants(sim: Simulation, except_app: str) -> list[Occupant]:
 
     def ends_in(container_id: str) -> float | None:
         instant = exiting.get(container_id)
-        return None if instant is None else max(0.0, instant.timer.when - now)
+        return None if instant is None else max(0.0, instant.timer[0] - now)
 
     return rm_occupants(sim.core, except_app, ends_in)

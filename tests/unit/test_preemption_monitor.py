@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import ExitStatus
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.protocol.rm_protocol import ExitStatus
 from gangmaster.conf.fields import Fields
 from gangmaster.conf.fields import ConfigError
 from gangmaster.tools.job_runner import SimulatedRuns

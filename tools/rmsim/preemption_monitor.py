@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from gangmaster.am.gang_placement import PipelineFor
-from gangmaster.am.jobspec_model import RoleSpec
+from gangmaster.am.core.gang_placement import PipelineFor
+from gangmaster.am.spec.jobspec_model import RoleSpec
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.fit import GPU_MILLI
 
