@@ -118,5 +118,9 @@ class GrpcRMClient(RMClient):
     def container_status(self, container_id: str) -> ContainerStatus:
         return codec.status_from_pb(self.call(self.stub.GetContainerStatus, pb.ContainerId(container_id=container_id)))
 
+    def notify_preemption(self, container_id: str) -> float:
+        check.check_name(container_id, "container_id")
+        return self.call(self.stub.NotifyPreemption, pb.ContainerId(container_id=container_id)).deadline
+
     def close(self) -> None:
         self.channel.close()

@@ -11,17 +11,19 @@ for both clients alike.
 """
 from __future__ import annotations
 
+import math
+
 from gangmaster.conf import limits
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 from .proto import rm_pb2 as pb
-from .rm_validation import check_count
+from .rm_validation import check_count, check_name, check_number, check_text
 from .rm_protocol import (
     ERROR_CLASSES, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
     ContainerLaunch, ContainerState, ContainerStatus, InvalidRequest, LaunchContext, NodeReport, NodeState,
-    PendingAsk, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused,
+    PendingAsk, PreemptionMessage, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused,
 )
 
 
@@ -78,13 +80,13 @@ def allocate_request_from_pb(msg: pb.AllocateRequest) -> AllocateRequest:
 def submission_to_pb(s: ApplicationSubmission) -> pb.SubmitRequest:
     return pb.SubmitRequest(name=s.name, queue=s.queue, max_attempts=s.max_attempts,
                             keep_containers_across_attempts=s.keep_containers_across_attempts,
-                            am_expiry_s=s.am_expiry_s or 0.0)
+                            am_expiry_s=s.am_expiry_s or 0.0, priority=s.priority)
 
 
 def submission_from_pb(msg: pb.SubmitRequest) -> ApplicationSubmission:
     # proto3 has no "unset": 0 attempts means the default (2), like an empty queue means "default".
     return ApplicationSubmission(msg.name, msg.queue or "default", msg.max_attempts or 2,
-                                 msg.keep_containers_across_attempts, msg.am_expiry_s or None)
+                                 msg.keep_containers_across_attempts, msg.am_expiry_s or None, msg.priority)
 
 
 def launch_to_pb(c: LaunchContext) -> pb.LaunchContext:
@@ -205,6 +207,9 @@ def allocate_response_to_pb(r: AllocateResponse) -> pb.AllocateResponse:
     for p in r.pending:
         msg.pending.add(request_id=p.request_id, remaining=p.remaining, reason=p.reason)
     resource_to_pb(r.headroom, msg.headroom)
+    if r.preemption is not None:
+        msg.preemption.containers.extend(r.preemption.containers)
+        msg.preemption.deadline, msg.preemption.reason = r.preemption.deadline, r.preemption.reason
     return msg
 
 
@@ -214,7 +219,22 @@ def allocate_response_from_pb(msg: pb.AllocateResponse) -> AllocateResponse:
         tuple(node_from_pb(n) for n in msg.node_updates),
         tuple(Rejection(j.request_id, j.reason) for j in msg.rejected),
         tuple(PendingAsk(p.request_id, p.remaining, p.reason) for p in msg.pending),
-        resource_from_pb(msg.headroom), msg.response_id)
+        resource_from_pb(msg.headroom), msg.response_id,
+        _preemption_from_pb(msg.preemption) if msg.HasField("preemption") else None)
+
+
+def _preemption_from_pb(msg: pb.PreemptionMessage) -> PreemptionMessage:
+    """A preemption notice, checked as a request would be: the containers bounded and
+    named, the deadline a time (a notice naming no container preempts nothing: refused)."""
+    check_count(msg.containers, "preemption.containers", limits.RM_MAX_CONTAINERS_PER_APP,
+                "RM_MAX_CONTAINERS_PER_APP")
+    if not msg.containers:
+        raise InvalidRequest("preemption.containers: expected at least one container, got none")
+    for k, container_id in enumerate(msg.containers):
+        check_name(container_id, f"preemption.containers[{k}]")
+    check_number(msg.deadline, "preemption.deadline", 0, math.inf)
+    check_text(msg.reason, "preemption.reason")
+    return PreemptionMessage(tuple(msg.containers), msg.deadline, msg.reason)
 
 
 def register_to_pb(r: RegisterResponse) -> pb.RegisterResponse:

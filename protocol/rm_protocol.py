@@ -319,7 +319,7 @@ class ApplicationSubmission:
     keep_containers_across_attempts: bool = False
     am_expiry_s: float | None = None   # no heartbeat for this long: the AM attempt is declared dead
     #: YARN's application priority (the job's ``gangmaster: priority``): what the diagnosis of
-    #: another application's gang compares with its own. Not carried by the gRPC protocol yet.
+    #: another application's gang compares with its own.
     priority: int = 0
 
 

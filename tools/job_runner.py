@@ -53,6 +53,7 @@ from typing import Callable
 
 from gangmaster.am.spec.am_settings import AMSettings
 from gangmaster.am.spec.jobspec_model import JobSpec
+from gangmaster.am.core.gang_run import PENDING
 from gangmaster.am.core.master import ApplicationMaster
 from gangmaster.am.ops.metrics import AMMetrics, MetricsEndpoint
 from gangmaster.am.core.recovery import ENDED_WITH_THE_RUN
@@ -66,6 +67,7 @@ from .occupancy import rm_occupants, simulated_occupants
 from .rmsim.clock import RealTimeLoop
 from .rmsim.core import ResourceManager, RMEvent
 from .rmsim.live_rm import LiveRM
+from .rmsim.preemption_monitor import PreemptionMonitor
 from .rmsim.queues import Queue
 from .rmsim.rm_settings import RMSettings
 from .rmsim.scenario import Scenario
@@ -263,6 +265,34 @@ class _Runs(_AMDriver):
         super().__init__(client, clock, settings, selection, echo)
         self.core = core
         core.subscribe(self._on_event, kinds=("attempt_failed",))
+        #: the RM's preemption monitor (``rm.preemption``; None: off, nothing preempts but a scenario)
+        self.preemption: PreemptionMonitor | None = None
+
+    def monitor_preemption(self, grace_s: float) -> None:
+        """Turn the RM's preemption monitor on: after each heartbeat, a gang of that AM that
+        waits for room preempts lower-priority gangs if that makes its room (.preemption_monitor)."""
+        self.preemption = PreemptionMonitor(self.core, grace_s, self.echo)
+
+    def _start_am(self, run: JobRun) -> None:
+        super()._start_am(run)
+        if self.preemption is not None and run.ams:   # its diagnosis says whom it will preempt
+            run.am.why.preemption_grace_s = self.preemption.grace_s
+
+    def _heartbeat(self, am: ApplicationMaster) -> None:
+        am.heartbeat()
+        self._preempt_for(am)
+
+    def _preempt_for(self, am: ApplicationMaster) -> None:
+        """The monitor's look at ``am``'s gangs waiting for room, after its heartbeat."""
+        if self.preemption is None:
+            return
+        if am.done or not any(g.state in PENDING for g in am.gangs):
+            self.preemption.started(am.app_id)
+            return
+        for gang in am.dispatch.waiting_for_room(am.now()):
+            if self.preemption.preempt_for(am.app_id, gang.roles, am.placement.cluster.view,
+                                           am.placement.pipeline_for, self.core.clock.now()):
+                return
 
     def cluster_specs(self) -> list[NodeSpec]:
         return self.core.ledger.specs
@@ -323,6 +353,7 @@ class SimulatedRuns(_Runs):
     def _heartbeat(self, am: ApplicationMaster) -> None:
         before = self.core.version
         am.heartbeat()
+        self._preempt_for(am)
         if self.core.version == before:   # it saw the cluster as it still is
             self._seen[id(am)] = before
         else:

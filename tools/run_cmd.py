@@ -166,6 +166,8 @@ def _run(args) -> int:
         runs = SimulatedRuns(specs, am_settings, selection, queues, scenario, echo=echo,
                              scheduling_interval_s=rm_knobs.scheduling_interval_s,
                              allocation_expiry_s=rm_knobs.allocation_expiry_s)
+    if rm_knobs.preemption:
+        runs.monitor_preemption(rm_knobs.preemption_grace_s)
     runs.prefix_lines = len(jobs) > 1
     interrupted = None
     runs.cluster_name = args.cluster or "default"

@@ -94,6 +94,11 @@ def read_answer(answer: Any, source: str) -> list[dict]:
             _text(diagnosis, "hint")
             if diagnosis.raw("expected_start", None) is not None:
                 _text(diagnosis.mapping("expected_start"), "line")
+            if diagnosis.raw("preempts", None) is not None:
+                for victim in diagnosis.list_of_mappings("preempts"):
+                    victim.string("job")
+                    victim.integer("priority")
+                diagnosis.number("preemption_grace_s", minimum=0)
             for _role, role in _entries(diagnosis, "roles"):
                 for key in ("needed", "placeable", "shortfall"):
                     role.integer(key)

@@ -219,6 +219,12 @@ class GangDispatch:
                     self.to_decide.add(gang)
                     self.log(f"gang {gang.name} attempt {gang.attempt}: {failure(gang.tasks[-1])}; the attempt fails")
 
+    def waiting_for_room(self, now: float) -> list[GangRun]:
+        """The gangs not started whose last placement found no room, with nothing new since
+        (what a preemption could help: the RM's monitor asks, ``rm.preemption``)."""
+        grown = self.placement.cluster.grown
+        return [g for g in self.gangs if g.state in PENDING and g.acquisition.stalled(now, grown)]
+
     def waiting_on_cluster(self, now: float) -> bool:
         """True when nothing the AM does by itself can move the job on (see
         :meth:`~gangmaster.am.core.master.ApplicationMaster.waiting_on_cluster`)."""

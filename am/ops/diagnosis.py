@@ -169,6 +169,10 @@ class Diagnosis:
     planned: bool = False
     #: the gang's own priority (its job's): blocking jobs above it are work it waits behind
     priority: int = 0
+    #: the lower-priority blocking jobs the RM's preemption monitor would preempt to make room
+    #: (only when it runs: ``preemption_grace_s`` set), each given that long to checkpoint
+    preempts: list[BlockingJob] = field(default_factory=list)
+    preemption_grace_s: float | None = None
 
     @property
     def behind_higher_priority(self) -> list[BlockingJob]:
@@ -187,7 +191,20 @@ class Diagnosis:
                 "fits_empty_cluster": self.fits_empty_cluster, "healthy_machines": self.healthy_machines,
                 "machines": self.machines, "roles": {name: r.to_dict() for name, r in self.roles.items()},
                 "blocking_jobs": [b.to_dict() for b in self.blocking_jobs], "hint": self.hint,
-                **({"expected_start": _expected_start_dict(self.expected_start)} if self.planned else {})}
+                **({"expected_start": _expected_start_dict(self.expected_start)} if self.planned else {}),
+                **({"preempts": [{"job": b.job, "priority": b.priority} for b in self.preempts],
+                    "preemption_grace_s": self.preemption_grace_s} if self.preempts else {})}
+
+    def preemption_line(self, why: bool = True) -> str:
+        """What priority does for this gang: whom the RM will preempt for it, or whose work it
+        waits behind (``why``: saying that it cannot preempt them); "" when neither."""
+        if self.preempts:
+            return will_preempt_line([(b.job, b.priority) for b in self.preempts], self.preemption_grace_s or 0.0)
+        above = self.behind_higher_priority
+        if not above:
+            return ""
+        return (f"waits behind higher-priority work: {', '.join(b.job for b in above)}"
+                + (f" (this job's priority is {self.priority}: it cannot preempt them)" if why else ""))
 
     def signature(self) -> dict:
         """What a change is judged on: everything but the clock (expected ends move as time passes)."""
@@ -208,9 +225,9 @@ class Diagnosis:
                                     for x in r.reasons)
                 parts.append(f"{r.role} {r.placeable}/{r.needed} placeable, {r.shortfall} short ({reasons})")
         head = "; ".join(parts) or "every instance is placeable, but not all at once"
-        above = self.behind_higher_priority
-        if above:
-            head += f"; waits behind higher-priority work: {', '.join(b.job for b in above)}"
+        preemption = self.preemption_line(why=False)
+        if preemption:
+            head += f"; {preemption}"
         return head + (f"; to unblock: {self.hint}" if self.hint else "")
 
     def text(self) -> str:
@@ -230,10 +247,9 @@ class Diagnosis:
                 lines.append(f"    {x.code}: {x.detail} ({helps})")
         if self.blocking_jobs:
             lines.append("  held by: " + "; ".join(b.phrase() for b in self.blocking_jobs))
-        above = self.behind_higher_priority
-        if above:
-            lines.append(f"  waits behind higher-priority work: {', '.join(b.job for b in above)} (this job's "
-                         f"priority is {self.priority}: it cannot preempt them)")
+        preemption = self.preemption_line()
+        if preemption:
+            lines.append(f"  {preemption}")
         if self.hint:
             lines.append(f"  to unblock: {self.hint}")
         if self.planned:
@@ -245,7 +261,8 @@ class Diagnosis:
 def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor, *, job: str,
              gang: str = "", occupants: Sequence[Occupant] = (),
              indices: Mapping[str, Sequence[int]] | None = None,
-             own: Sequence[tuple[str, ResourceDescriptor]] = (), priority: int = 0) -> Diagnosis:
+             own: Sequence[tuple[str, ResourceDescriptor]] = (), priority: int = 0,
+             preemption_grace_s: float | None = None) -> Diagnosis:
     """Diagnose the gang ``roles`` on ``view`` (the cluster as it is now; not changed).
 
     ``occupants``: what other applications hold, to name the blocking jobs (without
@@ -253,7 +270,10 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     ``indices``: the instances still to place per role (the AM's, when some are
     granted already; they count as placeable); ``own``: the resources those granted
     containers hold (host, resource), so they are not taken for another job's.
-    ``priority``: the gang's own (its job's), which the blocking jobs' are compared with."""
+    ``priority``: the gang's own (its job's), which the blocking jobs' are compared with;
+    ``preemption_grace_s``: the RM preempts for waiting gangs, with that grace (None: it does
+    not), so the lower-priority blocking jobs whose end lets the gang start are the ones it
+    will preempt."""
     explained: dict[str, tuple[list[Reason], dict]] = {}
 
     def explain(outcome: RoleOutcome, scratch: ClusterView) -> None:   # as the role saw the view
@@ -286,7 +306,11 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     diagnosis = Diagnosis(job, gang, can_start, not never, int(np.count_nonzero(view.healthy)), len(view),
                           diagnosed, blocking, priority=priority)
     if not can_start:
-        hints = [never or _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking, waiting_nodes).hint()]
+        hinting = _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking, waiting_nodes)
+        hints = [never or hinting.hint()]
+        if not never and preemption_grace_s is not None:
+            diagnosis.preempts = hinting.victims([b for b in blocking if b.priority < priority])
+            diagnosis.preemption_grace_s = preemption_grace_s
         if short is not None and short.ask.required:
             hints.append(_preferred_instead(view, roles, pipeline, indices, short))
         diagnosis.hint = "; or ".join(h for h in hints if h)
@@ -576,20 +600,41 @@ class _Hints:
         return f"restore {n} of the {down.size} unhealthy/blacklisted machines ({', '.join(named)}{more})"
 
     # ---------------------------------------------------------------- job ends
-    def _job_ends(self) -> str:
-        if not self.blocking:
-            return ""
-        job = self.blocking[0].job
+    def _without(self, jobs: set[str]) -> tuple[ClusterView, list[int]]:
+        """The view with ``jobs``' holdings given back, and the nodes that changed."""
         view = self.view.copy()
         touched = []
         for host, occupants in self.by_host.items():
-            mine = [o for o in occupants if o.job == job]
+            mine = [o for o in occupants if o.job in jobs]
             if not mine or host not in view.host_index:
                 continue
             i = view.index(host)
             before = view.free(i)
             view.set_free(host, *_plus(view, i, before, mine))
             touched.append(i)
+        return view, touched
+
+    def victims(self, lower: list[BlockingJob]) -> list[BlockingJob]:
+        """The fewest of the ``lower``-priority blocking jobs, taken in order, whose end lets
+        the gang start, each of them needed (none: their end would not make room: then the
+        RM preempts nothing, as :mod:`~gangmaster.tools.rmsim.victims` decides)."""
+        chosen: list[BlockingJob] = []
+        for job in lower:
+            chosen.append(job)
+            if self._starts(self._without({b.job for b in chosen})[0]):
+                break
+        else:
+            return []
+        for job in list(reversed(chosen)):
+            if len(chosen) > 1 and self._starts(self._without({b.job for b in chosen if b is not job})[0]):
+                chosen.remove(job)
+        return chosen
+
+    def _job_ends(self) -> str:
+        if not self.blocking:
+            return ""
+        job = self.blocking[0].job
+        view, touched = self._without({job})
         if not self._starts(view):
             return ""
         (role, reason), rows = max(self.waiting_nodes.items(), key=lambda item: item[1].size)
@@ -722,6 +767,13 @@ def _round(value: float) -> float | int:
 
 def _num(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def will_preempt_line(victims: Sequence[tuple[str, int]], grace_s: float) -> str:
+    """``will preempt job X (priority 0) in ~30 s grace``: what the RM will preempt for a gang
+    (``victims``: (job, priority) pairs). The diagnosis's text and ``/why``'s say it alike."""
+    named = ", ".join(f"job {job} (priority {priority})" for job, priority in victims)
+    return f"will preempt {named} in ~{_num(grace_s)} s grace"
 
 
 def _ends(seconds: float | None) -> str:

@@ -25,13 +25,16 @@ class WhyFeed:
     list, ``occupants``: what other applications hold where (a driver that knows tells)."""
 
     __slots__ = ("job", "app_id", "gangs", "placement", "occupants", "settings", "log", "metrics", "watching",
-                 "priority")
+                 "priority", "preemption_grace_s")
 
     def __init__(self, job: str, app_id: str, gangs: list[GangRun], placement: AMPlacement,
                  occupants: Callable[[], Sequence[Occupant]], settings: AMSettings, log: Callable[[str], None],
                  metrics: AMMetrics, priority: int = 0):
         """``priority``: the job's (blocking jobs above it are work it waits behind)."""
         self.priority = priority
+        #: the RM's preemption grace when it preempts for waiting gangs (its driver says so:
+        #: ``rm.preemption``); None: it does not, and no diagnosis says it will
+        self.preemption_grace_s: float | None = None
         self.job, self.app_id, self.gangs, self.placement, self.occupants = job, app_id, gangs, placement, occupants
         self.settings, self.log, self.metrics = settings, log, metrics
         #: the watch, when made (a pending gang's heartbeat then checks its wait)
@@ -68,7 +71,7 @@ class WhyFeed:
             view.instances_of(role)[view.index(host)] += 1
         return diagnose(view, roles, self.placement.pipeline_for, job=self.job, gang=name, occupants=self.occupants(),
                         indices=wanted, own=[(host, resource) for _role, host, resource in held],
-                        priority=self.priority)
+                        priority=self.priority, preemption_grace_s=self.preemption_grace_s)
 
     def waiting(self) -> str:
         """Why each gang still pending waits, in one line (the reason a job that can make no

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from gangmaster.am.core.reservation_plan import expected_start_line
 
+from .diagnosis import will_preempt_line
+
 
 def format_why(jobs: list[dict]) -> str:
     """``jobs``: the entries of a /why answer (``ApplicationMaster.why_report``), as
@@ -29,6 +31,9 @@ def format_why(jobs: list[dict]) -> str:
                 for reason in role["reasons"]:
                     helps = "waiting helps" if reason["waiting_helps"] else "waiting does not help"
                     lines.append(f"    {reason['code']}: {reason['detail']} ({helps})")
+            if diagnosis.get("preempts"):
+                victims = [(v["job"], v["priority"]) for v in diagnosis["preempts"]]
+                lines.append(f"  {will_preempt_line(victims, diagnosis['preemption_grace_s'])}")
             if diagnosis["hint"]:
                 lines.append(f"  to unblock: {diagnosis['hint']}")
             if diagnosis.get("expected_start") is not None:

@@ -157,7 +157,7 @@ class PendingAsk(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., remaining: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
-    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id")
+    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption")
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     NODE_UPDATES_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,7 @@ class AllocateResponse(_message.Message):
     PENDING_FIELD_NUMBER: _ClassVar[int]
     HEADROOM_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     allocated: _containers.RepeatedCompositeFieldContainer[Container]
     completed: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     node_updates: _containers.RepeatedCompositeFieldContainer[NodeReport]
@@ -172,7 +173,18 @@ class AllocateResponse(_message.Message):
     pending: _containers.RepeatedCompositeFieldContainer[PendingAsk]
     headroom: Resource
     response_id: int
-    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ...) -> None: ...
+    preemption: PreemptionMessage
+    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ...) -> None: ...
+
+class PreemptionMessage(_message.Message):
+    __slots__ = ("containers", "deadline", "reason")
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    containers: _containers.RepeatedScalarFieldContainer[str]
+    deadline: float
+    reason: str
+    def __init__(self, containers: _Optional[_Iterable[str]] = ..., deadline: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("app_id",)
@@ -211,18 +223,20 @@ class FinishRequest(_message.Message):
     def __init__(self, app_id: _Optional[str] = ..., attempt: _Optional[int] = ..., final_status: _Optional[str] = ..., diagnostics: _Optional[str] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("name", "queue", "max_attempts", "keep_containers_across_attempts", "am_expiry_s")
+    __slots__ = ("name", "queue", "max_attempts", "keep_containers_across_attempts", "am_expiry_s", "priority")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     KEEP_CONTAINERS_ACROSS_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     AM_EXPIRY_S_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     max_attempts: int
     keep_containers_across_attempts: bool
     am_expiry_s: float
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., max_attempts: _Optional[int] = ..., keep_containers_across_attempts: _Optional[bool] = ..., am_expiry_s: _Optional[float] = ...) -> None: ...
+    priority: int
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., max_attempts: _Optional[int] = ..., keep_containers_across_attempts: _Optional[bool] = ..., am_expiry_s: _Optional[float] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class AppId(_message.Message):
     __slots__ = ("app_id",)
@@ -335,6 +349,12 @@ class ContainerId(_message.Message):
     CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
     container_id: str
     def __init__(self, container_id: _Optional[str] = ...) -> None: ...
+
+class PreemptionDeadline(_message.Message):
+    __slots__ = ("deadline",)
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    deadline: float
+    def __init__(self, deadline: _Optional[float] = ...) -> None: ...
 
 class Empty(_message.Message):
     __slots__ = ()

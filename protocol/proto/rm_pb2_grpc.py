@@ -89,6 +89,11 @@ class ResourceManagerStub:
                 request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
                 response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
                 _registered_method=True)
+        self.NotifyPreemption = channel.unary_unary(
+                '/gangmaster.rm.ResourceManager/NotifyPreemption',
+                request_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
+                response_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.PreemptionDeadline.FromString,
+                _registered_method=True)
 
 
 class ResourceManagerServicer:
@@ -158,7 +163,14 @@ class ResourceManagerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetContainerStatus(self, request, context):
-        """The simulator's fault injection and the benchmark's ping are its own service
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NotifyPreemption(self, request, context):
+        """the AM forwards a preemption notice to the container's task (a signal and a notice file)
+        The simulator's fault injection and the benchmark's ping are its own service
         (tools/rmsim/proto/rmsim.proto), not the protocol's.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -222,6 +234,11 @@ def add_ResourceManagerServicer_to_server(servicer, server):
                     servicer.GetContainerStatus,
                     request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.FromString,
                     response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.SerializeToString,
+            ),
+            'NotifyPreemption': grpc.unary_unary_rpc_method_handler(
+                    servicer.NotifyPreemption,
+                    request_deserializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.FromString,
+                    response_serializer=gangmaster_dot_protocol_dot_proto_dot_rm__pb2.PreemptionDeadline.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -521,6 +538,33 @@ class ResourceManager:
             '/gangmaster.rm.ResourceManager/GetContainerStatus',
             gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
             gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NotifyPreemption(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gangmaster.rm.ResourceManager/NotifyPreemption',
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.ContainerId.SerializeToString,
+            gangmaster_dot_protocol_dot_proto_dot_rm__pb2.PreemptionDeadline.FromString,
             options,
             channel_credentials,
             insecure,

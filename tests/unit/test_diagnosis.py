@@ -223,3 +223,41 @@ def test_a_waiting_gang_is_told_when_it_is_expected_to_start(ends, line):
     assert not d.gang_can_start
     assert d.text().splitlines()[-1] == f"  {line}"
     assert (d.to_dict()["expected_start"] or {}).get("line", line) == line
+
+
+PREEMPTS = [
+    # (etl's priority, the gang's own, the RM's grace (None: it does not preempt), the line or None)
+    (0, 3, 30.0, "will preempt job etl (priority 0) in ~30 s grace"),
+    (0, 3, None, None),      # the RM does not preempt: no promise
+    (5, 0, 30.0, "waits behind higher-priority work: etl"),
+    (3, 3, 30.0, None),      # equal priorities: nothing to preempt, nothing above
+]
+
+
+@pytest.mark.parametrize("theirs, mine, grace_s, line", PREEMPTS)
+def test_a_gang_says_whom_it_will_preempt_or_whom_it_waits_behind(theirs, mine, grace_s, line):
+    view = cluster(4)
+    for host in ("n0", "n1"):
+        view.allocate(host, R(vcores=12, memory_mb=4096))
+    running = [Occupant("etl", h, 12.0, 4096, 0, 300.0, priority=theirs) for h in ("n0", "n1")]
+    d = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                 occupants=running, priority=mine, preemption_grace_s=grace_s)
+    assert (line in d.text() and line in d.summary()) if line else "will preempt" not in d.text()
+    assert ("preempts" in d.to_dict()) is (line is not None and line.startswith("will"))
+
+
+def test_a_gang_preempts_only_the_lower_priority_jobs_it_needs_gone():
+    view = cluster(4)
+    for host, job, prio in (("n0", "etl", 0), ("n1", "etl", 0), ("n2", "batch", 0), ("n3", "prod", 9)):
+        view.allocate(host, R(vcores=12, memory_mb=4096))
+    running = [Occupant(job, h, 12.0, 4096, 0, 300.0, priority=prio)
+               for h, job, prio in (("n0", "etl", 0), ("n1", "etl", 0), ("n2", "batch", 0), ("n3", "prod", 9))]
+    # 2 servers of 16 vcores (ratio 0.5: 8 each, one a node): etl's two nodes make the room
+    d = diagnose(view, (role("server", 2, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                 occupants=running, priority=3, preemption_grace_s=10.0)
+    assert [b.job for b in d.preempts] == ["etl"]
+    assert "will preempt job etl (priority 0) in ~10 s grace" in d.text()
+    # 4 servers: every node, prod's too: it cannot be preempted, so nothing will be
+    d = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                 occupants=running, priority=3, preemption_grace_s=10.0)
+    assert d.preempts == [] and "will preempt" not in d.text()

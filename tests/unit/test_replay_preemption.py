@@ -7,6 +7,7 @@ import pytest
 
 from gangmaster.tools.replay.engine import ReplayOptions, replay
 from gangmaster.tools.replay.metrics import measurement_window, selector_metrics
+from gangmaster.tools.replay.pages import summary_rows
 
 from replay_helpers import cluster, job, table
 
@@ -57,6 +58,19 @@ def test_the_metrics_count_preempted_gangs_and_lost_gpu_hours_only_with_preempti
         result = replay(table(JOBS), cluster(2), options)
         figures = selector_metrics(result, measurement_window([j.submit_s for j in result.jobs], trim=0.0), 8)
         assert figures.get("preempted") == expected
+
+
+@pytest.mark.parametrize("preempted, rows", [
+    (None, None),   # a replay without preemption: no such rows, the table as it was
+    ({"gangs": 1, "lost_gpu_hours": 0.288889}, [["preempted gangs", "1"], ["preempted work", "0.289"]]),
+])
+def test_the_summary_table_shows_the_preempted_figure_with_preemption_on(preempted, rows):
+    figures = {"jobs": 3, "wall_s": 0.5, **({"preempted": preempted} if preempted else {})}
+    header, table_rows = summary_rows({"selectors": {"gandiva": figures}, "run": {}})
+    by_heading = {row[0]: row for row in table_rows}
+    assert header == ["figure", "gandiva"] and table_rows[-1][0] == "wall (s)"
+    assert [by_heading.get(r[0]) for r in rows or []] == (rows or [])
+    assert ("preempted gangs" in by_heading) == (preempted is not None)
 
 
 def test_a_negative_grace_is_refused():

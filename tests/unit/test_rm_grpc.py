@@ -7,10 +7,13 @@ import pytest
 
 from gangmaster.protocol.rm_client import RMClient
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
-from gangmaster.protocol.rm_codec import allocate_request_from_pb, allocate_request_to_pb
+from gangmaster.protocol.rm_codec import (
+    allocate_request_from_pb, allocate_request_to_pb, allocate_response_from_pb, allocate_response_to_pb,
+    submission_from_pb, submission_to_pb,
+)
 from gangmaster.protocol.rm_protocol import (
-    AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest, LaunchContext, NodeState, NotFound,
-    ResourceRequest, WrongState,
+    AllocateRequest, AllocateResponse, ApplicationSubmission, ContainerState, InvalidRequest, LaunchContext,
+    NodeState, NotFound, PreemptionMessage, ResourceRequest, WrongState,
 )
 from gangmaster.protocol.proto import rm_pb2 as pb
 from gangmaster.protocol.rm_codec import ask_from_pb
@@ -164,3 +167,48 @@ def test_concurrent_ams_racing_for_one_host_over_grpc(tmp_path):
     finally:
         server.stop(0)
         live.stop()
+
+
+def test_priority_and_preemption_notice_both_ways(rm):
+    """A submission's priority reaches the RM, and a preemption notice reaches the AM and
+    is forwarded to the task, over gRPC as in process (before: the gRPC AM never heard of it)."""
+    app = rm.submit(ApplicationSubmission("urgent", priority=7))
+    assert rm.core.applications.get(app).priority == 7
+    reg = rm.register(app)
+    (c,) = rm.allocate(AllocateRequest(app, reg.attempt, asks=(ResourceRequest(1, R(1024, 1, gpus=1)),))).allocated
+    sent = rm.core.preempt(app, 30.0, "for app_0009")
+    notice = rm.allocate(AllocateRequest(app, reg.attempt)).preemption
+    assert notice == sent and notice.containers == (c.container_id,) and notice.reason == "for app_0009"
+    assert rm.allocate(AllocateRequest(app, reg.attempt)).preemption is None   # told once
+    assert rm.notify_preemption(c.container_id) == notice.deadline
+    with pytest.raises(WrongState, match="not under a preemption notice"):
+        rm.notify_preemption("container_nosuch_01")
+
+
+def test_preemption_and_priority_round_trip():
+    notice = PreemptionMessage(("c1", "c2"), 1234.5, "for app_0002 (priority 5)")
+    response = AllocateResponse(preemption=notice, response_id=3)
+    assert allocate_response_from_pb(allocate_response_to_pb(response)) == response
+    assert allocate_response_from_pb(allocate_response_to_pb(AllocateResponse())).preemption is None
+    submission = ApplicationSubmission("j", "q", 3, True, 60.0, priority=-4)
+    assert submission_from_pb(submission_to_pb(submission)) == submission
+
+
+@pytest.mark.parametrize("containers, deadline, reason, error", [
+    ([], 10.0, "", r"preemption.containers: expected at least one container, got none"),
+    (["c\x01"], 10.0, "", r"preemption.containers\[0\]"),
+    (["c1"], float("nan"), "", r"preemption.deadline: expected a finite number"),
+    (["c1"], -1.0, "", r"preemption.deadline: expected a number >= 0"),
+    (["c1"], 1.0, "x\x00", r"preemption.reason"),
+])
+def test_a_bad_preemption_notice_over_the_wire_names_the_field(containers, deadline, reason, error):
+    msg = pb.AllocateResponse()
+    msg.preemption.containers.extend(containers)
+    msg.preemption.deadline, msg.preemption.reason = deadline, reason
+    with pytest.raises(InvalidRequest, match=error):
+        allocate_response_from_pb(msg)
+
+
+def test_a_priority_out_of_range_over_the_wire_is_refused(rm):
+    with pytest.raises(InvalidRequest, match=r"priority: .*MAX_PRIORITY"):
+        rm.submit(ApplicationSubmission("x", priority=10 ** 6))

@@ -106,6 +106,10 @@ NOT_A_DIAGNOSIS = {
     "an expected start without its line": (
         http(answer().replace(b'"hint": "when job holder ends"', b'"hint": "", "expected_start": {"line": 3}')),
         "jobs[0].waiting.worker.diagnosis.expected_start.line: expected a string, got 3"),
+    "a preempted job's priority not an integer": (
+        http(answer().replace(b'"hint": "when job holder ends"',
+                              b'"hint": "", "preempts": [{"job": "low", "priority": "high"}], "preemption_grace_s": 30')),
+        'jobs[0].waiting.worker.diagnosis.preempts[0].priority: expected an integer, got "high"'),
     "a huge integer": (http(b'{"jobs": [], "x": ' + b"9" * 5000 + b"}"), "expected JSON with numbers of sensible size"),
     "cut short": (http(b'{"jobs": []}', length=100), "the answer ended after 12 of its 100 bytes"),
 }
@@ -164,6 +168,10 @@ def test_a_diagnosis_is_read_and_printed_exit_1_when_a_gang_waits(capsys):
     with Server(http(answer(waiting={"worker": {"waiting_s": 12.5, "reason": "", "diagnosis": told}}))) as server:
         code, out, _ = why(capsys, server.address)
     assert out.splitlines()[-1] == "  expected to start in ~1m on 1 machine"   # issue 30: when it is expected to start
+    preempting = {**DIAGNOSIS, "preempts": [{"job": "low", "priority": 0}], "preemption_grace_s": 30.0}
+    with Server(http(answer(waiting={"worker": {"waiting_s": 12.5, "reason": "", "diagnosis": preempting}}))) as server:
+        code, out, _ = why(capsys, server.address)
+    assert "  will preempt job low (priority 0) in ~30 s grace" in out.splitlines()   # issue 30: whom it preempts
     with Server(http(answer(waiting={}, outcome="succeeded"))) as server:
         code, out, _ = why(capsys, server.address)
     assert (code, out) == (0, "job waiter (app_0002): no gang waits (job succeeded)\n")

@@ -464,5 +464,9 @@ METRIC_HELP = (
     ("dropped", "dropped", "", "jobs dropped by the drop queue policy: no room at their arrival (openb fill mode)"),
     ("reservation_hold_gpu_h", "reservation hold", "GPU-h", "reserved GPUs held free and idle for the gang they "
                                                            "wait for (queue policy reserve), whole run"),
+    ("preempted.gangs", "preempted gangs", "", "whole gangs preempted for higher-priority work "
+                                               "(--preemption on), whole run"),
+    ("preempted.lost_gpu_hours", "preempted work", "GPU-h", "GPU-hours the preempted gangs had run when "
+                                                           "preempted: work lost, whole run"),
     ("wall_s", "wall", "s", "wall time of the replay (varies run to run)"),
 )

@@ -20,6 +20,9 @@ SUMMARY = ("jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "queue_m
            "gpu_allocation_mean", "frag_hol_mean", "frag_fgd_mean", "frag_fgd_idle_share", "consolidated_share",
            "one_rack_share", "slowdown_mean", "unfinished", "never_fits", "dropped", "wall_s")
 HELP = {key: (heading, unit, meaning) for key, heading, unit, meaning in METRIC_HELP}
+#: The summary's rows of a replay with preemption on (metrics.json's ``"preempted"``), shown
+#: before the wall time; a replay without it has no such figure and no such rows.
+PREEMPTION_SUMMARY = ("preempted.gangs", "preempted.lost_gpu_hours")
 
 
 def cell(key: str, value: Any) -> str:
@@ -54,8 +57,20 @@ def summary_rows(document: dict[str, Any], keys=SUMMARY) -> tuple[list[str], lis
     header = ["figure"] + list(selectors)
     if is_fill(document) and keys is SUMMARY:
         return header, _fill_summary(document)
-    rows = [[heading(k)] + [cell(k, figures.get(k)) for figures in selectors.values()] for k in keys]
+    if keys is SUMMARY and any("preempted" in figures for figures in selectors.values()):
+        keys = SUMMARY[:-1] + PREEMPTION_SUMMARY + SUMMARY[-1:]
+    rows = [[heading(k)] + [cell(k, figure(figures, k)) for figures in selectors.values()] for k in keys]
     return header, rows
+
+
+def figure(figures: dict[str, Any], key: str) -> Any:
+    """A selector's figure by its key, a dotted one reaching into a nested figure
+    (``preempted.gangs``); None when it has none."""
+    for part in key.split("."):
+        if not isinstance(figures, dict):
+            return None
+        figures = figures.get(part)
+    return figures
 
 
 #: Fill mode's own summary rows, explained: (heading, unit, meaning).

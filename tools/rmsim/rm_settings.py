@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 from gangmaster.conf.fields import Fields
 from gangmaster.conf.limits import (MAX_DURATION_S, MAX_KILL_GRACE_S, MAX_LOOP_PERIOD_S,
-                                    MAX_WORKER_THREADS, MIN_PERIOD_S)
+                                    MAX_PREEMPTION_GRACE_S, MAX_WORKER_THREADS, MIN_PERIOD_S)
 from gangmaster.conf.settings import Settings
+
+from .preemption import DEFAULT_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,8 @@ class RMSettings:
     grpc_workers: int = 8
     allocation_expiry_s: float | None = 600.0     # None: never
     scheduling_interval_s: float | None = None    # None: a pass at every AM heartbeat
+    preemption: bool = False                      # `gangmaster run`: the preemption monitor (.preemption_monitor)
+    preemption_grace_s: float = DEFAULT_GRACE_S   # a preempted gang's notice, seconds
 
     @classmethod
     def from_fields(cls, f: Fields) -> "RMSettings":
@@ -37,6 +41,9 @@ class RMSettings:
                                           maximum=MAX_DURATION_S, limit="MAX_DURATION_S")),
             scheduling_interval_s=(None if f.raw("scheduling_interval_s", None) is None
                                    else _period(f, "scheduling_interval_s")),
+            preemption=f.boolean("preemption"),
+            preemption_grace_s=f.number("preemption_grace_s", minimum=0, maximum=MAX_PREEMPTION_GRACE_S,
+                                        limit="MAX_PREEMPTION_GRACE_S"),
         )
 
     @classmethod

@@ -62,6 +62,9 @@ class Scheduler:
         self._failed: dict = {}     # per pass: ask key -> why it could not be placed
         self._candidates: dict = {}  # per pass: (need, label, rack) -> candidate nodes
         self.version = 0
+        #: Applications preempted for a gang that has not started yet: their asks wait until it
+        #: has (the room their preemption made is its; :mod:`.preemption_monitor` keeps this)
+        self.yielding: set[str] = set()
 
     def grants_through(self, containers) -> None:
         """The :class:`~.containers.Containers` a pass grants through (they wake it in turn)."""
@@ -167,12 +170,13 @@ class Scheduler:
             if not app.asks:
                 asking.clear()
                 return []
-            return [(queues[app.queue], _asks_in_order(app))] if app.state is AppState.RUNNING else []
+            return ([(queues[app.queue], _asks_in_order(app))]
+                    if app.state is AppState.RUNNING and not (self.yielding and app.app_id in self.yielding) else [])
         by_queue: dict[str, list[Application]] = {}
         for app_id, app in list(asking.items()):
             if not app.asks:
                 del asking[app_id]
-            elif app.state is AppState.RUNNING:
+            elif app.state is AppState.RUNNING and not (self.yielding and app_id in self.yielding):
                 by_queue.setdefault(app.queue, []).append(app)
         plans = []
         for name, apps in by_queue.items():

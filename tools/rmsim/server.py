@@ -115,6 +115,10 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
         codec.status_to_pb(status, msg)
         return msg
 
+    def NotifyPreemption(self, request, context):
+        deadline = self.run(context, self.core.notify_preemption, request.container_id)
+        return pb.PreemptionDeadline(deadline=deadline)
+
 
 class ControlServicer(rmsim_pb2_grpc.SimulatorControlServicer):
     """The simulator's own service (:mod:`.control`): faults and the benchmark's ping. It is
