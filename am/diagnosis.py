@@ -53,7 +53,7 @@ from .gang_domains import DomainShort
 from .gang_placement import (GangDoesNotFit, PipelineFor, RoleOutcome, check_fits_empty, empty_view,
                              pipeline_of, place_each_role, place_gang, role_request)
 from .jobspec_model import RoleSpec
-from .reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, expected_start_line, plan_start
+from .reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, expected_start_line, gang_instances, plan_start
 
 __all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose", "with_more_machines"]
 
@@ -346,9 +346,8 @@ def expected_start(view: ClusterView, roles: tuple[RoleSpec, ...], occupants: Se
     holds = [Hold(o.host, o.gpus, -math.inf, math.inf if o.expected_end_s is None else o.expected_end_s, o.job,
                   UNKNOWN if o.expected_end_s is None else DECLARED)
              for o in occupants if o.gpus and o.host in free and healthy.item(view.index(o.host))]
-    instances = [(role.gpus, role.name, role.max_instances_per_node) for role in roles if role.gpus
-                 for _ in range(len(indices[role.name]) if indices and role.name in indices else role.instances)]
-    return plan_start(0.0, free, holds, instances, None)
+    counts = {name: len(chosen) for name, chosen in indices.items()} if indices else None
+    return plan_start(0.0, free, holds, gang_instances(roles, counts), None)
 
 
 #: the reasons of a role short of GPUs held by other jobs: only then is the expected start

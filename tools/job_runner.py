@@ -56,6 +56,7 @@ from gangmaster.am.jobspec_model import JobSpec
 from gangmaster.am.master import ApplicationMaster
 from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
 from gangmaster.am.recovery import ENDED_WITH_THE_RUN
+from gangmaster.am.reservation_plan import declared_gang
 from gangmaster.am.rm_client import InProcessRMClient, RMClient
 from gangmaster.am.rm_protocol import ApplicationSubmission, NotFound, RMError, WrongState
 from gangmaster.am.run_report import RecordedRun, RunResult
@@ -159,9 +160,10 @@ class _AMDriver:
             self.runs.append(run)
             return run
         earlier_tasks = self._stop_earlier(earlier.app_id, work_dir) if earlier.app_id else None
+        gang, duration_s = declared_gang(job)   # (what a reserving queue plans for it)
         app_id = self.client.submit(ApplicationSubmission(
             job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True,
-            priority=job.priority))
+            priority=job.priority, gang=gang, expected_duration_s=duration_s))
         run = JobRun(job, app_id, work_dir, queue, clock_offset=earlier.last_time)
         if earlier_tasks is not None:
             run.earlier_tasks = earlier_tasks
