@@ -167,6 +167,8 @@ class Diagnosis:
     expected_start: Reservation | None = None
     #: whether an expected start was worked out (False: not asked, e.g. it can start now)
     planned: bool = False
+    #: whether that start is a reservation the RM holds for the gang (a queue of ``policy: reserve``)
+    reserved: bool = False
     #: the gang's own priority (its job's): blocking jobs above it are work it waits behind
     priority: int = 0
 
@@ -187,7 +189,7 @@ class Diagnosis:
                 "fits_empty_cluster": self.fits_empty_cluster, "healthy_machines": self.healthy_machines,
                 "machines": self.machines, "roles": {name: r.to_dict() for name, r in self.roles.items()},
                 "blocking_jobs": [b.to_dict() for b in self.blocking_jobs], "hint": self.hint,
-                **({"expected_start": _expected_start_dict(self.expected_start)} if self.planned else {})}
+                **({"expected_start": _expected_start_dict(self.expected_start, self.reserved)} if self.planned else {})}
 
     def signature(self) -> dict:
         """What a change is judged on: everything but the clock (expected ends move as time passes)."""
@@ -237,7 +239,7 @@ class Diagnosis:
         if self.hint:
             lines.append(f"  to unblock: {self.hint}")
         if self.planned:
-            lines.append(f"  {expected_start_line(self.expected_start, 0.0, reserved=False)}")
+            lines.append(f"  {expected_start_line(self.expected_start, 0.0, reserved=self.reserved)}")
         return "\n".join(lines)
 
 
@@ -245,7 +247,8 @@ class Diagnosis:
 def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineFor, *, job: str,
              gang: str = "", occupants: Sequence[Occupant] = (),
              indices: Mapping[str, Sequence[int]] | None = None,
-             own: Sequence[tuple[str, ResourceDescriptor]] = (), priority: int = 0) -> Diagnosis:
+             own: Sequence[tuple[str, ResourceDescriptor]] = (), priority: int = 0,
+             reserved: Reservation | None = None) -> Diagnosis:
     """Diagnose the gang ``roles`` on ``view`` (the cluster as it is now; not changed).
 
     ``occupants``: what other applications hold, to name the blocking jobs (without
@@ -253,7 +256,9 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     ``indices``: the instances still to place per role (the AM's, when some are
     granted already; they count as placeable); ``own``: the resources those granted
     containers hold (host, resource), so they are not taken for another job's.
-    ``priority``: the gang's own (its job's), which the blocking jobs' are compared with."""
+    ``priority``: the gang's own (its job's), which the blocking jobs' are compared with.
+    ``reserved``: the reservation the RM holds for the gang, counted from now (a reserving
+    queue's: :mod:`~gangmaster.tools.rmsim.reservations`): then the expected start is it."""
     explained: dict[str, tuple[list[Reason], dict]] = {}
 
     def explain(outcome: RoleOutcome, scratch: ClusterView) -> None:   # as the role saw the view
@@ -290,9 +295,9 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
         if short is not None and short.ask.required:
             hints.append(_preferred_instead(view, roles, pipeline, indices, short))
         diagnosis.hint = "; or ".join(h for h in hints if h)
-        if not never and _short_of_gpus(diagnosed):
-            diagnosis.planned = True
-            diagnosis.expected_start = expected_start(view, roles, occupants, indices)
+        if not never and (reserved is not None or _short_of_gpus(diagnosed)):
+            diagnosis.planned, diagnosis.reserved = True, reserved is not None
+            diagnosis.expected_start = reserved or expected_start(view, roles, occupants, indices)
     return diagnosis
 
 
@@ -361,12 +366,12 @@ def _short_of_gpus(diagnosed: Mapping[str, RoleDiagnosis]) -> bool:
     return bool(waits) and waits <= _GPU_WAITS
 
 
-def _expected_start_dict(planned: Reservation | None) -> dict | None:
+def _expected_start_dict(planned: Reservation | None, reserved: bool) -> dict | None:
     if planned is None:
         return None
     return {"in_s": _round(planned.start_s), "machines": sorted(planned.gpus_by_host),
-            "waits_for": list(planned.waits_for), "known": planned.known,
-            "line": expected_start_line(planned, 0.0, reserved=False)}
+            "waits_for": list(planned.waits_for), "known": planned.known, "reserved": reserved,
+            "line": expected_start_line(planned, 0.0, reserved=reserved)}
 
 
 def _reasons(outcome: RoleOutcome, port_min: int, scratch: ClusterView,

@@ -17,6 +17,7 @@ from .diagnosis import Diagnosis, Occupant, diagnose
 from .gang_run import GangRun
 from .jobspec_model import RoleSpec
 from .metrics import AMMetrics
+from .reservation_plan import Reservation
 from .waiting_watch import WaitingWatch, watches
 
 
@@ -25,13 +26,15 @@ class WhyFeed:
     list, ``occupants``: what other applications hold where (a driver that knows tells)."""
 
     __slots__ = ("job", "app_id", "gangs", "placement", "occupants", "settings", "log", "metrics", "watching",
-                 "priority")
+                 "priority", "reserved")
 
     def __init__(self, job: str, app_id: str, gangs: list[GangRun], placement: AMPlacement,
                  occupants: Callable[[], Sequence[Occupant]], settings: AMSettings, log: Callable[[str], None],
-                 metrics: AMMetrics, priority: int = 0):
-        """``priority``: the job's (blocking jobs above it are work it waits behind)."""
-        self.priority = priority
+                 metrics: AMMetrics, priority: int = 0,
+                 reserved: Callable[[], Reservation | None] | None = None):
+        """``priority``: the job's (blocking jobs above it are work it waits behind);
+        ``reserved``: the reservation the RM holds for the job now, if any (a driver that knows tells)."""
+        self.priority, self.reserved = priority, reserved
         self.job, self.app_id, self.gangs, self.placement, self.occupants = job, app_id, gangs, placement, occupants
         self.settings, self.log, self.metrics = settings, log, metrics
         #: the watch, when made (a pending gang's heartbeat then checks its wait)
@@ -68,7 +71,7 @@ class WhyFeed:
             view.instances_of(role)[view.index(host)] += 1
         return diagnose(view, roles, self.placement.pipeline_for, job=self.job, gang=name, occupants=self.occupants(),
                         indices=wanted, own=[(host, resource) for _role, host, resource in held],
-                        priority=self.priority)
+                        priority=self.priority, reserved=self.reserved() if self.reserved is not None else None)
 
     def waiting(self) -> str:
         """Why each gang still pending waits, in one line (the reason a job that can make no

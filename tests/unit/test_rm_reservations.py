@@ -32,17 +32,26 @@ def _run(tmp_path, policy: str):
     sim.sim.loop.call_later(1, lambda: submit("gang", 8, BIG_S))
     for k in STREAM:
         sim.sim.loop.call_later(8 * k + 2, lambda k=k: submit(f"small{k}", 1, SMALL_S))
-    checked = []
+    checked, said = [], []
     for k in range(1, 40):
         sim.sim.loop.call_later(5 * k + 0.5, lambda: checked.append(sim.sim.core.check_invariants()))
+    sim.sim.loop.call_later(30.5, lambda: said.append(runs["gang"].am.why.diagnose(runs["gang"].am.gangs[0])))
     assert sim.run()
     assert {run.outcome for run in runs.values()} == {"succeeded"} and len(checked) == 39
-    return runs
+    return runs, said[0]
 
 
-@pytest.mark.parametrize("policy, starves", [("reserve", False), ("fifo", True)])
-def test_a_whole_cluster_gang_starts_when_the_jobs_running_before_it_end(tmp_path, policy, starves):
-    runs = _run(tmp_path, policy)
+@pytest.mark.parametrize("policy, starves, machines", [("reserve", False, "2 reserved machines"),
+                                                       ("fifo", True, "2 machines")])
+def test_a_whole_cluster_gang_starts_when_the_jobs_running_before_it_end(tmp_path, policy, starves, machines):
+    """Under ``reserve`` the gang starts by the end of the jobs running when it came, and its
+    diagnosis at t = 30 s names the machines reserved for it; under ``fifo`` it waits for the
+    stream, and its diagnosis plans the same start with nothing holding the machines."""
+    runs, diagnosis = _run(tmp_path, policy)
     bound = max(runs[f"first{i}"].am.gangs[0].record.ended_at for i in range(6)) + SLACK_S
     started = runs["gang"].am.gangs[0].record.started_at
     assert (started > bound) is starves, (policy, started, bound)
+    start = diagnosis.expected_start
+    assert start is not None and sorted(start.gpus_by_host) == ["n0", "n1"]
+    assert diagnosis.reserved is (policy == "reserve")
+    assert f"expected to start in ~{round(start.start_s)}s on {machines} when first" in diagnosis.text()
