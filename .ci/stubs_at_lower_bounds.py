@@ -9,21 +9,22 @@ from importlib import import_module, metadata
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # (not the INFO line of the server's goodbye)
 import grpc  # noqa: E402
 
-STUBS = ("gangmaster.am.proto.rm_pb2", "gangmaster.am.proto.rm_pb2_grpc", "gangmaster.am.proto.barrier_pb2",
-         "gangmaster.am.proto.barrier_pb2_grpc", "gangmaster.tools.yarn.proto.hadoop_common_pb2",
+STUBS = ("gangmaster.protocol.proto.rm_pb2", "gangmaster.protocol.proto.rm_pb2_grpc", "gangmaster.protocol.proto.barrier_pb2",
+         "gangmaster.protocol.proto.barrier_pb2_grpc", "gangmaster.tools.rmsim.proto.rmsim_pb2",
+         "gangmaster.tools.rmsim.proto.rmsim_pb2_grpc", "gangmaster.tools.yarn.proto.hadoop_common_pb2",
          "gangmaster.tools.yarn.proto.yarn_pb2")
 
 
 def main() -> int:
     for name in STUBS:
         import_module(name)
-    from gangmaster.am.proto import rm_pb2, rm_pb2_grpc
+    from gangmaster.protocol.proto import rm_pb2, rm_pb2_grpc
 
     asked = rm_pb2.ResourceRequest(request_id=7, count=2, host="dgx1-001")
     assert rm_pb2.ResourceRequest.FromString(asked.SerializeToString()) == asked
 
     class Answering(rm_pb2_grpc.ResourceManagerServicer):
-        def Ping(self, request, context):
+        def Kill(self, request, context):
             return rm_pb2.Empty()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
@@ -32,7 +33,7 @@ def main() -> int:
     server.start()
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            rm_pb2_grpc.ResourceManagerStub(channel).Ping(rm_pb2.Empty(), timeout=10)
+            rm_pb2_grpc.ResourceManagerStub(channel).Kill(rm_pb2.KillRequest(app_id="app_0001"), timeout=10)
     finally:
         server.stop(None)
     print(f"ci: the stubs work on grpcio {metadata.version('grpcio')}, protobuf {metadata.version('protobuf')}")

@@ -65,14 +65,14 @@ INT32 = (-(2 ** 31), 2 ** 31 - 1)
 MAX_GPUS_PER_NODE = 64
 
 
-# ------------------------------------------------ barrier coordinator (am/barrier*.py, am/context.py)
+# ------------------------------------------------ barrier coordinator (am/barrier*.py, am/barrier/task_context.py)
 #: Default of ``barrier.max_message_bytes``: the most an all_gather may gather, in bytes —
 #: every task's message together, each counted with 8 bytes of framing — and so the largest
 #: single message too. gRPC's own default (4 MiB) made a larger gather fail as "coordinator
 #: unreachable" after retrying for ``retry_give_up_s``; Spark's barrier mode allows 128 MiB
 #: (``spark.rpc.message.maxSize``). Past it, the gather fails at once on every task, naming
-#: the size and the limit. Enforced by the coordinator (am/barrier.py) and, for one task's
-#: own message, by the task (am/context.py); both sides' gRPC channels allow it.
+#: the size and the limit. Enforced by the coordinator (am/barrier/coordinator.py) and, for one task's
+#: own message, by the task (am/barrier/task_context.py); both sides' gRPC channels allow it.
 BARRIER_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 
 #: The largest ``barrier.max_message_bytes`` accepts (bytes): gRPC message lengths are
@@ -103,7 +103,7 @@ BARRIER_MAX_PENDING_CALLS = 2 ** 20
 
 
 # ------------------------------------------------------------------ RM (ResourceManager API)
-# Checked on every call into the RM core (am/rm_validation.py), so the in-process client
+# Checked on every call into the RM core (protocol/rm_validation.py), so the in-process client
 # and `gangmaster rm serve`'s gRPC clients meet the same limits; a call past one is refused
 # with InvalidRequest / gRPC INVALID_ARGUMENT naming the field, the value and the limit.
 # Sized so the largest job in the design (1 + 3,000 + 3,000 instances, one ask each) and
@@ -302,6 +302,9 @@ MAX_TRACE_FIELD_CHARS = 4096
 #: each is a whole replay of the trace.
 MAX_REPLAY_SEEDS = 100
 MAX_SWEEP_POINTS = 64
+#: Processes of one ``replay --workloads`` run (--jobs N): each replay takes one core and a few
+#: hundred MB (an openb fill seed peaks at ~180 MB), so more than a large machine's cores only queue.
+MAX_FAMILY_PROCESSES = 256
 # ---------------------------------------------------------------- workload shapes (selectors/workload.py)
 #: Task shapes in one --workload file: a fragmentation-aware strategy weighs every shape
 #: for every node it judges (the openb trace has 151 distinct shapes).

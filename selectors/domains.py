@@ -6,7 +6,7 @@ level below (:attr:`NodeSpec.domains`, innermost first; the cluster file checks 
 nesting). A job asks for a level with a :class:`DomainAsk`: ``required`` keeps every
 instance inside one domain of the level (or the gang waits), ``preferred`` spans as few
 domains as it can. The gang placer chooses the domain for the whole gang
-(:mod:`gangmaster.am.gang_domains`); this module only says which nodes form each domain.
+(:mod:`gangmaster.am.core.gang_domains`); this module only says which nodes form each domain.
 
 A node that names no domain of a level (a cluster that describes no switches) is in no
 domain of it: a ``required`` ask of that level never places there.

@@ -39,6 +39,11 @@ if TYPE_CHECKING:
     from .resources import ResourceDescriptor
 
 SHAPE_FIELDS = ("vcores", "memoryMB", "gpus", "gpuMilli", "gpuTypes", "weight")
+#: The share of the tasks the artifact's typical pods hold (``podPopularityThreshold: 95`` of
+#: its ``scripts/generate_config_and_run.py``, step 1): :meth:`WorkloadShapes.artifact_typical`.
+ARTIFACT_POPULARITY = 0.95
+#: Kubernetes counts a container that requests no CPU as 100 m (``GetNonzeroRequests``).
+ARTIFACT_MIN_MVCORES = 100
 
 
 @dataclass(frozen=True, order=True)
@@ -124,6 +129,24 @@ class WorkloadShapes:
             raise ValueError("a workload has at least one task shape")
         kept = sum(w for _, w in ranked)
         return cls(tuple(s for s, _ in ranked), tuple(w / kept for _, w in ranked))
+
+    def artifact_typical(self, popularity: float = ARTIFACT_POPULARITY) -> "WorkloadShapes":
+        """These shapes as the FGD artifact's scheduler plugin knows the workload
+        (``GetTypicalPods`` in its ``pkg/utils/frag.go``, with the paper's run settings): no
+        memory (its pod resource has none, so no shape ever lacks a node's memory), a
+        CPU ask of 0 counted as :data:`ARTIFACT_MIN_MVCORES` (Kubernetes' non-zero request),
+        then the most popular shapes one at a time until they hold ``popularity`` of the
+        weight, renormalised (openb's default list: 35 of 151 shapes)."""
+        merged = WorkloadShapes.weighted(
+            (TaskShape(max(shape.mvcores, ARTIFACT_MIN_MVCORES), 0, shape.gpus, shape.gpu_milli, shape.gpu_types), weight)
+            for shape, weight in self)
+        kept, held = [], 0.0
+        for shape, weight in merged:
+            if held >= popularity:
+                break
+            kept.append((shape, weight))
+            held += weight
+        return WorkloadShapes.weighted(kept)
 
     @classmethod
     def from_asks(cls, asks: Iterable[TaskShape], top: int | None = None) -> "WorkloadShapes":

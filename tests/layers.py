@@ -1,4 +1,4 @@
-"""The layers of gangmaster (DESIGN.md: conf <- gpu_topology <- selectors <- am <- tools)
+"""The layers of gangmaster (DESIGN.md: conf <- gpu_topology <- selectors <- protocol <- am <- tools)
 and which of them a module imports, read from its source. Two checks share it: imports
 point down only (tests/unit/test_layering.py), and each test file's layer, the highest
 one it imports, so that one layer's unit and property tests run alone, in under a minute,
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("conf", "gpu_topology", "selectors", "am", "tools")
+LAYERS = ("conf", "gpu_topology", "selectors", "protocol", "am", "tools")
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
 
 #: test files that import no layer (they read the repository's files), and the layer they check
@@ -26,7 +26,7 @@ READS_FILES = {
     "test_layering.py": "tools",         # every layer's imports
     "test_layers.py": "tools",           # this file's layers of the test files
     "test_layout.py": "tools",           # the package layout and the installed command
-    "test_rm_proto_stubs.py": "am",      # am/proto's generated stubs
+    "test_rm_proto_stubs.py": "protocol",  # protocol/proto's generated stubs
     "test_packaging.py": "tools",        # pyproject.toml against every folder and stub
     "test_rm_private_names.py": "tools.rmsim",  # tools/rmsim's sources, by AST
     "test_typing.py": "selectors",       # mypy --strict over the plugin API

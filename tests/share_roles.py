@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gangmaster.am.jobspec_model import RoleSpec
+from gangmaster.am.spec.jobspec_model import RoleSpec
 from gangmaster.selectors.resources import ResourceDescriptor
 
 

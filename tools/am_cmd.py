@@ -67,13 +67,14 @@ def add_parser(sub):
 
 
 def _am(args) -> int:
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.jobspec import load_job
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
-    from gangmaster.am.rm_protocol import RMError
+    from gangmaster.am.barrier.config import BarrierConfig
+    from gangmaster.am.spec.jobspec import load_job
+    from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+    from gangmaster.protocol.rm_protocol import RMError
     from gangmaster.selectors.selector import selector_classes
     from gangmaster.tools.job_runner import RemoteRuns
     from gangmaster.tools.rm_cmd import client_security
+    from gangmaster.tools.rmsim.control import SimulatorControl
     from gangmaster.tools.run_cmd import am_and_selection_settings, new_work_dir, print_metrics_url, print_reports
 
     am_settings, selection = am_and_selection_settings(args)
@@ -86,7 +87,7 @@ def _am(args) -> int:
 
     with GrpcRMClient(args.rm, security=security) as rm:
         try:
-            rm.ping()
+            SimulatorControl(rm).ping()   # `rm serve` answers, and takes this token
         except RMError as exc:
             print(f"gangmaster am: cannot use the RM at {args.rm}: {exc.message} (is `gangmaster rm serve` "
                   f"running there, with this --token-file / --tls-ca?)", file=sys.stderr)

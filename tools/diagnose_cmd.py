@@ -1,6 +1,6 @@
 """``gangmaster diagnose JOB.yaml``: will the job's gangs start on this cluster, and if
 not, why — per role, in numbers, with the jobs holding the capacity and what would
-unblock it (:mod:`gangmaster.am.diagnosis`).
+unblock it (:mod:`gangmaster.am.ops.diagnosis`).
 
 The run is the real one, in virtual time: the ``--after`` jobs are submitted first
 and run (each through its own AM, until its gangs have started), the scenario's
@@ -89,8 +89,8 @@ def add_parser(sub):
 def _run(args) -> int:
     from dataclasses import replace
 
-    from gangmaster.am.am_settings import AMSettings
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.spec.am_settings import AMSettings
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.conf.fields import ConfigError
     from gangmaster.conf.settings import Settings
     from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
@@ -159,8 +159,8 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
     ``--json`` prints (with ``"text"``, what is printed without, ``"after_not_started"``,
     the ``after`` jobs whose gangs had not started, and ``"warnings"``, what of the
     snapshot could not be booked as given)."""
-    from gangmaster.am.diagnosis import Diagnosis
-    from gangmaster.am.jobspec_model import gang_name
+    from gangmaster.am.ops.diagnosis import Diagnosis
+    from gangmaster.am.spec.jobspec_model import gang_name
     from gangmaster.tools.job_runner import SimulatedRuns
 
     runs = SimulatedRuns(specs, am_settings, selection, scenario=scenario)
@@ -232,7 +232,7 @@ def book_snapshot(sim, snapshot) -> list[str]:
     it overcommits, a host missing from the node list): what cannot be booked as given
     is booked as far as the host has room, or skipped, and said in the returned
     warnings."""
-    from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerLaunch, LaunchContext,
+    from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerLaunch, LaunchContext,
                                            ResourceRequest, StartContainers)
     from gangmaster.selectors.resources import ResourceDescriptor
     from gangmaster.tools.rmsim.workload import raw_task_env

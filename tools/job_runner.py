@@ -27,7 +27,7 @@ the job again into a folder that holds an earlier run of it:
 * it did not finish (interrupted, killed, the machine went down): a new
   application resumes the job from the journal: the attempts that were running
   end as interrupted and start again as new attempts
-  (:func:`gangmaster.am.recovery.resume`), and the AM's clock goes on from the
+  (:func:`gangmaster.am.core.recovery.resume`), and the AM's clock goes on from the
   journal's last record. Its tasks went with its RM when the RM was this
   process's; a separate RM (:class:`RemoteRuns`) may still run them (the earlier
   AM was ``kill -9``'d): the earlier application is killed there first, and the
@@ -51,15 +51,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec_model import JobSpec
-from gangmaster.am.master import ApplicationMaster
-from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
-from gangmaster.am.recovery import ENDED_WITH_THE_RUN
-from gangmaster.am.reservation_plan import declared_gang
-from gangmaster.am.rm_client import InProcessRMClient, RMClient
-from gangmaster.am.rm_protocol import ApplicationSubmission, NotFound, RMError, WrongState
-from gangmaster.am.run_report import RecordedRun, RunResult
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec_model import JobSpec
+from gangmaster.am.core.master import ApplicationMaster
+from gangmaster.am.ops.metrics import AMMetrics, MetricsEndpoint
+from gangmaster.am.core.recovery import ENDED_WITH_THE_RUN
+from gangmaster.am.core.reservation_plan import declared_gang
+from gangmaster.protocol.rm_client import InProcessRMClient, RMClient
+from gangmaster.protocol.rm_protocol import ApplicationSubmission, NotFound, RMError, WrongState
+from gangmaster.am.ops.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
@@ -238,7 +238,7 @@ class _AMDriver:
             if run.app_id == app_id:
                 timer = self._timers.pop(run.app_id, None)
                 if timer is not None:
-                    timer.cancel()
+                    self.clock.cancel(timer)
                 self._timers[run.app_id] = self.clock.call_later(AM_RESTART_DELAY_S, self._start_am, run)
 
     @property
@@ -247,7 +247,7 @@ class _AMDriver:
 
     def close(self) -> None:
         for timer in self._timers.values():
-            timer.cancel()
+            self.clock.cancel(timer)
         self._timers.clear()
         for run in self.runs:
             for am in run.ams:
@@ -353,9 +353,9 @@ class _RealTime:
         application is still killed at the RM. ``taking_over``: a previous AM's tasks may
         call it before the AMs started here reopen their barriers; until :meth:`run`
         begins, such calls are told to come back, not refused
-        (:meth:`~gangmaster.am.barrier.BarrierCoordinator.taking_over`)."""
-        from gangmaster.am.barrier_config import BarrierConfig
-        from gangmaster.am.barrier_server import BarrierServer
+        (:meth:`~gangmaster.am.barrier.coordinator.BarrierCoordinator.taking_over`)."""
+        from gangmaster.am.barrier.config import BarrierConfig
+        from gangmaster.am.barrier.server import BarrierServer
 
         self.barrier = BarrierServer(barrier_config or BarrierConfig.load())
         self.barrier.coordinator.taking_over(taking_over)
@@ -394,7 +394,7 @@ class _RealTime:
         """``am`` beats no more, and the run ends (:meth:`run` returns), saying ``why``."""
         timer = self._timers.pop(am.app_id, None)
         if timer is not None:
-            timer.cancel()
+            self.clock.cancel(timer)
         self.failure = self.failure or why
 
     def run(self, timeout_s: float | None = None) -> bool:
@@ -414,7 +414,7 @@ class _RealTime:
                     self.timed_out = True
                     break
         finally:   # also when interrupted: no AM may act on the shutdown that follows
-            watcher.cancel()
+            self.clock.cancel(watcher)
             with self.clock.lock:
                 self.close()
         return self._finished.is_set()
@@ -493,8 +493,8 @@ def _same_port(barrier_config, port_file: Path):
     (when the configuration names none and that port is free: else as configured)."""
     from dataclasses import replace
 
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.grpc_security import ListenError, check_bindable
+    from gangmaster.am.barrier.config import BarrierConfig
+    from gangmaster.protocol.grpc_security import ListenError, check_bindable
 
     config = barrier_config or BarrierConfig.load()
     try:

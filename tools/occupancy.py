@@ -1,5 +1,5 @@
 """What other applications hold on an in-process RM, for a diagnosis to name the jobs
-blocking a gang (:class:`~gangmaster.am.diagnosis.Occupant`).
+blocking a gang (:class:`~gangmaster.am.ops.diagnosis.Occupant`).
 
 The RM core knows every container. In virtual time the workload model also knows when
 each running one exits (the simulated NodeManager's exit instant), so the expected end
@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from gangmaster.am.diagnosis import Occupant
-from gangmaster.am.reservation_plan import Reservation
+from gangmaster.am.core.reservation_plan import Reservation
+from gangmaster.am.ops.diagnosis import Occupant
 
 from .rmsim.core import ResourceManager
 from .rmsim.simulation import Simulation
@@ -44,14 +44,14 @@ def simulated_occupants(sim: Simulation, except_app: str) -> list[Occupant]:
 
     def ends_in(container_id: str) -> float | None:
         instant = exiting.get(container_id)
-        return None if instant is None else max(0.0, instant.timer.when - now)
+        return None if instant is None else max(0.0, instant.timer[0] - now)
 
     return rm_occupants(sim.core, except_app, ends_in)
 
 
 def rm_reservation(core: ResourceManager, app_id: str) -> Reservation | None:
     """The reservation the RM's reserving queue holds for ``app_id`` as of its last pass, counted
-    from now (as a diagnosis counts: :func:`~gangmaster.am.diagnosis.expected_start`); None when none."""
+    from now (as a diagnosis counts: :func:`~gangmaster.am.ops.diagnosis.expected_start`); None when none."""
     held = core.reservations.reserved_for(app_id)
     if held is None:
         return None

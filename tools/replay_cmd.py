@@ -6,18 +6,21 @@ import argparse
 import json
 import math
 import sys
+import statistics
 import textwrap
 from dataclasses import replace
+from pathlib import Path
 
-from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_GPUS_PER_NODE, MAX_HEARTBEAT_S,
-                                    MAX_PREEMPTION_GRACE_S, MAX_PRIORITY, MAX_REPLAY_SEEDS, MAX_RESERVATIONS,
-                                    MAX_SWEEP_POINTS)
-from gangmaster.selectors.selector import UnknownSelector, get_selector
+from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FAMILY_PROCESSES, MAX_FILL_INFLATE, MAX_GPUS_PER_NODE,
+                                    MAX_HEARTBEAT_S, MAX_PREEMPTION_GRACE_S, MAX_PRIORITY, MAX_REPLAY_SEEDS,
+                                    MAX_RESERVATIONS, MAX_SWEEP_POINTS)
+from gangmaster.selectors.selector import UnknownSelector, get_selector, selector_classes
 from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
 
-from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
 
-from .replay import clusters, openb
+from .replay import clusters, family, family_pages, openb
+from .replay.artifact import ALLOCATION_FILE, PAPER_POLICY, read_expected
 from .replay.comparison import Comparison, SweepPoint, metrics_document
 from .replay.engine import ReplayOptions, replay
 from .replay.metrics import DEFAULT_TRIM, METRIC_HELP, measurement_window
@@ -101,6 +104,18 @@ Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
                creation_time or deletion_time: the artifact's openb_pod_list_multigpu*
                lists, which have neither, replay in this mode only.
 
+a family of workloads (--workloads DIR; issue 32): every openb_pod_list_*.csv in DIR
+  (the FGD artifact's data/csv: default, cpu*, gpushare*, gpuspec*, multigpu*) in --mode
+  fill against the node list (--nodes-file, default {openb.DEFAULT_NODE_FILE} in DIR),
+  each --selector (default: every registered one) with each --seed (default the paper's
+  42 ... 51), in --jobs N processes. A line per workload as it finishes (and a bar on a
+  terminal), then one table: per workload, each policy's median unallocated GPU % at
+  100 % arrived, with --expected DIR the artifact's figure for the paper's counterpart
+  beside it ({', '.join(f'{ours} = {theirs}' for ours, theirs in PAPER_POLICY.items())}),
+  the best policy and its margin over the paper's FGD and over our fgd; and each policy's
+  decision time per pod, measured in the same run. --report DIR writes family.json,
+  family.csv, report.html and report.md.
+
 output: a table on stdout (--json: metrics.json's document instead). --report DIR
 writes metrics.json, jobs.csv, timeline.csv, figures (with matplotlib: pip install -e
 '.[plots]'), report.html and report.md. The same inputs give the same files byte for
@@ -121,7 +136,15 @@ def add_parser(sub):
             "and compare the outcomes.", 88),
         epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     allow_negative_values(p)   # --capacity-sweep -3,4: the count says what is wrong, not argparse
-    p.add_argument("trace", metavar="TRACE", help="the trace file")
+    p.add_argument("trace", metavar="TRACE", nargs="?", help="the trace file (or --workloads DIR)")
+    p.add_argument("--workloads", metavar="DIR",
+                   help="openb --mode fill over a whole family: every openb_pod_list_*.csv in DIR against its node "
+                        "list, each --selector with each --seed, in one comparison report; see below")
+    p.add_argument("--expected", metavar="DIR",
+                   help="--workloads: the FGD artifact's experiments/analysis/expected_results (or its "
+                        f"{ALLOCATION_FILE}), set beside ours")
+    p.add_argument("--jobs", type=count(1, MAX_FAMILY_PROCESSES, "MAX_FAMILY_PROCESSES"), metavar="N",
+                   help="--workloads: replays run in N processes (default 1; each replay uses one core)")
     p.add_argument("--format", choices=FORMATS, help="the trace's format (default: from its header, or "
                                                      "native for .yaml)")
     where = p.add_mutually_exclusive_group()
@@ -150,8 +173,9 @@ def add_parser(sub):
     p.add_argument("--inflate", type=real(0, MAX_FILL_INFLATE, low_open=True), metavar="F",
                    help=f"openb --mode fill: pods arrive until they ask F x the cluster's GPUs "
                         f"(default {openb.DEFAULT_INFLATE:g}, at most {MAX_FILL_INFLATE}: MAX_FILL_INFLATE)")
-    p.add_argument("--selector", nargs="+", metavar="NAME", default=["job-packing"],
-                   help="placement strategies to compare (see `gangmaster selectors`; default job-packing)")
+    p.add_argument("--selector", nargs="+", metavar="NAME",
+                   help="placement strategies to compare (see `gangmaster selectors`; default job-packing, with "
+                        "--workloads every registered one)")
     p.add_argument("--window", nargs=2, metavar=("START", "END"),
                    help="replay only jobs submitted in [START, END]: dates for Philly ('2017-10-01 00:00:00'), "
                         "seconds otherwise (default: all, or the preset's)")
@@ -159,8 +183,9 @@ def add_parser(sub):
                    help="multiply submit times by F (> 1 spreads arrivals out: less load; default 1)")
     p.add_argument("--capacity-sweep", type=NODE_COUNTS, metavar="N,N,...",
                    help="also replay on clusters of these node counts (of --gpus-per-node GPUs) for a load sweep")
-    p.add_argument("--seed", nargs="+", type=seed, default=[0], metavar="N",
-                   help="seeds of the tie-breaking orders; several: medians and IQR (default 0)")
+    p.add_argument("--seed", nargs="+", type=seed, metavar="N",
+                   help="seeds of the tie-breaking orders (and of the fill); several: medians and IQR (default 0, "
+                        "with --workloads the paper's 42 ... 51)")
     p.add_argument("--heartbeat", type=_non_negative_seconds(MAX_HEARTBEAT_S), default=0.0, metavar="S",
                    help="AM/RM heartbeat, s: 0 reacts at each event (default); > 0 shows what latency costs")
     p.add_argument("--preemption", choices=("on", "off"), default="off",
@@ -231,16 +256,21 @@ def run(args) -> int:
 
 def _run(args) -> int:
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    if args.workloads:
+        return _run_family(args, say)
+    if args.trace is None:
+        return _bad("give a TRACE, or --workloads DIR for a family of openb pod lists")
+    for flag, given in (("--expected", args.expected), ("--jobs", args.jobs)):
+        if given is not None:
+            return _bad(f"{flag} goes with --workloads")
+    args.seed = args.seed or [0]
+    args.selector = args.selector or ["job-packing"]
     if args.gpus_per_node is not None and not (args.nodes or args.infer or args.capacity_sweep):
         return _bad("--gpus-per-node goes with --nodes, --infer or --capacity-sweep")
     gpus_per_node = args.gpus_per_node or DEFAULT_GPUS_PER_NODE
-    for name in args.selector:
-        try:
-            get_selector(name)
-        except UnknownSelector as exc:
-            return _bad(str(exc))
-    if len(args.seed) > MAX_REPLAY_SEEDS:
-        return _bad(f"--seed: at most {MAX_REPLAY_SEEDS} seeds (MAX_REPLAY_SEEDS)")
+    bad = _bad_selectors_or_seeds(args)
+    if bad:
+        return _bad(bad)
     if args.capacity_sweep and len(args.capacity_sweep) > MAX_SWEEP_POINTS:
         return _bad(f"--capacity-sweep: at most {MAX_SWEEP_POINTS} capacities (MAX_SWEEP_POINTS)")
     if args.capacity_sweep and (args.cluster or args.preset):
@@ -301,6 +331,96 @@ def _run(args) -> int:
     comparison = Comparison(table, cluster, measured, results, " .. ".join(window_args) if window_args else "",
                             sweep)
     return _conclude(comparison, args, say)
+
+
+def _bad_selectors_or_seeds(args) -> str:
+    """Why --selector or --seed cannot be taken ("" when they can)."""
+    for name in args.selector:
+        try:
+            get_selector(name)
+        except UnknownSelector as exc:
+            return str(exc)
+    if len(args.seed) > MAX_REPLAY_SEEDS:
+        return f"--seed: at most {MAX_REPLAY_SEEDS} seeds (MAX_REPLAY_SEEDS)"
+    return ""
+
+
+def _run_family(args, say) -> int:
+    """``--workloads DIR``: every pod list of DIR in fill mode, one comparison (:mod:`.replay.family`)."""
+    if args.trace is not None:
+        return _bad(f"give a TRACE or --workloads DIR, not both (got {args.trace} and --workloads {args.workloads})")
+    for flag, given in (("--format", args.format not in (None, "openb")), ("--mode", args.mode not in (None, "fill")),
+                        ("--cluster", args.cluster), ("--preset", args.preset), ("--nodes", args.nodes),
+                        ("--infer", args.infer), ("--gpus-per-node", args.gpus_per_node),
+                        ("--capacity-sweep", args.capacity_sweep), ("--window", args.window),
+                        ("--time-scale", args.time_scale != 1.0), ("--heartbeat", args.heartbeat != 0.0),
+                        ("--queue-policy", args.queue_policy not in (None, "drop")),
+                        ("--measure-trim", args.measure_trim is not None),
+                        ("--on-bad-row", args.on_bad_row != "stop")):
+        if given:
+            return _bad(f"{flag} does not go with --workloads: each pod list is replayed in openb's fill mode "
+                        "(every pod tried once at its arrival) on the node list, and a bad row stops the run")
+    args.seed = args.seed or list(family.PAPER_SEEDS)
+    args.selector = args.selector or list(selector_classes())
+    bad = _bad_selectors_or_seeds(args)
+    if bad:
+        return _bad(bad)
+    if args.report:
+        report_folder(args.report)
+    expected = read_expected(args.expected) if args.expected else None
+    options = family.FamilyOptions(tuple(dict.fromkeys(args.seed)), tuple(dict.fromkeys(args.selector)),
+                                   args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE, args.jobs or 1)
+    workloads = family.read_family(args.workloads, args.nodes_file, options)[0]   # every input checked first
+    per_workload = len(options.seeds) * len(options.selectors)
+    say(f"family: {_counted(len(workloads), 'pod list')} in {args.workloads} × {_counted(len(options.seeds), 'seed')} "
+        f"× {_counted(len(options.selectors), 'policy', 'policies')} = {len(workloads) * per_workload:,} fill "
+        f"replays, in {_counted(options.jobs, 'process', 'processes')}")
+    bar = ProgressBar("family", enabled=not args.json and sys.stderr.isatty(), unit="replays")
+    finished: dict[str, list[family.ReplayFigures]] = {}
+
+    def done(figures: family.ReplayFigures, count: int, total: int) -> None:
+        finished.setdefault(figures.workload, []).append(figures)
+        if len(finished[figures.workload]) == per_workload:
+            bar.clear()
+            say(f"  {family.Workload(figures.workload, Path()).short}: {_medians(finished[figures.workload])} "
+                f"({count:,}/{total:,} replays)")
+        bar(count, total)
+
+    try:
+        result = family.run_family(args.workloads, args.nodes_file, options, done)
+    finally:
+        bar.close()
+    document = family.family_document(result, expected)
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        print(f"unallocated GPU % at {family.ARRIVED_PCT} % arrived, median over the seeds"
+              + (" / the artifact's for the paper's counterpart" if expected else "") + ":")
+        header, rows = family_pages.headline_rows(document)
+        _print_table(header, [[cell.replace("**", "") for cell in row] for row in rows])
+        print("decision time per pod (select() calls timed in the same run):")
+        _print_table(*family_pages.decision_rows(document))
+        if expected:
+            print("below the paper's FGD on every workload: " + (", ".join(document["beat_paper_fgd_everywhere"])
+                                                                   or "none"))
+    if args.report:
+        files = family_pages.write_family_report(document, args.report)
+        say(f"report: {files.folder / 'report.html'} ({', '.join(files.written)})")
+    return 0
+
+
+def _counted(count: int, one: str, many: str = "") -> str:
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
+
+
+def _medians(runs: list) -> str:
+    """One workload's medians at 100 % arrived, by policy, lowest first."""
+    by_selector: dict[str, list[float]] = {}
+    for figures in runs:
+        if figures.unallocated_pct is not None:
+            by_selector.setdefault(figures.selector, []).append(figures.unallocated_pct)
+    medians = sorted((statistics.median(values), name) for name, values in by_selector.items())
+    return "unallocated at 100 % arrived " + ", ".join(f"{name} {value:.2f}" for value, name in medians)
 
 
 def _measured(results, args, preset: clusters.Preset | None = None):

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 
-from gangmaster.am.rm_protocol import RMError
+from gangmaster.protocol.rm_protocol import RMError
 from gangmaster.tools.arg_types import address, port_number
 from gangmaster.tools.rmsim.faults import FAULTS
 
@@ -33,7 +33,7 @@ def add_client_security(parser) -> None:
 
 def client_security(args):
     """The ClientSecurity of ``--token-file`` and ``--tls-ca`` (a bad token file is a ConfigError naming it)."""
-    from gangmaster.am.grpc_security import ClientSecurity, read_token
+    from gangmaster.protocol.grpc_security import ClientSecurity, read_token
     from gangmaster.conf.limits import RM_MAX_TOKEN_CHARS
 
     token = read_token(args.token_file, "--token-file", RM_MAX_TOKEN_CHARS) if args.token_file else None
@@ -41,7 +41,7 @@ def client_security(args):
 
 
 def _client(args):
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
+    from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 
     return GrpcRMClient(args.address, security=client_security(args))
 
@@ -117,7 +117,7 @@ def add_parser(sub):
 def _serve_security(args):
     """The server's TLS files and token from the flags (files are read now: a bad one is a
     ConfigError naming it); warns when the RM would take unauthenticated calls from the network."""
-    from gangmaster.am.grpc_security import ServerSecurity, load_or_create_token
+    from gangmaster.protocol.grpc_security import ServerSecurity, load_or_create_token
     from gangmaster.conf.fields import ConfigError
     from gangmaster.conf.limits import RM_MAX_TOKEN_CHARS
 
@@ -138,7 +138,7 @@ def _serve_security(args):
 
 
 def _serve(args) -> int:
-    from gangmaster.am.grpc_security import ListenError, check_bindable
+    from gangmaster.protocol.grpc_security import ListenError, check_bindable
     from gangmaster.selectors.cluster_file import load_cluster_specs
     from gangmaster.tools.rmsim.ledger import NodeLedger
     from gangmaster.tools.rmsim.live_rm import LiveRM
@@ -200,9 +200,11 @@ def _shares(node) -> str:
 
 
 def _fault(args) -> int:
+    from gangmaster.tools.rmsim.control import SimulatorControl
+
     with _client(args) as rm:
         try:
-            rm.inject_fault(args.action, host=args.host, container_id=args.container, app_id=args.app,
+            SimulatorControl(rm).inject_fault(args.action, host=args.host, container_id=args.container, app_id=args.app,
                             exit_code=args.exit_code, text=args.text)
         except RMError as exc:
             print(f"gangmaster rm fault: {exc}", file=sys.stderr)

@@ -114,7 +114,7 @@ def am_and_selection_settings(args):
     ``--seed`` applied (the options :func:`add_am_options` adds)."""
     from dataclasses import replace
 
-    from gangmaster.am.am_settings import AMSettings
+    from gangmaster.am.spec.am_settings import AMSettings
     from gangmaster.conf.settings import Settings
     from gangmaster.selectors.settings import SelectionSettings
 
@@ -133,7 +133,7 @@ def am_and_selection_settings(args):
 
 
 def _run(args) -> int:
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.conf.settings import Settings
     from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
     from gangmaster.selectors.selector import selector_classes
@@ -158,7 +158,7 @@ def _run(args) -> int:
     base = Path(args.work_dir) if args.work_dir else new_work_dir(jobs[0].name)
 
     if args.live:
-        from gangmaster.am.barrier_config import BarrierConfig
+        from gangmaster.am.barrier.config import BarrierConfig
         from gangmaster.tools.job_runner import LiveRuns
         runs = LiveRuns(specs, base, am_settings, selection, queues, barrier_config=BarrierConfig.load(args.config),
                         rm_settings=rm_knobs, scenario=scenario, echo=echo)
@@ -229,7 +229,7 @@ def print_metrics_url(runs, as_json: bool) -> None:
 
 def print_reports(runs, base: Path, as_json: bool) -> None:
     """Every job's report (what ran where, each attempt, the outcome), as text or JSON."""
-    from gangmaster.am.run_report import format_report
+    from gangmaster.am.ops.run_report import format_report
 
     if as_json:
         print(json.dumps([_report_dict(r, runs.metrics_url) for r in runs.runs], indent=2))

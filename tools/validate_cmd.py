@@ -5,8 +5,8 @@ import argparse
 import json
 import sys
 
-from gangmaster.am.jobspec import load_job
-from gangmaster.am.jobspec_model import JobSpec, RoleSpec
+from gangmaster.am.spec.jobspec import load_job
+from gangmaster.am.spec.jobspec_model import JobSpec, RoleSpec
 from gangmaster.conf.fields import ConfigError, ConfigErrors
 
 from .rmsim.workload import RoleBehaviour

@@ -17,7 +17,7 @@ from typing import Any
 from gangmaster.conf.fields import ConfigError, Fields
 from gangmaster.conf.limits import MAX_WHY_ANSWER_BYTES
 from gangmaster.tools.arg_types import address, seconds
-from gangmaster.am.why_text import format_why
+from gangmaster.am.ops.why_text import format_why
 from gangmaster.tools.http_fetch import FetchError, fetch
 
 

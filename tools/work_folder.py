@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from gangmaster.am.journal import JOURNAL_FILE, JournalState, read_records, read_state
-from gangmaster.am.jobspec_model import JobSpec
+from gangmaster.am.core.journal import JOURNAL_FILE, JournalState, read_records, read_state
+from gangmaster.am.spec.jobspec_model import JobSpec
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster import NodeSpec
 

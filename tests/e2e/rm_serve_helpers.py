@@ -7,7 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 RM_CLI = [sys.executable, "-m", "gangmaster.tools.cli", "rm"]

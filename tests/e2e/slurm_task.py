@@ -12,8 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from gangmaster.am.barrier_errors import BarrierError
-from gangmaster.am.context import BarrierTaskContext
+from gangmaster.am.task import BarrierError, BarrierTaskContext
 
 
 def write(path: Path, record: dict) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.journal import JOURNAL_FILE, read_records
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records
 
 REPO = Path(__file__).resolve().parents[2]
 

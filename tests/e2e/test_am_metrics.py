@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from urllib.request import urlopen
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import load_job
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import load_job
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.tools.job_runner import SimulatedRuns
 
@@ -62,7 +62,7 @@ def test_every_metric_the_grafana_dashboard_queries_is_one_the_am_serves(tmp_pat
     expression of conf/grafana/gangmaster-am.json uses is a sample name there."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from gangmaster.am.jobspec import parse_job
+    from gangmaster.am.spec.jobspec import parse_job
 
     dashboard = json.loads((REPO / "conf" / "grafana" / "gangmaster-am.json").read_text())
     queried = {name for panel in dashboard["panels"] for target in panel["targets"]

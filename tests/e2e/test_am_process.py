@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.grpc_security import ClientSecurity
-from gangmaster.am.journal import JOURNAL_FILE, read_records
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import AppState
+from gangmaster.protocol.grpc_security import ClientSecurity
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.tools.rmsim.control import SimulatorControl
+from gangmaster.protocol.rm_protocol import AppState
 from rm_serve_helpers import start_rm_serve, stop_rm_serve
 from task_procs import MARKER_VAR, kill_marked, killed_on_exit, new_marker, running, wait_until
 
@@ -199,7 +200,7 @@ def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serv
     with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as proc:
         wait_for_the_gang_to_start(work)
         with GrpcRMClient(address, security=ClientSecurity(token=token.read_text().strip())) as rm:
-            rm.inject_fault("kill_am", app_id="app_0001")
+            SimulatorControl(rm).inject_fault("kill_am", app_id="app_0001")
         stdout, stderr = proc.communicate(timeout=90)
     assert proc.returncode == 0, stdout + stderr
     assert "AM attempt 2 of app_0001" in stdout and "job sleeps (app_0001): SUCCEEDED" in stdout

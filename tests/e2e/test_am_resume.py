@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gangmaster.am.journal import JOURNAL_FILE, read_records
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = REPO / "conf" / "jobs"

@@ -53,8 +53,8 @@ def test_bad_job_file_names_the_field(tmp_path):
 def test_metrics_are_served_over_http(tmp_path):
     from urllib.request import urlopen
 
-    from gangmaster.am.am_settings import AMSettings
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.spec.am_settings import AMSettings
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
     from gangmaster.tools.job_runner import SimulatedRuns
 

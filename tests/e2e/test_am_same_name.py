@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import load_job
-from gangmaster.am.master import ApplicationMaster
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import load_job
+from gangmaster.am.core.master import ApplicationMaster
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.tools.job_runner import LiveRuns
 

@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from gangmaster.am.barrier import TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_errors import BarrierError, MessageTooLarge
-from gangmaster.am.barrier_server import BarrierServer, server_options
-from gangmaster.am.context import BarrierTaskContext, channel_options
+from gangmaster.am.barrier.coordinator import TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.errors import BarrierError, MessageTooLarge
+from gangmaster.am.barrier.server import BarrierServer, server_options
+from gangmaster.am.barrier.task_context import BarrierTaskContext, channel_options
 from gangmaster.conf.fields import ConfigError, Fields
 from gangmaster.conf.limits import BARRIER_MAX_MESSAGE_BYTES, BARRIER_MAX_MESSAGE_BYTES_CEILING
 

@@ -10,9 +10,9 @@ import time
 import pytest
 from task_procs import wait_until
 
-from gangmaster.am.barrier import TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
+from gangmaster.am.barrier.coordinator import TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_waiting_task_logs_progress_and_is_released_late(server, tmp_path):
     out = tmp_path / "out"
     open_gang(server, 2)
     code = ("import logging, sys; logging.basicConfig(level=logging.INFO, stream=sys.stderr);"
-            "from gangmaster.am.context import BarrierTaskContext as C; C.get().barrier()")
+            "from gangmaster.am.task import BarrierTaskContext as C; C.get().barrier()")
     early = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, **server.task_env(JOB, GANG, 1, 0)},
                              cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: server.statistics().arrivals == 1)
@@ -159,8 +159,8 @@ def test_tls_by_configuration(tmp_path):
     import shutil
     import threading
 
-    from gangmaster.am.barrier_errors import CoordinatorUnavailable
-    from gangmaster.am.context import BarrierTaskContext
+    from gangmaster.am.barrier.errors import CoordinatorUnavailable
+    from gangmaster.am.barrier.task_context import BarrierTaskContext
 
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command to make a test certificate")
@@ -193,7 +193,7 @@ def test_task_retries_until_the_coordinator_listens(tmp_path):
     import socket
     import threading
 
-    from gangmaster.am.context import ENV_LOCAL_GROUP, BarrierTaskContext, task_env
+    from gangmaster.am.barrier.task_context import ENV_LOCAL_GROUP, BarrierTaskContext, task_env
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -228,7 +228,7 @@ def test_huge_log_interval_still_works(server):
     """A log interval of a year must not overflow the wire's hold time."""
     import threading
 
-    from gangmaster.am.context import BarrierTaskContext
+    from gangmaster.am.barrier.task_context import BarrierTaskContext
 
     open_gang(server, 2)
     ctxs = []

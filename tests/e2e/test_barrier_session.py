@@ -14,11 +14,11 @@ import time
 import grpc
 import pytest
 
-from gangmaster.am import barrier_server
-from gangmaster.am.barrier import BarrierCoordinator, TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
-from gangmaster.am.context import BarrierTaskContext, task_env
+from gangmaster.am.barrier import server as barrier_server
+from gangmaster.am.barrier.coordinator import BarrierCoordinator, TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
+from gangmaster.am.barrier.task_context import BarrierTaskContext, task_env
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ JOB, GANG = "sess", "g"
 def each_task_calls_the_coordinator(monkeypatch):
     """These tests hold a task's own Session stream: the tree is off (as for a task alone on
     its host, or with GANGMASTER_BARRIER_TREE=0); tests/e2e/test_barrier_tree.py holds the tree."""
-    from gangmaster.am import context
+    from gangmaster.am.barrier import task_context as context
 
     monkeypatch.setattr(context.BarrierTaskContext, "_join_local", lambda self: None)
 
@@ -38,7 +38,7 @@ def each_task_calls_the_coordinator(monkeypatch):
 def session_kind(request, monkeypatch):
     """Both ways a task drives its stream: single-threaded (the default) and through
     grpc's public streaming API (the fallback when grpc's internals are missing)."""
-    from gangmaster.am import context
+    from gangmaster.am.barrier import task_context as context
 
     if request.param == "threaded":
         monkeypatch.setattr(context, "_open_session", context._ThreadedSession)
@@ -46,7 +46,7 @@ def session_kind(request, monkeypatch):
 
 
 def session_of(ctx) -> str:
-    from gangmaster.am import context
+    from gangmaster.am.barrier import task_context as context
 
     return "direct" if isinstance(ctx._session, context._DirectSession) else "threaded"
 
@@ -180,7 +180,7 @@ def test_a_coordinator_without_session_is_called_unary(monkeypatch):
 def test_a_killed_task_withdraws_its_waiting_call_and_its_rerun_is_released():
     with BarrierServer(BarrierConfig()) as server:
         server.open_attempt(JOB, GANG, 1, [TaskInfo(i, "127.0.0.1") for i in range(2)])
-        code = "from gangmaster.am.context import BarrierTaskContext as C; C.get().barrier()"
+        code = "from gangmaster.am.task import BarrierTaskContext as C; C.get().barrier()"
         env = {**os.environ, **server.task_env(JOB, GANG, 1, 0)}
         proc = subprocess.Popen([sys.executable, "-c", code], env=env)
         try:
@@ -205,8 +205,8 @@ def test_a_killed_task_withdraws_its_waiting_call_and_its_rerun_is_released():
 
 
 def test_coordinator_errors_arrive_typed_on_the_stream_and_keep_it_open(session_kind):
-    from gangmaster.am.barrier_errors import BarrierAuthError, BarrierMismatch
-    from gangmaster.am.context import ENV_TOKEN
+    from gangmaster.am.barrier.errors import BarrierAuthError, BarrierMismatch
+    from gangmaster.am.barrier.task_context import ENV_TOKEN
 
     def outcome(fn):
         try:

@@ -1,6 +1,6 @@
 """The barrier tree over real gRPC on 127.0.0.1: the tasks of one host meet at their
 leader, which sends the coordinator one message per epoch for all of them
-(gangmaster.am.barrier_local). Hosts are stood for by GANGMASTER_BARRIER_LOCAL_GROUP."""
+(gangmaster.am.barrier.local). Hosts are stood for by GANGMASTER_BARRIER_LOCAL_GROUP."""
 from __future__ import annotations
 
 import os
@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from gangmaster.am.barrier import TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_errors import AttemptFailed, BarrierError
-from gangmaster.am.barrier_server import BarrierServer
-from gangmaster.am.context import ENV_LOCAL_GROUP, ENV_TREE, BarrierTaskContext
+from gangmaster.am.barrier.coordinator import TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.errors import AttemptFailed, BarrierError
+from gangmaster.am.barrier.server import BarrierServer
+from gangmaster.am.barrier.task_context import ENV_LOCAL_GROUP, ENV_TREE, BarrierTaskContext
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +109,7 @@ def test_a_mismatch_through_the_tree_fails_every_task(server):
             c.close()
 
 
-TASK = "from gangmaster.am.context import BarrierTaskContext as C; C.get().barrier(); C.get().barrier()"
+TASK = "from gangmaster.am.task import BarrierTaskContext as C; C.get().barrier(); C.get().barrier()"
 
 
 def spawn(server, rank, host):

@@ -33,7 +33,8 @@ SIZES = {
     "rm": (["--nodes", "20", "--events", "2000", "--allocations", "50", "--calls", "20"],
            r"event loop: +[\d,]+ events/s.*\nallocation: +[\d,]+ containers/s.*\ngRPC: +allocate \d+ us"),
     "select": (["--nodes", "200", "--requests", "60", "--selector", "best-fit"],
-               r"200 best-fit +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+x +[\d.]+x +\d+\n(.*\n)*.*ClusterView: \d+ bytes/node(.*\n)*"
+               r"200 best-fit +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+x +[\d.]+x +[\d.]+x +\d+\n(.*\n)*"
+               r" +200 floor \(sorted\) +[\d.]+\n(.*\n)*.*ClusterView: \d+ bytes/node(.*\n)*"
                r"peak RSS: \d+ MB"),
     "gang": (["--servers", "10", "--workers", "10", "--repeat", "1"],
              r"placed 21 instances(.*\n)*placement decision: [\d.]+ ms wall"),
@@ -51,7 +52,7 @@ SIZES = {
     "yarn": (["--repeat", "1", "--no-slurm"], r"ratio yarn / baseline: [\d.]+"),
     "replay_report": (["--trace", PHILLY, "--selectors", "1", "--repeat", "1"], r"report: [\d.]+ s wall"),
     "replay": (["--trace", PHILLY, "--nodes", "4", "--limit", "20"], r"engine fifo +: +[\d.]+ s wall"),
-    "fgd": (["--nodes", "20", "--pods", "100", "--selector", "fgd"], r"\nfgd +node-name +[\d.]+ +[\d.]+ +\d+"),
+    "fgd": (["--nodes", "20", "--pods", "100", "--selector", "fgd"], r"\nfgd +seeded +[\d.]+ +[\d.]+ +\d+"),
     "openb_fill": (["--pods", PODS, "--nodes-file", OPENB_NODES, "--selector", "random"],
                    r"random +: +[\d.]+ s wall = +[\d.]+ x floor"),
     "decisions": (["--trace", PHILLY, "--jobs", "9", "--pods", PODS],

@@ -13,8 +13,8 @@ from urllib.request import urlopen
 import pytest
 from task_procs import wait_until
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import load_job, parse_job
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import load_job, parse_job
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.ports import PortRanges
@@ -289,7 +289,7 @@ def test_on_a_busy_cluster_a_waiting_gang_is_diagnosed_at_most_once_per_explain_
 
 def test_a_live_run_serves_why_while_its_gang_waits_on_another_job_s_processes(tmp_path):
     import time
-    from gangmaster.am.journal import JOURNAL_FILE, read_records
+    from gangmaster.am.core.journal import JOURNAL_FILE, read_records
     from gangmaster.tools.job_runner import LiveRuns
 
     def launched(work_dir: Path) -> bool:

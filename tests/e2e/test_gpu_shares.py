@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.jobspec import load_job
-from gangmaster.am.gang_placement import place_gang
-from gangmaster.am.journal import JOURNAL_FILE, read_records
-from gangmaster.am.rm_client_grpc import GrpcRMClient
+from gangmaster.am.spec.jobspec import load_job
+from gangmaster.am.core.gang_placement import place_gang
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.pipeline import SelectionPipeline

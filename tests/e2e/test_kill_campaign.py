@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.journal import JOURNAL_FILE, read_records, task_endings
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records, task_endings
 from task_procs import MARKER_VAR, kill_marked, marked, new_marker, wait_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ContainerState, ResourceRequest
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ContainerState, ResourceRequest
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.job_runner import LiveRuns

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import load_job
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import AllocateRequest, ContainerState, ExitStatus, LaunchContext
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import load_job
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.protocol.rm_protocol import AllocateRequest, ContainerState, ExitStatus, LaunchContext
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.job_runner import LiveRuns

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import ContainerState, ExitStatus
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.protocol.rm_protocol import ContainerState, ExitStatus
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import LiveRuns

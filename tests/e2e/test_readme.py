@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.barrier import TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
+from gangmaster.am.barrier.coordinator import TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.tools.rmsim.control import SimulatorControl
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AppState, ContainerState, LaunchContext, NodeState, ResourceRequest,
 )
 from gangmaster.selectors.resources import ResourceDescriptor as R
@@ -46,7 +47,7 @@ def test_serve_run_task_kill9_restart(tmp_path):
         assert [(s.container_id, s.state, s.exit_status) for s in done] == [
             (quick.container_id, ContainerState.COMPLETED, 0)]
         assert "hello" in (tmp_path / "tasks" / f"{quick.container_id}.log").read_text()
-        rm.inject_fault("mark_unhealthy", host="pcie-000", text="disk full")
+        SimulatorControl(rm).inject_fault("mark_unhealthy", host="pcie-000", text="disk full")
         before = {n.host: n for n in rm.cluster_nodes()}
         rm.close()
 

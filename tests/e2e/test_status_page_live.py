@@ -18,7 +18,7 @@ from status_page_reader import Page
 from job_texts import one_role_job
 from task_procs import wait_until
 
-from gangmaster.am.why_text import format_why
+from gangmaster.am.ops.why_text import format_why
 
 pytestmark = pytest.mark.slow
 

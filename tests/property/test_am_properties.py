@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import ContainerState
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.protocol.rm_protocol import ContainerState
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns
@@ -133,8 +133,8 @@ def test_same_inputs_same_run(tmp_path_factory, scenario):
 def test_a_gang_started_counts_its_tasks_as_one_launched_from_a_journal(count, refused):
     """GangRun.started (the AM's own launch: all running but a refused last one) counts as
     GangRun.launched, which counts the tasks one by one."""
-    from gangmaster.am.gang_run import GangRun
-    from gangmaster.am.lifecycle import ROLE_RUNNING, AttemptRecord, TaskRecord, TaskState
+    from gangmaster.am.core.gang_run import GangRun
+    from gangmaster.am.core.lifecycle import ROLE_RUNNING, AttemptRecord, TaskRecord, TaskState
 
     def tasks():
         made = [TaskRecord("w", i, i, f"c{i}", "n0", (), {}, 1.0) for i in range(count)]

@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.barrier import TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_errors import ERROR_CLASSES
-from gangmaster.am.barrier_server import BarrierServer
-from gangmaster.am.context import BarrierTaskContext, channel_options
-from gangmaster.am.proto import barrier_pb2 as pb
+from gangmaster.am.barrier.coordinator import TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.errors import ERROR_CLASSES
+from gangmaster.am.barrier.server import BarrierServer
+from gangmaster.am.barrier.task_context import BarrierTaskContext, channel_options
+from gangmaster.protocol.proto import barrier_pb2 as pb
 
 LIMIT = 64 * 1024  # barrier.max_message_bytes of the server under test: oversize stays cheap
 TYPED_STATUSES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED,

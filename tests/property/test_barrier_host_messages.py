@@ -10,9 +10,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, HostArrival, ManualClock,
+from gangmaster.am.barrier.coordinator import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, HostArrival, ManualClock,
                                    TaskInfo)
-from gangmaster.am.barrier_in_process import InProcessBarrier
+from gangmaster.am.barrier.in_process import InProcessBarrier
 from gangmaster.tools.rmsim.clock import VirtualLoop
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, ManualClock,
+from gangmaster.am.barrier.coordinator import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, ManualClock,
                                    Released, TaskInfo)
 
 

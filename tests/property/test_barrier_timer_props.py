@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.barrier import ALL_GATHER, BARRIER, Arrival, TaskInfo
-from gangmaster.am.barrier_errors import BarrierError
-from gangmaster.am.barrier_in_process import InProcessBarrier
+from gangmaster.am.barrier.coordinator import ALL_GATHER, BARRIER, Arrival, TaskInfo
+from gangmaster.am.barrier.errors import BarrierError
+from gangmaster.am.barrier.in_process import InProcessBarrier
 from gangmaster.tools.rmsim.clock import VirtualLoop
 
 GANGS = ("a", "b", "c")

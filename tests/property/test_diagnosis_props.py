@@ -1,4 +1,4 @@
-"""Properties of the diagnosis (am/diagnosis.py) on small random clusters: random
+"""Properties of the diagnosis (am/ops/diagnosis.py) on small random clusters: random
 machine kinds, unhealthy machines and another job's allocations, a random gang.
 
 * ``placeable`` per role never exceeds ``needed``; the gang can start exactly when
@@ -19,9 +19,9 @@ import re
 
 from hypothesis import given, note, settings, strategies as st
 
-from gangmaster.am.diagnosis import Occupant, with_more_machines, diagnose
-from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
-from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.am.ops.diagnosis import Occupant, with_more_machines, diagnose
+from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.ports import PortRanges

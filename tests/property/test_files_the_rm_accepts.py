@@ -8,8 +8,8 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from gangmaster.am.rm_client import InProcessRMClient
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
+from gangmaster.protocol.rm_client import InProcessRMClient
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.conf.fields import ConfigError
 from gangmaster.conf.limits import MAX_NAME_CHARS
 from gangmaster.selectors.cluster_file import load_cluster_specs

@@ -15,7 +15,7 @@ milli free + milli used = 1000, and a share takes the tightest GPU that fits.
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from gangmaster.am.rm_protocol import NodeReport, NodeState, view_from_nodes
+from gangmaster.protocol.rm_protocol import NodeReport, NodeState, view_from_nodes
 from gangmaster.gpu_topology.masks import lowest_bits, popcount
 from gangmaster.selectors.cluster import ClusterView, NodeColumns, NodeSpec
 from gangmaster.selectors.explanation import NotAvailable

@@ -29,10 +29,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.jobspec import load_job
-from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, LaunchContext,
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.spec.jobspec import load_job
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, LaunchContext,
                                        ResourceRequest)
 from gangmaster.conf import conf_path
 from gangmaster.conf.fields import ConfigError, ConfigErrors

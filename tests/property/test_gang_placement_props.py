@@ -1,4 +1,4 @@
-"""Properties of gang placement (am/gang_placement.py, selectors/placement.py) on
+"""Properties of gang placement (am/core/gang_placement.py, selectors/placement.py) on
 small random clusters.
 
 The product places a role in bulk: a node takes every instance it can at once, and
@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from hypothesis import given, note, settings, strategies as st
 
-from gangmaster.am.gang_placement import (GangDoesNotFit, GangPlacement, InstancePlacement, check_fits_empty,
+from gangmaster.am.core.gang_placement import (GangDoesNotFit, GangPlacement, InstancePlacement, check_fits_empty,
                                           place_gang, role_request)
-from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.gpu_topology.masks import popcount
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import NotAvailable

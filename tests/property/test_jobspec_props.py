@@ -7,9 +7,9 @@ import copy
 import pytest
 from hypothesis import assume, given, strategies as st
 
-from gangmaster.am.jobspec import JobSpecError, read_job
-from gangmaster.am.jobspec_params import format_value, references, substitute
-from gangmaster.am.jobspec_model import SUCCEEDED_EARLY
+from gangmaster.am.spec.jobspec import JobSpecError, read_job
+from gangmaster.am.spec.jobspec_params import format_value, references, substitute
+from gangmaster.am.spec.jobspec_model import SUCCEEDED_EARLY
 
 SELECTORS = ["job-packing", "locality", "random"]
 

@@ -12,10 +12,10 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.journal import JOURNAL_FILE, read_records, task_endings
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import ContainerState
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records, task_endings
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.protocol.rm_protocol import ContainerState
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.tools.job_runner import SimulatedRuns
 

@@ -5,10 +5,10 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, strategies as st
 
-from gangmaster.am.context import attempt_env
-from gangmaster.am.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
-from gangmaster.am.launch_env import PortKinds, identity_env, launch_envs
-from gangmaster.am.lifecycle import TaskRecord
+from gangmaster.am.barrier.task_context import attempt_env
+from gangmaster.am.spec.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
+from gangmaster.am.core.launch_env import PortKinds, identity_env, launch_envs
+from gangmaster.am.core.lifecycle import TaskRecord
 from gangmaster.selectors.ports import PortRanges
 
 labels = st.dictionaries(st.sampled_from(["http", "ssh", "nccl"]), st.integers(1, 2), max_size=2)
@@ -56,7 +56,7 @@ def test_a_lone_task_gets_the_variables_of_the_general_merge_in_the_same_order(f
     """A gang of one task without ports takes launch_envs' fast path: its variables are, name
     for name, value for value and in order, what the general merge gives (base, gang_env,
     the barrier's, the task's own), including names that several parts set."""
-    from gangmaster.am.launch_env import gang_env, gpu_share_env
+    from gangmaster.am.core.launch_env import gang_env, gpu_share_env
 
     job = _job([(0, {})] * first + [(1, {"http": 1} if ported else {})] + [(2, {})] * others)
     if kept:
@@ -75,7 +75,7 @@ def test_a_lone_task_gets_the_variables_of_the_general_merge_in_the_same_order(f
 def _plain_env(job: JobSpec, gang, tasks, kinds, barrier, queue, base, user) -> list[dict[str, str]]:
     """Each task's whole environment written out from the module's definition, variable by
     variable, with nothing worked out once or shared: the reference the fast paths answer to."""
-    from gangmaster.am.launch_env import PER_INSTANCE_VARIABLES_UP_TO, gpu_share_env, ports_env
+    from gangmaster.am.core.launch_env import PER_INSTANCE_VARIABLES_UP_TO, gpu_share_env, ports_env
 
     framework = f"{user}~{job.name}"
     count, total = str(len(job.roles)), str(sum(r.instances for r in job.roles))

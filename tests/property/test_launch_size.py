@@ -2,8 +2,8 @@
 the same byte count for every launch it accepts, and a refusal wherever the walk refuses."""
 from hypothesis import given, settings, strategies as st
 
-from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
-from gangmaster.am.rm_validation import _launch_text_bytes, _walk_launch_text
+from gangmaster.protocol.rm_protocol import InvalidRequest, LaunchContext
+from gangmaster.protocol.rm_validation import _launch_text_bytes, _walk_launch_text
 
 text = st.text(alphabet=st.sampled_from(["a", "B", "=", "\x00", "ü", "-", " "]), max_size=6)
 odd = st.one_of(text, st.integers(0, 3), st.none())

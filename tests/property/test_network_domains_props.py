@@ -11,8 +11,8 @@ from dataclasses import replace
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
-from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.domains import DomainAsk
 from gangmaster.selectors.pipeline import SelectionPipeline

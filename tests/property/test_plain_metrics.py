@@ -1,4 +1,4 @@
-"""The AM's plain counters and histograms (am/metrics.py) serve exactly what the client
+"""The AM's plain counters and histograms (am/ops/metrics.py) serve exactly what the client
 library's own Counter and Histogram serve after the same calls: the same exposition
 text, with and without the ``_created`` series. They stand in for the library's classes
 (one writer, no lock per call) and read its private switch for ``_created``: if a
@@ -12,7 +12,7 @@ import prometheus_client
 from hypothesis import given, strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from gangmaster.am.metrics import PlainCounter, PlainHistogram
+from gangmaster.am.ops.metrics import PlainCounter, PlainHistogram
 
 BUCKETS = (0.5, 1, 5, 30, 600)
 amounts = st.floats(min_value=0, max_value=1e4, allow_nan=False, allow_infinity=False)

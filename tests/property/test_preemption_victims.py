@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.gang_placement import place_gang
+from gangmaster.am.core.gang_placement import place_gang
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.selector import get_selector

@@ -3,9 +3,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangmaster.am import rm_codec as codec
-from gangmaster.am.proto import rm_pb2 as pb
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol import rm_codec as codec
+from gangmaster.protocol.proto import rm_pb2 as pb
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, AppState, Container, ContainerState, ContainerStatus,
     InvalidRequest, LaunchContext, NodeReport, NodeState, PendingAsk, RegisterResponse, Rejection, ResourceRequest,
 )

@@ -22,18 +22,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.proto import rm_pb2 as pb
-from gangmaster.am.rm_codec import node_from_pb
+from gangmaster.protocol.proto import rm_pb2 as pb
+from gangmaster.protocol.rm_codec import node_from_pb
 from gangmaster.conf import limits
 from gangmaster.conf.limits import INT32
 from gangmaster.selectors.cluster_file import load_cluster_specs
+from gangmaster.tools.rmsim.proto import rmsim_pb2 as control_pb
 from gangmaster.tools.rmsim.server import LiveRM, start_server
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 SPECS = load_cluster_specs(FIX / "cluster.yaml")
 HOSTS = [s.host for s in SPECS]
-SERVICE = pb.DESCRIPTOR.services_by_name["ResourceManager"]
-METHODS = [m.name for m in SERVICE.methods]
+#: the protocol's service and the simulator's own (faults, ping), served side by side
+SERVICES = [pb.DESCRIPTOR.services_by_name["ResourceManager"], control_pb.DESCRIPTOR.services_by_name["SimulatorControl"]]
+METHODS = [method.name for service in SERVICES for method in service.methods]
 TYPED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
          grpc.StatusCode.FAILED_PRECONDITION}
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -48,8 +50,9 @@ def rm(tmp_path_factory):
     live = LiveRM(SPECS, state_path=work / "state.json", work_dir=work / "tasks", poll_s=0.05)
     server, port = start_server(live)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    stubs = {name: channel.unary_unary(f"/{SERVICE.full_name}/{name}", request_serializer=None,
-                                       response_deserializer=None) for name in METHODS}
+    stubs = {method.name: channel.unary_unary(f"/{service.full_name}/{method.name}", request_serializer=None,
+                                              response_deserializer=None)
+             for service in SERVICES for method in service.methods}
 
     def call(method: str, payload: bytes) -> tuple[grpc.StatusCode, bytes]:
         """A raw call: (status, reply bytes)."""
@@ -279,7 +282,7 @@ def message(core, op) -> tuple[str, bytes]:
     elif kind in ("StopContainer", "GetContainerStatus"):
         msg = pb.ContainerId(container_id=container)
     else:
-        msg = pb.FaultRequest(action=f["action"], host=f["host"], container_id=container, app_id=app,
+        msg = control_pb.FaultRequest(action=f["action"], host=f["host"], container_id=container, app_id=app,
                               exit_code=f["exit_code"], text=f["text"])
     return kind, msg.SerializeToString()
 

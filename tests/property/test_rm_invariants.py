@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangmaster.am.cluster_tracker import ClusterTracker
-from gangmaster.am.rm_protocol import (
+from gangmaster.am.core.cluster_tracker import ClusterTracker
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, AppState, InvalidRequest, LaunchContext, ResourceRequest, RMError,
 )
 from gangmaster.selectors.cluster_file import load_cluster_specs

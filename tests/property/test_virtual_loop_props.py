@@ -32,7 +32,7 @@ def drive(seed: int, how: str, ends: bool = False) -> tuple[list, int]:
         if ends and rng.random() < 0.6:
             asked.append(name)
         if timers and rng.random() < 0.3:
-            rng.choice(timers).cancel()
+            loop.cancel(rng.choice(timers))
 
     def end_of_instant() -> None:
         names = list(asked)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
-from gangmaster.am.rm_client import InProcessRMClient
-from gangmaster.am.rm_client_grpc import GrpcRMClient
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
+from gangmaster.protocol.rm_client import InProcessRMClient
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.server import LiveRM, start_server

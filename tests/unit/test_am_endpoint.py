@@ -10,7 +10,7 @@ from urllib.request import urlopen
 
 import pytest
 
-from gangmaster.am.metrics import AMMetrics, MetricsEndpoint
+from gangmaster.am.ops.metrics import AMMetrics, MetricsEndpoint
 
 
 @pytest.fixture

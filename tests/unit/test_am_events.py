@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import gangmaster.am.am_placement as am_placement
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.master import ApplicationMaster, pipeline_seed
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
+import gangmaster.am.core.am_placement as am_placement
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.am.core.master import ApplicationMaster, pipeline_seed
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor as R
@@ -155,7 +155,7 @@ def test_a_gang_backing_off_is_placed_again_when_its_backoff_ends(tmp_path, plac
 def test_the_view_says_when_the_cluster_grew():
     from dataclasses import replace
 
-    from gangmaster.am.cluster_tracker import ClusterTracker
+    from gangmaster.am.core.cluster_tracker import ClusterTracker
 
     sim = Simulation(gpu_nodes(2))
     tracker = ClusterTracker(sim.client.cluster_nodes)

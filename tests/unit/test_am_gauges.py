@@ -3,8 +3,8 @@ gangs move: pending gangs, containers by state and GPUs show what the AM holds a
 scrape, the last state once the job ended, and 0 once the AM is gone."""
 from prometheus_client import generate_latest
 
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.metrics import AMMetrics, GaugeValues
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.am.ops.metrics import AMMetrics, GaugeValues
 from gangmaster.tools.job_runner import SimulatedRuns
 
 from sim_cluster import nodes, worker_job

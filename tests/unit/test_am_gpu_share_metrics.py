@@ -3,7 +3,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from gangmaster.am.jobspec import parse_job
+from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.tools.job_runner import SimulatedRuns
 

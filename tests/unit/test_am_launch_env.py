@@ -1,5 +1,5 @@
 """Every OpenPAI runtime variable the AM gives a task, in OpenPAI's format (see
-gangmaster.am.launch_env for the list and where OpenPAI sets each one). Captured as
+gangmaster.am.core.launch_env for the list and where OpenPAI sets each one). Captured as
 the RM's NodeManager receives them, in virtual time."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from gangmaster.am.jobspec import parse_job
+from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns
@@ -116,8 +116,8 @@ def test_each_task_gets_its_own_ports_in_openpai_format(envs):
 
 
 def test_what_every_task_has_alike_is_sent_once_and_each_task_brings_only_its_own():
-    from gangmaster.am.launch_env import NO_PORTS, launch_envs
-    from gangmaster.am.lifecycle import TaskRecord
+    from gangmaster.am.core.launch_env import NO_PORTS, launch_envs
+    from gangmaster.am.core.lifecycle import TaskRecord
 
     job = parse_job(JOB)
     roles = job.gang_roles(0)

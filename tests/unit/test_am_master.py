@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import load_job, parse_job
-from gangmaster.am.lifecycle import RoleState, TaskState
-from gangmaster.am.journal import read_records
-from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerState, ExitStatus,
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import load_job, parse_job
+from gangmaster.am.core.lifecycle import RoleState, TaskState
+from gangmaster.am.core.journal import read_records
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerState, ExitStatus,
                                        LaunchContext, ResourceRequest)
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster import NodeSpec
@@ -354,8 +354,8 @@ def test_role_scope_restarts_only_the_failed_roles_gang(tmp_path):
 
 @pytest.mark.parametrize("coordinator", ["outlives the AM", "dies with the AM"])
 def test_failover_keeps_the_barrier_tokens_the_running_tasks_hold(tmp_path, coordinator):
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.barrier_server import BarrierServer
+    from gangmaster.am.barrier.config import BarrierConfig
+    from gangmaster.am.barrier.server import BarrierServer
 
     servers: list[BarrierServer] = []
 
@@ -400,7 +400,7 @@ def test_failover_after_the_barrier_ended_an_attempt_the_journal_still_shows_run
 def test_an_am_starting_on_an_idle_cluster_places_its_gang_once(tmp_path):
     """The never-fits check places the gang on the idle cluster itself: that placement is
     the gang's first (the same hosts as placing it afresh would give), not made twice."""
-    from gangmaster.am import gang_placement
+    from gangmaster.am.core import gang_placement
 
     placements = []
     place_roles = gang_placement._place_roles

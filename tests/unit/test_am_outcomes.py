@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import InvalidRequest
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.protocol.rm_protocol import InvalidRequest
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager

@@ -5,9 +5,9 @@ import logging
 
 import pytest
 
-from gangmaster.am.barrier import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, ManualClock,
-                                   NotOpenYet, Released, TaskInfo)
-from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError,
+from gangmaster.am.barrier.coordinator import (ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, ManualClock,
+                                               NotOpenYet, Released, TaskInfo)
+from gangmaster.am.barrier.errors import (AttemptFailed, BarrierAuthError, BarrierError,
                                           BarrierInvalid, BarrierMismatch, BarrierTimeout,
                                           StaleAttempt, StaleEpoch)
 

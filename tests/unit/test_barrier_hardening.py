@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from gangmaster.am.barrier import ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, ManualClock, TaskInfo
-from gangmaster.am.barrier_errors import (AttemptFailed, BarrierAuthError, BarrierError, MessageTooLarge,
+from gangmaster.am.barrier.coordinator import ALL_GATHER, BARRIER, Arrival, BarrierCoordinator, ManualClock, TaskInfo
+from gangmaster.am.barrier.errors import (AttemptFailed, BarrierAuthError, BarrierError, MessageTooLarge,
                                           StaleAttempt)
 from gangmaster.conf.limits import BARRIER_ENDED_ATTEMPTS_KEPT, REFUSAL_LOG_INTERVAL_S
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
 from gangmaster.conf.fields import ConfigError, Fields
 
 
@@ -68,7 +68,7 @@ def test_matching_tls_files_are_read(tmp_path, self_signed):
     ("barrier:\n  max_pending_calls: 100000000\n", "BARRIER_MAX_PENDING_CALLS"),
 ])
 def test_barrier_knobs_that_cannot_work_are_refused(tmp_path, text, message):
-    from gangmaster.am.barrier_config import BarrierConfig
+    from gangmaster.am.barrier.config import BarrierConfig
     from gangmaster.conf.fields import ConfigError
 
     override = tmp_path / "o.yaml"

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from gangmaster.am.barrier import YEAR_S, TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_errors import (ERROR_CLASSES, BarrierError, BarrierId, BarrierTimeout,
+from gangmaster.am.barrier.coordinator import YEAR_S, TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.errors import (ERROR_CLASSES, BarrierError, BarrierId, BarrierTimeout,
                                           error_from_code)
-from gangmaster.am.barrier_server import error_to_proto, server_options
-from gangmaster.am.context import (ENV_ADDRESS, ENV_PAI_ROLE_INDEX, ENV_TASK_INDEX, ENV_TOKEN,
+from gangmaster.am.barrier.server import error_to_proto, server_options
+from gangmaster.am.barrier.task_context import (ENV_ADDRESS, ENV_PAI_ROLE_INDEX, ENV_TASK_INDEX, ENV_TOKEN,
                                    BarrierTaskContext, error_from_proto, task_env)
 from gangmaster.conf.fields import ConfigError, Fields
 
@@ -82,7 +82,7 @@ def test_a_task_calling_while_a_new_am_takes_over_waits_for_its_barrier_to_be_re
     has reopened the barriers it recovers: a task calling in between retries, not dies."""
     import threading
 
-    from gangmaster.am.barrier_server import BarrierServer
+    from gangmaster.am.barrier.server import BarrierServer
 
     with BarrierServer(BarrierConfig()) as server:
         server.coordinator.taking_over()

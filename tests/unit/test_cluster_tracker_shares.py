@@ -1,6 +1,6 @@
 """The AM's "did the cluster grow?" with GPU shares: milli-GPU freed on a GPU that still
 holds shares lets a waiting share fit, so it counts; shares taken do not."""
-from gangmaster.am.cluster_tracker import _Room
+from gangmaster.am.core.cluster_tracker import _Room
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor as R
 

@@ -1,13 +1,13 @@
-"""The diagnosis as data (am/diagnosis.py) on small clusters: every role evaluated with
+"""The diagnosis as data (am/ops/diagnosis.py) on small clusters: every role evaluated with
 the others placed, waiting that helps told from waiting that does not, the jobs holding
 the capacity, and hints that are the smallest change that lets the gang start."""
 from __future__ import annotations
 
 import pytest
 
-from gangmaster.am.diagnosis import Occupant, diagnose
-from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
-from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.am.ops.diagnosis import Occupant, diagnose
+from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import Rejection
 from gangmaster.selectors.pipeline import SelectionPipeline

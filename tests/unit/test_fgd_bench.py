@@ -11,7 +11,7 @@ def test_bench_fgd_small(capsys):
     lines = capsys.readouterr().out.splitlines()
     rows = {line.split()[0]: line.split() for line in lines[3:]}
     assert set(rows) == {"random", "fgd", "best-fit"}
-    assert rows["random"][5] == "1.00x" and rows["fgd"][1] == "node-name"
+    assert rows["random"][5] == "1.00x" and rows["fgd"][1] == "seeded"
     assert all(int(row[6].replace(",", "")) > 0 for row in rows.values())   # pods placed
 
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from gangmaster.am.gang_placement import GangDoesNotFit, check_fits_empty, place_gang
-from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.am.core.gang_placement import GangDoesNotFit, check_fits_empty, place_gang
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.selectors.cluster_file import load_cluster
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.resources import ResourceDescriptor as R

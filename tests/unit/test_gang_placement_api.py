@@ -3,8 +3,8 @@ not granted yet) and a pipeline per role (roles can name their own strategy)."""
 import numpy as np
 import pytest
 
-from gangmaster.am.gang_placement import GangDoesNotFit, check_fits_empty, place_gang, role_request
-from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.am.core.gang_placement import GangDoesNotFit, check_fits_empty, place_gang, role_request
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.pipeline import SelectionPipeline

@@ -12,12 +12,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gangmaster.am.barrier import TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
-from gangmaster.am.context import BarrierTaskContext, task_env
-from gangmaster.am.grpc_security import ServerSecurity
-from gangmaster.am.private_files import open_private
+from gangmaster.am.barrier.coordinator import TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
+from gangmaster.am.barrier.task_context import BarrierTaskContext, task_env
+from gangmaster.protocol.grpc_security import ServerSecurity
+from gangmaster.protocol.private_files import open_private
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.tools.rmsim.server import LiveRM, start_server

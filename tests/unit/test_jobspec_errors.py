@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from gangmaster.am.jobspec import JobSpecError, parse_job, read_job
+from gangmaster.am.spec.jobspec import JobSpecError, parse_job, read_job
 from gangmaster.conf.fields import ConfigError
 
 SELECTORS = ["job-packing", "locality", "random"]
@@ -240,7 +240,7 @@ def test_documents_that_are_not_job_mappings(text, message):
 
 
 def test_missing_file_names_the_file(tmp_path):
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.spec.jobspec import load_job
     with pytest.raises(JobSpecError) as info:
         load_job(tmp_path / "nope.yaml")
     assert info.value.messages == [f"{tmp_path / 'nope.yaml'}: expected an existing file"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.jobspec import load_job, parse_job
-from gangmaster.am.jobspec_model import Completion, RetryPolicy
+from gangmaster.am.spec.jobspec import load_job, parse_job
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -62,7 +62,7 @@ def test_secrets_are_resolved_only_when_given():
 
 
 def test_a_missing_secret_is_an_error_when_secrets_are_given():
-    from gangmaster.am.jobspec import JobSpecError
+    from gangmaster.am.spec.jobspec import JobSpecError
     with pytest.raises(JobSpecError) as info:
         load_job(OPENPAI, secrets={}, selectors=SELECTORS)
     assert info.value.messages == [

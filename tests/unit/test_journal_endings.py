@@ -1,9 +1,9 @@
 """Task endings in the journal: one ``tasks_finished`` line per gang attempt and heartbeat,
 and the one-line-per-task ``task_finished`` of older folders still read the same way."""
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.journal import JOURNAL_FILE, read_records, read_state, task_endings
-from gangmaster.am.lifecycle import TaskRecord, TaskState
-from gangmaster.am.recovery import replay_gangs
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records, read_state, task_endings
+from gangmaster.am.core.lifecycle import TaskRecord, TaskState
+from gangmaster.am.core.recovery import replay_gangs
 from gangmaster.tools.job_runner import SimulatedRuns
 
 from sim_cluster import nodes, worker_job

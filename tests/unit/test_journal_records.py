@@ -3,8 +3,8 @@ journal writes its dict at once, the memory journal only when read, and both rea
 the same; anything else that JSON cannot hold is refused."""
 import pytest
 
-from gangmaster.am.journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records
-from gangmaster.am.lifecycle import AttemptRecord, TaskRecord, TaskState
+from gangmaster.am.core.journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records
+from gangmaster.am.core.lifecycle import AttemptRecord, TaskRecord, TaskState
 
 
 def ended_attempt() -> AttemptRecord:
@@ -52,7 +52,7 @@ def test_an_am_whose_journal_keeps_nothing_decides_as_one_that_keeps_every_recor
     journals hold every record, the others none."""
     from replay_helpers import cluster, synthetic
 
-    from gangmaster.am.master import ApplicationMaster
+    from gangmaster.am.core.master import ApplicationMaster
     from gangmaster.tools.replay import engine
 
     def run(make_journal):

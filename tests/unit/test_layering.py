@@ -1,4 +1,7 @@
-"""Imports point down only (DESIGN.md): conf <- gpu_topology <- selectors <- am <- tools.
+"""Imports point down only (DESIGN.md): conf <- gpu_topology <- selectors <- protocol <- am <- tools.
+
+The protocol (the AM–RM messages, codec, client, stubs and gRPC security) sits below the AM,
+as YARN keeps its API below both the AM and the RM: the AM and the RM simulator stand on it.
 
 Every import is checked, including those inside functions and under TYPE_CHECKING: a
 type-only upward import still ties a lower layer to a higher one."""
@@ -26,7 +29,7 @@ def test_no_layer_imports_a_layer_above_it():
 
 
 @pytest.mark.parametrize("source, upward", [
-    ("from gangmaster.am.jobspec import load_job\n", True),
+    ("from gangmaster.am.spec.jobspec import load_job\n", True),
     ("def f():\n    import gangmaster.tools.cli\n", True),
     ("from ..am import master\n", True),        # gangmaster.selectors -> gangmaster.am
     ("from .cluster import ClusterView\n", False),
@@ -37,6 +40,20 @@ def test_the_check_sees_an_upward_import(tmp_path, source, upward):
     for layer in LAYERS:
         (tmp_path / layer).mkdir()
     (tmp_path / "selectors" / "probe.py").write_text(source)
+    found = upward_imports(tmp_path)
+    assert bool(found) == upward, found
+
+
+@pytest.mark.parametrize("source, upward", [
+    ("from gangmaster.am.core.master import ApplicationMaster\n", True),   # the protocol is below the AM
+    ("from ..tools.rmsim import faults\n", True),
+    ("from gangmaster.selectors.cluster import ClusterView\n", False),
+    ("from .rm_protocol import NodeReport\n", False),
+])
+def test_the_protocol_sees_neither_the_am_nor_tools(tmp_path, source, upward):
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir()
+    (tmp_path / "protocol" / "probe.py").write_text(source)
     found = upward_imports(tmp_path)
     assert bool(found) == upward, found
 

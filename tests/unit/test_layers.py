@@ -16,7 +16,7 @@ def test_every_unit_and_property_test_file_belongs_to_one_layer_of_the_fast_tier
 
 @pytest.mark.parametrize("source, part", [
     ("from gangmaster.selectors.cluster import ClusterView\n", "selectors"),
-    ("from gangmaster.selectors.cluster import ClusterView\ndef f():\n    from gangmaster.am import master\n", "am"),
+    ("from gangmaster.selectors.cluster import ClusterView\ndef f():\n    from gangmaster.am.core import master\n", "am"),
     ("from gangmaster.tools.cli import main\nfrom gangmaster.tools.rmsim.core import RMCore\n", "tools.rmsim"),
     ("from gangmaster.tools import job_runner\n", "tools.run"),
     ("from gangmaster.tools.job_runner import SimulatedRuns\nfrom gangmaster.tools.rmsim import core\n", "tools.run"),

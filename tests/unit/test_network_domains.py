@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from gangmaster.am.diagnosis import diagnose
-from gangmaster.am.gang_domains import DomainShort
-from gangmaster.am.gang_placement import GangDoesNotFit, check_fits_empty, place_gang
-from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.am.ops.diagnosis import diagnose
+from gangmaster.am.core.gang_domains import DomainShort
+from gangmaster.am.core.gang_placement import GangDoesNotFit, check_fits_empty, place_gang
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.conf import conf_path
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster import ClusterView, NodeSpec

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.jobspec import load_job, read_job
+from gangmaster.am.spec.jobspec import load_job, read_job
 from gangmaster.tools.cli import main
 
 HIVED = Path(__file__).resolve().parents[1] / "fixtures" / "jobspec" / "hived-style-completion.yaml"
@@ -56,7 +56,7 @@ def test_every_integer_or_null_has_openpai_meaning(written, effective):
 
 
 def test_counts_beyond_frameworkcontrollers_int32_are_refused():
-    from gangmaster.am.jobspec import JobSpecError
+    from gangmaster.am.spec.jobspec import JobSpecError
     with pytest.raises(JobSpecError, match=r"w\.completion\.minSucceededInstances: expected an "
                                            r"integer within -2147483648\.\.2147483647"):
         completion({"minSucceededInstances": 2 ** 31})

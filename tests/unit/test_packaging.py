@@ -16,7 +16,7 @@ SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
 PACKAGE_DIR = SETUPTOOLS["package-dir"]
 #: files in a package folder that the installed package never reads, and why
 NOT_SHIPPED = {
-    "tools/gen_protos.sh": "regenerates am/proto/ in a checkout (the dev extra)",
+    "tools/gen_protos.sh": "regenerates protocol/proto/ and tools/rmsim/proto/ in a checkout (the dev extra)",
 }
 
 
@@ -75,8 +75,10 @@ def _lower_bound(requirement: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.search(r">=([\d.]+)", spec).group(1).split("."))
 
 
-STUBS = sorted({*ROOT.glob("am/proto/*_pb2.py"), *ROOT.glob("tools/yarn/proto/*_pb2.py")})
-GRPC_STUBS = sorted({*ROOT.glob("am/proto/*_pb2_grpc.py"), *ROOT.glob("tools/yarn/proto/*_pb2_grpc.py")})
+STUBS = sorted({*ROOT.glob("protocol/proto/*_pb2.py"), *ROOT.glob("tools/rmsim/proto/*_pb2.py"),
+                *ROOT.glob("tools/yarn/proto/*_pb2.py")})
+GRPC_STUBS = sorted({*ROOT.glob("protocol/proto/*_pb2_grpc.py"), *ROOT.glob("tools/rmsim/proto/*_pb2_grpc.py"),
+                     *ROOT.glob("tools/yarn/proto/*_pb2_grpc.py")})
 
 
 @pytest.mark.parametrize("stub", STUBS, ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -1,7 +1,7 @@
 """``packing``, the FGD paper's GPU-packing baseline, on hand-worked nodes: a GPU in use
 first (tighter first), then wholly free GPUs of a used node, then empty nodes; its score
-against a line-by-line port of the artifact's ``getPackingScore``; its ties by the run's
-seeded node order, as the artifact's renamed nodes break them."""
+against a line-by-line port of the artifact's ``getPackingScore`` (its ties by the run's
+seeded node order: tests/unit/test_artifact_ties.py)."""
 import pytest
 from hypothesis import given, strategies as st
 
@@ -91,20 +91,3 @@ def test_the_score_is_the_artifacts(nodes, ask):
     fits = [score >= 0 for score in ours]
     # the artifact scores only the nodes its filter passed: compare those; ours marks the rest -1
     assert [s for s, ok in zip(ours, fits) if ok] == [s for s, ok in zip(theirs, fits) if ok]
-
-
-def test_ties_go_to_the_runs_seeded_node_order_not_the_host_names():
-    # The artifact's simulator renames each node "%04d-" % rand.Perm(n)[i] + name with the run's
-    # seed before scheduling, so "the smallest name" is a seeded draw, not "a-…": among ten
-    # empty nodes alike, each seed's pick (the placement loop's) is its own tie order's first node.
-    hosts = [f"node-{i}" for i in range(10)]
-    picks = set()
-    for seed in range(8):
-        view = ClusterView([NodeSpec(host=h, memory_mb=65536, vcores=32, gpus=2) for h in hosts])
-        pipeline = SelectionPipeline(SelectionSettings(selector="packing", seed=seed))
-        for gpus, share in [(1, 0), (0, 300), (0, 0)]:
-            request = SelectionRequest("w", ResourceDescriptor(1024, 1, gpus, gpu_milli=share))
-            pick = pipeline.select_single_node(view, request).best.host   # the AM's placement loop
-            assert pick == hosts[int(pipeline.tie_order.of(len(view)).argmin())]
-            picks.add(pick)
-    assert len(picks) > 1

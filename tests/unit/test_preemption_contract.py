@@ -4,7 +4,7 @@ when), its tasks are told, at the deadline every container of the gang ends PREE
 (never some of them), and the gang starts again without spending a failure retry."""
 import pytest
 
-from gangmaster.am.rm_protocol import AllocateRequest, ContainerState, ExitStatus, WrongState
+from gangmaster.protocol.rm_protocol import AllocateRequest, ContainerState, ExitStatus, WrongState
 from gangmaster.tools.rmsim.simulation import Simulation
 
 from test_am_events import gpu_nodes, job, start_am
@@ -72,7 +72,7 @@ def test_a_gang_already_under_notice_or_a_negative_grace_is_refused(tmp_path):
 
 
 def test_a_waiting_gang_names_the_higher_priority_application_it_waits_behind(tmp_path):
-    from gangmaster.am.rm_protocol import ApplicationSubmission, ResourceRequest
+    from gangmaster.protocol.rm_protocol import ApplicationSubmission, ResourceRequest
     from gangmaster.selectors.resources import ResourceDescriptor as R
     from gangmaster.tools.occupancy import simulated_occupants
 

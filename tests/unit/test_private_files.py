@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.journal import Journal
-from gangmaster.am.private_files import open_private
+from gangmaster.am.core.journal import Journal
+from gangmaster.protocol.private_files import open_private
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 

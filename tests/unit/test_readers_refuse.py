@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import gangmaster.am
-from gangmaster.am.jobspec import load_job, read_job
+from gangmaster.am.spec.jobspec import load_job, read_job
 from gangmaster.conf import conf_path, yaml_loader
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
 from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_INSTANCES_PER_JOB, MAX_INSTANCES_PER_ROLE,
@@ -237,7 +237,7 @@ def test_a_job_name_past_the_limit_is_refused(capsys, tmp_path):
 
 
 def test_a_name_with_a_trailing_newline_is_not_a_name():
-    from gangmaster.am.jobspec import JobSpecError
+    from gangmaster.am.spec.jobspec import JobSpecError
     with pytest.raises(JobSpecError, match="name: expected a name of letters"):
         read_job(small_job(name="job\n"), "n.yaml", selectors=SELECTORS)
 
@@ -254,7 +254,7 @@ def test_a_billion_instances_are_refused_by_validate(tmp_path, capsys):
 
 
 def test_instances_are_bounded_per_job_as_well():
-    from gangmaster.am.jobspec import JobSpecError
+    from gangmaster.am.spec.jobspec import JobSpecError
     per_role = MAX_INSTANCES_PER_JOB // 2 + 1
     data = small_job()
     data["taskRoles"] = {name: dict(data["taskRoles"]["w"], instances=per_role) for name in ("a", "b")}

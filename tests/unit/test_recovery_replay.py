@@ -1,14 +1,14 @@
 """Recovery replays the journal's events through the gang's own transitions: a gang rebuilt
 from what its observers wrote is the gang that wrote it, and an interrupted attempt that a
 new run ends keeps what it lived (its releases and re-selections)."""
-from gangmaster.am.acquisition import AcquisitionContext
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.gang_events import JournalEvents
-from gangmaster.am.gang_run import GangRun
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.journal import MemoryJournal, read_state
-from gangmaster.am.lifecycle import TaskRecord, TaskState
-from gangmaster.am.recovery import replay_gangs, resume
+from gangmaster.am.core.acquisition import AcquisitionContext
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.core.gang_events import JournalEvents
+from gangmaster.am.core.gang_run import GangRun
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.am.core.journal import MemoryJournal, read_state
+from gangmaster.am.core.lifecycle import TaskRecord, TaskState
+from gangmaster.am.core.recovery import replay_gangs, resume
 
 from sim_cluster import worker_job
 

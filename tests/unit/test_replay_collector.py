@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 
-from gangmaster.am.master import ApplicationMaster
+from gangmaster.am.core.master import ApplicationMaster
 from gangmaster.tools.replay.engine import ReplayOptions, replay
 
 from replay_helpers import cluster, job, table

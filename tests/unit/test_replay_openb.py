@@ -384,7 +384,7 @@ def test_the_pages_give_one_tie_rule_line_per_rule_naming_its_selectors():
 
 
 def test_the_fill_table_marks_the_lowest_median_of_a_row_where_one_selector_alone_has_it():
-    from gangmaster.tools.replay.pages import _html_table, fill_rows
+    from gangmaster.tools.replay.pages import html_table, fill_rows
 
     def point(median):
         return {"median": median, "p25": median - 1, "p75": median + 1}
@@ -398,7 +398,7 @@ def test_the_fill_table_marks_the_lowest_median_of_a_row_where_one_selector_alon
                     ["10 %", "7.0 (6.0–8.0)", "7.0 (6.0–8.0)", "9.0 (8.0–10.0)"],          # two equal as shown
                     ["11 %", "6.0 (5.0–7.0)", "**5.0 (4.0–6.0)**", "8.0 (7.0–9.0)"]]       # one alone
     assert "**" not in str(fill_rows(document)[1])     # the CLI's table: plain
-    page = _html_table(header, rows)
+    page = html_table(header, rows)
     assert "<td><strong>5.0 (4.0–6.0)</strong></td>" in page and "<td>8.0 (7.0–9.0)</td>" in page
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gangmaster.am.reservation_plan import (DECLARED, OBSERVED, UNKNOWN, Hold, Reservation, expected_start_line,
+from gangmaster.am.core.reservation_plan import (DECLARED, OBSERVED, UNKNOWN, Hold, Reservation, expected_start_line,
                                             plan_start)
 
 INF = -math.inf

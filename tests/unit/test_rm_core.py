@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationSubmission, AppState, ContainerState, ExitStatus, InvalidRequest, LaunchContext,
     NodeState, NotFound, ResourceRequest, WrongState,
 )

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.tools.rmsim.control import SimulatorControl
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, AppState, ContainerState, NodeState, NotFound, ResourceRequest,
 )
 from gangmaster.selectors.cluster_file import load_cluster_specs
@@ -94,7 +95,7 @@ def test_each_action_over_grpc(tmp_path):
                 live.core.restore_node("dgx-000")
                 app, cid = with_a_running_container(live.core)
                 f = fault(action, given, app, cid)
-                client.inject_fault(action, host=f.host, container_id=f.container, app_id=f.app,
+                SimulatorControl(client).inject_fault(action, host=f.host, container_id=f.container, app_id=f.app,
                                     exit_code=f.exit_code)
                 assert then(live.core, app, cid), action
     finally:

@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_client import RMClient
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_codec import allocate_request_from_pb, allocate_request_to_pb
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_client import RMClient
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.protocol.rm_codec import allocate_request_from_pb, allocate_request_to_pb
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest, LaunchContext, NodeState, NotFound,
     ResourceRequest, WrongState,
 )
-from gangmaster.am.proto import rm_pb2 as pb
-from gangmaster.am.rm_codec import ask_from_pb
+from gangmaster.protocol.proto import rm_pb2 as pb
+from gangmaster.protocol.rm_codec import ask_from_pb
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor as R
@@ -122,7 +122,7 @@ def test_grpc_runs_a_real_process_and_reports_its_exit(tmp_path):
 
 
 def test_cluster_view_from_node_reports(rm):
-    from gangmaster.am.rm_protocol import view_from_nodes
+    from gangmaster.protocol.rm_protocol import view_from_nodes
     app, _, resp = am_flow(rm)
     view = view_from_nodes(rm.cluster_nodes())
     i = view.index("dgx-001")

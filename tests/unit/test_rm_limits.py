@@ -9,16 +9,18 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gangmaster.am.proto import rm_pb2 as pb
-from gangmaster.am.rm_client import InProcessRMClient
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.proto import rm_pb2 as pb
+from gangmaster.protocol.rm_client import InProcessRMClient
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest, LaunchContext, NotFound,
     ResourceRequest, WrongState,
 )
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
+from gangmaster.tools.rmsim.control import SimulatorControl
+from gangmaster.tools.rmsim.proto import rmsim_pb2 as control_pb
 from gangmaster.tools.rmsim.server import LiveRM, start_server
 from gangmaster.tools.rmsim.simulation import Simulation
 from gangmaster.tools.rmsim.workload import raw_task_env
@@ -217,8 +219,13 @@ def served(tmp_path):
         live.stop()
 
 
+#: the RM simulator's own calls (its service, not the protocol's)
+CONTROL = {"InjectFault", "Ping"}
+
+
 def raw_call(channel, method: str, payload: bytes):
-    call = channel.unary_unary(f"/gangmaster.rm.ResourceManager/{method}",
+    service = "gangmaster.rmsim.SimulatorControl" if method in CONTROL else "gangmaster.rm.ResourceManager"
+    call = channel.unary_unary(f"/{service}/{method}",
                                request_serializer=None, response_deserializer=None)
     return call(payload, timeout=10)
 
@@ -230,7 +237,7 @@ def test_bytes_that_are_not_a_message_are_invalid_argument(served):
         raw_call(channel, "Submit", bad_utf8)
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "request: not a valid gangmaster.rm.SubmitRequest message" in err.value.details()
-    client.ping()
+    SimulatorControl(client).ping()   # the server still answers
 
 
 def test_a_request_over_the_wire_is_bounded_before_it_is_decoded(served, monkeypatch):
@@ -293,9 +300,9 @@ OVER_THE_WIRE = [
     ("Submit", pb.SubmitRequest(name="x", max_attempts=-3), "max_attempts: expected an integer in 1..100"),
     ("Finish", pb.FinishRequest(app_id="app_0001", attempt=1, final_status="\x00"), "final_status"),
     ("StartContainer", pb.StartContainerRequest(container_id="c\x00"), "container_id: expected no control"),
-    ("InjectFault", pb.FaultRequest(action="lose_node", host="\x00"), "host: expected no control characters"),
-    ("InjectFault", pb.FaultRequest(action="x" * 300), "action: expected one of lose_node"),
-    ("InjectFault", pb.FaultRequest(action="lose_node", host="dgx-000", text="a\x00"), "text: expected no NUL"),
+    ("InjectFault", control_pb.FaultRequest(action="lose_node", host="\x00"), "host: expected no control characters"),
+    ("InjectFault", control_pb.FaultRequest(action="x" * 300), "action: expected one of lose_node"),
+    ("InjectFault", control_pb.FaultRequest(action="lose_node", host="dgx-000", text="a\x00"), "text: expected no NUL"),
 ]
 
 
@@ -315,7 +322,7 @@ def test_hostile_messages_over_the_wire_are_invalid_argument(served, method, msg
 def test_a_job_whose_role_asks_for_nothing_is_refused_when_read():
     """The RM refuses an ask for nothing, so a job spec whose role asks for no CPU, memory
     or GPU is refused up front (`validate`, `run`), not by the RM in the middle of a run."""
-    from gangmaster.am.jobspec import JobSpecError, parse_job
+    from gangmaster.am.spec.jobspec import JobSpecError, parse_job
 
     spec = ("protocolVersion: 2\nname: zero\ntype: job\ntaskRoles:\n  worker:\n    instances: 1\n"
             "    resourcePerInstance: {cpu: 0, memoryMB: 0, gpu: 0}\n    commands: [\"true\"]\n")
@@ -331,7 +338,7 @@ def test_a_job_whose_role_asks_for_nothing_is_refused_when_read():
 def test_the_launch_size_limit_is_exact(monkeypatch, size_over_limit):
     """The fast check of a whole launch and the field-by-field walk agree on the byte count:
     ``a b`` + ``K=v`` is 2 + 2 + 4 bytes with their NULs."""
-    from gangmaster.am.rm_validation import check_launch
+    from gangmaster.protocol.rm_validation import check_launch
 
     monkeypatch.setattr(limits, "RM_MAX_LAUNCH_BYTES", 8 + size_over_limit)
     launch = LaunchContext.of(command=["a", "b"], env={"K": "v"})
@@ -344,7 +351,7 @@ def test_the_launch_size_limit_is_exact(monkeypatch, size_over_limit):
 
 @pytest.mark.parametrize("value", ["h" * 300 + "\x00", "\x00" + "h" * 300, "ü\x00"])
 def test_a_nul_in_any_environment_value_is_refused_long_or_short(value):
-    from gangmaster.am.rm_validation import check_launch
+    from gangmaster.protocol.rm_validation import check_launch
 
     with pytest.raises(InvalidRequest, match=r"launch.env\[1\].value \(B\): expected no NUL"):
         check_launch(LaunchContext.of(command=["true"], env={"A": "h" * 300, "B": value}))

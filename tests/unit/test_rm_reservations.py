@@ -5,7 +5,7 @@ the jobs run through their AMs on the simulated RM (virtual time); the RM's book
 (free + used = capacity) throughout."""
 import pytest
 
-from gangmaster.am.jobspec import parse_job
+from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.queues import Queue
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from gangmaster.am.grpc_security import (
+from gangmaster.protocol.grpc_security import (
     ClientSecurity, ListenError, ServerSecurity, create_token_file, load_or_create_token, read_token,
 )
-from gangmaster.am.rm_client_grpc import GrpcRMClient
-from gangmaster.am.rm_protocol import RMError, Unauthenticated
+from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+from gangmaster.protocol.rm_protocol import RMError, Unauthenticated
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.tools.rmsim.server import LiveRM, start_server

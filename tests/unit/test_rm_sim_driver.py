@@ -3,8 +3,8 @@ against RMClient, called on the virtual clock by the driver, restarted by the dr
 when the RM reports its attempt failed. Nothing sleeps; the run is reproducible."""
 from pathlib import Path
 
-from gangmaster.am.rm_client import RMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_client import RMClient
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, AppState, ContainerState, LaunchContext, ResourceRequest, WrongState,
 )
 from gangmaster.selectors.cluster_file import load_cluster_specs

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, ContainerLaunch, ContainerState, InvalidRequest, LaunchContext, NotFound, ResourceRequest,
     StartContainers, WrongState,
 )

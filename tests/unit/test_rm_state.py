@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, LaunchContext, NodeState, ResourceRequest,
 )
 from gangmaster.conf.fields import ConfigError
@@ -104,7 +104,7 @@ def test_scenario_on_the_real_time_clock(tmp_path):
 
 
 def test_live_am_that_stops_heartbeating_is_declared_dead(tmp_path):
-    from gangmaster.am.rm_protocol import AppState
+    from gangmaster.protocol.rm_protocol import AppState
     specs = load_cluster_specs(FIX / "cluster.yaml")
     live = LiveRM(specs, work_dir=tmp_path / "t")
     try:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_client import InProcessRMClient
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, InvalidRequest, ResourceRequest
+from gangmaster.protocol.rm_client import InProcessRMClient
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, InvalidRequest, ResourceRequest
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.rmsim.simulation import Simulation

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gangmaster.am.am_settings import AMSettings
+from gangmaster.am.spec.am_settings import AMSettings
 from gangmaster.conf import conf_path
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.settings import SelectionSettings

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from gangmaster.am.barrier import Arrival, TaskInfo
-from gangmaster.am.barrier_errors import AttemptFailed, BarrierTimeout
-from gangmaster.am.barrier_in_process import InProcessBarrier
-from gangmaster.am.jobspec import parse_job
+from gangmaster.am.barrier.coordinator import Arrival, TaskInfo
+from gangmaster.am.barrier.errors import AttemptFailed, BarrierTimeout
+from gangmaster.am.barrier.in_process import InProcessBarrier
+from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.clock import VirtualLoop
 from gangmaster.tools.rmsim.workload import BARRIER_ERROR_EXIT_CODE
@@ -91,7 +91,7 @@ def test_a_barrier_that_never_completes_times_out_in_virtual_time(tmp_path):
 
 def test_without_a_timeout_the_others_wait_until_the_job_runs_out_of_time(tmp_path):
     # The control: the same gang with the default (unlimited) barrier timeout never ends by itself.
-    from gangmaster.am.am_settings import AMSettings
+    from gangmaster.am.spec.am_settings import AMSettings
     runs = SimulatedRuns(nodes(2), AMSettings(max_virtual_time_s=3600))
     run = runs.submit(parse_job(job(instances=4, min_failed=2)), tmp_path)
     assert not runs.run()

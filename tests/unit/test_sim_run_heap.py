@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from gangmaster.am.jobspec import parse_job
+from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.tools.job_runner import SimulatedRuns
 
 from sim_cluster import nodes, worker_job

@@ -49,7 +49,7 @@ def test_the_run_says_why_it_stopped_early(tmp_path, monkeypatch, capsys, failur
     monkeypatch.setattr(runs, "SlurmRuns", type("Failing", (FakeRuns,), {"failure": failure}))
     monkeypatch.setattr(run_cmd, "print_metrics_url", lambda *a: None)
     monkeypatch.setattr(run_cmd, "print_reports", lambda *a: None)
-    monkeypatch.setattr("gangmaster.am.barrier_config.BarrierConfig.load", staticmethod(lambda path: None))
+    monkeypatch.setattr("gangmaster.am.barrier.config.BarrierConfig.load", staticmethod(lambda path: None))
     args = argparse.Namespace(rm="slurm", cluster=None, queues=None, scenario=None, live=False, partition=None,
                               work_dir=str(tmp_path), config=None, timeout=5, json=False)
     job = argparse.Namespace(name="mpi")

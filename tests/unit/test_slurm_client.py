@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.slurm.client import SlurmRMClient, SlurmUnreachable
 

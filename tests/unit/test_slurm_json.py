@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_protocol import NodeState
+from gangmaster.protocol.rm_protocol import NodeState
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.slurm.client import SlurmRMClient
 from gangmaster.tools.slurm.slurm_json import SlurmJSONError, read_jobs, read_nodes, slurm_version

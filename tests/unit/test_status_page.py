@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from status_page_reader import Page
 
-from gangmaster.am.status_page import REFRESH_S, render_page
-from gangmaster.am.why_text import format_why
+from gangmaster.am.ops.status_page import REFRESH_S, render_page
+from gangmaster.am.ops.why_text import format_why
 
 EVIL = "<script>alert(1)</script>"
 

@@ -4,7 +4,7 @@ gang's next attempt can never be granted GPUs a dying task still holds."""
 import time
 from pathlib import Path
 
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, ContainerState, ExitStatus, LaunchContext, ResourceRequest,
 )
 from gangmaster.selectors.cluster_file import load_cluster_specs

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, ApplicationSubmission, ContainerState, ExitStatus, LaunchContext, ResourceRequest,
 )
 from gangmaster.selectors.cluster_file import load_cluster_specs

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("mypy", reason="needs mypy (the test and dev extras)")
 
 ROOT = Path(__file__).resolve().parents[2]
-SUBPACKAGES = ("am", "selectors", "gpu_topology", "tools", "conf")
+SUBPACKAGES = ("am", "protocol", "selectors", "gpu_topology", "tools", "conf")
 #: what a strategy subclasses and calls, and the values its ``rank`` receives
 PLUGIN_API = ("selectors.selector", "selectors.values", "selectors.request", "selectors.resources",
               "selectors.workload", "selectors.ports", "selectors.cluster", "gpu_topology.masks")

@@ -47,7 +47,7 @@ def test_work_at_an_instant_end_may_schedule_more_for_now_which_the_next_call_ru
 def test_cancelled_events_do_not_hold_an_instant_open():
     loop, seen = VirtualLoop(), []
     loop.call_at(1.0, seen.append, "first")
-    loop.call_at(1.0, seen.append, "never").cancel()
+    loop.cancel(loop.call_at(1.0, seen.append, "never"))
     loop.call_at(3.0, seen.append, "later")
     assert loop.run_instant() and seen == ["first"] and loop.now() == 1.0
     assert loop.has_one_shot_calls()   # "later" is still to come
@@ -113,3 +113,16 @@ def test_call_each_runs_its_calls_in_the_order_call_at_made_now_would():
 def test_call_each_refuses_calls_out_of_time_order():
     with pytest.raises(ValueError, match="time order"):
         VirtualLoop().call_each(print, [(2.0, ()), (1.0, ())])
+
+
+def test_the_loop_cancels_a_call_and_a_periodic_one_and_a_tick_is_not_a_one_shot_call():
+    loop, seen = VirtualLoop(), []
+    ticks = loop.every(1.0, lambda: seen.append(("tick", loop.now())))
+    assert not loop.has_one_shot_calls()
+    call = loop.call_at(2.5, seen.append, "never")
+    assert loop.has_one_shot_calls() and call[0] == 2.5
+    loop.cancel(call)
+    assert not loop.has_one_shot_calls()
+    loop.call_at(2.5, loop.cancel, ticks)
+    loop.run()
+    assert seen == [("tick", 1.0), ("tick", 2.0)] and loop.pending == 0

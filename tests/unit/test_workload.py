@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gangmaster.am.jobspec import parse_job
-from gangmaster.am.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest,
+from gangmaster.am.spec.jobspec import parse_job
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, ContainerState, InvalidRequest,
                                        LaunchContext, ResourceRequest)
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
@@ -35,7 +35,7 @@ gangmaster: {simulatedExitCode: 4}
 
 
 def env(role: str, index: int, attempt: int, job: str = "train-7", user: str = "ann") -> dict[str, str]:
-    """What the AM sets that tells a task which it is (gangmaster.am.launch_env)."""
+    """What the AM sets that tells a task which it is (gangmaster.am.core.launch_env)."""
     return {"PAI_JOB_NAME": f"{user}~{job}", "PAI_CURRENT_TASK_ROLE_NAME": role,
             "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX": str(index), "GANGMASTER_ATTEMPT": str(attempt)}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gangmaster.am.rm_protocol import (AllocateRequest, ContainerState, ExitStatus, NodeState, ResourceRequest,
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ContainerState, ExitStatus, NodeState, ResourceRequest,
                                        WrongState)
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges

@@ -72,7 +72,7 @@ SAME_PORT_CASES = {
 
 @pytest.mark.parametrize("written, configured, expected", SAME_PORT_CASES.values(), ids=list(SAME_PORT_CASES))
 def test_the_next_coordinator_takes_the_earlier_port(tmp_path, written, configured, expected):
-    from gangmaster.am.barrier_config import BarrierConfig
+    from gangmaster.am.barrier.config import BarrierConfig
     from gangmaster.tools.job_runner import _same_port
 
     holder, taken = _taken_port()

@@ -27,10 +27,10 @@ import gc
 import tempfile
 import time
 
-from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
-from gangmaster.am.jobspec import load_job
-from gangmaster.am.master import ApplicationMaster
-from gangmaster.am.rm_protocol import ApplicationSubmission, view_from_nodes
+from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.spec.jobspec import load_job
+from gangmaster.am.core.master import ApplicationMaster
+from gangmaster.protocol.rm_protocol import ApplicationSubmission, view_from_nodes
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.cluster_file import load_cluster_specs

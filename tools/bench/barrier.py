@@ -13,7 +13,7 @@ That is the *flat* design: every task calls the coordinator. The *tree* (the def
 design, ``--design tree``; ``both`` measures the two in one run) puts
 ``--tasks-per-host`` (8) tasks on each host (``GANGMASTER_BARRIER_LOCAL_GROUP``: the
 tasks of one host meet at their leader, one of them, which sends the coordinator one
-message per epoch for all of them; ``gangmaster.am.barrier_local``): up to 64 tasks
+message per epoch for all of them; ``gangmaster.am.barrier.local``): up to 64 tasks
 every task is its own process, beyond that every host is a process running its tasks
 as two: its first task, the leader, a process with the real :class:`BarrierTaskContext`,
 and its other tasks coroutines of a second process speaking the leader's local protocol
@@ -34,10 +34,15 @@ the floor for any coordinator on that gRPC transport with N task processes on th
 machine. "srv us": CPU of this process (the coordinator's) per arrival, process
 start-up and warm-up included. "Drops": calls the task side had to retry
 (UNAVAILABLE, RESOURCE_EXHAUSTED …) and tasks that did not finish every round.
+"floor ms" (tree): the same round in the same process layout over bare Unix sockets
+(:mod:`gangmaster.tools.bench.barrier_floor`: a relay process per host, a hub for the
+coordinator), what this machine at this load gives that shape at all; "x floor": the
+round as a multiple of it.
 """
 from __future__ import annotations
 
 from gangmaster.tools.arg_types import count, counts
+from gangmaster.tools.bench import barrier_floor
 from gangmaster.tools.bench.cli import add_bench_parser
 
 import argparse
@@ -52,15 +57,15 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from gangmaster.am.barrier import TaskInfo
-from gangmaster.am.barrier_config import BarrierConfig
-from gangmaster.am.barrier_server import BarrierServer
+from gangmaster.am.barrier.coordinator import TaskInfo
+from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.server import BarrierServer
 
 DEFAULT_TASKS = (2, 8, 64, 512, 1024, 4096)
 #: Targets from the issues, median round in ms (4,096: every round released, <= 2 s).
 TARGETS_MS = {2: 1.5, 64: 20.0, 1024: 100.0, 4096: 2000.0}
 DESIGNS = ("tree", "flat")
-_PRELOAD = ["gangmaster.am.context", "gangmaster.am.proto.barrier_pb2_grpc", "grpc"]
+_PRELOAD = ["gangmaster.am.barrier.task_context", "gangmaster.protocol.proto.barrier_pb2_grpc", "grpc"]
 
 
 def auto_rounds(n: int) -> int:
@@ -86,6 +91,7 @@ class Figures:
     server_cpu_us: float | None = None  # coordinator process CPU per arrival, warm-up included
     messages_per_round: float | None = None  # calls the coordinator received per round
     task_cpu_us: float | None = None  # the task processes' CPU per arrival (from their fork)
+    floor_ms: float | None = None  # the tree's shape over bare Unix sockets, median round
 
     @property
     def ratio(self) -> float:
@@ -101,7 +107,7 @@ def percentile(values: list[float], q: float) -> float:
 
 # ------------------------------------------------------------------ task processes
 def _one_task(env: dict[str, str], total_rounds: int, results) -> None:
-    from gangmaster.am.context import BarrierTaskContext
+    from gangmaster.am.barrier.task_context import BarrierTaskContext
 
     ctx = BarrierTaskContext.from_env(env)
     times = []
@@ -129,15 +135,15 @@ def _report(done: list, results) -> None:
 
 def _host_followers(envs: list[dict[str, str]], total_rounds: int, results) -> None:
     """The tasks of one host but its leader (the first, its own process), as coroutines of
-    one process speaking the local protocol of :class:`~gangmaster.am.barrier_local.LocalSession`
+    one process speaking the local protocol of :class:`~gangmaster.am.barrier.local.LocalSession`
     (as the flat design's many tasks are coroutines speaking gRPC)."""
     asyncio.run(_host_followers_async(envs, total_rounds, results))
 
 
 async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
-    from gangmaster.am import barrier_local as bl
-    from gangmaster.am import context as c
-    from gangmaster.am.proto import barrier_pb2 as pb
+    from gangmaster.am.barrier import local as bl
+    from gangmaster.am.barrier import task_context as c
+    from gangmaster.protocol.proto import barrier_pb2 as pb
 
     async def task(env: dict[str, str]) -> None:
         caller = pb.Caller(job=env[c.ENV_JOB], gang=env[c.ENV_GANG], attempt=int(env[c.ENV_ATTEMPT]),
@@ -179,9 +185,9 @@ def _many_tasks(envs: list[dict[str, str]], total_rounds: int, results) -> None:
 async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
     import grpc
 
-    from gangmaster.am import context as c
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.am.barrier import task_context as c
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     address = envs[0][c.ENV_ADDRESS]
     async with grpc.aio.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
@@ -226,14 +232,14 @@ def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
     stream, driven as :class:`BarrierTaskContext` drives its Session stream."""
     import grpc
 
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     with grpc.insecure_channel(address, options=[("grpc.enable_retries", 0)]) as channel:
         stub = pb_grpc.BarrierCoordinatorStub(channel)
         request = pb.PingRequest()
         if stream:  # the same single-threaded stream driver as BarrierTaskContext's
-            from gangmaster.am.context import _DirectSession
+            from gangmaster.am.barrier.task_context import _DirectSession
 
             session = _DirectSession(channel, "/gangmaster.barrier.BarrierCoordinator/PingSession",
                                      pb.PingReply)
@@ -258,8 +264,8 @@ def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
 def _ping(address: str, calls: int, results) -> None:
     import grpc
 
-    from gangmaster.am.proto import barrier_pb2 as pb
-    from gangmaster.am.proto import barrier_pb2_grpc as pb_grpc
+    from gangmaster.protocol.proto import barrier_pb2 as pb
+    from gangmaster.protocol.proto import barrier_pb2_grpc as pb_grpc
 
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.BarrierCoordinatorStub(channel)
@@ -304,10 +310,57 @@ def measure_ping(ctx, address: str, calls: int) -> list[float]:
     return took
 
 
+def _run_tasks(procs: list, results, n: int, total: int) -> tuple[dict[int, list[int]], int, float]:
+    """Start ``procs`` and collect what their ``n`` tasks report (each task's release
+    times, retries, CPU); every process is joined (or killed) before this returns."""
+    task_cpu_s = 0.0
+    for p in procs:
+        p.start()
+    per_task: dict[int, list[int]] = {}
+    retries = 0
+    deadline = time.monotonic() + 60 + total * max(2.0, n / 500)
+    try:
+        while len(per_task) < n and time.monotonic() < deadline:
+            try:
+                index, times, r, cpu = results.get(timeout=max(0.1, deadline - time.monotonic()))
+                task_cpu_s += cpu
+            except Exception:
+                break
+            per_task[index], retries = times, retries + r
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return per_task, retries, task_cpu_s
+
+
+def _rounds(per_task: dict[int, list[int]], total: int, warmup: int) -> tuple[list[float], list[float]]:
+    """Each measured round (last release to last release, ms) and its release skew."""
+    complete = [t for t in per_task.values() if len(t) == total]
+    last = [max(t[r] for t in complete) for r in range(total)]
+    first = [min(t[r] for t in complete) for r in range(total)]
+    rounds_ms = [(last[r] - last[r - 1]) / 1e6 for r in range(warmup, total)]
+    skews_ms = [(last[r] - first[r]) / 1e6 for r in range(warmup, total)]
+    return rounds_ms, skews_ms
+
+
+def measure_floor(ctx, n: int, rounds: int, warmup: int, tasks_per_host: int, process_per_task: bool) -> float:
+    """Median round of the tree's shape over bare Unix sockets (:mod:`.barrier_floor`), ms."""
+    total = warmup + rounds
+    results = ctx.Queue()
+    procs = barrier_floor.processes(ctx, n, tasks_per_host, total, process_per_task, results)
+    per_task, _retries, _cpu = _run_tasks(procs, results, n, total)
+    if len(per_task) < n:
+        raise RuntimeError(f"bench barrier --tasks {n}: the floor's tasks did not all finish")
+    return statistics.median(_rounds(per_task, total, warmup)[0])
+
+
 def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int,
                     max_process_tasks: int, tasks_per_process: int, ping_ms: float,
                     design: str = "tree", tasks_per_host: int = 8) -> Figures:
-    from gangmaster.am.barrier_local import ENV_LOCAL_GROUP, ENV_TREE
+    from gangmaster.am.barrier.local import ENV_LOCAL_GROUP, ENV_TREE
 
     job, gang = "bench", f"n{n}-{design}"
     hosts = [f"host{i // tasks_per_host}" if design == "tree" else "127.0.0.1" for i in range(n)]
@@ -331,26 +384,9 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
         procs = [ctx.Process(target=_many_tasks, args=(g, total, results)) for g in groups]
     before = server.statistics()
     arrivals_before, cpu_before = before.arrivals, time.process_time()
-    task_cpu_s = 0.0
-    for p in procs:
-        p.start()
-    per_task: dict[int, list[int]] = {}
-    retries = 0
-    deadline = time.monotonic() + 60 + total * max(2.0, n / 500)
     try:
-        while len(per_task) < n and time.monotonic() < deadline:
-            try:
-                index, times, r, cpu = results.get(timeout=max(0.1, deadline - time.monotonic()))
-                task_cpu_s += cpu
-            except Exception:
-                break
-            per_task[index], retries = times, retries + r
+        per_task, retries, task_cpu_s = _run_tasks(procs, results, n, total)
     finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join()
         server.close_attempt(job, gang, 1)
     cpu_s = time.process_time() - cpu_before
     after = server.statistics()
@@ -358,11 +394,7 @@ def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int
     unfinished = n - sum(1 for t in per_task.values() if len(t) == total)
     if len(per_task) < 1:
         raise RuntimeError(f"bench barrier --tasks {n}: no task finished")
-    complete = [t for t in per_task.values() if len(t) == total]
-    last = [max(t[r] for t in complete) for r in range(total)]
-    first = [min(t[r] for t in complete) for r in range(total)]
-    rounds_ms = [(last[r] - last[r - 1]) / 1e6 for r in range(warmup, total)]
-    skews_ms = [(last[r] - first[r]) / 1e6 for r in range(warmup, total)]
+    rounds_ms, skews_ms = _rounds(per_task, total, warmup)
     return Figures(n, design, len(procs), rounds, statistics.median(rounds_ms), percentile(rounds_ms, 99),
                    statistics.median(skews_ms), percentile(skews_ms, 99), retries, unfinished, ping_ms,
                    server_cpu_us=cpu_s / arrivals * 1e6,
@@ -385,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
               f"median {ping_ms:.3f} ms, p99 {percentile(ping, 99):.3f} ms", flush=True)
         print(f"{'tasks':>6} {'design':>6} {'procs':>5} {'rounds':>6} {'median ms':>10} {'p99 ms':>9} "
               f"{'skew med':>9} {'skew p99':>9} {'x ping':>7} {'N pings':>8} {'N spings':>8} "
-              f"{'srv us':>6} {'task us':>7} {'msgs':>6} {'drops':>6}  target", flush=True)
+              f"{'srv us':>6} {'task us':>7} {'msgs':>6} {'drops':>6} {'floor ms':>8} {'x floor':>7}  target", flush=True)
         designs = DESIGNS if args.design == "both" else (args.design,)
         for n, design in ((n, d) for n in tasks for d in designs):
             rounds = args.rounds or auto_rounds(n)
@@ -396,6 +428,9 @@ def run(args: argparse.Namespace) -> int:
                 f.ping_floor_ms = n / rate * 1e3
                 rate = measure_ping_load(ctx, server.address, n, args.ping_load_calls, stream=True)
                 f.stream_floor_ms = n / rate * 1e3
+            if design == "tree" and args.floor:
+                f.floor_ms = measure_floor(ctx, n, rounds, args.warmup, args.tasks_per_host,
+                                           n <= args.max_process_tasks)
             figures.append(f)
             target = TARGETS_MS.get(n)
             verdict = ""
@@ -404,10 +439,11 @@ def run(args: argparse.Namespace) -> int:
                 verdict = f"<= {target:g} ms, no drops: {'met' if ok else 'MISSED'}"
             floor = "-" if f.ping_floor_ms is None else f"{f.ping_floor_ms:.3f}"
             sfloor = "-" if f.stream_floor_ms is None else f"{f.stream_floor_ms:.3f}"
+            local = ("-", "-") if f.floor_ms is None else (f"{f.floor_ms:.3f}", f"{f.round_median_ms / f.floor_ms:.1f}")
             print(f"{n:>6} {design:>6} {f.processes:>5} {f.rounds:>6} {f.round_median_ms:>10.3f} "
                   f"{f.round_p99_ms:>9.3f} {f.skew_median_ms:>9.3f} {f.skew_p99_ms:>9.3f} "
                   f"{f.ratio:>7.1f} {floor:>8} {sfloor:>8} {f.server_cpu_us:>6.0f} "
-                  f"{f.task_cpu_us:>7.0f} {f.messages_per_round:>6.1f} {f.retries + f.unfinished_tasks:>6}  {verdict}", flush=True)
+                  f"{f.task_cpu_us:>7.0f} {f.messages_per_round:>6.1f} {f.retries + f.unfinished_tasks:>6} {local[0]:>8} {local[1]:>7}  {verdict}", flush=True)
     finally:
         stats = server.statistics()
         server.stop(grace=0)
@@ -447,6 +483,11 @@ def add_parser(sub):
                              "all processes at once, giving the 'N pings' (unary calls) and "
                              "'N spings' (stream messages) columns: N round trips at the "
                              "server's throughput (0: skip; default 200)")
+    parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                        help="tree: also measure the same shape over bare Unix sockets (a relay "
+                             "process per host, a hub for the coordinator, the same task processes), "
+                             "the 'floor ms' column, and the round as a multiple of it "
+                             "('x floor'; default on)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.set_defaults(func=run)
     return parser

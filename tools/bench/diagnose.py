@@ -3,7 +3,7 @@ parameter-server gang of ``conf/jobs/story3-ps.yaml`` (6,001 instances) on the 3
 machines of ``conf/clusters/story3-incidents.yaml`` — in two figures, each against a
 floor measured in the same run:
 
-* **One diagnosis** (``am/diagnosis.py``: every role placed with the others, the
+* **One diagnosis** (``am/ops/diagnosis.py``: every role placed with the others, the
   reasons split by who holds the capacity, the empty-cluster check, each hint checked
   by placing the whole gang) on incident (a), 32 machines blacklisted, and (b), 90
   machines left 7.0 free vcores by another job. Target: <= 1 s wall. Floor: one
@@ -24,11 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.diagnosis import Occupant, diagnose
-from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
-from gangmaster.am.jobspec import load_job
-from gangmaster.am.rm_protocol import view_from_nodes
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.ops.diagnosis import Occupant, diagnose
+from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.spec.jobspec import load_job
+from gangmaster.protocol.rm_protocol import view_from_nodes
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.pipeline import SelectionPipeline

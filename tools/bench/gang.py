@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gangmaster.am.gang_placement import GangDoesNotFit, place_gang, role_request
-from gangmaster.am.jobspec_model import Completion, RetryPolicy, RoleSpec
+from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang, role_request
+from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster_file import load_cluster
 from gangmaster.selectors.fit import Demand, room

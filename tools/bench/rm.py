@@ -23,7 +23,7 @@ import heapq
 import json
 import time
 
-from gangmaster.am.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
+from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -164,7 +164,8 @@ def bench_allocations(n_nodes: int, total: int) -> dict:
 
 
 def bench_grpc(calls: int) -> dict:
-    from gangmaster.am.rm_client_grpc import GrpcRMClient
+    from gangmaster.protocol.rm_client_grpc import GrpcRMClient
+    from gangmaster.tools.rmsim.control import SimulatorControl
     from gangmaster.tools.rmsim.server import LiveRM, start_server
 
     live = LiveRM(cluster(100), work_dir="/tmp/gangmaster-bench-rm-tasks")
@@ -172,10 +173,11 @@ def bench_grpc(calls: int) -> dict:
     try:
         rm = GrpcRMClient(f"127.0.0.1:{port}")
         rm.wait_ready()
+        control = SimulatorControl(rm)
         app = rm.submit(ApplicationSubmission("bench-grpc"))
         reg = rm.register(app)
         for _ in range(200):   # warm up both paths
-            rm.ping()
+            control.ping()
         ask = ResourceRequest(0, ResourceDescriptor(1024, 1, 1))
         held: list[str] = []
 
@@ -188,7 +190,7 @@ def bench_grpc(calls: int) -> dict:
             beat(k)
         t0 = time.perf_counter()
         for _ in range(calls):
-            rm.ping()
+            control.ping()
         t_ping = (time.perf_counter() - t0) / calls
         t0 = time.perf_counter()
         for k in range(1000, 1000 + calls):

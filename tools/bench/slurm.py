@@ -57,7 +57,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
     from gangmaster.tools.job_runner import LiveRuns
     from gangmaster.tools.slurm.local_cluster import LocalCluster, Ports, missing_requirements
@@ -135,7 +135,7 @@ def _free_ports(start: int, count: int) -> int:
 
 def task() -> int:
     """The benchmark's task: through the first barrier, record when, exit."""
-    from gangmaster.am.context import BarrierTaskContext
+    from gangmaster.am.barrier.task_context import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
     ctx.barrier()

@@ -48,8 +48,8 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from gangmaster.am.am_settings import AMSettings
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.spec.am_settings import AMSettings
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.conf import conf_path
     from gangmaster.selectors.cluster_file import load_cluster_specs
     from gangmaster.tools.job_runner import LiveRuns

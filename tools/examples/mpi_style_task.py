@@ -14,7 +14,7 @@ A coordinator error (the gang restarted: ``AttemptFailed``; a timeout ...) is pr
 as ``mpi_style_task: <Class>: <message>`` and the task exits 1.
 
 Run: ``python -m gangmaster.tools.examples.mpi_style_task --out DIR`` with the
-GANGMASTER_* environment the AM sets (``gangmaster.am.context.task_env``).
+GANGMASTER_* environment the AM sets (``gangmaster.am.barrier.task_context.task_env``).
 ``GANGMASTER_EXAMPLE_HOLD_S`` makes each rank pause that long before each step, so
 a test can kill a task mid-run; ``GANGMASTER_EXAMPLE_STALL=RANK:SECONDS`` holds one
 rank back before ``all_gather`` in attempt 1, so the others are surely waiting in it.
@@ -29,8 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from gangmaster.am.barrier_errors import BarrierError
-from gangmaster.am.context import BarrierTaskContext
+from gangmaster.am.task import BarrierError, BarrierTaskContext
 
 ENV_OUT = "GANGMASTER_OUTPUT_DIR"
 ENV_HOLD = "GANGMASTER_EXAMPLE_HOLD_S"

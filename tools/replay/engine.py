@@ -47,14 +47,14 @@ the AM hears of their end from an allocate response, decides, and unregisters. N
 decision is made anywhere else. What the replay does differently, each for a measured
 cost (BENCHMARKS.md, "issue 13"), and why none changes a decision:
 
-* its in-process RM client is *trusted* (:class:`~gangmaster.am.rm_client.InProcessRMClient`):
+* its in-process RM client is *trusted* (:class:`~gangmaster.protocol.rm_client.InProcessRMClient`):
   the RM does not re-check the *form* of what the AM's own code built (types, number
   ranges, names, list and launch sizes), while everything a call *asks* is checked
   against the RM's state as always (known hosts, ids, states, what can ever fit).
   Calls from the wire (``gangmaster rm serve``) and ``gangmaster run``'s simulator are
   checked in full. A trace's gangs (a few tasks, a few dozen variables each) are far
   inside every launch limit;
-* its AMs keep no journal (:class:`~gangmaster.am.journal.NoJournal`): a replayed AM is
+* its AMs keep no journal (:class:`~gangmaster.am.core.journal.NoJournal`): a replayed AM is
   never restarted and nobody reads its records, so the AM builds none. It makes every
   decision and every check of state as it would with a journal
   (tests/unit/test_journal_records.py replays the same jobs with a memory journal and
@@ -109,15 +109,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.cluster_tracker import ClusterTracker
-from gangmaster.am.journal import NoJournal
-from gangmaster.am.lifecycle import ROLE_ACQUIRING
-from gangmaster.am.master import ApplicationMaster
-from gangmaster.am.metrics import AMMetrics
-from gangmaster.am.progress_log import QuietLog
-from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
-from gangmaster.am.rm_protocol import ApplicationSubmission
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.core.cluster_tracker import ClusterTracker
+from gangmaster.am.core.journal import NoJournal
+from gangmaster.am.core.lifecycle import ROLE_ACQUIRING
+from gangmaster.am.core.master import ApplicationMaster
+from gangmaster.am.ops.metrics import AMMetrics
+from gangmaster.am.ops.progress_log import QuietLog
+from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.protocol.rm_protocol import ApplicationSubmission
 from gangmaster.conf import limits
 from gangmaster.selectors.candidates import kept_node_index
 from gangmaster.selectors.pipeline import SelectionPipeline

@@ -1,4 +1,4 @@
-"""A trace's job as the AM reads it: a :class:`~gangmaster.am.jobspec_model.JobSpec`
+"""A trace's job as the AM reads it: a :class:`~gangmaster.am.spec.jobspec_model.JobSpec`
 built directly from a :class:`~.trace.TraceJob` (no YAML: a replay builds tens of
 thousands of them).
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from gangmaster.am.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
+from gangmaster.am.spec.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
 
 from .trace import TraceJob, TraceRole
 

@@ -11,7 +11,7 @@ gang path runs for such a job:
   synced (as an AM makes it when it is built); a job that can never fit ends
   ``never-fits``. A placement that check made on the idle cluster is the job's first
   placement while the view stays unchanged (``AMPlacement.place``'s rule);
-* placed: :func:`~gangmaster.am.gang_placement.place_gang` on the shared view with the
+* placed: :func:`~gangmaster.am.core.gang_placement.place_gang` on the shared view with the
   shared pipelines (the AM's ``AMPlacement.pipeline_for``), each attempt timed into the
   same selection histogram; after a placement that found no room the job is not placed
   again until the cluster has grown (``GangAcquisition.plan``'s stall rule);
@@ -37,9 +37,9 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from gangmaster.am.am_placement import AMPlacement
-from gangmaster.am.cluster_tracker import ClusterTracker
-from gangmaster.am.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.core.am_placement import AMPlacement
+from gangmaster.am.core.cluster_tracker import ClusterTracker
+from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang
 from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.resources import ResourceError
 from gangmaster.selectors.settings import SelectionSettings

@@ -290,12 +290,12 @@ def _html_cell(text: str) -> str:
     bold, as :func:`fill_rows` marks the lowest) in bold."""
     bold = len(text) > 4 and text.startswith("**") and text.endswith("**")
     text = text[2:-2] if bold else text
-    numeric = text[:1].isdigit() or text[:1] in "–-"
+    numeric = text[:1].isdigit() or text[:1] in "–-+"
     shown = f"<strong>{html.escape(text)}</strong>" if bold else html.escape(text)
     return f"<td>{shown}</td>" if numeric else f"<td class=\"text\">{shown}</td>"
 
 
-def _html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:
+def html_table(header: list[str], rows: list[list[str]], css: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>\n" for row in rows)
     cls = f' class="{css}"' if css else ""
@@ -321,18 +321,18 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Drawn], sk
              "<h1>gangmaster replay: placement policies compared</h1>",
              f"<p class=\"note\">{html.escape(_window_note(document))}</p>"]
     identity = [[k, v] for k, v in identity_lines(document)]
-    parts.append(_html_table(["", ""], identity, "identity").replace("<thead><tr><th></th><th></th></tr></thead>", ""))
+    parts.append(html_table(["", ""], identity, "identity").replace("<thead><tr><th></th><th></th></tr></thead>", ""))
     headline = [f for f in figures if f.name == FILL_FIGURE]   # drawn in fill mode only
     if is_fill(document):   # the headline: its plot first, then the table
         parts.append("<h2>Unallocated GPUs against GPUs arrived (fill mode)</h2>")
         parts += [_html_figure(folder, f) for f in headline]
         parts.append(f"<p class=\"note\">{html.escape(_fill_note(document))}</p>")
-        parts.append(_html_table(*fill_rows(document, mark_lowest=True)))
+        parts.append(html_table(*fill_rows(document, mark_lowest=True)))
     parts.append("<h2>Summary</h2>")
-    parts.append(_html_table(*summary_rows(document)))
+    parts.append(html_table(*summary_rows(document)))
     if "sweep" in document:
         parts.append("<h2>Load sweep</h2>")
-        parts.append(_html_table(*_sweep_rows(document)))
+        parts.append(html_table(*_sweep_rows(document)))
     parts.append("<h2>Figures</h2>")
     parts += [_html_figure(folder, f) for f in figures if f not in headline]
     if skipped:
@@ -341,9 +341,9 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Drawn], sk
     parts.append("<h2>By queue</h2>")
     if is_fill(document):
         parts.append(f"<p class=\"note\">{html.escape(FILL_GROUP_NOTE)}</p>")
-    parts.append(_html_table(*group_rows(document, "by_queue")))
+    parts.append(html_table(*group_rows(document, "by_queue")))
     parts.append("<h2>By gang size (GPUs)</h2>")
-    parts.append(_html_table(*group_rows(document, "by_gang_size")))
+    parts.append(html_table(*group_rows(document, "by_gang_size")))
     parts.append("<h2>What each figure means</h2><dl>")
     for name, unit, meaning in meanings(document):
         parts.append(f"<dt>{html.escape(name)}{' (' + unit + ')' if unit else ''}</dt>"
@@ -355,7 +355,7 @@ def render_html(document: dict[str, Any], folder: Path, figures: list[Drawn], sk
 
 # ------------------------------------------------------------------ Markdown
 
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
+def md_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " if i == 0 else " ---: " for i in
                                                                  range(len(header))) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
@@ -371,21 +371,21 @@ def render_markdown(document: dict[str, Any], figures: list[Drawn], skipped: lis
         parts.append("## Unallocated GPUs against GPUs arrived (fill mode)\n")
         parts += [_md_figure(f) for f in headline]
         parts.append(_fill_note(document) + "\n")
-        parts.append(_md_table(*fill_rows(document, mark_lowest=True)))
+        parts.append(md_table(*fill_rows(document, mark_lowest=True)))
     parts.append("## Summary\n")
-    parts.append(_md_table(*summary_rows(document)))
+    parts.append(md_table(*summary_rows(document)))
     if "sweep" in document:
         parts.append("## Load sweep\n")
-        parts.append(_md_table(*_sweep_rows(document)))
+        parts.append(md_table(*_sweep_rows(document)))
     parts.append("## Figures\n")
     parts += [_md_figure(f) for f in figures if f not in headline]
     parts += [f"- not drawn: {line}" for line in not_drawn((f.name, why) for f, why in skipped)]
     parts.append("\n## By queue\n")
     if is_fill(document):
         parts.append(FILL_GROUP_NOTE + "\n")
-    parts.append(_md_table(*group_rows(document, "by_queue")))
+    parts.append(md_table(*group_rows(document, "by_queue")))
     parts.append("## By gang size (GPUs)\n")
-    parts.append(_md_table(*group_rows(document, "by_gang_size")))
+    parts.append(md_table(*group_rows(document, "by_gang_size")))
     parts.append("## What each figure means\n")
     parts += [f"- **{name}**{' (' + unit + ')' if unit else ''}: {meaning}"
               for name, unit, meaning in meanings(document)]

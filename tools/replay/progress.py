@@ -40,8 +40,10 @@ class ProgressBar:
     ``columns``: the terminal's width, read at each redraw (a test passes its own)."""
 
     def __init__(self, label: str, stream: TextIO | None = None, enabled: bool = True,
-                 clock: Callable[[], float] = time.monotonic, columns: Callable[[], int] = terminal_columns):
+                 clock: Callable[[], float] = time.monotonic, columns: Callable[[], int] = terminal_columns,
+                 unit: str = "jobs"):
         self.label, self.stream, self.enabled, self.clock = label, stream or sys.stderr, enabled, clock
+        self.unit = unit      # what is counted ("jobs"; a --workloads family counts "replays")
         self.columns = columns
         self.started = clock()
         self.last_drawn: float | None = None
@@ -64,7 +66,8 @@ class ProgressBar:
         share = done / total if total else 1.0
         rate = done / elapsed if elapsed > 0 else 0.0
         eta = eta_text((total - done) / rate) if rate > 0 else "?"
-        counts, speed, left = f"{done:,}/{total:,} jobs", f"{rate:,.0f} jobs/s", f"ETA {eta}"
+        speed = f"{rate:,.0f} {self.unit}/s" if rate >= 1 or not rate else f"{60 * rate:,.1f} {self.unit}/min"
+        counts, left = f"{done:,}/{total:,} {self.unit}", f"ETA {eta}"
         text = f"{self.label} {counts} {speed} {left}"
         room = fit - len(text) - 3                          # " [" + bar + "]"
         if room >= MIN_WIDTH:
@@ -75,6 +78,13 @@ class ProgressBar:
             if len(shorter) <= fit:
                 return shorter
         return counts[:max(fit, 0)]
+
+    def clear(self) -> None:
+        """Wipe the bar's line (before a line of other output); the next call draws it again."""
+        if self.drawn:
+            self.stream.write("\r" + " " * self.drawn + "\r")
+            self.stream.flush()
+            self.drawn, self.last_drawn = 0, None
 
     def close(self) -> None:
         if self.drawn:

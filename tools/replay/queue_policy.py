@@ -13,11 +13,11 @@ A *pass* over a queue offers its waiting jobs, in submission order, to ``try_sta
   queue. It starts exactly the jobs a pass trying every waiting job in order would.
 * **Reserve**: backfill that never delays the head. When the oldest job does not start,
   the nodes where it will start earliest are reserved for it (planned from the running
-  jobs' expected ends, as Slurm's backfill plans a start: :mod:`~gangmaster.am.reservation_plan`);
+  jobs' expected ends, as Slurm's backfill plans a start: :mod:`~gangmaster.am.core.reservation_plan`);
   a later job starts on reserved nodes only if it is expected to end before the
   reservation begins, elsewhere freely. Each pass plans the queue's reservations again,
   so they move when the plan changes; at most ``max_reservations`` jobs of a queue hold one
-  at a time (:data:`~gangmaster.am.reservation_plan.DEFAULT_MAX_RESERVATIONS`, the oldest
+  at a time (:data:`~gangmaster.am.core.reservation_plan.DEFAULT_MAX_RESERVATIONS`, the oldest
   jobs that did not start). The driver keeps the book of reservations (``book``: the
   replay's :class:`~.reservations.ReplayReservations`), shared by its queues, so a job of
   any queue keeps off every queue's reservations. With no reservation held it starts
@@ -34,7 +34,7 @@ import itertools
 from collections import deque
 from typing import Callable, Hashable, Iterator, Protocol
 
-from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
 
 
 class Waiting(Protocol):

@@ -45,7 +45,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from gangmaster.conf.fields import ConfigError
 
@@ -130,13 +130,22 @@ def _process_alive(pid: int) -> bool:
 def write_report(comparison: Comparison, folder: str | Path, document: dict[str, Any] | None = None) -> ReportFiles:
     """Write the report into ``folder``: whole, or with :data:`INCOMPLETE` beside what a
     kill left (see the module's docstring)."""
-    folder = report_folder(folder)
     document = document or metrics_document(comparison)
+    return write_folder(folder, lambda partial: _write_files(comparison, partial, document), REPORT_FILES)
+
+
+def write_folder(folder: str | Path, write: Callable[[Path], tuple[tuple[str, ...], list]],
+                 known_files: tuple[str, ...]) -> ReportFiles:
+    """The one way a report folder is written (this one's and ``--workloads``' family report):
+    ``write(partial)`` writes the files into a hidden folder and returns (their names, the
+    figures not drawn with why), and they are moved in; ``known_files``: every file a report
+    of this kind may hold, those of an earlier one it does not write removed."""
+    folder = report_folder(folder)
     stale = _remove_stale_partials(folder)
     partial = Path(_partial_folder(folder))
     try:
-        written, skipped = _write_files(comparison, partial, document)
-        replaced, removed, incomplete = _move_into_place(partial, folder, written)
+        written, skipped = write(partial)
+        replaced, removed, incomplete = _move_into_place(partial, folder, written, known_files)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return ReportFiles(folder, written, tuple((f.name, why) for f, why in skipped), replaced, removed,
@@ -156,13 +165,13 @@ def _write_files(comparison: Comparison, folder: Path, document: dict[str, Any])
     return written, skipped
 
 
-def _move_into_place(partial: Path, folder: Path,
-                     written: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+def _move_into_place(partial: Path, folder: Path, written: tuple[str, ...],
+                     known_files: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     """Move the written files from ``partial`` into ``folder`` and remove the earlier
     report's files this one does not write; (files replaced, files removed, whether an
     earlier run's INCOMPLETE stood there)."""
     with _locked(folder), _sigint_held():
-        earlier = tuple(name for name in REPORT_FILES if name != INCOMPLETE and (folder / name).exists())
+        earlier = tuple(name for name in known_files if name != INCOMPLETE and (folder / name).exists())
         marker = folder / INCOMPLETE
         incomplete = marker.exists()
         marker.write_text("gangmaster replay stopped while it moved a report's files into this folder: "

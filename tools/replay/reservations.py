@@ -4,7 +4,7 @@ reservations the queues hold, and the placement of a gang that must keep off the
 The queues (:class:`~.queue_policy.ReserveQueue`) ask this book two things during a
 pass: to start a job without delaying any reservation (:meth:`ReplayReservations.try_start`),
 and to reserve room for a job that did not start (:meth:`ReplayReservations.reserve`,
-planned by :func:`~gangmaster.am.reservation_plan.plan_start`). A replayed job's
+planned by :func:`~gangmaster.am.core.reservation_plan.plan_start`). A replayed job's
 expected end is its trace duration, which the trace declares: the replay knows it exactly,
 so a plan is only ever wrong where select() places a gang otherwise than the GPU count
 says it could.
@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from gangmaster.am.reservation_plan import DECLARED, Hold, Reservation, plan_start
+from gangmaster.am.core.reservation_plan import DECLARED, Hold, Reservation, plan_start
 from gangmaster.selectors.cluster import ClusterView, NodeColumns
 
 

@@ -17,6 +17,6 @@ scenarios, ``gangmaster rm fault``, gRPC), ``workload`` (what a simulated task d
 ``rm_settings`` (the ``rm:`` knobs), ``simulation`` (virtual-time wiring with an
 in-process client and barrier coordinator), ``state`` (the live RM's state file),
 ``live_rm`` (the one live wiring, real time, for ``rm serve`` and ``run --live``),
-``server`` (gRPC). The AM side of the protocol is ``gangmaster.am.rm_protocol`` /
-``gangmaster.am.rm_client``.
+``server`` (gRPC). The AM side of the protocol is ``gangmaster.protocol.rm_protocol`` /
+``gangmaster.protocol.rm_client``.
 """

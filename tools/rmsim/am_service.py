@@ -9,8 +9,8 @@ heartbeat changes nothing; with no scheduling interval it runs the scheduler's p
 """
 from __future__ import annotations
 
-from gangmaster.am import rm_validation as check
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol import rm_validation as check
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, AppState, ContainerState, ExitStatus, InvalidRequest, PendingAsk,
     RegisterResponse, Rejection,
 )
@@ -52,7 +52,7 @@ class ApplicationMasterService:
     def allocate(self, request: AllocateRequest, checked: bool = False) -> AllocateResponse:
         """One AM heartbeat. ``checked``: the request's form (types, ranges, names, list
         lengths) was already checked or built by code that cannot get it wrong (see
-        :class:`~gangmaster.am.rm_client.InProcessRMClient`); what it asks is checked
+        :class:`~gangmaster.protocol.rm_client.InProcessRMClient`); what it asks is checked
         against the RM's state either way (known hosts and racks, ids, sizes)."""
         if not checked:
             if not isinstance(request, AllocateRequest):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_protocol import (
     ApplicationReport, ApplicationSubmission, AppState, ContainerState, ContainerStatus, ExitStatus, NotFound,
     Rejection, WrongState,
 )
@@ -105,7 +105,7 @@ class Applications:
         app.finished_at = self.clock.now()
         app.asks.clear()
         if app.expiry_timer is not None:
-            app.expiry_timer.cancel()
+            self.clock.cancel(app.expiry_timer)
         if app.containers:
             for cid in sorted(app.containers):
                 self.containers.finish(app.containers[cid], ContainerState.KILLED, exit_status,
@@ -140,7 +140,7 @@ class Applications:
         app.out_allocated, app.out_completed, app.out_rejected = [], [], ()
         app.diagnostics = f"attempt {failed} failed: {diagnostics}"
         if app.expiry_timer is not None:
-            app.expiry_timer.cancel()
+            self.clock.cancel(app.expiry_timer)
         self.wake()
         self.version += 1
         self.events.emit("attempt_failed", app.app_id, detail=f"attempt {failed} failed ({diagnostics}); "
@@ -151,7 +151,7 @@ class Applications:
         if app.am_expiry_s is None:
             return
         if app.expiry_timer is not None:
-            app.expiry_timer.cancel()
+            self.clock.cancel(app.expiry_timer)
         attempt = app.attempt
 
         def check() -> None:

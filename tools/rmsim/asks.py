@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gangmaster.am.rm_protocol import AllocateRequest, InvalidRequest, ResourceRequest
-from gangmaster.am import rm_validation as check
+from gangmaster.protocol.rm_protocol import AllocateRequest, InvalidRequest, ResourceRequest
+from gangmaster.protocol import rm_validation as check
 from gangmaster.conf import limits
 from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.identity_memo import IdentityMemo

@@ -1,7 +1,8 @@
 """Clocks that drive the RM core: virtual time (a discrete-event loop) and real time.
 
-Both expose the same three calls — ``now()``, ``call_at(t, fn, *args)``,
-``call_later(delay, fn, *args)`` — so the RM core, the simulated NodeManager and
+Both expose the same calls — ``now()``, ``call_at(t, fn, *args)``,
+``call_later(delay, fn, *args)``, ``every(interval, fn)`` and ``cancel(handle)`` of what
+those returned — so the RM core, the simulated NodeManager and
 scenario scripts are written once. The virtual loop orders events by
 ``(time, sequence)``: two events at the same time run in the order they were
 scheduled, so a run is a pure function of its inputs and seed.
@@ -10,8 +11,9 @@ Example::
 
     loop = VirtualLoop()
     loop.call_later(5.0, print, "five")
-    loop.every(1.0, lambda: None)       # a periodic heartbeat
+    beat = loop.every(1.0, lambda: None)       # a periodic heartbeat
     loop.run_until(10.0)
+    loop.cancel(beat)
 """
 from __future__ import annotations
 
@@ -27,40 +29,43 @@ from typing import Any, Callable
 _push = heapq.heappush
 
 
-class Timer(list):
-    """A scheduled call, and its own entry on the clock's heap: ``[when, seq, fn, args,
-    periodic]``, ordered by ``(when, seq)`` (``seq`` is unique, so nothing after it is ever
-    compared). Being the entry, it is the one object an event costs: a loop dispatches by
-    indexing it (no ``(time, seq, timer)`` tuple beside it, no ``__init__`` run in Python:
-    :func:`timer` builds it in C), which is what kept the virtual loop at a quarter of a bare
-    heapq loop. ``cancel()`` makes it a no-op (its ``fn`` is dropped); ``periodic``: one tick
-    of an :meth:`~VirtualLoop.every` (it schedules the next itself)."""
-
-    __slots__ = ()
-
-    when = property(operator.itemgetter(0))
-    fn = property(operator.itemgetter(2))
-    args = property(operator.itemgetter(3))
-
-    @property
-    def cancelled(self) -> bool:
-        return self[2] is None
-
-    @property
-    def periodic(self) -> bool:
-        return self[4]
-
-    @periodic.setter
-    def periodic(self, value: bool) -> None:
-        self[4] = value
-
-    def cancel(self) -> None:
-        self[2], self[3] = None, ()
+#: A scheduled call, and its own entry on the clock's heap: the plain tuple ``(when, seq, fn,
+#: args)``, ordered by ``(when, seq)`` (``seq`` is unique, so ``fn`` is never compared). It is
+#: the one object an event costs, and a tuple literal is the cheapest one to build: a handle
+#: class with a ``cancel()`` method (a list or tuple subclass built by a type call) took the
+#: virtual loop from two thirds of a bare heapq loop to under a half. So the loop cancels it
+#: (:meth:`VirtualLoop.cancel`: its ``seq`` goes into the loop's set of cancelled entries, and
+#: the entry is skipped, and forgotten, when it comes off the heap); ``timer[0]`` is its time.
+Timer = tuple
 
 
-def timer(when: float, seq: int, fn: Callable[..., Any] | None, args: tuple) -> Timer:
-    """A :class:`Timer` for ``fn(*args)`` at ``when``, ``seq``-th of its instant's order."""
-    return Timer((when, seq, fn, args, False))
+class Periodic:
+    """What :meth:`VirtualLoop.every` returns (and the real-time loop's): the loop's
+    ``cancel(handle)`` stops the ticks. Its ``tick`` is what each of them runs, and what tells
+    them apart from one-shot calls on the heap (see :meth:`VirtualLoop.has_one_shot_calls`)."""
+
+    __slots__ = ("cancelled", "_loop", "_interval", "_fn")
+
+    def __init__(self, loop, interval: float, fn: Callable[[], Any]):
+        self.cancelled, self._loop, self._interval, self._fn = False, loop, interval, fn
+
+    def tick(self) -> None:
+        if self.cancelled:
+            return
+        self._fn()
+        if not self.cancelled:
+            self._loop.call_later(self._interval, self.tick)
+
+
+def _cancel(cancelled: set[int], handle: Timer | Periodic) -> None:
+    if type(handle) is Periodic:
+        handle.cancelled = True
+    else:
+        cancelled.add(handle[1])
+
+
+def _is_tick(fn: Callable[..., Any]) -> bool:
+    return type(getattr(fn, "__self__", None)) is Periodic
 
 
 class VirtualLoop:
@@ -71,6 +76,7 @@ class VirtualLoop:
         self._now = float(start)
         self._heap: list[Timer] = []
         self._seq = itertools.count()
+        self._cancelled: set[int] = set()   # the seq of each cancelled entry still on the heap
         self.events_run = 0
 
     def now(self) -> float:
@@ -79,14 +85,14 @@ class VirtualLoop:
     def call_at(self, when: float, fn: Callable[..., Any], *args: Any) -> Timer:
         if when < self._now:
             when = self._now
-        entry = Timer((when, next(self._seq), fn, args, False))
-        heapq.heappush(self._heap, entry)
+        entry = (when, next(self._seq), fn, args)
+        _push(self._heap, entry)
         return entry
 
     def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Timer:
         """``call_at(now + max(0, delay), ...)``, written out (most events are scheduled so)."""
         now = self._now
-        entry = Timer((now + delay if delay > 0 else now, next(self._seq), fn, args, False))
+        entry = (now + delay if delay > 0 else now, next(self._seq), fn, args)
         _push(self._heap, entry)
         return entry
 
@@ -104,36 +110,29 @@ class VirtualLoop:
         first = next(self._seq)
         self._seq = itertools.count(first + len(calls))   # theirs: first, first + 1, ...
         heap, places, later = self._heap, itertools.count(first + 1), itertools.islice(calls, 1, None)
-        # One timer carries them all, in turn, with the args of the one due: it is off the heap
-        # while that one runs (popped), so it goes back on for the next one first.
-        stream = timer(max(calls[0][0], self._now), first, None, calls[0][1])
 
         def due(*args: Any) -> None:
+            # the next one goes on the heap before this one runs (it is off the heap now)
             after = next(later, None)
             if after is not None:
-                when, stream[3] = after
-                stream[0], stream[1] = when if when > self._now else self._now, next(places)
-                heapq.heappush(heap, stream)
+                when, next_args = after
+                _push(heap, (when if when > self._now else self._now, next(places), due, next_args))
             fn(*args)
 
-        stream[2] = due
-        heapq.heappush(heap, stream)
+        _push(heap, (max(calls[0][0], self._now), first, due, calls[0][1]))
 
-    def every(self, interval: float, fn: Callable[[], Any], start: float | None = None) -> Timer:
-        """Call ``fn()`` every ``interval`` seconds until the returned timer is cancelled."""
+    def every(self, interval: float, fn: Callable[[], Any], start: float | None = None) -> Periodic:
+        """Call ``fn()`` every ``interval`` seconds until the returned handle is cancelled."""
         if interval <= 0:
             raise ValueError(f"interval: expected a number > 0, got {interval}")
-        handle = timer(0.0, -1, fn, ())
-
-        def tick() -> None:
-            if handle.cancelled:
-                return
-            fn()
-            if not handle.cancelled:
-                self.call_later(interval, tick).periodic = True
-
-        self.call_at(self._now + interval if start is None else start, tick).periodic = True
+        handle = Periodic(self, interval, fn)
+        self.call_at(self._now + interval if start is None else start, handle.tick)
         return handle
+
+    def cancel(self, handle: Timer | Periodic) -> None:
+        """Never run the call ``handle`` is (from :meth:`call_at`, :meth:`call_later`), or no
+        more ticks of it (from :meth:`every`); nothing when it already ran."""
+        _cancel(self._cancelled, handle)
 
     @property
     def pending(self) -> int:
@@ -142,19 +141,22 @@ class VirtualLoop:
     def has_one_shot_calls(self) -> bool:
         """Whether anything but the periodic calls of :meth:`every` is still scheduled. When
         nothing is, only those callbacks themselves can change what they will see."""
-        return any(entry[2] is not None and not entry[4] for entry in self._heap)
+        cancelled = self._cancelled
+        return any(entry[1] not in cancelled and not _is_tick(entry[2]) for entry in self._heap)
 
     def next_time(self) -> float | None:
-        while self._heap and self._heap[0][2] is None:
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
+        heap, cancelled = self._heap, self._cancelled
+        while heap and heap[0][1] in cancelled:
+            cancelled.discard(heapq.heappop(heap)[1])
+        return heap[0][0] if heap else None
 
     def step(self) -> bool:
         """Run the next event; False when none is left."""
-        heap = self._heap
+        heap, cancelled = self._heap, self._cancelled
         while heap:
-            when, _, fn, args, _ = heapq.heappop(heap)
-            if fn is None:   # cancelled
+            when, seq, fn, args = heapq.heappop(heap)
+            if cancelled and seq in cancelled:
+                cancelled.discard(seq)
                 continue
             self._now = when
             self.events_run += 1
@@ -191,21 +193,25 @@ class VirtualLoop:
 
     def _run_through(self, when: float) -> None:
         """Run every event at or before ``when`` (step() inlined)."""
-        heap = self._heap
+        heap, cancelled = self._heap, self._cancelled
         pop = heapq.heappop
         ran = 0   # (added to events_run once, at the end: nothing reads it while the loop runs)
         try:
             if when == math.inf:   # (run(): every event, none compared with the end)
                 while heap:
-                    t, _, fn, args, _ = pop(heap)
-                    if fn is not None:   # (else cancelled)
+                    t, seq, fn, args = pop(heap)
+                    if cancelled and seq in cancelled:
+                        cancelled.discard(seq)
+                    else:
                         self._now = t
                         ran += 1
                         fn(*args)
                 return
             while heap and heap[0][0] <= when:
-                t, _, fn, args, _ = pop(heap)
-                if fn is not None:   # (else cancelled)
+                t, seq, fn, args = pop(heap)
+                if cancelled and seq in cancelled:
+                    cancelled.discard(seq)
+                else:
                     self._now = t
                     ran += 1
                     fn(*args)
@@ -222,6 +228,7 @@ class RealTimeLoop:
         self._origin = time.monotonic() - start   # a restored RM continues its clock from `start`
         self._heap: list[Timer] = []
         self._seq = itertools.count()
+        self._cancelled: set[int] = set()   # (as the virtual loop's, under _cond)
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="rm-clock", daemon=True)
@@ -232,7 +239,7 @@ class RealTimeLoop:
 
     def call_at(self, when: float, fn: Callable[..., Any], *args: Any) -> Timer:
         with self._cond:
-            entry = timer(when, next(self._seq), fn, args)
+            entry = (when, next(self._seq), fn, args)
             heapq.heappush(self._heap, entry)
             self._cond.notify()
         return entry
@@ -240,17 +247,15 @@ class RealTimeLoop:
     def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Timer:
         return self.call_at(self.now() + max(0.0, delay), fn, *args)
 
-    def every(self, interval: float, fn: Callable[[], Any], start: float | None = None) -> Timer:
-        handle = timer(0.0, -1, fn, ())
-
-        def tick() -> None:
-            if handle.cancelled:
-                return
-            fn()
-            self.call_later(interval, tick)
-
-        self.call_at(self.now() + interval if start is None else start, tick)
+    def every(self, interval: float, fn: Callable[[], Any], start: float | None = None) -> Periodic:
+        handle = Periodic(self, interval, fn)
+        self.call_at(self.now() + interval if start is None else start, handle.tick)
         return handle
+
+    def cancel(self, handle: Timer | Periodic) -> None:
+        """As :meth:`VirtualLoop.cancel` (from any thread)."""
+        with self._cond:
+            _cancel(self._cancelled, handle)
 
     def stop(self) -> None:
         with self._cond:
@@ -266,9 +271,10 @@ class RealTimeLoop:
                     self._cond.wait(timeout)
                 if self._stopped:
                     return
-                _, _, fn, args, _ = heapq.heappop(self._heap)
-            if fn is None:   # cancelled
-                continue
+                _, seq, fn, args = heapq.heappop(self._heap)
+                if seq in self._cancelled:
+                    self._cancelled.discard(seq)
+                    continue
             with self.lock:
                 try:
                     fn(*args)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gangmaster.am.rm_protocol import Container, ContainerState, ContainerStatus, ExitStatus, LaunchContext, NotFound
+from gangmaster.protocol.rm_protocol import Container, ContainerState, ContainerStatus, ExitStatus, LaunchContext, NotFound
 from gangmaster.conf import limits
 from gangmaster.selectors.ports import PortRanges
 
@@ -163,12 +163,11 @@ class Containers:
                 self.finish(rec, ContainerState.KILLED, ExitStatus.ABORTED,
                             f"container expired: not started within {self.allocation_expiry_s:g}s")
 
-    @staticmethod
-    def _disarm_expiry(rec: ContainerRecord) -> None:
+    def _disarm_expiry(self, rec: ContainerRecord) -> None:
         """The container left ALLOCATED: its expiry timer would do nothing, and in virtual time
         a pending timer reads as an event still to come (``VirtualLoop.has_one_shot_calls``)."""
         if rec.expiry is not None:
-            rec.expiry.cancel()
+            self.clock.cancel(rec.expiry)
             rec.expiry = None
 
     # ---- history

@@ -13,7 +13,7 @@
 * :mod:`.events` — who hears what happens; :mod:`.faults` — what a fault does.
 
 Each owns its state and its part of the state file (:mod:`.state`); this front checks
-each call's form (:mod:`gangmaster.am.rm_validation`, the limits in ``conf/limits.py``, so
+each call's form (:mod:`gangmaster.protocol.rm_validation`, the limits in ``conf/limits.py``, so
 a refused call changes nothing, whichever client made it), takes the lock (the gRPC
 server's threads, the real-time clock thread and process monitors share one RM) and
 hands the call to the collaborator it is about. One RM serves both modes: driven by a
@@ -26,8 +26,8 @@ from __future__ import annotations
 import threading
 from typing import Callable, Iterable
 
-from gangmaster.am import rm_validation as check
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol import rm_validation as check
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, ContainerLaunch,
     ContainerState, ContainerStatus, ExitStatus, LaunchContext, NodeReport, NodeState, PreemptionMessage,
     RegisterResponse, RMError,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from gangmaster.am.rm_protocol import NotFound
+from gangmaster.protocol.rm_protocol import NotFound
 
 from .preemption import DEFAULT_GRACE_S
 

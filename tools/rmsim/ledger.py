@@ -20,7 +20,7 @@ from dataclasses import field
 
 import numpy as np
 
-from gangmaster.am.rm_protocol import NodeState
+from gangmaster.protocol.rm_protocol import NodeState
 from gangmaster.gpu_topology.masks import lowest_bits, popcount
 from gangmaster.selectors.values import value
 from gangmaster.selectors import explanation as why

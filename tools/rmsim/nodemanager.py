@@ -19,13 +19,13 @@ import logging
 from functools import partial
 from typing import Callable
 
-from gangmaster.am.barrier import Released, Waiter
-from gangmaster.am.barrier_errors import BarrierError
-from gangmaster.am.barrier_in_process import InProcessBarrier
-from gangmaster.am.collector import collector_paused
-from gangmaster.am.context import (ENV_ADDRESS, ENV_ATTEMPT, ENV_GANG, ENV_JOB, ENV_TASK_INDEX, ENV_TOKEN,
+from gangmaster.am.barrier.coordinator import Released, Waiter
+from gangmaster.am.barrier.errors import BarrierError
+from gangmaster.am.barrier.in_process import InProcessBarrier
+from gangmaster.am.core.collector import collector_paused
+from gangmaster.am.barrier.task_context import (ENV_ADDRESS, ENV_ATTEMPT, ENV_GANG, ENV_JOB, ENV_TASK_INDEX, ENV_TOKEN,
                                    REQUIRED_ENV)
-from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
+from gangmaster.protocol.rm_protocol import InvalidRequest, LaunchContext
 
 from .process_nodemanager import ProcessNodeManager, container_env
 from .workload import BARRIER_ERROR_EXIT_CODE, JobWorkload, TaskBehaviour, Workload
@@ -158,8 +158,8 @@ class SimulatedNodeManager:
         if instant is not None:
             del instant[rec.container_id]
             if not instant:   # nothing exits then any more: the clock holds no event for it
-                instant.timer.cancel()
-                del self._exiting_at[instant.timer.when]
+                self.clock.cancel(instant.timer)
+                del self._exiting_at[instant.timer[0]]
         waiter = self.waiting.pop(rec.container_id, None)
         if waiter is not None:   # its arrival stays counted, as a killed process's does at a real coordinator
             self.barrier.withdraw(waiter)

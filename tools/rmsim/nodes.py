@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gangmaster.am.rm_protocol import NodeReport, NodeState
+from gangmaster.protocol.rm_protocol import NodeReport, NodeState
 from gangmaster.conf import limits
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges

@@ -1,7 +1,7 @@
 """The RM's side of preemption, as YARN's contract has it: the victim's AM is told first
-(a :class:`~gangmaster.am.rm_protocol.PreemptionMessage` in its next allocate response:
+(a :class:`~gangmaster.protocol.rm_protocol.PreemptionMessage` in its next allocate response:
 which containers, by when), and at the deadline every container still alive ends
-``KILLED`` with :attr:`~gangmaster.am.rm_protocol.ExitStatus.PREEMPTED`.
+``KILLED`` with :attr:`~gangmaster.protocol.rm_protocol.ExitStatus.PREEMPTED`.
 
 A gang is preempted whole: :meth:`Preemptions.preempt` takes every live container of the
 application, never some of them. A container under notice that ends before the deadline
@@ -16,7 +16,7 @@ them (a restored RM's containers run on without notice).
 """
 from __future__ import annotations
 
-from gangmaster.am.rm_protocol import ContainerState, ExitStatus, PreemptionMessage, WrongState
+from gangmaster.protocol.rm_protocol import ContainerState, ExitStatus, PreemptionMessage, WrongState
 
 from .containers import Containers
 from .records import Application

@@ -16,8 +16,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from gangmaster.am.context import ENV_PREEMPTION_NOTICE
-from gangmaster.am.rm_protocol import InvalidRequest, LaunchContext
+from gangmaster.am.task import ENV_PREEMPTION_NOTICE
+from gangmaster.protocol.rm_protocol import InvalidRequest, LaunchContext
 from gangmaster.gpu_topology.masks import indices_of
 
 from .processes import is_running, send, session_members, start_time
@@ -39,7 +39,7 @@ def container_env(core, rec, ctx: LaunchContext) -> dict[str, str]:
 
     ``PAI_CONTAINER_HOST_PORT_LIST`` (the ports, comma separated) and
     ``PAI_CURRENT_CONTAINER_PORT`` (the first) are defaults only: the AM, which knows
-    the ports' labels, sets them in OpenPAI's format (``gangmaster.am.launch_env``).
+    the ports' labels, sets them in OpenPAI's format (``gangmaster.am.core.launch_env``).
     """
     ledger = core.ledger
     env = dict(os.environ)
@@ -282,7 +282,7 @@ class ProcessNodeManager:
         and wait until they are gone (the grace period, then SIGKILL); returns the
         number of containers whose processes had to be stopped."""
         with self.core.lock if self.core is not None else nullcontext():
-            self.poll_timer.cancel()
+            self.clock.cancel(self.poll_timer)
             if self._lifeline is None:     # tasks outlive the RM (or this ran before)
                 return 0
             # the ones with processes are counted before any is told to stop: a task that ends

@@ -69,7 +69,7 @@ class QueueBooks:
     def headroom(self, name: str) -> tuple[int, int, int]:
         """What queue ``name`` could still be given: its room, at most what the cluster has
         free, as the amounts a response's headroom is made of when read (memory MB,
-        milli-vcores, whole GPUs: :class:`~gangmaster.am.rm_protocol.AllocateResponse`)."""
+        milli-vcores, whole GPUs: :class:`~gangmaster.protocol.rm_protocol.AllocateResponse`)."""
         if name in self._unlimited:   # its room is never less than what is free
             return self.free_mem, self.free_mvc, self.free_gpu_milli // GPU_MILLI
         queue = self.queues[name]

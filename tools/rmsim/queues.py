@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
-from gangmaster.am.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
 from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_PRIORITY, MAX_RESERVATIONS
 from gangmaster.selectors.fit import GPU_MILLI, milli
 

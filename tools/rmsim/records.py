@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from gangmaster.am.rm_protocol import AppState, ContainerState, ContainerStatus, LaunchContext, Rejection, ResourceRequest
+from gangmaster.protocol.rm_protocol import AppState, ContainerState, ContainerStatus, LaunchContext, Rejection, ResourceRequest
 from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.values import WrittenValue
 

@@ -5,9 +5,9 @@ whole gang, so a big gang among a stream of smaller jobs asks nothing the schedu
 skip: it simply never sees room, while every smaller job takes what frees up (it starves).
 A reserving queue (:mod:`.queues`) keeps room for it instead. At each scheduling pass its
 oldest applications that were never granted a container and declared a gang (the submission's
-``gang``: :func:`~gangmaster.am.reservation_plan.declared_gang`) are planned by the one
+``gang``: :func:`~gangmaster.am.core.reservation_plan.declared_gang`) are planned by the one
 planner the trace replay and the diagnosis use
-(:func:`~gangmaster.am.reservation_plan.plan_start`): the nodes where the gang starts
+(:func:`~gangmaster.am.core.reservation_plan.plan_start`): the nodes where the gang starts
 earliest, given each running container's expected end (when it started plus its
 application's declared duration; an application that declared none holds its GPUs for an
 unknown time, which the plan never counts on). At most the queue's ``max_reservations``
@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
-from gangmaster.am.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, plan_start
-from gangmaster.am.rm_protocol import AppState
+from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, plan_start
+from gangmaster.protocol.rm_protocol import AppState
 
 from .ledger import NodeLedger
 from .queue_books import QueueBooks

@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from gangmaster.am.rm_protocol import RMError
+from gangmaster.protocol.rm_protocol import RMError
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml, parse_yaml
 from gangmaster.conf.limits import INT32, MAX_DURATION_S, MAX_PREEMPTION_GRACE_S
 

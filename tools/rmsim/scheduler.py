@@ -17,7 +17,7 @@ import heapq
 
 import numpy as np
 
-from gangmaster.am.rm_protocol import AppState
+from gangmaster.protocol.rm_protocol import AppState
 from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.resources import ResourceError
 

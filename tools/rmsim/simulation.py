@@ -22,13 +22,13 @@ import random
 from pathlib import Path
 from typing import Callable
 
-from gangmaster.am.barrier_in_process import InProcessBarrier
-from gangmaster.am.rm_client import InProcessRMClient
+from gangmaster.am.barrier.in_process import InProcessBarrier
+from gangmaster.protocol.rm_client import InProcessRMClient
 from gangmaster.conf.limits import RM_MAX_RUNNING_APPS
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.cluster_file import load_cluster_specs
 
-from .clock import Timer, VirtualLoop
+from .clock import Periodic, Timer, VirtualLoop
 from .core import ResourceManager, RMEvent
 from .ledger import NodeLedger
 from .nodemanager import SimulatedNodeManager
@@ -70,7 +70,7 @@ class Simulation:
     def now(self) -> float:
         return self.loop.now()
 
-    def every(self, interval: float, fn: Callable[[], object], start: float | None = None) -> Timer:
+    def every(self, interval: float, fn: Callable[[], object], start: float | None = None) -> Periodic:
         return self.loop.every(interval, fn, start)
 
     def call_later(self, delay: float, fn: Callable[..., object], *args) -> Timer:

@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from gangmaster.am.private_files import open_private
+from gangmaster.protocol.private_files import open_private
 from gangmaster.conf.fields import ConfigError, decode_utf8, read_limited
 from gangmaster.conf.limits import MAX_STATE_FILE_BYTES
 from gangmaster.selectors.cluster import NodeSpec

@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Sequence
 
-from gangmaster.am.gang_placement import GangDoesNotFit, PipelineFor, place_gang
-from gangmaster.am.jobspec_model import RoleSpec
+from gangmaster.am.core.gang_placement import GangDoesNotFit, PipelineFor, place_gang
+from gangmaster.am.spec.jobspec_model import RoleSpec
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -112,7 +112,7 @@ def choose_victims(candidates: Sequence[RunningGang], fits: Callable[[Sequence[R
 def fits_once_gone(view: ClusterView, roles: tuple[RoleSpec, ...],
                    pipeline: PipelineFor) -> Callable[[Sequence[RunningGang]], bool]:
     """The ``fits`` of :func:`choose_victims` for a gang of ``roles``: whether the real gang
-    placement (:func:`~gangmaster.am.gang_placement.place_gang`, with the selector the AM
+    placement (:func:`~gangmaster.am.core.gang_placement.place_gang`, with the selector the AM
     places with) finds room for every instance on a copy of ``view`` with the victims'
     containers given back. ``view`` itself is never changed."""
     def fits(victims: Sequence[RunningGang]) -> bool:

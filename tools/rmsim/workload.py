@@ -34,8 +34,8 @@ from dataclasses import field
 from types import MappingProxyType
 from typing import Any, Mapping, Protocol
 
-from gangmaster.am.jobspec_model import JobSpec
-from gangmaster.am.rm_protocol import InvalidRequest
+from gangmaster.am.spec.jobspec_model import JobSpec
+from gangmaster.protocol.rm_protocol import InvalidRequest
 from gangmaster.conf.limits import INT32, MAX_DURATION_S
 from gangmaster.selectors.values import value
 

@@ -6,7 +6,7 @@
   version seen; the snapshot reader (``tools/snapshots/slurm.py``) reads them with it too.
 * :mod:`.names` is the one place that says how gangmaster's vocabulary (racks, labels,
   exact GPUs, topology presets) is written as Slurm node features and GRES types.
-* :mod:`.client` is the :class:`~gangmaster.am.rm_client.RMClient` that talks to Slurm:
+* :mod:`.client` is the :class:`~gangmaster.protocol.rm_client.RMClient` that talks to Slurm:
   a gang's asks become one heterogeneous job, tasks become job steps.
 * :mod:`.launcher` is the per-application launcher (a job's batch step) that runs the
   tasks, so they outlive the AM.

@@ -56,8 +56,8 @@ def sbatch_options(args) -> tuple[list[str], str]:
 
 
 def run_on_slurm(args, jobs, am_settings, selection, echo) -> int:
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.rm_protocol import RMError
+    from gangmaster.am.barrier.config import BarrierConfig
+    from gangmaster.protocol.rm_protocol import RMError
     from gangmaster.tools.run_cmd import new_work_dir, print_metrics_url, print_reports
 
     from .client import SlurmError, SlurmRMClient
@@ -139,7 +139,7 @@ def dry_run(args, jobs, am_settings, selection, base: Path, options: list[str]) 
     """``--dry-run``: the ``sbatch`` of each job's first gangs and the job script, printed
     (see the module's docstring); exit 0 once every job's first gang was asked for, 1 when
     one was not within :data:`DRY_RUN_WAIT_S` (its AM's words on stderr say why)."""
-    from gangmaster.am.barrier_config import BarrierConfig
+    from gangmaster.am.barrier.config import BarrierConfig
 
     from .client import SlurmError, SlurmRMClient
     from .runs import SlurmRuns

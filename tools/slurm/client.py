@@ -1,4 +1,4 @@
-"""The Slurm :class:`~gangmaster.am.rm_client.RMClient`: the AM on a real Slurm cluster.
+"""The Slurm :class:`~gangmaster.protocol.rm_client.RMClient`: the AM on a real Slurm cluster.
 
 The AM does not know it talks to Slurm. How each call maps:
 
@@ -47,8 +47,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from gangmaster.am.rm_client import RMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_client import RMClient
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container, ContainerState,
     ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport, NodeState, NotFound, PendingAsk,
     RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused, WrongState,

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gangmaster.am.grpc_security import ListenError, check_bindable
+from gangmaster.protocol.grpc_security import ListenError, check_bindable
 from gangmaster.conf.fields import ConfigError
 from gangmaster.conf.limits import (LOCAL_SLURM_MAX_NODES, LOCAL_SLURM_START_TIMEOUT_S,
                                     LOCAL_SLURMD_TIMEOUT_S)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gangmaster.am.rm_protocol import AppState, Container, ContainerState, ContainerStatus, ResourceRequest
+from gangmaster.protocol.rm_protocol import AppState, Container, ContainerState, ContainerStatus, ResourceRequest
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.jobspec_model import JobSpec
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.spec.jobspec_model import JobSpec
 from gangmaster.selectors.settings import SelectionSettings
 
 from ..job_runner import JobRun, RemoteRuns

@@ -10,7 +10,7 @@
   which the RM's scheduler port and every NodeManager demand even with security off;
   :mod:`.proto` holds the YARN messages (YARN's field numbers) and their stubs.
 * :mod:`.am_entry` is the smallest AM: register, one allocate, finish.
-* :mod:`.client` is the :class:`~gangmaster.am.rm_client.RMClient` on YARN (what it bridges
+* :mod:`.client` is the :class:`~gangmaster.protocol.rm_client.RMClient` on YARN (what it bridges
   where YARN differs from gangmaster's RM: its docstring); :mod:`.ids` YARN's ids.
 * :mod:`.target` says which cluster ``--rm yarn`` talks to and what gangmaster knows of its nodes.
 * :mod:`.am_container` runs the AM in its YARN container; :mod:`.runs` and :mod:`.cli_run`

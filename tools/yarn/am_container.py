@@ -12,7 +12,7 @@ its containers across attempts), it registers, gets the containers still running
 recovers the job from the journal: the tasks go on, nothing restarts. Its coordinator
 listens on the port the previous one had (recorded in the work folder), where the tasks
 dial it again; a task that calls before this AM has reopened its barrier is told to come
-back, not refused (:meth:`~gangmaster.am.barrier.BarrierCoordinator.taking_over`).
+back, not refused (:meth:`~gangmaster.am.barrier.coordinator.BarrierCoordinator.taking_over`).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from gangmaster.am.jobspec_model import JobSpec
+from gangmaster.am.spec.jobspec_model import JobSpec
 
 from ..job_runner import JobRun, RemoteRuns
 
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"gangmaster AM in {os.environ.get('CONTAINER_ID', '?')} (pid {os.getpid()}) for {args.job}", flush=True)
 
-    from gangmaster.am.barrier_config import BarrierConfig
-    from gangmaster.am.jobspec import load_job
+    from gangmaster.am.barrier.config import BarrierConfig
+    from gangmaster.am.spec.jobspec import load_job
     from gangmaster.selectors.selector import selector_classes
     from gangmaster.tools.run_cmd import am_and_selection_settings
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def run_on_yarn(args, jobs, am_settings, echo) -> int:
-    from gangmaster.am.rm_protocol import RMError
+    from gangmaster.protocol.rm_protocol import RMError
     from gangmaster.tools.run_cmd import new_work_dir, print_reports
 
     from .runs import YarnRuns

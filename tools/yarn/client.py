@@ -1,7 +1,7 @@
-"""The YARN :class:`~gangmaster.am.rm_client.RMClient`: the AM on an unmodified Apache Hadoop YARN.
+"""The YARN :class:`~gangmaster.protocol.rm_client.RMClient`: the AM on an unmodified Apache Hadoop YARN.
 
 The AM does not know it talks to YARN. How each call maps, and what the client bridges
-where YARN differs from gangmaster's RM (``am/rm_protocol.py``):
+where YARN differs from gangmaster's RM (``protocol/rm_protocol.py``):
 
 * ``submit`` / ``kill`` / ``application_report`` / ``cluster_nodes``: the RM's REST API
   (:mod:`.rest`). YARN counts GPUs (``yarn.io/gpu``) and knows no ports, no labels, no GPU
@@ -53,8 +53,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from gangmaster.am.rm_client import RMClient
-from gangmaster.am.rm_protocol import (
+from gangmaster.protocol.rm_client import RMClient
+from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container, ContainerState,
     ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport, NodeState, NotFound, PendingAsk,
     RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused, WrongState,

@@ -552,7 +552,7 @@ class LocalCluster:
 
 
 def _check_ports_free(ports: Ports, nodes: int) -> None:
-    from gangmaster.am.grpc_security import ListenError, check_bindable
+    from gangmaster.protocol.grpc_security import ListenError, check_bindable
     wanted = [ports.scheduler, ports.tracker, ports.client, ports.admin, ports.web]
     for i in range(nodes):
         wanted += ports.nm(i)

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from gangmaster.am.am_settings import AMSettings
-from gangmaster.am.journal import JOURNAL_FILE, read_records, read_state
-from gangmaster.am.jobspec_model import JobSpec
-from gangmaster.am.rm_protocol import ApplicationSubmission, AppState, NotFound, RMError
-from gangmaster.am.run_report import RecordedRun
+from gangmaster.am.spec.am_settings import AMSettings
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records, read_state
+from gangmaster.am.spec.jobspec_model import JobSpec
+from gangmaster.protocol.rm_protocol import ApplicationSubmission, AppState, NotFound, RMError
+from gangmaster.am.ops.run_report import RecordedRun
 
 from ..job_runner import STOP_SIGNALS, JobRun
 from ..work_folder import JobIdentity, claim

@@ -1,0 +1,93 @@
+"""The AM's conversation with the RM: register, heartbeat, unregister.
+
+As YARN's ``AMRMClientAsync``, the transport is apart from the reactions: one
+:meth:`RMConversation.heartbeat` sends the AM's request and hands each item of the answer
+to the AM's callbacks (:class:`RMCallbacks`), in the order the answer holds them: node
+updates, containers allocated, asks rejected, asks still pending, a preemption notice,
+containers completed.
+When the RM no longer accepts this AM attempt (``WrongState``), the callbacks hear why
+instead (:meth:`RMCallbacks.on_shutdown_request`): the application ended (its report), or
+a newer AM attempt took over (no report).
+"""
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence
+
+from gangmaster.protocol.rm_client import RMClient
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport,
+                                             PendingAsk, PreemptionMessage, RegisterResponse, Rejection, RMError,
+                                             WrongState)
+
+
+class RMCallbacks(Protocol):
+    """What the AM does with each item of an allocate response."""
+
+    done: bool   # the job ended: the rest of the response is not read
+
+    def on_nodes_updated(self, updates: Sequence[NodeReport]) -> None: ...
+
+    def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None: ...
+
+    def on_requests_rejected(self, rejections: Sequence[Rejection]) -> None: ...
+
+    def on_requests_pending(self, pending: Sequence[PendingAsk]) -> None: ...
+
+    def on_preemption(self, message: PreemptionMessage, now: float) -> None: ...
+
+    def on_containers_completed(self, statuses: Sequence[ContainerStatus], now: float) -> None: ...
+
+    def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None: ...
+
+
+class RMConversation:
+    """One AM attempt's conversation with the RM about application ``app_id``."""
+
+    __slots__ = ("rm", "app_id", "attempt")
+
+    def __init__(self, rm: RMClient, app_id: str):
+        self.rm, self.app_id = rm, app_id
+        self.attempt = 0   # this AM's attempt, once registered
+
+    def register(self) -> RegisterResponse:
+        registration = self.rm.register(self.app_id)
+        self.attempt = registration.attempt
+        return registration
+
+    def heartbeat(self, request: AllocateRequest, callbacks: RMCallbacks, now: float) -> bool:
+        """Send ``request`` and hand the answer to ``callbacks``; False when the RM no longer
+        accepts this AM attempt (the callbacks heard why)."""
+        try:
+            response = self.rm.allocate(request)
+        except WrongState as exc:
+            callbacks.on_shutdown_request(self.ended_application(), exc)
+            return False
+        if response.node_updates:
+            callbacks.on_nodes_updated(response.node_updates)
+        if response.allocated:
+            callbacks.on_containers_allocated(response.allocated, now)
+        if response.rejected:
+            callbacks.on_requests_rejected(response.rejected)
+            if callbacks.done:
+                return True
+        if response.pending:
+            callbacks.on_requests_pending(response.pending)
+        if response.preemption is not None:
+            callbacks.on_preemption(response.preemption, now)
+        if response.completed:
+            callbacks.on_containers_completed(response.completed, now)
+        return True
+
+    def ended_application(self) -> ApplicationReport | None:
+        """The RM's report of the application when the RM has ended it, else None."""
+        try:
+            report = self.rm.application_report(self.app_id)
+        except RMError:
+            return None
+        return report if report.state.finished else None
+
+    def unregister(self, succeeded: bool, reason: str, log: Callable[[str], None]) -> None:
+        """Tell the RM the application ended (an RM error is logged, not raised)."""
+        try:
+            self.rm.finish(self.app_id, self.attempt, "SUCCEEDED" if succeeded else "FAILED", reason)
+        except RMError as exc:
+            log(f"unregistering from the RM: {exc}")

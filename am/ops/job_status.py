@@ -1,0 +1,74 @@
+"""What a job's gangs show from outside while it runs: the gauges a scrape reads, and
+why each gang not running yet waits (the end-of-run report's lines and ``/why``).
+
+Everything here reads the gangs and changes nothing; the gauges are read when scraped,
+maybe from another thread, so they read copies and never iterate what the AM may be
+changing.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .diagnosis import Diagnosis
+from gangmaster.am.core.gang_run import GangRun
+from gangmaster.am.core.lifecycle import ROLE_ACQUIRING, TaskRecord
+from .metrics import CONTAINER_STATES, GaugeValues
+
+
+def gauge_values(gangs: Sequence[GangRun], running: Mapping[str, tuple[GangRun, TaskRecord]]) -> GaugeValues:
+    """What the job's gauges show now; ``running``: container id -> (gang, task) of each task running."""
+    counts = dict.fromkeys(CONTAINER_STATES, 0)
+    pending = 0
+    for g in list(gangs):
+        if g.pending:
+            pending += 1
+            acq = g.acquisition
+            if acq is not None and g.state is ROLE_ACQUIRING:
+                counts["requested"] += len(acq.by_request)
+                counts["allocated"] += len(acq.by_container)
+        for state, n in list(g.by_state.items()):
+            counts[state.value] += n
+    whole, milli = gpus_held(gangs, running)
+    return GaugeValues(pending, counts, whole, milli)
+
+
+def gpus_held(gangs: Sequence[GangRun], running: Mapping[str, tuple[GangRun, TaskRecord]]) -> tuple[int, int]:
+    """Whole GPUs, and milli-GPU of shares of GPUs, that the job's containers hold now:
+    those granted to gangs still acquiring, and those of running tasks."""
+    whole = milli = 0
+    for gang in list(gangs):
+        acq = gang.acquisition
+        if acq is not None and gang.state is ROLE_ACQUIRING:
+            for slot in acq.granted:
+                whole, milli = whole + slot.container.resource.gpus, milli + slot.container.resource.gpu_milli
+    for _gang, task in list(running.values()):
+        whole, milli = (whole, milli + task.gpu_milli) if task.gpu_milli else (whole + len(task.gpus), milli)
+    return whole, milli
+
+
+def why_waiting(gangs: Sequence[GangRun]) -> dict[str, str]:
+    """For each gang not running yet: why, in numbers (empty when it is just being granted)."""
+    out = {}
+    for g in gangs:
+        if g.pending and g.acquisition is not None:
+            acq = g.acquisition
+            pending = [f"{s.name} on {s.placement.host}: {s.pending_reason}" for s in acq.outstanding
+                       if s.pending_reason]
+            granted = f"{len(acq.by_container)}/{acq.total} granted"
+            out[g.name] = acq.waiting_reason or "; ".join([granted, *pending[:3]])
+    return out
+
+
+def why_report(job: str, app_id: str, outcome: str | None, gangs: Sequence[GangRun], now: float,
+               diagnoses: Mapping[str, Diagnosis]) -> dict:
+    """What ``/why`` serves for a job: each gang still waiting, how long, and its last
+    diagnosis (``diagnoses``, by gang; null until it has waited ``am.explain_after_s``)."""
+    reasons = why_waiting(gangs)
+    waiting = {}
+    for g in gangs:
+        if g.pending and g.acquisition is not None:
+            diagnosis = diagnoses.get(g.name)
+            waiting[g.name] = {"waiting_s": round(now - g.record.waiting_since, 3),
+                               "reason": reasons.get(g.name, ""),
+                               "diagnosis": diagnosis.to_dict() if diagnosis is not None else None}
+    return {"job": job, "app_id": app_id, "outcome": outcome, "waiting": waiting}

@@ -1,0 +1,80 @@
+"""Why a job's gangs wait, as the AM tells it: the diagnosis of a gang on the AM's view
+now (:mod:`~gangmaster.am.ops.diagnosis`), the watch that keeps each waiting gang's latest one
+(:mod:`~gangmaster.am.ops.waiting_watch`), and what ``/why`` serves of them.
+
+The watch is made with the feed when the AM's settings diagnose waiting gangs or limit
+their wait, else when first needed (someone asks why a gang waits): a trace replay's AMs
+never need it. The feed holds no reference to the AM (the two make no reference cycle).
+"""
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+from . import job_status
+from gangmaster.am.core.am_placement import AMPlacement
+from gangmaster.am.spec.am_settings import AMSettings
+from .diagnosis import Diagnosis, Occupant, diagnose
+from gangmaster.am.core.gang_run import GangRun
+from gangmaster.am.spec.jobspec_model import RoleSpec
+from .metrics import AMMetrics
+from gangmaster.am.core.reservation_plan import Reservation
+from .waiting_watch import WaitingWatch, watches
+
+
+class WhyFeed:
+    """Why the gangs of job ``job`` (application ``app_id``) wait; ``gangs``: the AM's own
+    list, ``occupants``: what other applications hold where (a driver that knows tells)."""
+
+    __slots__ = ("job", "app_id", "gangs", "placement", "occupants", "settings", "log", "metrics", "watching",
+                 "priority", "reserved")
+
+    def __init__(self, job: str, app_id: str, gangs: list[GangRun], placement: AMPlacement,
+                 occupants: Callable[[], Sequence[Occupant]], settings: AMSettings, log: Callable[[str], None],
+                 metrics: AMMetrics, priority: int = 0,
+                 reserved: Callable[[], Reservation | None] | None = None):
+        """``priority``: the job's (blocking jobs above it are work it waits behind);
+        ``reserved``: the reservation the RM holds for the job now, if any (a driver that knows tells)."""
+        self.priority, self.reserved = priority, reserved
+        self.job, self.app_id, self.gangs, self.placement, self.occupants = job, app_id, gangs, placement, occupants
+        self.settings, self.log, self.metrics = settings, log, metrics
+        #: the watch, when made (a pending gang's heartbeat then checks its wait)
+        self.watching: WaitingWatch | None = WaitingWatch(settings, log, metrics) if watches(settings) else None
+
+    @property
+    def watch(self) -> WaitingWatch:
+        """The watch on the gangs that wait, made when first needed."""
+        watch = self.watching
+        if watch is None:
+            watch = self.watching = WaitingWatch(self.settings, self.log, self.metrics)
+        return watch
+
+    def report(self, outcome: str | None, now: float) -> dict:
+        """What ``/why`` serves for the job (:func:`~gangmaster.am.ops.job_status.why_report`)."""
+        return job_status.why_report(self.job, self.app_id, outcome, self.gangs, now,
+                                     self.watching.latest if self.watching is not None else {})
+
+    def diagnose(self, gang: GangRun) -> Diagnosis:
+        """Why ``gang`` waits, as data (:mod:`~gangmaster.am.ops.diagnosis`), on the AM's view
+        now: its granted containers count as placed, the rest is placed again."""
+        acq = gang.acquisition
+        wanted = {role: [s.index for s in acq.in_order() if s.role == role and s.container is None]
+                  for role in acq.roles}
+        return self.diagnose_roles(gang.name, gang.roles, wanted,
+                                   [(s.role, s.container.host, s.container.resource) for s in acq.granted])
+
+    def diagnose_roles(self, name: str, roles: tuple[RoleSpec, ...], wanted: Mapping[str, Sequence[int]] | None = None,
+                       held: Sequence[tuple] = ()) -> Diagnosis:
+        """:meth:`diagnose` for ``roles`` placed with the AM's pipelines on its view now;
+        ``held``: the containers the gang holds, (role, host, resource)."""
+        view = self.placement.view_for()
+        for role, host, _resource in held:
+            view.instances_of(role)[view.index(host)] += 1
+        return diagnose(view, roles, self.placement.pipeline_for, job=self.job, gang=name, occupants=self.occupants(),
+                        indices=wanted, own=[(host, resource) for _role, host, resource in held],
+                        priority=self.priority, reserved=self.reserved() if self.reserved is not None else None)
+
+    def waiting(self) -> str:
+        """Why each gang still pending waits, in one line (the reason a job that can make no
+        progress fails with)."""
+        return "; ".join(f"gang {g.name} is waiting: {self.watch.why(g, self.diagnose)}" for g in self.gangs
+                         if g.pending and g.acquisition is not None)

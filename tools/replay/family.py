@@ -1,0 +1,276 @@
+"""``gangmaster replay --workloads DIR``: a whole family of openb pod lists in fill mode,
+every policy on every list with every seed, in one comparison (issue 32).
+
+A family is a folder of ``openb_pod_list_*.csv`` (the FGD artifact's ``data/csv``: the
+default list and the lists that weight CPU-only, shared-GPU, multi-GPU or GPU-model-bound
+pods), each filled against one node list the paper's way (:func:`~.openb.fill_plan`).
+Each replay is one task (workload, seed, selector): :func:`run_family` runs them one after
+the other, or in ``jobs`` processes (each replay is single-threaded; a process keeps the
+pod lists it read and the fill plans it built). Everything is read and checked before the
+first replay, so bad input fails at once, not an hour in.
+
+Of each replay only what the comparison needs is kept (:class:`ReplayFigures`): the
+unallocated GPU % at 100 % arrived, pods placed and dropped, and what its decisions cost
+(the select() calls the replay timed: ``select_s / decisions`` is the per-pod decision time,
+measured in the same run for every policy). :func:`family_document` reduces them to the
+report's document: per workload and policy the median over seeds (and IQR), the artifact's
+figure for the paper's counterpart (:mod:`.artifact`) when given, the best policy and its
+margin over FGD.
+"""
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from gangmaster.conf.fields import ConfigError
+
+from . import openb
+from .artifact import PAPER_FGD, PAPER_POLICY, ExpectedResults
+from .clusters import ReplayCluster
+from .comparison import gangmaster_version
+from .engine import ReplayOptions, replay
+from .metrics import fill_curve
+
+#: The pod lists of a family: the artifact's names.
+POD_LIST_GLOB = "openb_pod_list_*.csv"
+#: The paper's seeds (the artifact's expected results are for these).
+PAPER_SEEDS = tuple(range(42, 52))
+#: The arrived % the comparison reads: once the pods arrived ask for every GPU.
+ARRIVED_PCT = 100
+#: Our FGD, the policy a new one must beat as well as the paper's.
+OUR_FGD = "fgd"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One pod list of a family, named as the artifact names it (the file's stem)."""
+
+    name: str
+    pods_path: Path
+
+    @property
+    def short(self) -> str:
+        """The name without ``openb_pod_list_`` (``default``, ``cpu200``): what tables show."""
+        return self.name.removeprefix("openb_pod_list_")
+
+
+@dataclass(frozen=True)
+class FamilyOptions:
+    seeds: tuple[int, ...] = PAPER_SEEDS
+    selectors: tuple[str, ...] = ()
+    inflate: float = openb.DEFAULT_INFLATE
+    jobs: int = 1
+
+
+@dataclass(frozen=True)
+class ReplayFigures:
+    """What the comparison keeps of one replay."""
+
+    workload: str
+    selector: str
+    seed: int
+    pods: int
+    placed: int
+    dropped: int
+    unallocated_pct: float | None    # at ARRIVED_PCT % arrived; None when the fill never got there
+    decisions: int
+    decision_s: float
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family run: its inputs and every replay's figures."""
+
+    folder: Path
+    nodes_path: Path
+    cluster: ReplayCluster
+    workloads: tuple[Workload, ...]
+    pods: dict[str, openb.Pods]
+    options: FamilyOptions
+    figures: tuple[ReplayFigures, ...]
+    wall_s: float
+
+
+def find_workloads(folder: str | Path) -> tuple[Workload, ...]:
+    """The pod lists of ``folder`` (:data:`POD_LIST_GLOB`), by name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(str(folder), "", "a folder of openb pod lists (--workloads DIR)")
+    found = tuple(Workload(path.stem, path) for path in sorted(folder.glob(POD_LIST_GLOB)) if path.is_file())
+    if not found:
+        raise ConfigError(str(folder), "", f"a folder holding openb pod lists ({POD_LIST_GLOB})")
+    return found
+
+
+def read_family(folder: str | Path, nodes_file: str | Path | None, options: FamilyOptions
+                ) -> tuple[tuple[Workload, ...], ReplayCluster, Path, dict[str, openb.Pods]]:
+    """Read and check every input before any replay: the node list (``nodes_file``, or
+    :data:`~.openb.DEFAULT_NODE_FILE` in ``folder``), each pod list (read as fill mode reads
+    it: no times needed), and that each fills with the options (one plan built per list)."""
+    workloads = find_workloads(folder)
+    nodes_path = Path(nodes_file) if nodes_file else Path(folder) / openb.DEFAULT_NODE_FILE
+    cluster = openb.read_openb_nodes(nodes_path)
+    pods = {w.name: _pods(str(w.pods_path)) for w in workloads}
+    for w in workloads:
+        openb.fill_plan(pods[w.name], cluster.capacity_gpus, options.seeds[0], options.inflate)
+    return workloads, cluster, nodes_path, pods
+
+
+@functools.lru_cache(maxsize=None)
+def _pods(path: str) -> openb.Pods:
+    return openb.read_openb_pods(path, need_times=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _plan(pods_path: str, nodes_path: str, seed: int, inflate: float) -> openb.FillPlan:
+    return openb.fill_plan(_pods(pods_path), _cluster(nodes_path).capacity_gpus, seed, inflate)
+
+
+@functools.lru_cache(maxsize=2)
+def _cluster(nodes_path: str) -> ReplayCluster:
+    return openb.read_openb_nodes(nodes_path)
+
+
+Task = tuple[str, str, str, int, str, float]   # workload, pods path, nodes path, seed, selector, inflate
+
+
+def replay_task(task: Task) -> ReplayFigures:
+    """One replay of a family (module-level: a worker process runs it)."""
+    workload, pods_path, nodes_path, seed, selector, inflate = task
+    plan = _plan(pods_path, nodes_path, seed, inflate)
+    result = replay(plan.table, _cluster(nodes_path), ReplayOptions(selector=selector, queue_policy="drop", seed=seed))
+    curve = fill_curve(plan.table, result, plan.capacity_milli)
+    reached = curve.arrived[-1] >= ARRIVED_PCT * curve.capacity_milli
+    placed = sum(job.start_s is not None for job in result.jobs)
+    return ReplayFigures(workload, selector, seed, len(result.jobs), placed,
+                         sum(job.outcome == "dropped" for job in result.jobs),
+                         float(100.0 - curve.at(np.array([ARRIVED_PCT]))[0]) if reached else None,
+                         result.select_calls, result.select_s, result.wall_s)
+
+
+def run_family(folder: str | Path, nodes_file: str | Path | None, options: FamilyOptions,
+               on_done: Callable[[ReplayFigures, int, int], None] = lambda figures, done, total: None) -> Family:
+    """Every selector on every workload of ``folder`` with every seed; ``on_done(figures,
+    done, total)`` after each replay (in the order they finish)."""
+    if not options.selectors:
+        raise ValueError("run_family: no selectors")
+    started = time.perf_counter()
+    workloads, cluster, nodes_path, pods = read_family(folder, nodes_file, options)
+    _cluster(str(nodes_path))   # read once here: forked workers inherit it and the pod lists
+    tasks = [(w.name, str(w.pods_path), str(nodes_path), seed, selector, options.inflate)
+             for w in workloads for seed in options.seeds for selector in options.selectors]
+    figures = []
+    for figure in _run_tasks(tasks, options.jobs):
+        figures.append(figure)
+        on_done(figure, len(figures), len(tasks))
+    order = {(t[0], t[3], t[4]): k for k, t in enumerate(tasks)}
+    figures.sort(key=lambda f: order[(f.workload, f.seed, f.selector)])
+    return Family(Path(folder), nodes_path, cluster, workloads, pods, options, tuple(figures),
+                  time.perf_counter() - started)
+
+
+def _run_tasks(tasks: Sequence[Task], jobs: int):
+    if jobs <= 1 or len(tasks) <= 1:
+        yield from map(replay_task, tasks)
+        return
+    with multiprocessing.get_context("fork").Pool(min(jobs, len(tasks))) as pool:
+        yield from pool.imap_unordered(replay_task, tasks)
+
+
+# ------------------------------------------------------------------ the document
+
+def _spread(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"median": None, "p25": None, "p75": None}
+    return {key: round(float(np.percentile(values, q)), 3) for key, q in (("median", 50), ("p25", 25), ("p75", 75))}
+
+
+def family_document(family: Family, expected: ExpectedResults | None = None) -> dict[str, Any]:
+    """The family report's document (family.json): see the module docstring and
+    :func:`_workload_entry`. Same inputs, same document but for the timings
+    (``wall_s``, ``decision_us_per_pod``)."""
+    seeds = list(family.options.seeds)
+    workloads = {w.short: _workload_entry(family, w, expected, seeds) for w in family.workloads}
+    selectors = list(family.options.selectors)
+    decisions = {}
+    for name in selectors:
+        runs = [f for f in family.figures if f.selector == name]
+        calls = sum(f.decisions for f in runs)
+        decisions[name] = {"decisions": calls,
+                           "us_per_decision": round(1e6 * sum(f.decision_s for f in runs) / calls, 1) if calls else None,
+                           "replay_wall_s": round(sum(f.wall_s for f in runs), 2)}
+    beats = [name for name in selectors if expected is not None and all(
+        entry["selectors"][name]["vs_paper_fgd_pp"] is not None and entry["selectors"][name]["vs_paper_fgd_pp"] < 0
+        for entry in workloads.values())]
+    return {"run": {"workloads": str(family.folder), "nodes_file": str(family.nodes_path),
+                    "cluster": {"name": family.cluster.name, "nodes": len(family.cluster.specs),
+                                "gpus": family.cluster.capacity_gpus},
+                    "seeds": seeds, "selectors": selectors, "inflate": family.options.inflate,
+                    "arrived_pct": ARRIVED_PCT, "processes": family.options.jobs,
+                    "expected": expected.source if expected else None,
+                    "paper_policy": {name: PAPER_POLICY.get(name) for name in selectors},
+                    "version": gangmaster_version(), "wall_s": round(family.wall_s, 1)},
+            "workloads": workloads,
+            "decision_us_per_pod": decisions,
+            "beat_paper_fgd_everywhere": beats}
+
+
+def _workload_entry(family: Family, workload: Workload, expected: ExpectedResults | None,
+                    seeds: list[int]) -> dict[str, Any]:
+    """One workload: per selector the unallocated GPU % at 100 % arrived over the seeds, the
+    artifact's figure for its paper counterpart, and how far from the paper's FGD; the best
+    selector and its margins over the paper's FGD and over our ``fgd`` (> 0: it leaves fewer
+    GPUs unallocated)."""
+    pods = family.pods[workload.name]
+    paper_fgd = expected.figure(workload.name, PAPER_FGD, seeds) if expected else None
+    selectors = {}
+    for name in family.options.selectors:
+        runs = [f for f in family.figures if f.workload == workload.name and f.selector == name]
+        values = [f.unallocated_pct for f in runs if f.unallocated_pct is not None]
+        spread = _spread(values)
+        policy = PAPER_POLICY.get(name)
+        artifact = expected.figure(workload.name, policy, seeds) if expected and policy else None
+        calls = sum(f.decisions for f in runs)
+        selectors[name] = {
+            "unallocated_pct": {**spread, "by_seed": {str(f.seed): f.unallocated_pct for f in runs}},
+            "dropped": float(np.median([f.dropped for f in runs])),
+            "us_per_decision": round(1e6 * sum(f.decision_s for f in runs) / calls, 1) if calls else None,
+            "artifact": ({"policy": artifact.policy, "median": round(artifact.median, 3), "seeds": list(artifact.seeds)}
+                         if artifact else None),
+            "vs_artifact_pp": _difference(spread["median"], artifact.median if artifact else None),
+            "vs_paper_fgd_pp": _difference(spread["median"], paper_fgd.median if paper_fgd else None),
+        }
+    ranked = sorted((entry["unallocated_pct"]["median"], name) for name, entry in selectors.items()
+                    if entry["unallocated_pct"]["median"] is not None)
+    best = None
+    if ranked:
+        median, name = ranked[0]
+        ours = selectors.get(OUR_FGD, {}).get("unallocated_pct", {}).get("median")
+        best = {"selector": name, "median": median,
+                "margin_over_paper_fgd_pp": _difference(paper_fgd.median if paper_fgd else None, median),
+                "margin_over_fgd_pp": _difference(ours, median)}
+    return {"pods_file": str(workload.pods_path), "sha256": pods.sha256, "pods": len(pods.pods),
+            "paper_fgd": round(paper_fgd.median, 3) if paper_fgd else None,
+            "selectors": selectors, "best": best}
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a - b, 3)
+
+
+def without_timing(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` without what varies run to run (wall and decision times)."""
+    run = {k: v for k, v in document["run"].items() if k != "wall_s"}
+    workloads = {name: {**entry, "selectors": {s: {k: v for k, v in e.items() if k != "us_per_decision"}
+                                               for s, e in entry["selectors"].items()}}
+                 for name, entry in document["workloads"].items()}
+    return {**document, "run": run, "workloads": workloads,
+            "decision_us_per_pod": {name: {"decisions": d["decisions"]}
+                                    for name, d in document["decision_us_per_pod"].items()}}
