@@ -321,6 +321,12 @@ class ApplicationSubmission:
     #: YARN's application priority (the job's ``gangmaster: priority``): what the diagnosis of
     #: another application's gang compares with its own.
     priority: int = 0
+    #: The gang a reserving queue plans room for while it waits (``policy: reserve`` in the RM's
+    #: queue file): each instance's GPUs, with its role and the role's cap per node
+    #: (:func:`~gangmaster.am.core.reservation_plan.gang_instances`), and how long the job is declared to run (None:
+    #: unknown; then the RM counts its containers' ends as never). Not carried by the gRPC protocol yet.
+    gang: tuple = ()
+    expected_duration_s: float | None = None
 
 
 @value

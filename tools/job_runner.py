@@ -57,13 +57,14 @@ from gangmaster.am.core.gang_run import PENDING
 from gangmaster.am.core.master import ApplicationMaster
 from gangmaster.am.ops.metrics import AMMetrics, MetricsEndpoint
 from gangmaster.am.core.recovery import ENDED_WITH_THE_RUN
+from gangmaster.am.core.reservation_plan import declared_gang
 from gangmaster.protocol.rm_client import InProcessRMClient, RMClient
 from gangmaster.protocol.rm_protocol import ApplicationSubmission, NotFound, RMError, WrongState
 from gangmaster.am.ops.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
-from .occupancy import rm_occupants, simulated_occupants
+from .occupancy import rm_occupants, rm_reservation, simulated_occupants
 from .rmsim.clock import RealTimeLoop
 from .rmsim.core import ResourceManager, RMEvent
 from .rmsim.live_rm import LiveRM
@@ -161,9 +162,10 @@ class _AMDriver:
             self.runs.append(run)
             return run
         earlier_tasks = self._stop_earlier(earlier.app_id, work_dir) if earlier.app_id else None
+        gang, duration_s = declared_gang(job)   # (what a reserving queue plans for it)
         app_id = self.client.submit(ApplicationSubmission(
             job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True,
-            priority=job.priority))
+            priority=job.priority, gang=gang, expected_duration_s=duration_s))
         run = JobRun(job, app_id, work_dir, queue, clock_offset=earlier.last_time)
         if earlier_tasks is not None:
             run.earlier_tasks = earlier_tasks
@@ -320,7 +322,8 @@ class SimulatedRuns(_Runs):
         return super().submit(job, work_dir, queue)
 
     def _am_extras(self, run: JobRun) -> dict:
-        return {"barrier": self.sim.barrier, "occupants": lambda: simulated_occupants(self.sim, run.app_id)}
+        return {"barrier": self.sim.barrier, "occupants": lambda: simulated_occupants(self.sim, run.app_id),
+                "reserved": lambda: rm_reservation(self.sim.core, run.app_id)}
 
     def run(self) -> bool:
         """Run until every job is done or ``max_virtual_time_s`` passes; True when all are done.
@@ -509,7 +512,8 @@ class LiveRuns(_RealTime, _Runs):
                          settings or AMSettings(), selection or SelectionSettings(), echo)
 
     def _am_extras(self, run: JobRun) -> dict:
-        return {**super()._am_extras(run), "occupants": lambda: rm_occupants(self.live.core, run.app_id)}
+        return {**super()._am_extras(run), "occupants": lambda: rm_occupants(self.live.core, run.app_id),
+                "reserved": lambda: rm_reservation(self.live.core, run.app_id)}
 
     def _stop_rm(self) -> None:
         self.stopped_tasks = self.live.stop()

@@ -70,8 +70,9 @@ def add_parser(sub):
                "--tls-key encrypt the connection. Clients (`rm nodes`, `rm fault`, GrpcRMClient) pass the "
                "same token file and --tls-ca.")
     serve.add_argument("--cluster", required=True, help="cluster file (conf/clusters/*.yaml format)")
-    serve.add_argument("--queues", help="queue file (see README: ResourceManager simulator); default: one "
-                                        "queue 'default' with the whole cluster")
+    serve.add_argument("--queues", help="queue file (see README: ResourceManager simulator): limits, "
+                                        "priorities, and policy: reserve for queues whose big gangs get nodes "
+                                        "held; default: one queue 'default' with the whole cluster")
     serve.add_argument("--state", help="state file to save to and restore from")
     serve.add_argument("--scenario", help="fault scenario YAML to play on the real-time clock")
     serve.add_argument("--host", default="127.0.0.1",

@@ -53,7 +53,8 @@ def add_parser(sub):
                                            f"./{DEFAULT_RUNS_DIR}/<job>-<n>, a new one each run); a folder "
                                            f"holding an earlier run of the same job is resumed, or reported "
                                            f"when that run finished (see below)")
-    parser.add_argument("--queues", help="queue file for the RM (see README: ResourceManager simulator); "
+    parser.add_argument("--queues", help="queue file for the RM (see README: ResourceManager simulator; "
+                                         "policy: reserve holds nodes for a waiting big gang); "
                                          "jobs go to the queues in order, cycling; default: one queue")
     parser.add_argument("--scenario", help="fault scenario YAML played on the RM's clock (lose_node, "
                                            "kill_am, fail_container, ...; virtual seconds, or seconds since "

@@ -75,6 +75,7 @@ from gangmaster.protocol.rm_client import RMClient
 from .rm_conversation import RMConversation
 from gangmaster.protocol.rm_protocol import ApplicationReport, AppState, WrongState
 from .recovery import recorded_gangs
+from gangmaster.am.core.reservation_plan import Reservation
 from gangmaster.am.ops.why_feed import WhyFeed
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
@@ -98,6 +99,7 @@ class ApplicationMaster:
                  barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
                  task_env: Mapping[str, str] | None = None,
                  occupants: Callable[[], Sequence[Occupant]] | None = None,
+                 reserved: Callable[[], Reservation | None] | None = None,
                  journal: Journal | MemoryJournal | NoJournal | None = None,
                  log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None,
                  shared_pipelines: dict[str, SelectionPipeline] | None = None, earlier_tasks: str = recovery.ENDED_WITH_THE_RUN):
@@ -146,9 +148,10 @@ class ApplicationMaster:
         running: dict[str, tuple[GangRun, TaskRecord]] = {}   # container id -> its task, while it runs
         self.placement = AMPlacement(rm.cluster_nodes, self.selection, app_id, running, tracker, shared_pipelines)
         self.gangs: list[GangRun] = []
-        # why its gangs wait; occupants: what other applications hold where (names blocking jobs)
+        # why its gangs wait; occupants: what other applications hold where (names blocking jobs);
+        # reserved: the reservation a reserving RM queue holds for it (its expected start)
         self.why = WhyFeed(job.name, app_id, self.gangs, self.placement, occupants or _nobody, self.settings,
-                           self.log, self.metrics, job.priority)
+                           self.log, self.metrics, job.priority, reserved)
         # barrier: the coordinator (the AM's calls to it: am.attempt_barrier)
         launcher = GangLauncher(rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases)
         self.shutdown = Shutdown(launcher, self.log)

@@ -82,6 +82,25 @@ class Reservation:
 Instance = "int | tuple[int, str, int | None]"
 
 
+def gang_instances(roles, counts: Mapping[str, int] | None = None) -> list[Instance]:
+    """The instances of a gang of ``roles`` that ask whole GPUs, as :func:`plan_start` takes them
+    (GPUs, role, its cap per node); ``counts``: how many of a role are still to place (default
+    all its instances)."""
+    return [(role.gpus, role.name, role.max_instances_per_node) for role in roles if role.gpus
+            for _ in range(counts[role.name] if counts and role.name in counts else role.instances)]
+
+
+def declared_gang(job) -> tuple[tuple[Instance, ...], float | None]:
+    """What a reserving RM queue plans for ``job`` while it waits: its largest gang (by GPUs)
+    as :func:`gang_instances`, and how long it is declared to run (its roles' longest
+    ``simulatedDurationSeconds``; None when a role declares none: unknown)."""
+    gangs = [gang_instances(roles) for _, roles in job.named_gangs]
+    largest = max(gangs, key=lambda instances: sum(item[0] for item in instances), default=[])
+    declared = [job.simulation.get(role.name, {}).get("simulatedDurationSeconds") for role in job.roles]
+    duration = None if not declared or None in declared else float(max(declared))
+    return tuple(largest), duration
+
+
 def plan_start(now: float, free: Mapping[str, int], holds: Iterable[Hold], instances: Sequence[Instance],
                duration_s: float | None, owner: str = "") -> Reservation | None:
     """The earliest instant (>= ``now``) at which a gang of ``instances`` (GPUs of each

@@ -52,7 +52,8 @@ from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.am.core.gang_domains import DomainShort
 from gangmaster.am.core.gang_placement import (GangDoesNotFit, PipelineFor, RoleOutcome, check_fits_empty, empty_view,
                                                pipeline_of, place_each_role, place_gang, role_request)
-from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, expected_start_line, plan_start
+from gangmaster.am.core.reservation_plan import (DECLARED, UNKNOWN, Hold, Reservation, expected_start_line,
+                                                 gang_instances, plan_start)
 from gangmaster.am.spec.jobspec_model import RoleSpec
 
 __all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose", "with_more_machines"]
@@ -167,6 +168,8 @@ class Diagnosis:
     expected_start: Reservation | None = None
     #: whether an expected start was worked out (False: not asked, e.g. it can start now)
     planned: bool = False
+    #: whether that start is a reservation the RM holds for the gang (a queue of ``policy: reserve``)
+    reserved: bool = False
     #: the gang's own priority (its job's): blocking jobs above it are work it waits behind
     priority: int = 0
     #: the lower-priority blocking jobs the RM's preemption monitor would preempt to make room
@@ -191,7 +194,7 @@ class Diagnosis:
                 "fits_empty_cluster": self.fits_empty_cluster, "healthy_machines": self.healthy_machines,
                 "machines": self.machines, "roles": {name: r.to_dict() for name, r in self.roles.items()},
                 "blocking_jobs": [b.to_dict() for b in self.blocking_jobs], "hint": self.hint,
-                **({"expected_start": _expected_start_dict(self.expected_start)} if self.planned else {}),
+                **({"expected_start": _expected_start_dict(self.expected_start, self.reserved)} if self.planned else {}),
                 **({"preempts": [{"job": b.job, "priority": b.priority} for b in self.preempts],
                     "preemption_grace_s": self.preemption_grace_s} if self.preempts else {})}
 
@@ -253,7 +256,7 @@ class Diagnosis:
         if self.hint:
             lines.append(f"  to unblock: {self.hint}")
         if self.planned:
-            lines.append(f"  {expected_start_line(self.expected_start, 0.0, reserved=False)}")
+            lines.append(f"  {expected_start_line(self.expected_start, 0.0, reserved=self.reserved)}")
         return "\n".join(lines)
 
 
@@ -262,7 +265,7 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
              gang: str = "", occupants: Sequence[Occupant] = (),
              indices: Mapping[str, Sequence[int]] | None = None,
              own: Sequence[tuple[str, ResourceDescriptor]] = (), priority: int = 0,
-             preemption_grace_s: float | None = None) -> Diagnosis:
+             preemption_grace_s: float | None = None, reserved: Reservation | None = None) -> Diagnosis:
     """Diagnose the gang ``roles`` on ``view`` (the cluster as it is now; not changed).
 
     ``occupants``: what other applications hold, to name the blocking jobs (without
@@ -273,7 +276,9 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     ``priority``: the gang's own (its job's), which the blocking jobs' are compared with;
     ``preemption_grace_s``: the RM preempts for waiting gangs, with that grace (None: it does
     not), so the lower-priority blocking jobs whose end lets the gang start are the ones it
-    will preempt."""
+    will preempt;
+    ``reserved``: the reservation the RM holds for the gang, counted from now (a reserving
+    queue's: :mod:`~gangmaster.tools.rmsim.reservations`): then the expected start is it."""
     explained: dict[str, tuple[list[Reason], dict]] = {}
 
     def explain(outcome: RoleOutcome, scratch: ClusterView) -> None:   # as the role saw the view
@@ -314,9 +319,9 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
         if short is not None and short.ask.required:
             hints.append(_preferred_instead(view, roles, pipeline, indices, short))
         diagnosis.hint = "; or ".join(h for h in hints if h)
-        if not never and _short_of_gpus(diagnosed):
-            diagnosis.planned = True
-            diagnosis.expected_start = expected_start(view, roles, occupants, indices)
+        if not never and (reserved is not None or _short_of_gpus(diagnosed)):
+            diagnosis.planned, diagnosis.reserved = True, reserved is not None
+            diagnosis.expected_start = reserved or expected_start(view, roles, occupants, indices)
     return diagnosis
 
 
@@ -370,9 +375,8 @@ def expected_start(view: ClusterView, roles: tuple[RoleSpec, ...], occupants: Se
     holds = [Hold(o.host, o.gpus, -math.inf, math.inf if o.expected_end_s is None else o.expected_end_s, o.job,
                   UNKNOWN if o.expected_end_s is None else DECLARED)
              for o in occupants if o.gpus and o.host in free and healthy.item(view.index(o.host))]
-    instances = [(role.gpus, role.name, role.max_instances_per_node) for role in roles if role.gpus
-                 for _ in range(len(indices[role.name]) if indices and role.name in indices else role.instances)]
-    return plan_start(0.0, free, holds, instances, None)
+    counts = {name: len(chosen) for name, chosen in indices.items()} if indices else None
+    return plan_start(0.0, free, holds, gang_instances(roles, counts), None)
 
 
 #: the reasons of a role short of GPUs held by other jobs: only then is the expected start
@@ -386,12 +390,12 @@ def _short_of_gpus(diagnosed: Mapping[str, RoleDiagnosis]) -> bool:
     return bool(waits) and waits <= _GPU_WAITS
 
 
-def _expected_start_dict(planned: Reservation | None) -> dict | None:
+def _expected_start_dict(planned: Reservation | None, reserved: bool) -> dict | None:
     if planned is None:
         return None
     return {"in_s": _round(planned.start_s), "machines": sorted(planned.gpus_by_host),
-            "waits_for": list(planned.waits_for), "known": planned.known,
-            "line": expected_start_line(planned, 0.0, reserved=False)}
+            "waits_for": list(planned.waits_for), "known": planned.known, "reserved": reserved,
+            "line": expected_start_line(planned, 0.0, reserved=reserved)}
 
 
 def _reasons(outcome: RoleOutcome, port_min: int, scratch: ClusterView,

@@ -17,6 +17,7 @@ from .diagnosis import Diagnosis, Occupant, diagnose
 from gangmaster.am.core.gang_run import GangRun
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from .metrics import AMMetrics
+from gangmaster.am.core.reservation_plan import Reservation
 from .waiting_watch import WaitingWatch, watches
 
 
@@ -25,13 +26,15 @@ class WhyFeed:
     list, ``occupants``: what other applications hold where (a driver that knows tells)."""
 
     __slots__ = ("job", "app_id", "gangs", "placement", "occupants", "settings", "log", "metrics", "watching",
-                 "priority", "preemption_grace_s")
+                 "priority", "preemption_grace_s", "reserved")
 
     def __init__(self, job: str, app_id: str, gangs: list[GangRun], placement: AMPlacement,
                  occupants: Callable[[], Sequence[Occupant]], settings: AMSettings, log: Callable[[str], None],
-                 metrics: AMMetrics, priority: int = 0):
-        """``priority``: the job's (blocking jobs above it are work it waits behind)."""
-        self.priority = priority
+                 metrics: AMMetrics, priority: int = 0,
+                 reserved: Callable[[], Reservation | None] | None = None):
+        """``priority``: the job's (blocking jobs above it are work it waits behind);
+        ``reserved``: the reservation the RM holds for the job now, if any (a driver that knows tells)."""
+        self.priority, self.reserved = priority, reserved
         #: the RM's preemption grace when it preempts for waiting gangs (its driver says so:
         #: ``rm.preemption``); None: it does not, and no diagnosis says it will
         self.preemption_grace_s: float | None = None
@@ -71,7 +74,8 @@ class WhyFeed:
             view.instances_of(role)[view.index(host)] += 1
         return diagnose(view, roles, self.placement.pipeline_for, job=self.job, gang=name, occupants=self.occupants(),
                         indices=wanted, own=[(host, resource) for _role, host, resource in held],
-                        priority=self.priority, preemption_grace_s=self.preemption_grace_s)
+                        priority=self.priority, preemption_grace_s=self.preemption_grace_s,
+                        reserved=self.reserved() if self.reserved is not None else None)
 
     def waiting(self) -> str:
         """Why each gang still pending waits, in one line (the reason a job that can make no

@@ -185,6 +185,30 @@ def test_queue_priority_and_guaranteed_share(tmp_path, queue, expected):
         assert (q.priority, q.guaranteed_gpus) == expected
 
 
+QUEUE_POLICY = [
+    # (queue, what it reads as: (policy, max reservations), or the message of its refusal)
+    ("{name: q}", ("fifo", 1)),
+    ("{name: q, policy: reserve, maxReservations: 3}", ("reserve", 3)),
+    ("{name: q, policy: backfill}", 'queues[0].policy: expected one of fifo, reserve, got "backfill"'),
+    ("{name: q, policy: reserve, maxReservations: 0}", "queues[0].maxReservations: expected an integer >= 1, got 0"),
+    ("{name: q, policy: reserve, maxReservations: 65}",
+     "queues[0].maxReservations: expected an integer <= 64 (MAX_RESERVATIONS"),
+    ("{name: q, maxReservations: 2}", "queues[0].maxReservations: expected to be used together with policy: reserve"),
+]
+
+
+@pytest.mark.parametrize("queue,expected", QUEUE_POLICY)
+def test_queue_policy_and_max_reservations(tmp_path, queue, expected):
+    path = write(tmp_path, "queues.yaml", f"queues: [{queue}]\n")
+    ledger = NodeLedger(load_cluster_specs(FIX / "rm" / "cluster.yaml"))
+    if isinstance(expected, str):
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            load_queues(path, ledger)
+    else:
+        (q,) = load_queues(path, ledger)
+        assert (q.policy, q.max_reservations) == expected
+
+
 # ------------------------------------------------------------------ shapes and names
 def test_an_empty_rack_list_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"nodeGroups\[0\].racks: expected at least one rack name"):

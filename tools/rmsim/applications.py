@@ -74,7 +74,8 @@ class Applications:
         app_id = "app_%04d" % seq   # (as an f-string's format specs would, in one call)
         app = Application(app_id, seq, submission.name, submission.queue, self.clock.now(),
                           submission.max_attempts, submission.keep_containers_across_attempts,
-                          submission.am_expiry_s, submission.priority)
+                          submission.am_expiry_s, submission.priority, submission.gang,
+                          submission.expected_duration_s)
         self.apps[app_id] = app
         queues[submission.queue].apps[app_id] = None
         self.running += 1

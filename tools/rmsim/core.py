@@ -51,6 +51,7 @@ from .preemption import Preemptions
 from .queue_books import QueueBooks
 from .queues import Queue
 from .records import EVENT_KINDS, Application, AskState, ContainerRecord, RMEvent
+from .reservations import RMReservations
 from .scheduler import Scheduler
 
 __all__ = ["ResourceManager", "RMEvent", "EVENT_KINDS", "Application", "AskState", "ContainerRecord"]
@@ -99,8 +100,9 @@ class ResourceManager:
         #: which nodes changed when (what each AM's node_updates carry; recorded from the
         #: first changed_nodes() when responses carry none)
         self.node_changes = changes = NodeChanges(len(specs), recording=node_updates)
-        self.scheduler = scheduler = Scheduler(ledger, books)
         self.apps: dict[str, Application] = {}   # the applications' (every one until forgotten)
+        self.reservations = RMReservations(ledger, books, self.apps, clock.now)
+        self.scheduler = scheduler = Scheduler(ledger, books, self.reservations)
         #: the containers granted (their records are :attr:`containers`, by id)
         self.granted = Containers(ledger, books, changes, clock, lock, node_manager, self.events, self.apps,
                                       scheduler.wake, allocation_expiry_s)

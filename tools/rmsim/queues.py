@@ -14,6 +14,9 @@ Queue file (``--queues FILE``)::
       - name: prod
         priority: 10         # its jobs' priority comes first (then each job's own): they may preempt
         guaranteedGpus: 16   # a share preemption reclaims from queues over theirs (default 0: none)
+      - name: training
+        policy: reserve      # fifo (default) or reserve: its waiting gang's nodes are held for it
+        maxReservations: 2   # how many of its waiting gangs hold reservations at once (default 1)
 
 No file: one queue ``default`` that may use the whole cluster. A queue's limit is
 enforced: a container that would take the queue past it is not granted (the ask
@@ -27,6 +30,14 @@ share (its largest used/limit fraction) first.
 preemption is on (``replay --preemption on``; :mod:`.victims`): a gang may preempt gangs of
 a lower (queue priority, job priority), and a queue under its guaranteed GPUs may preempt
 gangs of queues over theirs.
+
+``policy: reserve`` keeps a big gang from starving among smaller jobs (:mod:`.reservations`):
+while the oldest gangs of the queue that hold nothing cannot start whole, the nodes where each
+starts earliest (planned from the running containers' expected ends, as Slurm's backfill
+plans a start) are reserved for it, and another application's ask is granted there only if
+that application is declared to end before the reservation starts; elsewhere it is granted
+freely. At most ``maxReservations`` gangs of the queue hold reservations at once, so a queue
+of big gangs cannot idle the cluster. Under ``fifo`` (the default) nothing is reserved.
 """
 from __future__ import annotations
 
@@ -34,10 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
-from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_PRIORITY
+from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_PRIORITY, MAX_RESERVATIONS
 from gangmaster.selectors.fit import GPU_MILLI, milli
 
 from .ledger import NodeLedger
+
+#: The RM queues' policies: ``reserve`` holds nodes for its waiting gangs (:mod:`.reservations`).
+QUEUE_POLICIES = ("fifo", "reserve")
 
 #: No limit; also the largest explicit limit taken (sums and the state file stay in 64 bits).
 UNLIMITED = 1 << 62
@@ -57,6 +72,8 @@ class Queue:
     used_gpu_milli: int = 0     # milli-GPU held by shares of GPUs
     priority: int = 0           # its jobs' priority before their own (preemption: .victims)
     guaranteed_gpus: int = 0    # GPUs preemption may reclaim for it from queues over theirs
+    policy: str = "fifo"        # fifo | reserve (its waiting gangs hold reservations: .reservations)
+    max_reservations: int = DEFAULT_MAX_RESERVATIONS   # (policy reserve) its gangs holding one at once
 
     @property
     def gpu_milli_used(self) -> int:
@@ -110,11 +127,17 @@ def load_queues(path: str | Path, ledger: NodeLedger) -> list[Queue]:
 
 
 def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
-    q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus", "priority", "guaranteedGpus"))
+    q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus", "priority", "guaranteedGpus",
+                      "policy", "maxReservations"))
     queue = _limited_queue(q, ledger)
     queue.priority = q.integer("priority", 0, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, limit="MAX_PRIORITY")
     queue.guaranteed_gpus = q.integer("guaranteedGpus", 0, minimum=0,   # at most what the queue may hold
                                       maximum=None if queue.max_gpus == UNLIMITED else queue.max_gpus)
+    queue.policy = q.string("policy", "fifo", choices=QUEUE_POLICIES)
+    if "maxReservations" in q and queue.policy != "reserve":
+        raise q.error("maxReservations", "to be used together with policy: reserve")
+    queue.max_reservations = q.integer("maxReservations", DEFAULT_MAX_RESERVATIONS, minimum=1,
+                                       maximum=MAX_RESERVATIONS, limit="MAX_RESERVATIONS")
     return queue
 
 

@@ -104,12 +104,15 @@ class Application:
     __slots__ = ("app_id", "seq", "name", "queue", "submitted_at", "max_attempts", "keep_containers", "am_expiry_s",
                  "state", "attempt", "finished_at", "final_status", "diagnostics", "last_heartbeat", "response_id",
                  "asks", "blacklist", "containers", "container_ids", "out_allocated", "out_completed", "node_cursor",
-                 "out_rejected", "expiry_timer", "priority")
+                 "out_rejected", "expiry_timer", "priority", "gang", "expected_s")
 
     def __init__(self, app_id: str, seq: int, name: str, queue: str, submitted_at: float, max_attempts: int,
-                 keep_containers: bool, am_expiry_s: float | None, priority: int = 0):
+                 keep_containers: bool, am_expiry_s: float | None, priority: int = 0, gang: tuple = (),
+                 expected_s: float | None = None):
         self.app_id, self.seq, self.name, self.queue, self.submitted_at = app_id, seq, name, queue, submitted_at
         self.priority = priority   # as submitted (a state file does not keep it: 0 after a restore)
+        #: its gang and declared duration, as submitted (read by a reserving queue: .reservations)
+        self.gang, self.expected_s = gang, expected_s
         self.max_attempts, self.keep_containers, self.am_expiry_s = max_attempts, keep_containers, am_expiry_s
         self.state = AppState.ACCEPTED
         self.attempt = 1

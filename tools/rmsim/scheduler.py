@@ -6,6 +6,10 @@ waiting. It serves queues by lowest dominant share first, one container at a tim
 between queues), and inside a queue the applications in submission order, each one's asks
 by priority then arrival (FIFO). An ask that cannot be placed now is skipped for the rest
 of the pass (resources only shrink during a pass) and reported pending with the reason.
+
+With a queue of ``policy: reserve`` a pass first plans that queue's reservations
+(:mod:`.reservations`): an ask is then not granted on a node reserved for another
+application's waiting gang unless its application is declared to end before the gang starts.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from .ledger import Booking, NodeLedger
 from .queue_books import QueueBooks
 from .queues import Queue
 from .records import Application, AskState
+from .reservations import RMReservations
 
 
 def _submission_order(app: Application) -> int:
@@ -39,20 +44,24 @@ def _asks_in_order(app: Application) -> list[AskState]:
     return list(asks.values())
 
 
-def _alike(ask: AskState) -> tuple:
-    """What placing ``ask`` depends on in a scheduling pass: asks alike fit or fail alike."""
+def _alike(ask: AskState, reserving: bool = False) -> tuple:
+    """What placing ``ask`` depends on in a scheduling pass: asks alike fit or fail alike
+    (of one application when it has nodes closed to it: a blacklist, or reservations held)."""
     req, app = ask.request, ask.app
     return (ask.need, req.node_label, ask.host_i, ask.rack_code, req.relax_locality,
-            app.app_id if app.blacklist else None)
+            app.app_id if app.blacklist or reserving else None)
 
 
 class Scheduler:
     """The waiting asks (``asking``: the applications that may have some) and the passes.
     Its grants go through the containers (:meth:`grants_through`, wired once by the RM)."""
 
-    def __init__(self, ledger: NodeLedger, books: QueueBooks):
+    def __init__(self, ledger: NodeLedger, books: QueueBooks, reservations: RMReservations | None = None):
         self.ledger, self.books = ledger, books
         self.containers = None
+        #: the reserving queues' reservations (None, or not active: no queue reserves, a pass plans none)
+        self.reservations = reservations if reservations is not None and reservations.active else None
+        self._reserving = False     # per pass: some reservation is held (asks are checked against them)
         #: The applications that may have asks waiting (a pass looks at these, not at every
         #: running application): added when an allocate brings asks, dropped when their last
         #: ask is granted (or, asks cancelled, rejected or ended with their attempt, by the
@@ -115,6 +124,9 @@ class Scheduler:
         plans = self._plans()
         if not plans:   # nothing asked, or every ask was served: no pass to make
             return 0
+        if self.reservations is not None:
+            self.reservations.plan()
+            self._reserving = bool(self.reservations.held)
         try:
             if len(plans) == 1:   # one queue asks: each ask in turn, granted until it is served or cannot be
                 (queue, plan), = plans
@@ -202,13 +214,13 @@ class Scheduler:
             return False
         # Resources only shrink during a pass: an ask alike one that failed cannot fit either
         # (looked up once some ask of the pass has failed).
-        failed = self._failed.get(_alike(ask)) if self._failed else None
+        failed = self._failed.get(_alike(ask, self._reserving)) if self._failed else None
         booked = None if failed is not None else self._book_first(ask)
         if booked is None:
             if failed is not None:
                 ask.reason = failed
             else:
-                self._failed[_alike(ask)] = ask.reason
+                self._failed[_alike(ask, self._reserving)] = ask.reason
             ask.blocked = True
             return False
         self.containers.grant(app, ask.request.request_id, *booked)
@@ -228,9 +240,13 @@ class Scheduler:
         ledger = self.ledger
         need, exact = ask.need, ask.exact
         i = ask.host_i
+        blacklist = self.reservations.closed_to(ask.app) if self._reserving else ask.app.blacklist
         if i is not None and not ask.request.relax_locality:   # its one host (what _levels would list)
             label = ask.request.node_label
-            if i not in ask.app.blacklist and (not label or ledger.label_scope(label)[i]):
+            if i in blacklist and i not in ask.app.blacklist:   # reserved for another's gang
+                ask.reason = self.reservations.why_closed(ask.app, i)
+                return None
+            if i not in blacklist and (not label or ledger.label_scope(label)[i]):
                 try:
                     return i, ledger.book(i, need, exact)
                 except ResourceError as refused:
@@ -243,7 +259,6 @@ class Scheduler:
             ask.levels = self._levels(ask)
             ask.level = ask.pos = 0
         levels = ask.levels
-        blacklist = ask.app.blacklist
         while ask.level < len(levels):
             nodes = levels[ask.level]
             if callable(nodes):

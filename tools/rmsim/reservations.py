@@ -1,0 +1,123 @@
+"""The RM's reservations: nodes held for the waiting gangs of queues with ``policy: reserve``.
+
+An application's AM asks for its gang's containers only once select() finds room for the
+whole gang, so a big gang among a stream of smaller jobs asks nothing the scheduler could
+skip: it simply never sees room, while every smaller job takes what frees up (it starves).
+A reserving queue (:mod:`.queues`) keeps room for it instead. At each scheduling pass its
+oldest applications that were never granted a container and declared a gang (the submission's
+``gang``: :func:`~gangmaster.am.core.reservation_plan.declared_gang`) are planned by the one
+planner the trace replay and the diagnosis use
+(:func:`~gangmaster.am.core.reservation_plan.plan_start`): the nodes where the gang starts
+earliest, given each running container's expected end (when it started plus its
+application's declared duration; an application that declared none holds its GPUs for an
+unknown time, which the plan never counts on). At most the queue's ``max_reservations``
+gangs hold one at a time, each planned after the ones before it.
+
+A reserved node is closed to every other application's asks unless that application is
+declared to end by the reservation's start (:meth:`Reservation.admits`: backfill never
+delays the gang); the gang's own asks, and every ask on other nodes, are served as always.
+A node is held whole (as Slurm reserves whole nodes): the planner counts GPUs only. A gang
+that can start now keeps its nodes for the pass in which its AM asks for them (its plan
+starts now, so it admits no one), and drops its reservation once it is granted containers.
+Only a first start is planned: a gang that was granted containers and waits again (a retry,
+a partial hold given back) waits as under ``fifo``.
+
+Nothing is booked: free + used = capacity on every node throughout. A queue of another
+policy reserves nothing, and with no reserving queue the scheduler never looks here.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping
+
+from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, plan_start
+from gangmaster.protocol.rm_protocol import AppState
+
+from .ledger import NodeLedger
+from .queue_books import QueueBooks
+from .records import Application
+
+
+class RMReservations:
+    """The reservations of one scheduling pass, by node, and who they leave a node open to."""
+
+    def __init__(self, ledger: NodeLedger, books: QueueBooks, apps: Mapping[str, Application],
+                 now: Callable[[], float]):
+        self.ledger, self.books, self.apps, self.now = ledger, books, apps, now
+        #: whether some queue reserves (else a pass never plans: the scheduler skips this book)
+        self.active = any(queue.policy == "reserve" for queue in books.queues.values())
+        self.held: list[tuple[str, Reservation]] = []       # (owner's app id, its reservation), in order
+        self._on_node: dict[int, list[tuple[str, Reservation]]] = {}
+        self._closed: dict[str, frozenset[int]] = {}        # app id -> reserved nodes closed to it (this pass)
+
+    def plan(self) -> None:
+        """Plan every reserving queue's reservations again (a pass starts: the plan may have changed)."""
+        self.held, self._on_node, self._closed = [], {}, {}
+        ledger, now = self.ledger, self.now()
+        free = {host: (int(ledger.gpus_free[i]) if ledger.usable[i] else 0) for i, host in enumerate(ledger.hosts)}
+        holds = self._running_holds(now)
+        for queue in self.books.queues.values():
+            if queue.policy != "reserve":
+                continue
+            reserved = 0
+            for app in self._waiting(queue):
+                if reserved >= queue.max_reservations:
+                    break
+                planned = plan_start(now, free, holds, app.gang, app.expected_s, app.name)
+                if planned is None:
+                    continue
+                self.held.append((app.app_id, planned))
+                reserved += 1
+                holds += planned.holds()
+        for app_id, reservation in self.held:
+            for host in reservation.gpus_by_host:
+                self._on_node.setdefault(ledger.host_index[host], []).append((app_id, reservation))
+
+    def closed_to(self, app: Application) -> frozenset[int]:
+        """The nodes ``app`` may not be granted on this pass: its blacklist and the reserved
+        nodes it would delay (it is not declared to end by the reservation's start)."""
+        closed = self._closed.get(app.app_id)
+        if closed is None:
+            end = math.inf if app.expected_s is None else self.now() + app.expected_s
+            reserved = {i for i, held in self._on_node.items()
+                        if any(owner != app.app_id and not r.admits(end) for owner, r in held)}
+            closed = self._closed[app.app_id] = app.blacklist | reserved
+        return closed
+
+    def why_closed(self, app: Application, i: int) -> str:
+        """Why node ``i`` is closed to ``app`` (a pending ask's reason)."""
+        for owner, reservation in self._on_node.get(i, ()):
+            if owner != app.app_id:
+                wait = max(0.0, reservation.start_s - self.now())
+                return (f"node {self.ledger.hosts[i]} is reserved for {self.apps[owner].name} ({owner}), "
+                        f"expected to start in {wait:.0f}s, and this application is not declared to end by then")
+        return f"node {self.ledger.hosts[i]} is blacklisted"
+
+    def reserved_for(self, app_id: str) -> Reservation | None:
+        """The reservation ``app_id`` holds this pass, if any (for its diagnosis)."""
+        return next((r for owner, r in self.held if owner == app_id), None)
+
+    def _waiting(self, queue):
+        """The queue's running applications, oldest first, that declared a gang and were never
+        granted a container: waiting for their first start. (One that was granted some has
+        started, or its AM gave a partial hold back: it is not planned, nor is a gang's retry.)"""
+        apps = self.apps
+        for app_id in queue.apps:
+            app = apps.get(app_id)
+            if app is not None and app.state is AppState.RUNNING and app.gang and not app.container_ids:
+                yield app
+
+    def _running_holds(self, now: float) -> list[Hold]:
+        """Each live container's GPUs, held until its application's declared end (unknown: never)."""
+        holds = []
+        hosts, apps = self.ledger.hosts, self.apps
+        for app in apps.values():
+            for rec in app.containers.values():
+                whole = rec.booking.held[2]
+                if not whole:
+                    continue
+                since = rec.started_at if rec.started_at is not None else rec.allocated_at
+                end = math.inf if app.expected_s is None else since + app.expected_s
+                holds.append(Hold(hosts[rec.node], whole, -math.inf, max(end, now), app.name,
+                                  UNKNOWN if app.expected_s is None else DECLARED))
+        return holds
