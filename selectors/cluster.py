@@ -20,7 +20,9 @@ share ledger, so a cluster without shares pays nothing for it.
 """
 from __future__ import annotations
 
+import collections
 import copy
+import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Protocol, Sequence
@@ -617,18 +619,21 @@ class ClusterView(NodeColumns):
             short |= ((self.gpu_free_mask[at] & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
         lefts: list[_PortsOutcome] = []
         if ports is not None:
-            outcome: dict[tuple[int, int], _PortsOutcome] = {}  # nodes of a kind repeat the same objects
-            for k, taken in enumerate(ports):
-                free = self.ports_free[int(at[k])]
-                known = outcome.get((id(free), id(taken)))
-                if known is None:
-                    left = free.subtract(taken)
-                    fits_all = (taken.count == each.ports * int(counts[k])
-                                and left.count == free.count - taken.count)  # every port taken was free
-                    known = outcome[(id(free), id(taken))] = (left, left.count, fits_all, free, taken)
-                lefts.append(known)
-                if not known[2]:
-                    short[k] = True
+            rows = at.tolist()
+            frees = list(map(self.ports_free.__getitem__, rows))
+            keys = list(zip(map(id, frees), map(id, ports)))
+            # Nodes of a kind repeat the same objects: each (free, taken) pair is worked out
+            # once, at its first node, and the nodes looked up in C-level passes.
+            outcome: dict[tuple[int, int], _PortsOutcome] = {}
+            for key, k in {key: k for k, key in reversed(list(enumerate(keys)))}.items():
+                free, taken = frees[k], ports[k]
+                left = free.subtract(taken)
+                fits_all = (taken.count == each.ports * int(counts[k])
+                            and left.count == free.count - taken.count)  # every port taken was free
+                outcome[key] = (left, left.count, fits_all, free, taken)
+            lefts = list(map(outcome.__getitem__, keys))
+            if not all(known[2] for known in outcome.values()):
+                short |= ~np.fromiter(map(_FITS_ALL, lefts), dtype=bool, count=len(lefts))
         if short.any():
             k = int(np.argmax(short))
             raise ResourceError(f"host {self.hosts[int(at[k])]}: {counts[k]} x {each} do not fit in free "
@@ -639,9 +644,8 @@ class ClusterView(NodeColumns):
             self.gpus_free[at] -= counts * each.gpus
             self.gpu_free_mask[at] &= ~gpus
         if lefts:
-            for i, known in zip(at.tolist(), lefts):
-                self.ports_free[i] = known[0]
-            self.ports_free_count[at] = [known[1] for known in lefts]
+            collections.deque(map(self.ports_free.__setitem__, rows, map(_LEFT, lefts)), maxlen=0)
+            self.ports_free_count[at] = np.fromiter(map(_LEFT_COUNT, lefts), dtype=np.int64, count=len(lefts))
         self._touched_rows(at.tolist())
         if role is not None:
             self.instances_of(role)[at] += counts
@@ -796,6 +800,10 @@ def _whole_gpus_row(free_mask: int, width: int) -> tuple[int, ...]:
     """Milli-GPU free per GPU of a node whose GPUs hold no shares: all of a GPU in
     ``free_mask``, none of the others (a node's few masks, worked out once each)."""
     return tuple(GPU_MILLI if free_mask >> gpu & 1 else 0 for gpu in range(width))
+
+
+#: a :class:`_PortsOutcome`'s ports left, their count, and whether every port taken was free
+_LEFT, _LEFT_COUNT, _FITS_ALL = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
 def ports_grew(now: PortRanges, before: PortRanges) -> bool:

@@ -80,6 +80,7 @@ Not booking, the shares chosen are booked on the view while choosing and given b
 from __future__ import annotations
 
 import bisect
+import operator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -638,26 +639,31 @@ def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, nodes: list
     chosen, unions = [], []
     settings = pipeline.settings
     port_min, free_ports = settings.port_min, view.ports_free
-    for node, take in zip(nodes, takes):
-        free = free_ports[node]
-        if settings.port_choice == "random":
+    if settings.port_choice == "random":
+        for node, take in zip(nodes, takes):
+            free = free_ports[node]
             each = []
             for _ in range(take):
                 each.append(free.take_random(demand.ports, pipeline.rng, port_min))
                 free = free.subtract(each[-1])
             chosen.append(each)
             unions.append(free_ports[node].subtract(free))
-            continue
-        key = (id(free), take)  # nodes of a kind share their free ports (the same object)
-        known = sequential.get(key)
-        if known is None:
+        return chosen, unions
+    # Nodes of a kind share their free ports (the same object): each (free ports, count)
+    # is worked out once, and the nodes are looked up in C-level passes, not one by one.
+    frees = list(map(free_ports.__getitem__, nodes))
+    keys = list(zip(map(id, frees), takes))
+    for key, (free, take) in dict(zip(keys, zip(frees, takes))).items():
+        if key not in sequential:
             union = free.take_sequential(demand.ports * take, port_min)
             taken, each = list(union), demand.ports
-            known = sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
-                                        for k in range(take)], union, free)  # (keeps the id alive)
-        chosen.append(known[0])
-        unions.append(known[1])
-    return chosen, unions
+            sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
+                                for k in range(take)], union, free)  # (keeps the id alive)
+    known = list(map(sequential.__getitem__, keys))
+    return list(map(_FIRST, known)), list(map(_SECOND, known))
+
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:
