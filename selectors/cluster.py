@@ -611,21 +611,21 @@ class ClusterView(NodeColumns):
             raise ResourceError("allocate_many: GPU shares are booked one by one (allocate): each names its GPU")
         at = np.asarray(rows, dtype=np.int64)
         counts = np.asarray(counts, dtype=np.int64)
-        if np.unique(at).size != at.size:
+        if at.size > 1 and _named_twice(at, len(self)):
             raise ResourceError("allocate_many: a node is named twice")
         short = (self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
         if gpus is not None:
             gpus = np.asarray(gpus, dtype=np.uint64)
             short |= ((self.gpu_free_mask[at] & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
         lefts: list[_PortsOutcome] = []
+        rows = at.tolist()
         if ports is not None:
-            rows = at.tolist()
             frees = list(map(self.ports_free.__getitem__, rows))
             keys = list(zip(map(id, frees), map(id, ports)))
             # Nodes of a kind repeat the same objects: each (free, taken) pair is worked out
             # once, at its first node, and the nodes looked up in C-level passes.
             outcome: dict[tuple[int, int], _PortsOutcome] = {}
-            for key, k in {key: k for k, key in reversed(list(enumerate(keys)))}.items():
+            for key, k in dict(zip(reversed(keys), range(len(keys) - 1, -1, -1))).items():   # (the first k)
                 free, taken = frees[k], ports[k]
                 left = free.subtract(taken)
                 fits_all = (taken.count == each.ports * int(counts[k])
@@ -646,7 +646,7 @@ class ClusterView(NodeColumns):
         if lefts:
             collections.deque(map(self.ports_free.__setitem__, rows, map(_LEFT, lefts)), maxlen=0)
             self.ports_free_count[at] = np.fromiter(map(_LEFT_COUNT, lefts), dtype=np.int64, count=len(lefts))
-        self._touched_rows(at.tolist())
+        self._touched_rows(rows)
         if role is not None:
             self.instances_of(role)[at] += counts
 
@@ -806,16 +806,26 @@ def _whole_gpus_row(free_mask: int, width: int) -> tuple[int, ...]:
 _LEFT, _LEFT_COUNT, _FITS_ALL = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
+def _named_twice(rows: np.ndarray, size: int) -> bool:
+    """Some row of ``rows`` (all in ``0..size-1``) appears twice."""
+    seen = np.zeros(size, dtype=bool)
+    seen[rows] = True
+    return int(np.count_nonzero(seen)) != rows.size
+
+
 def ports_grew(now: PortRanges, before: PortRanges) -> bool:
     """Some port of ``now`` is not in ``before`` (none can be when ``now`` is empty)."""
     return bool(now.ranges) and now != before and bool(now.subtract(before))
 
 
 def _counts_at_or_above(ports: list[PortRanges], rows: np.ndarray | slice, port_min: int) -> np.ndarray:
-    chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
-    # Most nodes' ports all lie at or above port_min: their count is the answer.
-    return np.array([p.count if not p.ranges or p.ranges[0][0] >= port_min else p.count_at_or_above(port_min)
-                     for p in chosen], dtype=np.int64)
+    chosen = ports[rows] if isinstance(rows, slice) else list(map(ports.__getitem__, rows.tolist()))
+    # Nodes of a kind share their port objects: each counted once, the nodes looked up in a
+    # C-level pass. Most nodes' ports all lie at or above port_min: their count is the answer.
+    ids = list(map(id, chosen))
+    counts = {key: p.count if not p.ranges or p.ranges[0][0] >= port_min else p.count_at_or_above(port_min)
+              for key, p in zip(ids, chosen)}
+    return np.fromiter(map(counts.__getitem__, ids), dtype=np.int64, count=len(ids))
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:

@@ -82,7 +82,7 @@ from __future__ import annotations
 import bisect
 import operator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
@@ -547,10 +547,12 @@ class _Loop:
         """Per node, ``take`` successive GPU choices, as if each were booked before the
         next; and the GPUs of each node in all (None when the request asks none)."""
         wanted, named = self.demand.gpus, self.demand.gpu_mask
+        # The lists of masks are shared by the nodes given the same (a placement's lists are
+        # read, never changed): a gang's thousands of nodes get a few distinct ones.
         if not wanted:
-            return [[0] * take for take in takes], None
+            return _shared(((0,) * take for take in takes)), None
         if named:  # the same GPUs cannot go twice: one instance per node
-            return [[named] * take for take in takes], np.full(at.size, named, dtype=np.uint64)
+            return _shared(((named,) * take for take in takes)), np.full(at.size, named, dtype=np.uint64)
         if type(self.selector).choose_gpus is Selector.choose_gpus and at.size > 8:  # lowest free bits, at once
             free = self.view.gpu_free_mask[at].copy()
             counts = np.asarray(takes)
@@ -559,7 +561,10 @@ class _Loop:
                 mask = _lowest_bits(free, wanted) * (counts > k)
                 free &= ~mask
                 rounds.append(mask.tolist())
-            masks = [list(chosen[:take]) for chosen, take in zip(zip(*rounds), takes)]
+            if int(counts.min()) == len(rounds):   # (a round gives 0 to a node that took fewer)
+                masks = _shared(zip(*rounds))
+            else:
+                masks = _shared(map(operator.getitem, zip(*rounds), map(slice, takes)))
             return masks, self.view.gpu_free_mask[at] & ~free
         masks = [self._chosen_in_turn(int(node), take) for node, take in zip(at, takes)]
         unions = [0] * len(masks)
@@ -613,6 +618,13 @@ class _Loop:
         for node, share, role in reversed(booked):
             self.view.release(node, share, role=role)
 
+
+
+def _shared(chosen: Iterable[tuple[int, ...]]) -> list[list[int]]:
+    """A list per tuple of ``chosen``, one list object for the tuples that are equal."""
+    chosen = list(chosen)
+    lists = {each: list(each) for each in dict.fromkeys(chosen)}
+    return list(map(lists.__getitem__, chosen))
 
 
 def _share_gpu(selector: Selector, view: ClusterView, node: int, request: SelectionRequest) -> int:
