@@ -20,7 +20,9 @@ share ledger, so a cluster without shares pays nothing for it.
 """
 from __future__ import annotations
 
+import collections
 import copy
+import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Protocol, Sequence
@@ -609,26 +611,29 @@ class ClusterView(NodeColumns):
             raise ResourceError("allocate_many: GPU shares are booked one by one (allocate): each names its GPU")
         at = np.asarray(rows, dtype=np.int64)
         counts = np.asarray(counts, dtype=np.int64)
-        if np.unique(at).size != at.size:
+        if at.size > 1 and _named_twice(at, len(self)):
             raise ResourceError("allocate_many: a node is named twice")
         short = (self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
         if gpus is not None:
             gpus = np.asarray(gpus, dtype=np.uint64)
             short |= ((self.gpu_free_mask[at] & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
         lefts: list[_PortsOutcome] = []
+        rows = at.tolist()
         if ports is not None:
-            outcome: dict[tuple[int, int], _PortsOutcome] = {}  # nodes of a kind repeat the same objects
-            for k, taken in enumerate(ports):
-                free = self.ports_free[int(at[k])]
-                known = outcome.get((id(free), id(taken)))
-                if known is None:
-                    left = free.subtract(taken)
-                    fits_all = (taken.count == each.ports * int(counts[k])
-                                and left.count == free.count - taken.count)  # every port taken was free
-                    known = outcome[(id(free), id(taken))] = (left, left.count, fits_all, free, taken)
-                lefts.append(known)
-                if not known[2]:
-                    short[k] = True
+            frees = list(map(self.ports_free.__getitem__, rows))
+            keys = list(zip(map(id, frees), map(id, ports)))
+            # Nodes of a kind repeat the same objects: each (free, taken) pair is worked out
+            # once, at its first node, and the nodes looked up in C-level passes.
+            outcome: dict[tuple[int, int], _PortsOutcome] = {}
+            for key, k in dict(zip(reversed(keys), range(len(keys) - 1, -1, -1))).items():   # (the first k)
+                free, taken = frees[k], ports[k]
+                left = free.subtract(taken)
+                fits_all = (taken.count == each.ports * int(counts[k])
+                            and left.count == free.count - taken.count)  # every port taken was free
+                outcome[key] = (left, left.count, fits_all, free, taken)
+            lefts = list(map(outcome.__getitem__, keys))
+            if not all(known[2] for known in outcome.values()):
+                short |= ~np.fromiter(map(_FITS_ALL, lefts), dtype=bool, count=len(lefts))
         if short.any():
             k = int(np.argmax(short))
             raise ResourceError(f"host {self.hosts[int(at[k])]}: {counts[k]} x {each} do not fit in free "
@@ -639,10 +644,9 @@ class ClusterView(NodeColumns):
             self.gpus_free[at] -= counts * each.gpus
             self.gpu_free_mask[at] &= ~gpus
         if lefts:
-            for i, known in zip(at.tolist(), lefts):
-                self.ports_free[i] = known[0]
-            self.ports_free_count[at] = [known[1] for known in lefts]
-        self._touched_rows(at.tolist())
+            collections.deque(map(self.ports_free.__setitem__, rows, map(_LEFT, lefts)), maxlen=0)
+            self.ports_free_count[at] = np.fromiter(map(_LEFT_COUNT, lefts), dtype=np.int64, count=len(lefts))
+        self._touched_rows(rows)
         if role is not None:
             self.instances_of(role)[at] += counts
 
@@ -803,16 +807,30 @@ def _whole_gpus_row(free_mask: int, width: int) -> tuple[int, ...]:
     return tuple(GPU_MILLI if free_mask >> gpu & 1 else 0 for gpu in range(width))
 
 
+#: a :class:`_PortsOutcome`'s ports left, their count, and whether every port taken was free
+_LEFT, _LEFT_COUNT, _FITS_ALL = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
+
+
+def _named_twice(rows: np.ndarray, size: int) -> bool:
+    """Some row of ``rows`` (all in ``0..size-1``) appears twice."""
+    seen = np.zeros(size, dtype=bool)
+    seen[rows] = True
+    return int(np.count_nonzero(seen)) != rows.size
+
+
 def ports_grew(now: PortRanges, before: PortRanges) -> bool:
     """Some port of ``now`` is not in ``before`` (none can be when ``now`` is empty)."""
     return bool(now.ranges) and now != before and bool(now.subtract(before))
 
 
 def _counts_at_or_above(ports: list[PortRanges], rows: np.ndarray | slice, port_min: int) -> np.ndarray:
-    chosen = ports[rows] if isinstance(rows, slice) else [ports[int(i)] for i in rows]
-    # Most nodes' ports all lie at or above port_min: their count is the answer.
-    return np.array([p.count if not p.ranges or p.ranges[0][0] >= port_min else p.count_at_or_above(port_min)
-                     for p in chosen], dtype=np.int64)
+    chosen = ports[rows] if isinstance(rows, slice) else list(map(ports.__getitem__, rows.tolist()))
+    # Nodes of a kind share their port objects: each counted once, the nodes looked up in a
+    # C-level pass. Most nodes' ports all lie at or above port_min: their count is the answer.
+    ids = list(map(id, chosen))
+    counts = {key: p.count if not p.ranges or p.ranges[0][0] >= port_min else p.count_at_or_above(port_min)
+              for key, p in zip(ids, chosen)}
+    return np.fromiter(map(counts.__getitem__, ids), dtype=np.int64, count=len(ids))
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:

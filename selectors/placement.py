@@ -80,8 +80,9 @@ Not booking, the shares chosen are booked on the view while choosing and given b
 from __future__ import annotations
 
 import bisect
+import operator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
@@ -546,10 +547,12 @@ class _Loop:
         """Per node, ``take`` successive GPU choices, as if each were booked before the
         next; and the GPUs of each node in all (None when the request asks none)."""
         wanted, named = self.demand.gpus, self.demand.gpu_mask
+        # The lists of masks are shared by the nodes given the same (a placement's lists are
+        # read, never changed): a gang's thousands of nodes get a few distinct ones.
         if not wanted:
-            return [[0] * take for take in takes], None
+            return _shared(((0,) * take for take in takes)), None
         if named:  # the same GPUs cannot go twice: one instance per node
-            return [[named] * take for take in takes], np.full(at.size, named, dtype=np.uint64)
+            return _shared(((named,) * take for take in takes)), np.full(at.size, named, dtype=np.uint64)
         if type(self.selector).choose_gpus is Selector.choose_gpus and at.size > 8:  # lowest free bits, at once
             free = self.view.gpu_free_mask[at].copy()
             counts = np.asarray(takes)
@@ -558,7 +561,10 @@ class _Loop:
                 mask = _lowest_bits(free, wanted) * (counts > k)
                 free &= ~mask
                 rounds.append(mask.tolist())
-            masks = [list(chosen[:take]) for chosen, take in zip(zip(*rounds), takes)]
+            if int(counts.min()) == len(rounds):   # (a round gives 0 to a node that took fewer)
+                masks = _shared(zip(*rounds))
+            else:
+                masks = _shared(map(operator.getitem, zip(*rounds), map(slice, takes)))
             return masks, self.view.gpu_free_mask[at] & ~free
         masks = [self._chosen_in_turn(int(node), take) for node, take in zip(at, takes)]
         unions = [0] * len(masks)
@@ -614,6 +620,13 @@ class _Loop:
 
 
 
+def _shared(chosen: Iterable[tuple[int, ...]]) -> list[list[int]]:
+    """A list per tuple of ``chosen``, one list object for the tuples that are equal."""
+    chosen = list(chosen)
+    lists = {each: list(each) for each in dict.fromkeys(chosen)}
+    return list(map(lists.__getitem__, chosen))
+
+
 def _share_gpu(selector: Selector, view: ClusterView, node: int, request: SelectionRequest) -> int:
     """The strategy's GPU for one instance of a share on ``node`` (the one named, when
     the request names it); a choice that is not one GPU of the node is the strategy's
@@ -638,26 +651,31 @@ def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, nodes: list
     chosen, unions = [], []
     settings = pipeline.settings
     port_min, free_ports = settings.port_min, view.ports_free
-    for node, take in zip(nodes, takes):
-        free = free_ports[node]
-        if settings.port_choice == "random":
+    if settings.port_choice == "random":
+        for node, take in zip(nodes, takes):
+            free = free_ports[node]
             each = []
             for _ in range(take):
                 each.append(free.take_random(demand.ports, pipeline.rng, port_min))
                 free = free.subtract(each[-1])
             chosen.append(each)
             unions.append(free_ports[node].subtract(free))
-            continue
-        key = (id(free), take)  # nodes of a kind share their free ports (the same object)
-        known = sequential.get(key)
-        if known is None:
+        return chosen, unions
+    # Nodes of a kind share their free ports (the same object): each (free ports, count)
+    # is worked out once, and the nodes are looked up in C-level passes, not one by one.
+    frees = list(map(free_ports.__getitem__, nodes))
+    keys = list(zip(map(id, frees), takes))
+    for key, (free, take) in dict(zip(keys, zip(frees, takes))).items():
+        if key not in sequential:
             union = free.take_sequential(demand.ports * take, port_min)
             taken, each = list(union), demand.ports
-            known = sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
-                                        for k in range(take)], union, free)  # (keeps the id alive)
-        chosen.append(known[0])
-        unions.append(known[1])
-    return chosen, unions
+            sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
+                                for k in range(take)], union, free)  # (keeps the id alive)
+    known = list(map(sequential.__getitem__, keys))
+    return list(map(_FIRST, known)), list(map(_SECOND, known))
+
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:

@@ -39,7 +39,7 @@ from gangmaster.am.spec.jobspec_model import RoleSpec
 
 from .gang_domains import DomainShort, Need, choose_domain
 
-__all__ = ["InstancePlacement", "GangPlacement", "GangDoesNotFit", "PipelineFor", "role_request",
+__all__ = ["InstancePlacement", "RolePlaced", "GangPlacement", "GangDoesNotFit", "PipelineFor", "role_request",
            "place_gang", "empty_view", "check_fits_empty", "RoleOutcome", "place_each_role", "pipeline_of"]
 
 #: One pipeline for every role, or the pipeline of each role (roles can name their
@@ -62,17 +62,61 @@ class InstancePlacement(NamedTuple):
     resource: ResourceDescriptor  # what is asked of the RM (its GPUs and ports named; a share's gpu_milli)
 
 
+class RolePlaced(NamedTuple):
+    """Where :func:`place_gang` put the instances of one role, as the placement loop gave
+    them (columns, one entry per node and step): ``indices`` the instances in ascending
+    order, ``placed`` the loop's :class:`~gangmaster.selectors.placement.Placement` (nodes,
+    GPU masks and ports per instance), ``hosts`` the view's host names, ``asked`` the
+    resource one instance asks."""
+
+    role: str
+    indices: Sequence[int]
+    placed: Placement
+    hosts: list[str]
+    asked: ResourceDescriptor
+
+
 class GangPlacement:
     """Where each instance of a gang goes, in the order placed (:func:`place_gang`). A
-    plain slotted class: one is made per placement (per job, in a trace replay)."""
+    plain slotted class: one is made per placement (per job, in a trace replay).
 
-    __slots__ = ("instances",)
+    It keeps what each role's placement loop gave (:class:`RolePlaced`) and makes the
+    :class:`InstancePlacement` of each instance only when ``instances`` is first read: a
+    gang of thousands is decided many times (a never-fits check, a bench, a gang that
+    waits) for each time its instances are asked of the RM one by one."""
+
+    __slots__ = ("_instances", "_roles")
 
     def __init__(self, instances: list[InstancePlacement] | None = None):
-        self.instances: list[InstancePlacement] = [] if instances is None else instances
+        self._instances: list[InstancePlacement] = [] if instances is None else instances
+        self._roles: list[RolePlaced] = []   # placed after ``_instances``, not yet made into instances
+
+    @property
+    def instances(self) -> list[InstancePlacement]:
+        if self._roles:
+            for placed in self._roles:
+                _record(self._instances, placed)
+            self._roles = []
+        return self._instances
+
+    def add_role(self, placed: RolePlaced) -> None:
+        """The instances of one role, placed after those already here."""
+        self._roles.append(placed)
+
+    def extend(self, other: "GangPlacement") -> None:
+        """``other``'s instances, placed after those already here."""
+        if other._instances:
+            self.instances.extend(other._instances)
+        self._roles.extend(other._roles)
 
     def hosts(self) -> list[str]:
-        return [p.host for p in self.instances]
+        """The host of each instance, in order (from the columns: no instance is made)."""
+        hosts = [p.host for p in self._instances]
+        for placed in self._roles:
+            names = placed.hosts
+            for node, masks in zip(placed.placed.nodes, placed.placed.gpu_masks):
+                hosts += [names[node]] * len(masks)
+        return hosts
 
     def __eq__(self, other: object) -> bool:
         return self.instances == other.instances if isinstance(other, GangPlacement) else NotImplemented
@@ -245,7 +289,7 @@ def _place_roles(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipel
         first = next(k for k, todo in enumerate(wanted) if todo)
         raise GangDoesNotFit(roles[first].name, wanted[first][0], 0, sum(map(len, wanted)), short) from None
     if placement is not None:
-        placement.instances.extend(chosen.instances)
+        placement.extend(chosen)
 
 
 def _gang_ask(roles: tuple[RoleSpec, ...]) -> DomainAsk | None:
@@ -296,7 +340,7 @@ def _place_each(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipeli
             done = exc.placed.count
             raise GangDoesNotFit(role.name, todo[done], placed_before + done, total, exc) from None
         if placement is not None:
-            _record(placement, role, todo, placed, scratch.hosts, request.resource)
+            placement.add_role(RolePlaced(role.name, todo, placed, scratch.hosts, request.resource))
         placed_before += len(todo)
 
 
@@ -472,15 +516,15 @@ def _wanted_indices(roles: tuple[RoleSpec, ...],
 _INSTANCES = operator.attrgetter("instances")
 
 
-def _record(placement: GangPlacement, role: RoleSpec, todo: Sequence[int], placed: Placement,
-            hosts: list[str], asked: ResourceDescriptor) -> None:
-    """One InstancePlacement per instance placed, indices in ascending order. The
-    resources asked of the RM name their GPUs and ports; instances of a kind share
-    one descriptor (:func:`_kind`: a gang has thousands of instances and few kinds, the
-    port objects of a kind are shared, so they are told apart by identity)."""
-    index = iter(todo)
-    append, name = placement.instances.append, role.name
-    for node, gpu_masks, ports_of in zip(placed.nodes, placed.gpu_masks, placed.ports):
+def _record(instances: list[InstancePlacement], placed: RolePlaced) -> None:
+    """One InstancePlacement per instance of a role, appended to ``instances``, indices in
+    ascending order. The resources asked of the RM name their GPUs and ports; instances of
+    a kind share one descriptor (:func:`_kind`: a gang has thousands of instances and few
+    kinds, the port objects of a kind are shared, so they are told apart by identity)."""
+    index = iter(placed.indices)
+    append, name, hosts, asked = instances.append, placed.role, placed.hosts, placed.asked
+    loop = placed.placed
+    for node, gpu_masks, ports_of in zip(loop.nodes, loop.gpu_masks, loop.ports):
         host = hosts[node]
         for gpu_mask, ports in zip(gpu_masks, ports_of):
             resource, ports_text = _kind(asked, gpu_mask, ports)

@@ -188,3 +188,14 @@ def test_a_strategy_that_gives_a_share_no_gpu_is_named():
     with pytest.raises(ValueError, match="NoGpuForShares.choose_gpus gave 0x0 for a share of 300 milli on n0"):
         place_gang(view, (share_role("infer", 2, 300),), SelectionPipeline(SelectionSettings(), NoGpuForShares()))
     assert view.gpu_milli_free.tolist() == [[1000, 1000]]
+
+
+def test_hosts_read_from_the_columns_match_the_instances():
+    """hosts() is read from each role's columns before any instance is made; it says what
+    the instances, made when first read, say."""
+    placement = place_gang(load_cluster(), (role("server", 6, cpu=8, cap=1), role("worker", 8, gpus=2, cap=2)),
+                           SelectionPipeline())
+    hosts = placement.hosts()
+    assert hosts == [p.host for p in placement.instances] and len(hosts) == 14
+    assert [(p.role, p.index) for p in placement.instances] == (
+        [("server", i) for i in range(6)] + [("worker", i) for i in range(8)])

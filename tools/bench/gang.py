@@ -7,15 +7,23 @@ The floor, measured in the same run: the bare numpy part of the same decision â€
 role, how many instances fit on each node (``fit.room`` and the per-node cap), the
 nodes in key order, a cumulative sum cut at the role's instances, the counts taken
 off the free columns â€” without GPU masks, ports, booking records or the placement
-list. ``--selector`` times another strategy (against the same floor)."""
+list. ``--selector`` times another strategy (against the same floor).
+
+``--scale K`` makes the cluster K copies of the file's (each copy's hosts and racks
+named apart: ``gpu-0000~1``) and the gang K times as many servers and workers (unless
+given): ``--scale 4`` places 24,001 instances on 12,160 nodes (the cluster of one
+copy holds 3,040 servers at most: one per node)."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang, role_request
 from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.conf import conf_path
-from gangmaster.selectors.cluster_file import load_cluster
+from gangmaster.selectors.cluster import ClusterView
+from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.fit import Demand, room
 from gangmaster.selectors.job_packing import packing_keys
 from gangmaster.selectors.pipeline import SelectionPipeline
@@ -32,8 +40,10 @@ def add_parser(sub):
     p = add_bench_parser(sub, "gang", "time an all-or-nothing placement of a 6,001-instance gang", __doc__)
     p.add_argument("--cluster", default=str(conf_path("clusters/story3.yaml")))
     p.add_argument("--selector", default="job-packing")
-    p.add_argument("--servers", type=count(0), default=3000)
-    p.add_argument("--workers", type=count(0), default=3000)
+    p.add_argument("--scale", type=count(1, 32), default=1,
+                   help="copies of the cluster, and times as many servers and workers (default 1)")
+    p.add_argument("--servers", type=count(0), default=None, help="default 3,000 x --scale")
+    p.add_argument("--workers", type=count(0), default=None, help="default 3,000 x --scale")
     p.add_argument("--repeat", type=count(), default=5)
     p.set_defaults(func=run)
     return p
@@ -49,9 +59,19 @@ def story3_roles(servers: int, workers: int) -> tuple[RoleSpec, ...]:
             role("worker", workers, 8, 32768, 1, 0.7, 2))
 
 
+def scaled_cluster(path: str, copies: int) -> ClusterView:
+    """``copies`` copies of the cluster file's nodes, each copy after the first with its
+    hosts and racks suffixed ``~k`` (a rack holds as many nodes as in the file)."""
+    specs = load_cluster_specs(path)
+    return ClusterView(specs + [replace(spec, host=f"{spec.host}~{k}", rack=f"{spec.rack}~{k}")
+                                for k in range(1, copies) for spec in specs])
+
+
 def run(args) -> int:
-    view = load_cluster(args.cluster)
-    roles = story3_roles(args.servers, args.workers)
+    view = scaled_cluster(args.cluster, args.scale)
+    servers = 3000 * args.scale if args.servers is None else args.servers
+    workers = 3000 * args.scale if args.workers is None else args.workers
+    roles = story3_roles(servers, workers)
     total = sum(r.instances for r in roles)
     settings = SelectionSettings()
     pipeline_for = lambda: SelectionPipeline(settings, get_selector(args.selector))
