@@ -52,6 +52,8 @@ SIZES = {
     "yarn": (["--repeat", "1", "--no-slurm"], r"ratio yarn / baseline: [\d.]+"),
     "replay_report": (["--trace", PHILLY, "--selectors", "1", "--repeat", "1"], r"report: [\d.]+ s wall"),
     "replay": (["--trace", PHILLY, "--nodes", "4", "--limit", "20"], r"engine fifo +: +[\d.]+ s wall"),
+    "big_gang": (["--nodes", "2", "--minutes", "12"],
+                 r"\n  reserve +[\d,]+ s +[\d.]+ s +\d+ s +\d+ s +[\d,]+ s +[\d.]+ GPU-h +[\d.]+ s"),
     "fgd": (["--nodes", "20", "--pods", "100", "--selector", "fgd"], r"\nfgd +seeded +[\d.]+ +[\d.]+ +\d+"),
     "openb_fill": (["--pods", PODS, "--nodes-file", OPENB_NODES, "--selector", "random"],
                    r"random +: +[\d.]+ s wall = +[\d.]+ x floor"),

@@ -19,6 +19,8 @@ from yarn_cluster import REPO, YARN, Runner, job_yaml, records, reports
 
 pytestmark = YARN
 
+NM_HEARTBEAT_S = 1.0   # yarn.resourcemanager.nodemanagers.heartbeat-interval-ms: Hadoop's default
+
 
 @pytest.fixture
 def runner(yarn_session_cluster):
@@ -129,6 +131,11 @@ def test_a_killed_am_is_replaced_by_yarn_and_takes_the_tasks_back(runner, yarn_c
     output = work / "output"
     with killed_on_exit(runner.start(job, work_dir=work, YARN_TEST_HOLD_S="90")) as proc:
         started = wait_until(lambda: _all_started(output, 1), 60, "every task of attempt 1 to start")
+        # YARN carries over to the next AM attempt only the containers its RM has heard are running
+        # (from each NodeManager's next heartbeat, every second); one it still holds as merely
+        # acquired is killed with the attempt. Its REST API says RUNNING for both, so the test gives
+        # the NodeManagers three heartbeats after the last task started.
+        time.sleep(3 * NM_HEARTBEAT_S)
         os.kill(_am_pid(work), signal.SIGKILL)
         # the tasks go to their barrier at once: they find no AM, then YARN's next AM attempt
         # taking them back (its coordinator listens before it has reopened their barrier)
