@@ -304,7 +304,7 @@ class NodeColumns:
         for dirty in self._dirty_sets:   # (each cached column's and derived state's)
             dirty.add(i)
 
-    def _touched_rows(self, rows: list[int]) -> None:
+    def _touched_rows(self, rows: Iterable[int]) -> None:
         """:meth:`_touched` for many rows at once (a bulk booking)."""
         self.changes += 1
         for dirty in self._dirty_sets:
