@@ -48,3 +48,10 @@ def without_figures(monkeypatch):
     of drawing to and nothing to check. The figures are tested in test_replay_report.py and
     test_replay_report_figures.py."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)   # import matplotlib now raises ImportError
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject's addopts): two workers per core, at most eight. Half the
+    suite's wall time is end-to-end tests waiting on processes, daemons and timers; a second
+    worker per core runs unit tests in those waits instead of leaving the core idle."""
+    return min(8, 2 * (os.cpu_count() or 1))
