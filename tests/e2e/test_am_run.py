@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
@@ -137,10 +138,14 @@ def test_live_mpi_job_survives_a_killed_task_as_a_new_attempt(tmp_path):
     # still waiting in all_gather, then the restart.
     events = [line.split("] ", 1)[1] for line in (work / "am-1.log").read_text().splitlines()]
     died = next(i for i, e in enumerate(events) if re.match(r"gang worker attempt 1: worker\[3\] on \S+ failed", e))
+    # (rank 3 may have been its host's barrier leader: then ranks 0-2 lose it with it and end in
+    # the same heartbeat, before the barrier has anyone left to tell)
+    rest = events[died + 1:]
+    ended_too = list(takewhile(lambda e: re.match(r"gang worker attempt 1: worker\[[0-2]\] on \S+ failed", e), rest))
     told = re.fullmatch(r"gang worker attempt 1: barrier failed, (\d+) waiting task\(s\) told at once",
-                        events[died + 1])
-    assert told and int(told.group(1)) >= 1
-    assert events[died + 2] == "gang worker: restarting as attempt 2 of 3"
+                        rest[len(ended_too)])
+    assert told and (int(told.group(1)) >= 1 or len(ended_too) == 3), rest[:5]
+    assert rest[len(ended_too) + 1] == "gang worker: restarting as attempt 2 of 3"
     gathered = [(output / f"gather-{r}.json").read_text() for r in range(4)]
     assert all('"attempt": 2' in g for g in gathered)
     assert re.fullmatch(r"dgx1-\d+ slots=4\n", (output / "hostfile").read_text())
