@@ -278,7 +278,7 @@ class _Runs(_AMDriver):
     def _start_am(self, run: JobRun) -> None:
         super()._start_am(run)
         if self.preemption is not None and run.ams:   # its diagnosis says whom it will preempt
-            run.am.why.preemption_grace_s = self.preemption.grace_s
+            run.am.why.preemption = self.preemption.outlook
 
     def _heartbeat(self, am: ApplicationMaster) -> None:
         am.heartbeat()

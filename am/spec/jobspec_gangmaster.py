@@ -61,7 +61,7 @@ class JobKeys:
     retry_scope: str = "job"
     attempts: int | None = None                         # None: from jobRetryCount/taskRetryCount
     network_domain: DomainAsk | None = None             # each gang inside one domain (or as few as can be)
-    priority: int = 0                                   # higher may preempt lower (tools/rmsim/victims.py)
+    priority: int = 0                                   # higher may preempt lower (am/core/victims.py)
 
 
 def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fields, str], Any]]]:

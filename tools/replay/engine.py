@@ -411,7 +411,7 @@ class _Replay:
                                     self._now, self.metrics.selection_latency.observe, self._lane_exited)
                      if lane and not options.preemption else None)
         #: preemption (--preemption on): whom a waiting job may preempt, what was preempted
-        self.preempting = (Preempting(self.core, self.core.queues, options.preemption_grace_s, len(self.jobs))
+        self.preempting = (Preempting(self.core, self.by_app, options.preemption_grace_s, len(self.jobs))
                            if options.preemption else None)
 
     # ------------------------------------------------------------------ loop
@@ -543,13 +543,13 @@ class _Replay:
         if job.start_s is not None or job.am is None:   # started, or ended without starting
             return True
         if self.preempting is not None and not job.am.done:   # it may preempt lower-priority jobs
-            self.preempting.try_for(job, [j for j in self.by_app.values() if j.start_s is not None], self._now())
+            self.preempting.try_for(job, self._now())
         return False
 
     def _admit(self, job: _Job) -> None:
         spec = job_spec(job.trace, job.label)
         self._add_job(spec)
-        app_id = self._submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
+        app_id = self._submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1, priority=job.trace.priority))
         self.by_app[app_id] = job
         job.am = self._new_am(spec, app_id=app_id)
 

@@ -9,7 +9,8 @@
 * :mod:`.nodes` — node health and reports; :mod:`.queue_books` — what each queue holds;
 * :mod:`.preemption` — the preemption contracts in force (YARN's strict contract: the AM
   told first, the containers ended PREEMPTED at the deadline); whom to preempt is
-  :mod:`.victims`'s choice, made by whoever preempts (a replay's :mod:`~..replay.preempting`);
+  :mod:`.preemptible`'s choice, made by whoever preempts (the live :mod:`.preemption_monitor`,
+  a replay's :mod:`~..replay.preempting`);
 * :mod:`.events` — who hears what happens; :mod:`.faults` — what a fault does.
 
 Each owns its state and its part of the state file (:mod:`.state`); this front checks

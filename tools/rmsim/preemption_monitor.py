@@ -2,8 +2,9 @@
 as YARN's ``ProportionalCapacityPreemptionPolicy`` monitor is to its scheduler: when a gang
 cannot start and lower-priority gangs hold what it needs (or its queue is under its
 guaranteed share and theirs over), the RM preempts them, whole gangs, the fewest GPU-hours
-of lost work first, never without making room (the choice: :mod:`.victims`, with the real
-placement of the waiting job's own AM), with the configured grace (:mod:`.preemption`).
+of lost work first, never without making room (the candidates and the choice:
+:mod:`.preemptible`, with the real placement of the waiting job's own AM), with the
+configured grace (:mod:`.preemption`).
 
 A job's priority is its queue's, then its own (as submitted: the job's ``gangmaster:
 priority``). A gang's lost work counts from its first container's allocation. A waiting
@@ -12,15 +13,15 @@ Off by default: without it nothing is preempted but by a scenario's ``preempt_ap
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 from gangmaster.am.core.gang_placement import PipelineFor
+from gangmaster.am.core.victims import Outlook, RunningGang
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from gangmaster.selectors.cluster import ClusterView
-from gangmaster.selectors.fit import GPU_MILLI
 
+from .preemptible import Preemptible
 from .records import Application
-from .victims import Priority, QueueShare, RunningGang, choose_victims, fits_once_gone, may_preempt
 
 
 class PreemptionMonitor:
@@ -29,12 +30,14 @@ class PreemptionMonitor:
 
     def __init__(self, core, grace_s: float, log: Callable[[str], None] | None = None):
         self.core, self.grace_s, self.log = core, grace_s, log
+        self.preemptible = Preemptible(core)
         #: app id of a waiting gang's application -> the apps preempted for it, until it starts
         self._reclaiming: dict[str, set[str]] = {}
 
-    def priority(self, app: Application) -> Priority:
-        queue = self.core.queues.get(app.queue)
-        return Priority(queue.priority if queue is not None else 0, app.priority)
+    def outlook(self, app_id: str, roles: tuple[RoleSpec, ...]) -> Outlook:
+        """What the diagnosis of ``app_id``'s waiting gang ``roles`` is told: the candidates this
+        monitor would choose among now, and its grace."""
+        return self.preemptible.outlook(app_id, roles, self.grace_s)
 
     def preempt_for(self, app_id: str, roles: tuple[RoleSpec, ...], view: ClusterView, pipeline: PipelineFor,
                     now: float) -> tuple[RunningGang, ...]:
@@ -44,16 +47,10 @@ class PreemptionMonitor:
         apps = self.core.apps
         if any(a in apps and _live(apps[a]) for a in self._reclaiming.get(app_id, ())):
             return ()
-        app = apps[app_id]
-        priority, shares = self.priority(app), self._shares()
-        gpus = float(sum(r.instances * (r.gpus or r.gpu_milli / GPU_MILLI) for r in roles))
-        candidates = [gang for other in apps.values() if other.app_id != app_id
-                      and (gang := self._running_gang(other)) is not None
-                      and may_preempt(priority, app.queue, gpus, gang, shares)]
-        victims = choose_victims(candidates, fits_once_gone(view, roles, pipeline), now) if candidates else None
+        victims = self.preemptible.choose(app_id, roles, view, pipeline, now)
         if not victims:
             return ()
-        reason = f"for {app_id} (priority {tuple(priority)})"
+        reason = f"for {app_id} (priority {tuple(self.preemptible.priority(apps[app_id]))})"
         for victim in victims:
             self.core.preempt(victim.app_id, self.grace_s, reason)
             if self.log is not None:
@@ -76,27 +73,6 @@ class PreemptionMonitor:
         scheduler.yielding = set().union(*self._reclaiming.values()) if self._reclaiming else set()
         scheduler.wake()
 
-    def _running_gang(self, app: Application) -> RunningGang | None:
-        """The application's gang as preemption sees it (None: it holds nothing live, or is
-        under a notice already)."""
-        live = [rec for rec in app.containers.values() if not rec.state.finished]
-        if not live or app.state.finished:
-            return None
-        if any(self.core.preemptions.under_notice(rec.container_id) for rec in live):
-            return None
-        gpus = sum(rec.booking.resource.gpus + rec.booking.resource.gpu_milli / GPU_MILLI for rec in live)
-        return RunningGang(app.app_id, app.queue, self.priority(app), float(gpus),
-                           min(rec.allocated_at for rec in live),
-                           tuple((rec.node, rec.booking.resource) for rec in live))
-
-    def _shares(self) -> dict[str, QueueShare]:
-        """What each queue holds and is guaranteed, in GPUs (only when some queue has a guarantee)."""
-        queues = self.core.queues
-        if not any(q.guaranteed_gpus for q in queues.values()):
-            return {}
-        return {name: QueueShare(q.gpu_milli_used / GPU_MILLI, q.guaranteed_gpus) for name, q in queues.items()}
-
 
 def _live(app: Application) -> bool:
     return any(not rec.state.finished for rec in app.containers.values())
-

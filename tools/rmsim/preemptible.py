@@ -1,0 +1,94 @@
+"""What the RM may preempt for a waiting application, read off the RM core: one reading for
+every caller, so that the live preemption monitor (:mod:`.preemption_monitor`), a trace
+replay's preemption (:mod:`gangmaster.tools.replay.preempting`) and the diagnosis of a
+waiting gang (:class:`~gangmaster.am.core.victims.Outlook`) choose the same victims for
+the same cluster state.
+
+* **a running gang** is an application's live containers (none under a preemption notice
+  already: those are making room): their GPUs (a share counts its fraction), and their
+  work since the first of them was allocated, which a preemption would lose;
+* **its priority** is its queue's, then its own as submitted
+  (:class:`~gangmaster.am.core.victims.Priority`);
+* **the candidates** for a waiting application are the running gangs of the others that
+  the rule (the RM's :func:`~gangmaster.am.core.victims.may_preempt`, or an engine's read
+  from a snapshot) lets it preempt; a gang of no lower priority is never one unless some
+  queue has a guaranteed share (most running gangs then cost one comparison);
+* **the choice** among them is :func:`~gangmaster.am.core.victims.choose_victims` with the
+  real placement of the waiting application's own AM.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from gangmaster.am.core.gang_placement import PipelineFor
+from gangmaster.am.core.victims import (MayPreempt, Outlook, Priority, QueueShare, RunningGang, candidates,
+                                        choose_victims, fits_once_gone, may_preempt)
+from gangmaster.am.spec.jobspec_model import RoleSpec
+from gangmaster.selectors.cluster import ClusterView
+from gangmaster.selectors.fit import GPU_MILLI
+
+from .records import Application
+
+
+def gang_gpus(roles: Sequence[RoleSpec]) -> float:
+    """The GPUs a gang of ``roles`` asks in all (a share counts its fraction)."""
+    return float(sum(r.instances * (r.gpus or r.gpu_milli / GPU_MILLI) for r in roles))
+
+
+class Preemptible:
+    """The running gangs of the RM core ``core`` a waiting application may preempt under
+    ``may`` (the RM's rule by default), and which of them it would."""
+
+    def __init__(self, core, may: MayPreempt = may_preempt):
+        self.core, self.may = core, may
+
+    def priority(self, app: Application) -> Priority:
+        """The application's priority: its queue's, then its own."""
+        queue = self.core.queues.get(app.queue)
+        return Priority(queue.priority if queue is not None else 0, app.priority)
+
+    def shares(self) -> dict[str, QueueShare]:
+        """What each queue holds and is guaranteed, in GPUs (empty when no queue has a guarantee)."""
+        queues = self.core.queues
+        if not any(q.guaranteed_gpus for q in queues.values()):
+            return {}
+        return {name: QueueShare(q.gpu_milli_used / GPU_MILLI, q.guaranteed_gpus) for name, q in queues.items()}
+
+    def running_gang(self, app: Application) -> RunningGang | None:
+        """The application's gang as preemption sees it (None: it holds nothing live, or is
+        under a notice already)."""
+        live = [rec for rec in app.containers.values() if not rec.state.finished]
+        if not live or app.state.finished:
+            return None
+        under_notice = self.core.preemptions.under_notice
+        if any(under_notice(rec.container_id) for rec in live):
+            return None
+        gpus = sum(rec.booking.resource.gpus + rec.booking.resource.gpu_milli / GPU_MILLI for rec in live)
+        return RunningGang(app.app_id, app.queue, self.priority(app), float(gpus),
+                           min(rec.allocated_at for rec in live),
+                           tuple((rec.node, rec.booking.resource) for rec in live), app.name)
+
+    def candidates(self, app_id: str, gpus: float) -> list[RunningGang]:
+        """The running gangs of the other applications that ``app_id``, asking ``gpus``, may
+        preempt, in submission order."""
+        apps = self.core.apps
+        app = apps[app_id]
+        priority, shares = self.priority(app), self.shares()
+        running = (gang for other in apps.values()
+                   if other.app_id != app_id and (shares or self.priority(other) < priority)
+                   and (gang := self.running_gang(other)) is not None)
+        return candidates(running, priority, app.queue, gpus, shares, self.may)
+
+    def choose(self, app_id: str, roles: tuple[RoleSpec, ...], view: ClusterView, pipeline: PipelineFor,
+               now: float) -> tuple[RunningGang, ...] | None:
+        """The gangs to preempt so that ``app_id``'s waiting gang ``roles`` starts, placed by its
+        AM's ``pipeline`` on ``view``; None when no choice makes room (or it has room)."""
+        found = self.candidates(app_id, gang_gpus(roles))
+        return choose_victims(found, fits_once_gone(view, roles, pipeline), now) if found else None
+
+    def outlook(self, app_id: str, roles: tuple[RoleSpec, ...], grace_s: float | None, *, engine: str = "",
+                state: str = "on", why: str = "") -> Outlook:
+        """What the diagnosis of ``app_id``'s waiting gang ``roles`` is told: these candidates,
+        as of the RM's clock now, under the rule's ``engine`` in ``state`` (:class:`Outlook`)."""
+        return Outlook(tuple(self.candidates(app_id, gang_gpus(roles))), self.core.clock.now(), grace_s,
+                       engine, state, why)
