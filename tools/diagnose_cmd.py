@@ -19,8 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gangmaster.am.core.victims import Outlook, Priority, may_preempt
 from gangmaster.conf.limits import MAX_DURATION_S
-from gangmaster.tools.arg_types import epoch_seconds, seconds
+from gangmaster.tools.arg_types import count, epoch_seconds, seconds
+from gangmaster.tools.rmsim.preemptible import Preemptible, Standing
 
 
 def add_parser(sub):
@@ -79,6 +81,11 @@ def add_parser(sub):
                         help="with --snapshot: when it was taken, in Unix seconds: expected ends (Slurm end_time, "
                              "Kubernetes deadlines) are counted from it (default: the time the snapshot says, "
                              "else the files' modification time)")
+    parser.add_argument("--priority", type=count(-(2 ** 31), 2 ** 31 - 1), metavar="N",
+                        help="with --snapshot or --yarn-rm: JOB's priority in the engine's own terms (a "
+                             "PriorityClass value, a YARN application priority), which the running jobs' are "
+                             "compared with to say whom it would preempt there (default: the job's gangmaster: "
+                             "priority)")
     parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:)")
     parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
     parser.add_argument("--json", action="store_true", help="print the diagnosis as one JSON object")
@@ -101,6 +108,9 @@ def _run(args) -> int:
     if args.yarn_rm is not None and (args.snapshot or args.snapshot_time is not None):
         raise ConfigError("--yarn-rm", "", "either --snapshot FILE... or --yarn-rm (a snapshot read now), not both",
                           " ".join(args.snapshot or []) or args.snapshot_time)
+    if args.priority is not None and not (args.snapshot or args.yarn_rm is not None):
+        raise ConfigError("--priority", "", "it only with --snapshot or --yarn-rm (a priority in the snapshot "
+                                            "engine's terms)", args.priority)
     if args.snapshot_time is not None and not args.snapshot:
         raise ConfigError("--snapshot-time", "", "it only with --snapshot (it says when the snapshot was taken)",
                           args.snapshot_time)
@@ -128,7 +138,8 @@ def _run(args) -> int:
     am_settings = replace(am_settings, max_wait_s=None, simulated_max_wait_s=MAX_DURATION_S)
     with tempfile.TemporaryDirectory(prefix="gangmaster-diagnose-") as work:
         result = diagnose_job(job, specs, Path(work), am_settings, selection, scenario=scenario, after=after,
-                              wait_s=args.wait, snapshot=snapshot, after_limit_s=after_limit_s)
+                              wait_s=args.wait, snapshot=snapshot, after_limit_s=after_limit_s,
+                              priority=args.priority)
     for note in (snapshot.notes if snapshot is not None else ()):
         print(f"gangmaster diagnose: snapshot: {note}", file=sys.stderr)
     for warning in result["warnings"]:
@@ -153,12 +164,13 @@ def _load_snapshot(paths: list[str] | None, taken_at: float | None, yarn_rm: str
 
 
 def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=None, after=(), wait_s: float = 60.0,
-                 snapshot=None, after_limit_s: float = 86400.0) -> dict:
+                 snapshot=None, after_limit_s: float = 86400.0, priority: int | None = None) -> dict:
     """Run the ``after`` jobs (until their gangs start, at most ``after_limit_s``), then
     ``job``, in virtual time, and return the diagnosis of ``job`` as the JSON object
     ``--json`` prints (with ``"text"``, what is printed without, ``"after_not_started"``,
     the ``after`` jobs whose gangs had not started, and ``"warnings"``, what of the
-    snapshot could not be booked as given)."""
+    snapshot could not be booked as given). On a snapshot, ``priority`` is ``job``'s in the
+    engine's terms (None: its own), to say whom it would preempt there."""
     from gangmaster.am.ops.diagnosis import Diagnosis
     from gangmaster.am.spec.jobspec_model import gang_name
     from gangmaster.tools.job_runner import SimulatedRuns
@@ -173,6 +185,9 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
             pass
         _step(loop, loop.now())   # the events due now (a scenario's at: 0) happen before JOB arrives
         run = runs.submit(job, work / job.name)
+        if snapshot is not None and snapshot.preemption is not None and run.ams:
+            ranked = {run.app_id: priority} if priority is not None else {}
+            run.am.why.preemption = SnapshotJobs(runs.core, snapshot, ranked).outlook
         deadline = loop.now() + wait_s
         while not _started_or_done(run) and _step(loop, deadline):
             pass
@@ -220,6 +235,39 @@ def _combined(job: str, diagnoses) -> dict:
             "blocking_jobs": blocking, "hint": "; ".join(hints),
             "gangs": {d.gang: d.to_dict() for d in diagnoses},
             "text": "\n".join(d.text() for d in diagnoses)}
+
+
+class SnapshotJobs(Preemptible):
+    """The snapshot's running jobs, booked as placeholder applications (:func:`book_snapshot`,
+    at the RM's time 0, when the snapshot was taken), as its engine ranks them for preemption
+    (:mod:`gangmaster.tools.snapshots.preemption_rules`): each with the priority, queue and
+    time run the snapshot gives; a job the snapshot gives no priority is no candidate. The
+    jobs gangmaster runs itself (JOB, the ``--after`` jobs) keep their own priority, but
+    those ``ranked`` (app id -> a priority in the engine's terms: ``--priority``)."""
+
+    def __init__(self, core, snapshot, ranked: dict[str, int]):
+        rules = snapshot.preemption
+        super().__init__(core, rules.rule or may_preempt)
+        self.snapshot, self.rules, self.ranked = snapshot, rules, ranked
+        self.placeholders = {a.job for a in snapshot.running}
+
+    def standing(self, app) -> Standing | None:
+        if app.app_id in self.ranked:
+            return Standing(app.queue, Priority(0, self.ranked[app.app_id]))
+        known = self.snapshot.standing.get(app.name)
+        if known is not None:
+            if known.priority is None:
+                return None
+            return Standing(known.queue, Priority(0, known.priority), None if known.ran_s is None else -known.ran_s)
+        if app.name in self.placeholders:   # ("(unattributed)", a job the listing gives nothing of)
+            return None
+        return super().standing(app)
+
+    def outlook(self, app_id: str, roles) -> Outlook:
+        """What the diagnosis of ``app_id``'s waiting gang ``roles`` is told under the engine's rules."""
+        rules = self.rules
+        return super().outlook(app_id, roles, None, engine=rules.engine, state=rules.state, why=rules.why,
+                               judged=rules.rule is not None)
 
 
 def book_snapshot(sim, snapshot) -> list[str]:

@@ -167,8 +167,10 @@ class Outlook:
     on, their starts on the clock that reads ``now``), under whose rules (``engine``: ""
     for the RM's own, else the engine a snapshot came from, "Kubernetes"), whether that
     preemption is ``state`` ON, OFF or UNKNOWN and ``why`` it is said so when not plainly on
-    ("preemptionDisabled on queue root.default"), and the notice each victim gets
-    (``grace_s``; None: not known). The RM builds it
+    ("intraQueuePreemptionDisabled on queue root.default"), the notice each victim gets
+    (``grace_s``; None: not known), and whether the engine's rule could be applied at all
+    (``judged``; False: the snapshot lacks what it decides by, whom it would preempt is not
+    told). The RM builds it
     (:meth:`~gangmaster.tools.rmsim.preemptible.Preemptible.outlook`) from the same
     candidates its preemption chooses among."""
 
@@ -178,6 +180,7 @@ class Outlook:
     engine: str = ""
     state: str = ON
     why: str = ""
+    judged: bool = True
 
     def victims(self, fits: Callable[[Sequence[RunningGang]], bool]) -> tuple[RunningGang, ...]:
         """Whom the RM would preempt (:func:`choose_victims`; none: no choice makes room)."""

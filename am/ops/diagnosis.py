@@ -793,6 +793,8 @@ def engine_preemption_line(outlook: Outlook, victims: Sequence[Mapping]) -> str:
     would preempt were it on)."""
     engine, grace = outlook.engine, (f" in ~{_num(outlook.grace_s)} s grace" if outlook.grace_s is not None else "")
     because = f" ({outlook.why})" if outlook.why else ""
+    if not outlook.judged:
+        return f"{engine}'s preemption is {outlook.state}{because}: whom it would preempt cannot be told"
     would = (f"would preempt {_named(victims)}{grace}" if victims
              else "would preempt nothing (no lower-priority jobs whose preemption makes room)")
     if outlook.state == ON:
@@ -809,7 +811,7 @@ def _named(victims: Sequence[Mapping]) -> str:
         if v.get("queue_priority"):
             figures.append(f"queue priority {v['queue_priority']}")
         if "gpus" in v and "lost_gpu_h" in v:
-            figures.append(f"{_num(v['gpus'])} GPUs, {_num(v['lost_gpu_h'])} GPU-h of work")
+            figures.append(f"{_num(v['gpus'])} GPUs, {v['lost_gpu_h']:.3g} GPU-h of work")
         return f"job {v['job']} ({', '.join(figures)})"
     return ", ".join(one(v) for v in victims)
 

@@ -18,10 +18,10 @@ the same cluster state.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from gangmaster.am.core.gang_placement import PipelineFor
-from gangmaster.am.core.victims import (MayPreempt, Outlook, Priority, QueueShare, RunningGang, candidates,
+from gangmaster.am.core.victims import (ON, MayPreempt, Outlook, Priority, QueueShare, RunningGang, candidates,
                                         choose_victims, fits_once_gone, may_preempt)
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from gangmaster.selectors.cluster import ClusterView
@@ -35,17 +35,33 @@ def gang_gpus(roles: Sequence[RoleSpec]) -> float:
     return float(sum(r.instances * (r.gpus or r.gpu_milli / GPU_MILLI) for r in roles))
 
 
+class Standing(NamedTuple):
+    """What preemption reads of an application beyond its containers: its queue, its
+    priority, and when its work began (None: when its first live container was allocated)."""
+
+    queue: str
+    priority: Priority
+    started_at: float | None = None
+
+
 class Preemptible:
     """The running gangs of the RM core ``core`` a waiting application may preempt under
-    ``may`` (the RM's rule by default), and which of them it would."""
+    ``may`` (the RM's rule by default), and which of them it would. A driver whose
+    applications stand for jobs of another engine (a snapshot's placeholders) overrides
+    :meth:`standing`."""
 
     def __init__(self, core, may: MayPreempt = may_preempt):
         self.core, self.may = core, may
 
-    def priority(self, app: Application) -> Priority:
-        """The application's priority: its queue's, then its own."""
+    def standing(self, app: Application) -> Standing | None:
+        """The application's queue and priority (its queue's, then its own); None: it is no
+        candidate whatever its priority."""
         queue = self.core.queues.get(app.queue)
-        return Priority(queue.priority if queue is not None else 0, app.priority)
+        return Standing(app.queue, Priority(queue.priority if queue is not None else 0, app.priority))
+
+    def priority(self, app: Application) -> Priority:
+        standing = self.standing(app)
+        return standing.priority if standing is not None else Priority()
 
     def shares(self) -> dict[str, QueueShare]:
         """What each queue holds and is guaranteed, in GPUs (empty when no queue has a guarantee)."""
@@ -58,14 +74,15 @@ class Preemptible:
         """The application's gang as preemption sees it (None: it holds nothing live, or is
         under a notice already)."""
         live = [rec for rec in app.containers.values() if not rec.state.finished]
-        if not live or app.state.finished:
+        standing = self.standing(app)
+        if not live or app.state.finished or standing is None:
             return None
         under_notice = self.core.preemptions.under_notice
         if any(under_notice(rec.container_id) for rec in live):
             return None
         gpus = sum(rec.booking.resource.gpus + rec.booking.resource.gpu_milli / GPU_MILLI for rec in live)
-        return RunningGang(app.app_id, app.queue, self.priority(app), float(gpus),
-                           min(rec.allocated_at for rec in live),
+        started = standing.started_at if standing.started_at is not None else min(rec.allocated_at for rec in live)
+        return RunningGang(app.app_id, standing.queue, standing.priority, float(gpus), started,
                            tuple((rec.node, rec.booking.resource) for rec in live), app.name)
 
     def candidates(self, app_id: str, gpus: float) -> list[RunningGang]:
@@ -73,11 +90,14 @@ class Preemptible:
         preempt, in submission order."""
         apps = self.core.apps
         app = apps[app_id]
-        priority, shares = self.priority(app), self.shares()
+        standing, shares = self.standing(app), self.shares()
+        if standing is None:
+            return []
+        priority = standing.priority
         running = (gang for other in apps.values()
                    if other.app_id != app_id and (shares or self.priority(other) < priority)
                    and (gang := self.running_gang(other)) is not None)
-        return candidates(running, priority, app.queue, gpus, shares, self.may)
+        return candidates(running, priority, standing.queue, gpus, shares, self.may)
 
     def choose(self, app_id: str, roles: tuple[RoleSpec, ...], view: ClusterView, pipeline: PipelineFor,
                now: float) -> tuple[RunningGang, ...] | None:
@@ -87,8 +107,9 @@ class Preemptible:
         return choose_victims(found, fits_once_gone(view, roles, pipeline), now) if found else None
 
     def outlook(self, app_id: str, roles: tuple[RoleSpec, ...], grace_s: float | None, *, engine: str = "",
-                state: str = "on", why: str = "") -> Outlook:
+                state: str = ON, why: str = "", judged: bool = True) -> Outlook:
         """What the diagnosis of ``app_id``'s waiting gang ``roles`` is told: these candidates,
-        as of the RM's clock now, under the rule's ``engine`` in ``state`` (:class:`Outlook`)."""
-        return Outlook(tuple(self.candidates(app_id, gang_gpus(roles))), self.core.clock.now(), grace_s,
-                       engine, state, why)
+        as of the RM's clock now, under the rule's ``engine`` in ``state`` (:class:`Outlook`;
+        ``judged`` False: the rule cannot be applied, and no candidate is named)."""
+        found = tuple(self.candidates(app_id, gang_gpus(roles))) if judged else ()
+        return Outlook(found, self.core.clock.now(), grace_s, engine, state, why, judged)

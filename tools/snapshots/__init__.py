@@ -101,7 +101,8 @@ def load_snapshot(paths: Iterable[str | Path], taken_at: float | None = None) ->
     running, notes = reconcile(specs, found.named, found.used)
     return ClusterSnapshot(format=engine, sources=tuple(paths), specs=specs, unhealthy=found.unhealthy,
                            running=running, fields_read=reader.FIELDS_READ, unhealthy_reasons=found.reasons,
-                           taken_at=taken_at, taken_at_from=time_from, notes=tuple(found.notes + notes))
+                           taken_at=taken_at, taken_at_from=time_from, notes=tuple(found.notes + notes),
+                           standing=found.standing, preemption=found.preemption)
 
 
 def _read_files(paths: list[Path]) -> tuple[str, dict[str, list[Value]]]:
