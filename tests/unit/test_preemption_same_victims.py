@@ -19,18 +19,21 @@ from replay_helpers import cluster, job, nodes, table
 URGENT_AT = 1_000.0
 
 CASES = [
-    # (running jobs (id, submitted at, GPUs; 8 a node, the cluster just full), the urgent job's GPUs, victims)
+    # (running jobs (id, submitted at, GPUs; 8 a node, the cluster just full; priority, the urgent job's
+    # is 5), the urgent job's GPUs, victims)
     # the job on the most machines has lost the most work: the newer one on one machine goes
-    ((("old", 0, 16), ("new", 500, 8)), 8, ("new",)),
+    ((("old", 0, 16, 0), ("new", 500, 8, 0)), 8, ("new",)),
     # the cheapest alone makes no room: the costlier one that does, and the cheapest is not needed
-    ((("old", 0, 16), ("new", 500, 8)), 16, ("old",)),
+    ((("old", 0, 16, 0), ("new", 500, 8, 0)), 16, ("old",)),
     # three alike on a machine each: the two that have run for the least time
-    ((("a", 0, 8), ("b", 100, 8), ("c", 900, 8)), 16, ("b", "c")),
+    ((("a", 0, 8, 0), ("b", 100, 8, 0), ("c", 900, 8, 0)), 16, ("b", "c")),
+    # ... but b outranks the urgent job: the oldest goes instead
+    ((("a", 0, 8, 0), ("b", 100, 8, 9), ("c", 900, 8, 0)), 16, ("a", "c")),
 ]
 
 
 def _jobs(running, urgent_gpus):
-    low = [dataclasses.replace(job(name, at, 10_000, gpus), priority=0) for name, at, gpus in running]
+    low = [dataclasses.replace(job(name, at, 10_000, gpus), priority=priority) for name, at, gpus, priority in running]
     return low + [dataclasses.replace(job("urgent", URGENT_AT, 1_000, urgent_gpus), priority=5)]
 
 
@@ -66,6 +69,6 @@ def _live(jobs, machines, tmp_path) -> tuple[list[str], list[str]]:
 @pytest.mark.parametrize("running, urgent_gpus, victims", CASES)
 def test_replay_live_monitor_and_diagnosis_choose_the_same_victims(tmp_path, running, urgent_gpus, victims):
     jobs = _jobs(running, urgent_gpus)
-    machines = sum(gpus for _name, _at, gpus in running) // 8
+    machines = sum(gpus for _name, _at, gpus, _priority in running) // 8
     preempted, named = _live(jobs, machines, tmp_path)
     assert _replayed(jobs, machines) == preempted == named == sorted(victims)
