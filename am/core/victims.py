@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 from gangmaster.am.core.gang_placement import GangDoesNotFit, PipelineFor, place_gang
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from gangmaster.selectors.cluster import ClusterView
-from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 
 class Priority(NamedTuple):
@@ -140,13 +140,17 @@ def fits_once_gone(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pip
     """The ``fits`` of :func:`choose_victims` for a gang of ``roles``: whether the real gang
     placement (:func:`~gangmaster.am.core.gang_placement.place_gang`, with the selector the AM
     places with) finds room for every instance (``indices``: those still to place, when some
-    are granted) on a copy of ``view`` with the victims' containers given back. ``view``
-    itself is never changed."""
+    are granted) on a copy of ``view`` with the victims' containers given back (one the view
+    does not show in use, as an AM's view from node reports may not yet, is free there
+    already). ``view`` itself is never changed."""
     def fits(victims: Sequence[RunningGang]) -> bool:
         scratch = view.copy()
         for gang in victims:
             for node, resource in gang.holdings:
-                scratch.release(node, resource)
+                try:
+                    scratch.release(node, resource)
+                except ResourceError:   # a view read from node reports has not heard of it yet: free there
+                    pass
         try:
             place_gang(scratch, roles, pipeline, indices=indices)
         except GangDoesNotFit:

@@ -236,6 +236,8 @@ class Diagnosis:
         """What a change is judged on: everything but the clock (expected ends move as time passes)."""
         data = self.to_dict()
         data["blocking_jobs"] = [{k: v for k, v in b.items() if k != "expected_end_s"} for b in data["blocking_jobs"]]
+        if data.get("preempts"):   # (their work lost grows as they run)
+            data["preempts"] = [{k: v for k, v in v.items() if k != "lost_gpu_h"} for v in data["preempts"]]
         if data.get("expected_start"):
             data["expected_start"] = {k: v for k, v in data["expected_start"].items() if k not in ("in_s", "line")}
         return data

@@ -318,3 +318,18 @@ def test_on_a_snapshot_the_engine_says_whom_it_would_preempt_and_whether_its_pre
                  occupants=[], priority=3, preemption=outlook)
     assert f"  {line}" in d.text().splitlines() and line in d.summary()
     assert d.to_dict()["preemption"] == {"engine": engine, "state": state, "why": why}
+
+
+def test_a_victim_the_view_has_not_heard_of_is_free_there_already_and_its_work_lost_is_no_change():
+    view = cluster(4)
+    for host in ("n0", "n1"):
+        view.allocate(host, R(vcores=12, memory_mb=4096, gpu_mask=1))
+    # etl as the RM knows it: n0, n1, and n2, which the AM's view (from node reports) does not show in use yet
+    held = [("etl", 0, ("n0", "n1", "n2"), 600.0, 1)]
+    d = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                 occupants=[], priority=3, preemption=_preempting(view, held, 3))
+    assert [v.name for v in d.preempts] == ["etl"]
+    later = Outlook(d.preemption.candidates, d.preemption.now + 600.0, 30.0)   # the same, ten minutes on
+    again = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                     occupants=[], priority=3, preemption=later)
+    assert again.to_dict()["preempts"] != d.to_dict()["preempts"] and again.signature() == d.signature()
