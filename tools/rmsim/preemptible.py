@@ -94,8 +94,8 @@ class Preemptible:
         if standing is None:
             return []
         priority = standing.priority
-        running = (gang for other in apps.values()
-                   if other.app_id != app_id and (shares or self.priority(other) < priority)
+        running = (gang for other in apps.values()   # (the cheap tests first: most hold nothing, or outrank it)
+                   if other.containers and other.app_id != app_id and (shares or self.priority(other) < priority)
                    and (gang := self.running_gang(other)) is not None)
         return candidates(running, priority, standing.queue, gpus, shares, self.may)
 
