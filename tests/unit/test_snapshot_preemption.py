@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from gangmaster.tools.cli import main
+from gangmaster.tools.snapshots import load_snapshot
+from gangmaster.tools.snapshots.model import JobStanding
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots"
 K8S = [FIXTURES / "k8s-priority-nodes.json", FIXTURES / "k8s-priority-pods.json"]
@@ -100,3 +102,23 @@ def test_with_intra_queue_preemption_off_it_says_so_and_whom_it_would_preempt_we
 def test_priority_is_refused_without_a_snapshot(capsys, tmp_path):
     assert main(["diagnose", str(_job(tmp_path, 1)), "--priority", "5"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("gangmaster: --priority: expected it only with")
+
+
+STANDINGS = [
+    # (files, the engine, its preemption state, what is read of each running job)
+    (K8S, "Kubernetes", "on", {"research/a-sweep": JobStanding(100, "", 6 * 3600.0),
+                               "research/b-finetune": JobStanding(100, "", 1200.0),
+                               "prod/serving": JobStanding(100_000, "", 3600.0)}),
+    (YARN, "YARN", "on", {"a-sweep": JobStanding(1, "root.default", 6 * 3600.0),
+                          "b-finetune": JobStanding(1, "root.default", 1200.0),
+                          "nightly-etl": JobStanding(0, "root.batch", 1800.0)}),
+    # Slurm 24.05 wraps its numbers ({"set": true, "number": N}); the job started 714,665 s before
+    (SLURM, "Slurm", "unknown", {"llm-finetune": JobStanding(4294901700, "gpu", 714665.0)}),
+]
+
+
+@pytest.mark.parametrize("files, engine, state, standing", STANDINGS, ids=[row[1] for row in STANDINGS])
+def test_each_reader_keeps_the_running_jobs_priorities_and_its_engines_preemption(files, engine, state, standing):
+    snapshot = load_snapshot(files, taken_at=float(TAKEN))
+    assert (snapshot.preemption.engine, snapshot.preemption.state) == (engine, state)
+    assert snapshot.standing == standing
