@@ -112,12 +112,15 @@ STANDINGS = [
     (YARN, "YARN", "on", {"a-sweep": JobStanding(1, "root.default", 6 * 3600.0),
                           "b-finetune": JobStanding(1, "root.default", 1200.0),
                           "nightly-etl": JobStanding(0, "root.batch", 1800.0)}),
+    # a real Hadoop 3.4.2 RM (its preemption monitor off): intra-queue preemption disabled on root.default
+    ([FIXTURES.parent / "yarn" / f"rest-{kind}-running-3.4.2.json" for kind in ("nodes", "apps", "scheduler")],
+     "YARN", "off", {"sleepy": JobStanding(-1, "root.default", 9.845)}),
     # Slurm 24.05 wraps its numbers ({"set": true, "number": N}); the job started 714,665 s before
     (SLURM, "Slurm", "unknown", {"llm-finetune": JobStanding(4294901700, "gpu", 714665.0)}),
 ]
 
 
-@pytest.mark.parametrize("files, engine, state, standing", STANDINGS, ids=[row[1] for row in STANDINGS])
+@pytest.mark.parametrize("files, engine, state, standing", STANDINGS, ids=[row[0][0].name for row in STANDINGS])
 def test_each_reader_keeps_the_running_jobs_priorities_and_its_engines_preemption(files, engine, state, standing):
     snapshot = load_snapshot(files, taken_at=float(TAKEN))
     assert (snapshot.preemption.engine, snapshot.preemption.state) == (engine, state)
