@@ -22,7 +22,7 @@ from .proto import rm_pb2 as pb
 from .rm_validation import check_count, check_name, check_number, check_text
 from .rm_protocol import (
     ERROR_CLASSES, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
-    ContainerLaunch, ContainerState, ContainerStatus, InvalidRequest, LaunchContext, NodeReport, NodeState,
+    ContainerLaunch, ContainerState, ContainerStatus, GangRole, InvalidRequest, LaunchContext, NodeReport, NodeState,
     PendingAsk, PreemptionMessage, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused,
 )
 
@@ -78,15 +78,26 @@ def allocate_request_from_pb(msg: pb.AllocateRequest) -> AllocateRequest:
 
 
 def submission_to_pb(s: ApplicationSubmission) -> pb.SubmitRequest:
-    return pb.SubmitRequest(name=s.name, queue=s.queue, max_attempts=s.max_attempts,
-                            keep_containers_across_attempts=s.keep_containers_across_attempts,
-                            am_expiry_s=s.am_expiry_s or 0.0, priority=s.priority)
+    msg = pb.SubmitRequest(name=s.name, queue=s.queue, max_attempts=s.max_attempts,
+                           keep_containers_across_attempts=s.keep_containers_across_attempts,
+                           am_expiry_s=s.am_expiry_s or 0.0, priority=s.priority,
+                           has_expected_duration=s.expected_duration_s is not None,
+                           expected_duration_s=s.expected_duration_s or 0.0)
+    for role in s.gang:
+        msg.gang.add(name=role.name, instances=role.instances, gpus=role.gpus, gpu_milli=role.gpu_milli,
+                     vcores=role.vcores, memory_mb=role.memory_mb,
+                     max_instances_per_node=role.max_instances_per_node or 0)
+    return msg
 
 
 def submission_from_pb(msg: pb.SubmitRequest) -> ApplicationSubmission:
     # proto3 has no "unset": 0 attempts means the default (2), like an empty queue means "default".
+    check_count(msg.gang, "gang", limits.MAX_INSTANCES_PER_JOB, "MAX_INSTANCES_PER_JOB")
+    gang = tuple([GangRole(r.name, r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb,
+                           r.max_instances_per_node or None) for r in msg.gang])
     return ApplicationSubmission(msg.name, msg.queue or "default", msg.max_attempts or 2,
-                                 msg.keep_containers_across_attempts, msg.am_expiry_s or None, msg.priority)
+                                 msg.keep_containers_across_attempts, msg.am_expiry_s or None, msg.priority, gang,
+                                 msg.expected_duration_s if msg.has_expected_duration else None)
 
 
 def launch_to_pb(c: LaunchContext) -> pb.LaunchContext:

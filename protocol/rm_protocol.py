@@ -312,6 +312,24 @@ class RegisterResponse:
 
 
 @value
+class GangRole:
+    """One role of the gang an application declares when it is submitted: ``instances``
+    alike, each asking ``gpus`` whole GPUs (or a ``gpu_milli`` share of one), ``vcores`` and
+    ``memory_mb``, at most ``max_instances_per_node`` of them on one node (None: no cap).
+    What the RM plans a reservation for and places when it looks for whom to preempt; the
+    attribute names are a role's (:func:`~gangmaster.am.core.reservation_plan.gang_instances`
+    reads either)."""
+
+    name: str
+    instances: int
+    gpus: int = 0
+    gpu_milli: int = 0
+    vcores: float = 0.0
+    memory_mb: int = 0
+    max_instances_per_node: int | None = None
+
+
+@value
 class ApplicationSubmission:
     name: str
     queue: str = "default"
@@ -321,11 +339,11 @@ class ApplicationSubmission:
     #: YARN's application priority (the job's ``gangmaster: priority``): what the diagnosis of
     #: another application's gang compares with its own.
     priority: int = 0
-    #: The gang a reserving queue plans room for while it waits (``policy: reserve`` in the RM's
-    #: queue file): each instance's GPUs, with its role and the role's cap per node
-    #: (:func:`~gangmaster.am.core.reservation_plan.gang_instances`), and how long the job is declared to run (None:
-    #: unknown; then the RM counts its containers' ends as never). Not carried by the gRPC protocol yet.
-    gang: tuple = ()
+    #: The gang the job declares (its largest: :func:`~gangmaster.am.core.reservation_plan.declared_gang`):
+    #: what a reserving queue plans room for while it waits (``policy: reserve`` in the RM's queue
+    #: file) and what the RM's preemption monitor places; and how long the job is declared to run
+    #: (None: unknown; then the RM counts its containers' ends as never).
+    gang: tuple[GangRole, ...] = ()
     expected_duration_s: float | None = None
 
 

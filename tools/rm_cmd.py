@@ -88,7 +88,9 @@ def add_parser(sub):
                                           "else ./rm-tasks)")
     serve.add_argument("--config", help="override file for conf/defaults.yaml (its `rm:` section: process "
                                         "poll interval, kill grace, state save interval, gRPC workers, "
-                                        "allocation expiry, scheduling interval)")
+                                        "allocation expiry, scheduling interval, preemption and its grace; "
+                                        "with rm.preemption, its `selection:` section places the gangs "
+                                        "waiting for room)")
     serve.add_argument("--verbose", "-v", action="store_true", help="log scheduling and scenario steps")
     serve.set_defaults(func=_serve)
 
@@ -145,6 +147,7 @@ def _serve(args) -> int:
     from gangmaster.tools.rmsim.queues import load_queues
     from gangmaster.tools.rmsim.rm_settings import RMSettings
     from gangmaster.tools.rmsim.scenario import Scenario
+    from gangmaster.selectors.settings import SelectionSettings
     from gangmaster.tools.rmsim.server import start_server
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -159,6 +162,8 @@ def _serve(args) -> int:
             check_bindable(args.host, args.port)   # before the state file is touched
         live = LiveRM.from_settings(specs, queues, knobs, work_dir=args.work_dir, state_path=args.state,
                                     scenario=scenario)
+        if knobs.preemption:
+            live.monitor_preemption(knobs.preemption_grace_s, SelectionSettings.load(args.config))
         try:
             server, port = start_server(live, args.host, args.port, workers=knobs.grpc_workers, security=security)
         except BaseException:

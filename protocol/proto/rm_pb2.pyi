@@ -223,20 +223,44 @@ class FinishRequest(_message.Message):
     def __init__(self, app_id: _Optional[str] = ..., attempt: _Optional[int] = ..., final_status: _Optional[str] = ..., diagnostics: _Optional[str] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("name", "queue", "max_attempts", "keep_containers_across_attempts", "am_expiry_s", "priority")
+    __slots__ = ("name", "queue", "max_attempts", "keep_containers_across_attempts", "am_expiry_s", "priority", "gang", "has_expected_duration", "expected_duration_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     KEEP_CONTAINERS_ACROSS_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     AM_EXPIRY_S_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
+    HAS_EXPECTED_DURATION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_DURATION_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     max_attempts: int
     keep_containers_across_attempts: bool
     am_expiry_s: float
     priority: int
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., max_attempts: _Optional[int] = ..., keep_containers_across_attempts: _Optional[bool] = ..., am_expiry_s: _Optional[float] = ..., priority: _Optional[int] = ...) -> None: ...
+    gang: _containers.RepeatedCompositeFieldContainer[GangRole]
+    has_expected_duration: bool
+    expected_duration_s: float
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., max_attempts: _Optional[int] = ..., keep_containers_across_attempts: _Optional[bool] = ..., am_expiry_s: _Optional[float] = ..., priority: _Optional[int] = ..., gang: _Optional[_Iterable[_Union[GangRole, _Mapping]]] = ..., has_expected_duration: _Optional[bool] = ..., expected_duration_s: _Optional[float] = ...) -> None: ...
+
+class GangRole(_message.Message):
+    __slots__ = ("name", "instances", "gpus", "gpu_milli", "vcores", "memory_mb", "max_instances_per_node")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    VCORES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    MAX_INSTANCES_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    instances: int
+    gpus: int
+    gpu_milli: int
+    vcores: float
+    memory_mb: int
+    max_instances_per_node: int
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_milli: _Optional[int] = ..., vcores: _Optional[float] = ..., memory_mb: _Optional[int] = ..., max_instances_per_node: _Optional[int] = ...) -> None: ...
 
 class AppId(_message.Message):
     __slots__ = ("app_id",)

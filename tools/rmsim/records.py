@@ -110,7 +110,7 @@ class Application:
                  keep_containers: bool, am_expiry_s: float | None, priority: int = 0, gang: tuple = (),
                  expected_s: float | None = None):
         self.app_id, self.seq, self.name, self.queue, self.submitted_at = app_id, seq, name, queue, submitted_at
-        self.priority = priority   # as submitted (a state file does not keep it: 0 after a restore)
+        self.priority = priority   # as submitted
         #: its gang and declared duration, as submitted (read by a reserving queue: .reservations)
         self.gang, self.expected_s = gang, expected_s
         self.max_attempts, self.keep_containers, self.am_expiry_s = max_attempts, keep_containers, am_expiry_s

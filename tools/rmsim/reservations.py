@@ -5,7 +5,7 @@ whole gang, so a big gang among a stream of smaller jobs asks nothing the schedu
 skip: it simply never sees room, while every smaller job takes what frees up (it starves).
 A reserving queue (:mod:`.queues`) keeps room for it instead. At each scheduling pass its
 oldest applications that were never granted a container and declared a gang (the submission's
-``gang``: :func:`~gangmaster.am.core.reservation_plan.declared_gang`) are planned by the one
+``gang``, its roles: :func:`~gangmaster.am.core.reservation_plan.declared_gang`) are planned by the one
 planner the trace replay and the diagnosis use
 (:func:`~gangmaster.am.core.reservation_plan.plan_start`): the nodes where the gang starts
 earliest, given each running container's expected end (when it started plus its
@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
-from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, plan_start
+from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, gang_instances, plan_start
 from gangmaster.protocol.rm_protocol import AppState
 
 from .ledger import NodeLedger
@@ -60,10 +60,10 @@ class RMReservations:
             if queue.policy != "reserve":
                 continue
             reserved = 0
-            for app in self._waiting(queue):
+            for app, instances in self._waiting(queue):
                 if reserved >= queue.max_reservations:
                     break
-                planned = plan_start(now, free, holds, app.gang, app.expected_s, app.name)
+                planned = plan_start(now, free, holds, instances, app.expected_s, app.name)
                 if planned is None:
                     continue
                 self.held.append((app.app_id, planned))
@@ -98,14 +98,17 @@ class RMReservations:
         return next((r for owner, r in self.held if owner == app_id), None)
 
     def _waiting(self, queue):
-        """The queue's running applications, oldest first, that declared a gang and were never
-        granted a container: waiting for their first start. (One that was granted some has
-        started, or its AM gave a partial hold back: it is not planned, nor is a gang's retry.)"""
+        """The queue's running applications, oldest first, that declared a gang asking whole
+        GPUs and were never granted a container: waiting for their first start, each with its
+        instances as the planner takes them. (One that was granted some has started, or its AM
+        gave a partial hold back: it is not planned, nor is a gang's retry.)"""
         apps = self.apps
         for app_id in queue.apps:
             app = apps.get(app_id)
             if app is not None and app.state is AppState.RUNNING and app.gang and not app.container_ids:
-                yield app
+                instances = gang_instances(app.gang)
+                if instances:
+                    yield app, instances
 
     def _running_holds(self, now: float) -> list[Hold]:
         """Each live container's GPUs, held until its application's declared end (unknown: never)."""
