@@ -23,7 +23,8 @@ from .rm_validation import check_count, check_name, check_number, check_text
 from .rm_protocol import (
     ERROR_CLASSES, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
     ContainerLaunch, ContainerState, ContainerStatus, GangRole, InvalidRequest, LaunchContext, NodeReport, NodeState,
-    PendingAsk, PreemptionMessage, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused,
+    PendingAsk, PreemptionMessage, RegisterResponse, Rejection, ReservedNode, ResourceRequest, RMError, StartContainers,
+    StartRefused,
 )
 
 
@@ -221,6 +222,8 @@ def allocate_response_to_pb(r: AllocateResponse) -> pb.AllocateResponse:
     if r.preemption is not None:
         msg.preemption.containers.extend(r.preemption.containers)
         msg.preemption.deadline, msg.preemption.reason = r.preemption.deadline, r.preemption.reason
+    for node in r.reserved:
+        msg.reserved.add(host=node.host, start=node.start_s)
     return msg
 
 
@@ -231,7 +234,18 @@ def allocate_response_from_pb(msg: pb.AllocateResponse) -> AllocateResponse:
         tuple(Rejection(j.request_id, j.reason) for j in msg.rejected),
         tuple(PendingAsk(p.request_id, p.remaining, p.reason) for p in msg.pending),
         resource_from_pb(msg.headroom), msg.response_id,
-        _preemption_from_pb(msg.preemption) if msg.HasField("preemption") else None)
+        _preemption_from_pb(msg.preemption) if msg.HasField("preemption") else None,
+        _reserved_from_pb(msg.reserved) if msg.reserved else ())
+
+
+def _reserved_from_pb(nodes) -> tuple[ReservedNode, ...]:
+    """The nodes reserved for other gangs, checked as a request's would be: bounded, named, each
+    a start time."""
+    check_count(nodes, "reserved", limits.MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES")
+    for k, node in enumerate(nodes):
+        check_name(node.host, f"reserved[{k}].host")
+        check_number(node.start, f"reserved[{k}].start", 0, math.inf)
+    return tuple([ReservedNode(node.host, node.start) for node in nodes])
 
 
 def _preemption_from_pb(msg: pb.PreemptionMessage) -> PreemptionMessage:

@@ -269,6 +269,16 @@ class PreemptionMessage:
     reason: str = ""
 
 
+@value
+class ReservedNode:
+    """A node held for another application's waiting gang (a queue with ``policy: reserve``)
+    that this application may not be granted on: it is not declared to end by ``start_s``
+    (the RM's clock), when that gang is expected to start there. The AM places elsewhere."""
+
+    host: str
+    start_s: float
+
+
 class AllocateResponse(WrittenValue):
     """The answer to one AM heartbeat. A value as the other messages are (compared and
     hashed by its fields, never changed), written out for its ``headroom``: what the queue
@@ -278,19 +288,22 @@ class AllocateResponse(WrittenValue):
     it): a replay's tens of thousands of responses build none."""
 
     __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "_headroom", "response_id",
-                 "preemption")
+                 "preemption", "reserved")
     FIELDS = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id",
-              "preemption")
+              "preemption", "reserved")
 
     def __init__(self, allocated: tuple[Container, ...] = (), completed: tuple[ContainerStatus, ...] = (),
                  node_updates: tuple[NodeReport, ...] = (), rejected: tuple[Rejection, ...] = (),
                  pending: tuple[PendingAsk, ...] = (),
                  headroom: ResourceDescriptor | tuple[int, int, int] | None = None, response_id: int = 0,
-                 preemption: PreemptionMessage | None = None):
+                 preemption: PreemptionMessage | None = None, reserved: tuple[ReservedNode, ...] = ()):
         self.allocated, self.completed, self.node_updates = allocated, completed, node_updates
         self.rejected, self.pending, self._headroom, self.response_id = rejected, pending, headroom, response_id
         #: the RM's notice that containers of this application are preempted (None: none)
         self.preemption = preemption
+        #: every node reserved for another gang that this application may not be granted on, as
+        #: of the RM's last scheduling pass (empty: none; each answer says them all again)
+        self.reserved = reserved
 
     @property
     def headroom(self) -> ResourceDescriptor:

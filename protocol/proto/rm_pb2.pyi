@@ -157,7 +157,7 @@ class PendingAsk(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., remaining: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
-    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption")
+    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption", "reserved")
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     NODE_UPDATES_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +166,7 @@ class AllocateResponse(_message.Message):
     HEADROOM_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
     PREEMPTION_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
     allocated: _containers.RepeatedCompositeFieldContainer[Container]
     completed: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     node_updates: _containers.RepeatedCompositeFieldContainer[NodeReport]
@@ -174,7 +175,16 @@ class AllocateResponse(_message.Message):
     headroom: Resource
     response_id: int
     preemption: PreemptionMessage
-    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ...) -> None: ...
+    reserved: _containers.RepeatedCompositeFieldContainer[ReservedNode]
+    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ..., reserved: _Optional[_Iterable[_Union[ReservedNode, _Mapping]]] = ...) -> None: ...
+
+class ReservedNode(_message.Message):
+    __slots__ = ("host", "start")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    start: float
+    def __init__(self, host: _Optional[str] = ..., start: _Optional[float] = ...) -> None: ...
 
 class PreemptionMessage(_message.Message):
     __slots__ = ("containers", "deadline", "reason")

@@ -13,7 +13,7 @@ from gangmaster.protocol.rm_codec import (
 )
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationSubmission, ContainerState, GangRole, InvalidRequest, LaunchContext,
-    NodeState, NotFound, PreemptionMessage, ResourceRequest, WrongState,
+    NodeState, NotFound, PreemptionMessage, ReservedNode, ResourceRequest, WrongState,
 )
 from gangmaster.protocol.proto import rm_pb2 as pb
 from gangmaster.protocol.rm_codec import ask_from_pb
@@ -188,7 +188,8 @@ def test_priority_and_preemption_notice_both_ways(rm):
 
 def test_preemption_and_priority_round_trip():
     notice = PreemptionMessage(("c1", "c2"), 1234.5, "for app_0002 (priority 5)")
-    response = AllocateResponse(preemption=notice, response_id=3)
+    response = AllocateResponse(preemption=notice, response_id=3,
+                                reserved=(ReservedNode("dgx-000", 60.0), ReservedNode("dgx-001", 61.5)))
     assert allocate_response_from_pb(allocate_response_to_pb(response)) == response
     assert allocate_response_from_pb(allocate_response_to_pb(AllocateResponse())).preemption is None
     submission = ApplicationSubmission("j", "q", 3, True, 60.0, priority=-4)
@@ -244,6 +245,18 @@ def test_a_bad_preemption_notice_over_the_wire_names_the_field(containers, deadl
     msg = pb.AllocateResponse()
     msg.preemption.containers.extend(containers)
     msg.preemption.deadline, msg.preemption.reason = deadline, reason
+    with pytest.raises(InvalidRequest, match=error):
+        allocate_response_from_pb(msg)
+
+
+@pytest.mark.parametrize("host, start, error", [
+    ("n\x01", 1.0, r"reserved\[0\].host: expected no control characters"),
+    ("n0", float("inf"), r"reserved\[0\].start: expected a finite number"),
+    ("n0", -1.0, r"reserved\[0\].start: expected a number >= 0"),
+])
+def test_a_bad_reserved_node_over_the_wire_names_the_field(host, start, error):
+    msg = pb.AllocateResponse()
+    msg.reserved.add(host=host, start=start)
     with pytest.raises(InvalidRequest, match=error):
         allocate_response_from_pb(msg)
 

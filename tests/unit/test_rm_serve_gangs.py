@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
-from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, GangRole, ResourceRequest
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, GangRole, ReservedNode,
+                                             ResourceRequest)
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.selectors.settings import SelectionSettings
@@ -75,6 +76,14 @@ def test_a_reserving_queue_holds_nodes_for_a_gang_declared_over_grpc(served):
     held = live.core.reservations.reserved_for(gang)
     assert held is not None and sorted(held.gpus_by_host) == ["dgx-000", "dgx-001"]
     assert held.start_s == pytest.approx(live.core.apps[gang].submitted_at + 100.0, abs=5.0)
+    # its AM is told both nodes are closed to it from the gang's start (so it places elsewhere)
+    assert answer.reserved == (ReservedNode("dgx-000", held.start_s), ReservedNode("dgx-001", held.start_s))
+    soon = rm.submit(ApplicationSubmission("soon", expected_duration_s=10.0))   # ends before: told nothing
+    rm.register(soon)
+    answer = rm.allocate(AllocateRequest(soon, 1, asks=(
+        ResourceRequest(1, R(1024, 1, gpus=2), host="dgx-001", relax_locality=False),)))
+    assert len(answer.allocated) == 1 and answer.reserved == ()
+    assert rm.allocate(AllocateRequest(gang, 1)).reserved == ()   # its own reservation is not closed to it
 
 
 def test_a_higher_priority_gang_declared_over_grpc_preempts_the_gang_in_its_way(served):

@@ -16,6 +16,9 @@ gangs hold one at a time, each planned after the ones before it.
 A reserved node is closed to every other application's asks unless that application is
 declared to end by the reservation's start (:meth:`Reservation.admits`: backfill never
 delays the gang); the gang's own asks, and every ask on other nodes, are served as always.
+Each allocate answer tells an application's AM the reserved nodes closed to it
+(:meth:`RMReservations.closed_nodes`), so that it places its gang elsewhere rather than
+asking where it would wait for the reservation to end.
 A node is held whole (as Slurm reserves whole nodes): the planner counts GPUs only. A gang
 that can start now keeps its nodes for the pass in which its AM asks for them (its plan
 starts now, so it admits no one), and drops its reservation once it is granted containers.
@@ -31,7 +34,7 @@ import math
 from typing import Callable, Mapping
 
 from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, gang_instances, plan_start
-from gangmaster.protocol.rm_protocol import AppState
+from gangmaster.protocol.rm_protocol import AppState, ReservedNode
 
 from .ledger import NodeLedger
 from .queue_books import QueueBooks
@@ -49,10 +52,11 @@ class RMReservations:
         self.held: list[tuple[str, Reservation]] = []       # (owner's app id, its reservation), in order
         self._on_node: dict[int, list[tuple[str, Reservation]]] = {}
         self._closed: dict[str, frozenset[int]] = {}        # app id -> reserved nodes closed to it (this pass)
+        self._told: dict[str, tuple[ReservedNode, ...]] = {}   # app id -> those nodes as its AM is told
 
     def plan(self) -> None:
         """Plan every reserving queue's reservations again (a pass starts: the plan may have changed)."""
-        self.held, self._on_node, self._closed = [], {}, {}
+        self.held, self._on_node, self._closed, self._told = [], {}, {}, {}
         ledger, now = self.ledger, self.now()
         free = {host: (int(ledger.gpus_free[i]) if ledger.usable[i] else 0) for i, host in enumerate(ledger.hosts)}
         holds = self._running_holds(now)
@@ -83,6 +87,21 @@ class RMReservations:
                         if any(owner != app.app_id and not r.admits(end) for owner, r in held)}
             closed = self._closed[app.app_id] = app.blacklist | reserved
         return closed
+
+    def closed_nodes(self, app: Application) -> tuple[ReservedNode, ...]:
+        """The reserved nodes closed to ``app`` this pass (its blacklist left out: its AM knows
+        that one), each from the earliest start of the reservations that close it: what its AM
+        is told, so that it places elsewhere (``AllocateResponse.reserved``)."""
+        told = self._told.get(app.app_id)
+        if told is None:
+            closed = self.closed_to(app)
+            end = math.inf if app.expected_s is None else self.now() + app.expected_s
+            hosts = self.ledger.hosts
+            told = self._told[app.app_id] = tuple([
+                ReservedNode(hosts[i], min(r.start_s for owner, r in self._on_node[i]
+                                           if owner != app.app_id and not r.admits(end)))
+                for i in sorted(closed) if i not in app.blacklist])
+        return told
 
     def why_closed(self, app: Application, i: int) -> str:
         """Why node ``i`` is closed to ``app`` (a pending ask's reason)."""

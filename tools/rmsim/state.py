@@ -105,8 +105,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
     core.applications.watch_restored(data["apps"])
     core.books.check_restored()
     core.nodes.restore_changes(data)
-    if core.reservations.active:   # held again at once, from what the applications declared
-        core.reservations.plan()
+    core.scheduler.plan_reservations()   # held again at once, from what the applications declared
     return core
 
 
