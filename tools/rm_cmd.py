@@ -144,20 +144,29 @@ def _serve_security(args):
     return security
 
 
+def serve_settings(config: str | None):
+    """``rm serve``'s settings from ``--config``: the ``rm:`` knobs, and with ``rm.preemption``
+    the ``selection:`` settings its preemption monitor places waiting gangs with (None: off).
+    Read before anything starts: a bad one is a ConfigError naming the file and the key."""
+    from gangmaster.selectors.settings import SelectionSettings
+    from gangmaster.tools.rmsim.rm_settings import RMSettings
+
+    knobs = RMSettings.load(config)
+    return knobs, (SelectionSettings.load(config) if knobs.preemption else None)
+
+
 def _serve(args) -> int:
     from gangmaster.protocol.grpc_security import ListenError, check_bindable
     from gangmaster.selectors.cluster_file import load_cluster_specs
     from gangmaster.tools.rmsim.ledger import NodeLedger
     from gangmaster.tools.rmsim.live_rm import LiveRM
     from gangmaster.tools.rmsim.queues import load_queues
-    from gangmaster.tools.rmsim.rm_settings import RMSettings
     from gangmaster.tools.rmsim.scenario import Scenario
-    from gangmaster.selectors.settings import SelectionSettings
     from gangmaster.tools.rmsim.server import start_server
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    knobs = RMSettings.load(args.config)
+    knobs, selection = serve_settings(args.config)
     security = _serve_security(args)
     specs = load_cluster_specs(args.cluster)
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
@@ -167,8 +176,8 @@ def _serve(args) -> int:
             check_bindable(args.host, args.port)   # before the state file is touched
         live = LiveRM.from_settings(specs, queues, knobs, work_dir=args.work_dir, state_path=args.state,
                                     scenario=scenario)
-        if knobs.preemption:
-            live.monitor_preemption(knobs.preemption_grace_s, SelectionSettings.load(args.config))
+        if selection is not None:
+            live.monitor_preemption(knobs.preemption_grace_s, selection)
         try:
             server, port = start_server(live, args.host, args.port, workers=knobs.grpc_workers, security=security)
         except BaseException:

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from gangmaster.conf.fields import ConfigError
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, GangRole, ReservedNode,
                                              ResourceRequest)
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.tools.rm_cmd import serve_settings
 from gangmaster.tools.rmsim.queues import Queue
 from gangmaster.tools.rmsim.server import LiveRM, start_server
 
@@ -114,3 +116,23 @@ def test_the_served_monitor_preempts_only_for_a_higher_priority_gang_without_roo
     rm.register(waiting)
     rm.allocate(AllocateRequest(waiting, 1))
     assert (rm.allocate(AllocateRequest(low, 1)).preemption is not None) is preempted
+
+
+@pytest.mark.parametrize("config, monitor", [
+    ("rm: {preemption: true, preemption_grace_s: 5}\n", True),
+    ("rm: {preemption: false}\n", False),
+])
+def test_rm_serve_turns_the_monitor_on_from_its_config(tmp_path, config, monitor):
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    knobs, selection = serve_settings(str(path))
+    assert (selection is not None) is monitor
+    if monitor:
+        assert knobs.preemption_grace_s == 5 and selection == SelectionSettings.load(None)
+
+
+def test_a_bad_selection_setting_is_refused_before_rm_serve_starts(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("rm: {preemption: true}\nselection: {selector: nosuch}\n")
+    with pytest.raises(ConfigError, match=r"config.yaml.*selection.selector.*nosuch"):
+        serve_settings(str(path))
