@@ -115,6 +115,9 @@ class DeclaredGangs:
     def __init__(self, monitor: PreemptionMonitor, selection: SelectionSettings):
         self.monitor, self.selection = monitor, selection
         self._roles: dict[str, tuple[RoleSpec, ...]] = {}   # app id -> its declared gang as roles
+        #: app id -> the RM's version when its gang was last looked at and nothing was preempted:
+        #: until the RM changes, the answer would be the same (the cluster is read whole to place it)
+        self._looked: dict[str, int] = {}
 
     def heartbeat(self, app_id: str) -> tuple[RunningGang, ...]:
         """After ``app_id``'s AM heartbeat (under the RM's lock): preempt for its declared gang
@@ -124,8 +127,11 @@ class DeclaredGangs:
         if app is None or app.state.finished or _live(app):
             self.monitor.started(app_id)   # it started (or ended): the gangs it preempted ask again
             self._roles.pop(app_id, None)
+            self._looked.pop(app_id, None)
             return ()
         if app.state is not AppState.RUNNING or not app.gang or app.asks:   # none declared, or it found room
+            return ()
+        if self._looked.get(app_id) == core.version:
             return ()
         roles = self._roles.get(app_id)
         if roles is None:
@@ -133,8 +139,11 @@ class DeclaredGangs:
                 shaped_role(r.name, r.instances, r.gpus, r.vcores, r.memory_mb, r.gpu_milli,
                             max_instances_per_node=r.max_instances_per_node) for r in app.gang])
         placement = AMPlacement(core.cluster_nodes, self.selection, app_id, {})
-        return self.monitor.preempt_for(app_id, roles, placement.cluster.view, placement.pipeline_for,
-                                        core.clock.now())
+        preempted = self.monitor.preempt_for(app_id, roles, placement.cluster.view, placement.pipeline_for,
+                                             core.clock.now())
+        if not preempted:
+            self._looked[app_id] = core.version
+        return preempted
 
 
 def _live(app: Application) -> bool:
