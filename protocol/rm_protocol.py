@@ -279,6 +279,27 @@ class ReservedNode:
     start_s: float
 
 
+#: how a reservation's start is known: from the declared durations of the work it waits for, from
+#: observed ones of similar jobs, or some ends are unknown (the planner's DECLARED, OBSERVED, UNKNOWN)
+RESERVATION_KNOWN = ("declared", "observed", "unknown")
+
+
+@value
+class HeldReservation:
+    """The reservation a queue with ``policy: reserve`` holds for this application's waiting
+    gang, as of the RM's last scheduling pass, counted from the answer: the gang is expected to
+    start in ``start_in_s`` seconds on ``gpus_by_host`` ((host, GPUs) pairs) and to run
+    ``duration_s`` (None: unknown), once the applications ``waits_for`` end (latest first),
+    whose ends are ``known`` "declared", "observed" or "unknown". What the gang's diagnosis says
+    ("expected to start in ~1m 30s on 2 reserved machines when first5 ends")."""
+
+    start_in_s: float
+    duration_s: float | None
+    gpus_by_host: tuple[tuple[str, int], ...]
+    waits_for: tuple[str, ...] = ()
+    known: str = "declared"
+
+
 class AllocateResponse(WrittenValue):
     """The answer to one AM heartbeat. A value as the other messages are (compared and
     hashed by its fields, never changed), written out for its ``headroom``: what the queue
@@ -288,15 +309,16 @@ class AllocateResponse(WrittenValue):
     it): a replay's tens of thousands of responses build none."""
 
     __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "_headroom", "response_id",
-                 "preemption", "reserved")
+                 "preemption", "reserved", "reservation")
     FIELDS = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id",
-              "preemption", "reserved")
+              "preemption", "reserved", "reservation")
 
     def __init__(self, allocated: tuple[Container, ...] = (), completed: tuple[ContainerStatus, ...] = (),
                  node_updates: tuple[NodeReport, ...] = (), rejected: tuple[Rejection, ...] = (),
                  pending: tuple[PendingAsk, ...] = (),
                  headroom: ResourceDescriptor | tuple[int, int, int] | None = None, response_id: int = 0,
-                 preemption: PreemptionMessage | None = None, reserved: tuple[ReservedNode, ...] = ()):
+                 preemption: PreemptionMessage | None = None, reserved: tuple[ReservedNode, ...] = (),
+                 reservation: HeldReservation | None = None):
         self.allocated, self.completed, self.node_updates = allocated, completed, node_updates
         self.rejected, self.pending, self._headroom, self.response_id = rejected, pending, headroom, response_id
         #: the RM's notice that containers of this application are preempted (None: none)
@@ -304,6 +326,8 @@ class AllocateResponse(WrittenValue):
         #: every node reserved for another gang that this application may not be granted on, as
         #: of the RM's last scheduling pass (empty: none; each answer says them all again)
         self.reserved = reserved
+        #: the reservation held for this application's own waiting gang (None: none), as of that pass
+        self.reservation = reservation
 
     @property
     def headroom(self) -> ResourceDescriptor:

@@ -10,6 +10,7 @@ alone (one tie order for all of its jobs, as one scheduler breaks ties).
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
@@ -22,9 +23,10 @@ from gangmaster.selectors.settings import SelectionSettings
 from .cluster_tracker import ClusterTracker
 from .gang_placement import GangPlacement, place_gang
 from .gang_run import GangRun
+from .reservation_plan import Reservation
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from .lifecycle import TaskRecord
-from gangmaster.protocol.rm_protocol import NodeReport, ReservedNode
+from gangmaster.protocol.rm_protocol import HeldReservation, NodeReport, ReservedNode
 
 
 def pipeline_seed(seed: int, app_id: str) -> int:
@@ -52,7 +54,7 @@ class AMPlacement:
     placed on a node the RM holds for another application's gang and said is closed to this
     one (:meth:`reserved`): there its asks would only wait for that gang to start and end."""
 
-    __slots__ = ("_nodes", "selection", "_seed", "pipelines", "_tracker", "_running", "_reserved")
+    __slots__ = ("_nodes", "selection", "_seed", "pipelines", "_tracker", "_running", "_reserved", "_held")
 
     def __init__(self, nodes: Callable[[], list[NodeReport]], selection: SelectionSettings, app_id: str,
                  running: Mapping[str, tuple[GangRun, TaskRecord]], tracker: ClusterTracker | None = None,
@@ -60,6 +62,7 @@ class AMPlacement:
         self._nodes, self.selection, self._running = nodes, selection, running
         self._tracker = tracker   # read from the RM on first use, then kept
         self._reserved: frozenset[str] = frozenset()   # hosts reserved for other gangs, closed to this AM
+        self._held: tuple[HeldReservation, float] | None = None   # the RM's reservation for its gang, heard when
         if shared_pipelines is None:
             self.pipelines: dict[str, SelectionPipeline] = {}
             self._seed: int | None = pipeline_seed(selection.seed, app_id)
@@ -92,6 +95,21 @@ class AMPlacement:
             if self._reserved - hosts:
                 self.cluster.opened()
             self._reserved = hosts
+
+    def holding(self, held: HeldReservation | None, now: float) -> None:
+        """The RM's word on the reservation it holds for this application's waiting gang (None:
+        none), heard at ``now`` (the AM's clock)."""
+        self._held = None if held is None else (held, now)
+
+    def rm_reservation(self, now: float) -> Reservation | None:
+        """The reservation the RM holds for this application's gang, counted from ``now`` (as a
+        diagnosis counts: :func:`~gangmaster.am.ops.diagnosis.expected_start`); None when none."""
+        if self._held is None:
+            return None
+        held, heard = self._held
+        start = held.start_in_s - (now - heard)
+        return Reservation("", max(0.0, start), math.inf if held.duration_s is None else start + held.duration_s,
+                           dict(held.gpus_by_host), held.waits_for, held.known)
 
     def view_for(self, gang: GangRun | None = None) -> ClusterView:
         """A scratch copy of the view, with the per-node caps counting our running instances;

@@ -157,7 +157,7 @@ class PendingAsk(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., remaining: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
-    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption", "reserved")
+    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption", "reserved", "reservation")
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     NODE_UPDATES_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,7 @@ class AllocateResponse(_message.Message):
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
     PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
     allocated: _containers.RepeatedCompositeFieldContainer[Container]
     completed: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     node_updates: _containers.RepeatedCompositeFieldContainer[NodeReport]
@@ -176,7 +177,32 @@ class AllocateResponse(_message.Message):
     response_id: int
     preemption: PreemptionMessage
     reserved: _containers.RepeatedCompositeFieldContainer[ReservedNode]
-    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ..., reserved: _Optional[_Iterable[_Union[ReservedNode, _Mapping]]] = ...) -> None: ...
+    reservation: HeldReservation
+    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ..., reserved: _Optional[_Iterable[_Union[ReservedNode, _Mapping]]] = ..., reservation: _Optional[_Union[HeldReservation, _Mapping]] = ...) -> None: ...
+
+class HeldReservation(_message.Message):
+    __slots__ = ("start_in", "has_duration", "duration", "hosts", "waits_for", "known")
+    START_IN_FIELD_NUMBER: _ClassVar[int]
+    HAS_DURATION_FIELD_NUMBER: _ClassVar[int]
+    DURATION_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    WAITS_FOR_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    start_in: float
+    has_duration: bool
+    duration: float
+    hosts: _containers.RepeatedCompositeFieldContainer[ReservedGpus]
+    waits_for: _containers.RepeatedScalarFieldContainer[str]
+    known: str
+    def __init__(self, start_in: _Optional[float] = ..., has_duration: _Optional[bool] = ..., duration: _Optional[float] = ..., hosts: _Optional[_Iterable[_Union[ReservedGpus, _Mapping]]] = ..., waits_for: _Optional[_Iterable[str]] = ..., known: _Optional[str] = ...) -> None: ...
+
+class ReservedGpus(_message.Message):
+    __slots__ = ("host", "gpus")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    gpus: int
+    def __init__(self, host: _Optional[str] = ..., gpus: _Optional[int] = ...) -> None: ...
 
 class ReservedNode(_message.Message):
     __slots__ = ("host", "start")

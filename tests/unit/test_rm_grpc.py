@@ -13,7 +13,7 @@ from gangmaster.protocol.rm_codec import (
 )
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationSubmission, ContainerState, GangRole, InvalidRequest, LaunchContext,
-    NodeState, NotFound, PreemptionMessage, ReservedNode, ResourceRequest, WrongState,
+    HeldReservation, NodeState, NotFound, PreemptionMessage, ReservedNode, ResourceRequest, WrongState,
 )
 from gangmaster.protocol.proto import rm_pb2 as pb
 from gangmaster.protocol.rm_codec import ask_from_pb
@@ -191,6 +191,10 @@ def test_preemption_and_priority_round_trip():
     response = AllocateResponse(preemption=notice, response_id=3,
                                 reserved=(ReservedNode("dgx-000", 60.0), ReservedNode("dgx-001", 61.5)))
     assert allocate_response_from_pb(allocate_response_to_pb(response)) == response
+    for held in (HeldReservation(12.5, 30.0, (("dgx-000", 8), ("dgx-001", 4)), ("first", "second"), "declared"),
+                 HeldReservation(0.0, None, (("pcie-000", 2),), (), "unknown")):
+        response = AllocateResponse(reservation=held)
+        assert allocate_response_from_pb(allocate_response_to_pb(response)) == response
     assert allocate_response_from_pb(allocate_response_to_pb(AllocateResponse())).preemption is None
     submission = ApplicationSubmission("j", "q", 3, True, 60.0, priority=-4)
     assert submission_from_pb(submission_to_pb(submission)) == submission
@@ -257,6 +261,29 @@ def test_a_bad_preemption_notice_over_the_wire_names_the_field(containers, deadl
 def test_a_bad_reserved_node_over_the_wire_names_the_field(host, start, error):
     msg = pb.AllocateResponse()
     msg.reserved.add(host=host, start=start)
+    with pytest.raises(InvalidRequest, match=error):
+        allocate_response_from_pb(msg)
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("start_in", float("nan"), r"reservation.start_in: expected a finite number"),
+    ("start_in", -1.0, r"reservation.start_in: expected a number >= 0"),
+    ("duration", -2.0, r"reservation.duration: expected a number >= 0"),
+    ("known", "guessed", r"reservation.known: expected one of declared, observed, unknown, got 'guessed'"),
+    ("gpus", 0, r"reservation.hosts\[0\].gpus: expected an integer in 1..64"),
+    ("host", "h\x01", r"reservation.hosts\[0\].host: expected no control characters"),
+    ("waits_for", "a\x00b", r"reservation.waits_for\[0\]: expected no control characters"),
+])
+def test_a_bad_held_reservation_over_the_wire_names_the_field(field, value, error):
+    good = HeldReservation(5.0, 10.0, (("dgx-000", 8),), ("first",), "declared")
+    msg = allocate_response_to_pb(AllocateResponse(reservation=good))
+    held = msg.reservation
+    if field in ("gpus", "host"):
+        setattr(held.hosts[0], field, value)
+    elif field == "waits_for":
+        held.waits_for[0] = value
+    else:
+        setattr(held, field, value)
     with pytest.raises(InvalidRequest, match=error):
         allocate_response_from_pb(msg)
 

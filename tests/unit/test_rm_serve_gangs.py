@@ -11,8 +11,8 @@ import pytest
 
 from gangmaster.conf.fields import ConfigError
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
-from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, GangRole, ReservedNode,
-                                             ResourceRequest)
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, GangRole, HeldReservation,
+                                             ReservedNode, ResourceRequest)
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.selectors.settings import SelectionSettings
@@ -85,7 +85,11 @@ def test_a_reserving_queue_holds_nodes_for_a_gang_declared_over_grpc(served):
     answer = rm.allocate(AllocateRequest(soon, 1, asks=(
         ResourceRequest(1, R(1024, 1, gpus=2), host="dgx-001", relax_locality=False),)))
     assert len(answer.allocated) == 1 and answer.reserved == ()
-    assert rm.allocate(AllocateRequest(gang, 1)).reserved == ()   # its own reservation is not closed to it
+    own = rm.allocate(AllocateRequest(gang, 1))   # its own reservation is not closed to it; it is told it
+    assert own.reserved == ()
+    assert own.reservation == HeldReservation(pytest.approx(held.start_s - live.core.clock.now(), abs=1.0), 50.0,
+                                              (("dgx-000", 8), ("dgx-001", 8)), ("running",), "declared")
+    assert answer.reservation is None
 
 
 def test_a_higher_priority_gang_declared_over_grpc_preempts_the_gang_in_its_way(served):

@@ -122,6 +122,7 @@ class ApplicationMasterService:
             app.response_id,
             self.preemptions.take_notice(app.app_id),
             self.scheduler.reserved_against(app),
+            self.scheduler.reservation_of(app),
         )
         if app.out_allocated:
             app.out_allocated = []

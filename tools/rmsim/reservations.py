@@ -18,7 +18,8 @@ declared to end by the reservation's start (:meth:`Reservation.admits`: backfill
 delays the gang); the gang's own asks, and every ask on other nodes, are served as always.
 Each allocate answer tells an application's AM the reserved nodes closed to it
 (:meth:`RMReservations.closed_nodes`), so that it places its gang elsewhere rather than
-asking where it would wait for the reservation to end.
+asking where it would wait for the reservation to end, and the reservation held for its own
+gang (:meth:`RMReservations.held_for`), which its diagnosis reads.
 A node is held whole (as Slurm reserves whole nodes): the planner counts GPUs only. A gang
 that can start now keeps its nodes for the pass in which its AM asks for them (its plan
 starts now, so it admits no one), and drops its reservation once it is granted containers.
@@ -34,7 +35,7 @@ import math
 from typing import Callable, Mapping
 
 from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, gang_instances, plan_start
-from gangmaster.protocol.rm_protocol import AppState, ReservedNode
+from gangmaster.protocol.rm_protocol import AppState, HeldReservation, ReservedNode
 
 from .ledger import NodeLedger
 from .queue_books import QueueBooks
@@ -115,6 +116,15 @@ class RMReservations:
     def reserved_for(self, app_id: str) -> Reservation | None:
         """The reservation ``app_id`` holds this pass, if any (for its diagnosis)."""
         return next((r for owner, r in self.held if owner == app_id), None)
+
+    def held_for(self, app_id: str) -> HeldReservation | None:
+        """:meth:`reserved_for` as its AM is told it, counted from now (``AllocateResponse.reservation``)."""
+        held = self.reserved_for(app_id)
+        if held is None:
+            return None
+        duration = None if math.isinf(held.end_s) else held.end_s - held.start_s
+        return HeldReservation(max(0.0, held.start_s - self.now()), duration, tuple(held.gpus_by_host.items()),
+                               held.waits_for, held.known)
 
     def _waiting(self, queue):
         """The queue's running applications, oldest first, that declared a gang asking whole

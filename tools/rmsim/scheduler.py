@@ -17,7 +17,7 @@ import heapq
 
 import numpy as np
 
-from gangmaster.protocol.rm_protocol import AppState, ReservedNode
+from gangmaster.protocol.rm_protocol import AppState, HeldReservation, ReservedNode
 from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.resources import ResourceError
 
@@ -117,6 +117,10 @@ class Scheduler:
         """The nodes reserved for other gangs that ``app`` may not be granted on, as of the last
         pass (:meth:`.reservations.RMReservations.closed_nodes`; none when nothing is reserved)."""
         return self.reservations.closed_nodes(app) if self._reserving else ()
+
+    def reservation_of(self, app: Application) -> HeldReservation | None:
+        """The reservation held for ``app``'s gang as of the last pass, as its AM is told it."""
+        return self.reservations.held_for(app.app_id) if self._reserving else None
 
     def restore(self, app: Application, asks: list[AskState]) -> None:
         """Asks a state file held for ``app``."""
