@@ -95,7 +95,7 @@ def test_a_reserving_queue_holds_nodes_for_a_gang_declared_over_grpc(served):
 def test_a_higher_priority_gang_declared_over_grpc_preempts_the_gang_in_its_way(served):
     """With the monitor on, the urgent gang's heartbeat preempts the low-priority gang holding
     both dgx nodes, whole, with the grace; the low gang's AM hears it in its next answer; its
-    asks are held back until the urgent gang starts."""
+    asks are held back until the urgent gang starts, or ends without starting."""
     rm, live = served("fifo", preemption_grace_s=30.0)
     low = holding(rm, "low", ("dgx-000", "dgx-001"))
     urgent = rm.submit(ApplicationSubmission("urgent", priority=5, gang=TWO_DGX))
@@ -105,6 +105,8 @@ def test_a_higher_priority_gang_declared_over_grpc_preempts_the_gang_in_its_way(
     assert notice is not None and len(notice.containers) == 2 and "for " + urgent in notice.reason
     assert notice.deadline == pytest.approx(live.core.clock.now() + 30.0, abs=5.0)
     assert live.core.scheduler.yielding == {low}
+    rm.kill(urgent, "changed its mind")   # it ends before it starts: the low gang may ask again
+    assert live.core.scheduler.yielding == set()
 
 
 @pytest.mark.parametrize("priority, gang, preempted", [

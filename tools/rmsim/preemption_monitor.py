@@ -118,6 +118,7 @@ class DeclaredGangs:
         #: app id -> the RM's version when its gang was last looked at and nothing was preempted:
         #: until the RM changes, the answer would be the same (the cluster is read whole to place it)
         self._looked: dict[str, int] = {}
+        monitor.core.subscribe(lambda event: self._ended(event.app_id), kinds=("app_finished",))
 
     def heartbeat(self, app_id: str) -> tuple[RunningGang, ...]:
         """After ``app_id``'s AM heartbeat (under the RM's lock): preempt for its declared gang
@@ -125,9 +126,7 @@ class DeclaredGangs:
         core = self.monitor.core
         app = core.apps.get(app_id)
         if app is None or app.state.finished or _live(app):
-            self.monitor.started(app_id)   # it started (or ended): the gangs it preempted ask again
-            self._roles.pop(app_id, None)
-            self._looked.pop(app_id, None)
+            self._ended(app_id)   # it started (or ended)
             return ()
         if app.state is not AppState.RUNNING or not app.gang or app.asks:   # none declared, or it found room
             return ()
@@ -144,6 +143,14 @@ class DeclaredGangs:
         if not preempted:
             self._looked[app_id] = core.version
         return preempted
+
+
+    def _ended(self, app_id: str) -> None:
+        """``app_id``'s gang started or its application ended: the gangs it preempted ask again,
+        and nothing of it is kept."""
+        self.monitor.started(app_id)
+        self._roles.pop(app_id, None)
+        self._looked.pop(app_id, None)
 
 
 def _live(app: Application) -> bool:
