@@ -68,7 +68,7 @@ def test_a_reserving_queue_holds_nodes_for_a_gang_declared_over_grpc(served):
     rm, live = served("reserve")
     holding(rm, "running", ("dgx-000",), duration_s=100.0)
     gang = rm.submit(ApplicationSubmission("gang", gang=TWO_DGX, expected_duration_s=50.0))
-    assert live.core.apps[gang].gang == TWO_DGX and live.core.apps[gang].expected_s == 50.0
+    assert live.core.apps[gang].roles == TWO_DGX and live.core.apps[gang].expected_s == 50.0
     rm.register(gang)
     late = rm.submit(ApplicationSubmission("late", expected_duration_s=1000.0))
     rm.register(late)

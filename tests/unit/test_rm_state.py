@@ -153,7 +153,7 @@ def test_a_restarted_rm_holds_the_reservation_it_held(tmp_path):
     restored = state.load(path, loop, SimulatedNodeManager(loop))
     assert restored.reservations.reserved_for(gang) == held
     app = restored.apps[gang]
-    assert (app.priority, app.gang, app.expected_s) == (3, sim.core.apps[gang].gang, 50.0)
+    assert (app.priority, app.roles, app.expected_s) == (3, sim.core.apps[gang].roles, 50.0)
     assert state.snapshot(restored) == state.snapshot(sim.core)
 
 

@@ -270,9 +270,9 @@ def _saved(a: Application, hosts: list[str], saved_asks: Callable[[Application],
     # so a file of applications that declared nothing reads as it did before these were kept.
     if a.priority:
         saved["priority"] = a.priority
-    if a.gang:
+    if a.roles:
         saved["gang"] = [[r.name, r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb, r.max_instances_per_node]
-                         for r in a.gang]
+                         for r in a.roles]
     if a.expected_s is not None:
         saved["expected_s"] = a.expected_s
     return saved

@@ -128,7 +128,7 @@ class DeclaredGangs:
         if app is None or app.state.finished or _live(app):
             self._ended(app_id)   # it started (or ended)
             return ()
-        if app.state is not AppState.RUNNING or not app.gang or app.asks:   # none declared, or it found room
+        if app.state is not AppState.RUNNING or not app.roles or app.asks:   # none declared, or it found room
             return ()
         if self._looked.get(app_id) == core.version:
             return ()
@@ -136,7 +136,7 @@ class DeclaredGangs:
         if roles is None:
             roles = self._roles[app_id] = tuple([
                 shaped_role(r.name, r.instances, r.gpus, r.vcores, r.memory_mb, r.gpu_milli,
-                            max_instances_per_node=r.max_instances_per_node) for r in app.gang])
+                            max_instances_per_node=r.max_instances_per_node) for r in app.roles])
         placement = AMPlacement(core.cluster_nodes, self.selection, app_id, {})
         preempted = self.monitor.preempt_for(app_id, roles, placement.cluster.view, placement.pipeline_for,
                                              core.clock.now())

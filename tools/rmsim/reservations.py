@@ -5,7 +5,7 @@ whole gang, so a big gang among a stream of smaller jobs asks nothing the schedu
 skip: it simply never sees room, while every smaller job takes what frees up (it starves).
 A reserving queue (:mod:`.queues`) keeps room for it instead. At each scheduling pass its
 oldest applications that were never granted a container and declared a gang (the submission's
-``gang``, its roles: :func:`~gangmaster.am.core.reservation_plan.declared_gang`) are planned by the one
+``gang``: :func:`~gangmaster.am.core.reservation_plan.declared_gang`) are planned by the one
 planner the trace replay and the diagnosis use
 (:func:`~gangmaster.am.core.reservation_plan.plan_start`): the nodes where the gang starts
 earliest, given each running container's expected end (when it started plus its
@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
-from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, gang_instances, plan_start
+from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, plan_start
 from gangmaster.protocol.rm_protocol import AppState, HeldReservation, ReservedNode
 
 from .ledger import NodeLedger
@@ -53,11 +53,10 @@ class RMReservations:
         self.held: list[tuple[str, Reservation]] = []       # (owner's app id, its reservation), in order
         self._on_node: dict[int, list[tuple[str, Reservation]]] = {}
         self._closed: dict[str, frozenset[int]] = {}        # app id -> reserved nodes closed to it (this pass)
-        self._told: dict[str, tuple[ReservedNode, ...]] = {}   # app id -> those nodes as its AM is told
 
     def plan(self) -> None:
         """Plan every reserving queue's reservations again (a pass starts: the plan may have changed)."""
-        self.held, self._on_node, self._closed, self._told = [], {}, {}, {}
+        self.held, self._on_node, self._closed = [], {}, {}
         ledger, now = self.ledger, self.now()
         free = {host: (int(ledger.gpus_free[i]) if ledger.usable[i] else 0) for i, host in enumerate(ledger.hosts)}
         holds = self._running_holds(now)
@@ -65,10 +64,10 @@ class RMReservations:
             if queue.policy != "reserve":
                 continue
             reserved = 0
-            for app, instances in self._waiting(queue):
+            for app in self._waiting(queue):
                 if reserved >= queue.max_reservations:
                     break
-                planned = plan_start(now, free, holds, instances, app.expected_s, app.name)
+                planned = plan_start(now, free, holds, app.gang, app.expected_s, app.name)
                 if planned is None:
                     continue
                 self.held.append((app.app_id, planned))
@@ -93,16 +92,14 @@ class RMReservations:
         """The reserved nodes closed to ``app`` this pass (its blacklist left out: its AM knows
         that one), each from the earliest start of the reservations that close it: what its AM
         is told, so that it places elsewhere (``AllocateResponse.reserved``)."""
-        told = self._told.get(app.app_id)
-        if told is None:
-            closed = self.closed_to(app)
-            end = math.inf if app.expected_s is None else self.now() + app.expected_s
-            hosts = self.ledger.hosts
-            told = self._told[app.app_id] = tuple([
-                ReservedNode(hosts[i], min(r.start_s for owner, r in self._on_node[i]
-                                           if owner != app.app_id and not r.admits(end)))
-                for i in sorted(closed) if i not in app.blacklist])
-        return told
+        closed = self.closed_to(app)
+        if not closed:
+            return ()
+        end = math.inf if app.expected_s is None else self.now() + app.expected_s
+        hosts = self.ledger.hosts
+        return tuple([ReservedNode(hosts[i], min(r.start_s for owner, r in self._on_node[i]
+                                                 if owner != app.app_id and not r.admits(end)))
+                      for i in sorted(closed) if i not in app.blacklist])
 
     def why_closed(self, app: Application, i: int) -> str:
         """Why node ``i`` is closed to ``app`` (a pending ask's reason)."""
@@ -127,17 +124,14 @@ class RMReservations:
                                held.waits_for, held.known)
 
     def _waiting(self, queue):
-        """The queue's running applications, oldest first, that declared a gang asking whole
-        GPUs and were never granted a container: waiting for their first start, each with its
-        instances as the planner takes them. (One that was granted some has started, or its AM
-        gave a partial hold back: it is not planned, nor is a gang's retry.)"""
+        """The queue's running applications, oldest first, that declared a gang and were never
+        granted a container: waiting for their first start. (One that was granted some has
+        started, or its AM gave a partial hold back: it is not planned, nor is a gang's retry.)"""
         apps = self.apps
         for app_id in queue.apps:
             app = apps.get(app_id)
             if app is not None and app.state is AppState.RUNNING and app.gang and not app.container_ids:
-                instances = gang_instances(app.gang)
-                if instances:
-                    yield app, instances
+                yield app
 
     def _running_holds(self, now: float) -> list[Hold]:
         """Each live container's GPUs, held until its application's declared end (unknown: never)."""
