@@ -64,7 +64,7 @@ from gangmaster.am.ops.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
-from .occupancy import rm_occupants, rm_reservation, simulated_occupants
+from .occupancy import rm_occupants, simulated_occupants
 from .rmsim.clock import RealTimeLoop
 from .rmsim.core import ResourceManager, RMEvent
 from .rmsim.live_rm import LiveRM
@@ -322,8 +322,7 @@ class SimulatedRuns(_Runs):
         return super().submit(job, work_dir, queue)
 
     def _am_extras(self, run: JobRun) -> dict:
-        return {"barrier": self.sim.barrier, "occupants": lambda: simulated_occupants(self.sim, run.app_id),
-                "reserved": lambda: rm_reservation(self.sim.core, run.app_id)}
+        return {"barrier": self.sim.barrier, "occupants": lambda: simulated_occupants(self.sim, run.app_id)}
 
     def run(self) -> bool:
         """Run until every job is done or ``max_virtual_time_s`` passes; True when all are done.
@@ -512,8 +511,7 @@ class LiveRuns(_RealTime, _Runs):
                          settings or AMSettings(), selection or SelectionSettings(), echo)
 
     def _am_extras(self, run: JobRun) -> dict:
-        return {**super()._am_extras(run), "occupants": lambda: rm_occupants(self.live.core, run.app_id),
-                "reserved": lambda: rm_reservation(self.live.core, run.app_id)}
+        return {**super()._am_extras(run), "occupants": lambda: rm_occupants(self.live.core, run.app_id)}
 
     def _stop_rm(self) -> None:
         self.stopped_tasks = self.live.stop()

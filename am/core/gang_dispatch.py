@@ -35,8 +35,8 @@ from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
 from gangmaster.am.ops.progress_log import ProgressLog, QuietLog
 from .recovery import TakenBack
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus,
-                                             ExitStatus, NodeReport, PendingAsk, PreemptionMessage, Rejection,
-                                             RMError, WrongState)
+                                             ExitStatus, HeldReservation, NodeReport, PendingAsk, PreemptionMessage,
+                                             Rejection, ReservedNode, RMError, WrongState)
 
 
 class GangDispatch:
@@ -89,6 +89,12 @@ class GangDispatch:
     # ------------------------------------------- what the RM answered (RMCallbacks)
     def on_nodes_updated(self, updates: Sequence[NodeReport]) -> None:
         self.placement.cluster.apply(updates)
+
+    def on_nodes_reserved(self, nodes: Sequence[ReservedNode]) -> None:
+        self.placement.reserved(nodes)
+
+    def on_reservation(self, held: HeldReservation | None, now: float) -> None:
+        self.placement.holding(held, now)
 
     def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None:
         """Each container is taken by the gang that asked for it, else given back."""

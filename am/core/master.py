@@ -75,7 +75,6 @@ from gangmaster.protocol.rm_client import RMClient
 from .rm_conversation import RMConversation
 from gangmaster.protocol.rm_protocol import ApplicationReport, AppState, WrongState
 from .recovery import recorded_gangs
-from gangmaster.am.core.reservation_plan import Reservation
 from gangmaster.am.ops.why_feed import WhyFeed
 
 __all__ = ["ApplicationMaster", "GangRun", "ProgressLog", "attempt_history", "recorded_gangs", "pipeline_seed"]
@@ -99,7 +98,6 @@ class ApplicationMaster:
                  barrier: GangBarrier, metrics: AMMetrics | None = None, echo: Callable[[str], None] | None = None,
                  task_env: Mapping[str, str] | None = None,
                  occupants: Callable[[], Sequence[Occupant]] | None = None,
-                 reserved: Callable[[], Reservation | None] | None = None,
                  journal: Journal | MemoryJournal | NoJournal | None = None,
                  log: ProgressLog | QuietLog | None = None, tracker: ClusterTracker | None = None,
                  shared_pipelines: dict[str, SelectionPipeline] | None = None, earlier_tasks: str = recovery.ENDED_WITH_THE_RUN):
@@ -149,9 +147,10 @@ class ApplicationMaster:
         self.placement = AMPlacement(rm.cluster_nodes, self.selection, app_id, running, tracker, shared_pipelines)
         self.gangs: list[GangRun] = []
         # why its gangs wait; occupants: what other applications hold where (names blocking jobs);
-        # reserved: the reservation a reserving RM queue holds for it (its expected start)
+        # the reservation a reserving RM queue holds for it (its expected start), as the RM's
+        # answers last said
         self.why = WhyFeed(job.name, app_id, self.gangs, self.placement, occupants or _nobody, self.settings,
-                           self.log, self.metrics, job.priority, reserved)
+                           self.log, self.metrics, job.priority, lambda: self.placement.rm_reservation(self.now()))
         # barrier: the coordinator (the AM's calls to it: am.attempt_barrier)
         launcher = GangLauncher(rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases)
         self.shutdown = Shutdown(launcher, self.log)

@@ -31,6 +31,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from gangmaster.protocol.rm_protocol import GangRole
+
 #: Default bound on the gangs of one queue holding reservations at once (Slurm's
 #: ``bf_max_job_test``-like bound; YARN reserves one node per application at a time).
 DEFAULT_MAX_RESERVATIONS = 1
@@ -90,15 +92,19 @@ def gang_instances(roles, counts: Mapping[str, int] | None = None) -> list[Insta
             for _ in range(counts[role.name] if counts and role.name in counts else role.instances)]
 
 
-def declared_gang(job) -> tuple[tuple[Instance, ...], float | None]:
-    """What a reserving RM queue plans for ``job`` while it waits: its largest gang (by GPUs)
-    as :func:`gang_instances`, and how long it is declared to run (its roles' longest
-    ``simulatedDurationSeconds``; None when a role declares none: unknown)."""
-    gangs = [gang_instances(roles) for _, roles in job.named_gangs]
-    largest = max(gangs, key=lambda instances: sum(item[0] for item in instances), default=[])
+def declared_gang(job) -> tuple[tuple[GangRole, ...], float | None]:
+    """What ``job`` declares to the RM when it is submitted: its largest gang (by GPUs), role
+    by role, as a reserving queue plans it (:func:`gang_instances` of it) and the preemption
+    monitor places it, and how long it is declared to run (the job's ``expectedDurationSeconds``;
+    else its roles' longest ``simulatedDurationSeconds``; None when neither says: unknown)."""
+    largest = max((roles for _, roles in job.named_gangs), key=lambda roles: sum(r.instances * r.gpus for r in roles),
+                  default=())
+    gang = tuple([GangRole(r.name, r.instances, r.gpus, r.gpu_milli, r.ask_vcores, r.memory_mb,
+                           r.max_instances_per_node) for r in largest])
+    if job.expected_duration_s is not None:
+        return gang, float(job.expected_duration_s)
     declared = [job.simulation.get(role.name, {}).get("simulatedDurationSeconds") for role in job.roles]
-    duration = None if not declared or None in declared else float(max(declared))
-    return tuple(largest), duration
+    return gang, None if not declared or None in declared else float(max(declared))
 
 
 def plan_start(now: float, free: Mapping[str, int], holds: Iterable[Hold], instances: Sequence[Instance],

@@ -34,7 +34,8 @@ class WhyFeed:
                  metrics: AMMetrics, priority: int = 0,
                  reserved: Callable[[], Reservation | None] | None = None):
         """``priority``: the job's (blocking jobs above it are work it waits behind);
-        ``reserved``: the reservation the RM holds for the job now, if any (a driver that knows tells)."""
+        ``reserved``: the reservation the RM holds for the job now, if any (its AM's placement keeps
+        what the RM's answers said: :meth:`~gangmaster.am.core.am_placement.AMPlacement.rm_reservation`)."""
         self.priority, self.reserved = priority, reserved
         #: how the RM preempts for a waiting gang of this job, (app id, the gang's roles) -> the
         #: candidates and its grace, when it does (its driver says so: ``rm.preemption``, or the

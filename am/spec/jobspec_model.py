@@ -12,6 +12,7 @@ AM's business: the reader checks those keys and carries them in
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from operator import attrgetter
@@ -223,6 +224,9 @@ class JobSpec:
     simulation: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     #: ``gangmaster: priority``: a gang that cannot start may preempt gangs of lower priority
     priority: int = 0
+    #: ``gangmaster: expectedDurationSeconds``: how long the job is declared to run (None: unknown),
+    #: what a reserving RM queue counts on for its containers' ends (``declared_gang``)
+    expected_duration_s: float | None = None
 
     def role(self, name: str) -> RoleSpec:
         role = self._roles_by_name.get(name)
@@ -326,6 +330,21 @@ class JobSpec:
         for role, spec in zip(data["roles"], self.roles):
             role["ask_vcores"] = spec.ask_vcores
         return data
+
+
+def shaped_role(name: str, instances: int, gpus: int, vcores: float, memory_mb: int, gpu_milli: int = 0,
+                gpu_types: tuple[str, ...] = (), node_label: str | None = None,
+                max_instances_per_node: int | None = None, command: str = "true") -> RoleSpec:
+    """A role known only by its shape (a trace's role, the gang an application declared to the
+    RM), as the AM would place it: asking ``vcores`` (planned as whole vcores, asked as
+    ``cpu × request_ratio``: 1.25 vcores is 2 × 0.625), ``memory_mb``, ``gpus`` whole GPUs or a
+    ``gpu_milli`` share of one, no ports, one attempt; ``command`` is what each task would run."""
+    cpu = math.ceil(vcores)
+    ratio = vcores / cpu if cpu else 1.0
+    return RoleSpec(name=name, instances=instances, cpu=cpu, memory_mb=memory_mb, gpus=gpus, ports={},
+                    commands=(command,), completion=Completion(), task_retry_count=0, retry=RetryPolicy("job", 1),
+                    request_ratio=ratio, max_instances_per_node=max_instances_per_node, node_label=node_label,
+                    gpu_types=gpu_types, gpu_milli=gpu_milli)
 
 
 def gang_name(roles: Sequence[str]) -> str:

@@ -16,6 +16,10 @@ gangs hold one at a time, each planned after the ones before it.
 A reserved node is closed to every other application's asks unless that application is
 declared to end by the reservation's start (:meth:`Reservation.admits`: backfill never
 delays the gang); the gang's own asks, and every ask on other nodes, are served as always.
+Each allocate answer tells an application's AM the reserved nodes closed to it
+(:meth:`RMReservations.closed_nodes`), so that it places its gang elsewhere rather than
+asking where it would wait for the reservation to end, and the reservation held for its own
+gang (:meth:`RMReservations.held_for`), which its diagnosis reads.
 A node is held whole (as Slurm reserves whole nodes): the planner counts GPUs only. A gang
 that can start now keeps its nodes for the pass in which its AM asks for them (its plan
 starts now, so it admits no one), and drops its reservation once it is granted containers.
@@ -31,7 +35,7 @@ import math
 from typing import Callable, Mapping
 
 from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, plan_start
-from gangmaster.protocol.rm_protocol import AppState
+from gangmaster.protocol.rm_protocol import AppState, HeldReservation, ReservedNode
 
 from .ledger import NodeLedger
 from .queue_books import QueueBooks
@@ -84,6 +88,19 @@ class RMReservations:
             closed = self._closed[app.app_id] = app.blacklist | reserved
         return closed
 
+    def closed_nodes(self, app: Application) -> tuple[ReservedNode, ...]:
+        """The reserved nodes closed to ``app`` this pass (its blacklist left out: its AM knows
+        that one), each from the earliest start of the reservations that close it: what its AM
+        is told, so that it places elsewhere (``AllocateResponse.reserved``)."""
+        closed = self.closed_to(app)
+        if not closed:
+            return ()
+        end = math.inf if app.expected_s is None else self.now() + app.expected_s
+        hosts = self.ledger.hosts
+        return tuple([ReservedNode(hosts[i], min(r.start_s for owner, r in self._on_node[i]
+                                                 if owner != app.app_id and not r.admits(end)))
+                      for i in sorted(closed) if i not in app.blacklist])
+
     def why_closed(self, app: Application, i: int) -> str:
         """Why node ``i`` is closed to ``app`` (a pending ask's reason)."""
         for owner, reservation in self._on_node.get(i, ()):
@@ -96,6 +113,15 @@ class RMReservations:
     def reserved_for(self, app_id: str) -> Reservation | None:
         """The reservation ``app_id`` holds this pass, if any (for its diagnosis)."""
         return next((r for owner, r in self.held if owner == app_id), None)
+
+    def held_for(self, app_id: str) -> HeldReservation | None:
+        """:meth:`reserved_for` as its AM is told it, counted from now (``AllocateResponse.reservation``)."""
+        held = self.reserved_for(app_id)
+        if held is None:
+            return None
+        duration = None if math.isinf(held.end_s) else held.end_s - held.start_s
+        return HeldReservation(max(0.0, held.start_s - self.now()), duration, tuple(held.gpus_by_host.items()),
+                               held.waits_for, held.known)
 
     def _waiting(self, queue):
         """The queue's running applications, oldest first, that declared a gang and were never

@@ -17,7 +17,7 @@ import heapq
 
 import numpy as np
 
-from gangmaster.protocol.rm_protocol import AppState
+from gangmaster.protocol.rm_protocol import AppState, HeldReservation, ReservedNode
 from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.resources import ResourceError
 
@@ -107,6 +107,21 @@ class Scheduler:
         if asks or cancel:
             self.version += 1
 
+    def plan_reservations(self) -> None:
+        """Plan the reserving queues' reservations again (a pass starts, or the RM was restored)."""
+        if self.reservations is not None:
+            self.reservations.plan()
+            self._reserving = bool(self.reservations.held)
+
+    def reserved_against(self, app: Application) -> tuple[ReservedNode, ...]:
+        """The nodes reserved for other gangs that ``app`` may not be granted on, as of the last
+        pass (:meth:`.reservations.RMReservations.closed_nodes`; none when nothing is reserved)."""
+        return self.reservations.closed_nodes(app) if self._reserving else ()
+
+    def reservation_of(self, app: Application) -> HeldReservation | None:
+        """The reservation held for ``app``'s gang as of the last pass, as its AM is told it."""
+        return self.reservations.held_for(app.app_id) if self._reserving else None
+
     def restore(self, app: Application, asks: list[AskState]) -> None:
         """Asks a state file held for ``app``."""
         for ask in asks:
@@ -124,9 +139,7 @@ class Scheduler:
         plans = self._plans()
         if not plans:   # nothing asked, or every ask was served: no pass to make
             return 0
-        if self.reservations is not None:
-            self.reservations.plan()
-            self._reserving = bool(self.reservations.held)
+        self.plan_reservations()
         try:
             if len(plans) == 1:   # one queue asks: each ask in turn, granted until it is served or cannot be
                 (queue, plan), = plans
