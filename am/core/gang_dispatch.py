@@ -33,7 +33,8 @@ from .gang_launch import GangLauncher
 from .gang_run import PENDING, GangRun, failure
 from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
 from gangmaster.am.ops.progress_log import ProgressLog, QuietLog
-from .recovery import TakenBack
+from .job_shutdown import Shutdown
+from .recovery import Recovered, TakenBack
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus,
                                              ExitStatus, NodeReport, PendingAsk, PreemptionMessage, Rejection,
                                              RMError, WrongState)
@@ -47,7 +48,7 @@ class GangDispatch:
     never_granted = ""
     #: (the application's report when it ended, why) once the RM no longer accepts this AM attempt
     shutdown_request: tuple[ApplicationReport | None, WrongState] | None = None
-    #: the deadline of a preemption notice whose gang has not restarted yet (None: not preempted)
+    #: the deadline of the latest preemption notice (None: never preempted)
     preempted_until: float | None = None
 
     def __init__(self, gangs: list[GangRun], running: dict[str, tuple[GangRun, TaskRecord]],
@@ -193,6 +194,19 @@ class GangDispatch:
                 self.log(f"gang {gang.name}: role {role} is placed again on the nodes where it failed: avoiding "
                          f"them would leave the gang unable to start even on the idle cluster")
         self.avoiding.clear()
+
+    def take_over(self, recovered: Recovered, shutdown: Shutdown, now: float) -> None:
+        """Carry on from what a journal left (:mod:`~gangmaster.am.core.recovery`): its gangs,
+        in the job's order, are these; those launched are taken back (:meth:`take_back`); the
+        containers no gang owns are stopped, unless the job had already finished."""
+        for taken in recovered.gangs:
+            if taken.launched:
+                self.take_back(taken, now)
+            self.gangs.append(taken.gang)
+        if recovered.finished is None:
+            for cid in recovered.strays:
+                self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
+                shutdown.stop(cid)
 
     def take_back(self, taken: TakenBack, now: float) -> None:
         """A launched gang taken back from a journal (:mod:`~gangmaster.am.core.recovery`): its
