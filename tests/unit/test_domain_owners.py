@@ -77,3 +77,14 @@ def test_recovery_imports_nothing_of_the_am():
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_code_comment_names_the_replay(path):
     assert replay_comments(path.read_text()) == [], f"{path.relative_to(ROOT)}: say why in a docstring"
+
+
+#: The most lines a module of the RM simulator holds (issue 29: "no file of tools/rmsim/ over
+#: ~350 lines"): past it, a collaborator holds more than one thing.
+RMSIM_MAX_LINES = 350
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tools/rmsim").glob("*.py")), ids=lambda p: p.name)
+def test_no_rm_simulator_module_is_over_its_size(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= RMSIM_MAX_LINES, f"tools/rmsim/{path.name}: {lines} lines, over {RMSIM_MAX_LINES}"
