@@ -24,7 +24,7 @@ two make no reference cycle: a trace replay's ended AMs are freed as they end).
 from __future__ import annotations
 
 from functools import partial
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .acquisition import AcquisitionContext
 from .am_placement import AMPlacement
@@ -67,16 +67,29 @@ class GangDispatch:
         return bool(self.never_granted)
 
     # ------------------------------------------------------ before the heartbeat
-    def plan(self, gang: GangRun, now: float) -> None:
-        """A pending gang decides this heartbeat's asks, cancels and releases."""
+    def plan(self, now: float, overdue: Callable[[GangRun, float], str]) -> str:
+        """Each pending gang decides this heartbeat's asks, cancels and releases, in the job's
+        order, and then ``overdue(gang, now)`` says whether it waited longer than it may: ""
+        or why the job must fail (the gangs after it do not plan)."""
         placement = self.placement
-        gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang), placement.cluster.grown)
+        for gang in self.gangs:
+            if gang.state in PENDING:
+                gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang),
+                          placement.cluster.grown)
+                too_long = overdue(gang, now)
+                if too_long:
+                    return too_long
+        return ""
 
-    def request(self, finished: int) -> AllocateRequest:
+    def request(self) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
         after what the AM itself had to (containers it did not want, attempts that ended),
         and its progress: the share of the job's instances whose task (of the current
-        attempt) has ended (``finished`` of them)."""
+        attempt) has ended."""
+        finished = 0   # (those of pending gangs: none yet)
+        for gang in self.gangs:
+            if gang.state not in PENDING:
+                finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
         total = self.launcher.job.total_instances
         progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
         self.granted = False

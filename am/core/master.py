@@ -58,9 +58,9 @@ from .acquisition import AcquisitionContext
 from .am_placement import AMPlacement
 from .cluster_tracker import ClusterTracker
 from .gang_dispatch import GangDispatch
-from .gang_events import JournalEvents, LogEvents, MetricsEvents, keeping, observing
+from .gang_events import observers
 from .gang_launch import GangLauncher
-from .gang_run import PENDING, GangRun
+from .gang_run import GangRun
 from .job_shutdown import Shutdown
 from .job_start import NeverRuns, first_attempts
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, read_state
@@ -126,10 +126,7 @@ class ApplicationMaster(JobStatus):
         self.log = log if log is not None else ProgressLog(
             work_dir / f"am-{len(previous.am_attempts) + 1 if previous else 1}.log", now, echo)
         self.journal = journal if journal is not None else Journal(work_dir / JOURNAL_FILE, now)
-        # Who keeps what happens: the journal, the log and the metrics, each as an observer of
-        # the gangs' events, attached only when it keeps something.
-        self.events = observing([MetricsEvents(self.metrics), keeping(self.journal, JournalEvents),
-                                 keeping(self.log, LogEvents)])
+        self.events = observers(self.metrics, self.journal, self.log)   # who keeps what happens
         # what its gangs' acquisitions share: the outbox of what to send at the next heartbeat
         # among it, and the request ids, 1 up (those of different AM attempts never collide)
         asking = AcquisitionContext(
@@ -176,19 +173,12 @@ class ApplicationMaster(JobStatus):
         if self.done:
             return
         now = self.now()
-        dispatch, watch = self.dispatch, self.why.watching   # (no watch is made during a heartbeat)
-        finished = 0   # the tasks of the gangs' current attempts that ended (those of pending gangs: none yet)
-        for gang in self.gangs:
-            if gang.state in PENDING:
-                dispatch.plan(gang, now)
-                if watch is not None:
-                    waited_too_long = watch.check(gang, now, self.why.diagnose)
-                    if waited_too_long:
-                        self._finish("failed", waited_too_long)
-                        return
-            else:
-                finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
-        if not self.conversation.heartbeat(dispatch.request(finished), dispatch, now):
+        dispatch = self.dispatch
+        waited_too_long = dispatch.plan(now, self.why.overdue)
+        if waited_too_long:
+            self._finish("failed", waited_too_long)
+            return
+        if not self.conversation.heartbeat(dispatch.request(), dispatch, now):
             self._shutdown_requested(*dispatch.shutdown_request)
             return
         if dispatch.never_granted:
@@ -198,8 +188,7 @@ class ApplicationMaster(JobStatus):
             dispatch.launch_granted(now)
         if dispatch.to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
             self._decide(now)
-        if watch is not None and watch.latest:
-            watch.started(self.gangs)
+        self.why.gangs_started()
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
