@@ -33,7 +33,6 @@ when the driver finds it can make no progress
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
@@ -82,8 +81,6 @@ class ApplicationMaster(JobStatus):
     reason = ""
     #: the environment every task gets (``task_env``); read only
     task_env: Mapping[str, str] = MappingProxyType({})
-    #: the most the AM's queue may hold at once (None: the cluster), as the RM registered it
-    queue_limit: ResourceDescriptor | None = None
 
     def __init__(self, job: JobSpec, rm: RMClient, app_id: str, now: Callable[[], float], work_dir: str | Path, *,
                  settings: AMSettings | None = None, selection: SelectionSettings | None = None,
@@ -114,13 +111,13 @@ class ApplicationMaster(JobStatus):
         self.metrics = metrics or AMMetrics()
         if task_env:
             self.task_env = dict(task_env)
-        work_dir = _folder(work_dir)
+        work_dir = Path(work_dir)
         self.conversation = RMConversation(rm, app_id)
         registration = self.conversation.register()
         self.am_attempt = registration.attempt
         self.queue = registration.queue
-        if registration.queue_limit is not None:
-            self.queue_limit = registration.queue_limit
+        #: the most the AM's queue may hold at once (None: the cluster), as the RM registered it
+        self.queue_limit: ResourceDescriptor | None = registration.queue_limit
         records = read_records(work_dir / JOURNAL_FILE) if journal is None else journal.records()
         previous = read_state(records) if records else None   # None: nothing ran before
         self.log = log if log is not None else ProgressLog(
@@ -302,8 +299,3 @@ def _nobody() -> tuple:
     """What other applications hold, to a driver that does not tell: nothing known."""
     return ()
 
-
-@lru_cache(maxsize=64)
-def _folder(work_dir: str | Path) -> Path:
-    """``work_dir`` as a Path: one per folder (a trace replay's AMs all name the same one)."""
-    return Path(work_dir)
