@@ -85,11 +85,10 @@ class Containers:
         if "container_started" in self._heard:
             self.events.emit("container_started", rec.app_id, rec.container_id, self.ledger.hosts[rec.node])
 
-    def start(self, container_id: str, own: LaunchContext, shared: LaunchContext) -> None:
-        """Start ALLOCATED container ``container_id`` with its ``own`` launch over the batch's
-        ``shared`` one: WrongState when it is not ALLOCATED, its application not running or
-        its node lost; the NodeManager raises (and nothing changes) on a bad launch context."""
-        rec = self.get(container_id)   # (raises NotFound)
+    def startable(self, container_id: str) -> ContainerRecord:
+        """The record of container ``container_id``, to be started: NotFound when there is
+        none, WrongState when it is not ALLOCATED, its application not running or its node lost."""
+        rec = self.get(container_id)
         app = self.apps[rec.app_id]
         if rec.state is not ContainerState.ALLOCATED:
             raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
@@ -98,9 +97,18 @@ class Containers:
             raise WrongState(f"application {app.app_id} is {app.state.value}")
         if self.ledger.states[rec.node] is NodeState.LOST:
             raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
-        launch = own.over(shared)
-        self.node_manager.launch(rec, launch)
-        self.started(rec, launch)
+        return rec
+
+    def exited(self, rec: ContainerRecord, exit_code: int, diagnostics: str,
+               preempted: tuple[ContainerState, int, str] | None) -> None:
+        """``rec``'s process ended by itself with ``exit_code``: it completed or failed, or,
+        when it ended under a preemption notice (``preempted``: how the notice ends it), the
+        notice ended it."""
+        if preempted is not None:
+            self.finish(rec, *preempted, stop=False)
+            return
+        state = ContainerState.COMPLETED if exit_code == 0 else ContainerState.FAILED
+        self.finish(rec, state, exit_code, diagnostics or f"process exited with code {exit_code}", stop=False)
 
     def end_on_node(self, i: int, diagnostics: str) -> None:
         """Node ``i`` was lost: every container on it ends KILLED (``NODE_LOST``), in id order."""

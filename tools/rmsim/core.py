@@ -217,7 +217,10 @@ class ResourceManager:
         if shared_size is not None:
             check.check_name(container_id, "container_id")
             check.check_launch(own, f"containers[{k}].launch", shared_size)
-        self.granted.start(container_id, own, shared)
+        rec = self.granted.startable(container_id)
+        launch = own.over(shared)
+        self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
+        self.granted.started(rec, launch)
 
     def stop_container(self, container_id: str) -> None:
         check.check_name(container_id, "container_id")
@@ -253,13 +256,7 @@ class ResourceManager:
             rec = self.containers.get(container_id)
             if rec is None or rec.state.finished or rec.stopping:
                 return
-            preempted = self.preemptions.exit_status(container_id, exit_code)
-            if preempted is not None:   # it ended under a preemption notice: the notice ended it
-                self.granted.finish(rec, *preempted, stop=False)
-                return
-            state = ContainerState.COMPLETED if exit_code == 0 else ContainerState.FAILED
-            self.granted.finish(rec, state, exit_code, diagnostics or f"process exited with code {exit_code}",
-                                    stop=False)
+            self.granted.exited(rec, exit_code, diagnostics, self.preemptions.exit_status(container_id, exit_code))
 
     def restart_allocation_expiry(self, expiry_s: float | None) -> None:
         """Use ``expiry_s`` from now on, and give every container still ALLOCATED a full
