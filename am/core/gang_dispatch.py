@@ -31,7 +31,7 @@ from .am_placement import AMPlacement
 from gangmaster.am.barrier.attempt_barrier import reopen_barrier
 from .gang_launch import GangLauncher
 from .gang_run import PENDING, GangRun, failure
-from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
+from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, ROLE_RUNNING, TASK_RUNNING, TaskRecord
 from gangmaster.am.ops.progress_log import ProgressLog, QuietLog
 from .job_shutdown import Shutdown
 from .recovery import Recovered, TakenBack
@@ -207,6 +207,16 @@ class GangDispatch:
                 self.log(f"gang {gang.name}: role {role} is placed again on the nodes where it failed: avoiding "
                          f"them would leave the gang unable to start even on the idle cluster")
         self.avoiding.clear()
+
+    def take_decided(self) -> list[GangRun]:
+        """The gangs to decide on now, in the job's order: those still running whose tasks
+        ended since the last decision (:attr:`to_decide`, emptied)."""
+        to_decide = self.to_decide
+        if not to_decide:
+            return []
+        deciding = [g for g in self.gangs if g in to_decide and g.state is ROLE_RUNNING]
+        to_decide.clear()
+        return deciding
 
     def take_over(self, recovered: Recovered, shutdown: Shutdown, now: float) -> None:
         """Carry on from what a journal left (:mod:`~gangmaster.am.core.recovery`): its gangs,

@@ -32,7 +32,6 @@ when the driver finds it can make no progress
 """
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
@@ -59,11 +58,11 @@ from .cluster_tracker import ClusterTracker
 from .gang_dispatch import GangDispatch
 from .gang_events import observers
 from .gang_launch import GangLauncher
-from .gang_run import GangRun
+from .gang_run import GangRun, task_counts
 from .job_shutdown import Shutdown
 from .job_start import NeverRuns, first_attempts
 from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, read_state
-from .lifecycle import ROLE_RUNNING, TaskRecord
+from .lifecycle import TaskRecord
 from .reservation_plan import Reservation
 from .retry_scope import retry_failures
 from .rm_conversation import RMConversation, ended_by_rm
@@ -193,34 +192,18 @@ class ApplicationMaster(JobStatus):
         (:mod:`~gangmaster.am.core.retry_scope`), else the job may have succeeded."""
         self.events.deciding(now)
         self.dispatch.keep_placeable()   # (before a restart plans the gang again)
-        to_decide = self.dispatch.to_decide
-        if not to_decide:   # no task ended: nothing to decide
-            return
-        deciding = False
-        failing: list[GangRun] = []   # the deciding gangs with a failed task
-        for g in self.gangs:
-            if g in to_decide and g.state is ROLE_RUNNING:
-                deciding = True
-                if g.failed:   # (no role fails without a failed task: a Completion's min_failed is at least 1)
-                    failing.append(g)
-        to_decide.clear()
+        deciding = self.dispatch.take_decided()
         if not deciding:
             return
+        # (no role fails without a failed task: a Completion's min_failed is at least 1)
+        failing = [g for g in deciding if g.failed]
         if failing:   # restarts, or the job fails (:mod:`~gangmaster.am.core.retry_scope`)
             over = retry_failures(self.job, self.gangs, failing, self.shutdown, self.events, now, self.now)
             if over is not None:
                 if over:
                     self._finish("failed", over)
                 return
-        gangs = self.gangs
-        if len(gangs) == 1:   # most jobs: the gang's own counts are the job's
-            verdict = self.job.verdict(gangs[0].succeeded, gangs[0].failed)
-        else:
-            succeeded, failed = Counter(), Counter()
-            for g in gangs:
-                succeeded.update(g.succeeded)
-                failed.update(g.failed)
-            verdict = self.job.verdict(succeeded, failed)
+        verdict = self.job.verdict(*task_counts(self.gangs))
         if verdict is SUCCEEDED_EARLY:
             self._finish("succeeded", "a role reached its minSucceededInstances")
         elif verdict == "succeeded":
