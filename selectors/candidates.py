@@ -13,8 +13,9 @@ caller gives a seeded order.
   there), then a chunk at a time (:meth:`~gangmaster.selectors.filters.Filter.passes`),
   until ``k`` pass. The cost is the nodes read before ``k`` pass, not the cluster.
   A pick of one instance walks through a :class:`KeyWalk` the view keeps per request
-  (:class:`~gangmaster.selectors.placement.LonePick`): what the walk needs is made
-  once, not at every pick.
+  shape (:class:`~gangmaster.selectors.placement.LonePick`): what the walk needs is
+  made once, not at every pick; for a job with hosts, by tier as below, its racks read
+  through an index of the nodes by rack (:meth:`KeyWalk.best_near`).
 * **By tier**, when the key depends on the job's hosts only through the locality
   tier, a node key below it (:meth:`~gangmaster.selectors.selector.Selector.key_within_tiers`:
   locality's with placed hosts), and no rack policy (:func:`best_by_tier`): the job's
@@ -124,9 +125,10 @@ class KeyWalk:
     checks of one node (:func:`node_check_one`, made again only when the view gains a
     role's count or failures: the checks hold those columns). The check of chunks
     (:func:`node_check`) is made for the view as it stands, when a walk first asks it
-    after the view changed. A pick of one instance walks the same few requests again
-    and again (a trace replay's shapes): see
-    :class:`~gangmaster.selectors.placement.LonePick`."""
+    after the view changed. A pick of one instance walks the same few request shapes
+    again and again (a trace replay's, a bench's stream): see
+    :class:`~gangmaster.selectors.placement.LonePick`. The request it is made with
+    stands for its shape: the checks read nothing of it but the shape (not its hosts)."""
 
     __slots__ = ("view", "key", "ctx", "index", "lowest", "ties", "_key_of", "_bucket_of", "_columns", "_one",
                  "_one_for", "_rows", "_rows_for", "_racks")

@@ -50,14 +50,18 @@ node, each rack's nodes in (key, tie order) — because each node placed keeps i
 rack the only one of the job's racks with room: one sort and a cumulative sum of
 room (:meth:`_Loop._sweep`).
 
-One instance, not booked (``select_single_node``): with a node key (within the
-tiers) and no rack policy, the same order is searched without a look at every node:
-the job's hosts, the rest of their racks (the view's rack grouping), then the
-strategy's node index in (key, tie order), skipping those racks
-(:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a gang of one,
-a job's first instance) or no tiers (a random pick), the index alone, walked by the
-:class:`LonePick` the view keeps for the request, without building the loop at all
-(:func:`_lone`), which also gives a random pick its few best to draw from.
+One instance, not booked (``select_single_node``): with a node key and no rack
+policy, the same order is searched without building the loop and without a look at
+every node, by the :class:`LonePick` the view keeps for the request's shape
+(:func:`_lone`): for a job with hosts whose order within the tiers is that node key,
+the job's hosts, the best of the rest of their racks (an index of the nodes by rack,
+kept up to date row by row), then the strategy's node index in (key, tie order),
+skipping those racks (:meth:`~gangmaster.selectors.candidates.KeyWalk.best_near`,
+the order of :func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a
+gang of one, a job's first instance) or no tiers (a random pick), the index alone,
+which also gives a random pick its few best to draw from. Otherwise (a key that is
+not a node key, hosts the view does not know) the loop picks
+(:meth:`_Loop._indexed_pick`, or its scan).
 
 GPUs and ports
 --------------
