@@ -35,6 +35,27 @@ from typing import Iterable, Mapping, Sequence
 #: ``bf_max_job_test``-like bound; YARN reserves one node per application at a time).
 DEFAULT_MAX_RESERVATIONS = 1
 
+#: Default bound on the gangs holding reservations at once in the whole cluster (in a replay,
+#: in each partition of nodes), whatever their queue: the oldest that cannot start hold them.
+#: Fifteen queues with one each made Philly's cluster (40 x 8 GPUs) run as one global FIFO
+#: by age, with reserved GPUs held idle: mean JCT 24 % worse than FIFO's (BENCHMARKS.md).
+DEFAULT_CLUSTER_RESERVATIONS = 1
+
+
+@dataclass(frozen=True)
+class ReservationBounds:
+    """How many gangs may hold reservations, and from when (each queue's own bound,
+    ``max_reservations``, is the queue's).
+
+    ``cluster``: at most this many at once in the cluster (a replay's partition), given to
+    the oldest gangs that cannot start, whichever their queue (as Slurm's
+    ``bf_max_job_part`` bounds them per partition). ``after_s``: a gang reserves only once
+    it has waited this long (Slurm's ``bf_min_age_reserve``): a gang that starts soon
+    anyway holds nothing idle for it."""
+
+    cluster: int = DEFAULT_CLUSTER_RESERVATIONS
+    after_s: float = 0.0
+
 #: How an expected end is known: the job declared its duration, one was observed for
 #: jobs like it, or none is known (then the end is never: the plan cannot count on it).
 DECLARED, OBSERVED, UNKNOWN = "declared", "observed", "unknown"

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from gangmaster.am.core.reservation_plan import DECLARED, Hold, Reservation, plan_start
+from gangmaster.am.core.reservation_plan import DECLARED, Hold, Reservation, ReservationBounds, plan_start
 from gangmaster.selectors.cluster import ClusterView, NodeColumns
 
 
@@ -33,8 +33,10 @@ class ReplayReservations:
     """The reservations of every queue of one replay, and the running jobs' holds they are planned from."""
 
     def __init__(self, now: Callable[[], float], ledger: NodeColumns, view: Callable[[], ClusterView],
-                 sync: Callable[[], None], partition_of: dict[str, str | None]):
+                 sync: Callable[[], None], partition_of: dict[str, str | None],
+                 bounds: ReservationBounds = ReservationBounds()):
         self._now, self._ledger, self._view, self._sync = now, ledger, view, sync
+        self.bounds = bounds
         self._partition_of = partition_of                       # host -> partition (None: shared nodes)
         self._row = {host: i for i, host in enumerate(ledger.hosts)}
         self._hosts_of: dict[str | None, list[str]] = {}
@@ -43,6 +45,7 @@ class ReplayReservations:
         self._rows_of = {partition: np.array([self._row[h] for h in hosts], dtype=np.int64)
                          for partition, hosts in self._hosts_of.items()}
         self._running: dict[int, list[Hold]] = {}                # job order -> its holds
+        self._on_host: dict[str, dict[int, Hold]] = {}           # host -> job order -> its hold there
         self.held: dict[object, list[Reservation]] = {}          # queue -> its reservations, in order
         self._owner: dict[str, tuple[int, str | None]] = {}      # reservation owner -> (its order, partition)
         self.hold_gpu_s = 0.0        # reserved GPUs held free and idle, integrated over time
@@ -62,8 +65,10 @@ class ReplayReservations:
             gpus[job.hosts[0]] = job.gpus
         for task in tasks or ():
             gpus[task.host] += len(task.gpus)
-        self._running[job.order] = [Hold(host, n, -math.inf, end, job.trace.job_id, DECLARED)
-                                    for host, n in gpus.items()]
+        holds = self._running[job.order] = [Hold(host, n, -math.inf, end, job.trace.job_id, DECLARED)
+                                            for host, n in gpus.items()]
+        for hold in holds:
+            self._on_host.setdefault(hold.host, {})[job.order] = hold
         self._plans.pop(job.order, None)
 
     def ended(self, job) -> None:
@@ -71,6 +76,8 @@ class ReplayReservations:
         counted on it); one ending earlier may let a reservation start earlier: every plan is
         made again."""
         holds = self._running.pop(job.order, None)
+        for hold in holds or ():
+            del self._on_host[hold.host][job.order]
         if holds and self._now() < holds[0].end_s:
             self._surprises += 1
 
@@ -92,9 +99,17 @@ class ReplayReservations:
 
     def reserve(self, queue, job) -> bool:
         """Reserve the nodes where ``job`` (which did not start) will start earliest, after
-        the reservations of older jobs; whether it could be planned."""
-        before = self._before(job)
+        the reservations of older jobs; whether it could be planned. Not before it waited
+        :attr:`~ReservationBounds.after_s`, nor when as many older jobs of its partition as
+        :attr:`~ReservationBounds.cluster` hold one already; one it takes beyond that
+        bound is the youngest's, which loses it (a job's priority is its age)."""
         now = self._now()
+        bounds = self.bounds
+        if now - job.submit_s < bounds.after_s:
+            return False
+        before = self._before(job)
+        if len(before) >= bounds.cluster:
+            return False
         made_from = (self._surprises, tuple((r.owner, r.start_s, r.end_s, tuple(r.gpus_by_host.items())) for r in before))
         kept = self._plans.get(job.order)
         if kept is not None and kept[0] == made_from and (kept[1] is None or kept[1].start_s > now):
@@ -118,7 +133,25 @@ class ReplayReservations:
         self._flat = None
         self._owner[planned.owner] = (job.order, job.partition)
         self.planned += 1
+        self._keep_the_oldest(job.partition)
         return True
+
+    def _keep_the_oldest(self, partition: str | None) -> None:
+        """At most :attr:`~ReservationBounds.cluster` reservations in ``partition``: the
+        youngest jobs' beyond it are dropped (their queues plan them again at their next pass)."""
+        owner = self._owner
+        mine = sorted((owner[r.owner][0], id(queue), r) for queue, held in self.held.items() for r in held
+                      if owner[r.owner][1] == partition)
+        if len(mine) <= self.bounds.cluster:
+            return
+        dropped = {id(r) for _, _, r in mine[self.bounds.cluster:]}
+        for queue in list(self.held):
+            kept = [r for r in self.held[queue] if id(r) not in dropped]
+            if kept:
+                self.held[queue] = kept
+            else:
+                del self.held[queue]
+        self._flat = None
 
     def unhindered(self, job) -> bool:
         """Whether ``job`` would end, if it started now, before every reservation it must not delay."""
@@ -137,22 +170,45 @@ class ReplayReservations:
         if not self.held:
             return try_start(job)
         end = self._now() + job.trace.duration_s
-        kept_off = [host for r in self._before(job) if not r.admits(end) for host in r.gpus_by_host]
-        if not kept_off:
+        before = self._before(job)
+        delayed = [r for r in before if not r.admits(end)]
+        if not delayed:
             return try_start(job)
-        rows = sorted({self._row[host] for host in kept_off})
-        free_col = self._ledger.gpus_free
+        lent = self._lent(delayed, before)
+        free_col, row = self._ledger.gpus_free, self._row
+        withheld = {row[host]: keep for host, keep in lent.items() if keep < free_col.item(row[host])}
+        if not withheld:
+            return try_start(job)
         left = int(free_col[self._rows_of[job.partition]].sum()) if job.partition in self._rows_of else 0
-        if job.am is not None and left - sum(free_col.item(i) for i in rows) < job.gpus:   # (admitted: not a never-fits)
-            return False
+        if job.am is not None and left - sum(free_col.item(i) - keep for i, keep in withheld.items()) < job.gpus:
+            return False   # (admitted: not a never-fits)
         self._sync()   # the view is the ledger's before its rows are withheld (and given back as they were)
         view = self._view()
-        masks = [view.withhold_gpus(i) for i in rows]
+        masks = {i: view.withhold_gpus(i, keep) for i, keep in sorted(withheld.items())}
         try:
             return try_start(job)
         finally:
-            for i, mask in zip(rows, masks):
+            for i, mask in masks.items():
                 view.give_back_gpus(i, mask)
+
+    def _lent(self, delayed: list[Reservation], before: list[Reservation]) -> dict[str, int]:
+        """The GPUs a job that would still run when the ``delayed`` reservations start may
+        take now on each of their nodes: what that node will have free at each one's start
+        (free now, plus what its running jobs give back by then) beyond what the reservations
+        ``before`` it (the job's elders') hold there at that instant. A node is not held
+        whole: the GPUs its gang will not need there stay usable (Slurm reserves whole nodes;
+        a GPU node's GPUs are what gangs share)."""
+        free_col, row, on_host = self._ledger.gpus_free, self._row, self._on_host
+        lent: dict[str, int] = {}
+        for r in delayed:
+            start = r.start_s
+            for host in r.gpus_by_host:
+                free = free_col.item(row[host])
+                back = sum(hold.gpus for hold in on_host.get(host, {}).values() if hold.end_s <= start)
+                held = sum(other.gpus_by_host.get(host, 0) for other in before
+                           if other.start_s <= start < other.end_s)
+                lent[host] = max(0, min(lent.get(host, free), free + back - held))
+        return lent
 
     # ------------------------------------------------------------ what it costs
     def tick(self, now: float) -> None:
