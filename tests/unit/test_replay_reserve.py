@@ -2,6 +2,8 @@
 starts earliest, and backfill never delays it (issue 30)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gangmaster.tools.replay.engine import ReplayOptions, replay
@@ -123,3 +125,18 @@ def test_a_gang_reserves_only_once_it_waited_reserve_after(after_s, shortest, lo
     result = replay(stream_with_a_whole_cluster_gang(60.0), cluster(4),
                     ReplayOptions(queue_policy="reserve", reserve_after_s=after_s))
     assert shortest <= waits(result)["big"] <= longest
+
+
+@pytest.mark.parametrize("queue_priorities, urgent_starts, big_starts", [
+    ((), 150.0, 100.0),                  # no priorities: the older big gang keeps the reservation
+    ((("hi", 10, 0),), 100.0, 150.0),    # the urgent queue's gang takes it over when it comes
+])
+def test_a_reservation_moves_to_a_higher_priority_gang_that_comes(queue_priorities, urgent_starts, big_starts):
+    """n000 and n001 are busy until 100 s; big (16 GPUs, 50 s) reserves both from then. At 10 s
+    a gang as big comes in a queue of higher priority: the reservation is its own from then on
+    (the plan changed), so it starts at 100 s and big after it."""
+    jobs = [job("a", 0, 100, 8), job("b", 0, 100, 8), job("big", 1, 50, 16),
+            dataclasses.replace(job("urgent", 10, 50, 16), queue="hi")]
+    options = ReplayOptions(queue_policy="reserve", queue_priorities=queue_priorities)
+    result = {j.job_id: j for j in replay(table(jobs), cluster(2), options).jobs}
+    assert (result["urgent"].start_s, result["big"].start_s) == (urgent_starts, big_starts)

@@ -364,7 +364,7 @@ class _Replay:
             self.reservations = ReplayReservations(self.sim.loop.now, self.ledger, lambda: self.tracker.view,
                                                    self._sync, owner,
                                                    ReservationBounds(options.cluster_reservations,
-                                                                     options.reserve_after_s))
+                                                                     options.reserve_after_s), self._reserve_rank(table))
             for queue in self.queues.values():
                 queue.book, queue.max_reservations = self.reservations, options.max_reservations
         # ---- end reserve
@@ -523,6 +523,14 @@ class _Replay:
             self._sync()
             self.fragmentation.record(now, self.tracker.view)
             self._fragmentation_at = self.fragmentation.next_at
+
+    def _reserve_rank(self, table: JobTable):
+        """Queue policy reserve: a job's rank among those that reserve, when priorities are set
+        (the queue's, then the job's, higher first; then its age); None: its age alone."""
+        if not self.options.queue_priorities and not any(job.priority for job in table.jobs):
+            return None
+        queues = self.core.queues
+        return lambda job: (-queues[job.queue].priority, -job.trace.priority, job.order)
 
     # ------------------------------------------------------------------ AMs
     def _try_start(self, job: _Job) -> bool:

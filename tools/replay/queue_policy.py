@@ -156,8 +156,11 @@ class ReserveQueue(BackfillQueue):
             nonlocal reserved
             if book.try_start(waiting, try_start):
                 return True
-            if reserved < self.max_reservations and book.reserve(self, waiting):
-                reserved += 1
+            if reserved < self.max_reservations:
+                if book.reserve(self, waiting):
+                    reserved += 1
+            elif book.outranks(self, waiting) and book.reserve(self, waiting):   # (priorities: it takes one over)
+                book.keep_the_first(self, self.max_reservations)
             return False
         started = super().run_pass(start)
         if book.held:

@@ -29,14 +29,22 @@ from gangmaster.am.core.reservation_plan import DECLARED, Hold, Reservation, Res
 from gangmaster.selectors.cluster import ClusterView, NodeColumns
 
 
+def _ORDER(job) -> int:
+    return job.order
+
+
 class ReplayReservations:
     """The reservations of every queue of one replay, and the running jobs' holds they are planned from."""
 
     def __init__(self, now: Callable[[], float], ledger: NodeColumns, view: Callable[[], ClusterView],
                  sync: Callable[[], None], partition_of: dict[str, str | None],
-                 bounds: ReservationBounds = ReservationBounds()):
+                 bounds: ReservationBounds = ReservationBounds(), rank: Callable[[object], object] | None = None):
         self._now, self._ledger, self._view, self._sync = now, ledger, view, sync
         self.bounds = bounds
+        #: a job's place among those that reserve (lower first): its order (its age), or with
+        #: priorities (its queue's, then its own, higher first) before it; a reservation binds
+        #: only the jobs ranked after its own
+        self.rank = rank or _ORDER
         self._partition_of = partition_of                       # host -> partition (None: shared nodes)
         self._row = {host: i for i, host in enumerate(ledger.hosts)}
         self._hosts_of: dict[str | None, list[str]] = {}
@@ -47,13 +55,13 @@ class ReplayReservations:
         self._running: dict[int, list[Hold]] = {}                # job order -> its holds
         self._on_host: dict[str, dict[int, Hold]] = {}           # host -> job order -> its hold there
         self.held: dict[object, list[Reservation]] = {}          # queue -> its reservations, in order
-        self._owner: dict[str, tuple[int, str | None]] = {}      # reservation owner -> (its order, partition)
+        self._owner: dict[str, tuple[object, str | None]] = {}   # reservation owner -> (its rank, partition)
         self.hold_gpu_s = 0.0        # reserved GPUs held free and idle, integrated over time
         self.planned = 0             # reservations planned (each pass plans its queue's again)
         self._idle, self._since = 0, 0.0
         self._surprises = 0          # counts jobs that ended before their expected end: plans may start earlier
         self._plans: dict[int, tuple[tuple, Reservation | None]] = {}   # job order -> (what it was made from, plan)
-        self._flat: list[tuple[int, str | None, Reservation]] | None = []   # held, as (order, partition, r); None: to make
+        self._flat: list[tuple[object, str | None, Reservation]] | None = []   # held, as (rank, partition, r); None: to make
 
     # ------------------------------------------------------------ what runs
     def started(self, job, tasks=None) -> None:
@@ -88,21 +96,21 @@ class ReplayReservations:
             self._flat = None
 
     def _before(self, job) -> list[Reservation]:
-        """The reservations held for jobs of ``job``'s partition submitted before it: those it
-        must not delay (a job's priority is its age, as in the queues)."""
+        """The reservations held for jobs of ``job``'s partition ranked before it (:attr:`rank`):
+        those it must not delay."""
         flat = self._flat
         if flat is None:
             owner = self._owner
             flat = self._flat = [(*owner[r.owner], r) for reservations in self.held.values() for r in reservations]
-        order, partition = job.order, job.partition
-        return [r for before, where, r in flat if before < order and where == partition]
+        rank, partition = self.rank(job), job.partition
+        return [r for before, where, r in flat if before < rank and where == partition]
 
     def reserve(self, queue, job) -> bool:
         """Reserve the nodes where ``job`` (which did not start) will start earliest, after
         the reservations of older jobs; whether it could be planned. Not before it waited
         :attr:`~ReservationBounds.after_s`, nor when as many older jobs of its partition as
         :attr:`~ReservationBounds.cluster` hold one already; one it takes beyond that
-        bound is the youngest's, which loses it (a job's priority is its age)."""
+        bound is the last-ranked's (the youngest's), which loses it."""
         now = self._now()
         bounds = self.bounds
         if now - job.submit_s < bounds.after_s:
@@ -131,17 +139,32 @@ class ReplayReservations:
             return False
         self.held.setdefault(queue, []).append(planned)
         self._flat = None
-        self._owner[planned.owner] = (job.order, job.partition)
+        self._owner[planned.owner] = (self.rank(job), job.partition)
         self.planned += 1
         self._keep_the_oldest(job.partition)
         return True
+
+    def outranks(self, queue, job) -> bool:
+        """Whether ``job`` ranks before one of the reservations ``queue`` holds (a higher-priority
+        job behind them in the queue's pass: it takes one over, see :meth:`reserve`)."""
+        held = self.held.get(queue)
+        rank = self.rank(job)
+        return bool(held) and any(rank < self._owner[r.owner][0] for r in held)
+
+    def keep_the_first(self, queue, most: int) -> None:
+        """At most ``most`` reservations held by ``queue``: those of its first-ranked jobs."""
+        held = self.held.get(queue)
+        if held and len(held) > most:
+            held.sort(key=lambda r: self._owner[r.owner][0])
+            del held[most:]
+            self._flat = None
 
     def _keep_the_oldest(self, partition: str | None) -> None:
         """At most :attr:`~ReservationBounds.cluster` reservations in ``partition``: the
         youngest jobs' beyond it are dropped (their queues plan them again at their next pass)."""
         owner = self._owner
-        mine = sorted((owner[r.owner][0], id(queue), r) for queue, held in self.held.items() for r in held
-                      if owner[r.owner][1] == partition)
+        mine = sorted(((owner[r.owner][0], id(queue), r) for queue, held in self.held.items() for r in held
+                       if owner[r.owner][1] == partition), key=lambda item: item[:2])
         if len(mine) <= self.bounds.cluster:
             return
         dropped = {id(r) for _, _, r in mine[self.bounds.cluster:]}
@@ -158,10 +181,10 @@ class ReplayReservations:
         if not self.held:
             return True
         end = self._now() + job.trace.duration_s
-        order, partition = job.order, job.partition
+        rank, partition = self.rank(job), job.partition
         if self._flat is None:
             self._before(job)
-        return not any(before < order and where == partition and not r.admits(end) for before, where, r in self._flat)
+        return not any(before < rank and where == partition and not r.admits(end) for before, where, r in self._flat)
 
     def try_start(self, job, try_start: Callable[[object], bool]) -> bool:
         """Try ``job`` (through ``try_start``, the driver's) keeping off the nodes reserved for
