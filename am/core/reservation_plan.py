@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 #: Default bound on the gangs of one queue holding reservations at once (Slurm's
 #: ``bf_max_job_test``-like bound; YARN reserves one node per application at a time).
@@ -61,10 +61,11 @@ class ReservationBounds:
 DECLARED, OBSERVED, UNKNOWN = "declared", "observed", "unknown"
 
 
-@dataclass(frozen=True)
-class Hold:
+class Hold(NamedTuple):
     """GPUs of one node held from ``start_s`` to ``end_s``: a running container (start -inf,
-    end its expected end, ``math.inf`` when unknown) or a reservation already planned."""
+    end its expected end, ``math.inf`` when unknown) or a reservation already planned. (A
+    named tuple: a replay makes one for every job that starts, and a frozen dataclass's
+    ``__init__`` costs several times as much.)"""
 
     host: str
     gpus: int
@@ -131,12 +132,12 @@ def plan_start(now: float, free: Mapping[str, int], holds: Iterable[Hold], insta
     by work whose end is unknown).
 
     ``free`` is each node's free GPUs now; ``holds`` what will hold GPUs from now on:
-    running containers (their ``start_s`` <= now) free theirs at ``end_s``, planned
-    reservations take theirs over ``[start_s, end_s)``."""
+    running containers (their ``start_s`` is -inf) free theirs at ``end_s``, planned
+    reservations (a finite ``start_s``, now or later) take theirs over ``[start_s, end_s)``."""
     running: list[Hold] = []
     planned: list[Hold] = []
-    for hold in holds:
-        (running if hold.start_s <= now else planned).append(hold)
+    for hold in holds:   # (a reservation starting now is planned, not running: it gives nothing back)
+        (running if hold.start_s == -math.inf else planned).append(hold)
     span = math.inf if duration_s is None else max(0.0, duration_s)
     need = sum(item[0] if isinstance(item, tuple) else item for item in instances)
     # Walk the running work's ends in order, giving each node back what ends by then (the

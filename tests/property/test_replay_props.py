@@ -137,7 +137,7 @@ def test_backfill_never_delays_a_reservation_across_queues_and_lent_gpus(trace, 
         if job.job_id not in first or job.job_id in dropped:
             continue
         planned_at, start = first[job.job_id]
-        overtaken = any(o < order[job.job_id] and planned_at < t <= job.start_s for o, t in older_moved)
+        overtaken = any(o < order[job.job_id] and planned_at <= t <= job.start_s for o, t in older_moved)
         assert overtaken or job.start_s <= start, (job.job_id, start, job.start_s)
 
 

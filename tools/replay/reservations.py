@@ -67,17 +67,25 @@ class ReplayReservations:
     def started(self, job, tasks=None) -> None:
         """``job`` started its gang's ``tasks`` (None: the single-task lane's one task, on
         ``job.hosts``): its GPUs on each host are held until its expected end."""
-        end = job.start_s + job.trace.duration_s
-        gpus = Counter()
-        if tasks is None:
-            gpus[job.hosts[0]] = job.gpus
-        for task in tasks or ():
-            gpus[task.host] += len(task.gpus)
-        holds = self._running[job.order] = [Hold(host, n, -math.inf, end, job.trace.job_id, DECLARED)
+        end, order, on_host = job.start_s + job.trace.duration_s, job.order, self._on_host
+        if tasks is None:   # (the lane's one task: most jobs of a trace)
+            host = job.hosts[0]
+            hold = Hold(host, job.gpus, -math.inf, end, job.trace.job_id, DECLARED)
+            self._running[order] = [hold]
+            if host in on_host:
+                on_host[host][order] = hold
+            else:
+                on_host[host] = {order: hold}
+        else:
+            gpus = Counter()
+            for task in tasks:
+                gpus[task.host] += len(task.gpus)
+            holds = self._running[order] = [Hold(host, n, -math.inf, end, job.trace.job_id, DECLARED)
                                             for host, n in gpus.items()]
-        for hold in holds:
-            self._on_host.setdefault(hold.host, {})[job.order] = hold
-        self._plans.pop(job.order, None)
+            for hold in holds:
+                on_host.setdefault(hold.host, {})[order] = hold
+        if self._plans:
+            self._plans.pop(order, None)
 
     def ended(self, job) -> None:
         """``job`` ended: its GPUs are free. A job ending when expected changes no plan (each
@@ -129,7 +137,9 @@ class ReplayReservations:
             free_col = self._ledger.gpus_free
             row = self._row
             free = {host: free_col.item(row[host]) for host in hosts}
-            holds = [hold for run in self._running.values() for hold in run if hold.host in free]
+            # (a job ending now may be freed in the ledger before it is told ended: counted in
+            # ``free`` already, its hold would give its GPUs back twice)
+            holds = [hold for run in self._running.values() for hold in run if hold.host in free and hold.end_s > now]
             for reservation in before:
                 holds += reservation.holds()
             instances = [role.gpus for role in job.trace.roles for _ in range(role.instances)]
@@ -221,13 +231,13 @@ class ReplayReservations:
         ``before`` it (the job's elders') hold there at that instant. A node is not held
         whole: the GPUs its gang will not need there stay usable (Slurm reserves whole nodes;
         a GPU node's GPUs are what gangs share)."""
-        free_col, row, on_host = self._ledger.gpus_free, self._row, self._on_host
+        free_col, row, on_host, now = self._ledger.gpus_free, self._row, self._on_host, self._now()
         lent: dict[str, int] = {}
         for r in delayed:
             start = r.start_s
             for host in r.gpus_by_host:
                 free = free_col.item(row[host])
-                back = sum(hold.gpus for hold in on_host.get(host, {}).values() if hold.end_s <= start)
+                back = sum(hold.gpus for hold in on_host.get(host, {}).values() if now < hold.end_s <= start)
                 held = sum(other.gpus_by_host.get(host, 0) for other in before
                            if other.start_s <= start < other.end_s)
                 lent[host] = max(0, min(lent.get(host, free), free + back - held))
@@ -237,6 +247,9 @@ class ReplayReservations:
     def tick(self, now: float) -> None:
         """The end of an instant: the idle reserved GPUs since the last one are counted, and
         those of now taken (per reserved node, its free GPUs up to what is reserved there)."""
+        if not self.held and not self._idle:   # (nothing reserved, before or now: most instants of most traces)
+            self._since = now
+            return
         self.hold_gpu_s += self._idle * (now - self._since)
         free_col, row = self._ledger.gpus_free, self._row
         self._idle = sum(min(gpus, free_col.item(row[host]))
