@@ -12,10 +12,12 @@ nodes that free up last, so that what is free now stays usable by smaller gangs.
 
 Backfill never delays a reservation: a gang may start on reserved nodes only if it is
 expected to end by the reservation's start (:meth:`Reservation.admits`); elsewhere it
-starts freely. A reservation is planned again at every scheduling pass, so it moves
-when the plan changes (a job ended early, a bigger head arrived). How many gangs of one
-queue hold reservations at once is bounded (``max_reservations``), so a queue of big
-gangs cannot idle the whole cluster holding room for all of them.
+starts freely, and on the reserved nodes too as far as they keep free what the reservation
+needs there at its start (a node is not held whole). A reservation is planned again at every
+scheduling pass, so it moves when the plan changes (a job ended early, a higher-priority
+gang arrived). How many gangs hold reservations at once is bounded, per queue
+(``max_reservations``) and in the whole cluster (:class:`ReservationBounds`), so big gangs
+cannot idle the whole cluster holding room for all of them.
 
 Only GPUs are planned: the gangs these traces and clusters carry ask memory and vcores in
 proportion to their GPUs, so GPUs bind first; a gang whose memory binds is still placed

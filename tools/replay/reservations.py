@@ -9,10 +9,17 @@ expected end is its trace duration, which the trace declares: the replay knows i
 so a plan is only ever wrong where select() places a gang otherwise than the GPU count
 says it could.
 
-A gang that may not use some reserved nodes is placed by its own AM as any other, on the
-shared view with those nodes shown without free GPUs for the time of its try (and shown
-as they are right after): the AM's select() then picks elsewhere, and the RM grants what
-it asks. Nothing of the RM changes: free + used = capacity on every node throughout.
+A gang that would outlast some reservations is placed by its own AM as any other, on the
+shared view with those reservations' nodes shown with only the GPUs they can lend it (what
+each will have free at the reservation's start beyond what the reservations then need there;
+often none) for the time of its try (and shown as they are right after): the AM's select()
+then picks elsewhere, or those lent GPUs, and the RM grants what it asks. Nothing of the RM
+changes: free + used = capacity on every node throughout.
+
+Which jobs hold a reservation: the first-ranked that did not start (:attr:`ReplayReservations.rank`:
+age, or priority then age), at most ``max_reservations`` of a queue and
+:attr:`~gangmaster.am.core.reservation_plan.ReservationBounds.cluster` of a partition, each
+once it waited :attr:`~gangmaster.am.core.reservation_plan.ReservationBounds.after_s`.
 
 It also measures what reservations cost: the GPU-seconds that reserved nodes held free
 and idle for the gang they wait for (:attr:`ReplayReservations.hold_gpu_s`).

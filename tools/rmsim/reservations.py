@@ -11,14 +11,19 @@ planner the trace replay and the diagnosis use
 earliest, given each running container's expected end (when it started plus its
 application's declared duration; an application that declared none holds its GPUs for an
 unknown time, which the plan never counts on). At most the queue's ``max_reservations``
-gangs hold one at a time, each planned after the ones before it.
+gangs, and ``cluster_reservations`` of every reserving queue together, hold one that cannot
+start now, the first by rank (the queue's priority, then the job's, then age: a higher-priority
+gang that comes takes the reservation over), each planned after the ones before it; a gang
+reserves only once it waited its queue's ``reserve_after_s``.
 
-A reserved node is closed to every other application's asks unless that application is
-declared to end by the reservation's start (:meth:`Reservation.admits`: backfill never
-delays the gang); the gang's own asks, and every ask on other nodes, are served as always.
-A node is held whole (as Slurm reserves whole nodes): the planner counts GPUs only. A gang
-that can start now keeps its nodes for the pass in which its AM asks for them (its plan
-starts now, so it admits no one), and drops its reservation once it is granted containers.
+A reservation binds the applications ranked after its gang: a reserved node is closed to
+their asks unless the application is declared to end by the reservation's start
+(:meth:`Reservation.admits`: backfill never delays the gang), or the node can still lend
+the GPUs it asks (:meth:`RMReservations.lends`: what the node will have free at the start
+beyond what the reservations need there). The gang's own asks, and every ask on other nodes,
+are served as always. The planner counts GPUs only. A gang that can start now keeps its
+nodes for the pass in which its AM asks for them (its plan starts now, so it admits no one),
+uncounted by the bounds, and drops its reservation once it is granted containers.
 Only a first start is planned: a gang that was granted containers and waits again (a retry,
 a partial hold given back) waits as under ``fifo``.
 
