@@ -195,6 +195,8 @@ QUEUE_POLICY = [
      "queues[0].reserveAfterSeconds: expected to be used together with policy: reserve"),
     ("{name: q, policy: reserve, reserveAfterSeconds: -1}", "queues[0].reserveAfterSeconds: expected a number >= 0"),
     ("{name: q, policy: reserve}\nclusterReservations: 0", "clusterReservations: expected an integer >= 1, got 0"),
+    ("{name: q}\nclusterReservations: 2",
+     "clusterReservations: expected to be used together with a queue of policy: reserve"),
     ("{name: q, policy: backfill}", 'queues[0].policy: expected one of fifo, reserve, got "backfill"'),
     ("{name: q, policy: reserve, maxReservations: 0}", "queues[0].maxReservations: expected an integer >= 1, got 0"),
     ("{name: q, policy: reserve, maxReservations: 65}",

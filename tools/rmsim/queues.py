@@ -131,6 +131,8 @@ def load_queues(path: str | Path, ledger: NodeLedger) -> list[Queue]:
     queues = [parse_queue(q, ledger) for q in doc.list_of_mappings("queues")]
     if not queues:
         raise doc.error("queues", "at least one queue")
+    if "clusterReservations" in doc and not any(q.policy == "reserve" for q in queues):
+        raise doc.error("clusterReservations", "to be used together with a queue of policy: reserve")
     cluster_reservations = doc.integer("clusterReservations", DEFAULT_CLUSTER_RESERVATIONS, minimum=1,
                                        maximum=MAX_RESERVATIONS, limit="MAX_RESERVATIONS")
     for q in queues:
