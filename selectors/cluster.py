@@ -721,12 +721,15 @@ class ClusterView(NodeColumns):
         self._touched(i)
         return more
 
-    def withhold_gpus(self, i: int) -> int:
-        """Show node ``i`` with no wholly free GPU (a reservation holds them for another gang,
-        as a trace replay's queue policy ``reserve`` does while a smaller gang is placed);
-        returns the free-GPU mask to give back with :meth:`give_back_gpus`."""
-        mask = self.gpu_free_mask.item(i)
-        self._overwrite_free(i, self.memory_free.item(i), self.mvcores_free.item(i), 0)
+    def withhold_gpus(self, i: int, keep: int = 0) -> int:
+        """Show node ``i`` with only ``keep`` of its wholly free GPUs (its lowest-numbered): a
+        reservation holds the others for another gang, as a trace replay's queue policy
+        ``reserve`` does while a smaller gang is placed; returns the free-GPU mask to give back
+        with :meth:`give_back_gpus`."""
+        mask = shown = self.gpu_free_mask.item(i)
+        for _ in range(max(0, mask.bit_count() - keep)):
+            shown &= ~(1 << (shown.bit_length() - 1))   # (the highest-numbered free GPU withheld)
+        self._overwrite_free(i, self.memory_free.item(i), self.mvcores_free.item(i), shown)
         self._touched(i)
         return mask
 

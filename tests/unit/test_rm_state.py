@@ -157,6 +157,18 @@ def test_a_restarted_rm_holds_the_reservation_it_held(tmp_path):
     assert state.snapshot(restored) == state.snapshot(sim.core)
 
 
+def test_a_restarted_rm_keeps_its_queues_reservation_bounds(tmp_path):
+    """A queue's ``reserve_after_s`` and the file's ``cluster_reservations`` survive a restart
+    (before: they were not saved, and the restored RM reserved at once, one gang at a time)."""
+    queue = Queue("default", policy="reserve", reserve_after_s=30.0, cluster_reservations=3)
+    sim = Simulation(load_cluster_specs(FIX / "cluster.yaml"), [queue])
+    path = tmp_path / "state.json"
+    state.save(sim.core, path)
+    loop = VirtualLoop(start=sim.now())
+    restored = state.load(path, loop, SimulatedNodeManager(loop)).queues["default"]
+    assert (restored.reserve_after_s, restored.cluster_reservations) == (30.0, 3)
+
+
 @pytest.mark.parametrize("field, saved, error", [
     ("gang", [["w", 0, 8, 0, 1.0, 1024, None]], r"application app_0002: gang\[0\].instances"),
     ("gang", [["w"]], r"state.json.*consistent RM state file"),

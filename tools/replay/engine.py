@@ -116,7 +116,8 @@ from gangmaster.am.core.lifecycle import ROLE_ACQUIRING
 from gangmaster.am.core.master import ApplicationMaster
 from gangmaster.am.ops.metrics import AMMetrics
 from gangmaster.am.ops.progress_log import QuietLog
-from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import (DEFAULT_CLUSTER_RESERVATIONS, DEFAULT_MAX_RESERVATIONS,
+                                                 ReservationBounds)
 from gangmaster.protocol.rm_protocol import ApplicationSubmission
 from gangmaster.conf import limits
 from gangmaster.selectors.candidates import kept_node_index
@@ -170,6 +171,10 @@ class ReplayOptions:
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
     #: queue policy reserve: at most this many jobs of a queue hold a reservation at once
     max_reservations: int = DEFAULT_MAX_RESERVATIONS
+    #: queue policy reserve: at most this many jobs of the cluster (of each partition) at once,
+    #: and only jobs that waited ``reserve_after_s`` (see ReservationBounds)
+    cluster_reservations: int = DEFAULT_CLUSTER_RESERVATIONS
+    reserve_after_s: float = 0.0
     preemption: bool = False            # a waiting job may preempt lower-priority jobs (.preempting)
     preemption_grace_s: float = DEFAULT_GRACE_S
     #: (queue, priority, guaranteed GPUs) of the RM queues that have them (``--queue-priority``)
@@ -182,6 +187,10 @@ class ReplayOptions:
             raise ValueError(f"heartbeat_s: expected a number >= 0, got {self.heartbeat_s}")
         if not (isinstance(self.max_reservations, int) and self.max_reservations >= 1):
             raise ValueError(f"max_reservations: expected an integer >= 1, got {self.max_reservations!r}")
+        if not (isinstance(self.cluster_reservations, int) and self.cluster_reservations >= 1):
+            raise ValueError(f"cluster_reservations: expected an integer >= 1, got {self.cluster_reservations!r}")
+        if not (self.reserve_after_s >= 0 and math.isfinite(self.reserve_after_s)):
+            raise ValueError(f"reserve_after_s: expected a number >= 0, got {self.reserve_after_s}")
         if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
             raise ValueError(f"time_scale: expected a number > 0, got {self.time_scale}")
         if not (self.preemption_grace_s >= 0 and math.isfinite(self.preemption_grace_s)):
@@ -353,7 +362,9 @@ class _Replay:
         self.reservations: ReplayReservations | None = None
         if options.queue_policy == "reserve":
             self.reservations = ReplayReservations(self.sim.loop.now, self.ledger, lambda: self.tracker.view,
-                                                   self._sync, owner)
+                                                   self._sync, owner,
+                                                   ReservationBounds(options.cluster_reservations,
+                                                                     options.reserve_after_s), self._reserve_rank(table))
             for queue in self.queues.values():
                 queue.book, queue.max_reservations = self.reservations, options.max_reservations
         # ---- end reserve
@@ -512,6 +523,14 @@ class _Replay:
             self._sync()
             self.fragmentation.record(now, self.tracker.view)
             self._fragmentation_at = self.fragmentation.next_at
+
+    def _reserve_rank(self, table: JobTable):
+        """Queue policy reserve: a job's rank among those that reserve, when priorities are set
+        (the queue's, then the job's, higher first; then its age); None: its age alone."""
+        if not self.options.queue_priorities and not any(job.priority for job in table.jobs):
+            return None
+        queues = self.core.queues
+        return lambda job: (-queues[job.queue].priority, -job.trace.priority, job.order)
 
     # ------------------------------------------------------------------ AMs
     def _try_start(self, job: _Job) -> bool:

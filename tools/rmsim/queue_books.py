@@ -11,8 +11,8 @@ what each holds is counted again from the restored containers.
 """
 from __future__ import annotations
 
-from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
-from gangmaster.conf.limits import MAX_PRIORITY, MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import DEFAULT_CLUSTER_RESERVATIONS, DEFAULT_MAX_RESERVATIONS
+from gangmaster.conf.limits import MAX_DURATION_S, MAX_PRIORITY, MAX_RESERVATIONS
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
@@ -116,7 +116,8 @@ class QueueBooks:
 #: A queue's settings besides its limits, with their defaults (what a queue file's ``priority``,
 #: ``guaranteedGpus``, ``policy`` and ``maxReservations`` set: :func:`~.queues.parse_queue`).
 _POLICY_DEFAULTS = {"priority": 0, "guaranteed_gpus": 0, "policy": "fifo",
-                    "max_reservations": DEFAULT_MAX_RESERVATIONS}
+                    "max_reservations": DEFAULT_MAX_RESERVATIONS, "reserve_after_s": 0.0,
+                    "cluster_reservations": DEFAULT_CLUSTER_RESERVATIONS}
 
 
 def _check_policy(q: Queue) -> None:
@@ -125,7 +126,12 @@ def _check_policy(q: Queue) -> None:
         return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
     if not (integer(q.priority, -MAX_PRIORITY, MAX_PRIORITY) and integer(q.guaranteed_gpus, 0, 2 ** 63)
-            and q.policy in QUEUE_POLICIES and integer(q.max_reservations, 1, MAX_RESERVATIONS)):
+            and q.policy in QUEUE_POLICIES and integer(q.max_reservations, 1, MAX_RESERVATIONS)
+            and integer(q.cluster_reservations, 1, MAX_RESERVATIONS)
+            and isinstance(q.reserve_after_s, (int, float)) and not isinstance(q.reserve_after_s, bool)
+            and 0 <= q.reserve_after_s <= MAX_DURATION_S):
         raise ValueError(f"queue {q.name}: priority -{MAX_PRIORITY}..{MAX_PRIORITY}, guaranteed_gpus >= 0, "
-                         f"policy one of {', '.join(QUEUE_POLICIES)} and max_reservations 1..{MAX_RESERVATIONS} "
-                         f"expected, got {q.priority!r}, {q.guaranteed_gpus!r}, {q.policy!r}, {q.max_reservations!r}")
+                         f"policy one of {', '.join(QUEUE_POLICIES)}, max_reservations and cluster_reservations "
+                         f"1..{MAX_RESERVATIONS} and reserve_after_s 0..{MAX_DURATION_S} expected, got "
+                         f"{q.priority!r}, {q.guaranteed_gpus!r}, {q.policy!r}, {q.max_reservations!r}, "
+                         f"{q.cluster_reservations!r}, {q.reserve_after_s!r}")

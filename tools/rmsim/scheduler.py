@@ -256,10 +256,11 @@ class Scheduler:
         blacklist = self.reservations.closed_to(ask.app) if self._reserving else ask.app.blacklist
         if i is not None and not ask.request.relax_locality:   # its one host (what _levels would list)
             label = ask.request.node_label
-            if i in blacklist and i not in ask.app.blacklist:   # reserved for another's gang
+            lent = i in blacklist and self._lent(ask, i)
+            if i in blacklist and not lent and i not in ask.app.blacklist:   # reserved for another's gang
                 ask.reason = self.reservations.why_closed(ask.app, i)
                 return None
-            if i not in blacklist and (not label or ledger.label_scope(label)[i]):
+            if (i not in blacklist or lent) and (not label or ledger.label_scope(label)[i]):
                 try:
                     return i, ledger.book(i, need, exact)
                 except ResourceError as refused:
@@ -278,7 +279,7 @@ class Scheduler:
                 nodes = levels[ask.level] = nodes()
             while ask.pos < len(nodes):
                 i = int(nodes[ask.pos])
-                if i in blacklist:
+                if i in blacklist and not self._lent(ask, i):
                     ask.pos += 1
                     continue
                 try:
@@ -295,6 +296,12 @@ class Scheduler:
             ask.reason = (f"no usable node in {scope} has {ask.request.resource} free"
                           + (f" ({ask.reason})" if ask.host_i is not None and ask.reason else ""))
         return None
+
+    def _lent(self, ask: AskState, i: int) -> bool:
+        """Whether node ``i``, closed to ``ask``'s application, is closed only by reservations
+        that still lend it the GPUs it asks (not by its blacklist)."""
+        return (self._reserving and i not in ask.app.blacklist
+                and self.reservations.lends(ask.app, i, ask.need.gpus if not ask.need.gpu_milli else 0))
 
     def _levels(self, ask: AskState) -> list:
         """Where to look, in order: the host, its rack, anywhere (as far as locality is relaxed)."""
