@@ -33,8 +33,9 @@ class Book:
 
     def app(self, name: str, expected_s: float, gang=(), queue: str = "a", priority: int = 0) -> Application:
         seq = len(self.apps) + 1
-        app = Application(f"app_{seq:04d}", seq, name, queue, self.now, 1, False, None, priority, tuple(gang),
-                          expected_s)
+        app = Application(f"app_{seq:04d}", seq, name, queue, self.now, 1, False, None, priority,
+                          expected_s=expected_s)
+        app.gang = tuple(gang)   # the planner's instances, as a declared gang's roles give them
         app.state = AppState.RUNNING
         self.apps[app.app_id] = app
         self.books.queues[queue].apps[app.app_id] = app
