@@ -295,7 +295,10 @@ def _preemption_from_pb(msg: pb.PreemptionMessage) -> PreemptionMessage:
 
 def reason_to_pb(reason: Reason, msg: pb.Rejection | pb.PendingAsk | pb.PreemptionMessage) -> None:
     """``reason`` into a message's ``why`` (its code and parameters as text) and, rendered,
-    its ``reason`` (what a peer that predates the codes reads)."""
+    its ``reason`` (what a peer that predates the codes reads). Text alone is refused: a
+    reason is worded only by the catalogue."""
+    if type(reason) is not Reason:
+        raise TypeError(f"a reason crosses the wire as a Reason (protocol/reasons.py), got {type(reason).__name__}")
     msg.reason = render(reason)
     if reason:
         msg.why.code = reason.code
