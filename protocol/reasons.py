@@ -65,6 +65,7 @@ class ReasonCode(IntEnum):
     # preemption
     PREEMPTED_FOR_APP = 70
     PREEMPTED_FOR_JOB = 71
+    PREEMPTED_BY_FAULT = 72
     # YARN (tools/yarn): what its RM does not say, and what it cannot be asked
     YARN_NO_HOST = 80
     YARN_UNKNOWN_HOST = 81
@@ -155,6 +156,7 @@ _CATALOGUE: dict[ReasonCode, _Spec] = {
                                  resource=str, where=str, largest=str),
     ReasonCode.PREEMPTED_FOR_APP: _spec("for {app_id} (priority {priority})", app_id=str, priority=str),
     ReasonCode.PREEMPTED_FOR_JOB: _spec("for job {job} (priority {priority})", job=str, priority=str),
+    ReasonCode.PREEMPTED_BY_FAULT: _spec("preempted ({origin})", origin=str),
     ReasonCode.YARN_NO_HOST: _spec("no host: the YARN client asks for the node the AM chose (relax_locality false)"),
     ReasonCode.YARN_UNKNOWN_HOST: _spec("unknown host {host!r} (not a node of the YARN cluster at {rest})",
                                         host=str, rest=str),

@@ -91,6 +91,11 @@ def _worded(node: ast.AST) -> bool:
             or (isinstance(node, ast.BinOp) and (_worded(node.left) or _worded(node.right))))
 
 
+def _last_said(node: ast.AST) -> ast.AST:
+    """What ``a or b`` gives when ``a`` is empty (an operator's text, else the RM's own)."""
+    return node.values[-1] if isinstance(node, ast.BoolOp) else node
+
+
 def _protocol_names(tree: ast.AST) -> set[str]:
     """The wire's message classes a module imports from the protocol."""
     return {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
@@ -103,7 +108,7 @@ def wording_outside_the_catalogue(source: str, path: str) -> list[str]:
     found = [f"{path}:{source.count(chr(10), 0, m.start()) + 1}: decides by reading a reason's text"
              for m in PARSES.finditer(source)]
     rm_side = path.startswith(RM_SIDE)
-    if not (rm_side and ("reason" in source or "def why_" in source)) and not any(f"{name}(" in source for name in WIRE_MESSAGES):
+    if not (rm_side and ("reason" in source or "def why_" in source or ".preempt(" in source)) and not any(f"{name}(" in source for name in WIRE_MESSAGES):
         return found   # (parsed only where a reason may be worded: the check stays cheap)
     tree = ast.parse(source)
     names = _protocol_names(tree)
@@ -112,6 +117,9 @@ def wording_outside_the_catalogue(source: str, path: str) -> list[str]:
             k = WIRE_MESSAGES[node.func.id]
             given = ([node.args[k]] if len(node.args) > k else []) + [w.value for w in node.keywords if w.arg == "reason"]
             found += [f"{path}:{node.lineno}: {node.func.id}'s reason worded here" for g in given if _worded(g)]
+        elif (rm_side and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "preempt" and len(node.args) > 2 and _worded(_last_said(node.args[2]))):
+            found.append(f"{path}:{node.lineno}: a preemption's reason worded here")
         elif rm_side and isinstance(node, ast.Assign) and _worded(node.value) and any(
                 isinstance(t, ast.Attribute) and t.attr == "reason" for t in node.targets):
             found.append(f"{path}:{node.lineno}: a reason worded here")
@@ -142,6 +150,8 @@ def test_no_module_outside_the_catalogue_words_a_reason_for_the_wire():
     ("ask.reason = f'queue {q} is full'\n", "tools/rmsim/scheduler.py", True),
     ("def why_never(self):\n    return f'host {h} is small'\n", "tools/rmsim/asks.py", True),
     ("def why_never(self):\n    return reason(C.X)\n", "tools/rmsim/asks.py", False),
+    ("rm.preempt(app, 30, f.text or f'preempted ({origin})')\n", "tools/rmsim/faults.py", True),
+    ("rm.preempt(app, 30, f.text or reason(C.X, origin=origin))\n", "tools/rmsim/faults.py", False),
     ("if 'GPUs' in slot.pending_reason:\n    pass\n", "am/core/x.py", True),
     ("if rejection.reason.startswith('host'):\n    pass\n", "am/core/x.py", True),
     ("if rej.reason not in RESOURCES:\n    pass\n", "am/ops/x.py", False),
