@@ -20,7 +20,8 @@ from typing import Any, Callable
 
 from gangmaster.selectors.values import value
 
-__all__ = ["ReasonCode", "Reason", "reason", "render", "NO_REASON", "other", "PARAMETERS", "TYPES", "to_saved", "from_saved"]
+__all__ = ["ReasonCode", "Reason", "reason", "render", "NO_REASON", "other", "PARAMETERS", "TYPES", "CAUSED",
+           "to_saved", "from_saved"]
 
 
 class ReasonCode(IntEnum):
@@ -95,10 +96,11 @@ class _Spec:
 
     template: str | Callable[[dict[str, Any]], str]
     types: tuple[tuple[str, type], ...]
+    caused: bool   # it holds the reason it wraps (:attr:`Reason.cause`, shown as ``{cause}``)
 
 
-def _spec(template: str | Callable[[dict[str, Any]], str], **types: type) -> _Spec:
-    return _Spec(template, tuple(types.items()))
+def _spec(template: str | Callable[[dict[str, Any]], str], caused: bool = False, **types: type) -> _Spec:
+    return _Spec(template, tuple(types.items()), caused)
 
 
 #: Each code's template and its parameters, in order, with their types (what the wire's text
@@ -146,8 +148,8 @@ _CATALOGUE: dict[ReasonCode, _Spec] = {
     ReasonCode.NO_NODE_LABELLED: _spec("no node has label {label!r}", label=str),
     ReasonCode.HOST_NOT_LABELLED: _spec("host {host} does not have label {label!r}", host=str, label=str),
     ReasonCode.NO_NODE_FREE: _spec("no usable node in {scope} has {resource} free", scope=str, resource=str),
-    ReasonCode.NO_NODE_FREE_BECAUSE: _spec("no usable node in {scope} has {resource} free ({detail})",
-                                           scope=str, resource=str, detail=str),
+    ReasonCode.NO_NODE_FREE_BECAUSE: _spec("no usable node in {scope} has {resource} free ({cause})",
+                                           caused=True, scope=str, resource=str),
     ReasonCode.RESERVED_FOR: _spec("node {host} is reserved for {gang} ({app_id}), expected to start in {wait_s:.0f}s, "
                                    "and this application is not declared to end by then",
                                    host=str, gang=str, app_id=str, wait_s=float),
@@ -202,15 +204,19 @@ _CATALOGUE: dict[ReasonCode, _Spec] = {
 PARAMETERS: dict[ReasonCode, tuple[str, ...]] = {c: tuple(n for n, _ in s.types) for c, s in _CATALOGUE.items()}
 #: Each code's parameter types, in order (what the wire's text of each is read back as).
 TYPES: dict[ReasonCode, tuple[type, ...]] = {c: tuple(t for _, t in s.types) for c, s in _CATALOGUE.items()}
+#: The codes that wrap another reason (the one a node gave, within the one of its scope).
+CAUSED: frozenset[ReasonCode] = frozenset(c for c, s in _CATALOGUE.items() if s.caused)
 
 
 @value
 class Reason:
-    """One reason: its code and its parameters (in :data:`PARAMETERS` order). ``str()``
-    renders it; it is false when it gives none (:data:`NO_REASON`)."""
+    """One reason: its code and its parameters (in :data:`PARAMETERS` order), and for a code
+    of :data:`CAUSED` the reason it wraps (kept whole, not as words). ``str()`` renders it;
+    it is false when it gives none (:data:`NO_REASON`)."""
 
     code: ReasonCode
     args: tuple[Any, ...] = ()
+    cause: Reason | None = None
 
     def __str__(self) -> str:
         return render(self)
@@ -224,12 +230,14 @@ class Reason:
         return dict(zip(PARAMETERS[self.code], self.args))
 
 
-def reason(code: ReasonCode, **params: Any) -> Reason:
-    """The reason ``code`` with its parameters by name (each one the code has, no other)."""
+def reason(code: ReasonCode, cause: Reason | None = None, **params: Any) -> Reason:
+    """The reason ``code`` with its parameters by name (each one the code has, no other) and,
+    for a code of :data:`CAUSED`, the reason it wraps."""
     names = PARAMETERS[code]
-    if len(params) != len(names):
-        raise TypeError(f"reason {code.name}: expected parameters {names}, got {tuple(params)}")
-    return Reason(code, tuple([params[n] for n in names]))
+    if len(params) != len(names) or (cause is None) == (code in CAUSED):
+        raise TypeError(f"reason {code.name}: expected parameters {names}"
+                        f"{' and a cause' if code in CAUSED else ''}, got {tuple(params)}")
+    return Reason(code, tuple([params[n] for n in names]), cause)
 
 
 def other(text: str) -> Reason:
@@ -243,6 +251,8 @@ def render(r: Reason) -> str:
     if not spec.types:
         return spec.template
     params = dict(zip(PARAMETERS[r.code], r.args))
+    if r.cause is not None:
+        params["cause"] = render(r.cause)
     return spec.template(params) if callable(spec.template) else spec.template.format(**params)
 
 
@@ -250,8 +260,8 @@ NO_REASON = Reason(ReasonCode.NONE)
 
 
 def to_saved(r: Reason) -> list:
-    """``r`` as JSON values for a state file: its text, code and parameters."""
-    return [render(r), int(r.code), list(r.args)]
+    """``r`` as JSON values for a state file: its text, code, parameters (and cause)."""
+    return [render(r), int(r.code), list(r.args)] + ([to_saved(r.cause)] if r.cause is not None else [])
 
 
 def from_saved(saved: list) -> Reason:
@@ -259,4 +269,4 @@ def from_saved(saved: list) -> Reason:
     the text alone (read as OTHER)."""
     if len(saved) == 1:
         return other(saved[0])
-    return Reason(ReasonCode(saved[1]), tuple(saved[2]))
+    return Reason(ReasonCode(saved[1]), tuple(saved[2]), from_saved(saved[3]) if len(saved) > 3 else None)

@@ -19,7 +19,7 @@ from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 from .proto import rm_pb2 as pb
-from .reasons import TYPES, Reason, ReasonCode, other, render
+from .reasons import CAUSED, TYPES, Reason, ReasonCode, other, render
 from .rm_validation import check_count, check_int, check_name, check_number, check_text
 from .rm_protocol import (
     ERROR_CLASSES, RESERVATION_KNOWN, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission,
@@ -301,8 +301,14 @@ def reason_to_pb(reason: Reason, msg: pb.Rejection | pb.PendingAsk | pb.Preempti
         raise TypeError(f"a reason crosses the wire as a Reason (protocol/reasons.py), got {type(reason).__name__}")
     msg.reason = render(reason)
     if reason:
-        msg.why.code = reason.code
-        msg.why.args.extend([str(a) for a in reason.args])
+        _why_to_pb(reason, msg.why)
+
+
+def _why_to_pb(reason: Reason, why: pb.Reason) -> None:
+    why.code = reason.code
+    why.args.extend([str(a) for a in reason.args])
+    if reason.cause is not None:
+        _why_to_pb(reason.cause, why.cause)
 
 
 def reason_from_pb(msg: pb.Rejection | pb.PendingAsk | pb.PreemptionMessage, field_name: str) -> Reason:
@@ -310,21 +316,33 @@ def reason_from_pb(msg: pb.Rejection | pb.PendingAsk | pb.PreemptionMessage, fie
     parameter read as the catalogue's type; else (an old peer, or a newer one's new code)
     its text as the code OTHER."""
     check_text(msg.reason, f"{field_name}.reason")
-    if not msg.HasField("why") or msg.why.code not in TYPES:
+    if not msg.HasField("why") or not _known(msg.why):
         return other(msg.reason)
-    code = ReasonCode(msg.why.code)
+    return _why_from_pb(msg.why, f"{field_name}.why")
+
+
+def _known(why: pb.Reason) -> bool:
+    """Whether this side knows ``why``'s code and, down the chain, each cause's."""
+    return why.code in TYPES and (not why.HasField("cause") or _known(why.cause))
+
+
+def _why_from_pb(why: pb.Reason, field_name: str) -> Reason:
+    code = ReasonCode(why.code)
     types = TYPES[code]
-    if len(msg.why.args) != len(types):
-        raise InvalidRequest(f"{field_name}.why.args: expected {len(types)} parameter(s) for {code.name}, "
-                             f"got {len(msg.why.args)}")
+    if len(why.args) != len(types):
+        raise InvalidRequest(f"{field_name}.args: expected {len(types)} parameter(s) for {code.name}, "
+                             f"got {len(why.args)}")
     args = []
-    for k, (text, kind) in enumerate(zip(msg.why.args, types)):
-        check_text(text, f"{field_name}.why.args[{k}]")
+    for k, (text, kind) in enumerate(zip(why.args, types)):
+        check_text(text, f"{field_name}.args[{k}]")
         try:
             args.append(kind(text))
         except ValueError:
-            raise InvalidRequest(f"{field_name}.why.args[{k}]: expected {kind.__name__}, got {text!r}") from None
-    return Reason(code, tuple(args))
+            raise InvalidRequest(f"{field_name}.args[{k}]: expected {kind.__name__}, got {text!r}") from None
+    if why.HasField("cause") != (code in CAUSED):
+        raise InvalidRequest(f"{field_name}.cause: expected {'the reason' if code in CAUSED else 'none'} within "
+                             f"{code.name}, got {'one' if why.HasField('cause') else 'none'}")
+    return Reason(code, tuple(args), _why_from_pb(why.cause, f"{field_name}.cause") if code in CAUSED else None)
 
 
 def register_to_pb(r: RegisterResponse) -> pb.RegisterResponse:

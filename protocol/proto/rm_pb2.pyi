@@ -139,12 +139,14 @@ class AllocateRequest(_message.Message):
     def __init__(self, app_id: _Optional[str] = ..., attempt: _Optional[int] = ..., asks: _Optional[_Iterable[_Union[ResourceRequest, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., releases: _Optional[_Iterable[str]] = ..., blacklist_additions: _Optional[_Iterable[str]] = ..., blacklist_removals: _Optional[_Iterable[str]] = ..., progress: _Optional[float] = ...) -> None: ...
 
 class Reason(_message.Message):
-    __slots__ = ("code", "args")
+    __slots__ = ("code", "args", "cause")
     CODE_FIELD_NUMBER: _ClassVar[int]
     ARGS_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
     code: int
     args: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, code: _Optional[int] = ..., args: _Optional[_Iterable[str]] = ...) -> None: ...
+    cause: Reason
+    def __init__(self, code: _Optional[int] = ..., args: _Optional[_Iterable[str]] = ..., cause: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
 
 class Rejection(_message.Message):
     __slots__ = ("request_id", "reason", "why")

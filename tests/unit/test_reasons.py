@@ -10,7 +10,7 @@ import pytest
 from layers import LAYERS, ROOT
 from gangmaster.protocol.proto import rm_pb2 as pb
 from gangmaster.protocol.reasons import (
-    NO_REASON, PARAMETERS, TYPES, Reason, ReasonCode, from_saved, other, reason, render, to_saved)
+    CAUSED, NO_REASON, PARAMETERS, TYPES, Reason, ReasonCode, from_saved, other, reason, render, to_saved)
 from gangmaster.protocol.rm_codec import allocate_response_from_pb, allocate_response_to_pb
 from gangmaster.protocol.rm_protocol import AllocateResponse, InvalidRequest, PendingAsk, PreemptionMessage, Rejection
 
@@ -18,8 +18,10 @@ SAMPLE = {str: "s-{k}", int: 7, float: 2.5}
 
 
 def sample(code: ReasonCode) -> Reason:
-    """``code`` with a value of each parameter's type (each text a different one)."""
-    return Reason(code, tuple(SAMPLE[t].format(k=k) if t is str else SAMPLE[t] + k for k, t in enumerate(TYPES[code])))
+    """``code`` with a value of each parameter's type (each text a different one), and a
+    node's reason within it where it wraps one."""
+    args = tuple(SAMPLE[t].format(k=k) if t is str else SAMPLE[t] + k for k, t in enumerate(TYPES[code]))
+    return Reason(code, args, reason(ReasonCode.GPUS_TAKEN, host="h-9", taken=1, mask=3) if code in CAUSED else None)
 
 
 def test_every_code_has_its_parameters_and_words():
@@ -33,12 +35,13 @@ def test_each_code_renders_and_round_trips_the_codec_and_the_state_file(code):
     text = render(r)
     assert str(r) == text and isinstance(text, str) and bool(text) == (code is not ReasonCode.NONE)
     assert all(a in text for a in r.args if isinstance(a, str))   # every text parameter is shown
+    assert r.cause is None or str(r.cause) in text
     response = AllocateResponse(rejected=(Rejection(1, r),), pending=(PendingAsk(2, 1, r),),
                                 preemption=PreemptionMessage(("c1",), 5.0, r))
     msg = allocate_response_to_pb(response)
     assert msg.rejected[0].reason == msg.pending[0].reason == msg.preemption.reason == text   # for an old peer
     back = allocate_response_from_pb(pb.AllocateResponse.FromString(msg.SerializeToString()))
-    assert back == response and back.rejected[0].reason.code is code
+    assert back == response and back.rejected[0].reason.code is code and back.pending[0].reason.cause == r.cause
     assert from_saved(to_saved(r)) == r
 
 
@@ -62,6 +65,8 @@ def test_a_reason_without_a_known_code_reads_as_its_text(why, text, expected):
     (ReasonCode.BLACKLISTED, [], "rejected[0].why.args: expected 1 parameter(s) for BLACKLISTED, got 0"),
     (ReasonCode.GPUS_SHORT, ["h", "x", "1"], "rejected[0].why.args[1]: expected int, got 'x'"),
     (ReasonCode.OTHER, ["a\x00b"], "rejected[0].why.args[0]: expected no NUL character"),
+    (ReasonCode.NO_NODE_FREE_BECAUSE, ["rack r1", "gpus=1"],
+     "rejected[0].why.cause: expected the reason within NO_NODE_FREE_BECAUSE, got none"),
 ])
 def test_a_reason_with_bad_parameters_is_refused_naming_the_field(code, args, error):
     msg = pb.AllocateResponse()

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from gangmaster.protocol.reasons import ReasonCode, reason
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationSubmission, AppState, ContainerState, ExitStatus, InvalidRequest, LaunchContext,
     NodeState, NotFound, ResourceRequest, WrongState,
@@ -482,3 +483,17 @@ def test_a_node_emptied_again_reports_as_it_did_unused_and_its_state_still_shows
     assert (sick.state, sick.health_report, sick.free) == (NodeState.UNHEALTHY, "disk full", before.free)
     sim.core.restore_node("dgx-000")
     assert {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"] == before
+
+
+def test_a_relaxed_ask_that_waits_keeps_its_hosts_reason_whole_within_its_own(sim):
+    """The reason of a relaxed ask names its host's shortfall inside its own: as a reason
+    (its code and numbers), not as words folded into the outer one."""
+    app, _ = start_app(sim)
+    asks = [ResourceRequest(k, R(1024, 1, gpus=8), host=f"dgx-00{k}", relax_locality=False) for k in range(2)]
+    assert len(beat(sim, app, 1, *asks).allocated) == 2   # both 8-GPU nodes taken
+    resp = beat(sim, app, 1, ResourceRequest(9, R(1024, 1, gpus=8), host="dgx-000", relax_locality=True))
+    (pending,) = resp.pending
+    assert pending.reason.code is ReasonCode.NO_NODE_FREE_BECAUSE and pending.reason.cause == reason(
+        ReasonCode.GPUS_SHORT, host="dgx-000", free=0, asked=8)
+    assert str(pending.reason) == (f"no usable node in dgx-000 has {R(1024, 1, gpus=8)} free "
+                                   f"(host dgx-000: GPUs free 0 < 8 asked)")

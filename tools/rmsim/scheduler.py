@@ -294,7 +294,7 @@ class Scheduler:
             scope = ask.request.host or (f"rack {ask.request.rack}" if ask.request.rack else "the cluster")
             if ask.host_i is not None and ask.reason:
                 ask.reason = reason(R.NO_NODE_FREE_BECAUSE, scope=scope, resource=str(ask.request.resource),
-                                    detail=str(ask.reason))
+                                    cause=ask.reason)
             else:
                 ask.reason = reason(R.NO_NODE_FREE, scope=scope, resource=str(ask.request.resource))
         return None
