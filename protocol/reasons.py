@@ -103,6 +103,11 @@ def _spec(template: str | Callable[[dict[str, Any]], str], caused: bool = False,
     return _Spec(template, tuple(types.items()), caused)
 
 
+def _scope(p: dict[str, Any]) -> str:
+    """Where an ask looked: its host, else its rack ("" for none: the whole cluster)."""
+    return p["host"] or (f"rack {p['rack']}" if p["rack"] else "the cluster")
+
+
 #: Each code's template and its parameters, in order, with their types (what the wire's text
 #: of each parameter is read back as). The one place reasons are worded.
 _CATALOGUE: dict[ReasonCode, _Spec] = {
@@ -147,15 +152,17 @@ _CATALOGUE: dict[ReasonCode, _Spec] = {
     ReasonCode.QUEUE_FULL: _spec("queue {queue} limit reached ({used:.0%} used)", queue=str, used=float),
     ReasonCode.NO_NODE_LABELLED: _spec("no node has label {label!r}", label=str),
     ReasonCode.HOST_NOT_LABELLED: _spec("host {host} does not have label {label!r}", host=str, label=str),
-    ReasonCode.NO_NODE_FREE: _spec("no usable node in {scope} has {resource} free", scope=str, resource=str),
-    ReasonCode.NO_NODE_FREE_BECAUSE: _spec("no usable node in {scope} has {resource} free ({cause})",
-                                           caused=True, scope=str, resource=str),
+    ReasonCode.NO_NODE_FREE: _spec(lambda p: f"no usable node in {_scope(p)} has {p['resource']} free",
+                                   host=str, rack=str, resource=str),
+    ReasonCode.NO_NODE_FREE_BECAUSE: _spec(lambda p: f"no usable node in {_scope(p)} has {p['resource']} free "
+                                                     f"({p['cause']})", caused=True, host=str, rack=str, resource=str),
     ReasonCode.RESERVED_FOR: _spec("node {host} is reserved for {gang} ({app_id}), expected to start in {wait_s:.0f}s, "
                                    "and this application is not declared to end by then",
                                    host=str, gang=str, app_id=str, wait_s=float),
     ReasonCode.BLACKLISTED: _spec("node {host} is blacklisted", host=str),
-    ReasonCode.NEVER_FITS: _spec("{resource} can never fit on {where} of the cluster (largest node: {largest})",
-                                 resource=str, where=str, largest=str),
+    ReasonCode.NEVER_FITS: _spec(lambda p: f"{p['resource']} can never fit on "
+                                           f"{'rack ' + p['rack'] if p['rack'] else 'any node'} of the cluster "
+                                           f"(largest node: {p['largest']})", resource=str, rack=str, largest=str),
     ReasonCode.PREEMPTED_FOR_APP: _spec("for {app_id} (priority {priority})", app_id=str, priority=str),
     ReasonCode.PREEMPTED_FOR_JOB: _spec("for job {job} (priority {priority})", job=str, priority=str),
     ReasonCode.PREEMPTED_BY_FAULT: _spec("preempted ({origin})", origin=str),

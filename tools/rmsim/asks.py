@@ -156,8 +156,8 @@ class AskIntake:
         for i in np.flatnonzero(fits):
             if ledger.why_never(int(i), need) is None:
                 return None
-        where = f"rack {req.rack}" if scope is not None and req.rack else "any node"
-        return reason(R.NEVER_FITS, resource=str(req.resource), where=where, largest=str(self.max_allocation))
+        return reason(R.NEVER_FITS, resource=str(req.resource), rack=req.rack if scope is not None and req.rack else "",
+                      largest=str(self.max_allocation))
 
     # ---- asks in the state file (inside each application's entry)
     @staticmethod

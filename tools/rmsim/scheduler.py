@@ -267,7 +267,7 @@ class Scheduler:
                     ask.reason = refused.reason
                     return None
             if not ask.reason:
-                ask.reason = reason(R.NO_NODE_FREE, scope=ask.request.host, resource=str(ask.request.resource))
+                ask.reason = reason(R.NO_NODE_FREE, host=ask.request.host, rack="", resource=str(ask.request.resource))
             return None
         if ask.levels is None:
             ask.levels = self._levels(ask)
@@ -291,12 +291,13 @@ class Scheduler:
             ask.level += 1
             ask.pos = 0
         if not ask.reason or ask.host_i is None or ask.request.relax_locality:
-            scope = ask.request.host or (f"rack {ask.request.rack}" if ask.request.rack else "the cluster")
+            req = ask.request
             if ask.host_i is not None and ask.reason:
-                ask.reason = reason(R.NO_NODE_FREE_BECAUSE, scope=scope, resource=str(ask.request.resource),
-                                    cause=ask.reason)
+                ask.reason = reason(R.NO_NODE_FREE_BECAUSE, host=req.host or "", rack=req.rack or "",
+                                    resource=str(req.resource), cause=ask.reason)
             else:
-                ask.reason = reason(R.NO_NODE_FREE, scope=scope, resource=str(ask.request.resource))
+                ask.reason = reason(R.NO_NODE_FREE, host=req.host or "", rack=req.rack or "",
+                                    resource=str(req.resource))
         return None
 
     def _levels(self, ask: AskState) -> list:
