@@ -9,8 +9,14 @@ and one template: the RM builds a :class:`Reason` (code + parameters), the wire 
 :func:`render` — which ``str(reason)`` calls — is the only code that turns a reason into words.
 
 A reason read from an old peer, which sends its text alone, is :attr:`ReasonCode.OTHER` with
-that text; so is an engine's own word we have no code for (a Slurm Reason we do not know).
-The numbers are the wire's: never reuse or renumber one; add new codes with new numbers.
+that text, as is an operator's own text (a preemption injected as a fault). An engine's own
+word is a parameter of our code for what happened (Slurm's Reason field: ``SLURM_PENDING``
+"Slurm job 7 pending: Resources"; sbatch's refusal: ``SLURM_REFUSED``). The numbers are the
+wire's: never reuse or renumber one; add new codes with new numbers. For example::
+
+    r = reason(ReasonCode.GPUS_SHORT, host="dgx-000", free=0, asked=8)
+    str(r)        # 'host dgx-000: GPUs free 0 < 8 asked'
+    r.params      # {'host': 'dgx-000', 'free': 0, 'asked': 8}
 """
 from __future__ import annotations
 
