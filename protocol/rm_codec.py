@@ -19,6 +19,7 @@ from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 from .proto import rm_pb2 as pb
+from .reasons import CAUSED, TYPES, Reason, ReasonCode, other, render
 from .rm_validation import check_count, check_int, check_name, check_number, check_text
 from .rm_protocol import (
     ERROR_CLASSES, RESERVATION_KNOWN, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission,
@@ -215,13 +216,14 @@ def allocate_response_to_pb(r: AllocateResponse) -> pb.AllocateResponse:
     for n in r.node_updates:
         node_to_pb(n, msg.node_updates.add())
     for j in r.rejected:
-        msg.rejected.add(request_id=j.request_id, reason=j.reason)
+        reason_to_pb(j.reason, msg.rejected.add(request_id=j.request_id))
     for p in r.pending:
-        msg.pending.add(request_id=p.request_id, remaining=p.remaining, reason=p.reason)
+        reason_to_pb(p.reason, msg.pending.add(request_id=p.request_id, remaining=p.remaining))
     resource_to_pb(r.headroom, msg.headroom)
     if r.preemption is not None:
         msg.preemption.containers.extend(r.preemption.containers)
-        msg.preemption.deadline, msg.preemption.reason = r.preemption.deadline, r.preemption.reason
+        msg.preemption.deadline = r.preemption.deadline
+        reason_to_pb(r.preemption.reason, msg.preemption)
     for node in r.reserved:
         msg.reserved.add(host=node.host, start=node.start_s)
     held = r.reservation
@@ -240,8 +242,9 @@ def allocate_response_from_pb(msg: pb.AllocateResponse) -> AllocateResponse:
     return AllocateResponse(
         tuple(container_from_pb(c) for c in msg.allocated), tuple(status_from_pb(s) for s in msg.completed),
         tuple(node_from_pb(n) for n in msg.node_updates),
-        tuple(Rejection(j.request_id, j.reason) for j in msg.rejected),
-        tuple(PendingAsk(p.request_id, p.remaining, p.reason) for p in msg.pending),
+        tuple(Rejection(j.request_id, reason_from_pb(j, f"rejected[{k}]")) for k, j in enumerate(msg.rejected)),
+        tuple(PendingAsk(p.request_id, p.remaining, reason_from_pb(p, f"pending[{k}]"))
+              for k, p in enumerate(msg.pending)),
         resource_from_pb(msg.headroom), msg.response_id,
         _preemption_from_pb(msg.preemption) if msg.HasField("preemption") else None,
         _reserved_from_pb(msg.reserved) if msg.reserved else (),
@@ -287,8 +290,59 @@ def _preemption_from_pb(msg: pb.PreemptionMessage) -> PreemptionMessage:
     for k, container_id in enumerate(msg.containers):
         check_name(container_id, f"preemption.containers[{k}]")
     check_number(msg.deadline, "preemption.deadline", 0, math.inf)
-    check_text(msg.reason, "preemption.reason")
-    return PreemptionMessage(tuple(msg.containers), msg.deadline, msg.reason)
+    return PreemptionMessage(tuple(msg.containers), msg.deadline, reason_from_pb(msg, "preemption"))
+
+
+def reason_to_pb(reason: Reason, msg: pb.Rejection | pb.PendingAsk | pb.PreemptionMessage) -> None:
+    """``reason`` into a message's ``why`` (its code and parameters as text) and, rendered,
+    its ``reason`` (what a peer that predates the codes reads). Text alone is refused: a
+    reason is worded only by the catalogue."""
+    if type(reason) is not Reason:
+        raise TypeError(f"a reason crosses the wire as a Reason (protocol/reasons.py), got {type(reason).__name__}")
+    msg.reason = render(reason)
+    if reason:
+        _why_to_pb(reason, msg.why)
+
+
+def _why_to_pb(reason: Reason, why: pb.Reason) -> None:
+    why.code = reason.code
+    why.args.extend([str(a) for a in reason.args])
+    if reason.cause is not None:
+        _why_to_pb(reason.cause, why.cause)
+
+
+def reason_from_pb(msg: pb.Rejection | pb.PendingAsk | pb.PreemptionMessage, field_name: str) -> Reason:
+    """The reason of a message: its ``why`` when given with a code this side knows, each
+    parameter read as the catalogue's type; else (an old peer, or a newer one's new code)
+    its text as the code OTHER."""
+    check_text(msg.reason, f"{field_name}.reason")
+    if not msg.HasField("why") or not _known(msg.why):
+        return other(msg.reason)
+    return _why_from_pb(msg.why, f"{field_name}.why")
+
+
+def _known(why: pb.Reason) -> bool:
+    """Whether this side knows ``why``'s code and, down the chain, each cause's."""
+    return why.code in TYPES and (not why.HasField("cause") or _known(why.cause))
+
+
+def _why_from_pb(why: pb.Reason, field_name: str) -> Reason:
+    code = ReasonCode(why.code)
+    types = TYPES[code]
+    if len(why.args) != len(types):
+        raise InvalidRequest(f"{field_name}.args: expected {len(types)} parameter(s) for {code.name}, "
+                             f"got {len(why.args)}")
+    args = []
+    for k, (text, kind) in enumerate(zip(why.args, types)):
+        check_text(text, f"{field_name}.args[{k}]")
+        try:
+            args.append(kind(text))
+        except ValueError:
+            raise InvalidRequest(f"{field_name}.args[{k}]: expected {kind.__name__}, got {text!r}") from None
+    if why.HasField("cause") != (code in CAUSED):
+        raise InvalidRequest(f"{field_name}.cause: expected {'the reason' if code in CAUSED else 'none'} within "
+                             f"{code.name}, got {'one' if why.HasField('cause') else 'none'}")
+    return Reason(code, tuple(args), _why_from_pb(why.cause, f"{field_name}.cause") if code in CAUSED else None)
 
 
 def register_to_pb(r: RegisterResponse) -> pb.RegisterResponse:

@@ -36,6 +36,7 @@ from dataclasses import field
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.values import WrittenValue, value
+from .reasons import NO_REASON, Reason
 
 ANY_HOST = "*"
 
@@ -243,8 +244,10 @@ def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
 
 @value
 class Rejection:
+    """An ask the RM will never grant, and why (a code of :mod:`.reasons`)."""
+
     request_id: int
-    reason: str
+    reason: Reason
 
 
 @value
@@ -253,7 +256,7 @@ class PendingAsk:
 
     request_id: int
     remaining: int
-    reason: str = ""
+    reason: Reason = NO_REASON
 
 
 @value
@@ -266,7 +269,7 @@ class PreemptionMessage:
 
     containers: tuple[str, ...]
     deadline: float
-    reason: str = ""
+    reason: Reason = NO_REASON
 
 
 @value

@@ -138,23 +138,37 @@ class AllocateRequest(_message.Message):
     progress: float
     def __init__(self, app_id: _Optional[str] = ..., attempt: _Optional[int] = ..., asks: _Optional[_Iterable[_Union[ResourceRequest, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., releases: _Optional[_Iterable[str]] = ..., blacklist_additions: _Optional[_Iterable[str]] = ..., blacklist_removals: _Optional[_Iterable[str]] = ..., progress: _Optional[float] = ...) -> None: ...
 
+class Reason(_message.Message):
+    __slots__ = ("code", "args", "cause")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    args: _containers.RepeatedScalarFieldContainer[str]
+    cause: Reason
+    def __init__(self, code: _Optional[int] = ..., args: _Optional[_Iterable[str]] = ..., cause: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
+
 class Rejection(_message.Message):
-    __slots__ = ("request_id", "reason")
+    __slots__ = ("request_id", "reason", "why")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     reason: str
-    def __init__(self, request_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    why: Reason
+    def __init__(self, request_id: _Optional[int] = ..., reason: _Optional[str] = ..., why: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
 
 class PendingAsk(_message.Message):
-    __slots__ = ("request_id", "remaining", "reason")
+    __slots__ = ("request_id", "remaining", "reason", "why")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     REMAINING_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     remaining: int
     reason: str
-    def __init__(self, request_id: _Optional[int] = ..., remaining: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    why: Reason
+    def __init__(self, request_id: _Optional[int] = ..., remaining: _Optional[int] = ..., reason: _Optional[str] = ..., why: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
     __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption", "reserved", "reservation")
@@ -213,14 +227,16 @@ class ReservedNode(_message.Message):
     def __init__(self, host: _Optional[str] = ..., start: _Optional[float] = ...) -> None: ...
 
 class PreemptionMessage(_message.Message):
-    __slots__ = ("containers", "deadline", "reason")
+    __slots__ = ("containers", "deadline", "reason", "why")
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
     containers: _containers.RepeatedScalarFieldContainer[str]
     deadline: float
     reason: str
-    def __init__(self, containers: _Optional[_Iterable[str]] = ..., deadline: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+    why: Reason
+    def __init__(self, containers: _Optional[_Iterable[str]] = ..., deadline: _Optional[float] = ..., reason: _Optional[str] = ..., why: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("app_id",)

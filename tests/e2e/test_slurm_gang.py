@@ -100,7 +100,7 @@ def test_slurm_itself_rejects_an_ask_no_node_can_hold(cluster, tmp_path):
     response = client.allocate(AllocateRequest(app, 1, asks=(ask,)))
     [rejection] = response.rejected
     assert rejection.request_id == 7
-    assert "Requested node configuration is not available" in rejection.reason
+    assert "Requested node configuration is not available" in str(rejection.reason)
     client.finish(app, 1)
 
 

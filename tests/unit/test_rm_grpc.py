@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from gangmaster.protocol.reasons import ReasonCode, reason
 from gangmaster.protocol.rm_client import RMClient
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.protocol.rm_codec import (
@@ -163,7 +164,7 @@ def test_concurrent_ams_racing_for_one_host_over_grpc(tmp_path):
         assert len(results) == 8
         assert sum(len(r.allocated) for r in results) == 1
         losers = [r for r in results if not r.allocated]
-        assert all("host dgx-000: GPUs free 0 < 8 asked" in r.pending[0].reason for r in losers)
+        assert all("host dgx-000: GPUs free 0 < 8 asked" in str(r.pending[0].reason) for r in losers)
         live.core.check_invariants()
     finally:
         server.stop(0)
@@ -179,7 +180,7 @@ def test_priority_and_preemption_notice_both_ways(rm):
     (c,) = rm.allocate(AllocateRequest(app, reg.attempt, asks=(ResourceRequest(1, R(1024, 1, gpus=1)),))).allocated
     sent = rm.core.preempt(app, 30.0, "for app_0009")
     notice = rm.allocate(AllocateRequest(app, reg.attempt)).preemption
-    assert notice == sent and notice.containers == (c.container_id,) and notice.reason == "for app_0009"
+    assert notice == sent and notice.containers == (c.container_id,) and str(notice.reason) == "for app_0009"
     assert rm.allocate(AllocateRequest(app, reg.attempt)).preemption is None   # told once
     assert rm.notify_preemption(c.container_id) == notice.deadline
     with pytest.raises(WrongState, match="not under a preemption notice"):
@@ -187,7 +188,8 @@ def test_priority_and_preemption_notice_both_ways(rm):
 
 
 def test_preemption_and_priority_round_trip():
-    notice = PreemptionMessage(("c1", "c2"), 1234.5, "for app_0002 (priority 5)")
+    notice = PreemptionMessage(("c1", "c2"), 1234.5, reason(ReasonCode.PREEMPTED_FOR_APP, app_id="app_0002",
+                                                            priority="(5,)"))
     response = AllocateResponse(preemption=notice, response_id=3,
                                 reserved=(ReservedNode("dgx-000", 60.0), ReservedNode("dgx-001", 61.5)))
     assert allocate_response_from_pb(allocate_response_to_pb(response)) == response

@@ -74,7 +74,7 @@ def test_a_reserving_queue_holds_nodes_for_a_gang_declared_over_grpc(served):
     rm.register(late)
     answer = rm.allocate(AllocateRequest(late, 1, asks=(   # an ask: a pass plans, then grants
         ResourceRequest(1, R(1024, 1, gpus=8), host="dgx-001", relax_locality=False),)))
-    assert not answer.allocated and "dgx-001 is reserved for gang" in answer.pending[0].reason
+    assert not answer.allocated and "dgx-001 is reserved for gang" in str(answer.pending[0].reason)
     held = live.core.reservations.reserved_for(gang)
     assert held is not None and sorted(held.gpus_by_host) == ["dgx-000", "dgx-001"]
     assert held.start_s == pytest.approx(live.core.apps[gang].submitted_at + 100.0, abs=5.0)
@@ -102,7 +102,7 @@ def test_a_higher_priority_gang_declared_over_grpc_preempts_the_gang_in_its_way(
     rm.register(urgent)
     rm.allocate(AllocateRequest(urgent, 1))
     notice = rm.allocate(AllocateRequest(low, 1)).preemption
-    assert notice is not None and len(notice.containers) == 2 and "for " + urgent in notice.reason
+    assert notice is not None and len(notice.containers) == 2 and "for " + urgent in str(notice.reason)
     assert notice.deadline == pytest.approx(live.core.clock.now() + 30.0, abs=5.0)
     assert live.core.scheduler.yielding == {low}
     rm.kill(urgent, "changed its mind")   # it ends before it starts: the low gang may ask again

@@ -89,7 +89,7 @@ def test_a_gang_is_one_heterogeneous_job_granted_whole(tmp_path):
                      "--gres=gpu:V100_0:1,gpu:V100_3:1"]
     assert second[-2:] == ["--nodelist=dgx-001", "--gres=gpu:V100_1:1,gpu:V100_2:1"]
     assert not response.allocated
-    assert {p.request_id: p.reason for p in response.pending} == {
+    assert {p.request_id: str(p.reason) for p in response.pending} == {
         r: f"Slurm job {leader} pending: Resources" for r in (1, 2, 3)}
     job["state"], job["reason"] = "RUNNING", "None"
     response = client.allocate(AllocateRequest(app, 1))
@@ -103,7 +103,7 @@ def test_the_rest_of_a_cancelled_job_waits_for_the_gangs_next_asks(tmp_path):
     [first] = slurm.jobs
     response = client.allocate(AllocateRequest(app, 1, cancel=(1,)))   # the AM selects worker 1 again
     assert slurm.cancelled == [first] and len(slurm.jobs) == 1         # nothing asked alone
-    assert [(p.request_id, "held back" in p.reason) for p in response.pending] == [(2, True)]
+    assert [(p.request_id, "held back" in str(p.reason)) for p in response.pending] == [(2, True)]
     client.allocate(AllocateRequest(app, 1, asks=(ask(3, "dgx-000", 0b10),)))
     second = max(slurm.jobs)
     hosts = [c[-2] if c[-1].startswith("--gres") else c[-1] for c in slurm.jobs[second]["components"]]
@@ -116,7 +116,7 @@ def test_a_refused_job_rejects_every_ask_of_it(tmp_path):
     slurm, client, app = client_and_app(tmp_path)
     slurm.refuse = "Batch job submission failed: Requested node configuration is not available"
     response = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1 << 7), ask(2, "nowhere", 1))))
-    reasons = {r.request_id: r.reason for r in response.rejected}
+    reasons = {r.request_id: str(r.reason) for r in response.rejected}
     assert reasons[1] == ("Slurm refused the job: Batch job submission failed: Requested node configuration is "
                           "not available")
     assert reasons[2].startswith("unknown host 'nowhere'")
@@ -130,7 +130,7 @@ def test_a_gang_asking_a_share_of_a_gpu_is_rejected_whole_and_nothing_is_submitt
                             relax_locality=False)
     resp = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 0b10), share)))
     assert [j.request_id for j in resp.rejected] == [1, 2] and not resp.allocated and not slurm.jobs
-    assert "a share of one GPU (gpu_milli=250) cannot be asked of it" in resp.rejected[1].reason
+    assert "a share of one GPU (gpu_milli=250) cannot be asked of it" in str(resp.rejected[1].reason)
 
 
 UNCONFIGURED = ("scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"

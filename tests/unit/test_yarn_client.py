@@ -94,7 +94,7 @@ def test_an_ask_on_a_host_is_yarns_three_requests_and_a_cancel_sends_them_at_zer
                      ("*", False, 1, 7, 512, 2, [2])]
     response = client.allocate(AllocateRequest(APP, 1))
     assert [(p.request_id, p.remaining) for p in response.pending] == [(7, 1)]
-    assert "not granted by YARN" in response.pending[0].reason and "yarn-001 has 4096 MB" in response.pending[0].reason
+    assert "not granted by YARN" in str(response.pending[0].reason) and "yarn-001 has 4096 MB" in str(response.pending[0].reason)
     client.allocate(AllocateRequest(APP, 1, cancel=(7,)))
     assert [(r.resource_name, r.num_containers) for r in _sent(scheduler).ask] == [
         ("localhost:18110", 0), ("/default-rack", 0), ("*", 0)]
@@ -114,7 +114,7 @@ def test_what_yarn_would_leave_pending_forever_is_refused_with_the_diagnosis(ask
     client, scheduler = _client()
     response = client.allocate(AllocateRequest(APP, 1, asks=(ask,)))
     [rejection] = response.rejected
-    assert rejection.request_id == 1 and reason in rejection.reason, rejection.reason
+    assert rejection.request_id == 1 and reason in str(rejection.reason), rejection.reason
     assert list(_sent(scheduler).ask) == [] and response.pending == ()   # nothing asked of YARN
 
 

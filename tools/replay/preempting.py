@@ -20,6 +20,9 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
+from gangmaster.protocol.reasons import ReasonCode as R
+from gangmaster.protocol.reasons import reason as why
+
 from ..rmsim.preemptible import Preemptible
 from ..rmsim.preemption import DEFAULT_GRACE_S
 
@@ -69,7 +72,8 @@ class Preempting:
         if not victims:
             return False
         deadline = now + self.grace_s
-        reason = f"for job {job.trace.job_id} (priority {tuple(self.preemptible.priority(self.core.apps[am.app_id]))})"
+        reason = why(R.PREEMPTED_FOR_JOB, job=str(job.trace.job_id),
+                     priority=str(tuple(self.preemptible.priority(self.core.apps[am.app_id]))))
         for victim in victims:
             self.core.preempt(victim.app_id, self.grace_s, reason)
             self.done.append(Preemption(self.jobs[victim.app_id].trace.job_id, job.trace.job_id, now,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from gangmaster.protocol import rm_validation as check
+from gangmaster.protocol.reasons import from_saved, to_saved
 from gangmaster.protocol.rm_protocol import (
     ApplicationReport, ApplicationSubmission, AppState, ContainerState, ContainerStatus, ExitStatus, GangRole,
     InvalidRequest, NotFound, Rejection, WrongState,
@@ -233,7 +234,7 @@ class Applications:
             app.out_allocated = [records[cid] for cid in a["out_allocated"]]
             app.out_completed = [ContainerStatus(s[0], s[1], ContainerState(s[2]), s[3], s[4], s[5])
                                  for s in a["out_completed"]]
-            app.out_rejected = tuple([Rejection(rid, reason) for rid, reason in a["out_rejected"]])
+            app.out_rejected = tuple([Rejection(j[0], from_saved(j[1:])) for j in a["out_rejected"]])
             app.node_cursor = int(a.get("node_cursor", 0))
             self.apps[app.app_id] = app
         for app in sorted((app for app in self.apps.values() if app.state.finished), key=lambda app: app.finished_at):
@@ -262,7 +263,7 @@ def _saved(a: Application, hosts: list[str], saved_asks: Callable[[Application],
         "out_allocated": [r.container_id for r in a.out_allocated],
         "out_completed": [[s.container_id, s.host, s.state.value, s.exit_status, s.diagnostics, s.request_id]
                           for s in a.out_completed],
-        "out_rejected": [[j.request_id, j.reason] for j in a.out_rejected],
+        "out_rejected": [[j.request_id, *to_saved(j.reason)] for j in a.out_rejected],
         "node_cursor": a.node_cursor,
     }
     # What it declared when submitted (a reserving queue plans from its gang and duration, the

@@ -28,6 +28,7 @@ import threading
 from functools import partial
 from typing import Callable, Iterable
 
+from gangmaster.protocol.reasons import NO_REASON, Reason, other
 from gangmaster.protocol import rm_validation as check
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, ContainerLaunch,
@@ -313,11 +314,13 @@ class ResourceManager:
             self.applications.fail_attempt(app, diagnostics)
 
     # ================================================================ preemption (:mod:`.preemption`)
-    def preempt(self, app_id: str, grace_s: float, reason: str = "") -> PreemptionMessage:
+    def preempt(self, app_id: str, grace_s: float, reason: Reason | str = NO_REASON) -> PreemptionMessage:
         """Preempt the application's whole gang: its AM is told at its next heartbeat, and
-        every container still alive ``grace_s`` seconds from now ends preempted."""
+        every container still alive ``grace_s`` seconds from now ends preempted. ``reason``
+        says for whom: a code, or an operator's own text (a fault injected), kept as OTHER."""
         check.check_name(app_id, "app_id")
-        check.check_text(reason, "reason")
+        if isinstance(reason, str):
+            reason = other(check.check_text(reason, "reason"))
         with self.lock:
             app = self.applications.get(app_id)
             if app.state.finished:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from gangmaster.protocol.reasons import ReasonCode as R
+from gangmaster.protocol.reasons import reason
 from gangmaster.protocol.rm_protocol import NotFound
 
 from .preemption import DEFAULT_GRACE_S
@@ -95,7 +97,7 @@ def _kill_am(rm, f: Fault, origin: str) -> str:
 
 
 def _preempt_app(rm, f: Fault, origin: str) -> str:
-    rm.preempt(f.app, f.grace_s, f.text or f"preempted ({origin})")
+    rm.preempt(f.app, f.grace_s, f.text or reason(R.PREEMPTED_BY_FAULT, origin=origin))   # (an operator's text is kept)
     return f.app
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from typing import Callable
 
 from gangmaster.am.core.am_placement import AMPlacement
+from gangmaster.protocol.reasons import ReasonCode as R
+from gangmaster.protocol.reasons import reason as why
 from gangmaster.am.core.gang_placement import PipelineFor
 from gangmaster.am.core.victims import Outlook, RunningGang
 from gangmaster.am.spec.jobspec_model import RoleSpec, shaped_role
@@ -60,7 +62,7 @@ class PreemptionMonitor:
         victims = self.preemptible.choose(app_id, roles, view, pipeline, now)
         if not victims:
             return ()
-        reason = f"for {app_id} (priority {tuple(self.preemptible.priority(apps[app_id]))})"
+        reason = why(R.PREEMPTED_FOR_APP, app_id=app_id, priority=str(tuple(self.preemptible.priority(apps[app_id]))))
         for victim in victims:
             self.core.preempt(victim.app_id, self.grace_s, reason)
             if self.log is not None:

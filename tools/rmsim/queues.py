@@ -53,6 +53,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gangmaster.protocol.reasons import Reason, reason
+from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
 from gangmaster.am.core.reservation_plan import DEFAULT_CLUSTER_RESERVATIONS, DEFAULT_MAX_RESERVATIONS
 from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_DURATION_S, MAX_PRIORITY, MAX_RESERVATIONS
@@ -106,15 +108,15 @@ class Queue:
         return (self.used_mem + mem <= self.max_mem and self.used_mvc + mvc <= self.max_mvc
                 and gpu_milli_used + gpus * GPU_MILLI + gpu_milli <= self.max_gpus * GPU_MILLI)
 
-    def why_never(self, mem: int, mvc: int, gpus: int, gpu_milli: int = 0) -> str | None:
+    def why_never(self, mem: int, mvc: int, gpus: int, gpu_milli: int = 0) -> Reason | None:
         if mem > self.max_mem:
-            return f"queue {self.name} is limited to {self.max_mem}MB memory, {mem}MB asked"
+            return reason(R.QUEUE_MEMORY_LIMIT, queue=self.name, limit=self.max_mem, asked=mem)
         if mvc > self.max_mvc:
-            return f"queue {self.name} is limited to {self.max_mvc / 1000:g} vcores, {mvc / 1000:g} asked"
+            return reason(R.QUEUE_VCORES_LIMIT, queue=self.name, limit=self.max_mvc / 1000, asked=mvc / 1000)
         if gpus > self.max_gpus:
-            return f"queue {self.name} is limited to {self.max_gpus} GPU(s), {gpus} asked"
+            return reason(R.QUEUE_GPUS_LIMIT, queue=self.name, limit=self.max_gpus, asked=gpus)
         if gpu_milli > self.max_gpus * GPU_MILLI:
-            return f"queue {self.name} is limited to {self.max_gpus} GPU(s), a share of {gpu_milli} milli asked"
+            return reason(R.QUEUE_SHARE_LIMIT, queue=self.name, limit=self.max_gpus, milli=gpu_milli)
         return None
 
     def limits(self) -> dict:

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from gangmaster.am.core.reservation_plan import gang_instances
+from gangmaster.protocol.reasons import NO_REASON
 from gangmaster.protocol.rm_protocol import (AppState, ContainerState, ContainerStatus, GangRole, LaunchContext,
                                              Rejection, ResourceRequest)
 from gangmaster.selectors.fit import Demand
@@ -65,7 +66,7 @@ class AskState:
         self.app, self.request, self.need, self.exact = app, request, need, exact
         self.remaining = request.count
         self.host_i, self.rack_code = host_i, rack_code
-        self.reason = ""
+        self.reason = NO_REASON
         self.levels: list | None = None
         self.level = self.pos = 0
         self.blocked = False

@@ -39,6 +39,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
+from gangmaster.protocol.reasons import Reason, reason
+from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.am.core.reservation_plan import DECLARED, UNKNOWN, Hold, Reservation, plan_start
 from gangmaster.protocol.rm_protocol import AppState, HeldReservation, ReservedNode
 
@@ -155,14 +157,14 @@ class RMReservations:
                                                  if self._before(owner, app) and not r.admits(end)))
                       for i in sorted(closed) if i not in app.blacklist])
 
-    def why_closed(self, app: Application, i: int) -> str:
+    def why_closed(self, app: Application, i: int) -> Reason:
         """Why node ``i`` is closed to ``app`` (a pending ask's reason)."""
         for owner, reservation in self._on_node.get(i, ()):
             if self._before(owner, app):
                 wait = max(0.0, reservation.start_s - self.now())
-                return (f"node {self.ledger.hosts[i]} is reserved for {self.apps[owner].name} ({owner}), "
-                        f"expected to start in {wait:.0f}s, and this application is not declared to end by then")
-        return f"node {self.ledger.hosts[i]} is blacklisted"
+                return reason(R.RESERVED_FOR, host=self.ledger.hosts[i], gang=self.apps[owner].name, app_id=owner,
+                              wait_s=wait)
+        return reason(R.BLACKLISTED, host=self.ledger.hosts[i])
 
     def reserved_for(self, app_id: str) -> Reservation | None:
         """The reservation ``app_id`` holds this pass, if any (for its diagnosis)."""

@@ -17,11 +17,12 @@ import heapq
 
 import numpy as np
 
+from gangmaster.protocol.reasons import reason
+from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.protocol.rm_protocol import AppState, HeldReservation, ReservedNode
 from gangmaster.selectors.fit import Demand
-from gangmaster.selectors.resources import ResourceError
 
-from .ledger import Booking, NodeLedger
+from .ledger import Booking, NodeLedger, Refused
 from .queue_books import QueueBooks
 from .queues import Queue
 from .records import Application, AskState
@@ -222,7 +223,7 @@ class Scheduler:
         need = ask.need
         if queue.name not in self.books.boundless and not queue.room_for(need.memory_mb, need.mvcores, need.gpus,
                                                                          need.gpu_milli):
-            ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
+            ask.reason = reason(R.QUEUE_FULL, queue=queue.name, used=queue.share())
             ask.blocked = True
             return False
         # Resources only shrink during a pass: an ask alike one that failed cannot fit either
@@ -263,11 +264,11 @@ class Scheduler:
             if (i not in blacklist or lent) and (not label or ledger.label_scope(label)[i]):
                 try:
                     return i, ledger.book(i, need, exact)
-                except ResourceError as refused:
-                    ask.reason = str(refused)
+                except Refused as refused:
+                    ask.reason = refused.reason
                     return None
             if not ask.reason:
-                ask.reason = f"no usable node in {ask.request.host} has {ask.request.resource} free"
+                ask.reason = reason(R.NO_NODE_FREE, host=ask.request.host, rack="", resource=str(ask.request.resource))
             return None
         if ask.levels is None:
             ask.levels = self._levels(ask)
@@ -284,17 +285,20 @@ class Scheduler:
                     continue
                 try:
                     return i, ledger.book(i, need, exact)
-                except ResourceError as refused:
-                    reason = str(refused)
-                if ask.level == 0 and ask.host_i is not None:
-                    ask.reason = reason
+                except Refused as refused:
+                    if ask.level == 0 and ask.host_i is not None:
+                        ask.reason = refused.reason
                 ask.pos += 1
             ask.level += 1
             ask.pos = 0
         if not ask.reason or ask.host_i is None or ask.request.relax_locality:
-            scope = ask.request.host or (f"rack {ask.request.rack}" if ask.request.rack else "the cluster")
-            ask.reason = (f"no usable node in {scope} has {ask.request.resource} free"
-                          + (f" ({ask.reason})" if ask.host_i is not None and ask.reason else ""))
+            req = ask.request
+            if ask.host_i is not None and ask.reason:
+                ask.reason = reason(R.NO_NODE_FREE_BECAUSE, host=req.host or "", rack=req.rack or "",
+                                    resource=str(req.resource), cause=ask.reason)
+            else:
+                ask.reason = reason(R.NO_NODE_FREE, host=req.host or "", rack=req.rack or "",
+                                    resource=str(req.resource))
         return None
 
     def _lent(self, ask: AskState, i: int) -> bool:
