@@ -38,7 +38,7 @@ def test_a_gang_waiting_for_gpus_another_job_holds_is_diagnosed_with_the_holder(
     waiting.write_text(job_yaml("yarn-waiting"))
     output = tmp_path / "run" / "output"
     cluster = str(yarn_cluster_alone.work_dir)
-    with killed_on_exit(runner.start(holder, work_dir=tmp_path / "run", YARN_TEST_HOLD_S="90")) as proc:
+    with killed_on_exit(runner.start(holder, work_dir=tmp_path / "run", GANG_TEST_HOLD_S="90")) as proc:
         wait_until(lambda: len(records(output, "started", 1)) == 3 or None, 60, "every task of the holder to start")
         snap = _gangmaster("snapshot", "--yarn-rm", cluster, "--json")
         found = _gangmaster("diagnose", str(waiting), "--yarn-rm", cluster, "--json")

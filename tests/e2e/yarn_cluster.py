@@ -32,7 +32,7 @@ from gangmaster.tools.yarn.local_cluster import LocalCluster, Ports, YarnUnavail
 from task_procs import MARKER_VAR, kill_marked, new_marker
 
 REPO = Path(__file__).resolve().parents[2]
-TASK = "python tests/e2e/yarn_task.py"
+TASK = "python tests/e2e/gang_task.py"
 #: the marks of every YARN end-to-end test
 YARN = [pytest.mark.slow]
 NM_EXPIRY_MS = 8000
