@@ -248,4 +248,5 @@ def _report_dict(run, metrics_url: str) -> dict:
     return {"job": run.job.name, "app_id": run.app_id, "outcome": result.outcome, "reason": result.reason,
             "work_dir": str(run.work_dir), "am_attempts": len(run.ams),
             "already_finished": run.finished_earlier is not None, "metrics_url": metrics_url or None,
-            "attempts": [a.to_dict() for a in result.history()], "waiting": result.why_waiting()}
+            "attempts": [a.to_dict() for a in result.history()], "waiting": result.why_waiting(),
+            "avoidance_dropped": [{"gang": g, "attempt": a, "role": r} for g, a, r in result.avoidance_drops()]}

@@ -66,7 +66,7 @@ from .gang_events import JournalEvents, LogEvents, MetricsEvents, keeping, obser
 from .gang_run import PENDING, GangRun, attempt_history
 from .job_shutdown import Shutdown
 from .retry_scope import preempted_gangs, restart, restart_preempted, roles_to_restart
-from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, read_state
+from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, avoidance_drops, read_records, read_state
 from gangmaster.am.spec.jobspec_model import SUCCEEDED_EARLY, JobSpec, RoleSpec
 from .lifecycle import ROLE_RUNNING, AttemptRecord, RoleState, TaskRecord
 from gangmaster.am.ops.metrics import AMMetrics, GaugeValues
@@ -155,6 +155,7 @@ class ApplicationMaster:
         launcher = GangLauncher(rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases)
         self.shutdown = Shutdown(launcher, self.log)
         self.dispatch = GangDispatch(self.gangs, running, asking, self.placement, launcher, self.log, self.am_attempt)
+        self._earlier_drops = avoidance_drops(previous) if previous is not None else []   # (earlier AMs')
         self.events.am_started(self.am_attempt, app_id, job.name, job.total_instances, len(job.gangs), work_dir)
         if previous is None or previous.empty:
             self._start_fresh()
@@ -228,7 +229,7 @@ class ApplicationMaster:
         """Decide on the gangs whose tasks ended: restart what their failed tasks call for
         (:mod:`~gangmaster.am.core.retry_scope`), else the job may have succeeded."""
         self.events.deciding(now)
-        self.dispatch.keep_placeable()   # (before a restart plans the gang again)
+        self.dispatch.keep_placeable(now)   # (before a restart plans the gang again)
         to_decide = self.dispatch.to_decide
         if not to_decide:   # no task ended: nothing to decide
             return
@@ -345,6 +346,11 @@ class ApplicationMaster:
     def why_waiting(self) -> dict[str, str]:
         """For each gang not running yet: why, in numbers (:func:`~gangmaster.am.ops.job_status.why_waiting`)."""
         return job_status.why_waiting(self.gangs)
+
+    def avoidance_drops(self) -> list[tuple[str, int, str]]:
+        """(gang, attempt, role) of each role placed again on the nodes where it failed
+        (:meth:`GangDispatch.keep_placeable`), this AM's and its predecessors', in order."""
+        return self._earlier_drops + self.dispatch.dropped
 
     def why_report(self) -> dict:
         """What ``/why`` serves for this job: its outcome, and why its gangs wait (:meth:`WhyFeed.report`)."""
