@@ -234,7 +234,7 @@ def print_reports(runs, base: Path, as_json: bool) -> None:
     from gangmaster.am.ops.run_report import format_report
 
     if as_json:
-        print(json.dumps([_report_dict(r, runs.metrics_url) for r in runs.runs], indent=2))
+        print(json.dumps([_report_dict(r, runs.metrics_url_of(r)) for r in runs.runs], indent=2))
         return
     for run in runs.runs:
         print(format_report(run.result))

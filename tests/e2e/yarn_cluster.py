@@ -159,8 +159,8 @@ class Runner:
                               timeout=200, cwd=REPO, env=self.env(**env))
         return done.returncode, reports(done.stdout, done.stderr), done.stderr
 
-    def start(self, *jobs: Path, work_dir: Path, **env: str) -> subprocess.Popen:
-        return subprocess.Popen(self.command(*jobs, work_dir=work_dir), stdout=subprocess.PIPE,
+    def start(self, *jobs: Path, work_dir: Path, extra: tuple[str, ...] = (), **env: str) -> subprocess.Popen:
+        return subprocess.Popen(self.command(*jobs, work_dir=work_dir, extra=extra), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=REPO, env=self.env(**env))
 
     def clean_up(self) -> None:

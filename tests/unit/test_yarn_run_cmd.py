@@ -85,3 +85,44 @@ def test_the_next_coordinator_takes_the_earlier_port(tmp_path, written, configur
         assert config.port == ports.get(expected, expected)
     finally:
         holder.close()
+
+
+# ------------------------------------------------------------------ the AM's metrics on YARN
+def test_metrics_flags_reach_the_am_container(tmp_path, monkeypatch, capsys):
+    """--metrics-port/--metrics-host go to the AM in its YARN container, which serves them
+    (tests/e2e/test_yarn_diagnose.py asks a running one): handed on in its command line."""
+    import gangmaster.tools.yarn.runs as yarn_runs
+    from gangmaster.protocol.rm_protocol import RMError
+    from gangmaster.tools.yarn.am_container import parser
+
+    handed: list[list[str]] = []
+
+    class Unanswered:
+        def cluster_nodes(self):
+            raise RMError("connection refused")
+
+    class Runs:
+        def __init__(self, target, settings, echo, am_options, cluster_file):
+            handed.append(am_options)
+            self.client = Unanswered()
+
+        def shutdown(self):
+            pass
+
+    monkeypatch.setattr(yarn_runs, "YarnRuns", Runs)
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", JOB, "--rm", "yarn", "--yarn-rm", "http://rm:8088", "--metrics-port", "0",
+                 "--metrics-host", "0.0.0.0", "--work-dir", str(tmp_path / "work")])
+    assert code == 2 and "YARN at http://rm:8088 does not answer" in capsys.readouterr().err
+    args = parser().parse_args(["--job", "j.yaml", "--work-dir", "w", "--yarn-rm", "http://rm:8088", *handed[0]])
+    assert (args.metrics_port, args.metrics_host) == (0, "0.0.0.0")
+
+
+def test_a_fixed_metrics_port_with_several_jobs_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", JOB, JOB, "--rm", "yarn", "--yarn-rm", "http://127.0.0.1:1", "--metrics-port", "9100",
+                 "--work-dir", str(tmp_path / "work")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--metrics-port 9100 with several jobs on --rm yarn" in err and "give --metrics-port 0" in err
+    assert not (tmp_path / "work").exists()
