@@ -78,7 +78,9 @@ def add_parser(sub):
                         help="with --rm slurm: print the sbatch commands (each gang one heterogeneous job, a "
                              "component per host) and the job script the run would use, and submit nothing; "
                              "it needs a reachable Slurm, whose nodes (sinfo) the gang is placed on")
-    add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id)",
+    add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id; with "
+                                              "--rm yarn the AM serves it from its container, each job's its own, "
+                                              "and gives YARN its address as the tracking URL)",
                    timeout_help="with --live: give up after this many seconds (default 3600)")
     parser.set_defaults(func=_run)
     return parser
