@@ -15,7 +15,10 @@ file for Slurm and the ``network.topology.nvidia.com/<level>`` labels a Kubernet
 snapshot reads, :mod:`.kubernetes`): ``leaf``, ``spine``, ``core``, then ``level3`` and up, so
 ``networkDomain: {required: leaf}`` means one switch on either engine. A node's domains
 are its leaf switch and every switch above it, innermost first. ``topology/block``'s
-``BlockName=b1 Nodes=...`` lines are read likewise, as the level ``block``.
+``BlockName=b1 Nodes=...`` lines are read likewise, as the level ``block``. A snapshot takes
+the file with ``--topology-conf``; the Slurm backend (:mod:`gangmaster.tools.slurm.client`)
+reads it where ``scontrol show config`` says Slurm does (:func:`topology_conf_of`). A level a
+node's ``net.<level>.<name>`` features name already is kept as they name it (:func:`merged`).
 
 A line Slurm would refuse is refused here too, naming its line and key (``topology.conf:
 line 7: Switches: expected switches named on their own SwitchName line, got spine9``):
@@ -166,17 +169,39 @@ def _domains(source: str, switches: dict[str, tuple[str, int, list[str], list[st
     return domains
 
 
+def merged(features: tuple[tuple[str, str], ...], switches: tuple[tuple[str, str], ...]
+           ) -> tuple[tuple[str, str], ...]:
+    """A node's domains: those its features name (``net.<level>.<name>``), then its switches'
+    of the levels the features do not name."""
+    levels = {level for level, _ in features}
+    return named_domains((*features, *(d for d in switches if d[0] not in levels)))
+
+
+#: ``scontrol show config``'s plugins that read topology.conf
+TOPOLOGY_PLUGINS = ("topology/tree", "topology/block")
+
+
+def topology_conf_of(config: str) -> Path | None:
+    """Where ``scontrol show config`` (its text, ``Key = value`` lines) says Slurm reads
+    topology.conf: beside ``SLURM_CONF`` when ``TopologyPlugin`` is one of
+    :data:`TOPOLOGY_PLUGINS` (None: Slurm knows no switches)."""
+    said = {}
+    for line in config.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            said[key.strip()] = value.strip()
+    if said.get("TopologyPlugin") not in TOPOLOGY_PLUGINS or not said.get("SLURM_CONF"):
+        return None
+    return Path(said["SLURM_CONF"]).parent / "topology.conf"
+
+
 def with_topology(specs: list[NodeSpec], path: str | Path) -> tuple[list[NodeSpec], list[str]]:
     """``specs`` with the domains ``path`` (a topology.conf) gives their nodes added after
     those their features name (a level the features name already is kept as they name
     it), and the notes on what the two do not share."""
     domains = read_topology(path)
-    named = []
-    for spec in specs:
-        found = domains.get(spec.host, ())
-        levels = {level for level, _ in spec.domains}
-        named.append(replace(spec, domains=named_domains((*spec.domains, *(d for d in found if d[0] not in levels))))
-                     if found else spec)
+    named = [replace(spec, domains=merged(spec.domains, domains[spec.host])) if spec.host in domains else spec
+             for spec in specs]
     notes = []
     hosts = {spec.host for spec in specs}
     outside = [spec.host for spec in specs if spec.host not in domains]
