@@ -784,8 +784,10 @@ class ClusterView(NodeColumns):
 #: (with a column's ``compute_row``), more with one numpy call.
 ROWS_ONE_BY_ONE = 16
 
-#: How many answers :attr:`ClusterView.prepared` keeps (then it starts afresh).
-PREPARED_KEPT = 256
+#: How many answers :attr:`ClusterView.prepared` keeps (then it starts afresh): one per
+#: request shape and pipeline (a pick of one node), or per role and pipeline (a gang of
+#: one); ``gangmaster bench select``'s stream asks 360 shapes, a trace replay a few.
+PREPARED_KEPT = 4096
 
 #: id(demand) -> True: the demands :meth:`NodeColumns._check_exact` found to name their GPUs and ports
 _named_exactly: IdentityMemo[bool] = IdentityMemo(4096)

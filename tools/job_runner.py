@@ -231,6 +231,7 @@ class _AMDriver:
                                settings=self.settings, selection=self.selection, metrics=run.metrics,
                                echo=echo, earlier_tasks=run.earlier_tasks, **self._am_extras(run))
         run.ams.append(am)
+        run.metrics.watch(am.gauge_values)   # (the scrape reads what the AM serving the job holds)
         self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._beat(am))
 
     def _beat(self, am: ApplicationMaster) -> None:

@@ -24,16 +24,17 @@ two make no reference cycle: a trace replay's ended AMs are freed as they end).
 from __future__ import annotations
 
 from functools import partial
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .acquisition import AcquisitionContext
 from .am_placement import AMPlacement
 from gangmaster.am.barrier.attempt_barrier import reopen_barrier
 from .gang_launch import GangLauncher
 from .gang_run import PENDING, GangRun, failure
-from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
+from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, ROLE_RUNNING, TASK_RUNNING, TaskRecord
 from gangmaster.am.ops.progress_log import ProgressLog, QuietLog
-from .recovery import TakenBack
+from .job_shutdown import Shutdown
+from .recovery import Recovered, TakenBack
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus,
                                              ExitStatus, HeldReservation, NodeReport, PendingAsk, PreemptionMessage,
                                              Rejection, ReservedNode, RMError, WrongState)
@@ -47,7 +48,7 @@ class GangDispatch:
     never_granted = ""
     #: (the application's report when it ended, why) once the RM no longer accepts this AM attempt
     shutdown_request: tuple[ApplicationReport | None, WrongState] | None = None
-    #: the deadline of a preemption notice whose gang has not restarted yet (None: not preempted)
+    #: the deadline of the latest preemption notice (None: never preempted)
     preempted_until: float | None = None
 
     def __init__(self, gangs: list[GangRun], running: dict[str, tuple[GangRun, TaskRecord]],
@@ -67,16 +68,29 @@ class GangDispatch:
         return bool(self.never_granted)
 
     # ------------------------------------------------------ before the heartbeat
-    def plan(self, gang: GangRun, now: float) -> None:
-        """A pending gang decides this heartbeat's asks, cancels and releases."""
+    def plan(self, now: float, overdue: Callable[[GangRun, float], str]) -> str:
+        """Each pending gang decides this heartbeat's asks, cancels and releases, in the job's
+        order, and then ``overdue(gang, now)`` says whether it waited longer than it may: ""
+        or why the job must fail (the gangs after it do not plan)."""
         placement = self.placement
-        gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang), placement.cluster.grown)
+        for gang in self.gangs:
+            if gang.state in PENDING:
+                gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang),
+                          placement.cluster.grown)
+                too_long = overdue(gang, now)
+                if too_long:
+                    return too_long
+        return ""
 
-    def request(self, finished: int) -> AllocateRequest:
+    def request(self) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
         after what the AM itself had to (containers it did not want, attempts that ended),
         and its progress: the share of the job's instances whose task (of the current
-        attempt) has ended (``finished`` of them)."""
+        attempt) has ended."""
+        finished = 0   # (those of pending gangs: none yet)
+        for gang in self.gangs:
+            if gang.state not in PENDING:
+                finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
         total = self.launcher.job.total_instances
         progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
         self.granted = False
@@ -201,6 +215,29 @@ class GangDispatch:
                 self.dropped.append((gang.name, gang.attempt, role))
                 self.asking.events.avoidance_dropped(gang, role, now)
         self.avoiding.clear()
+
+    def take_decided(self) -> list[GangRun]:
+        """The gangs to decide on now, in the job's order: those still running whose tasks
+        ended since the last decision (:attr:`to_decide`, emptied)."""
+        to_decide = self.to_decide
+        if not to_decide:
+            return []
+        deciding = [g for g in self.gangs if g in to_decide and g.state is ROLE_RUNNING]
+        to_decide.clear()
+        return deciding
+
+    def take_over(self, recovered: Recovered, shutdown: Shutdown, now: float) -> None:
+        """Carry on from what a journal left (:mod:`~gangmaster.am.core.recovery`): its gangs,
+        in the job's order, are these; those launched are taken back (:meth:`take_back`); the
+        containers no gang owns are stopped, unless the job had already finished."""
+        for taken in recovered.gangs:
+            if taken.launched:
+                self.take_back(taken, now)
+            self.gangs.append(taken.gang)
+        if recovered.finished is None:
+            for cid in recovered.strays:
+                self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
+                shutdown.stop(cid)
 
     def take_back(self, taken: TakenBack, now: float) -> None:
         """A launched gang taken back from a journal (:mod:`~gangmaster.am.core.recovery`): its

@@ -96,18 +96,16 @@ for _name in [n for n in vars(GangEvents) if not n.startswith("_")]:
     setattr(Fanout, _name, _fan(_name))
 
 
-def keeping(keeper, observer: Callable[[object], GangEvents]) -> GangEvents | None:
-    """The observer that keeps the events for ``keeper`` (a journal, a log), or None when it
-    keeps nothing (a :class:`~gangmaster.am.core.journal.NoJournal`, a quiet log): it says so by
-    ``keeps_nothing``."""
-    return None if getattr(keeper, "keeps_nothing", False) else observer(keeper)
-
-
-def observing(observers: Sequence[GangEvents | None]) -> GangEvents:
-    """One observer for ``observers`` (None: not attached): the one itself when there is one."""
-    kept = [o for o in observers if o is not None]
-    if not kept:
-        return NO_EVENTS
+def observers(metrics: "AMMetrics", journal, log) -> GangEvents:
+    """The one observer of a job's events: its metrics, its journal and its log, each attached
+    only when it keeps something (a journal or a log that keeps nothing says so by
+    ``keeps_nothing``: :class:`~gangmaster.am.core.journal.NoJournal`, a quiet log); the one
+    itself when only one is."""
+    kept: list[GangEvents] = [MetricsEvents(metrics)]
+    if not getattr(journal, "keeps_nothing", False):
+        kept.append(JournalEvents(journal))
+    if not getattr(log, "keeps_nothing", False):
+        kept.append(LogEvents(log))
     return kept[0] if len(kept) == 1 else Fanout(kept)
 
 

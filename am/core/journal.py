@@ -104,8 +104,8 @@ class MemoryJournal:
         self.closed = False
 
     def write(self, kind: str, at: float | None = None, **fields) -> None:
-        """As :meth:`Journal.write`."""
-        # Made into a record only when read (most never are: a replayed job's AM is not restarted).
+        """As :meth:`Journal.write`; made into a record only when read (most never are: a
+        trace replay's AMs are never restarted)."""
         self._written.append((self.now() if at is None else at, kind, fields))
 
     def records(self) -> list[dict]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Callable, Protocol, Sequence
 
 from gangmaster.protocol.rm_client import RMClient
-from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport,
-                                             HeldReservation, PendingAsk, PreemptionMessage, RegisterResponse,
-                                             Rejection, ReservedNode, RMError, WrongState)
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, AppState, Container, ContainerStatus,
+                                             HeldReservation, NodeReport, PendingAsk, PreemptionMessage,
+                                             RegisterResponse, Rejection, ReservedNode, RMError, WrongState)
 
 
 class RMCallbacks(Protocol):
@@ -104,3 +104,13 @@ class RMConversation:
             self.rm.finish(self.app_id, self.attempt, "SUCCEEDED" if succeeded else "FAILED", reason)
         except RMError as exc:
             log(f"unregistering from the RM: {exc}")
+
+
+def ended_by_rm(report: ApplicationReport) -> tuple[str, str]:
+    """The job's (outcome, reason) when the RM ended its application without the AM (a
+    client killed it, or its AM attempts ran out): ``killed``, or the final status the RM
+    gave (``failed`` when it gave none a job can end with), and the RM's diagnostics."""
+    outcome = {AppState.KILLED: "killed", AppState.FINISHED: report.final_status.lower()}.get(report.state)
+    if outcome not in ("killed", "succeeded", "failed"):
+        outcome = "failed"
+    return outcome, report.diagnostics or f"the ResourceManager ended {report.app_id} ({report.state.value})"

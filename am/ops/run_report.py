@@ -13,7 +13,9 @@ from gangmaster.am.spec.jobspec_model import JobSpec
 from gangmaster.am.core.gang_events import avoidance_dropped_text
 from gangmaster.am.core.journal import JournalState, avoidance_drops
 from gangmaster.am.core.lifecycle import AttemptRecord
-from gangmaster.am.core.master import ApplicationMaster, attempt_history, recorded_gangs
+from gangmaster.am.core.gang_run import attempt_history
+from gangmaster.am.core.master import ApplicationMaster
+from gangmaster.am.core.recovery import recorded_gangs
 
 
 class RunResult(Protocol):

@@ -54,6 +54,19 @@ class WhyFeed:
             watch = self.watching = WaitingWatch(self.settings, self.log, self.metrics)
         return watch
 
+    def overdue(self, gang: GangRun, now: float) -> str:
+        """Each heartbeat, for a gang still pending: diagnosed when due, and "" or why the job
+        must fail: it waited longer than it may (:meth:`WaitingWatch.check`; no watch: "")."""
+        watch = self.watching
+        return "" if watch is None else watch.check(gang, now, self.diagnose)
+
+    def gangs_started(self) -> None:
+        """After each heartbeat: the diagnoses of the gangs no longer pending are forgotten
+        (:meth:`WaitingWatch.started`)."""
+        watch = self.watching
+        if watch is not None and watch.latest:
+            watch.started(self.gangs)
+
     def report(self, outcome: str | None, now: float) -> dict:
         """What ``/why`` serves for the job (:func:`~gangmaster.am.ops.job_status.why_report`)."""
         return job_status.why_report(self.job, self.app_id, outcome, self.gangs, now,

@@ -142,9 +142,9 @@ class RoleSpec:
     gang_network_domain: DomainAsk | None = None
 
     def __hash__(self) -> int:
-        # The dataclass's hash (every field but ``ports``), worked out once per role: what is
-        # worked out per set of roles is looked up by them, once or more per job (a trace
-        # replay's jobs of one shape share their roles). Not pickled (see __getstate__).
+        """The dataclass's hash (every field but ``ports``), worked out once per role: what is
+        worked out per set of roles is looked up by them, once or more per job (a trace
+        replay's jobs of one shape share their roles). Not pickled (see __getstate__)."""
         try:
             return self.__dict__["_hash"]
         except KeyError:
@@ -179,10 +179,10 @@ class RoleSpec:
         """One instance as asked of the RM: ``cpu × request_ratio`` vcores."""
         return self._asked
 
-    # Worked out once per role (both are immutable): every placement of the role reads them,
-    # and a trace replay's jobs of one shape share their RoleSpec.
     @cached_property
     def _planned(self) -> ResourceDescriptor:
+        """One instance as planned, worked out once per role (a role is immutable): every
+        placement of the role reads it, and a trace replay's jobs of one shape share their RoleSpec."""
         return ResourceDescriptor(memory_mb=self.memory_mb, vcores=float(self.cpu),
                                   gpus=self.gpus, ports=self.port_count, gpu_milli=self.gpu_milli)
 
@@ -236,9 +236,9 @@ class JobSpec:
         return role
 
     def __post_init__(self) -> None:
-        # Name -> role, built with the spec: a scan per lookup made a job of n roles O(n^2),
-        # and every AM reads it (a cached_property takes a lock on its first read, which
-        # for a replay's tens of thousands of specs cost more than the dict).
+        """Name -> role, built with the spec: a scan per lookup made a job of n roles O(n^2),
+        and every AM reads it (a cached_property takes a lock on its first read, which for a
+        trace replay's tens of thousands of specs cost more than the dict)."""
         object.__setattr__(self, "_roles_by_name", {role.name: role for role in self.roles})
         # The roles that can succeed early (a min_succeeded): most jobs have none, and the AM
         # asks for the job's verdict each time its tasks end.

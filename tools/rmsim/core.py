@@ -25,6 +25,7 @@ which clock or NodeManager it has.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Callable, Iterable
 
 from gangmaster.protocol import rm_validation as check
@@ -217,15 +218,7 @@ class ResourceManager:
         if shared_size is not None:
             check.check_name(container_id, "container_id")
             check.check_launch(own, f"containers[{k}].launch", shared_size)
-        rec = self.containers.get(container_id) or self.granted.get(container_id)   # (raises NotFound)
-        app = self.apps[rec.app_id]
-        if rec.state is not ContainerState.ALLOCATED:
-            raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
-                             f"container can be started")
-        if app.state is not AppState.RUNNING:
-            raise WrongState(f"application {app.app_id} is {app.state.value}")
-        if self.ledger.states[rec.node] is NodeState.LOST:
-            raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
+        rec = self.granted.startable(container_id)
         launch = own.over(shared)
         self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
         self.granted.started(rec, launch)
@@ -264,13 +257,7 @@ class ResourceManager:
             rec = self.containers.get(container_id)
             if rec is None or rec.state.finished or rec.stopping:
                 return
-            preempted = self.preemptions.exit_status(container_id, exit_code)
-            if preempted is not None:   # it ended under a preemption notice: the notice ended it
-                self.granted.finish(rec, *preempted, stop=False)
-                return
-            state = ContainerState.COMPLETED if exit_code == 0 else ContainerState.FAILED
-            self.granted.finish(rec, state, exit_code, diagnostics or f"process exited with code {exit_code}",
-                                    stop=False)
+            self.granted.exited(rec, exit_code, diagnostics, self.preemptions.exit_status(container_id, exit_code))
 
     def restart_allocation_expiry(self, expiry_s: float | None) -> None:
         """Use ``expiry_s`` from now on, and give every container still ALLOCATED a full
@@ -282,26 +269,18 @@ class ResourceManager:
     def lose_node(self, host: str, report: str = "node lost") -> None:
         check.check_text(report, "text")
         with self.lock:
-            i = self.intake.host_field(host, "host")
-            self.nodes.set_state(i, NodeState.LOST, report)
-            for cid in sorted(self.node_containers[i]):
-                self.granted.finish(self.containers[cid], ContainerState.KILLED, ExitStatus.NODE_LOST,
-                                        f"node {host} lost: {report}")
-            self.nodes.changed(i)
+            self.nodes.set_state(self.intake.host_field(host, "host"), NodeState.LOST, report,
+                                 partial(self.granted.end_on_node, diagnostics=f"node {host} lost: {report}"))
 
     def mark_unhealthy(self, host: str, report: str = "blacklisted") -> None:
         """The cluster blacklists a node: no new containers; running ones keep running."""
         check.check_text(report, "text")
         with self.lock:
-            i = self.intake.host_field(host, "host")
-            self.nodes.set_state(i, NodeState.UNHEALTHY, report)
-            self.nodes.changed(i)
+            self.nodes.set_state(self.intake.host_field(host, "host"), NodeState.UNHEALTHY, report)
 
     def restore_node(self, host: str) -> None:
         with self.lock:
-            i = self.intake.host_field(host, "host")
-            self.nodes.set_state(i, NodeState.RUNNING, "")
-            self.nodes.changed(i)
+            self.nodes.set_state(self.intake.host_field(host, "host"), NodeState.RUNNING, "")
 
     def kill_container(self, container_id: str, diagnostics: str = "killed by the resource manager") -> None:
         check.check_name(container_id, "container_id")
@@ -332,18 +311,6 @@ class ResourceManager:
             if app.state.finished:
                 raise WrongState(f"application {app_id} is {app.state.value}")
             self.applications.fail_attempt(app, diagnostics)
-
-    def live_container_of(self, app_id: str, host: str | None = None) -> str | None:
-        """The application's first live container (in id order), on ``host`` when given; None
-        when it has none (or is unknown): what a fault that names an application acts on."""
-        with self.lock:
-            app = self.apps.get(app_id)
-            if app is None:
-                return None
-            for cid in sorted(app.containers):
-                if host is None or self.ledger.hosts[app.containers[cid].node] == host:
-                    return cid
-            return None
 
     # ================================================================ preemption (:mod:`.preemption`)
     def preempt(self, app_id: str, grace_s: float, reason: str = "") -> PreemptionMessage:

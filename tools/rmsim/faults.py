@@ -54,10 +54,12 @@ def _pick(rm, fault: Fault) -> str:
     id order), on its host when it names one. Raises NotFound when there is none."""
     if fault.container or not fault.app:
         return fault.container   # (an empty id: the RM names the missing field)
-    cid = rm.live_container_of(fault.app, fault.host or None)
-    if cid is None:
-        raise NotFound(f"no live container of {fault.app}" + (f" on {fault.host}" if fault.host else ""))
-    return cid
+    with rm.lock:
+        app = rm.apps.get(fault.app)
+        for cid in sorted(app.containers) if app is not None else ():
+            if not fault.host or rm.ledger.hosts[app.containers[cid].node] == fault.host:
+                return cid
+    raise NotFound(f"no live container of {fault.app}" + (f" on {fault.host}" if fault.host else ""))
 
 
 def _lose_node(rm, f: Fault, origin: str) -> str:
