@@ -126,3 +126,33 @@ def test_a_fixed_metrics_port_with_several_jobs_is_refused(tmp_path, monkeypatch
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--metrics-port 9100 with several jobs on --rm yarn" in err and "give --metrics-port 0" in err
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("report_json", [False, True], ids=["text report: stdout", "JSON report: stderr"])
+def test_each_url_an_am_writes_is_printed_once_and_reported(tmp_path, capsys, report_json):
+    """What the AM in its container writes (tools/yarn/am_container.py's METRICS_URL_FILE), gangmaster
+    run prints as `metrics: URL`, again when a later AM attempt serves elsewhere, and reports."""
+    from gangmaster.am.spec.am_settings import AMSettings
+    from gangmaster.am.spec.jobspec import load_job
+    from gangmaster.tools.job_runner import JobRun
+    from gangmaster.tools.yarn.am_container import METRICS_URL_FILE
+    from gangmaster.tools.yarn.runs import YarnRuns
+    from gangmaster.tools.yarn.target import YarnTarget
+
+    runs = YarnRuns(YarnTarget("http://rm:8088", "rm:8030", {}), AMSettings(metrics_port=0), client=object())
+    try:
+        runs.report_json = report_json
+        run = JobRun(load_job(JOB), "application_1_0001", tmp_path, "default")
+        runs.runs.append(run)
+        runs._follow_metrics()                      # nothing written yet
+        (tmp_path / "yarn").mkdir()
+        for url in ("http://nm1:41000/metrics", "http://nm1:41000/metrics", "http://nm2:42000/metrics"):
+            (tmp_path / "yarn" / METRICS_URL_FILE).write_text(url + "\n")
+            runs._follow_metrics()
+        assert runs.metrics_url == runs.metrics_url_of(run) == "http://nm2:42000/metrics"
+    finally:
+        runs.runs.clear()   # (nothing to kill at YARN)
+        runs.shutdown()
+    out, err = capsys.readouterr()
+    assert (err if report_json else out).splitlines() == ["metrics: http://nm1:41000/metrics",
+                                                          "metrics: http://nm2:42000/metrics"]

@@ -49,6 +49,7 @@ def run_on_yarn(args, jobs, am_settings, echo) -> int:
     base = Path(args.work_dir) if args.work_dir else new_work_dir(jobs[0].name)
     base.mkdir(parents=True, exist_ok=True)
     runs.prefix_lines = len(jobs) > 1
+    runs.report_json = args.json
     try:
         work_dirs = [base if len(jobs) == 1 else base / f"{k}-{job.name}" for k, job in enumerate(jobs)]
         for job, work_dir in zip(jobs, work_dirs):

@@ -89,6 +89,7 @@ class YarnRuns:
         self.runs: list[JobRun] = []
         self.prefix_lines = False
         self.metrics_urls: dict[str, str] = {}   # app id -> where its AM serves its metrics (--metrics-port)
+        self.report_json = False                 # the report is JSON on stdout: "metrics: URL" goes to stderr
         self.interrupted: signal.Signals | None = None
         self.timed_out = False
         self._log_read: dict[Path, int] = {}
@@ -228,7 +229,7 @@ class YarnRuns:
             if url and url != self.metrics_urls.get(run.app_id):
                 self.metrics_urls[run.app_id] = url
                 prefix = f"{run.job.name} ({run.app_id}): " if self.prefix_lines else ""
-                print(f"{prefix}metrics: {url}", file=sys.stderr if self.echo is None else sys.stdout, flush=True)
+                print(f"{prefix}metrics: {url}", file=sys.stderr if self.report_json else sys.stdout, flush=True)
 
     def _say(self, line: str) -> None:
         if self.echo is not None:
