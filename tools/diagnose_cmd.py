@@ -23,6 +23,7 @@ from gangmaster.am.core.victims import Outlook, Priority, may_preempt
 from gangmaster.conf.limits import MAX_DURATION_S
 from gangmaster.tools.arg_types import count, epoch_seconds, seconds
 from gangmaster.tools.rmsim.preemptible import Preemptible, Standing
+from gangmaster.tools.snapshot_cmd import TOPOLOGY_CONF_HELP
 
 
 def add_parser(sub):
@@ -84,6 +85,7 @@ def add_parser(sub):
                         help="with --snapshot: when it was taken, in Unix seconds: expected ends (Slurm end_time, "
                              "Kubernetes deadlines) are counted from it (default: the time the snapshot says, "
                              "else the files' modification time)")
+    parser.add_argument("--topology-conf", metavar="FILE", help="with --snapshot: " + TOPOLOGY_CONF_HELP)
     parser.add_argument("--priority", type=count(-(2 ** 31), 2 ** 31 - 1), metavar="N",
                         help="with --snapshot or --yarn-rm: JOB's priority in the engine's own terms (a "
                              "PriorityClass value, a YARN application priority), which the running jobs' are "
@@ -114,6 +116,9 @@ def _run(args) -> int:
     if args.priority is not None and not (args.snapshot or args.yarn_rm is not None):
         raise ConfigError("--priority", "", "it only with --snapshot or --yarn-rm (a priority in the snapshot "
                                             "engine's terms)", args.priority)
+    if args.topology_conf is not None and not args.snapshot:
+        raise ConfigError("--topology-conf", "", "it only with --snapshot (a Slurm snapshot's topology.conf)",
+                          args.topology_conf)
     if args.snapshot_time is not None and not args.snapshot:
         raise ConfigError("--snapshot-time", "", "it only with --snapshot (it says when the snapshot was taken)",
                           args.snapshot_time)
@@ -130,7 +135,7 @@ def _run(args) -> int:
         flag = "--snapshot" if args.snapshot else "--yarn-rm"
         if args.cluster:
             raise ConfigError(flag, "", f"either --cluster or {flag}, not both", args.cluster)
-        snapshot = _load_snapshot(args.snapshot, args.snapshot_time, args.yarn_rm)
+        snapshot = _load_snapshot(args.snapshot, args.snapshot_time, args.yarn_rm, args.topology_conf)
         specs = snapshot.specs
     else:
         specs = load_cluster_specs(args.cluster or default_cluster_path())
@@ -158,12 +163,13 @@ def _run(args) -> int:
     return 0 if result["gang_can_start"] else 1
 
 
-def _load_snapshot(paths: list[str] | None, taken_at: float | None, yarn_rm: str | None):
+def _load_snapshot(paths: list[str] | None, taken_at: float | None, yarn_rm: str | None,
+                   topology_conf: str | None = None):
     from gangmaster.tools.snapshots import load_snapshot   # its SnapshotError is a ConfigError: exit 2
     if yarn_rm is not None:
         from gangmaster.tools.yarn.live_snapshot import fetch_snapshot
         return fetch_snapshot(yarn_rm)
-    return load_snapshot([Path(p) for p in paths or []], taken_at=taken_at)
+    return load_snapshot([Path(p) for p in paths or []], taken_at=taken_at, topology_conf=topology_conf)
 
 
 def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=None, after=(), wait_s: float = 60.0,

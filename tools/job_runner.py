@@ -170,14 +170,20 @@ class _AMDriver:
         if earlier_tasks is not None:
             run.earlier_tasks = earlier_tasks
         self.runs.append(run)
-        if self.settings.metrics_port is not None:
-            if self.metrics is None:
-                self.metrics = MetricsEndpoint()
-                self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
-            self.metrics.add(run.metrics, why=lambda: self._why_report(run), attempts=lambda: self._attempts(run),
-                             job_name=job.name, app_id=app_id)
+        self._serve_metrics(run)
         self._start_am(run)
         return run
+
+    def _serve_metrics(self, run: JobRun) -> None:
+        """With ``settings.metrics_port``: ``run``'s metrics, diagnoses and status on this
+        driver's one endpoint (served from the first run on; each run labelled job_name and app_id)."""
+        if self.settings.metrics_port is None:
+            return
+        if self.metrics is None:
+            self.metrics = MetricsEndpoint()
+            self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
+        self.metrics.add(run.metrics, why=lambda: self._why_report(run), attempts=lambda: self._attempts(run),
+                         job_name=run.job.name, app_id=run.app_id)
 
     def _stop_earlier(self, app_id: str, work_dir: Path) -> str | None:
         """Before an unfinished earlier run into ``work_dir`` (application ``app_id``) is
@@ -205,6 +211,10 @@ class _AMDriver:
     def metrics_url(self) -> str:
         """Where the metrics are served ("" when they are not)."""
         return self.metrics.url if self.metrics is not None else ""
+
+    def metrics_url_of(self, run: JobRun) -> str:
+        """Where ``run``'s metrics are served ("" when they are not): this driver's one endpoint."""
+        return self.metrics_url
 
     def _start_am(self, run: JobRun) -> None:
         if run.ams:   # a restart: the application may have ended while no AM was running

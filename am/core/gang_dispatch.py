@@ -59,6 +59,7 @@ class GangDispatch:
         self.launcher, self.log, self.am_attempt = launcher, log, am_attempt
         self.to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self.avoiding: set[GangRun] = set()    # ... of which a task failed because of its node (keep_placeable)
+        self.dropped: list[tuple[str, int, str]] = []   # (gang, attempt, role) whose avoidance keep_placeable dropped
         self.granted = False                   # this heartbeat's answer granted containers
 
     @property
@@ -202,16 +203,17 @@ class GangDispatch:
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
 
-    def keep_placeable(self) -> None:
+    def keep_placeable(self, now: float) -> None:
         """The gangs whose tasks failed because of their nodes this heartbeat (their roles now
         avoid those nodes) are checked once each, however many of their tasks a lost node
         took: a role whose avoided nodes would leave its gang unable to start even on the
-        idle cluster is placed on them again (:meth:`ClusterTracker.keep_placeable`), said in the log."""
+        idle cluster is placed on them again (:meth:`ClusterTracker.keep_placeable`), an
+        event the log, the journal and so the run report keep."""
         placement = self.placement
         for gang in self.avoiding:
             for role in placement.cluster.keep_placeable(gang.roles, placement.pipeline_for):
-                self.log(f"gang {gang.name}: role {role} is placed again on the nodes where it failed: avoiding "
-                         f"them would leave the gang unable to start even on the idle cluster")
+                self.dropped.append((gang.name, gang.attempt, role))
+                self.asking.events.avoidance_dropped(gang, role, now)
         self.avoiding.clear()
 
     def take_decided(self) -> list[GangRun]:

@@ -56,11 +56,21 @@ class GangEvents:
     def restarting(self, gang: "GangRun", limit: int) -> None:
         """A gang's attempt ended by a failure and the gang starts again."""
 
+    def avoidance_dropped(self, gang: "GangRun", role: str, now: float) -> None:
+        """``role`` of ``gang`` is placed again on the nodes where it failed: avoiding them
+        would leave the gang unable to start even on the idle cluster."""
+
     def attempt_ended(self, gang: "GangRun", now: float) -> None:
         """A gang attempt ended (``gang.record`` says how)."""
 
     def job_finished(self, job: str, outcome: str, reason: str, now: float) -> None:
         """The job ended."""
+
+
+def avoidance_dropped_text(role: str) -> str:
+    """What the log and the run report say when a role's avoidance of its failed nodes is dropped."""
+    return (f"role {role} is placed again on the nodes where it failed: avoiding them would leave the gang "
+            f"unable to start even on the idle cluster")
 
 
 #: The observer of a job nobody watches.
@@ -124,6 +134,9 @@ class JournalEvents(GangEvents):
     def reselected(self, gang, count) -> None:
         self.journal.write("reselected", gang=gang.name, attempt=gang.attempt, count=count)
 
+    def avoidance_dropped(self, gang, role, now) -> None:
+        self.journal.write("avoidance_dropped", now, gang=gang.name, attempt=gang.attempt, role=role)
+
     def launched(self, gang, token, now, refused) -> None:
         self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now,
                            barrier_token=token, tasks=LaunchedTasks(gang.tasks))
@@ -178,6 +191,9 @@ class LogEvents(GangEvents):
 
     def restarting(self, gang, limit) -> None:
         self.log(f"gang {gang.name}: restarting as attempt {gang.attempt + 1} of {limit}")
+
+    def avoidance_dropped(self, gang, role, now) -> None:
+        self.log(f"gang {gang.name}: {avoidance_dropped_text(role)}")
 
     def job_finished(self, job, outcome, reason, now) -> None:
         self.log(f"job {job} {outcome}: {reason}")

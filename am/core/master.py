@@ -61,7 +61,7 @@ from .gang_launch import GangLauncher
 from .gang_run import GangRun, task_counts
 from .job_shutdown import Shutdown
 from .job_start import NeverRuns, first_attempts
-from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, read_records, read_state
+from .journal import JOURNAL_FILE, Journal, MemoryJournal, NoJournal, avoidance_drops, read_records, read_state
 from .lifecycle import TaskRecord
 from .retry_scope import retry_failures
 from .rm_conversation import RMConversation, ended_by_rm
@@ -138,6 +138,7 @@ class ApplicationMaster(JobStatus):
         launcher = GangLauncher(rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases)
         self.shutdown = Shutdown(launcher, self.log)
         self.dispatch = GangDispatch(self.gangs, running, asking, self.placement, launcher, self.log, self.am_attempt)
+        self._earlier_drops = avoidance_drops(previous) if previous is not None else []   # (earlier AMs')
         self.events.am_started(self.am_attempt, app_id, job.name, job.total_instances, len(job.gangs), work_dir)
         if previous is None or previous.empty:
             self._start_fresh()
@@ -190,7 +191,7 @@ class ApplicationMaster(JobStatus):
         """Decide on the gangs whose tasks ended: restart what their failed tasks call for
         (:mod:`~gangmaster.am.core.retry_scope`), else the job may have succeeded."""
         self.events.deciding(now)
-        self.dispatch.keep_placeable()   # (before a restart plans the gang again)
+        self.dispatch.keep_placeable(now)   # (before a restart plans the gang again)
         deciding = self.dispatch.take_decided()
         if not deciding:
             return

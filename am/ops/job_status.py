@@ -30,6 +30,7 @@ class JobStatus:
     why: "WhyFeed"
     outcome: str | None
     now: Callable[[], float]
+    _earlier_drops: list[tuple[str, int, str]]   # avoidance_drops of the AMs before this one (their journal)
 
     def gauge_values(self) -> GaugeValues:
         """What the job's gauges show now (:func:`gauge_values`)."""
@@ -45,6 +46,12 @@ class JobStatus:
     def why_waiting(self) -> dict[str, str]:
         """For each gang not running yet: why, in numbers (:func:`why_waiting`)."""
         return why_waiting(self.gangs)
+
+    def avoidance_drops(self) -> list[tuple[str, int, str]]:
+        """(gang, attempt, role) of each role placed again on the nodes where it failed
+        (:meth:`~gangmaster.am.core.gang_dispatch.GangDispatch.keep_placeable`), this AM's and
+        its predecessors', in order (the end-of-run report's lines)."""
+        return self._earlier_drops + self.dispatch.dropped
 
     def why_report(self) -> dict:
         """What ``/why`` serves for this job: its outcome, and why its gangs wait

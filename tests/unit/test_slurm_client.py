@@ -25,6 +25,7 @@ class FakeSlurm:
         self.cancelled: list[int] = []
         self.next_id = 100
         self.commands: list[list[str]] = []   # every command, as run
+        self.config = "TopologyPlugin          = topology/default\n"   # what scontrol show config says
 
     def __call__(self, command, **_kw):
         self.commands.append(list(command))
@@ -36,6 +37,8 @@ class FakeSlurm:
                 {"job_id": leader + k, "het_job_id": leader if len(job["components"]) > 1 else 0,
                  "het_job_offset": k, "name": job["name"], "job_state": job["state"], "state_reason": job["reason"],
                  "nodes": ""} for leader, job in self.jobs.items() for k in range(len(job["components"]))]}))
+        if list(command[:3]) == ["scontrol", "show", "config"]:
+            return self._ok(self.config)
         if name == "scancel":
             leader = int(command[1])
             self.cancelled.append(leader)
@@ -188,11 +191,36 @@ def test_a_dry_run_hands_over_the_sbatch_and_runs_nothing(tmp_path):
     shown = []
     slurm, client, app = client_and_app(tmp_path, sbatch_options=["--time=10"], dry_run=shown.append)
     response = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1), ask(2, "dgx-001", 2))))
-    assert {c[0] for c in slurm.commands} == {"sinfo"}          # the nodes were read; nothing submitted
+    read = {("sinfo", "--json"), ("scontrol", "show", "config")}   # the nodes and their switches
+    assert {tuple(c[:3]) for c in slurm.commands} == read        # were read; nothing submitted
     [command] = shown
     assert command[0] == "sbatch" and "--time=10" in command and command.count(":") == 1
     assert not response.allocated and not response.rejected
     client.allocate(AllocateRequest(app, 1))                   # a job never submitted is not looked for
-    assert {c[0] for c in slurm.commands} == {"sinfo"}
+    assert {tuple(c[:3]) for c in slurm.commands} == read
     client.kill(app, "done")
     assert "scancel" not in [c[0] for c in slurm.commands]
+
+
+@pytest.mark.parametrize("plugin, written, expected", [
+    ("topology/tree", "SwitchName=leaf1 Nodes=dgx-000,cpu-000\nSwitchName=leaf2 Nodes=dgx-001\n"
+                      "SwitchName=spine Switches=leaf[1-2]\n",
+     {"cpu-000": (("leaf", "leaf1"), ("spine", "spine")), "dgx-000": (("leaf", "leaf1"), ("spine", "spine")),
+      "dgx-001": (("leaf", "leaf2"), ("spine", "spine"))}),
+    ("topology/default", "SwitchName=leaf1 Nodes=dgx-000\n", {"cpu-000": (), "dgx-000": (), "dgx-001": ()}),
+    ("topology/tree", None, {"cpu-000": (), "dgx-000": (), "dgx-001": ()}),
+], ids=["tree: its switches", "no topology plugin: none", "no topology.conf here (configless): none"])
+def test_the_nodes_domains_are_the_switches_of_the_topology_conf_slurm_reads(tmp_path, plugin, written, expected):
+    """Where `scontrol show config` says Slurm reads topology.conf (beside SLURM_CONF, with
+    TopologyPlugin topology/tree or block), its switches are the nodes' network domains, read once."""
+    conf = tmp_path / "etc" / "slurm.conf"
+    conf.parent.mkdir()
+    if written is not None:
+        (conf.parent / "topology.conf").write_text(written)
+    slurm = FakeSlurm()
+    slurm.config = (f"Configuration data as of 2026-12-02T07:00:00\nSLURM_CONF              = {conf}\n"
+                    f"TopologyParam           = (null)\nTopologyPlugin          = {plugin}\n")
+    client = SlurmRMClient(tmp_path / "state", run_command=slurm)
+    assert {n.host: n.domains for n in client.cluster_nodes()} == expected
+    client.cluster_nodes()
+    assert sum(list(c[:3]) == ["scontrol", "show", "config"] for c in slurm.commands) == 1

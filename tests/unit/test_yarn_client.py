@@ -195,6 +195,17 @@ def test_the_launch_environment_survives_yarns_launch_script():
     assert [(e.key, e.value) for e in env] == [("GOOD_1", "x")]
 
 
+def test_register_gives_yarn_the_tracking_url_of_the_ams_endpoint():
+    """The AM's status page, /why and /metrics (--metrics-port) are where YARN's UI and proxy link to."""
+    for url in ("", "http://nm-host:9100/"):
+        client = YarnRMClient(YarnTarget("http://rm:8088", "rm:8030", dict(SPECS)), rest=FakeRest(), clock=lambda: 1.0)
+        client.app_id, client.attempt, client.tracking_url = APP, 1, url
+        client._rm_call = scheduler = FakeScheduler()
+        client.register(APP)
+        method, request = scheduler.calls[0]
+        assert method == "registerApplicationMaster" and request.tracking_url == url
+
+
 @pytest.mark.parametrize("text", ["container_1796174400000_0001_01_000002", "container_e17_1796174400000_0012_02_000031",
                                   "container_1796174400000_12345_01_1234567"])
 def test_container_ids_round_trip(text):

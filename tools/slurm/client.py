@@ -62,6 +62,7 @@ from gangmaster.selectors.resources import ResourceDescriptor
 
 from .launcher import write_whole
 from .records import AppRecord, ContainerRecord, SlurmJobRecord
+from ..snapshots.slurm_topology import merged, read_topology, topology_conf_of
 from .names import UNTYPED_GPU, per_gpu_type, read_domains, read_features
 from .slurm_json import SlurmJob, SlurmJSONError, SlurmNode, read_jobs, read_nodes
 
@@ -108,6 +109,7 @@ class SlurmRMClient(RMClient):
         self._completed: dict[str, list[ContainerStatus]] = {}   # app id -> completions not yet reported
         self._completed_later: dict[str, list[ContainerStatus]] = {}   # ... held back one response
         self.slurm_version = ""
+        self._switches: dict[str, tuple[tuple[str, str], ...]] | None = None   # node -> its switches (read once)
 
     # ------------------------------------------------------------ Slurm commands
     def _run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -256,7 +258,17 @@ class SlurmRMClient(RMClient):
         gpu_type = node.gpu_type if gpus else None
         return NodeReport(node.name, rack, state, capacity, free, labels, gpu_type, topology,
                           health_report=node.reason or ("" if state.usable else "/".join(sorted(node.states))),
-                          domains=read_domains(node.features))
+                          domains=merged(read_domains(node.features), self.switches().get(node.name, ())))
+
+    def switches(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Each node's switches, as Slurm's topology.conf names them (leaf, spine, core...;
+        :mod:`~gangmaster.tools.snapshots.slurm_topology`), read once: where ``scontrol show
+        config`` says Slurm reads it (none: no TopologyPlugin that reads it, or no such file
+        where this process runs, as in a configless Slurm)."""
+        if self._switches is None:
+            path = topology_conf_of(self._run("scontrol", "show", "config").stdout)
+            self._switches = read_topology(path) if path is not None and path.is_file() else {}
+        return self._switches
 
     # --------------------------------------------------------------- AM side
     def register(self, app_id: str) -> RegisterResponse:

@@ -16,7 +16,8 @@ nothing that asks for it, while the rest of the cluster can still be read),
 type (a ``_N`` suffix dropped), ``gres_used`` (``gpu:v100:2(IDX:0-1)``) → GPUs in use;
 ``active_features`` (else ``features``) and ``partitions`` → labels, the first feature
 starting with ``rack`` → rack, ``net.<level>.<name>`` features → network domains above it (as
-gangmaster's Slurm backend writes them; ``topology.conf``'s switches are not in the JSON); ``state`` and ``state_flags`` → whether it takes jobs, and
+gangmaster's Slurm backend writes them; ``topology.conf``'s switches are not in the JSON:
+:mod:`.slurm_topology` reads that file, ``--topology-conf``); ``state`` and ``state_flags`` → whether it takes jobs, and
 ``reason`` as the reason. A node takes jobs when every word of its state is one of IDLE,
 MIXED, ALLOCATED, COMPLETING, PLANNED, CLOUD, POWERED_DOWN, POWERING_UP (Slurm powers a
 cloud node up on demand); any other word — DOWN, DRAIN, FAIL, NOT_RESPONDING,

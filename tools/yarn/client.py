@@ -165,6 +165,7 @@ class YarnRMClient(RMClient):
         # the AM side, once attached to an AM container's token
         self.app_id = ""
         self.attempt = 0
+        self.tracking_url = ""   # given YARN at register: the AM's web address (its status page), if it serves one
         self._amrm: Token | None = None
         self._rm: IpcConnection | None = None
         self._response_id = 0
@@ -336,7 +337,8 @@ class YarnRMClient(RMClient):
         if self.app_id and app_id != self.app_id:
             raise WrongState(f"this AM container is {self.app_id}'s, not {app_id}'s")
         answer = self._rm_call("registerApplicationMaster", yarn.RegisterApplicationMasterRequestProto(
-            host="127.0.0.1", rpc_port=-1, tracking_url=""), yarn.RegisterApplicationMasterResponseProto)
+            host="127.0.0.1", rpc_port=-1, tracking_url=self.tracking_url),
+            yarn.RegisterApplicationMasterResponseProto)
         self._remember_tokens(answer.nm_tokens_from_previous_attempts)
         m = answer.maximumCapability
         self._maximum = ResourceDescriptor(m.memory, float(m.virtual_cores), _gpus_of(m))
