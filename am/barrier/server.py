@@ -90,6 +90,24 @@ def error_to_proto(err: BarrierError) -> pb.Error:
     return out
 
 
+def advertised_address(config: BarrierConfig, port: int) -> str:
+    """The ``host:port`` tasks dial: ``barrier.advertise_host``, else the host listened on
+    (this machine's name when that is every address)."""
+    host = config.advertise_host
+    if host is None:
+        host = socket.getfqdn() if config.host in ("0.0.0.0", "::", "[::]") else config.host
+    return f"{host}:{port}"
+
+
+def log_waiting(coordinator: BarrierCoordinator) -> None:
+    """The coordinator's periodic log: refusals not yet logged, and every epoch still waiting."""
+    coordinator.log_refusals()
+    for p in coordinator.waiting():
+        shown = ", ".join(map(str, p.missing[:20])) + (" …" if len(p.missing) > 20 else "")
+        log.info("%s barrier epoch %d: still waiting: %d/%d arrived after %.0f s; not yet: %s",
+                 p.barrier, p.epoch, p.arrived, p.total, p.waiting_s, shown)
+
+
 def task_info_to_proto(info: TaskInfo) -> pb.TaskInfo:
     return pb.TaskInfo(index=info.index, host=info.host, ports=dict(info.ports), role=info.role,
                        role_index=info.role_index)
@@ -323,10 +341,7 @@ class AsyncBarrierServer:
         """``host:port`` tasks dial."""
         if self._port is None:
             raise RuntimeError("the barrier server is not started")
-        host = self.config.advertise_host
-        if host is None:
-            host = socket.getfqdn() if self.config.host in ("0.0.0.0", "::", "[::]") else self.config.host
-        return f"{host}:{self._port}"
+        return advertised_address(self.config, self._port)
 
     async def start(self) -> str:
         """Listen and serve; :class:`ConfigError` for unusable TLS files or a port in use."""
@@ -415,11 +430,7 @@ class AsyncBarrierServer:
     async def _log_waiting(self) -> None:
         while True:
             await asyncio.sleep(self.config.log_interval_s)
-            self.coordinator.log_refusals()
-            for p in self.coordinator.waiting():
-                shown = ", ".join(map(str, p.missing[:20])) + (" …" if len(p.missing) > 20 else "")
-                log.info("%s barrier epoch %d: still waiting: %d/%d arrived after %.0f s; not yet: %s",
-                         p.barrier, p.epoch, p.arrived, p.total, p.waiting_s, shown)
+            log_waiting(self.coordinator)
 
 
 async def _finish_tasks(timeout_s: float = 5.0) -> None:
