@@ -1,5 +1,8 @@
 """The barrier coordinator served over gRPC (``grpc.aio``): a thin layer over
-:class:`gangmaster.am.barrier.coordinator.BarrierCoordinator`.
+:class:`gangmaster.am.barrier.coordinator.BarrierCoordinator`. The AM serves the same
+service from one completion-queue thread instead
+(:class:`gangmaster.am.barrier.cq_server.CompletionQueueBarrierServer`: about half the CPU per
+host message); this one is for code that runs the coordinator inside its own event loop.
 
 Two ways to run it:
 

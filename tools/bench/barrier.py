@@ -1,7 +1,8 @@
 """``gangmaster bench barrier``: one ``barrier()`` round against a live coordinator.
 
-The coordinator runs as the AM runs it (:class:`BarrierServer`, its loop in a
-thread of this process). Task processes loop ``barrier()`` as fast as they can:
+The coordinator runs as the AM runs it (:class:`CompletionQueueBarrierServer`, one thread
+of this process on gRPC's completion queue; ``--server aio``: grpc.aio's :class:`BarrierServer`,
+its event loop in a thread). Task processes loop ``barrier()`` as fast as they can:
 
 - N ≤ ``--max-process-tasks`` (64): every task its own process, using the real
   task API (:class:`BarrierTaskContext`: synchronous gRPC, one Session stream per task);
@@ -360,8 +361,8 @@ def measure_floor(ctx, n: int, rounds: int, warmup: int, tasks_per_host: int, pr
     return statistics.median(_rounds(per_task, total, warmup)[0])
 
 
-def measure_barrier(ctx, server: "BarrierServer | CompletionQueueBarrierServer", n: int, rounds: int, warmup: int,
-                    max_process_tasks: int, tasks_per_process: int, ping_ms: float,
+def measure_barrier(ctx, server: "CompletionQueueBarrierServer | BarrierServer", n: int, rounds: int,
+                    warmup: int, max_process_tasks: int, tasks_per_process: int, ping_ms: float,
                     design: str = "tree", tasks_per_host: int = 8) -> Figures:
     from gangmaster.am.barrier.local import ENV_LOCAL_GROUP, ENV_TREE
 
@@ -491,9 +492,9 @@ def add_parser(sub):
                              "process per host, a hub for the coordinator, the same task processes), "
                              "the 'floor ms' column, and the round as a multiple of it "
                              "('x floor'; default on)")
-    parser.add_argument("--server", choices=tuple(SERVERS), default="aio",
-                        help="the coordinator's gRPC server: aio (grpc.aio, BarrierServer) or cq (one "
-                             "thread on gRPC's completion queue, CompletionQueueBarrierServer); default aio")
+    parser.add_argument("--server", choices=tuple(SERVERS), default="cq",
+                        help="the coordinator's gRPC server: cq (one thread on gRPC's completion queue, "
+                             "the AM's) or aio (grpc.aio's BarrierServer); default cq")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.set_defaults(func=run)
     return parser
