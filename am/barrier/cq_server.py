@@ -100,6 +100,8 @@ class CompletionQueueBarrierServer:
         self._port: int | None = None
         self._stopping = False
         self._shut_down = threading.Event()
+        #: set (under the lock) when the queue is shut: no batch may be started after it
+        self._queue_closed = False
         self._timers: list[list] = []   # [when, seq, callback, live], earliest first
         self._seq = itertools.count()
         self._deadline_timer: list | None = None
@@ -198,6 +200,7 @@ class CompletionQueueBarrierServer:
             event = None
 
     def _on_shutdown(self, _event) -> None:
+        self._queue_closed = True
         self._shut_down.set()
         self._cq.shutdown()
 
@@ -250,7 +253,7 @@ class CompletionQueueBarrierServer:
 
     def _reply(self, c: _Call, data: bytes) -> None:
         """Send one reply: a stream then waits for its next request, a unary call ends."""
-        if c.closed:
+        if c.closed or self._queue_closed:
             return
         ops = [cygrpc.SendMessageOperation(data, 0)]
         if not c.started:
@@ -264,6 +267,8 @@ class CompletionQueueBarrierServer:
             c.call.start_server_batch(ops, _ignore)
 
     def _finish(self, c: _Call, code, details: bytes) -> None:
+        if self._queue_closed:
+            return
         ops = [cygrpc.SendStatusFromServerOperation(None, code, details, 0)]
         if not c.started:
             c.started = True
