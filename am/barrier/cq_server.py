@@ -14,7 +14,8 @@ all its waiters. Measured with 128 client connections, one message each per roun
 against 343 µs of server CPU per message (BENCHMARKS.md, "Session 15 — barriers at scale").
 This is what grpc's own synchronous server and blocking calls do underneath (a
 ``cygrpc`` server and completion queue), as the tasks' ``_DirectSession`` does on the
-client side; it relies on the pinned grpcio's internals.
+client side; it relies on grpcio's internals, and where they are missing
+:func:`new_barrier_server` gives the grpc.aio server instead.
 
 How each method is answered is :class:`~gangmaster.am.barrier.server.BarrierServer`'s:
 a request that cannot be decoded ends its call INVALID_ARGUMENT, a call naming an attempt
@@ -40,15 +41,15 @@ from gangmaster.am.barrier.config import BarrierConfig
 from gangmaster.am.barrier.coordinator import (Arrival, BarrierCoordinator, CoordinatorStatistics, NotOpenYet,
                                                Released, TaskInfo)
 from gangmaster.am.barrier.errors import BarrierError, BarrierInvalid
-from gangmaster.am.barrier.server import (_MAX_HOLD_S, _OPERATION_NAMES, _Undecodable, _tolerant_parser,
-                                          advertised_address, error_to_proto, log_waiting, server_options,
+from gangmaster.am.barrier.server import (_MAX_HOLD_S, _OPERATION_NAMES, BarrierServer, _Undecodable,
+                                          _tolerant_parser, advertised_address, error_to_proto, log_waiting, server_options,
                                           task_info_to_proto)
 from gangmaster.am.barrier.task_context import attempt_env, own_env
 from gangmaster.conf.fields import ConfigError
 from gangmaster.protocol.grpc_security import ListenError, PortInUse, listen
 from gangmaster.protocol.proto import barrier_pb2 as pb
 
-__all__ = ["CompletionQueueBarrierServer"]
+__all__ = ["CompletionQueueBarrierServer", "new_barrier_server"]
 
 log = logging.getLogger("gangmaster.barrier")
 
@@ -431,6 +432,24 @@ class CompletionQueueBarrierServer:
 
     def statistics(self) -> CoordinatorStatistics:
         return self.coordinator.statistics()
+
+
+#: What this server uses of grpc's internals.
+_CYGRPC_NAMES = ("Server", "CompletionQueue", "CompletionType", "StatusCode", "SendInitialMetadataOperation",
+                 "SendMessageOperation", "SendStatusFromServerOperation", "ReceiveMessageOperation",
+                 "ReceiveCloseOnServerOperation")
+
+
+def new_barrier_server(config: BarrierConfig | None = None,
+                       coordinator: BarrierCoordinator | None = None) -> "CompletionQueueBarrierServer | BarrierServer":
+    """The AM's coordinator server: this module's, or grpc.aio's
+    :class:`~gangmaster.am.barrier.server.BarrierServer` where the grpcio installed lacks the
+    internals it uses (the same fallback as the tasks' ``_DirectSession``)."""
+    missing = [name for name in _CYGRPC_NAMES if not hasattr(cygrpc, name)]
+    if missing:
+        log.info("grpc lacks %s: the barrier coordinator runs on grpc.aio", ", ".join(missing))
+        return BarrierServer(config, coordinator)
+    return CompletionQueueBarrierServer(config, coordinator)
 
 
 def _ignore(_event) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from gangmaster.am.barrier.config import BarrierConfig
 from gangmaster.am.barrier.coordinator import TaskInfo
-from gangmaster.am.barrier.cq_server import CompletionQueueBarrierServer
+from gangmaster.am.barrier import cq_server
+from gangmaster.am.barrier.cq_server import CompletionQueueBarrierServer, new_barrier_server
 from gangmaster.am.barrier.errors import AttemptFailed
 from gangmaster.am.barrier.server import BarrierServer
 from gangmaster.am.barrier.task_context import BarrierTaskContext
@@ -126,3 +127,16 @@ def test_a_cancelled_stream_withdraws_its_waiter(server, channel):
             break
         threading.Event().wait(0.01)
     assert server.statistics().calls_waiting == 0
+
+
+class _OldCygrpc:
+    """A grpc without the completion-queue server's internals."""
+
+
+@pytest.mark.parametrize("cygrpc, expected", [
+    (cq_server.cygrpc, CompletionQueueBarrierServer),
+    (_OldCygrpc(), BarrierServer),
+])
+def test_the_am_falls_back_to_grpc_aio_where_grpc_lacks_the_internals(monkeypatch, cygrpc, expected):
+    monkeypatch.setattr(cq_server, "cygrpc", cygrpc)
+    assert type(new_barrier_server(BarrierConfig())) is expected
