@@ -42,8 +42,8 @@ from gangmaster.am.barrier.coordinator import (Arrival, BarrierCoordinator, Coor
                                                Released, TaskInfo)
 from gangmaster.am.barrier.errors import BarrierError, BarrierInvalid
 from gangmaster.am.barrier.server import (_MAX_HOLD_S, _OPERATION_NAMES, BarrierServer, _Undecodable,
-                                          _tolerant_parser, advertised_address, error_to_proto, log_waiting, server_options,
-                                          task_info_to_proto)
+                                          _tolerant_parser, advertised_address, error_to_proto, log_waiting,
+                                          server_options, task_info_to_proto)
 from gangmaster.am.barrier.task_context import attempt_env, own_env
 from gangmaster.conf.fields import ConfigError
 from gangmaster.protocol.grpc_security import ListenError, PortInUse, listen
@@ -375,7 +375,8 @@ class CompletionQueueBarrierServer:
         keeps the release: weakly referenced, as the grpc.aio server's)."""
         last = self._last_release
         if last is None or last[0]() is not outcome:
-            data = pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages)).SerializeToString()
+            reply = pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages))
+            data = reply.SerializeToString()
             last = self._last_release = (weakref.ref(outcome, self._release_dropped), data)
         return last[1]
 
