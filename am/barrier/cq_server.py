@@ -41,8 +41,8 @@ from gangmaster.am.barrier.config import BarrierConfig
 from gangmaster.am.barrier.coordinator import (Arrival, BarrierCoordinator, CoordinatorStatistics, NotOpenYet,
                                                Released, TaskInfo)
 from gangmaster.am.barrier.errors import BarrierError, BarrierInvalid
-from gangmaster.am.barrier.server import (_MAX_HOLD_S, _OPERATION_NAMES, BarrierServer, _Undecodable,
-                                          _tolerant_parser, advertised_address, error_to_proto, log_waiting,
+from gangmaster.am.barrier.server import (MAX_HOLD_S, OPERATION_NAMES, BarrierServer, Undecodable,
+                                          tolerant_parser, advertised_address, error_to_proto, log_waiting,
                                           server_options, task_info_to_proto)
 from gangmaster.am.barrier.task_context import attempt_env, own_env
 from gangmaster.conf.fields import ConfigError
@@ -108,12 +108,12 @@ class CompletionQueueBarrierServer:
         self._deadline_timer: list | None = None
         self._last_release: tuple[weakref.ref, bytes] | None = None
         self._methods = {
-            (_SERVICE + "Sync").encode(): (False, self._sync, _tolerant_parser(pb.SyncRequest)),
-            (_SERVICE + "Session").encode(): (True, self._sync, _tolerant_parser(pb.SyncRequest)),
-            (_SERVICE + "HostSession").encode(): (True, self._host, _tolerant_parser(pb.HostSyncRequest)),
-            (_SERVICE + "GetTaskInfos").encode(): (False, self._task_infos, _tolerant_parser(pb.TaskInfosRequest)),
-            (_SERVICE + "Ping").encode(): (False, self._ping, _tolerant_parser(pb.PingRequest)),
-            (_SERVICE + "PingSession").encode(): (True, self._ping, _tolerant_parser(pb.PingRequest)),
+            (_SERVICE + "Sync").encode(): (False, self._sync, tolerant_parser(pb.SyncRequest)),
+            (_SERVICE + "Session").encode(): (True, self._sync, tolerant_parser(pb.SyncRequest)),
+            (_SERVICE + "HostSession").encode(): (True, self._host, tolerant_parser(pb.HostSyncRequest)),
+            (_SERVICE + "GetTaskInfos").encode(): (False, self._task_infos, tolerant_parser(pb.TaskInfosRequest)),
+            (_SERVICE + "Ping").encode(): (False, self._ping, tolerant_parser(pb.PingRequest)),
+            (_SERVICE + "PingSession").encode(): (True, self._ping, tolerant_parser(pb.PingRequest)),
         }
 
     # ------------------------------------------------------------ life cycle
@@ -233,7 +233,7 @@ class CompletionQueueBarrierServer:
                 self._finish(c, cygrpc.StatusCode.ok, b"")
             return
         request = c.parse(data)
-        if isinstance(request, _Undecodable):
+        if isinstance(request, Undecodable):
             self._finish(c, cygrpc.StatusCode.invalid_argument, request.detail.encode())
             return
         c.turn = object()
@@ -300,7 +300,7 @@ class CompletionQueueBarrierServer:
             except BarrierError as err:
                 self._reply(c, pb.SyncReply(error=error_to_proto(err)).SerializeToString())
                 return
-        operation = _OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
+        operation = OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
         arrival = Arrival(k.job, k.gang, k.attempt, k.token, k.task, request.epoch, operation,
                           request.message, request.unsent_size)
         self._wait(c, k, request.hold_ms, lambda settle: self.coordinator.arrive(arrival, settle))
@@ -310,7 +310,7 @@ class CompletionQueueBarrierServer:
         k = request.caller
         tasks = request.tasks
         n = len(tasks)
-        names = _OPERATION_NAMES
+        names = OPERATION_NAMES
         operations = [names.get(o, f"operation #{o}") for o in request.operations]
         messages = list(request.messages) or [b""] * n
         unsent = list(request.unsent_sizes) or [0] * n
@@ -347,7 +347,7 @@ class CompletionQueueBarrierServer:
         if c.turn is not turn:   # settled during the arrival
             return
         c.waiter = waiter
-        hold = min(hold_ms / 1000.0 or self.config.log_interval_s, _MAX_HOLD_S)
+        hold = min(hold_ms / 1000.0 or self.config.log_interval_s, MAX_HOLD_S)
 
         def hold_over() -> None:
             if c.turn is turn:

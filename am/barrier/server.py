@@ -76,8 +76,10 @@ __all__ = ["BarrierServer", "AsyncBarrierServer", "server_options", "error_to_pr
 
 log = logging.getLogger("gangmaster.barrier")
 
-_OPERATION_NAMES = {pb.BARRIER: BARRIER, pb.ALL_GATHER: ALL_GATHER}
-_MAX_HOLD_S = 3600.0
+#: The coordinator's name of each wire operation.
+OPERATION_NAMES = {pb.BARRIER: BARRIER, pb.ALL_GATHER: ALL_GATHER}
+#: The longest a waiting call is held before it is answered ``pending``, whatever it asked.
+MAX_HOLD_S = 3600.0
 _PENDING = object()
 _PING_REPLY = pb.PingReply()
 
@@ -134,7 +136,7 @@ def server_options(max_pending_calls: int,
 _SERVICE = pb.DESCRIPTOR.services_by_name["BarrierCoordinator"]
 
 
-class _Undecodable:
+class Undecodable:
     """Stands in for a request that could not be decoded, so that its handler answers
     INVALID_ARGUMENT (grpc answers a deserializer's exception with UNKNOWN and logs a
     traceback per request: a log flood for any client sending garbage)."""
@@ -145,14 +147,15 @@ class _Undecodable:
         self.detail = detail
 
 
-def _tolerant_parser(message_type: type) -> Callable[[bytes], Any]:
+def tolerant_parser(message_type: type) -> Callable[[bytes], Any]:
+    """A request parser that gives an :class:`Undecodable` instead of raising."""
     name = message_type.DESCRIPTOR.full_name
 
     def parse(data: bytes):
         try:
             return message_type.FromString(data)
         except DecodeError as exc:
-            return _Undecodable(f"the request is not a valid {name} ({exc})")
+            return Undecodable(f"the request is not a valid {name} ({exc})")
     return parse
 
 
@@ -168,14 +171,14 @@ def _add_servicer(servicer: "_Servicer", server: grpc.aio.Server) -> None:
         make = (grpc.stream_stream_rpc_method_handler if method.client_streaming
                 else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = make(getattr(servicer, method.name),
-                                     request_deserializer=_tolerant_parser(request_type),
+                                     request_deserializer=tolerant_parser(request_type),
                                      response_serializer=reply_type.SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE.full_name, handlers),))
     server.add_registered_method_handlers(_SERVICE.full_name, handlers)
 
 
 async def _refuse_undecodable(request: object, context) -> None:
-    if isinstance(request, _Undecodable):
+    if isinstance(request, Undecodable):
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.detail)
 
 
@@ -223,7 +226,7 @@ class _Servicer:
                 self.core.leader_lost(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, request.leader_lost)
             except BarrierError as err:
                 return pb.SyncReply(error=error_to_proto(err))
-        operation = _OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
+        operation = OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
         arrival = Arrival(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, operation,
                           request.message, request.unsent_size)
         return await self._wait(c, request.hold_ms, lambda settle: self.core.arrive(arrival, settle))
@@ -233,7 +236,7 @@ class _Servicer:
         c = request.caller
         tasks = list(request.tasks)
         n = len(tasks)
-        operations = [_OPERATION_NAMES.get(o, f"operation #{o}") for o in request.operations]
+        operations = [OPERATION_NAMES.get(o, f"operation #{o}") for o in request.operations]
         messages = list(request.messages) or [b""] * n
         unsent = list(request.unsent_sizes) or [0] * n
         if not len(operations) == len(messages) == len(unsent) == n:
@@ -261,7 +264,7 @@ class _Servicer:
             return pb.SyncReply(error=error_to_proto(err))
         if not future.done():
             self.owner.arm_timer()
-            hold = min(hold_ms / 1000.0 or self.owner.config.log_interval_s, _MAX_HOLD_S)
+            hold = min(hold_ms / 1000.0 or self.owner.config.log_interval_s, MAX_HOLD_S)
 
             def hold_over() -> None:
                 self.core.withdraw(waiter)
