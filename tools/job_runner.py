@@ -396,9 +396,9 @@ class _RealTime:
         begins, such calls are told to come back, not refused
         (:meth:`~gangmaster.am.barrier.coordinator.BarrierCoordinator.taking_over`)."""
         from gangmaster.am.barrier.config import BarrierConfig
-        from gangmaster.am.barrier.server import BarrierServer
+        from gangmaster.am.barrier.cq_server import new_barrier_server
 
-        self.barrier = BarrierServer(barrier_config or BarrierConfig.load())
+        self.barrier = new_barrier_server(barrier_config or BarrierConfig.load())
         self.barrier.coordinator.taking_over(taking_over)
         self.barrier.start()
         self._finished = threading.Event()

@@ -7,8 +7,10 @@ with :meth:`~GangBarrier.close_attempt` (it succeeded) or
 :meth:`~GangBarrier.fail_attempt` (every waiting task is told at once). Two
 implementations, one per way of running, so the AM never asks which it has:
 
-* :class:`gangmaster.am.barrier.server.BarrierServer` — live: the coordinator served
-  over gRPC to real task processes;
+* :class:`gangmaster.am.barrier.cq_server.CompletionQueueBarrierServer` — live: the
+  coordinator served over gRPC to real task processes (the AM's; its grpc.aio twin
+  :class:`gangmaster.am.barrier.server.BarrierServer` serves the same, for code running it
+  in an event loop);
 * :class:`gangmaster.am.barrier.in_process.InProcessBarrier` — simulation: the same
   coordinator on the simulation's virtual clock, which simulated tasks call in process.
 """

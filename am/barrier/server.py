@@ -1,5 +1,8 @@
 """The barrier coordinator served over gRPC (``grpc.aio``): a thin layer over
-:class:`gangmaster.am.barrier.coordinator.BarrierCoordinator`.
+:class:`gangmaster.am.barrier.coordinator.BarrierCoordinator`. The AM serves the same
+service from one completion-queue thread instead
+(:class:`gangmaster.am.barrier.cq_server.CompletionQueueBarrierServer`: about half the CPU per
+host message); this one is for code that runs the coordinator inside its own event loop.
 
 Two ways to run it:
 
@@ -73,8 +76,10 @@ __all__ = ["BarrierServer", "AsyncBarrierServer", "server_options", "error_to_pr
 
 log = logging.getLogger("gangmaster.barrier")
 
-_OPERATION_NAMES = {pb.BARRIER: BARRIER, pb.ALL_GATHER: ALL_GATHER}
-_MAX_HOLD_S = 3600.0
+#: The coordinator's name of each wire operation.
+OPERATION_NAMES = {pb.BARRIER: BARRIER, pb.ALL_GATHER: ALL_GATHER}
+#: The longest a waiting call is held before it is answered ``pending``, whatever it asked.
+MAX_HOLD_S = 3600.0
 _PENDING = object()
 _PING_REPLY = pb.PingReply()
 
@@ -88,6 +93,24 @@ def error_to_proto(err: BarrierError) -> pb.Error:
         out.has_progress, out.arrived, out.total = True, err.arrived, err.total
     out.missing.extend(err.missing)
     return out
+
+
+def advertised_address(config: BarrierConfig, port: int) -> str:
+    """The ``host:port`` tasks dial: ``barrier.advertise_host``, else the host listened on
+    (this machine's name when that is every address)."""
+    host = config.advertise_host
+    if host is None:
+        host = socket.getfqdn() if config.host in ("0.0.0.0", "::", "[::]") else config.host
+    return f"{host}:{port}"
+
+
+def log_waiting(coordinator: BarrierCoordinator) -> None:
+    """The coordinator's periodic log: refusals not yet logged, and every epoch still waiting."""
+    coordinator.log_refusals()
+    for p in coordinator.waiting():
+        shown = ", ".join(map(str, p.missing[:20])) + (" …" if len(p.missing) > 20 else "")
+        log.info("%s barrier epoch %d: still waiting: %d/%d arrived after %.0f s; not yet: %s",
+                 p.barrier, p.epoch, p.arrived, p.total, p.waiting_s, shown)
 
 
 def task_info_to_proto(info: TaskInfo) -> pb.TaskInfo:
@@ -113,7 +136,7 @@ def server_options(max_pending_calls: int,
 _SERVICE = pb.DESCRIPTOR.services_by_name["BarrierCoordinator"]
 
 
-class _Undecodable:
+class Undecodable:
     """Stands in for a request that could not be decoded, so that its handler answers
     INVALID_ARGUMENT (grpc answers a deserializer's exception with UNKNOWN and logs a
     traceback per request: a log flood for any client sending garbage)."""
@@ -124,14 +147,15 @@ class _Undecodable:
         self.detail = detail
 
 
-def _tolerant_parser(message_type: type) -> Callable[[bytes], Any]:
+def tolerant_parser(message_type: type) -> Callable[[bytes], Any]:
+    """A request parser that gives an :class:`Undecodable` instead of raising."""
     name = message_type.DESCRIPTOR.full_name
 
     def parse(data: bytes):
         try:
             return message_type.FromString(data)
         except DecodeError as exc:
-            return _Undecodable(f"the request is not a valid {name} ({exc})")
+            return Undecodable(f"the request is not a valid {name} ({exc})")
     return parse
 
 
@@ -147,14 +171,14 @@ def _add_servicer(servicer: "_Servicer", server: grpc.aio.Server) -> None:
         make = (grpc.stream_stream_rpc_method_handler if method.client_streaming
                 else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = make(getattr(servicer, method.name),
-                                     request_deserializer=_tolerant_parser(request_type),
+                                     request_deserializer=tolerant_parser(request_type),
                                      response_serializer=reply_type.SerializeToString)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE.full_name, handlers),))
     server.add_registered_method_handlers(_SERVICE.full_name, handlers)
 
 
 async def _refuse_undecodable(request: object, context) -> None:
-    if isinstance(request, _Undecodable):
+    if isinstance(request, Undecodable):
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.detail)
 
 
@@ -202,7 +226,7 @@ class _Servicer:
                 self.core.leader_lost(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, request.leader_lost)
             except BarrierError as err:
                 return pb.SyncReply(error=error_to_proto(err))
-        operation = _OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
+        operation = OPERATION_NAMES.get(request.operation, f"operation #{request.operation}")
         arrival = Arrival(c.job, c.gang, c.attempt, c.token, c.task, request.epoch, operation,
                           request.message, request.unsent_size)
         return await self._wait(c, request.hold_ms, lambda settle: self.core.arrive(arrival, settle))
@@ -212,7 +236,7 @@ class _Servicer:
         c = request.caller
         tasks = list(request.tasks)
         n = len(tasks)
-        operations = [_OPERATION_NAMES.get(o, f"operation #{o}") for o in request.operations]
+        operations = [OPERATION_NAMES.get(o, f"operation #{o}") for o in request.operations]
         messages = list(request.messages) or [b""] * n
         unsent = list(request.unsent_sizes) or [0] * n
         if not len(operations) == len(messages) == len(unsent) == n:
@@ -240,7 +264,7 @@ class _Servicer:
             return pb.SyncReply(error=error_to_proto(err))
         if not future.done():
             self.owner.arm_timer()
-            hold = min(hold_ms / 1000.0 or self.owner.config.log_interval_s, _MAX_HOLD_S)
+            hold = min(hold_ms / 1000.0 or self.owner.config.log_interval_s, MAX_HOLD_S)
 
             def hold_over() -> None:
                 self.core.withdraw(waiter)
@@ -323,10 +347,7 @@ class AsyncBarrierServer:
         """``host:port`` tasks dial."""
         if self._port is None:
             raise RuntimeError("the barrier server is not started")
-        host = self.config.advertise_host
-        if host is None:
-            host = socket.getfqdn() if self.config.host in ("0.0.0.0", "::", "[::]") else self.config.host
-        return f"{host}:{self._port}"
+        return advertised_address(self.config, self._port)
 
     async def start(self) -> str:
         """Listen and serve; :class:`ConfigError` for unusable TLS files or a port in use."""
@@ -415,11 +436,7 @@ class AsyncBarrierServer:
     async def _log_waiting(self) -> None:
         while True:
             await asyncio.sleep(self.config.log_interval_s)
-            self.coordinator.log_refusals()
-            for p in self.coordinator.waiting():
-                shown = ", ".join(map(str, p.missing[:20])) + (" …" if len(p.missing) > 20 else "")
-                log.info("%s barrier epoch %d: still waiting: %d/%d arrived after %.0f s; not yet: %s",
-                         p.barrier, p.epoch, p.arrived, p.total, p.waiting_s, shown)
+            log_waiting(self.coordinator)
 
 
 async def _finish_tasks(timeout_s: float = 5.0) -> None:

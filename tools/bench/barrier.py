@@ -1,7 +1,8 @@
 """``gangmaster bench barrier``: one ``barrier()`` round against a live coordinator.
 
-The coordinator runs as the AM runs it (:class:`BarrierServer`, its loop in a
-thread of this process). Task processes loop ``barrier()`` as fast as they can:
+The coordinator runs as the AM runs it (:class:`CompletionQueueBarrierServer`, one thread
+of this process on gRPC's completion queue; ``--server aio``: grpc.aio's :class:`BarrierServer`,
+its event loop in a thread). Task processes loop ``barrier()`` as fast as they can:
 
 - N ≤ ``--max-process-tasks`` (64): every task its own process, using the real
   task API (:class:`BarrierTaskContext`: synchronous gRPC, one Session stream per task);
@@ -59,12 +60,15 @@ from dataclasses import asdict, dataclass
 
 from gangmaster.am.barrier.coordinator import TaskInfo
 from gangmaster.am.barrier.config import BarrierConfig
+from gangmaster.am.barrier.cq_server import CompletionQueueBarrierServer
 from gangmaster.am.barrier.server import BarrierServer
 
 DEFAULT_TASKS = (2, 8, 64, 512, 1024, 4096)
 #: Targets from the issues, median round in ms (4,096: every round released, <= 2 s).
 TARGETS_MS = {2: 1.5, 64: 20.0, 1024: 100.0, 4096: 2000.0}
 DESIGNS = ("tree", "flat")
+#: The coordinator's servers: grpc.aio's, and one thread on gRPC's completion queue.
+SERVERS = {"aio": BarrierServer, "cq": CompletionQueueBarrierServer}
 _PRELOAD = ["gangmaster.am.barrier.task_context", "gangmaster.protocol.proto.barrier_pb2_grpc", "grpc"]
 
 
@@ -357,8 +361,8 @@ def measure_floor(ctx, n: int, rounds: int, warmup: int, tasks_per_host: int, pr
     return statistics.median(_rounds(per_task, total, warmup)[0])
 
 
-def measure_barrier(ctx, server: BarrierServer, n: int, rounds: int, warmup: int,
-                    max_process_tasks: int, tasks_per_process: int, ping_ms: float,
+def measure_barrier(ctx, server: "CompletionQueueBarrierServer | BarrierServer", n: int, rounds: int,
+                    warmup: int, max_process_tasks: int, tasks_per_process: int, ping_ms: float,
                     design: str = "tree", tasks_per_host: int = 8) -> Figures:
     from gangmaster.am.barrier.local import ENV_LOCAL_GROUP, ENV_TREE
 
@@ -407,7 +411,7 @@ def run(args: argparse.Namespace) -> int:
     tasks = args.tasks
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
-    server = BarrierServer(BarrierConfig(log_interval_s=60.0))
+    server = SERVERS[args.server](BarrierConfig(log_interval_s=60.0))
     server.start()
     figures = []
     try:
@@ -488,6 +492,9 @@ def add_parser(sub):
                              "process per host, a hub for the coordinator, the same task processes), "
                              "the 'floor ms' column, and the round as a multiple of it "
                              "('x floor'; default on)")
+    parser.add_argument("--server", choices=tuple(SERVERS), default="cq",
+                        help="the coordinator's gRPC server: cq (one thread on gRPC's completion queue, "
+                             "the AM's) or aio (grpc.aio's BarrierServer); default cq")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.set_defaults(func=run)
     return parser
