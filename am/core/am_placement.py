@@ -26,7 +26,8 @@ from .gang_run import GangRun
 from .reservation_plan import Reservation
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from .lifecycle import TaskRecord
-from gangmaster.protocol.rm_protocol import HeldReservation, NodeReport, ReservedNode
+from gangmaster.protocol.rm_protocol import HeldReservation, NodeReport, PreemptionOutlook, ReservedNode
+from .victims import Outlook, Priority, RunningGang
 
 
 def pipeline_seed(seed: int, app_id: str) -> int:
@@ -54,7 +55,8 @@ class AMPlacement:
     placed on a node the RM holds for another application's gang and said is closed to this
     one (:meth:`reserved`): there its asks would only wait for that gang to start and end."""
 
-    __slots__ = ("_nodes", "selection", "_seed", "pipelines", "_tracker", "_running", "_reserved", "_held")
+    __slots__ = ("_nodes", "selection", "_seed", "pipelines", "_tracker", "_running", "_reserved", "_held",
+                 "_outlook")
 
     def __init__(self, nodes: Callable[[], list[NodeReport]], selection: SelectionSettings, app_id: str,
                  running: Mapping[str, tuple[GangRun, TaskRecord]], tracker: ClusterTracker | None = None,
@@ -62,6 +64,7 @@ class AMPlacement:
         self._nodes, self.selection, self._running = nodes, selection, running
         self._tracker = tracker   # read from the RM on first use, then kept
         self._reserved: frozenset[str] = frozenset()   # hosts reserved for other gangs, closed to this AM
+        self._outlook: tuple[PreemptionOutlook, float] | None = None   # whom the RM preempts for it, heard when
         self._held: tuple[HeldReservation, float] | None = None   # the RM's reservation for its gang, heard when
         if shared_pipelines is None:
             self.pipelines: dict[str, SelectionPipeline] = {}
@@ -100,6 +103,21 @@ class AMPlacement:
         """The RM's word on the reservation it holds for this application's waiting gang (None:
         none), heard at ``now`` (the AM's clock)."""
         self._held = None if held is None else (held, now)
+
+    def preempting(self, outlook: PreemptionOutlook | None, now: float) -> None:
+        """The RM's word on whom its preemption monitor preempts for this application's waiting
+        gang (None: no one), heard at ``now`` (the AM's clock)."""
+        self._outlook = None if outlook is None else (outlook, now)
+
+    def rm_outlook(self) -> Outlook | None:
+        """Whom the RM preempts for this application's waiting gang, as its diagnosis reads it
+        (the victims the RM chose, their work lost as of its last answer); None: the RM said no one."""
+        if self._outlook is None:
+            return None
+        told, heard = self._outlook
+        return Outlook((), heard, told.grace_s, chosen=tuple([
+            RunningGang(v.app_id, "", Priority(v.queue_priority, v.priority), v.gpus,
+                        heard - v.lost_gpu_h * 3600.0 / v.gpus, (), v.job) for v in told.victims]))
 
     def rm_reservation(self, now: float) -> Reservation | None:
         """The reservation the RM holds for this application's gang, counted from ``now`` (as a
