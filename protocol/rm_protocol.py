@@ -275,8 +275,9 @@ class PreemptionMessage:
 @value
 class ReservedNode:
     """A node held for another application's waiting gang (a queue with ``policy: reserve``)
-    that this application may not be granted on: it is not declared to end by ``start_s``
-    (the RM's clock), when that gang is expected to start there. The AM places elsewhere."""
+    that this application may not be granted on beyond the ``lends`` whole GPUs it still gives
+    it: it is not declared to end by ``start_s`` (the RM's clock), when that gang is expected to
+    start there. The AM places elsewhere, or within what is lent."""
 
     host: str
     start_s: float

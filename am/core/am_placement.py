@@ -63,7 +63,7 @@ class AMPlacement:
                  shared_pipelines: dict[str, SelectionPipeline] | None = None):
         self._nodes, self.selection, self._running = nodes, selection, running
         self._tracker = tracker   # read from the RM on first use, then kept
-        self._reserved: frozenset[str] = frozenset()   # hosts reserved for other gangs, closed to this AM
+        self._reserved: dict[str, int] = {}   # hosts reserved for other gangs -> the GPUs each lends this AM
         self._outlook: tuple[PreemptionOutlook, float] | None = None   # whom the RM preempts for it, heard when
         self._held: tuple[HeldReservation, float] | None = None   # the RM's reservation for its gang, heard when
         if shared_pipelines is None:
@@ -91,13 +91,14 @@ class AMPlacement:
 
     def reserved(self, nodes: Sequence[ReservedNode]) -> None:
         """The RM's word on the nodes reserved for other gangs that this application may not
-        be granted on (every node of them, in each answer): its gangs are placed elsewhere,
-        and a node no longer reserved is room again (a waiting gang is placed again)."""
-        hosts = frozenset([node.host for node in nodes])
-        if hosts != self._reserved:
-            if self._reserved - hosts:
+        be granted on beyond what each lends it (every node of them, in each answer): its gangs
+        are placed elsewhere or within what is lent, and a node no longer reserved, or lending
+        more, is room again (a waiting gang is placed again)."""
+        lent = {node.host: node.lends for node in nodes}
+        if lent != self._reserved:
+            if any(lent.get(host, math.inf) > lends for host, lends in self._reserved.items()):
                 self.cluster.opened()
-            self._reserved = hosts
+            self._reserved = lent
 
     def holding(self, held: HeldReservation | None, now: float) -> None:
         """The RM's word on the reservation it holds for this application's waiting gang (None:
@@ -134,11 +135,11 @@ class AMPlacement:
         for ``gang``'s planning, the view itself when there is nothing to count: no task
         runs and the gang holds and asks nothing (planning books only those on the view it
         gets, and placement works on a copy of its own)."""
-        if gang is not None and self._reserved:   # a copy, the reserved nodes out of play
+        if gang is not None and self._reserved:   # a copy, the reserved nodes out of play but what they lend
             view = self.cluster.scratch((task.role, task.host) for _gang, task in self._running.values())
-            for host in self._reserved:
+            for host, lends in self._reserved.items():
                 if host in view.host_index:
-                    view.set_health(host, False)
+                    _lend_only(view, host, lends)
             return view
         if gang is not None and not self._running:
             acq = gang.acquisition
@@ -159,3 +160,18 @@ class AMPlacement:
                 return placed
         # every instance of every role: place_gang's default, with no indices to check
         return place_gang(view, gang.roles, self.pipeline_for, indices=None if every else wanted)
+
+
+def _lend_only(view: ClusterView, host: str, lends: int) -> None:
+    """On a scratch ``view``, reserved ``host`` keeps free only the ``lends`` whole GPUs it lends
+    (the rest of its free GPUs booked away); lending none, it is out of play."""
+    if lends <= 0:
+        view.set_health(host, False)
+        return
+    mask = view.gpu_free_mask.item(view.index(host))
+    kept = 0
+    while mask and kept < lends:   # (the lowest free GPUs are lent)
+        mask &= mask - 1
+        kept += 1
+    if mask:
+        view.allocate(host, ResourceDescriptor(gpu_mask=mask))
