@@ -24,8 +24,8 @@ from .rm_validation import check_count, check_int, check_name, check_number, che
 from .rm_protocol import (
     ERROR_CLASSES, RESERVATION_KNOWN, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission,
     AppState, Container, ContainerLaunch, ContainerState, ContainerStatus, GangRole, HeldReservation, InvalidRequest,
-    LaunchContext, NodeReport, NodeState, PendingAsk, PreemptionMessage, RegisterResponse, Rejection, ReservedNode,
-    ResourceRequest, RMError, StartContainers, StartRefused,
+    LaunchContext, NodeReport, NodeState, PendingAsk, PreemptionMessage, PreemptionOutlook, RegisterResponse, Rejection,
+    ReservedNode, ResourceRequest, RMError, StartContainers, StartRefused, Victim,
 )
 
 
@@ -225,7 +225,7 @@ def allocate_response_to_pb(r: AllocateResponse) -> pb.AllocateResponse:
         msg.preemption.deadline = r.preemption.deadline
         reason_to_pb(r.preemption.reason, msg.preemption)
     for node in r.reserved:
-        msg.reserved.add(host=node.host, start=node.start_s)
+        msg.reserved.add(host=node.host, start=node.start_s, lends=node.lends)
     held = r.reservation
     if held is not None:
         msg.reservation.start_in = held.start_in_s
@@ -235,6 +235,12 @@ def allocate_response_to_pb(r: AllocateResponse) -> pb.AllocateResponse:
             msg.reservation.hosts.add(host=host, gpus=gpus)
         msg.reservation.waits_for.extend(held.waits_for)
         msg.reservation.known = held.known
+    outlook = r.outlook
+    if outlook is not None:
+        msg.outlook.grace = outlook.grace_s
+        for v in outlook.victims:
+            msg.outlook.victims.add(app_id=v.app_id, job=v.job, queue_priority=v.queue_priority, priority=v.priority,
+                                    gpus=v.gpus, lost_gpu_h=v.lost_gpu_h)
     return msg
 
 
@@ -248,7 +254,8 @@ def allocate_response_from_pb(msg: pb.AllocateResponse) -> AllocateResponse:
         resource_from_pb(msg.headroom), msg.response_id,
         _preemption_from_pb(msg.preemption) if msg.HasField("preemption") else None,
         _reserved_from_pb(msg.reserved) if msg.reserved else (),
-        _reservation_from_pb(msg.reservation) if msg.HasField("reservation") else None)
+        _reservation_from_pb(msg.reservation) if msg.HasField("reservation") else None,
+        _outlook_from_pb(msg.outlook) if msg.HasField("outlook") else None)
 
 
 def _reserved_from_pb(nodes) -> tuple[ReservedNode, ...]:
@@ -258,7 +265,25 @@ def _reserved_from_pb(nodes) -> tuple[ReservedNode, ...]:
     for k, node in enumerate(nodes):
         check_name(node.host, f"reserved[{k}].host")
         check_number(node.start, f"reserved[{k}].start", 0, math.inf)
-    return tuple([ReservedNode(node.host, node.start) for node in nodes])
+        check_int(node.lends, f"reserved[{k}].lends", 0, limits.MAX_GPUS_PER_NODE, "MAX_GPUS_PER_NODE")
+    return tuple([ReservedNode(node.host, node.start, node.lends) for node in nodes])
+
+
+def _outlook_from_pb(msg: pb.PreemptionOutlook) -> PreemptionOutlook:
+    """Whom the RM preempts for the application's waiting gang, checked as a request would be:
+    the grace a duration, the victims bounded and named, priorities in range, GPUs and work counted."""
+    check_number(msg.grace, "outlook.grace", 0, limits.MAX_DURATION_S, limit_name="MAX_DURATION_S")
+    check_count(msg.victims, "outlook.victims", limits.RM_MAX_RUNNING_APPS, "RM_MAX_RUNNING_APPS")
+    for k, v in enumerate(msg.victims):
+        check_name(v.app_id, f"outlook.victims[{k}].app_id")
+        check_name(v.job, f"outlook.victims[{k}].job")
+        for field in ("queue_priority", "priority"):
+            check_int(getattr(v, field), f"outlook.victims[{k}].{field}", -limits.MAX_PRIORITY, limits.MAX_PRIORITY,
+                      "MAX_PRIORITY")
+        check_number(v.gpus, f"outlook.victims[{k}].gpus", 0, math.inf, exclusive_minimum=True)
+        check_number(v.lost_gpu_h, f"outlook.victims[{k}].lost_gpu_h", 0, math.inf)
+    return PreemptionOutlook(msg.grace, tuple([Victim(v.app_id, v.job, v.queue_priority, v.priority, v.gpus,
+                                                      v.lost_gpu_h) for v in msg.victims]))
 
 
 def _reservation_from_pb(msg: pb.HeldReservation) -> HeldReservation:

@@ -275,11 +275,39 @@ class PreemptionMessage:
 @value
 class ReservedNode:
     """A node held for another application's waiting gang (a queue with ``policy: reserve``)
-    that this application may not be granted on: it is not declared to end by ``start_s``
-    (the RM's clock), when that gang is expected to start there. The AM places elsewhere."""
+    that this application may not be granted on beyond the ``lends`` whole GPUs it still gives
+    it: it is not declared to end by ``start_s`` (the RM's clock), when that gang is expected to
+    start there. The AM places elsewhere, or within what is lent."""
 
     host: str
     start_s: float
+    #: whole GPUs it can still give this application (what the reservations on it will not need
+    #: there at their start): the AM may place up to this many there; 0: closed to it
+    lends: int = 0
+
+
+@value
+class Victim:
+    """A gang the RM's preemption monitor preempts for this application's waiting gang: its
+    application and job, its priority (its queue's, then its own), its GPUs (a share counts
+    its fraction) and the GPU-hours of work the preemption loses, as of the answer."""
+
+    app_id: str
+    job: str
+    queue_priority: int
+    priority: int
+    gpus: float
+    lost_gpu_h: float
+
+
+@value
+class PreemptionOutlook:
+    """Whom the RM's monitor preempts for this application's waiting gang (``victims``, still
+    running under their notice) and the notice each gets (``grace_s``): what the gang's
+    diagnosis says ("will preempt low (priority 0, 16 GPUs, 1.5 GPU-h of work) in ~30 s grace")."""
+
+    grace_s: float
+    victims: tuple[Victim, ...]
 
 
 #: how a reservation's start is known: from the declared durations of the work it waits for, from
@@ -312,16 +340,16 @@ class AllocateResponse(WrittenValue):
     it): a replay's tens of thousands of responses build none."""
 
     __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "_headroom", "response_id",
-                 "preemption", "reserved", "reservation")
+                 "preemption", "reserved", "reservation", "outlook")
     FIELDS = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id",
-              "preemption", "reserved", "reservation")
+              "preemption", "reserved", "reservation", "outlook")
 
     def __init__(self, allocated: tuple[Container, ...] = (), completed: tuple[ContainerStatus, ...] = (),
                  node_updates: tuple[NodeReport, ...] = (), rejected: tuple[Rejection, ...] = (),
                  pending: tuple[PendingAsk, ...] = (),
                  headroom: ResourceDescriptor | tuple[int, int, int] | None = None, response_id: int = 0,
                  preemption: PreemptionMessage | None = None, reserved: tuple[ReservedNode, ...] = (),
-                 reservation: HeldReservation | None = None):
+                 reservation: HeldReservation | None = None, outlook: PreemptionOutlook | None = None):
         self.allocated, self.completed, self.node_updates = allocated, completed, node_updates
         self.rejected, self.pending, self._headroom, self.response_id = rejected, pending, headroom, response_id
         #: the RM's notice that containers of this application are preempted (None: none)
@@ -331,6 +359,8 @@ class AllocateResponse(WrittenValue):
         self.reserved = reserved
         #: the reservation held for this application's own waiting gang (None: none), as of that pass
         self.reservation = reservation
+        #: whom the RM's preemption monitor preempts for this application's waiting gang (None: no one)
+        self.outlook = outlook
 
     @property
     def headroom(self) -> ResourceDescriptor:

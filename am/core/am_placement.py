@@ -26,7 +26,8 @@ from .gang_run import GangRun
 from .reservation_plan import Reservation
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from .lifecycle import TaskRecord
-from gangmaster.protocol.rm_protocol import HeldReservation, NodeReport, ReservedNode
+from gangmaster.protocol.rm_protocol import HeldReservation, NodeReport, PreemptionOutlook, ReservedNode
+from .victims import Outlook, Priority, RunningGang
 
 
 def pipeline_seed(seed: int, app_id: str) -> int:
@@ -54,14 +55,16 @@ class AMPlacement:
     placed on a node the RM holds for another application's gang and said is closed to this
     one (:meth:`reserved`): there its asks would only wait for that gang to start and end."""
 
-    __slots__ = ("_nodes", "selection", "_seed", "pipelines", "_tracker", "_running", "_reserved", "_held")
+    __slots__ = ("_nodes", "selection", "_seed", "pipelines", "_tracker", "_running", "_reserved", "_held",
+                 "_outlook")
 
     def __init__(self, nodes: Callable[[], list[NodeReport]], selection: SelectionSettings, app_id: str,
                  running: Mapping[str, tuple[GangRun, TaskRecord]], tracker: ClusterTracker | None = None,
                  shared_pipelines: dict[str, SelectionPipeline] | None = None):
         self._nodes, self.selection, self._running = nodes, selection, running
         self._tracker = tracker   # read from the RM on first use, then kept
-        self._reserved: frozenset[str] = frozenset()   # hosts reserved for other gangs, closed to this AM
+        self._reserved: dict[str, int] = {}   # hosts reserved for other gangs -> the GPUs each lends this AM
+        self._outlook: tuple[PreemptionOutlook, float] | None = None   # whom the RM preempts for it, heard when
         self._held: tuple[HeldReservation, float] | None = None   # the RM's reservation for its gang, heard when
         if shared_pipelines is None:
             self.pipelines: dict[str, SelectionPipeline] = {}
@@ -88,18 +91,34 @@ class AMPlacement:
 
     def reserved(self, nodes: Sequence[ReservedNode]) -> None:
         """The RM's word on the nodes reserved for other gangs that this application may not
-        be granted on (every node of them, in each answer): its gangs are placed elsewhere,
-        and a node no longer reserved is room again (a waiting gang is placed again)."""
-        hosts = frozenset([node.host for node in nodes])
-        if hosts != self._reserved:
-            if self._reserved - hosts:
+        be granted on beyond what each lends it (every node of them, in each answer): its gangs
+        are placed elsewhere or within what is lent, and a node no longer reserved, or lending
+        more, is room again (a waiting gang is placed again)."""
+        lent = {node.host: node.lends for node in nodes}
+        if lent != self._reserved:
+            if any(lent.get(host, math.inf) > lends for host, lends in self._reserved.items()):
                 self.cluster.opened()
-            self._reserved = hosts
+            self._reserved = lent
 
     def holding(self, held: HeldReservation | None, now: float) -> None:
         """The RM's word on the reservation it holds for this application's waiting gang (None:
         none), heard at ``now`` (the AM's clock)."""
         self._held = None if held is None else (held, now)
+
+    def preempting(self, outlook: PreemptionOutlook | None, now: float) -> None:
+        """The RM's word on whom its preemption monitor preempts for this application's waiting
+        gang (None: no one), heard at ``now`` (the AM's clock)."""
+        self._outlook = None if outlook is None else (outlook, now)
+
+    def rm_outlook(self) -> Outlook | None:
+        """Whom the RM preempts for this application's waiting gang, as its diagnosis reads it
+        (the victims the RM chose, their work lost as of its last answer); None: the RM said no one."""
+        if self._outlook is None:
+            return None
+        told, heard = self._outlook
+        return Outlook((), heard, told.grace_s, chosen=tuple([
+            RunningGang(v.app_id, "", Priority(v.queue_priority, v.priority), v.gpus,
+                        heard - v.lost_gpu_h * 3600.0 / v.gpus, (), v.job) for v in told.victims]))
 
     def rm_reservation(self, now: float) -> Reservation | None:
         """The reservation the RM holds for this application's gang, counted from ``now`` (as a
@@ -116,11 +135,11 @@ class AMPlacement:
         for ``gang``'s planning, the view itself when there is nothing to count: no task
         runs and the gang holds and asks nothing (planning books only those on the view it
         gets, and placement works on a copy of its own)."""
-        if gang is not None and self._reserved:   # a copy, the reserved nodes out of play
+        if gang is not None and self._reserved:   # a copy, the reserved nodes out of play but what they lend
             view = self.cluster.scratch((task.role, task.host) for _gang, task in self._running.values())
-            for host in self._reserved:
+            for host, lends in self._reserved.items():
                 if host in view.host_index:
-                    view.set_health(host, False)
+                    _lend_only(view, host, lends)
             return view
         if gang is not None and not self._running:
             acq = gang.acquisition
@@ -141,3 +160,18 @@ class AMPlacement:
                 return placed
         # every instance of every role: place_gang's default, with no indices to check
         return place_gang(view, gang.roles, self.pipeline_for, indices=None if every else wanted)
+
+
+def _lend_only(view: ClusterView, host: str, lends: int) -> None:
+    """On a scratch ``view``, reserved ``host`` keeps free only the ``lends`` whole GPUs it lends
+    (the rest of its free GPUs booked away); lending none, it is out of play."""
+    if lends <= 0:
+        view.set_health(host, False)
+        return
+    mask = view.gpu_free_mask.item(view.index(host))
+    kept = 0
+    while mask and kept < lends:   # (the lowest free GPUs are lent)
+        mask &= mask - 1
+        kept += 1
+    if mask:
+        view.allocate(host, ResourceDescriptor(gpu_mask=mask))

@@ -36,7 +36,7 @@ from gangmaster.am.ops.progress_log import ProgressLog, QuietLog
 from .job_shutdown import Shutdown
 from .recovery import Recovered, TakenBack
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus,
-                                             ExitStatus, HeldReservation, NodeReport, PendingAsk, PreemptionMessage,
+                                             ExitStatus, HeldReservation, NodeReport, PendingAsk, PreemptionMessage, PreemptionOutlook,
                                              Rejection, ReservedNode, RMError, WrongState)
 
 
@@ -110,6 +110,9 @@ class GangDispatch:
 
     def on_reservation(self, held: HeldReservation | None, now: float) -> None:
         self.placement.holding(held, now)
+
+    def on_preemption_outlook(self, outlook: PreemptionOutlook | None, now: float) -> None:
+        self.placement.preempting(outlook, now)
 
     def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None:
         """Each container is taken by the gang that asked for it, else given back."""

@@ -16,7 +16,7 @@ from typing import Callable, Protocol, Sequence
 
 from gangmaster.protocol.rm_client import RMClient
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, AppState, Container, ContainerStatus,
-                                             HeldReservation, NodeReport, PendingAsk, PreemptionMessage,
+                                             HeldReservation, NodeReport, PendingAsk, PreemptionMessage, PreemptionOutlook,
                                              RegisterResponse, Rejection, ReservedNode, RMError, WrongState)
 
 
@@ -30,6 +30,8 @@ class RMCallbacks(Protocol):
     def on_nodes_reserved(self, nodes: Sequence[ReservedNode]) -> None: ...
 
     def on_reservation(self, held: HeldReservation | None, now: float) -> None: ...
+
+    def on_preemption_outlook(self, outlook: PreemptionOutlook | None, now: float) -> None: ...
 
     def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None: ...
 
@@ -47,13 +49,14 @@ class RMCallbacks(Protocol):
 class RMConversation:
     """One AM attempt's conversation with the RM about application ``app_id``."""
 
-    __slots__ = ("rm", "app_id", "attempt", "reserved", "holding")
+    __slots__ = ("rm", "app_id", "attempt", "reserved", "holding", "preempting")
 
     def __init__(self, rm: RMClient, app_id: str):
         self.rm, self.app_id = rm, app_id
         self.attempt = 0   # this AM's attempt, once registered
         self.reserved = False   # the last answer named nodes reserved for other gangs
         self.holding = False    # the last answer named a reservation held for this application's gang
+        self.preempting = False   # the last answer named gangs preempted for this application's gang
 
     def register(self) -> RegisterResponse:
         registration = self.rm.register(self.app_id)
@@ -76,6 +79,9 @@ class RMConversation:
         if response.reservation is not None or self.holding:
             self.holding = response.reservation is not None
             callbacks.on_reservation(response.reservation, now)
+        if response.outlook is not None or self.preempting:
+            self.preempting = response.outlook is not None
+            callbacks.on_preemption_outlook(response.outlook, now)
         if response.allocated:
             callbacks.on_containers_allocated(response.allocated, now)
         if response.rejected:

@@ -185,7 +185,13 @@ class Outlook:
     state: str = ON
     why: str = ""
     judged: bool = True
+    #: the victims the RM itself chose (an AM in another process is told them, not the candidates:
+    #: ``AllocateResponse.outlook``); None: chosen here among ``candidates``
+    chosen: tuple[RunningGang, ...] | None = None
 
     def victims(self, fits: Callable[[Sequence[RunningGang]], bool]) -> tuple[RunningGang, ...]:
-        """Whom the RM would preempt (:func:`choose_victims`; none: no choice makes room)."""
+        """Whom the RM would preempt (:func:`choose_victims`; none: no choice makes room), or
+        whom it chose, when it told them."""
+        if self.chosen is not None:
+            return self.chosen
         return (choose_victims(self.candidates, fits, self.now) or ()) if self.candidates else ()

@@ -39,7 +39,8 @@ class WhyFeed:
         self.priority, self.reserved = priority, reserved
         #: how the RM preempts for a waiting gang of this job, (app id, the gang's roles) -> the
         #: candidates and its grace, when it does (its driver says so: ``rm.preemption``, or the
-        #: rules of the engine a snapshot came from); None: it does not, and no diagnosis says it will
+        #: rules of the engine a snapshot came from); None: the diagnosis says whom the RM told this
+        #: AM it preempts for the job (an RM in another process: ``AMPlacement.rm_outlook``), if anyone
         self.preemption: Callable[[str, tuple[RoleSpec, ...]], Outlook] | None = None
         self.job, self.app_id, self.gangs, self.placement, self.occupants = job, app_id, gangs, placement, occupants
         self.settings, self.log, self.metrics = settings, log, metrics
@@ -91,7 +92,8 @@ class WhyFeed:
         return diagnose(view, roles, self.placement.pipeline_for, job=self.job, gang=name, occupants=self.occupants(),
                         indices=wanted, own=[(host, resource) for _role, host, resource in held],
                         priority=self.priority,
-                        preemption=self.preemption(self.app_id, roles) if self.preemption is not None else None,
+                        preemption=(self.preemption(self.app_id, roles) if self.preemption is not None
+                                    else self.placement.rm_outlook()),
                         reserved=self.reserved() if self.reserved is not None else None)
 
     def waiting(self) -> str:

@@ -171,7 +171,7 @@ class PendingAsk(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., remaining: _Optional[int] = ..., reason: _Optional[str] = ..., why: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
-    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption", "reserved", "reservation")
+    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption", "reserved", "reservation", "outlook")
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     NODE_UPDATES_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +182,7 @@ class AllocateResponse(_message.Message):
     PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
     RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    OUTLOOK_FIELD_NUMBER: _ClassVar[int]
     allocated: _containers.RepeatedCompositeFieldContainer[Container]
     completed: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     node_updates: _containers.RepeatedCompositeFieldContainer[NodeReport]
@@ -192,7 +193,32 @@ class AllocateResponse(_message.Message):
     preemption: PreemptionMessage
     reserved: _containers.RepeatedCompositeFieldContainer[ReservedNode]
     reservation: HeldReservation
-    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ..., reserved: _Optional[_Iterable[_Union[ReservedNode, _Mapping]]] = ..., reservation: _Optional[_Union[HeldReservation, _Mapping]] = ...) -> None: ...
+    outlook: PreemptionOutlook
+    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ..., reserved: _Optional[_Iterable[_Union[ReservedNode, _Mapping]]] = ..., reservation: _Optional[_Union[HeldReservation, _Mapping]] = ..., outlook: _Optional[_Union[PreemptionOutlook, _Mapping]] = ...) -> None: ...
+
+class PreemptionOutlook(_message.Message):
+    __slots__ = ("grace", "victims")
+    GRACE_FIELD_NUMBER: _ClassVar[int]
+    VICTIMS_FIELD_NUMBER: _ClassVar[int]
+    grace: float
+    victims: _containers.RepeatedCompositeFieldContainer[Victim]
+    def __init__(self, grace: _Optional[float] = ..., victims: _Optional[_Iterable[_Union[Victim, _Mapping]]] = ...) -> None: ...
+
+class Victim(_message.Message):
+    __slots__ = ("app_id", "job", "queue_priority", "priority", "gpus", "lost_gpu_h")
+    APP_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    LOST_GPU_H_FIELD_NUMBER: _ClassVar[int]
+    app_id: str
+    job: str
+    queue_priority: int
+    priority: int
+    gpus: float
+    lost_gpu_h: float
+    def __init__(self, app_id: _Optional[str] = ..., job: _Optional[str] = ..., queue_priority: _Optional[int] = ..., priority: _Optional[int] = ..., gpus: _Optional[float] = ..., lost_gpu_h: _Optional[float] = ...) -> None: ...
 
 class HeldReservation(_message.Message):
     __slots__ = ("start_in", "has_duration", "duration", "hosts", "waits_for", "known")
@@ -219,12 +245,14 @@ class ReservedGpus(_message.Message):
     def __init__(self, host: _Optional[str] = ..., gpus: _Optional[int] = ...) -> None: ...
 
 class ReservedNode(_message.Message):
-    __slots__ = ("host", "start")
+    __slots__ = ("host", "start", "lends")
     HOST_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
+    LENDS_FIELD_NUMBER: _ClassVar[int]
     host: str
     start: float
-    def __init__(self, host: _Optional[str] = ..., start: _Optional[float] = ...) -> None: ...
+    lends: int
+    def __init__(self, host: _Optional[str] = ..., start: _Optional[float] = ..., lends: _Optional[int] = ...) -> None: ...
 
 class PreemptionMessage(_message.Message):
     __slots__ = ("containers", "deadline", "reason", "why")

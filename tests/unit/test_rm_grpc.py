@@ -14,7 +14,8 @@ from gangmaster.protocol.rm_codec import (
 )
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationSubmission, ContainerState, GangRole, InvalidRequest, LaunchContext,
-    HeldReservation, NodeState, NotFound, PreemptionMessage, ReservedNode, ResourceRequest, WrongState,
+    HeldReservation, NodeState, NotFound, PreemptionMessage, PreemptionOutlook, ReservedNode, ResourceRequest,
+    Victim, WrongState,
 )
 from gangmaster.protocol.proto import rm_pb2 as pb
 from gangmaster.protocol.rm_codec import ask_from_pb
@@ -287,6 +288,33 @@ def test_a_bad_held_reservation_over_the_wire_names_the_field(field, value, erro
     else:
         setattr(held, field, value)
     with pytest.raises(InvalidRequest, match=error):
+        allocate_response_from_pb(msg)
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("grace", float("inf"), r"outlook.grace: expected a finite number"),
+    ("grace", -1.0, r"outlook.grace: expected a number >= 0"),
+    ("app_id", "a\x01", r"outlook.victims\[0\].app_id: expected no control characters"),
+    ("job", "j\x00", r"outlook.victims\[0\].job: expected no control characters"),
+    ("priority", 10 ** 6, r"outlook.victims\[0\].priority: expected an integer in -1000..1000 \(MAX_PRIORITY\)"),
+    ("queue_priority", -10 ** 6, r"outlook.victims\[0\].queue_priority: expected an integer in -1000..1000"),
+    ("gpus", 0.0, r"outlook.victims\[0\].gpus: expected a number > 0"),
+    ("lost_gpu_h", float("nan"), r"outlook.victims\[0\].lost_gpu_h: expected a finite number"),
+])
+def test_a_bad_preemption_outlook_over_the_wire_names_the_field(field, value, error):
+    good = PreemptionOutlook(30.0, (Victim("app_1", "low", 0, 0, 16.0, 1.5),))
+    msg = allocate_response_to_pb(AllocateResponse(outlook=good))
+    assert allocate_response_from_pb(msg).outlook == good
+    setattr(msg.outlook if field == "grace" else msg.outlook.victims[0], field, value)
+    with pytest.raises(InvalidRequest, match=error):
+        allocate_response_from_pb(msg)
+
+
+def test_a_reserved_node_lending_gpus_over_the_wire_says_how_many():
+    msg = allocate_response_to_pb(AllocateResponse(reserved=(ReservedNode("n0", 5.0, 6),)))
+    assert allocate_response_from_pb(msg).reserved == (ReservedNode("n0", 5.0, 6),)
+    msg.reserved[0].lends = 65
+    with pytest.raises(InvalidRequest, match=r"reserved\[0\].lends: expected an integer in 0..64"):
         allocate_response_from_pb(msg)
 
 

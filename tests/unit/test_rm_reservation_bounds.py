@@ -9,7 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from gangmaster.protocol.rm_protocol import AppState
+from gangmaster.am.core.am_placement import AMPlacement
+from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.spec.jobspec_model import shaped_role
+from gangmaster.protocol.rm_protocol import AppState, ReservedNode
+from gangmaster.selectors.settings import SelectionSettings
+from gangmaster.tools.rmsim.core import ResourceManager
 from gangmaster.tools.rmsim.ledger import NodeLedger
 from gangmaster.tools.rmsim.queue_books import QueueBooks
 from gangmaster.tools.rmsim.queues import Queue
@@ -119,3 +124,22 @@ def test_a_reserved_node_lends_what_the_gang_will_not_need_there(gpus, lent):
     assert b.held()["big"] == (60.0, {"n0": 4, "n1": 2})
     assert b.book.lends(late, 1, gpus) is lent
     assert b.book.lends(late, 0, 1) is False
+    # its AM is told so: n0 lends nothing, n1 the 2 GPUs (before: both told closed, lending none)
+    assert b.book.closed_nodes(late) == (ReservedNode("n0", 60.0, 0), ReservedNode("n1", 60.0, 2))
+
+
+@pytest.mark.parametrize("gpus, host", [(1, "n1"), (2, "n1"), (3, None)])
+def test_an_am_told_of_a_lending_node_places_a_small_job_on_the_lent_gpus(gpus, host):
+    """An AM told that n0 (4 GPUs free) lends nothing and n1 lends 2 GPUs places a job of up to
+    2 GPUs on n1, and a bigger one nowhere (before: a reserved node was out of play whole, and
+    the small job waited for the reservation's gang to start and end)."""
+    rm = ResourceManager(nodes(2))
+    placement = AMPlacement(rm.cluster_nodes, SelectionSettings(), "app_0001", {})
+    placement.reserved((ReservedNode("n0", 60.0, 0), ReservedNode("n1", 60.0, 2)))
+    roles = (shaped_role("worker", 1, gpus, 1, 1024),)
+    view = placement.view_for(gang=object())
+    try:
+        placed = place_gang(view, roles, placement.pipeline_for)
+    except GangDoesNotFit:
+        placed = None
+    assert (placed.hosts()[0] if placed is not None else None) == host

@@ -5,20 +5,27 @@ higher-priority gang that waits for room preempts the gang in its way (before: t
 and the duration were not in the gRPC submission, and the served RM ran no monitor)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from gangmaster.am.core.am_placement import AMPlacement
+from gangmaster.am.ops.diagnosis import diagnose
+from gangmaster.am.spec.jobspec_model import shaped_role
 from gangmaster.conf.fields import ConfigError
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationSubmission, GangRole, HeldReservation,
-                                             ReservedNode, ResourceRequest)
+                                             PreemptionOutlook, ReservedNode, ResourceRequest, Victim)
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.tools.rm_cmd import serve_settings
 from gangmaster.tools.rmsim.queues import Queue
 from gangmaster.tools.rmsim.server import LiveRM, start_server
+from gangmaster.tools.rmsim.simulation import Simulation
+
+from test_am_events import blocker, gpu_nodes, job, start_am
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
 #: fixtures/rm/cluster.yaml's two dgx nodes, whole: 2 x 8 GPUs
@@ -107,6 +114,49 @@ def test_a_higher_priority_gang_declared_over_grpc_preempts_the_gang_in_its_way(
     assert live.core.scheduler.yielding == {low}
     rm.kill(urgent, "changed its mind")   # it ends before it starts: the low gang may ask again
     assert live.core.scheduler.yielding == set()
+
+
+def test_a_grpc_ams_diagnosis_says_whom_its_gang_will_preempt_and_the_rms_grace(served):
+    """The RM tells the urgent gang's AM whom its monitor preempts for it (the low gang, its
+    priority, GPUs and work lost) and its grace, in each answer until the gang starts; the AM's
+    diagnosis says it as the in-process one does (before: a gRPC AM was told nothing)."""
+    rm, live = served("fifo", preemption_grace_s=30.0)
+    low = holding(rm, "low", ("dgx-000", "dgx-001"))
+    urgent = rm.submit(ApplicationSubmission("urgent", priority=5, gang=TWO_DGX))
+    rm.register(urgent)
+    assert rm.allocate(AllocateRequest(urgent, 1)).outlook is None   # its heartbeat: then the monitor preempts
+    told = rm.allocate(AllocateRequest(urgent, 1)).outlook
+    assert told is not None and told.grace_s == 30.0
+    (victim,) = told.victims
+    assert (victim.app_id, victim.job, victim.queue_priority, victim.priority, victim.gpus) == (low, "low", 0, 0, 16.0)
+    assert victim.lost_gpu_h >= 0.0
+    placement = AMPlacement(rm.cluster_nodes, SelectionSettings(), urgent, {})
+    placement.preempting(told, 0.0)
+    roles = (shaped_role("worker", 2, 8, 1, 1024),)
+    d = diagnose(placement.cluster.view, roles, placement.pipeline_for, job="urgent", priority=5,
+                 preemption=placement.rm_outlook())
+    assert not d.gang_can_start and [v.name for v in d.preempts] == ["low"]
+    assert re.search(r"will preempt job low \(priority 0, 16 GPUs, [0-9.]+ GPU-h of work\) in ~30 s grace", d.text())
+    assert rm.allocate(AllocateRequest(low, 1)).outlook is None   # the victim is told nothing of the kind
+    rm.kill(low, "gone")   # the victims ended: no one is preempted for it any more
+    assert rm.allocate(AllocateRequest(urgent, 1)).outlook is None
+
+
+def test_an_ams_why_says_whom_its_rms_answers_said_its_gang_preempts(tmp_path):
+    """The AM reads the outlook from its answers (not from a driver in its process): its
+    diagnosis names the victim and the grace while the answers say so, and stops when they stop."""
+    sim = Simulation(gpu_nodes(2))
+    low, _attempt, _containers = blocker(sim, ["n0", "n1"])
+    told = {"outlook": PreemptionOutlook(30.0, (Victim(low, "blocker", 0, 0, 8.0, 0.5),))}
+    sim.core.am_service.outlook_of = lambda app_id: told["outlook"] if app_id != low else None
+    am = start_am(sim, job(instances=2), tmp_path)
+    sim.run_until(3)
+    assert am.why.preemption is None   # (no driver in its process hands the RM's candidates)
+    text = am.why.diagnose(am.gangs[0]).text()
+    assert "will preempt job blocker (priority 0, 8 GPUs, 0.5 GPU-h of work) in ~30 s grace" in text
+    told["outlook"] = None
+    sim.run_until(5)
+    assert "will preempt" not in am.why.diagnose(am.gangs[0]).text()
 
 
 @pytest.mark.parametrize("priority, gang, preempted", [

@@ -9,10 +9,12 @@ heartbeat changes nothing; with no scheduling interval it runs the scheduler's p
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from gangmaster.protocol import rm_validation as check
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, AppState, ContainerState, ExitStatus, InvalidRequest, PendingAsk,
-    RegisterResponse, Rejection,
+    PreemptionOutlook, RegisterResponse, Rejection,
 )
 
 from .applications import Applications
@@ -36,6 +38,9 @@ class ApplicationMasterService:
         self.preemptions = preemptions
         self.scheduler, self.intake, self.nodes, self.books = scheduler, intake, nodes, books
         self.node_updates, self.scheduling_interval_s = node_updates, scheduling_interval_s
+        #: app id -> whom the preemption monitor preempts for its waiting gang, told in its answers
+        #: (set by ``gangmaster rm serve``, whose AMs are in other processes: None, told nothing)
+        self.outlook_of: Callable[[str], PreemptionOutlook | None] | None = None
 
     def register(self, app_id: str, checked: bool = False) -> RegisterResponse:
         if not checked:
@@ -123,6 +128,7 @@ class ApplicationMasterService:
             self.preemptions.take_notice(app.app_id),
             self.scheduler.reserved_against(app),
             self.scheduler.reservation_of(app),
+            self.outlook_of(app.app_id) if self.outlook_of is not None else None,
         )
         if app.out_allocated:
             app.out_allocated = []

@@ -97,7 +97,9 @@ class LiveRM:
         after each heartbeat of an application whose declared gang waits for room, it preempts
         lower-priority gangs if that makes the room (:class:`~.preemption_monitor.DeclaredGangs`;
         an AM in this process is looked at by its driver instead, ``job_runner``)."""
-        self.declared_gangs = DeclaredGangs(PreemptionMonitor(self.core, grace_s, log.info), selection)
+        monitor = PreemptionMonitor(self.core, grace_s, log.info)
+        self.declared_gangs = DeclaredGangs(monitor, selection)
+        self.core.am_service.outlook_of = monitor.told   # (each AM hears whom it preempts for its gang)
 
     def heartbeat(self, app_id: str) -> None:
         """What the RM does after ``app_id``'s AM heartbeat (an allocate call) besides answering it."""

@@ -28,7 +28,7 @@ from gangmaster.protocol.reasons import reason as why
 from gangmaster.am.core.gang_placement import PipelineFor
 from gangmaster.am.core.victims import Outlook, RunningGang
 from gangmaster.am.spec.jobspec_model import RoleSpec, shaped_role
-from gangmaster.protocol.rm_protocol import AppState
+from gangmaster.protocol.rm_protocol import AppState, PreemptionOutlook, Victim
 from gangmaster.selectors.cluster import ClusterView
 from gangmaster.selectors.settings import SelectionSettings
 
@@ -45,6 +45,8 @@ class PreemptionMonitor:
         self.preemptible = Preemptible(core)
         #: app id of a waiting gang's application -> the apps preempted for it, until it starts
         self._reclaiming: dict[str, set[str]] = {}
+        #: app id of a waiting gang's application -> the gangs preempted for it, as chosen, until it starts
+        self._chosen: dict[str, list[RunningGang]] = {}
 
     def outlook(self, app_id: str, roles: tuple[RoleSpec, ...]) -> Outlook:
         """What the diagnosis of ``app_id``'s waiting gang ``roles`` is told: the candidates this
@@ -69,11 +71,26 @@ class PreemptionMonitor:
                 self.log(f"RM: preempting {victim.app_id} (priority {tuple(victim.priority)}, {victim.gpus:g} GPUs, "
                          f"{victim.lost_gpu_hours(now):.3g} GPU-h of work) {reason} in {self.grace_s:g} s")
         self._reclaiming.setdefault(app_id, set()).update(v.app_id for v in victims)
+        self._chosen.setdefault(app_id, []).extend(victims)
         self._hold_back()
         return victims
 
+    def told(self, app_id: str) -> PreemptionOutlook | None:
+        """Whom this monitor preempts for ``app_id``'s waiting gang, as its AM is told it
+        (``AllocateResponse.outlook``): the gangs it chose, those still running under their
+        notice, with their work lost as of now, and its grace; None: no one."""
+        chosen = self._chosen.get(app_id)
+        if not chosen:
+            return None
+        apps, now = self.core.apps, self.core.clock.now()
+        victims = tuple([Victim(v.app_id, apps[v.app_id].name if v.app_id in apps else v.name, v.priority.queue,
+                                v.priority.job, v.gpus, v.lost_gpu_hours(now))
+                         for v in chosen if v.app_id in apps and _live(apps[v.app_id])])
+        return PreemptionOutlook(self.grace_s, victims) if victims else None
+
     def started(self, app_id: str) -> None:
         """``app_id``'s waiting gangs started (or it ended): the gangs it preempted ask again."""
+        self._chosen.pop(app_id, None)
         if self._reclaiming.pop(app_id, None) is not None:
             self._hold_back()
 

@@ -22,8 +22,9 @@ their asks unless the application is declared to end by the reservation's start
 the GPUs it asks (:meth:`RMReservations.lends`: what the node will have free at the start
 beyond what the reservations need there). The gang's own asks, and every ask on other nodes,
 are served as always. Each allocate answer tells an application's AM the reserved nodes closed
-to it (:meth:`RMReservations.closed_nodes`), so that it places its gang elsewhere rather than
-asking where it would wait for the reservation to end, and the reservation held for its own
+to it and the GPUs each still lends it (:meth:`RMReservations.closed_nodes`), so that it places
+its gang elsewhere or within what is lent rather than asking where it would wait for the
+reservation to end, and the reservation held for its own
 gang (:meth:`RMReservations.held_for`), which its diagnosis reads. The planner counts GPUs
 only. A gang that can start now keeps its nodes for the pass in which its AM asks for them
 (its plan starts now, so it admits no one), uncounted by the bounds, and drops its
@@ -115,23 +116,28 @@ class RMReservations:
 
     def lends(self, app: Application, i: int, gpus: int) -> bool:
         """Whether node ``i``, reserved for other gangs that ``app`` would delay, can still give
-        it ``gpus`` whole GPUs: at each such reservation's start the node must keep free what the
-        reservations holding it then need (free now, plus what its running containers give back
-        by then). A node is not held whole: what its gang will not need there is lent."""
-        if gpus <= 0:   # (a share of a GPU, or no GPU: the plan counts whole GPUs only, it stays closed)
-            return False
+        it ``gpus`` whole GPUs (:meth:`lendable`)."""
+        # (a share of a GPU, or no GPU: the plan counts whole GPUs only, it stays closed)
+        return gpus > 0 and gpus <= self.lendable(app, i)
+
+    def lendable(self, app: Application, i: int) -> float:
+        """The whole GPUs node ``i``, reserved for other gangs that ``app`` would delay, can still
+        give it: at each such reservation's start the node must keep free what the reservations
+        holding it then need (free now, plus what its running containers give back by then). A
+        node is not held whole: what its gang will not need there is lent. (Infinite: no
+        reservation there binds ``app``.)"""
         end = math.inf if app.expected_s is None else self.now() + app.expected_s
         host = self.ledger.hosts[i]
         free = int(self.ledger.gpus_free[i])
         on_node = self._on_node.get(i, ())
+        room = math.inf
         for owner, r in on_node:
             if not self._before(owner, app) or r.admits(end):
                 continue
             back = sum(hold.gpus for hold in self._back.get(i, ()) if hold.end_s <= r.start_s)
             held = sum(other.gpus_by_host[host] for _, other in on_node if other.start_s <= r.start_s < other.end_s)
-            if free + back - held < gpus:
-                return False
-        return True
+            room = min(room, free + back - held)
+        return room
 
     def closed_to(self, app: Application) -> frozenset[int]:
         """The nodes ``app`` may not be granted on this pass: its blacklist and the reserved
@@ -146,15 +152,18 @@ class RMReservations:
 
     def closed_nodes(self, app: Application) -> tuple[ReservedNode, ...]:
         """The reserved nodes closed to ``app`` this pass (its blacklist left out: its AM knows
-        that one), each from the earliest start of the reservations that close it: what its AM
-        is told, so that it places elsewhere (``AllocateResponse.reserved``)."""
+        that one), each from the earliest start of the reservations that close it and with the
+        whole GPUs it can still lend ``app`` (:meth:`lendable`, at most what is free now): what
+        its AM is told, so that it places elsewhere, or within what is lent
+        (``AllocateResponse.reserved``)."""
         closed = self.closed_to(app)
         if not closed:
             return ()
         end = math.inf if app.expected_s is None else self.now() + app.expected_s
-        hosts = self.ledger.hosts
+        hosts, gpus_free = self.ledger.hosts, self.ledger.gpus_free
         return tuple([ReservedNode(hosts[i], min(r.start_s for owner, r in self._on_node[i]
-                                                 if self._before(owner, app) and not r.admits(end)))
+                                                 if self._before(owner, app) and not r.admits(end)),
+                                   int(max(0, min(self.lendable(app, i), gpus_free[i]))))
                       for i in sorted(closed) if i not in app.blacklist])
 
     def why_closed(self, app: Application, i: int) -> Reason:
