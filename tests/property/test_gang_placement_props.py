@@ -444,6 +444,32 @@ def test_several_job_hosts_with_room_are_picked_again_after_each_instance():
            outcome(lambda: reference_place(view, roles, make_pipeline(strategy, 0)))
 
 
+@st.composite
+def fan_out_gangs(draw) -> tuple[RoleSpec, ...]:
+    """Story 3's shape, small: a role capped at one per node spreads over several nodes,
+    then a role capped at two finds several of the job's hosts with room (and ports and
+    GPUs to choose on each)."""
+    def role(name, instances, cap, gpus):
+        return RoleSpec(name=name, instances=instances, cpu=draw(st.integers(1, 6)),
+                        memory_mb=draw(st.sampled_from([512, 4096, 16384])), gpus=gpus,
+                        ports={"p": draw(st.integers(0, 2))}, commands=("true",), completion=Completion(),
+                        task_retry_count=0, retry=RetryPolicy(), request_ratio=draw(st.sampled_from([1.0, 0.5])),
+                        max_instances_per_node=cap)
+    return (role("ps", draw(st.integers(2, 8)), 1, 0),
+            role("worker", draw(st.integers(1, 12)), draw(st.sampled_from([2, 3, None])), draw(st.integers(0, 2))))
+
+
+@settings(max_examples=60)
+@given(st.one_of(clusters(), uniform_clusters()), fan_out_gangs(), st.integers(0, 3), st.sampled_from([2, 8]))
+def test_the_jobs_hosts_filled_in_one_step_as_one_pick_each(view, roles, seed, recent_hosts):
+    """Job packing fills the job's hosts with room in one step, in (key, tie) order
+    (``Selector.key_falls_when_booked``): the same instances as one pick per instance."""
+    note(describe(view))
+    expected = outcome(lambda: reference_place(view, roles, make_pipeline("job-packing", seed), None, recent_hosts))
+    assert outcome(lambda: place_gang(view, roles, make_pipeline("job-packing", seed),
+                                      recent_hosts=recent_hosts)) == expected
+
+
 @pytest.mark.parametrize("strategy", ["random", "job-packing", "topology"])
 def test_single_picks_on_a_tied_cluster_follow_the_tie_order(strategy):
     """Every node ties: the pick (and a random strategy's few best to draw from) is
