@@ -859,6 +859,10 @@ def ports_grew(now: PortRanges, before: PortRanges) -> bool:
     return bool(now.ranges) and now != before and bool(now.subtract(before))
 
 
+#: numpy's own count of set bits (numpy >= 2), else None
+_BITWISE_COUNT = getattr(np, "bitwise_count", None)
+
+
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
     names: dict[str, int] = {}
     codes = np.array([names.setdefault(v, len(names)) for v in values], dtype=np.int32)
@@ -867,6 +871,8 @@ def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
 
 def _popcounts(masks: np.ndarray) -> np.ndarray:
     """Set bits per uint64 (numpy < 2 has no bitwise_count)."""
+    if _BITWISE_COUNT is not None:
+        return _BITWISE_COUNT(masks).astype(np.int64)
     x = masks - ((masks >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
     x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)

@@ -94,6 +94,8 @@ from .cluster import ClusterView
 from .explanation import NotAvailable
 from .filters import RACK_STAGE, FilterContext
 from .fit import room as fit_room
+from .identity_memo import IdentityMemo
+from .port_column import distinct
 from .ports import NO_PORTS, PortRanges
 from .request import SelectionRequest
 from .resources import ResourceDescriptor
@@ -578,12 +580,12 @@ class _Loop:
 
     def _sweep(self) -> None:
         view = self.view
-        nodes = np.flatnonzero(self.room > 0)
+        by_tie = _tie_sorted(self.ties)
+        nodes = by_tie[self.room[by_tie] > 0]   # (in tie order: one stable sort by key orders both)
         if nodes.size == 0:
             self._give_up()
         column = self.selector.key_within_tiers(self.request).column(view)
-        keys = column[nodes]
-        by_key = nodes[np.lexsort((self.ties[nodes], keys))]
+        by_key = nodes[np.argsort(column[nodes], kind="stable")]
         racks = view.rack_code[by_key]
         first_seen = np.full(len(view.racks), len(by_key), dtype=np.int64)
         present, first = np.unique(racks, return_index=True)   # each rack's best node
@@ -642,7 +644,19 @@ class _Loop:
             return partial(_repeated, 0, counts), None
         if named:  # the same GPUs cannot go twice: one instance per node
             return partial(_repeated, named, counts), np.full(at.size, named, dtype=np.uint64)
-        if type(self.selector).choose_gpus is Selector.choose_gpus and at.size > 8:  # lowest free bits, at once
+        lowest = type(self.selector).choose_gpus is Selector.choose_gpus   # (the lowest free bits)
+        if lowest and at.size <= 8:   # a few nodes: in plain Python, no booking to choose the next
+            masks, unions = [], []
+            for node, take in zip(at.tolist(), counts.tolist()):
+                free = was = self.view.gpu_free_mask.item(node)
+                chosen = []
+                for _ in range(take):
+                    chosen.append(lowest_bits(free, wanted))
+                    free &= ~chosen[-1]
+                masks.append(chosen)
+                unions.append(was & ~free)
+            return masks, np.array(unions, dtype=np.uint64)
+        if lowest:  # many nodes: at once
             free = self.view.gpu_free_mask[at].copy()
             rounds = []
             for k in range(int(counts.max())):
@@ -703,6 +717,18 @@ class _Loop:
         for node, share, role in reversed(booked):
             self.view.release(node, share, role=role)
 
+
+
+def _tie_sorted(ties: np.ndarray) -> np.ndarray:
+    """The nodes in tie order (``ties`` a pipeline's :meth:`TieOrder.of`), sorted once per order."""
+    by_tie = _by_tie.get(id(ties))
+    if by_tie is None:
+        by_tie = _by_tie.put(id(ties), (ties,), np.argsort(ties, kind="stable"))
+    return by_tie
+
+
+#: id(tie order) -> the nodes sorted by it
+_by_tie: IdentityMemo[np.ndarray] = IdentityMemo(64)
 
 
 def _shared(chosen: Iterable[tuple[int, ...]]) -> list[list[int]]:
@@ -770,26 +796,23 @@ def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, at: np.ndar
     # Nodes of a kind share their free ports (one code of the view's column): each (free
     # ports, count) is worked out once, the nodes' answers gathered by numpy.
     table = free_ports.table
-    codes = free_ports.codes[at].astype(np.int64)
     if at.size == 1:   # (one pick)
-        first, inverse = [0], np.zeros(1, dtype=np.int64)
+        pairs, inverse = [(free_ports.codes.item(at.item(0)), counts.item(0))], np.zeros(1, dtype=np.int64)
     else:
-        _, first, inverse = np.unique(codes * (int(counts.max()) + 1) + counts, return_index=True,
-                                      return_inverse=True)
-        first = first.tolist()
+        most = int(counts.max()) + 1
+        unique, inverse = distinct(free_ports.codes[at].astype(np.int64) * most + counts, len(table) * most)
+        pairs = zip(*(part.tolist() for part in divmod(unique, most)))
     each_lists, union_codes = [], []
-    for k in first:
-        take = int(counts[k])
-        key = (id(table), int(codes[k]), take)
+    for code, take in pairs:
+        key = (id(table), code, take)
         known = sequential.get(key)
         if known is None:
-            union = table.values[key[1]].take_sequential(demand.ports * take, port_min)
+            union = table.values[code].take_sequential(demand.ports * take, port_min)
             taken, each = list(union), demand.ports
             known = sequential[key] = ([PortRanges.from_ports(taken[j * each:(j + 1) * each])
                                         for j in range(take)], table.code(union), table)  # (keeps the id alive)
         each_lists.append(known[0])
         union_codes.append(known[1])
-    inverse = inverse.reshape(-1)
     return partial(_gathered, each_lists, inverse), np.array(union_codes, dtype=np.int64)[inverse]
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from .ports import PortRanges
 
-__all__ = ["PortTable", "PortColumn", "TABLE_KEPT"]
+__all__ = ["PortTable", "PortColumn", "TABLE_KEPT", "distinct"]
 
 #: How many distinct sets a table holds before a column writing one node starts its own.
 TABLE_KEPT = 1 << 15
@@ -170,15 +170,33 @@ class PortColumn:
         """For each node ``rows[k]``, the code of its free ports less the set of code
         ``taken[k]`` (not written), and whether every port taken was free there. Each
         distinct (free, taken) pair is worked out once."""
-        free = self.codes[rows].astype(np.int64)
-        pairs = free * len(self.table) + taken
-        unique, first, inverse = np.unique(pairs, return_index=True, return_inverse=True)
+        size = len(self.table)
+        pairs = self.codes[rows].astype(np.int64) * size + taken
+        unique, inverse = distinct(pairs, size * size)
         table, values = self.table, self.table.values
-        lefts = []
-        for k in first.tolist():
-            lefts.append(table.changed(int(free[k]), values[int(taken[k])], False))
-        left = np.array(lefts, dtype=np.int32)[inverse.reshape(-1)]
+        free_codes, taken_codes = divmod(unique, size)
+        lefts = np.array([table.changed(free, values[took], False)
+                          for free, took in zip(free_codes.tolist(), taken_codes.tolist())], dtype=np.int32)
         counts = table.counts()
-        whole = counts[left] == counts[free] - counts[taken]   # (a port taken that was not free leaves more)
-        return left, whole
+        whole = counts[lefts] == counts[free_codes] - counts[taken_codes]   # (a port taken not free leaves more)
+        return lefts[inverse], whole[inverse]
 
+
+#: :func:`distinct` marks values in an array this long at most (else it sorts them)
+MARKED_AT_MOST = 1 << 20
+
+
+def distinct(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``values`` (non-negative, below ``bound``) in ascending order, and the
+    position of each value among them: ``np.unique(values, return_inverse=True)``, by
+    marking them in an array of ``bound`` when that is short (codes of a few sets: no sort
+    of the thousands of nodes that hold them)."""
+    if bound > MARKED_AT_MOST:
+        unique, inverse = np.unique(values, return_inverse=True)
+        return unique, inverse.reshape(-1)
+    marked = np.zeros(bound, dtype=bool)
+    marked[values] = True
+    unique = np.flatnonzero(marked)
+    position = np.zeros(bound, dtype=np.int64)
+    position[unique] = np.arange(unique.size)
+    return unique, position[values]
