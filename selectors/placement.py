@@ -586,13 +586,8 @@ class _Loop:
             self._give_up()
         column = self.selector.key_within_tiers(self.request).column(view)
         by_key = nodes[np.argsort(column[nodes], kind="stable")]
-        racks = view.rack_code[by_key]
-        first_seen = np.full(len(view.racks), len(by_key), dtype=np.int64)
-        present, first = np.unique(racks, return_index=True)   # each rack's best node
-        first_seen[present] = first
-        for rack in {int(view.rack_code[i]) for i in self.recent.nodes}:
-            first_seen[rack] = -1  # the job's rack with room left goes first
-        ordered = by_key[np.argsort(first_seen[racks], kind="stable")]
+        job_racks = {int(view.rack_code[i]) for i in self.recent.nodes}
+        ordered = by_key[_by_rack(view.rack_code[by_key], len(view.racks), job_racks)]
         cumulative = np.cumsum(self.room[ordered])
         used = int(np.searchsorted(cumulative, self.left)) + 1
         if used > ordered.size:  # not enough room: place what fits, then explain
@@ -717,6 +712,23 @@ class _Loop:
         for node, share, role in reversed(booked):
             self.view.release(node, share, role=role)
 
+
+
+def _by_rack(racks: np.ndarray, count: int, first: set[int]) -> np.ndarray:
+    """The positions of ``racks`` (rack codes, of ``count`` racks) grouped by rack, each
+    rack's in order: the racks in ``first`` (the job's) before the others, the others in
+    the order of their first position. A stable sort by each rack's rank, as small integers
+    (numpy sorts those by radix: no comparison sort of the thousands of nodes)."""
+    small = np.int16 if count < 1 << 15 else np.int64
+    by_rack = np.argsort(racks.astype(small), kind="stable")
+    sizes = np.bincount(racks, minlength=count)
+    present = np.flatnonzero(sizes)
+    first_seen = np.full(count, racks.size, dtype=np.int64)
+    first_seen[present] = by_rack[(np.cumsum(sizes) - sizes)[present]]   # (each rack's first position)
+    for rack in first:
+        first_seen[rack] = -1
+    rank = np.searchsorted(np.sort(first_seen), first_seen).astype(small)   # (equal for equal positions)
+    return np.argsort(rank[racks], kind="stable")
 
 
 def _tie_sorted(ties: np.ndarray) -> np.ndarray:

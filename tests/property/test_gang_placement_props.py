@@ -31,6 +31,7 @@ from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.job_packing import packing_keys
 from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.placement import _by_rack
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -468,6 +469,21 @@ def test_the_jobs_hosts_filled_in_one_step_as_one_pick_each(view, roles, seed, r
     expected = outcome(lambda: reference_place(view, roles, make_pipeline("job-packing", seed), None, recent_hosts))
     assert outcome(lambda: place_gang(view, roles, make_pipeline("job-packing", seed),
                                       recent_hosts=recent_hosts)) == expected
+
+
+@given(st.integers(1, 40).flatmap(lambda count: st.tuples(
+    st.just(count), st.lists(st.integers(0, count - 1), min_size=1, max_size=200),
+    st.sets(st.integers(0, count - 1), max_size=2))))
+def test_a_sweep_goes_rack_by_rack_in_the_order_of_each_racks_first_node(case):
+    """The sweep's grouping (radix sorts of small integers) is the plain definition: a
+    stable sort of the nodes by their rack's first position (the job's racks first)."""
+    count, racks, first = case
+    racks = np.array(racks, dtype=np.int32)
+    first_seen = np.full(count, racks.size)
+    for position, rack in reversed(list(enumerate(racks.tolist()))):
+        first_seen[rack] = position
+    first_seen[list(first)] = -1
+    assert _by_rack(racks, count, first).tolist() == np.argsort(first_seen[racks], kind="stable").tolist()
 
 
 @pytest.mark.parametrize("strategy", ["random", "job-packing", "topology"])
