@@ -624,11 +624,11 @@ class ClusterView(NodeColumns):
             raise ResourceError("allocate_many: GPU shares are booked one by one (allocate): each names its GPU")
         at = np.asarray(rows, dtype=np.int64)
         counts = np.asarray(counts, dtype=np.int64)
-        if at.size == 1:   # (one pick of the loop: in plain Python, not a dozen numpy calls)
-            self._allocate_one(at.item(0), counts.item(0), each, None if gpus is None else int(gpus[0]),
-                               None if ports is None else ports[0], role)
+        if at.size <= FEW_ROWS:   # (a pick, the job's hosts: in plain Python, not dozens of numpy calls)
+            self._allocate_few(at.tolist(), counts.tolist(), each, None if gpus is None else list(map(int, gpus)),
+                               None if ports is None else list(ports), role)
             return
-        if at.size > 1 and _named_twice(at, len(self)):
+        if _named_twice(at, len(self)):
             raise ResourceError("allocate_many: a node is named twice")
         short = (self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
         if gpus is not None:
@@ -656,34 +656,46 @@ class ClusterView(NodeColumns):
         if role is not None:
             self.instances_of(role)[at] += counts
 
-    def _allocate_one(self, i: int, count: int, each: Demand, gpus: int | None,
-                      ports: PortRanges | int | None, role: str | None) -> None:
-        """:meth:`allocate_many` of one node (``ports``: the set or its code in the table)."""
+    def _allocate_few(self, rows: list[int], counts: list[int], each: Demand, gpus: list[int] | None,
+                      ports: list | None, role: str | None) -> None:
+        """:meth:`allocate_many` of a few nodes, one after another in plain Python: every
+        node checked before any is written (``ports``: the sets or their codes in the table)."""
+        if len(set(rows)) != len(rows):
+            raise ResourceError("allocate_many: a node is named twice")
         column = self.ports_free
-        memory, mvcores = self.memory_free.item(i) - count * each.memory_mb, self.mvcores_free.item(i) - count * each.mvcores
-        short = memory < 0 or mvcores < 0
-        if gpus is not None:
-            short = short or gpus & self.gpu_free_mask.item(i) != gpus or gpus.bit_count() != count * each.gpus
-        if ports is not None:
-            table = column.table
-            taken = table.code(ports) if isinstance(ports, PortRanges) else int(ports)
-            left = table.changed(column.codes.item(i), table.values[taken], False)
-            counts = table.counts()
-            short = short or (counts.item(left) != self.ports_free_count.item(i) - counts.item(taken)
-                              or counts.item(taken) != count * each.ports)
-        if short:
-            raise ResourceError(f"host {self.hosts[i]}: {count} x {each} do not fit in free {self.free(i)}")
-        self.memory_free[i] = memory
-        self.mvcores_free[i] = mvcores
-        if gpus is not None:
-            self.gpus_free[i] = self.gpus_free.item(i) - count * each.gpus
-            self.gpu_free_mask[i] = self.gpu_free_mask.item(i) & ~gpus
-        if ports is not None:
-            column.set_code(i, left)
-            self.ports_free_count[i] = counts.item(left)
-        self._touched(i)
-        if role is not None:
-            self.instances_of(role)[i] += count
+        table = column.table
+        sizes = table.counts()
+        bookings = []
+        for k, (i, count) in enumerate(zip(rows, counts)):
+            memory = self.memory_free.item(i) - count * each.memory_mb
+            mvcores = self.mvcores_free.item(i) - count * each.mvcores
+            short = memory < 0 or mvcores < 0
+            if gpus is not None:
+                short = short or gpus[k] & self.gpu_free_mask.item(i) != gpus[k] or \
+                    gpus[k].bit_count() != count * each.gpus
+            left = None
+            if ports is not None:
+                taken = table.code(ports[k]) if isinstance(ports[k], PortRanges) else int(ports[k])
+                left = table.changed(column.codes.item(i), table.values[taken], False)
+                sizes = table.counts()   # (grown, maybe)
+                short = short or (sizes.item(left) != self.ports_free_count.item(i) - sizes.item(taken)
+                                  or sizes.item(taken) != count * each.ports)
+            if short:
+                raise ResourceError(f"host {self.hosts[i]}: {count} x {each} do not fit in free {self.free(i)}")
+            bookings.append((i, count, memory, mvcores, left))
+        instances = self.instances_of(role) if role is not None else None
+        for k, (i, count, memory, mvcores, left) in enumerate(bookings):
+            self.memory_free[i] = memory
+            self.mvcores_free[i] = mvcores
+            if gpus is not None:
+                self.gpus_free[i] = self.gpus_free.item(i) - count * each.gpus
+                self.gpu_free_mask[i] = self.gpu_free_mask.item(i) & ~gpus[k]
+            if left is not None:
+                column.set_code(i, left)
+                self.ports_free_count[i] = sizes.item(left)
+            self._touched(i)
+            if instances is not None:
+                instances[i] += count
 
     def release(self, host_or_index: int | str, resource: ResourceDescriptor,
                 role: str | None = None) -> None:
@@ -814,6 +826,9 @@ class ClusterView(NodeColumns):
         clone.prepared = IdentityMemo(PREPARED_KEPT)
         return clone
 
+
+#: :meth:`NodeColumns.allocate_many` books up to this many nodes one by one in plain Python.
+FEW_ROWS = 8
 
 #: A bulk change of at least one row in BULK_SHARE marks the cached columns stale as a whole
 #: (:meth:`NodeColumns._touched_rows`): one numpy call over every node when read, instead of

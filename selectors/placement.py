@@ -92,7 +92,7 @@ from gangmaster.gpu_topology.masks import lowest_bits
 from .candidates import KeyWalk, best_by_tier, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
-from .filters import RACK_STAGE, FilterContext
+from .filters import BEFORE_ROOM, RACK_STAGE, FilterContext
 from .fit import room as fit_room
 from .identity_memo import IdentityMemo
 from .port_column import distinct
@@ -300,7 +300,13 @@ def room_per_node(view: ClusterView, request: SelectionRequest, settings: "Selec
     ``max_instances_per_node`` less the role's instances there (and by ``limit``). The
     placement loop starts from it; a diagnosis asks it of nodes it imagines (restored,
     added)."""
-    passing = node_passes(FilterContext(view, request, settings))
+    # The cap and the fit are counted here (0 exactly where their stages would say no), the
+    # other stages asked of every node, and the nodes where the role failed kept off as the
+    # fit's stage keeps them: one pass of the fit model, not two.
+    passing = node_passes(FilterContext(view, request, settings), stages=BEFORE_ROOM)
+    failed = view.failed_here(request.role) if settings.skip_nodes_where_role_failed else None
+    if failed is not None:
+        passing = ~failed if passing is None else passing & ~failed
     survivors = np.arange(len(view)) if passing is None else np.flatnonzero(passing)
     room = np.zeros(len(view), dtype=np.int64)
     if survivors.size:
@@ -586,7 +592,7 @@ class _Loop:
             self._give_up()
         column = self.selector.key_within_tiers(self.request).column(view)
         by_key = nodes[np.argsort(column[nodes], kind="stable")]
-        job_racks = {int(view.rack_code[i]) for i in self.recent.nodes}
+        job_racks = set(view.rack_code[self.recent.nodes].tolist())
         ordered = by_key[_by_rack(view.rack_code[by_key], len(view.racks), job_racks)]
         cumulative = np.cumsum(self.room[ordered])
         used = int(np.searchsorted(cumulative, self.left)) + 1
