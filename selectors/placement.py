@@ -32,7 +32,10 @@ node every instance it can take (its *room*: :func:`fit.room`, capped by
 argument does not hold, it places one instance per pick and ranks again: a
 strategy that opts out of locality, a random pick, the ``spread`` rack policy
 (each instance changes which racks are preferred), and a pick among several of the
-job's hosts with room.
+job's hosts with room — unless the strategy's key only falls as a node fills and no
+other node's key moves (:attr:`Selector.key_falls_when_booked`, job packing): then the
+host picked first stays first until it is full, and the job's hosts with room are
+filled in one step, in (key, tie order) (:meth:`_Loop._fill_held`).
 
 Where one instance goes per pick with no tiers (a random pick, a strategy that opts
 out of locality) and the key is a node key, the eligible nodes are kept sorted by
@@ -58,6 +61,11 @@ strategy's node index in (key, tie order), skipping those racks
 a job's first instance) or no tiers (a random pick), the index alone, walked by the
 :class:`LonePick` the view keeps for the request, without building the loop at all
 (:func:`_lone`), which also gives a random pick its few best to draw from.
+
+What a step placed is kept as arrays (:class:`Placement`): the per-node lists of GPU
+masks and ports are made only when read, and the view keeps its free ports as codes into
+a table of the distinct sets (:mod:`~gangmaster.selectors.port_column`), so a step of
+thousands of nodes costs numpy calls, not Python work per node.
 
 GPUs and ports
 --------------
