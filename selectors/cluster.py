@@ -630,10 +630,14 @@ class ClusterView(NodeColumns):
             return
         if _named_twice(at, len(self)):
             raise ResourceError("allocate_many: a node is named twice")
-        short = (self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
+        # what would be left, worked out once: compared with 0 here, written below if all fit
+        memory = self.memory_free[at] - counts * each.memory_mb
+        mvcores = self.mvcores_free[at] - counts * each.mvcores
+        short = (memory < 0) | (mvcores < 0)
         if gpus is not None:
             gpus = np.asarray(gpus, dtype=np.uint64)
-            short |= ((self.gpu_free_mask[at] & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
+            masks = self.gpu_free_mask[at]
+            short |= ((masks & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
         column = self.ports_free
         if ports is not None:
             taken = ports if isinstance(ports, np.ndarray) else column.table.codes(ports)
@@ -644,11 +648,11 @@ class ClusterView(NodeColumns):
             k = int(np.argmax(short))
             raise ResourceError(f"host {self.hosts[int(at[k])]}: {counts[k]} x {each} do not fit in free "
                                 f"{self.free(int(at[k]))}")
-        self.memory_free[at] -= counts * each.memory_mb
-        self.mvcores_free[at] -= counts * each.mvcores
+        self.memory_free[at] = memory
+        self.mvcores_free[at] = mvcores
         if gpus is not None:
             self.gpus_free[at] -= counts * each.gpus
-            self.gpu_free_mask[at] &= ~gpus
+            self.gpu_free_mask[at] = masks & ~gpus
         if ports is not None:
             column.codes[at] = left
             self.ports_free_count[at] = column.table.counts()[left]

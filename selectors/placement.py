@@ -158,8 +158,7 @@ class RecentHosts:
     def add(self, nodes: list[int] | np.ndarray) -> None:
         if len(nodes) == 0:
             return
-        if self.limit is not None and len(nodes) > 1 and not any(np.any(np.asarray(nodes) == held)
-                                                                 for held in self.nodes):
+        if self.limit is not None and len(nodes) > 1 and not self._any_held(nodes):
             # all new (a sweep): the last ``limit`` of them at once
             self.nodes = (self.nodes + np.asarray(nodes)[-self.limit:].tolist())[-self.limit:]
             self._held = set(self.nodes)
@@ -170,6 +169,15 @@ class RecentHosts:
                 self._held.add(node)
                 if self.limit is not None and len(self.nodes) > self.limit:
                     self._held.discard(self.nodes.pop(0))
+
+    def _any_held(self, nodes: list[int] | np.ndarray) -> bool:
+        """Whether some of ``nodes`` (distinct) is held already: marked in one pass, not
+        compared with each held node in turn."""
+        if not self.nodes:
+            return False
+        marked = np.zeros(len(self.view), dtype=bool)
+        marked[nodes] = True
+        return bool(marked[self.nodes].any())
 
     def hosts(self) -> tuple[str, ...]:
         return tuple(self.view.hosts[i] for i in self.nodes)
