@@ -610,12 +610,13 @@ class _Loop:
         by_key = nodes[np.argsort(column[nodes], kind="stable")]
         job_racks = set(view.rack_code[self.recent.nodes].tolist())
         ordered = by_key[_by_rack(view.rack_code[by_key], len(view.racks), job_racks)]
-        cumulative = np.cumsum(self.room[ordered])
+        room = self.room[ordered]
+        cumulative = np.cumsum(room)
         used = int(np.searchsorted(cumulative, self.left)) + 1
         if used > ordered.size:  # not enough room: place what fits, then explain
             used = ordered.size
         chosen = ordered[:used]
-        takes = self.room[chosen].copy()
+        takes = room[:used]
         takes[-1] -= max(0, int(cumulative[used - 1]) - self.left)
         self._place(chosen, takes, column[chosen])
         if self.left > 0:
@@ -674,13 +675,14 @@ class _Loop:
                 unions.append(was & ~free)
             return masks, np.array(unions, dtype=np.uint64)
         if lowest:  # many nodes: at once
-            free = self.view.gpu_free_mask[at].copy()
+            was = self.view.gpu_free_mask[at]
+            free = was.copy()
             rounds = []
             for k in range(int(counts.max())):
                 mask = _lowest_bits(free, wanted) * (counts > k)
                 free &= ~mask
                 rounds.append(mask)
-            return partial(_in_rounds, rounds, counts), self.view.gpu_free_mask[at] & ~free
+            return partial(_in_rounds, rounds, counts), was & ~free
         takes = counts.tolist()
         masks = [self._chosen_in_turn(node, take) for node, take in zip(at.tolist(), takes)]
         unions = [0] * len(masks)
@@ -861,6 +863,8 @@ def _gathered(lists: list, inverse: np.ndarray) -> list:
 
 def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:
     """Per mask, its ``count`` lowest set bits (``lowest_bits`` for a column)."""
+    if count == 1:
+        return free & (~free + np.uint64(1))
     chosen = np.zeros_like(free)
     left = free.copy()
     for _ in range(count):
