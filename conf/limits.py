@@ -212,8 +212,9 @@ MIN_PERIOD_S = 0.001
 #: often than hourly cannot react to anything (YARN's AM heartbeats every second).
 MAX_HEARTBEAT_S = 3600.0
 
-#: The most gangs of one queue that hold a reservation at once (queue policy reserve,
-#: ``--max-reservations``): each holds nodes idle until it starts, so a long list of
+#: The most gangs of one queue, or of the cluster, that hold a reservation at once (queue policy
+#: reserve, ``--max-reservations``, ``--cluster-reservations``, the queue file's ``maxReservations``
+#: and ``clusterReservations``): each holds nodes idle until it starts, so a long list of
 #: reservations would idle the cluster for gangs far down the queue (Slurm bounds its
 #: backfill planning the same way, bf_max_job_test).
 MAX_RESERVATIONS = 64

@@ -19,11 +19,13 @@ from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 
 from .proto import rm_pb2 as pb
-from .rm_validation import check_count, check_name, check_number, check_text
+from .reasons import CAUSED, TYPES, Reason, ReasonCode, other, render
+from .rm_validation import check_count, check_int, check_name, check_number, check_text
 from .rm_protocol import (
-    ERROR_CLASSES, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container,
-    ContainerLaunch, ContainerState, ContainerStatus, InvalidRequest, LaunchContext, NodeReport, NodeState,
-    PendingAsk, PreemptionMessage, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused,
+    ERROR_CLASSES, RESERVATION_KNOWN, AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission,
+    AppState, Container, ContainerLaunch, ContainerState, ContainerStatus, GangRole, HeldReservation, InvalidRequest,
+    LaunchContext, NodeReport, NodeState, PendingAsk, PreemptionMessage, RegisterResponse, Rejection, ReservedNode,
+    ResourceRequest, RMError, StartContainers, StartRefused,
 )
 
 
@@ -78,15 +80,26 @@ def allocate_request_from_pb(msg: pb.AllocateRequest) -> AllocateRequest:
 
 
 def submission_to_pb(s: ApplicationSubmission) -> pb.SubmitRequest:
-    return pb.SubmitRequest(name=s.name, queue=s.queue, max_attempts=s.max_attempts,
-                            keep_containers_across_attempts=s.keep_containers_across_attempts,
-                            am_expiry_s=s.am_expiry_s or 0.0, priority=s.priority)
+    msg = pb.SubmitRequest(name=s.name, queue=s.queue, max_attempts=s.max_attempts,
+                           keep_containers_across_attempts=s.keep_containers_across_attempts,
+                           am_expiry_s=s.am_expiry_s or 0.0, priority=s.priority,
+                           has_expected_duration=s.expected_duration_s is not None,
+                           expected_duration_s=s.expected_duration_s or 0.0)
+    for role in s.gang:
+        msg.gang.add(name=role.name, instances=role.instances, gpus=role.gpus, gpu_milli=role.gpu_milli,
+                     vcores=role.vcores, memory_mb=role.memory_mb,
+                     max_instances_per_node=role.max_instances_per_node or 0)
+    return msg
 
 
 def submission_from_pb(msg: pb.SubmitRequest) -> ApplicationSubmission:
     # proto3 has no "unset": 0 attempts means the default (2), like an empty queue means "default".
+    check_count(msg.gang, "gang", limits.MAX_INSTANCES_PER_JOB, "MAX_INSTANCES_PER_JOB")
+    gang = tuple([GangRole(r.name, r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb,
+                           r.max_instances_per_node or None) for r in msg.gang])
     return ApplicationSubmission(msg.name, msg.queue or "default", msg.max_attempts or 2,
-                                 msg.keep_containers_across_attempts, msg.am_expiry_s or None, msg.priority)
+                                 msg.keep_containers_across_attempts, msg.am_expiry_s or None, msg.priority, gang,
+                                 msg.expected_duration_s if msg.has_expected_duration else None)
 
 
 def launch_to_pb(c: LaunchContext) -> pb.LaunchContext:
@@ -203,13 +216,25 @@ def allocate_response_to_pb(r: AllocateResponse) -> pb.AllocateResponse:
     for n in r.node_updates:
         node_to_pb(n, msg.node_updates.add())
     for j in r.rejected:
-        msg.rejected.add(request_id=j.request_id, reason=j.reason)
+        reason_to_pb(j.reason, msg.rejected.add(request_id=j.request_id))
     for p in r.pending:
-        msg.pending.add(request_id=p.request_id, remaining=p.remaining, reason=p.reason)
+        reason_to_pb(p.reason, msg.pending.add(request_id=p.request_id, remaining=p.remaining))
     resource_to_pb(r.headroom, msg.headroom)
     if r.preemption is not None:
         msg.preemption.containers.extend(r.preemption.containers)
-        msg.preemption.deadline, msg.preemption.reason = r.preemption.deadline, r.preemption.reason
+        msg.preemption.deadline = r.preemption.deadline
+        reason_to_pb(r.preemption.reason, msg.preemption)
+    for node in r.reserved:
+        msg.reserved.add(host=node.host, start=node.start_s)
+    held = r.reservation
+    if held is not None:
+        msg.reservation.start_in = held.start_in_s
+        msg.reservation.has_duration = held.duration_s is not None
+        msg.reservation.duration = held.duration_s or 0.0
+        for host, gpus in held.gpus_by_host:
+            msg.reservation.hosts.add(host=host, gpus=gpus)
+        msg.reservation.waits_for.extend(held.waits_for)
+        msg.reservation.known = held.known
     return msg
 
 
@@ -217,10 +242,42 @@ def allocate_response_from_pb(msg: pb.AllocateResponse) -> AllocateResponse:
     return AllocateResponse(
         tuple(container_from_pb(c) for c in msg.allocated), tuple(status_from_pb(s) for s in msg.completed),
         tuple(node_from_pb(n) for n in msg.node_updates),
-        tuple(Rejection(j.request_id, j.reason) for j in msg.rejected),
-        tuple(PendingAsk(p.request_id, p.remaining, p.reason) for p in msg.pending),
+        tuple(Rejection(j.request_id, reason_from_pb(j, f"rejected[{k}]")) for k, j in enumerate(msg.rejected)),
+        tuple(PendingAsk(p.request_id, p.remaining, reason_from_pb(p, f"pending[{k}]"))
+              for k, p in enumerate(msg.pending)),
         resource_from_pb(msg.headroom), msg.response_id,
-        _preemption_from_pb(msg.preemption) if msg.HasField("preemption") else None)
+        _preemption_from_pb(msg.preemption) if msg.HasField("preemption") else None,
+        _reserved_from_pb(msg.reserved) if msg.reserved else (),
+        _reservation_from_pb(msg.reservation) if msg.HasField("reservation") else None)
+
+
+def _reserved_from_pb(nodes) -> tuple[ReservedNode, ...]:
+    """The nodes reserved for other gangs, checked as a request's would be: bounded, named, each
+    a start time."""
+    check_count(nodes, "reserved", limits.MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES")
+    for k, node in enumerate(nodes):
+        check_name(node.host, f"reserved[{k}].host")
+        check_number(node.start, f"reserved[{k}].start", 0, math.inf)
+    return tuple([ReservedNode(node.host, node.start) for node in nodes])
+
+
+def _reservation_from_pb(msg: pb.HeldReservation) -> HeldReservation:
+    """The reservation held for the application's gang, checked as a request would be: times
+    finite, hosts and applications bounded and named, GPUs counted, how sure one of three."""
+    check_number(msg.start_in, "reservation.start_in", 0, limits.MAX_DURATION_S, limit_name="MAX_DURATION_S")
+    if msg.has_duration:
+        check_number(msg.duration, "reservation.duration", 0, limits.MAX_DURATION_S, limit_name="MAX_DURATION_S")
+    check_count(msg.hosts, "reservation.hosts", limits.MAX_CLUSTER_NODES, "MAX_CLUSTER_NODES")
+    for k, held in enumerate(msg.hosts):
+        check_name(held.host, f"reservation.hosts[{k}].host")
+        check_int(held.gpus, f"reservation.hosts[{k}].gpus", 1, limits.MAX_GPUS_PER_NODE, "MAX_GPUS_PER_NODE")
+    check_count(msg.waits_for, "reservation.waits_for", limits.RM_MAX_RUNNING_APPS, "RM_MAX_RUNNING_APPS")
+    for k, name in enumerate(msg.waits_for):
+        check_name(name, f"reservation.waits_for[{k}]")
+    if msg.known not in RESERVATION_KNOWN:
+        raise InvalidRequest(f"reservation.known: expected one of {', '.join(RESERVATION_KNOWN)}, got {msg.known!r}")
+    return HeldReservation(msg.start_in, msg.duration if msg.has_duration else None,
+                           tuple([(held.host, held.gpus) for held in msg.hosts]), tuple(msg.waits_for), msg.known)
 
 
 def _preemption_from_pb(msg: pb.PreemptionMessage) -> PreemptionMessage:
@@ -233,8 +290,59 @@ def _preemption_from_pb(msg: pb.PreemptionMessage) -> PreemptionMessage:
     for k, container_id in enumerate(msg.containers):
         check_name(container_id, f"preemption.containers[{k}]")
     check_number(msg.deadline, "preemption.deadline", 0, math.inf)
-    check_text(msg.reason, "preemption.reason")
-    return PreemptionMessage(tuple(msg.containers), msg.deadline, msg.reason)
+    return PreemptionMessage(tuple(msg.containers), msg.deadline, reason_from_pb(msg, "preemption"))
+
+
+def reason_to_pb(reason: Reason, msg: pb.Rejection | pb.PendingAsk | pb.PreemptionMessage) -> None:
+    """``reason`` into a message's ``why`` (its code and parameters as text) and, rendered,
+    its ``reason`` (what a peer that predates the codes reads). Text alone is refused: a
+    reason is worded only by the catalogue."""
+    if type(reason) is not Reason:
+        raise TypeError(f"a reason crosses the wire as a Reason (protocol/reasons.py), got {type(reason).__name__}")
+    msg.reason = render(reason)
+    if reason:
+        _why_to_pb(reason, msg.why)
+
+
+def _why_to_pb(reason: Reason, why: pb.Reason) -> None:
+    why.code = reason.code
+    why.args.extend([str(a) for a in reason.args])
+    if reason.cause is not None:
+        _why_to_pb(reason.cause, why.cause)
+
+
+def reason_from_pb(msg: pb.Rejection | pb.PendingAsk | pb.PreemptionMessage, field_name: str) -> Reason:
+    """The reason of a message: its ``why`` when given with a code this side knows, each
+    parameter read as the catalogue's type; else (an old peer, or a newer one's new code)
+    its text as the code OTHER."""
+    check_text(msg.reason, f"{field_name}.reason")
+    if not msg.HasField("why") or not _known(msg.why):
+        return other(msg.reason)
+    return _why_from_pb(msg.why, f"{field_name}.why")
+
+
+def _known(why: pb.Reason) -> bool:
+    """Whether this side knows ``why``'s code and, down the chain, each cause's."""
+    return why.code in TYPES and (not why.HasField("cause") or _known(why.cause))
+
+
+def _why_from_pb(why: pb.Reason, field_name: str) -> Reason:
+    code = ReasonCode(why.code)
+    types = TYPES[code]
+    if len(why.args) != len(types):
+        raise InvalidRequest(f"{field_name}.args: expected {len(types)} parameter(s) for {code.name}, "
+                             f"got {len(why.args)}")
+    args = []
+    for k, (text, kind) in enumerate(zip(why.args, types)):
+        check_text(text, f"{field_name}.args[{k}]")
+        try:
+            args.append(kind(text))
+        except ValueError:
+            raise InvalidRequest(f"{field_name}.args[{k}]: expected {kind.__name__}, got {text!r}") from None
+    if why.HasField("cause") != (code in CAUSED):
+        raise InvalidRequest(f"{field_name}.cause: expected {'the reason' if code in CAUSED else 'none'} within "
+                             f"{code.name}, got {'one' if why.HasField('cause') else 'none'}")
+    return Reason(code, tuple(args), _why_from_pb(why.cause, f"{field_name}.cause") if code in CAUSED else None)
 
 
 def register_to_pb(r: RegisterResponse) -> pb.RegisterResponse:

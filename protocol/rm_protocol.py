@@ -36,6 +36,7 @@ from dataclasses import field
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.values import WrittenValue, value
+from .reasons import NO_REASON, Reason
 
 ANY_HOST = "*"
 
@@ -243,8 +244,10 @@ def view_from_nodes(nodes: list[NodeReport]) -> ClusterView:
 
 @value
 class Rejection:
+    """An ask the RM will never grant, and why (a code of :mod:`.reasons`)."""
+
     request_id: int
-    reason: str
+    reason: Reason
 
 
 @value
@@ -253,7 +256,7 @@ class PendingAsk:
 
     request_id: int
     remaining: int
-    reason: str = ""
+    reason: Reason = NO_REASON
 
 
 @value
@@ -266,7 +269,38 @@ class PreemptionMessage:
 
     containers: tuple[str, ...]
     deadline: float
-    reason: str = ""
+    reason: Reason = NO_REASON
+
+
+@value
+class ReservedNode:
+    """A node held for another application's waiting gang (a queue with ``policy: reserve``)
+    that this application may not be granted on: it is not declared to end by ``start_s``
+    (the RM's clock), when that gang is expected to start there. The AM places elsewhere."""
+
+    host: str
+    start_s: float
+
+
+#: how a reservation's start is known: from the declared durations of the work it waits for, from
+#: observed ones of similar jobs, or some ends are unknown (the planner's DECLARED, OBSERVED, UNKNOWN)
+RESERVATION_KNOWN = ("declared", "observed", "unknown")
+
+
+@value
+class HeldReservation:
+    """The reservation a queue with ``policy: reserve`` holds for this application's waiting
+    gang, as of the RM's last scheduling pass, counted from the answer: the gang is expected to
+    start in ``start_in_s`` seconds on ``gpus_by_host`` ((host, GPUs) pairs) and to run
+    ``duration_s`` (None: unknown), once the applications ``waits_for`` end (latest first),
+    whose ends are ``known`` "declared", "observed" or "unknown". What the gang's diagnosis says
+    ("expected to start in ~1m 30s on 2 reserved machines when first5 ends")."""
+
+    start_in_s: float
+    duration_s: float | None
+    gpus_by_host: tuple[tuple[str, int], ...]
+    waits_for: tuple[str, ...] = ()
+    known: str = "declared"
 
 
 class AllocateResponse(WrittenValue):
@@ -278,19 +312,25 @@ class AllocateResponse(WrittenValue):
     it): a replay's tens of thousands of responses build none."""
 
     __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "_headroom", "response_id",
-                 "preemption")
+                 "preemption", "reserved", "reservation")
     FIELDS = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id",
-              "preemption")
+              "preemption", "reserved", "reservation")
 
     def __init__(self, allocated: tuple[Container, ...] = (), completed: tuple[ContainerStatus, ...] = (),
                  node_updates: tuple[NodeReport, ...] = (), rejected: tuple[Rejection, ...] = (),
                  pending: tuple[PendingAsk, ...] = (),
                  headroom: ResourceDescriptor | tuple[int, int, int] | None = None, response_id: int = 0,
-                 preemption: PreemptionMessage | None = None):
+                 preemption: PreemptionMessage | None = None, reserved: tuple[ReservedNode, ...] = (),
+                 reservation: HeldReservation | None = None):
         self.allocated, self.completed, self.node_updates = allocated, completed, node_updates
         self.rejected, self.pending, self._headroom, self.response_id = rejected, pending, headroom, response_id
         #: the RM's notice that containers of this application are preempted (None: none)
         self.preemption = preemption
+        #: every node reserved for another gang that this application may not be granted on, as
+        #: of the RM's last scheduling pass (empty: none; each answer says them all again)
+        self.reserved = reserved
+        #: the reservation held for this application's own waiting gang (None: none), as of that pass
+        self.reservation = reservation
 
     @property
     def headroom(self) -> ResourceDescriptor:
@@ -312,6 +352,24 @@ class RegisterResponse:
 
 
 @value
+class GangRole:
+    """One role of the gang an application declares when it is submitted: ``instances``
+    alike, each asking ``gpus`` whole GPUs (or a ``gpu_milli`` share of one), ``vcores`` and
+    ``memory_mb``, at most ``max_instances_per_node`` of them on one node (None: no cap).
+    What the RM plans a reservation for and places when it looks for whom to preempt; the
+    attribute names are a role's (:func:`~gangmaster.am.core.reservation_plan.gang_instances`
+    reads either)."""
+
+    name: str
+    instances: int
+    gpus: int = 0
+    gpu_milli: int = 0
+    vcores: float = 0.0
+    memory_mb: int = 0
+    max_instances_per_node: int | None = None
+
+
+@value
 class ApplicationSubmission:
     name: str
     queue: str = "default"
@@ -321,11 +379,11 @@ class ApplicationSubmission:
     #: YARN's application priority (the job's ``gangmaster: priority``): what the diagnosis of
     #: another application's gang compares with its own.
     priority: int = 0
-    #: The gang a reserving queue plans room for while it waits (``policy: reserve`` in the RM's
-    #: queue file): each instance's GPUs, with its role and the role's cap per node
-    #: (:func:`~gangmaster.am.core.reservation_plan.gang_instances`), and how long the job is declared to run (None:
-    #: unknown; then the RM counts its containers' ends as never). Not carried by the gRPC protocol yet.
-    gang: tuple = ()
+    #: The gang the job declares (its largest: :func:`~gangmaster.am.core.reservation_plan.declared_gang`):
+    #: what a reserving queue plans room for while it waits (``policy: reserve`` in the RM's queue
+    #: file) and what the RM's preemption monitor places; and how long the job is declared to run
+    #: (None: unknown; then the RM counts its containers' ends as never).
+    gang: tuple[GangRole, ...] = ()
     expected_duration_s: float | None = None
 
 

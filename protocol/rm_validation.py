@@ -34,8 +34,8 @@ from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
 from .rm_protocol import (
-    AllocateRequest, ApplicationSubmission, ContainerLaunch, InvalidRequest, LaunchContext, ResourceRequest,
-    StartContainers,
+    AllocateRequest, ApplicationSubmission, ContainerLaunch, GangRole, InvalidRequest, LaunchContext,
+    ResourceRequest, StartContainers,
 )
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -176,6 +176,40 @@ def check_submission(s: ApplicationSubmission) -> None:
     if s.am_expiry_s is not None:
         check_number(s.am_expiry_s, "am_expiry_s", 0, limits.MAX_DURATION_S, exclusive_minimum=True,
                      limit_name="MAX_DURATION_S")
+    check_gang(s.gang)
+    if s.expected_duration_s is not None:
+        check_number(s.expected_duration_s, "expected_duration_s", 0, limits.MAX_DURATION_S,
+                     limit_name="MAX_DURATION_S")
+
+
+def check_gang(gang: Any, field: str = "gang") -> None:
+    """A declared gang: roles of named, bounded shapes, each asking something, MAX_INSTANCES_PER_JOB
+    instances at most in all (the RM plans and places every one of them)."""
+    if not isinstance(gang, tuple):
+        raise InvalidRequest(f"{field}: expected a tuple of GangRole, got {type(gang).__name__}")
+    check_count(gang, field, limits.MAX_INSTANCES_PER_JOB, "MAX_INSTANCES_PER_JOB")
+    total = 0
+    for k, role in enumerate(gang):
+        where = f"{field}[{k}]"
+        if not isinstance(role, GangRole):
+            raise InvalidRequest(f"{where}: expected a GangRole, got {type(role).__name__}")
+        check_name(role.name, f"{where}.name")
+        total += check_int(role.instances, f"{where}.instances", 1, limits.MAX_INSTANCES_PER_JOB,
+                           "MAX_INSTANCES_PER_JOB")
+        check_int(role.gpus, f"{where}.gpus", 0, limits.MAX_GPUS_PER_NODE, "MAX_GPUS_PER_NODE")
+        check_int(role.gpu_milli, f"{where}.gpu_milli", 0, GPU_MILLI - 1)
+        if role.gpu_milli and role.gpus:
+            raise InvalidRequest(f"{where}.gpu_milli: expected a share of one GPU (gpus 0), got "
+                                 f"gpu_milli={role.gpu_milli} gpus={role.gpus}")
+        check_number(role.vcores, f"{where}.vcores", 0, limits.MAX_VCORES, limit_name="MAX_VCORES")
+        check_int(role.memory_mb, f"{where}.memory_mb", 0, limits.MAX_MEMORY_MB, "MAX_MEMORY_MB")
+        if role.max_instances_per_node is not None:
+            check_int(role.max_instances_per_node, f"{where}.max_instances_per_node", 1,
+                      limits.MAX_INSTANCES_PER_JOB, "MAX_INSTANCES_PER_JOB")
+        if role.memory_mb == 0 and round(role.vcores * 1000) == 0 and role.gpus == 0 and role.gpu_milli == 0:
+            raise InvalidRequest(f"{where}: expected memory_mb, vcores, gpus or gpu_milli > 0 (a role asking "
+                                 f"nothing), got {role}")
+    check_total(total, f"{field} instances", limits.MAX_INSTANCES_PER_JOB, "MAX_INSTANCES_PER_JOB")
 
 
 @dataclass(frozen=True)

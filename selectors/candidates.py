@@ -13,8 +13,9 @@ caller gives a seeded order.
   there), then a chunk at a time (:meth:`~gangmaster.selectors.filters.Filter.passes`),
   until ``k`` pass. The cost is the nodes read before ``k`` pass, not the cluster.
   A pick of one instance walks through a :class:`KeyWalk` the view keeps per request
-  (:class:`~gangmaster.selectors.placement.LonePick`): what the walk needs is made
-  once, not at every pick.
+  shape (:class:`~gangmaster.selectors.placement.LonePick`): what the walk needs is
+  made once, not at every pick; for a job with hosts, by tier as below, its racks read
+  through an index of the nodes by rack (:meth:`KeyWalk.best_near`).
 * **By tier**, when the key depends on the job's hosts only through the locality
   tier, a node key below it (:meth:`~gangmaster.selectors.selector.Selector.key_within_tiers`:
   locality's with placed hosts), and no rack policy (:func:`best_by_tier`): the job's
@@ -124,12 +125,13 @@ class KeyWalk:
     checks of one node (:func:`node_check_one`, made again only when the view gains a
     role's count or failures: the checks hold those columns). The check of chunks
     (:func:`node_check`) is made for the view as it stands, when a walk first asks it
-    after the view changed. A pick of one instance walks the same few requests again
-    and again (a trace replay's shapes): see
-    :class:`~gangmaster.selectors.placement.LonePick`."""
+    after the view changed. A pick of one instance walks the same few request shapes
+    again and again (a trace replay's, a bench's stream): see
+    :class:`~gangmaster.selectors.placement.LonePick`. The request it is made with
+    stands for its shape: the checks read nothing of it but the shape (not its hosts)."""
 
-    __slots__ = ("view", "key", "ctx", "index", "lowest", "_key_of", "_bucket_of", "_columns", "_one", "_one_for",
-                 "_rows", "_rows_for")
+    __slots__ = ("view", "key", "ctx", "index", "lowest", "ties", "_key_of", "_bucket_of", "_columns", "_one",
+                 "_one_for", "_rows", "_rows_for", "_racks")
 
     def __init__(self, view: "ClusterView", request: "SelectionRequest", settings: "SelectionSettings",
                  key: "NodeKey", ties: np.ndarray | None):
@@ -137,6 +139,8 @@ class KeyWalk:
         self.ctx = FilterContext(view, request, settings)
         self.index = kept_node_index(view, key, ties)
         self.lowest = min_bucket(request.resource)
+        self.ties = ties
+        self._racks: NodeIndex | None = None   # the nodes by rack (see best_near), made at its first ask
         compute_row = key.compute_row
         self._key_of = None if compute_row is None else partial(compute_row, view)
         self._bucket_of = partial(room_bucket, view)
@@ -146,13 +150,68 @@ class KeyWalk:
     def best(self, k: int) -> list[tuple[int, int, int]]:
         """The ``k`` best nodes that pass every filter now, as ``(key, tie rank, node)``
         of each, best first: Python values for a caller that picks one of a few."""
+        return self.index.best_entries(k, self.lowest, self._passes, self._take_in())
+
+    def best_near(self, hosts: set[int]) -> list[tuple[int, int, int]]:
+        """:func:`best_by_tier` for one node, as ``[(key, tie rank, node)]`` (empty when
+        none passes): the best of the job's ``hosts`` (node numbers) that passes, else of
+        the other nodes of their racks, else of the rest (the index walk, skipping those
+        racks). The racks are read through an index of the nodes by rack and bucket
+        (:func:`kept_rack_index`, kept up to date row by row as the main one): in each of
+        the hosts' racks, each of its runs of a bucket the request reads is walked to its
+        first node that passes — a few of a rack's nodes read, not the rack."""
+        passes_one = self._take_in()
+        view, lowest, index = self.view, self.lowest, self.index
+        best = None
+        for node in hosts:   # (a node in a bucket below lowest cannot pass; nor a parked one then)
+            if index.bucket(node) >= lowest and passes_one(node):
+                entry = index.entry(node)
+                if best is None or entry < best:
+                    best = entry
+        if best is not None:
+            return [best]
+        racks = self._by_rack()
+        rack_code = view.rack_code
+        held = {rack_code.item(node) for node in hosts}
+        buckets = self.index.buckets_from(lowest)   # (a rack's buckets are some of these)
+        for rack in held:
+            first = (rack + 1) * RACK_STRIDE
+            for bucket in buckets:
+                for entry in racks.run(first + bucket):
+                    if best is not None and entry >= best:
+                        break
+                    node = entry[2]
+                    if node not in hosts and passes_one(node):
+                        best = entry
+                        break
+        if best is not None:
+            return [best]
+        away = np.ones(len(view.racks), dtype=bool)
+        away[list(held)] = False
+        return self.index.best_entries(1, lowest, lambda nodes: self._passes(nodes) & away[rack_code[nodes]],
+                                       lambda node: rack_code.item(node) not in held and passes_one(node))
+
+    def _take_in(self) -> "NodeCheck":
+        """The index up to date with the view (node_index's taking in, with this walk's
+        functions); returns the check of one node for the view as it stands."""
         view, index = self.view, self.index
-        if index.dirty or not self.lowest and index.parked:   # (node_index's taking in, this walk's functions)
+        if index.dirty or not self.lowest and index.parked:
             index.take_in(self._key_of or self.key.column(view).item, self._bucket_of, self._columns, self.lowest)
         roles = (len(view.role_count), len(view.role_failed))
         if roles != self._one_for:
             self._one, self._one_for = node_check_one(self.ctx), roles
-        return index.best_entries(k, self.lowest, self._passes, self._one)
+        return self._one
+
+    def _by_rack(self) -> NodeIndex:
+        """The view's index of its nodes by rack and bucket (:func:`kept_rack_index`), up to date."""
+        racks = self._racks
+        if racks is None:
+            racks = self._racks = kept_rack_index(self.view, self.key, self.ties)
+        if racks.dirty:
+            view = self.view
+            racks.take_in(self._key_of or self.key.column(view).item, partial(rack_bucket, view),
+                          partial(every_rack_entry, view, self.key), 1)
+        return racks
 
     def _passes(self, rows: np.ndarray) -> np.ndarray:
         view = self.view
@@ -201,6 +260,31 @@ def kept_node_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None
     # an index holds its tie array, so the array's id names it as long as it lives
     name = ("node-index", key.name, None if ties is None else id(ties))
     return view.derived(name, lambda v: NodeIndex(*every_entry(v, key), key.name, ties))
+
+
+#: a rack's buckets in the index by rack: ``(rack code + 1) * RACK_STRIDE + room bucket``
+#: (a room bucket is below it: at most 64 GPUs, BUCKETS_PER_GPU each; never 0, so no node
+#: is parked there)
+RACK_STRIDE = 1024
+
+
+def kept_rack_index(view: "ClusterView", key: "NodeKey", ties: np.ndarray | None) -> NodeIndex:
+    """The view's index of its nodes by rack, each rack's runs by room bucket
+    (:func:`rack_bucket`), each run in (``key``, tie rank) (:meth:`KeyWalk.best_near`),
+    built if it has none; its changed rows are taken in by the walk that reads it."""
+    name = ("rack-index", key.name, None if ties is None else id(ties))
+    return view.derived(name, lambda v: NodeIndex(*every_rack_entry(v, key), key.name, ties))
+
+
+def rack_bucket(view: "ClusterView", i: int) -> int:
+    """Node ``i``'s bucket in the index by rack: its rack's and its room bucket's."""
+    return (view.rack_code.item(i) + 1) * RACK_STRIDE + room_bucket(view, i)
+
+
+def every_rack_entry(view: "ClusterView", key: "NodeKey") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`every_entry` with each node's :func:`rack_bucket` for its bucket."""
+    keys, buckets = every_entry(view, key)
+    return keys, (view.rack_code.astype(np.int64) + 1) * RACK_STRIDE + buckets
 
 
 def every_entry(view: "ClusterView", key: "NodeKey") -> tuple[np.ndarray, np.ndarray]:

@@ -772,12 +772,15 @@ class ClusterView(NodeColumns):
         self._touched(i)
         return more
 
-    def withhold_gpus(self, i: int) -> int:
-        """Show node ``i`` with no wholly free GPU (a reservation holds them for another gang,
-        as a trace replay's queue policy ``reserve`` does while a smaller gang is placed);
-        returns the free-GPU mask to give back with :meth:`give_back_gpus`."""
-        mask = self.gpu_free_mask.item(i)
-        self._overwrite_free(i, self.memory_free.item(i), self.mvcores_free.item(i), 0)
+    def withhold_gpus(self, i: int, keep: int = 0) -> int:
+        """Show node ``i`` with only ``keep`` of its wholly free GPUs (its lowest-numbered): a
+        reservation holds the others for another gang, as a trace replay's queue policy
+        ``reserve`` does while a smaller gang is placed; returns the free-GPU mask to give back
+        with :meth:`give_back_gpus`."""
+        mask = shown = self.gpu_free_mask.item(i)
+        for _ in range(max(0, mask.bit_count() - keep)):
+            shown &= ~(1 << (shown.bit_length() - 1))   # (the highest-numbered free GPU withheld)
+        self._overwrite_free(i, self.memory_free.item(i), self.mvcores_free.item(i), shown)
         self._touched(i)
         return mask
 
@@ -843,8 +846,10 @@ BULK_SHARE = 8
 #: (with a column's ``compute_row``), more with one numpy call.
 ROWS_ONE_BY_ONE = 16
 
-#: How many answers :attr:`ClusterView.prepared` keeps (then it starts afresh).
-PREPARED_KEPT = 256
+#: How many answers :attr:`ClusterView.prepared` keeps (then it starts afresh): one per
+#: request shape and pipeline (a pick of one node), or per role and pipeline (a gang of
+#: one); ``gangmaster bench select``'s stream asks 360 shapes, a trace replay a few.
+PREPARED_KEPT = 4096
 
 #: id(demand) -> True: the demands :meth:`NodeColumns._check_exact` found to name their GPUs and ports
 _named_exactly: IdentityMemo[bool] = IdentityMemo(4096)

@@ -22,6 +22,7 @@ from . import explanation as why
 from .cluster import ClusterView
 from .explanation import Rejection
 from .fit import Check, Demand, fitting, shortfall
+from .ports import PORT_MIN
 from .request import SelectionRequest
 from .settings import SelectionSettings
 
@@ -249,13 +250,23 @@ class ResourceFitFilter(Filter):
     def check_one(self, ctx):
         """The fit model's scalar form (:func:`~gangmaster.selectors.fit.shortfall` of the
         node's :meth:`~gangmaster.selectors.cluster.NodeColumns.amounts`). A demand of
-        memory, vcores and whole GPUs by count alone (no share, no GPUs or ports named, no
-        ports) is what ``shortfall`` then compares: the three free amounts, read as they are."""
+        memory, vcores and whole GPUs by count alone (no share, no GPUs or ports named),
+        with or without a count of ports, is what ``shortfall`` then compares: the free
+        amounts, read as they are, and the free ports at or above ``port_min`` as
+        ``Amounts.ports_at_or_above`` counts them."""
         view, demand, port_min = ctx.view, ctx.demand, ctx.settings.port_min
         failed = view.failed_here(ctx.request.role) if ctx.settings.skip_nodes_where_role_failed else None
-        if demand.gpu_milli or demand.gpu_mask or demand.ports or demand.port_ranges:
+        if demand.gpu_milli or demand.gpu_mask or demand.port_ranges:
             def fits(i: int) -> bool:
                 return shortfall(demand, view.amounts(i), port_min) is None
+        elif demand.ports:   # and a count of ports at or above port_min (Amounts.ports_at_or_above)
+            memory, mvcores, gpus, ports = demand.memory_mb, demand.mvcores, demand.gpus, demand.ports
+
+            def fits(i: int) -> bool:
+                return (view.memory_free.item(i) >= memory and view.mvcores_free.item(i) >= mvcores
+                        and view.gpus_free.item(i) >= gpus
+                        and (view.ports_free_count.item(i) if port_min <= PORT_MIN
+                             else view.ports_free[i].count_at_or_above(port_min)) >= ports)
         else:
             memory, mvcores, gpus = demand.memory_mb, demand.mvcores, demand.gpus
 

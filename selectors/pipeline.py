@@ -32,7 +32,7 @@ from .cluster import ClusterView
 from .candidates import best_fitting
 from .explanation import Explanation, NotAvailable, StaleExplanation
 from .filters import FILTER_CHAIN, FilterContext
-from .placement import TieOrder, place
+from .placement import TieOrder, lone_pick, place
 from .ports import NO_PORTS, PortError, PortRanges
 from .request import Candidate, SelectionRequest, SelectionResult
 from .selector import Selector, get_selector
@@ -109,11 +109,14 @@ class SelectionPipeline:
         (:mod:`~gangmaster.selectors.placement`: eligible nodes, the job's hosts then
         their racks, the strategy's key, exact ties by the seeded tie order)."""
         request = self._with_reused_ports(request)
-        placed = place(self, view, request, 1, book=False)
-        node, gpu_mask, ports = placed.nodes[0], placed.gpu_masks[0][0], placed.ports[0][0]
+        picked = lone_pick(view, self, request).pick(request)   # (the loop's pick without the loop, when it applies)
+        if picked is None:
+            placed = place(self, view, request, 1, book=False)
+            picked = placed.nodes[0], placed.gpu_masks[0][0], placed.ports[0][0], placed.keys[0]
+        node, gpu_mask, ports, key = picked
         resource = request.resource.with_ports(ports) if ports else request.resource
         return SelectionResult(request, [Candidate(view.hosts[node], gpu_mask)], resource,
-                               self._explainer(view, request), ports, np.array(placed.keys))
+                               self._explainer(view, request), ports, np.array((key,)))
 
     # ---------------------------------------------------------------- internals
     def _best_nodes(self, view: ClusterView, request: SelectionRequest, k: int,

@@ -53,14 +53,18 @@ node, each rack's nodes in (key, tie order) — because each node placed keeps i
 rack the only one of the job's racks with room: one sort and a cumulative sum of
 room (:meth:`_Loop._sweep`).
 
-One instance, not booked (``select_single_node``): with a node key (within the
-tiers) and no rack policy, the same order is searched without a look at every node:
-the job's hosts, the rest of their racks (the view's rack grouping), then the
-strategy's node index in (key, tie order), skipping those racks
-(:func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a gang of one,
-a job's first instance) or no tiers (a random pick), the index alone, walked by the
-:class:`LonePick` the view keeps for the request, without building the loop at all
-(:func:`_lone`), which also gives a random pick its few best to draw from.
+One instance, not booked (``select_single_node``): with a node key and no rack
+policy, the same order is searched without building the loop and without a look at
+every node, by the :class:`LonePick` the view keeps for the request's shape
+(:func:`_lone`): for a job with hosts whose order within the tiers is that node key,
+the job's hosts, the best of the rest of their racks (an index of the nodes by rack,
+kept up to date row by row), then the strategy's node index in (key, tie order),
+skipping those racks (:meth:`~gangmaster.selectors.candidates.KeyWalk.best_near`,
+the order of :func:`~gangmaster.selectors.candidates.best_by_tier`); with no hosts (a
+gang of one, a job's first instance) or no tiers (a random pick), the index alone,
+which also gives a random pick its few best to draw from. Otherwise (a key that is
+not a node key, hosts the view does not know) the loop picks
+(:meth:`_Loop._indexed_pick`, or its scan).
 
 What a step placed is kept as arrays (:class:`Placement`): the per-node lists of GPU
 masks and ports are made only when read, and the view keeps its free ports as codes into
@@ -189,7 +193,7 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     ``recent`` when given); book them on ``view`` when ``book``. Raises
     :class:`NotAvailable` (the filter chain's explanation for the instance that found
     no node) with the :class:`Placement` so far in ``placed``."""
-    if count == 1 and not book and (recent is None or not (recent.nodes or request.placed_hosts)):
+    if count == 1 and not book and recent is None:
         placed = _lone(pipeline, view, request)   # (the request as asked: the job's hosts are its own)
         if placed is not None:
             return placed
@@ -199,12 +203,10 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 
 
 def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest) -> "Placement | None":
-    """One instance, not booked, with no locality tiers to search (a job with no hosts —
-    a gang of one, ``select_single_node`` for a job's first instance — or a strategy
-    without tiers: a random pick, one that opts out of locality): :meth:`LonePick.pick`
-    of the pick the view keeps for the request, as a :class:`Placement`; None when that
-    does not apply (the loop decides)."""
-    picked = lone_pick(view, pipeline, request).pick()
+    """One instance, not booked: :meth:`LonePick.pick` of the pick the view keeps for the
+    request's shape, as a :class:`Placement`; None when that does not apply (the loop
+    decides)."""
+    picked = lone_pick(view, pipeline, request).pick(request)
     if picked is None:
         return None
     node, gpu_mask, ports, key = picked
@@ -212,57 +214,90 @@ def _lone(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
 
 
 class LonePick:
-    """The loop's pick of one instance of ``request`` on ``view``, not booked, without the
-    loop (see :func:`_lone` for when it applies), made ready once and kept by the view
+    """The loop's pick of one instance, not booked, without the loop, for every request of
+    one shape (:func:`request_shape`) on ``view``, made ready once and kept by the view
     (:func:`lone_pick`) to pick again as the view changes: with a node key and no rack
     policy, the best node that fits through the strategy's node index, walked by a
     :class:`~gangmaster.selectors.candidates.KeyWalk` kept for the key (a random pick
-    draws among the ``keep()`` best), its GPUs and ports chosen as the loop chooses them.
-    The strategy is asked its node key at every pick (FGD's changes with the workload it
-    learns); the walk is made again when the key is another."""
+    draws among the ``keep()`` best) — for a job with hosts, when the strategy orders by
+    locality, the hosts, then their racks, then the index
+    (:meth:`~gangmaster.selectors.candidates.KeyWalk.best_near`) —, its GPUs and ports
+    chosen as the loop chooses them. The strategy is asked its node key at every pick
+    (FGD's changes with the workload it learns); the walk is made again when the key is
+    another."""
 
-    __slots__ = ("pipeline", "view", "request", "selector", "applies", "at_random", "walk", "_gpus", "_lowest")
+    __slots__ = ("pipeline", "view", "request", "selector", "applies", "at_random", "locality", "walk", "_gpus",
+                 "_plain", "_ports", "_lowest", "_sequential")
 
     def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest):
-        self.pipeline, self.view, self.request = pipeline, view, request
+        self.pipeline, self.view, self.request = pipeline, view, request   # (any request of the shape)
         self.selector = selector = pipeline.selector   # (a pipeline's strategy is set when it is made)
         self.at_random = selector.pick_at_random
-        self.applies = request.rack_policy == "none" and not (
-            request.placed_hosts and selector.prefer_locality and not selector.pick_at_random)
+        self.locality = selector.prefer_locality and not selector.pick_at_random
+        self.applies = request.rack_policy == "none"
         self.walk: KeyWalk | None = None
-        resource = request.resource
-        #: whole GPUs by count chosen by the base class's rule (the lowest free ones), no
-        #: ports to choose: the count (0 otherwise), and the choice per free mask, remembered
-        self._gpus = resource.gpus if (type(selector).choose_gpus is Selector.choose_gpus and not resource.gpu_mask
-                                       and not resource.gpu_milli and not request.demand.ports) else 0
+        resource, demand = request.resource, request.demand
+        #: GPUs and ports chosen by the plain rules: whole GPUs by count (or none) by the base
+        #: class's (the lowest free ones), ports by count (or none) sequentially (the lowest
+        #: free at or above ``port_min``); else :func:`_one_instance` chooses
+        self._plain = (type(selector).choose_gpus is Selector.choose_gpus and not resource.gpu_mask
+                       and not resource.gpu_milli and not demand.port_ranges
+                       and (not demand.ports or pipeline.settings.port_choice == "sequential"))
+        self._gpus, self._ports = resource.gpus, demand.ports
+        #: the plain choices made so far (values): GPUs per free mask; ports per free ports
+        #: (by identity: nodes of a kind share their free ports), kept with them
         self._lowest: dict[int, int] = {}
+        self._sequential: dict = {}
 
-    def pick(self) -> tuple[int, int, PortRanges, int] | None:
-        """``(node, GPU mask, ports, key)`` of the one instance; None when the pick does not
-        apply (a rack policy, the job's hosts to prefer, no node key); raises
-        :class:`NotAvailable` when no node takes it."""
+    def pick(self, request: SelectionRequest | None = None) -> tuple[int, int, PortRanges, int] | None:
+        """``(node, GPU mask, ports, key)`` of the one instance of ``request`` (of this
+        pick's shape; the one it was made with when None); None when the pick does not apply (a rack policy, no node key, a
+        job's hosts the view does not know or whose order is not a node key's within the
+        tiers); raises :class:`NotAvailable` when no node takes it."""
         if not self.applies:
             return None
-        request = self.request
-        key = self.selector.node_key(request)
+        request = request or self.request
+        selector = self.selector
+        key = selector.node_key(request)
         if key is None:
             return None
+        hosts = None
+        if request.placed_hosts and self.locality:
+            if selector.key_within_tiers(request) is not key:
+                return None
+            known = self.view.host_index
+            hosts = {known[h] for h in request.placed_hosts if h in known}
+            if not hosts:
+                return None
         walk = self.walk
         if walk is None or walk.key is not key:
             walk = self._walk(key)
-        found = walk.best(self.selector.keep(request, len(self.view)) if self.at_random else 1)
+        if hosts:
+            found = walk.best_near(hosts)
+        else:
+            found = walk.best(selector.keep(request, len(self.view)) if self.at_random else 1)
         if not found:
             raise _not_available(self.pipeline, self.view, request, Placement.nothing())
         # (a random pick draws among the keep() best: at most those that fit)
         key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
-        gpus = self._gpus
-        if gpus:
+        if not self._plain:
+            return (node, *_one_instance(self.pipeline, self.view, request, node, {}), key)
+        gpu_mask, ports = 0, NO_PORTS
+        if self._gpus:
             free = self.view.gpu_free_mask.item(node)
             gpu_mask = self._lowest.get(free)
             if gpu_mask is None:
-                gpu_mask = self._lowest[free] = lowest_bits(free, gpus)
-            return node, gpu_mask, NO_PORTS, key
-        return (node, *_one_instance(self.pipeline, self.view, request, node, {}), key)
+                gpu_mask = self._lowest[free] = lowest_bits(free, self._gpus)
+        if self._ports:
+            free_ports = self.view.ports_free[node]
+            known = self._sequential.get(id(free_ports))
+            if known is None:
+                if len(self._sequential) >= SEQUENTIAL_KEPT:
+                    self._sequential.clear()
+                taken = free_ports.take_sequential(self._ports, self.pipeline.settings.port_min)
+                known = self._sequential[id(free_ports)] = (PortRanges.from_ports(taken), free_ports)
+            ports = known[0]
+        return node, gpu_mask, ports, key
 
     def _walk(self, key: "NodeKey") -> KeyWalk:
         """The walk of ``key`` (the strategy's node key now), made and kept."""
@@ -271,14 +306,28 @@ class LonePick:
         return self.walk
 
 
+#: how many sequential port choices a :class:`LonePick` keeps (then it starts afresh)
+SEQUENTIAL_KEPT = 1024
+
+
+def request_shape(request: SelectionRequest) -> tuple:
+    """What a :class:`LonePick` reads of a request beyond the pick itself: everything the
+    filters and the GPU and port choice read — all of it but the job's hosts (the pick
+    reads them) and the pending count (a random pick's ``keep()``, read at the pick)."""
+    return (request.resource, request.role, request.node_label, request.gpu_types, request.reuse_ports,
+            request.job_gpus, request.max_instances_per_node, request.rack_policy)
+
+
 def lone_pick(view: ClusterView, pipeline: "SelectionPipeline", request: SelectionRequest) -> LonePick:
-    """The :class:`LonePick` of ``request`` on ``view`` with ``pipeline``, made at its first
-    ask and kept by the view (:attr:`~gangmaster.selectors.cluster.ClusterView.prepared`),
-    found by the identity of the pipeline and the request (neither changes)."""
-    name = (id(pipeline), id(request))
+    """The :class:`LonePick` of ``request``'s shape on ``view`` with ``pipeline``, made at the
+    shape's first ask and kept by the view
+    (:attr:`~gangmaster.selectors.cluster.ClusterView.prepared`), found by the identity of
+    the pipeline and the request's shape (a replay's jobs and the bench's stream ask a few
+    hundred shapes through thousands of request objects)."""
+    name = (id(pipeline), *request_shape(request))
     lone = view.prepared.get(name)
     if lone is None:
-        lone = view.prepared.put(name, (pipeline, request), LonePick(pipeline, view, request))
+        lone = view.prepared.put(name, (pipeline,), LonePick(pipeline, view, request))
     return lone
 
 

@@ -11,6 +11,7 @@ from .explanation import Explanation
 from .fit import Demand
 from .ports import NO_PORTS, PortRanges
 from .resources import ResourceDescriptor
+from .values import value
 
 RACK_POLICIES = ("none", "pack", "spread")
 
@@ -53,8 +54,11 @@ class SelectionRequest:
         return Demand.of(self.resource)
 
 
-@dataclass(frozen=True)
+@value
 class Candidate:
+    """A node select() offers: its host and the GPUs it would give (a value: one is made
+    per select())."""
+
     host: str
     gpu_mask: int
 

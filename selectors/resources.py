@@ -135,8 +135,13 @@ class ResourceDescriptor:
         return replace(self, **changes)
 
     def with_ports(self, ports: PortRanges) -> "ResourceDescriptor":
-        """The same ask naming these exact ports (the count follows from them)."""
-        return replace(self, ports=ports.count, port_ranges=ports)
+        """The same ask naming these exact ports (the count follows from them). Made of
+        this value, already checked, and the ranges, whose count it takes: nothing to
+        check again (as :meth:`exactly`); select() names the ports of every pick."""
+        value = object.__new__(type(self))
+        value.memory_mb, value.vcores, value.gpus, value.gpu_mask = self.memory_mb, self.vcores, self.gpus, self.gpu_mask
+        value.ports, value.port_ranges, value.gpu_milli = ports.count, ports, self.gpu_milli
+        return value
 
     def add(self, other: "ResourceDescriptor") -> "ResourceDescriptor":
         self._no_share_arithmetic(other, "add")

@@ -19,8 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gangmaster.am.core.victims import Outlook, Priority, may_preempt
 from gangmaster.conf.limits import MAX_DURATION_S
-from gangmaster.tools.arg_types import epoch_seconds, seconds
+from gangmaster.tools.arg_types import count, epoch_seconds, seconds
+from gangmaster.tools.rmsim.preemptible import Preemptible, Standing
+from gangmaster.tools.snapshot_cmd import TOPOLOGY_CONF_HELP
 
 
 def add_parser(sub):
@@ -43,7 +46,10 @@ def add_parser(sub):
                "\"healthy_machines\", \"machines\", \"roles\": {ROLE: {\"needed\", \"placeable\", \"shortfall\", "
                "\"asked\": {\"vcores\", \"memoryMB\", \"gpus\", \"gpuMilli\" (a share of one GPU)}, \"reasons\": [{\"code\", \"count\", "
                "\"waiting_helps\", \"detail\"}]}}, \"blocking_jobs\": [{\"job\", \"machines\", \"holds\", "
-               "\"expected_end_s\"}], \"hint\", \"gangs\": {GANG: the same, per gang}}.\n\n"
+               "\"expected_end_s\"}], \"hint\", \"gangs\": {GANG: the same, per gang, with \"preempts\": [{\"job\", "
+               "\"priority\", \"gpus\", \"lost_gpu_h\"}] (whom preemption would take for it, the fewest GPU-hours "
+               "of lost work first) and, on a snapshot, \"preemption\": {\"engine\", \"state\" (on, off or unknown), "
+               "\"why\"}}}.\n\n"
                "Reason codes: unhealthy (blacklisted or lost), label-mismatch, gpu-type-mismatch, "
                "gpu-node-reserved, role-cap-reached (maxInstancesPerNode), role-failed-here, and for each "
                "resource R (memory, vcores, gpus, gpu-mask, gpu-share (a share of one GPU, counted in milli of one GPU), "
@@ -79,6 +85,12 @@ def add_parser(sub):
                         help="with --snapshot: when it was taken, in Unix seconds: expected ends (Slurm end_time, "
                              "Kubernetes deadlines) are counted from it (default: the time the snapshot says, "
                              "else the files' modification time)")
+    parser.add_argument("--topology-conf", metavar="FILE", help="with --snapshot: " + TOPOLOGY_CONF_HELP)
+    parser.add_argument("--priority", type=count(-(2 ** 31), 2 ** 31 - 1), metavar="N",
+                        help="with --snapshot or --yarn-rm: JOB's priority in the engine's own terms (a "
+                             "PriorityClass value, a YARN application priority), which the running jobs' are "
+                             "compared with to say whom it would preempt there (default: the job's gangmaster: "
+                             "priority)")
     parser.add_argument("--config", help="override file for conf/defaults.yaml (am:, selection:)")
     parser.add_argument("--seed", type=int, help="selection seed (default: selection.seed)")
     parser.add_argument("--json", action="store_true", help="print the diagnosis as one JSON object")
@@ -101,6 +113,12 @@ def _run(args) -> int:
     if args.yarn_rm is not None and (args.snapshot or args.snapshot_time is not None):
         raise ConfigError("--yarn-rm", "", "either --snapshot FILE... or --yarn-rm (a snapshot read now), not both",
                           " ".join(args.snapshot or []) or args.snapshot_time)
+    if args.priority is not None and not (args.snapshot or args.yarn_rm is not None):
+        raise ConfigError("--priority", "", "it only with --snapshot or --yarn-rm (a priority in the snapshot "
+                                            "engine's terms)", args.priority)
+    if args.topology_conf is not None and not args.snapshot:
+        raise ConfigError("--topology-conf", "", "it only with --snapshot (a Slurm snapshot's topology.conf)",
+                          args.topology_conf)
     if args.snapshot_time is not None and not args.snapshot:
         raise ConfigError("--snapshot-time", "", "it only with --snapshot (it says when the snapshot was taken)",
                           args.snapshot_time)
@@ -117,7 +135,7 @@ def _run(args) -> int:
         flag = "--snapshot" if args.snapshot else "--yarn-rm"
         if args.cluster:
             raise ConfigError(flag, "", f"either --cluster or {flag}, not both", args.cluster)
-        snapshot = _load_snapshot(args.snapshot, args.snapshot_time, args.yarn_rm)
+        snapshot = _load_snapshot(args.snapshot, args.snapshot_time, args.yarn_rm, args.topology_conf)
         specs = snapshot.specs
     else:
         specs = load_cluster_specs(args.cluster or default_cluster_path())
@@ -128,7 +146,8 @@ def _run(args) -> int:
     am_settings = replace(am_settings, max_wait_s=None, simulated_max_wait_s=MAX_DURATION_S)
     with tempfile.TemporaryDirectory(prefix="gangmaster-diagnose-") as work:
         result = diagnose_job(job, specs, Path(work), am_settings, selection, scenario=scenario, after=after,
-                              wait_s=args.wait, snapshot=snapshot, after_limit_s=after_limit_s)
+                              wait_s=args.wait, snapshot=snapshot, after_limit_s=after_limit_s,
+                              priority=args.priority)
     for note in (snapshot.notes if snapshot is not None else ()):
         print(f"gangmaster diagnose: snapshot: {note}", file=sys.stderr)
     for warning in result["warnings"]:
@@ -144,21 +163,23 @@ def _run(args) -> int:
     return 0 if result["gang_can_start"] else 1
 
 
-def _load_snapshot(paths: list[str] | None, taken_at: float | None, yarn_rm: str | None):
+def _load_snapshot(paths: list[str] | None, taken_at: float | None, yarn_rm: str | None,
+                   topology_conf: str | None = None):
     from gangmaster.tools.snapshots import load_snapshot   # its SnapshotError is a ConfigError: exit 2
     if yarn_rm is not None:
         from gangmaster.tools.yarn.live_snapshot import fetch_snapshot
         return fetch_snapshot(yarn_rm)
-    return load_snapshot([Path(p) for p in paths or []], taken_at=taken_at)
+    return load_snapshot([Path(p) for p in paths or []], taken_at=taken_at, topology_conf=topology_conf)
 
 
 def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=None, after=(), wait_s: float = 60.0,
-                 snapshot=None, after_limit_s: float = 86400.0) -> dict:
+                 snapshot=None, after_limit_s: float = 86400.0, priority: int | None = None) -> dict:
     """Run the ``after`` jobs (until their gangs start, at most ``after_limit_s``), then
     ``job``, in virtual time, and return the diagnosis of ``job`` as the JSON object
     ``--json`` prints (with ``"text"``, what is printed without, ``"after_not_started"``,
     the ``after`` jobs whose gangs had not started, and ``"warnings"``, what of the
-    snapshot could not be booked as given)."""
+    snapshot could not be booked as given). On a snapshot, ``priority`` is ``job``'s in the
+    engine's terms (None: its own), to say whom it would preempt there."""
     from gangmaster.am.ops.diagnosis import Diagnosis
     from gangmaster.am.spec.jobspec_model import gang_name
     from gangmaster.tools.job_runner import SimulatedRuns
@@ -173,6 +194,9 @@ def diagnose_job(job, specs, work: Path, am_settings, selection, *, scenario=Non
             pass
         _step(loop, loop.now())   # the events due now (a scenario's at: 0) happen before JOB arrives
         run = runs.submit(job, work / job.name)
+        if snapshot is not None and snapshot.preemption is not None and run.ams:
+            ranked = {run.app_id: priority} if priority is not None else {}
+            run.am.why.preemption = SnapshotJobs(runs.core, snapshot, ranked).outlook
         deadline = loop.now() + wait_s
         while not _started_or_done(run) and _step(loop, deadline):
             pass
@@ -220,6 +244,39 @@ def _combined(job: str, diagnoses) -> dict:
             "blocking_jobs": blocking, "hint": "; ".join(hints),
             "gangs": {d.gang: d.to_dict() for d in diagnoses},
             "text": "\n".join(d.text() for d in diagnoses)}
+
+
+class SnapshotJobs(Preemptible):
+    """The snapshot's running jobs, booked as placeholder applications (:func:`book_snapshot`,
+    at the RM's time 0, when the snapshot was taken), as its engine ranks them for preemption
+    (:mod:`gangmaster.tools.snapshots.preemption_rules`): each with the priority, queue and
+    time run the snapshot gives; a job the snapshot gives no priority is no candidate. The
+    jobs gangmaster runs itself (JOB, the ``--after`` jobs) keep their own priority, but
+    those ``ranked`` (app id -> a priority in the engine's terms: ``--priority``)."""
+
+    def __init__(self, core, snapshot, ranked: dict[str, int]):
+        rules = snapshot.preemption
+        super().__init__(core, rules.rule or may_preempt)
+        self.snapshot, self.rules, self.ranked = snapshot, rules, ranked
+        self.placeholders = {a.job for a in snapshot.running}
+
+    def standing(self, app) -> Standing | None:
+        if app.app_id in self.ranked:
+            return Standing(app.queue, Priority(0, self.ranked[app.app_id]))
+        known = self.snapshot.standing.get(app.name)
+        if known is not None:
+            if known.priority is None:
+                return None
+            return Standing(known.queue, Priority(0, known.priority), None if known.ran_s is None else -known.ran_s)
+        if app.name in self.placeholders:   # ("(unattributed)", a job the listing gives nothing of)
+            return None
+        return super().standing(app)
+
+    def outlook(self, app_id: str, roles) -> Outlook:
+        """What the diagnosis of ``app_id``'s waiting gang ``roles`` is told under the engine's rules."""
+        rules = self.rules
+        return super().outlook(app_id, roles, None, engine=rules.engine, state=rules.state, why=rules.why,
+                               judged=rules.rule is not None)
 
 
 def book_snapshot(sim, snapshot) -> list[str]:

@@ -64,7 +64,7 @@ from gangmaster.am.ops.run_report import RecordedRun, RunResult
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.settings import SelectionSettings
 
-from .occupancy import rm_occupants, rm_reservation, simulated_occupants
+from .occupancy import rm_occupants, simulated_occupants
 from .rmsim.clock import RealTimeLoop
 from .rmsim.core import ResourceManager, RMEvent
 from .rmsim.live_rm import LiveRM
@@ -170,14 +170,20 @@ class _AMDriver:
         if earlier_tasks is not None:
             run.earlier_tasks = earlier_tasks
         self.runs.append(run)
-        if self.settings.metrics_port is not None:
-            if self.metrics is None:
-                self.metrics = MetricsEndpoint()
-                self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
-            self.metrics.add(run.metrics, why=lambda: self._why_report(run), attempts=lambda: self._attempts(run),
-                             job_name=job.name, app_id=app_id)
+        self._serve_metrics(run)
         self._start_am(run)
         return run
+
+    def _serve_metrics(self, run: JobRun) -> None:
+        """With ``settings.metrics_port``: ``run``'s metrics, diagnoses and status on this
+        driver's one endpoint (served from the first run on; each run labelled job_name and app_id)."""
+        if self.settings.metrics_port is None:
+            return
+        if self.metrics is None:
+            self.metrics = MetricsEndpoint()
+            self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
+        self.metrics.add(run.metrics, why=lambda: self._why_report(run), attempts=lambda: self._attempts(run),
+                         job_name=run.job.name, app_id=run.app_id)
 
     def _stop_earlier(self, app_id: str, work_dir: Path) -> str | None:
         """Before an unfinished earlier run into ``work_dir`` (application ``app_id``) is
@@ -206,6 +212,10 @@ class _AMDriver:
         """Where the metrics are served ("" when they are not)."""
         return self.metrics.url if self.metrics is not None else ""
 
+    def metrics_url_of(self, run: JobRun) -> str:
+        """Where ``run``'s metrics are served ("" when they are not): this driver's one endpoint."""
+        return self.metrics_url
+
     def _start_am(self, run: JobRun) -> None:
         if run.ams:   # a restart: the application may have ended while no AM was running
             report = self.client.application_report(run.app_id)
@@ -221,6 +231,7 @@ class _AMDriver:
                                settings=self.settings, selection=self.selection, metrics=run.metrics,
                                echo=echo, earlier_tasks=run.earlier_tasks, **self._am_extras(run))
         run.ams.append(am)
+        run.metrics.watch(am.gauge_values)   # (the scrape reads what the AM serving the job holds)
         self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._beat(am))
 
     def _beat(self, am: ApplicationMaster) -> None:
@@ -278,7 +289,7 @@ class _Runs(_AMDriver):
     def _start_am(self, run: JobRun) -> None:
         super()._start_am(run)
         if self.preemption is not None and run.ams:   # its diagnosis says whom it will preempt
-            run.am.why.preemption_grace_s = self.preemption.grace_s
+            run.am.why.preemption = self.preemption.outlook
 
     def _heartbeat(self, am: ApplicationMaster) -> None:
         am.heartbeat()
@@ -322,8 +333,7 @@ class SimulatedRuns(_Runs):
         return super().submit(job, work_dir, queue)
 
     def _am_extras(self, run: JobRun) -> dict:
-        return {"barrier": self.sim.barrier, "occupants": lambda: simulated_occupants(self.sim, run.app_id),
-                "reserved": lambda: rm_reservation(self.sim.core, run.app_id)}
+        return {"barrier": self.sim.barrier, "occupants": lambda: simulated_occupants(self.sim, run.app_id)}
 
     def run(self) -> bool:
         """Run until every job is done or ``max_virtual_time_s`` passes; True when all are done.
@@ -512,8 +522,7 @@ class LiveRuns(_RealTime, _Runs):
                          settings or AMSettings(), selection or SelectionSettings(), echo)
 
     def _am_extras(self, run: JobRun) -> dict:
-        return {**super()._am_extras(run), "occupants": lambda: rm_occupants(self.live.core, run.app_id),
-                "reserved": lambda: rm_reservation(self.live.core, run.app_id)}
+        return {**super()._am_extras(run), "occupants": lambda: rm_occupants(self.live.core, run.app_id)}
 
     def _stop_rm(self) -> None:
         self.stopped_tasks = self.live.stop()

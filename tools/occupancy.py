@@ -8,10 +8,8 @@ every live process have no known end.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable
 
-from gangmaster.am.core.reservation_plan import Reservation
 from gangmaster.am.ops.diagnosis import Occupant
 
 from .rmsim.core import ResourceManager
@@ -47,13 +45,3 @@ def simulated_occupants(sim: Simulation, except_app: str) -> list[Occupant]:
         return None if instant is None else max(0.0, instant.timer[0] - now)
 
     return rm_occupants(sim.core, except_app, ends_in)
-
-
-def rm_reservation(core: ResourceManager, app_id: str) -> Reservation | None:
-    """The reservation the RM's reserving queue holds for ``app_id`` as of its last pass, counted
-    from now (as a diagnosis counts: :func:`~gangmaster.am.ops.diagnosis.expected_start`); None when none."""
-    held = core.reservations.reserved_for(app_id)
-    if held is None:
-        return None
-    now = core.clock.now()
-    return dataclasses.replace(held, start_s=max(0.0, held.start_s - now), end_s=held.end_s - now)

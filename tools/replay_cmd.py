@@ -11,13 +11,13 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
-from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FAMILY_PROCESSES, MAX_FILL_INFLATE, MAX_GPUS_PER_NODE,
-                                    MAX_HEARTBEAT_S, MAX_PREEMPTION_GRACE_S, MAX_PRIORITY, MAX_REPLAY_SEEDS,
-                                    MAX_RESERVATIONS, MAX_SWEEP_POINTS)
+from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_DURATION_S, MAX_FAMILY_PROCESSES, MAX_FILL_INFLATE,
+                                    MAX_GPUS_PER_NODE, MAX_HEARTBEAT_S, MAX_PREEMPTION_GRACE_S, MAX_PRIORITY,
+                                    MAX_REPLAY_SEEDS, MAX_RESERVATIONS, MAX_SWEEP_POINTS)
 from gangmaster.selectors.selector import UnknownSelector, get_selector, selector_classes
 from gangmaster.tools.arg_types import allow_negative_values, count, count_list, real, seed
 
-from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import DEFAULT_CLUSTER_RESERVATIONS, DEFAULT_MAX_RESERVATIONS
 
 from .replay import clusters, family, family_pages, openb
 from .replay.artifact import ALLOCATION_FILE, PAPER_POLICY, read_expected
@@ -165,6 +165,15 @@ def add_parser(sub):
                    help=f"--queue-policy reserve: at most N jobs of a queue hold a reservation at once, the oldest "
                         f"that cannot start (default {DEFAULT_MAX_RESERVATIONS}): bounded, so a queue of big gangs "
                         f"cannot idle the cluster")
+    p.add_argument("--cluster-reservations", type=count(1, MAX_RESERVATIONS, "MAX_RESERVATIONS"), metavar="N",
+                   help=f"--queue-policy reserve: at most N jobs of the whole cluster (of each isolated queue's "
+                        f"nodes) hold a reservation at once, whatever their queue: the oldest that cannot start "
+                        f"(default {DEFAULT_CLUSTER_RESERVATIONS}; Slurm's bf_max_job_part). With one per queue of "
+                        f"Philly's 15 the cluster ran as one FIFO by age, mean JCT +24 %% (BENCHMARKS.md)")
+    p.add_argument("--reserve-after", type=_non_negative_seconds(MAX_DURATION_S), metavar="S",
+                   help="--queue-policy reserve: a job reserves only once it has waited S seconds (default 0: at "
+                        "once; Slurm's bf_min_age_reserve): a big gang then waits up to S more than its nodes' "
+                        "running jobs, and jobs that would start soon anyway hold nothing idle")
     p.add_argument("--nodes-file", metavar="FILE",
                    help=f"openb: the node list (default: {openb.DEFAULT_NODE_FILE} beside the pod list)")
     p.add_argument("--mode", choices=("time", "fill"),
@@ -215,6 +224,21 @@ def _preemption(args) -> dict:
     """The replay options --preemption, --preemption-grace and --queue-priority give."""
     return {"preemption": args.preemption == "on", "preemption_grace_s": args.preemption_grace,
             "queue_priorities": tuple(args.queue_priority)}
+
+
+def _reservations(args) -> dict:
+    """The replay options --max-reservations, --cluster-reservations and --reserve-after give."""
+    return {"max_reservations": args.max_reservations or DEFAULT_MAX_RESERVATIONS,
+            "cluster_reservations": args.cluster_reservations or DEFAULT_CLUSTER_RESERVATIONS,
+            "reserve_after_s": args.reserve_after or 0.0}
+
+
+def _reserving(args) -> str:
+    """The first reservation flag given (they go with --queue-policy reserve only), or ''."""
+    given = [flag for flag, value in (("--max-reservations", args.max_reservations),
+                                      ("--cluster-reservations", args.cluster_reservations),
+                                      ("--reserve-after", args.reserve_after)) if value is not None]
+    return given[0] if given else ""
 
 
 def _unknown_queues(args, table: JobTable, cluster) -> str:
@@ -304,10 +328,10 @@ def _run(args) -> int:
         return _bad(unknown)
     load = clusters.offered_load(table)
     queue_policy = args.queue_policy or (preset.queue_policy if preset and preset.queue_policy else "fifo")
-    if args.max_reservations is not None and queue_policy != "reserve":
-        return _bad("--max-reservations goes with --queue-policy reserve")
+    if queue_policy != "reserve" and _reserving(args):
+        return _bad(f"{_reserving(args)} goes with --queue-policy reserve")
     base = ReplayOptions(queue_policy=queue_policy, heartbeat_s=args.heartbeat, time_scale=args.time_scale,
-                         max_reservations=args.max_reservations or DEFAULT_MAX_RESERVATIONS, **_preemption(args))
+                         **_reservations(args), **_preemption(args))
 
     say(f"trace: {table.source} ({table.format}, {len(table):,} jobs"
         + (f" from {table.origin:%Y-%m-%d %H:%M:%S}" if table.origin else "") + f"), sha256 {table.sha256[:16]}…")
@@ -500,7 +524,7 @@ def _run_openb(args, say) -> int:
     if not fill:
         base = ReplayOptions(queue_policy=args.queue_policy or "fifo", heartbeat_s=args.heartbeat,
                              time_scale=args.time_scale,
-                             max_reservations=args.max_reservations or DEFAULT_MAX_RESERVATIONS, **_preemption(args))
+                             **_reservations(args), **_preemption(args))
         say(f"  offered load {clusters.offered_load(table).on(cluster.capacity_gpus) / args.time_scale:.2f} "
             "(whole GPUs; shares of a GPU not counted); deletion_time read as each pod's end, also for pods "
             "still running when the trace was collected")

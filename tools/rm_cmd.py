@@ -61,9 +61,14 @@ def add_parser(sub):
                     "processes, told their simulated host, ports and GPUs through the environment "
                     "(GANGMASTER_HOST, PAI_CONTAINER_HOST_PORT_LIST, CUDA_VISIBLE_DEVICES, ...).",
         epilog="With --state FILE the RM writes its state there after every change; started again with the "
-               "same FILE (after a crash or kill -9) it restores nodes, queues, applications and running "
-               "containers, and the cluster file's nodes are ignored in favour of the saved ones.\n"
+               "same FILE (after a crash or kill -9) it restores nodes, queues, applications, running "
+               "containers and the reservations held (planned again from what the applications declared), "
+               "and the cluster file's nodes are ignored in favour of the saved ones.\n"
                "Prints 'listening on HOST:PORT' on stdout once it accepts calls.\n"
+               "A job's submission declares its largest gang and its duration (gangmaster: "
+               "expectedDurationSeconds): a --queues queue with policy: reserve holds nodes for a gang that "
+               "cannot start, and with rm.preemption: true in --config a gang that waits for room preempts "
+               "lower-priority gangs (placed with the same file's selection: settings).\n"
                "Security: whoever can call the server can run any command as you. It listens on 127.0.0.1 "
                "(this machine) unless --host says otherwise; --token-file makes every call present a token "
                "(the file is created, mode 0600, with a random token if it does not exist) and --tls-cert/"
@@ -88,7 +93,9 @@ def add_parser(sub):
                                           "else ./rm-tasks)")
     serve.add_argument("--config", help="override file for conf/defaults.yaml (its `rm:` section: process "
                                         "poll interval, kill grace, state save interval, gRPC workers, "
-                                        "allocation expiry, scheduling interval)")
+                                        "allocation expiry, scheduling interval, preemption and its grace; "
+                                        "with rm.preemption, its `selection:` section places the gangs "
+                                        "waiting for room)")
     serve.add_argument("--verbose", "-v", action="store_true", help="log scheduling and scenario steps")
     serve.set_defaults(func=_serve)
 
@@ -137,19 +144,29 @@ def _serve_security(args):
     return security
 
 
+def serve_settings(config: str | None):
+    """``rm serve``'s settings from ``--config``: the ``rm:`` knobs, and with ``rm.preemption``
+    the ``selection:`` settings its preemption monitor places waiting gangs with (None: off).
+    Read before anything starts: a bad one is a ConfigError naming the file and the key."""
+    from gangmaster.selectors.settings import SelectionSettings
+    from gangmaster.tools.rmsim.rm_settings import RMSettings
+
+    knobs = RMSettings.load(config)
+    return knobs, (SelectionSettings.load(config) if knobs.preemption else None)
+
+
 def _serve(args) -> int:
     from gangmaster.protocol.grpc_security import ListenError, check_bindable
     from gangmaster.selectors.cluster_file import load_cluster_specs
     from gangmaster.tools.rmsim.ledger import NodeLedger
     from gangmaster.tools.rmsim.live_rm import LiveRM
     from gangmaster.tools.rmsim.queues import load_queues
-    from gangmaster.tools.rmsim.rm_settings import RMSettings
     from gangmaster.tools.rmsim.scenario import Scenario
     from gangmaster.tools.rmsim.server import start_server
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    knobs = RMSettings.load(args.config)
+    knobs, selection = serve_settings(args.config)
     security = _serve_security(args)
     specs = load_cluster_specs(args.cluster)
     queues = load_queues(args.queues, NodeLedger(specs)) if args.queues else None
@@ -159,6 +176,8 @@ def _serve(args) -> int:
             check_bindable(args.host, args.port)   # before the state file is touched
         live = LiveRM.from_settings(specs, queues, knobs, work_dir=args.work_dir, state_path=args.state,
                                     scenario=scenario)
+        if selection is not None:
+            live.monitor_preemption(knobs.preemption_grace_s, selection)
         try:
             server, port = start_server(live, args.host, args.port, workers=knobs.grpc_workers, security=security)
         except BaseException:

@@ -78,7 +78,9 @@ def add_parser(sub):
                         help="with --rm slurm: print the sbatch commands (each gang one heterogeneous job, a "
                              "component per host) and the job script the run would use, and submit nothing; "
                              "it needs a reachable Slurm, whose nodes (sinfo) the gang is placed on")
-    add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id)",
+    add_am_options(parser, metrics_port_note=" (several jobs: one endpoint, labelled job_name and app_id; with "
+                                              "--rm yarn the AM serves it from its container, each job's its own, "
+                                              "and gives YARN its address as the tracking URL)",
                    timeout_help="with --live: give up after this many seconds (default 3600)")
     parser.set_defaults(func=_run)
     return parser
@@ -234,7 +236,7 @@ def print_reports(runs, base: Path, as_json: bool) -> None:
     from gangmaster.am.ops.run_report import format_report
 
     if as_json:
-        print(json.dumps([_report_dict(r, runs.metrics_url) for r in runs.runs], indent=2))
+        print(json.dumps([_report_dict(r, runs.metrics_url_of(r)) for r in runs.runs], indent=2))
         return
     for run in runs.runs:
         print(format_report(run.result))
@@ -248,4 +250,5 @@ def _report_dict(run, metrics_url: str) -> dict:
     return {"job": run.job.name, "app_id": run.app_id, "outcome": result.outcome, "reason": result.reason,
             "work_dir": str(run.work_dir), "am_attempts": len(run.ams),
             "already_finished": run.finished_earlier is not None, "metrics_url": metrics_url or None,
-            "attempts": [a.to_dict() for a in result.history()], "waiting": result.why_waiting()}
+            "attempts": [a.to_dict() for a in result.history()], "waiting": result.why_waiting(),
+            "avoidance_dropped": [{"gang": g, "attempt": a, "role": r} for g, a, r in result.avoidance_drops()]}

@@ -17,6 +17,14 @@ from .snapshots import FORMATS, ClusterSnapshot, fields_read, load_snapshot
 SHOWN = 10      # unavailable nodes, node shapes and jobs listed before "... and N more"
 
 
+#: ``--topology-conf``'s help (this command's and ``gangmaster diagnose``'s)
+TOPOLOGY_CONF_HELP = ("a Slurm snapshot's topology.conf (topology/tree's SwitchName=... Switches=... Nodes=..., "
+                      "or topology/block's BlockName=... Nodes=...; Slurm keeps it beside slurm.conf, the SLURM_CONF "
+                      "that `scontrol show config` prints): its switches become the nodes' network domains for "
+                      "networkDomain, the leaf switches the level leaf, those above them spine, core, then level3 "
+                      "and up (blocks: block)")
+
+
 def add_parser(sub):
     p = sub.add_parser(
         "snapshot", help="read a real cluster's snapshot (YARN, Kubernetes or Slurm JSON) and show what it says",
@@ -43,6 +51,7 @@ def add_parser(sub):
                    help="when the files were dumped, in seconds since the epoch (default: their own time "
                         "where they carry one, as newer Slurm does, else the newest file's modification "
                         "time); Slurm's end_time and pods' deadlines are counted from it")
+    p.add_argument("--topology-conf", metavar="FILE", help=TOPOLOGY_CONF_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--fields", action="store_true", help="list the JSON fields read from each engine's files")
     p.set_defaults(func=run, parser=p)
@@ -56,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
               "\n".join(f"{engine}:\n" + "\n".join(f"  {f}" for f in names) for engine, names in fields.items()))
         return 0
     if args.yarn_rm is not None:
+        if args.topology_conf:
+            args.parser.error("--topology-conf is a Slurm snapshot's: it cannot be used with --yarn-rm")
         if args.files:
             args.parser.error("either snapshot files or --yarn-rm, not both")
         from .yarn.live_snapshot import fetch_snapshot
@@ -63,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     elif not args.files:
         args.parser.error("give the snapshot files (or --yarn-rm, or --fields)")
     else:
-        snap = load_snapshot(args.files, taken_at=args.time)
+        snap = load_snapshot(args.files, taken_at=args.time, topology_conf=args.topology_conf)
     print(json.dumps(to_json(snap), indent=2) if args.json else render(snap))
     return 0
 

@@ -98,6 +98,9 @@ def read_answer(answer: Any, source: str) -> list[dict]:
                 for victim in diagnosis.list_of_mappings("preempts"):
                     victim.string("job")
                     victim.integer("priority")
+                    for key in ("gpus", "lost_gpu_h"):   # (an AM before them did not send them)
+                        if victim.raw(key, None) is not None:
+                            victim.number(key, minimum=0)
                 diagnosis.number("preemption_grace_s", minimum=0)
             for _role, role in _entries(diagnosis, "roles"):
                 for key in ("needed", "placeable", "shortfall"):

@@ -29,7 +29,7 @@ IDENTITY_FILE = "job.json"
 #: Fields the job spec gained after work folders were first written, with their defaults: a
 #: spec's identity leaves each out while it holds its default, so that a folder written before
 #: the field existed still belongs to the same job (a field added later goes here too).
-LATER_JOB_FIELDS = {"priority": 0}
+LATER_JOB_FIELDS = {"priority": 0, "expected_duration_s": None}
 LATER_ROLE_FIELDS = {"network_domain": None, "gang_network_domain": None}
 
 

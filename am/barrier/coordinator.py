@@ -373,8 +373,7 @@ class BarrierCoordinator:
             self._open[key] = _Attempt(key, ended_key, tasks, token, timeout_s)
         if calls:
             _deliver(calls)
-        if log.isEnabledFor(logging.INFO):   # a replay opens tens of thousands: not even a call to log
-            log.info("%s: barrier opened for %d tasks (timeout %.0f s)", BarrierId(*ended_key), len(tasks), timeout_s)
+        log.info("%s: barrier opened for %d tasks (timeout %.0f s)", BarrierId(*ended_key), len(tasks), timeout_s)
         return token
 
     def _supersede(self, old: _Attempt, attempt: int) -> list:

@@ -46,6 +46,7 @@ from .gang_events import GangEvents
 from .gang_placement import GangDoesNotFit, GangPlacement, InstancePlacement
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from .launch_env import PortKinds
+from gangmaster.protocol.reasons import NO_REASON, Reason
 from gangmaster.protocol.rm_protocol import Container, ResourceRequest
 
 #: place(view, {role: [instance indices]}) -> placement; raises GangDoesNotFit.
@@ -62,7 +63,7 @@ class Slot:
     asked_at: float = 0.0
     container: Container | None = None
     rejections: int = 0
-    pending_reason: str = ""          # why the RM did not grant it in its last pass
+    pending_reason: Reason = NO_REASON   # why the RM did not grant it in its last pass
 
     def __init__(self, role: str, index: int):
         self.role, self.index = role, index
@@ -298,7 +299,7 @@ class GangAcquisition:
         context.report(f"gang {self.gang}: {slot.name} not granted on {slot.placement.host} after "
                        f"{context.settings.reselect_after_s:g}s ({slot.pending_reason or 'taken by another application'}); "
                        f"selecting again")
-        slot.request_id, slot.placement, slot.pending_reason = None, None, ""
+        slot.request_id, slot.placement, slot.pending_reason = None, None, NO_REASON
 
     def release_all(self, now: float, reason: str) -> list[str]:
         """Give back every container and cancel every ask; back off before asking again."""
@@ -327,7 +328,7 @@ class GangAcquisition:
         """Every slot back to nothing: no ask, no container."""
         for s in (*self.by_request.values(), *self.by_container.values()):
             s.container = s.placement = s.request_id = None
-            s.pending_reason = ""
+            s.pending_reason = NO_REASON
         self.by_request.clear()
         self.by_container.clear()
         self.first_grant_at = None
@@ -339,13 +340,13 @@ class GangAcquisition:
         slot = self.by_request.pop(container.request_id, None)
         if slot is None or slot.container is not None:
             return False
-        slot.container, slot.request_id, slot.pending_reason = container, None, ""
+        slot.container, slot.request_id, slot.pending_reason = container, None, NO_REASON
         self.by_container[container.container_id] = slot
         if self.first_grant_at is None:
             self.first_grant_at = now
         return True
 
-    def on_rejected(self, request_id: int, reason: str) -> None:
+    def on_rejected(self, request_id: int, reason: Reason) -> None:
         slot = self.by_request.pop(request_id, None)
         if slot is None:
             return
@@ -359,7 +360,7 @@ class GangAcquisition:
         else:
             self.context.report(f"gang {self.gang}: the RM rejected {slot.name} on {host}: {reason}; selecting again")
 
-    def on_pending(self, request_id: int, reason: str) -> None:
+    def on_pending(self, request_id: int, reason: Reason) -> None:
         slot = self.by_request.get(request_id)
         if slot is not None:
             slot.pending_reason = reason

@@ -179,6 +179,11 @@ class ClusterTracker:
             self._empty, self._empty_when = self.view.is_empty(), changes
         return self._empty
 
+    def opened(self) -> None:
+        """Room the AM could not use is open to it now (a node the RM held for another gang is
+        no longer held): counted as growth, so a gang that found no room is placed again."""
+        self.grown += 1
+
     def mark_failed(self, role: str, host: str) -> None:
         """``role`` failed on ``host`` because of the node: its instances avoid it from now on."""
         self._failed.add((role, host))

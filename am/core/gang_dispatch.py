@@ -24,19 +24,20 @@ two make no reference cycle: a trace replay's ended AMs are freed as they end).
 from __future__ import annotations
 
 from functools import partial
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .acquisition import AcquisitionContext
 from .am_placement import AMPlacement
 from gangmaster.am.barrier.attempt_barrier import reopen_barrier
 from .gang_launch import GangLauncher
 from .gang_run import PENDING, GangRun, failure
-from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, TASK_RUNNING, TaskRecord
+from .lifecycle import ROLE_ACQUIRING, ROLE_LAUNCHING, ROLE_RUNNING, TASK_RUNNING, TaskRecord
 from gangmaster.am.ops.progress_log import ProgressLog, QuietLog
-from .recovery import TakenBack
+from .job_shutdown import Shutdown
+from .recovery import Recovered, TakenBack
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus,
-                                             ExitStatus, NodeReport, PendingAsk, PreemptionMessage, Rejection,
-                                             RMError, WrongState)
+                                             ExitStatus, HeldReservation, NodeReport, PendingAsk, PreemptionMessage,
+                                             Rejection, ReservedNode, RMError, WrongState)
 
 
 class GangDispatch:
@@ -47,7 +48,7 @@ class GangDispatch:
     never_granted = ""
     #: (the application's report when it ended, why) once the RM no longer accepts this AM attempt
     shutdown_request: tuple[ApplicationReport | None, WrongState] | None = None
-    #: the deadline of a preemption notice whose gang has not restarted yet (None: not preempted)
+    #: the deadline of the latest preemption notice (None: never preempted)
     preempted_until: float | None = None
 
     def __init__(self, gangs: list[GangRun], running: dict[str, tuple[GangRun, TaskRecord]],
@@ -58,6 +59,7 @@ class GangDispatch:
         self.launcher, self.log, self.am_attempt = launcher, log, am_attempt
         self.to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self.avoiding: set[GangRun] = set()    # ... of which a task failed because of its node (keep_placeable)
+        self.dropped: list[tuple[str, int, str]] = []   # (gang, attempt, role) whose avoidance keep_placeable dropped
         self.granted = False                   # this heartbeat's answer granted containers
 
     @property
@@ -66,16 +68,29 @@ class GangDispatch:
         return bool(self.never_granted)
 
     # ------------------------------------------------------ before the heartbeat
-    def plan(self, gang: GangRun, now: float) -> None:
-        """A pending gang decides this heartbeat's asks, cancels and releases."""
+    def plan(self, now: float, overdue: Callable[[GangRun, float], str]) -> str:
+        """Each pending gang decides this heartbeat's asks, cancels and releases, in the job's
+        order, and then ``overdue(gang, now)`` says whether it waited longer than it may: ""
+        or why the job must fail (the gangs after it do not plan)."""
         placement = self.placement
-        gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang), placement.cluster.grown)
+        for gang in self.gangs:
+            if gang.state in PENDING:
+                gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang),
+                          placement.cluster.grown)
+                too_long = overdue(gang, now)
+                if too_long:
+                    return too_long
+        return ""
 
-    def request(self, finished: int) -> AllocateRequest:
+    def request(self) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
         after what the AM itself had to (containers it did not want, attempts that ended),
         and its progress: the share of the job's instances whose task (of the current
-        attempt) has ended (``finished`` of them)."""
+        attempt) has ended."""
+        finished = 0   # (those of pending gangs: none yet)
+        for gang in self.gangs:
+            if gang.state not in PENDING:
+                finished += len(gang.tasks) - gang.running   # (GangRun.finished_tasks)
         total = self.launcher.job.total_instances
         progress = finished / total if total else 1.0   # (an attempt has at most its gang's instances as tasks)
         self.granted = False
@@ -89,6 +104,12 @@ class GangDispatch:
     # ------------------------------------------- what the RM answered (RMCallbacks)
     def on_nodes_updated(self, updates: Sequence[NodeReport]) -> None:
         self.placement.cluster.apply(updates)
+
+    def on_nodes_reserved(self, nodes: Sequence[ReservedNode]) -> None:
+        self.placement.reserved(nodes)
+
+    def on_reservation(self, held: HeldReservation | None, now: float) -> None:
+        self.placement.holding(held, now)
 
     def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None:
         """Each container is taken by the gang that asked for it, else given back."""
@@ -182,17 +203,41 @@ class GangDispatch:
             self.log(f"gang {gang.name} attempt {gang.attempt}: {task.name} on {task.host} failed with exit "
                      f"status {exit_status}" + (f" ({diagnostics})" if diagnostics else ""))
 
-    def keep_placeable(self) -> None:
+    def keep_placeable(self, now: float) -> None:
         """The gangs whose tasks failed because of their nodes this heartbeat (their roles now
         avoid those nodes) are checked once each, however many of their tasks a lost node
         took: a role whose avoided nodes would leave its gang unable to start even on the
-        idle cluster is placed on them again (:meth:`ClusterTracker.keep_placeable`), said in the log."""
+        idle cluster is placed on them again (:meth:`ClusterTracker.keep_placeable`), an
+        event the log, the journal and so the run report keep."""
         placement = self.placement
         for gang in self.avoiding:
             for role in placement.cluster.keep_placeable(gang.roles, placement.pipeline_for):
-                self.log(f"gang {gang.name}: role {role} is placed again on the nodes where it failed: avoiding "
-                         f"them would leave the gang unable to start even on the idle cluster")
+                self.dropped.append((gang.name, gang.attempt, role))
+                self.asking.events.avoidance_dropped(gang, role, now)
         self.avoiding.clear()
+
+    def take_decided(self) -> list[GangRun]:
+        """The gangs to decide on now, in the job's order: those still running whose tasks
+        ended since the last decision (:attr:`to_decide`, emptied)."""
+        to_decide = self.to_decide
+        if not to_decide:
+            return []
+        deciding = [g for g in self.gangs if g in to_decide and g.state is ROLE_RUNNING]
+        to_decide.clear()
+        return deciding
+
+    def take_over(self, recovered: Recovered, shutdown: Shutdown, now: float) -> None:
+        """Carry on from what a journal left (:mod:`~gangmaster.am.core.recovery`): its gangs,
+        in the job's order, are these; those launched are taken back (:meth:`take_back`); the
+        containers no gang owns are stopped, unless the job had already finished."""
+        for taken in recovered.gangs:
+            if taken.launched:
+                self.take_back(taken, now)
+            self.gangs.append(taken.gang)
+        if recovered.finished is None:
+            for cid in recovered.strays:
+                self.log(f"stopping container {cid}: its gang's launch was not completed by the previous AM")
+                shutdown.stop(cid)
 
     def take_back(self, taken: TakenBack, now: float) -> None:
         """A launched gang taken back from a journal (:mod:`~gangmaster.am.core.recovery`): its

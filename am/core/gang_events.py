@@ -56,11 +56,21 @@ class GangEvents:
     def restarting(self, gang: "GangRun", limit: int) -> None:
         """A gang's attempt ended by a failure and the gang starts again."""
 
+    def avoidance_dropped(self, gang: "GangRun", role: str, now: float) -> None:
+        """``role`` of ``gang`` is placed again on the nodes where it failed: avoiding them
+        would leave the gang unable to start even on the idle cluster."""
+
     def attempt_ended(self, gang: "GangRun", now: float) -> None:
         """A gang attempt ended (``gang.record`` says how)."""
 
     def job_finished(self, job: str, outcome: str, reason: str, now: float) -> None:
         """The job ended."""
+
+
+def avoidance_dropped_text(role: str) -> str:
+    """What the log and the run report say when a role's avoidance of its failed nodes is dropped."""
+    return (f"role {role} is placed again on the nodes where it failed: avoiding them would leave the gang "
+            f"unable to start even on the idle cluster")
 
 
 #: The observer of a job nobody watches.
@@ -86,18 +96,16 @@ for _name in [n for n in vars(GangEvents) if not n.startswith("_")]:
     setattr(Fanout, _name, _fan(_name))
 
 
-def keeping(keeper, observer: Callable[[object], GangEvents]) -> GangEvents | None:
-    """The observer that keeps the events for ``keeper`` (a journal, a log), or None when it
-    keeps nothing (a :class:`~gangmaster.am.core.journal.NoJournal`, a quiet log): it says so by
-    ``keeps_nothing``."""
-    return None if getattr(keeper, "keeps_nothing", False) else observer(keeper)
-
-
-def observing(observers: Sequence[GangEvents | None]) -> GangEvents:
-    """One observer for ``observers`` (None: not attached): the one itself when there is one."""
-    kept = [o for o in observers if o is not None]
-    if not kept:
-        return NO_EVENTS
+def observers(metrics: "AMMetrics", journal, log) -> GangEvents:
+    """The one observer of a job's events: its metrics, its journal and its log, each attached
+    only when it keeps something (a journal or a log that keeps nothing says so by
+    ``keeps_nothing``: :class:`~gangmaster.am.core.journal.NoJournal`, a quiet log); the one
+    itself when only one is."""
+    kept: list[GangEvents] = [MetricsEvents(metrics)]
+    if not getattr(journal, "keeps_nothing", False):
+        kept.append(JournalEvents(journal))
+    if not getattr(log, "keeps_nothing", False):
+        kept.append(LogEvents(log))
     return kept[0] if len(kept) == 1 else Fanout(kept)
 
 
@@ -125,6 +133,9 @@ class JournalEvents(GangEvents):
 
     def reselected(self, gang, count) -> None:
         self.journal.write("reselected", gang=gang.name, attempt=gang.attempt, count=count)
+
+    def avoidance_dropped(self, gang, role, now) -> None:
+        self.journal.write("avoidance_dropped", now, gang=gang.name, attempt=gang.attempt, role=role)
 
     def launched(self, gang, token, now, refused) -> None:
         self.journal.write("launched", now, gang=gang.name, attempt=gang.attempt, started_at=now,
@@ -180,6 +191,9 @@ class LogEvents(GangEvents):
 
     def restarting(self, gang, limit) -> None:
         self.log(f"gang {gang.name}: restarting as attempt {gang.attempt + 1} of {limit}")
+
+    def avoidance_dropped(self, gang, role, now) -> None:
+        self.log(f"gang {gang.name}: {avoidance_dropped_text(role)}")
 
     def job_finished(self, job, outcome, reason, now) -> None:
         self.log(f"job {job} {outcome}: {reason}")

@@ -253,6 +253,19 @@ def failure(task: TaskRecord) -> str:
     return f"{task.name} exited with status {task.exit_status} on {task.host}"
 
 
+def task_counts(gangs: Sequence[GangRun]) -> tuple[Mapping[str, int], Mapping[str, int]]:
+    """Per role, the tasks of the gangs' current attempts that succeeded, and those that
+    failed: what the job's completion policy decides on (``JobSpec.verdict``)."""
+    if len(gangs) == 1:   # most jobs: the gang's own counts are the job's
+        return gangs[0].succeeded, gangs[0].failed
+    succeeded: Counter[str] = Counter()
+    failed: Counter[str] = Counter()
+    for g in gangs:
+        succeeded.update(g.succeeded)
+        failed.update(g.failed)
+    return succeeded, failed
+
+
 def failed_attempts(gangs: Sequence[GangRun]) -> int:
     """How many attempts of these gangs failed (gangs restarted together share attempt numbers)."""
     return len({a.attempt for g in gangs for a in g.history if a.outcome == "failed"})

@@ -13,6 +13,8 @@ Kinds, in the order a gang lives them::
     gang_attempt   gang, attempt, waiting_since       a gang attempt begins to wait
     released       gang, attempt, containers, reason   a partial hold given back
     reselected     gang, attempt, count                instances selected again (their asks went stale)
+    avoidance_dropped gang, attempt, role              the role is placed again on the nodes where it failed
+                   (avoiding them would leave the gang unable to start even on the idle cluster)
     launched       gang, attempt, started_at, barrier_token, tasks   every task of the attempt started
     tasks_finished gang, attempt, finished_at, tasks   the tasks of an attempt that ended at one heartbeat,
                    each [role, index, state, exit_status, diagnostics]
@@ -102,8 +104,8 @@ class MemoryJournal:
         self.closed = False
 
     def write(self, kind: str, at: float | None = None, **fields) -> None:
-        """As :meth:`Journal.write`."""
-        # Made into a record only when read (most never are: a replayed job's AM is not restarted).
+        """As :meth:`Journal.write`; made into a record only when read (most never are: a
+        trace replay's AMs are never restarted)."""
         self._written.append((self.now() if at is None else at, kind, fields))
 
     def records(self) -> list[dict]:
@@ -202,6 +204,12 @@ def read_state(records: list[dict]) -> JournalState:
         elif kind == "job_finished":
             state.outcome, state.reason = r["outcome"], r.get("reason", "")
     return state
+
+
+def avoidance_drops(state: JournalState) -> list[tuple[str, int, str]]:
+    """(gang, attempt, role) of each ``avoidance_dropped`` line, in order: what the run
+    report says of them (recovery has nothing to replay of these lines)."""
+    return [(r["gang"], int(r["attempt"]), r["role"]) for r in state.gang_events if r["kind"] == "avoidance_dropped"]
 
 
 ENDING_KINDS = ("tasks_finished", "task_finished")

@@ -12,10 +12,12 @@ nodes that free up last, so that what is free now stays usable by smaller gangs.
 
 Backfill never delays a reservation: a gang may start on reserved nodes only if it is
 expected to end by the reservation's start (:meth:`Reservation.admits`); elsewhere it
-starts freely. A reservation is planned again at every scheduling pass, so it moves
-when the plan changes (a job ended early, a bigger head arrived). How many gangs of one
-queue hold reservations at once is bounded (``max_reservations``), so a queue of big
-gangs cannot idle the whole cluster holding room for all of them.
+starts freely, and on the reserved nodes too as far as they keep free what the reservation
+needs there at its start (a node is not held whole). A reservation is planned again at every
+scheduling pass, so it moves when the plan changes (a job ended early, a higher-priority
+gang arrived). How many gangs hold reservations at once is bounded, per queue
+(``max_reservations``) and in the whole cluster (:class:`ReservationBounds`), so big gangs
+cannot idle the whole cluster holding room for all of them.
 
 Only GPUs are planned: the gangs these traces and clusters carry ask memory and vcores in
 proportion to their GPUs, so GPUs bind first; a gang whose memory binds is still placed
@@ -29,21 +31,45 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
+
+from gangmaster.protocol.rm_protocol import GangRole
 
 #: Default bound on the gangs of one queue holding reservations at once (Slurm's
 #: ``bf_max_job_test``-like bound; YARN reserves one node per application at a time).
 DEFAULT_MAX_RESERVATIONS = 1
+
+#: Default bound on the gangs holding reservations at once in the whole cluster (in a replay,
+#: in each partition of nodes), whatever their queue: the oldest that cannot start hold them.
+#: Fifteen queues with one each made Philly's cluster (40 x 8 GPUs) run as one global FIFO
+#: by age, with reserved GPUs held idle: mean JCT 24 % worse than FIFO's (BENCHMARKS.md).
+DEFAULT_CLUSTER_RESERVATIONS = 1
+
+
+@dataclass(frozen=True)
+class ReservationBounds:
+    """How many gangs may hold reservations, and from when (each queue's own bound,
+    ``max_reservations``, is the queue's).
+
+    ``cluster``: at most this many at once in the cluster (a replay's partition), given to
+    the oldest gangs that cannot start, whichever their queue (as Slurm's
+    ``bf_max_job_part`` bounds them per partition). ``after_s``: a gang reserves only once
+    it has waited this long (Slurm's ``bf_min_age_reserve``): a gang that starts soon
+    anyway holds nothing idle for it."""
+
+    cluster: int = DEFAULT_CLUSTER_RESERVATIONS
+    after_s: float = 0.0
 
 #: How an expected end is known: the job declared its duration, one was observed for
 #: jobs like it, or none is known (then the end is never: the plan cannot count on it).
 DECLARED, OBSERVED, UNKNOWN = "declared", "observed", "unknown"
 
 
-@dataclass(frozen=True)
-class Hold:
+class Hold(NamedTuple):
     """GPUs of one node held from ``start_s`` to ``end_s``: a running container (start -inf,
-    end its expected end, ``math.inf`` when unknown) or a reservation already planned."""
+    end its expected end, ``math.inf`` when unknown) or a reservation already planned. (A
+    named tuple: a replay makes one for every job that starts, and a frozen dataclass's
+    ``__init__`` costs several times as much.)"""
 
     host: str
     gpus: int
@@ -90,15 +116,19 @@ def gang_instances(roles, counts: Mapping[str, int] | None = None) -> list[Insta
             for _ in range(counts[role.name] if counts and role.name in counts else role.instances)]
 
 
-def declared_gang(job) -> tuple[tuple[Instance, ...], float | None]:
-    """What a reserving RM queue plans for ``job`` while it waits: its largest gang (by GPUs)
-    as :func:`gang_instances`, and how long it is declared to run (its roles' longest
-    ``simulatedDurationSeconds``; None when a role declares none: unknown)."""
-    gangs = [gang_instances(roles) for _, roles in job.named_gangs]
-    largest = max(gangs, key=lambda instances: sum(item[0] for item in instances), default=[])
+def declared_gang(job) -> tuple[tuple[GangRole, ...], float | None]:
+    """What ``job`` declares to the RM when it is submitted: its largest gang (by GPUs), role
+    by role, as a reserving queue plans it (:func:`gang_instances` of it) and the preemption
+    monitor places it, and how long it is declared to run (the job's ``expectedDurationSeconds``;
+    else its roles' longest ``simulatedDurationSeconds``; None when neither says: unknown)."""
+    largest = max((roles for _, roles in job.named_gangs), key=lambda roles: sum(r.instances * r.gpus for r in roles),
+                  default=())
+    gang = tuple([GangRole(r.name, r.instances, r.gpus, r.gpu_milli, r.ask_vcores, r.memory_mb,
+                           r.max_instances_per_node) for r in largest])
+    if job.expected_duration_s is not None:
+        return gang, float(job.expected_duration_s)
     declared = [job.simulation.get(role.name, {}).get("simulatedDurationSeconds") for role in job.roles]
-    duration = None if not declared or None in declared else float(max(declared))
-    return tuple(largest), duration
+    return gang, None if not declared or None in declared else float(max(declared))
 
 
 def plan_start(now: float, free: Mapping[str, int], holds: Iterable[Hold], instances: Sequence[Instance],
@@ -110,12 +140,12 @@ def plan_start(now: float, free: Mapping[str, int], holds: Iterable[Hold], insta
     by work whose end is unknown).
 
     ``free`` is each node's free GPUs now; ``holds`` what will hold GPUs from now on:
-    running containers (their ``start_s`` <= now) free theirs at ``end_s``, planned
-    reservations take theirs over ``[start_s, end_s)``."""
+    running containers (their ``start_s`` is -inf) free theirs at ``end_s``, planned
+    reservations (a finite ``start_s``, now or later) take theirs over ``[start_s, end_s)``."""
     running: list[Hold] = []
     planned: list[Hold] = []
-    for hold in holds:
-        (running if hold.start_s <= now else planned).append(hold)
+    for hold in holds:   # (a reservation starting now is planned, not running: it gives nothing back)
+        (running if hold.start_s == -math.inf else planned).append(hold)
     span = math.inf if duration_s is None else max(0.0, duration_s)
     need = sum(item[0] if isinstance(item, tuple) else item for item in instances)
     # Walk the running work's ends in order, giving each node back what ends by then (the

@@ -20,6 +20,24 @@ from .lifecycle import TASK_FAILED
 from gangmaster.protocol.rm_protocol import ExitStatus
 
 
+def retry_failures(job: JobSpec, gangs: list[GangRun], failing: Sequence[GangRun], shutdown: Shutdown,
+                   events: GangEvents, now: float, clock: Callable[[], float]) -> str | None:
+    """What the failed tasks of ``failing`` (gangs of ``gangs`` whose tasks ended) call for,
+    done: gangs the RM preempted restart once every task of theirs has ended (the others may
+    still be checkpointing); else the retry scope of the roles that reached their failure
+    threshold restarts. None when they call for nothing (the job may still succeed); ""
+    when it is done or awaited; else why the job fails (its retry limit is reached)."""
+    preempted = preempted_gangs(failing)
+    if preempted:
+        if not any(g.running for g in preempted):
+            restart_preempted(gangs, preempted, shutdown, events, now, clock, job.retry.attempts)
+        return ""
+    failed_roles = roles_to_restart(job, failing)
+    if failed_roles:
+        return restart(job, gangs, failed_roles, shutdown, events, now, clock)
+    return None
+
+
 def roles_to_restart(job: JobSpec, failing: Sequence[GangRun]) -> list[RoleSpec]:
     """The roles whose retry scope the failed tasks of ``failing`` restart: those of a task
     never launched, else those that reached their failure threshold ([]: none; the job may

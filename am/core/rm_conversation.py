@@ -3,7 +3,8 @@
 As YARN's ``AMRMClientAsync``, the transport is apart from the reactions: one
 :meth:`RMConversation.heartbeat` sends the AM's request and hands each item of the answer
 to the AM's callbacks (:class:`RMCallbacks`), in the order the answer holds them: node
-updates, containers allocated, asks rejected, asks still pending, a preemption notice,
+updates, the nodes reserved for other gangs and the reservation held for its own (when there
+are some, or were), containers allocated, asks rejected, asks still pending, a preemption notice,
 containers completed.
 When the RM no longer accepts this AM attempt (``WrongState``), the callbacks hear why
 instead (:meth:`RMCallbacks.on_shutdown_request`): the application ended (its report), or
@@ -14,9 +15,9 @@ from __future__ import annotations
 from typing import Callable, Protocol, Sequence
 
 from gangmaster.protocol.rm_client import RMClient
-from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, Container, ContainerStatus, NodeReport,
-                                             PendingAsk, PreemptionMessage, RegisterResponse, Rejection, RMError,
-                                             WrongState)
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport, AppState, Container, ContainerStatus,
+                                             HeldReservation, NodeReport, PendingAsk, PreemptionMessage,
+                                             RegisterResponse, Rejection, ReservedNode, RMError, WrongState)
 
 
 class RMCallbacks(Protocol):
@@ -25,6 +26,10 @@ class RMCallbacks(Protocol):
     done: bool   # the job ended: the rest of the response is not read
 
     def on_nodes_updated(self, updates: Sequence[NodeReport]) -> None: ...
+
+    def on_nodes_reserved(self, nodes: Sequence[ReservedNode]) -> None: ...
+
+    def on_reservation(self, held: HeldReservation | None, now: float) -> None: ...
 
     def on_containers_allocated(self, containers: Sequence[Container], now: float) -> None: ...
 
@@ -42,11 +47,13 @@ class RMCallbacks(Protocol):
 class RMConversation:
     """One AM attempt's conversation with the RM about application ``app_id``."""
 
-    __slots__ = ("rm", "app_id", "attempt")
+    __slots__ = ("rm", "app_id", "attempt", "reserved", "holding")
 
     def __init__(self, rm: RMClient, app_id: str):
         self.rm, self.app_id = rm, app_id
         self.attempt = 0   # this AM's attempt, once registered
+        self.reserved = False   # the last answer named nodes reserved for other gangs
+        self.holding = False    # the last answer named a reservation held for this application's gang
 
     def register(self) -> RegisterResponse:
         registration = self.rm.register(self.app_id)
@@ -63,6 +70,12 @@ class RMConversation:
             return False
         if response.node_updates:
             callbacks.on_nodes_updated(response.node_updates)
+        if response.reserved or self.reserved:   # (each answer names them all: none is news too)
+            self.reserved = bool(response.reserved)
+            callbacks.on_nodes_reserved(response.reserved)
+        if response.reservation is not None or self.holding:
+            self.holding = response.reservation is not None
+            callbacks.on_reservation(response.reservation, now)
         if response.allocated:
             callbacks.on_containers_allocated(response.allocated, now)
         if response.rejected:
@@ -91,3 +104,13 @@ class RMConversation:
             self.rm.finish(self.app_id, self.attempt, "SUCCEEDED" if succeeded else "FAILED", reason)
         except RMError as exc:
             log(f"unregistering from the RM: {exc}")
+
+
+def ended_by_rm(report: ApplicationReport) -> tuple[str, str]:
+    """The job's (outcome, reason) when the RM ended its application without the AM (a
+    client killed it, or its AM attempts ran out): ``killed``, or the final status the RM
+    gave (``failed`` when it gave none a job can end with), and the RM's diagnostics."""
+    outcome = {AppState.KILLED: "killed", AppState.FINISHED: report.final_status.lower()}.get(report.state)
+    if outcome not in ("killed", "succeeded", "failed"):
+        outcome = "failed"
+    return outcome, report.diagnostics or f"the ResourceManager ended {report.app_id} ({report.state.value})"

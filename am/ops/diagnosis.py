@@ -18,6 +18,11 @@ Everything is computed from the placement kernel, never parsed from text:
 * **blocking jobs**: among the nodes where waiting helps, the applications holding
   the most of the exhausted resource, with their expected end when the caller
   knows it (in simulation the workload model does, a snapshot may);
+* **preemption**: when the caller says how the RM (or the engine a snapshot came from)
+  preempts (:class:`~gangmaster.am.core.victims.Outlook`), whom it would preempt for the
+  gang: the RM's own choice among the same candidates (whole lower-priority gangs, the
+  fewest GPU-hours of lost work first, each needed, checked by placing the gang with them
+  gone: :func:`~gangmaster.am.core.victims.choose_victims`), not the blocking jobs' order;
 * **hint**: the changes that make :func:`~gangmaster.am.core.gang_placement.place_gang`
   succeed — N more machines like one of the cluster's, restoring N of the
   unhealthy machines, the end of the job holding most — each estimated from the
@@ -54,6 +59,7 @@ from gangmaster.am.core.gang_placement import (GangDoesNotFit, PipelineFor, Role
                                                pipeline_of, place_each_role, place_gang, role_request)
 from gangmaster.am.core.reservation_plan import (DECLARED, UNKNOWN, Hold, Reservation, expected_start_line,
                                                  gang_instances, plan_start)
+from gangmaster.am.core.victims import OFF, ON, Outlook, RunningGang, fits_once_gone
 from gangmaster.am.spec.jobspec_model import RoleSpec
 
 __all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose", "with_more_machines"]
@@ -172,10 +178,14 @@ class Diagnosis:
     reserved: bool = False
     #: the gang's own priority (its job's): blocking jobs above it are work it waits behind
     priority: int = 0
-    #: the lower-priority blocking jobs the RM's preemption monitor would preempt to make room
-    #: (only when it runs: ``preemption_grace_s`` set), each given that long to checkpoint
-    preempts: list[BlockingJob] = field(default_factory=list)
-    preemption_grace_s: float | None = None
+    #: the gangs the RM (or the snapshot's engine) would preempt to make room, as it chooses
+    #: them (:class:`Outlook`'s candidates), and how it preempts; None: not told
+    preempts: list[RunningGang] = field(default_factory=list)
+    preemption: Outlook | None = None
+
+    @property
+    def preemption_grace_s(self) -> float | None:
+        return self.preemption.grace_s if self.preemption is not None else None
 
     @property
     def behind_higher_priority(self) -> list[BlockingJob]:
@@ -195,14 +205,27 @@ class Diagnosis:
                 "machines": self.machines, "roles": {name: r.to_dict() for name, r in self.roles.items()},
                 "blocking_jobs": [b.to_dict() for b in self.blocking_jobs], "hint": self.hint,
                 **({"expected_start": _expected_start_dict(self.expected_start, self.reserved)} if self.planned else {}),
-                **({"preempts": [{"job": b.job, "priority": b.priority} for b in self.preempts],
-                    "preemption_grace_s": self.preemption_grace_s} if self.preempts else {})}
+                **({"preempts": self._victims(), "preemption_grace_s": self.preemption_grace_s}
+                   if self.preempts else {}),
+                **({"preemption": {"engine": self.preemption.engine, "state": self.preemption.state,
+                                   "why": self.preemption.why}}
+                   if self.preemption is not None and self.preemption.engine and not self.gang_can_start else {})}
+
+    def _victims(self) -> list[dict]:
+        now = self.preemption.now if self.preemption is not None else 0.0
+        return [{"job": v.name, "priority": v.priority.job, **({"queue_priority": v.priority.queue}
+                                                                if v.priority.queue else {}),
+                 "gpus": _round(v.gpus), "lost_gpu_h": round(v.lost_gpu_hours(now), 3)} for v in self.preempts]
 
     def preemption_line(self, why: bool = True) -> str:
-        """What priority does for this gang: whom the RM will preempt for it, or whose work it
-        waits behind (``why``: saying that it cannot preempt them); "" when neither."""
+        """What priority does for this gang: whom the RM will preempt for it (or, on a
+        snapshot, whom its engine would, and whether its preemption is on), or whose work it
+        waits behind (``why``: saying that it cannot preempt them); "" when none of these."""
+        outlook = self.preemption
+        if outlook is not None and outlook.engine and not self.gang_can_start:
+            return engine_preemption_line(outlook, self._victims())
         if self.preempts:
-            return will_preempt_line([(b.job, b.priority) for b in self.preempts], self.preemption_grace_s or 0.0)
+            return will_preempt_line(self._victims(), self.preemption_grace_s or 0.0)
         above = self.behind_higher_priority
         if not above:
             return ""
@@ -213,6 +236,8 @@ class Diagnosis:
         """What a change is judged on: everything but the clock (expected ends move as time passes)."""
         data = self.to_dict()
         data["blocking_jobs"] = [{k: v for k, v in b.items() if k != "expected_end_s"} for b in data["blocking_jobs"]]
+        if data.get("preempts"):   # (their work lost grows as they run)
+            data["preempts"] = [{k: v for k, v in v.items() if k != "lost_gpu_h"} for v in data["preempts"]]
         if data.get("expected_start"):
             data["expected_start"] = {k: v for k, v in data["expected_start"].items() if k not in ("in_s", "line")}
         return data
@@ -265,7 +290,7 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
              gang: str = "", occupants: Sequence[Occupant] = (),
              indices: Mapping[str, Sequence[int]] | None = None,
              own: Sequence[tuple[str, ResourceDescriptor]] = (), priority: int = 0,
-             preemption_grace_s: float | None = None, reserved: Reservation | None = None) -> Diagnosis:
+             preemption: Outlook | None = None, reserved: Reservation | None = None) -> Diagnosis:
     """Diagnose the gang ``roles`` on ``view`` (the cluster as it is now; not changed).
 
     ``occupants``: what other applications hold, to name the blocking jobs (without
@@ -274,9 +299,9 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     granted already; they count as placeable); ``own``: the resources those granted
     containers hold (host, resource), so they are not taken for another job's.
     ``priority``: the gang's own (its job's), which the blocking jobs' are compared with;
-    ``preemption_grace_s``: the RM preempts for waiting gangs, with that grace (None: it does
-    not), so the lower-priority blocking jobs whose end lets the gang start are the ones it
-    will preempt;
+    ``preemption``: how the RM (or a snapshot's engine) preempts for waiting gangs and the
+    running gangs this one may preempt (None: it does not, or is not known to); the
+    diagnosis names whom it would preempt, chosen as the RM chooses, on ``view``;
     ``reserved``: the reservation the RM holds for the gang, counted from now (a reserving
     queue's: :mod:`~gangmaster.tools.rmsim.reservations`): then the expected start is it."""
     explained: dict[str, tuple[list[Reason], dict]] = {}
@@ -313,9 +338,9 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     if not can_start:
         hinting = _Hints(view, roles, pipeline, indices, diagnosed, by_host, blocking, waiting_nodes)
         hints = [never or hinting.hint()]
-        if not never and preemption_grace_s is not None:
-            diagnosis.preempts = hinting.victims([b for b in blocking if b.priority < priority])
-            diagnosis.preemption_grace_s = preemption_grace_s
+        if not never and preemption is not None:
+            diagnosis.preemption = preemption
+            diagnosis.preempts = list(preemption.victims(fits_once_gone(view, roles, pipeline, indices)))
         if short is not None and short.ask.required:
             hints.append(_preferred_instead(view, roles, pipeline, indices, short))
         diagnosis.hint = "; or ".join(h for h in hints if h)
@@ -618,22 +643,6 @@ class _Hints:
             touched.append(i)
         return view, touched
 
-    def victims(self, lower: list[BlockingJob]) -> list[BlockingJob]:
-        """The fewest of the ``lower``-priority blocking jobs, taken in order, whose end lets
-        the gang start, each of them needed (none: their end would not make room: then the
-        RM preempts nothing, as :mod:`~gangmaster.tools.rmsim.victims` decides)."""
-        chosen: list[BlockingJob] = []
-        for job in lower:
-            chosen.append(job)
-            if self._starts(self._without({b.job for b in chosen})[0]):
-                break
-        else:
-            return []
-        for job in list(reversed(chosen)):
-            if len(chosen) > 1 and self._starts(self._without({b.job for b in chosen if b is not job})[0]):
-                chosen.remove(job)
-        return chosen
-
     def _job_ends(self) -> str:
         if not self.blocking:
             return ""
@@ -773,11 +782,40 @@ def _num(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def will_preempt_line(victims: Sequence[tuple[str, int]], grace_s: float) -> str:
-    """``will preempt job X (priority 0) in ~30 s grace``: what the RM will preempt for a gang
-    (``victims``: (job, priority) pairs). The diagnosis's text and ``/why``'s say it alike."""
-    named = ", ".join(f"job {job} (priority {priority})" for job, priority in victims)
-    return f"will preempt {named} in ~{_num(grace_s)} s grace"
+def will_preempt_line(victims: Sequence[Mapping], grace_s: float) -> str:
+    """``will preempt job X (priority 0, 4 GPUs, 1.5 GPU-h of work) in ~30 s grace``: what the
+    RM will preempt for a gang (``victims``: the ``preempts`` entries of a diagnosis's JSON,
+    in the order the RM chose them). The diagnosis's text and ``/why``'s say it alike."""
+    return f"will preempt {_named(victims)} in ~{_num(grace_s)} s grace"
+
+
+def engine_preemption_line(outlook: Outlook, victims: Sequence[Mapping]) -> str:
+    """What a snapshot's engine would do for a gang that cannot start: whom it would preempt
+    under its own rules when its preemption is on, or that it is off or unknown (and whom it
+    would preempt were it on)."""
+    engine, grace = outlook.engine, (f" in ~{_num(outlook.grace_s)} s grace" if outlook.grace_s is not None else "")
+    because = f" ({outlook.why})" if outlook.why else ""
+    if not outlook.judged:
+        return f"{engine}'s preemption is {outlook.state}{because}: whom it would preempt cannot be told"
+    would = (f"would preempt {_named(victims)}{grace}" if victims
+             else "would preempt nothing (no lower-priority jobs whose preemption makes room)")
+    if outlook.state == ON:
+        return f"{engine} {would}" + (f"; its preemption is on{because}" if because else "")
+    if outlook.state == OFF:
+        return (f"{engine} preempts nothing here: its preemption is off{because}"
+                + (f"; were it on, it {would}" if victims else ""))
+    return f"{engine}'s preemption is unknown{because}: if it is on, it {would}"
+
+
+def _named(victims: Sequence[Mapping]) -> str:
+    def one(v: Mapping) -> str:
+        figures = [f"priority {v['priority']}"]
+        if v.get("queue_priority"):
+            figures.append(f"queue priority {v['queue_priority']}")
+        if "gpus" in v and "lost_gpu_h" in v:
+            figures.append(f"{_num(v['gpus'])} GPUs, {v['lost_gpu_h']:.3g} GPU-h of work")
+        return f"job {v['job']} ({', '.join(figures)})"
+    return ", ".join(one(v) for v in victims)
 
 
 def _ends(seconds: float | None) -> str:

@@ -3,16 +3,60 @@ why each gang not running yet waits (the end-of-run report's lines and ``/why``)
 
 Everything here reads the gangs and changes nothing; the gauges are read when scraped,
 maybe from another thread, so they read copies and never iterate what the AM may be
-changing.
+changing. :class:`JobStatus` is what an AM answers when asked from outside (the
+drivers, the end-of-run report, ``/why``, the metrics' scrape).
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .diagnosis import Diagnosis
-from gangmaster.am.core.gang_run import GangRun
-from gangmaster.am.core.lifecycle import ROLE_ACQUIRING, TaskRecord
+from gangmaster.am.core.gang_run import GangRun, attempt_history
+from gangmaster.am.core.lifecycle import ROLE_ACQUIRING, AttemptRecord, RoleState, TaskRecord
 from .metrics import CONTAINER_STATES, GaugeValues
+
+if TYPE_CHECKING:
+    from gangmaster.am.core.gang_dispatch import GangDispatch
+    from .why_feed import WhyFeed
+
+
+class JobStatus:
+    """What an AM shows of its job from outside (a base of
+    :class:`~gangmaster.am.core.master.ApplicationMaster`): read from its gangs, the tasks
+    they run (``dispatch.running``) and its ``/why`` feed; it changes nothing."""
+
+    gangs: list[GangRun]
+    dispatch: "GangDispatch"
+    why: "WhyFeed"
+    outcome: str | None
+    now: Callable[[], float]
+    _earlier_drops: list[tuple[str, int, str]]   # avoidance_drops of the AMs before this one (their journal)
+
+    def gauge_values(self) -> GaugeValues:
+        """What the job's gauges show now (:func:`gauge_values`)."""
+        return gauge_values(self.gangs, self.dispatch.running)
+
+    def role_states(self) -> dict[str, RoleState]:
+        return {r.name: g.role_state(r) for g in self.gangs for r in g.roles}
+
+    def history(self) -> list[AttemptRecord]:
+        """Every attempt of every gang, finished ones first, in the order they ended."""
+        return attempt_history(self.gangs)
+
+    def why_waiting(self) -> dict[str, str]:
+        """For each gang not running yet: why, in numbers (:func:`why_waiting`)."""
+        return why_waiting(self.gangs)
+
+    def avoidance_drops(self) -> list[tuple[str, int, str]]:
+        """(gang, attempt, role) of each role placed again on the nodes where it failed
+        (:meth:`~gangmaster.am.core.gang_dispatch.GangDispatch.keep_placeable`), this AM's and
+        its predecessors', in order (the end-of-run report's lines)."""
+        return self._earlier_drops + self.dispatch.dropped
+
+    def why_report(self) -> dict:
+        """What ``/why`` serves for this job: its outcome, and why its gangs wait
+        (:meth:`~gangmaster.am.ops.why_feed.WhyFeed.report`)."""
+        return self.why.report(self.outcome, self.now())
 
 
 def gauge_values(gangs: Sequence[GangRun], running: Mapping[str, tuple[GangRun, TaskRecord]]) -> GaugeValues:

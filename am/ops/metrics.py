@@ -19,13 +19,12 @@ import json
 import operator
 import threading
 import time
-import weakref
 from array import array
 from collections import Counter
 from functools import partial, reduce
 from socketserver import ThreadingMixIn
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Protocol
+from typing import Callable, Iterator, Mapping
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import prometheus_client.metrics
@@ -81,26 +80,22 @@ class AMMetrics:
         self.shared_gpus_allocated = Gauge("gangmaster_allocated_shared_gpus",
                                            "The part of gangmaster_allocated_gpus held as shares of GPUs "
                                            "(fractions of one GPU each)", registry=r)
-        self._source: Callable[[], HoldsGauges | None] = _nothing   # the AM watched (weakly)
-        # The gauges of what the job holds are read from the AM when scraped (watch()), not
-        # set as its gangs move: worked out only when someone reads them (a replay of
-        # thousands of AMs never does, and set them 14 times a job).
-        self.pending_gangs.set_function(lambda: self._read().pending_gangs)
+        #: what the job holds now, read at each scrape (:meth:`watch`); nothing until watched
+        self.gauges: Callable[[], GaugeValues] = _nothing_held
+        # The gauges of what the job holds are read when scraped, not set as its gangs move:
+        # worked out only when someone reads them (a driver that never serves the metrics
+        # never does; set as the gangs move, they would be set 14 times a job).
+        self.pending_gangs.set_function(lambda: self.gauges().pending_gangs)
         for state in CONTAINER_STATES:
-            self.containers.labels(state).set_function(lambda state=state: self._read().containers.get(state, 0))
-        self.gpus_allocated.set_function(lambda: (held := self._read()).gpus + held.gpu_milli / 1000)
-        self.shared_gpus_allocated.set_function(lambda: self._read().gpu_milli / 1000)
+            self.containers.labels(state).set_function(lambda state=state: self.gauges().containers.get(state, 0))
+        self.gpus_allocated.set_function(lambda: (held := self.gauges()).gpus + held.gpu_milli / 1000)
+        self.shared_gpus_allocated.set_function(lambda: self.gauges().gpu_milli / 1000)
 
-    def watch(self, am: "HoldsGauges") -> None:
+    def watch(self, gauges: Callable[[], "GaugeValues"]) -> None:
         """Read the job's gauges (pending gangs, containers by state, GPUs held) from
-        ``am.gauge_values()`` at each scrape. Held weakly: the metrics outlive an AM (a new
-        AM attempt takes them over), and must not keep it, or make it a reference cycle;
-        once it is gone the gauges read 0."""
-        self._source = weakref.ref(am)
-
-    def _read(self) -> "GaugeValues":
-        am = self._source()
-        return _NOTHING_HELD if am is None else am.gauge_values()
+        ``gauges()`` at each scrape: the driver that serves the metrics watches the AM that
+        serves the job now (its ``gauge_values``; a new AM attempt takes the metrics over)."""
+        self.gauges = gauges
 
 
 class PlainCounter:
@@ -204,14 +199,9 @@ class GaugeValues:
 _NOTHING_HELD = GaugeValues(0, {}, 0, 0)
 
 
-class HoldsGauges(Protocol):
-    """What :meth:`AMMetrics.watch` reads (the ApplicationMaster)."""
-
-    def gauge_values(self) -> GaugeValues: ...
-
-
-def _nothing() -> None:
-    return None
+def _nothing_held() -> GaugeValues:
+    """The gauges of metrics nobody watches: nothing held."""
+    return _NOTHING_HELD
 
 
 class MetricsEndpoint:

@@ -6,13 +6,16 @@ a job whose work folder holds a run that already finished, that run's journal
 (:class:`RecordedRun`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from gangmaster.am.spec.jobspec_model import JobSpec
-from gangmaster.am.core.journal import JournalState
+from gangmaster.am.core.gang_events import avoidance_dropped_text
+from gangmaster.am.core.journal import JournalState, avoidance_drops
 from gangmaster.am.core.lifecycle import AttemptRecord
-from gangmaster.am.core.master import ApplicationMaster, attempt_history, recorded_gangs
+from gangmaster.am.core.gang_run import attempt_history
+from gangmaster.am.core.master import ApplicationMaster
+from gangmaster.am.core.recovery import recorded_gangs
 
 
 class RunResult(Protocol):
@@ -25,6 +28,8 @@ class RunResult(Protocol):
 
     def why_waiting(self) -> dict[str, str]: ...
 
+    def avoidance_drops(self) -> list[tuple[str, int, str]]: ...
+
 
 @dataclass
 class RecordedRun:
@@ -35,11 +40,12 @@ class RecordedRun:
     outcome: str | None
     reason: str
     attempts: list[AttemptRecord]
+    dropped: list[tuple[str, int, str]] = field(default_factory=list)   # (gang, attempt, role): avoidance_drops
 
     @classmethod
     def of(cls, job: JobSpec, journal: JournalState) -> "RecordedRun":
         return cls(job, journal.app_id, journal.outcome, journal.reason,
-                   attempt_history(recorded_gangs(job, journal)))
+                   attempt_history(recorded_gangs(job, journal)), avoidance_drops(journal))
 
     def history(self) -> list[AttemptRecord]:
         return list(self.attempts)
@@ -47,12 +53,17 @@ class RecordedRun:
     def why_waiting(self) -> dict[str, str]:
         return {}
 
+    def avoidance_drops(self) -> list[tuple[str, int, str]]:
+        return list(self.dropped)
+
 
 def format_report(am: RunResult | ApplicationMaster) -> str:
     lines = [f"job {am.job.name} ({am.app_id}): {(am.outcome or 'unfinished').upper()}"
              + (f" - {am.reason}" if am.reason else "")]
     for record in am.history():
         lines.extend(_attempt_lines(record))
+    for gang, attempt, role in am.avoidance_drops():
+        lines.append(f"  gang {gang} after attempt {attempt}: {avoidance_dropped_text(role)}")
     waiting = am.why_waiting()
     for gang, why in waiting.items():
         lines.append(f"  gang {gang} is waiting: {why}")

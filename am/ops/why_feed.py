@@ -18,6 +18,7 @@ from gangmaster.am.core.gang_run import GangRun
 from gangmaster.am.spec.jobspec_model import RoleSpec
 from .metrics import AMMetrics
 from gangmaster.am.core.reservation_plan import Reservation
+from gangmaster.am.core.victims import Outlook
 from .waiting_watch import WaitingWatch, watches
 
 
@@ -26,18 +27,20 @@ class WhyFeed:
     list, ``occupants``: what other applications hold where (a driver that knows tells)."""
 
     __slots__ = ("job", "app_id", "gangs", "placement", "occupants", "settings", "log", "metrics", "watching",
-                 "priority", "preemption_grace_s", "reserved")
+                 "priority", "preemption", "reserved")
 
     def __init__(self, job: str, app_id: str, gangs: list[GangRun], placement: AMPlacement,
                  occupants: Callable[[], Sequence[Occupant]], settings: AMSettings, log: Callable[[str], None],
                  metrics: AMMetrics, priority: int = 0,
                  reserved: Callable[[], Reservation | None] | None = None):
         """``priority``: the job's (blocking jobs above it are work it waits behind);
-        ``reserved``: the reservation the RM holds for the job now, if any (a driver that knows tells)."""
+        ``reserved``: the reservation the RM holds for the job now, if any (its AM's placement keeps
+        what the RM's answers said: :meth:`~gangmaster.am.core.am_placement.AMPlacement.rm_reservation`)."""
         self.priority, self.reserved = priority, reserved
-        #: the RM's preemption grace when it preempts for waiting gangs (its driver says so:
-        #: ``rm.preemption``); None: it does not, and no diagnosis says it will
-        self.preemption_grace_s: float | None = None
+        #: how the RM preempts for a waiting gang of this job, (app id, the gang's roles) -> the
+        #: candidates and its grace, when it does (its driver says so: ``rm.preemption``, or the
+        #: rules of the engine a snapshot came from); None: it does not, and no diagnosis says it will
+        self.preemption: Callable[[str, tuple[RoleSpec, ...]], Outlook] | None = None
         self.job, self.app_id, self.gangs, self.placement, self.occupants = job, app_id, gangs, placement, occupants
         self.settings, self.log, self.metrics = settings, log, metrics
         #: the watch, when made (a pending gang's heartbeat then checks its wait)
@@ -50,6 +53,19 @@ class WhyFeed:
         if watch is None:
             watch = self.watching = WaitingWatch(self.settings, self.log, self.metrics)
         return watch
+
+    def overdue(self, gang: GangRun, now: float) -> str:
+        """Each heartbeat, for a gang still pending: diagnosed when due, and "" or why the job
+        must fail: it waited longer than it may (:meth:`WaitingWatch.check`; no watch: "")."""
+        watch = self.watching
+        return "" if watch is None else watch.check(gang, now, self.diagnose)
+
+    def gangs_started(self) -> None:
+        """After each heartbeat: the diagnoses of the gangs no longer pending are forgotten
+        (:meth:`WaitingWatch.started`)."""
+        watch = self.watching
+        if watch is not None and watch.latest:
+            watch.started(self.gangs)
 
     def report(self, outcome: str | None, now: float) -> dict:
         """What ``/why`` serves for the job (:func:`~gangmaster.am.ops.job_status.why_report`)."""
@@ -74,7 +90,8 @@ class WhyFeed:
             view.instances_of(role)[view.index(host)] += 1
         return diagnose(view, roles, self.placement.pipeline_for, job=self.job, gang=name, occupants=self.occupants(),
                         indices=wanted, own=[(host, resource) for _role, host, resource in held],
-                        priority=self.priority, preemption_grace_s=self.preemption_grace_s,
+                        priority=self.priority,
+                        preemption=self.preemption(self.app_id, roles) if self.preemption is not None else None,
                         reserved=self.reserved() if self.reserved is not None else None)
 
     def waiting(self) -> str:

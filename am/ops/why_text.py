@@ -32,8 +32,7 @@ def format_why(jobs: list[dict]) -> str:
                     helps = "waiting helps" if reason["waiting_helps"] else "waiting does not help"
                     lines.append(f"    {reason['code']}: {reason['detail']} ({helps})")
             if diagnosis.get("preempts"):
-                victims = [(v["job"], v["priority"]) for v in diagnosis["preempts"]]
-                lines.append(f"  {will_preempt_line(victims, diagnosis['preemption_grace_s'])}")
+                lines.append(f"  {will_preempt_line(diagnosis['preempts'], diagnosis['preemption_grace_s'])}")
             if diagnosis["hint"]:
                 lines.append(f"  to unblock: {diagnosis['hint']}")
             if diagnosis.get("expected_start") is not None:

@@ -158,6 +158,7 @@ def read_job(data: Any, source: str, secrets: Mapping[str, Any] | None = None,
     return JobSpec(
         name=name, roles=tuple(roles), gangs=gangs, retry=retry,
         job_retry_count=job_retry_count, barrier_timeout_s=job_keys.barrier_timeout_s, priority=job_keys.priority,
+        expected_duration_s=job_keys.expected_duration_s,
         parameters=dict(parameters or {}), unused=tuple(unused), source=source,
         description=str(top.data.get("description") or ""),
         contributor=str(top.data.get("contributor") or ""),

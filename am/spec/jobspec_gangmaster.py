@@ -37,7 +37,8 @@ ROLE_ONLY_KEYS = ("failOnAttempts", "failInstance", "failExitCode", "failBeforeB
 SIMULATION_KEYS = ("simulatedDurationSeconds", "simulatedExitCode", "failOnAttempts", "failInstance",
                    "failExitCode", "failBeforeBarrier")
 #: Keys that only make sense for the whole job.
-JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts", "networkDomain", "priority")
+JOB_ONLY_KEYS = ("gangs", "barrierTimeoutSeconds", "retryScope", "attempts", "networkDomain", "priority",
+                 "expectedDurationSeconds")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class JobKeys:
     retry_scope: str = "job"
     attempts: int | None = None                         # None: from jobRetryCount/taskRetryCount
     network_domain: DomainAsk | None = None             # each gang inside one domain (or as few as can be)
-    priority: int = 0                                   # higher may preempt lower (tools/rmsim/victims.py)
+    priority: int = 0                                   # higher may preempt lower (am/core/victims.py)
+    expected_duration_s: float | None = None            # how long the job is declared to run (None: unknown)
 
 
 def _readers(selectors: list[str] | None) -> dict[str, tuple[str, Callable[[Fields, str], Any]]]:
@@ -175,9 +177,12 @@ def read_job_keys(section: Fields, errors: ErrorCollector, role_names: list[str]
     priority = (errors.read(lambda: section.integer("priority", minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY,
                                                     limit="MAX_PRIORITY"), 0)
                 if "priority" in present else 0)
+    expected = (errors.read(lambda: _duration(section, "expectedDurationSeconds"))
+                if "expectedDurationSeconds" in present else None)
     defaults = read_role_keys(section, errors, selectors, allowed=ROLE_KEYS)
     return JobKeys(gangs=gangs, barrier_timeout_s=timeout, retry_scope=scope,
-                   attempts=attempts, network_domain=domain, priority=priority), defaults
+                   attempts=attempts, network_domain=domain, priority=priority,
+                   expected_duration_s=expected), defaults
 
 
 def _gangs(section: Fields, role_names: list[str]) -> tuple[tuple[str, ...], ...] | None:

@@ -12,6 +12,7 @@ AM's business: the reader checks those keys and carries them in
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from operator import attrgetter
@@ -141,9 +142,9 @@ class RoleSpec:
     gang_network_domain: DomainAsk | None = None
 
     def __hash__(self) -> int:
-        # The dataclass's hash (every field but ``ports``), worked out once per role: what is
-        # worked out per set of roles is looked up by them, once or more per job (a trace
-        # replay's jobs of one shape share their roles). Not pickled (see __getstate__).
+        """The dataclass's hash (every field but ``ports``), worked out once per role: what is
+        worked out per set of roles is looked up by them, once or more per job (a trace
+        replay's jobs of one shape share their roles). Not pickled (see __getstate__)."""
         try:
             return self.__dict__["_hash"]
         except KeyError:
@@ -178,10 +179,10 @@ class RoleSpec:
         """One instance as asked of the RM: ``cpu × request_ratio`` vcores."""
         return self._asked
 
-    # Worked out once per role (both are immutable): every placement of the role reads them,
-    # and a trace replay's jobs of one shape share their RoleSpec.
     @cached_property
     def _planned(self) -> ResourceDescriptor:
+        """One instance as planned, worked out once per role (a role is immutable): every
+        placement of the role reads it, and a trace replay's jobs of one shape share their RoleSpec."""
         return ResourceDescriptor(memory_mb=self.memory_mb, vcores=float(self.cpu),
                                   gpus=self.gpus, ports=self.port_count, gpu_milli=self.gpu_milli)
 
@@ -223,6 +224,9 @@ class JobSpec:
     simulation: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, hash=False)
     #: ``gangmaster: priority``: a gang that cannot start may preempt gangs of lower priority
     priority: int = 0
+    #: ``gangmaster: expectedDurationSeconds``: how long the job is declared to run (None: unknown),
+    #: what a reserving RM queue counts on for its containers' ends (``declared_gang``)
+    expected_duration_s: float | None = None
 
     def role(self, name: str) -> RoleSpec:
         role = self._roles_by_name.get(name)
@@ -232,9 +236,9 @@ class JobSpec:
         return role
 
     def __post_init__(self) -> None:
-        # Name -> role, built with the spec: a scan per lookup made a job of n roles O(n^2),
-        # and every AM reads it (a cached_property takes a lock on its first read, which
-        # for a replay's tens of thousands of specs cost more than the dict).
+        """Name -> role, built with the spec: a scan per lookup made a job of n roles O(n^2),
+        and every AM reads it (a cached_property takes a lock on its first read, which for a
+        trace replay's tens of thousands of specs cost more than the dict)."""
         object.__setattr__(self, "_roles_by_name", {role.name: role for role in self.roles})
         # The roles that can succeed early (a min_succeeded): most jobs have none, and the AM
         # asks for the job's verdict each time its tasks end.
@@ -326,6 +330,21 @@ class JobSpec:
         for role, spec in zip(data["roles"], self.roles):
             role["ask_vcores"] = spec.ask_vcores
         return data
+
+
+def shaped_role(name: str, instances: int, gpus: int, vcores: float, memory_mb: int, gpu_milli: int = 0,
+                gpu_types: tuple[str, ...] = (), node_label: str | None = None,
+                max_instances_per_node: int | None = None, command: str = "true") -> RoleSpec:
+    """A role known only by its shape (a trace's role, the gang an application declared to the
+    RM), as the AM would place it: asking ``vcores`` (planned as whole vcores, asked as
+    ``cpu × request_ratio``: 1.25 vcores is 2 × 0.625), ``memory_mb``, ``gpus`` whole GPUs or a
+    ``gpu_milli`` share of one, no ports, one attempt; ``command`` is what each task would run."""
+    cpu = math.ceil(vcores)
+    ratio = vcores / cpu if cpu else 1.0
+    return RoleSpec(name=name, instances=instances, cpu=cpu, memory_mb=memory_mb, gpus=gpus, ports={},
+                    commands=(command,), completion=Completion(), task_retry_count=0, retry=RetryPolicy("job", 1),
+                    request_ratio=ratio, max_instances_per_node=max_instances_per_node, node_label=node_label,
+                    gpu_types=gpu_types, gpu_milli=gpu_milli)
 
 
 def gang_name(roles: Sequence[str]) -> str:

@@ -138,26 +138,40 @@ class AllocateRequest(_message.Message):
     progress: float
     def __init__(self, app_id: _Optional[str] = ..., attempt: _Optional[int] = ..., asks: _Optional[_Iterable[_Union[ResourceRequest, _Mapping]]] = ..., cancel: _Optional[_Iterable[int]] = ..., releases: _Optional[_Iterable[str]] = ..., blacklist_additions: _Optional[_Iterable[str]] = ..., blacklist_removals: _Optional[_Iterable[str]] = ..., progress: _Optional[float] = ...) -> None: ...
 
+class Reason(_message.Message):
+    __slots__ = ("code", "args", "cause")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    args: _containers.RepeatedScalarFieldContainer[str]
+    cause: Reason
+    def __init__(self, code: _Optional[int] = ..., args: _Optional[_Iterable[str]] = ..., cause: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
+
 class Rejection(_message.Message):
-    __slots__ = ("request_id", "reason")
+    __slots__ = ("request_id", "reason", "why")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     reason: str
-    def __init__(self, request_id: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    why: Reason
+    def __init__(self, request_id: _Optional[int] = ..., reason: _Optional[str] = ..., why: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
 
 class PendingAsk(_message.Message):
-    __slots__ = ("request_id", "remaining", "reason")
+    __slots__ = ("request_id", "remaining", "reason", "why")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     REMAINING_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     remaining: int
     reason: str
-    def __init__(self, request_id: _Optional[int] = ..., remaining: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    why: Reason
+    def __init__(self, request_id: _Optional[int] = ..., remaining: _Optional[int] = ..., reason: _Optional[str] = ..., why: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
-    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption")
+    __slots__ = ("allocated", "completed", "node_updates", "rejected", "pending", "headroom", "response_id", "preemption", "reserved", "reservation")
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     NODE_UPDATES_FIELD_NUMBER: _ClassVar[int]
@@ -166,6 +180,8 @@ class AllocateResponse(_message.Message):
     HEADROOM_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
     PREEMPTION_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
     allocated: _containers.RepeatedCompositeFieldContainer[Container]
     completed: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
     node_updates: _containers.RepeatedCompositeFieldContainer[NodeReport]
@@ -174,17 +190,53 @@ class AllocateResponse(_message.Message):
     headroom: Resource
     response_id: int
     preemption: PreemptionMessage
-    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ...) -> None: ...
+    reserved: _containers.RepeatedCompositeFieldContainer[ReservedNode]
+    reservation: HeldReservation
+    def __init__(self, allocated: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., completed: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., node_updates: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., rejected: _Optional[_Iterable[_Union[Rejection, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingAsk, _Mapping]]] = ..., headroom: _Optional[_Union[Resource, _Mapping]] = ..., response_id: _Optional[int] = ..., preemption: _Optional[_Union[PreemptionMessage, _Mapping]] = ..., reserved: _Optional[_Iterable[_Union[ReservedNode, _Mapping]]] = ..., reservation: _Optional[_Union[HeldReservation, _Mapping]] = ...) -> None: ...
+
+class HeldReservation(_message.Message):
+    __slots__ = ("start_in", "has_duration", "duration", "hosts", "waits_for", "known")
+    START_IN_FIELD_NUMBER: _ClassVar[int]
+    HAS_DURATION_FIELD_NUMBER: _ClassVar[int]
+    DURATION_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    WAITS_FOR_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    start_in: float
+    has_duration: bool
+    duration: float
+    hosts: _containers.RepeatedCompositeFieldContainer[ReservedGpus]
+    waits_for: _containers.RepeatedScalarFieldContainer[str]
+    known: str
+    def __init__(self, start_in: _Optional[float] = ..., has_duration: _Optional[bool] = ..., duration: _Optional[float] = ..., hosts: _Optional[_Iterable[_Union[ReservedGpus, _Mapping]]] = ..., waits_for: _Optional[_Iterable[str]] = ..., known: _Optional[str] = ...) -> None: ...
+
+class ReservedGpus(_message.Message):
+    __slots__ = ("host", "gpus")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    gpus: int
+    def __init__(self, host: _Optional[str] = ..., gpus: _Optional[int] = ...) -> None: ...
+
+class ReservedNode(_message.Message):
+    __slots__ = ("host", "start")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    start: float
+    def __init__(self, host: _Optional[str] = ..., start: _Optional[float] = ...) -> None: ...
 
 class PreemptionMessage(_message.Message):
-    __slots__ = ("containers", "deadline", "reason")
+    __slots__ = ("containers", "deadline", "reason", "why")
     CONTAINERS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
     containers: _containers.RepeatedScalarFieldContainer[str]
     deadline: float
     reason: str
-    def __init__(self, containers: _Optional[_Iterable[str]] = ..., deadline: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+    why: Reason
+    def __init__(self, containers: _Optional[_Iterable[str]] = ..., deadline: _Optional[float] = ..., reason: _Optional[str] = ..., why: _Optional[_Union[Reason, _Mapping]] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("app_id",)
@@ -223,20 +275,44 @@ class FinishRequest(_message.Message):
     def __init__(self, app_id: _Optional[str] = ..., attempt: _Optional[int] = ..., final_status: _Optional[str] = ..., diagnostics: _Optional[str] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("name", "queue", "max_attempts", "keep_containers_across_attempts", "am_expiry_s", "priority")
+    __slots__ = ("name", "queue", "max_attempts", "keep_containers_across_attempts", "am_expiry_s", "priority", "gang", "has_expected_duration", "expected_duration_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     KEEP_CONTAINERS_ACROSS_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     AM_EXPIRY_S_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
+    HAS_EXPECTED_DURATION_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_DURATION_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     max_attempts: int
     keep_containers_across_attempts: bool
     am_expiry_s: float
     priority: int
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., max_attempts: _Optional[int] = ..., keep_containers_across_attempts: _Optional[bool] = ..., am_expiry_s: _Optional[float] = ..., priority: _Optional[int] = ...) -> None: ...
+    gang: _containers.RepeatedCompositeFieldContainer[GangRole]
+    has_expected_duration: bool
+    expected_duration_s: float
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., max_attempts: _Optional[int] = ..., keep_containers_across_attempts: _Optional[bool] = ..., am_expiry_s: _Optional[float] = ..., priority: _Optional[int] = ..., gang: _Optional[_Iterable[_Union[GangRole, _Mapping]]] = ..., has_expected_duration: _Optional[bool] = ..., expected_duration_s: _Optional[float] = ...) -> None: ...
+
+class GangRole(_message.Message):
+    __slots__ = ("name", "instances", "gpus", "gpu_milli", "vcores", "memory_mb", "max_instances_per_node")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    VCORES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
+    MAX_INSTANCES_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    instances: int
+    gpus: int
+    gpu_milli: int
+    vcores: float
+    memory_mb: int
+    max_instances_per_node: int
+    def __init__(self, name: _Optional[str] = ..., instances: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_milli: _Optional[int] = ..., vcores: _Optional[float] = ..., memory_mb: _Optional[int] = ..., max_instances_per_node: _Optional[int] = ...) -> None: ...
 
 class AppId(_message.Message):
     __slots__ = ("app_id",)

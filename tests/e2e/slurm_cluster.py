@@ -20,7 +20,7 @@ from gangmaster.tools.slurm.local_cluster import LocalCluster, Ports, missing_re
 from task_procs import MARKER_VAR, kill_marked, new_marker
 
 REPO = Path(__file__).resolve().parents[2]
-TASK = "python tests/e2e/slurm_task.py"
+TASK = "python tests/e2e/gang_task.py"
 
 CLUSTER_YAML = """\
 name: slurm-test

@@ -1,6 +1,7 @@
 """`gangmaster am` as its own process against `gangmaster rm serve` (YARN's shape): the
 tasks are the RM's processes and meet at the AM's gRPC barrier. A barrier job succeeds;
-a task that fails once restarts the gang; SIGTERM kills the application at the RM and
+a task that fails once restarts the gang (and the job's gang and declared duration reach the
+RM); SIGTERM kills the application at the RM and
 its tasks end; and what the RM recorded (its state file) with the AM's journal shows
 the AM's invariants held: nothing double-booked, every gang attempt started whole, no
 task running twice at once."""
@@ -43,6 +44,7 @@ taskRoles:
     commands:
       - 'if [ "$GANGMASTER_ATTEMPT" = 1 ] && [ "$PAI_TASK_INDEX" = 1 ]; then exit 3; fi'
       - python -m gangmaster.tools.examples.mpi_style_task
+gangmaster: {expectedDurationSeconds: 600}
 """
 
 SLEEPS = """
@@ -166,8 +168,12 @@ def test_a_task_that_fails_once_restarts_the_gang(rm_serve, tmp_path):
     assert "gang worker attempt 1: failed" in result.stdout and "worker[1] exited with status 3" in result.stdout
     assert "gang worker attempt 2: succeeded" in result.stdout
     assert all('"attempt": 2' in (work / "output" / f"gather-{r}.json").read_text() for r in range(3))
-    launches = check_am_invariants(json.loads(state.read_text()), read_records(work / JOURNAL_FILE), 3)
+    saved = json.loads(state.read_text())
+    launches = check_am_invariants(saved, read_records(work / JOURNAL_FILE), 3)
     assert launches == 2
+    # the job's gang and declared duration reached `rm serve` over gRPC (what a reserving queue plans)
+    app = next(a for a in saved["apps"] if a["app_id"] == "app_0001")
+    assert (app["gang"], app["expected_s"]) == ([["worker", 3, 1, 0, 1.0, 1024, None]], 600.0)
 
 
 def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):

@@ -126,6 +126,7 @@ class _Snapshot:
     specs: list
     unhealthy: dict
     running: list
+    preemption: None = None   # (no engine's rules: nothing said of preemption)
 
 
 def test_a_snapshot_s_unhealthy_nodes_and_running_jobs_are_what_the_gang_is_diagnosed_against(tmp_path):

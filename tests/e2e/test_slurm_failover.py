@@ -38,7 +38,7 @@ def test_a_dead_node_restarts_the_gang_on_the_other_nodes(runner, cluster, tmp_p
     job = tmp_path / "gang.yaml"
     job.write_text(job_yaml("slurm-node-lost"))
     output = tmp_path / "run" / "output"
-    with killed_on_exit(runner.start(job, work_dir=tmp_path / "run", SLURM_TEST_HOLD_S="90")) as proc:
+    with killed_on_exit(runner.start(job, work_dir=tmp_path / "run", GANG_TEST_HOLD_S="90")) as proc:
         started = wait_until(lambda: _all_started(output, 1), 60, "every task of attempt 1 to start")
         victim = next(r["host"] for r in started if r["rank"] == 1)
         try:
@@ -64,7 +64,7 @@ def test_tasks_outlive_the_am_and_the_next_run_takes_them_back(runner, tmp_path)
     job.write_text(job_yaml("slurm-failover"))
     work = tmp_path / "run"
     output = work / "output"
-    with killed_on_exit(runner.start(job, work_dir=work, SLURM_TEST_HOLD_S="90")) as first:
+    with killed_on_exit(runner.start(job, work_dir=work, GANG_TEST_HOLD_S="90")) as first:
         started = wait_until(lambda: _all_started(output, 1), 60, "every task of attempt 1 to start")
         first.send_signal(signal.SIGKILL)
         first.communicate()
@@ -72,7 +72,7 @@ def test_tasks_outlive_the_am_and_the_next_run_takes_them_back(runner, tmp_path)
     # the tasks go to their barrier now: they find no AM, then the second run's taking them back
     # (its coordinator listens before it has reopened their barrier)
     (output / "release").touch()
-    with killed_on_exit(runner.start(job, work_dir=work, SLURM_TEST_HOLD_S="90")) as second:
+    with killed_on_exit(runner.start(job, work_dir=work, GANG_TEST_HOLD_S="90")) as second:
         stdout, stderr = second.communicate(timeout=120)
     assert second.returncode == 0, stderr
     [report] = json.loads(stdout)
@@ -87,7 +87,7 @@ def test_sigterm_cancels_the_run_and_nothing_of_it_outlives_it(runner, tmp_path)
     job = tmp_path / "gang.yaml"
     job.write_text(job_yaml("slurm-sigterm"))
     output = tmp_path / "run" / "output"
-    with killed_on_exit(runner.start(job, work_dir=tmp_path / "run", SLURM_TEST_HOLD_S="90")) as proc:
+    with killed_on_exit(runner.start(job, work_dir=tmp_path / "run", GANG_TEST_HOLD_S="90")) as proc:
         wait_until(lambda: _all_started(output, 1), 60, "every task of attempt 1 to start")
         proc.send_signal(signal.SIGTERM)
         _stdout, stderr = proc.communicate(timeout=60)

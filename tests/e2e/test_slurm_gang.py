@@ -71,7 +71,7 @@ def test_a_gang_of_four_over_three_nodes_gets_exact_gpus_and_meets_at_the_barrie
 def test_a_killed_task_restarts_the_whole_gang(runner, tmp_path):
     job = tmp_path / "gang.yaml"
     job.write_text(job_yaml("slurm-kill"))
-    code, [report], err = runner.run(job, work_dir=tmp_path / "run", SLURM_TEST_KILL="1")
+    code, [report], err = runner.run(job, work_dir=tmp_path / "run", GANG_TEST_KILL="1")
     assert code == 0, err
     first, second = report["attempts"]
     assert first["outcome"] == "failed" and "exited with status 137" in first["reason"]
@@ -100,7 +100,7 @@ def test_slurm_itself_rejects_an_ask_no_node_can_hold(cluster, tmp_path):
     response = client.allocate(AllocateRequest(app, 1, asks=(ask,)))
     [rejection] = response.rejected
     assert rejection.request_id == 7
-    assert "Requested node configuration is not available" in rejection.reason
+    assert "Requested node configuration is not available" in str(rejection.reason)
     client.finish(app, 1)
 
 
@@ -109,7 +109,7 @@ def test_two_gangs_that_fit_only_one_at_a_time_both_finish(runner, tmp_path):
     for name in ("slurm-first", "slurm-second"):   # each takes every GPU of three of the four nodes
         jobs.append(tmp_path / f"{name}.yaml")
         jobs[-1].write_text(job_yaml(name, chief_gpus=1, worker_gpus=3, workers=3))
-    code, reports, err = runner.run(*jobs, work_dir=tmp_path / "run", SLURM_TEST_HOLD_S="2")
+    code, reports, err = runner.run(*jobs, work_dir=tmp_path / "run", GANG_TEST_HOLD_S="2")
     assert code == 0, err
     assert [r["outcome"] for r in reports] == ["succeeded", "succeeded"]
     spans = sorted((r["attempts"][-1]["started_at"], r["attempts"][-1]["ended_at"]) for r in reports)

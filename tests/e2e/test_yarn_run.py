@@ -42,7 +42,7 @@ def _all_started(output: Path, attempt: int, count: int = 4):
 def test_a_gang_on_exact_nodes_and_gpus_restarts_whole_when_a_task_dies(runner, yarn_cluster, tmp_path):
     job = tmp_path / "gang.yaml"
     job.write_text(job_yaml("yarn-gang"))
-    code, [report], stderr = runner.run(job, work_dir=tmp_path / "run", YARN_TEST_KILL="1")
+    code, [report], stderr = runner.run(job, work_dir=tmp_path / "run", GANG_TEST_KILL="1")
     assert code == 0, stderr
     first, second = report["attempts"]
     assert first["outcome"] == "failed" and "status 137" in first["reason"], first   # SIGKILL: 128 + 9
@@ -129,7 +129,7 @@ def test_a_killed_am_is_replaced_by_yarn_and_takes_the_tasks_back(runner, yarn_c
     job.write_text(job_yaml("yarn-failover"))
     work = tmp_path / "run"
     output = work / "output"
-    with killed_on_exit(runner.start(job, work_dir=work, YARN_TEST_HOLD_S="90")) as proc:
+    with killed_on_exit(runner.start(job, work_dir=work, GANG_TEST_HOLD_S="90")) as proc:
         started = wait_until(lambda: _all_started(output, 1), 60, "every task of attempt 1 to start")
         # YARN carries over to the next AM attempt only the containers its RM has heard are running
         # (from each NodeManager's next heartbeat, every second); one it still holds as merely
@@ -154,7 +154,7 @@ def test_a_lost_node_restarts_the_gang_on_the_others(runner, yarn_cluster_alone,
     job = tmp_path / "gang.yaml"
     job.write_text(job_yaml("yarn-node-lost", worker_gpus=1, per_node=2))
     output = tmp_path / "run" / "output"
-    with killed_on_exit(runner.start(job, work_dir=tmp_path / "run", YARN_TEST_HOLD_S="90")) as proc:
+    with killed_on_exit(runner.start(job, work_dir=tmp_path / "run", GANG_TEST_HOLD_S="90")) as proc:
         started = wait_until(lambda: _all_started(output, 1), 60, "every task of attempt 1 to start")
         victim = next(r["host"] for r in started if r["rank"] == 1)
         try:

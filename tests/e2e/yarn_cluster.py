@@ -32,7 +32,7 @@ from gangmaster.tools.yarn.local_cluster import LocalCluster, Ports, YarnUnavail
 from task_procs import MARKER_VAR, kill_marked, new_marker
 
 REPO = Path(__file__).resolve().parents[2]
-TASK = "python tests/e2e/yarn_task.py"
+TASK = "python tests/e2e/gang_task.py"
 #: the marks of every YARN end-to-end test
 YARN = [pytest.mark.slow]
 NM_EXPIRY_MS = 8000
@@ -159,8 +159,8 @@ class Runner:
                               timeout=200, cwd=REPO, env=self.env(**env))
         return done.returncode, reports(done.stdout, done.stderr), done.stderr
 
-    def start(self, *jobs: Path, work_dir: Path, **env: str) -> subprocess.Popen:
-        return subprocess.Popen(self.command(*jobs, work_dir=work_dir), stdout=subprocess.PIPE,
+    def start(self, *jobs: Path, work_dir: Path, extra: tuple[str, ...] = (), **env: str) -> subprocess.Popen:
+        return subprocess.Popen(self.command(*jobs, work_dir=work_dir, extra=extra), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=REPO, env=self.env(**env))
 
     def clean_up(self) -> None:

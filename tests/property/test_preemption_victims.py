@@ -1,4 +1,4 @@
-"""Preemption's choice of victims (tools/rmsim/victims.py) over random clusters, running
+"""Preemption's choice of victims (am/core/victims.py) over random clusters, running
 gangs and priorities: whole gangs only, only lower-priority ones, never without making room
 (checked again with the real placement), each victim needed, and nothing preempted when
 even every candidate gone would not make room."""
@@ -13,7 +13,7 @@ from gangmaster.selectors.selector import get_selector
 from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.tools.replay.job_specs import job_spec
 from gangmaster.tools.replay.trace import TraceJob, TraceRole
-from gangmaster.tools.rmsim.victims import Priority, RunningGang, choose_victims, fits_once_gone, may_preempt
+from gangmaster.am.core.victims import Priority, RunningGang, choose_victims, fits_once_gone, may_preempt
 
 PIPELINE = SelectionPipeline(SelectionSettings(), get_selector("job-packing"))
 
@@ -112,7 +112,7 @@ MAY_PREEMPT = [
 
 
 def test_may_preempt_table():
-    from gangmaster.tools.rmsim.victims import QueueShare
+    from gangmaster.am.core.victims import QueueShare
 
     for priority, queue, gpus, victim_priority, victim_queue, shares, expected in MAY_PREEMPT:
         victim = RunningGang("v", victim_queue, victim_priority, 2.0, 0.0, ())

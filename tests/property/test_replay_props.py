@@ -97,6 +97,50 @@ def test_backfill_never_delays_a_reservation(trace, nodes):
             assert job.start_s <= first[job.job_id], (job.job_id, first[job.job_id])
 
 
+@settings(max_examples=15)
+@given(trace=traces(), nodes=st.integers(1, 4), bound=st.integers(1, 2), after=st.sampled_from([0.0, 20.0, 100.0]))
+def test_backfill_never_delays_a_reservation_across_queues_and_lent_gpus(trace, nodes, bound, after):
+    """Two queues, at most ``bound`` reservations in the cluster, a job reserving once it waited
+    ``after`` s, and reserved nodes lending what their gang will not need: a reservation binds
+    the jobs younger than its own (a job's priority is its age), so its job starts no later than
+    first planned, unless an older job took over (its reservation was dropped for an older one's,
+    or an older job reserved or started while it waited)."""
+    first: dict[str, tuple[float, float]] = {}   # job -> (when first planned, its start then)
+    older_moved: list[tuple[int, float]] = []      # (a job's order, when it reserved or started)
+    dropped: set[str] = set()
+    reserve, keep, started = (ReplayReservations.reserve, ReplayReservations._keep_the_oldest,
+                              ReplayReservations.started)
+
+    def noted(self, queue, job):
+        planned = reserve(self, queue, job)
+        if planned:
+            first.setdefault(job.trace.job_id, (self._now(), self.held[queue][-1].start_s))
+            older_moved.append((job.order, self._now()))
+        return planned
+
+    def kept(self, partition):
+        before = {r.owner for held in self.held.values() for r in held}
+        keep(self, partition)
+        dropped.update(before - {r.owner for held in self.held.values() for r in held})
+
+    def noted_start(self, job, tasks=None):
+        older_moved.append((job.order, self._now()))
+        started(self, job, tasks)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ReplayReservations, "reserve", noted)
+        patch.setattr(ReplayReservations, "_keep_the_oldest", kept)
+        patch.setattr(ReplayReservations, "started", noted_start)
+        result = replay(trace, cluster(nodes), ReplayOptions(queue_policy="reserve", cluster_reservations=bound,
+                                                             reserve_after_s=after))
+    order = {job.job_id: i for i, job in enumerate(trace.jobs)}
+    for job in result.jobs:
+        if job.job_id not in first or job.job_id in dropped:
+            continue
+        planned_at, start = first[job.job_id]
+        overtaken = any(o < order[job.job_id] and planned_at <= t <= job.start_s for o, t in older_moved)
+        assert overtaken or job.start_s <= start, (job.job_id, start, job.start_s)
+
+
 def _checked_flush(flush):
     def checked(self):
         flush(self)

@@ -10,7 +10,8 @@ import pytest
 import gangmaster.am.core.am_placement as am_placement
 from gangmaster.am.spec.am_settings import AMSettings
 from gangmaster.am.spec.jobspec import parse_job
-from gangmaster.am.core.master import ApplicationMaster, pipeline_seed
+from gangmaster.am.core.am_placement import pipeline_seed
+from gangmaster.am.core.master import ApplicationMaster
 from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges

@@ -1,6 +1,7 @@
-"""The AM's gauges are read from it when scraped (``AMMetrics.watch``), never set as its
-gangs move: pending gangs, containers by state and GPUs show what the AM holds at the
-scrape, the last state once the job ended, and 0 once the AM is gone."""
+"""The AM's gauges are read from it when scraped (``AMMetrics.watch``: the driver that
+serves the metrics watches the AM serving the job), never set as its gangs move: pending
+gangs, containers by state and GPUs show what the AM holds at the scrape, the last state
+once the job ended, and 0 before any AM is watched."""
 from prometheus_client import generate_latest
 
 from gangmaster.am.spec.jobspec import parse_job
@@ -62,16 +63,15 @@ class Holder:
         return GaugeValues(1, {"running": self.running}, 2 * self.running, 0)
 
 
-def test_the_metrics_hold_what_they_watch_weakly_and_read_zero_once_it_is_gone():
+def test_the_metrics_read_what_they_watch_at_each_scrape_and_nothing_before():
     metrics = AMMetrics()
+    assert set(scraped(metrics).values()) == {0.0}   # nobody watched yet: nothing held
     holder = Holder(3)
-    metrics.watch(holder)
+    metrics.watch(holder.gauge_values)
     assert scraped(metrics) == {"gangmaster_pending_gangs": 1.0, "gangmaster_allocated_gpus": 6.0,
                                 **dict.fromkeys(STATES, 0.0), "running": 3.0}
     holder.running = 5   # read at the scrape, not when set
     assert scraped(metrics)["running"] == 5.0
     newer = Holder(1)
-    metrics.watch(newer)   # a new AM attempt takes the metrics over
+    metrics.watch(newer.gauge_values)   # a new AM attempt takes the metrics over
     assert scraped(metrics)["running"] == 1.0
-    del holder, newer
-    assert set(scraped(metrics).values()) == {0.0}

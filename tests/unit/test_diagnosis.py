@@ -7,6 +7,7 @@ import pytest
 
 from gangmaster.am.ops.diagnosis import Occupant, diagnose
 from gangmaster.am.core.gang_placement import GangDoesNotFit, place_gang
+from gangmaster.am.core.victims import Outlook, Priority, RunningGang, candidates
 from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import Rejection
@@ -225,9 +226,25 @@ def test_a_waiting_gang_is_told_when_it_is_expected_to_start(ends, line):
     assert (d.to_dict()["expected_start"] or {}).get("line", line) == line
 
 
+def _gangs(view, held, now=3600.0):
+    """The running gangs as the RM would hand them to a diagnosis (Outlook's candidates):
+    ``held``: (job, its priority, hosts, seconds it has run), each host's 12 vcores and 4 GiB."""
+    return tuple(RunningGang(job, "default", Priority(0, prio), 0.0 if not gpus else float(gpus * len(hosts)),
+                             now - ran, tuple((view.index(h), R(vcores=12, memory_mb=4096, gpu_mask=(1 << gpus) - 1)) for h in hosts),
+                             job)
+                 for job, prio, hosts, ran, gpus in held)
+
+
+def _preempting(view, held, mine, grace_s=30.0, **rules):
+    """What the RM would hand the diagnosis of a gang of priority ``mine``: the gangs of
+    ``held`` it may preempt (the RM's rule: a lower priority)."""
+    running = _gangs(view, held)
+    return Outlook(tuple(candidates(running, Priority(0, mine), "default", 0.0, {})), 3600.0, grace_s, **rules)
+
+
 PREEMPTS = [
     # (etl's priority, the gang's own, the RM's grace (None: it does not preempt), the line or None)
-    (0, 3, 30.0, "will preempt job etl (priority 0) in ~30 s grace"),
+    (0, 3, 30.0, "will preempt job etl (priority 0, 0 GPUs, 0 GPU-h of work) in ~30 s grace"),
     (0, 3, None, None),      # the RM does not preempt: no promise
     (5, 0, 30.0, "waits behind higher-priority work: etl"),
     (3, 3, 30.0, None),      # equal priorities: nothing to preempt, nothing above
@@ -240,24 +257,79 @@ def test_a_gang_says_whom_it_will_preempt_or_whom_it_waits_behind(theirs, mine, 
     for host in ("n0", "n1"):
         view.allocate(host, R(vcores=12, memory_mb=4096))
     running = [Occupant("etl", h, 12.0, 4096, 0, 300.0, priority=theirs) for h in ("n0", "n1")]
+    outlook = _preempting(view, [("etl", theirs, ("n0", "n1"), 0.0, 0)], mine, grace_s) if grace_s else None
     d = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
-                 occupants=running, priority=mine, preemption_grace_s=grace_s)
+                 occupants=running, priority=mine, preemption=outlook)
     assert (line in d.text() and line in d.summary()) if line else "will preempt" not in d.text()
     assert ("preempts" in d.to_dict()) is (line is not None and line.startswith("will"))
 
 
-def test_a_gang_preempts_only_the_lower_priority_jobs_it_needs_gone():
+#: (job, priority, hosts, seconds run, GPUs a host): etl on two machines has run longest
+HELD = [("etl", 0, ("n0", "n1"), 3000.0, 1), ("batch", 0, ("n2",), 600.0, 1), ("prod", 9, ("n3",), 60.0, 1)]
+
+
+@pytest.mark.parametrize("servers, victims", [
+    # one server: a machine of batch's (the least work lost) is enough, though etl blocks on more machines
+    (1, ["batch"]),
+    # two: batch's machine and one more: etl's two machines are needed, batch's then not
+    (3, ["batch", "etl"]),
+    # four: every machine, prod's too: it cannot be preempted, so nothing will be
+    (4, []),
+])
+def test_a_gang_names_the_victims_the_rm_picks_the_fewest_gpu_hours_lost_first(servers, victims):
     view = cluster(4)
-    for host, job, prio in (("n0", "etl", 0), ("n1", "etl", 0), ("n2", "batch", 0), ("n3", "prod", 9)):
+    for job, _prio, hosts, _ran, gpus in HELD:
+        for host in hosts:
+            view.allocate(host, R(vcores=12, memory_mb=4096, gpu_mask=(1 << gpus) - 1))
+    running = [Occupant(job, h, 12.0, 4096, gpus, 300.0, priority=prio) for job, prio, hosts, _ran, gpus in HELD
+               for h in hosts]
+    d = diagnose(view, (role("server", servers, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                 occupants=running, priority=3, preemption=_preempting(view, HELD, 3, 10.0))
+    assert [v.name for v in d.preempts] == victims
+    assert [b.job for b in d.blocking_jobs][0] == "etl"   # the blocking order is not the RM's
+    if victims == ["batch"]:
+        assert "will preempt job batch (priority 0, 1 GPUs, 0.167 GPU-h of work) in ~10 s grace" in d.text()
+        assert d.to_dict()["preempts"] == [{"job": "batch", "priority": 0, "gpus": 1, "lost_gpu_h": 0.167}]
+    if not victims:
+        assert "will preempt" not in d.text() and "preempts" not in d.to_dict()
+
+
+ENGINE_LINES = [
+    # (the engine's preemption, why, the line)
+    ("on", "", "Kubernetes would preempt job etl (priority 0, 0 GPUs, 0 GPU-h of work) in ~30 s grace"),
+    ("off", "preemptionDisabled on queue root.default",
+     "YARN preempts nothing here: its preemption is off (preemptionDisabled on queue root.default); were it on, "
+     "it would preempt job etl (priority 0, 0 GPUs, 0 GPU-h of work)"),
+    ("unknown", "PreemptType is not in the snapshot",
+     "Slurm's preemption is unknown (PreemptType is not in the snapshot): if it is on, it would preempt "
+     "job etl (priority 0, 0 GPUs, 0 GPU-h of work)"),
+]
+
+
+@pytest.mark.parametrize("state, why, line", ENGINE_LINES)
+def test_on_a_snapshot_the_engine_says_whom_it_would_preempt_and_whether_its_preemption_is_on(state, why, line):
+    view = cluster(4)
+    for host in ("n0", "n1"):
         view.allocate(host, R(vcores=12, memory_mb=4096))
-    running = [Occupant(job, h, 12.0, 4096, 0, 300.0, priority=prio)
-               for h, job, prio in (("n0", "etl", 0), ("n1", "etl", 0), ("n2", "batch", 0), ("n3", "prod", 9))]
-    # 2 servers of 16 vcores (ratio 0.5: 8 each, one a node): etl's two nodes make the room
-    d = diagnose(view, (role("server", 2, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
-                 occupants=running, priority=3, preemption_grace_s=10.0)
-    assert [b.job for b in d.preempts] == ["etl"]
-    assert "will preempt job etl (priority 0) in ~10 s grace" in d.text()
-    # 4 servers: every node, prod's too: it cannot be preempted, so nothing will be
+    engine = line.split(" ")[0].split("'")[0]
+    outlook = _preempting(view, [("etl", 0, ("n0", "n1"), 0.0, 0)], 3, 30.0 if state == "on" else None,
+                          engine=engine, state=state, why=why)
     d = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
-                 occupants=running, priority=3, preemption_grace_s=10.0)
-    assert d.preempts == [] and "will preempt" not in d.text()
+                 occupants=[], priority=3, preemption=outlook)
+    assert f"  {line}" in d.text().splitlines() and line in d.summary()
+    assert d.to_dict()["preemption"] == {"engine": engine, "state": state, "why": why}
+
+
+def test_a_victim_the_view_has_not_heard_of_is_free_there_already_and_its_work_lost_is_no_change():
+    view = cluster(4)
+    for host in ("n0", "n1"):
+        view.allocate(host, R(vcores=12, memory_mb=4096, gpu_mask=1))
+    # etl as the RM knows it: n0, n1, and n2, which the AM's view (from node reports) does not show in use yet
+    held = [("etl", 0, ("n0", "n1", "n2"), 600.0, 1)]
+    d = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                 occupants=[], priority=3, preemption=_preempting(view, held, 3))
+    assert [v.name for v in d.preempts] == ["etl"]
+    later = Outlook(d.preemption.candidates, d.preemption.now + 600.0, 30.0)   # the same, ten minutes on
+    again = diagnose(view, (role("server", 4, cpu=16, cap=1, ratio=0.5),), SelectionPipeline(), job="j",
+                     occupants=[], priority=3, preemption=later)
+    assert again.to_dict()["preempts"] != d.to_dict()["preempts"] and again.signature() == d.signature()

@@ -174,15 +174,24 @@ CASES = [
     ("gangmaster.barrierTimeoutSeconds", 0,
      "gangmaster.barrierTimeoutSeconds: expected a number > 0, got 0"),
     ("gangmaster.failOnAttempts", [1], "gangmaster.failOnAttempts: expected no such field here; "
-     "known fields: attempts, barrierTimeoutSeconds, gangs, gpuMilli, gpuTypes, maxInstancesPerNode, "
-     "networkDomain, nodeLabel, priority, rackPolicy, requestRatio, retryScope, selector, simulatedDurationSeconds, "
-     "simulatedExitCode"),
+     "known fields: attempts, barrierTimeoutSeconds, expectedDurationSeconds, gangs, gpuMilli, gpuTypes, "
+     "maxInstancesPerNode, networkDomain, nodeLabel, priority, rackPolicy, requestRatio, retryScope, selector, "
+     "simulatedDurationSeconds, simulatedExitCode"),
     ("gangmaster.networkDomain", {"preferred": ""}, "gangmaster.networkDomain.preferred: expected a name of "
      f'1..255 characters (MAX_NAME_CHARS) without spaces or control characters, got ""'),
     ("gangmaster.priority", 1001,
      "gangmaster.priority: expected an integer <= 1,000 (MAX_PRIORITY in conf/limits.py), got 1001"),
     ("gangmaster.priority", "high", 'gangmaster.priority: expected an integer >= -1000, got "high"'),
     ("gangmaster.requestRatio", 2, "gangmaster.requestRatio: expected a number > 0 and <= 1, got 2"),
+    ("gangmaster.expectedDurationSeconds", -1, "gangmaster.expectedDurationSeconds: expected a number >= 0, got -1"),
+    ("gangmaster.expectedDurationSeconds", 1e12, "gangmaster.expectedDurationSeconds: expected a number <= "
+     "315,360,000.0 (MAX_DURATION_S in conf/limits.py), got 1000000000000.0"),
+    ("gangmaster.expectedDurationSeconds", "1h", 'gangmaster.expectedDurationSeconds: expected a number >= 0, '
+     'got "1h"'),
+    ("taskRoles.worker.gangmaster.expectedDurationSeconds", 60,
+     "taskRoles.worker.gangmaster.expectedDurationSeconds: expected no such field here; known fields: "
+     "failBeforeBarrier, failExitCode, failInstance, failOnAttempts, gpuMilli, gpuTypes, maxInstancesPerNode, "
+     "networkDomain, nodeLabel, rackPolicy, requestRatio, selector, simulatedDurationSeconds, simulatedExitCode"),
     ("gangmaster", [1], "gangmaster: expected a mapping, got a list"),
 ]
 

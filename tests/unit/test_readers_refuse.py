@@ -186,9 +186,17 @@ def test_queue_priority_and_guaranteed_share(tmp_path, queue, expected):
 
 
 QUEUE_POLICY = [
-    # (queue, what it reads as: (policy, max reservations), or the message of its refusal)
-    ("{name: q}", ("fifo", 1)),
-    ("{name: q, policy: reserve, maxReservations: 3}", ("reserve", 3)),
+    # (queue [, the file's other keys], what it reads as: (policy, max reservations, reserve after s,
+    # cluster reservations), or the message of its refusal)
+    ("{name: q}", ("fifo", 1, 0.0, 1)),
+    ("{name: q, policy: reserve, maxReservations: 3}", ("reserve", 3, 0.0, 1)),
+    ("{name: q, policy: reserve, reserveAfterSeconds: 600}\nclusterReservations: 4", ("reserve", 1, 600.0, 4)),
+    ("{name: q, reserveAfterSeconds: 60}",
+     "queues[0].reserveAfterSeconds: expected to be used together with policy: reserve"),
+    ("{name: q, policy: reserve, reserveAfterSeconds: -1}", "queues[0].reserveAfterSeconds: expected a number >= 0"),
+    ("{name: q, policy: reserve}\nclusterReservations: 0", "clusterReservations: expected an integer >= 1, got 0"),
+    ("{name: q}\nclusterReservations: 2",
+     "clusterReservations: expected to be used together with a queue of policy: reserve"),
     ("{name: q, policy: backfill}", 'queues[0].policy: expected one of fifo, reserve, got "backfill"'),
     ("{name: q, policy: reserve, maxReservations: 0}", "queues[0].maxReservations: expected an integer >= 1, got 0"),
     ("{name: q, policy: reserve, maxReservations: 65}",
@@ -199,14 +207,15 @@ QUEUE_POLICY = [
 
 @pytest.mark.parametrize("queue,expected", QUEUE_POLICY)
 def test_queue_policy_and_max_reservations(tmp_path, queue, expected):
-    path = write(tmp_path, "queues.yaml", f"queues: [{queue}]\n")
+    queue, _, rest = queue.partition("\n")
+    path = write(tmp_path, "queues.yaml", f"queues: [{queue}]\n{rest}\n")
     ledger = NodeLedger(load_cluster_specs(FIX / "rm" / "cluster.yaml"))
     if isinstance(expected, str):
         with pytest.raises(ConfigError, match=re.escape(expected)):
             load_queues(path, ledger)
     else:
         (q,) = load_queues(path, ledger)
-        assert (q.policy, q.max_reservations) == expected
+        assert (q.policy, q.max_reservations, q.reserve_after_s, q.cluster_reservations) == expected
 
 
 # ------------------------------------------------------------------ shapes and names

@@ -136,6 +136,8 @@ def test_without_a_preset_the_window_says_the_trim_is_the_default(capsys):
     ([TRACE, "--window", "900", "1000"], "no jobs to replay in the window"),
     ([TRACE, "--gpus-per-node", "4"], "--gpus-per-node goes with --nodes, --infer or --capacity-sweep"),
     ([TRACE, "--queue-priority", "x=1"], "--queue-priority goes with --preemption on"),
+    ([TRACE, "--cluster-reservations", "2"], "--cluster-reservations goes with --queue-policy reserve"),
+    ([TRACE, "--reserve-after", "60"], "--reserve-after goes with --queue-policy reserve"),
     ([TRACE, "--preemption", "on", "--queue-priority", "x=1"], "--queue-priority: queue 'x' is not one of the replay's"),
 ])
 def test_bad_input_exits_2_naming_what_is_wrong(capsys, args, message):
@@ -152,7 +154,9 @@ def test_skip_bad_rows_says_how_many_and_replays_the_rest(capsys):
 @pytest.mark.parametrize("argv", [["--heartbeat", "-1"], ["--time-scale", "0"], ["--seed", "-1"],
                                   ["--format", "slurm"], ["--measure-trim", "0.5"], ["--capacity-sweep", "0"],
                                   ["--preemption-grace", "-1"], ["--queue-priority", "q"],
-                                  ["--queue-priority", "q=1:-2"]])
+                                  ["--queue-priority", "q=1:-2"], ["--cluster-reservations", "0"],
+                                  ["--cluster-reservations", "65"], ["--reserve-after", "-1"],
+                                  ["--reserve-after", "nan"]])
 def test_bad_option_values_exit_2_at_parse_time(capsys, argv):
     with pytest.raises(SystemExit) as caught:
         main(["replay", TRACE, *argv])

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from gangmaster.protocol.reasons import ReasonCode, reason
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationSubmission, AppState, ContainerState, ExitStatus, InvalidRequest, LaunchContext,
     NodeState, NotFound, ResourceRequest, WrongState,
@@ -50,7 +51,7 @@ def test_two_ams_same_host_loser_pending_then_granted_after_release(sim):
     lost = beat(sim, b, 1, ask)
     assert len(won.allocated) == 1 and lost.allocated == ()
     (pending,) = lost.pending
-    assert pending.request_id == 1 and pending.remaining == 1 and "dgx-000" in pending.reason and "GPUs" in pending.reason
+    assert pending.request_id == 1 and pending.remaining == 1 and "dgx-000" in str(pending.reason) and "GPUs" in str(pending.reason)
     beat(sim, a, 1, releases=(won.allocated[0].container_id,))
     later = beat(sim, b, 1)
     assert [c.host for c in later.allocated] == ["dgx-000"] and later.pending == ()
@@ -66,7 +67,7 @@ def test_relaxed_locality_falls_back_to_rack_then_anywhere(sim):
     resp = beat(sim, app, 1, ResourceRequest(3, R(1024, 1, gpus=4), host="dgx-000", relax_locality=True))
     assert resp.allocated[0].rack == "rack-b"                         # anywhere
     resp = beat(sim, app, 1, ResourceRequest(4, R(1024, 1, gpus=4), rack="rack-a", relax_locality=False))
-    assert resp.allocated == () and "rack rack-a" in resp.pending[0].reason
+    assert resp.allocated == () and "rack rack-a" in str(resp.pending[0].reason)
 
 
 def test_never_fitting_asks_are_rejected_with_a_reason(sim):
@@ -77,7 +78,7 @@ def test_never_fitting_asks_are_rejected_with_a_reason(sim):
                 ResourceRequest(3, R(1024, 1, gpu_mask=1 << 6), host="pcie-000", relax_locality=False),
                 ResourceRequest(4, R(1024, 1), node_label="infiniband"),
                 ResourceRequest(5, R(10 ** 9, 1)))
-    reasons = {r.request_id: r.reason for r in resp.rejected}
+    reasons = {r.request_id: str(r.reason) for r in resp.rejected}
     assert set(reasons) == {1, 2, 3, 4, 5} and resp.allocated == () and resp.pending == ()
     assert "can never fit" in reasons[1]
     assert "cpu-000 has 0 GPU(s)" in reasons[2]
@@ -174,8 +175,8 @@ def test_queue_limit_is_enforced():
     resp = beat(sim, app, 1, ResourceRequest(1, R(1024, 1, gpus=1), count=10),
                 ResourceRequest(2, R(1024, 1, gpus=9)))
     assert len(resp.allocated) == 8
-    assert resp.rejected[0].request_id == 2 and "queue research" in resp.rejected[0].reason
-    assert resp.pending[0].remaining == 2 and "queue research limit" in resp.pending[0].reason
+    assert resp.rejected[0].request_id == 2 and "queue research" in str(resp.rejected[0].reason)
+    assert resp.pending[0].remaining == 2 and "queue research limit" in str(resp.pending[0].reason)
     assert resp.headroom.gpus == 0
     sim.core.check_invariants()
 
@@ -236,7 +237,7 @@ def test_node_lost_unhealthy_restored(sim):
     updates = {n.host: n for n in resp.node_updates}
     assert updates["dgx-000"].state is NodeState.LOST and updates["pcie-000"].state is NodeState.UNHEALTHY
     assert updates["pcie-000"].health_report == "disk full"
-    assert resp.allocated == () and "UNHEALTHY" in resp.pending[0].reason
+    assert resp.allocated == () and "UNHEALTHY" in str(resp.pending[0].reason)
     assert sim.client.container_status(on_pcie).state is ContainerState.ALLOCATED   # unhealthy keeps containers
     sim.core.restore_node("pcie-000")
     resp = beat(sim, app, 1)
@@ -365,7 +366,7 @@ def test_node_label_restricts_placement_even_when_relaxed(sim):
     assert [c.host for c in resp.allocated] == ["dgx-000", "dgx-000"]   # pcie-000 lacks the label
     resp = beat(sim, app, 1, ResourceRequest(2, R(1024, 1, gpus=1), host="pcie-000", node_label="nvlink",
                                              relax_locality=False))
-    assert "does not have label 'nvlink'" in resp.rejected[0].reason
+    assert "does not have label 'nvlink'" in str(resp.rejected[0].reason)
 
 
 def test_many_identical_blocked_asks_all_stay_pending_with_the_reason(sim):
@@ -373,7 +374,7 @@ def test_many_identical_blocked_asks_all_stay_pending_with_the_reason(sim):
     beat(sim, app, 1, ResourceRequest(1, R(1024, 1, gpus=4), count=6))          # every GPU taken
     resp = beat(sim, app, 1, *(ResourceRequest(10 + k, R(1024, 1, gpus=1)) for k in range(5)))
     assert resp.allocated == () and len(resp.pending) == 5
-    assert all("no usable node in the cluster" in p.reason for p in resp.pending)
+    assert all("no usable node in the cluster" in str(p.reason) for p in resp.pending)
 
 
 def test_allocated_but_never_started_containers_expire():
@@ -440,13 +441,13 @@ def test_a_one_host_ask_says_why_it_waits_as_locality_levels_would(sim):
     resp = beat(sim, b, 1, ResourceRequest(1, R(1024, 1, gpu_mask=0b1), host="dgx-000", relax_locality=False),
                 ResourceRequest(2, R(1024, 1, gpu_mask=0b1), host="dgx-000", relax_locality=False))
     first, second = resp.pending
-    assert first.reason == "host dgx-000: GPUs 0x1 of mask 0x1 are taken"
+    assert str(first.reason) == "host dgx-000: GPUs 0x1 of mask 0x1 are taken"
     assert second.reason == first.reason
     c, _ = start_app(sim, "c")
     resp = beat(sim, c, 1, ResourceRequest(1, R(1024, 1, gpus=1), host="dgx-001", relax_locality=False),
                 blacklist_additions=("dgx-001",))
     (pending,) = resp.pending
-    assert pending.reason == f"no usable node in dgx-001 has {R(1024, 1, gpus=1)} free"
+    assert str(pending.reason) == f"no usable node in dgx-001 has {R(1024, 1, gpus=1)} free"
     sim.core.check_invariants()
 
 
@@ -482,3 +483,17 @@ def test_a_node_emptied_again_reports_as_it_did_unused_and_its_state_still_shows
     assert (sick.state, sick.health_report, sick.free) == (NodeState.UNHEALTHY, "disk full", before.free)
     sim.core.restore_node("dgx-000")
     assert {n.host: n for n in sim.client.cluster_nodes()}["dgx-000"] == before
+
+
+def test_a_relaxed_ask_that_waits_keeps_its_hosts_reason_whole_within_its_own(sim):
+    """The reason of a relaxed ask names its host's shortfall inside its own: as a reason
+    (its code and numbers), not as words folded into the outer one."""
+    app, _ = start_app(sim)
+    asks = [ResourceRequest(k, R(1024, 1, gpus=8), host=f"dgx-00{k}", relax_locality=False) for k in range(2)]
+    assert len(beat(sim, app, 1, *asks).allocated) == 2   # both 8-GPU nodes taken
+    resp = beat(sim, app, 1, ResourceRequest(9, R(1024, 1, gpus=8), host="dgx-000", relax_locality=True))
+    (pending,) = resp.pending
+    assert pending.reason.code is ReasonCode.NO_NODE_FREE_BECAUSE and pending.reason.cause == reason(
+        ReasonCode.GPUS_SHORT, host="dgx-000", free=0, asked=8)
+    assert str(pending.reason) == (f"no usable node in dgx-000 has {R(1024, 1, gpus=8)} free "
+                                   f"(host dgx-000: GPUs free 0 < 8 asked)")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from gangmaster.protocol.reasons import ReasonCode, reason
 from gangmaster.protocol.rm_client import RMClient
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.protocol.rm_codec import (
@@ -12,11 +13,12 @@ from gangmaster.protocol.rm_codec import (
     submission_from_pb, submission_to_pb,
 )
 from gangmaster.protocol.rm_protocol import (
-    AllocateRequest, AllocateResponse, ApplicationSubmission, ContainerState, InvalidRequest, LaunchContext,
-    NodeState, NotFound, PreemptionMessage, ResourceRequest, WrongState,
+    AllocateRequest, AllocateResponse, ApplicationSubmission, ContainerState, GangRole, InvalidRequest, LaunchContext,
+    HeldReservation, NodeState, NotFound, PreemptionMessage, ReservedNode, ResourceRequest, WrongState,
 )
 from gangmaster.protocol.proto import rm_pb2 as pb
 from gangmaster.protocol.rm_codec import ask_from_pb
+from gangmaster.protocol import rm_validation as check
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor as R
@@ -162,7 +164,7 @@ def test_concurrent_ams_racing_for_one_host_over_grpc(tmp_path):
         assert len(results) == 8
         assert sum(len(r.allocated) for r in results) == 1
         losers = [r for r in results if not r.allocated]
-        assert all("host dgx-000: GPUs free 0 < 8 asked" in r.pending[0].reason for r in losers)
+        assert all("host dgx-000: GPUs free 0 < 8 asked" in str(r.pending[0].reason) for r in losers)
         live.core.check_invariants()
     finally:
         server.stop(0)
@@ -178,7 +180,7 @@ def test_priority_and_preemption_notice_both_ways(rm):
     (c,) = rm.allocate(AllocateRequest(app, reg.attempt, asks=(ResourceRequest(1, R(1024, 1, gpus=1)),))).allocated
     sent = rm.core.preempt(app, 30.0, "for app_0009")
     notice = rm.allocate(AllocateRequest(app, reg.attempt)).preemption
-    assert notice == sent and notice.containers == (c.container_id,) and notice.reason == "for app_0009"
+    assert notice == sent and notice.containers == (c.container_id,) and str(notice.reason) == "for app_0009"
     assert rm.allocate(AllocateRequest(app, reg.attempt)).preemption is None   # told once
     assert rm.notify_preemption(c.container_id) == notice.deadline
     with pytest.raises(WrongState, match="not under a preemption notice"):
@@ -186,12 +188,56 @@ def test_priority_and_preemption_notice_both_ways(rm):
 
 
 def test_preemption_and_priority_round_trip():
-    notice = PreemptionMessage(("c1", "c2"), 1234.5, "for app_0002 (priority 5)")
-    response = AllocateResponse(preemption=notice, response_id=3)
+    notice = PreemptionMessage(("c1", "c2"), 1234.5, reason(ReasonCode.PREEMPTED_FOR_APP, app_id="app_0002",
+                                                            priority="(5,)"))
+    response = AllocateResponse(preemption=notice, response_id=3,
+                                reserved=(ReservedNode("dgx-000", 60.0), ReservedNode("dgx-001", 61.5)))
     assert allocate_response_from_pb(allocate_response_to_pb(response)) == response
+    for held in (HeldReservation(12.5, 30.0, (("dgx-000", 8), ("dgx-001", 4)), ("first", "second"), "declared"),
+                 HeldReservation(0.0, None, (("pcie-000", 2),), (), "unknown")):
+        response = AllocateResponse(reservation=held)
+        assert allocate_response_from_pb(allocate_response_to_pb(response)) == response
     assert allocate_response_from_pb(allocate_response_to_pb(AllocateResponse())).preemption is None
     submission = ApplicationSubmission("j", "q", 3, True, 60.0, priority=-4)
     assert submission_from_pb(submission_to_pb(submission)) == submission
+
+
+@pytest.mark.parametrize("gang, duration_s", [
+    ((), None),
+    ((GangRole("ps", 1, vcores=2.5, memory_mb=4096), GangRole("worker", 4, gpus=8, vcores=1, memory_mb=1024,
+                                                                max_instances_per_node=1)), 3600.0),
+    ((GangRole("share", 3, gpu_milli=250, vcores=0.5),), 0.0),   # a declared 0 s is not "unknown"
+])
+def test_a_declared_gang_and_duration_round_trip(gang, duration_s):
+    submission = ApplicationSubmission("j", gang=gang, expected_duration_s=duration_s)
+    assert submission_from_pb(submission_to_pb(submission)) == submission
+
+
+@pytest.mark.parametrize("role, duration_s, error", [
+    (GangRole("w", 0, gpus=1), None, r"gang\[0\].instances: expected an integer in 1..100000 \(MAX_INSTANCES_PER_JOB\), got 0"),
+    (GangRole("w", 1, gpus=65), None, r"gang\[0\].gpus: .*MAX_GPUS_PER_NODE.*got 65"),
+    (GangRole("w", 1, gpus=1, gpu_milli=500), None, r"gang\[0\].gpu_milli: expected a share of one GPU"),
+    (GangRole("w", 1, gpu_milli=1000), None, r"gang\[0\].gpu_milli: expected an integer in 0..999"),
+    (GangRole("w", 1, vcores=float("nan")), None, r"gang\[0\].vcores: expected a finite number"),
+    (GangRole("w", 1, memory_mb=-1), None, r"gang\[0\].memory_mb: .*MAX_MEMORY_MB.*got -1"),
+    (GangRole("w", 1, gpus=1, max_instances_per_node=-2), None, r"gang\[0\].max_instances_per_node"),
+    (GangRole("w\x01", 1, gpus=1), None, r"gang\[0\].name: expected no control characters"),
+    (GangRole("w", 1), None, r"gang\[0\]: expected memory_mb, vcores, gpus or gpu_milli > 0"),
+    (GangRole("w", 1, gpus=1), -1.0, r"expected_duration_s: expected a number >= 0"),
+    (GangRole("w", 1, gpus=1), 1e12, r"expected_duration_s: .*MAX_DURATION_S"),
+])
+def test_a_bad_declared_gang_over_the_wire_is_refused_naming_the_field(rm, role, duration_s, error):
+    with pytest.raises(InvalidRequest, match=error):
+        rm.submit(ApplicationSubmission("x", gang=(role,), expected_duration_s=duration_s))
+    assert not rm.core.apps   # refused whole: nothing was submitted
+
+
+def test_a_gang_of_more_instances_than_a_job_may_have_is_refused():
+    msg = submission_to_pb(ApplicationSubmission("x", gang=(GangRole("a", 60_000, gpus=1),
+                                                             GangRole("b", 60_000, gpus=1))))
+    with pytest.raises(InvalidRequest, match=r"gang instances: expected at most 100000 entries "
+                                             r"\(MAX_INSTANCES_PER_JOB\), got 120000"):
+        check.check_submission(submission_from_pb(msg))
 
 
 @pytest.mark.parametrize("containers, deadline, reason, error", [
@@ -205,6 +251,41 @@ def test_a_bad_preemption_notice_over_the_wire_names_the_field(containers, deadl
     msg = pb.AllocateResponse()
     msg.preemption.containers.extend(containers)
     msg.preemption.deadline, msg.preemption.reason = deadline, reason
+    with pytest.raises(InvalidRequest, match=error):
+        allocate_response_from_pb(msg)
+
+
+@pytest.mark.parametrize("host, start, error", [
+    ("n\x01", 1.0, r"reserved\[0\].host: expected no control characters"),
+    ("n0", float("inf"), r"reserved\[0\].start: expected a finite number"),
+    ("n0", -1.0, r"reserved\[0\].start: expected a number >= 0"),
+])
+def test_a_bad_reserved_node_over_the_wire_names_the_field(host, start, error):
+    msg = pb.AllocateResponse()
+    msg.reserved.add(host=host, start=start)
+    with pytest.raises(InvalidRequest, match=error):
+        allocate_response_from_pb(msg)
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("start_in", float("nan"), r"reservation.start_in: expected a finite number"),
+    ("start_in", -1.0, r"reservation.start_in: expected a number >= 0"),
+    ("duration", -2.0, r"reservation.duration: expected a number >= 0"),
+    ("known", "guessed", r"reservation.known: expected one of declared, observed, unknown, got 'guessed'"),
+    ("gpus", 0, r"reservation.hosts\[0\].gpus: expected an integer in 1..64"),
+    ("host", "h\x01", r"reservation.hosts\[0\].host: expected no control characters"),
+    ("waits_for", "a\x00b", r"reservation.waits_for\[0\]: expected no control characters"),
+])
+def test_a_bad_held_reservation_over_the_wire_names_the_field(field, value, error):
+    good = HeldReservation(5.0, 10.0, (("dgx-000", 8),), ("first",), "declared")
+    msg = allocate_response_to_pb(AllocateResponse(reservation=good))
+    held = msg.reservation
+    if field in ("gpus", "host"):
+        setattr(held.hosts[0], field, value)
+    elif field == "waits_for":
+        held.waits_for[0] = value
+    else:
+        setattr(held, field, value)
     with pytest.raises(InvalidRequest, match=error):
         allocate_response_from_pb(msg)
 

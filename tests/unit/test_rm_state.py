@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gangmaster.protocol.rm_protocol import (
-    AllocateRequest, ApplicationSubmission, LaunchContext, NodeState, ResourceRequest,
+    AllocateRequest, ApplicationSubmission, GangRole, LaunchContext, NodeState, ResourceRequest,
 )
 from gangmaster.conf.fields import ConfigError
 from gangmaster.selectors.cluster_file import load_cluster_specs
@@ -17,6 +17,7 @@ from gangmaster.tools.rmsim.clock import VirtualLoop
 from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager
 from gangmaster.tools.rmsim.scenario import Scenario
 from gangmaster.tools.rmsim.live_rm import LiveRM
+from gangmaster.tools.rmsim.queues import Queue
 from gangmaster.tools.rmsim.simulation import Simulation
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rm"
@@ -119,3 +120,79 @@ def test_live_am_that_stops_heartbeating_is_declared_dead(tmp_path):
         assert "no heartbeat for 0.1s" in report.diagnostics
     finally:
         live.stop()
+
+
+def reserving_sim():
+    """A reserving queue on fixtures/rm/cluster.yaml: a job declared to run 100 s holds
+    dgx-000, a gang of both dgx nodes (priority 3) waits, and another job's ask runs a pass."""
+    sim = Simulation(load_cluster_specs(FIX / "cluster.yaml"), [Queue("default", policy="reserve")])
+    rm = sim.client
+    running = rm.submit(ApplicationSubmission("running", expected_duration_s=100.0))
+    rm.register(running)
+    rm.allocate(AllocateRequest(running, 1, asks=(
+        ResourceRequest(1, R(1024, 1, gpus=8), host="dgx-000", relax_locality=False),)))
+    gang = rm.submit(ApplicationSubmission("gang", priority=3, expected_duration_s=50.0,
+                                           gang=(GangRole("worker", 2, gpus=8, vcores=1, memory_mb=1024),)))
+    rm.register(gang)
+    other = rm.submit(ApplicationSubmission("other"))
+    rm.register(other)
+    rm.allocate(AllocateRequest(other, 1, asks=(ResourceRequest(1, R(1024, 1, gpus=4)),)))
+    return sim, gang
+
+
+def test_a_restarted_rm_holds_the_reservation_it_held(tmp_path):
+    """The applications' declared priority, gang and duration are in the state file, so the RM
+    restarted from it holds the same nodes for the same gang from the same instant (before:
+    none of them was saved, and the restored RM held nothing)."""
+    sim, gang = reserving_sim()
+    held = sim.core.reservations.reserved_for(gang)
+    assert held is not None and sorted(held.gpus_by_host) == ["dgx-000", "dgx-001"]
+    path = tmp_path / "state.json"
+    state.save(sim.core, path)
+    loop = VirtualLoop(start=sim.now())
+    restored = state.load(path, loop, SimulatedNodeManager(loop))
+    assert restored.reservations.reserved_for(gang) == held
+    app = restored.apps[gang]
+    assert (app.priority, app.roles, app.expected_s) == (3, sim.core.apps[gang].roles, 50.0)
+    assert state.snapshot(restored) == state.snapshot(sim.core)
+
+
+def test_a_restarted_rm_keeps_its_queues_reservation_bounds(tmp_path):
+    """A queue's ``reserve_after_s`` and the file's ``cluster_reservations`` survive a restart
+    (before: they were not saved, and the restored RM reserved at once, one gang at a time)."""
+    queue = Queue("default", policy="reserve", reserve_after_s=30.0, cluster_reservations=3)
+    sim = Simulation(load_cluster_specs(FIX / "cluster.yaml"), [queue])
+    path = tmp_path / "state.json"
+    state.save(sim.core, path)
+    loop = VirtualLoop(start=sim.now())
+    restored = state.load(path, loop, SimulatedNodeManager(loop)).queues["default"]
+    assert (restored.reserve_after_s, restored.cluster_reservations) == (30.0, 3)
+
+
+@pytest.mark.parametrize("field, saved, error", [
+    ("gang", [["w", 0, 8, 0, 1.0, 1024, None]], r"application app_0002: gang\[0\].instances"),
+    ("gang", [["w"]], r"state.json.*consistent RM state file"),
+    ("expected_s", -5, r"application app_0002: expected_duration_s"),
+    ("priority", 10 ** 6, r"application app_0002: priority.*MAX_PRIORITY"),
+])
+def test_a_bad_declaration_in_a_state_file_is_refused_naming_it(tmp_path, field, saved, error):
+    sim, gang = reserving_sim()
+    data = state.snapshot(sim.core)
+    next(a for a in data["apps"] if a["app_id"] == gang)[field] = saved
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(data))
+    loop = VirtualLoop()
+    with pytest.raises(ConfigError, match=error):
+        state.load(path, loop, SimulatedNodeManager(loop))
+
+
+def test_a_queue_setting_out_of_range_in_a_state_file_is_refused_naming_it(tmp_path):
+    sim, _ = reserving_sim()
+    data = state.snapshot(sim.core)
+    assert data["queues"][0]["policy"] == "reserve"
+    data["queues"][0]["policy"] = "lottery"
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(data))
+    loop = VirtualLoop()
+    with pytest.raises(ConfigError, match=r"state.json.*queue default: .*policy one of fifo, reserve.*'lottery'"):
+        state.load(path, loop, SimulatedNodeManager(loop))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gangmaster.am.core.cluster_tracker import ClusterTracker
+from gangmaster.am.core.journal import JOURNAL_FILE, read_records, read_state
+from gangmaster.am.ops.run_report import RecordedRun, format_report
 from gangmaster.am.spec.am_settings import AMSettings
 from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.am.spec.jobspec_model import Completion, RetryPolicy, RoleSpec
@@ -48,14 +50,21 @@ def test_a_gang_that_needs_the_node_where_its_role_failed_is_placed_there_again(
     assert "n0" in {task.host for task in second.tasks}
     assert len(checked) == 12   # two attempts: three grants and three ends each
     assert runs.sim.now() < 600
-    assert any("gang worker: role worker is placed again on the nodes where it failed: avoiding them would leave "
-               "the gang unable to start even on the idle cluster" in line for line in lines)
+    said = ("role worker is placed again on the nodes where it failed: avoiding them would leave the gang unable "
+            "to start even on the idle cluster")
+    assert any(f"gang worker: {said}" in line for line in lines)
+    # the run report says it too, whether read from the AM or, after the run, from its journal
+    recorded = RecordedRun.of(run.job, read_state(read_records(tmp_path / JOURNAL_FILE)))
+    for result in (run.result, recorded):
+        assert result.avoidance_drops() == [("worker", 1, "worker")]
+        assert f"  gang worker after attempt 1: {said}" in format_report(result).splitlines()
 
 
 def test_with_a_node_to_spare_the_restarted_gang_still_avoids_the_node(tmp_path):
     runs = SimulatedRuns(nodes(4), AMSettings(max_virtual_time_s=86400), scenario=Scenario.parse(NODE_BLIP))
     run = runs.submit(parse_job(JOB), tmp_path)
     assert runs.run() and run.outcome == "succeeded"
+    assert run.result.avoidance_drops() == [] and "placed again" not in format_report(run.result)
     first, second = run.result.history()
     assert "n0" in {task.host for task in first.tasks}
     assert "n0" not in {task.host for task in second.tasks}

@@ -25,6 +25,7 @@ class FakeSlurm:
         self.cancelled: list[int] = []
         self.next_id = 100
         self.commands: list[list[str]] = []   # every command, as run
+        self.config = "TopologyPlugin          = topology/default\n"   # what scontrol show config says
 
     def __call__(self, command, **_kw):
         self.commands.append(list(command))
@@ -36,6 +37,8 @@ class FakeSlurm:
                 {"job_id": leader + k, "het_job_id": leader if len(job["components"]) > 1 else 0,
                  "het_job_offset": k, "name": job["name"], "job_state": job["state"], "state_reason": job["reason"],
                  "nodes": ""} for leader, job in self.jobs.items() for k in range(len(job["components"]))]}))
+        if list(command[:3]) == ["scontrol", "show", "config"]:
+            return self._ok(self.config)
         if name == "scancel":
             leader = int(command[1])
             self.cancelled.append(leader)
@@ -89,7 +92,7 @@ def test_a_gang_is_one_heterogeneous_job_granted_whole(tmp_path):
                      "--gres=gpu:V100_0:1,gpu:V100_3:1"]
     assert second[-2:] == ["--nodelist=dgx-001", "--gres=gpu:V100_1:1,gpu:V100_2:1"]
     assert not response.allocated
-    assert {p.request_id: p.reason for p in response.pending} == {
+    assert {p.request_id: str(p.reason) for p in response.pending} == {
         r: f"Slurm job {leader} pending: Resources" for r in (1, 2, 3)}
     job["state"], job["reason"] = "RUNNING", "None"
     response = client.allocate(AllocateRequest(app, 1))
@@ -103,7 +106,7 @@ def test_the_rest_of_a_cancelled_job_waits_for_the_gangs_next_asks(tmp_path):
     [first] = slurm.jobs
     response = client.allocate(AllocateRequest(app, 1, cancel=(1,)))   # the AM selects worker 1 again
     assert slurm.cancelled == [first] and len(slurm.jobs) == 1         # nothing asked alone
-    assert [(p.request_id, "held back" in p.reason) for p in response.pending] == [(2, True)]
+    assert [(p.request_id, "held back" in str(p.reason)) for p in response.pending] == [(2, True)]
     client.allocate(AllocateRequest(app, 1, asks=(ask(3, "dgx-000", 0b10),)))
     second = max(slurm.jobs)
     hosts = [c[-2] if c[-1].startswith("--gres") else c[-1] for c in slurm.jobs[second]["components"]]
@@ -116,7 +119,7 @@ def test_a_refused_job_rejects_every_ask_of_it(tmp_path):
     slurm, client, app = client_and_app(tmp_path)
     slurm.refuse = "Batch job submission failed: Requested node configuration is not available"
     response = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1 << 7), ask(2, "nowhere", 1))))
-    reasons = {r.request_id: r.reason for r in response.rejected}
+    reasons = {r.request_id: str(r.reason) for r in response.rejected}
     assert reasons[1] == ("Slurm refused the job: Batch job submission failed: Requested node configuration is "
                           "not available")
     assert reasons[2].startswith("unknown host 'nowhere'")
@@ -130,7 +133,7 @@ def test_a_gang_asking_a_share_of_a_gpu_is_rejected_whole_and_nothing_is_submitt
                             relax_locality=False)
     resp = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 0b10), share)))
     assert [j.request_id for j in resp.rejected] == [1, 2] and not resp.allocated and not slurm.jobs
-    assert "a share of one GPU (gpu_milli=250) cannot be asked of it" in resp.rejected[1].reason
+    assert "a share of one GPU (gpu_milli=250) cannot be asked of it" in str(resp.rejected[1].reason)
 
 
 UNCONFIGURED = ("scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
@@ -188,11 +191,36 @@ def test_a_dry_run_hands_over_the_sbatch_and_runs_nothing(tmp_path):
     shown = []
     slurm, client, app = client_and_app(tmp_path, sbatch_options=["--time=10"], dry_run=shown.append)
     response = client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1), ask(2, "dgx-001", 2))))
-    assert {c[0] for c in slurm.commands} == {"sinfo"}          # the nodes were read; nothing submitted
+    read = {("sinfo", "--json"), ("scontrol", "show", "config")}   # the nodes and their switches
+    assert {tuple(c[:3]) for c in slurm.commands} == read        # were read; nothing submitted
     [command] = shown
     assert command[0] == "sbatch" and "--time=10" in command and command.count(":") == 1
     assert not response.allocated and not response.rejected
     client.allocate(AllocateRequest(app, 1))                   # a job never submitted is not looked for
-    assert {c[0] for c in slurm.commands} == {"sinfo"}
+    assert {tuple(c[:3]) for c in slurm.commands} == read
     client.kill(app, "done")
     assert "scancel" not in [c[0] for c in slurm.commands]
+
+
+@pytest.mark.parametrize("plugin, written, expected", [
+    ("topology/tree", "SwitchName=leaf1 Nodes=dgx-000,cpu-000\nSwitchName=leaf2 Nodes=dgx-001\n"
+                      "SwitchName=spine Switches=leaf[1-2]\n",
+     {"cpu-000": (("leaf", "leaf1"), ("spine", "spine")), "dgx-000": (("leaf", "leaf1"), ("spine", "spine")),
+      "dgx-001": (("leaf", "leaf2"), ("spine", "spine"))}),
+    ("topology/default", "SwitchName=leaf1 Nodes=dgx-000\n", {"cpu-000": (), "dgx-000": (), "dgx-001": ()}),
+    ("topology/tree", None, {"cpu-000": (), "dgx-000": (), "dgx-001": ()}),
+], ids=["tree: its switches", "no topology plugin: none", "no topology.conf here (configless): none"])
+def test_the_nodes_domains_are_the_switches_of_the_topology_conf_slurm_reads(tmp_path, plugin, written, expected):
+    """Where `scontrol show config` says Slurm reads topology.conf (beside SLURM_CONF, with
+    TopologyPlugin topology/tree or block), its switches are the nodes' network domains, read once."""
+    conf = tmp_path / "etc" / "slurm.conf"
+    conf.parent.mkdir()
+    if written is not None:
+        (conf.parent / "topology.conf").write_text(written)
+    slurm = FakeSlurm()
+    slurm.config = (f"Configuration data as of 2026-12-02T07:00:00\nSLURM_CONF              = {conf}\n"
+                    f"TopologyParam           = (null)\nTopologyPlugin          = {plugin}\n")
+    client = SlurmRMClient(tmp_path / "state", run_command=slurm)
+    assert {n.host: n.domains for n in client.cluster_nodes()} == expected
+    client.cluster_nodes()
+    assert sum(list(c[:3]) == ["scontrol", "show", "config"] for c in slurm.commands) == 1

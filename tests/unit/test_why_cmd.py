@@ -110,6 +110,11 @@ NOT_A_DIAGNOSIS = {
         http(answer().replace(b'"hint": "when job holder ends"',
                               b'"hint": "", "preempts": [{"job": "low", "priority": "high"}], "preemption_grace_s": 30')),
         'jobs[0].waiting.worker.diagnosis.preempts[0].priority: expected an integer, got "high"'),
+    "a preempted job's work lost negative": (
+        http(answer().replace(b'"hint": "when job holder ends"',
+                              b'"hint": "", "preempts": [{"job": "low", "priority": 0, "lost_gpu_h": -1}], '
+                              b'"preemption_grace_s": 30')),
+        "jobs[0].waiting.worker.diagnosis.preempts[0].lost_gpu_h: expected a number >= 0, got -1"),
     "a huge integer": (http(b'{"jobs": [], "x": ' + b"9" * 5000 + b"}"), "expected JSON with numbers of sensible size"),
     "cut short": (http(b'{"jobs": []}', length=100), "the answer ended after 12 of its 100 bytes"),
 }
@@ -172,6 +177,12 @@ def test_a_diagnosis_is_read_and_printed_exit_1_when_a_gang_waits(capsys):
     with Server(http(answer(waiting={"worker": {"waiting_s": 12.5, "reason": "", "diagnosis": preempting}}))) as server:
         code, out, _ = why(capsys, server.address)
     assert "  will preempt job low (priority 0) in ~30 s grace" in out.splitlines()   # issue 30: whom it preempts
+    preempting["preempts"] = [{"job": "new", "priority": 0, "gpus": 4, "lost_gpu_h": 0.25},   # in the RM's order
+                              {"job": "old", "priority": 1, "gpus": 8, "lost_gpu_h": 16.0}]
+    with Server(http(answer(waiting={"worker": {"waiting_s": 12.5, "reason": "", "diagnosis": preempting}}))) as server:
+        code, out, _ = why(capsys, server.address)
+    assert ("  will preempt job new (priority 0, 4 GPUs, 0.25 GPU-h of work), job old (priority 1, 8 GPUs, "
+            "16 GPU-h of work) in ~30 s grace") in out.splitlines()
     with Server(http(answer(waiting={}, outcome="succeeded"))) as server:
         code, out, _ = why(capsys, server.address)
     assert (code, out) == (0, "job waiter (app_0002): no gang waits (job succeeded)\n")

@@ -94,7 +94,7 @@ def test_an_ask_on_a_host_is_yarns_three_requests_and_a_cancel_sends_them_at_zer
                      ("*", False, 1, 7, 512, 2, [2])]
     response = client.allocate(AllocateRequest(APP, 1))
     assert [(p.request_id, p.remaining) for p in response.pending] == [(7, 1)]
-    assert "not granted by YARN" in response.pending[0].reason and "yarn-001 has 4096 MB" in response.pending[0].reason
+    assert "not granted by YARN" in str(response.pending[0].reason) and "yarn-001 has 4096 MB" in str(response.pending[0].reason)
     client.allocate(AllocateRequest(APP, 1, cancel=(7,)))
     assert [(r.resource_name, r.num_containers) for r in _sent(scheduler).ask] == [
         ("localhost:18110", 0), ("/default-rack", 0), ("*", 0)]
@@ -114,7 +114,7 @@ def test_what_yarn_would_leave_pending_forever_is_refused_with_the_diagnosis(ask
     client, scheduler = _client()
     response = client.allocate(AllocateRequest(APP, 1, asks=(ask,)))
     [rejection] = response.rejected
-    assert rejection.request_id == 1 and reason in rejection.reason, rejection.reason
+    assert rejection.request_id == 1 and reason in str(rejection.reason), rejection.reason
     assert list(_sent(scheduler).ask) == [] and response.pending == ()   # nothing asked of YARN
 
 
@@ -193,6 +193,17 @@ def test_the_launch_environment_survives_yarns_launch_script():
     assert shell_value('a "b" $HOME `x` \\n') == 'a \\"b\\" \\$HOME \\`x\\` \\\\n'
     env = launch_env({"GOOD_1": "x", "BASH_FUNC_f%%": "() { :; }", "1BAD": "y"})
     assert [(e.key, e.value) for e in env] == [("GOOD_1", "x")]
+
+
+def test_register_gives_yarn_the_tracking_url_of_the_ams_endpoint():
+    """The AM's status page, /why and /metrics (--metrics-port) are where YARN's UI and proxy link to."""
+    for url in ("", "http://nm-host:9100/"):
+        client = YarnRMClient(YarnTarget("http://rm:8088", "rm:8030", dict(SPECS)), rest=FakeRest(), clock=lambda: 1.0)
+        client.app_id, client.attempt, client.tracking_url = APP, 1, url
+        client._rm_call = scheduler = FakeScheduler()
+        client.register(APP)
+        method, request = scheduler.calls[0]
+        assert method == "registerApplicationMaster" and request.tracking_url == url
 
 
 @pytest.mark.parametrize("text", ["container_1796174400000_0001_01_000002", "container_e17_1796174400000_0012_02_000031",

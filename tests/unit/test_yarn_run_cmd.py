@@ -85,3 +85,74 @@ def test_the_next_coordinator_takes_the_earlier_port(tmp_path, written, configur
         assert config.port == ports.get(expected, expected)
     finally:
         holder.close()
+
+
+# ------------------------------------------------------------------ the AM's metrics on YARN
+def test_metrics_flags_reach_the_am_container(tmp_path, monkeypatch, capsys):
+    """--metrics-port/--metrics-host go to the AM in its YARN container, which serves them
+    (tests/e2e/test_yarn_diagnose.py asks a running one): handed on in its command line."""
+    import gangmaster.tools.yarn.runs as yarn_runs
+    from gangmaster.protocol.rm_protocol import RMError
+    from gangmaster.tools.yarn.am_container import parser
+
+    handed: list[list[str]] = []
+
+    class Unanswered:
+        def cluster_nodes(self):
+            raise RMError("connection refused")
+
+    class Runs:
+        def __init__(self, target, settings, echo, am_options, cluster_file):
+            handed.append(am_options)
+            self.client = Unanswered()
+
+        def shutdown(self):
+            pass
+
+    monkeypatch.setattr(yarn_runs, "YarnRuns", Runs)
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", JOB, "--rm", "yarn", "--yarn-rm", "http://rm:8088", "--metrics-port", "0",
+                 "--metrics-host", "0.0.0.0", "--work-dir", str(tmp_path / "work")])
+    assert code == 2 and "YARN at http://rm:8088 does not answer" in capsys.readouterr().err
+    args = parser().parse_args(["--job", "j.yaml", "--work-dir", "w", "--yarn-rm", "http://rm:8088", *handed[0]])
+    assert (args.metrics_port, args.metrics_host) == (0, "0.0.0.0")
+
+
+def test_a_fixed_metrics_port_with_several_jobs_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", JOB, JOB, "--rm", "yarn", "--yarn-rm", "http://127.0.0.1:1", "--metrics-port", "9100",
+                 "--work-dir", str(tmp_path / "work")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--metrics-port 9100 with several jobs on --rm yarn" in err and "give --metrics-port 0" in err
+    assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("report_json", [False, True], ids=["text report: stdout", "JSON report: stderr"])
+def test_each_url_an_am_writes_is_printed_once_and_reported(tmp_path, capsys, report_json):
+    """What the AM in its container writes (tools/yarn/am_container.py's METRICS_URL_FILE), gangmaster
+    run prints as `metrics: URL`, again when a later AM attempt serves elsewhere, and reports."""
+    from gangmaster.am.spec.am_settings import AMSettings
+    from gangmaster.am.spec.jobspec import load_job
+    from gangmaster.tools.job_runner import JobRun
+    from gangmaster.tools.yarn.am_container import METRICS_URL_FILE
+    from gangmaster.tools.yarn.runs import YarnRuns
+    from gangmaster.tools.yarn.target import YarnTarget
+
+    runs = YarnRuns(YarnTarget("http://rm:8088", "rm:8030", {}), AMSettings(metrics_port=0), client=object())
+    try:
+        runs.report_json = report_json
+        run = JobRun(load_job(JOB), "application_1_0001", tmp_path, "default")
+        runs.runs.append(run)
+        runs._follow_metrics()                      # nothing written yet
+        (tmp_path / "yarn").mkdir()
+        for url in ("http://nm1:41000/metrics", "http://nm1:41000/metrics", "http://nm2:42000/metrics"):
+            (tmp_path / "yarn" / METRICS_URL_FILE).write_text(url + "\n")
+            runs._follow_metrics()
+        assert runs.metrics_url == runs.metrics_url_of(run) == "http://nm2:42000/metrics"
+    finally:
+        runs.runs.clear()   # (nothing to kill at YARN)
+        runs.shutdown()
+    out, err = capsys.readouterr()
+    assert (err if report_json else out).splitlines() == ["metrics: http://nm1:41000/metrics",
+                                                          "metrics: http://nm2:42000/metrics"]

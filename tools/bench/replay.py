@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gangmaster.am.core.reservation_plan import DEFAULT_CLUSTER_RESERVATIONS
+from gangmaster.conf.limits import MAX_RESERVATIONS
 from gangmaster.tools.arg_types import count
 from gangmaster.tools.bench.cli import add_bench_parser
 
@@ -51,6 +53,10 @@ def add_parser(sub):
                    help="queue policies replayed in turn (fifo, backfill, reserve); both: fifo,backfill; "
                         "all: fifo,backfill,reserve (default both)")
     p.add_argument("--limit", type=count(), default=None, help="replay only the first N jobs")
+    p.add_argument("--cluster-reservations", type=count(1, MAX_RESERVATIONS, "MAX_RESERVATIONS"),
+                   default=DEFAULT_CLUSTER_RESERVATIONS, metavar="N",
+                   help=f"reserve: at most N jobs of the cluster hold a reservation at once (default "
+                        f"{DEFAULT_CLUSTER_RESERVATIONS}; {MAX_RESERVATIONS}: one per queue, as before the bound)")
     p.set_defaults(func=run)
     return p
 
@@ -79,7 +85,8 @@ def run(args) -> int:
     for policy in _POLICIES.get(args.policy, args.policy):
         gc.collect()
         cpu = time.process_time()
-        result = replay(table, cluster, ReplayOptions(queue_policy=policy))
+        result = replay(table, cluster, ReplayOptions(queue_policy=policy,
+                                                      cluster_reservations=args.cluster_reservations))
         cpu = time.process_time() - cpu
         walls[policy] = result.wall_s
         done = [j for j in result.jobs if j.end_s is not None]

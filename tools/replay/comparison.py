@@ -136,7 +136,8 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
         "tie_rules": {name: declared_tie_rule(name, comparison.first_result(name).tie_rule)
                       for name in comparison.selectors},
         "queue_policy": options.queue_policy,
-        **({"max_reservations": options.max_reservations} if options.queue_policy == "reserve" else {}),
+        **({"max_reservations": options.max_reservations, "cluster_reservations": options.cluster_reservations,
+            "reserve_after_s": options.reserve_after_s} if options.queue_policy == "reserve" else {}),
         "heartbeat_s": options.heartbeat_s,
         "time_scale": options.time_scale,
         **({"preemption": {"grace_s": options.preemption_grace_s,

@@ -116,7 +116,8 @@ from gangmaster.am.core.lifecycle import ROLE_ACQUIRING
 from gangmaster.am.core.master import ApplicationMaster
 from gangmaster.am.ops.metrics import AMMetrics
 from gangmaster.am.ops.progress_log import QuietLog
-from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import (DEFAULT_CLUSTER_RESERVATIONS, DEFAULT_MAX_RESERVATIONS,
+                                                 ReservationBounds)
 from gangmaster.protocol.rm_protocol import ApplicationSubmission
 from gangmaster.conf import limits
 from gangmaster.selectors.candidates import kept_node_index
@@ -170,6 +171,10 @@ class ReplayOptions:
     time_scale: float = 1.0             # submit times are multiplied by it (> 1: arrivals spread out)
     #: queue policy reserve: at most this many jobs of a queue hold a reservation at once
     max_reservations: int = DEFAULT_MAX_RESERVATIONS
+    #: queue policy reserve: at most this many jobs of the cluster (of each partition) at once,
+    #: and only jobs that waited ``reserve_after_s`` (see ReservationBounds)
+    cluster_reservations: int = DEFAULT_CLUSTER_RESERVATIONS
+    reserve_after_s: float = 0.0
     preemption: bool = False            # a waiting job may preempt lower-priority jobs (.preempting)
     preemption_grace_s: float = DEFAULT_GRACE_S
     #: (queue, priority, guaranteed GPUs) of the RM queues that have them (``--queue-priority``)
@@ -182,6 +187,10 @@ class ReplayOptions:
             raise ValueError(f"heartbeat_s: expected a number >= 0, got {self.heartbeat_s}")
         if not (isinstance(self.max_reservations, int) and self.max_reservations >= 1):
             raise ValueError(f"max_reservations: expected an integer >= 1, got {self.max_reservations!r}")
+        if not (isinstance(self.cluster_reservations, int) and self.cluster_reservations >= 1):
+            raise ValueError(f"cluster_reservations: expected an integer >= 1, got {self.cluster_reservations!r}")
+        if not (self.reserve_after_s >= 0 and math.isfinite(self.reserve_after_s)):
+            raise ValueError(f"reserve_after_s: expected a number >= 0, got {self.reserve_after_s}")
         if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
             raise ValueError(f"time_scale: expected a number > 0, got {self.time_scale}")
         if not (self.preemption_grace_s >= 0 and math.isfinite(self.preemption_grace_s)):
@@ -353,7 +362,9 @@ class _Replay:
         self.reservations: ReplayReservations | None = None
         if options.queue_policy == "reserve":
             self.reservations = ReplayReservations(self.sim.loop.now, self.ledger, lambda: self.tracker.view,
-                                                   self._sync, owner)
+                                                   self._sync, owner,
+                                                   ReservationBounds(options.cluster_reservations,
+                                                                     options.reserve_after_s), self._reserve_rank(table))
             for queue in self.queues.values():
                 queue.book, queue.max_reservations = self.reservations, options.max_reservations
         # ---- end reserve
@@ -411,7 +422,7 @@ class _Replay:
                                     self._now, self.metrics.selection_latency.observe, self._lane_exited)
                      if lane and not options.preemption else None)
         #: preemption (--preemption on): whom a waiting job may preempt, what was preempted
-        self.preempting = (Preempting(self.core, self.core.queues, options.preemption_grace_s, len(self.jobs))
+        self.preempting = (Preempting(self.core, self.by_app, options.preemption_grace_s, len(self.jobs))
                            if options.preemption else None)
 
     # ------------------------------------------------------------------ loop
@@ -513,6 +524,14 @@ class _Replay:
             self.fragmentation.record(now, self.tracker.view)
             self._fragmentation_at = self.fragmentation.next_at
 
+    def _reserve_rank(self, table: JobTable):
+        """Queue policy reserve: a job's rank among those that reserve, when priorities are set
+        (the queue's, then the job's, higher first; then its age); None: its age alone."""
+        if not self.options.queue_priorities and not any(job.priority for job in table.jobs):
+            return None
+        queues = self.core.queues
+        return lambda job: (-queues[job.queue].priority, -job.trace.priority, job.order)
+
     # ------------------------------------------------------------------ AMs
     def _try_start(self, job: _Job) -> bool:
         """Place the job's gang through its AM (admitting the job first); True when it
@@ -543,13 +562,13 @@ class _Replay:
         if job.start_s is not None or job.am is None:   # started, or ended without starting
             return True
         if self.preempting is not None and not job.am.done:   # it may preempt lower-priority jobs
-            self.preempting.try_for(job, [j for j in self.by_app.values() if j.start_s is not None], self._now())
+            self.preempting.try_for(job, self._now())
         return False
 
     def _admit(self, job: _Job) -> None:
         spec = job_spec(job.trace, job.label)
         self._add_job(spec)
-        app_id = self._submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1))
+        app_id = self._submit(ApplicationSubmission(spec.name, job.queue, max_attempts=1, priority=job.trace.priority))
         self.by_app[app_id] = job
         job.am = self._new_am(spec, app_id=app_id)
 

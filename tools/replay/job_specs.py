@@ -10,10 +10,9 @@ model through the job's simulation keys, as a job file's would.
 """
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
-from gangmaster.am.spec.jobspec_model import Completion, JobSpec, RetryPolicy, RoleSpec
+from gangmaster.am.spec.jobspec_model import JobSpec, RetryPolicy, RoleSpec, shaped_role
 
 from .trace import TraceJob, TraceRole
 
@@ -48,15 +47,9 @@ def _shape_spec(roles: tuple[TraceRole, ...], node_label: str | None) -> JobSpec
 def _role(role: TraceRole, node_label: str | None) -> RoleSpec:
     """One RoleSpec per role shape and label, shared by the jobs of that shape (a RoleSpec
     is immutable; a trace has a few hundred shapes and tens of thousands of jobs)."""
-    # RoleSpec plans whole vcores and asks cpu × request_ratio: a fractional share of a
-    # node (1.25 vcores) is asked as 2 × 0.625.
-    cpu = math.ceil(role.vcores)
-    ratio = role.vcores / cpu if cpu else 1.0
     # A share of one GPU is the role's gpu_milli (its gpus 0).
-    return RoleSpec(name=role.name, instances=role.instances, cpu=cpu, memory_mb=role.memory_mb, gpus=role.gpus,
-                    ports={}, commands=(TASK_COMMAND,), completion=Completion(), task_retry_count=0,
-                    retry=RetryPolicy("job", 1), request_ratio=ratio, node_label=node_label,
-                    gpu_types=role.gpu_types, gpu_milli=role.gpu_milli)
+    return shaped_role(role.name, role.instances, role.gpus, role.vcores, role.memory_mb, role.gpu_milli,
+                       role.gpu_types, node_label, command=TASK_COMMAND)
 
 
 def gang_shape(job: TraceJob) -> tuple:

@@ -15,10 +15,12 @@ A *pass* over a queue offers its waiting jobs, in submission order, to ``try_sta
   the nodes where it will start earliest are reserved for it (planned from the running
   jobs' expected ends, as Slurm's backfill plans a start: :mod:`~gangmaster.am.core.reservation_plan`);
   a later job starts on reserved nodes only if it is expected to end before the
-  reservation begins, elsewhere freely. Each pass plans the queue's reservations again,
-  so they move when the plan changes; at most ``max_reservations`` jobs of a queue hold one
-  at a time (:data:`~gangmaster.am.core.reservation_plan.DEFAULT_MAX_RESERVATIONS`, the oldest
-  jobs that did not start). The driver keeps the book of reservations (``book``: the
+  reservation begins (or takes only what the reserved nodes will not need then), elsewhere
+  freely. Each pass plans the queue's reservations again, so they move when the plan changes;
+  at most ``max_reservations`` jobs of a queue hold one at a time
+  (:data:`~gangmaster.am.core.reservation_plan.DEFAULT_MAX_RESERVATIONS`, the first-ranked
+  jobs that did not start: by priority where there are priorities, then age), and the book
+  bounds them in the whole cluster too (its ``bounds``). The driver keeps the book of reservations (``book``: the
   replay's :class:`~.reservations.ReplayReservations`), shared by its queues, so a job of
   any queue keeps off every queue's reservations. With no reservation held it starts
   exactly the jobs backfill starts.
@@ -156,8 +158,11 @@ class ReserveQueue(BackfillQueue):
             nonlocal reserved
             if book.try_start(waiting, try_start):
                 return True
-            if reserved < self.max_reservations and book.reserve(self, waiting):
-                reserved += 1
+            if reserved < self.max_reservations:
+                if book.reserve(self, waiting):
+                    reserved += 1
+            elif book.outranks(self, waiting) and book.reserve(self, waiting):   # (priorities: it takes one over)
+                book.keep_the_first(self, self.max_reservations)
             return False
         started = super().run_pass(start)
         if book.held:

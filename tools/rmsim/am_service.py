@@ -121,6 +121,8 @@ class ApplicationMasterService:
             self.books.headroom(app.queue),
             app.response_id,
             self.preemptions.take_notice(app.app_id),
+            self.scheduler.reserved_against(app),
+            self.scheduler.reservation_of(app),
         )
         if app.out_allocated:
             app.out_allocated = []

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+from gangmaster.protocol import rm_validation as check
+from gangmaster.protocol.reasons import from_saved, to_saved
 from gangmaster.protocol.rm_protocol import (
-    ApplicationReport, ApplicationSubmission, AppState, ContainerState, ContainerStatus, ExitStatus, NotFound,
-    Rejection, WrongState,
+    ApplicationReport, ApplicationSubmission, AppState, ContainerState, ContainerStatus, ExitStatus, GangRole,
+    InvalidRequest, NotFound, Rejection, WrongState,
 )
 from gangmaster.conf import limits
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -224,7 +226,7 @@ class Applications:
         records, now = self.containers.records, self.clock.now()
         for a in saved:
             app = Application(a["app_id"], a["seq"], a["name"], a["queue"], a["submitted_at"], a["max_attempts"],
-                              a["keep_containers"], a["am_expiry_s"])
+                              a["keep_containers"], a["am_expiry_s"], *_declared(a))
             app.state, app.attempt, app.finished_at = AppState(a["state"]), a["attempt"], a["finished_at"]
             app.final_status, app.diagnostics = a["final_status"], a["diagnostics"]
             app.last_heartbeat, app.response_id = now, a["response_id"]
@@ -232,7 +234,7 @@ class Applications:
             app.out_allocated = [records[cid] for cid in a["out_allocated"]]
             app.out_completed = [ContainerStatus(s[0], s[1], ContainerState(s[2]), s[3], s[4], s[5])
                                  for s in a["out_completed"]]
-            app.out_rejected = tuple([Rejection(rid, reason) for rid, reason in a["out_rejected"]])
+            app.out_rejected = tuple([Rejection(j[0], from_saved(j[1:])) for j in a["out_rejected"]])
             app.node_cursor = int(a.get("node_cursor", 0))
             self.apps[app.app_id] = app
         for app in sorted((app for app in self.apps.values() if app.state.finished), key=lambda app: app.finished_at):
@@ -251,7 +253,7 @@ class Applications:
 
 
 def _saved(a: Application, hosts: list[str], saved_asks: Callable[[Application], list]) -> dict:
-    return {
+    saved = {
         "app_id": a.app_id, "seq": a.seq, "name": a.name, "queue": a.queue, "submitted_at": a.submitted_at,
         "max_attempts": a.max_attempts, "keep_containers": a.keep_containers, "am_expiry_s": a.am_expiry_s,
         "state": a.state.value, "attempt": a.attempt, "finished_at": a.finished_at,
@@ -261,6 +263,30 @@ def _saved(a: Application, hosts: list[str], saved_asks: Callable[[Application],
         "out_allocated": [r.container_id for r in a.out_allocated],
         "out_completed": [[s.container_id, s.host, s.state.value, s.exit_status, s.diagnostics, s.request_id]
                           for s in a.out_completed],
-        "out_rejected": [[j.request_id, j.reason] for j in a.out_rejected],
+        "out_rejected": [[j.request_id, *to_saved(j.reason)] for j in a.out_rejected],
         "node_cursor": a.node_cursor,
     }
+    # What it declared when submitted (a reserving queue plans from its gang and duration, the
+    # preemption monitor compares its priority and places its gang); written only when declared,
+    # so a file of applications that declared nothing reads as it did before these were kept.
+    if a.priority:
+        saved["priority"] = a.priority
+    if a.roles:
+        saved["gang"] = [[r.name, r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb, r.max_instances_per_node]
+                         for r in a.roles]
+    if a.expected_s is not None:
+        saved["expected_s"] = a.expected_s
+    return saved
+
+
+def _declared(a: dict) -> tuple[int, tuple[GangRole, ...], float | None]:
+    """A saved application's priority, gang and declared duration (none in a file written before
+    they were saved), checked as a submission's are (a ValueError naming the application)."""
+    gang = tuple([GangRole(*role) for role in a.get("gang", ())])
+    submission = ApplicationSubmission(a["name"], a["queue"], priority=a.get("priority", 0), gang=gang,
+                                       expected_duration_s=a.get("expected_s"))
+    try:
+        check.check_submission(submission)
+    except InvalidRequest as exc:
+        raise ValueError(f"application {a['app_id']}: {exc.message}") from None
+    return submission.priority, submission.gang, submission.expected_duration_s

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gangmaster.protocol.reasons import Reason, reason
+from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.protocol.rm_protocol import AllocateRequest, InvalidRequest, ResourceRequest
 from gangmaster.protocol import rm_validation as check
 from gangmaster.conf import limits
@@ -127,22 +129,22 @@ class AskIntake:
             raise InvalidRequest(f"{field_name}: unknown host {host!r}")
         return i
 
-    def why_never(self, app: Application, ask: AskState) -> str | None:
+    def why_never(self, app: Application, ask: AskState) -> Reason | None:
         """Why ``ask`` can never fit (its queue's limit, a label or host that cannot hold it,
         no node large enough), or None."""
         need, req, ledger = ask.need, ask.request, self.ledger
-        reason = self.books.queues[app.queue].why_never(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli)
-        if reason:
-            return reason
+        queue_reason = self.books.queues[app.queue].why_never(need.memory_mb, need.mvcores, need.gpus, need.gpu_milli)
+        if queue_reason:
+            return queue_reason
         scope = None
         if req.node_label:
             scope = ledger.label_nodes.get(req.node_label)
             if scope is None:
-                return f"no node has label {req.node_label!r}"
+                return reason(R.NO_NODE_LABELLED, label=req.node_label)
         if ask.host_i is not None:
             host_reason = ledger.why_never(ask.host_i, need)
             if req.node_label and not scope[ask.host_i]:
-                host_reason = f"host {req.host} does not have label {req.node_label!r}"
+                host_reason = reason(R.HOST_NOT_LABELLED, host=req.host, label=req.node_label)
             if host_reason is None:
                 return None
             if not req.relax_locality:
@@ -154,8 +156,8 @@ class AskIntake:
         for i in np.flatnonzero(fits):
             if ledger.why_never(int(i), need) is None:
                 return None
-        where = f"rack {req.rack}" if scope is not None and req.rack else "any node"
-        return f"{req.resource} can never fit on {where} of the cluster (largest node: {self.max_allocation})"
+        return reason(R.NEVER_FITS, resource=str(req.resource), rack=req.rack if scope is not None and req.rack else "",
+                      largest=str(self.max_allocation))
 
     # ---- asks in the state file (inside each application's entry)
     @staticmethod

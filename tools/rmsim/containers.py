@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gangmaster.protocol.rm_protocol import Container, ContainerState, ContainerStatus, ExitStatus, LaunchContext, NotFound
+from gangmaster.protocol.rm_protocol import (AppState, Container, ContainerState, ContainerStatus, ExitStatus,
+                                             LaunchContext, NodeState, NotFound, WrongState)
 from gangmaster.conf import limits
 from gangmaster.selectors.ports import PortRanges
 
@@ -83,6 +84,36 @@ class Containers:
         self.version += 1
         if "container_started" in self._heard:
             self.events.emit("container_started", rec.app_id, rec.container_id, self.ledger.hosts[rec.node])
+
+    def startable(self, container_id: str) -> ContainerRecord:
+        """The record of container ``container_id``, to be started: NotFound when there is
+        none, WrongState when it is not ALLOCATED, its application not running or its node lost."""
+        rec = self.get(container_id)
+        app = self.apps[rec.app_id]
+        if rec.state is not ContainerState.ALLOCATED:
+            raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
+                             f"container can be started")
+        if app.state is not AppState.RUNNING:
+            raise WrongState(f"application {app.app_id} is {app.state.value}")
+        if self.ledger.states[rec.node] is NodeState.LOST:
+            raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
+        return rec
+
+    def exited(self, rec: ContainerRecord, exit_code: int, diagnostics: str,
+               preempted: tuple[ContainerState, int, str] | None) -> None:
+        """``rec``'s process ended by itself with ``exit_code``: it completed or failed, or,
+        when it ended under a preemption notice (``preempted``: how the notice ends it), the
+        notice ended it."""
+        if preempted is not None:
+            self.finish(rec, *preempted, stop=False)
+            return
+        state = ContainerState.COMPLETED if exit_code == 0 else ContainerState.FAILED
+        self.finish(rec, state, exit_code, diagnostics or f"process exited with code {exit_code}", stop=False)
+
+    def end_on_node(self, i: int, diagnostics: str) -> None:
+        """Node ``i`` was lost: every container on it ends KILLED (``NODE_LOST``), in id order."""
+        for cid in sorted(self.on_node[i]):
+            self.finish(self.records[cid], ContainerState.KILLED, ExitStatus.NODE_LOST, diagnostics)
 
     def finish(self, rec: ContainerRecord, state: ContainerState, exit_status: int, diagnostics: str,
                stop: bool = True) -> None:

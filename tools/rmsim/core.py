@@ -9,7 +9,8 @@
 * :mod:`.nodes` — node health and reports; :mod:`.queue_books` — what each queue holds;
 * :mod:`.preemption` — the preemption contracts in force (YARN's strict contract: the AM
   told first, the containers ended PREEMPTED at the deadline); whom to preempt is
-  :mod:`.victims`'s choice, made by whoever preempts (a replay's :mod:`~..replay.preempting`);
+  :mod:`.preemptible`'s choice, made by whoever preempts (the live :mod:`.preemption_monitor`,
+  a replay's :mod:`~..replay.preempting`);
 * :mod:`.events` — who hears what happens; :mod:`.faults` — what a fault does.
 
 Each owns its state and its part of the state file (:mod:`.state`); this front checks
@@ -24,8 +25,10 @@ which clock or NodeManager it has.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Callable, Iterable
 
+from gangmaster.protocol.reasons import NO_REASON, Reason, other
 from gangmaster.protocol import rm_validation as check
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, ContainerLaunch,
@@ -216,15 +219,7 @@ class ResourceManager:
         if shared_size is not None:
             check.check_name(container_id, "container_id")
             check.check_launch(own, f"containers[{k}].launch", shared_size)
-        rec = self.containers.get(container_id) or self.granted.get(container_id)   # (raises NotFound)
-        app = self.apps[rec.app_id]
-        if rec.state is not ContainerState.ALLOCATED:
-            raise WrongState(f"container {container_id} is {rec.state.value}; only an ALLOCATED "
-                             f"container can be started")
-        if app.state is not AppState.RUNNING:
-            raise WrongState(f"application {app.app_id} is {app.state.value}")
-        if self.ledger.states[rec.node] is NodeState.LOST:
-            raise WrongState(f"container {container_id}: host {self.ledger.hosts[rec.node]} is LOST")
+        rec = self.granted.startable(container_id)
         launch = own.over(shared)
         self.node_manager.launch(rec, launch)   # raises (and changes nothing) on a bad launch context
         self.granted.started(rec, launch)
@@ -263,13 +258,7 @@ class ResourceManager:
             rec = self.containers.get(container_id)
             if rec is None or rec.state.finished or rec.stopping:
                 return
-            preempted = self.preemptions.exit_status(container_id, exit_code)
-            if preempted is not None:   # it ended under a preemption notice: the notice ended it
-                self.granted.finish(rec, *preempted, stop=False)
-                return
-            state = ContainerState.COMPLETED if exit_code == 0 else ContainerState.FAILED
-            self.granted.finish(rec, state, exit_code, diagnostics or f"process exited with code {exit_code}",
-                                    stop=False)
+            self.granted.exited(rec, exit_code, diagnostics, self.preemptions.exit_status(container_id, exit_code))
 
     def restart_allocation_expiry(self, expiry_s: float | None) -> None:
         """Use ``expiry_s`` from now on, and give every container still ALLOCATED a full
@@ -281,26 +270,18 @@ class ResourceManager:
     def lose_node(self, host: str, report: str = "node lost") -> None:
         check.check_text(report, "text")
         with self.lock:
-            i = self.intake.host_field(host, "host")
-            self.nodes.set_state(i, NodeState.LOST, report)
-            for cid in sorted(self.node_containers[i]):
-                self.granted.finish(self.containers[cid], ContainerState.KILLED, ExitStatus.NODE_LOST,
-                                        f"node {host} lost: {report}")
-            self.nodes.changed(i)
+            self.nodes.set_state(self.intake.host_field(host, "host"), NodeState.LOST, report,
+                                 partial(self.granted.end_on_node, diagnostics=f"node {host} lost: {report}"))
 
     def mark_unhealthy(self, host: str, report: str = "blacklisted") -> None:
         """The cluster blacklists a node: no new containers; running ones keep running."""
         check.check_text(report, "text")
         with self.lock:
-            i = self.intake.host_field(host, "host")
-            self.nodes.set_state(i, NodeState.UNHEALTHY, report)
-            self.nodes.changed(i)
+            self.nodes.set_state(self.intake.host_field(host, "host"), NodeState.UNHEALTHY, report)
 
     def restore_node(self, host: str) -> None:
         with self.lock:
-            i = self.intake.host_field(host, "host")
-            self.nodes.set_state(i, NodeState.RUNNING, "")
-            self.nodes.changed(i)
+            self.nodes.set_state(self.intake.host_field(host, "host"), NodeState.RUNNING, "")
 
     def kill_container(self, container_id: str, diagnostics: str = "killed by the resource manager") -> None:
         check.check_name(container_id, "container_id")
@@ -332,24 +313,14 @@ class ResourceManager:
                 raise WrongState(f"application {app_id} is {app.state.value}")
             self.applications.fail_attempt(app, diagnostics)
 
-    def live_container_of(self, app_id: str, host: str | None = None) -> str | None:
-        """The application's first live container (in id order), on ``host`` when given; None
-        when it has none (or is unknown): what a fault that names an application acts on."""
-        with self.lock:
-            app = self.apps.get(app_id)
-            if app is None:
-                return None
-            for cid in sorted(app.containers):
-                if host is None or self.ledger.hosts[app.containers[cid].node] == host:
-                    return cid
-            return None
-
     # ================================================================ preemption (:mod:`.preemption`)
-    def preempt(self, app_id: str, grace_s: float, reason: str = "") -> PreemptionMessage:
+    def preempt(self, app_id: str, grace_s: float, reason: Reason | str = NO_REASON) -> PreemptionMessage:
         """Preempt the application's whole gang: its AM is told at its next heartbeat, and
-        every container still alive ``grace_s`` seconds from now ends preempted."""
+        every container still alive ``grace_s`` seconds from now ends preempted. ``reason``
+        says for whom: a code, or an operator's own text (a fault injected), kept as OTHER."""
         check.check_name(app_id, "app_id")
-        check.check_text(reason, "reason")
+        if isinstance(reason, str):
+            reason = other(check.check_text(reason, "reason"))
         with self.lock:
             app = self.applications.get(app_id)
             if app.state.finished:

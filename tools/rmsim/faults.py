@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from gangmaster.protocol.reasons import ReasonCode as R
+from gangmaster.protocol.reasons import reason
 from gangmaster.protocol.rm_protocol import NotFound
 
 from .preemption import DEFAULT_GRACE_S
@@ -54,10 +56,12 @@ def _pick(rm, fault: Fault) -> str:
     id order), on its host when it names one. Raises NotFound when there is none."""
     if fault.container or not fault.app:
         return fault.container   # (an empty id: the RM names the missing field)
-    cid = rm.live_container_of(fault.app, fault.host or None)
-    if cid is None:
-        raise NotFound(f"no live container of {fault.app}" + (f" on {fault.host}" if fault.host else ""))
-    return cid
+    with rm.lock:
+        app = rm.apps.get(fault.app)
+        for cid in sorted(app.containers) if app is not None else ():
+            if not fault.host or rm.ledger.hosts[app.containers[cid].node] == fault.host:
+                return cid
+    raise NotFound(f"no live container of {fault.app}" + (f" on {fault.host}" if fault.host else ""))
 
 
 def _lose_node(rm, f: Fault, origin: str) -> str:
@@ -93,7 +97,7 @@ def _kill_am(rm, f: Fault, origin: str) -> str:
 
 
 def _preempt_app(rm, f: Fault, origin: str) -> str:
-    rm.preempt(f.app, f.grace_s, f.text or f"preempted ({origin})")
+    rm.preempt(f.app, f.grace_s, f.text or reason(R.PREEMPTED_BY_FAULT, origin=origin))   # (an operator's text is kept)
     return f.app
 
 

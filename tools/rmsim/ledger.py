@@ -20,6 +20,8 @@ from dataclasses import field
 
 import numpy as np
 
+from gangmaster.protocol.reasons import Reason, other, reason
+from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.protocol.rm_protocol import NodeState
 from gangmaster.gpu_topology.masks import lowest_bits, popcount
 from gangmaster.selectors.values import value
@@ -30,6 +32,14 @@ from gangmaster.selectors.fit import GPU_MILLI, Demand
 from gangmaster.selectors.ports import NO_PORTS, PortError, PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor, ResourceError
 from gangmaster.selectors.selector import tightest_gpu
+
+
+class Refused(ResourceError):
+    """A booking refused: ``reason`` says why (``str()`` renders it, as a ResourceError's message)."""
+
+    def __init__(self, why: Reason):
+        super().__init__(why)
+        self.reason = why
 
 
 @value
@@ -117,63 +127,67 @@ class NodeLedger(NodeColumns):
                 and self.gpu_free_mask.item(i) == self.gpu_capacity_mask.item(i)
                 and self.ports_free[i].count == self.port_capacity[i].count)   # free ports are some of its ports
 
-    def why_not_now(self, i: int, need: Demand) -> str | None:
+    def why_not_now(self, i: int, need: Demand) -> Reason | None:
         """None when ``need`` fits in node ``i``'s free resources now, else the reason."""
         if not self.usable[i]:
-            return f"host {self.hosts[i]} is {self.states[i].value}"
+            return reason(R.HOST_NOT_USABLE, host=self.hosts[i], state=self.states[i].value)
         free = self.amounts(i)
-        reason = fit.shortfall(need, free)
-        if reason is None:
+        short = fit.shortfall(need, free)
+        if short is None:
             return None
         host = self.hosts[i]
-        if reason == why.MEMORY:
-            return f"host {host}: memory free {free.memory_mb}MB < {need.memory_mb}MB asked"
-        if reason == why.VCORES:
-            return f"host {host}: vcores free {free.mvcores / 1000:g} < {need.mvcores / 1000:g} asked"
-        if reason == why.GPU_SHARE:
-            return f"host {host}: {self._share_shortfall(i, need)}"
-        if reason in (why.GPUS, why.GPU_MASK):
+        if short == why.MEMORY:
+            return reason(R.MEMORY_SHORT, host=host, free_mb=free.memory_mb, asked_mb=need.memory_mb)
+        if short == why.VCORES:
+            return reason(R.VCORES_SHORT, host=host, free=free.mvcores / 1000, asked=need.mvcores / 1000)
+        if short == why.GPU_SHARE:
+            return self._share_shortfall(i, need)
+        if short in (why.GPUS, why.GPU_MASK):
             if need.gpu_mask:  # name the GPUs that are taken (a short count follows from them)
-                return f"host {host}: GPUs {need.gpu_mask & ~free.gpu_mask:#x} of mask {need.gpu_mask:#x} are taken"
-            return f"host {host}: GPUs free {free.gpus} < {need.gpus} asked"
+                return reason(R.GPUS_TAKEN, host=host, taken=need.gpu_mask & ~free.gpu_mask, mask=need.gpu_mask)
+            return reason(R.GPUS_SHORT, host=host, free=free.gpus, asked=need.gpus)
         if need.port_ranges:
-            return f"host {host}: ports {need.port_ranges.subtract(free.port_ranges)} are taken"
-        return f"host {host}: ports free {free.port_count} < {need.ports} asked"
+            return reason(R.PORTS_TAKEN, host=host, ports=str(need.port_ranges.subtract(free.port_ranges)))
+        return reason(R.PORTS_SHORT, host=host, free=free.port_count, asked=need.ports)
 
-    def why_never(self, i: int, need: Demand) -> str | None:
+    def why_never(self, i: int, need: Demand) -> Reason | None:
         """None when ``need`` fits in node ``i``'s capacity (when empty), else the reason.
         A node's capacity never changes: its amounts are read from the columns once."""
         capacity = self._capacity_amounts[i]
         if capacity is None:
             capacity = self._capacity_amounts[i] = self.amounts(i, empty=True)
-        reason = fit.shortfall(need, capacity)
-        if reason is None:
+        short = fit.shortfall(need, capacity)
+        if short is None:
             return None
         host = self.hosts[i]
-        if reason == why.MEMORY:
-            return f"host {host} has {capacity.memory_mb}MB memory, {need.memory_mb}MB asked"
-        if reason == why.VCORES:
-            return f"host {host} has {capacity.mvcores / 1000:g} vcores, {need.mvcores / 1000:g} asked"
-        if reason == why.GPUS:
-            return f"host {host} has {capacity.gpus} GPU(s), {need.gpus} asked"
-        if reason == why.GPU_SHARE:
-            named = f"GPU {need.gpu_mask.bit_length() - 1} named" if need.gpu_mask else "no GPU to share"
-            return f"host {host} has {capacity.gpus} GPU(s), {named} for a share of {need.gpu_milli} milli"
-        if reason == why.GPU_MASK:
-            return f"host {host} has {capacity.gpus} GPU(s); mask {need.gpu_mask:#x} names others"
+        if short == why.MEMORY:
+            return reason(R.MEMORY_NEVER, host=host, has=capacity.memory_mb, asked=need.memory_mb)
+        if short == why.VCORES:
+            return reason(R.VCORES_NEVER, host=host, has=capacity.mvcores / 1000, asked=need.mvcores / 1000)
+        if short == why.GPUS:
+            return reason(R.GPUS_NEVER, host=host, has=capacity.gpus, asked=need.gpus)
+        if short == why.GPU_SHARE:
+            if need.gpu_mask:
+                return reason(R.SHARED_GPU_NEVER, host=host, has=capacity.gpus, gpu=need.gpu_mask.bit_length() - 1,
+                              milli=need.gpu_milli)
+            return reason(R.NO_GPU_TO_SHARE, host=host, has=capacity.gpus, milli=need.gpu_milli)
+        if short == why.GPU_MASK:
+            return reason(R.GPU_MASK_NEVER, host=host, has=capacity.gpus, mask=need.gpu_mask)
         if need.port_ranges:
-            return f"host {host} has ports {capacity.port_ranges}; {need.port_ranges} asked"
-        return f"host {host} has {capacity.port_count} port(s), {need.ports} asked"
+            return reason(R.PORTS_NEVER, host=host, has=str(capacity.port_ranges), asked=str(need.port_ranges))
+        return reason(R.PORT_COUNT_NEVER, host=host, has=capacity.port_count, asked=need.ports)
 
-    def _share_shortfall(self, i: int, need: Demand) -> str:
+    def _share_shortfall(self, i: int, need: Demand) -> Reason:
         """Why a share does not fit node ``i`` now: the GPU it names, or the most any GPU has."""
         milli_free = self.gpu_milli_free_rows([i])[0]
+        host = self.hosts[i]
         if need.gpu_mask:
             gpu = need.gpu_mask.bit_length() - 1
             if gpu >= self.gpu_capacity.item(i):
-                return f"no GPU {gpu} (the node has {self.gpu_capacity.item(i)}) for a share of {need.gpu_milli} milli"
-            return f"GPU {gpu} has {int(milli_free[gpu])} milli free, {need.gpu_milli} asked"
-        return f"no GPU with {need.gpu_milli} milli free (most free {int(milli_free.max())})"
+                return reason(R.SHARED_GPU_ABSENT, host=host, gpu=gpu, gpus=self.gpu_capacity.item(i),
+                              milli=need.gpu_milli)
+            return reason(R.GPU_SHARE_SHORT, host=host, gpu=gpu, free=int(milli_free[gpu]), milli=need.gpu_milli)
+        return reason(R.NO_GPU_WITH_SHARE, host=host, milli=need.gpu_milli, most=int(milli_free.max()))
 
     def gpu_milli_free_of(self, i: int) -> tuple[int, ...]:
         """Node ``i``'s milli-GPU free per GPU it has: :meth:`gpu_milli_free_rows` of one node
@@ -207,7 +221,7 @@ class NodeLedger(NodeColumns):
         booking itself (the scheduler books without asking first); the reason is worked
         out only on a refusal."""
         if not self.usable.item(i):
-            raise ResourceError(self.why_not_now(i, need))
+            raise Refused(self.why_not_now(i, need))
         try:
             if exact is not None:   # (as take does)
                 self._book(i, exact.demand)
@@ -226,7 +240,7 @@ class NodeLedger(NodeColumns):
                 ports = NO_PORTS
             return self.take(i, Booking(need.memory_mb, need.mvcores, mask, ports, need.gpu_milli))
         except (ResourceError, PortError) as exc:
-            raise ResourceError(self.why_not_now(i, need) or str(exc)) from None
+            raise Refused(self.why_not_now(i, need) or other(str(exc))) from None
 
     def _tightest_gpu(self, i: int, need: int) -> int:
         """The GPU a share that names none gets on node ``i`` (as a mask): the one with the

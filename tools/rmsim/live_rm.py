@@ -25,10 +25,12 @@ import threading
 from pathlib import Path
 
 from gangmaster.selectors.cluster import NodeSpec
+from gangmaster.selectors.settings import SelectionSettings
 
 from . import state as state_file
 from .clock import RealTimeLoop
 from .core import ResourceManager
+from .preemption_monitor import DeclaredGangs, PreemptionMonitor
 from .process_nodemanager import ProcessNodeManager
 from .queues import Queue
 from .rm_settings import RMSettings
@@ -71,6 +73,8 @@ class LiveRM:
         if restored and allocation_expiry_s is not None:
             self.core.restart_allocation_expiry(allocation_expiry_s)
         self.restored = restored
+        #: the preemption monitor's look at declared gangs (``rm serve`` with ``rm.preemption``; None: off)
+        self.declared_gangs: DeclaredGangs | None = None
         self._saved_version = -1
         self.save()
         if self.state_path is not None:
@@ -87,6 +91,19 @@ class LiveRM:
                    save_every_s=knobs.state_save_interval_s, kill_grace_s=knobs.kill_grace_s,
                    allocation_expiry_s=knobs.allocation_expiry_s,
                    scheduling_interval_s=knobs.scheduling_interval_s, scenario=scenario)
+
+    def monitor_preemption(self, grace_s: float, selection: SelectionSettings) -> None:
+        """Turn the RM's preemption monitor on for AMs in other processes (``gangmaster rm serve``):
+        after each heartbeat of an application whose declared gang waits for room, it preempts
+        lower-priority gangs if that makes the room (:class:`~.preemption_monitor.DeclaredGangs`;
+        an AM in this process is looked at by its driver instead, ``job_runner``)."""
+        self.declared_gangs = DeclaredGangs(PreemptionMonitor(self.core, grace_s, log.info), selection)
+
+    def heartbeat(self, app_id: str) -> None:
+        """What the RM does after ``app_id``'s AM heartbeat (an allocate call) besides answering it."""
+        if self.declared_gangs is not None:
+            with self.core.lock:
+                self.declared_gangs.heartbeat(app_id)
 
     def play(self, scenario: Scenario) -> None:
         """Put the scenario's steps on the clock, their times counted from now."""

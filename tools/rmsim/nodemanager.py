@@ -22,7 +22,7 @@ from typing import Callable
 from gangmaster.am.barrier.coordinator import Released, Waiter
 from gangmaster.am.barrier.errors import BarrierError
 from gangmaster.am.barrier.in_process import InProcessBarrier
-from gangmaster.am.core.collector import collector_paused
+from .collector import collector_paused
 from gangmaster.am.barrier.task_context import (ENV_ADDRESS, ENV_ATTEMPT, ENV_GANG, ENV_JOB, ENV_TASK_INDEX, ENV_TOKEN,
                                    REQUIRED_ENV)
 from gangmaster.protocol.rm_protocol import InvalidRequest, LaunchContext

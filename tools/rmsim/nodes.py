@@ -40,10 +40,15 @@ class Nodes:
         self._reports: list[dict[tuple, NodeReport]] = [{} for _ in range(len(ledger))]
         self.version = 0
 
-    def set_state(self, i: int, state: NodeState, report: str) -> None:
+    def set_state(self, i: int, state: NodeState, report: str, end_containers: Callable[[int], None] | None = None
+                  ) -> None:
         """Node ``i`` is now ``state`` (LOST, UNHEALTHY, RUNNING again), for ``report``; the
-        others hear of it when :meth:`changed` says so (a lost node's containers end first)."""
+        others hear of it (:meth:`changed`) after ``end_containers(i)`` ended what it ran, if
+        given (a lost node's containers end first)."""
         self.ledger.set_state(i, state, report)
+        if end_containers is not None:
+            end_containers(i)
+        self.changed(i)
 
     def changed(self, i: int) -> None:
         """Node ``i`` changed state: the scheduler, the AMs' node updates and the subscribers hear of it."""

@@ -16,6 +16,7 @@ them (a restored RM's containers run on without notice).
 """
 from __future__ import annotations
 
+from gangmaster.protocol.reasons import Reason
 from gangmaster.protocol.rm_protocol import ContainerState, ExitStatus, PreemptionMessage, WrongState
 
 from .containers import Containers
@@ -36,7 +37,7 @@ class Preemptions:
         self._notices: dict[str, PreemptionMessage] = {}  # app id -> the notice still to hand its AM
         self.preempted_apps = 0   # applications preempted since the RM started (whole gangs)
 
-    def preempt(self, app: Application, grace_s: float, reason: str) -> PreemptionMessage:
+    def preempt(self, app: Application, grace_s: float, reason: Reason) -> PreemptionMessage:
         """Preempt ``app``'s whole gang: every live container of it ends preempted in
         ``grace_s`` seconds; its AM hears of it at its next heartbeat."""
         if grace_s < 0:

@@ -11,11 +11,13 @@ what each holds is counted again from the restored containers.
 """
 from __future__ import annotations
 
+from gangmaster.am.core.reservation_plan import DEFAULT_CLUSTER_RESERVATIONS, DEFAULT_MAX_RESERVATIONS
+from gangmaster.conf.limits import MAX_DURATION_S, MAX_PRIORITY, MAX_RESERVATIONS
 from gangmaster.selectors.fit import GPU_MILLI
 from gangmaster.selectors.resources import ResourceDescriptor
 
 from .ledger import NodeLedger
-from .queues import UNLIMITED, Queue, default_queues
+from .queues import QUEUE_POLICIES, UNLIMITED, Queue, default_queues
 
 
 class QueueBooks:
@@ -80,14 +82,28 @@ class QueueBooks:
 
     # ---- the state file's part
     def snapshot(self) -> list[dict]:
-        return [{"name": q.name, "max_mem": q.max_mem, "max_mvc": q.max_mvc, "max_gpus": q.max_gpus,
-                 "apps": list(q.apps)} for q in self.queues.values()]
+        """Each queue's limits and applications, and its priority, guarantee and policy where
+        they are not the defaults (a file of default queues reads as before they were kept)."""
+        saved = []
+        for q in self.queues.values():
+            entry = {"name": q.name, "max_mem": q.max_mem, "max_mvc": q.max_mvc, "max_gpus": q.max_gpus,
+                     "apps": list(q.apps)}
+            entry.update({key: getattr(q, key) for key, default in _POLICY_DEFAULTS.items()
+                          if getattr(q, key) != default})
+            saved.append(entry)
+        return saved
 
     @staticmethod
     def queues_from(saved: list[dict]) -> list[Queue]:
-        """The queues a state file holds, as the RM is built with them."""
-        return [Queue(q["name"], q["max_mem"], q["max_mvc"], q["max_gpus"], apps=dict.fromkeys(q["apps"]))
-                for q in saved]
+        """The queues a state file holds, as the RM is built with them (a policy setting out of
+        its range is a ValueError naming the queue)."""
+        queues = []
+        for q in saved:
+            queue = Queue(q["name"], q["max_mem"], q["max_mvc"], q["max_gpus"], apps=dict.fromkeys(q["apps"]),
+                          **{key: q.get(key, default) for key, default in _POLICY_DEFAULTS.items()})
+            _check_policy(queue)
+            queues.append(queue)
+        return queues
 
     def check_restored(self) -> None:
         """A queue holding more than its limit (what its restored containers add up to)."""
@@ -95,3 +111,27 @@ class QueueBooks:
             if q.used_mem > q.max_mem or q.used_mvc > q.max_mvc or q.gpu_milli_used > q.max_gpus * GPU_MILLI:
                 raise ValueError(f"queue {q.name}: its containers exceed its limits "
                                  f"{(q.max_mem, q.max_mvc, q.max_gpus)}")
+
+
+#: A queue's settings besides its limits, with their defaults (what a queue file's ``priority``,
+#: ``guaranteedGpus``, ``policy`` and ``maxReservations`` set: :func:`~.queues.parse_queue`).
+_POLICY_DEFAULTS = {"priority": 0, "guaranteed_gpus": 0, "policy": "fifo",
+                    "max_reservations": DEFAULT_MAX_RESERVATIONS, "reserve_after_s": 0.0,
+                    "cluster_reservations": DEFAULT_CLUSTER_RESERVATIONS}
+
+
+def _check_policy(q: Queue) -> None:
+    """What :func:`~.queues.parse_queue` would have refused in a queue file."""
+    def integer(value, low: int, high: int) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+    if not (integer(q.priority, -MAX_PRIORITY, MAX_PRIORITY) and integer(q.guaranteed_gpus, 0, 2 ** 63)
+            and q.policy in QUEUE_POLICIES and integer(q.max_reservations, 1, MAX_RESERVATIONS)
+            and integer(q.cluster_reservations, 1, MAX_RESERVATIONS)
+            and isinstance(q.reserve_after_s, (int, float)) and not isinstance(q.reserve_after_s, bool)
+            and 0 <= q.reserve_after_s <= MAX_DURATION_S):
+        raise ValueError(f"queue {q.name}: priority -{MAX_PRIORITY}..{MAX_PRIORITY}, guaranteed_gpus >= 0, "
+                         f"policy one of {', '.join(QUEUE_POLICIES)}, max_reservations and cluster_reservations "
+                         f"1..{MAX_RESERVATIONS} and reserve_after_s 0..{MAX_DURATION_S} expected, got "
+                         f"{q.priority!r}, {q.guaranteed_gpus!r}, {q.policy!r}, {q.max_reservations!r}, "
+                         f"{q.cluster_reservations!r}, {q.reserve_after_s!r}")

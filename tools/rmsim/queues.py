@@ -17,6 +17,8 @@ Queue file (``--queues FILE``)::
       - name: training
         policy: reserve      # fifo (default) or reserve: its waiting gang's nodes are held for it
         maxReservations: 2   # how many of its waiting gangs hold reservations at once (default 1)
+        reserveAfterSeconds: 600   # a gang reserves once it waited this long (default 0: at once)
+    clusterReservations: 1   # how many gangs of all reserving queues hold reservations at once (default 1)
 
 No file: one queue ``default`` that may use the whole cluster. A queue's limit is
 enforced: a container that would take the queue past it is not granted (the ask
@@ -37,16 +39,25 @@ starts earliest (planned from the running containers' expected ends, as Slurm's 
 plans a start) are reserved for it, and another application's ask is granted there only if
 that application is declared to end before the reservation starts; elsewhere it is granted
 freely. At most ``maxReservations`` gangs of the queue hold reservations at once, so a queue
-of big gangs cannot idle the cluster. Under ``fifo`` (the default) nothing is reserved.
+of big gangs cannot idle the cluster, and at most ``clusterReservations`` of every reserving
+queue together (the oldest gangs that cannot start, whatever their queue; as Slurm's
+``bf_max_job_part``): with one per queue of Philly's fifteen the replayed cluster ran as one
+FIFO by age, every job's mean JCT 24 % worse than FIFO's. ``reserveAfterSeconds`` (Slurm's
+``bf_min_age_reserve``) lets a gang reserve only once it waited that long: one that starts
+soon anyway holds nothing idle, and a starving one starts at most that much later. A
+reserved node lends the GPUs its gang will not need there at its start. Under ``fifo`` (the
+default) nothing is reserved.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gangmaster.protocol.reasons import Reason, reason
+from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.conf.fields import ConfigError, Fields, load_yaml
-from gangmaster.am.core.reservation_plan import DEFAULT_MAX_RESERVATIONS
-from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_PRIORITY, MAX_RESERVATIONS
+from gangmaster.am.core.reservation_plan import DEFAULT_CLUSTER_RESERVATIONS, DEFAULT_MAX_RESERVATIONS
+from gangmaster.conf.limits import MAX_CLUSTER_NODES, MAX_DURATION_S, MAX_PRIORITY, MAX_RESERVATIONS
 from gangmaster.selectors.fit import GPU_MILLI, milli
 
 from .ledger import NodeLedger
@@ -74,6 +85,10 @@ class Queue:
     guaranteed_gpus: int = 0    # GPUs preemption may reclaim for it from queues over theirs
     policy: str = "fifo"        # fifo | reserve (its waiting gangs hold reservations: .reservations)
     max_reservations: int = DEFAULT_MAX_RESERVATIONS   # (policy reserve) its gangs holding one at once
+    reserve_after_s: float = 0.0     # (policy reserve) a gang reserves once it waited this long
+    #: (policy reserve) the gangs of every reserving queue holding one at once: the file's
+    #: ``clusterReservations``, the same in each of its queues
+    cluster_reservations: int = DEFAULT_CLUSTER_RESERVATIONS
 
     @property
     def gpu_milli_used(self) -> int:
@@ -93,15 +108,15 @@ class Queue:
         return (self.used_mem + mem <= self.max_mem and self.used_mvc + mvc <= self.max_mvc
                 and gpu_milli_used + gpus * GPU_MILLI + gpu_milli <= self.max_gpus * GPU_MILLI)
 
-    def why_never(self, mem: int, mvc: int, gpus: int, gpu_milli: int = 0) -> str | None:
+    def why_never(self, mem: int, mvc: int, gpus: int, gpu_milli: int = 0) -> Reason | None:
         if mem > self.max_mem:
-            return f"queue {self.name} is limited to {self.max_mem}MB memory, {mem}MB asked"
+            return reason(R.QUEUE_MEMORY_LIMIT, queue=self.name, limit=self.max_mem, asked=mem)
         if mvc > self.max_mvc:
-            return f"queue {self.name} is limited to {self.max_mvc / 1000:g} vcores, {mvc / 1000:g} asked"
+            return reason(R.QUEUE_VCORES_LIMIT, queue=self.name, limit=self.max_mvc / 1000, asked=mvc / 1000)
         if gpus > self.max_gpus:
-            return f"queue {self.name} is limited to {self.max_gpus} GPU(s), {gpus} asked"
+            return reason(R.QUEUE_GPUS_LIMIT, queue=self.name, limit=self.max_gpus, asked=gpus)
         if gpu_milli > self.max_gpus * GPU_MILLI:
-            return f"queue {self.name} is limited to {self.max_gpus} GPU(s), a share of {gpu_milli} milli asked"
+            return reason(R.QUEUE_SHARE_LIMIT, queue=self.name, limit=self.max_gpus, milli=gpu_milli)
         return None
 
     def limits(self) -> dict:
@@ -114,10 +129,16 @@ def default_queues() -> list[Queue]:
 
 def load_queues(path: str | Path, ledger: NodeLedger) -> list[Queue]:
     doc = Fields(load_yaml(path), str(path))
-    doc.reject_unknown(("queues",))
+    doc.reject_unknown(("queues", "clusterReservations"))
     queues = [parse_queue(q, ledger) for q in doc.list_of_mappings("queues")]
     if not queues:
         raise doc.error("queues", "at least one queue")
+    if "clusterReservations" in doc and not any(q.policy == "reserve" for q in queues):
+        raise doc.error("clusterReservations", "to be used together with a queue of policy: reserve")
+    cluster_reservations = doc.integer("clusterReservations", DEFAULT_CLUSTER_RESERVATIONS, minimum=1,
+                                       maximum=MAX_RESERVATIONS, limit="MAX_RESERVATIONS")
+    for q in queues:
+        q.cluster_reservations = cluster_reservations
     names = set()
     for q in queues:
         if q.name in names:
@@ -128,16 +149,19 @@ def load_queues(path: str | Path, ledger: NodeLedger) -> list[Queue]:
 
 def parse_queue(q: Fields, ledger: NodeLedger) -> Queue:
     q.reject_unknown(("name", "machines", "like", "memoryMB", "vcores", "gpus", "priority", "guaranteedGpus",
-                      "policy", "maxReservations"))
+                      "policy", "maxReservations", "reserveAfterSeconds"))
     queue = _limited_queue(q, ledger)
     queue.priority = q.integer("priority", 0, minimum=-MAX_PRIORITY, maximum=MAX_PRIORITY, limit="MAX_PRIORITY")
     queue.guaranteed_gpus = q.integer("guaranteedGpus", 0, minimum=0,   # at most what the queue may hold
                                       maximum=None if queue.max_gpus == UNLIMITED else queue.max_gpus)
     queue.policy = q.string("policy", "fifo", choices=QUEUE_POLICIES)
-    if "maxReservations" in q and queue.policy != "reserve":
-        raise q.error("maxReservations", "to be used together with policy: reserve")
+    for key in ("maxReservations", "reserveAfterSeconds"):
+        if key in q and queue.policy != "reserve":
+            raise q.error(key, "to be used together with policy: reserve")
     queue.max_reservations = q.integer("maxReservations", DEFAULT_MAX_RESERVATIONS, minimum=1,
                                        maximum=MAX_RESERVATIONS, limit="MAX_RESERVATIONS")
+    queue.reserve_after_s = q.number("reserveAfterSeconds", 0.0, minimum=0, maximum=MAX_DURATION_S,
+                                     limit="MAX_DURATION_S")
     return queue
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from gangmaster.protocol.rm_protocol import AppState, ContainerState, ContainerStatus, LaunchContext, Rejection, ResourceRequest
+from gangmaster.am.core.reservation_plan import gang_instances
+from gangmaster.protocol.reasons import NO_REASON
+from gangmaster.protocol.rm_protocol import (AppState, ContainerState, ContainerStatus, GangRole, LaunchContext,
+                                             Rejection, ResourceRequest)
 from gangmaster.selectors.fit import Demand
 from gangmaster.selectors.values import WrittenValue
 
@@ -63,7 +66,7 @@ class AskState:
         self.app, self.request, self.need, self.exact = app, request, need, exact
         self.remaining = request.count
         self.host_i, self.rack_code = host_i, rack_code
-        self.reason = ""
+        self.reason = NO_REASON
         self.levels: list | None = None
         self.level = self.pos = 0
         self.blocked = False
@@ -104,15 +107,19 @@ class Application:
     __slots__ = ("app_id", "seq", "name", "queue", "submitted_at", "max_attempts", "keep_containers", "am_expiry_s",
                  "state", "attempt", "finished_at", "final_status", "diagnostics", "last_heartbeat", "response_id",
                  "asks", "blacklist", "containers", "container_ids", "out_allocated", "out_completed", "node_cursor",
-                 "out_rejected", "expiry_timer", "priority", "gang", "expected_s")
+                 "out_rejected", "expiry_timer", "priority", "roles", "gang", "expected_s")
 
     def __init__(self, app_id: str, seq: int, name: str, queue: str, submitted_at: float, max_attempts: int,
-                 keep_containers: bool, am_expiry_s: float | None, priority: int = 0, gang: tuple = (),
-                 expected_s: float | None = None):
+                 keep_containers: bool, am_expiry_s: float | None, priority: int = 0,
+                 roles: tuple[GangRole, ...] = (), expected_s: float | None = None):
         self.app_id, self.seq, self.name, self.queue, self.submitted_at = app_id, seq, name, queue, submitted_at
-        self.priority = priority   # as submitted (a state file does not keep it: 0 after a restore)
-        #: its gang and declared duration, as submitted (read by a reserving queue: .reservations)
-        self.gang, self.expected_s = gang, expected_s
+        self.priority = priority   # as submitted
+        #: its declared gang, role by role, and duration, as submitted (placed by the preemption
+        #: monitor of ``rm serve``: .preemption_monitor; kept by the state file)
+        self.roles, self.expected_s = roles, expected_s
+        #: the gang's instances asking whole GPUs, as the planner takes them (read by a reserving
+        #: queue: .reservations)
+        self.gang = tuple(gang_instances(roles)) if roles else ()
         self.max_attempts, self.keep_containers, self.am_expiry_s = max_attempts, keep_containers, am_expiry_s
         self.state = AppState.ACCEPTED
         self.attempt = 1

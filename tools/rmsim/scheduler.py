@@ -17,11 +17,12 @@ import heapq
 
 import numpy as np
 
-from gangmaster.protocol.rm_protocol import AppState
+from gangmaster.protocol.reasons import reason
+from gangmaster.protocol.reasons import ReasonCode as R
+from gangmaster.protocol.rm_protocol import AppState, HeldReservation, ReservedNode
 from gangmaster.selectors.fit import Demand
-from gangmaster.selectors.resources import ResourceError
 
-from .ledger import Booking, NodeLedger
+from .ledger import Booking, NodeLedger, Refused
 from .queue_books import QueueBooks
 from .queues import Queue
 from .records import Application, AskState
@@ -107,6 +108,21 @@ class Scheduler:
         if asks or cancel:
             self.version += 1
 
+    def plan_reservations(self) -> None:
+        """Plan the reserving queues' reservations again (a pass starts, or the RM was restored)."""
+        if self.reservations is not None:
+            self.reservations.plan()
+            self._reserving = bool(self.reservations.held)
+
+    def reserved_against(self, app: Application) -> tuple[ReservedNode, ...]:
+        """The nodes reserved for other gangs that ``app`` may not be granted on, as of the last
+        pass (:meth:`.reservations.RMReservations.closed_nodes`; none when nothing is reserved)."""
+        return self.reservations.closed_nodes(app) if self._reserving else ()
+
+    def reservation_of(self, app: Application) -> HeldReservation | None:
+        """The reservation held for ``app``'s gang as of the last pass, as its AM is told it."""
+        return self.reservations.held_for(app.app_id) if self._reserving else None
+
     def restore(self, app: Application, asks: list[AskState]) -> None:
         """Asks a state file held for ``app``."""
         for ask in asks:
@@ -124,9 +140,7 @@ class Scheduler:
         plans = self._plans()
         if not plans:   # nothing asked, or every ask was served: no pass to make
             return 0
-        if self.reservations is not None:
-            self.reservations.plan()
-            self._reserving = bool(self.reservations.held)
+        self.plan_reservations()
         try:
             if len(plans) == 1:   # one queue asks: each ask in turn, granted until it is served or cannot be
                 (queue, plan), = plans
@@ -209,7 +223,7 @@ class Scheduler:
         need = ask.need
         if queue.name not in self.books.boundless and not queue.room_for(need.memory_mb, need.mvcores, need.gpus,
                                                                          need.gpu_milli):
-            ask.reason = f"queue {queue.name} limit reached ({queue.share():.0%} used)"
+            ask.reason = reason(R.QUEUE_FULL, queue=queue.name, used=queue.share())
             ask.blocked = True
             return False
         # Resources only shrink during a pass: an ask alike one that failed cannot fit either
@@ -243,17 +257,18 @@ class Scheduler:
         blacklist = self.reservations.closed_to(ask.app) if self._reserving else ask.app.blacklist
         if i is not None and not ask.request.relax_locality:   # its one host (what _levels would list)
             label = ask.request.node_label
-            if i in blacklist and i not in ask.app.blacklist:   # reserved for another's gang
+            lent = i in blacklist and self._lent(ask, i)
+            if i in blacklist and not lent and i not in ask.app.blacklist:   # reserved for another's gang
                 ask.reason = self.reservations.why_closed(ask.app, i)
                 return None
-            if i not in blacklist and (not label or ledger.label_scope(label)[i]):
+            if (i not in blacklist or lent) and (not label or ledger.label_scope(label)[i]):
                 try:
                     return i, ledger.book(i, need, exact)
-                except ResourceError as refused:
-                    ask.reason = str(refused)
+                except Refused as refused:
+                    ask.reason = refused.reason
                     return None
             if not ask.reason:
-                ask.reason = f"no usable node in {ask.request.host} has {ask.request.resource} free"
+                ask.reason = reason(R.NO_NODE_FREE, host=ask.request.host, rack="", resource=str(ask.request.resource))
             return None
         if ask.levels is None:
             ask.levels = self._levels(ask)
@@ -265,23 +280,32 @@ class Scheduler:
                 nodes = levels[ask.level] = nodes()
             while ask.pos < len(nodes):
                 i = int(nodes[ask.pos])
-                if i in blacklist:
+                if i in blacklist and not self._lent(ask, i):
                     ask.pos += 1
                     continue
                 try:
                     return i, ledger.book(i, need, exact)
-                except ResourceError as refused:
-                    reason = str(refused)
-                if ask.level == 0 and ask.host_i is not None:
-                    ask.reason = reason
+                except Refused as refused:
+                    if ask.level == 0 and ask.host_i is not None:
+                        ask.reason = refused.reason
                 ask.pos += 1
             ask.level += 1
             ask.pos = 0
         if not ask.reason or ask.host_i is None or ask.request.relax_locality:
-            scope = ask.request.host or (f"rack {ask.request.rack}" if ask.request.rack else "the cluster")
-            ask.reason = (f"no usable node in {scope} has {ask.request.resource} free"
-                          + (f" ({ask.reason})" if ask.host_i is not None and ask.reason else ""))
+            req = ask.request
+            if ask.host_i is not None and ask.reason:
+                ask.reason = reason(R.NO_NODE_FREE_BECAUSE, host=req.host or "", rack=req.rack or "",
+                                    resource=str(req.resource), cause=ask.reason)
+            else:
+                ask.reason = reason(R.NO_NODE_FREE, host=req.host or "", rack=req.rack or "",
+                                    resource=str(req.resource))
         return None
+
+    def _lent(self, ask: AskState, i: int) -> bool:
+        """Whether node ``i``, closed to ``ask``'s application, is closed only by reservations
+        that still lend it the GPUs it asks (not by its blacklist)."""
+        return (self._reserving and i not in ask.app.blacklist
+                and self.reservations.lends(ask.app, i, ask.need.gpus if not ask.need.gpu_milli else 0))
 
     def _levels(self, ask: AskState) -> list:
         """Where to look, in order: the host, its rack, anywhere (as far as locality is relaxed)."""

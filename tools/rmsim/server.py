@@ -87,8 +87,13 @@ class RMServicer(rm_pb2_grpc.ResourceManagerServicer):
         return codec.register_to_pb(self.run(context, self.core.register, request.app_id))
 
     def Allocate(self, request, context):
-        response = self.run(context, lambda: self.core.allocate(codec.allocate_request_from_pb(request)))
-        return codec.allocate_response_to_pb(response)
+        return codec.allocate_response_to_pb(self.run(context, self._allocate, request))
+
+    def _allocate(self, request):
+        """The heartbeat answered, then what the RM does after it (its preemption monitor, when on)."""
+        response = self.core.allocate(codec.allocate_request_from_pb(request))
+        self.live.heartbeat(request.app_id)
+        return response
 
     def Finish(self, request, context):
         self.run(context, self.core.finish, request.app_id, request.attempt, request.final_status or "SUCCEEDED",

@@ -4,11 +4,15 @@ The file is JSON, rewritten atomically (write a temporary file, then rename)
 whenever the RM's ``version`` moved. Each collaborator of the RM writes and reads
 its own part: the nodes (spec, health, last change: :mod:`.nodes`), the queues
 (:mod:`.queue_books`), the applications (attempt, blacklist, undelivered grants and
-statuses: :mod:`.applications`; their pending asks: :mod:`.asks`) and every container
-(booking, state, process id and exit file: :mod:`.containers`); this module keeps the
+statuses, the priority, gang and duration they declared: :mod:`.applications`; their
+pending asks: :mod:`.asks`) and every container (booking, state, process id and exit
+file: :mod:`.containers`); this module keeps the
 file itself (its format, its size limit, writing it whole) and the order of restoring.
 Restoring re-books every live container through the ledger, so a corrupt file that
-would double-book a GPU is refused, not obeyed.
+would double-book a GPU is refused, not obeyed. A reserving queue's reservations are not
+written: they are planned from the applications' declared gangs and durations and the
+containers' starts, all kept, so the restored RM plans them again as it comes back and holds
+the same nodes for the same gangs.
 """
 from __future__ import annotations
 
@@ -101,6 +105,7 @@ def restore(data: dict, clock, node_manager) -> ResourceManager:
     core.applications.watch_restored(data["apps"])
     core.books.check_restored()
     core.nodes.restore_changes(data)
+    core.scheduler.plan_reservations()   # held again at once, from what the applications declared
     return core
 
 

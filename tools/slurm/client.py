@@ -47,6 +47,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+from gangmaster.protocol.reasons import ReasonCode as R
+from gangmaster.protocol.reasons import reason
 from gangmaster.protocol.rm_client import RMClient
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container, ContainerState,
@@ -60,6 +62,7 @@ from gangmaster.selectors.resources import ResourceDescriptor
 
 from .launcher import write_whole
 from .records import AppRecord, ContainerRecord, SlurmJobRecord
+from ..snapshots.slurm_topology import merged, read_topology, topology_conf_of
 from .names import UNTYPED_GPU, per_gpu_type, read_domains, read_features
 from .slurm_json import SlurmJob, SlurmJSONError, SlurmNode, read_jobs, read_nodes
 
@@ -106,6 +109,7 @@ class SlurmRMClient(RMClient):
         self._completed: dict[str, list[ContainerStatus]] = {}   # app id -> completions not yet reported
         self._completed_later: dict[str, list[ContainerStatus]] = {}   # ... held back one response
         self.slurm_version = ""
+        self._switches: dict[str, tuple[tuple[str, str], ...]] | None = None   # node -> its switches (read once)
 
     # ------------------------------------------------------------ Slurm commands
     def _run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -254,7 +258,17 @@ class SlurmRMClient(RMClient):
         gpu_type = node.gpu_type if gpus else None
         return NodeReport(node.name, rack, state, capacity, free, labels, gpu_type, topology,
                           health_report=node.reason or ("" if state.usable else "/".join(sorted(node.states))),
-                          domains=read_domains(node.features))
+                          domains=merged(read_domains(node.features), self.switches().get(node.name, ())))
+
+    def switches(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Each node's switches, as Slurm's topology.conf names them (leaf, spine, core...;
+        :mod:`~gangmaster.tools.snapshots.slurm_topology`), read once: where ``scontrol show
+        config`` says Slurm reads it (none: no TopologyPlugin that reads it, or no such file
+        where this process runs, as in a configless Slurm)."""
+        if self._switches is None:
+            path = topology_conf_of(self._run("scontrol", "show", "config").stdout)
+            self._switches = read_topology(path) if path is not None and path.is_file() else {}
+        return self._switches
 
     # --------------------------------------------------------------- AM side
     def register(self, app_id: str) -> RegisterResponse:
@@ -289,17 +303,14 @@ class SlurmRMClient(RMClient):
         app.held = []
         asks = list(request.asks)
         if any(a.resource.gpu_milli for a in asks):   # Slurm's GRES are whole GPUs: the gang cannot be asked
-            rejected += [Rejection(a.request_id, "Slurm gives whole GPUs only (GRES): a share of one GPU "
-                                                 f"(gpu_milli={a.resource.gpu_milli}) cannot be asked of it")
-                         for a in asks]
+            rejected += [Rejection(a.request_id, reason(R.SLURM_WHOLE_GPUS, milli=a.resource.gpu_milli)) for a in asks]
             asks = []
         if asks:   # a gang's asks go to Slurm together, as one job
             rejected += self._submit_job(app, held + asks)
         else:
             app.held = held
         allocated, pending, gone = self._refresh(app)
-        pending += [PendingAsk(a.request_id, 1, "held back until the rest of its gang is asked again (a "
-                                                "heterogeneous job cannot be changed)") for a in app.held]
+        pending += [PendingAsk(a.request_id, 1, reason(R.SLURM_GANG_HELD)) for a in app.held]
         rejected += gone
         node_updates = self._node_updates(app)
         completed = tuple(self._completed.pop(app.app_id, []))
@@ -342,9 +353,9 @@ class SlurmRMClient(RMClient):
         by_host: dict[str, list[ResourceRequest]] = {}
         for ask in asks:
             if ask.host is None or ask.host not in self._nodes:
-                where = (f"unknown host {ask.host!r} (not a node of the Slurm cluster"
-                         f"{' partition ' + app.partition if app.partition else ''})" if ask.host
-                         else "no host: the Slurm client places asks on the host the AM chose")
+                where = (reason(R.SLURM_NO_HOST) if not ask.host
+                         else reason(R.SLURM_UNKNOWN_HOST_IN_PARTITION, host=ask.host, partition=app.partition)
+                         if app.partition else reason(R.SLURM_UNKNOWN_HOST, host=ask.host))
                 rejected.append(Rejection(ask.request_id, where))
                 continue
             by_host.setdefault(ask.host, []).extend([ask if ask.count == 1 else replace(ask, count=1)] * ask.count)
@@ -371,9 +382,8 @@ class SlurmRMClient(RMClient):
         else:
             done = self._run(*command, check=False)
             if done.returncode != 0:
-                reason = _sbatch_error(done.stderr or done.stdout)
-                return rejected + [Rejection(a.request_id, f"Slurm refused the job: {reason}")
-                                   for h in hosts for a in by_host[h]]
+                refused = reason(R.SLURM_REFUSED, why=_sbatch_error(done.stderr or done.stdout))
+                return rejected + [Rejection(a.request_id, refused) for h in hosts for a in by_host[h]]
             job_id, state = int(done.stdout.strip().split(";")[0]), "pending"
         app.jobs[key] = SlurmJobRecord(key, [a for h in hosts for a in by_host[h]], [h for h in hosts for _ in by_host[h]],
                              job_id, state)
@@ -430,12 +440,15 @@ class SlurmRMClient(RMClient):
         if any(r.ended for r in records) or not records:
             job.state = "ended"
             why = next((r.reason for r in records if r.reason and r.reason != "None"), "")
-            job.reason = f"Slurm job {job.job_id} ended before it started{': ' + why if why else ''}"
-            rejected += [Rejection(a.request_id, job.reason) for a in job.asks]
+            ended = (reason(R.SLURM_ENDED_SAYING, job_id=str(job.job_id), why=why) if why
+                     else reason(R.SLURM_ENDED_BEFORE_START, job_id=str(job.job_id)))
+            job.reason = str(ended)   # (the job's record keeps its words)
+            rejected += [Rejection(a.request_id, ended) for a in job.asks]
             return []
-        reason = next((r.reason for r in records if r.reason and r.reason != "None"), "Priority")
-        job.reason = reason
-        pending += [PendingAsk(a.request_id, 1, f"Slurm job {job.job_id} pending: {reason}") for a in job.asks]
+        slurm_reason = next((r.reason for r in records if r.reason and r.reason != "None"), "Priority")
+        job.reason = slurm_reason
+        waiting = reason(R.SLURM_PENDING, job_id=str(job.job_id), why=slurm_reason)
+        pending += [PendingAsk(a.request_id, 1, waiting) for a in job.asks]
         return []
 
     def _grant(self, app: AppRecord, job: SlurmJobRecord, records: list[SlurmJob]) -> list[Container]:

@@ -36,7 +36,7 @@ from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_SNAPSHOT_ALLOCATIONS,
                                     MAX_SNAPSHOT_FILES)
 from gangmaster.selectors.ports import PortRanges
 
-from . import kubernetes, slurm, yarn
+from . import kubernetes, slurm, slurm_topology, yarn
 from .attribution import reconcile
 from .json_doc import Value, read_json
 from .model import UNATTRIBUTED, ClusterSnapshot, RunningAllocation, SnapshotError, first_few
@@ -63,8 +63,12 @@ def fields_read(format: str) -> tuple[str, ...]:
     return READERS[format].FIELDS_READ
 
 
-def load_snapshot(paths: Iterable[str | Path], taken_at: float | None = None) -> ClusterSnapshot:
+def load_snapshot(paths: Iterable[str | Path], taken_at: float | None = None,
+                  topology_conf: str | Path | None = None) -> ClusterSnapshot:
     """Read one engine's snapshot files (see the module docstring).
+
+    ``topology_conf``: a Slurm snapshot's ``topology.conf``, whose switches become the
+    nodes' network domains (:mod:`.slurm_topology`).
 
     ``taken_at`` (seconds since the epoch) says when the files were dumped; without it the
     files' own time is used where they carry one (newer Slurm's ``last_update``), else the
@@ -94,6 +98,13 @@ def load_snapshot(paths: Iterable[str | Path], taken_at: float | None = None) ->
         raise SnapshotError(listing.source, reader.NODES_FIELD, f"at least one node (read as {engine} JSON: "
                                                                 f"{' or '.join(reader.NODE_LISTING_COMMANDS)}), got none")
     specs = [replace(spec, ports=NODE_PORTS) for spec in _unique_nodes(found.nodes)]
+    if topology_conf is not None:
+        if engine != "slurm":
+            raise SnapshotError(str(topology_conf), "", "a topology.conf with a Slurm snapshot (it is Slurm's)",
+                                f"{engine} files")
+        specs, topology_notes = slurm_topology.with_topology(specs, topology_conf)
+        found.notes.extend(topology_notes)
+        paths.append(Path(topology_conf))
     if len(found.named) > MAX_SNAPSHOT_ALLOCATIONS:
         raise SnapshotError(str(paths[-1]), "", f"at most {MAX_SNAPSHOT_ALLOCATIONS:,} running allocations "
                                                 "(job x host) in a snapshot (MAX_SNAPSHOT_ALLOCATIONS in "
@@ -101,7 +112,8 @@ def load_snapshot(paths: Iterable[str | Path], taken_at: float | None = None) ->
     running, notes = reconcile(specs, found.named, found.used)
     return ClusterSnapshot(format=engine, sources=tuple(paths), specs=specs, unhealthy=found.unhealthy,
                            running=running, fields_read=reader.FIELDS_READ, unhealthy_reasons=found.reasons,
-                           taken_at=taken_at, taken_at_from=time_from, notes=tuple(found.notes + notes))
+                           taken_at=taken_at, taken_at_from=time_from, notes=tuple(found.notes + notes),
+                           standing=found.standing, preemption=found.preemption)
 
 
 def _read_files(paths: list[Path]) -> tuple[str, dict[str, list[Value]]]:

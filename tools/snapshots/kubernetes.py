@@ -36,7 +36,8 @@ Volcano; ``scheduling.x-k8s.io/pod-group`` label, coscheduling), else a
 ``training.kubeflow.org/job-name`` or ``job-name`` label, else its controller
 (``metadata.ownerReferences[]`` with ``controller: true``), else the pod — as
 ``namespace/name``. Its latest end: ``status.startTime`` plus
-``spec.activeDeadlineSeconds``.
+``spec.activeDeadlineSeconds``. Its priority, for preemption (:mod:`.preemption_rules`):
+``spec.priority``, the value of its PriorityClass (a job's: its highest pod's).
 """
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ from gangmaster.selectors.cluster import NodeSpec
 
 from .attribution import job_name
 from .json_doc import Value
-from .model import EngineRead, RunningAllocation, first_few, named_domains
+from . import preemption_rules
+from .model import EngineRead, JobStanding, RunningAllocation, first_few, named_domains
 
 FIELDS_READ = (
     "items[].kind", "items[].metadata.name", "items[].metadata.labels",
@@ -63,7 +65,7 @@ FIELDS_READ = (
     "items[].metadata.ownerReferences[]{name,controller}", "items[].spec.nodeName", "items[].status.phase",
     "items[].spec.containers[].resources{requests,limits}",
     "items[].spec.initContainers[]{resources,restartPolicy}", "items[].spec.overhead",
-    "items[].spec.activeDeadlineSeconds", "items[].status.startTime",
+    "items[].spec.activeDeadlineSeconds", "items[].status.startTime", "items[].spec.priority",
 )
 
 NODE_LISTINGS = ("nodes",)
@@ -130,7 +132,7 @@ def document_time(docs: dict[str, list[Value]]) -> float | None:
 
 
 def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
-    found = EngineRead()
+    found = EngineRead(preemption=preemption_rules.KUBERNETES)
     tainted: dict[str, int] = {}
     other_kinds = 0
     unbound_among_nodes: list[str] = []
@@ -150,6 +152,7 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
                 allocation = _pod(item, taken_at)
                 if allocation is not None:
                     found.named.append(allocation)
+                    _stand(found.standing, allocation.job, item, taken_at)
                 elif listing == "nodes" and not _bound(item):
                     unbound_among_nodes.append(f"{item.source}: {item.field()}")
             else:
@@ -311,6 +314,20 @@ def _pod(pod: Value, taken_at: float) -> RunningAllocation | None:
         started = _timestamp(status, "startTime")
         ends_in = max(0.0, started + deadline - taken_at)
     return RunningAllocation(job_name(_job(pod)), host, float(cpu), math.ceil(memory / _MIB), int(gpus), ends_in)
+
+
+def _stand(standing: dict[str, JobStanding], job: str, pod: Value, taken_at: float) -> None:
+    """The job's priority, as preemption reads it, from its pod's ``spec.priority`` (its
+    PriorityClass's value; 0 when none is set, as the scheduler takes it): a job is as
+    preemptible as its highest pod. Its time run: since its earliest pod's ``status.startTime``."""
+    spec, status = pod.need("spec"), pod.get("status")
+    priority = spec.integer("priority", 0, minimum=-(2 ** 31), maximum=2 ** 31 - 1)
+    ran = taken_at - _timestamp(status, "startTime") if status is not None and status.has("startTime") else None
+    seen = standing.get(job)
+    if seen is not None:
+        priority = max(priority, seen.priority or 0)
+        ran = None if ran is None or seen.ran_s is None else max(ran, seen.ran_s)
+    standing[job] = JobStanding(priority, "", None if ran is None else max(0.0, ran))
 
 
 def _bound(pod: Value) -> bool:

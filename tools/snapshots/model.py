@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from gangmaster.conf.fields import ConfigError, is_name
 from gangmaster.conf.limits import MAX_DOMAIN_LEVELS
@@ -74,6 +74,8 @@ class EngineRead:
     named: list["RunningAllocation"] = field(default_factory=list)
     used: dict[str, Usage] | None = None
     notes: list[str] = field(default_factory=list)
+    standing: dict[str, "JobStanding"] = field(default_factory=dict)
+    preemption: "EnginePreemption | None" = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,33 @@ class RunningAllocation:
     memory_mb: int
     gpus: int
     expected_end_s: float | None = None
+
+
+@dataclass(frozen=True)
+class JobStanding:
+    """What preemption reads of a running job where its engine says it: its ``priority`` in
+    the engine's own terms (a pod's ``spec.priority`` from its PriorityClass, a YARN
+    application's priority, a Slurm job's scheduling priority; None: not said), its
+    ``queue`` (YARN's; "" elsewhere) and how long it had run when the snapshot was taken
+    (``ran_s``, the work a preemption would lose; None: not said)."""
+
+    priority: int | None = None
+    queue: str = ""
+    ran_s: float | None = None
+
+
+@dataclass(frozen=True)
+class EnginePreemption:
+    """How the snapshot's engine preempts for a waiting job, as far as its files tell
+    (:mod:`.preemption_rules`): ``engine`` ("Kubernetes"), ``state`` (on, off or unknown:
+    :data:`~gangmaster.am.core.victims.ON`...), ``why`` it is said so, and its ``rule``
+    (whom a waiting job may preempt: :data:`~gangmaster.am.core.victims.MayPreempt`; None
+    when the files do not carry what the engine decides by)."""
+
+    engine: str
+    state: str
+    why: str
+    rule: Callable | None
 
 
 @dataclass(frozen=True)
@@ -121,6 +150,10 @@ class ClusterSnapshot:
     taken_at: float | None = None
     taken_at_from: str = ""
     notes: tuple[str, ...] = ()
+    #: each running job's priority, queue and time run, where the engine says them
+    standing: dict[str, JobStanding] = field(default_factory=dict)
+    #: how the engine preempts (None: a reader that does not say)
+    preemption: EnginePreemption | None = None
 
     @property
     def healthy_hosts(self) -> list[str]:

@@ -16,7 +16,8 @@ nothing that asks for it, while the rest of the cluster can still be read),
 type (a ``_N`` suffix dropped), ``gres_used`` (``gpu:v100:2(IDX:0-1)``) → GPUs in use;
 ``active_features`` (else ``features``) and ``partitions`` → labels, the first feature
 starting with ``rack`` → rack, ``net.<level>.<name>`` features → network domains above it (as
-gangmaster's Slurm backend writes them; ``topology.conf``'s switches are not in the JSON); ``state`` and ``state_flags`` → whether it takes jobs, and
+gangmaster's Slurm backend writes them; ``topology.conf``'s switches are not in the JSON:
+:mod:`.slurm_topology` reads that file, ``--topology-conf``); ``state`` and ``state_flags`` → whether it takes jobs, and
 ``reason`` as the reason. A node takes jobs when every word of its state is one of IDLE,
 MIXED, ALLOCATED, COMPLETING, PLANNED, CLOUD, POWERED_DOWN, POWERING_UP (Slurm powers a
 cloud node up on demand); any other word — DOWN, DRAIN, FAIL, NOT_RESPONDING,
@@ -29,7 +30,9 @@ Read per job (``jobs[]``, only those whose ``job_state`` is RUNNING or COMPLETIN
 or the cores marked allocated, scaled to the job's ``cpus``) and ``memory_allocated``;
 the GPUs from ``gres_detail[]`` (one entry per node, in order), else ``tres_per_node``.
 Without ``job_resources`` the job's ``nodes`` (a hostlist such as ``dgx[01-04,07]``) share
-its ``cpus`` evenly, each with ``memory_per_node``.
+its ``cpus`` evenly, each with ``memory_per_node``. Its ``priority``, ``partition`` and
+``start_time`` are kept (:mod:`.preemption_rules`), though Slurm does not preempt by a job's
+priority: the diagnosis says its preemption is unknown.
 """
 from __future__ import annotations
 
@@ -43,9 +46,10 @@ from gangmaster.selectors.cluster import NodeSpec
 
 from ..slurm.names import read_domains, split_per_gpu_type
 from ..slurm.values import GresError, gpu_entries, state_words, top_level_split
+from . import preemption_rules
 from .attribution import job_name
 from .json_doc import Value
-from .model import EngineRead, RunningAllocation, Usage, first_few, named_domains
+from .model import EngineRead, JobStanding, RunningAllocation, Usage, first_few, named_domains
 
 FIELDS_READ = (
     "nodes[].name", "nodes[].state", "nodes[].state_flags", "nodes[].reason", "nodes[].cpus",
@@ -53,6 +57,7 @@ FIELDS_READ = (
     "nodes[].active_features", "nodes[].features", "nodes[].partitions", "last_update",
     "jobs[].job_id", "jobs[].het_job_id", "jobs[].name", "jobs[].job_state", "jobs[].end_time", "jobs[].nodes",
     "jobs[].cpus", "jobs[].memory_per_node", "jobs[].gres_detail", "jobs[].tres_per_node",
+    "jobs[].priority", "jobs[].partition", "jobs[].start_time",
     "jobs[].job_resources.allocated_nodes[]{nodename,memory_allocated,sockets}",
     "jobs[].job_resources.nodes.allocation[]{name,cpus.count,memory.allocated}",
 )
@@ -99,7 +104,7 @@ def document_time(docs: dict[str, list[Value]]) -> float | None:
 
 
 def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
-    found = EngineRead(used={})
+    found = EngineRead(used={}, preemption=preemption_rules.SLURM)
     unreported: dict[str, list[str]] = {}
     for doc in docs.get("nodes", []):
         for node in doc.objects("nodes"):
@@ -121,6 +126,10 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
     names = _job_names(jobs)
     for job in jobs:
         found.named.extend(_allocations(job, names[id(job)], taken_at))
+        start = job.number("start_time", None)
+        found.standing[names[id(job)]] = JobStanding(job.integer("priority", None, maximum=2 ** 32),
+                                                     job.text("partition", ""),
+                                                     max(0.0, taken_at - float(start)) if start else None)
     if not docs.get("jobs") and any(u != Usage() for u in found.used.values()):
         found.notes.append("no squeue --json among the files: what runs on the nodes is not attributed to jobs")
     return found

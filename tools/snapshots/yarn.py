@@ -18,9 +18,10 @@ What an operator dumps (``curl -s http://RM:8088/ws/v1/cluster/...``):
   ``usedMemoryMB``/``usedVirtualCores``.
 * ``/ws/v1/cluster/apps`` (optional): ``apps.app[]``'s ``id``, ``name`` and ``state``, and
   the ``LIFETIME`` entry of ``timeouts.timeout[]`` (``remainingTimeInSeconds``, -1 when
-  unlimited) as when the application ends at the latest.
-* ``/ws/v1/cluster/scheduler`` (optional): accepted, so that a dump of the RM's three
-  cluster endpoints reads as one snapshot; nothing of it is used (the simulated RM that
+  unlimited) as when the application ends at the latest; for preemption its ``priority``,
+  ``queue`` and ``elapsedTime`` (:mod:`.preemption_rules`).
+* ``/ws/v1/cluster/scheduler`` (optional): whether queue ``default`` preempts for priority
+  (its ``intraQueuePreemptionDisabled``); nothing else of it is used (the simulated RM that
   ``diagnose --snapshot`` books the snapshot on has one unlimited queue).
 * ``/ws/v1/cluster/apps/{app}/appattempts/{attempt}/containers`` (optional, one file per
   application attempt): ``container[]``'s ``containerId``, ``assignedNodeId`` (or
@@ -46,7 +47,8 @@ from gangmaster.selectors.cluster import NodeSpec
 
 from .attribution import job_name
 from .json_doc import Value
-from .model import EngineRead, RunningAllocation, Usage
+from . import preemption_rules
+from .model import EngineRead, JobStanding, RunningAllocation, Usage
 
 FIELDS_READ = (
     "nodes.node[].nodeHostName", "nodes.node[].id", "nodes.node[].rack", "nodes.node[].state",
@@ -55,7 +57,8 @@ FIELDS_READ = (
     "nodes.node[].usedResource{...}", "nodes.node[].availableResource{...}",
     "nodes.node[].usedMemoryMB", "nodes.node[].availMemoryMB", "nodes.node[].usedVirtualCores",
     "nodes.node[].availableVirtualCores",
-    "apps.app[].id", "apps.app[].name", "apps.app[].state",
+    "apps.app[].id", "apps.app[].name", "apps.app[].state", "apps.app[].priority", "apps.app[].queue",
+    "apps.app[].elapsedTime", "scheduler.schedulerInfo...queue[]{queueName,queuePath,intraQueuePreemptionDisabled}",
     "apps.app[].timeouts.timeout[]{type LIFETIME,remainingTimeInSeconds}",
     "container[].containerId", "container[].assignedNodeId", "container[].nodeId",
     "container[].containerState", "container[].allocatedMB", "container[].allocatedVCores",
@@ -107,6 +110,8 @@ def read(docs: dict[str, list[Value]], taken_at: float) -> EngineRead:
             if report and report.lower() != "healthy":
                 found.reasons[spec.host] = report
     apps = _apps(docs.get("apps", []))
+    found.standing = {app.job: app.standing for app in apps.values()}
+    found.preemption = preemption_rules.yarn(docs.get("scheduler", []))
     found.named = [alloc for doc in docs.get("containers", [])
                    for alloc in _containers(doc, apps, shared)]
     if not docs.get("containers"):
@@ -208,23 +213,27 @@ def _resource_informations(info: Value) -> list[Value]:
 
 # ------------------------------------------------------------------ applications
 class _App:
-    __slots__ = ("job", "state", "ends_in")
+    __slots__ = ("job", "state", "ends_in", "standing")
 
-    def __init__(self, job: str, state: str, ends_in: float | None):
-        self.job, self.state, self.ends_in = job, state, ends_in
+    def __init__(self, job: str, state: str, ends_in: float | None, standing: JobStanding):
+        self.job, self.state, self.ends_in, self.standing = job, state, ends_in, standing
 
 
 def _apps(docs: list[Value]) -> dict[str, _App]:
-    """Application id → its job name ("name (id)" when names repeat), state, latest end."""
-    found: list[tuple[str, str, str, float | None]] = []
+    """Application id → its job name ("name (id)" when names repeat), state, latest end, and
+    its priority, queue and time run (``priority``, ``queue``, ``elapsedTime``)."""
+    found: list[tuple[str, str, str, float | None, JobStanding]] = []
     for doc in docs:
         apps = doc.get("apps")
         for app in apps.objects("app") if apps is not None else []:
-            found.append((app.text("id"), app.text("name", ""), app.text("state", ""), _lifetime_left(app)))
-    names = [name for _, name, _, _ in found]
+            elapsed_ms = app.number("elapsedTime", None)
+            standing = JobStanding(app.integer("priority", None, minimum=-(2 ** 31), maximum=2 ** 31 - 1),
+                                   app.text("queue", ""), None if elapsed_ms is None else elapsed_ms / 1000.0)
+            found.append((app.text("id"), app.text("name", ""), app.text("state", ""), _lifetime_left(app), standing))
+    names = [name for _, name, _, _, _ in found]
     return {app_id: _App(job_name(name if name and names.count(name) == 1 else
-                                  f"{name} ({app_id})" if name else app_id), state, ends_in)
-            for app_id, name, state, ends_in in found}
+                                  f"{name} ({app_id})" if name else app_id), state, ends_in, standing)
+            for app_id, name, state, ends_in, standing in found}
 
 
 def _lifetime_left(app: Value) -> float | None:

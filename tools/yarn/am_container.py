@@ -18,14 +18,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from pathlib import Path
 
 from gangmaster.am.spec.jobspec_model import JobSpec
 
+from ..arg_types import port_number
 from ..job_runner import JobRun, RemoteRuns
 
 BARRIER_PORT_FILE = "barrier-port"
+#: where the AM says the URL of its metrics (``--metrics-port``), for ``gangmaster run`` to print
+METRICS_URL_FILE = "metrics-url"
+#: addresses that listen on every interface: the AM's URL names its container's host instead
+ANY_ADDRESS = ("0.0.0.0", "::", "")
 #: what YARN sets in every container: never handed on from one container to another
 YARN_CONTAINER_VARIABLES = frozenset({
     "CONTAINER_ID", "NM_HOST", "NM_PORT", "NM_HTTP_PORT", "LOCAL_DIRS", "LOCAL_USER_DIRS", "LOG_DIRS", "USER",
@@ -61,10 +67,24 @@ class YarnAMRuns(RemoteRuns):
         return extras
 
     def serve(self, job: JobSpec, work_dir: Path, app_id: str) -> JobRun:
-        """Run the job as application ``app_id`` (this container's)."""
+        """Run the job as application ``app_id`` (this container's). With
+        ``settings.metrics_port`` its metrics, /why and status page are served from here
+        before the AM registers, which gives YARN their address as the application's
+        tracking URL (the RM's UI and proxy link to it, as for any YARN AM), and it is
+        written to the work folder (:data:`METRICS_URL_FILE`) for ``gangmaster run``."""
         with self.clock.lock:
             run = JobRun(job, app_id, work_dir, "default")
             self.runs.append(run)
+            self._serve_metrics(run)
+            if self.metrics is not None:
+                host = self.settings.metrics_host
+                if host in ANY_ADDRESS:
+                    host = os.environ.get("NM_HOST") or socket.getfqdn()
+                root = f"http://{host}:{self.metrics.server.server_port}/"
+                self.client.tracking_url = root
+                written = self.state_dir / f"{METRICS_URL_FILE}.tmp"   # (read as it is written: whole or not)
+                written.write_text(f"{root}metrics\n")
+                written.replace(self.state_dir / METRICS_URL_FILE)
             self._start_am(run)
             return run
 
@@ -84,7 +104,8 @@ class YarnAMRuns(RemoteRuns):
         self._previous_handlers = {}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The AM container's command line (what ``gangmaster run --rm yarn`` gives it, :mod:`.runs`)."""
     parser = argparse.ArgumentParser(prog="python -m gangmaster.tools.yarn.am_container",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--job", required=True, help="the job file")
@@ -94,7 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--max-wait", type=float)
-    args = parser.parse_args(argv)
+    parser.add_argument("--metrics-port", type=port_number)
+    parser.add_argument("--metrics-host")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     print(f"gangmaster AM in {os.environ.get('CONTAINER_ID', '?')} (pid {os.getpid()}) for {args.job}", flush=True)
 
     from gangmaster.am.barrier.config import BarrierConfig
@@ -105,7 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     from .client import YarnRMClient
     from .target import resolve
 
-    args.metrics_port = args.metrics_host = None
     am_settings, selection = am_and_selection_settings(args)
     job = load_job(args.job, selectors=list(selector_classes()))
     state_dir = args.work_dir / "yarn"

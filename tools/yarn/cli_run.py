@@ -16,14 +16,17 @@ def run_on_yarn(args, jobs, am_settings, echo) -> int:
     if args.rm != "yarn":
         print("gangmaster run: --yarn-rm names a YARN cluster: it needs --rm yarn", file=sys.stderr)
         return 2
-    unsupported = [f"--{name}" for name in ("queues", "scenario", "partition", "metrics_port", "metrics_host")
-                   if getattr(args, name, None) is not None]
+    unsupported = [f"--{name}" for name in ("queues", "scenario", "partition") if getattr(args, name, None) is not None]
     if args.live:
         unsupported.append("--live")
     if unsupported:
         print(f"gangmaster run: {', '.join(u.replace('_', '-') for u in unsupported)} cannot be used with --rm yarn "
-              f"(YARN's nodes are the cluster, its queues the queues, every run is live, and the AM runs in its "
-              f"YARN container)", file=sys.stderr)
+              f"(YARN's nodes are the cluster, its queues the queues, and every run is live)", file=sys.stderr)
+        return 2
+    if len(jobs) > 1 and am_settings.metrics_port:
+        print(f"gangmaster run: --metrics-port {am_settings.metrics_port} with several jobs on --rm yarn: each job's "
+              f"AM serves its own endpoint from its YARN container, and two on one host cannot share a port; give "
+              f"--metrics-port 0 (each any free port, printed)", file=sys.stderr)
         return 2
     try:
         target = resolve(args.yarn_rm, args.cluster)
@@ -31,7 +34,8 @@ def run_on_yarn(args, jobs, am_settings, echo) -> int:
         print(f"gangmaster run: {exc}", file=sys.stderr)
         return 2
     am_options = []
-    for flag, value in (("--config", args.config), ("--seed", args.seed), ("--max-wait", args.max_wait)):
+    for flag, value in (("--config", args.config), ("--seed", args.seed), ("--max-wait", args.max_wait),
+                        ("--metrics-port", args.metrics_port), ("--metrics-host", args.metrics_host)):
         if value is not None:
             am_options += [flag, str(Path(value).resolve()) if flag == "--config" else str(value)]
     runs = YarnRuns(target, am_settings, echo, am_options, args.cluster)
@@ -45,6 +49,7 @@ def run_on_yarn(args, jobs, am_settings, echo) -> int:
     base = Path(args.work_dir) if args.work_dir else new_work_dir(jobs[0].name)
     base.mkdir(parents=True, exist_ok=True)
     runs.prefix_lines = len(jobs) > 1
+    runs.report_json = args.json
     try:
         work_dirs = [base if len(jobs) == 1 else base / f"{k}-{job.name}" for k, job in enumerate(jobs)]
         for job, work_dir in zip(jobs, work_dirs):

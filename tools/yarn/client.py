@@ -53,6 +53,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from gangmaster.protocol.reasons import NO_REASON, Reason, reason
+from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.protocol.rm_client import RMClient
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container, ContainerState,
@@ -163,6 +165,7 @@ class YarnRMClient(RMClient):
         # the AM side, once attached to an AM container's token
         self.app_id = ""
         self.attempt = 0
+        self.tracking_url = ""   # given YARN at register: the AM's web address (its status page), if it serves one
         self._amrm: Token | None = None
         self._rm: IpcConnection | None = None
         self._response_id = 0
@@ -334,7 +337,8 @@ class YarnRMClient(RMClient):
         if self.app_id and app_id != self.app_id:
             raise WrongState(f"this AM container is {self.app_id}'s, not {app_id}'s")
         answer = self._rm_call("registerApplicationMaster", yarn.RegisterApplicationMasterRequestProto(
-            host="127.0.0.1", rpc_port=-1, tracking_url=""), yarn.RegisterApplicationMasterResponseProto)
+            host="127.0.0.1", rpc_port=-1, tracking_url=self.tracking_url),
+            yarn.RegisterApplicationMasterResponseProto)
         self._remember_tokens(answer.nm_tokens_from_previous_attempts)
         m = answer.maximumCapability
         self._maximum = ResourceDescriptor(m.memory, float(m.virtual_cores), _gpus_of(m))
@@ -471,43 +475,40 @@ class YarnRMClient(RMClient):
                                           allocation_request_id=entry.ask.request_id)
                 for name, relax in ((entry.node_id, True), (entry.yarn_rack, False), ("*", False))]
 
-    def _never_fits(self, ask: ResourceRequest) -> str:
-        """Why YARN can never grant ``ask`` ("" when it may): YARN would leave it pending."""
+    def _never_fits(self, ask: ResourceRequest) -> Reason:
+        """Why YARN can never grant ``ask`` (none when it may): YARN would leave it pending."""
         r = ask.resource
         if ask.host is None:
-            return "no host: the YARN client asks for the node the AM chose (relax_locality false)"
+            return reason(R.YARN_NO_HOST)
         node = self._by_host.get(ask.host)
         if node is None:
-            return f"unknown host {ask.host!r} (not a node of the YARN cluster at {self.target.rest})"
+            return reason(R.YARN_UNKNOWN_HOST, host=ask.host, rest=str(self.target.rest))
         if r.gpu_milli:
-            return (f"YARN counts whole GPUs (yarn.io/gpu): a share of one GPU (gpu_milli={r.gpu_milli}) cannot be "
-                    f"asked of it")
+            return reason(R.YARN_WHOLE_GPUS, milli=r.gpu_milli)
         cap = node.report.capacity
         vcores = max(1, math.ceil(r.vcores - 1e-9))
-        over = [f"{need:g} {what}, {where} {has:g}" for need, has, what, where in (
-            (r.memory_mb, cap.memory_mb, "MB memory", f"node {ask.host} has"),
-            (vcores, cap.vcores, "vcores", f"node {ask.host} has"),
-            (r.gpus, cap.gpus, "GPUs", f"node {ask.host} has"),
-            (r.memory_mb, self._maximum.memory_mb or r.memory_mb, "MB memory", "YARN's largest container has"),
-            (vcores, self._maximum.vcores or vcores, "vcores", "YARN's largest container has")) if need > has]
-        if over:
-            return "can never fit: asks " + "; ".join(over)
+        max_memory_mb, max_vcores = self._maximum.memory_mb or r.memory_mb, self._maximum.vcores or vcores
+        if (r.memory_mb > min(cap.memory_mb, max_memory_mb) or vcores > min(cap.vcores, max_vcores)
+                or r.gpus > cap.gpus):
+            return reason(R.YARN_OVER_LIMITS, host=ask.host, memory_mb=r.memory_mb, vcores=vcores, gpus=r.gpus,
+                          node_memory_mb=cap.memory_mb, node_vcores=cap.vcores, node_gpus=cap.gpus,
+                          max_memory_mb=max_memory_mb, max_vcores=max_vcores)
         if r.gpu_mask & ~cap.gpu_mask:
-            return f"can never fit: GPU(s) {list(indices_of(r.gpu_mask & ~cap.gpu_mask))} of {ask.host}, which has {cap.gpus}"
+            return reason(R.YARN_GPUS_ABSENT, mask=r.gpu_mask & ~cap.gpu_mask, host=ask.host, has=cap.gpus)
         if r.port_ranges and r.port_ranges.subtract(cap.port_ranges):
-            return f"can never fit: ports {r.port_ranges} outside {ask.host}'s task ports {cap.port_ranges}"
-        return ""
+            return reason(R.YARN_PORTS_OUTSIDE, ports=str(r.port_ranges), host=ask.host, has=str(cap.port_ranges))
+        return NO_REASON
 
-    def _pending_reason(self, entry: _Ask, nodes: dict[str, _Node]) -> str:
+    def _pending_reason(self, entry: _Ask, nodes: dict[str, _Node]) -> Reason:
         node = nodes.get(entry.node_id)
         waited = self.clock() - entry.asked_at
         if node is None:
-            return f"not granted by YARN after {waited:.0f}s (node {entry.node_id} gone from the RM)"
+            return reason(R.YARN_NODE_GONE, waited_s=waited, node=entry.node_id)
         if not node.report.state.usable:
-            return f"not granted by YARN after {waited:.0f}s: node {node.host} is {node.report.state.value}"
+            return reason(R.YARN_NODE_UNUSABLE, waited_s=waited, host=node.host, state=node.report.state.value)
         free = node.report.free
-        return (f"not granted by YARN after {waited:.0f}s (YARN says not why): {node.host} has {free.memory_mb} MB, "
-                f"{free.vcores:g} vcores, {free.gpus} GPU(s) free")
+        return reason(R.YARN_NOT_GRANTED, waited_s=waited, host=node.host, memory_mb=free.memory_mb,
+                      vcores=free.vcores, gpus=free.gpus)
 
     def _granted(self, proto: yarn.ContainerProto) -> list[Container]:
         node_id = f"{proto.nodeId.host}:{proto.nodeId.port}"

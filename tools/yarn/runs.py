@@ -36,7 +36,7 @@ from gangmaster.am.ops.run_report import RecordedRun
 
 from ..job_runner import STOP_SIGNALS, JobRun
 from ..work_folder import JobIdentity, claim
-from .am_container import handed_on
+from .am_container import METRICS_URL_FILE, handed_on
 from .client import YarnRMClient, shell_value
 from .rest import AMSpec
 from .target import YarnTarget
@@ -88,7 +88,8 @@ class YarnRuns:
         self.cluster_file = cluster_file
         self.runs: list[JobRun] = []
         self.prefix_lines = False
-        self.metrics_url = ""
+        self.metrics_urls: dict[str, str] = {}   # app id -> where its AM serves its metrics (--metrics-port)
+        self.report_json = False                 # the report is JSON on stdout: "metrics: URL" goes to stderr
         self.interrupted: signal.Signals | None = None
         self.timed_out = False
         self._log_read: dict[Path, int] = {}
@@ -118,6 +119,7 @@ class YarnRuns:
             return run
         state = work_dir / "yarn"
         state.mkdir(parents=True, exist_ok=True)
+        (state / METRICS_URL_FILE).unlink(missing_ok=True)   # (an earlier application's AM's)
         job_file = state / "job.yaml"
         shutil.copyfile(job.source, job_file)
         self.client.am_spec = lambda submission: self._am_spec(submission, job_file, work_dir)
@@ -147,12 +149,22 @@ class YarnRuns:
                       keep_containers_across_attempts=submission.keep_containers_across_attempts)
 
     # ------------------------------------------------------------------ wait
+    @property
+    def metrics_url(self) -> str:
+        """Where the metrics of the one job are served, once its AM said so ("" before, or with several
+        jobs: each AM serves its own, :meth:`metrics_url_of`)."""
+        return next(iter(self.metrics_urls.values())) if len(self.runs) == 1 and self.metrics_urls else ""
+
+    def metrics_url_of(self, run: JobRun) -> str:
+        return self.metrics_urls.get(run.app_id, "")
+
     def run(self, timeout_s: float | None = None) -> bool:
         """Follow every application until each ended, ``timeout_s`` passed or a stop signal
         came; True when all ended. Each job's result is read from its journal then."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             self._follow_logs()
+            self._follow_metrics()
             pending = [r for r in self.runs if not r.done]
             for run in pending:
                 try:
@@ -203,6 +215,21 @@ class YarnRuns:
                 prefix = f"{run.job.name} ({run.app_id}): " if self.prefix_lines else ""
                 for line in text[:end].splitlines():
                     self.echo(prefix + line)
+
+    def _follow_metrics(self) -> None:
+        """Print where each AM serves its metrics when it says so (:data:`~.am_container.METRICS_URL_FILE`;
+        a later AM attempt may serve elsewhere), as ``metrics: URL``, as every run prints it."""
+        if self.settings.metrics_port is None:
+            return
+        for run in self.runs:
+            try:
+                url = (run.work_dir / "yarn" / METRICS_URL_FILE).read_text().strip()
+            except OSError:
+                continue
+            if url and url != self.metrics_urls.get(run.app_id):
+                self.metrics_urls[run.app_id] = url
+                prefix = f"{run.job.name} ({run.app_id}): " if self.prefix_lines else ""
+                print(f"{prefix}metrics: {url}", file=sys.stderr if self.report_json else sys.stdout, flush=True)
 
     def _say(self, line: str) -> None:
         if self.echo is not None:

@@ -1,11 +1,11 @@
-"""The cycle collector around bursts of long-lived objects.
+"""The cycle collector around the simulated NodeManager's bursts of long-lived objects.
 
-Starting a gang of thousands of tasks makes hundreds of thousands of objects that
-all live on (tasks, containers, their environments), and so does ending one
-(statuses, records). Collecting during such a burst traverses the young objects
-again and again, to find no garbage. :func:`collector_paused` holds the collector
-off for the burst (objects freed by reference counting are freed at once either
-way) and then collects once.
+A gang of thousands of tasks that ends at one instant leaves hundreds of thousands of
+objects that live on (statuses, records). Collecting during such a burst traverses the
+young objects again and again, to find no garbage. :func:`collector_paused` holds the
+collector off for the burst (objects freed by reference counting are freed at once
+either way) and then collects once. The AM knows nothing of it: the simulator's cost of
+being many processes in one is the simulator's to pay.
 """
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ class collector_paused:   # noqa: N801 - used as a function: ``with collector_pa
     to the oldest generation. Left to the collector, the burst would be traversed twice,
     by the youngest generation's next collection and again by the middle one's.
 
-    A class, not a generator: it wraps every AM heartbeat, and where someone else (a
-    test, a trace replay) has paused the collector it must cost next to nothing."""
+    Where someone else (a test, a trace replay) has paused the collector it does nothing."""
 
     __slots__ = ("_was_enabled",)
 
