@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .filters import NODE_STAGES, RACK_STAGE, FilterContext, NodeCheck, RowCheck
+from .filters import NODE_STAGES, RACK_STAGE, Filter, FilterContext, NodeCheck, RowCheck
 from .node_index import NodeIndex, min_bucket, room_bucket, room_buckets
 
 if TYPE_CHECKING:
@@ -297,20 +297,20 @@ def every_entry(view: "ClusterView", key: "NodeKey") -> tuple[np.ndarray, np.nda
     return keys, room_buckets(view, slice(None))
 
 
-def node_passes(ctx: FilterContext, rows=None) -> np.ndarray | None:
+def node_passes(ctx: FilterContext, rows=None, stages: tuple[Filter, ...] = NODE_STAGES) -> np.ndarray | None:
     """Bool per node (per entry of ``rows``): every stage that judges a node alone
-    lets it pass; None when no stage restricts anything."""
-    check = node_check(ctx)
+    (of ``stages``) lets it pass; None when no stage restricts anything."""
+    check = node_check(ctx, stages)
     return None if check is None else check(rows)
 
 
-def node_check(ctx: FilterContext) -> "RowCheck | None":
+def node_check(ctx: FilterContext, stages: tuple[Filter, ...] = NODE_STAGES) -> "RowCheck | None":
     """:func:`node_passes` for ``ctx``'s request as a function of ``rows``, for the view
     as it stands; None when no stage restricts anything. The stages that restrict
     nothing for this request are left out here, once, and the others bound to it
     (:meth:`~gangmaster.selectors.filters.Filter.check`): an index walk asks it of chunk
     after chunk."""
-    checks = [check for check in (stage.check(ctx) for stage in NODE_STAGES) if check is not None]
+    checks = [check for check in (stage.check(ctx) for stage in stages) if check is not None]
     if len(checks) <= 1:
         return checks[0] if checks else None
     first, rest = checks[0], checks[1:]

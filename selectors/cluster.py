@@ -8,7 +8,8 @@ reads besides: racks, labels, GPU types, health and per-role counts.
 The view is columnar (numpy arrays indexed by node number) because select() must
 filter and rank tens of thousands of nodes in microseconds: every filter is a
 vector expression over these columns, never a Python loop over nodes. Per-node
-values that are not numbers (host names, port ranges) live in parallel lists.
+values that are not numbers (host names) live in parallel lists; free port ranges are a
+column of codes into a table of the distinct sets (:mod:`~gangmaster.selectors.port_column`).
 
 The view is the only place that changes a node's usage, through
 :meth:`ClusterView.allocate` and :meth:`ClusterView.release`, which refuse to
@@ -20,9 +21,7 @@ share ledger, so a cluster without shares pays nothing for it.
 """
 from __future__ import annotations
 
-import collections
 import copy
-import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Protocol, Sequence
@@ -33,6 +32,7 @@ from gangmaster.gpu_topology.masks import full_mask, indices_of
 
 from .fit import GPU_MILLI, Amounts, Demand, milli, shortfall
 from .identity_memo import IdentityMemo
+from .port_column import PortColumn
 from .ports import NO_PORTS, PORT_MIN, PortRanges
 from .resources import ResourceDescriptor, ResourceError
 
@@ -47,11 +47,6 @@ class DerivedState(Protocol):
     dirty: set[int]
 
     def copy(self) -> DerivedState: ...
-
-
-#: a booking's ports on one node: what is left, its count, whether every port taken was
-#: free, the free ports before and the ports taken
-_PortsOutcome = tuple[PortRanges, int, bool, PortRanges, PortRanges]
 
 
 class UnknownHost(KeyError):
@@ -144,8 +139,8 @@ class NodeColumns:
         self.gpus_free = self.gpu_capacity.copy()
         self.gpu_free_mask = self.gpu_capacity_mask.copy()
         self.port_capacity = [s.ports for s in specs]
-        self.ports_free = list(self.port_capacity)
-        self.ports_free_count = np.array([p.count for p in self.port_capacity], dtype=np.int64)
+        self.ports_free = PortColumn(self.port_capacity)
+        self.ports_free_count = self.ports_free.counts()
         #: the most GPUs a node has: the width of the per-GPU columns
         self.gpu_width = max(1, max(gpus, default=0))
         #: milli-GPU taken by shares, per node and GPU (0: wholly free, taken whole, or absent)
@@ -161,10 +156,11 @@ class NodeColumns:
         self._derived: dict[Hashable, DerivedState] = {}
         #: every cached column's, derived state's and watcher's (:meth:`watch_rows`) set, for _touched
         self._dirty_sets: list[set[int]] = []
+        #: the derived states' and watchers' sets alone (a bulk change marks cached columns stale instead)
+        self._row_sets: list[set[int]] = []
         #: counts every change of a row, so that a result read later can tell it is stale
         self.changes = 0
         self._port_capacity_counts: dict[int, np.ndarray] = {}
-        self._port_results: dict[tuple[PortRanges, PortRanges, bool], PortRanges] = {}   # see _ports_changed
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -242,14 +238,14 @@ class NodeColumns:
         if port_min <= PORT_MIN:
             return self.ports_free_count
         return self.cached_column(f"ports-free>={port_min}",
-                                  lambda view, rows: _counts_at_or_above(view.ports_free, rows, port_min))
+                                  lambda view, rows: view.ports_free.counts_at_or_above(port_min, rows))
 
     def ports_capacity_at_or_above(self, port_min: int) -> np.ndarray:
         """Per node, how many of its ports are ``>= port_min`` (capacity never changes)."""
         counts = self._port_capacity_counts.get(port_min)
         if counts is None:
-            counts = self._port_capacity_counts[port_min] = _counts_at_or_above(
-                self.port_capacity, slice(None), port_min)
+            counts = self._port_capacity_counts[port_min] = PortColumn(self.port_capacity).counts_at_or_above(
+                port_min, slice(None))
         return counts
 
     def cached_column(self, name: str, compute: Callable[[Any, Any], np.ndarray],
@@ -267,6 +263,10 @@ class NodeColumns:
         if cache is None:
             cache = self._column_caches[name] = _CachedColumn(np.asarray(compute(self, slice(None))).copy())
             self._dirty_sets.append(cache.dirty)
+        elif cache.stale:   # (a bulk change touched most rows: all of them, in one numpy call)
+            cache.values[:] = compute(self, slice(None))
+            cache.stale = False
+            cache.dirty.clear()
         elif cache.dirty:
             dirty = cache.dirty
             if compute_row is not None and len(dirty) <= ROWS_ONE_BY_ONE:
@@ -288,6 +288,7 @@ class NodeColumns:
         if state is None:
             state = self._derived[name] = build(self)
             self._dirty_sets.append(state.dirty)
+            self._row_sets.append(state.dirty)
         return state
 
     def watch_rows(self) -> set[int]:
@@ -297,6 +298,7 @@ class NodeColumns:
         the columns does not carry it."""
         rows: set[int] = set()
         self._dirty_sets.append(rows)
+        self._row_sets.append(rows)
         return rows
 
     def _touched(self, i: int) -> None:
@@ -304,11 +306,21 @@ class NodeColumns:
         for dirty in self._dirty_sets:   # (each cached column's and derived state's)
             dirty.add(i)
 
-    def _touched_rows(self, rows: Iterable[int]) -> None:
-        """:meth:`_touched` for many rows at once (a bulk booking)."""
+    def _touched_rows(self, rows: np.ndarray) -> None:
+        """:meth:`_touched` for many rows at once (a bulk booking, distinct rows). Where they
+        are a good part of the nodes, a cached column is marked stale as a whole (made again
+        in one numpy call when read) rather than told each row."""
         self.changes += 1
-        for dirty in self._dirty_sets:
-            dirty.update(rows)
+        if rows.size * BULK_SHARE < len(self):
+            for dirty in self._dirty_sets:
+                dirty.update(rows.tolist())
+            return
+        for cache in self._column_caches.values():
+            cache.stale = True
+        if self._row_sets:
+            listed = rows.tolist()
+            for dirty in self._row_sets:
+                dirty.update(listed)
 
     # ----------------------------------------------------------------- booking
     def _book(self, i: int, exact: Demand) -> None:
@@ -329,9 +341,10 @@ class NodeColumns:
         taken = exact.port_ranges
         ports_short = False
         if taken.ranges:
-            free_ports = self.ports_free[i]
-            left = self._ports_changed(free_ports, taken, adding=False)
-            ports_short = left.count != free_ports.count - taken.count   # some port taken was not free
+            column = self._writable_ports()
+            left = column.table.changed(column.codes.item(i), taken, adding=False)
+            left_count = column.table.counts().item(left)
+            ports_short = left_count != self.ports_free_count.item(i) - taken.count   # some port taken was not free
         gpu_short = (self._share_left(i, exact) < 0 if exact.gpu_milli
                      else exact.gpu_mask & ~free_mask)
         if memory < 0 or mvcores < 0 or gpu_short or ports_short:
@@ -345,7 +358,8 @@ class NodeColumns:
             self.gpus_free[i] = self.gpus_free.item(i) - exact.gpus
             self.gpu_free_mask[i] = free_mask & ~exact.gpu_mask
         if taken.ranges:
-            self._set_ports_free(i, left)
+            column.set_code(i, left)
+            self.ports_free_count[i] = left_count
         self._touched(i)
 
     def _unbook(self, i: int, exact: Demand) -> None:
@@ -369,10 +383,11 @@ class NodeColumns:
             raise ResourceError(f"host {self.hosts[i]}: returning {exact} exceeds what is in use")
         returned = exact.port_ranges
         if returned.ranges:
-            free_ports = self.ports_free[i]
-            after = self._ports_changed(free_ports, returned, adding=True)
-            if after.count != free_ports.count + returned.count:   # some port returned was free
-                raise ResourceError(f"host {self.hosts[i]}: ports {returned.intersect(free_ports)} "
+            column = self._writable_ports()
+            after = column.table.changed(column.codes.item(i), returned, adding=True)
+            after_count = column.table.counts().item(after)
+            if after_count != self.ports_free_count.item(i) + returned.count:   # some port returned was free
+                raise ResourceError(f"host {self.hosts[i]}: ports {returned.intersect(self.ports_free[i])} "
                                     f"are not in use")
         self.memory_free[i] = memory
         self.mvcores_free[i] = mvcores
@@ -382,20 +397,17 @@ class NodeColumns:
             self.gpus_free[i] = self.gpus_free.item(i) + exact.gpus
             self.gpu_free_mask[i] = free_mask | exact.gpu_mask
         if returned.ranges:
-            self._set_ports_free(i, after)
+            column.set_code(i, after)
+            self.ports_free_count[i] = after_count
         self._touched(i)
 
-    def _ports_changed(self, free: PortRanges, change: PortRanges, adding: bool) -> PortRanges:
-        """``free`` less ``change`` (plus it, ``adding``). Nodes of a kind go through the same
-        few of these again and again (the lowest ports taken, then given back): each result
-        is made once and shared by every node holding it (at most _PORT_RESULTS_KEPT kept)."""
-        key = (free, change, adding)
-        result = self._port_results.get(key)
-        if result is None:
-            if len(self._port_results) >= _PORT_RESULTS_KEPT:
-                self._port_results.clear()
-            result = self._port_results[key] = free.add(change) if adding else free.subtract(change)
-        return result
+    def _writable_ports(self) -> PortColumn:
+        """The free-port column, its table started afresh first when it has grown past
+        :data:`~gangmaster.selectors.port_column.TABLE_KEPT` sets (a one-node write: no bulk
+        step holds its codes now)."""
+        column = self.ports_free
+        column.compact()
+        return column
 
     def _check_exact(self, i: int, exact: Demand) -> None:
         """Raise :class:`ResourceError` unless ``exact`` names its GPUs and ports; a demand
@@ -448,7 +460,7 @@ class NodeColumns:
         return self.gpu_share_used
 
     def _set_ports_free(self, i: int, ports: PortRanges) -> None:
-        self.ports_free[i] = ports
+        self._writable_ports()[i] = ports
         self.ports_free_count[i] = ports.count
 
     def _copy_columns(self, clone: "NodeColumns", keep_derived: bool = True) -> None:
@@ -458,12 +470,12 @@ class NodeColumns:
             setattr(clone, name, getattr(self, name).copy())
         # the share ledger (nodes x GPUs) is shared until one side writes to it
         self._share_ledger_shared = clone._share_ledger_shared = True
-        clone.ports_free = list(self.ports_free)
-        clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty))
+        clone.ports_free = self.ports_free.copy()
+        clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty), c.stale)
                                 for name, c in self._column_caches.items()} if keep_derived else {}
         clone._derived = {name: state.copy() for name, state in self._derived.items()} if keep_derived else {}
-        clone._dirty_sets = ([c.dirty for c in clone._column_caches.values()]
-                             + [state.dirty for state in clone._derived.values()])
+        clone._row_sets = [state.dirty for state in clone._derived.values()]
+        clone._dirty_sets = [c.dirty for c in clone._column_caches.values()] + clone._row_sets
 
 
 class ClusterView(NodeColumns):
@@ -601,54 +613,93 @@ class ClusterView(NodeColumns):
             self.instances_of(role)[i] += 1
 
     def allocate_many(self, rows: np.ndarray, counts: np.ndarray, each: Demand, gpus: np.ndarray | None,
-                      ports: list[PortRanges] | None, role: str | None = None) -> None:
+                      ports: Sequence[PortRanges] | np.ndarray | None, role: str | None = None) -> None:
         """Book ``counts[k]`` instances of ``each`` on node ``rows[k]`` at once (gang
         placement), taking there the GPUs ``gpus[k]`` (a mask; None when ``each`` asks
-        none) and the ports ``ports[k]`` (None when ``each`` asks none). Refuses with
+        none) and the ports ``ports[k]`` (None when ``each`` asks none; the sets, or their
+        codes in ``ports_free.table`` as an integer array). Refuses with
         :class:`ResourceError`, changing nothing, when the totals do not fit in what is
         free: the same rule as :meth:`allocate` once per instance."""
         if each.gpu_milli:
             raise ResourceError("allocate_many: GPU shares are booked one by one (allocate): each names its GPU")
         at = np.asarray(rows, dtype=np.int64)
         counts = np.asarray(counts, dtype=np.int64)
-        if at.size > 1 and _named_twice(at, len(self)):
+        if at.size <= FEW_ROWS:   # (a pick, the job's hosts: in plain Python, not dozens of numpy calls)
+            self._allocate_few(at.tolist(), counts.tolist(), each, None if gpus is None else list(map(int, gpus)),
+                               None if ports is None else list(ports), role)
+            return
+        if _named_twice(at, len(self)):
             raise ResourceError("allocate_many: a node is named twice")
-        short = (self.memory_free[at] < counts * each.memory_mb) | (self.mvcores_free[at] < counts * each.mvcores)
+        # what would be left, worked out once: compared with 0 here, written below if all fit
+        memory = self.memory_free[at] - counts * each.memory_mb
+        mvcores = self.mvcores_free[at] - counts * each.mvcores
+        short = (memory < 0) | (mvcores < 0)
         if gpus is not None:
             gpus = np.asarray(gpus, dtype=np.uint64)
-            short |= ((self.gpu_free_mask[at] & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
-        lefts: list[_PortsOutcome] = []
-        rows = at.tolist()
+            masks = self.gpu_free_mask[at]
+            short |= ((masks & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
+        column = self.ports_free
         if ports is not None:
-            frees = list(map(self.ports_free.__getitem__, rows))
-            keys = list(zip(map(id, frees), map(id, ports)))
-            # Nodes of a kind repeat the same objects: each (free, taken) pair is worked out
-            # once, at its first node, and the nodes looked up in C-level passes.
-            outcome: dict[tuple[int, int], _PortsOutcome] = {}
-            for key, k in dict(zip(reversed(keys), range(len(keys) - 1, -1, -1))).items():   # (the first k)
-                free, taken = frees[k], ports[k]
-                left = free.subtract(taken)
-                fits_all = (taken.count == each.ports * int(counts[k])
-                            and left.count == free.count - taken.count)  # every port taken was free
-                outcome[key] = (left, left.count, fits_all, free, taken)
-            lefts = list(map(outcome.__getitem__, keys))
-            if not all(known[2] for known in outcome.values()):
-                short |= ~np.fromiter(map(_FITS_ALL, lefts), dtype=bool, count=len(lefts))
+            taken = ports if isinstance(ports, np.ndarray) else column.table.codes(ports)
+            # each distinct (free, taken) pair worked out once: nodes of a kind share theirs
+            left, whole = column.take_many(at, taken)
+            short |= ~whole | (column.table.counts()[taken] != counts * each.ports)
         if short.any():
             k = int(np.argmax(short))
             raise ResourceError(f"host {self.hosts[int(at[k])]}: {counts[k]} x {each} do not fit in free "
                                 f"{self.free(int(at[k]))}")
-        self.memory_free[at] -= counts * each.memory_mb
-        self.mvcores_free[at] -= counts * each.mvcores
+        self.memory_free[at] = memory
+        self.mvcores_free[at] = mvcores
         if gpus is not None:
             self.gpus_free[at] -= counts * each.gpus
-            self.gpu_free_mask[at] &= ~gpus
-        if lefts:
-            collections.deque(map(self.ports_free.__setitem__, rows, map(_LEFT, lefts)), maxlen=0)
-            self.ports_free_count[at] = np.fromiter(map(_LEFT_COUNT, lefts), dtype=np.int64, count=len(lefts))
-        self._touched_rows(rows)
+            self.gpu_free_mask[at] = masks & ~gpus
+        if ports is not None:
+            column.codes[at] = left
+            self.ports_free_count[at] = column.table.counts()[left]
+        self._touched_rows(at)
         if role is not None:
             self.instances_of(role)[at] += counts
+
+    def _allocate_few(self, rows: list[int], counts: list[int], each: Demand, gpus: list[int] | None,
+                      ports: list | None, role: str | None) -> None:
+        """:meth:`allocate_many` of a few nodes, one after another in plain Python: every
+        node checked before any is written (``ports``: the sets or their codes in the table)."""
+        if len(set(rows)) != len(rows):
+            raise ResourceError("allocate_many: a node is named twice")
+        column = self.ports_free
+        table = column.table
+        sizes = table.counts()
+        bookings = []
+        for k, (i, count) in enumerate(zip(rows, counts)):
+            memory = self.memory_free.item(i) - count * each.memory_mb
+            mvcores = self.mvcores_free.item(i) - count * each.mvcores
+            short = memory < 0 or mvcores < 0
+            if gpus is not None:
+                short = short or gpus[k] & self.gpu_free_mask.item(i) != gpus[k] or \
+                    gpus[k].bit_count() != count * each.gpus
+            left = None
+            if ports is not None:
+                taken = table.code(ports[k]) if isinstance(ports[k], PortRanges) else int(ports[k])
+                left = table.changed(column.codes.item(i), table.values[taken], False)
+                sizes = table.counts()   # (grown, maybe)
+                short = short or (sizes.item(left) != self.ports_free_count.item(i) - sizes.item(taken)
+                                  or sizes.item(taken) != count * each.ports)
+            if short:
+                raise ResourceError(f"host {self.hosts[i]}: {count} x {each} do not fit in free {self.free(i)}")
+            bookings.append((i, count, memory, mvcores, left))
+        instances = self.instances_of(role) if role is not None else None
+        for k, (i, count, memory, mvcores, left) in enumerate(bookings):
+            self.memory_free[i] = memory
+            self.mvcores_free[i] = mvcores
+            if gpus is not None:
+                self.gpus_free[i] = self.gpus_free.item(i) - count * each.gpus
+                self.gpu_free_mask[i] = self.gpu_free_mask.item(i) & ~gpus[k]
+            if left is not None:
+                column.set_code(i, left)
+                self.ports_free_count[i] = sizes.item(left)
+            self._touched(i)
+            if instances is not None:
+                instances[i] += count
 
     def release(self, host_or_index: int | str, resource: ResourceDescriptor,
                 role: str | None = None) -> None:
@@ -667,7 +718,7 @@ class ClusterView(NodeColumns):
         """:meth:`set_health` of many nodes at once (by row): a gang kept inside one network
         domain is placed on a copy whose other nodes are out of play."""
         self.healthy[rows] = healthy
-        self._touched_rows(rows.tolist())
+        self._touched_rows(np.asarray(rows, dtype=np.int64).reshape(-1))
 
     def mark_failed(self, role: str, host: str) -> None:
         failed = self.role_failed.get(role)
@@ -783,6 +834,14 @@ class ClusterView(NodeColumns):
         return clone
 
 
+#: :meth:`NodeColumns.allocate_many` books up to this many nodes one by one in plain Python.
+FEW_ROWS = 8
+
+#: A bulk change of at least one row in BULK_SHARE marks the cached columns stale as a whole
+#: (:meth:`NodeColumns._touched_rows`): one numpy call over every node when read, instead of
+#: a Python int per row in each column's set.
+BULK_SHARE = 8
+
 #: :meth:`NodeColumns.cached_column` brings up to this many changed rows up to date one by one
 #: (with a column's ``compute_row``), more with one numpy call.
 ROWS_ONE_BY_ONE = 16
@@ -795,14 +854,13 @@ PREPARED_KEPT = 4096
 #: id(demand) -> True: the demands :meth:`NodeColumns._check_exact` found to name their GPUs and ports
 _named_exactly: IdentityMemo[bool] = IdentityMemo(4096)
 
-#: How many port-range results :meth:`NodeColumns._ports_changed` keeps (then it starts afresh).
-_PORT_RESULTS_KEPT = 4096
-
 
 @dataclass
 class _CachedColumn:
     values: np.ndarray
     dirty: set[int] = field(default_factory=set)
+    #: every row may have changed (a bulk change): made again whole when read
+    stale: bool = False
 
 
 @lru_cache(maxsize=4096)
@@ -811,9 +869,6 @@ def _whole_gpus_row(free_mask: int, width: int) -> tuple[int, ...]:
     ``free_mask``, none of the others (a node's few masks, worked out once each)."""
     return tuple(GPU_MILLI if free_mask >> gpu & 1 else 0 for gpu in range(width))
 
-
-#: a :class:`_PortsOutcome`'s ports left, their count, and whether every port taken was free
-_LEFT, _LEFT_COUNT, _FITS_ALL = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
 
 
 def _named_twice(rows: np.ndarray, size: int) -> bool:
@@ -828,14 +883,8 @@ def ports_grew(now: PortRanges, before: PortRanges) -> bool:
     return bool(now.ranges) and now != before and bool(now.subtract(before))
 
 
-def _counts_at_or_above(ports: list[PortRanges], rows: np.ndarray | slice, port_min: int) -> np.ndarray:
-    chosen = ports[rows] if isinstance(rows, slice) else list(map(ports.__getitem__, rows.tolist()))
-    # Nodes of a kind share their port objects: each counted once, the nodes looked up in a
-    # C-level pass. Most nodes' ports all lie at or above port_min: their count is the answer.
-    ids = list(map(id, chosen))
-    counts = {key: p.count if not p.ranges or p.ranges[0][0] >= port_min else p.count_at_or_above(port_min)
-              for key, p in zip(ids, chosen)}
-    return np.fromiter(map(counts.__getitem__, ids), dtype=np.int64, count=len(ids))
+#: numpy's own count of set bits (numpy >= 2), else None
+_BITWISE_COUNT = getattr(np, "bitwise_count", None)
 
 
 def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
@@ -846,6 +895,8 @@ def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
 
 def _popcounts(masks: np.ndarray) -> np.ndarray:
     """Set bits per uint64 (numpy < 2 has no bitwise_count)."""
+    if _BITWISE_COUNT is not None:
+        return _BITWISE_COUNT(masks).astype(np.int64)
     x = masks - ((masks >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
     x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)

@@ -383,6 +383,12 @@ NODE_STAGES: tuple[Filter, ...] = (
     RoleCapFilter(),
     ResourceFitFilter(),
 )
+#: the stages that judge a node alone before it is counted: the role's cap and the fit are
+#: counted as a number of instances by :func:`~gangmaster.selectors.placement.room_per_node`
+#: (0 exactly where these two stages would say no), which keeps off the nodes where the role
+#: failed itself
+BEFORE_ROOM: tuple[Filter, ...] = tuple(stage for stage in NODE_STAGES
+                                        if not isinstance(stage, (RoleCapFilter, ResourceFitFilter)))
 #: the stage that compares racks, last
 RACK_STAGE = RackPolicyFilter()
 FILTER_CHAIN: tuple[Filter, ...] = NODE_STAGES + (RACK_STAGE,)

@@ -41,6 +41,7 @@ PACKING = NodeKey("job-packing", packing_keys, packing_key)
 class JobPacking(Selector):
     name = "job-packing"
     description = "fill the fullest nodes first: fewer free GPUs, fewer GPUs, fewer free vcores, less free memory"
+    key_falls_when_booked = True   # (every field of the key is a free amount: booking lowers or keeps it)
 
     def node_key(self, request):
         return PACKING

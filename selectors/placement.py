@@ -32,7 +32,10 @@ node every instance it can take (its *room*: :func:`fit.room`, capped by
 argument does not hold, it places one instance per pick and ranks again: a
 strategy that opts out of locality, a random pick, the ``spread`` rack policy
 (each instance changes which racks are preferred), and a pick among several of the
-job's hosts with room.
+job's hosts with room — unless the strategy's key only falls as a node fills and no
+other node's key moves (:attr:`Selector.key_falls_when_booked`, job packing): then the
+host picked first stays first until it is full, and the job's hosts with room are
+filled in one step, in (key, tie order) (:meth:`_Loop._fill_held`).
 
 Where one instance goes per pick with no tiers (a random pick, a strategy that opts
 out of locality) and the key is a node key, the eligible nodes are kept sorted by
@@ -63,6 +66,11 @@ which also gives a random pick its few best to draw from. Otherwise (a key that 
 not a node key, hosts the view does not know) the loop picks
 (:meth:`_Loop._indexed_pick`, or its scan).
 
+What a step placed is kept as arrays (:class:`Placement`): the per-node lists of GPU
+masks and ports are made only when read, and the view keeps its free ports as codes into
+a table of the distinct sets (:mod:`~gangmaster.selectors.port_column`), so a step of
+thousands of nodes costs numpy calls, not Python work per node.
+
 GPUs and ports
 --------------
 A node's instances get their GPUs from the strategy's ``choose_gpus``, one choice
@@ -86,7 +94,8 @@ from __future__ import annotations
 import bisect
 import operator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterable
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar, Union
 
 import numpy as np
 
@@ -95,12 +104,16 @@ from gangmaster.gpu_topology.masks import lowest_bits
 from .candidates import KeyWalk, best_by_tier, node_passes
 from .cluster import ClusterView
 from .explanation import NotAvailable
-from .filters import RACK_STAGE, FilterContext
+from .filters import BEFORE_ROOM, RACK_STAGE, FilterContext
 from .fit import room as fit_room
+from .identity_memo import IdentityMemo
+from .port_column import distinct
 from .ports import NO_PORTS, PortRanges
 from .request import SelectionRequest
 from .resources import ResourceDescriptor
 from .selector import Selector
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .pipeline import SelectionPipeline
@@ -121,11 +134,19 @@ class TieOrder:
         view's host names, serve the ``node-name`` rule's order; this one ignores them)."""
         order = self._by_size.get(nodes)
         if order is None:
-            permutation = np.random.default_rng(self.seed & (2**64 - 1)).permutation(nodes)
-            order = np.empty(nodes, dtype=np.int64)
-            order[permutation] = np.arange(nodes)
-            self._by_size[nodes] = order
+            order = self._by_size[nodes] = _seeded_order(self.seed, nodes)
         return order
+
+
+@lru_cache(maxsize=64)
+def _seeded_order(seed: int, nodes: int) -> np.ndarray:
+    """:meth:`TieOrder.of`, drawn once per seed and cluster size (a pipeline is made per
+    AM, per bench run; the order is the same). Read only."""
+    permutation = np.random.default_rng(seed & (2**64 - 1)).permutation(nodes)
+    order = np.empty(nodes, dtype=np.int64)
+    order[permutation] = np.arange(nodes)
+    order.flags.writeable = False
+    return order
 
 
 class RecentHosts:
@@ -138,19 +159,29 @@ class RecentHosts:
         self._held: set[int] = set()
         self.add([view.host_index[h] for h in hosts if h in view.host_index])
 
-    def add(self, nodes: list[int]) -> None:
-        if not nodes:
+    def add(self, nodes: list[int] | np.ndarray) -> None:
+        if len(nodes) == 0:
             return
-        if self.limit is not None and self._held.isdisjoint(nodes):  # all new (a sweep): at once
-            self.nodes = (self.nodes + nodes)[-self.limit:]
+        if self.limit is not None and len(nodes) > 1 and not self._any_held(nodes):
+            # all new (a sweep): the last ``limit`` of them at once
+            self.nodes = (self.nodes + np.asarray(nodes)[-self.limit:].tolist())[-self.limit:]
             self._held = set(self.nodes)
             return
-        for node in nodes:
+        for node in (nodes.tolist() if isinstance(nodes, np.ndarray) else nodes):
             if node not in self._held:
                 self.nodes.append(int(node))
                 self._held.add(node)
                 if self.limit is not None and len(self.nodes) > self.limit:
                     self._held.discard(self.nodes.pop(0))
+
+    def _any_held(self, nodes: list[int] | np.ndarray) -> bool:
+        """Whether some of ``nodes`` (distinct) is held already: marked in one pass, not
+        compared with each held node in turn."""
+        if not self.nodes:
+            return False
+        marked = np.zeros(len(self.view), dtype=bool)
+        marked[nodes] = True
+        return bool(marked[self.nodes].any())
 
     def hosts(self) -> tuple[str, ...]:
         return tuple(self.view.hosts[i] for i in self.nodes)
@@ -322,7 +353,9 @@ def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: Sel
         gpu_mask = demand.gpu_mask or (pipeline.selector.choose_gpus(view, node, request) if demand.gpus else 0)
     if not demand.ports:   # (_ports's answer for an instance that asks none)
         return gpu_mask, NO_PORTS
-    return gpu_mask, _ports(pipeline, view, demand, [node], [1], sequential)[0][0][0]
+    ports = _ports(pipeline, view, demand, np.array([node], dtype=np.int64), np.ones(1, dtype=np.int64),
+                   sequential)[0]
+    return gpu_mask, (ports() if callable(ports) else ports)[0][0]
 
 
 def room_per_node(view: ClusterView, request: SelectionRequest, settings: "SelectionSettings",
@@ -332,7 +365,13 @@ def room_per_node(view: ClusterView, request: SelectionRequest, settings: "Selec
     ``max_instances_per_node`` less the role's instances there (and by ``limit``). The
     placement loop starts from it; a diagnosis asks it of nodes it imagines (restored,
     added)."""
-    passing = node_passes(FilterContext(view, request, settings))
+    # The cap and the fit are counted here (0 exactly where their stages would say no), the
+    # other stages asked of every node, and the nodes where the role failed kept off as the
+    # fit's stage keeps them: one pass of the fit model, not two.
+    passing = node_passes(FilterContext(view, request, settings), stages=BEFORE_ROOM)
+    failed = view.failed_here(request.role) if settings.skip_nodes_where_role_failed else None
+    if failed is not None:
+        passing = ~failed if passing is None else passing & ~failed
     survivors = np.arange(len(view)) if passing is None else np.flatnonzero(passing)
     room = np.zeros(len(view), dtype=np.int64)
     if survivors.size:
@@ -349,18 +388,66 @@ class Placement:
     the node, one GPU mask and one port range per instance there, and the strategy's
     key of the node when it was picked (for the nodes of a rack-by-rack sweep, its key
     within the tier, :meth:`Selector.key_within_tiers`: locality's without the tier);
-    ``count``: the instances placed. A plain slotted class: one is made per pick."""
+    ``count``: the instances placed. A plain slotted class: one is made per pick.
 
-    __slots__ = ("nodes", "gpu_masks", "ports", "keys", "count")
+    A step of many nodes (a sweep) is kept as the loop made it — the nodes, counts and
+    keys as arrays, the GPU masks and ports as what makes their lists — and turned into
+    the lists when they are first read: a gang of thousands is decided many times (a
+    never-fits check, a bench, a domain's trial) for each time its instances are read
+    one by one. :meth:`instance_nodes` reads the node of each instance from the arrays."""
+
+    __slots__ = ("count", "_lists", "_steps")
 
     def __init__(self, nodes: list[int], gpu_masks: list[list[int]], ports: list[list[PortRanges]],
                  keys: list, count: int):
-        self.nodes, self.gpu_masks, self.ports, self.keys, self.count = nodes, gpu_masks, ports, keys, count
+        self._lists = (nodes, gpu_masks, ports, keys)
+        self._steps: list[tuple] = []   # (nodes, takes, GPU masks, ports, keys), not yet in the lists
+        self.count = count
 
     @classmethod
     def nothing(cls) -> "Placement":
         """Nothing placed yet."""
         return cls([], [], [], [], 0)
+
+    def add(self, nodes: np.ndarray, takes: np.ndarray, gpu_masks: "Lazy[list[list[int]]]",
+            ports: "Lazy[list[list[PortRanges]]]", keys: list | np.ndarray, count: int) -> None:
+        """One step: ``takes[k]`` instances on ``nodes[k]``; ``gpu_masks`` and ``ports`` the
+        per-node lists, or what makes them (called once, when first read)."""
+        self._steps.append((nodes, takes, gpu_masks, ports, keys))
+        self.count += count
+
+    @property
+    def nodes(self) -> list[int]:
+        return self._read()[0]
+
+    @property
+    def gpu_masks(self) -> list[list[int]]:
+        return self._read()[1]
+
+    @property
+    def ports(self) -> list[list[PortRanges]]:
+        return self._read()[2]
+
+    @property
+    def keys(self) -> list:
+        return self._read()[3]
+
+    def instance_nodes(self) -> np.ndarray:
+        """The node of each instance, in order (from the steps' arrays: no list is made)."""
+        nodes, masks = self._lists[0], self._lists[1]
+        parts = [np.repeat(np.asarray(nodes, dtype=np.int64), list(map(len, masks)))] if nodes else []
+        parts += [np.repeat(step[0], step[1]) for step in self._steps]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _read(self) -> tuple[list[int], list[list[int]], list[list[PortRanges]], list]:
+        nodes, gpu_masks, ports, keys = lists = self._lists
+        for at, _, masks, ports_of, keys_of in self._steps:
+            nodes += at.tolist()
+            gpu_masks += masks() if callable(masks) else masks
+            ports += ports_of() if callable(ports_of) else ports_of
+            keys += keys_of.tolist() if isinstance(keys_of, np.ndarray) else keys_of
+        self._steps = []
+        return lists
 
     def __repr__(self) -> str:
         return (f"Placement(nodes={self.nodes!r}, gpu_masks={self.gpu_masks!r}, ports={self.ports!r}, "
@@ -387,7 +474,8 @@ class _Loop:
         # instance would do (module docstring)
         self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
         self.room: np.ndarray | None = None
-        self._sequential: dict[tuple[int, int], tuple] = {}
+        self._sequential: dict[tuple[int, int, int], tuple] = {}
+        self._tiers_keyed: bool | None = None   # see _can_sweep
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -404,6 +492,8 @@ class _Loop:
             if self._can_sweep():
                 self._sweep()
                 return
+            if self._fill_held():
+                continue
             node, key, rivals = self._pick()
             take = 1 if self.one_per_pick or rivals else min(int(self.room[node]), self.left)
             self._place([node], [take], [key])
@@ -458,6 +548,28 @@ class _Loop:
             j = best[0 if kept == 1 else self.pipeline.rng.randrange(kept)]
             return int(candidates[j]), keys[j], rivals
         return (*self._first(candidates, keys), rivals)
+
+    def _fill_held(self) -> bool:
+        """Place on the job's hosts with room in one step, when there are several and the
+        strategy's key only falls as a node fills (:attr:`Selector.key_falls_when_booked`):
+        one pick at a time would take the first in (key, tie order) until it is full, then
+        the next. Whether it did."""
+        if not (self.selector.key_falls_when_booked and self.locality and self.policy == "none"):
+            return False
+        room = self.room
+        held = [i for i in self.recent.nodes if room[i] > 0]
+        if len(held) < 2:
+            return False
+        candidates = np.array(held, dtype=np.int64)
+        keys = np.asarray(self.selector.rank(self.view, candidates, self._current()))
+        order = np.lexsort((self.ties[candidates], keys))
+        nodes, keys = candidates[order], keys[order]
+        cumulative = np.cumsum(room[nodes])
+        used = min(int(np.searchsorted(cumulative, self.left)) + 1, nodes.size)
+        takes = room[nodes[:used]].copy()
+        takes[-1] -= max(0, int(cumulative[used - 1]) - self.left)
+        self._place(nodes[:used], takes, list(keys[:used]))
+        return True
 
     def _first(self, nodes: np.ndarray, keys: np.ndarray) -> tuple[int, object]:
         """The first of ``nodes`` in (key, tie order), and its key."""
@@ -522,8 +634,11 @@ class _Loop:
         """Whether the rest of the role can go rack by rack (module docstring)."""
         if self.one_per_pick or self.policy != "none" or self.left <= 1:
             return False
-        probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
-        if self.selector.key_within_tiers(self.request) is None or self.selector.key_within_tiers(probe) is None:
+        if self._tiers_keyed is None:   # (the strategy's answer for this request: asked once per loop)
+            probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+            self._tiers_keyed = (self.selector.key_within_tiers(self.request) is not None
+                                 and self.selector.key_within_tiers(probe) is not None)
+        if not self._tiers_keyed:
             return False
         if any(self.room[i] > 0 for i in self.recent.nodes):
             return False
@@ -536,51 +651,44 @@ class _Loop:
 
     def _sweep(self) -> None:
         view = self.view
-        nodes = np.flatnonzero(self.room > 0)
+        by_tie = _tie_sorted(self.ties)
+        nodes = by_tie[self.room[by_tie] > 0]   # (in tie order: one stable sort by key orders both)
         if nodes.size == 0:
             self._give_up()
         column = self.selector.key_within_tiers(self.request).column(view)
-        keys = column[nodes]
-        by_key = nodes[np.lexsort((self.ties[nodes], keys))]
-        racks = view.rack_code[by_key]
-        first_seen = np.full(len(view.racks), len(by_key), dtype=np.int64)
-        np.minimum.at(first_seen, racks, np.arange(len(by_key)))
-        for rack in {int(view.rack_code[i]) for i in self.recent.nodes}:
-            first_seen[rack] = -1  # the job's rack with room left goes first
-        ordered = by_key[np.argsort(first_seen[racks], kind="stable")]
-        cumulative = np.cumsum(self.room[ordered])
+        by_key = nodes[np.argsort(column[nodes], kind="stable")]
+        job_racks = set(view.rack_code[self.recent.nodes].tolist())
+        ordered = by_key[_by_rack(view.rack_code[by_key], len(view.racks), job_racks)]
+        room = self.room[ordered]
+        cumulative = np.cumsum(room)
         used = int(np.searchsorted(cumulative, self.left)) + 1
         if used > ordered.size:  # not enough room: place what fits, then explain
             used = ordered.size
         chosen = ordered[:used]
-        takes = self.room[chosen].copy()
+        takes = room[:used]
         takes[-1] -= max(0, int(cumulative[used - 1]) - self.left)
-        self._place(chosen.tolist(), takes.tolist(), column[chosen].tolist())
+        self._place(chosen, takes, column[chosen])
         if self.left > 0:
             self._give_up()
 
     # ------------------------------------------------------------------ booking
-    def _place(self, nodes: list[int], takes: list[int], keys: list) -> None:
+    def _place(self, nodes: list[int] | np.ndarray, takes: list[int] | np.ndarray, keys: list | np.ndarray) -> None:
         """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
-        placement = self.placement
         at, counts = np.asarray(nodes, dtype=np.int64), np.asarray(takes, dtype=np.int64)
-        ports, port_unions = _ports(self.pipeline, self.view, self.demand, nodes, takes, self._sequential)
+        ports, port_unions = _ports(self.pipeline, self.view, self.demand, at, counts, self._sequential)
         if self.demand.gpu_milli:
-            gpu_masks = self._place_shares(nodes, ports)
+            ports = ports() if callable(ports) else ports
+            gpu_masks = self._place_shares(at.tolist(), ports)
         else:
-            gpu_masks, gpus = self._gpu_masks(at, takes)
+            gpu_masks, gpus = self._gpu_masks(at, counts)
             if self.book:
                 self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
         placed = int(counts.sum())
         if self.room is not None:
             self.room[at] -= counts
         self.left -= placed
-        self.recent.add(nodes)
-        placement.nodes += nodes
-        placement.gpu_masks += gpu_masks
-        placement.ports += ports
-        placement.keys += keys
-        placement.count += placed
+        self.recent.add(at)
+        self.placement.add(at, counts, gpu_masks, ports, keys, placed)
 
     def _record_one(self, node: int, key) -> None:
         """:meth:`_place` for one instance not booked, without the arrays."""
@@ -592,30 +700,40 @@ class _Loop:
         placement.keys.append(key)
         placement.count, self.left = 1, 0
 
-    def _gpu_masks(self, at: np.ndarray, takes: list[int]) -> tuple[list[list[int]], np.ndarray | None]:
+    def _gpu_masks(self, at: np.ndarray, counts: np.ndarray) -> tuple["Lazy[list[list[int]]]", np.ndarray | None]:
         """Per node, ``take`` successive GPU choices, as if each were booked before the
-        next; and the GPUs of each node in all (None when the request asks none)."""
+        next (their lists, or what makes them when read); and the GPUs of each node in all
+        (None when the request asks none)."""
         wanted, named = self.demand.gpus, self.demand.gpu_mask
         # The lists of masks are shared by the nodes given the same (a placement's lists are
         # read, never changed): a gang's thousands of nodes get a few distinct ones.
         if not wanted:
-            return _shared(((0,) * take for take in takes)), None
+            return partial(_repeated, 0, counts), None
         if named:  # the same GPUs cannot go twice: one instance per node
-            return _shared(((named,) * take for take in takes)), np.full(at.size, named, dtype=np.uint64)
-        if type(self.selector).choose_gpus is Selector.choose_gpus and at.size > 8:  # lowest free bits, at once
-            free = self.view.gpu_free_mask[at].copy()
-            counts = np.asarray(takes)
+            return partial(_repeated, named, counts), np.full(at.size, named, dtype=np.uint64)
+        lowest = type(self.selector).choose_gpus is Selector.choose_gpus   # (the lowest free bits)
+        if lowest and at.size <= 8:   # a few nodes: in plain Python, no booking to choose the next
+            masks, unions = [], []
+            for node, take in zip(at.tolist(), counts.tolist()):
+                free = was = self.view.gpu_free_mask.item(node)
+                chosen = []
+                for _ in range(take):
+                    chosen.append(lowest_bits(free, wanted))
+                    free &= ~chosen[-1]
+                masks.append(chosen)
+                unions.append(was & ~free)
+            return masks, np.array(unions, dtype=np.uint64)
+        if lowest:  # many nodes: at once
+            was = self.view.gpu_free_mask[at]
+            free = was.copy()
             rounds = []
             for k in range(int(counts.max())):
                 mask = _lowest_bits(free, wanted) * (counts > k)
                 free &= ~mask
-                rounds.append(mask.tolist())
-            if int(counts.min()) == len(rounds):   # (a round gives 0 to a node that took fewer)
-                masks = _shared(zip(*rounds))
-            else:
-                masks = _shared(map(operator.getitem, zip(*rounds), map(slice, takes)))
-            return masks, self.view.gpu_free_mask[at] & ~free
-        masks = [self._chosen_in_turn(int(node), take) for node, take in zip(at, takes)]
+                rounds.append(mask)
+            return partial(_in_rounds, rounds, counts), was & ~free
+        takes = counts.tolist()
+        masks = [self._chosen_in_turn(node, take) for node, take in zip(at.tolist(), takes)]
         unions = [0] * len(masks)
         for k, chosen in enumerate(masks):
             for mask in chosen:
@@ -669,11 +787,58 @@ class _Loop:
 
 
 
+def _by_rack(racks: np.ndarray, count: int, first: set[int]) -> np.ndarray:
+    """The positions of ``racks`` (rack codes, of ``count`` racks) grouped by rack, each
+    rack's in order: the racks in ``first`` (the job's) before the others, the others in
+    the order of their first position. A stable sort by each rack's rank, as small integers
+    (numpy sorts those by radix: no comparison sort of the thousands of nodes)."""
+    small = np.int16 if count < 1 << 15 else np.int64
+    by_rack = np.argsort(racks.astype(small), kind="stable")
+    sizes = np.bincount(racks, minlength=count)
+    present = np.flatnonzero(sizes)
+    first_seen = np.full(count, racks.size, dtype=np.int64)
+    first_seen[present] = by_rack[(np.cumsum(sizes) - sizes)[present]]   # (each rack's first position)
+    for rack in first:
+        first_seen[rack] = -1
+    rank = np.searchsorted(np.sort(first_seen), first_seen).astype(small)   # (equal for equal positions)
+    return np.argsort(rank[racks], kind="stable")
+
+
+def _tie_sorted(ties: np.ndarray) -> np.ndarray:
+    """The nodes in tie order (``ties`` a pipeline's :meth:`TieOrder.of`), sorted once per order."""
+    by_tie = _by_tie.get(id(ties))
+    if by_tie is None:
+        by_tie = _by_tie.put(id(ties), (ties,), np.argsort(ties, kind="stable"))
+    return by_tie
+
+
+#: id(tie order) -> the nodes sorted by it
+_by_tie: IdentityMemo[np.ndarray] = IdentityMemo(64)
+
+
 def _shared(chosen: Iterable[tuple[int, ...]]) -> list[list[int]]:
     """A list per tuple of ``chosen``, one list object for the tuples that are equal."""
     chosen = list(chosen)
     lists = {each: list(each) for each in dict.fromkeys(chosen)}
     return list(map(lists.__getitem__, chosen))
+
+
+def _repeated(mask: int, counts: np.ndarray) -> list[list[int]]:
+    """Per node, ``mask`` once per instance there."""
+    return _shared((mask,) * take for take in counts.tolist())
+
+
+def _in_rounds(rounds: list[np.ndarray], counts: np.ndarray) -> list[list[int]]:
+    """Per node, the masks of its instances: round ``k`` gives each node its ``k``-th (0 to
+    a node that took fewer)."""
+    rows = [mask.tolist() for mask in rounds]
+    if int(counts.min()) == len(rows):
+        return _shared(zip(*rows))
+    return _shared(map(operator.getitem, zip(*rows), map(slice, counts.tolist())))
+
+
+#: a value, or what makes it when first read (a placement's lists: :class:`Placement`)
+Lazy = Union[T, Callable[[], T]]
 
 
 def _share_gpu(selector: Selector, view: ClusterView, node: int, request: SelectionRequest) -> int:
@@ -688,20 +853,23 @@ def _share_gpu(selector: Selector, view: ClusterView, node: int, request: Select
     return gpu
 
 
-def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, nodes: list[int], takes: list[int],
-           sequential: dict) -> tuple[list[list[PortRanges]], list[PortRanges] | None]:
-    """Per node, the ports of each instance; and the ports of each node in all (None
-    when the request asks none). ``sequential`` keeps the sequential choices of one
-    placement by (free ports, count): nodes of a kind share their free ports."""
+def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, at: np.ndarray, counts: np.ndarray,
+           sequential: dict) -> tuple["Lazy[list[list[PortRanges]]]", list[PortRanges] | np.ndarray | None]:
+    """Per node ``at[k]``, the ports of each of its ``counts[k]`` instances (their lists,
+    or what makes them when read); and the ports of each node in all (None when the
+    request asks none; for sequential ports, their codes in the view's
+    ``ports_free.table``, as :meth:`ClusterView.allocate_many` takes them). ``sequential``
+    keeps the sequential choices of one placement by (free ports, count): nodes of a kind
+    share their free ports."""
     if demand.port_ranges:  # named ports cannot go twice: one instance per node
-        return [[demand.port_ranges] * take for take in takes], [demand.port_ranges] * len(nodes)
+        return partial(_repeated_ports, demand.port_ranges, counts), [demand.port_ranges] * at.size
     if not demand.ports:
-        return [[NO_PORTS] * take for take in takes], None
-    chosen, unions = [], []
+        return partial(_repeated_ports, NO_PORTS, counts), None
     settings = pipeline.settings
     port_min, free_ports = settings.port_min, view.ports_free
     if settings.port_choice == "random":
-        for node, take in zip(nodes, takes):
+        chosen, unions = [], []
+        for node, take in zip(at.tolist(), counts.tolist()):
             free = free_ports[node]
             each = []
             for _ in range(take):
@@ -710,25 +878,42 @@ def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, nodes: list
             chosen.append(each)
             unions.append(free_ports[node].subtract(free))
         return chosen, unions
-    # Nodes of a kind share their free ports (the same object): each (free ports, count)
-    # is worked out once, and the nodes are looked up in C-level passes, not one by one.
-    frees = list(map(free_ports.__getitem__, nodes))
-    keys = list(zip(map(id, frees), takes))
-    for key, (free, take) in dict(zip(keys, zip(frees, takes))).items():
-        if key not in sequential:
-            union = free.take_sequential(demand.ports * take, port_min)
+    # Nodes of a kind share their free ports (one code of the view's column): each (free
+    # ports, count) is worked out once, the nodes' answers gathered by numpy.
+    table = free_ports.table
+    if at.size == 1:   # (one pick)
+        pairs, inverse = [(free_ports.codes.item(at.item(0)), counts.item(0))], np.zeros(1, dtype=np.int64)
+    else:
+        most = int(counts.max()) + 1
+        unique, inverse = distinct(free_ports.codes[at].astype(np.int64) * most + counts, len(table) * most)
+        pairs = zip(*(part.tolist() for part in divmod(unique, most)))
+    each_lists, union_codes = [], []
+    for code, take in pairs:
+        key = (id(table), code, take)
+        known = sequential.get(key)
+        if known is None:
+            union = table.values[code].take_sequential(demand.ports * take, port_min)
             taken, each = list(union), demand.ports
-            sequential[key] = ([PortRanges.from_ports(taken[k * each:(k + 1) * each])
-                                for k in range(take)], union, free)  # (keeps the id alive)
-    known = list(map(sequential.__getitem__, keys))
-    return list(map(_FIRST, known)), list(map(_SECOND, known))
+            known = sequential[key] = ([PortRanges.from_ports(taken[j * each:(j + 1) * each])
+                                        for j in range(take)], table.code(union), table)  # (keeps the id alive)
+        each_lists.append(known[0])
+        union_codes.append(known[1])
+    return partial(_gathered, each_lists, inverse), np.array(union_codes, dtype=np.int64)[inverse]
 
 
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+def _repeated_ports(ports: PortRanges, counts: np.ndarray) -> list[list[PortRanges]]:
+    return [[ports] * take for take in counts.tolist()]
+
+
+def _gathered(lists: list, inverse: np.ndarray) -> list:
+    """``lists[inverse[k]]`` for each k (one C-level pass)."""
+    return list(map(lists.__getitem__, inverse.tolist()))
 
 
 def _lowest_bits(free: np.ndarray, count: int) -> np.ndarray:
     """Per mask, its ``count`` lowest set bits (``lowest_bits`` for a column)."""
+    if count == 1:
+        return free & (~free + np.uint64(1))
     chosen = np.zeros_like(free)
     left = free.copy()
     for _ in range(count):

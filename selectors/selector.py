@@ -101,6 +101,11 @@ class Selector:
     #: the FGD paper's scheduler does: the tie rule is part of a policy, and a replay's
     #: report prints it)
     tie_rule: str = "seeded"
+    #: a node's key never rises when it takes an instance, and no other node's key moves
+    #: (a node key over free amounts, fuller first): the node the placement loop picks
+    #: among the job's hosts stays the first until it is full, so the loop fills them in
+    #: one step, in (key, tie) order (:meth:`~gangmaster.selectors.placement._Loop._fill_held`)
+    key_falls_when_booked: bool = False
 
     def __init__(self, candidate_nodes_factor: int = 2):
         self.candidate_nodes_factor = candidate_nodes_factor

@@ -113,9 +113,7 @@ class GangPlacement:
         """The host of each instance, in order (from the columns: no instance is made)."""
         hosts = [p.host for p in self._instances]
         for placed in self._roles:
-            names = placed.hosts
-            for node, masks in zip(placed.placed.nodes, placed.placed.gpu_masks):
-                hosts += [names[node]] * len(masks)
+            hosts += map(placed.hosts.__getitem__, placed.placed.instance_nodes().tolist())
         return hosts
 
     def __eq__(self, other: object) -> bool:

@@ -31,6 +31,7 @@ from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.explanation import NotAvailable
 from gangmaster.selectors.job_packing import packing_keys
 from gangmaster.selectors.pipeline import SelectionPipeline
+from gangmaster.selectors.placement import _by_rack
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -442,6 +443,47 @@ def test_several_job_hosts_with_room_are_picked_again_after_each_instance():
     assert workers[0] != workers[1]  # the example does what it says
     assert outcome(lambda: place_gang(view, roles, make_pipeline(strategy, 0))) == \
            outcome(lambda: reference_place(view, roles, make_pipeline(strategy, 0)))
+
+
+@st.composite
+def fan_out_gangs(draw) -> tuple[RoleSpec, ...]:
+    """Story 3's shape, small: a role capped at one per node spreads over several nodes,
+    then a role capped at two finds several of the job's hosts with room (and ports and
+    GPUs to choose on each)."""
+    def role(name, instances, cap, gpus):
+        return RoleSpec(name=name, instances=instances, cpu=draw(st.integers(1, 6)),
+                        memory_mb=draw(st.sampled_from([512, 4096, 16384])), gpus=gpus,
+                        ports={"p": draw(st.integers(0, 2))}, commands=("true",), completion=Completion(),
+                        task_retry_count=0, retry=RetryPolicy(), request_ratio=draw(st.sampled_from([1.0, 0.5])),
+                        max_instances_per_node=cap)
+    return (role("ps", draw(st.integers(2, 8)), 1, 0),
+            role("worker", draw(st.integers(1, 12)), draw(st.sampled_from([2, 3, None])), draw(st.integers(0, 2))))
+
+
+@settings(max_examples=60)
+@given(st.one_of(clusters(), uniform_clusters()), fan_out_gangs(), st.integers(0, 3), st.sampled_from([2, 8]))
+def test_the_jobs_hosts_filled_in_one_step_as_one_pick_each(view, roles, seed, recent_hosts):
+    """Job packing fills the job's hosts with room in one step, in (key, tie) order
+    (``Selector.key_falls_when_booked``): the same instances as one pick per instance."""
+    note(describe(view))
+    expected = outcome(lambda: reference_place(view, roles, make_pipeline("job-packing", seed), None, recent_hosts))
+    assert outcome(lambda: place_gang(view, roles, make_pipeline("job-packing", seed),
+                                      recent_hosts=recent_hosts)) == expected
+
+
+@given(st.integers(1, 40).flatmap(lambda count: st.tuples(
+    st.just(count), st.lists(st.integers(0, count - 1), min_size=1, max_size=200),
+    st.sets(st.integers(0, count - 1), max_size=2))))
+def test_a_sweep_goes_rack_by_rack_in_the_order_of_each_racks_first_node(case):
+    """The sweep's grouping (radix sorts of small integers) is the plain definition: a
+    stable sort of the nodes by their rack's first position (the job's racks first)."""
+    count, racks, first = case
+    racks = np.array(racks, dtype=np.int32)
+    first_seen = np.full(count, racks.size)
+    for position, rack in reversed(list(enumerate(racks.tolist()))):
+        first_seen[rack] = position
+    first_seen[list(first)] = -1
+    assert _by_rack(racks, count, first).tolist() == np.argsort(first_seen[racks], kind="stable").tolist()
 
 
 @pytest.mark.parametrize("strategy", ["random", "job-packing", "topology"])

@@ -36,3 +36,16 @@ def test_allocate_many_books_or_refuses_changing_nothing(rows, counts, taken, re
     assert v.memory_free.tolist() == [80] * 3 and v.ports_free_count.tolist() == [2] * 3
     assert [str(v.ports_free[i]) for i in range(3)] == [str(PortRanges.from_ports([20002, 20003]))] * 3
     assert v.instances_of("r").tolist() == [2] * 3
+
+
+@pytest.mark.parametrize("booked", [[1], [0, 1, 2, 3, 4, 5, 6, 7]])   # a few rows, most rows (cached columns stale)
+def test_cached_columns_follow_a_bulk_booking(booked):
+    v = view(8)
+    above = v.ports_free_at_or_above(20001).copy()
+    watched = v.watch_rows()
+    taken = [PortRanges.from_ports([20001])] * len(booked)
+    v.allocate_many(np.array(booked), np.ones(len(booked)), Demand.of(ResourceDescriptor(memory_mb=10, ports=1)),
+                    None, taken)
+    above[booked] -= 1
+    assert v.ports_free_at_or_above(20001).tolist() == above.tolist()
+    assert watched == set(booked)   # a watcher is told every row
