@@ -33,8 +33,8 @@ SIZES = {
     "rm": (["--nodes", "20", "--events", "2000", "--allocations", "50", "--calls", "20"],
            r"event loop: +[\d,]+ events/s.*\nallocation: +[\d,]+ containers/s.*\ngRPC: +allocate \d+ us"),
     "select": (["--nodes", "200", "--requests", "60", "--selector", "best-fit"],
-               r"200 best-fit +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+x +[\d.]+x +[\d.]+x +\d+\n(.*\n)*"
-               r" +200 floor \(sorted\) +[\d.]+\n(.*\n)*.*ClusterView: \d+ bytes/node(.*\n)*"
+               r"200 best-fit +[\d.]+ +[\d.]+ +[\d.]+ +[\d.]+x +[\d.]+x +[\d.]+x +[\d.]+x +\d+\n(.*\n)*"
+               r" +200 floor \(sorted\) +[\d.]+\n +200 floor \(same\) +[\d.]+ .*\n(.*\n)*.*ClusterView: \d+ bytes/node(.*\n)*"
                r"peak RSS: \d+ MB"),
     "gang": (["--servers", "10", "--workers", "10", "--repeat", "1"],
              r"placed 21 instances(.*\n)*placement decision: [\d.]+ ms wall"),

@@ -315,9 +315,8 @@ class ResourceManager:
 
     # ================================================================ preemption (:mod:`.preemption`)
     def preempt(self, app_id: str, grace_s: float, reason: Reason | str = NO_REASON) -> PreemptionMessage:
-        """Preempt the application's whole gang: its AM is told at its next heartbeat, and
-        every container still alive ``grace_s`` seconds from now ends preempted. ``reason``
-        says for whom: a code, or an operator's own text (a fault injected), kept as OTHER."""
+        """Preempt the application's whole gang: its AM is told at its next heartbeat, and every container still
+        alive ``grace_s`` s from now ends preempted; ``reason``: a code, or an operator's text (kept as OTHER)."""
         check.check_name(app_id, "app_id")
         if isinstance(reason, str):
             reason = other(check.check_text(reason, "reason"))

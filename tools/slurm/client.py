@@ -264,9 +264,16 @@ class SlurmRMClient(RMClient):
         """Each node's switches, as Slurm's topology.conf names them (leaf, spine, core...;
         :mod:`~gangmaster.tools.snapshots.slurm_topology`), read once: where ``scontrol show
         config`` says Slurm reads it (none: no TopologyPlugin that reads it, or no such file
-        where this process runs, as in a configless Slurm)."""
+        where this process runs, as in a configless Slurm; or ``scontrol show config`` itself
+        fails: the switches are unknown, which costs a ``networkDomain`` gang its domains, not the
+        node reports)."""
         if self._switches is None:
-            path = topology_conf_of(self._run("scontrol", "show", "config").stdout)
+            try:
+                config = self._run("scontrol", "show", "config", check=False)
+            except SlurmError:
+                config = None
+            said = config.stdout if config is not None and config.returncode == 0 else ""
+            path = topology_conf_of(said)
             self._switches = read_topology(path) if path is not None and path.is_file() else {}
         return self._switches
 
