@@ -25,14 +25,14 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_columns_equal_those_of_the_outcome_values(name):
-    result = replay(synthetic(150), cluster(2), CASES[name])
+    result = replay(synthetic(120), cluster(3), CASES[name])
     kept, of_values = JobColumns.of(result.jobs), JobColumns.of(tuple(result.jobs))
     assert kept is result.jobs.columns
     for field in fields(JobColumns):
         mine, theirs = getattr(kept, field.name), getattr(of_values, field.name)
         assert mine.dtype == theirs.dtype, field.name
         assert np.array_equal(mine, theirs, equal_nan=mine.dtype.kind == "f"), field.name
-    assert result.jobs == tuple(result.jobs) and len(result.jobs) == 150
+    assert result.jobs == tuple(result.jobs) and len(result.jobs) == 120
 
 
 def test_the_outcomes_read_one_by_one_are_the_values():
