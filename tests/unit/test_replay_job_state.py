@@ -38,4 +38,5 @@ def test_the_columns_equal_those_of_the_outcome_values(name):
 def test_the_outcomes_read_one_by_one_are_the_values():
     result = replay(synthetic(40), cluster(1))
     assert result.jobs[3] == tuple(result.jobs)[3] and list(result.jobs[:2]) == list(result.jobs)[:2]
-    assert {j.outcome for j in result.jobs} == {"succeeded"}
+    assert [j.outcome for j in result.jobs] == list(result.jobs.columns.outcome)
+    assert {"succeeded", "never-fits"} <= {j.outcome for j in result.jobs}   # (a 32-GPU gang on one node)
