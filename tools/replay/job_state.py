@@ -3,10 +3,10 @@ the table), filled as jobs start and end, and handed to the metrics as numpy col
 without a per-job object in between.
 
 **Why columns.** A replay of the full Philly trace has 82,247 jobs; keeping each one's start,
-end, hosts, gang wait and outcome on its own record and then gathering them record by
-record into :class:`JobOutcome` values and again into the metrics' columns cost more than
-a second of CPU per run (BENCHMARKS.md, "Session 15 — the replay's job state in
-columns"). Here each is one list, written at the job's row as the driver learns it (a
+end, hosts, gang wait and outcome on its own record meant gathering them record by record
+into :class:`JobOutcome` values and again into the metrics' columns (1.8 % of the replay's
+profile, and every reader of the figures looped over the values again: BENCHMARKS.md,
+"Session 15 — the replay's job state in columns"). Here each is one list, written at the job's row as the driver learns it (a
 list's item is set in C; a numpy array's costs a boxed scalar per write) and turned
 into a numpy column once, at the end, in C (:meth:`JobState.columns`; ``None`` becomes
 NaN). The table's own columns (submit, duration, GPUs, queue) are read once too.
