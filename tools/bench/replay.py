@@ -64,6 +64,7 @@ def add_parser(sub):
 def run(args) -> int:
     from gangmaster.tools.replay.clusters import sized
     from gangmaster.tools.replay.engine import ReplayOptions, replay
+    from gangmaster.tools.replay.metrics import JobColumns
     from gangmaster.tools.replay.philly import read_philly
     from gangmaster.tools.replay.trace import JobTable
 
@@ -89,16 +90,16 @@ def run(args) -> int:
                                                       cluster_reservations=args.cluster_reservations))
         cpu = time.process_time() - cpu
         walls[policy] = result.wall_s
-        done = [j for j in result.jobs if j.end_s is not None]
-        jct = sum(j.end_s - j.submit_s for j in done) / max(1, len(done))
+        jobs = JobColumns.of(result.jobs)   # (the replay's own columns: no per-job loop here)
+        jct = float(np.sum(jobs.jct[jobs.finished])) / max(1, int(np.count_nonzero(jobs.finished)))
         print(f"  engine {policy:8s}: {result.wall_s:6.2f} s wall = {result.wall_s / floor_s:5.1f} x floor, "
               f"{cpu:6.2f} s CPU = {cpu / floor_cpu:5.1f} x floor   "
               f"{cpu / len(table.jobs) * 1e6:6.0f} us CPU/job   mean JCT {jct:,.0f} s   "
               f"{result.events:,} events   {result.select_calls:,} placements ({result.select_s:.2f} s)   "
               f"peak RSS {_peak_rss_mb():,.0f} MiB")
-        big = [j.start_s - j.submit_s for j in result.jobs if j.start_s is not None and j.gpus > 8]
-        print(f"    gangs > 8 GPUs: {len(big):,}, longest wait {max(big, default=0):,.0f} s, "
-              f"mean {sum(big) / max(1, len(big)):,.0f} s   reserved GPUs held idle "
+        big = jobs.queueing[jobs.started & (jobs.gpus > 8)]
+        print(f"    gangs > 8 GPUs: {len(big):,}, longest wait {float(np.max(big, initial=0)):,.0f} s, "
+              f"mean {float(np.sum(big)) / max(1, len(big)):,.0f} s   reserved GPUs held idle "
               f"{result.reservation_hold_gpu_s / 3600:,.1f} GPU-h")
         cpus[policy] = cpu
     for policy in walls:

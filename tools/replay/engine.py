@@ -107,7 +107,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
+from typing import Callable, Sequence
 
 from gangmaster.am.spec.am_settings import AMSettings
 from gangmaster.am.core.cluster_tracker import ClusterTracker
@@ -125,7 +125,6 @@ from gangmaster.selectors.pipeline import SelectionPipeline
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.selectors.selector import get_selector
-from gangmaster.selectors.values import value
 from gangmaster.selectors.settings import SelectionSettings
 
 from ..rmsim.core import RMEvent
@@ -133,6 +132,7 @@ from ..rmsim.queues import Queue
 from ..rmsim.simulation import Simulation
 from .clusters import ReplayCluster
 from .job_specs import gang_shape, job_spec
+from .job_state import JobOutcome, JobOutcomes, JobState
 from .lane import SingleTaskLane, takes
 from .preempting import DEFAULT_GRACE_S, Preempting, Preemption
 from .queue_policy import QUEUE_POLICIES, dropped, queue_for
@@ -152,9 +152,6 @@ _QUIET = QuietLog()
 _NO_JOURNAL = NoJournal()
 #: A job's submit time (as the replay's clock reads it), and the queue its trace names.
 _SUBMIT_S, _QUEUE = operator.attrgetter("submit_s"), operator.attrgetter("queue")
-#: A job's fields in a JobOutcome's order, its racks left out (_Replay.outcomes).
-_OUTCOME_FIELDS = operator.attrgetter("trace.job_id", "queue", "submit_s", "start_s", "end_s", "trace.duration_s",
-                                      "gpus", "trace.instances", "hosts", "gang_wait_s", "outcome")
 #: The RM queue of jobs whose trace names none.
 DEFAULT_QUEUE = "default"
 #: The request a strategy's node key is asked for when the shared view's index is kept
@@ -197,28 +194,9 @@ class ReplayOptions:
             raise ValueError(f"preemption_grace_s: expected a number >= 0, got {self.preemption_grace_s}")
 
 
-@value
-class JobOutcome:
-    """What became of one job: a value (as the RM protocol's messages are, not frozen: a
-    replay makes one per job, and a frozen ``__init__`` costs four times as much)."""
-
-    job_id: str
-    queue: str
-    submit_s: float
-    start_s: float | None
-    end_s: float | None
-    duration_s: float
-    gpus: int
-    instances: int
-    hosts: tuple[str, ...]      # distinct hosts, in the gang's rank order
-    racks: tuple[str, ...]      # distinct racks, likewise
-    gang_wait_s: float          # last task start - first task start (0: all or nothing)
-    outcome: str                # "succeeded" | "never-fits" | "unfinished" | "failed" | "dropped"
-
-
 @dataclass(frozen=True)
 class ReplayResult:
-    jobs: tuple[JobOutcome, ...]   # in table order
+    jobs: Sequence[JobOutcome]     # in table order (a replay's: JobOutcomes, whose .columns the metrics read)
     timeline: Timeline
     wall_s: float
     events: int                    # events the virtual clock ran
@@ -287,26 +265,33 @@ def tie_rule(options: ReplayOptions) -> str:
 
 class _Job:
     """A job being replayed: its table row, its AM while it has one (or what the single-task
-    lane keeps of it, :class:`~.lane.LaneTask`, while the lane runs it), what it held. It waits
-    in its queue as itself: a queue policy reads its ``order`` (its row) and ``shape``
-    (:class:`~.queue_policy.Waiting`'s fields; the shape only where the policy reads it)."""
+    lane keeps of it, :class:`~.lane.LaneTask`, while the lane runs it). It waits in its queue
+    as itself: a queue policy reads its ``order`` (its row, until a preemption requeues it)
+    and ``shape`` (:class:`~.queue_policy.Waiting`'s fields; the shape only where the policy
+    reads it). What becomes of it (start, end, hosts, gang wait, outcome) is in the run's
+    :class:`~.job_state.JobState` at its ``row``; ``start_s`` and ``hosts`` read it there."""
 
-    __slots__ = ("order", "trace", "submit_s", "gpus", "queue", "label", "partition", "shape", "am", "lane", "start_s",
-                 "end_s", "hosts", "gang_wait_s", "outcome")
+    __slots__ = ("order", "row", "trace", "submit_s", "gpus", "queue", "label", "partition", "shape", "am", "lane",
+                 "state")
 
-    def __init__(self, order: int, trace: TraceJob, submit_s: float, queue: str, label: str | None,
-                 partition: str | None):
-        self.order, self.trace, self.submit_s = order, trace, submit_s   # (submit_s: the trace's, scaled)
+    def __init__(self, row: int, trace: TraceJob, submit_s: float, queue: str, label: str | None,
+                 partition: str | None, state: JobState):
+        self.order = self.row = row
+        self.trace, self.submit_s = trace, submit_s   # (submit_s: the trace's, scaled)
         self.queue, self.label, self.partition = queue, label, partition
         self.gpus = trace.gpus   # read at every start, end and pass: summed once
         self.shape = None
         self.am: ApplicationMaster | None = None
         self.lane = None
-        self.start_s: float | None = None
-        self.end_s: float | None = None
-        self.hosts: tuple[str, ...] = ()
-        self.gang_wait_s = 0.0
-        self.outcome = "unfinished"
+        self.state = state
+
+    @property
+    def start_s(self) -> float | None:
+        return self.state.start[self.row]
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return self.state.hosts[self.row]
 
 
 class _Replay:
@@ -375,13 +360,14 @@ class _Replay:
             self.partition_queues.setdefault(partition, []).append(name)
         # The jobs, made column by column (in C: a trace has tens of thousands): each in its
         # queue, which gives its node label (none when no queue is isolated) and partition.
-        traces = table.jobs
+        traces = self.table_jobs = table.jobs
         queues = list(map({name: name or DEFAULT_QUEUE for name in named}.__getitem__, map(_QUEUE, traces)))
         label_of = {name: (name if name in isolated else SHARED_LABEL) if isolated else None for name in queue_names}
         submit_s = map(operator.mul, map(_SUBMIT_S, traces), itertools.repeat(options.time_scale))
+        self.state = JobState(len(traces))
         self.jobs: list[_Job] = list(map(_Job, itertools.count(), traces, submit_s, queues,
                                          map(label_of.__getitem__, queues),
-                                         map(self.queue_partition.__getitem__, queues)))
+                                         map(self.queue_partition.__getitem__, queues), itertools.repeat(self.state)))
         # Whether the queues read a job's shape (every queue has the one policy; one that does not
         # say is given it): then each job's is worked out once, here.
         if getattr(self.queues[queue_names[0]], "by_shape", True):
@@ -419,7 +405,7 @@ class _Replay:
         # (with preemption every job goes through its AM: the lane's tasks are no RM application
         # a preemption could take, and its jobs would never ask for one)
         self.lane = (SingleTaskLane(self.tracker, self.selection, self.pipelines, self.core, self.sim.node_manager,
-                                    self._now, self.metrics.selection_latency.observe, self._lane_exited)
+                                    self.metrics.selection_latency.observe, self._lane_exited)
                      if lane and not options.preemption else None)
         #: preemption (--preemption on): whom a waiting job may preempt, what was preempted
         self.preempting = (Preempting(self.core, self.by_app, options.preemption_grace_s, len(self.jobs))
@@ -541,17 +527,20 @@ class _Replay:
         if lane is None and job.am is None and self.lane is not None and takes(job.trace):
             if not self.lane.admit(job, job.label):   # it can never run here
                 job.lane = None
-                job.outcome = "never-fits"
+                self.state.outcome[job.row] = "never-fits"
                 self._left_queue(job)
                 self._counted()
                 return True
             lane = job.lane
         if lane is not None:
             self._sync()
-            if self.lane.try_start(job):
-                self._running(job)
-                return True
-            return False
+            host = self.lane.try_start(job)
+            if host is None:
+                return False
+            state, row = self.state, job.row
+            state.start[row], state.hosts[row] = self._now(), (host,)
+            self._running(job)
+            return True
         if job.am is None:
             self._admit(job)
             if job.am.done:   # refused at submission: it can never run here
@@ -624,22 +613,23 @@ class _Replay:
         if job.lane is not None:
             job.lane = None
             self._left_queue(job)
-            job.outcome = "dropped"
+            self.state.outcome[job.row] = "dropped"
             self._counted()
             return
         self.sim.client.kill(job.am.app_id, "dropped: no room at its arrival (queue policy drop)")
         self._heartbeat(job)
-        job.outcome = "dropped"
+        self.state.outcome[job.row] = "dropped"
 
     def _started(self, job: _Job, gang) -> None:
-        job.start_s = gang.record.started_at
+        state, row = self.state, job.row
+        state.start[row] = gang.record.started_at
         tasks = gang.tasks
-        if len(tasks) == 1:   # (most jobs: one host, no wait for the others)
-            job.hosts = (tasks[0].host,)
+        if len(tasks) == 1:   # (one host, no wait for the others)
+            state.hosts[row] = (tasks[0].host,)
         else:
-            job.hosts = tuple(dict.fromkeys([task.host for task in tasks]))
+            state.hosts[row] = tuple(dict.fromkeys([task.host for task in tasks]))
             starts = [task.started_at for task in tasks]
-            job.gang_wait_s = max(starts) - min(starts)
+            state.gang_wait[row] = max(starts) - min(starts)
         self._running(job, tasks)
 
     def _running(self, job: _Job, tasks=None) -> None:
@@ -658,7 +648,8 @@ class _Replay:
         gpus = job.gpus
         self.allocated -= gpus
         self.free_gpus[job.partition] += gpus
-        job.start_s, job.hosts, job.gang_wait_s = None, (), 0.0
+        state, row = self.state, job.row
+        state.start[row], state.hosts[row], state.gang_wait[row] = None, (), 0.0
         job.order = self.preempting.requeue_order()
         self.queues[job.queue].add(job)
         self.waiting_jobs += 1
@@ -674,7 +665,7 @@ class _Replay:
     def _ended(self, job: _Job) -> None:
         am = job.am
         if job.start_s is None:   # refused, or its asks rejected: it can never run here
-            job.outcome = "never-fits" if am.outcome == "failed" else am.outcome or "unfinished"
+            self.state.outcome[job.row] = "never-fits" if am.outcome == "failed" else am.outcome or "unfinished"
             self._left_queue(job)
         else:
             self._finished(job, am.outcome or "unfinished")
@@ -686,8 +677,8 @@ class _Replay:
     def _finished(self, job: _Job, outcome: str) -> None:
         """The started job ended ``outcome`` now: its GPUs are free, its partition's queues
         to be tried."""
-        job.outcome = outcome
-        job.end_s = self._now()
+        state, row = self.state, job.row
+        state.outcome[row], state.end[row] = outcome, self._now()
         if self.reservations is not None:
             self.reservations.ended(job)
         gpus = job.gpus
@@ -728,21 +719,12 @@ class _Replay:
         self.hol_total -= held
 
     # ------------------------------------------------------------------ results
-    def outcomes(self) -> tuple[JobOutcome, ...]:
-        """Every job's outcome, in table order: made column by column (in C), the racks worked
-        out once per distinct set of hosts."""
-        if not self.jobs:
-            return ()
-        (job_ids, queues, submit_s, start_s, end_s, durations, gpus, instances, hosts, gang_wait_s,
-         outcomes) = zip(*map(_OUTCOME_FIELDS, self.jobs))
-        racks_of = {gang: self._racks_of(gang) for gang in set(hosts)}
-        return tuple(map(JobOutcome, job_ids, queues, submit_s, start_s, end_s, durations, gpus, instances, hosts,
-                         map(racks_of.__getitem__, hosts), gang_wait_s, outcomes))
-
-    def _racks_of(self, hosts: tuple[str, ...]) -> tuple[str, ...]:
-        """The distinct racks of ``hosts``, in their order."""
-        rack_of = self.rack_of
-        return (rack_of[hosts[0]],) if len(hosts) == 1 else tuple(dict.fromkeys([rack_of[h] for h in hosts]))
+    def outcomes(self) -> JobOutcomes:
+        """Every job's outcome, in table order, from the run's :class:`JobState` (values made
+        only when read one by one; the metrics read its columns)."""
+        jobs = self.jobs
+        return self.state.outcomes(self.table_jobs, [job.queue for job in jobs], [job.submit_s for job in jobs],
+                                   self.rack_of)
 
     def selection_cost(self) -> tuple[int, float]:
         registry = self.metrics.registry

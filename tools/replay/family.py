@@ -35,7 +35,7 @@ from .artifact import PAPER_FGD, PAPER_POLICY, ExpectedResults
 from .clusters import ReplayCluster
 from .comparison import gangmaster_version
 from .engine import ReplayOptions, replay
-from .metrics import fill_curve
+from .metrics import JobColumns, fill_curve
 
 #: The pod lists of a family: the artifact's names.
 POD_LIST_GLOB = "openb_pod_list_*.csv"
@@ -148,9 +148,9 @@ def replay_task(task: Task) -> ReplayFigures:
     result = replay(plan.table, _cluster(nodes_path), ReplayOptions(selector=selector, queue_policy="drop", seed=seed))
     curve = fill_curve(plan.table, result, plan.capacity_milli)
     reached = curve.arrived[-1] >= ARRIVED_PCT * curve.capacity_milli
-    placed = sum(job.start_s is not None for job in result.jobs)
-    return ReplayFigures(workload, selector, seed, len(result.jobs), placed,
-                         sum(job.outcome == "dropped" for job in result.jobs),
+    jobs = JobColumns.of(result.jobs)
+    return ReplayFigures(workload, selector, seed, len(result.jobs), int(np.count_nonzero(jobs.started)),
+                         int(np.count_nonzero(jobs.outcome == "dropped")),
                          float(100.0 - curve.at(np.array([ARRIVED_PCT]))[0]) if reached else None,
                          result.select_calls, result.select_s, result.wall_s)
 

@@ -71,16 +71,16 @@ class LaneTask:
 
 class SingleTaskLane:
     """The lane of one replay: the shared tracker, pipelines and selection settings (the
-    AMs' own), the RM (its ledger, compiled asks and NodeManager), the clock, and
+    AMs' own), the RM (its ledger, compiled asks and NodeManager), and
     ``ended(job)``, the driver's call when a job's task has exited."""
 
     def __init__(self, tracker: ClusterTracker, selection: SelectionSettings,
-                 pipelines: dict[str, SelectionPipeline], core, node_manager, now: Callable[[], float],
+                 pipelines: dict[str, SelectionPipeline], core, node_manager,
                  observe_selection: Callable[[float], None], ended: Callable[[object], None]):
         placement = AMPlacement(lambda: [], selection, "", {}, tracker, pipelines)
         self.pipeline_for = placement.pipeline_for
         self.tracker, self.core, self.ledger = tracker, core, core.ledger
-        self.node_manager, self.now = node_manager, now
+        self.node_manager = node_manager
         self.observe_selection, self.ended = observe_selection, ended
 
     def admit(self, job, label: str | None) -> bool:
@@ -96,22 +96,22 @@ class SingleTaskLane:
             task.at_start = (placed, view, view.changes)
         return True
 
-    def try_start(self, job) -> bool:
+    def try_start(self, job) -> str | None:
         """Place and book the job's task on the view (synced by the caller), and start it:
-        True when it started, False when it found no room (or, the cluster unchanged since
-        its last try, would find none)."""
+        the host it started on (now, by the clock; the driver keeps both), or None when it
+        found no room (or, the cluster unchanged since its last try, would find none)."""
         task = job.lane
         tracker = self.tracker
         growth = tracker.grown
         if task.no_room and growth == task.placed_at_growth:
-            return False
+            return None
         task.placed_at_growth = growth
         started = time.perf_counter()
         try:
             placement = self._place(task)
         except GangDoesNotFit:
             task.no_room = True
-            return False
+            return None
         finally:
             self.observe_selection(time.perf_counter() - started)
         task.no_room = False
@@ -124,9 +124,8 @@ class SingleTaskLane:
             raise RuntimeError(f"replay: job {job.trace.job_id}'s task was placed on the shared view but "
                                f"{placed.host} cannot hold it (the view and the RM disagree): {exc}") from None
         task.node = node
-        job.start_s, job.hosts = self.now(), (placed.host,)
         self.node_manager.run_outside(task, float(job.trace.duration_s), lambda: self._exited(job))
-        return True
+        return placed.host
 
     def _place(self, task: LaneTask):
         """The placement an AM's first gang attempt makes (``AMPlacement.place``): the

@@ -139,6 +139,12 @@ class JobColumns:
 
     @classmethod
     def of(cls, jobs) -> "JobColumns":
+        """The columns of ``jobs``, JobOutcome values: a replay's own sequence of them carries
+        its columns already (:class:`~.job_state.JobOutcomes`, made from the driver's), any
+        other is read value by value."""
+        columns = getattr(jobs, "columns", None)
+        if columns is not None:
+            return columns
         if not jobs:
             empty = np.array([], dtype=float)
             return cls(empty, empty, empty, empty, empty.astype(np.int64), empty.astype(np.int64),
@@ -344,16 +350,16 @@ def fill_curve(table, result, capacity_milli: int) -> FillCurve:
     if len(table.jobs) != len(result.jobs):
         raise ValueError(f"fill_curve: {len(table.jobs)} pods in the table, {len(result.jobs)} in the result")
     asked = np.fromiter((job.gpu_milli for job in table.jobs), dtype=np.int64, count=len(table.jobs))
-    placed = np.fromiter((job.start_s is not None for job in result.jobs), dtype=bool, count=len(result.jobs))
+    placed = JobColumns.of(result.jobs).started
     return FillCurve(np.cumsum(asked * 100), np.cumsum(asked * 100 * placed), capacity_milli)
 
 
 def fill_figures(curve: FillCurve, table, result) -> dict[str, Any]:
     """One fill replay's own figures: pods placed and dropped, GPUs arrived and allocated at
     the end, and :func:`fill_groups` by queue and by gang size."""
-    outcomes = [job.outcome for job in result.jobs]
-    return {"pods": len(outcomes), "placed": sum(job.start_s is not None for job in result.jobs),
-            "dropped": outcomes.count("dropped"),
+    jobs = JobColumns.of(result.jobs)
+    return {"pods": len(jobs.outcome), "placed": int(np.count_nonzero(jobs.started)),
+            "dropped": int(np.count_nonzero(jobs.outcome == "dropped")),
             "arrived_gpu_pct": _num(float(curve.percent(curve.arrived[-1]))) if len(curve.arrived) else 0.0,
             "allocated_gpu_pct": _num(float(curve.percent(curve.allocated[-1]))) if len(curve.allocated) else 0.0,
             **fill_groups(table, result)}
@@ -373,8 +379,8 @@ def fill_groups(table, result) -> dict[str, dict[str, dict[str, Any]]]:
     ``gpus_asked`` and ``gpus_placed`` (GPUs, shares as milli/1000) and
     ``gpus_placed_share`` (placed / asked; None when the group asks none)."""
     asked = np.fromiter((job.gpu_milli for job in table.jobs), dtype=np.int64, count=len(table.jobs))
-    placed = np.fromiter((job.start_s is not None for job in result.jobs), dtype=bool, count=len(result.jobs))
-    dropped = np.array([job.outcome == "dropped" for job in result.jobs], dtype=bool)
+    jobs = JobColumns.of(result.jobs)
+    placed, dropped = jobs.started, jobs.outcome == "dropped"
     queues = np.array([job.queue for job in table.jobs], dtype=object)
     buckets = np.array([fill_bucket(int(m)) for m in asked], dtype=object)
     order = ["0"] + [name for name, *_ in GANG_BUCKETS]
