@@ -661,7 +661,7 @@ class ClusterView(NodeColumns):
             self.instances_of(role)[at] += counts
 
     def _allocate_few(self, rows: list[int], counts: list[int], each: Demand, gpus: list[int] | None,
-                      ports: list | None, role: str | None) -> None:
+                      ports: list[Any] | None, role: str | None) -> None:
         """:meth:`allocate_many` of a few nodes, one after another in plain Python: every
         node checked before any is written (``ports``: the sets or their codes in the table)."""
         if len(set(rows)) != len(rows):
@@ -896,7 +896,8 @@ def _encode(values: list[str]) -> tuple[list[str], np.ndarray]:
 def _popcounts(masks: np.ndarray) -> np.ndarray:
     """Set bits per uint64 (numpy < 2 has no bitwise_count)."""
     if _BITWISE_COUNT is not None:
-        return _BITWISE_COUNT(masks).astype(np.int64)
+        counted: np.ndarray = _BITWISE_COUNT(masks).astype(np.int64)
+        return counted
     x = masks - ((masks >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
     x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)

@@ -30,6 +30,7 @@ READS_FILES = {
     "test_packaging.py": "tools",        # pyproject.toml against every folder and stub
     "test_rm_private_names.py": "tools.rmsim",  # tools/rmsim's sources, by AST
     "test_domain_owners.py": "tools",    # am/, selectors/ and tools/rmsim's sources, as text
+    "test_replay_metrics_golden.py": "tools.replay",  # the replay's metrics against a golden file
     "test_typing.py": "selectors",       # mypy --strict over the plugin API
 }
 

@@ -224,9 +224,11 @@ def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serv
 
 #: A task that writes "start|end ATTEMPT INDEX TIME" to the file it is given as it starts and ends
 #: (on SIGTERM too); in its gang's first attempt it runs until stopped.
+#: (bash: its clock is a variable, so a mark made while the task's process group is being
+#: stopped loses no field to a killed `date`, as sh's command substitution did under load)
 MARKING_TASK = """
 marks=$1
-mark() { echo "$1 $GANGMASTER_ATTEMPT $PAI_TASK_INDEX $(date +%s.%N)" >> "$marks"; }
+mark() { echo "$1 $GANGMASTER_ATTEMPT $PAI_TASK_INDEX $EPOCHREALTIME" >> "$marks"; }
 trap 'mark end; exit 143' TERM
 mark start
 if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep 1000 & wait; fi
@@ -246,7 +248,7 @@ def test_a_rerun_after_the_am_was_killed_stops_the_earlier_tasks_before_starting
     (tmp_path / "task.sh").write_text(MARKING_TASK)
     marks = tmp_path / "marks"
     (tmp_path / "job.yaml").write_text(SLEEPS.replace("sleeps", "marks").split("    commands:")[0]
-                                       + f"    commands: ['sh {tmp_path / 'task.sh'} {marks}']\n")
+                                       + f"    commands: ['bash {tmp_path / 'task.sh'} {marks}']\n")
     work = tmp_path / "run"
     try:
         with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as first:
