@@ -32,19 +32,17 @@ import logging
 import threading
 import time
 import weakref
-from typing import Callable, Sequence
+from typing import Callable
 
 import grpc
 from grpc._cython import cygrpc
 
 from gangmaster.am.barrier.config import BarrierConfig
-from gangmaster.am.barrier.coordinator import (Arrival, BarrierCoordinator, CoordinatorStatistics, NotOpenYet,
-                                               Released, TaskInfo)
+from gangmaster.am.barrier.coordinator import Arrival, BarrierCoordinator, NotOpenYet, Released
 from gangmaster.am.barrier.errors import BarrierError, BarrierInvalid
-from gangmaster.am.barrier.server import (MAX_HOLD_S, OPERATION_NAMES, BarrierServer, Undecodable,
-                                          tolerant_parser, advertised_address, error_to_proto, log_waiting,
-                                          server_options, task_info_to_proto)
-from gangmaster.am.barrier.task_context import attempt_env, own_env
+from gangmaster.am.barrier.server import (MAX_HOLD_S, OPERATION_NAMES, BarrierServer, CoordinatorFront, Undecodable,
+                                          advertised_address, error_to_proto, log_waiting, server_options,
+                                          task_info_to_proto, tolerant_parser)
 from gangmaster.conf.fields import ConfigError
 from gangmaster.protocol.grpc_security import ListenError, PortInUse, listen
 from gangmaster.protocol.proto import barrier_pb2 as pb
@@ -88,14 +86,12 @@ class _Call:
         self.timer: list | None = None
 
 
-class CompletionQueueBarrierServer:
+class CompletionQueueBarrierServer(CoordinatorFront):
     """The coordinator's gRPC server on one completion-queue thread, with
     :class:`~gangmaster.am.barrier.server.BarrierServer`'s synchronous API (safe from any thread)."""
 
     def __init__(self, config: BarrierConfig | None = None, coordinator: BarrierCoordinator | None = None):
-        self.config = config or BarrierConfig()
-        self.coordinator = coordinator or BarrierCoordinator(default_timeout_s=self.config.timeout_s,
-                                                             max_message_bytes=self.config.max_message_bytes)
+        super().__init__(config, coordinator)
         self._lock = threading.RLock()
         self._server = self._cq = self._thread = None
         self._port: int | None = None
@@ -403,36 +399,6 @@ class CompletionQueueBarrierServer:
     def _log_waiting(self) -> None:
         log_waiting(self.coordinator)
         self._call_later(self.config.log_interval_s, self._log_waiting)
-
-    # ---------------------------------------------------------------- attempts
-    def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
-                     timeout_s: float | None = None, token: str | None = None) -> str:
-        """Open the barrier of a gang attempt (superseding an older open attempt of the
-        gang, whose waiters fail at once); returns the attempt's secret token."""
-        return self.coordinator.open_attempt(job, gang, attempt, tasks, token=token, timeout_s=timeout_s)
-
-    def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
-        """Fail every waiter of the attempt now with ``AttemptFailed``; returns how many."""
-        return self.coordinator.fail_attempt(job, gang, attempt, reason)
-
-    def close_attempt(self, job: str, gang: str, attempt: int) -> int:
-        return self.coordinator.close_attempt(job, gang, attempt)
-
-    def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
-        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
-        task = tasks[index]
-        return {**self.attempt_env(job, gang, attempt, token, len(tasks)),
-                **own_env(task.index, task.role, task.role_index)}
-
-    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
-        return attempt_env(self.address, job, gang, attempt, token, count,
-                           tls_ca_file=self.config.tls_cert_file,
-                           log_interval_s=self.config.log_interval_s,
-                           retry_give_up_s=self.config.retry_give_up_s,
-                           max_message_bytes=self.coordinator.max_message_bytes)
-
-    def statistics(self) -> CoordinatorStatistics:
-        return self.coordinator.statistics()
 
 
 #: What this server uses of grpc's internals.

@@ -326,16 +326,66 @@ class _Servicer:
             yield _PING_REPLY
 
 
-class AsyncBarrierServer:
+class CoordinatorFront:
+    """What a coordinator server offers the AM beside serving (one piece for
+    :class:`AsyncBarrierServer` and the completion-queue server,
+    :mod:`~gangmaster.am.barrier.cq_server`): a gang attempt's barrier opened, failed and
+    closed, and the environment its tasks need. A subclass gives ``address``."""
+
+    config: BarrierConfig
+    coordinator: BarrierCoordinator
+
+    def __init__(self, config: BarrierConfig | None = None, coordinator: BarrierCoordinator | None = None):
+        self.config = config or BarrierConfig()
+        self.coordinator = coordinator or BarrierCoordinator(default_timeout_s=self.config.timeout_s,
+                                                             max_message_bytes=self.config.max_message_bytes)
+
+    @property
+    def address(self) -> str:
+        raise NotImplementedError
+
+    def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
+                     timeout_s: float | None = None, token: str | None = None) -> str:
+        """Open the barrier of a gang attempt; returns the attempt's secret token."""
+        return self.coordinator.open_attempt(job, gang, attempt, tasks, token=token, timeout_s=timeout_s)
+
+    def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
+        """Fail every waiter of the attempt now (the gang is being restarted)."""
+        return self.coordinator.fail_attempt(job, gang, attempt, reason)
+
+    def close_attempt(self, job: str, gang: str, attempt: int) -> int:
+        """The attempt finished; later calls from it are refused as stale."""
+        return self.coordinator.close_attempt(job, gang, attempt)
+
+    def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
+        """The environment variables task ``index`` of an open attempt needs for
+        :meth:`BarrierTaskContext.get` (``KeyError`` when the attempt is not open)."""
+        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
+        task = tasks[index]
+        return {**self.attempt_env(job, gang, attempt, token, len(tasks)),
+                **own_env(task.index, task.role, task.role_index)}
+
+    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
+        """The variables every task of an attempt opened with ``token`` for ``count`` tasks
+        has alike (:meth:`task_env` less the task's own)."""
+        return attempt_env(self.address, job, gang, attempt, token, count,
+                           tls_ca_file=self.config.tls_cert_file,
+                           log_interval_s=self.config.log_interval_s,
+                           retry_give_up_s=self.config.retry_give_up_s,
+                           max_message_bytes=self.coordinator.max_message_bytes)
+
+    def statistics(self) -> CoordinatorStatistics:
+        return self.coordinator.statistics()
+
+
+class AsyncBarrierServer(CoordinatorFront):
     """The coordinator's gRPC server in the caller's event loop.
 
     All methods except the coroutines ``start``/``stop`` are synchronous and must be
     called from the loop's thread (the coordinator's callbacks resolve asyncio futures)."""
 
     def __init__(self, config: BarrierConfig | None = None, coordinator: BarrierCoordinator | None = None):
-        self.config = config or BarrierConfig()
-        self.coordinator = coordinator or BarrierCoordinator(default_timeout_s=self.config.timeout_s,
-                                                             max_message_bytes=self.config.max_message_bytes)
+        super().__init__(config, coordinator)
         self._server: grpc.aio.Server | None = None
         self._port: int | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -381,40 +431,6 @@ class AsyncBarrierServer:
         if self._server is not None:
             await self._server.stop(grace)
         self._server = None
-
-    # ---------------------------------------------------------------- attempts
-    def open_attempt(self, job: str, gang: str, attempt: int, tasks: Sequence[TaskInfo],
-                     timeout_s: float | None = None, token: str | None = None) -> str:
-        """Open the barrier of a gang attempt; returns the attempt's secret token."""
-        return self.coordinator.open_attempt(job, gang, attempt, tasks, token=token, timeout_s=timeout_s)
-
-    def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
-        """Fail every waiter of the attempt now (the gang is being restarted)."""
-        return self.coordinator.fail_attempt(job, gang, attempt, reason)
-
-    def close_attempt(self, job: str, gang: str, attempt: int) -> int:
-        """The attempt finished; later calls from it are refused as stale."""
-        return self.coordinator.close_attempt(job, gang, attempt)
-
-    def task_env(self, job: str, gang: str, attempt: int, index: int) -> dict[str, str]:
-        """The environment variables task ``index`` of an open attempt needs for
-        :meth:`BarrierTaskContext.get` (``KeyError`` when the attempt is not open)."""
-        token, tasks = self.coordinator.attempt_tasks(job, gang, attempt)
-        task = tasks[index]
-        return {**self.attempt_env(job, gang, attempt, token, len(tasks)),
-                **own_env(task.index, task.role, task.role_index)}
-
-    def attempt_env(self, job: str, gang: str, attempt: int, token: str, count: int) -> dict[str, str]:
-        """The variables every task of an attempt opened with ``token`` for ``count`` tasks
-        has alike (:meth:`task_env` less the task's own)."""
-        return attempt_env(self.address, job, gang, attempt, token, count,
-                           tls_ca_file=self.config.tls_cert_file,
-                           log_interval_s=self.config.log_interval_s,
-                           retry_give_up_s=self.config.retry_give_up_s,
-                           max_message_bytes=self.coordinator.max_message_bytes)
-
-    def statistics(self) -> CoordinatorStatistics:
-        return self.coordinator.statistics()
 
     # ------------------------------------------------------------------- time
     def arm_timer(self) -> None:
