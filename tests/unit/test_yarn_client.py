@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 
 import pytest
 
+from gangmaster.am.core.gang_dispatch import by_deadline
 from gangmaster.protocol.rm_protocol import (AllocateRequest, ContainerState, ExitStatus, NodeState, ResourceRequest,
                                        WrongState)
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.yarn import ids
-from gangmaster.tools.yarn.client import YarnRMClient, exit_status, launch_env, report_of, shell_value
+from gangmaster.tools.yarn.client import (PREEMPTION_WAIT_KEY, YarnRMClient, exit_status, launch_env, report_of,
+                                          shell_value)
+from gangmaster.tools.yarn.rest import RestError
 from gangmaster.tools.yarn.proto import yarn_pb2 as yarn
 from gangmaster.tools.yarn.target import YarnTarget
 
@@ -29,8 +33,14 @@ SPECS = {f"localhost:{18100 + 10 * i}": NodeSpec(f"yarn-00{i}", "rack-a", frozen
 
 
 class FakeRest:
-    def __init__(self, nodes=None):
+    def __init__(self, nodes=None, conf=None):
         self.node_list = copy.deepcopy(nodes or NODES)
+        self.conf_values = conf or {}
+
+    def conf(self, key):
+        if key not in self.conf_values:
+            raise RestError(f"conf {key}", 404, "", "no such key")
+        return self.conf_values[key]
 
     def nodes(self):
         return copy.deepcopy(self.node_list)
@@ -53,8 +63,8 @@ class FakeScheduler:
         return answer
 
 
-def _client(*answers, nodes=None) -> tuple[YarnRMClient, FakeScheduler]:
-    client = YarnRMClient(YarnTarget("http://rm:8088", "rm:8030", dict(SPECS)), rest=FakeRest(nodes),
+def _client(*answers, nodes=None, conf=None) -> tuple[YarnRMClient, FakeScheduler]:
+    client = YarnRMClient(YarnTarget("http://rm:8088", "rm:8030", dict(SPECS)), rest=FakeRest(nodes, conf),
                           clock=lambda: 100.0)
     client.app_id, client.attempt = APP, 1
     scheduler = FakeScheduler(*answers)
@@ -164,6 +174,39 @@ def test_yarn_exit_statuses_map_to_ours(code, diagnostics, node_lost, expected):
     assert exit_status(_status(2, code, diagnostics), node_lost) == expected
 
 
+def _preempt(strict: tuple[int, ...] = (), contract: tuple[int, ...] = ()) -> yarn.AllocateResponseProto:
+    def entries(numbers):
+        return [yarn.PreemptionContainerProto(id=ids.container_id_proto(f"container_1796174400000_0001_01_{n:06d}"))
+                for n in numbers]
+    return yarn.AllocateResponseProto(preempt=yarn.PreemptionMessageProto(
+        strictContract=yarn.StrictPreemptionContractProto(container=entries(strict)),
+        contract=yarn.PreemptionContractProto(container=entries(contract))))
+
+
+def _cid(number: int) -> str:
+    return f"container_1796174400000_0001_01_{number:06d}"
+
+
+@pytest.mark.parametrize("answers,conf,expected", [
+    # the strict contract's containers, then the contract's; deadline: the client's clock (100) + YARN's grace
+    ([_preempt(strict=(2, 3), contract=(4,))], {PREEMPTION_WAIT_KEY: "15000"}, [((_cid(2), _cid(3), _cid(4)), 115.0)]),
+    # YARN's grace cannot be read: no deadline known
+    ([_preempt(strict=(2,))], {}, [((_cid(2),), math.inf)]),
+    # YARN repeats its notice each heartbeat: the AM is told of each container once
+    ([_preempt(strict=(2,)), _preempt(strict=(2, 3)), _preempt(strict=(2, 3))], {PREEMPTION_WAIT_KEY: "30000"},
+     [((_cid(2),), 130.0), ((_cid(3),), 130.0), None]),
+    # no preempt field: no notice
+    ([yarn.AllocateResponseProto()], {PREEMPTION_WAIT_KEY: "15000"}, [None]),
+])
+def test_yarns_preemption_notice_becomes_the_ams(answers, conf, expected):
+    client, _ = _client(*answers, conf=conf)
+    got = []
+    for _ in answers:
+        notice = client.allocate(AllocateRequest(APP, 1)).preemption
+        got.append(None if notice is None else (notice.containers, notice.deadline))
+    assert got == expected
+
+
 def test_a_lost_node_ends_its_containers_as_node_lost_and_updates_the_am_view():
     lost = copy.deepcopy(NODES)
     next(n for n in lost if n["id"] == "localhost:18110")["state"] = "LOST"
@@ -269,3 +312,8 @@ def test_the_gpus_a_real_rm_reports_taken_by_index():
     client, _ = _client(nodes=nodes)
     free = {n.host: n.free.gpu_mask for n in client.cluster_nodes()}
     assert free == {"yarn-000": 0, "yarn-001": 0b1100, "yarn-002": 0b1111}
+
+
+@pytest.mark.parametrize("deadline,said", [(115.0, "by 115s"), (math.inf, "when the RM kills them (no deadline known)")])
+def test_the_ams_log_says_a_notice_without_deadline_has_none(deadline, said):
+    assert by_deadline(deadline) == said

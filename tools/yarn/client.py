@@ -29,6 +29,13 @@ where YARN differs from gangmaster's RM (``protocol/rm_protocol.py``):
   - Exit statuses: YARN's ABORTED (-100), PREEMPTED (-102), KILLED_BY_APPMASTER (-105),
     -106 and -107 are ours too; a container YARN aborts because its node was lost
     ("released on a *lost* node") is ``NODE_LOST`` (-110).
+  - Preemption: YARN's ``preempt`` (its strict contract's containers, which it will kill, and
+    its contract's, which it takes unless the AM frees as much) becomes the AM's
+    ``PreemptionMessage``, each container once (YARN repeats the notice every heartbeat until
+    it kills). YARN's message has no deadline: the client adds the RM's grace, its
+    ``yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill`` (read once from
+    its ``/conf``), to the client's clock; where that cannot be read the deadline is ``inf``
+    (unknown: the containers end whenever YARN kills them).
   - Node updates: YARN sends a node only when its state changes; the client reads the
     RM's node list at each heartbeat (at most once a second) and sends every node whose
     report changed, as the simulator does.
@@ -59,7 +66,7 @@ from gangmaster.protocol.rm_client import RMClient
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container, ContainerState,
     ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport, NodeState, NotFound, PendingAsk,
-    RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused, WrongState,
+    PreemptionMessage, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused, WrongState,
 )
 from gangmaster.gpu_topology.masks import full_mask, indices_of
 from gangmaster.selectors.ports import PortRanges
@@ -78,6 +85,8 @@ DEFAULT_TASK_PORTS = "20000-29999"
 #: the RM's node list is read at most this often (seconds) for node updates
 NODES_REFRESH_S = 1.0
 ASK_PRIORITY = 1
+#: YARN's preemption grace (ms): how long its preemption monitor waits after the notice before it kills
+PREEMPTION_WAIT_KEY = "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill"
 #: the file in ``state_dir`` where the client keeps its containers' GPUs and ports (for attempt 2)
 CONTAINERS_FILE = "containers.json"
 #: YARN exit statuses (ContainerExitStatus) that end a container the program did not end
@@ -180,6 +189,8 @@ class YarnRMClient(RMClient):
         self._by_host: dict[str, _Node] = {}
         self._nodes_read_at = float("-inf")
         self._sent: dict[str, NodeReport] = {}
+        self._preempted: set[str] = set()                # containers the AM was told YARN preempts
+        self._preemption_grace_s: float | None = None    # YARN's, once read (inf: it cannot be)
 
     # ------------------------------------------------------------ the AM container
     @classmethod
@@ -426,8 +437,9 @@ class YarnRMClient(RMClient):
                 releases.append(held.proto.id)
         responses, self._early = self._early, []
         responses.append(self._allocate_call(asks, releases, request.progress))
-        allocated, completed, lost_nodes = [], [], set()
+        allocated, completed, lost_nodes, preempted = [], [], set(), []
         for response in responses:
+            preempted += self._newly_preempted(response)
             self._remember_tokens(response.nm_tokens)
             if response.HasField("am_rm_token"):
                 self._amrm = Token.from_proto(response.am_rm_token)
@@ -448,7 +460,33 @@ class YarnRMClient(RMClient):
         headroom = (limit.memory, limit.virtual_cores * 1000, _gpus_of(limit)) if responses[-1].HasField("limit") else None
         return AllocateResponse(allocated=tuple(allocated), completed=tuple(completed),
                                 node_updates=self._node_updates(), rejected=tuple(rejected), pending=tuple(pending),
-                                headroom=headroom, response_id=self._response_id)
+                                headroom=headroom, response_id=self._response_id,
+                                preemption=PreemptionMessage(tuple(preempted), self.clock() + self._preemption_grace())
+                                if preempted else None)
+
+    def _newly_preempted(self, response: yarn.AllocateResponseProto) -> list[str]:
+        """The containers YARN's ``preempt`` names that the AM was not told of yet (YARN repeats
+        its notice at every heartbeat until it kills them)."""
+        if not response.HasField("preempt"):
+            return []
+        notice = response.preempt
+        new = []
+        for entry in (*notice.strictContract.container, *notice.contract.container):
+            container_id = container_id_text(entry.id)
+            if container_id not in self._preempted:
+                self._preempted.add(container_id)
+                new.append(container_id)
+        return new
+
+    def _preemption_grace(self) -> float:
+        """Seconds YARN waits after its notice before it kills (its preemption monitor's
+        ``max_wait_before_kill``); ``inf`` where the RM's configuration cannot be read."""
+        if self._preemption_grace_s is None:
+            try:
+                self._preemption_grace_s = float(self.rest.conf(PREEMPTION_WAIT_KEY)) / 1000
+            except (RestError, ValueError):
+                self._preemption_grace_s = math.inf
+        return self._preemption_grace_s
 
     def _allocate_call(self, asks, releases, progress: float) -> yarn.AllocateResponseProto:
         response = self._rm_call("allocate", yarn.AllocateRequestProto(
