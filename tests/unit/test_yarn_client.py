@@ -8,13 +8,15 @@ from __future__ import annotations
 import copy
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
 
+from gangmaster.am.barrier.task_context import BarrierTaskContext
 from gangmaster.am.core.gang_dispatch import by_deadline
-from gangmaster.protocol.rm_protocol import (AllocateRequest, ContainerState, ExitStatus, NodeState, ResourceRequest,
-                                       WrongState)
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ContainerState, ExitStatus, LaunchContext, NodeState,
+                                       ResourceRequest, WrongState)
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
@@ -63,9 +65,9 @@ class FakeScheduler:
         return answer
 
 
-def _client(*answers, nodes=None, conf=None) -> tuple[YarnRMClient, FakeScheduler]:
+def _client(*answers, nodes=None, conf=None, state_dir=None) -> tuple[YarnRMClient, FakeScheduler]:
     client = YarnRMClient(YarnTarget("http://rm:8088", "rm:8030", dict(SPECS)), rest=FakeRest(nodes, conf),
-                          clock=lambda: 100.0)
+                          clock=lambda: 100.0, state_dir=state_dir)
     client.app_id, client.attempt = APP, 1
     scheduler = FakeScheduler(*answers)
     client._rm_call = scheduler
@@ -312,6 +314,27 @@ def test_the_gpus_a_real_rm_reports_taken_by_index():
     client, _ = _client(nodes=nodes)
     free = {n.host: n.free.gpu_mask for n in client.cluster_nodes()}
     assert free == {"yarn-000": 0, "yarn-001": 0b1100, "yarn-002": 0b1111}
+
+
+def test_the_am_forwards_yarns_notice_to_the_tasks_notice_file(tmp_path):
+    """The task's GANGMASTER_PREEMPTION_NOTICE (in its launch) is the file notify_preemption
+    fills with the deadline as wall-clock time, which BarrierTaskContext.preemption_notice() reads."""
+    client, _ = _client(yarn.AllocateResponseProto(), yarn.AllocateResponseProto(
+        allocated_containers=[_container(2, "localhost:18110", 7)]), _preempt(strict=(2,)),
+        conf={PREEMPTION_WAIT_KEY: "20000"}, state_dir=tmp_path / "yarn")
+    client.allocate(AllocateRequest(APP, 1, asks=(_ask(7),)))
+    [c] = client.allocate(AllocateRequest(APP, 1)).allocated
+    env = {e.key: e.value for e in client._launch(client._held[c.container_id],
+                                                  LaunchContext(("true",))).environment}
+    task = BarrierTaskContext("127.0.0.1:1", "token", "job", "gang", 1, 0, 1,
+                              preemption_notice_file=env["GANGMASTER_PREEMPTION_NOTICE"])
+    assert task.preemption_notice() is None
+    with pytest.raises(WrongState):   # not preempted (yet)
+        client.notify_preemption(c.container_id)
+    notice = client.allocate(AllocateRequest(APP, 1)).preemption
+    before = time.time()
+    assert client.notify_preemption(c.container_id) == notice.deadline == 120.0
+    assert before + 20 <= task.preemption_notice() <= time.time() + 20
 
 
 @pytest.mark.parametrize("deadline,said", [(115.0, "by 115s"), (math.inf, "when the RM kills them (no deadline known)")])

@@ -35,7 +35,11 @@ where YARN differs from gangmaster's RM (``protocol/rm_protocol.py``):
     it kills). YARN's message has no deadline: the client adds the RM's grace, its
     ``yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill`` (read once from
     its ``/conf``), to the client's clock; where that cannot be read the deadline is ``inf``
-    (unknown: the containers end whenever YARN kills them).
+    (unknown: the containers end whenever YARN kills them). The AM forwards it
+    (``notify_preemption``): the task's notice file (``GANGMASTER_PREEMPTION_NOTICE``, beside
+    its log in the AM's folder, which YARN's tasks share already: they run from it) gets the
+    deadline as wall-clock time, which ``BarrierTaskContext.preemption_notice()`` reads. No
+    SIGUSR1: YARN's signalToContainer offers only a thread dump, SIGTERM or SIGKILL.
   - Node updates: YARN sends a node only when its state changes; the client reads the
     RM's node list at each heartbeat (at most once a second) and sends every node whose
     report changed, as the simulator does.
@@ -60,6 +64,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from gangmaster.am.task import ENV_PREEMPTION_NOTICE
 from gangmaster.protocol.reasons import NO_REASON, Reason, reason
 from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.protocol.rm_client import RMClient
@@ -72,6 +77,7 @@ from gangmaster.gpu_topology.masks import full_mask, indices_of
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 
+from ..rmsim.process_nodemanager import notice_file
 from .credentials import Token
 from .ids import BadYarnId, app_id_proto, container_id_proto, container_id_text
 from .ipc import AM_PROTOCOL, NM_PROTOCOL, IpcConnection, IpcError, RemoteError
@@ -189,7 +195,7 @@ class YarnRMClient(RMClient):
         self._by_host: dict[str, _Node] = {}
         self._nodes_read_at = float("-inf")
         self._sent: dict[str, NodeReport] = {}
-        self._preempted: set[str] = set()                # containers the AM was told YARN preempts
+        self._preempted: dict[str, float] = {}           # containers the AM was told YARN preempts -> deadline
         self._preemption_grace_s: float | None = None    # YARN's, once read (inf: it cannot be)
 
     # ------------------------------------------------------------ the AM container
@@ -461,7 +467,7 @@ class YarnRMClient(RMClient):
         return AllocateResponse(allocated=tuple(allocated), completed=tuple(completed),
                                 node_updates=self._node_updates(), rejected=tuple(rejected), pending=tuple(pending),
                                 headroom=headroom, response_id=self._response_id,
-                                preemption=PreemptionMessage(tuple(preempted), self.clock() + self._preemption_grace())
+                                preemption=PreemptionMessage(tuple(preempted), self._preempted[preempted[0]])
                                 if preempted else None)
 
     def _newly_preempted(self, response: yarn.AllocateResponseProto) -> list[str]:
@@ -474,9 +480,26 @@ class YarnRMClient(RMClient):
         for entry in (*notice.strictContract.container, *notice.contract.container):
             container_id = container_id_text(entry.id)
             if container_id not in self._preempted:
-                self._preempted.add(container_id)
+                self._preempted[container_id] = self.clock() + self._preemption_grace()
                 new.append(container_id)
         return new
+
+    def notify_preemption(self, container_id: str) -> float:
+        """The task's notice file gets the deadline YARN's notice came with, as wall-clock
+        time (``inf``: none known); the deadline on the client's clock."""
+        deadline = self._preempted.get(container_id)
+        path = self._notice_file(container_id)
+        if deadline is None or path is None:
+            why = "YARN did not preempt it" if deadline is None else "this client keeps no state_dir for its notice"
+            raise WrongState(f"container {container_id}: {why}")
+        partial = path.with_suffix(".preempt.tmp")
+        partial.write_text(repr(time.time() + max(0.0, deadline - self.clock())) + "\n")
+        partial.replace(path)
+        return deadline
+
+    def _notice_file(self, container_id: str) -> Path | None:
+        """Where a task's preemption notice is left: beside its log (None: no state_dir, no logs)."""
+        return notice_file(self.state_dir.parent / "tasks", container_id) if self.state_dir is not None else None
 
     def _preemption_grace(self) -> float:
         """Seconds YARN waits after its notice before it kills (its preemption monitor's
@@ -694,6 +717,7 @@ class YarnRMClient(RMClient):
         if self.state_dir is not None:
             logs = self.state_dir.parent / "tasks"
             logs.mkdir(parents=True, exist_ok=True)
+            env[ENV_PREEMPTION_NOTICE] = str(notice_file(logs, c.container_id))
             output = f"1>>{shlex.quote(str(logs / (c.container_id + '.log')))} 2>&1"
         else:
             output = "1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"
