@@ -23,6 +23,8 @@ two make no reference cycle: a trace replay's ended AMs are freed as they end).
 """
 from __future__ import annotations
 
+import math
+
 from functools import partial
 from typing import Callable, Sequence
 
@@ -169,7 +171,7 @@ class GangDispatch:
                     self.log(f"telling the task of {container_id} it is preempted: {exc}")
         self.preempted_until = message.deadline
         self.log(f"preempted{f' ({message.reason})' if message.reason else ''}: {len(message.containers)} "
-                 f"container(s) end by {message.deadline:g}s; {told} task(s) told")
+                 f"container(s) end {by_deadline(message.deadline)}; {told} task(s) told")
 
     def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
         """Kept for the AM (:attr:`shutdown_request`)."""
@@ -287,3 +289,9 @@ class GangDispatch:
                     return False
                 waiting = True
         return waiting
+
+
+def by_deadline(deadline: float) -> str:
+    """When preempted containers end, as the AM's log says it: YARN's notice carries no
+    deadline, and where its grace cannot be read the client's is ``inf`` (not known)."""
+    return f"by {deadline:g}s" if math.isfinite(deadline) else "when the RM kills them (no deadline known)"

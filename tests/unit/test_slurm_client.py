@@ -11,6 +11,7 @@ import pytest
 
 from gangmaster.protocol.rm_protocol import AllocateRequest, ApplicationSubmission, ResourceRequest
 from gangmaster.selectors.resources import ResourceDescriptor
+from gangmaster.selectors.domains import DomainAsk
 from gangmaster.tools.slurm.client import SlurmRMClient, SlurmUnreachable
 
 SINFO = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "sinfo-22.05-idle.json").read_text()
@@ -224,3 +225,33 @@ def test_the_nodes_domains_are_the_switches_of_the_topology_conf_slurm_reads(tmp
     assert {n.host: n.domains for n in client.cluster_nodes()} == expected
     client.cluster_nodes()
     assert sum(list(c[:3]) == ["scontrol", "show", "config"] for c in slurm.commands) == 1
+
+
+@pytest.mark.parametrize("domain,expected", [
+    (DomainAsk("leaf", required=True), ["--switches=1"]),   # Slurm's own way to keep a job under one leaf
+    (DomainAsk("leaf", required=False), []),                # preferred: the AM's placement alone
+    (DomainAsk("spine", required=True), []),                # no sbatch option for a level above the leaf
+    (DomainAsk("rack", required=True), []),
+    (None, []),
+])
+def test_a_required_leaf_domain_asks_slurm_for_one_switch(tmp_path, domain, expected):
+    slurm, client, app = client_and_app(tmp_path, sbatch_options=["--qos=high"])
+    client.keep_in_domain(app, domain)
+    client.allocate(AllocateRequest(app, 1, asks=(ask(1, "dgx-000", 1), ask(2, "dgx-001", 1))))
+    [sbatch] = [c for c in slurm.commands if c[0] == "sbatch"]
+    assert [a for a in sbatch if a.startswith("--switches")] == expected
+    assert sbatch.index("--qos=high") + 1 == sbatch.index("-N1") - len(expected)   # job-wide: before the first component
+
+
+@pytest.mark.parametrize("job_text,expected", [
+    ("gangmaster:\n  networkDomain: {required: leaf}\n", DomainAsk("leaf", required=True)),
+    ("gangmaster:\n  networkDomain: {preferred: spine}\n", DomainAsk("spine", required=False)),
+    ("", None),
+])
+def test_the_jobs_network_domain_is_what_slurm_runs_hand_the_client(job_text, expected):
+    from gangmaster.am.spec.jobspec import parse_job
+    from gangmaster.tools.slurm.runs import job_domain
+
+    base = ("protocolVersion: 2\nname: j\ntype: job\ntaskRoles:\n  worker:\n    instances: 2\n"
+            "    resourcePerInstance: {gpu: 1, cpu: 1, memoryMB: 512}\n    commands: [\"true\"]\n")
+    assert job_domain(parse_job(base + job_text)) == expected

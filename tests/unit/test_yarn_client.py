@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import time
 from pathlib import Path
 
 import pytest
 
-from gangmaster.protocol.rm_protocol import (AllocateRequest, ContainerState, ExitStatus, NodeState, ResourceRequest,
-                                       WrongState)
+from gangmaster.am.barrier.task_context import BarrierTaskContext
+from gangmaster.am.core.gang_dispatch import by_deadline
+from gangmaster.protocol.rm_protocol import (AllocateRequest, ContainerState, ExitStatus, LaunchContext, NodeState,
+                                       ResourceRequest, WrongState)
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 from gangmaster.tools.yarn import ids
-from gangmaster.tools.yarn.client import YarnRMClient, exit_status, launch_env, report_of, shell_value
+from gangmaster.tools.yarn.client import (PREEMPTION_WAIT_KEY, YarnRMClient, exit_status, launch_env, report_of,
+                                          shell_value)
+from gangmaster.tools.yarn.rest import RestError
 from gangmaster.tools.yarn.proto import yarn_pb2 as yarn
 from gangmaster.tools.yarn.target import YarnTarget
 
@@ -29,8 +35,14 @@ SPECS = {f"localhost:{18100 + 10 * i}": NodeSpec(f"yarn-00{i}", "rack-a", frozen
 
 
 class FakeRest:
-    def __init__(self, nodes=None):
+    def __init__(self, nodes=None, conf=None):
         self.node_list = copy.deepcopy(nodes or NODES)
+        self.conf_values = conf or {}
+
+    def conf(self, key):
+        if key not in self.conf_values:
+            raise RestError(f"conf {key}", 404, "", "no such key")
+        return self.conf_values[key]
 
     def nodes(self):
         return copy.deepcopy(self.node_list)
@@ -53,9 +65,9 @@ class FakeScheduler:
         return answer
 
 
-def _client(*answers, nodes=None) -> tuple[YarnRMClient, FakeScheduler]:
-    client = YarnRMClient(YarnTarget("http://rm:8088", "rm:8030", dict(SPECS)), rest=FakeRest(nodes),
-                          clock=lambda: 100.0)
+def _client(*answers, nodes=None, conf=None, state_dir=None) -> tuple[YarnRMClient, FakeScheduler]:
+    client = YarnRMClient(YarnTarget("http://rm:8088", "rm:8030", dict(SPECS)), rest=FakeRest(nodes, conf),
+                          clock=lambda: 100.0, state_dir=state_dir)
     client.app_id, client.attempt = APP, 1
     scheduler = FakeScheduler(*answers)
     client._rm_call = scheduler
@@ -164,6 +176,39 @@ def test_yarn_exit_statuses_map_to_ours(code, diagnostics, node_lost, expected):
     assert exit_status(_status(2, code, diagnostics), node_lost) == expected
 
 
+def _preempt(strict: tuple[int, ...] = (), contract: tuple[int, ...] = ()) -> yarn.AllocateResponseProto:
+    def entries(numbers):
+        return [yarn.PreemptionContainerProto(id=ids.container_id_proto(f"container_1796174400000_0001_01_{n:06d}"))
+                for n in numbers]
+    return yarn.AllocateResponseProto(preempt=yarn.PreemptionMessageProto(
+        strictContract=yarn.StrictPreemptionContractProto(container=entries(strict)),
+        contract=yarn.PreemptionContractProto(container=entries(contract))))
+
+
+def _cid(number: int) -> str:
+    return f"container_1796174400000_0001_01_{number:06d}"
+
+
+@pytest.mark.parametrize("answers,conf,expected", [
+    # the strict contract's containers, then the contract's; deadline: the client's clock (100) + YARN's grace
+    ([_preempt(strict=(2, 3), contract=(4,))], {PREEMPTION_WAIT_KEY: "15000"}, [((_cid(2), _cid(3), _cid(4)), 115.0)]),
+    # YARN's grace cannot be read: no deadline known
+    ([_preempt(strict=(2,))], {}, [((_cid(2),), math.inf)]),
+    # YARN repeats its notice each heartbeat: the AM is told of each container once
+    ([_preempt(strict=(2,)), _preempt(strict=(2, 3)), _preempt(strict=(2, 3))], {PREEMPTION_WAIT_KEY: "30000"},
+     [((_cid(2),), 130.0), ((_cid(3),), 130.0), None]),
+    # no preempt field: no notice
+    ([yarn.AllocateResponseProto()], {PREEMPTION_WAIT_KEY: "15000"}, [None]),
+])
+def test_yarns_preemption_notice_becomes_the_ams(answers, conf, expected):
+    client, _ = _client(*answers, conf=conf)
+    got = []
+    for _ in answers:
+        notice = client.allocate(AllocateRequest(APP, 1)).preemption
+        got.append(None if notice is None else (notice.containers, notice.deadline))
+    assert got == expected
+
+
 def test_a_lost_node_ends_its_containers_as_node_lost_and_updates_the_am_view():
     lost = copy.deepcopy(NODES)
     next(n for n in lost if n["id"] == "localhost:18110")["state"] = "LOST"
@@ -269,3 +314,29 @@ def test_the_gpus_a_real_rm_reports_taken_by_index():
     client, _ = _client(nodes=nodes)
     free = {n.host: n.free.gpu_mask for n in client.cluster_nodes()}
     assert free == {"yarn-000": 0, "yarn-001": 0b1100, "yarn-002": 0b1111}
+
+
+def test_the_am_forwards_yarns_notice_to_the_tasks_notice_file(tmp_path):
+    """The task's GANGMASTER_PREEMPTION_NOTICE (in its launch) is the file notify_preemption
+    fills with the deadline as wall-clock time, which BarrierTaskContext.preemption_notice() reads."""
+    client, _ = _client(yarn.AllocateResponseProto(), yarn.AllocateResponseProto(
+        allocated_containers=[_container(2, "localhost:18110", 7)]), _preempt(strict=(2,)),
+        conf={PREEMPTION_WAIT_KEY: "20000"}, state_dir=tmp_path / "yarn")
+    client.allocate(AllocateRequest(APP, 1, asks=(_ask(7),)))
+    [c] = client.allocate(AllocateRequest(APP, 1)).allocated
+    env = {e.key: e.value for e in client._launch(client._held[c.container_id],
+                                                  LaunchContext(("true",))).environment}
+    task = BarrierTaskContext("127.0.0.1:1", "token", "job", "gang", 1, 0, 1,
+                              preemption_notice_file=env["GANGMASTER_PREEMPTION_NOTICE"])
+    assert task.preemption_notice() is None
+    with pytest.raises(WrongState):   # not preempted (yet)
+        client.notify_preemption(c.container_id)
+    notice = client.allocate(AllocateRequest(APP, 1)).preemption
+    before = time.time()
+    assert client.notify_preemption(c.container_id) == notice.deadline == 120.0
+    assert before + 20 <= task.preemption_notice() <= time.time() + 20
+
+
+@pytest.mark.parametrize("deadline,said", [(115.0, "by 115s"), (math.inf, "when the RM kills them (no deadline known)")])
+def test_the_ams_log_says_a_notice_without_deadline_has_none(deadline, said):
+    assert by_deadline(deadline) == said

@@ -156,3 +156,34 @@ def test_each_url_an_am_writes_is_printed_once_and_reported(tmp_path, capsys, re
     out, err = capsys.readouterr()
     assert (err if report_json else out).splitlines() == ["metrics: http://nm1:41000/metrics",
                                                           "metrics: http://nm2:42000/metrics"]
+
+
+# ------------------------------------------------------------------ the job's priority on YARN
+@pytest.mark.parametrize("priority", [0, 7, -3])
+def test_the_jobs_priority_is_yarns_application_priority(tmp_path, priority):
+    """`gangmaster: priority` is submitted as YARN's application priority (the REST body's
+    `priority`, which the RM puts in ApplicationSubmissionContextProto.priority)."""
+    from gangmaster.am.spec.am_settings import AMSettings
+    from gangmaster.am.spec.jobspec import load_job
+    from gangmaster.tools.yarn.runs import YarnRuns
+    from gangmaster.tools.yarn.target import YarnTarget
+
+    class Client:
+        am_spec = None
+
+        def cluster_nodes(self):
+            return []
+
+        def submit(self, submission):
+            self.body = self.am_spec(submission).body("application_1_0001")
+            return "application_1_0001"
+
+    base = load_job(JOB)
+    job = base.for_job(base.name, base.source, base.simulation, priority=priority)
+    runs = YarnRuns(YarnTarget("http://rm:8088", "rm:8030", {}), AMSettings(), client=Client())
+    try:
+        runs.submit(job, tmp_path / "work")
+        assert runs.client.body["priority"] == priority
+    finally:
+        runs.runs.clear()   # (nothing to kill at YARN)
+        runs.shutdown()

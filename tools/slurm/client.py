@@ -12,6 +12,13 @@ The AM does not know it talks to Slurm. How each call maps:
   declares per-GPU types): Slurm grants it whole or keeps it pending, holding nothing.
   The job-wide options (``--partition``, and ``sbatch_options``: ``--account``, ``--qos``,
   ``--time``) come once, before the first component: Slurm propagates them to the others.
+  A job whose ``networkDomain`` is ``{required: leaf}`` (one leaf switch of topology.conf)
+  adds ``--switches=1`` to them (:meth:`SlurmRMClient.keep_in_domain`): Slurm's own
+  request for one leaf switch. The AM names every host of the gang inside one leaf already;
+  Slurm takes ``--switches`` as a wish it waits for at most ``max_switch_wait`` (its
+  SchedulerParameters, 300 s by default) and then drops, so the AM's placement is what
+  keeps the gang in the leaf, and ``--switches=1`` states it to Slurm (``squeue``, ``sacct``).
+  A level above the leaf (spine, core, block) has no sbatch option: the AM's placement alone.
   With ``dry_run`` the command is handed to it instead of run, and the job stays
   "not submitted" (never granted, never asked about).
   Its pending reason is every ask's pending reason; an ``sbatch`` refusal ("Requested
@@ -57,12 +64,13 @@ from gangmaster.protocol.rm_protocol import (
 )
 from gangmaster.conf.limits import SLURM_COMMAND_TIMEOUT_S
 from gangmaster.gpu_topology.masks import full_mask, indices_of
+from gangmaster.selectors.domains import DomainAsk
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 
 from .launcher import write_whole
 from .records import AppRecord, ContainerRecord, SlurmJobRecord
-from ..snapshots.slurm_topology import merged, read_topology, topology_conf_of
+from ..snapshots.slurm_topology import TREE_LEVELS, merged, read_topology, topology_conf_of
 from .names import UNTYPED_GPU, per_gpu_type, read_domains, read_features
 from .slurm_json import SlurmJob, SlurmJSONError, SlurmNode, read_jobs, read_nodes
 
@@ -102,6 +110,7 @@ class SlurmRMClient(RMClient):
         self.python = python or sys.executable
         self.run_command = run_command   # subprocess.run's signature: the one way Slurm is reached
         self.sbatch_options = tuple(sbatch_options)   # job-wide: --account=..., --qos=..., --time=...
+        self._app_options: dict[str, tuple[str, ...]] = {}   # app id -> its own job-wide options (keep_in_domain)
         self.dry_run = dry_run
         self.apps: dict[str, AppRecord] = {}
         self._nodes: dict[str, SlurmNode] = {}
@@ -204,6 +213,11 @@ class SlurmRMClient(RMClient):
         self.apps[app_id] = app
         self._save(app)
         return app_id
+
+    def keep_in_domain(self, app_id: str, domain: DomainAsk | None) -> None:
+        """The application's gangs are asked of Slurm inside ``domain`` (the job's
+        ``networkDomain``) where sbatch can say it: ``--switches=1`` for ``required: leaf``."""
+        self._app_options[app_id] = switches_option(domain)
 
     def kill(self, app_id: str, diagnostics: str = "") -> None:
         self._end(self._app(app_id), AppState.KILLED, "KILLED", diagnostics or "killed by a client")
@@ -378,6 +392,7 @@ class SlurmRMClient(RMClient):
         if app.partition:
             command.append(f"--partition={app.partition}")
         command += self.sbatch_options
+        command += self._app_options.get(app.app_id, ())
         for k, host in enumerate(hosts):
             if k:
                 command.append(":")
@@ -641,6 +656,12 @@ class SlurmRMClient(RMClient):
         if rec.state is ContainerState.RUNNING:
             self._apply_exits(app, self._exit_files(app))
         return rec.status()
+
+
+def switches_option(domain: DomainAsk | None) -> tuple[str, ...]:
+    """sbatch's own way to keep a job under one leaf switch, for a ``required`` leaf domain
+    (Slurm's topology/tree's lowest level); nothing for any other ask."""
+    return ("--switches=1",) if domain is not None and domain.required and domain.level == TREE_LEVELS[0] else ()
 
 
 def gres_request(resources: list[ResourceDescriptor], node: SlurmNode | None) -> str:

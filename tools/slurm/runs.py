@@ -21,6 +21,7 @@ from typing import Callable
 
 from gangmaster.am.spec.am_settings import AMSettings
 from gangmaster.am.spec.jobspec_model import JobSpec
+from gangmaster.selectors.domains import DomainAsk
 from gangmaster.selectors.settings import SelectionSettings
 
 from ..job_runner import JobRun, RemoteRuns
@@ -28,6 +29,11 @@ from ..work_folder import claim
 from .client import SlurmRMClient
 
 BARRIER_PORT_FILE = "barrier-port"
+
+
+def job_domain(job: JobSpec) -> DomainAsk | None:
+    """The job's ``networkDomain`` (each role carries it as its gang's)."""
+    return next((r.gang_network_domain for r in job.roles if r.gang_network_domain is not None), None)
 
 
 class SlurmRuns(RemoteRuns):
@@ -46,6 +52,12 @@ class SlurmRuns(RemoteRuns):
 
     rm_name = "Slurm"
     restarts_replaced = False   # a replaced attempt is a rerun's: it takes the application back
+
+    def _start_am(self, run: JobRun) -> None:
+        """Before the AM asks: the job's ``networkDomain`` as sbatch can say it (the client's
+        :meth:`~.client.SlurmRMClient.keep_in_domain`)."""
+        self.client.keep_in_domain(run.app_id, job_domain(run.job))
+        super()._start_am(run)
 
     def submit(self, job: JobSpec, work_dir: str | Path, queue: str = "default") -> JobRun:
         """Submit the job, or take back its application when an earlier run into this folder

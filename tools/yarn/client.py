@@ -29,6 +29,17 @@ where YARN differs from gangmaster's RM (``protocol/rm_protocol.py``):
   - Exit statuses: YARN's ABORTED (-100), PREEMPTED (-102), KILLED_BY_APPMASTER (-105),
     -106 and -107 are ours too; a container YARN aborts because its node was lost
     ("released on a *lost* node") is ``NODE_LOST`` (-110).
+  - Preemption: YARN's ``preempt`` (its strict contract's containers, which it will kill, and
+    its contract's, which it takes unless the AM frees as much) becomes the AM's
+    ``PreemptionMessage``, each container once (YARN repeats the notice every heartbeat until
+    it kills). YARN's message has no deadline: the client adds the RM's grace, its
+    ``yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill`` (read once from
+    its ``/conf``), to the client's clock; where that cannot be read the deadline is ``inf``
+    (unknown: the containers end whenever YARN kills them). The AM forwards it
+    (``notify_preemption``): the task's notice file (``GANGMASTER_PREEMPTION_NOTICE``, beside
+    its log in the AM's folder, which YARN's tasks share already: they run from it) gets the
+    deadline as wall-clock time, which ``BarrierTaskContext.preemption_notice()`` reads. No
+    SIGUSR1: YARN's signalToContainer offers only a thread dump, SIGTERM or SIGKILL.
   - Node updates: YARN sends a node only when its state changes; the client reads the
     RM's node list at each heartbeat (at most once a second) and sends every node whose
     report changed, as the simulator does.
@@ -53,18 +64,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from gangmaster.am.task import ENV_PREEMPTION_NOTICE
 from gangmaster.protocol.reasons import NO_REASON, Reason, reason
 from gangmaster.protocol.reasons import ReasonCode as R
 from gangmaster.protocol.rm_client import RMClient
 from gangmaster.protocol.rm_protocol import (
     AllocateRequest, AllocateResponse, ApplicationReport, ApplicationSubmission, AppState, Container, ContainerState,
     ContainerStatus, ExitStatus, InvalidRequest, LaunchContext, NodeReport, NodeState, NotFound, PendingAsk,
-    RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused, WrongState,
+    PreemptionMessage, RegisterResponse, Rejection, ResourceRequest, RMError, StartContainers, StartRefused, WrongState,
 )
 from gangmaster.gpu_topology.masks import full_mask, indices_of
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor
 
+from ..rmsim.process_nodemanager import notice_file
 from .credentials import Token
 from .ids import BadYarnId, app_id_proto, container_id_proto, container_id_text
 from .ipc import AM_PROTOCOL, NM_PROTOCOL, IpcConnection, IpcError, RemoteError
@@ -78,6 +91,8 @@ DEFAULT_TASK_PORTS = "20000-29999"
 #: the RM's node list is read at most this often (seconds) for node updates
 NODES_REFRESH_S = 1.0
 ASK_PRIORITY = 1
+#: YARN's preemption grace (ms): how long its preemption monitor waits after the notice before it kills
+PREEMPTION_WAIT_KEY = "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill"
 #: the file in ``state_dir`` where the client keeps its containers' GPUs and ports (for attempt 2)
 CONTAINERS_FILE = "containers.json"
 #: YARN exit statuses (ContainerExitStatus) that end a container the program did not end
@@ -180,6 +195,8 @@ class YarnRMClient(RMClient):
         self._by_host: dict[str, _Node] = {}
         self._nodes_read_at = float("-inf")
         self._sent: dict[str, NodeReport] = {}
+        self._preempted: dict[str, float] = {}           # containers the AM was told YARN preempts -> deadline
+        self._preemption_grace_s: float | None = None    # YARN's, once read (inf: it cannot be)
 
     # ------------------------------------------------------------ the AM container
     @classmethod
@@ -426,8 +443,9 @@ class YarnRMClient(RMClient):
                 releases.append(held.proto.id)
         responses, self._early = self._early, []
         responses.append(self._allocate_call(asks, releases, request.progress))
-        allocated, completed, lost_nodes = [], [], set()
+        allocated, completed, lost_nodes, preempted = [], [], set(), []
         for response in responses:
+            preempted += self._newly_preempted(response)
             self._remember_tokens(response.nm_tokens)
             if response.HasField("am_rm_token"):
                 self._amrm = Token.from_proto(response.am_rm_token)
@@ -448,7 +466,50 @@ class YarnRMClient(RMClient):
         headroom = (limit.memory, limit.virtual_cores * 1000, _gpus_of(limit)) if responses[-1].HasField("limit") else None
         return AllocateResponse(allocated=tuple(allocated), completed=tuple(completed),
                                 node_updates=self._node_updates(), rejected=tuple(rejected), pending=tuple(pending),
-                                headroom=headroom, response_id=self._response_id)
+                                headroom=headroom, response_id=self._response_id,
+                                preemption=PreemptionMessage(tuple(preempted), self._preempted[preempted[0]])
+                                if preempted else None)
+
+    def _newly_preempted(self, response: yarn.AllocateResponseProto) -> list[str]:
+        """The containers YARN's ``preempt`` names that the AM was not told of yet (YARN repeats
+        its notice at every heartbeat until it kills them)."""
+        if not response.HasField("preempt"):
+            return []
+        notice = response.preempt
+        new = []
+        for entry in (*notice.strictContract.container, *notice.contract.container):
+            container_id = container_id_text(entry.id)
+            if container_id not in self._preempted:
+                self._preempted[container_id] = self.clock() + self._preemption_grace()
+                new.append(container_id)
+        return new
+
+    def notify_preemption(self, container_id: str) -> float:
+        """The task's notice file gets the deadline YARN's notice came with, as wall-clock
+        time (``inf``: none known); the deadline on the client's clock."""
+        deadline = self._preempted.get(container_id)
+        path = self._notice_file(container_id)
+        if deadline is None or path is None:
+            why = "YARN did not preempt it" if deadline is None else "this client keeps no state_dir for its notice"
+            raise WrongState(f"container {container_id}: {why}")
+        partial = path.with_suffix(".preempt.tmp")
+        partial.write_text(repr(time.time() + max(0.0, deadline - self.clock())) + "\n")
+        partial.replace(path)
+        return deadline
+
+    def _notice_file(self, container_id: str) -> Path | None:
+        """Where a task's preemption notice is left: beside its log (None: no state_dir, no logs)."""
+        return notice_file(self.state_dir.parent / "tasks", container_id) if self.state_dir is not None else None
+
+    def _preemption_grace(self) -> float:
+        """Seconds YARN waits after its notice before it kills (its preemption monitor's
+        ``max_wait_before_kill``); ``inf`` where the RM's configuration cannot be read."""
+        if self._preemption_grace_s is None:
+            try:
+                self._preemption_grace_s = float(self.rest.conf(PREEMPTION_WAIT_KEY)) / 1000
+            except (RestError, ValueError):
+                self._preemption_grace_s = math.inf
+        return self._preemption_grace_s
 
     def _allocate_call(self, asks, releases, progress: float) -> yarn.AllocateResponseProto:
         response = self._rm_call("allocate", yarn.AllocateRequestProto(
@@ -656,6 +717,7 @@ class YarnRMClient(RMClient):
         if self.state_dir is not None:
             logs = self.state_dir.parent / "tasks"
             logs.mkdir(parents=True, exist_ok=True)
+            env[ENV_PREEMPTION_NOTICE] = str(notice_file(logs, c.container_id))
             output = f"1>>{shlex.quote(str(logs / (c.container_id + '.log')))} 2>&1"
         else:
             output = "1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"

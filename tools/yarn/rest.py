@@ -46,6 +46,10 @@ class AMSpec:
     max_app_attempts: int = 1
     keep_containers_across_attempts: bool = False
     application_type: str = "GANGMASTER"
+    #: the job's ``gangmaster: priority``: YARN's application priority (the RM puts it in the
+    #: ApplicationSubmissionContext's priority; it caps it at ``yarn.cluster.max-application-priority``,
+    #: 0 unless configured, and orders a queue's applications by it)
+    priority: int = 0
 
     def body(self, app_id: str) -> dict:
         """The JSON body of ``POST /ws/v1/cluster/apps``."""
@@ -57,6 +61,7 @@ class AMSpec:
             "application-name": self.name,
             "queue": self.queue,
             "application-type": self.application_type,
+            "priority": self.priority,
             "am-container-spec": {
                 "commands": {"command": " ; ".join(self.commands) if len(self.commands) > 1 else self.commands[0]},
                 "environment": {"entry": [{"key": k, "value": v} for k, v in self.environment.items()]},

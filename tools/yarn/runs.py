@@ -124,7 +124,8 @@ class YarnRuns:
         shutil.copyfile(job.source, job_file)
         self.client.am_spec = lambda submission: self._am_spec(submission, job_file, work_dir)
         app_id = self.client.submit(ApplicationSubmission(
-            job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True))
+            job.name, queue, max_attempts=self.settings.max_am_attempts, keep_containers_across_attempts=True,
+            priority=job.priority))
         self._say(f"submitted {job.name} as YARN application {app_id} ({self.target.rest}/cluster/app/{app_id})")
         run = JobRun(job, app_id, work_dir, queue)
         self.runs.append(run)
@@ -146,7 +147,8 @@ class YarnRuns:
         env = {k: shell_value(v) for k, v in handed_on(dict(os.environ)).items() if k.isidentifier()}
         return AMSpec(submission.name, [command], env, memory_mb=AM_MEMORY_MB, vcores=1, queue=submission.queue,
                       max_app_attempts=submission.max_attempts,
-                      keep_containers_across_attempts=submission.keep_containers_across_attempts)
+                      keep_containers_across_attempts=submission.keep_containers_across_attempts,
+                      priority=submission.priority)
 
     # ------------------------------------------------------------------ wait
     @property

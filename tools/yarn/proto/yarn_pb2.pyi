@@ -254,6 +254,32 @@ class ContainerLaunchContextProto(_message.Message):
     command: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, tokens: _Optional[bytes] = ..., service_data: _Optional[_Iterable[_Union[StringBytesMapProto, _Mapping]]] = ..., environment: _Optional[_Iterable[_Union[StringStringMapProto, _Mapping]]] = ..., command: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class PreemptionContainerProto(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: ContainerIdProto
+    def __init__(self, id: _Optional[_Union[ContainerIdProto, _Mapping]] = ...) -> None: ...
+
+class StrictPreemptionContractProto(_message.Message):
+    __slots__ = ("container",)
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    container: _containers.RepeatedCompositeFieldContainer[PreemptionContainerProto]
+    def __init__(self, container: _Optional[_Iterable[_Union[PreemptionContainerProto, _Mapping]]] = ...) -> None: ...
+
+class PreemptionContractProto(_message.Message):
+    __slots__ = ("container",)
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    container: _containers.RepeatedCompositeFieldContainer[PreemptionContainerProto]
+    def __init__(self, container: _Optional[_Iterable[_Union[PreemptionContainerProto, _Mapping]]] = ...) -> None: ...
+
+class PreemptionMessageProto(_message.Message):
+    __slots__ = ("strictContract", "contract")
+    STRICTCONTRACT_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_FIELD_NUMBER: _ClassVar[int]
+    strictContract: StrictPreemptionContractProto
+    contract: PreemptionContractProto
+    def __init__(self, strictContract: _Optional[_Union[StrictPreemptionContractProto, _Mapping]] = ..., contract: _Optional[_Union[PreemptionContractProto, _Mapping]] = ...) -> None: ...
+
 class RegisterApplicationMasterRequestProto(_message.Message):
     __slots__ = ("host", "rpc_port", "tracking_url")
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -313,7 +339,7 @@ class AllocateRequestProto(_message.Message):
     def __init__(self, ask: _Optional[_Iterable[_Union[ResourceRequestProto, _Mapping]]] = ..., release: _Optional[_Iterable[_Union[ContainerIdProto, _Mapping]]] = ..., response_id: _Optional[int] = ..., progress: _Optional[float] = ...) -> None: ...
 
 class AllocateResponseProto(_message.Message):
-    __slots__ = ("a_m_command", "response_id", "allocated_containers", "completed_container_statuses", "limit", "updated_nodes", "num_cluster_nodes", "nm_tokens", "am_rm_token", "containers_from_previous_attempts")
+    __slots__ = ("a_m_command", "response_id", "allocated_containers", "completed_container_statuses", "limit", "updated_nodes", "num_cluster_nodes", "preempt", "nm_tokens", "am_rm_token", "containers_from_previous_attempts")
     A_M_COMMAND_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATED_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
@@ -321,6 +347,7 @@ class AllocateResponseProto(_message.Message):
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     UPDATED_NODES_FIELD_NUMBER: _ClassVar[int]
     NUM_CLUSTER_NODES_FIELD_NUMBER: _ClassVar[int]
+    PREEMPT_FIELD_NUMBER: _ClassVar[int]
     NM_TOKENS_FIELD_NUMBER: _ClassVar[int]
     AM_RM_TOKEN_FIELD_NUMBER: _ClassVar[int]
     CONTAINERS_FROM_PREVIOUS_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
@@ -331,10 +358,11 @@ class AllocateResponseProto(_message.Message):
     limit: ResourceProto
     updated_nodes: _containers.RepeatedCompositeFieldContainer[NodeReportProto]
     num_cluster_nodes: int
+    preempt: PreemptionMessageProto
     nm_tokens: _containers.RepeatedCompositeFieldContainer[NMTokenProto]
     am_rm_token: _hadoop_common_pb2.TokenProto
     containers_from_previous_attempts: _containers.RepeatedCompositeFieldContainer[ContainerProto]
-    def __init__(self, a_m_command: _Optional[_Union[AMCommandProto, str]] = ..., response_id: _Optional[int] = ..., allocated_containers: _Optional[_Iterable[_Union[ContainerProto, _Mapping]]] = ..., completed_container_statuses: _Optional[_Iterable[_Union[ContainerStatusProto, _Mapping]]] = ..., limit: _Optional[_Union[ResourceProto, _Mapping]] = ..., updated_nodes: _Optional[_Iterable[_Union[NodeReportProto, _Mapping]]] = ..., num_cluster_nodes: _Optional[int] = ..., nm_tokens: _Optional[_Iterable[_Union[NMTokenProto, _Mapping]]] = ..., am_rm_token: _Optional[_Union[_hadoop_common_pb2.TokenProto, _Mapping]] = ..., containers_from_previous_attempts: _Optional[_Iterable[_Union[ContainerProto, _Mapping]]] = ...) -> None: ...
+    def __init__(self, a_m_command: _Optional[_Union[AMCommandProto, str]] = ..., response_id: _Optional[int] = ..., allocated_containers: _Optional[_Iterable[_Union[ContainerProto, _Mapping]]] = ..., completed_container_statuses: _Optional[_Iterable[_Union[ContainerStatusProto, _Mapping]]] = ..., limit: _Optional[_Union[ResourceProto, _Mapping]] = ..., updated_nodes: _Optional[_Iterable[_Union[NodeReportProto, _Mapping]]] = ..., num_cluster_nodes: _Optional[int] = ..., preempt: _Optional[_Union[PreemptionMessageProto, _Mapping]] = ..., nm_tokens: _Optional[_Iterable[_Union[NMTokenProto, _Mapping]]] = ..., am_rm_token: _Optional[_Union[_hadoop_common_pb2.TokenProto, _Mapping]] = ..., containers_from_previous_attempts: _Optional[_Iterable[_Union[ContainerProto, _Mapping]]] = ...) -> None: ...
 
 class StartContainerRequestProto(_message.Message):
     __slots__ = ("container_launch_context", "container_token")
