@@ -41,10 +41,8 @@ from gangmaster.am.barrier.config import BarrierConfig
 from gangmaster.am.barrier.coordinator import Arrival, BarrierCoordinator, NotOpenYet, Released
 from gangmaster.am.barrier.errors import BarrierError, BarrierInvalid
 from gangmaster.am.barrier.server import (MAX_HOLD_S, OPERATION_NAMES, BarrierServer, CoordinatorFront, Undecodable,
-                                          advertised_address, error_to_proto, log_waiting, server_options,
-                                          task_info_to_proto, tolerant_parser)
-from gangmaster.conf.fields import ConfigError
-from gangmaster.protocol.grpc_security import ListenError, PortInUse, listen
+                                          advertised_address, error_to_proto, listen_as_configured, log_waiting,
+                                          server_options, task_info_to_proto, tolerant_parser)
 from gangmaster.protocol.proto import barrier_pb2 as pb
 
 __all__ = ["CompletionQueueBarrierServer", "new_barrier_server"]
@@ -126,21 +124,10 @@ class CompletionQueueBarrierServer(CoordinatorFront):
         if self._thread is not None:
             raise RuntimeError("the barrier server is already started")
         config = self.config
-        credentials = None
-        if config.tls:
-            cert, key = config.read_tls()
-            credentials = grpc.ssl_server_credentials([(key, cert)])
         cq = cygrpc.CompletionQueue()
         server = cygrpc.Server(tuple(server_options(config.max_pending_calls, config.max_message_bytes)), False)
         server.register_completion_queue(cq)
-        try:
-            port = listen(_Port(server), config.host, config.port, credentials)
-        except PortInUse as exc:
-            raise ConfigError("barrier coordinator", "barrier.port",
-                              f"a port no other process listens on (port {exc.port} is in use on {exc.host})") from None
-        except ListenError as exc:
-            raise ConfigError("barrier coordinator", "barrier.host",
-                              f"an address this machine can listen on ({exc})") from None
+        port = listen_as_configured(_Port(server), config)
         server.start()
         self._server, self._cq, self._port = server, cq, port
         self._call_later(config.log_interval_s, self._log_waiting)

@@ -326,6 +326,25 @@ class _Servicer:
             yield _PING_REPLY
 
 
+def listen_as_configured(server: Any, config: BarrierConfig) -> int:
+    """Bind ``server`` (grpc.aio's, or anything with its ``add_*_port`` methods) to the
+    configured address, with TLS when ``config`` has it: the port, or a :class:`ConfigError`
+    naming the setting (unusable TLS files, ``barrier.port`` in use, ``barrier.host`` not
+    this machine's)."""
+    credentials = None
+    if config.tls:
+        cert, key = config.read_tls()
+        credentials = grpc.ssl_server_credentials([(key, cert)])
+    try:
+        return listen(server, config.host, config.port, credentials)
+    except PortInUse as exc:
+        raise ConfigError("barrier coordinator", "barrier.port",
+                          f"a port no other process listens on (port {exc.port} is in use on {exc.host})") from None
+    except ListenError as exc:
+        raise ConfigError("barrier coordinator", "barrier.host",
+                          f"an address this machine can listen on ({exc})") from None
+
+
 class CoordinatorFront:
     """What a coordinator server offers the AM beside serving (one piece for
     :class:`AsyncBarrierServer` and the completion-queue server,
@@ -402,20 +421,9 @@ class AsyncBarrierServer(CoordinatorFront):
     async def start(self) -> str:
         """Listen and serve; :class:`ConfigError` for unusable TLS files or a port in use."""
         config = self.config
-        credentials = None
-        if config.tls:
-            cert, key = config.read_tls()
-            credentials = grpc.ssl_server_credentials([(key, cert)])
         server = grpc.aio.server(options=server_options(config.max_pending_calls, config.max_message_bytes))
         _add_servicer(_Servicer(self), server)
-        try:
-            port = listen(server, config.host, config.port, credentials)
-        except PortInUse as exc:
-            raise ConfigError("barrier coordinator", "barrier.port",
-                              f"a port no other process listens on (port {exc.port} is in use on {exc.host})") from None
-        except ListenError as exc:
-            raise ConfigError("barrier coordinator", "barrier.host",
-                              f"an address this machine can listen on ({exc})") from None
+        port = listen_as_configured(server, config)
         await server.start()
         self._server, self._port = server, port
         self._logger = asyncio.get_running_loop().create_task(self._log_waiting())
