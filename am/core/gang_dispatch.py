@@ -4,22 +4,24 @@ handed to the gang it concerns.
 The AM moves its gangs on events, never by re-examining everything each heartbeat:
 
 * **before the heartbeat** each pending gang plans its asks, cancels and releases
-  (:meth:`GangDispatch.plan`), and they go to the RM in one allocate request with the
+  (:meth:`GangDispatch.before_heartbeat`), and they go to the RM in one allocate request with the
   job's progress (:meth:`GangDispatch.request`);
 * **containers granted, rejected, pending** move the gang that asked for them; a gang
   whose every container is granted launches after the whole answer is read
-  (:meth:`GangDispatch.launch_granted`, :class:`~gangmaster.am.core.gang_launch.GangLauncher`);
+  (:meth:`GangDispatch.after_heartbeat`, :class:`~gangmaster.am.core.gang_launch.GangLauncher`);
 * **containers completed** end a task of the gang that runs it, and that gang is to be
   decided at the end of the heartbeat (:attr:`GangDispatch.to_decide`: the AM's verdict);
 * **node updates** keep the AM's view of the cluster
   (:mod:`gangmaster.am.core.cluster_tracker`); a gang that did not fit is placed again only
   when one of them gave some node more room.
 
-:class:`GangDispatch` is the AM's :class:`~gangmaster.am.core.rm_conversation.RMCallbacks`.
-What it cannot decide for a gang it keeps for the AM to read once the answer is handed
-out: an ask that can never be granted (the job fails; the rest of the answer is not
-read), the RM no longer accepting this AM attempt. It holds no reference to the AM (the
-two make no reference cycle: a trace replay's ended AMs are freed as they end).
+:class:`GangDispatch` is the AM's :class:`~gangmaster.am.core.rm_conversation.RMCallbacks`:
+the AM's heartbeat is one round of :meth:`~gangmaster.am.core.rm_conversation.RMConversation.heartbeat`
+with it. What it cannot decide for a gang it keeps for the AM to read once the round is
+over: a gang that waited longer than it may, or an ask that can never be granted (the job
+fails; nothing more is sent or read: :attr:`GangDispatch.must_fail`), the application the
+RM ended (:attr:`GangDispatch.ended`). It holds no reference to the AM (the two make no
+reference cycle: a trace replay's ended AMs are freed as they end).
 """
 from __future__ import annotations
 
@@ -46,19 +48,22 @@ class GangDispatch:
     """The gangs of one AM attempt (``gangs``, in the job's order; the AM restarts them in
     place) and the tasks they run (``running``: container id -> (gang, task))."""
 
-    #: why the job must fail: an ask of one of its gangs can never be granted ("": none)
-    never_granted = ""
-    #: (the application's report when it ended, why) once the RM no longer accepts this AM attempt
-    shutdown_request: tuple[ApplicationReport | None, WrongState] | None = None
+    #: why the job must fail: a gang waited longer than it may, or an ask of one of its gangs
+    #: can never be granted ("": neither)
+    must_fail = ""
+    #: the application's report once the RM ended it (the RM no longer accepts this AM attempt)
+    ended: ApplicationReport | None = None
     #: the deadline of the latest preemption notice (None: never preempted)
     preempted_until: float | None = None
 
     def __init__(self, gangs: list[GangRun], running: dict[str, tuple[GangRun, TaskRecord]],
                  asking: AcquisitionContext, placement: AMPlacement, launcher: GangLauncher,
-                 log: ProgressLog | QuietLog, am_attempt: int):
-        """``am_attempt``: the AM attempt whose requests these are."""
+                 log: ProgressLog | QuietLog, am_attempt: int, overdue: Callable[[GangRun, float], str]):
+        """``am_attempt``: the AM attempt whose requests these are; ``overdue(gang, now)``: ""
+        or why the job must fail, for a gang that has planned (it waited longer than it may:
+        :meth:`~gangmaster.am.ops.why_feed.WhyFeed.overdue`)."""
         self.gangs, self.running, self.asking, self.placement = gangs, running, asking, placement
-        self.launcher, self.log, self.am_attempt = launcher, log, am_attempt
+        self.launcher, self.log, self.am_attempt, self.overdue = launcher, log, am_attempt, overdue
         self.to_decide: set[GangRun] = set()   # gangs whose tasks ended since the last decision
         self.avoiding: set[GangRun] = set()    # ... of which a task failed because of its node (keep_placeable)
         self.dropped: list[tuple[str, int, str]] = []   # (gang, attempt, role) whose avoidance keep_placeable dropped
@@ -66,23 +71,23 @@ class GangDispatch:
 
     @property
     def done(self) -> bool:
-        """The job must end: the rest of the RM's answer is not read."""
-        return bool(self.never_granted)
+        """The job must end (:attr:`must_fail`): nothing more is sent, the rest of the RM's answer is not read."""
+        return bool(self.must_fail)
 
     # ------------------------------------------------------ before the heartbeat
-    def plan(self, now: float, overdue: Callable[[GangRun, float], str]) -> str:
+    def before_heartbeat(self, now: float) -> None:
         """Each pending gang decides this heartbeat's asks, cancels and releases, in the job's
-        order, and then ``overdue(gang, now)`` says whether it waited longer than it may: ""
-        or why the job must fail (the gangs after it do not plan)."""
-        placement = self.placement
+        order, and then ``overdue(gang, now)`` says whether it waited longer than it may: if
+        so, the job must fail (:attr:`must_fail`; the gangs after it do not plan)."""
+        placement, overdue = self.placement, self.overdue
         for gang in self.gangs:
             if gang.state in PENDING:
                 gang.plan(now, partial(placement.view_for, gang), partial(placement.place, gang),
                           placement.cluster.grown)
                 too_long = overdue(gang, now)
                 if too_long:
-                    return too_long
-        return ""
+                    self.must_fail = too_long
+                    return
 
     def request(self) -> AllocateRequest:
         """This heartbeat's allocate request: what the gangs' plans ask, cancel and give back,
@@ -134,7 +139,7 @@ class GangDispatch:
             if gang is not None:
                 gang.acquisition.on_rejected(rejection.request_id, rejection.reason)
                 if gang.acquisition.never_reason:
-                    self.never_granted = f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}"
+                    self.must_fail = f"gang {gang.name} can never be granted: {gang.acquisition.never_reason}"
                     return
 
     def on_requests_pending(self, pending: Sequence[PendingAsk]) -> None:
@@ -174,8 +179,12 @@ class GangDispatch:
                  f"container(s) end {by_deadline(message.deadline)}; {told} task(s) told")
 
     def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None:
-        """Kept for the AM (:attr:`shutdown_request`)."""
-        self.shutdown_request = (ended, why)
+        """The RM no longer accepts this AM attempt: the application ended (``ended``: its
+        report, kept for the AM's verdict: :attr:`ended`), or a newer AM attempt took over (the
+        RM declared this one dead): then the AM stops without deciding anything."""
+        self.ended = ended
+        if ended is None:
+            self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {why}; stopping")
 
     def _asker(self, request_id: int) -> GangRun | None:
         """The gang whose ask ``request_id`` is outstanding (None: no current attempt's)."""
@@ -260,9 +269,12 @@ class GangDispatch:
         reopen_barrier(launcher.coordinator, launcher.app_id, launcher.job, gang, taken.barrier_token, self.log)
 
     # ------------------------------------------------------ after the answer
-    def launch_granted(self, now: float) -> None:
-        """Every gang whose every instance is granted starts them all now. A task the RM
+    def after_heartbeat(self, now: float) -> None:
+        """When the answer granted containers (a gang's last container comes in a grant),
+        every gang whose every instance is granted starts them all now. A task the RM
         refused fails its attempt, in this same heartbeat (the gang is to be decided)."""
+        if not self.granted:
+            return
         for gang in self.gangs:
             if gang.state is ROLE_ACQUIRING and gang.acquisition.complete:
                 if not self.launcher.launch(gang, now):
@@ -277,7 +289,7 @@ class GangDispatch:
 
     def waiting_on_cluster(self, now: float) -> bool:
         """True when nothing the AM does by itself can move the job on (see
-        :meth:`~gangmaster.am.core.master.ApplicationMaster.waiting_on_cluster`)."""
+        :meth:`~gangmaster.am.ops.job_status.JobStatus.waiting_on_cluster`)."""
         if self.running:
             return False
         waiting = False

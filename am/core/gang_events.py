@@ -29,6 +29,10 @@ class GangEvents:
     def am_started(self, am_attempt: int, app_id: str, job: str, instances: int, gangs: int, work_dir) -> None:
         """An AM attempt began serving the job."""
 
+    def resumed(self, am_attempts: list[int], app_id: str) -> None:
+        """The first AM of a new application carries on the run of an earlier one (``app_id``,
+        whose AM attempts were ``am_attempts``)."""
+
     def attempt_began(self, gang: "GangRun", now: float, new: bool) -> None:
         """A gang attempt began to wait (``new``: not one a journal recorded already)."""
 
@@ -121,6 +125,9 @@ class JournalEvents(GangEvents):
 
     def am_started(self, am_attempt, app_id, job, instances, gangs, work_dir) -> None:
         self.journal.write("am_started", am_attempt=am_attempt, app_id=app_id, job=job)
+
+    def resumed(self, am_attempts, app_id) -> None:
+        self.journal.write("resumed", am_attempts=am_attempts, app_id=app_id)
 
     def attempt_began(self, gang, now, new) -> None:
         if new:

@@ -3,13 +3,14 @@
 Each gang of the job (``gangmaster: gangs`` in the spec) lives through attempts,
 each an explicit state machine (:class:`~gangmaster.am.core.gang_run.GangRun`):
 waiting → acquiring (:mod:`gangmaster.am.core.acquisition`) → launching (every
-container started in one heartbeat) → running → succeeded | failed. Each heartbeat
-the gangs plan, the AM talks to the RM once, and each item of the answer goes to the
-gang it concerns (:mod:`gangmaster.am.core.gang_dispatch`); timers (hold timeout,
-reselection, release backoff) are checked against the clock in constant time. What
-is left to the AM is the job's verdict: completion and restart are decided on the
-counts of the gangs whose tasks ended (a failed task ends the attempt of its retry
-scope: the whole job, or the gang of the failed role).
+container started in one heartbeat) → running → succeeded | failed. Each heartbeat is
+one round of the RM conversation (:mod:`gangmaster.am.core.rm_conversation`): the gangs
+plan, the AM talks to the RM once, and each item of the answer goes to the gang it
+concerns (:mod:`gangmaster.am.core.gang_dispatch`); timers (hold timeout, reselection,
+release backoff) are checked against the clock in constant time. What is left to the AM
+is the job's verdict: completion and restart are decided on the counts of the gangs
+whose tasks ended (a failed task ends the attempt of its retry scope: the whole job, or
+the gang of the failed role).
 
 An ended attempt fails its barrier first and stops its tasks
 (:mod:`gangmaster.am.core.job_shutdown`); a failure restarts its retry scope as attempt
@@ -22,7 +23,7 @@ time with ``--live``). What happens to its gangs is told to observers (the journ
 log, the metrics: :mod:`gangmaster.am.core.gang_events`), so an AM started again after a
 crash, or a new application in the same work folder, carries the job on from its journal
 (:mod:`gangmaster.am.core.recovery`). What it shows from outside (gauges, attempts,
-``/why``) is :class:`~gangmaster.am.ops.job_status.JobStatus`.
+``/why``, whether it waits on the cluster) is :class:`~gangmaster.am.ops.job_status.JobStatus`.
 
 The job ends ``succeeded`` or ``failed`` by its own policy, ``killed`` or
 ``failed`` when the RM ends the application (a client killed it, its AM
@@ -49,7 +50,7 @@ from gangmaster.am.ops.why_feed import WhyFeed
 from gangmaster.am.spec.am_settings import AMSettings
 from gangmaster.am.spec.jobspec_model import SUCCEEDED_EARLY, JobSpec
 from gangmaster.protocol.rm_client import RMClient
-from gangmaster.protocol.rm_protocol import ApplicationReport, WrongState
+from gangmaster.protocol.rm_protocol import ApplicationReport
 
 from . import recovery
 from .acquisition import AcquisitionContext
@@ -132,24 +133,20 @@ class ApplicationMaster(JobStatus):
         # why its gangs wait; occupants: what other applications hold where (names blocking jobs);
         # the reservation a reserving RM queue holds for it (its expected start), as the RM's
         # answers last said
-        self.why = WhyFeed(job.name, app_id, self.gangs, self.placement, occupants or _nobody, self.settings,
+        self.why = WhyFeed(job.name, app_id, self.gangs, self.placement, occupants, self.settings,
                            self.log, self.metrics, job.priority, lambda: self.placement.rm_reservation(self.now()))
         # barrier: the coordinator (the AM's calls to it: am.attempt_barrier)
         launcher = GangLauncher(rm, barrier, app_id, job, self.queue, self.task_env, running, asking.releases)
         self.shutdown = Shutdown(launcher, self.log)
-        self.dispatch = GangDispatch(self.gangs, running, asking, self.placement, launcher, self.log, self.am_attempt)
+        self.dispatch = GangDispatch(self.gangs, running, asking, self.placement, launcher, self.log, self.am_attempt,
+                                     self.why.overdue)
         self._earlier_drops = avoidance_drops(previous) if previous is not None else []   # (earlier AMs')
         self.events.am_started(self.am_attempt, app_id, job.name, job.total_instances, len(job.gangs), work_dir)
         if previous is None or previous.empty:
             self._start_fresh()
-        elif self.am_attempt == 1:
-            # The first AM of a new application: the journal is an earlier run's, and that
-            # run's containers went with its RM. Nothing of it can be recovered but the record.
-            self.journal.write("resumed", am_attempts=previous.am_attempts, app_id=previous.app_id)
-            self._take_over(recovery.resume(job, previous, asking, now, self.log, earlier_tasks))
-        else:
-            self._take_over(recovery.recover(job, previous, registration.containers_from_previous_attempts, asking,
-                                             now, rm.container_status, self.log))
+        else:   # an earlier run's journal: failover, or a new application resuming it
+            self._take_over(recovery.carry_on(job, previous, registration, asking, now, rm.container_status,
+                                              self.log, earlier_tasks))
 
     # =============================================================== start
     def _start_fresh(self) -> None:
@@ -163,28 +160,25 @@ class ApplicationMaster(JobStatus):
 
     # ============================================================ heartbeat
     def heartbeat(self) -> None:
-        """One round: the pending gangs plan, the AM talks to the RM once, the gangs whose
-        every instance was granted launch, and the AM decides on the tasks that ended
-        (:mod:`~gangmaster.am.core.gang_dispatch`)."""
+        """One round of the RM conversation with the gangs (:meth:`RMConversation.heartbeat`:
+        the pending gangs plan, the AM talks to the RM once, the gangs whose every instance
+        was granted launch), then the AM decides on the tasks that ended."""
         if self.done:
             return
         now = self.now()
         dispatch = self.dispatch
-        waited_too_long = dispatch.plan(now, self.why.overdue)
-        if waited_too_long:
-            self._finish("failed", waited_too_long)
-            return
-        if not self.conversation.heartbeat(dispatch.request(), dispatch, now):
-            self._shutdown_requested(*dispatch.shutdown_request)
-            return
-        if dispatch.never_granted:
-            self._finish("failed", dispatch.never_granted)
-            return
-        if dispatch.granted:   # (a gang's last container comes in a grant)
-            dispatch.launch_granted(now)
-        if dispatch.to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
-            self._decide(now)
-        self.why.gangs_started()
+        if not self.conversation.heartbeat(dispatch, now):   # the RM no longer accepts this AM attempt
+            if dispatch.ended is not None:
+                self.application_ended(dispatch.ended)
+            else:   # a newer AM attempt took over: this one stops, deciding nothing; its files stay open
+                # (should the application end before a new AM registers, it records the RM's verdict)
+                self.done = True
+        elif dispatch.must_fail:
+            self._finish("failed", dispatch.must_fail)
+        else:
+            if dispatch.to_decide:   # else nothing ended (a task's end to journal is always a gang's to decide)
+                self._decide(now)
+            self.why.gangs_started()
 
     # ============================================================ decisions
     def _decide(self, now: float) -> None:
@@ -240,30 +234,11 @@ class ApplicationMaster(JobStatus):
         self.log(f"the RM ended {self.app_id} ({report.state.value}): {reason}")
         self._finish(outcome, reason, unregister=False)
 
-    def _shutdown_requested(self, ended: ApplicationReport | None, why: WrongState) -> None:
-        """The RM no longer accepts this AM attempt: the application ended (``ended``: its
-        report), or a newer AM attempt took over (the RM declared this one dead): then this
-        one stops without deciding anything. Its files stay open: should the application end
-        before a new AM registers, this one records the RM's verdict (:meth:`application_ended`)."""
-        if ended is not None:
-            self.application_ended(ended)
-        else:
-            self.log(f"the RM no longer accepts AM attempt {self.am_attempt}: {why}; stopping")
-            self.done = True
-
     # ===================================================== no progress possible
-    def waiting_on_cluster(self) -> bool:
-        """True when nothing this AM does by itself can move the job on: none of its tasks
-        runs, and every gang not finished waits, holding and asking for nothing and not
-        backing off, because its last placement found no room. Only a change from outside
-        (a node coming back, another application's containers ending) can help it then.
-        The driver, which knows whether any such change is still to come, decides whether to
-        call :meth:`cannot_progress`."""
-        return not self.done and self.dispatch.waiting_on_cluster(self.now())
-
     def cannot_progress(self, why: str) -> None:
-        """The driver found that nothing still to come can change what this job waits for:
-        the job fails, saying ``why`` and why each gang waits (:meth:`WhyFeed.waiting`)."""
+        """The driver found that nothing still to come can change what this job waits for
+        (:meth:`~gangmaster.am.ops.job_status.JobStatus.waiting_on_cluster` told it): the job
+        fails, saying ``why`` and why each gang waits (:meth:`WhyFeed.waiting`)."""
         self._finish("failed", f"it can make no progress ({why}); {self.why.waiting()}")
 
     # ================================================= taken over from a journal
@@ -276,9 +251,3 @@ class ApplicationMaster(JobStatus):
             self._finish(*recovered.finished)
         else:
             self._decide(now)
-
-
-def _nobody() -> tuple:
-    """What other applications hold, to a driver that does not tell: nothing known."""
-    return ()
-

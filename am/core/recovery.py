@@ -5,7 +5,8 @@ rebuilt by replaying them through the same transitions it lived (:func:`replay_g
 :class:`~gangmaster.am.core.gang_run.GangRun`'s ``released``, ``reselected``, ``launched``,
 ``end_task``, ``end_attempt``), on a gang nobody observes until it carries on under the
 new AM (``taken_over``). What the AM must still do about them comes back as data
-(:class:`Recovered`), which the AM acts on as on any heartbeat's news. Nothing here
+(:class:`Recovered`), which the AM acts on as on any heartbeat's news. Which of the two
+below a new AM does, :func:`carry_on` decides from its registration. Nothing here
 knows the AM.
 
 * **Failover** (:func:`recover`, AM attempt 2 and later of the same application):
@@ -31,7 +32,7 @@ from .gang_run import GangRun
 from gangmaster.am.spec.jobspec_model import JobSpec, gang_name
 from .journal import ENDING_KINDS, JournalState, endings_of
 from .lifecycle import ROLE_FAILED, ROLE_SUCCEEDED, TaskRecord, TaskState
-from gangmaster.protocol.rm_protocol import ContainerState, ContainerStatus, ExitStatus, NotFound
+from gangmaster.protocol.rm_protocol import ContainerState, ContainerStatus, ExitStatus, NotFound, RegisterResponse
 
 #: What became of an earlier run's tasks when its RM was its own process's: they ended with it.
 ENDED_WITH_THE_RUN = "ended with it"
@@ -125,6 +126,22 @@ class Recovered:
     gangs: list[TakenBack] = field(default_factory=list)
     strays: list[str] = field(default_factory=list)     # containers no gang owns: to stop
     finished: tuple[str, str] | None = None              # (outcome, reason): the job ends with it
+
+
+def carry_on(job: JobSpec, previous: JournalState, registration: RegisterResponse, context: AcquisitionContext,
+             clock: Callable[[], float], container_status: Callable[[str], ContainerStatus],
+             log: Callable[[str], None], earlier_tasks: str = ENDED_WITH_THE_RUN) -> Recovered:
+    """What a new AM (registered as ``registration`` says) takes over from the journal of an
+    earlier run, ``previous`` (not empty): a later AM attempt of the same application fails
+    over (:func:`recover`, with the containers the RM kept). The first AM of a new
+    application resumes (:func:`resume`): the journal is an earlier run's, and that run's
+    containers went with its RM; nothing of it can be recovered but the record (the journal
+    records that it resumed: ``context.events``)."""
+    if registration.attempt == 1:
+        context.events.resumed(previous.am_attempts, previous.app_id)
+        return resume(job, previous, context, clock, log, earlier_tasks)
+    return recover(job, previous, registration.containers_from_previous_attempts, context, clock, container_status,
+                   log)
 
 
 def recover(job: JobSpec, previous: JournalState, kept_containers, context: AcquisitionContext,

@@ -1,11 +1,15 @@
 """The AM's conversation with the RM: register, heartbeat, unregister.
 
 As YARN's ``AMRMClientAsync``, the transport is apart from the reactions: one
-:meth:`RMConversation.heartbeat` sends the AM's request and hands each item of the answer
-to the AM's callbacks (:class:`RMCallbacks`), in the order the answer holds them: node
-updates, the nodes reserved for other gangs and the reservation held for its own (when there
-are some, or were), containers allocated, asks rejected, asks still pending, a preemption notice,
-containers completed.
+:meth:`RMConversation.heartbeat` is one round of the loop. The AM's callbacks
+(:class:`RMCallbacks`) plan what to ask first (:meth:`RMCallbacks.before_heartbeat`) and
+make the request (:meth:`RMCallbacks.request`), the RM's answer is handed to them item by
+item, in the order the answer holds them: node updates, the nodes reserved for other gangs
+and the reservation held for its own (when there are some, or were), containers allocated,
+asks rejected, asks still pending, a preemption notice, containers completed; then they act
+on the whole answer (:meth:`RMCallbacks.after_heartbeat`: the gangs granted whole launch).
+Once the callbacks say the job must end (:attr:`RMCallbacks.done`), nothing more is sent or
+handed out in that round.
 When the RM no longer accepts this AM attempt (``WrongState``), the callbacks hear why
 instead (:meth:`RMCallbacks.on_shutdown_request`): the application ended (its report), or
 a newer AM attempt took over (no report).
@@ -23,7 +27,11 @@ from gangmaster.protocol.rm_protocol import (AllocateRequest, ApplicationReport,
 class RMCallbacks(Protocol):
     """What the AM does with each item of an allocate response."""
 
-    done: bool   # the job ended: the rest of the response is not read
+    done: bool   # the job must end: nothing more is sent, the rest of the response is not read
+
+    def before_heartbeat(self, now: float) -> None: ...
+
+    def request(self) -> AllocateRequest: ...
 
     def on_nodes_updated(self, updates: Sequence[NodeReport]) -> None: ...
 
@@ -45,6 +53,8 @@ class RMCallbacks(Protocol):
 
     def on_shutdown_request(self, ended: ApplicationReport | None, why: WrongState) -> None: ...
 
+    def after_heartbeat(self, now: float) -> None: ...
+
 
 class RMConversation:
     """One AM attempt's conversation with the RM about application ``app_id``."""
@@ -63,11 +73,15 @@ class RMConversation:
         self.attempt = registration.attempt
         return registration
 
-    def heartbeat(self, request: AllocateRequest, callbacks: RMCallbacks, now: float) -> bool:
-        """Send ``request`` and hand the answer to ``callbacks``; False when the RM no longer
-        accepts this AM attempt (the callbacks heard why)."""
+    def heartbeat(self, callbacks: RMCallbacks, now: float) -> bool:
+        """One round (see the module docstring): ``callbacks`` plan and make the request, the
+        RM's answer is handed to them, and they act on it; False when the RM no longer accepts
+        this AM attempt (the callbacks heard why)."""
+        callbacks.before_heartbeat(now)
+        if callbacks.done:
+            return True
         try:
-            response = self.rm.allocate(request)
+            response = self.rm.allocate(callbacks.request())
         except WrongState as exc:
             callbacks.on_shutdown_request(self.ended_application(), exc)
             return False
@@ -94,6 +108,7 @@ class RMConversation:
             callbacks.on_preemption(response.preemption, now)
         if response.completed:
             callbacks.on_containers_completed(response.completed, now)
+        callbacks.after_heartbeat(now)
         return True
 
     def ended_application(self) -> ApplicationReport | None:

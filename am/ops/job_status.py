@@ -28,6 +28,7 @@ class JobStatus:
     gangs: list[GangRun]
     dispatch: "GangDispatch"
     why: "WhyFeed"
+    done: bool
     outcome: str | None
     now: Callable[[], float]
     _earlier_drops: list[tuple[str, int, str]]   # avoidance_drops of the AMs before this one (their journal)
@@ -57,6 +58,15 @@ class JobStatus:
         """What ``/why`` serves for this job: its outcome, and why its gangs wait
         (:meth:`~gangmaster.am.ops.why_feed.WhyFeed.report`)."""
         return self.why.report(self.outcome, self.now())
+
+    def waiting_on_cluster(self) -> bool:
+        """True when nothing this AM does by itself can move the job on: none of its tasks
+        runs, and every gang not finished waits, holding and asking for nothing and not
+        backing off, because its last placement found no room. Only a change from outside
+        (a node coming back, another application's containers ending) can help it then.
+        The driver, which knows whether any such change is still to come, decides whether to
+        call :meth:`~gangmaster.am.core.master.ApplicationMaster.cannot_progress`."""
+        return not self.done and self.dispatch.waiting_on_cluster(self.now())
 
 
 def gauge_values(gangs: Sequence[GangRun], running: Mapping[str, tuple[GangRun, TaskRecord]]) -> GaugeValues:

@@ -24,13 +24,14 @@ from .waiting_watch import WaitingWatch, watches
 
 class WhyFeed:
     """Why the gangs of job ``job`` (application ``app_id``) wait; ``gangs``: the AM's own
-    list, ``occupants``: what other applications hold where (a driver that knows tells)."""
+    list, ``occupants``: what other applications hold where (a driver that knows tells; None:
+    :func:`nobody`)."""
 
     __slots__ = ("job", "app_id", "gangs", "placement", "occupants", "settings", "log", "metrics", "watching",
                  "priority", "preemption", "reserved")
 
     def __init__(self, job: str, app_id: str, gangs: list[GangRun], placement: AMPlacement,
-                 occupants: Callable[[], Sequence[Occupant]], settings: AMSettings, log: Callable[[str], None],
+                 occupants: Callable[[], Sequence[Occupant]] | None, settings: AMSettings, log: Callable[[str], None],
                  metrics: AMMetrics, priority: int = 0,
                  reserved: Callable[[], Reservation | None] | None = None):
         """``priority``: the job's (blocking jobs above it are work it waits behind);
@@ -42,7 +43,8 @@ class WhyFeed:
         #: rules of the engine a snapshot came from); None: the diagnosis says whom the RM told this
         #: AM it preempts for the job (an RM in another process: ``AMPlacement.rm_outlook``), if anyone
         self.preemption: Callable[[str, tuple[RoleSpec, ...]], Outlook] | None = None
-        self.job, self.app_id, self.gangs, self.placement, self.occupants = job, app_id, gangs, placement, occupants
+        self.job, self.app_id, self.gangs, self.placement = job, app_id, gangs, placement
+        self.occupants = occupants or nobody
         self.settings, self.log, self.metrics = settings, log, metrics
         #: the watch, when made (a pending gang's heartbeat then checks its wait)
         self.watching: WaitingWatch | None = WaitingWatch(settings, log, metrics) if watches(settings) else None
@@ -101,3 +103,8 @@ class WhyFeed:
         progress fails with)."""
         return "; ".join(f"gang {g.name} is waiting: {self.watch.why(g, self.diagnose)}" for g in self.gangs
                          if g.pending and g.acquisition is not None)
+
+
+def nobody() -> tuple:
+    """What other applications hold, to a driver that does not tell: nothing known."""
+    return ()

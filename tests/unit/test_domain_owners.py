@@ -2,6 +2,8 @@
 
 * The gang owns its state: the AM never assigns a gang's (or anything's) ``.state``;
   recovery rebuilds gangs through their own transitions and knows nothing of the AM.
+* The AM keeps construction and the job's verdict (a bound on master.py's lines); journal
+  and log attach as observers, and only attaching them asks what they keep.
 * ``am/`` and ``selectors/`` are no replay's tuning: where a trace replay is why code is
   as it is, a docstring (or a ``#:`` attribute doc) says so; a plain ``#`` comment that
   names the replay is code written for one driver.
@@ -36,6 +38,14 @@ def imports_of(source: str) -> set[str]:
     return names
 
 
+def keeper_checks(source: str) -> list[int]:
+    """The lines of ``source`` that ask whether a journal or a log keeps anything (read
+    ``keeps_nothing``, as an attribute or by name)."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr == "keeps_nothing" and isinstance(node.ctx, ast.Load)
+            or isinstance(node, ast.Constant) and node.value == "keeps_nothing"]
+
+
 def replay_comments(source: str) -> list[int]:
     """The lines of ``source`` whose ``#`` comment (not a ``#:`` attribute doc) names a replay."""
     return [tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
@@ -53,6 +63,15 @@ def test_the_state_check_finds_assignments(source, expected):
 
 
 @pytest.mark.parametrize("source, expected", [
+    ("if journal.keeps_nothing:\n    pass\n", [1]),
+    ("x = 1\nquiet = getattr(log, 'keeps_nothing', False)\n", [2]),
+    ("class QuietLog:\n    keeps_nothing = True\n", []),
+], ids=["attribute", "getattr", "declared"])
+def test_the_keeper_check_finds_questions(source, expected):
+    assert keeper_checks(source) == expected
+
+
+@pytest.mark.parametrize("source, expected", [
     ("x = 1   # a replay opens thousands\n", [1]),
     ("# Replayed jobs share roles\nx = 1\n", [1]),
     ('def f():\n    """A trace replay calls it."""\n', []),
@@ -65,6 +84,24 @@ def test_the_comment_check_finds_replay_comments(source, expected):
 
 def test_the_am_assigns_no_state():
     assert state_assignments((ROOT / "am/core/master.py").read_text()) == []
+
+
+#: The most lines the AM's module holds (issue 29: "ApplicationMaster keeps construction and the
+#: job's verdict (about 250 lines)"): past it, something that is neither has come back to it.
+MASTER_MAX_LINES = 260
+
+
+def test_the_am_keeps_construction_and_verdict_only():
+    lines = len((ROOT / "am/core/master.py").read_text().splitlines())
+    assert lines <= MASTER_MAX_LINES, f"am/core/master.py: {lines} lines, over {MASTER_MAX_LINES}"
+
+
+def test_only_attaching_the_observers_asks_what_they_keep():
+    """Journal, log and metrics attach as observers (:func:`gangmaster.am.core.gang_events.observers`):
+    nothing that decides asks whether they are there."""
+    asking = {str(p.relative_to(ROOT)): keeper_checks(p.read_text()) for top in ("am", "selectors")
+              for p in (ROOT / top).rglob("*.py") if not p.name.endswith("_pb2.py")}
+    assert sorted(path for path, lines in asking.items() if lines) == ["am/core/gang_events.py"]
 
 
 def test_recovery_imports_nothing_of_the_am():
