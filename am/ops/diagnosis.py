@@ -62,7 +62,7 @@ from gangmaster.am.core.reservation_plan import (DECLARED, UNKNOWN, Hold, Reserv
 from gangmaster.am.core.victims import OFF, ON, Outlook, RunningGang, fits_once_gone
 from gangmaster.am.spec.jobspec_model import RoleSpec
 
-__all__ = ["Occupant", "Reason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose", "with_more_machines"]
+__all__ = ["Occupant", "ShortfallReason", "RoleDiagnosis", "BlockingJob", "Diagnosis", "diagnose", "with_more_machines"]
 
 #: Reasons that no amount of waiting removes (the rest of the chain's codes are
 #: resources, split by who holds them).
@@ -107,7 +107,13 @@ class Occupant:
 
 
 @dataclass(frozen=True)
-class Reason:
+class ShortfallReason:
+    """One reason some of a role's instances find no machine (a part of its shortfall): the
+    filter chain's reason ``code`` (``gpus-exhausted``, ``label-mismatch``, ...), how many
+    machines it holds for (``count``), whether waiting helps on them, and a sentence
+    (``detail``). Not the RM's numbered :class:`~gangmaster.protocol.reasons.Reason`: this
+    one is the AM's diagnosis, served as ``reasons`` in ``diagnose --json`` and ``/why``."""
+
     code: str
     count: int
     waiting_helps: bool
@@ -123,7 +129,7 @@ class RoleDiagnosis:
     needed: int
     placeable: int
     asked: dict          # one instance, as asked of the RM: vcores after requestRatio
-    reasons: list[Reason] = field(default_factory=list)
+    reasons: list[ShortfallReason] = field(default_factory=list)
     #: how the vcores asked come about: the role's cpu x requestRatio (shown when the ratio is not 1)
     cpu: float = 0.0
     request_ratio: float = 1.0
@@ -304,7 +310,7 @@ def diagnose(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: PipelineF
     diagnosis names whom it would preempt, chosen as the RM chooses, on ``view``;
     ``reserved``: the reservation the RM holds for the gang, counted from now (a reserving
     queue's: :mod:`~gangmaster.tools.rmsim.reservations`): then the expected start is it."""
-    explained: dict[str, tuple[list[Reason], dict]] = {}
+    explained: dict[str, tuple[list[ShortfallReason], dict]] = {}
 
     def explain(outcome: RoleOutcome, scratch: ClusterView) -> None:   # as the role saw the view
         port_min = pipeline_of(pipeline, outcome.role).settings.port_min
@@ -380,12 +386,12 @@ def _domain_short(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipe
     return None
 
 
-def _domain_reason(short: DomainShort, waiting_helps: bool) -> Reason:
+def _domain_reason(short: DomainShort, waiting_helps: bool) -> ShortfallReason:
     """"no single rack has room for 6 × 4 GPUs (the best, rack-a, has room for 4 of the 6)",
     a reason of its own: waiting helps unless no domain holds the gang even when empty."""
     code = why.NETWORK_DOMAIN if waiting_helps else f"{why.NETWORK_DOMAIN}-too-small"
     detail = short.sentence() + ("" if waiting_helps else f", even when empty ({short.ask})")
-    return Reason(code, short.domains, waiting_helps, detail)
+    return ShortfallReason(code, short.domains, waiting_helps, detail)
 
 
 def expected_start(view: ClusterView, roles: tuple[RoleSpec, ...], occupants: Sequence[Occupant],
@@ -424,7 +430,7 @@ def _expected_start_dict(planned: Reservation | None, reserved: bool) -> dict | 
 
 
 def _reasons(outcome: RoleOutcome, port_min: int, scratch: ClusterView,
-             others: ClusterView) -> tuple[list[Reason], dict]:
+             others: ClusterView) -> tuple[list[ShortfallReason], dict]:
     """The role's reasons, and {(role, reason): nodes} where waiting helps."""
     role = outcome.role
     demand = Demand.of(role_request(role, 1, ()).resource)
@@ -432,36 +438,39 @@ def _reasons(outcome: RoleOutcome, port_min: int, scratch: ClusterView,
     for rej in outcome.cause.explanation.rejections:
         if rej.reason not in _RESOURCES:
             detail = _PERMANENT_DETAIL.get(rej.reason, "{n} machine(s): " + rej.reason)
-            out.append(Reason(rej.reason, rej.count, False, detail.format(n=rej.count, requested=rej.requested)))
+            out.append(ShortfallReason(rej.reason, rej.count, False,
+                                       detail.format(n=rej.count, requested=rej.requested)))
         elif rej.kind == why.FILTERED:
-            out.append(Reason(f"{rej.reason}-too-small", rej.count, False,
-                              f"{rej.count} machine(s) with too few {_UNIT[rej.reason]} even when empty "
-                              f"(need {_num(rej.requested)}, capacity at most {_num(rej.capacity)})"))
+            out.append(ShortfallReason(f"{rej.reason}-too-small", rej.count, False,
+                                       f"{rej.count} machine(s) with too few {_UNIT[rej.reason]} even when empty "
+                                       f"(need {_num(rej.requested)}, capacity at most {_num(rej.capacity)})"))
         else:
             out += _exhausted(rej, demand, port_min, scratch, others, role.name, helps)
     return out, helps
 
 
 def _exhausted(rej: Rejection, demand: Demand, port_min: int, scratch: ClusterView, others: ClusterView,
-               role: str, helps: dict) -> list[Reason]:
+               role: str, helps: dict) -> list[ShortfallReason]:
     """Split the nodes of an "exhausted" rejection: where other applications hold what is
     missing (waiting helps) and where the gang's own instances took it (it does not)."""
     rows = np.flatnonzero(rej.nodes) if rej.nodes is not None else np.zeros(0, dtype=np.int64)
     if rej.reason == why.PORTS or rows.size != rej.count:   # ports: not split (who holds them is not known)
-        return [Reason(f"{rej.reason}-exhausted", rej.count, True, f"{rej.count} machine(s) with too few free "
-                       f"{_UNIT[rej.reason]} now (need {_num(rej.requested)})")]
+        return [ShortfallReason(f"{rej.reason}-exhausted", rej.count, True,
+                                f"{rej.count} machine(s) with too few free {_UNIT[rej.reason]} now "
+                                f"(need {_num(rej.requested)})")]
     freed = fits(others, demand, port_min, rows=rows)
     out = []
     waiting, own = rows[freed], rows[~freed]
     if waiting.size:
         helps[(role, rej.reason)] = waiting
-        out.append(Reason(f"{rej.reason}-exhausted", int(waiting.size), True,
-                          f"{waiting.size} machine(s) with {_UNIT[rej.reason]} exhausted by other jobs "
-                          f"(need {_num(rej.requested)}, most free {_most_free(scratch, rej.reason, waiting)})"))
+        out.append(ShortfallReason(f"{rej.reason}-exhausted", int(waiting.size), True,
+                                   f"{waiting.size} machine(s) with {_UNIT[rej.reason]} exhausted by other jobs "
+                                   f"(need {_num(rej.requested)}, "
+                                   f"most free {_most_free(scratch, rej.reason, waiting)})"))
     if own.size:
-        out.append(Reason(f"{rej.reason}-held-by-gang", int(own.size), False,
-                          f"{own.size} machine(s) whose {_UNIT[rej.reason]} the gang's own instances take "
-                          f"(need {_num(rej.requested)}, most free {_most_free(scratch, rej.reason, own)})"))
+        out.append(ShortfallReason(f"{rej.reason}-held-by-gang", int(own.size), False,
+                                   f"{own.size} machine(s) whose {_UNIT[rej.reason]} the gang's own instances take "
+                                   f"(need {_num(rej.requested)}, most free {_most_free(scratch, rej.reason, own)})"))
     return out
 
 
@@ -662,7 +671,7 @@ class _Hints:
 
 
 # ===================================================================== helpers
-def _role(role: RoleSpec, placeable: int, reasons: list[Reason]) -> RoleDiagnosis:
+def _role(role: RoleSpec, placeable: int, reasons: list[ShortfallReason]) -> RoleDiagnosis:
     """A role's diagnosis; what one instance asks of the RM has its vcores after ``requestRatio``."""
     asked = {"vcores": milli(role.ask_vcores) / 1000, "memoryMB": role.memory_mb, "gpus": role.gpus}
     share = role.ask_resource().gpu_milli
