@@ -14,26 +14,15 @@ from pathlib import Path
 import pytest
 
 from gangmaster.am.core.journal import JOURNAL_FILE, read_records
+from job_texts import one_role_job
 
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
 
-def job_file(path: Path, commands: list[str], instances: int = 2, ports: str = "{}", retry: int = 0) -> Path:
-    listed = "\n".join(f"      - {c}" for c in commands)
-    path.write_text(f"""
-protocolVersion: 2
-name: live
-type: job
-jobRetryCount: {retry}
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 0, ports: {ports}}}
-    commands:
-{listed}
-""")
+def job_file(path: Path, commands: list[str], instances: int = 2, ports: str = "", retry: int = 0) -> Path:
+    path.write_text(one_role_job("live", instances, gpus=0, command=commands, ports=ports, retry=retry))
     return path
 
 

@@ -292,11 +292,11 @@ def test_a_live_run_serves_why_while_its_gang_waits_on_another_job_s_processes(t
 
     runs = LiveRuns(_SMALL, tmp_path / "run", AMSettings(heartbeat_s=0.05, explain_after_s=0.2, metrics_port=0))
     try:
-        runs.submit(parse_job(one_role_job("holder", 8, command="'sleep 60'", duration=60)),
+        runs.submit(parse_job(one_role_job("holder", 8, command="sleep 60", duration=60)),
                     tmp_path / "holder")
         # the holder's 8 tasks run (its journal says so) before the waiter asks
         wait_until(lambda: launched(tmp_path / "holder"), 30, "the holder's tasks to start")
-        runs.submit(parse_job(one_role_job("waiter", 4, command="'true'", duration=60)),
+        runs.submit(parse_job(one_role_job("waiter", 4, command="true", duration=60)),
                     tmp_path / "waiter")
         deadline, d = time.monotonic() + 30, None
         while d is None and time.monotonic() < deadline:

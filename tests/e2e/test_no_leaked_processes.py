@@ -22,6 +22,7 @@ from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.job_runner import LiveRuns
 from gangmaster.tools.rmsim.rm_settings import RMSettings
 from task_procs import MARKER_VAR, kill_marked, marked, new_marker, running, wait_until
+from job_texts import one_role_job
 from rm_serve_helpers import pinned_containers, start_rm_serve, stop_rm_serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,17 +31,7 @@ pytestmark = pytest.mark.slow
 
 def job_file(tmp_path: Path, command: str, instances: int = 2) -> Path:
     path = tmp_path / "job.yaml"
-    path.write_text(f"""
-protocolVersion: 2
-name: leaks
-type: job
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-    commands:
-      - {json.dumps(command)}
-""")
+    path.write_text(one_role_job("leaks", instances, command=command))
     return path
 
 

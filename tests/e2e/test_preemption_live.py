@@ -5,7 +5,6 @@ restarts without spending a failure retry (the job allows one attempt)."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from gangmaster.protocol.rm_protocol import ContainerState, ExitStatus
 from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import LiveRuns
+from job_texts import one_role_job
 
 GRACE_S = 2.0
 
@@ -47,17 +47,8 @@ def test_a_task_that_checkpoints_on_the_notice_finishes_writing_before_it_is_kil
     script = tmp_path / "task.py"
     script.write_text(TASK)
     ckpt = tmp_path / "ckpt"
-    job = parse_job(textwrap.dedent(f"""
-        protocolVersion: 2
-        name: checkpointer
-        type: job
-        taskRoles:
-          worker:
-            instances: 1
-            resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-            commands: ["{sys.executable} {script} {ckpt}"]
-        gangmaster: {{attempts: 1}}
-        """))
+    job = parse_job(one_role_job("checkpointer", 1, command=f"{sys.executable} {script} {ckpt}",
+                                 job_gangmaster="attempts: 1"))
     specs = [NodeSpec("n-000", "rack-a", frozenset(), "V100", None, 16384, 4.0, 1, PortRanges.parse("30000-30999"))]
     runs = LiveRuns(specs, tmp_path / "run", AMSettings(heartbeat_s=0.1))
     preempted = []

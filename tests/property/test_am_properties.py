@@ -17,6 +17,7 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.queues import Queue
+from job_texts import one_role_job
 
 PORTS = PortRanges.parse("20000-20009")
 
@@ -39,20 +40,9 @@ def scenarios(draw):
 
 
 def job_text(j) -> str:
-    fail = f"\n      failOnAttempts: {j['fail']}\n      failInstance: 0" if j["fail"] else ""
-    return f"""
-protocolVersion: 2
-name: {j['name']}
-type: job
-jobRetryCount: {j['retry']}
-taskRoles:
-  worker:
-    instances: {j['instances']}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: {j['gpus']}, ports: {{p: 1}}}}
-    commands: [train]
-    gangmaster:
-      simulatedDurationSeconds: {j['duration']}{fail}
-"""
+    fail = f"failOnAttempts: {j['fail']}, failInstance: 0" if j["fail"] else ""
+    return one_role_job(j["name"], j["instances"], gpus=j["gpus"], ports="{p: 1}", duration=j["duration"],
+                        role_gangmaster=fail, retry=j["retry"])
 
 
 def simulate(gpus, nodes, jobs, interval, own_queues, work: Path):

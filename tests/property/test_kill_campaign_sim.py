@@ -18,24 +18,14 @@ from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.protocol.rm_protocol import ContainerState
 from gangmaster.selectors.cluster_file import default_cluster_path, load_cluster_specs
 from gangmaster.tools.job_runner import SimulatedRuns
+from job_texts import one_role_job
 
 DURATION_S = 60
 SPECS = load_cluster_specs(default_cluster_path())
 
 
 def job_text(instances: int, retry: int) -> str:
-    return f"""
-protocolVersion: 2
-name: campaign
-type: job
-jobRetryCount: {retry}
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-    commands: [train]
-    gangmaster: {{simulatedDurationSeconds: {DURATION_S}}}
-"""
+    return one_role_job("campaign", instances, duration=DURATION_S, retry=retry)
 
 
 @st.composite

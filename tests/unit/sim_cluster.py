@@ -1,5 +1,6 @@
 """A small uniform cluster for the simulated-AM tests: ``n`` V100 nodes on one rack,
-each 64 GiB, 16 vcores, 4 GPUs and ports 20000-20099; and the one-role job they run."""
+each 64 GiB, 16 vcores, 4 GPUs and ports 20000-20099 (the one-role job they run:
+tests/job_texts.py)."""
 from __future__ import annotations
 
 from gangmaster.selectors.cluster import NodeSpec
@@ -12,19 +13,3 @@ def nodes(n: int, label: str | None = None) -> list[NodeSpec]:
     """Nodes ``n0`` .. ``n{n-1}``, each carrying ``label`` when one is given."""
     labels = frozenset({label}) if label else frozenset()
     return [NodeSpec(f"n{i}", "rack-0", labels, "V100", None, 65536, 16, 4, PORTS) for i in range(n)]
-
-
-def worker_job(instances: int, duration_s: float) -> str:
-    """A job of one ``worker`` role (1 cpu, 1 GiB, 1 GPU per instance) whose tasks last
-    ``duration_s`` in virtual time."""
-    return f"""
-protocolVersion: 2
-name: j
-type: job
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-    commands: ["train"]
-    gangmaster: {{simulatedDurationSeconds: {duration_s}}}
-"""

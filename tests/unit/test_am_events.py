@@ -3,6 +3,7 @@ of the cluster is read once and then kept from the RM's node updates, a gang tha
 not fit is placed again only when something could let it fit, and each AM's selection
 is seeded from its application id. Measured by behaviour (placement calls, RM calls),
 never by timing."""
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.rmsim.simulation import Simulation
+from job_texts import one_role_job
 
 PORTS = PortRanges.parse("20000-20999")
 
@@ -25,18 +27,8 @@ def gpu_nodes(n: int, gpus: int = 4) -> list[NodeSpec]:
     return [NodeSpec(f"n{i}", f"rack-{i % 2}", frozenset(), "V100", None, 65536, 16, gpus, PORTS) for i in range(n)]
 
 
-def job(name: str = "j", instances: int = 2, gpus: int = 4, duration: float = 10) -> str:
-    return f"""
-protocolVersion: 2
-name: {name}
-type: job
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: {gpus}}}
-    commands: [train]
-    gangmaster: {{simulatedDurationSeconds: {duration}}}
-"""
+#: the tests' job: one role of 4-GPU instances lasting 10 s unless told
+job = partial(one_role_job, instances=2, gpus=4, duration=10)
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.am.ops.metrics import AMMetrics, GaugeValues
 from gangmaster.tools.job_runner import SimulatedRuns
 
-from sim_cluster import nodes, worker_job
+from job_texts import one_role_job
+from sim_cluster import nodes
 
 STATES = ("requested", "allocated", "running", "succeeded", "failed", "stopped")
 
@@ -26,7 +27,7 @@ def scraped(metrics) -> dict[str, float]:
 
 def test_the_gauges_follow_the_job_at_each_scrape(tmp_path):
     runs = SimulatedRuns(nodes(2))
-    run = runs.submit(parse_job(worker_job(instances=4, duration_s=30)), tmp_path)
+    run = runs.submit(parse_job(one_role_job(instances=4, duration=30)), tmp_path)
     try:
         runs.sim.run_until(10)   # every task runs
         assert scraped(run.metrics) == {"gangmaster_pending_gangs": 0.0, "gangmaster_allocated_gpus": 4.0,
@@ -40,9 +41,9 @@ def test_the_gauges_follow_the_job_at_each_scrape(tmp_path):
 
 def test_a_gang_waiting_for_room_is_pending(tmp_path):
     runs = SimulatedRuns(nodes(1))
-    runs.submit(parse_job(worker_job(instances=4, duration_s=100).replace("name: j", "name: first")),
+    runs.submit(parse_job(one_role_job("first", 4, duration=100)),
                 tmp_path / "first")
-    run = runs.submit(parse_job(worker_job(instances=4, duration_s=30)), tmp_path / "second")
+    run = runs.submit(parse_job(one_role_job(instances=4, duration=30)), tmp_path / "second")
     try:
         runs.sim.run_until(5)   # the first job holds every GPU: the second one's gang asks, and waits
         assert scraped(run.metrics) == {"gangmaster_pending_gangs": 1.0, "gangmaster_allocated_gpus": 0.0,

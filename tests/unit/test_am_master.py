@@ -20,6 +20,7 @@ from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.scenario import Scenario
 from gangmaster.tools.rmsim.workload import raw_task_env
+from job_texts import one_role_job
 
 PORTS = PortRanges.parse("20000-20099")
 
@@ -29,25 +30,12 @@ def gpu_nodes(n: int, gpus: int = 4, prefix: str = "n") -> list[NodeSpec]:
             for i in range(n)]
 
 
-def job(name: str = "j", instances: int = 4, gpus: int = 1, duration: float = 60, extra_role: str = "",
-        extra_job: str = "", retry: int = 0, ports: str = "{}") -> str:
-    return f"""
-protocolVersion: 2
-name: {name}
-type: job
-jobRetryCount: {retry}
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: {gpus}, ports: {ports}}}
-    commands: [train]
-    gangmaster:
-      simulatedDurationSeconds: {duration}
-{extra_role}
-gangmaster:
-  retryScope: job
-{extra_job}
-"""
+def job(name: str = "j", instances: int = 4, gpus: int = 1, duration: float = 60, fail: str = "", retry: int = 0,
+        ports: str = "") -> str:
+    """The tests' job, whose failures restart it whole; ``fail``: its role's failures to inject
+    (the role's gangmaster keys)."""
+    return one_role_job(name, instances, gpus=gpus, duration=duration, ports=ports, role_gangmaster=fail, retry=retry,
+                        job_gangmaster="retryScope: job")
 
 
 def run_jobs(specs, *texts, settings=None, scenario=None, queues=None, tmp_path=Path("."), queue_names=None):
@@ -102,7 +90,7 @@ def test_pai_environment_names_every_peer(tmp_path):
 
 
 def test_a_failed_task_restarts_the_whole_gang_as_a_new_attempt(tmp_path):
-    text = job(instances=4, retry=2, extra_role="      failOnAttempts: [1]\n      failInstance: 2\n      failExitCode: 3",
+    text = job(instances=4, retry=2, fail="failOnAttempts: [1], failInstance: 2, failExitCode: 3",
                duration=30)
     runs, done = run_jobs(gpu_nodes(2), text, tmp_path=tmp_path)
     am = runs.runs[0].am
@@ -121,7 +109,7 @@ def test_a_failed_task_restarts_the_whole_gang_as_a_new_attempt(tmp_path):
 
 
 def test_last_attempt_fails_the_job_with_every_attempts_history(tmp_path):
-    text = job(instances=2, retry=1, extra_role="      failOnAttempts: [1, 2]\n      failInstance: 1")
+    text = job(instances=2, retry=1, fail="failOnAttempts: [1, 2], failInstance: 1")
     runs, done = run_jobs(gpu_nodes(2), text, tmp_path=tmp_path)
     am = runs.runs[0].am
     assert done and am.outcome == "failed"
@@ -268,7 +256,7 @@ def test_journal_ignores_a_line_cut_short_by_a_kill(tmp_path):
 
 def test_same_seed_same_run(tmp_path):
     def once(where):
-        text = job(instances=5, retry=1, extra_role="      failOnAttempts: [1]\n      failInstance: 4")
+        text = job(instances=5, retry=1, fail="failOnAttempts: [1], failInstance: 4")
         runs, _ = run_jobs(gpu_nodes(3), text, tmp_path=where)
         return [(a.attempt, a.outcome, [(t.name, t.host, t.gpus, t.started_at) for t in a.tasks])
                 for a in runs.runs[0].am.history()]

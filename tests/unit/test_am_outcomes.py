@@ -22,25 +22,17 @@ from gangmaster.selectors.cluster import NodeSpec
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.nodemanager import SimulatedNodeManager
 from gangmaster.tools.rmsim.scenario import Scenario
+from job_texts import one_role_job
 from sim_cluster import PORTS, nodes
 
 REPO = Path(__file__).resolve().parents[2]
 MPI_JOB = REPO / "conf" / "jobs" / "mpi-allreduce.yaml"
 
 
-def job(instances: int = 2, retry: int = 0, command: str = "train", duration: float = 60, label: str = "") -> str:
-    return f"""
-protocolVersion: 2
-name: j
-type: job
-jobRetryCount: {retry}
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-    commands: ["{command}"]
-    gangmaster: {{simulatedDurationSeconds: {duration}{", nodeLabel: " + label if label else ""}}}
-"""
+def job(instances: int = 2, retry: int = 0, command: str = "train", duration: float = 60, label: str = "",
+        name: str = "j") -> str:
+    return one_role_job(name, instances, command=command, duration=duration, retry=retry,
+                        role_gangmaster=f"nodeLabel: {label}" if label else "")
 
 
 def gangmaster(*args, timeout=120):
@@ -195,7 +187,7 @@ def test_a_node_that_comes_back_later_is_waited_for(tmp_path, restore_at):
 def test_a_job_waiting_for_another_jobs_containers_is_not_stuck(tmp_path):
     runs = SimulatedRuns(nodes(1), AMSettings(max_virtual_time_s=86400))
     first = runs.submit(parse_job(job(instances=4, duration=5000)), tmp_path / "a")
-    second = runs.submit(parse_job(job(instances=4, duration=10).replace("name: j", "name: k")), tmp_path / "b")
+    second = runs.submit(parse_job(job(instances=4, duration=10, name="k")), tmp_path / "b")
     assert runs.run()
     assert (first.outcome, second.outcome) == ("succeeded", "succeeded")
     assert second.result.history()[0].started_at >= first.result.history()[0].ended_at

@@ -6,9 +6,10 @@ from gangmaster.am.core.lifecycle import TaskRecord, TaskState
 from gangmaster.am.core.recovery import replay_gangs
 from gangmaster.tools.job_runner import SimulatedRuns
 
-from sim_cluster import nodes, worker_job
+from job_texts import one_role_job
+from sim_cluster import nodes
 
-JOB = worker_job(instances=6, duration_s=30)
+JOB = one_role_job(instances=6, duration=30)
 
 
 def launched(n: int) -> dict:

@@ -11,22 +11,13 @@ from gangmaster.conf.fields import Fields
 from gangmaster.conf.fields import ConfigError
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.rm_settings import RMSettings
+from job_texts import one_role_job
 from sim_cluster import nodes
 
 
 def job(name: str, priority: int, duration: float, instances: int = 2) -> str:
-    return f"""
-protocolVersion: 2
-name: {name}
-type: job
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 4}}
-    commands: ["train"]
-    gangmaster: {{simulatedDurationSeconds: {duration}}}
-gangmaster: {{priority: {priority}, attempts: 1}}
-"""
+    """A gang of ``instances`` x 4 GPUs at ``priority``, one attempt."""
+    return one_role_job(name, instances, gpus=4, duration=duration, job_gangmaster=f"priority: {priority}, attempts: 1")
 
 
 def two_jobs(tmp_path, grace_s: float | None):

@@ -10,9 +10,9 @@ from gangmaster.am.core.journal import MemoryJournal, read_state
 from gangmaster.am.core.lifecycle import TaskRecord, TaskState
 from gangmaster.am.core.recovery import replay_gangs, resume
 
-from sim_cluster import worker_job
+from job_texts import one_role_job
 
-JOB = parse_job(worker_job(instances=2, duration_s=30))
+JOB = parse_job(one_role_job(instances=2, duration=30))
 
 
 def lived(until: str) -> tuple[GangRun, MemoryJournal]:

@@ -10,6 +10,7 @@ from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.queues import Queue
 
+from job_texts import one_role_job
 from sim_cluster import nodes
 
 LATE_AT_S = 10
@@ -17,17 +18,7 @@ RESELECT_S = 5          # an ask not granted is looked at again after this (am.r
 
 
 def job(name: str, instances: int, gpus: int, duration_s: float):
-    return parse_job(f"""
-protocolVersion: 2
-name: {name}
-type: job
-taskRoles:
-  worker:
-    instances: {instances}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: {gpus}}}
-    commands: ["train"]
-    gangmaster: {{simulatedDurationSeconds: {duration_s}}}
-""")
+    return parse_job(one_role_job(name, instances, gpus=gpus, duration=duration_s))
 
 
 @pytest.mark.parametrize("late_s, starts_by", [

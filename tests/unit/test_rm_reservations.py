@@ -9,7 +9,8 @@ from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.queues import Queue
 
-from sim_cluster import nodes, worker_job
+from job_texts import one_role_job
+from sim_cluster import nodes
 
 SMALL_S, BIG_S = 60, 30         # the small jobs' and the gang's declared durations
 STREAM = range(1, 16)           # a small job every 8 s from t = 2 s to 114 s
@@ -18,7 +19,7 @@ SHORT_AT_S = 31                 # a 10-s job comes then
 
 
 def _job(name: str, instances: int, duration_s: float):
-    return parse_job(worker_job(instances, duration_s).replace("name: j", f"name: {name}"))
+    return parse_job(one_role_job(name, instances, duration=duration_s))
 
 
 def _run(tmp_path, policy: str):

@@ -16,20 +16,10 @@ from gangmaster.selectors.settings import SelectionSettings
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.scenario import Scenario
 from gangmaster.tools.rmsim.simulation import Simulation
+from job_texts import one_role_job
 from sim_cluster import nodes
 
-JOB = """
-protocolVersion: 2
-name: j
-type: job
-jobRetryCount: 2
-taskRoles:
-  worker:
-    instances: 3
-    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
-    commands: ["train"]
-    gangmaster: {simulatedDurationSeconds: 60, maxInstancesPerNode: 1}
-"""
+JOB = one_role_job(instances=3, duration=60, role_gangmaster="maxInstancesPerNode: 1", retry=2)
 # n0 is lost while the first attempt runs (its task ends with NODE_LOST) and comes back at once
 NODE_BLIP = "events: [{at: 30, do: lose_node, host: n0}, {at: 31, do: restore_node, host: n0}]"
 

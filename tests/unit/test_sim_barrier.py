@@ -19,6 +19,7 @@ from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.tools.job_runner import SimulatedRuns
 from gangmaster.tools.rmsim.clock import VirtualLoop
 from gangmaster.tools.rmsim.workload import BARRIER_ERROR_EXIT_CODE
+from job_texts import one_role_job
 from sim_cluster import nodes
 
 
@@ -28,20 +29,9 @@ FAILS_BEFORE_BARRIER = "failOnAttempts: [1], failInstance: 2, failExitCode: 3, f
 
 def job(instances: int = 4, retry: int = 1, duration: float = 100, min_failed: int = 1, extra: str = "",
         failure: str = FAILS_BEFORE_BARRIER) -> str:
-    return f"""
-protocolVersion: 2
-name: j
-type: job
-jobRetryCount: {retry}
-taskRoles:
-  worker:
-    instances: {instances}
-    completion: {{minFailedInstances: {min_failed}}}
-    resourcePerInstance: {{cpu: 1, memoryMB: 1024, gpu: 1}}
-    commands: [train]
-    gangmaster: {{simulatedDurationSeconds: {duration}{", " + failure if failure else ""}}}
-gangmaster: {{retryScope: job{extra}}}
-"""
+    return one_role_job(instances=instances, duration=duration, retry=retry, role_gangmaster=failure,
+                        role_keys=[f"completion: {{minFailedInstances: {min_failed}}}"],
+                        job_gangmaster=f"retryScope: job{extra}")
 
 
 def test_a_gang_meets_at_its_barrier_then_runs_its_duration(tmp_path):

@@ -7,9 +7,10 @@ import pytest
 from gangmaster.am.spec.jobspec import parse_job
 from gangmaster.tools.job_runner import SimulatedRuns
 
-from sim_cluster import nodes, worker_job
+from job_texts import one_role_job
+from sim_cluster import nodes
 
-JOB = worker_job(instances=2, duration_s=5)
+JOB = one_role_job(instances=2, duration=5)
 
 
 def runs():
