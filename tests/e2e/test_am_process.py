@@ -23,6 +23,7 @@ from gangmaster.am.core.journal import JOURNAL_FILE, read_records
 from gangmaster.protocol.rm_client_grpc import GrpcRMClient
 from gangmaster.tools.rmsim.control import SimulatorControl
 from gangmaster.protocol.rm_protocol import AppState
+from job_texts import one_role_job
 from rm_serve_helpers import start_rm_serve, stop_rm_serve
 from task_procs import MARKER_VAR, kill_marked, killed_on_exit, new_marker, running, wait_until
 
@@ -32,35 +33,21 @@ AM_CLI = [sys.executable, "-m", "gangmaster.tools.cli", "am"]
 
 pytestmark = pytest.mark.slow
 
-FAILS_ONCE = """
-protocolVersion: 2
-name: fails-once
-type: job
-jobRetryCount: 1
-taskRoles:
-  worker:
-    instances: 3
-    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1, ports: {mpi: 1}}
-    commands:
-      - 'if [ "$GANGMASTER_ATTEMPT" = 1 ] && [ "$PAI_TASK_INDEX" = 1 ]; then exit 3; fi'
-      - python -m gangmaster.tools.examples.mpi_style_task
-gangmaster: {expectedDurationSeconds: 600}
-"""
+FAILS_ONCE = one_role_job("fails-once", 3, ports="{mpi: 1}", retry=1, job_gangmaster="expectedDurationSeconds: 600",
+                          command=['if [ "$GANGMASTER_ATTEMPT" = 1 ] && [ "$PAI_TASK_INDEX" = 1 ]; then exit 3; fi',
+                                   "python -m gangmaster.tools.examples.mpi_style_task"])
 
-SLEEPS = """
-protocolVersion: 2
-name: sleeps
-type: job
-taskRoles:
-  worker:
-    instances: 2
-    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
-    commands: ['if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep %s; fi']
-"""
 
-#: SLEEPS whose first attempt runs until the test makes the file %s (at most 120 s): as long
-#: as the test needs the tasks running, and not a fixed while longer.
-HELD = SLEEPS.replace("sleep %s", "for i in $(seq 1200); do [ -e %s ] && break; sleep 0.1; done")
+def sleeps(seconds: float) -> str:
+    """Two tasks whose first attempt sleeps ``seconds`` (a later one ends at once)."""
+    return one_role_job("sleeps", 2, command=f'if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep {seconds}; fi')
+
+
+def held(release: Path) -> str:
+    """:func:`sleeps` whose first attempt runs until the test makes the file ``release`` (at
+    most 120 s): as long as the test needs the tasks running, and not a fixed while longer."""
+    return one_role_job("sleeps", 2, command=f'if [ "$GANGMASTER_ATTEMPT" = 1 ]; then for i in $(seq 1200); do '
+                                             f'[ -e {release} ] && break; sleep 0.1; done; fi')
 
 
 def am_argv(address: str, job: Path, work: Path, *extra) -> list[str]:
@@ -180,7 +167,7 @@ def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):
     marker = new_marker()
     server, address = start_rm_serve(tmp_path, "--work-dir", str(tmp_path / "rm-tasks"),
                                      env={**os.environ, MARKER_VAR: marker})
-    (tmp_path / "job.yaml").write_text(SLEEPS % 1000)        # attempt 1 runs until stopped; a later one ends at once
+    (tmp_path / "job.yaml").write_text(sleeps(1000))        # attempt 1 runs until stopped; a later one ends at once
     try:
         with am_started(address, tmp_path / "job.yaml", tmp_path / "run", "-q") as proc:
             wait_until(lambda: len(running(marker, "sleep")) == 2, 60, "both tasks to start")
@@ -206,7 +193,7 @@ def test_sigterm_kills_the_application_at_the_rm_and_its_tasks_end(tmp_path):
 def test_a_killed_am_attempt_is_replaced_and_the_new_am_recovers_the_job(rm_serve, tmp_path):
     address, token, state = rm_serve
     release = tmp_path / "release"
-    (tmp_path / "job.yaml").write_text(HELD % release)   # the tasks run until the new AM has taken them over
+    (tmp_path / "job.yaml").write_text(held(release))   # the tasks run until the new AM has taken them over
     work = tmp_path / "run"
     with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as proc:
         wait_for_the_gang_to_start(work)
@@ -247,8 +234,7 @@ def test_a_rerun_after_the_am_was_killed_stops_the_earlier_tasks_before_starting
                                      "--work-dir", str(tmp_path / "rm-tasks"), env={**os.environ, MARKER_VAR: marker})
     (tmp_path / "task.sh").write_text(MARKING_TASK)
     marks = tmp_path / "marks"
-    (tmp_path / "job.yaml").write_text(SLEEPS.replace("sleeps", "marks").split("    commands:")[0]
-                                       + f"    commands: ['bash {tmp_path / 'task.sh'} {marks}']\n")
+    (tmp_path / "job.yaml").write_text(one_role_job("marks", 2, command=f"bash {tmp_path / 'task.sh'} {marks}"))
     work = tmp_path / "run"
     try:
         with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as first:
@@ -285,7 +271,7 @@ def test_the_am_rides_out_an_rm_restarted_from_its_state_file(tmp_path):
     args = ("--state", str(state), "--token-file", str(token), "--work-dir", str(tmp_path / "rm-tasks"))
     server, address = start_rm_serve(tmp_path, *args)
     release = tmp_path / "release"
-    (tmp_path / "job.yaml").write_text(HELD % release)   # the tasks run until the AM has found the RM again
+    (tmp_path / "job.yaml").write_text(held(release))   # the tasks run until the AM has found the RM again
     work = tmp_path / "run"
     try:
         with am_started(address, tmp_path / "job.yaml", work, "--token-file", token) as proc:
@@ -320,7 +306,7 @@ def test_an_rm_restarted_without_its_state_ends_the_am_saying_so(tmp_path):
     marker = new_marker()
     args = ("--work-dir", str(tmp_path / "rm-tasks"))
     server, address = start_rm_serve(tmp_path, *args, env={**os.environ, MARKER_VAR: marker})
-    (tmp_path / "job.yaml").write_text(SLEEPS % 1000)
+    (tmp_path / "job.yaml").write_text(sleeps(1000))
     work = tmp_path / "run"
     try:
         with am_started(address, tmp_path / "job.yaml", work, "--timeout", 120) as proc:

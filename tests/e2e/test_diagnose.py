@@ -135,17 +135,7 @@ def test_a_snapshot_s_unhealthy_nodes_and_running_jobs_are_what_the_gang_is_diag
     snapshot = _Snapshot("kubernetes", specs, {"node-3": "NotReady"},
                          [_Allocation("team-a/etl", "node-0", 2, 1024, 4, 1800.0),
                           _Allocation("team-a/etl", "node-1", 2, 1024, 3, None)])
-    job = parse_job("""
-protocolVersion: 2
-name: train
-type: job
-taskRoles:
-  worker:
-    instances: 3
-    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 2}
-    commands: [train]
-    gangmaster: {maxInstancesPerNode: 1}
-""")
+    job = parse_job(one_role_job("train", 3, gpus=2, role_gangmaster="maxInstancesPerNode: 1"))
     d = diagnose_job(job, specs, tmp_path, AMSettings(), SelectionSettings(), snapshot=snapshot, wait_s=5)
     worker = d["roles"]["worker"]
     assert (worker["placeable"], worker["shortfall"], d["healthy_machines"]) == (1, 2, 3)

@@ -15,6 +15,7 @@ from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.tools.job_runner import LiveRuns
 from gangmaster.tools.rmsim.rm_settings import RMSettings
+from job_texts import one_role_job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,17 +25,11 @@ nodeGroups:
   - {name: n, count: 2, rack: rack-a, gpuType: V100, memoryMB: 16384, vcores: 4, gpus: 1}
 """
 
-PAIR = """
-protocolVersion: 2
-name: pair
-type: job
-jobRetryCount: 1
-taskRoles:
-  worker:
-    instances: 2
-    resourcePerInstance: {cpu: 1, memoryMB: 1024, gpu: 1}
-    commands: [%s]
-"""
+
+def pair(command: str) -> str:
+    """A gang of two 1-GPU tasks running ``command``, restarted once."""
+    return one_role_job("pair", 2, command=command, retry=1)
+
 
 #: The AM asks for both nodes at its heartbeat at 1 s; n-001 is blacklisted before the RM's
 #: pass at 1.5 s, so only n-000 is granted and the gang holds it, never started, until
@@ -60,7 +55,7 @@ def write(path: Path, text: str) -> Path:
 def test_a_simulated_run_honours_rm_allocation_expiry(tmp_path, expiry, expired):
     config = write(tmp_path / "config.yaml", f"rm: {{scheduling_interval_s: 1, allocation_expiry_s: {expiry}}}\n"
                                              "am: {hold_timeout_s: 60}\n")
-    result = gangmaster("run", write(tmp_path / "job.yaml", PAIR % "sleep 1"), "--cluster",
+    result = gangmaster("run", write(tmp_path / "job.yaml", pair("sleep 1")), "--cluster",
                         write(tmp_path / "cluster.yaml", TWO_NODES), "--scenario",
                         write(tmp_path / "scenario.yaml", BLACKLIST_AFTER_THE_ASK), "--config", config,
                         "--work-dir", tmp_path / "run", cwd=tmp_path)
@@ -76,7 +71,7 @@ def test_a_live_run_plays_a_scenario(tmp_path):
     command = 'if [ "$GANGMASTER_ATTEMPT" = 1 ]; then sleep 60; fi'   # attempt 1 runs until the fault
     # the AM's heartbeat a quarter second: attempt 1 runs well before the fault, attempt 2 soon after it
     config = write(tmp_path / "config.yaml", "am: {heartbeat_s: 0.25}\n")
-    result = gangmaster("run", write(tmp_path / "job.yaml", PAIR % repr(command)), "--live", "--cluster",
+    result = gangmaster("run", write(tmp_path / "job.yaml", pair(command)), "--live", "--cluster",
                         write(tmp_path / "cluster.yaml", TWO_NODES), "--scenario", scenario, "--config", config,
                         "--work-dir", tmp_path / "run", "--timeout", "60", "-q", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
