@@ -463,9 +463,10 @@ class NodeColumns:
         self._writable_ports()[i] = ports
         self.ports_free_count[i] = ports.count
 
-    def _copy_columns(self, clone: "NodeColumns", keep_derived: bool = True) -> None:
+    def _copy_columns(self, clone: "NodeColumns", keep_derived: bool = True, keep_indexes: bool = True) -> None:
         """Give a shallow copy its own changeable columns (for trial placement); without
-        ``keep_derived``, no cached column or derived state (made again when read)."""
+        ``keep_derived``, no cached column or derived state (made again when read); without
+        ``keep_indexes``, no derived state (the cached columns kept)."""
         for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count", "gpus_shared"):
             setattr(clone, name, getattr(self, name).copy())
         # the share ledger (nodes x GPUs) is shared until one side writes to it
@@ -473,7 +474,8 @@ class NodeColumns:
         clone.ports_free = self.ports_free.copy()
         clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty), c.stale)
                                 for name, c in self._column_caches.items()} if keep_derived else {}
-        clone._derived = {name: state.copy() for name, state in self._derived.items()} if keep_derived else {}
+        clone._derived = ({name: state.copy() for name, state in self._derived.items()}
+                          if keep_derived and keep_indexes else {})
         clone._row_sets = [state.dirty for state in clone._derived.values()]
         clone._dirty_sets = [c.dirty for c in clone._column_caches.values()] + clone._row_sets
 
@@ -819,13 +821,16 @@ class ClusterView(NodeColumns):
             self._writable_share_ledger()[i] = row
         self.gpus_shared[i] = sum(used > 0 for used in row)
 
-    def copy(self, keep_derived: bool = True) -> "ClusterView":
+    def copy(self, keep_derived: bool = True, keep_indexes: bool = True) -> "ClusterView":
         """A scratch copy for trial placement (a gang is committed only if it all fits).
         ``keep_derived=False``: a copy of the state alone, for reading later (an explanation
         worked out when asked): what strategies derive from it (cached columns, node
-        indexes) is made again only if read, not copied now."""
+        indexes) is made again only if read, not copied now. ``keep_indexes=False``: the
+        cached columns kept, the node indexes (:meth:`derived`) not — a copy that books
+        thousands of rows in bulk and picks by the view's own indexes, not its own, would
+        only feed each of them every row it books."""
         clone = copy.copy(self)
-        self._copy_columns(clone, keep_derived)
+        self._copy_columns(clone, keep_derived, keep_indexes)
         clone.healthy = self.healthy.copy()
         clone.outstanding = self.outstanding.copy()
         clone.role_count = {r: c.copy() for r, c in self.role_count.items()}

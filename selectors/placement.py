@@ -188,16 +188,21 @@ class RecentHosts:
 
 
 def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, count: int,
-          recent: RecentHosts | None = None, book: bool = True) -> "Placement":
+          recent: RecentHosts | None = None, book: bool = True, same: ClusterView | None = None) -> "Placement":
     """Place ``count`` instances of ``request`` (its ``placed_hosts`` are replaced by
     ``recent`` when given); book them on ``view`` when ``book``. Raises
     :class:`NotAvailable` (the filter chain's explanation for the instance that found
-    no node) with the :class:`Placement` so far in ``placed``."""
+    no node) with the :class:`Placement` so far in ``placed``.
+
+    ``same``: a view whose nodes stand exactly as ``view``'s do now (the AM's view, of which
+    ``view`` is a scratch copy nothing was booked on yet), read and never changed: a pick
+    of one instance reads the indexes it keeps (made once for every placement, where a
+    fresh copy would make them again)."""
     if count == 1 and not book and recent is None:
         placed = _lone(pipeline, view, request)   # (the request as asked: the job's hosts are its own)
         if placed is not None:
             return placed
-    loop = _Loop(pipeline, view, request, count, recent, book)
+    loop = _Loop(pipeline, view, request, count, recent, book, same)
     loop.run()
     return loop.placement
 
@@ -367,20 +372,34 @@ def room_per_node(view: ClusterView, request: SelectionRequest, settings: "Selec
     added)."""
     # The cap and the fit are counted here (0 exactly where their stages would say no), the
     # other stages asked of every node, and the nodes where the role failed kept off as the
-    # fit's stage keeps them: one pass of the fit model, not two.
+    # fit's stage keeps them: one pass of the fit model, not two. Where most nodes pass (a
+    # gang's roles, mostly), the room is counted on whole columns and the others zeroed after:
+    # a few numpy calls over contiguous columns, not a gather of each column at the survivors.
     passing = node_passes(FilterContext(view, request, settings), stages=BEFORE_ROOM)
     failed = view.failed_here(request.role) if settings.skip_nodes_where_role_failed else None
     if failed is not None:
         passing = ~failed if passing is None else passing & ~failed
-    survivors = np.arange(len(view)) if passing is None else np.flatnonzero(passing)
-    room = np.zeros(len(view), dtype=np.int64)
-    if survivors.size:
-        counts = fit_room(view, request.demand, settings.port_min, rows=survivors)
-        cap = request.max_instances_per_node
-        if cap is not None:
-            counts = np.minimum(counts, cap - view.instances_of(request.role)[survivors])
-        room[survivors] = np.clip(counts, 0, limit) if limit is not None else np.maximum(counts, 0)
-    return room
+    rows = None
+    if passing is not None:
+        survivors = int(np.count_nonzero(passing))
+        if survivors == len(view):
+            passing = None
+        elif survivors * 2 < len(view):   # (few pass: counted at them alone)
+            rows = np.flatnonzero(passing)
+    counts = fit_room(view, request.demand, settings.port_min, rows=rows)
+    cap = request.max_instances_per_node
+    if cap is not None:
+        counts = np.minimum(counts, cap - _take(view.instances_of(request.role), rows))
+    np.maximum(counts, 0, out=counts)
+    if limit is not None:
+        np.minimum(counts, limit, out=counts)
+    if rows is not None:
+        room = np.zeros(len(view), dtype=np.int64)
+        room[rows] = counts
+        return room
+    if passing is not None:
+        counts *= passing
+    return counts
 
 
 class Placement:
@@ -456,8 +475,9 @@ class Placement:
 
 class _Loop:
     def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
-                 count: int, recent: RecentHosts | None, book: bool):
+                 count: int, recent: RecentHosts | None, book: bool, same: ClusterView | None = None):
         self.pipeline, self.view, self.left, self.book = pipeline, view, count, book
+        self.same = view if same is None else same   # (read for a lone pick: see place())
         self.selector: Selector = pipeline.selector
         self.settings = pipeline.settings
         asked = RecentHosts(view, request.placed_hosts) if recent is None or request.placed_hosts else None
@@ -479,11 +499,8 @@ class _Loop:
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
-        if self.left == 1 and not self.book:  # one pick, nothing booked: select_single_node
-            picked = self._indexed_pick()
-            if picked is not None:
-                self._record_one(*picked)
-                return
+        if self.left == 1 and self._one_pick():
+            return
         self.room = self._initial_room()
         if self.one_per_pick and self._keys_stay():
             self._in_key_order()
@@ -497,6 +514,28 @@ class _Loop:
             node, key, rivals = self._pick()
             take = 1 if self.one_per_pick or rivals else min(int(self.room[node]), self.left)
             self._place([node], [take], [key])
+
+    def _one_pick(self) -> bool:
+        """One instance placed without a look at every node, where the kept indexes give the
+        loop's pick: with no hosts of the job (a gang's first instance: its coordinator), the
+        :class:`LonePick` the view keeps for the request's shape, its GPUs and ports as it
+        chose them, booked when booking; not booking, for a job with hosts,
+        :meth:`_indexed_pick`. Whether it was (else the loop picks)."""
+        if not self.recent.nodes:
+            request = self._current()
+            picked = lone_pick(self.same, self.pipeline, request).pick(request)
+            if picked is None:
+                return False
+            self._take_one(*picked)
+            return True
+        if self.book:
+            return False
+        indexed = self._indexed_pick()   # (select_single_node for a job with hosts)
+        if indexed is None:
+            return False
+        node, key = indexed
+        self._take_one(node, *_one_instance(self.pipeline, self.view, self.request, node, self._sequential), key)
+        return True
 
     def _initial_room(self) -> np.ndarray:
         """Room per node (0 where a filter other than the rack policy says no)."""
@@ -690,15 +729,28 @@ class _Loop:
         self.recent.add(at)
         self.placement.add(at, counts, gpu_masks, ports, keys, placed)
 
-    def _record_one(self, node: int, key) -> None:
-        """:meth:`_place` for one instance not booked, without the arrays."""
-        gpu_mask, ports = _one_instance(self.pipeline, self.view, self.request, node, self._sequential)
+    def _take_one(self, node: int, gpu_mask: int, ports: PortRanges, key) -> None:
+        """:meth:`_place` for one instance whose GPUs and ports are chosen (as :meth:`_place`
+        chooses them), without the arrays: booked when booking, recorded."""
+        demand = self.demand
+        if self.book:
+            if demand.gpu_milli:   # (a share names its GPU: booked alone, as _place_shares books it)
+                self.view.allocate(node, ResourceDescriptor.exactly(demand.memory_mb, self.request.resource.vcores,
+                                                                    gpu_mask, ports, demand.gpu_milli),
+                                   role=self.request.role)
+            else:
+                self.view.allocate_many(np.array([node], dtype=np.int64), np.ones(1, dtype=np.int64), demand,
+                                        [gpu_mask] if demand.gpus else None,
+                                        [ports] if demand.ports or demand.port_ranges else None,
+                                        role=self.request.role)
+        self.recent.add([node])
         placement = self.placement
         placement.nodes.append(node)
         placement.gpu_masks.append([gpu_mask])
         placement.ports.append([ports])
-        placement.keys.append(key)
-        placement.count, self.left = 1, 0
+        placement.keys.append(np.int64(key) if isinstance(key, int) else key)
+        placement.count += 1
+        self.left -= 1
 
     def _gpu_masks(self, at: np.ndarray, counts: np.ndarray) -> tuple["Lazy[list[list[int]]]", np.ndarray | None]:
         """Per node, ``take`` successive GPU choices, as if each were booked before the
@@ -802,6 +854,11 @@ def _by_rack(racks: np.ndarray, count: int, first: set[int]) -> np.ndarray:
         first_seen[rack] = -1
     rank = np.searchsorted(np.sort(first_seen), first_seen).astype(small)   # (equal for equal positions)
     return np.argsort(rank[racks], kind="stable")
+
+
+def _take(column: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """``column`` at ``rows`` (all of it when None)."""
+    return column if rows is None else column[rows]
 
 
 def _tie_sorted(ties: np.ndarray) -> np.ndarray:
