@@ -107,7 +107,7 @@ from .explanation import NotAvailable
 from .filters import BEFORE_ROOM, RACK_STAGE, FilterContext
 from .fit import room as fit_room
 from .identity_memo import IdentityMemo
-from .port_column import distinct
+from .port_column import PortChoice, distinct
 from .ports import NO_PORTS, PortRanges
 from .request import SelectionRequest
 from .resources import ResourceDescriptor
@@ -286,7 +286,7 @@ class LonePick:
         # (a random pick draws among the keep() best: at most those that fit)
         key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
         if not self._plain:
-            return (node, *_one_instance(self.pipeline, self.view, request, node, {}), key)
+            return (node, *_one_instance(self.pipeline, self.view, request, node), key)
         gpu_mask, ports = 0, NO_PORTS
         if self._gpus:
             free = self.view.gpu_free_mask.item(node)
@@ -347,8 +347,8 @@ def _not_available(pipeline: "SelectionPipeline", view: ClusterView, request: Se
     return exc
 
 
-def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, node: int,
-                  sequential: dict) -> tuple[int, PortRanges]:
+def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
+                  node: int) -> tuple[int, PortRanges]:
     """The GPUs and ports of one instance on ``node``, not booked: the GPUs named, the
     strategy's choice (a share's GPU checked), or none; the ports as :func:`_ports` gives them."""
     demand = request.demand
@@ -358,8 +358,7 @@ def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: Sel
         gpu_mask = demand.gpu_mask or (pipeline.selector.choose_gpus(view, node, request) if demand.gpus else 0)
     if not demand.ports:   # (_ports's answer for an instance that asks none)
         return gpu_mask, NO_PORTS
-    ports = _ports(pipeline, view, demand, np.array([node], dtype=np.int64), np.ones(1, dtype=np.int64),
-                   sequential)[0]
+    ports = _ports(pipeline, view, demand, np.array([node], dtype=np.int64), np.ones(1, dtype=np.int64))[0]
     return gpu_mask, (ports() if callable(ports) else ports)[0][0]
 
 
@@ -494,7 +493,6 @@ class _Loop:
         # instance would do (module docstring)
         self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
         self.room: np.ndarray | None = None
-        self._sequential: dict[tuple[int, int, int], tuple] = {}
         self._tiers_keyed: bool | None = None   # see _can_sweep
 
     # ------------------------------------------------------------------ the loop
@@ -534,7 +532,7 @@ class _Loop:
         if indexed is None:
             return False
         node, key = indexed
-        self._take_one(node, *_one_instance(self.pipeline, self.view, self.request, node, self._sequential), key)
+        self._take_one(node, *_one_instance(self.pipeline, self.view, self.request, node), key)
         return True
 
     def _initial_room(self) -> np.ndarray:
@@ -714,7 +712,7 @@ class _Loop:
     def _place(self, nodes: list[int] | np.ndarray, takes: list[int] | np.ndarray, keys: list | np.ndarray) -> None:
         """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
         at, counts = np.asarray(nodes, dtype=np.int64), np.asarray(takes, dtype=np.int64)
-        ports, port_unions = _ports(self.pipeline, self.view, self.demand, at, counts, self._sequential)
+        ports, port_unions = _ports(self.pipeline, self.view, self.demand, at, counts)
         if self.demand.gpu_milli:
             ports = ports() if callable(ports) else ports
             gpu_masks = self._place_shares(at.tolist(), ports)
@@ -843,13 +841,11 @@ def _by_rack(racks: np.ndarray, count: int, first: set[int]) -> np.ndarray:
     """The positions of ``racks`` (rack codes, of ``count`` racks) grouped by rack, each
     rack's in order: the racks in ``first`` (the job's) before the others, the others in
     the order of their first position. A stable sort by each rack's rank, as small integers
-    (numpy sorts those by radix: no comparison sort of the thousands of nodes)."""
+    (numpy sorts those by radix: no comparison sort of the thousands of nodes); each rack's
+    first position is the least of its positions (one pass, no sort)."""
     small = np.int16 if count < 1 << 15 else np.int64
-    by_rack = np.argsort(racks.astype(small), kind="stable")
-    sizes = np.bincount(racks, minlength=count)
-    present = np.flatnonzero(sizes)
     first_seen = np.full(count, racks.size, dtype=np.int64)
-    first_seen[present] = by_rack[(np.cumsum(sizes) - sizes)[present]]   # (each rack's first position)
+    np.minimum.at(first_seen, racks, np.arange(racks.size))   # (each rack's first position)
     for rack in first:
         first_seen[rack] = -1
     rank = np.searchsorted(np.sort(first_seen), first_seen).astype(small)   # (equal for equal positions)
@@ -910,14 +906,14 @@ def _share_gpu(selector: Selector, view: ClusterView, node: int, request: Select
     return gpu
 
 
-def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, at: np.ndarray, counts: np.ndarray,
-           sequential: dict) -> tuple["Lazy[list[list[PortRanges]]]", list[PortRanges] | np.ndarray | None]:
+def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, at: np.ndarray,
+           counts: np.ndarray) -> tuple["Lazy[list[list[PortRanges]]]", list[PortRanges] | PortChoice | None]:
     """Per node ``at[k]``, the ports of each of its ``counts[k]`` instances (their lists,
-    or what makes them when read); and the ports of each node in all (None when the
-    request asks none; for sequential ports, their codes in the view's
-    ``ports_free.table``, as :meth:`ClusterView.allocate_many` takes them). ``sequential``
-    keeps the sequential choices of one placement by (free ports, count): nodes of a kind
-    share their free ports."""
+    or what makes them when read); and the ports of each node in all, as
+    :meth:`ClusterView.allocate_many` takes them (None when the request asks none; for
+    sequential ports, a :class:`~gangmaster.selectors.port_column.PortChoice`: nodes of a
+    kind share their free ports, and each (free ports, count) is worked out once, by the
+    view's table of port sets, for good)."""
     if demand.port_ranges:  # named ports cannot go twice: one instance per node
         return partial(_repeated_ports, demand.port_ranges, counts), [demand.port_ranges] * at.size
     if not demand.ports:
@@ -935,27 +931,22 @@ def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, at: np.ndar
             chosen.append(each)
             unions.append(free_ports[node].subtract(free))
         return chosen, unions
-    # Nodes of a kind share their free ports (one code of the view's column): each (free
-    # ports, count) is worked out once, the nodes' answers gathered by numpy.
     table = free_ports.table
     if at.size == 1:   # (one pick)
-        pairs, inverse = [(free_ports.codes.item(at.item(0)), counts.item(0))], np.zeros(1, dtype=np.int64)
+        free, takes, inverse = [free_ports.codes.item(at.item(0))], [counts.item(0)], np.zeros(1, dtype=np.int64)
     else:
         most = int(counts.max()) + 1
         unique, inverse = distinct(free_ports.codes[at].astype(np.int64) * most + counts, len(table) * most)
-        pairs = zip(*(part.tolist() for part in divmod(unique, most)))
-    each_lists, union_codes = [], []
-    for code, take in pairs:
-        key = (id(table), code, take)
-        known = sequential.get(key)
-        if known is None:
-            union = table.values[code].take_sequential(demand.ports * take, port_min)
-            taken, each = list(union), demand.ports
-            known = sequential[key] = ([PortRanges.from_ports(taken[j * each:(j + 1) * each])
-                                        for j in range(take)], table.code(union), table)  # (keeps the id alive)
-        each_lists.append(known[0])
-        union_codes.append(known[1])
-    return partial(_gathered, each_lists, inverse), np.array(union_codes, dtype=np.int64)[inverse]
+        free, takes = (part.tolist() for part in divmod(unique, most))
+    each_lists, taken, left = [], [], []
+    for code, take in zip(free, takes):
+        lists, union, rest = table.sequential(code, demand.ports, take, port_min)
+        each_lists.append(lists)
+        taken.append(union)
+        left.append(rest)
+    choice = PortChoice(np.array(free, dtype=np.int64), np.array(takes, dtype=np.int64),
+                        np.array(taken, dtype=np.int64), np.array(left, dtype=np.int32), inverse, table)
+    return partial(_gathered, each_lists, inverse), choice
 
 
 def _repeated_ports(ports: PortRanges, counts: np.ndarray) -> list[list[PortRanges]]:
