@@ -546,7 +546,7 @@ class _Loop:
         if self.recent.nodes == self._hosts_asked:
             return self.request
         hosts = self.recent.hosts()
-        return self.request if hosts == self.request.placed_hosts else replace(self.request, placed_hosts=hosts)
+        return self.request if hosts == self.request.placed_hosts else with_hosts(self.request, hosts)
 
     def _eligible(self) -> np.ndarray:
         alive = self.room > 0
@@ -642,7 +642,7 @@ class _Loop:
     def _keys_stay(self) -> bool:
         """The key is a node key whatever the job's hosts, and no rack policy moves the
         eligible set: booking a node changes that node's key alone."""
-        probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+        probe = with_hosts(self.request, tuple(self.view.hosts[:1]))
         return (self.policy == "none" and self.selector.node_key(self.request) is not None
                 and self.selector.node_key(probe) is not None)
 
@@ -672,7 +672,7 @@ class _Loop:
         if self.one_per_pick or self.policy != "none" or self.left <= 1:
             return False
         if self._tiers_keyed is None:   # (the strategy's answer for this request: asked once per loop)
-            probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+            probe = with_hosts(self.request, tuple(self.view.hosts[:1]))
             self._tiers_keyed = (self.selector.key_within_tiers(self.request) is not None
                                  and self.selector.key_within_tiers(probe) is not None)
         if not self._tiers_keyed:
@@ -850,6 +850,21 @@ def _by_rack(racks: np.ndarray, count: int, first: set[int]) -> np.ndarray:
         first_seen[rack] = -1
     rank = np.searchsorted(np.sort(first_seen), first_seen).astype(small)   # (equal for equal positions)
     return np.argsort(rank[racks], kind="stable")
+
+
+def with_hosts(request: SelectionRequest, hosts: tuple[str, ...]) -> SelectionRequest:
+    """``request`` with the job's hosts ``hosts``, made once per request and hosts (found by
+    the request's identity): the loop asks it of every role it places, and the gangs of one
+    shape ask the same again (a dataclass's ``replace`` checks every field anew)."""
+    key = (id(request), hosts)
+    known = _with_hosts.get(key)
+    if known is None:
+        known = _with_hosts.put(key, (request,), replace(request, placed_hosts=hosts))
+    return known
+
+
+#: (id(request), hosts) -> the request with those hosts: see with_hosts
+_with_hosts: IdentityMemo[SelectionRequest] = IdentityMemo(1024)
 
 
 def _take(column: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
