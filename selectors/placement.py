@@ -428,9 +428,9 @@ class Placement:
         return cls([], [], [], [], 0)
 
     def add(self, nodes: np.ndarray, takes: np.ndarray, gpu_masks: "Lazy[list[list[int]]]",
-            ports: "Lazy[list[list[PortRanges]]]", keys: list | np.ndarray, count: int) -> None:
-        """One step: ``takes[k]`` instances on ``nodes[k]``; ``gpu_masks`` and ``ports`` the
-        per-node lists, or what makes them (called once, when first read)."""
+            ports: "Lazy[list[list[PortRanges]]]", keys: "Lazy[list | np.ndarray]", count: int) -> None:
+        """One step: ``takes[k]`` instances on ``nodes[k]``; ``gpu_masks``, ``ports`` and
+        ``keys`` the per-node lists, or what makes them (called once, when first read)."""
         self._steps.append((nodes, takes, gpu_masks, ports, keys))
         self.count += count
 
@@ -463,7 +463,7 @@ class Placement:
             nodes += at.tolist()
             gpu_masks += masks() if callable(masks) else masks
             ports += ports_of() if callable(ports_of) else ports_of
-            keys += keys_of.tolist() if isinstance(keys_of, np.ndarray) else keys_of
+            keys += _listed(keys_of() if callable(keys_of) else keys_of)
         self._steps = []
         return lists
 
@@ -493,6 +493,8 @@ class _Loop:
         # instance would do (module docstring)
         self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
         self.room: np.ndarray | None = None
+        #: a step counted but not yet booked, booked with the next (see _place)
+        self._kept: tuple[np.ndarray, np.ndarray, list | np.ndarray] | None = None
         self._tiers_keyed: bool | None = None   # see _can_sweep
 
     # ------------------------------------------------------------------ the loop
@@ -505,13 +507,15 @@ class _Loop:
             return
         while self.left > 0:
             if self._can_sweep():
-                self._sweep()
+                self._sweep()   # (books the step kept before it with its own)
                 return
+            self._book_kept()
             if self._fill_held():
                 continue
             node, key, rivals = self._pick()
             take = 1 if self.one_per_pick or rivals else min(int(self.room[node]), self.left)
-            self._place([node], [take], [key])
+            self._place([node], [take], [key], keep=True)
+        self._book_kept()
 
     def _one_pick(self) -> bool:
         """One instance placed without a look at every node, where the kept indexes give the
@@ -605,7 +609,7 @@ class _Loop:
         used = min(int(np.searchsorted(cumulative, self.left)) + 1, nodes.size)
         takes = room[nodes[:used]].copy()
         takes[-1] -= max(0, int(cumulative[used - 1]) - self.left)
-        self._place(nodes[:used], takes, list(keys[:used]))
+        self._place(nodes[:used], takes, list(keys[:used]), keep=True)
         return True
 
     def _first(self, nodes: np.ndarray, keys: np.ndarray) -> tuple[int, object]:
@@ -636,6 +640,7 @@ class _Loop:
 
     def _give_up(self) -> None:
         """No eligible node: the filter chain says why, as one select() would now."""
+        self._book_kept()
         raise _not_available(self.pipeline, self.view, self._current(), self.placement)
 
     # ------------------------------------------------------------------ key order
@@ -709,9 +714,42 @@ class _Loop:
             self._give_up()
 
     # ------------------------------------------------------------------ booking
-    def _place(self, nodes: list[int] | np.ndarray, takes: list[int] | np.ndarray, keys: list | np.ndarray) -> None:
-        """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
+    def _place(self, nodes: list[int] | np.ndarray, takes: list[int] | np.ndarray, keys: list | np.ndarray,
+               keep: bool = False) -> None:
+        """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking. ``keep``: the
+        step is counted now (room, instances left, the job's hosts) and booked with the next
+        one — a sweep of the rest of the role (:meth:`_sweep`), or alone before anything else
+        reads the view (:meth:`_book_kept`): a pick among the job's hosts and the sweep after
+        it are one booking, not two. A sweep reads no node of the step kept (each is full, or
+        it is one of the job's hosts with room and no sweep follows), and the keys, GPUs and
+        ports of the others do not depend on it (the sweep's key is a node key)."""
         at, counts = np.asarray(nodes, dtype=np.int64), np.asarray(takes, dtype=np.int64)
+        if self.room is not None:
+            self.room[at] -= counts
+        self.left -= int(counts.sum())
+        self.recent.add(at)
+        kept = self._kept
+        if keep:
+            self._book_kept()
+            self._kept = (at, counts, keys)
+            return
+        if kept is not None:
+            self._kept = None
+            if bool(self.room[kept[0]].any()):   # (a node of it has room left: booked first, on its own)
+                self._book(*kept)
+            else:
+                at, counts = np.concatenate([kept[0], at]), np.concatenate([kept[1], counts])
+                keys = partial(_joined, kept[2], keys)
+        self._book(at, counts, keys)
+
+    def _book_kept(self) -> None:
+        """Book the step :meth:`_place` kept, if any."""
+        if self._kept is not None:
+            kept, self._kept = self._kept, None
+            self._book(*kept)
+
+    def _book(self, at: np.ndarray, counts: np.ndarray, keys: "Lazy[list | np.ndarray]") -> None:
+        """GPUs, ports and booking of a step :meth:`_place` counted; recorded in the placement."""
         ports, port_unions = _ports(self.pipeline, self.view, self.demand, at, counts)
         if self.demand.gpu_milli:
             ports = ports() if callable(ports) else ports
@@ -720,12 +758,7 @@ class _Loop:
             gpu_masks, gpus = self._gpu_masks(at, counts)
             if self.book:
                 self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
-        placed = int(counts.sum())
-        if self.room is not None:
-            self.room[at] -= counts
-        self.left -= placed
-        self.recent.add(at)
-        self.placement.add(at, counts, gpu_masks, ports, keys, placed)
+        self.placement.add(at, counts, gpu_masks, ports, keys, int(counts.sum()))
 
     def _take_one(self, node: int, gpu_mask: int, ports: PortRanges, key) -> None:
         """:meth:`_place` for one instance whose GPUs and ports are chosen (as :meth:`_place`
@@ -889,6 +922,16 @@ def _shared(chosen: Iterable[tuple[int, ...]]) -> list[list[int]]:
     chosen = list(chosen)
     lists = {each: list(each) for each in dict.fromkeys(chosen)}
     return list(map(lists.__getitem__, chosen))
+
+
+def _listed(keys: list | np.ndarray) -> list:
+    """Keys as a list (of Python numbers, from an array)."""
+    return keys.tolist() if isinstance(keys, np.ndarray) else keys
+
+
+def _joined(first: list | np.ndarray, then: list | np.ndarray) -> list:
+    """The keys of two steps booked as one, in order."""
+    return _listed(first) + _listed(then)
 
 
 def _repeated(mask: int, counts: np.ndarray) -> list[list[int]]:
