@@ -64,12 +64,17 @@ the order of :func:`~gangmaster.selectors.candidates.best_by_tier`); with no hos
 gang of one, a job's first instance) or no tiers (a random pick), the index alone,
 which also gives a random pick its few best to draw from. Otherwise (a key that is
 not a node key, hosts the view does not know) the loop picks
-(:meth:`_Loop._indexed_pick`, or its scan).
+(:meth:`_Loop._indexed_pick`, or its scan). One instance of a job with no hosts yet,
+booked (a gang's first instance: story 3's coordinator), is that same
+:class:`LonePick`'s, then booked: on the view ``place`` is given as ``same`` when the
+view it books on is a fresh scratch copy of it, whose indexes would be made afresh.
 
 What a step placed is kept as arrays (:class:`Placement`): the per-node lists of GPU
 masks and ports are made only when read, and the view keeps its free ports as codes into
 a table of the distinct sets (:mod:`~gangmaster.selectors.port_column`), so a step of
-thousands of nodes costs numpy calls, not Python work per node.
+thousands of nodes costs numpy calls, not Python work per node. A step among the job's
+hosts (a pick, the hosts filled in one step) is counted at once and booked with the
+sweep that follows it, if one does: one booking, GPU and port choice for both.
 
 GPUs and ports
 --------------
@@ -78,7 +83,11 @@ after another as if each were booked before the next (the base class's lowest fr
 bits, for many nodes at once), and their ports from the
 node's free ports at or above ``port_min`` (sequentially: the lowest ones, as
 successive single choices would; or drawn with the pipeline's RNG), unless the
-request names its ports. Everything a step places is booked on the view at once
+request names its ports; the sequential choice of each (free set, instances) is worked
+out once by the view's table of port sets, for good
+(:meth:`~gangmaster.selectors.port_column.PortTable.sequential`), and handed to the
+booking as a :class:`~gangmaster.selectors.port_column.PortChoice`.
+Everything a step places is booked on the view at once
 (:meth:`ClusterView.allocate_many`) when the caller asks for booking.
 
 A share of one GPU (``gpu_milli``) is placed the same way — a node's room for it is

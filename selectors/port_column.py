@@ -6,7 +6,10 @@ the instances placed there took. :class:`PortColumn` keeps one code per node (an
 numpy column) into a :class:`PortTable` of the distinct sets, so a gang's booking of
 thousands of nodes works out each distinct (free ports, ports taken) pair once and
 writes the nodes' new codes with numpy (:meth:`PortColumn.take_many`), and per-node
-counts are read through the table as one gather. Read and written one node at a time,
+counts are read through the table as one gather. The table also keeps, per (set, ports
+each, instances, ``port_min``), the lowest ports that many instances take
+(:meth:`PortTable.sequential`): a placement hands the booking those choices as a
+:class:`PortChoice`, whose pairs are not worked out again. Read and written one node at a time,
 the column behaves as the list of ``PortRanges`` it replaces.
 
 A copy of the column (a view's scratch copy) shares the table: codes mean the same
