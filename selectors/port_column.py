@@ -95,7 +95,7 @@ class PortTable:
         if known is None:
             union = self.values[code].take_sequential(each * take, port_min)
             ports = list(union)
-            if len(self._sequential) >= SEQUENTIAL_KEPT:
+            if len(self._sequential) >= CHOICES_KEPT:
                 self._sequential.clear()
             known = self._sequential[key] = ([PortRanges.from_ports(ports[j * each:(j + 1) * each])
                                               for j in range(take)],
@@ -226,7 +226,7 @@ class PortChoice(NamedTuple):
 
 
 #: how many sequential choices a :class:`PortTable` keeps (then it starts afresh)
-SEQUENTIAL_KEPT = 1 << 16
+CHOICES_KEPT = 1 << 16
 
 #: :func:`distinct` marks values in an array this long at most (else it sorts them)
 MARKED_AT_MOST = 1 << 20

@@ -160,7 +160,7 @@ def test_a_copy_without_indexes_keeps_the_columns_and_feeds_no_index():
 
 
 def test_a_table_keeps_its_sequential_choices_bounded(monkeypatch):
-    monkeypatch.setattr(port_column, "SEQUENTIAL_KEPT", 2)
+    monkeypatch.setattr(port_column, "CHOICES_KEPT", 2)
     table = PortTable()
     code = table.code(PortRanges.of((20000, 20009)))
     for take in (1, 2, 3):
