@@ -32,7 +32,7 @@ from gangmaster.gpu_topology.masks import full_mask, indices_of
 
 from .fit import GPU_MILLI, Amounts, Demand, milli, shortfall
 from .identity_memo import IdentityMemo
-from .port_column import PortColumn
+from .port_column import PortChoice, PortColumn
 from .ports import NO_PORTS, PORT_MIN, PortRanges
 from .resources import ResourceDescriptor, ResourceError
 
@@ -463,9 +463,10 @@ class NodeColumns:
         self._writable_ports()[i] = ports
         self.ports_free_count[i] = ports.count
 
-    def _copy_columns(self, clone: "NodeColumns", keep_derived: bool = True) -> None:
+    def _copy_columns(self, clone: "NodeColumns", keep_derived: bool = True, keep_indexes: bool = True) -> None:
         """Give a shallow copy its own changeable columns (for trial placement); without
-        ``keep_derived``, no cached column or derived state (made again when read)."""
+        ``keep_derived``, no cached column or derived state (made again when read); without
+        ``keep_indexes``, no derived state (the cached columns kept)."""
         for name in ("memory_free", "mvcores_free", "gpus_free", "gpu_free_mask", "ports_free_count", "gpus_shared"):
             setattr(clone, name, getattr(self, name).copy())
         # the share ledger (nodes x GPUs) is shared until one side writes to it
@@ -473,7 +474,8 @@ class NodeColumns:
         clone.ports_free = self.ports_free.copy()
         clone._column_caches = {name: _CachedColumn(c.values.copy(), set(c.dirty), c.stale)
                                 for name, c in self._column_caches.items()} if keep_derived else {}
-        clone._derived = {name: state.copy() for name, state in self._derived.items()} if keep_derived else {}
+        clone._derived = ({name: state.copy() for name, state in self._derived.items()}
+                          if keep_derived and keep_indexes else {})
         clone._row_sets = [state.dirty for state in clone._derived.values()]
         clone._dirty_sets = [c.dirty for c in clone._column_caches.values()] + clone._row_sets
 
@@ -613,17 +615,22 @@ class ClusterView(NodeColumns):
             self.instances_of(role)[i] += 1
 
     def allocate_many(self, rows: np.ndarray, counts: np.ndarray, each: Demand, gpus: np.ndarray | None,
-                      ports: Sequence[PortRanges] | np.ndarray | None, role: str | None = None) -> None:
+                      ports: Sequence[PortRanges] | np.ndarray | PortChoice | None, role: str | None = None) -> None:
         """Book ``counts[k]`` instances of ``each`` on node ``rows[k]`` at once (gang
         placement), taking there the GPUs ``gpus[k]`` (a mask; None when ``each`` asks
-        none) and the ports ``ports[k]`` (None when ``each`` asks none; the sets, or their
-        codes in ``ports_free.table`` as an integer array). Refuses with
+        none) and the ports ``ports[k]`` (None when ``each`` asks none; the sets, their
+        codes in ``ports_free.table`` as an integer array, or a :class:`PortChoice` made
+        from the nodes' free ports as they stand). Refuses with
         :class:`ResourceError`, changing nothing, when the totals do not fit in what is
         free: the same rule as :meth:`allocate` once per instance."""
         if each.gpu_milli:
             raise ResourceError("allocate_many: GPU shares are booked one by one (allocate): each names its GPU")
         at = np.asarray(rows, dtype=np.int64)
         counts = np.asarray(counts, dtype=np.int64)
+        column = self.ports_free
+        if isinstance(ports, PortChoice) and (at.size <= FEW_ROWS or ports.table is not column.table):
+            # (the ports each node takes, as sets: checked and written as any others)
+            ports = list(map(ports.table.values.__getitem__, ports.taken_per_node().tolist()))
         if at.size <= FEW_ROWS:   # (a pick, the job's hosts: in plain Python, not dozens of numpy calls)
             self._allocate_few(at.tolist(), counts.tolist(), each, None if gpus is None else list(map(int, gpus)),
                                None if ports is None else list(ports), role)
@@ -638,8 +645,16 @@ class ClusterView(NodeColumns):
             gpus = np.asarray(gpus, dtype=np.uint64)
             masks = self.gpu_free_mask[at]
             short |= ((masks & gpus) != gpus) | (_popcounts(gpus) != counts * each.gpus)
-        column = self.ports_free
-        if ports is not None:
+        if isinstance(ports, PortChoice):
+            # each pair took what was free, as many ports as its instances ask; each node still
+            # holds the set its ports were chosen from, and takes the pair's instances
+            sizes = column.table.counts()
+            whole = ((sizes[ports.left] == sizes[ports.free] - sizes[ports.taken])
+                     & (sizes[ports.taken] == ports.takes * each.ports))
+            inverse = ports.inverse
+            short |= (column.codes[at] != ports.free[inverse]) | (ports.takes[inverse] != counts) | ~whole[inverse]
+            left = ports.left[inverse]
+        elif ports is not None:
             taken = ports if isinstance(ports, np.ndarray) else column.table.codes(ports)
             # each distinct (free, taken) pair worked out once: nodes of a kind share theirs
             left, whole = column.take_many(at, taken)
@@ -655,7 +670,7 @@ class ClusterView(NodeColumns):
             self.gpu_free_mask[at] = masks & ~gpus
         if ports is not None:
             column.codes[at] = left
-            self.ports_free_count[at] = column.table.counts()[left]
+            self.ports_free_count[at] = column.table.counts()[left]   # (grown, maybe: read again)
         self._touched_rows(at)
         if role is not None:
             self.instances_of(role)[at] += counts
@@ -819,13 +834,16 @@ class ClusterView(NodeColumns):
             self._writable_share_ledger()[i] = row
         self.gpus_shared[i] = sum(used > 0 for used in row)
 
-    def copy(self, keep_derived: bool = True) -> "ClusterView":
+    def copy(self, keep_derived: bool = True, keep_indexes: bool = True) -> "ClusterView":
         """A scratch copy for trial placement (a gang is committed only if it all fits).
         ``keep_derived=False``: a copy of the state alone, for reading later (an explanation
         worked out when asked): what strategies derive from it (cached columns, node
-        indexes) is made again only if read, not copied now."""
+        indexes) is made again only if read, not copied now. ``keep_indexes=False``: the
+        cached columns kept, the node indexes (:meth:`derived`) not — a copy that books
+        thousands of rows in bulk and picks by the view's own indexes, not its own, would
+        only feed each of them every row it books."""
         clone = copy.copy(self)
-        self._copy_columns(clone, keep_derived)
+        self._copy_columns(clone, keep_derived, keep_indexes)
         clone.healthy = self.healthy.copy()
         clone.outstanding = self.outstanding.copy()
         clone.role_count = {r: c.copy() for r, c in self.role_count.items()}

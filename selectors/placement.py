@@ -64,12 +64,17 @@ the order of :func:`~gangmaster.selectors.candidates.best_by_tier`); with no hos
 gang of one, a job's first instance) or no tiers (a random pick), the index alone,
 which also gives a random pick its few best to draw from. Otherwise (a key that is
 not a node key, hosts the view does not know) the loop picks
-(:meth:`_Loop._indexed_pick`, or its scan).
+(:meth:`_Loop._indexed_pick`, or its scan). One instance of a job with no hosts yet,
+booked (a gang's first instance: story 3's coordinator), is that same
+:class:`LonePick`'s, then booked: on the view ``place`` is given as ``same`` when the
+view it books on is a fresh scratch copy of it, whose indexes would be made afresh.
 
 What a step placed is kept as arrays (:class:`Placement`): the per-node lists of GPU
 masks and ports are made only when read, and the view keeps its free ports as codes into
 a table of the distinct sets (:mod:`~gangmaster.selectors.port_column`), so a step of
-thousands of nodes costs numpy calls, not Python work per node.
+thousands of nodes costs numpy calls, not Python work per node. A step among the job's
+hosts (a pick, the hosts filled in one step) is counted at once and booked with the
+sweep that follows it, if one does: one booking, GPU and port choice for both.
 
 GPUs and ports
 --------------
@@ -78,7 +83,11 @@ after another as if each were booked before the next (the base class's lowest fr
 bits, for many nodes at once), and their ports from the
 node's free ports at or above ``port_min`` (sequentially: the lowest ones, as
 successive single choices would; or drawn with the pipeline's RNG), unless the
-request names its ports. Everything a step places is booked on the view at once
+request names its ports; the sequential choice of each (free set, instances) is worked
+out once by the view's table of port sets, for good
+(:meth:`~gangmaster.selectors.port_column.PortTable.sequential`), and handed to the
+booking as a :class:`~gangmaster.selectors.port_column.PortChoice`.
+Everything a step places is booked on the view at once
 (:meth:`ClusterView.allocate_many`) when the caller asks for booking.
 
 A share of one GPU (``gpu_milli``) is placed the same way — a node's room for it is
@@ -107,7 +116,7 @@ from .explanation import NotAvailable
 from .filters import BEFORE_ROOM, RACK_STAGE, FilterContext
 from .fit import room as fit_room
 from .identity_memo import IdentityMemo
-from .port_column import distinct
+from .port_column import PortChoice, distinct
 from .ports import NO_PORTS, PortRanges
 from .request import SelectionRequest
 from .resources import ResourceDescriptor
@@ -188,16 +197,21 @@ class RecentHosts:
 
 
 def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, count: int,
-          recent: RecentHosts | None = None, book: bool = True) -> "Placement":
+          recent: RecentHosts | None = None, book: bool = True, same: ClusterView | None = None) -> "Placement":
     """Place ``count`` instances of ``request`` (its ``placed_hosts`` are replaced by
     ``recent`` when given); book them on ``view`` when ``book``. Raises
     :class:`NotAvailable` (the filter chain's explanation for the instance that found
-    no node) with the :class:`Placement` so far in ``placed``."""
+    no node) with the :class:`Placement` so far in ``placed``.
+
+    ``same``: a view whose nodes stand exactly as ``view``'s do now (the AM's view, of which
+    ``view`` is a scratch copy nothing was booked on yet), read and never changed: a pick
+    of one instance reads the indexes it keeps (made once for every placement, where a
+    fresh copy would make them again)."""
     if count == 1 and not book and recent is None:
         placed = _lone(pipeline, view, request)   # (the request as asked: the job's hosts are its own)
         if placed is not None:
             return placed
-    loop = _Loop(pipeline, view, request, count, recent, book)
+    loop = _Loop(pipeline, view, request, count, recent, book, same)
     loop.run()
     return loop.placement
 
@@ -281,7 +295,7 @@ class LonePick:
         # (a random pick draws among the keep() best: at most those that fit)
         key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
         if not self._plain:
-            return (node, *_one_instance(self.pipeline, self.view, request, node, {}), key)
+            return (node, *_one_instance(self.pipeline, self.view, request, node), key)
         gpu_mask, ports = 0, NO_PORTS
         if self._gpus:
             free = self.view.gpu_free_mask.item(node)
@@ -342,8 +356,8 @@ def _not_available(pipeline: "SelectionPipeline", view: ClusterView, request: Se
     return exc
 
 
-def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, node: int,
-                  sequential: dict) -> tuple[int, PortRanges]:
+def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
+                  node: int) -> tuple[int, PortRanges]:
     """The GPUs and ports of one instance on ``node``, not booked: the GPUs named, the
     strategy's choice (a share's GPU checked), or none; the ports as :func:`_ports` gives them."""
     demand = request.demand
@@ -353,8 +367,7 @@ def _one_instance(pipeline: "SelectionPipeline", view: ClusterView, request: Sel
         gpu_mask = demand.gpu_mask or (pipeline.selector.choose_gpus(view, node, request) if demand.gpus else 0)
     if not demand.ports:   # (_ports's answer for an instance that asks none)
         return gpu_mask, NO_PORTS
-    ports = _ports(pipeline, view, demand, np.array([node], dtype=np.int64), np.ones(1, dtype=np.int64),
-                   sequential)[0]
+    ports = _ports(pipeline, view, demand, np.array([node], dtype=np.int64), np.ones(1, dtype=np.int64))[0]
     return gpu_mask, (ports() if callable(ports) else ports)[0][0]
 
 
@@ -367,20 +380,34 @@ def room_per_node(view: ClusterView, request: SelectionRequest, settings: "Selec
     added)."""
     # The cap and the fit are counted here (0 exactly where their stages would say no), the
     # other stages asked of every node, and the nodes where the role failed kept off as the
-    # fit's stage keeps them: one pass of the fit model, not two.
+    # fit's stage keeps them: one pass of the fit model, not two. Where most nodes pass (a
+    # gang's roles, mostly), the room is counted on whole columns and the others zeroed after:
+    # a few numpy calls over contiguous columns, not a gather of each column at the survivors.
     passing = node_passes(FilterContext(view, request, settings), stages=BEFORE_ROOM)
     failed = view.failed_here(request.role) if settings.skip_nodes_where_role_failed else None
     if failed is not None:
         passing = ~failed if passing is None else passing & ~failed
-    survivors = np.arange(len(view)) if passing is None else np.flatnonzero(passing)
-    room = np.zeros(len(view), dtype=np.int64)
-    if survivors.size:
-        counts = fit_room(view, request.demand, settings.port_min, rows=survivors)
-        cap = request.max_instances_per_node
-        if cap is not None:
-            counts = np.minimum(counts, cap - view.instances_of(request.role)[survivors])
-        room[survivors] = np.clip(counts, 0, limit) if limit is not None else np.maximum(counts, 0)
-    return room
+    rows = None
+    if passing is not None:
+        survivors = int(np.count_nonzero(passing))
+        if survivors == len(view):
+            passing = None
+        elif survivors * 2 < len(view):   # (few pass: counted at them alone)
+            rows = np.flatnonzero(passing)
+    counts = fit_room(view, request.demand, settings.port_min, rows=rows)
+    cap = request.max_instances_per_node
+    if cap is not None:
+        counts = np.minimum(counts, cap - _take(view.instances_of(request.role), rows))
+    np.maximum(counts, 0, out=counts)
+    if limit is not None:
+        np.minimum(counts, limit, out=counts)
+    if rows is not None:
+        room = np.zeros(len(view), dtype=np.int64)
+        room[rows] = counts
+        return room
+    if passing is not None:
+        counts *= passing
+    return counts
 
 
 class Placement:
@@ -410,9 +437,9 @@ class Placement:
         return cls([], [], [], [], 0)
 
     def add(self, nodes: np.ndarray, takes: np.ndarray, gpu_masks: "Lazy[list[list[int]]]",
-            ports: "Lazy[list[list[PortRanges]]]", keys: list | np.ndarray, count: int) -> None:
-        """One step: ``takes[k]`` instances on ``nodes[k]``; ``gpu_masks`` and ``ports`` the
-        per-node lists, or what makes them (called once, when first read)."""
+            ports: "Lazy[list[list[PortRanges]]]", keys: "Lazy[list | np.ndarray]", count: int) -> None:
+        """One step: ``takes[k]`` instances on ``nodes[k]``; ``gpu_masks``, ``ports`` and
+        ``keys`` the per-node lists, or what makes them (called once, when first read)."""
         self._steps.append((nodes, takes, gpu_masks, ports, keys))
         self.count += count
 
@@ -445,7 +472,7 @@ class Placement:
             nodes += at.tolist()
             gpu_masks += masks() if callable(masks) else masks
             ports += ports_of() if callable(ports_of) else ports_of
-            keys += keys_of.tolist() if isinstance(keys_of, np.ndarray) else keys_of
+            keys += _listed(keys_of() if callable(keys_of) else keys_of)
         self._steps = []
         return lists
 
@@ -456,8 +483,9 @@ class Placement:
 
 class _Loop:
     def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
-                 count: int, recent: RecentHosts | None, book: bool):
+                 count: int, recent: RecentHosts | None, book: bool, same: ClusterView | None = None):
         self.pipeline, self.view, self.left, self.book = pipeline, view, count, book
+        self.same = view if same is None else same   # (read for a lone pick: see place())
         self.selector: Selector = pipeline.selector
         self.settings = pipeline.settings
         asked = RecentHosts(view, request.placed_hosts) if recent is None or request.placed_hosts else None
@@ -474,29 +502,51 @@ class _Loop:
         # instance would do (module docstring)
         self.one_per_pick = self.random_pick or not self.locality or self.policy == "spread"
         self.room: np.ndarray | None = None
-        self._sequential: dict[tuple[int, int, int], tuple] = {}
+        #: a step counted but not yet booked, booked with the next (see _place)
+        self._kept: tuple[np.ndarray, np.ndarray, list | np.ndarray] | None = None
         self._tiers_keyed: bool | None = None   # see _can_sweep
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
-        if self.left == 1 and not self.book:  # one pick, nothing booked: select_single_node
-            picked = self._indexed_pick()
-            if picked is not None:
-                self._record_one(*picked)
-                return
+        if self.left == 1 and self._one_pick():
+            return
         self.room = self._initial_room()
         if self.one_per_pick and self._keys_stay():
             self._in_key_order()
             return
         while self.left > 0:
             if self._can_sweep():
-                self._sweep()
+                self._sweep()   # (books the step kept before it with its own)
                 return
+            self._book_kept()
             if self._fill_held():
                 continue
             node, key, rivals = self._pick()
             take = 1 if self.one_per_pick or rivals else min(int(self.room[node]), self.left)
-            self._place([node], [take], [key])
+            self._place([node], [take], [key], keep=True)
+        self._book_kept()
+
+    def _one_pick(self) -> bool:
+        """One instance placed without a look at every node, where the kept indexes give the
+        loop's pick: with no hosts of the job (a gang's first instance: its coordinator), the
+        :class:`LonePick` the view keeps for the request's shape, its GPUs and ports as it
+        chose them, booked when booking; not booking, for a job with hosts,
+        :meth:`_indexed_pick`. Whether it was (else the loop picks)."""
+        if not self.recent.nodes:
+            request = self._current()
+            picked = lone_pick(self.same, self.pipeline, request).pick(request)
+            if picked is None:
+                return False
+            self._take_one(*picked)
+            return True
+        if self.book:
+            return False
+        indexed = self._indexed_pick()   # (select_single_node for a job with hosts)
+        if indexed is None:
+            return False
+        node, key = indexed
+        self._take_one(node, *_one_instance(self.pipeline, self.view, self.request, node), key)
+        return True
 
     def _initial_room(self) -> np.ndarray:
         """Room per node (0 where a filter other than the rack policy says no)."""
@@ -509,7 +559,7 @@ class _Loop:
         if self.recent.nodes == self._hosts_asked:
             return self.request
         hosts = self.recent.hosts()
-        return self.request if hosts == self.request.placed_hosts else replace(self.request, placed_hosts=hosts)
+        return self.request if hosts == self.request.placed_hosts else with_hosts(self.request, hosts)
 
     def _eligible(self) -> np.ndarray:
         alive = self.room > 0
@@ -568,7 +618,7 @@ class _Loop:
         used = min(int(np.searchsorted(cumulative, self.left)) + 1, nodes.size)
         takes = room[nodes[:used]].copy()
         takes[-1] -= max(0, int(cumulative[used - 1]) - self.left)
-        self._place(nodes[:used], takes, list(keys[:used]))
+        self._place(nodes[:used], takes, list(keys[:used]), keep=True)
         return True
 
     def _first(self, nodes: np.ndarray, keys: np.ndarray) -> tuple[int, object]:
@@ -599,13 +649,14 @@ class _Loop:
 
     def _give_up(self) -> None:
         """No eligible node: the filter chain says why, as one select() would now."""
+        self._book_kept()
         raise _not_available(self.pipeline, self.view, self._current(), self.placement)
 
     # ------------------------------------------------------------------ key order
     def _keys_stay(self) -> bool:
         """The key is a node key whatever the job's hosts, and no rack policy moves the
         eligible set: booking a node changes that node's key alone."""
-        probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+        probe = with_hosts(self.request, tuple(self.view.hosts[:1]))
         return (self.policy == "none" and self.selector.node_key(self.request) is not None
                 and self.selector.node_key(probe) is not None)
 
@@ -635,7 +686,7 @@ class _Loop:
         if self.one_per_pick or self.policy != "none" or self.left <= 1:
             return False
         if self._tiers_keyed is None:   # (the strategy's answer for this request: asked once per loop)
-            probe = replace(self.request, placed_hosts=tuple(self.view.hosts[:1]))
+            probe = with_hosts(self.request, tuple(self.view.hosts[:1]))
             self._tiers_keyed = (self.selector.key_within_tiers(self.request) is not None
                                  and self.selector.key_within_tiers(probe) is not None)
         if not self._tiers_keyed:
@@ -672,10 +723,43 @@ class _Loop:
             self._give_up()
 
     # ------------------------------------------------------------------ booking
-    def _place(self, nodes: list[int] | np.ndarray, takes: list[int] | np.ndarray, keys: list | np.ndarray) -> None:
-        """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking."""
+    def _place(self, nodes: list[int] | np.ndarray, takes: list[int] | np.ndarray, keys: list | np.ndarray,
+               keep: bool = False) -> None:
+        """Give ``takes[k]`` instances to ``nodes[k]``: GPUs, ports, booking. ``keep``: the
+        step is counted now (room, instances left, the job's hosts) and booked with the next
+        one — a sweep of the rest of the role (:meth:`_sweep`), or alone before anything else
+        reads the view (:meth:`_book_kept`): a pick among the job's hosts and the sweep after
+        it are one booking, not two. A sweep reads no node of the step kept (each is full, or
+        it is one of the job's hosts with room and no sweep follows), and the keys, GPUs and
+        ports of the others do not depend on it (the sweep's key is a node key)."""
         at, counts = np.asarray(nodes, dtype=np.int64), np.asarray(takes, dtype=np.int64)
-        ports, port_unions = _ports(self.pipeline, self.view, self.demand, at, counts, self._sequential)
+        if self.room is not None:
+            self.room[at] -= counts
+        self.left -= int(counts.sum())
+        self.recent.add(at)
+        kept = self._kept
+        if keep:
+            self._book_kept()
+            self._kept = (at, counts, keys)
+            return
+        if kept is not None:
+            self._kept = None
+            if bool(self.room[kept[0]].any()):   # (a node of it has room left: booked first, on its own)
+                self._book(*kept)
+            else:
+                at, counts = np.concatenate([kept[0], at]), np.concatenate([kept[1], counts])
+                keys = partial(_joined, kept[2], keys)
+        self._book(at, counts, keys)
+
+    def _book_kept(self) -> None:
+        """Book the step :meth:`_place` kept, if any."""
+        if self._kept is not None:
+            kept, self._kept = self._kept, None
+            self._book(*kept)
+
+    def _book(self, at: np.ndarray, counts: np.ndarray, keys: "Lazy[list | np.ndarray]") -> None:
+        """GPUs, ports and booking of a step :meth:`_place` counted; recorded in the placement."""
+        ports, port_unions = _ports(self.pipeline, self.view, self.demand, at, counts)
         if self.demand.gpu_milli:
             ports = ports() if callable(ports) else ports
             gpu_masks = self._place_shares(at.tolist(), ports)
@@ -683,22 +767,30 @@ class _Loop:
             gpu_masks, gpus = self._gpu_masks(at, counts)
             if self.book:
                 self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
-        placed = int(counts.sum())
-        if self.room is not None:
-            self.room[at] -= counts
-        self.left -= placed
-        self.recent.add(at)
-        self.placement.add(at, counts, gpu_masks, ports, keys, placed)
+        self.placement.add(at, counts, gpu_masks, ports, keys, int(counts.sum()))
 
-    def _record_one(self, node: int, key) -> None:
-        """:meth:`_place` for one instance not booked, without the arrays."""
-        gpu_mask, ports = _one_instance(self.pipeline, self.view, self.request, node, self._sequential)
+    def _take_one(self, node: int, gpu_mask: int, ports: PortRanges, key) -> None:
+        """:meth:`_place` for one instance whose GPUs and ports are chosen (as :meth:`_place`
+        chooses them), without the arrays: booked when booking, recorded."""
+        demand = self.demand
+        if self.book:
+            if demand.gpu_milli:   # (a share names its GPU: booked alone, as _place_shares books it)
+                self.view.allocate(node, ResourceDescriptor.exactly(demand.memory_mb, self.request.resource.vcores,
+                                                                    gpu_mask, ports, demand.gpu_milli),
+                                   role=self.request.role)
+            else:
+                self.view.allocate_many(np.array([node], dtype=np.int64), np.ones(1, dtype=np.int64), demand,
+                                        [gpu_mask] if demand.gpus else None,
+                                        [ports] if demand.ports or demand.port_ranges else None,
+                                        role=self.request.role)
+        self.recent.add([node])
         placement = self.placement
         placement.nodes.append(node)
         placement.gpu_masks.append([gpu_mask])
         placement.ports.append([ports])
-        placement.keys.append(key)
-        placement.count, self.left = 1, 0
+        placement.keys.append(np.int64(key) if isinstance(key, int) else key)
+        placement.count += 1
+        self.left -= 1
 
     def _gpu_masks(self, at: np.ndarray, counts: np.ndarray) -> tuple["Lazy[list[list[int]]]", np.ndarray | None]:
         """Per node, ``take`` successive GPU choices, as if each were booked before the
@@ -791,17 +883,35 @@ def _by_rack(racks: np.ndarray, count: int, first: set[int]) -> np.ndarray:
     """The positions of ``racks`` (rack codes, of ``count`` racks) grouped by rack, each
     rack's in order: the racks in ``first`` (the job's) before the others, the others in
     the order of their first position. A stable sort by each rack's rank, as small integers
-    (numpy sorts those by radix: no comparison sort of the thousands of nodes)."""
+    (numpy sorts those by radix: no comparison sort of the thousands of nodes); each rack's
+    first position is the least of its positions (one pass, no sort)."""
     small = np.int16 if count < 1 << 15 else np.int64
-    by_rack = np.argsort(racks.astype(small), kind="stable")
-    sizes = np.bincount(racks, minlength=count)
-    present = np.flatnonzero(sizes)
     first_seen = np.full(count, racks.size, dtype=np.int64)
-    first_seen[present] = by_rack[(np.cumsum(sizes) - sizes)[present]]   # (each rack's first position)
+    np.minimum.at(first_seen, racks, np.arange(racks.size))   # (each rack's first position)
     for rack in first:
         first_seen[rack] = -1
     rank = np.searchsorted(np.sort(first_seen), first_seen).astype(small)   # (equal for equal positions)
     return np.argsort(rank[racks], kind="stable")
+
+
+def with_hosts(request: SelectionRequest, hosts: tuple[str, ...]) -> SelectionRequest:
+    """``request`` with the job's hosts ``hosts``, made once per request and hosts (found by
+    the request's identity): the loop asks it of every role it places, and the gangs of one
+    shape ask the same again (a dataclass's ``replace`` checks every field anew)."""
+    key = (id(request), hosts)
+    known = _with_hosts.get(key)
+    if known is None:
+        known = _with_hosts.put(key, (request,), replace(request, placed_hosts=hosts))
+    return known
+
+
+#: (id(request), hosts) -> the request with those hosts: see with_hosts
+_with_hosts: IdentityMemo[SelectionRequest] = IdentityMemo(1024)
+
+
+def _take(column: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """``column`` at ``rows`` (all of it when None)."""
+    return column if rows is None else column[rows]
 
 
 def _tie_sorted(ties: np.ndarray) -> np.ndarray:
@@ -821,6 +931,16 @@ def _shared(chosen: Iterable[tuple[int, ...]]) -> list[list[int]]:
     chosen = list(chosen)
     lists = {each: list(each) for each in dict.fromkeys(chosen)}
     return list(map(lists.__getitem__, chosen))
+
+
+def _listed(keys: list | np.ndarray) -> list:
+    """Keys as a list (of Python numbers, from an array)."""
+    return keys.tolist() if isinstance(keys, np.ndarray) else keys
+
+
+def _joined(first: list | np.ndarray, then: list | np.ndarray) -> list:
+    """The keys of two steps booked as one, in order."""
+    return _listed(first) + _listed(then)
 
 
 def _repeated(mask: int, counts: np.ndarray) -> list[list[int]]:
@@ -853,14 +973,14 @@ def _share_gpu(selector: Selector, view: ClusterView, node: int, request: Select
     return gpu
 
 
-def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, at: np.ndarray, counts: np.ndarray,
-           sequential: dict) -> tuple["Lazy[list[list[PortRanges]]]", list[PortRanges] | np.ndarray | None]:
+def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, at: np.ndarray,
+           counts: np.ndarray) -> tuple["Lazy[list[list[PortRanges]]]", list[PortRanges] | PortChoice | None]:
     """Per node ``at[k]``, the ports of each of its ``counts[k]`` instances (their lists,
-    or what makes them when read); and the ports of each node in all (None when the
-    request asks none; for sequential ports, their codes in the view's
-    ``ports_free.table``, as :meth:`ClusterView.allocate_many` takes them). ``sequential``
-    keeps the sequential choices of one placement by (free ports, count): nodes of a kind
-    share their free ports."""
+    or what makes them when read); and the ports of each node in all, as
+    :meth:`ClusterView.allocate_many` takes them (None when the request asks none; for
+    sequential ports, a :class:`~gangmaster.selectors.port_column.PortChoice`: nodes of a
+    kind share their free ports, and each (free ports, count) is worked out once, by the
+    view's table of port sets, for good)."""
     if demand.port_ranges:  # named ports cannot go twice: one instance per node
         return partial(_repeated_ports, demand.port_ranges, counts), [demand.port_ranges] * at.size
     if not demand.ports:
@@ -878,27 +998,22 @@ def _ports(pipeline: "SelectionPipeline", view: ClusterView, demand, at: np.ndar
             chosen.append(each)
             unions.append(free_ports[node].subtract(free))
         return chosen, unions
-    # Nodes of a kind share their free ports (one code of the view's column): each (free
-    # ports, count) is worked out once, the nodes' answers gathered by numpy.
     table = free_ports.table
     if at.size == 1:   # (one pick)
-        pairs, inverse = [(free_ports.codes.item(at.item(0)), counts.item(0))], np.zeros(1, dtype=np.int64)
+        free, takes, inverse = [free_ports.codes.item(at.item(0))], [counts.item(0)], np.zeros(1, dtype=np.int64)
     else:
         most = int(counts.max()) + 1
         unique, inverse = distinct(free_ports.codes[at].astype(np.int64) * most + counts, len(table) * most)
-        pairs = zip(*(part.tolist() for part in divmod(unique, most)))
-    each_lists, union_codes = [], []
-    for code, take in pairs:
-        key = (id(table), code, take)
-        known = sequential.get(key)
-        if known is None:
-            union = table.values[code].take_sequential(demand.ports * take, port_min)
-            taken, each = list(union), demand.ports
-            known = sequential[key] = ([PortRanges.from_ports(taken[j * each:(j + 1) * each])
-                                        for j in range(take)], table.code(union), table)  # (keeps the id alive)
-        each_lists.append(known[0])
-        union_codes.append(known[1])
-    return partial(_gathered, each_lists, inverse), np.array(union_codes, dtype=np.int64)[inverse]
+        free, takes = (part.tolist() for part in divmod(unique, most))
+    each_lists, taken, left = [], [], []
+    for code, take in zip(free, takes):
+        lists, union, rest = table.sequential(code, demand.ports, take, port_min)
+        each_lists.append(lists)
+        taken.append(union)
+        left.append(rest)
+    choice = PortChoice(np.array(free, dtype=np.int64), np.array(takes, dtype=np.int64),
+                        np.array(taken, dtype=np.int64), np.array(left, dtype=np.int32), inverse, table)
+    return partial(_gathered, each_lists, inverse), choice
 
 
 def _repeated_ports(ports: PortRanges, counts: np.ndarray) -> list[list[PortRanges]]:

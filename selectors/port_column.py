@@ -6,7 +6,10 @@ the instances placed there took. :class:`PortColumn` keeps one code per node (an
 numpy column) into a :class:`PortTable` of the distinct sets, so a gang's booking of
 thousands of nodes works out each distinct (free ports, ports taken) pair once and
 writes the nodes' new codes with numpy (:meth:`PortColumn.take_many`), and per-node
-counts are read through the table as one gather. Read and written one node at a time,
+counts are read through the table as one gather. The table also keeps, per (set, ports
+each, instances, ``port_min``), the lowest ports that many instances take
+(:meth:`PortTable.sequential`): a placement hands the booking those choices as a
+:class:`PortChoice`, whose pairs are not worked out again. Read and written one node at a time,
 the column behaves as the list of ``PortRanges`` it replaces.
 
 A copy of the column (a view's scratch copy) shares the table: codes mean the same
@@ -16,13 +19,13 @@ column whose table passes :data:`TABLE_KEPT` sets starts its own with the sets i
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from .ports import PortRanges
 
-__all__ = ["PortTable", "PortColumn", "TABLE_KEPT", "distinct"]
+__all__ = ["PortTable", "PortColumn", "PortChoice", "TABLE_KEPT", "distinct"]
 
 #: How many distinct sets a table holds before a column writing one node starts its own.
 TABLE_KEPT = 1 << 15
@@ -32,7 +35,7 @@ class PortTable:
     """Distinct port sets, each with a code (its position): found by value, so a set is
     one code however many objects equal to it were handed in."""
 
-    __slots__ = ("values", "_code_of", "_counts", "_changes", "_above")
+    __slots__ = ("values", "_code_of", "_counts", "_changes", "_above", "_sequential")
 
     def __init__(self) -> None:
         self.values: list[PortRanges] = []
@@ -42,6 +45,8 @@ class PortTable:
         self._changes: dict[tuple[int, PortRanges, bool], int] = {}
         #: port_min -> per code, its count of ports >= port_min (the codes made so far)
         self._above: dict[int, np.ndarray] = {}
+        #: (code, ports each, instances, port_min) -> :meth:`sequential`'s answer
+        self._sequential: dict[tuple[int, int, int, int], tuple[list[PortRanges], int, int]] = {}
 
     def __len__(self) -> int:
         return len(self.values)
@@ -78,6 +83,24 @@ class PortTable:
             free = self.values[code]
             result = self._changes[key] = self.code(free.add(change) if adding else free.subtract(change))
         return result
+
+    def sequential(self, code: int, each: int, take: int, port_min: int) -> tuple[list[PortRanges], int, int]:
+        """The ports ``take`` instances of ``each`` ports get, one after another, on a node whose
+        free ports are set ``code``: the lowest free at or above ``port_min``. Returns each
+        instance's, the code of them all (taken), and the code of what is left. Worked out once
+        per (set, ports each, instances, port_min) for good: a gang's thousands of nodes hold a
+        few sets, and every placement of its shape asks the same again."""
+        key = (code, each, take, port_min)
+        known = self._sequential.get(key)
+        if known is None:
+            union = self.values[code].take_sequential(each * take, port_min)
+            ports = list(union)
+            if len(self._sequential) >= CHOICES_KEPT:
+                self._sequential.clear()
+            known = self._sequential[key] = ([PortRanges.from_ports(ports[j * each:(j + 1) * each])
+                                              for j in range(take)],
+                                             self.code(union), self.changed(code, union, False))
+        return known
 
     def counts_at_or_above(self, port_min: int) -> np.ndarray:
         """Per code, how many of its ports are ``>= port_min`` (most sets lie wholly above it:
@@ -181,6 +204,29 @@ class PortColumn:
         whole = counts[lefts] == counts[free_codes] - counts[taken_codes]   # (a port taken not free leaves more)
         return lefts[inverse], whole[inverse]
 
+
+class PortChoice(NamedTuple):
+    """Ports chosen for many nodes at once, for :meth:`ClusterView.allocate_many`: one entry
+    per distinct (free set, instances) pair the nodes hold (:meth:`PortTable.sequential`:
+    ``free`` the code of the free set chosen from, ``takes`` the instances, ``taken`` the code
+    of the ports they take, ``left`` the code of what is left), ``inverse`` each node's pair,
+    codes of ``table``. A booking checks that each node still holds the set its ports were
+    chosen from and writes what is left, without working the pairs out again."""
+
+    free: np.ndarray
+    takes: np.ndarray
+    taken: np.ndarray
+    left: np.ndarray
+    inverse: np.ndarray
+    table: PortTable
+
+    def taken_per_node(self) -> np.ndarray:
+        """The code of the ports each node takes."""
+        return self.taken[self.inverse]
+
+
+#: how many sequential choices a :class:`PortTable` keeps (then it starts afresh)
+CHOICES_KEPT = 1 << 16
 
 #: :func:`distinct` marks values in an array this long at most (else it sorts them)
 MARKED_AT_MOST = 1 << 20

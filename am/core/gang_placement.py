@@ -321,7 +321,8 @@ def _place_each(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipeli
     # select_single_node() picks — the same node, without a copy of the view, and with no
     # hosts of the job to carry.
     alone = total == 1 and not any(role.network_domain for role in roles)
-    scratch = view if alone or not scratch_copy else view.copy()
+    # (the scratch copy books in bulk and reads ``view``'s indexes for a lone pick: it carries none)
+    scratch = view if alone or not scratch_copy else view.copy(keep_indexes=False)
     recent = None if alone else RecentHosts(scratch, limit=recent_hosts)
     placed_before = 0
     for role, todo in zip(roles, wanted):
@@ -329,9 +330,12 @@ def _place_each(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipeli
             continue
         chosen = pipeline_of(pipeline, role)
         request = role_request(role, 1, (), chosen.settings.rack_policy)
+        # (until a role books, ``view`` stands as its scratch copy does: a lone pick reads the
+        # indexes ``view`` keeps, not the copy's made afresh)
+        same = view if placed_before == 0 and scratch is not view else None
         try:
             if role.network_domain is None:
-                placed = place(chosen, scratch, request, len(todo), recent, book=not alone)
+                placed = place(chosen, scratch, request, len(todo), recent, book=not alone, same=same)
             else:
                 placed, scratch, recent = _place_in_domain(chosen, scratch, request, role, len(todo), recent)
         except NotAvailable as exc:

@@ -94,8 +94,10 @@ def run(args) -> int:
 
 
 def numpy_floor(view, roles: tuple[RoleSpec, ...], port_min: int) -> None:
-    """The vector core of the decision, on a copy of the view's free columns."""
-    scratch = view.copy()
+    """The vector core of the decision, on a copy of the view's free columns (and of nothing
+    derived from them: the view's node indexes, which a pick of one node builds on it, are
+    no part of this)."""
+    scratch = view.copy(keep_derived=False)
     for role in roles:
         request = role_request(role, 1, ())
         demand = Demand.of(request.resource)
