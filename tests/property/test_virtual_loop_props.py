@@ -1,6 +1,6 @@
 """The virtual loop runs the same events in the same order at the same times however it is
 driven: ``run()`` (its inlined loop), ``step()`` one event at a time, ``run_until`` in
-slices, or ``run_instant`` an instant at a time, for any mix of events that schedule more
+slices, or ``run_instant`` an instant at a time (or ``run_instants``, its loop written out), for any mix of events that schedule more
 (now or later), cancel others, and a stream of ``call_each`` calls. A driver that works at
 each instant's end (work that schedules more events, for now too) sees with ``run_instant``
 what it would stepping and asking whether an event is still due now."""
@@ -51,6 +51,8 @@ def drive(seed: int, how: str, ends: bool = False) -> tuple[list, int]:
     elif how == "instants":
         while loop.run_instant():
             end_of_instant()
+    elif how == "run_instants":   # (the loop written out: a trace replay's driver)
+        loop.run_instants(end_of_instant)
     elif how == "step":
         while loop.step():
             if ends and (loop.next_time() is None or loop.next_time() > loop.now()):   # the instant is over
@@ -71,9 +73,10 @@ def test_every_way_of_driving_the_loop_runs_the_same(seed):
     assert drive(seed, "step") == ran
     assert drive(seed, "until") == ran
     assert drive(seed, "instants") == ran
+    assert drive(seed, "run_instants") == ran
 
 
 @settings(max_examples=300)
 @given(st.integers(0, 2**32 - 1))
 def test_work_at_each_instants_end_runs_as_stepping_would_run_it(seed):
-    assert drive(seed, "instants", ends=True) == drive(seed, "step", ends=True)
+    assert drive(seed, "instants", ends=True) == drive(seed, "step", ends=True) == drive(seed, "run_instants", ends=True)

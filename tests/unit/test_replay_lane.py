@@ -30,6 +30,13 @@ def _isolated():
     return synthetic(100), cluster(4, {"q0": ("n000",), "q1": ("n001", "n002")})
 
 
+def _ending_together():
+    """Jobs of one task and gangs (16 GPUs: two nodes) submitted in bursts, each running 30 s
+    on a 3-node cluster: many end at one instant (one clock event: their tasks exit in turn,
+    containers and the lane's alike), and the queue's next jobs start then."""
+    return table([job(f"j{i}", i // 6 * 10, 30, (1, 2, 4, 8, 16)[i % 5]) for i in range(60)])
+
+
 CASES = {   # name: (table, cluster, options)
     "roomy-fifo": (synthetic(200), cluster(40), ReplayOptions()),
     "contended-fifo": (synthetic(150), cluster(2), ReplayOptions()),
@@ -39,6 +46,8 @@ CASES = {   # name: (table, cluster, options)
     "isolated-queues": (*_isolated(), ReplayOptions(queue_policy="backfill")),
     "never-fits": (_never_fits_beside_others(), cluster(1), ReplayOptions()),
     "random-strategy": (synthetic(150), cluster(2), ReplayOptions(selector="random", seed=5)),
+    "ending-together": (_ending_together(), cluster(3), ReplayOptions()),
+    "ending-together-backfill": (_ending_together(), cluster(3), ReplayOptions(queue_policy="backfill")),
 }
 
 
@@ -60,6 +69,15 @@ def test_the_lane_places_openb_pods_as_their_ams_do(selector, seed):
     options = ReplayOptions(selector=selector, queue_policy="drop", seed=seed)
     assert _decisions(replay(plan.table, where, options)) == _decisions(replay(plan.table, where, options,
                                                                                lane=False))
+
+
+def test_jobs_of_one_task_and_gangs_end_at_one_instant_in_the_ending_together_case():
+    """The case above does what it says: at some instant several jobs of one task and a gang end."""
+    trace, where, options = CASES["ending-together"]
+    ends: dict[float, list[bool]] = {}
+    for trace_job, outcome in zip(trace.jobs, replay(trace, where, options).jobs):
+        ends.setdefault(outcome.end_s, []).append(takes(trace_job))
+    assert any(lone.count(True) >= 2 and False in lone for lone in ends.values())
 
 
 def test_the_lane_runs_one_task_jobs_without_an_am(monkeypatch):

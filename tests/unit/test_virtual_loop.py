@@ -6,13 +6,22 @@ import pytest
 from gangmaster.tools.rmsim.clock import VirtualLoop
 
 
-def _by_instants(loop, at_end) -> None:
+def _instant_by_instant(loop, at_end) -> None:
     """Drive ``loop`` an instant at a time, calling ``at_end()`` after each."""
     while loop.run_instant():
         at_end()
 
 
-def test_run_instant_runs_every_event_of_the_next_instant_and_stops_before_the_next():
+@pytest.fixture(params=["run_instant", "run_instants"])
+def by_instants(request):
+    """Each way to drive a loop an instant at a time: ``run_instant`` in a loop, or
+    ``run_instants`` (that loop written out, as a trace replay drives its clock)."""
+    if request.param == "run_instant":
+        return _instant_by_instant
+    return lambda loop, at_end: loop.run_instants(at_end)
+
+
+def test_run_instant_runs_every_event_of_the_next_instant_and_stops_before_the_next(by_instants):
     loop, seen = VirtualLoop(), []
 
     def first():
@@ -22,14 +31,14 @@ def test_run_instant_runs_every_event_of_the_next_instant_and_stops_before_the_n
     loop.call_at(5.0, first)
     loop.call_at(5.0, seen.append, ("second", 5.0))
     loop.call_at(6.0, seen.append, ("later", 6.0))
-    _by_instants(loop, lambda: seen.append(("end", loop.now())))
+    by_instants(loop, lambda: seen.append(("end", loop.now())))
     assert seen == [("first", 5.0), ("second", 5.0), ("scheduled for now", 5.0), ("end", 5.0), ("later", 6.0),
                     ("end", 6.0)]
     assert loop.events_run == 4   # the driver's work at an instant's end is not an event
     assert not loop.run_instant()   # none is left
 
 
-def test_work_at_an_instant_end_may_schedule_more_for_now_which_the_next_call_runs_at_that_instant():
+def test_work_at_an_instant_end_may_schedule_more_for_now_which_the_next_call_runs_at_that_instant(by_instants):
     loop, seen = VirtualLoop(), []
 
     def end():
@@ -39,7 +48,7 @@ def test_work_at_an_instant_end_may_schedule_more_for_now_which_the_next_call_ru
 
     loop.call_at(1.0, seen.append, ("event", 1.0))
     loop.call_at(2.0, seen.append, ("next instant", 2.0))
-    _by_instants(loop, end)
+    by_instants(loop, end)
     assert seen == [("event", 1.0), ("end", 1.0), ("zero-length task", 1.0), ("end", 1.0), ("next instant", 2.0),
                     ("end", 2.0)]
 
@@ -55,7 +64,16 @@ def test_cancelled_events_do_not_hold_an_instant_open():
     assert not loop.has_one_shot_calls()
 
 
-def test_stepping_one_event_at_a_time_or_an_instant_at_a_time_keeps_the_same_order_as_run():
+def test_an_instant_whose_every_event_was_cancelled_has_no_end(by_instants):
+    loop, seen = VirtualLoop(), []
+    loop.call_at(1.0, seen.append, "first")
+    loop.cancel(loop.call_at(2.0, seen.append, "never"))
+    loop.call_at(3.0, seen.append, "later")
+    by_instants(loop, lambda: seen.append(("end", loop.now())))
+    assert seen == ["first", ("end", 1.0), "later", ("end", 3.0)] and loop.events_run == 2
+
+
+def test_stepping_one_event_at_a_time_or_an_instant_at_a_time_keeps_the_same_order_as_run(by_instants):
     def scenario(drive):
         loop, seen = VirtualLoop(), []
 
@@ -73,7 +91,7 @@ def test_stepping_one_event_at_a_time_or_an_instant_at_a_time_keeps_the_same_ord
         while loop.step():
             pass
 
-    assert (scenario(by_steps) == scenario(lambda loop: loop.run()) == scenario(lambda loop: _by_instants(loop, list))
+    assert (scenario(by_steps) == scenario(lambda loop: loop.run()) == scenario(lambda loop: by_instants(loop, list))
             == (["first", "second", "scheduled for now", "later"], 4))
 
 

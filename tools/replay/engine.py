@@ -12,7 +12,7 @@ an AM is called at the instant something concerns it: its job is tried (submitte
 or capacity freed in its queue's nodes), or one of its containers ended. All that
 happens at one instant is taken in before the queues are tried (one *pass* per
 instant, at the instant's end: the driver runs the clock an instant at a time,
-:meth:`~gangmaster.tools.rmsim.clock.VirtualLoop.run_instant`, and the pass is not an event
+:meth:`~gangmaster.tools.rmsim.clock.VirtualLoop.run_instants`, and the pass is not an event
 of its own; the jobs submitted at one instant are one event). With ``heartbeat_s = h > 0`` the AMs hear of events and the queues are
 tried only at multiples of h (every AM heartbeats in step, every h seconds), so a
 job waits up to h for each step, as with real heartbeats.
@@ -63,7 +63,7 @@ cost (BENCHMARKS.md, "issue 13"), and why none changes a decision:
 * AMs share one view of the cluster and one set of selection pipelines (above);
 * the clock runs fewer events, in the same order: the jobs submitted at one instant
   arrive in one event (in table order, as their own events ran), and the instant's
-  pass runs at its end (after ``VirtualLoop.run_instant``) rather than as an event
+  pass runs at its end (``VirtualLoop.run_instants`` calls it after each instant) rather than as an event
   scheduled by the first thing that needed it. Both ran after every event of their
   instant already on the clock (arrivals are scheduled first, a task's exit when it
   starts), and a replay schedules nothing else for the current instant in between, so
@@ -419,10 +419,7 @@ class _Replay:
         instants = itertools.groupby(self.jobs, _SUBMIT_S)
         loop.call_each(self._submitted, [(when, (list(jobs),)) for when, jobs in instants])
         if self._beat == 0:   # the flush at the end of each instant that asked for one
-            run_instant, flush = loop.run_instant, self._flush
-            while run_instant():
-                if self._flush_pending:
-                    flush()
+            loop.run_instants(self._flush)
         else:   # the flushes are the clock's events, at the heartbeats
             loop.run()
         if self.progress is not None:
@@ -469,7 +466,9 @@ class _Replay:
         queues whose nodes changed or that got jobs are tried, then the timeline is written.
         While the AMs hear their news this flush is still the one to come (a job that ends
         marks its queues, which this flush tries next); news from the queues' passes asks
-        for another."""
+        for another. Nothing when none is pending (an instant none of whose events asked for it)."""
+        if not self._flush_pending:
+            return
         woken = self._wake
         while woken:
             self._wake = {}

@@ -11,6 +11,7 @@ model through the job's simulation keys, as a job file's would.
 from __future__ import annotations
 
 from functools import lru_cache
+from operator import attrgetter
 
 from gangmaster.am.spec.jobspec_model import JobSpec, RetryPolicy, RoleSpec, shaped_role
 
@@ -52,10 +53,14 @@ def _role(role: TraceRole, node_label: str | None) -> RoleSpec:
                        role.gpu_types, node_label, command=TASK_COMMAND)
 
 
+#: what placing one role depends on (read in C: a backfill replay works it out for every job)
+_ROLE_SHAPE = attrgetter("instances", "gpus", "gpu_milli", "vcores", "memory_mb", "gpu_types")
+
+
 def gang_shape(job: TraceJob) -> tuple:
     """What placing the job's gang depends on, besides the cluster: jobs of one queue with
     the same shape fit or do not fit alike."""
-    return tuple([(r.instances, r.gpus, r.gpu_milli, r.vcores, r.memory_mb, r.gpu_types) for r in job.roles])
+    return tuple(map(_ROLE_SHAPE, job.roles))
 
 
 def job_roles(job: TraceJob, node_label: str | None = None) -> tuple[RoleSpec, ...]:

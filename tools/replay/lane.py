@@ -34,7 +34,7 @@ them; a replay has no scheduler pass that would: every ask is granted at once).
 """
 from __future__ import annotations
 
-import time
+from time import perf_counter
 from typing import Callable
 
 from gangmaster.am.core.am_placement import AMPlacement
@@ -80,6 +80,7 @@ class SingleTaskLane:
         placement = AMPlacement(lambda: [], selection, "", {}, tracker, pipelines)
         self.pipeline_for = placement.pipeline_for
         self.tracker, self.core, self.ledger = tracker, core, core.ledger
+        self.compiled = core.intake.compiled   # (ResourceManager.compiled's own, without its call)
         self.node_manager = node_manager
         self.observe_selection, self.ended = observe_selection, ended
 
@@ -99,45 +100,40 @@ class SingleTaskLane:
     def try_start(self, job) -> str | None:
         """Place and book the job's task on the view (synced by the caller), and start it:
         the host it started on (now, by the clock; the driver keeps both), or None when it
-        found no room (or, the cluster unchanged since its last try, would find none)."""
+        found no room (or, the cluster unchanged since its last try, would find none). The
+        placement is the one an AM's first gang attempt makes (``AMPlacement.place``): the
+        never-fits check's, while the view is the one it placed on, unchanged; else
+        :func:`place_gang` on the shared view."""
         task = job.lane
         tracker = self.tracker
         growth = tracker.grown
         if task.no_room and growth == task.placed_at_growth:
             return None
         task.placed_at_growth = growth
-        started = time.perf_counter()
+        started = perf_counter()
         try:
-            placement = self._place(task)
+            at_start, task.at_start = task.at_start, None
+            if at_start is not None and at_start[1] is tracker.view and at_start[1].changes == at_start[2]:
+                placement = at_start[0]
+            else:
+                placement = place_gang(tracker.view, task.roles, self.pipeline_for)
         except GangDoesNotFit:
             task.no_room = True
             return None
         finally:
-            self.observe_selection(time.perf_counter() - started)
+            self.observe_selection(perf_counter() - started)
         task.no_room = False
         placed = placement.instances[0]
         ledger = self.ledger
         node = ledger.host_index[placed.host]
         try:
-            task.booking = ledger.book(node, *self.core.compiled(placed.resource))
+            task.booking = ledger.book(node, *self.compiled(placed.resource))
         except ResourceError as exc:
             raise RuntimeError(f"replay: job {job.trace.job_id}'s task was placed on the shared view but "
                                f"{placed.host} cannot hold it (the view and the RM disagree): {exc}") from None
         task.node = node
-        self.node_manager.run_outside(task, float(job.trace.duration_s), lambda: self._exited(job))
+        self.node_manager.run_outside(job, float(job.trace.duration_s), self._exited)
         return placed.host
-
-    def _place(self, task: LaneTask):
-        """The placement an AM's first gang attempt makes (``AMPlacement.place``): the
-        never-fits check's, while the view is the one it placed on, unchanged; else
-        :func:`place_gang` on the shared view."""
-        at_start = task.at_start
-        if at_start is not None:
-            task.at_start = None
-            placed, checked, changes = at_start
-            if self.tracker.view is checked and checked.changes == changes:
-                return placed
-        return place_gang(self.tracker.view, task.roles, self.pipeline_for)
 
     def _exited(self, job) -> None:
         task = job.lane

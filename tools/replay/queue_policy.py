@@ -100,7 +100,10 @@ class BackfillQueue:
         return iter(sorted((w for jobs in self._by_shape.values() for w in jobs), key=lambda w: w.order))
 
     def add(self, waiting: Waiting) -> None:
-        self._by_shape.setdefault(waiting.shape, deque()).append(waiting)
+        jobs = self._by_shape.get(waiting.shape)
+        if jobs is None:
+            jobs = self._by_shape[waiting.shape] = deque()
+        jobs.append(waiting)
         self._count += 1
 
     @property
@@ -110,7 +113,19 @@ class BackfillQueue:
 
     def run_pass(self, try_start: TryStart) -> int:
         """Offer the oldest job of each shape, oldest first; a shape that fails is not
-        offered again in this pass."""
+        offered again in this pass. A queue of one shape (most passes of a trace replay:
+        a queue that holds a job or two) is offered in order until one fails, as its heap
+        would offer it."""
+        if len(self._by_shape) == 1:
+            [(shape, jobs)] = self._by_shape.items()
+            started = 0
+            while jobs and try_start(jobs[0]):
+                jobs.popleft()
+                self._count -= 1
+                started += 1
+            if not jobs:
+                del self._by_shape[shape]
+            return started
         heap = [(jobs[0].order, shape) for shape, jobs in self._by_shape.items()]
         heapq.heapify(heap)
         started = 0

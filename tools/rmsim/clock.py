@@ -176,6 +176,34 @@ class VirtualLoop:
         self._run_through(t)
         return True
 
+    def run_instants(self, at_end: Callable[[], Any]) -> None:
+        """Run every event, an instant at a time, calling ``at_end()`` after each instant:
+        ``while run_instant(): at_end()``, with the loop written out (a trace replay runs
+        150,000 instants; the calls per instant were a tenth of its clock's cost). What
+        ``at_end`` schedules for now runs at this instant again, then ``at_end`` again."""
+        heap, cancelled = self._heap, self._cancelled
+        pop = heapq.heappop
+        ran = 0
+        try:
+            while heap:
+                t, seq, fn, args = pop(heap)
+                if cancelled and seq in cancelled:
+                    cancelled.discard(seq)
+                    continue
+                self._now = t
+                ran += 1
+                fn(*args)
+                while heap and heap[0][0] <= t:
+                    t, seq, fn, args = pop(heap)
+                    if cancelled and seq in cancelled:
+                        cancelled.discard(seq)
+                    else:
+                        ran += 1
+                        fn(*args)
+                at_end()
+        finally:
+            self.events_run += ran
+
     def run_until(self, when: float) -> None:
         """Run every event at or before ``when``, then set the clock to ``when``."""
         self._run_through(when)

@@ -119,12 +119,13 @@ class SimulatedNodeManager:
         instant[container_id] = exit_code
         self.exiting[container_id] = instant
 
-    def run_outside(self, key: object, duration_s: float, on_exit: Callable[[], object]) -> None:
+    def run_outside(self, key: object, duration_s: float, on_exit: Callable[[object], object]) -> None:
         """A task the RM holds no container for (a trace replay's single-task lane,
-        :mod:`gangmaster.tools.replay.lane`) runs ``duration_s`` from now, then ``on_exit()``
+        :mod:`gangmaster.tools.replay.lane`) runs ``duration_s`` from now, then ``on_exit(key)``
         is called: at the same instant, in the same event and the same turn as a container
         started now to run as long would exit (:meth:`_run`), so the clock runs the events
-        it would run had the task been a container. ``key``: its own, never a container id."""
+        it would run had the task been a container. ``key``: its own, never a container id
+        (one ``on_exit`` serves every task: no call made per task)."""
         when = self.clock.now()
         if duration_s > 0:
             when += duration_s
@@ -138,7 +139,10 @@ class SimulatedNodeManager:
         exits = self._exiting_at.pop(when)
         if len(exits) == 1:   # most instants: one task exits (nothing to keep the collector off for)
             [(container_id, exit_code)] = exits.items()
-            self._exited(container_id, exit_code)
+            if exit_code.__class__ is int:
+                self._exited(container_id, exit_code)
+            else:   # (run outside the RM: _exited's other case, without its call)
+                exit_code(container_id)
             return
         with collector_paused():   # a gang that ends together leaves thousands of statuses and records
             for container_id, exit_code in exits.items():
@@ -146,12 +150,12 @@ class SimulatedNodeManager:
 
     def _exited(self, container_id, exit_code) -> None:
         """One task of an instant exits: a container's (its exit code, an int), reported to
-        the RM; or one run outside the RM (the call that ends it)."""
+        the RM; or one run outside the RM (the call that ends it, given its key)."""
         if exit_code.__class__ is int:
             del self.exiting[container_id]
             self.core.container_exited(container_id, exit_code)
         else:
-            exit_code()
+            exit_code(container_id)
 
     def stop(self, rec) -> None:
         instant = self.exiting.pop(rec.container_id, None)
