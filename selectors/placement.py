@@ -261,18 +261,17 @@ class LonePick:
         key = selector.node_key(request)
         if key is None:
             return None
-        hosts = None
-        if request.placed_hosts and self.locality:
-            if selector.key_within_tiers(request) is not key:
-                return None
-            known = self.view.host_index
-            hosts = {known[h] for h in request.placed_hosts if h in known}
-            if not hosts:
-                return None
         walk = self.walk
         if walk is None or walk.key is not key:
             walk = self._walk(key)
-        if hosts:
+        placed = request.placed_hosts
+        if placed and self.locality:
+            if selector.key_within_tiers(request) is not key:
+                return None
+            known = self.view.host_index
+            hosts = {known[h] for h in placed if h in known}
+            if not hosts:
+                return None
             found = walk.best_near(hosts)
         else:
             found = walk.best(selector.keep(request, len(self.view)) if self.at_random else 1)
@@ -313,9 +312,14 @@ SEQUENTIAL_KEPT = 1024
 def request_shape(request: SelectionRequest) -> tuple:
     """What a :class:`LonePick` reads of a request beyond the pick itself: everything the
     filters and the GPU and port choice read — all of it but the job's hosts (the pick
-    reads them) and the pending count (a random pick's ``keep()``, read at the pick)."""
-    return (request.resource, request.role, request.node_label, request.gpu_types, request.reuse_ports,
-            request.job_gpus, request.max_instances_per_node, request.rack_policy)
+    reads them) and the pending count (a random pick's ``keep()``, read at the pick). The
+    resource by its fields and port sets by their ranges: a tuple of numbers, strings, None
+    and tuples, hashed and compared in C (a descriptor's own hash and ``==`` run in Python,
+    at every select())."""
+    resource = request.resource
+    return (resource.memory_mb, resource.vcores, resource.gpus, resource.gpu_mask, resource.ports,
+            resource.port_ranges.ranges, resource.gpu_milli, request.role, request.node_label, request.gpu_types,
+            request.reuse_ports.ranges, request.job_gpus, request.max_instances_per_node, request.rack_policy)
 
 
 def lone_pick(view: ClusterView, pipeline: "SelectionPipeline", request: SelectionRequest) -> LonePick:
@@ -324,7 +328,7 @@ def lone_pick(view: ClusterView, pipeline: "SelectionPipeline", request: Selecti
     (:attr:`~gangmaster.selectors.cluster.ClusterView.prepared`), found by the identity of
     the pipeline and the request's shape (a replay's jobs and the bench's stream ask a few
     hundred shapes through thousands of request objects)."""
-    name = (id(pipeline), *request_shape(request))
+    name = (id(pipeline), request_shape(request))
     lone = view.prepared.get(name)
     if lone is None:
         lone = view.prepared.put(name, (pipeline,), LonePick(pipeline, view, request))
