@@ -152,8 +152,8 @@ class KeyWalk:
         of each, best first: Python values for a caller that picks one of a few."""
         return self.index.best_entries(k, self.lowest, self._passes, self._take_in())
 
-    def best_near(self, hosts: set[int]) -> list[tuple[int, int, int]]:
-        """:func:`best_by_tier` for one node, as ``[(key, tie rank, node)]`` (empty when
+    def best_near(self, hosts: set[int]) -> tuple[int, int, int] | None:
+        """:func:`best_by_tier` for one node, as its ``(key, tie rank, node)`` (None when
         none passes): the best of the job's ``hosts`` (node numbers) that passes, else of
         the other nodes of their racks, else of the rest (the index walk, skipping those
         racks). The racks are read through an index of the nodes by rack and bucket
@@ -170,7 +170,7 @@ class KeyWalk:
                 if best is None or entry < best:
                     best = entry
         if best is not None:
-            return [best]
+            return best
         rack_code = self.view.rack_code
         held = {rack_code.item(node) for node in hosts}
         run_of = self._by_rack().rows()[2].get
@@ -186,11 +186,12 @@ class KeyWalk:
                         best = entry
                         break
         if best is not None:
-            return [best]
+            return best
         away = np.ones(len(self.view.racks), dtype=bool)
         away[list(held)] = False
-        return self.index.best_entries(1, lowest, lambda nodes: self._passes(nodes) & away[rack_code[nodes]],
-                                       lambda node: rack_code.item(node) not in held and passes_one(node))
+        found = self.index.best_entries(1, lowest, lambda nodes: self._passes(nodes) & away[rack_code[nodes]],
+                                        lambda node: rack_code.item(node) not in held and passes_one(node))
+        return found[0] if found else None
 
     def _take_in(self) -> "NodeCheck":
         """The index up to date with the view (node_index's taking in, with this walk's

@@ -272,13 +272,14 @@ class LonePick:
             hosts = {known[h] for h in placed if h in known}
             if not hosts:
                 return None
-            found = walk.best_near(hosts)
+            entry = walk.best_near(hosts)
         else:
             found = walk.best(selector.keep(request, len(self.view)) if self.at_random else 1)
-        if not found:
+            # (a random pick draws among the keep() best: at most those that fit)
+            entry = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))] if found else None
+        if entry is None:
             raise _not_available(self.pipeline, self.view, request, Placement.nothing())
-        # (a random pick draws among the keep() best: at most those that fit)
-        key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
+        key, _, node = entry
         if not self._plain:
             return (node, *_one_instance(self.pipeline, self.view, request, node, {}), key)
         gpu_mask, ports = 0, NO_PORTS
@@ -288,7 +289,8 @@ class LonePick:
             if gpu_mask is None:
                 gpu_mask = self._lowest[free] = lowest_bits(free, self._gpus)
         if self._ports:
-            free_ports = self.view.ports_free[node]
+            column = self.view.ports_free
+            free_ports = column.table.values[column.codes.item(node)]
             known = self._sequential.get(id(free_ports))
             if known is None:
                 if len(self._sequential) >= SEQUENTIAL_KEPT:
