@@ -89,7 +89,8 @@ class SelectionPipeline:
             request_with_ports = replace(request, resource=resource)
         candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
                       for i in ranked]
-        return SelectionResult(request, candidates, resource, self._explainer(view, request), ports, keys)
+        return SelectionResult(request, candidates, resource, partial(self._explain, view, request, view.changes),
+                               ports, keys)
 
     def best_nodes(self, view: ClusterView, request: SelectionRequest, k: int, rows=None,
                    ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +118,7 @@ class SelectionPipeline:
             picked = placed.nodes[0], placed.gpu_masks[0][0], placed.ports[0][0], placed.keys[0]
         node, gpu_mask, ports, key = picked
         return SelectionResult(request, [Candidate(view.hosts[node], gpu_mask)], None,
-                               self._explainer(view, request), ports, (key,))
+                               partial(self._explain, view, request, view.changes), ports, (key,))
 
     # ---------------------------------------------------------------- internals
     def _best_nodes(self, view: ClusterView, request: SelectionRequest, k: int,
@@ -127,12 +128,10 @@ class SelectionPipeline:
             raise NotAvailable(self.filter(view, request, rows)[1])
         return nodes, keys
 
-    def _explainer(self, view: ClusterView, request: SelectionRequest) -> "partial[Explanation]":
-        """The explanation of a select() that succeeded, computed when asked, while
-        the view is as select() saw it (:meth:`_explain`)."""
-        return partial(self._explain, view, request, view.changes)
-
     def _explain(self, view: ClusterView, request: SelectionRequest, changes: int) -> Explanation:
+        """The explanation of a select() that succeeded on ``view`` as it was at ``changes``
+        (a result's ``explain``, bound to them: computed when first read, refused once the
+        view changed)."""
         if view.changes != changes:
             raise StaleExplanation(request.role)
         return self.filter(view, request)[1]

@@ -227,13 +227,15 @@ class LonePick:
     another."""
 
     __slots__ = ("pipeline", "view", "request", "selector", "applies", "at_random", "locality", "walk", "_gpus",
-                 "_plain", "_ports", "_lowest", "_sequential")
+                 "_plain", "_ports", "_lowest", "_sequential", "_tiers_by_key")
 
     def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest):
         self.pipeline, self.view, self.request = pipeline, view, request   # (any request of the shape)
         self.selector = selector = pipeline.selector   # (a pipeline's strategy is set when it is made)
         self.at_random = selector.pick_at_random
         self.locality = selector.prefer_locality and not selector.pick_at_random
+        #: the order within the tiers is the node key, by the base class's rule (not asked per pick)
+        self._tiers_by_key = type(selector).key_within_tiers is Selector.key_within_tiers
         self.applies = request.rack_policy == "none"
         self.walk: KeyWalk | None = None
         resource, demand = request.resource, request.demand
@@ -266,7 +268,7 @@ class LonePick:
             walk = self._walk(key)
         placed = request.placed_hosts
         if placed and self.locality:
-            if selector.key_within_tiers(request) is not key:
+            if not self._tiers_by_key and selector.key_within_tiers(request) is not key:
                 return None
             known = self.view.host_index
             hosts = {known[h] for h in placed if h in known}
