@@ -152,8 +152,8 @@ class KeyWalk:
         of each, best first: Python values for a caller that picks one of a few."""
         return self.index.best_entries(k, self.lowest, self._passes, self._take_in())
 
-    def best_near(self, hosts: set[int]) -> list[tuple[int, int, int]]:
-        """:func:`best_by_tier` for one node, as ``[(key, tie rank, node)]`` (empty when
+    def best_near(self, hosts: set[int]) -> tuple[int, int, int] | None:
+        """:func:`best_by_tier` for one node, as its ``(key, tie rank, node)`` (None when
         none passes): the best of the job's ``hosts`` (node numbers) that passes, else of
         the other nodes of their racks, else of the rest (the index walk, skipping those
         racks). The racks are read through an index of the nodes by rack and bucket
@@ -161,23 +161,24 @@ class KeyWalk:
         the hosts' racks, each of its runs of a bucket the request reads is walked to its
         first node that passes — a few of a rack's nodes read, not the rack."""
         passes_one = self._take_in()
-        view, lowest, index = self.view, self.lowest, self.index
+        lowest = self.lowest
+        entries, bucket_of, runs = self.index.rows()
         best = None
         for node in hosts:   # (a node in a bucket below lowest cannot pass; nor a parked one then)
-            if index.bucket(node) >= lowest and passes_one(node):
-                entry = index.entry(node)
+            if bucket_of[node] >= lowest and passes_one(node):
+                entry = entries[node]
                 if best is None or entry < best:
                     best = entry
         if best is not None:
-            return [best]
-        racks = self._by_rack()
-        rack_code = view.rack_code
+            return best
+        rack_code = self.view.rack_code
         held = {rack_code.item(node) for node in hosts}
-        buckets = self.index.buckets_from(lowest)   # (a rack's buckets are some of these)
+        run_of = self._by_rack().rows()[2].get
+        buckets = [bucket for bucket in runs if bucket >= lowest]   # (a rack's buckets are some of these)
         for rack in held:
             first = (rack + 1) * RACK_STRIDE
             for bucket in buckets:
-                for entry in racks.run(first + bucket):
+                for entry in run_of(first + bucket, ()):
                     if best is not None and entry >= best:
                         break
                     node = entry[2]
@@ -185,11 +186,12 @@ class KeyWalk:
                         best = entry
                         break
         if best is not None:
-            return [best]
-        away = np.ones(len(view.racks), dtype=bool)
+            return best
+        away = np.ones(len(self.view.racks), dtype=bool)
         away[list(held)] = False
-        return self.index.best_entries(1, lowest, lambda nodes: self._passes(nodes) & away[rack_code[nodes]],
-                                       lambda node: rack_code.item(node) not in held and passes_one(node))
+        found = self.index.best_entries(1, lowest, lambda nodes: self._passes(nodes) & away[rack_code[nodes]],
+                                        lambda node: rack_code.item(node) not in held and passes_one(node))
+        return found[0] if found else None
 
     def _take_in(self) -> "NodeCheck":
         """The index up to date with the view (node_index's taking in, with this walk's

@@ -263,10 +263,15 @@ class ResourceFitFilter(Filter):
             memory, mvcores, gpus, ports = demand.memory_mb, demand.mvcores, demand.gpus, demand.ports
 
             def fits(i: int) -> bool:
-                return (view.memory_free.item(i) >= memory and view.mvcores_free.item(i) >= mvcores
-                        and view.gpus_free.item(i) >= gpus
-                        and (view.ports_free_count.item(i) if port_min <= PORT_MIN
-                             else view.ports_free[i].count_at_or_above(port_min)) >= ports)
+                if not (view.memory_free.item(i) >= memory and view.mvcores_free.item(i) >= mvcores
+                        and view.gpus_free.item(i) >= gpus):
+                    return False
+                if port_min <= PORT_MIN:
+                    return view.ports_free_count.item(i) >= ports
+                # the count of the node's set of free ports, kept per set by the column's table
+                # (the nodes of a kind share a few sets): no sum over its ranges per node
+                column = view.ports_free
+                return column.table.counts_at_or_above(port_min).item(column.codes.item(i)) >= ports
         else:
             memory, mvcores, gpus = demand.memory_mb, demand.mvcores, demand.gpus
 

@@ -268,23 +268,14 @@ class NodeIndex:
         return nodes
 
     # --------------------------------------------------------------- reading
-    def run(self, bucket: int) -> list[tuple[int, int, int]]:
-        """The run of ``bucket``: ``(key, tie rank, node)`` of its nodes, sorted (empty when
-        it has none), as of the last :meth:`take_in`; the caller only reads it."""
-        return self._runs.get(bucket, [])
-
-    def entry(self, node: int) -> tuple[int, int, int]:
-        """``(key, tie rank, node)`` of ``node`` as of the last :meth:`take_in` (of a parked
-        node, as it was when parked); the caller only reads it."""
-        return self._entry[node]
-
-    def bucket(self, node: int) -> int:
-        """The bucket of ``node`` as of the last :meth:`take_in` (``PARKED`` when parked)."""
-        return self._bucket[node]
-
-    def buckets_from(self, lowest: int) -> list[int]:
-        """The buckets ``>= lowest`` that have nodes, as of the last :meth:`take_in`."""
-        return [bucket for bucket in self._runs if bucket >= lowest]
+    def rows(self) -> tuple[list[tuple[int, int, int]], list[int], dict[int, list[tuple[int, int, int]]]]:
+        """Per node its entry ``(key, tie rank, node)`` (of a parked node, as it was when
+        parked) and its bucket (``PARKED`` when parked), and bucket -> its run (the entries
+        of its nodes, sorted; a bucket with none has no run), as of the last
+        :meth:`take_in`, for a walk that reads a few nodes in a loop of its own: the caller
+        only reads them, and asks them again after the next :meth:`take_in` (a copy's first
+        write replaces them)."""
+        return self._entry, self._bucket, self._runs
 
     def best(self, k: int, min_bucket: int, passes: Callable[[np.ndarray], np.ndarray],
              passes_one: Callable[[int], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -88,7 +89,8 @@ class SelectionPipeline:
             request_with_ports = replace(request, resource=resource)
         candidates = [Candidate(view.hosts[i], self.selector.choose_gpus(view, int(i), request_with_ports))
                       for i in ranked]
-        return SelectionResult(request, candidates, resource, self._explainer(view, request), ports, keys)
+        return SelectionResult(request, candidates, resource, partial(self._explain, view, request, view.changes),
+                               ports, keys)
 
     def best_nodes(self, view: ClusterView, request: SelectionRequest, k: int, rows=None,
                    ties: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -108,15 +110,15 @@ class SelectionPipeline:
         """One node: the placement loop for one instance, not booked
         (:mod:`~gangmaster.selectors.placement`: eligible nodes, the job's hosts then
         their racks, the strategy's key, exact ties by the seeded tie order)."""
-        request = self._with_reused_ports(request)
+        if request.reuse_ports.ranges:
+            request = self._with_reused_ports(request)
         picked = lone_pick(view, self, request).pick(request)   # (the loop's pick without the loop, when it applies)
         if picked is None:
             placed = place(self, view, request, 1, book=False)
             picked = placed.nodes[0], placed.gpu_masks[0][0], placed.ports[0][0], placed.keys[0]
         node, gpu_mask, ports, key = picked
-        resource = request.resource.with_ports(ports) if ports else request.resource
-        return SelectionResult(request, [Candidate(view.hosts[node], gpu_mask)], resource,
-                               self._explainer(view, request), ports, np.array((key,)))
+        return SelectionResult(request, [Candidate(view.hosts[node], gpu_mask)], None,
+                               partial(self._explain, view, request, view.changes), ports, (key,))
 
     # ---------------------------------------------------------------- internals
     def _best_nodes(self, view: ClusterView, request: SelectionRequest, k: int,
@@ -126,19 +128,16 @@ class SelectionPipeline:
             raise NotAvailable(self.filter(view, request, rows)[1])
         return nodes, keys
 
-    def _explainer(self, view: ClusterView, request: SelectionRequest):
-        """The explanation of a select() that succeeded, computed when asked, while
-        the view is as select() saw it."""
-        changes = view.changes
-
-        def explain() -> Explanation:
-            if view.changes != changes:
-                raise StaleExplanation(request.role)
-            return self.filter(view, request)[1]
-        return explain
+    def _explain(self, view: ClusterView, request: SelectionRequest, changes: int) -> Explanation:
+        """The explanation of a select() that succeeded on ``view`` as it was at ``changes``
+        (a result's ``explain``, bound to them: computed when first read, refused once the
+        view changed)."""
+        if view.changes != changes:
+            raise StaleExplanation(request.role)
+        return self.filter(view, request)[1]
 
     def _with_reused_ports(self, request: SelectionRequest) -> SelectionRequest:
-        if not request.reuse_ports:
+        if not request.reuse_ports.ranges:
             return request
         return replace(request, resource=request.resource.with_ports(request.reuse_ports))
 

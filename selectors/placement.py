@@ -241,13 +241,15 @@ class LonePick:
     another."""
 
     __slots__ = ("pipeline", "view", "request", "selector", "applies", "at_random", "locality", "walk", "_gpus",
-                 "_plain", "_ports", "_lowest", "_sequential")
+                 "_plain", "_ports", "_lowest", "_sequential", "_tiers_by_key")
 
     def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest):
         self.pipeline, self.view, self.request = pipeline, view, request   # (any request of the shape)
         self.selector = selector = pipeline.selector   # (a pipeline's strategy is set when it is made)
         self.at_random = selector.pick_at_random
         self.locality = selector.prefer_locality and not selector.pick_at_random
+        #: the order within the tiers is the node key, by the base class's rule (not asked per pick)
+        self._tiers_by_key = type(selector).key_within_tiers is Selector.key_within_tiers
         self.applies = request.rack_policy == "none"
         self.walk: KeyWalk | None = None
         resource, demand = request.resource, request.demand
@@ -275,25 +277,25 @@ class LonePick:
         key = selector.node_key(request)
         if key is None:
             return None
-        hosts = None
-        if request.placed_hosts and self.locality:
-            if selector.key_within_tiers(request) is not key:
-                return None
-            known = self.view.host_index
-            hosts = {known[h] for h in request.placed_hosts if h in known}
-            if not hosts:
-                return None
         walk = self.walk
         if walk is None or walk.key is not key:
             walk = self._walk(key)
-        if hosts:
-            found = walk.best_near(hosts)
+        placed = request.placed_hosts
+        if placed and self.locality:
+            if not self._tiers_by_key and selector.key_within_tiers(request) is not key:
+                return None
+            known = self.view.host_index
+            hosts = {known[h] for h in placed if h in known}
+            if not hosts:
+                return None
+            entry = walk.best_near(hosts)
         else:
             found = walk.best(selector.keep(request, len(self.view)) if self.at_random else 1)
-        if not found:
+            # (a random pick draws among the keep() best: at most those that fit)
+            entry = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))] if found else None
+        if entry is None:
             raise _not_available(self.pipeline, self.view, request, Placement.nothing())
-        # (a random pick draws among the keep() best: at most those that fit)
-        key, _, node = found[0] if len(found) == 1 else found[self.pipeline.rng.randrange(len(found))]
+        key, _, node = entry
         if not self._plain:
             return (node, *_one_instance(self.pipeline, self.view, request, node), key)
         gpu_mask, ports = 0, NO_PORTS
@@ -303,7 +305,8 @@ class LonePick:
             if gpu_mask is None:
                 gpu_mask = self._lowest[free] = lowest_bits(free, self._gpus)
         if self._ports:
-            free_ports = self.view.ports_free[node]
+            column = self.view.ports_free
+            free_ports = column.table.values[column.codes.item(node)]
             known = self._sequential.get(id(free_ports))
             if known is None:
                 if len(self._sequential) >= SEQUENTIAL_KEPT:
@@ -327,9 +330,14 @@ SEQUENTIAL_KEPT = 1024
 def request_shape(request: SelectionRequest) -> tuple:
     """What a :class:`LonePick` reads of a request beyond the pick itself: everything the
     filters and the GPU and port choice read — all of it but the job's hosts (the pick
-    reads them) and the pending count (a random pick's ``keep()``, read at the pick)."""
-    return (request.resource, request.role, request.node_label, request.gpu_types, request.reuse_ports,
-            request.job_gpus, request.max_instances_per_node, request.rack_policy)
+    reads them) and the pending count (a random pick's ``keep()``, read at the pick). The
+    resource by its fields and port sets by their ranges: a tuple of numbers, strings, None
+    and tuples, hashed and compared in C (a descriptor's own hash and ``==`` run in Python,
+    at every select())."""
+    resource = request.resource
+    return (resource.memory_mb, resource.vcores, resource.gpus, resource.gpu_mask, resource.ports,
+            resource.port_ranges.ranges, resource.gpu_milli, request.role, request.node_label, request.gpu_types,
+            request.reuse_ports.ranges, request.job_gpus, request.max_instances_per_node, request.rack_policy)
 
 
 def lone_pick(view: ClusterView, pipeline: "SelectionPipeline", request: SelectionRequest) -> LonePick:
@@ -338,7 +346,7 @@ def lone_pick(view: ClusterView, pipeline: "SelectionPipeline", request: Selecti
     (:attr:`~gangmaster.selectors.cluster.ClusterView.prepared`), found by the identity of
     the pipeline and the request's shape (a replay's jobs and the bench's stream ask a few
     hundred shapes through thousands of request objects)."""
-    name = (id(pipeline), *request_shape(request))
+    name = (id(pipeline), request_shape(request))
     lone = view.prepared.get(name)
     if lone is None:
         lone = view.prepared.put(name, (pipeline,), LonePick(pipeline, view, request))

@@ -1,9 +1,9 @@
 """What select() is asked and what it answers."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -63,24 +63,51 @@ class Candidate:
     gpu_mask: int
 
 
-@dataclass
 class SelectionResult:
     """Candidate hosts, best first, each with the GPUs it would give; the ports common
     to all of them; the resource as it should be asked of the RM (ports filled in);
     and the explanation of what the filters removed (computed by ``explain`` when
-    first read: a selection that succeeded rarely needs it)."""
+    first read: a selection that succeeded rarely needs it).
 
-    request: SelectionRequest
-    candidates: list[Candidate]
-    resource: ResourceDescriptor
-    explain: Callable[[], Explanation]
-    ports: PortRanges = field(default=NO_PORTS)
-    #: the strategy's sort keys, aligned with ``candidates`` (lower is better)
-    keys: np.ndarray | None = None
+    A plain slotted class, not a dataclass: one is made per select(), and what a caller
+    rarely reads is made when first read — the resource with the ports named (from the
+    request's and the ports), the keys as an array (from the values given), the
+    explanation."""
 
-    @cached_property
+    __slots__ = ("request", "candidates", "explain", "ports", "_resource", "_keys", "_explanation")
+
+    def __init__(self, request: SelectionRequest, candidates: list[Candidate],
+                 resource: ResourceDescriptor | None, explain: Callable[[], Explanation],
+                 ports: PortRanges = NO_PORTS, keys: np.ndarray | Sequence[int] | None = None):
+        self.request, self.candidates, self.explain, self.ports = request, candidates, explain, ports
+        #: None: the request's resource, naming ``ports`` when there are any (made when read)
+        self._resource = resource
+        self._keys = keys
+        self._explanation: Explanation | None = None
+
+    @property
+    def resource(self) -> ResourceDescriptor:
+        """The resource to ask of the RM: the request's, naming the ports chosen."""
+        resource = self._resource
+        if resource is None:
+            resource = self._resource = (self.request.resource.with_ports(self.ports) if self.ports
+                                         else self.request.resource)
+        return resource
+
+    @property
+    def keys(self) -> np.ndarray | None:
+        """The strategy's sort keys, aligned with ``candidates`` (lower is better)."""
+        keys = self._keys
+        if keys is not None and not isinstance(keys, np.ndarray):
+            keys = self._keys = np.array(keys)
+        return keys
+
+    @property
     def explanation(self) -> Explanation:
-        return self.explain()
+        explanation = self._explanation
+        if explanation is None:
+            explanation = self._explanation = self.explain()
+        return explanation
 
     @property
     def hosts(self) -> list[str]:
@@ -89,3 +116,7 @@ class SelectionResult:
     @property
     def best(self) -> Candidate:
         return self.candidates[0]
+
+    def __repr__(self) -> str:
+        return (f"SelectionResult(request={self.request!r}, candidates={self.candidates!r}, "
+                f"resource={self.resource!r}, ports={self.ports!r}, keys={self.keys!r})")

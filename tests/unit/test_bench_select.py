@@ -31,16 +31,21 @@ def test_each_strategy_indexes_are_gone_before_the_next_strategy_starts(monkeypa
 
     monkeypatch.setattr(ClusterView, "derived", recording_derived)
     monkeypatch.setattr(select, "strategy_view", watched_strategy_view)
-    args = argparse.Namespace(nodes=[300], requests=60, seed=0, selector=["job-packing", "fgd", "dot-product"])
+    args = argparse.Namespace(nodes=[300], requests=60, seed=0, selector=["job-packing", "fgd", "dot-product"],
+                              rounds=2)
     assert select.run(args) == 0
     assert len({n for n, _ in built}) >= 3, "the strategies built no indexes: nothing was checked"
     assert alive_at_start == [[]] * len(alive_at_start)
-    assert "peak RSS:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "peak RSS:" in out
+    # job-packing and the same-pick floor, timed in turn (the other strategies are not)
+    assert [line.split(",")[0] for line in out.splitlines() if "in turn" in line] == [
+        "     300 job-packing and floor (same) in turn"]
 
 
 def test_a_strategy_too_slow_at_a_size_is_skipped_with_its_reason(monkeypatch, capsys):
     monkeypatch.setitem(select.LARGEST_CLUSTER, "best-fit", (200, "a reason"))
-    args = argparse.Namespace(nodes=[300], requests=60, seed=0, selector=["best-fit"])
+    args = argparse.Namespace(nodes=[300], requests=60, seed=0, selector=["best-fit"], rounds=2)
     assert select.run(args) == 0
     out = capsys.readouterr().out
     assert [line for line in out.splitlines() if "best-fit" in line] == [

@@ -3,9 +3,9 @@ well as the choice."""
 import pytest
 
 from gangmaster.selectors.cluster import ClusterView, NodeSpec
-from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.explanation import NotAvailable, StaleExplanation
 from gangmaster.selectors.pipeline import SelectionPipeline
-from gangmaster.selectors.ports import PortError, PortRanges
+from gangmaster.selectors.ports import PortRanges
 from gangmaster.selectors.request import SelectionRequest
 from gangmaster.selectors.resources import ResourceDescriptor as R
 from gangmaster.selectors.selector import (Selector, UnknownSelector, get_selector, register_selector,
@@ -202,3 +202,45 @@ def test_register_selector_refuses_what_is_not_a_strategy():
     with pytest.raises(ValueError, match="has no name"):
         register_selector(type("Nameless", (CpuFirst,), {"name": ""}))
     assert selector_classes() == before
+
+
+def test_a_single_node_result_makes_what_is_rarely_read_when_read():
+    """select_single_node()'s result makes its resource (naming the ports chosen), its keys
+    and its explanation when first read: the same values as made at once, and an
+    explanation first read after the view changed is refused."""
+    view, chooser = cluster(), pipeline()
+    result = chooser.select_single_node(view, req(gpus=2, ports=2))
+    assert result.ports == PortRanges.of((20000, 20001))
+    assert result.resource == R(1000, 1, 2, ports=2, port_ranges=result.ports)
+    assert result.resource is result.resource   # (made once)
+    assert result.keys.tolist() == chooser.selector.rank(view, [view.host_index[result.best.host]],
+                                                         result.request).tolist()
+    assert result.explanation.summary().startswith("4/5 nodes fit role w")
+    plain = chooser.select_single_node(view, req())
+    assert plain.resource is plain.request.resource and plain.ports == PortRanges()
+    stale = chooser.select_single_node(view, req(gpus=1))
+    view.allocate("b0", R(1000, 1, 0))
+    with pytest.raises(StaleExplanation):
+        stale.explanation
+
+
+def test_requests_of_one_shape_share_their_pick_and_any_other_field_parts_them():
+    """The pick the view keeps per request shape is found by value (the bench's and a
+    trace's requests are distinct objects of a few shapes): the job's hosts and pending
+    count are not part of the shape; every other field of the request and its resource is."""
+    from dataclasses import replace
+
+    from gangmaster.selectors.placement import lone_pick, request_shape
+
+    view, chooser = cluster(), pipeline()
+    base = req(gpus=1, ports=2, reuse_ports=PortRanges.of((20005, 20006)))
+    same = req(gpus=1, ports=2, reuse_ports=PortRanges.of((20005, 20006)), placed_hosts=("a0",), pending_tasks=4)
+    assert lone_pick(view, chooser, same) is lone_pick(view, chooser, base)
+    others = [replace(base, role="x"), replace(base, node_label="nvlink"), replace(base, gpu_types=("T4",)),
+              replace(base, reuse_ports=PortRanges.of((20007, 20008))), replace(base, job_gpus=3),
+              replace(base, max_instances_per_node=1), replace(base, rack_policy="pack")]
+    others += [replace(base, resource=replace(base.resource, **change)) for change in (
+        {"memory_mb": 999}, {"vcores": 2}, {"gpus": 2}, {"ports": 3}, {"gpus": 1, "gpu_mask": 2},
+        {"ports": 0, "port_ranges": PortRanges.of((20001, 20002))}, {"gpus": 0, "gpu_milli": 500})]
+    shapes = {request_shape(request) for request in [base, *others]}
+    assert len(shapes) == 1 + len(others)

@@ -27,7 +27,10 @@ Printed beside each:
   checks all of them and stops if one differs). Both sides answer on an unchanging view
   (nothing is booked), so neither pays for keeping its index up to date. Issue 29's
   target: job-packing's p50 within 2x of a sorted-key index at 10,000 nodes; this is the
-  floor that does the same job.
+  floor that does the same job. Below job-packing's line, the two timed in turn for
+  ``--rounds`` rounds (:func:`in_turn`): on a shared machine the load of the moment falls on
+  both, where the table's floors are timed seconds before the strategy; the median of
+  the rounds' ratios is the figure.
 
 Then the view's memory per node (traced while it is built), and beside each strategy
 its own key columns and node indexes (``index B/node``, traced while a first round of
@@ -67,6 +70,9 @@ from gangmaster.selectors.workload import TaskShape, WorkloadShapes
 from .synthetic import synthetic_cluster
 
 BASELINE = "random"
+#: the strategy the same-pick floor does the job of, and how many rounds the two are timed in turn
+SAME_PICK = "job-packing"
+ROUNDS = 7
 
 #: strategies that cannot be timed past a node count in reasonable time, and why
 _BIG_INDEX = ("building its node index peaks at {} MB at 100,000 nodes (RSS, untraced; tracing adds ~40 %): "
@@ -87,6 +93,8 @@ def add_parser(sub):
     p.add_argument("--requests", type=count(), default=2000, help="requests timed per strategy")
     p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--selector", action="append", help="only these strategies (repeatable)")
+    p.add_argument("--rounds", type=count(), default=ROUNDS,
+                   help=f"rounds of job-packing's select() and the same-pick floor timed in turn (default {ROUNDS})")
     p.set_defaults(func=run)
     return p
 
@@ -305,8 +313,9 @@ def run(args) -> int:
         by_key = np.percentile(timed(sorted_key_index(view, settings.port_min), requests), 50)
         if not floors_agree(view, settings.port_min, requests[:200]):
             raise AssertionError("the scan and the sorted-key index answered differently")
-        ties = SelectionPipeline(settings, get_selector("job-packing")).tie_order.of(len(view), view.hosts)
-        same = np.percentile(timed(same_pick_index(view, settings.port_min, ties), requests), 50)
+        ties = SelectionPipeline(settings, get_selector(SAME_PICK)).tie_order.of(len(view), view.hosts)
+        same_floor = same_pick_index(view, settings.port_min, ties)
+        same = np.percentile(timed(same_floor, requests), 50)
         agreed = same_pick_agrees(view.copy(keep_derived=False), settings, requests)
         gc.collect()   # the copy's indexes, before the strategies start
         if agreed != len(requests):
@@ -315,8 +324,10 @@ def run(args) -> int:
         results = {}
         base = float("nan")
         for name in sorted(measured, key=lambda n: n != BASELINE):   # the baseline first: each line printed when measured
-            single, search, index_bytes = results[name] = measure_strategy(strategy_view(view), name, settings,
-                                                                           requests, workload)
+            rounds = args.rounds if name == SAME_PICK else 0
+            single, search, index_bytes, in_turn = measure_strategy(strategy_view(view), name, settings, requests,
+                                                                    workload, same_floor, rounds)
+            results[name] = (single, search, index_bytes)
             gc.collect()   # the strategy's view copy, pipeline and indexes, before the next is built
             p50, p99 = np.percentile(single, [50, 99])
             base = p50 if name == BASELINE else base
@@ -324,6 +335,8 @@ def run(args) -> int:
                   f"{p50 / base:>7.2f}x {p50 / floor:>6.2f}x {p50 / by_key:>7.2f}x {p50 / same:>6.2f}x "
                   f"{index_bytes / nodes:>13.0f}",
                   flush=True)
+            if in_turn:
+                print(in_turn_line(nodes, name, in_turn), flush=True)
         print(f"{nodes:>8} {'floor (scan)':<15} {floor:>8.1f}")
         print(f"{nodes:>8} {'floor (sorted)':<15} {by_key:>8.1f}")
         print(f"{nodes:>8} {'floor (same)':<15} {same:>8.1f}  (job-packing's same node, GPUs and ports in "
@@ -343,10 +356,12 @@ def strategy_view(view):
     return view.copy(keep_derived=False)
 
 
-def measure_strategy(view, name: str, settings, requests, workload) -> tuple[np.ndarray, np.ndarray, int]:
+def measure_strategy(view, name: str, settings, requests, workload, floor=None,
+                     rounds: int = 0) -> tuple[np.ndarray, np.ndarray, int, list[tuple[float, float]]]:
     """One strategy on its own view: p50 samples of select_single_node and of the search
-    alone, and the bytes its key columns and node indexes took (traced while a first
-    round of requests builds them)."""
+    alone, the bytes its key columns and node indexes took (traced while a first
+    round of requests builds them), and ``rounds`` rounds of :func:`in_turn` against
+    ``floor``."""
     pipeline = SelectionPipeline(settings, get_selector(name))
     pipeline.selector.observe_workload(workload)   # the stream's shapes: fgd plans for them
     tracemalloc.start()
@@ -356,7 +371,36 @@ def measure_strategy(view, name: str, settings, requests, workload) -> tuple[np.
     tracemalloc.stop()
     single = timed(lambda r: pipeline.select_single_node(view, r), requests)
     search = timed(lambda r: pipeline.best_nodes(view, r, pipeline.selector.keep(r, len(view))), requests)
-    return single, search, index_bytes
+    rounds_in_turn = in_turn(lambda r: pipeline.select_single_node(view, r), floor, requests, rounds) if rounds else []
+    return single, search, index_bytes, rounds_in_turn
+
+
+def in_turn(select_one, floor, requests, rounds: int) -> list[tuple[float, float]]:
+    """``(select p50, floor p50)`` of each of ``rounds`` rounds, the two timed one after the
+    other in each round (the floor first in one round, select() in the next), in one
+    process over the same requests: the load of the shared machine at that moment falls
+    on both, where the table's floors are timed seconds before the strategy."""
+    pairs = []
+    for k in range(rounds):
+        if k % 2:
+            chosen = np.percentile(timed(select_one, requests), 50)
+            floor_p50 = np.percentile(timed(floor, requests), 50)
+        else:
+            floor_p50 = np.percentile(timed(floor, requests), 50)
+            chosen = np.percentile(timed(select_one, requests), 50)
+        pairs.append((float(chosen), float(floor_p50)))
+    return pairs
+
+
+def in_turn_line(nodes: int, name: str, pairs: list[tuple[float, float]]) -> str:
+    """The line of :func:`in_turn`'s rounds: each side's p50 (median, range) and the median
+    of the rounds' ratios."""
+    chosen, floor = np.array(pairs).T
+    ratios = chosen / floor
+    return (f"{nodes:>8} {name} and floor (same) in turn, {len(pairs)} rounds: select() p50 "
+            f"{np.median(chosen):.1f} us ({chosen.min():.1f}-{chosen.max():.1f}), floor (same) "
+            f"{np.median(floor):.1f} us ({floor.min():.1f}-{floor.max():.1f}), select/same median "
+            f"{np.median(ratios):.2f}x ({ratios.min():.2f}-{ratios.max():.2f}x)")
 
 
 def peak_rss_mb() -> float:
