@@ -54,7 +54,6 @@ import math
 import multiprocessing as mp
 import os
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 
