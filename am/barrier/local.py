@@ -9,11 +9,11 @@ gRPC message on either side.
 socket name from the attempt's token and names (:func:`rendezvous_name`: no file, so
 nothing stale is left behind when a process dies; only a process that knows the token
 can know the name). The first task to call ``barrier()`` binds it and becomes the
-host's *leader*: a daemon thread of its process (a ``selectors`` loop with the local socket
-and ``HostSession`` streams to the coordinator, each driven by a worker thread as a
-task drives its own Session: one per message waiting at the coordinator, reused). Every task, the leader's
-own included, then talks to it as it would to the coordinator: the same ``SyncRequest``
-and ``SyncReply`` messages, framed by their length. Nobody else starts anything: on
+host's *leader* (:class:`HostLeader`: a ``selectors`` loop on a daemon thread of its process
+for the local socket, and ``HostSession`` streams to the coordinator, one per message
+waiting there, reused). Every other task then talks to it as it would to the coordinator:
+the same ``SyncRequest`` and ``SyncReply`` messages, framed by their length; the leader's
+own task calls it in its process (:class:`OwnSession`). Nobody else starts anything: on
 Slurm and YARN only the task processes run on the node, and the leader is one of them.
 Both ends check that the other runs as the same user (``SO_PEERCRED``), and every
 request carries the attempt's token, checked by the leader. Where the name cannot be
