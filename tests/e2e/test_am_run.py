@@ -119,13 +119,14 @@ def test_live_mpi_job_survives_a_killed_task_as_a_new_attempt(tmp_path):
         while head[-1] and not head[-1].startswith("metrics: "):
             head.append(proc.stdout.readline())
         metrics_url = head[-1].strip().removeprefix("metrics: ")
-        # all_gather is the tasks' second call (epoch 1): ranks 0-2 have arrived in it and the
-        # coordinator holds their calls, waiting for the stalled rank 3, once the AM's gauge says 3
+        # all_gather is the tasks' second call (epoch 1): every rank is past the first once rank 0
+        # has written the host file, and ranks 0-2 have arrived in all_gather and the coordinator
+        # holds their calls, waiting for the stalled rank 3, once the AM's gauge says 3
         held = "gangmaster_barrier_waiting_tasks 3.0"
 
         def held_in_gather() -> bool:
             try:
-                return held in urlopen(metrics_url, timeout=5).read().decode()
+                return (output / "hostfile").exists() and held in urlopen(metrics_url, timeout=5).read().decode()
             except OSError:   # the run ended
                 return False
 
