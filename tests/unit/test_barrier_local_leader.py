@@ -23,8 +23,10 @@ class _Coordinator:
 
     def __init__(self, size: int, pending_first: bool):
         self.size, self.pending_first, self.requests = size, pending_first, []
+        self.streams = 0
 
     def stream(self) -> "_Stream":
+        self.streams += 1
         return _Stream(self)
 
     def answer(self, request: pb.HostSyncRequest) -> pb.SyncReply:
@@ -93,6 +95,8 @@ def test_every_task_reads_the_whole_release_and_the_host_sends_one_message(tasks
             task: expected for task in range(tasks)}
         assert leaders[0].uplink_messages == len(coordinator.requests) == (2 if pending_first else 1)
         assert sorted(coordinator.requests[-1].tasks) == list(range(tasks))
+        if not pending_first:   # the leader's own task waited on the one stream that carried the epoch
+            assert coordinator.streams == 1   # (no lane of its own thread was needed)
     finally:
         for _me, session in sessions:
             session.close()
