@@ -231,7 +231,10 @@ class _DirectSession:
         self._cygrpc, self._reply_type = cygrpc, reply_type
         self._status: tuple[grpc.StatusCode | None, str] | None = None
         self._first = True
+        #: a request sent whose reply is not taken yet; with the status, changed under the lock
+        #: (start and wait may be called from two threads: the host leader's)
         self._in_flight = False
+        self._lock = threading.Lock()
         self._call = channel._channel.segregated_call(  # type: ignore[attr-defined]
             cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS, method.encode(), None, None,
             None, None,
@@ -251,27 +254,31 @@ class _DirectSession:
         cygrpc = self._cygrpc
         operations = (cygrpc.SendMessageOperation(request.SerializeToString(), 0),
                       cygrpc.ReceiveMessageOperation(0))
-        if self._first:
-            operations += (cygrpc.ReceiveInitialMetadataOperation(0),)
-        self._in_flight = self._status is None and self._call.operate(operations, self._EXCHANGE)
-        if self._in_flight:
-            self._first = False
+        with self._lock:
+            if self._first:
+                operations += (cygrpc.ReceiveInitialMetadataOperation(0),)
+            self._in_flight = self._status is None and self._call.operate(operations, self._EXCHANGE)
+            if self._in_flight:
+                self._first = False
 
     def wait(self):
         """The reply to the request :meth:`start` sent (which may come after this is
         called); :class:`_StreamBroken` when the stream ended, with or without a request
         in flight."""
-        while self._in_flight or self._status is None:
+        while True:
+            with self._lock:
+                if self._status is not None and not self._in_flight:   # ended, and no reply to come
+                    break
             event = self._call.next_event()
             if event.tag == self._EXCHANGE:
-                self._in_flight = False
+                with self._lock:
+                    self._in_flight = False
                 reply = event.batch_operations[1].message()
                 if reply is not None:
                     return self._reply_type.FromString(reply)
                 break
-            self._note(event)
-            if self._status is not None and not self._in_flight:
-                break
+            with self._lock:
+                self._note(event)
         while self._status is None:  # the exchange failed: the call's status says why
             self._note(self._call.next_event())
         raise _StreamBroken(*self._status)
