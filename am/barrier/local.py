@@ -564,9 +564,6 @@ class HostLeader:
                 ep.own_lane = lane = None
         if lane is not None:
             self._await_reply(lane, self._spare)
-            with self._lock:
-                if ep.own_lane is lane:
-                    ep.own_lane = None
         own.answered.wait()
         frame = own.reply
         if frame is None:
@@ -693,7 +690,7 @@ class HostLeader:
             error = exc
         with self._lock:
             if error is not None and (lane.job is None or self._stopping):   # broke idle, or stopping
-                lane.dead = True
+                lane.dead = True   # (an epoch's own_lane that is dead is not sent on)
                 self._lanes.discard(lane)
                 return False
             job = lane.job
@@ -701,6 +698,8 @@ class HostLeader:
             reply, lane.stream = self._exchange(job[2], error)
         with self._lock:
             lane.job = None
+            if job[1].own_lane is lane:   # the own task's wait on it ends here
+                job[1].own_lane = None
             if lane.stream is None or self._stopping:
                 lane.dead = True
                 self._lanes.discard(lane)
