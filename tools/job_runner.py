@@ -40,6 +40,7 @@ certain (:meth:`SimulatedRuns.run`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -227,11 +228,14 @@ class _AMDriver:
             prefix = f"{run.job.name} ({run.app_id}): " if self.prefix_lines else ""
             echo = (lambda line, p=prefix: self.echo(p + line))
         now = self.clock.now if not run.clock_offset else (lambda: self.clock.now() + run.clock_offset)
+        extras = self._am_extras(run)
         am = ApplicationMaster(run.job, self.client, run.app_id, now, run.work_dir,
                                settings=self.settings, selection=self.selection, metrics=run.metrics,
-                               echo=echo, earlier_tasks=run.earlier_tasks, **self._am_extras(run))
+                               echo=echo, earlier_tasks=run.earlier_tasks, **extras)
         run.ams.append(am)
         run.metrics.watch(am.gauge_values)   # (the scrape reads what the AM serving the job holds)
+        if "barrier" in extras:   # the job's barrier calls its coordinator holds (its barriers are the app's)
+            run.metrics.watch_barrier(functools.partial(extras["barrier"].waiting_tasks, run.app_id))
         self._timers[run.app_id] = self.clock.every(self.settings.heartbeat_s, lambda: self._beat(am))
 
     def _beat(self, am: ApplicationMaster) -> None:

@@ -56,7 +56,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
@@ -151,13 +151,19 @@ class Arrival:
         return BarrierId(self.job, self.gang, self.attempt)
 
 
-@dataclass(frozen=True)   # not a slotted value: the gRPC server keeps a weak reference to it
+@dataclass(frozen=True, slots=True)
 class Released:
-    """What a released waiter gets: the epoch, and for all_gather every task's message by index."""
+    """What a released waiter gets: the epoch, and for all_gather every task's message by index.
+
+    ``reply``: the release as a server sends it, encoded once for all its waiters by that
+    server (:func:`gangmaster.am.barrier.server.released_reply`) and owned by the release:
+    it lives exactly as long as the release does (the attempt keeps its last release until
+    its next one or its end; a waiter, until it is answered), no longer."""
 
     epoch: int
     operation: str
     messages: tuple[bytes, ...] = ()
+    reply: list = field(default_factory=list, compare=False, repr=False)
 
 
 #: The release of a barrier (not an all_gather: no messages) at each of the first epochs: one
@@ -423,8 +429,14 @@ class BarrierCoordinator:
 
     def _end(self, a: _Attempt, how: str, failure: str | None = None) -> list[Waiter]:
         """Drop the attempt's state, remember why it ended (forgetting the oldest ended
-        attempt past ``history``), and return its waiters (the caller tells them why)."""
+        attempt past ``history``), and return its waiters (the caller tells them why). What
+        it gathered goes with it: its last release (and the reply a server made of it) and
+        the current epoch's messages (an entry of the deadline heap may still name the
+        attempt until it comes to the top)."""
         del self._open[a.key]
+        a.last_release = None
+        if a.gathered_bytes:
+            a.arrivals = dict.fromkeys(a.arrivals, b"")
         if a.started_at is not None:   # an epoch was running: its deadline goes
             self._deadlines_moved()
         ended = self._ended
@@ -795,6 +807,13 @@ class BarrierCoordinator:
         """Progress of every attempt with a running epoch (for the coordinator's periodic log)."""
         with self._lock:
             return [self._progress(a) for a in self._open.values() if a.started_at is not None and a.broken is None]
+
+    def waiting_tasks(self, job: str) -> int:
+        """How many tasks of ``job``'s open attempts have a call held here now, waiting for
+        their epoch's release (a host leader's message counts the tasks it speaks for)."""
+        with self._lock:
+            return sum(_tasks_of(ws) for (name, _gang), a in self._open.items() if name == job
+                       for ws in a.waiters.values())
 
     def statistics(self) -> CoordinatorStatistics:
         with self._lock:

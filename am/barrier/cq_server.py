@@ -31,7 +31,6 @@ import itertools
 import logging
 import threading
 import time
-import weakref
 from typing import Callable
 
 import grpc
@@ -42,7 +41,7 @@ from gangmaster.am.barrier.coordinator import Arrival, BarrierCoordinator, NotOp
 from gangmaster.am.barrier.errors import BarrierError, BarrierInvalid
 from gangmaster.am.barrier.server import (MAX_HOLD_S, OPERATION_NAMES, BarrierServer, CoordinatorFront, Undecodable,
                                           advertised_address, error_to_proto, listen_as_configured, log_waiting,
-                                          server_options, task_info_to_proto, tolerant_parser)
+                                          released_reply, server_options, task_info_to_proto, tolerant_parser)
 from gangmaster.protocol.proto import barrier_pb2 as pb
 
 __all__ = ["CompletionQueueBarrierServer", "new_barrier_server"]
@@ -100,7 +99,6 @@ class CompletionQueueBarrierServer(CoordinatorFront):
         self._timers: list[list] = []   # [when, seq, callback, live], earliest first
         self._seq = itertools.count()
         self._deadline_timer: list | None = None
-        self._last_release: tuple[weakref.ref, bytes] | None = None
         self._methods = {
             (_SERVICE + "Sync").encode(): (False, self._sync, tolerant_parser(pb.SyncRequest)),
             (_SERVICE + "Session").encode(): (True, self._sync, tolerant_parser(pb.SyncRequest)),
@@ -343,7 +341,7 @@ class CompletionQueueBarrierServer(CoordinatorFront):
 
     def _outcome(self, k: pb.Caller, outcome: object) -> bytes:
         if isinstance(outcome, Released):
-            return self._released(outcome)
+            return released_reply(outcome)
         if isinstance(outcome, BarrierError):
             return pb.SyncReply(error=error_to_proto(outcome)).SerializeToString()
         try:
@@ -352,20 +350,6 @@ class CompletionQueueBarrierServer(CoordinatorFront):
             return pb.SyncReply(error=error_to_proto(err)).SerializeToString()
         return pb.SyncReply(pending=pb.Pending(epoch=p.epoch, arrived=p.arrived, total=p.total,
                                                waiting_s=p.waiting_s)).SerializeToString()
-
-    def _released(self, outcome: Released) -> bytes:
-        """A release's reply, serialised once for all its waiters (kept while the coordinator
-        keeps the release: weakly referenced, as the grpc.aio server's)."""
-        last = self._last_release
-        if last is None or last[0]() is not outcome:
-            reply = pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages))
-            data = reply.SerializeToString()
-            last = self._last_release = (weakref.ref(outcome, self._release_dropped), data)
-        return last[1]
-
-    def _release_dropped(self, ref: weakref.ref) -> None:
-        if self._last_release is not None and self._last_release[0] is ref:
-            self._last_release = None
 
     # ------------------------------------------------------------------- time
     def _arm_deadline(self) -> None:

@@ -55,3 +55,8 @@ class GangBarrier(Protocol):
     def fail_attempt(self, job: str, gang: str, attempt: int, reason: str) -> int:
         """Fail every waiting call of the attempt now; returns how many were waiting."""
         ...
+
+    def waiting_tasks(self, job: str) -> int:
+        """How many tasks of ``job``'s open attempts have a call waiting here now (the AM's
+        ``gangmaster_barrier_waiting_tasks`` gauge)."""
+        ...

@@ -9,11 +9,11 @@ gRPC message on either side.
 socket name from the attempt's token and names (:func:`rendezvous_name`: no file, so
 nothing stale is left behind when a process dies; only a process that knows the token
 can know the name). The first task to call ``barrier()`` binds it and becomes the
-host's *leader*: a daemon thread of its process (a ``selectors`` loop with the local socket
-and ``HostSession`` streams to the coordinator, each driven by a worker thread as a
-task drives its own Session: one per message waiting at the coordinator, reused). Every task, the leader's
-own included, then talks to it as it would to the coordinator: the same ``SyncRequest``
-and ``SyncReply`` messages, framed by their length. Nobody else starts anything: on
+host's *leader* (:class:`HostLeader`: a ``selectors`` loop on a daemon thread of its process
+for the local socket, and ``HostSession`` streams to the coordinator, one per message
+waiting there, reused). Every other task then talks to it as it would to the coordinator:
+the same ``SyncRequest`` and ``SyncReply`` messages, framed by their length; the leader's
+own task calls it in its process (:class:`OwnSession`). Nobody else starts anything: on
 Slurm and YARN only the task processes run on the node, and the leader is one of them.
 Both ends check that the other runs as the same user (``SO_PEERCRED``), and every
 request carries the attempt's token, checked by the leader. Where the name cannot be
@@ -44,14 +44,12 @@ loader) closes its copies of these sockets in the child.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import errno
 import hashlib
 import heapq
 import hmac
 import logging
 import os
-import queue
 import selectors   # the standard library's (gangmaster's is gangmaster.selectors)
 import socket
 import struct
@@ -65,7 +63,7 @@ from gangmaster.am.barrier.coordinator import FRAMING_BYTES
 from gangmaster.protocol.proto import barrier_pb2 as pb
 from gangmaster.conf.limits import BARRIER_MAX_MESSAGE_BYTES
 
-__all__ = ["HostLeader", "LocalSession", "LeaderLost", "join", "rendezvous_name", "LINGER_S",
+__all__ = ["HostLeader", "LocalSession", "OwnSession", "LeaderLost", "join", "rendezvous_name", "LINGER_S",
            "ENV_LOCAL_GROUP", "ENV_TREE"]
 
 log = logging.getLogger("gangmaster.barrier.task")
@@ -162,10 +160,13 @@ class LocalSession:
         self._sock.close()
 
 
-def join(name: bytes, caller: pb.Caller, start_leader: Callable[[socket.socket], None]) -> LocalSession | None:
-    """Connect to the leader at ``name``, becoming it (``start_leader(listener)``) when
-    nobody listens there yet. None when the machine cannot do this (no abstract sockets),
-    or the one listening there runs as another user: the task then calls the coordinator."""
+def join(name: bytes, caller: pb.Caller,
+         start_leader: Callable[[socket.socket], "OwnSession"]) -> "LocalSession | OwnSession | None":
+    """Connect to the leader at ``name``, or become it when nobody listens there yet:
+    ``start_leader(listener)`` starts the leader and gives the leading task's own session
+    (:meth:`HostLeader.own_session`). None when the machine cannot do this (no abstract
+    sockets), or the one listening there runs as another user: the task then calls the
+    coordinator."""
     for _ in range(5):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -181,8 +182,7 @@ def join(name: bytes, caller: pb.Caller, start_leader: Callable[[socket.socket],
                     continue
                 return None
             listener.listen(4096)
-            start_leader(listener)
-            continue
+            return start_leader(listener)
         except OSError as exc:
             sock.close()
             log.debug("no local barrier leader (%s); calling the coordinator directly", exc)
@@ -227,7 +227,7 @@ class _Epoch:
     """What the leader holds of one epoch: its tasks' calls, those not yet sent, the
     local calls waiting for its outcome, and the outcome's frame once known."""
 
-    __slots__ = ("arrivals", "unsent", "waiters", "timer", "uplinks", "outcome")
+    __slots__ = ("arrivals", "unsent", "waiters", "timer", "uplinks", "outcome", "own_lane")
 
     def __init__(self):
         self.arrivals: dict[int, tuple[int, int, bytes, int]] = {}   # task -> (task, operation, message, unsent)
@@ -236,6 +236,7 @@ class _Epoch:
         self.timer: _Timer | None = None
         self.uplinks = 0
         self.outcome: bytes | None = None
+        self.own_lane: _Lane | None = None   # the lane the own task waits on for this epoch's next message
 
 
 class _Member:
@@ -253,35 +254,85 @@ class _Member:
         self.closed = False
 
 
+class OwnSession:
+    """The leader's own task's connection to it: in its process, no socket (the task
+    calls the leader, which answers it through an event); :meth:`exchange` is a Session's."""
+
+    def __init__(self, leader: "HostLeader"):
+        self._leader, self.leader, self.leader_pid = leader, leader.own_task, os.getpid()
+
+    def exchange(self, request: pb.SyncRequest) -> pb.SyncReply:
+        return self._leader.exchange_own(request)
+
+    def close(self) -> None:
+        """Nothing to close: the task's context stops its leader."""
+
+
+class _Own(_Member):
+    """The leader's own task as a member: its replies are handed over in the process."""
+
+    __slots__ = ("reply", "answered")
+
+    def __init__(self, task: int):
+        super().__init__(None)   # type: ignore[arg-type]
+        self.task = task
+        self.reply: bytes | None = None
+        self.answered = threading.Event()
+
+
+class _Lane:
+    """One HostSession stream to the coordinator and whoever waits for its replies: the
+    leader's own task, while it waits for the epoch the lane carries, or a thread of the
+    lane's own. Whoever sends on it starts the message itself; the waiter, already blocked
+    on the stream, takes the reply and writes it to the local tasks."""
+
+    __slots__ = ("stream", "job", "dead")
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.job: tuple[int, _Epoch, pb.HostSyncRequest] | None = None   # the message in flight
+        self.dead = False
+
+
 class HostLeader:
     """The leader of one host's tasks (see the module docstring): a daemon thread serving
     ``listener`` and speaking for the tasks to the coordinator at ``address``.
 
-    Its loop is a bare :mod:`selectors` loop, not asyncio: per local message it costs
-    one ``select`` wake-up and one ``recv``, no handle, protocol or task objects (at
-    1,024 tasks on 2 cores the asyncio loop's share was most of the leader's CPU). The
-    messages to the coordinator block, so they go to worker threads, which hand their
-    replies back through a queue and a wake-up socket."""
+    Who does what, with no hand-off between threads on a round's path: the *loop* (a bare
+    :mod:`selectors` loop, not asyncio: per local message one ``select`` wake-up and one
+    ``recv``) reads the local tasks' calls; the leader's *own task* arrives by calling it
+    (:class:`OwnSession`: no socket to itself) and then waits on the stream to the
+    coordinator that will carry its epoch; whichever of them completes the host's arrivals
+    starts the host message on that stream, without waiting; the own task, blocked on it,
+    takes the reply and writes it to the local tasks. Messages nobody waits for that way
+    (sent after :data:`LINGER_S` before the own task arrived, or re-sent) go on a stream
+    with a thread of its own (a *lane*), which does the same. One lock keeps the leader's
+    state; each holds it only while it handles one event. Why: measured per round of 8
+    tasks (session 16), the previous design's hand-offs (loop -> uplink worker -> wake-up
+    socket -> loop, the own task's socket round trip) were about a third of the leader
+    process's CPU, and each woke a thread more per round."""
 
     def __init__(self, listener: socket.socket, caller: pb.Caller, address: str,
                  open_stream: Callable[[], "object"], hold_s: float, retry_give_up_s: float,
                  max_message_bytes: int = BARRIER_MAX_MESSAGE_BYTES):
         self.caller, self.own_task = caller, caller.task
         self._listener, self._address = listener, address
-        #: a new HostSession stream to the coordinator (``exchange(request)``, ``cancel()``,
-        #: the broken stream's exception carrying ``code()`` and ``details()``)
+        #: a new HostSession stream to the coordinator (``start(request)`` without waiting,
+        #: ``wait()`` for its reply, ``exchange(request)`` for both, ``cancel()``; a broken
+        #: stream raises an exception carrying ``code()`` and ``details()``)
         self._open_stream = open_stream
-        self._streams_lock = threading.Lock()
-        self._workers = concurrent.futures.ThreadPoolExecutor(64, thread_name_prefix="barrier-host-uplink")
+        self._lock = threading.Lock()
         self._hold_ms = max(1, int(hold_s * 1000))
         self._retry_give_up_s = retry_give_up_s
         self._max_message_bytes = max_message_bytes
-        self._members: dict[int, _Member] = {}   # task -> its connection, once it said hello
+        self._own = _Own(caller.task)
+        self._members: dict[int, _Member] = {caller.task: self._own}   # task -> its connection
         self._epochs: dict[int, _Epoch] = {}
-        self._streams: list = []
+        self._idle: list[_Lane] = []    # lanes with a thread waiting on them, no message in flight
+        self._spare: list[_Lane] = []   # lanes nobody waits on (the own task's, between its calls)
+        self._lanes: set[_Lane] = set()
         self._selector = selectors.DefaultSelector()
         self._timers: list[_Timer] = []
-        self._replies: queue.SimpleQueue = queue.SimpleQueue()   # (epoch, _Epoch, reply) from the workers
         self._wake_read, self._wake_write = socket.socketpair()
         self._stopping = False
         self.uplink_messages = 0   # HostSyncRequests sent (tests count them)
@@ -296,40 +347,48 @@ class HostLeader:
         self._thread = threading.Thread(target=self._run, name="barrier-host-leader", daemon=True)
         self._thread.start()
 
-    # --------------------------------------------------------------- the thread
+    def own_session(self) -> OwnSession:
+        """The leader's own task's session (what :func:`join` gives the task that leads)."""
+        return OwnSession(self)
+
+    # --------------------------------------------------------------- the loop
     def _run(self) -> None:
-        selector, timers = self._selector, self._timers
+        selector, timers, lock = self._selector, self._timers, self._lock
         try:
             while not self._stopping:
-                timeout = None
-                while timers and timers[0].cancelled:
-                    heapq.heappop(timers)
-                if timers:
-                    timeout = max(0.0, timers[0].when - time.monotonic())
-                for key, events in selector.select(timeout):
-                    key.data(key.fileobj, events)
-                now = time.monotonic()
-                while timers and timers[0].when <= now:
-                    timer = heapq.heappop(timers)
-                    if not timer.cancelled:
-                        timer.callback(*timer.args)
+                with lock:
+                    while timers and timers[0].cancelled:
+                        heapq.heappop(timers)
+                    timeout = max(0.0, timers[0].when - time.monotonic()) if timers else None
+                ready = selector.select(timeout)
+                with lock:
+                    for key, events in ready:
+                        key.data(key.fileobj, events)
+                    now = time.monotonic()
+                    while timers and timers[0].when <= now:
+                        timer = heapq.heappop(timers)
+                        if not timer.cancelled:
+                            timer.callback(*timer.args)
         finally:
             self._close()
 
     def _close(self) -> None:
-        own = (self._listener, self._wake_read)
-        for key in list(self._selector.get_map().values()):   # every local connection, hello or not
-            if key.fileobj not in own:
-                _OWNED_FDS.discard(key.fileobj.fileno())
-                key.fileobj.close()
-        for sock in (self._listener, self._wake_read, self._wake_write):
-            _OWNED_FDS.discard(sock.fileno())
-            sock.close()
-        with self._streams_lock:
-            streams, self._streams = self._streams, []
-        for stream in streams:
-            stream.cancel()
-        self._workers.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self._stopping = True
+            own = (self._listener, self._wake_read)
+            for key in list(self._selector.get_map().values()):   # every local connection, hello or not
+                if key.fileobj not in own:
+                    _OWNED_FDS.discard(key.fileobj.fileno())
+                    key.fileobj.close()
+            for sock in (self._listener, self._wake_read, self._wake_write):
+                _OWNED_FDS.discard(sock.fileno())
+                sock.close()
+            lanes, self._idle, self._spare = list(self._lanes), [], []
+            self._own.reply = None
+            self._own.answered.set()   # a waiting own call hears the leader is gone
+        for lane in lanes:
+            if lane.stream is not None:
+                lane.stream.cancel()
         self._selector.close()
 
     def stop(self) -> None:
@@ -348,8 +407,11 @@ class HostLeader:
             pass
 
     def _call_later(self, delay: float, callback: Callable, *args) -> _Timer:
+        """A timer on the loop (lock held); from another thread the loop is woken to see it."""
         timer = _Timer(time.monotonic() + delay, callback, args)
         heapq.heappush(self._timers, timer)
+        if threading.get_ident() != self._thread.ident and self._timers[0] is timer:
+            self._wake()
         return timer
 
     def _woken(self, sock: socket.socket, _events: int) -> None:
@@ -357,9 +419,6 @@ class HostLeader:
             sock.recv(4096)
         except OSError:
             pass
-        replies = self._replies
-        while not replies.empty():
-            self._uplink_done(*replies.get_nowait())
 
     def _accept(self, listener: socket.socket, _events: int) -> None:
         try:
@@ -413,7 +472,14 @@ class HostLeader:
                 self.request(member, message)
 
     def _write(self, member: _Member, frame: bytes) -> None:
+        """Send ``frame`` to a local task (lock held; from any thread): what its socket does
+        not take at once waits in its ``pending`` buffer for the loop. The own task gets it
+        handed over."""
         if member.closed:
+            return
+        if member is self._own:
+            self._own.reply = frame
+            self._own.answered.set()
             return
         if member.pending:
             member.pending += frame
@@ -429,6 +495,8 @@ class HostLeader:
             member.pending += frame[sent:]
             self._selector.modify(member.sock, selectors.EVENT_READ | selectors.EVENT_WRITE,
                                   self._readable(member))
+            if threading.get_ident() != self._thread.ident:
+                self._wake()   # the loop's select learns of the new interest
 
     def _flush(self, member: _Member) -> None:
         try:
@@ -457,7 +525,7 @@ class HostLeader:
 
     # ------------------------------------------------------------ local tasks
     def hello(self, member: _Member, caller: pb.Caller) -> None:
-        if not _same_caller(caller, self.caller):
+        if not _same_caller(caller, self.caller) or caller.task == self.own_task:
             self._drop(member)
             return
         member.task = caller.task
@@ -473,6 +541,36 @@ class HostLeader:
                 code="AUTH", message="refused by the host's barrier leader: the call did not carry this "
                                      "attempt's names and token"))))
             return
+        self._arrive(member, request)
+
+    def exchange_own(self, request: pb.SyncRequest) -> pb.SyncReply:
+        """The leader's own task's call (:class:`OwnSession`): arrive as a local task does and
+        wait for the answer; :class:`LeaderLost` when the leader has stopped."""
+        own = self._own
+        with self._lock:
+            if self._stopping:
+                raise LeaderLost("the host's barrier leader stopped")
+            own.reply = None
+            own.answered.clear()
+            ep = self._epochs.get(request.epoch)
+            if ep is None:
+                ep = self._epochs[request.epoch] = _Epoch()
+            lane = None
+            if ep.outcome is None and ep.own_lane is None:
+                lane = ep.own_lane = self._spare.pop() if self._spare else self._new_lane(threaded=False)
+            self._arrive(own, request)
+            if lane is not None and lane.job is None and self.own_task not in ep.unsent:
+                self._spare.append(lane)   # nothing will be sent on it: nobody waits on it
+                ep.own_lane = lane = None
+        if lane is not None:
+            self._await_reply(lane, self._spare)
+        own.answered.wait()
+        frame = own.reply
+        if frame is None:
+            raise LeaderLost("the host's barrier leader stopped")
+        return pb.SyncReply.FromString(frame[_FRAME.size:])
+
+    def _arrive(self, member: _Member, request: pb.SyncRequest) -> None:
         epoch = request.epoch
         ep = self._epochs.get(epoch)
         if ep is None:
@@ -540,22 +638,75 @@ class HostLeader:
         return out
 
     def _send(self, epoch: int, ep: _Epoch, arrivals: list) -> None:
+        """Start the host's message on an idle lane (a new one when all are busy: a message
+        waits at the coordinator until its epoch is released). Lock held."""
+        if self._stopping:
+            return
         ep.uplinks += 1
         tasks, operations, messages, unsent = zip(*self._within_limit(arrivals)) if arrivals else ((),) * 4
         request = pb.HostSyncRequest(caller=self.caller, epoch=epoch, hold_ms=self._hold_ms, tasks=tasks,
                                      operations=operations, messages=messages if any(messages) else (),
                                      unsent_sizes=unsent if any(unsent) else ())
         self.uplink_messages += 1
-        try:
-            self._workers.submit(self._uplink, epoch, ep, request)
-        except RuntimeError:   # shut down: the leader is stopping
-            pass
+        lane = ep.own_lane
+        if lane is None or lane.job is not None or lane.dead:
+            lane = self._idle.pop() if self._idle else self._new_lane(threaded=True)
+        lane.job = (epoch, ep, request)
+        if lane.stream is not None:
+            lane.stream.start(request)   # a stream that broke meanwhile: its lane re-sends it
 
     # ------------------------------------------------------------ the coordinator
-    def _uplink(self, epoch: int, ep: _Epoch, request: pb.HostSyncRequest) -> None:
-        """In a worker thread: the host's message and its reply, handed to the loop."""
-        self._replies.put((epoch, ep, self._exchange(request)))
-        self._wake()
+    def _new_lane(self, threaded: bool) -> _Lane:
+        """A new stream to the coordinator (lock held); ``threaded``: with a thread of its own
+        waiting on it (else the own task waits on it)."""
+        try:
+            stream = self._open_stream()
+        except Exception as exc:   # noqa: BLE001 - its waiter re-opens it, with backoff
+            log.debug("the host's barrier leader could not open a stream (%s)", exc)
+            stream = None
+        lane = _Lane(stream)
+        self._lanes.add(lane)
+        if threaded:
+            threading.Thread(target=self._serve_lane, args=(lane,), name="barrier-host-lane", daemon=True).start()
+        return lane
+
+    def _serve_lane(self, lane: _Lane) -> None:
+        """A lane's thread: it waits on the lane's stream for as long as the stream lasts."""
+        while self._await_reply(lane, self._idle):
+            pass
+
+    def _await_reply(self, lane: _Lane, pool: list) -> bool:
+        """Wait for the reply to the message on ``lane`` (which may be started after this is
+        called) and hand it to the local tasks; the lane goes back to ``pool``. When the
+        stream breaks with a message in flight, the message is re-sent on a new one (with
+        backoff, :meth:`_exchange`); a stream that breaks idle is forgotten. False when the
+        lane is gone."""
+        error: Exception | None = None
+        try:
+            if lane.stream is None:
+                raise _NoStream("no stream to the coordinator")
+            reply = lane.stream.wait()
+        except Exception as exc:   # noqa: BLE001 - a broken stream: code() says why
+            error = exc
+        with self._lock:
+            if error is not None and (lane.job is None or self._stopping):   # broke idle, or stopping
+                lane.dead = True   # (an epoch's own_lane that is dead is not sent on)
+                self._lanes.discard(lane)
+                return False
+            job = lane.job
+        if error is not None:
+            reply, lane.stream = self._exchange(job[2], error)
+        with self._lock:
+            lane.job = None
+            if job[1].own_lane is lane:   # the own task's wait on it ends here
+                job[1].own_lane = None
+            if lane.stream is None or self._stopping:
+                lane.dead = True
+                self._lanes.discard(lane)
+            else:
+                pool.append(lane)
+            self._uplink_done(job[0], job[1], reply)
+            return not lane.dead
 
     def _uplink_done(self, epoch: int, ep: _Epoch, reply: pb.SyncReply) -> None:
         ep.uplinks -= 1
@@ -563,7 +714,7 @@ class HostLeader:
             return
         if reply.WhichOneof("outcome") == "pending":   # every local task logs it and re-sends
             frame = _frame(reply)
-            for member in ep.waiters.values():
+            for member in list(ep.waiters.values()):
                 self._write(member, frame)
             ep.waiters.clear()
             return
@@ -589,45 +740,41 @@ class HostLeader:
         else:
             self._write(own, frame)
 
-    def _exchange(self, request: pb.HostSyncRequest) -> pb.SyncReply:
-        """One message on an idle HostSession stream (a new one when all are busy: a message
-        waits at the coordinator until its epoch is released), re-sent on a new stream
-        with backoff when the transport fails, for up to ``retry_give_up_s``."""
+    def _exchange(self, request: pb.HostSyncRequest, failure: Exception) -> tuple[pb.SyncReply, "object | None"]:
+        """After ``failure`` on a lane's stream: the message re-sent on a new stream, with
+        backoff, while the transport fails for up to ``retry_give_up_s``: its reply and the
+        stream (None when it gave up; the reply then says why)."""
         delay, first_failure = 0.01, None
         while True:
-            try:
-                return self._blocking_exchange(request)
-            except Exception as exc:   # noqa: BLE001 - a broken stream: code() says why
-                code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNAVAILABLE
-                details = exc.details() if hasattr(exc, "details") else str(exc)
-                if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (details or ""):
-                    return pb.SyncReply(error=pb.Error(code="TOO_LARGE", message=(
-                        f"the host's barrier leader (task {self.own_task}): a message to or from the coordinator "
-                        f"at {self._address} was over gRPC's size limit at epoch {request.epoch}: {details}")))
-                now = time.monotonic()
-                first_failure = first_failure or now
-                if code not in _RETRIED or now - first_failure > self._retry_give_up_s or self._stopping:
-                    return pb.SyncReply(error=pb.Error(
-                        code="UNAVAILABLE", message=f"the host's barrier leader (task {self.own_task}) could not "
-                        f"reach the coordinator at {self._address}: {code.name}: {details}"))
+            exc = failure
+            code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNAVAILABLE
+            details = exc.details() if hasattr(exc, "details") else str(exc)
+            if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in (details or ""):
+                return pb.SyncReply(error=pb.Error(code="TOO_LARGE", message=(
+                    f"the host's barrier leader (task {self.own_task}): a message to or from the coordinator "
+                    f"at {self._address} was over gRPC's size limit at epoch {request.epoch}: {details}"))), None
+            now = time.monotonic()
+            first_failure = first_failure or now
+            if code not in _RETRIED or now - first_failure > self._retry_give_up_s or self._stopping:
+                return pb.SyncReply(error=pb.Error(
+                    code="UNAVAILABLE", message=f"the host's barrier leader (task {self.own_task}) could not "
+                    f"reach the coordinator at {self._address}: {code.name}: {details}")), None
+            with self._lock:
                 self.retries += 1
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+            stream = None
+            try:
+                stream = self._open_stream()
+                return stream.exchange(request), stream
+            except Exception as exc:   # noqa: BLE001 - broken again: code() says why
+                if stream is not None:
+                    stream.cancel()
+                failure = exc
 
-    def _blocking_exchange(self, request: pb.HostSyncRequest) -> pb.SyncReply:
-        """The exchange on an idle stream, which goes back to the idle ones after it (a
-        broken one is dropped)."""
-        with self._streams_lock:
-            stream = self._streams.pop() if self._streams else None
-        stream = stream or self._open_stream()
-        try:
-            reply = stream.exchange(request)
-        except BaseException:
-            stream.cancel()
-            raise
-        with self._streams_lock:
-            self._streams.append(stream)
-        return reply
+
+class _NoStream(Exception):
+    """A lane without a stream (opening one failed): its message is sent on a new one."""
 
 
 _RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,

@@ -56,7 +56,6 @@ import signal
 import socket
 import sys
 import threading
-import weakref
 from typing import Any, Callable, Sequence
 
 import grpc
@@ -113,6 +112,24 @@ def log_waiting(coordinator: BarrierCoordinator) -> None:
                  p.barrier, p.epoch, p.arrived, p.total, p.waiting_s, shown)
 
 
+def released_reply(outcome: Released) -> bytes:
+    """The serialised reply of a release, made once and shared by all its waiters (an
+    all_gather reply holds every task's message: N waiters would copy N² messages). The
+    release owns it (:attr:`Released.reply`): it goes when the coordinator lets the release
+    go and its last waiter is answered, so a closed attempt's last gather, up to
+    ``max_message_bytes``, is not held on to."""
+    memo = outcome.reply
+    if not memo:
+        memo.append(pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages))
+                    .SerializeToString())
+    return memo[0]
+
+
+def _serialize(reply: Any) -> bytes:
+    """A reply as sent: a message, or bytes already serialised (a release's, :func:`released_reply`)."""
+    return reply if type(reply) is bytes else reply.SerializeToString()
+
+
 def task_info_to_proto(info: TaskInfo) -> pb.TaskInfo:
     return pb.TaskInfo(index=info.index, host=info.host, ports=dict(info.ports), role=info.role,
                        role_index=info.role_index)
@@ -165,14 +182,13 @@ def _add_servicer(servicer: "_Servicer", server: grpc.aio.Server) -> None:
     handlers = {}
     for method in _SERVICE.methods:
         request_type = getattr(pb, method.input_type.name)
-        reply_type = getattr(pb, method.output_type.name)
         if method.client_streaming != method.server_streaming:
             raise TypeError(f"{method.full_name}: only unary-unary and stream-stream methods are served")
         make = (grpc.stream_stream_rpc_method_handler if method.client_streaming
                 else grpc.unary_unary_rpc_method_handler)
         handlers[method.name] = make(getattr(servicer, method.name),
                                      request_deserializer=tolerant_parser(request_type),
-                                     response_serializer=reply_type.SerializeToString)
+                                     response_serializer=_serialize)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE.full_name, handlers),))
     server.add_registered_method_handlers(_SERVICE.full_name, handlers)
 
@@ -196,7 +212,6 @@ class _Servicer:
     def __init__(self, owner: "AsyncBarrierServer"):
         self.owner = owner
         self.core = owner.coordinator
-        self._last_release: tuple[weakref.ref, pb.SyncReply] | None = None
 
     async def Sync(self, request: pb.SyncRequest, context) -> pb.SyncReply:
         await _refuse_undecodable(request, context)
@@ -280,7 +295,7 @@ class _Servicer:
                 handle.cancel()
         outcome = future.result()
         if isinstance(outcome, Released):
-            return self.released_reply(outcome)
+            return released_reply(outcome)
         if isinstance(outcome, BarrierError):
             return pb.SyncReply(error=error_to_proto(outcome))
         try:
@@ -289,21 +304,6 @@ class _Servicer:
             return pb.SyncReply(error=error_to_proto(err))
         return pb.SyncReply(pending=pb.Pending(epoch=p.epoch, arrived=p.arrived, total=p.total,
                                                waiting_s=p.waiting_s))
-
-    def released_reply(self, outcome: Released) -> pb.SyncReply:
-        """The reply for a release, built once and shared by all its waiters (an
-        all_gather reply holds every task's message: N waiters would copy N² messages).
-        It is kept only while the coordinator keeps the release (weakly referenced): a
-        closed attempt's last gather, up to ``max_message_bytes``, is not held on to."""
-        last = self._last_release
-        if last is None or last[0]() is not outcome:
-            reply = pb.SyncReply(released=pb.Released(epoch=outcome.epoch, messages=outcome.messages))
-            last = self._last_release = (weakref.ref(outcome, self._release_dropped), reply)
-        return last[1]
-
-    def _release_dropped(self, ref: weakref.ref) -> None:
-        if self._last_release is not None and self._last_release[0] is ref:
-            self._last_release = None
 
     async def GetTaskInfos(self, request: pb.TaskInfosRequest, context) -> pb.TaskInfosReply:
         await _refuse_undecodable(request, context)
@@ -395,6 +395,10 @@ class CoordinatorFront:
 
     def statistics(self) -> CoordinatorStatistics:
         return self.coordinator.statistics()
+
+    def waiting_tasks(self, job: str) -> int:
+        """How many tasks of ``job`` wait here now (:meth:`BarrierCoordinator.waiting_tasks`)."""
+        return self.coordinator.waiting_tasks(job)
 
 
 class AsyncBarrierServer(CoordinatorFront):
@@ -570,6 +574,9 @@ class BarrierServer:
 
     def statistics(self) -> CoordinatorStatistics:
         return self._call(self.inner.statistics)
+
+    def waiting_tasks(self, job: str) -> int:
+        return self.inner.waiting_tasks(job)   # the coordinator is thread-safe
 
 
 def main(argv: list[str] | None = None) -> int:

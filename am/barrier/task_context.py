@@ -49,7 +49,7 @@ import grpc
 
 from gangmaster.am.barrier.coordinator import FRAMING_BYTES, TaskInfo
 from gangmaster.am.barrier.local import (ENV_LOCAL_GROUP, ENV_TREE, HOST_SESSION_METHOD, HostLeader,
-                                         LeaderLost, LocalSession, join, rendezvous_name)
+                                         LeaderLost, LocalSession, OwnSession, join, rendezvous_name)
 from gangmaster.am.barrier.errors import (BarrierError, BarrierId, CoordinatorUnavailable,
                                           MessageTooLarge, error_from_code)
 from gangmaster.protocol.grpc_security import read_certificates
@@ -231,6 +231,10 @@ class _DirectSession:
         self._cygrpc, self._reply_type = cygrpc, reply_type
         self._status: tuple[grpc.StatusCode | None, str] | None = None
         self._first = True
+        #: a request sent whose reply is not taken yet; with the status, changed under the lock
+        #: (start and wait may be called from two threads: the host leader's)
+        self._in_flight = False
+        self._lock = threading.Lock()
         self._call = channel._channel.segregated_call(  # type: ignore[attr-defined]
             cygrpc.PropagationConstants.GRPC_PROPAGATE_DEFAULTS, method.encode(), None, None,
             None, None,
@@ -241,20 +245,39 @@ class _DirectSession:
     def exchange(self, request):
         """Send one request and wait for its reply; :class:`_StreamBroken` when the
         stream ended (cancelled, unreachable, closed by the coordinator)."""
+        self.start(request)
+        return self.wait()
+
+    def start(self, request) -> None:
+        """Send ``request`` without waiting (any thread; one request at a time): its reply
+        is :meth:`wait`'s."""
         cygrpc = self._cygrpc
         operations = (cygrpc.SendMessageOperation(request.SerializeToString(), 0),
                       cygrpc.ReceiveMessageOperation(0))
-        if self._first:
-            operations += (cygrpc.ReceiveInitialMetadataOperation(0),)
-        if self._status is None and self._call.operate(operations, self._EXCHANGE):
-            self._first = False
-            while True:
-                event = self._call.next_event()
-                if event.tag == self._EXCHANGE:
-                    reply = event.batch_operations[1].message()
-                    if reply is not None:
-                        return self._reply_type.FromString(reply)
+        with self._lock:
+            if self._first:
+                operations += (cygrpc.ReceiveInitialMetadataOperation(0),)
+            self._in_flight = self._status is None and self._call.operate(operations, self._EXCHANGE)
+            if self._in_flight:
+                self._first = False
+
+    def wait(self):
+        """The reply to the request :meth:`start` sent (which may come after this is
+        called); :class:`_StreamBroken` when the stream ended, with or without a request
+        in flight."""
+        while True:
+            with self._lock:
+                if self._status is not None and not self._in_flight:   # ended, and no reply to come
                     break
+            event = self._call.next_event()
+            if event.tag == self._EXCHANGE:
+                with self._lock:
+                    self._in_flight = False
+                reply = event.batch_operations[1].message()
+                if reply is not None:
+                    return self._reply_type.FromString(reply)
+                break
+            with self._lock:
                 self._note(event)
         while self._status is None:  # the exchange failed: the call's status says why
             self._note(self._call.next_event())
@@ -286,7 +309,13 @@ class _ThreadedSession:
         self._replies: Iterator[pb.SyncReply] = method(iter(self._requests.get, self._END))
 
     def exchange(self, request: pb.SyncRequest) -> pb.SyncReply:
+        self.start(request)
+        return self.wait()
+
+    def start(self, request: pb.SyncRequest) -> None:
         self._requests.put(request)
+
+    def wait(self) -> pb.SyncReply:
         try:
             return next(self._replies)
         except StopIteration:
@@ -305,7 +334,7 @@ def _open_session(channel: grpc.Channel,
         return _DirectSession(channel, method)
     except (AttributeError, ImportError, TypeError) as exc:  # grpc's internals moved
         log.debug("single-threaded session unavailable (%s); using grpc's streaming API", exc)
-        return _ThreadedSession(channel)
+        return _ThreadedSession(channel, method)
 
 
 class BarrierTaskContext:
@@ -338,7 +367,7 @@ class BarrierTaskContext:
         self._watchdog: threading.Thread | None = None
         #: the host's leader (barrier_local): tried at the first call; None when not joined
         self._tree, self._local_group = tree, local_group
-        self._local: LocalSession | None = None
+        self._local: LocalSession | OwnSession | None = None
         self._leader: HostLeader | None = None   # when this task leads its host
         options = channel_options(max_message_bytes)
         if tls_ca_file:
@@ -504,7 +533,7 @@ class BarrierTaskContext:
                     return self._exchange_direct(lost, timeout)
         return self._exchange_direct(request, timeout)
 
-    def _join_local(self) -> "LocalSession | None":
+    def _join_local(self) -> "LocalSession | OwnSession | None":
         c = self._caller
         name = rendezvous_name(c.token, c.job, c.gang, c.attempt, self._local_group)
         self._local = join(name, c, self._lead)
@@ -512,12 +541,14 @@ class BarrierTaskContext:
             self._tree = False
         return self._local
 
-    def _lead(self, listener) -> None:
-        """Become the host's leader, serving ``listener`` (barrier_local.join's call)."""
+    def _lead(self, listener) -> OwnSession:
+        """Become the host's leader, serving ``listener``; this task's own session to it
+        (barrier_local.join's call)."""
         self._leader = HostLeader(listener, self._caller, self.address,
                                   functools.partial(_open_session, self._channel, HOST_SESSION_METHOD),
                                   min(self.log_interval_s, MAX_HOLD_S), self.retry_give_up_s,
                                   self.max_message_bytes)
+        return self._leader.own_session()
 
     def _exchange_direct(self, request: pb.SyncRequest, timeout: float) -> pb.SyncReply:
         """One Sync call on this task's Session stream, opened on first use and re-opened

@@ -80,8 +80,14 @@ class AMMetrics:
         self.shared_gpus_allocated = Gauge("gangmaster_allocated_shared_gpus",
                                            "The part of gangmaster_allocated_gpus held as shares of GPUs "
                                            "(fractions of one GPU each)", registry=r)
+        self.barrier_waiting = Gauge("gangmaster_barrier_waiting_tasks",
+                                     "Tasks of the job whose barrier()/all_gather() call its barrier coordinator "
+                                     "holds now, waiting for the rest of their gang", registry=r)
         #: what the job holds now, read at each scrape (:meth:`watch`); nothing until watched
         self.gauges: Callable[[], GaugeValues] = _nothing_held
+        self.barrier_waiting.set_function(lambda: self.barrier_waiting_tasks())
+        #: the job's tasks waiting at its barrier coordinator, read at each scrape (:meth:`watch_barrier`)
+        self.barrier_waiting_tasks: Callable[[], int] = int
         # The gauges of what the job holds are read when scraped, not set as its gangs move:
         # worked out only when someone reads them (a driver that never serves the metrics
         # never does; set as the gangs move, they would be set 14 times a job).
@@ -96,6 +102,12 @@ class AMMetrics:
         ``gauges()`` at each scrape: the driver that serves the metrics watches the AM that
         serves the job now (its ``gauge_values``; a new AM attempt takes the metrics over)."""
         self.gauges = gauges
+
+    def watch_barrier(self, waiting_tasks: Callable[[], int]) -> None:
+        """Read the job's tasks waiting at its barrier coordinator from ``waiting_tasks()`` at
+        each scrape (:meth:`~gangmaster.am.barrier.coordinator.BarrierCoordinator.waiting_tasks`
+        of the job's application id; tests wait on it rather than sleeping)."""
+        self.barrier_waiting_tasks = waiting_tasks
 
 
 class PlainCounter:

@@ -7,9 +7,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from itertools import takewhile
 from pathlib import Path
+
+from urllib.request import urlopen
 
 import pytest
 from in_process import gangmaster
@@ -104,28 +105,39 @@ LOGGING_TASK = ("python -c 'import logging, sys; logging.basicConfig(level=loggi
 def test_live_mpi_job_survives_a_killed_task_as_a_new_attempt(tmp_path):
     job, config, work = tmp_path / "mpi.yaml", tmp_path / "barrier.yaml", tmp_path / "run"
     job.write_text(MPI_JOB.read_text().replace("python -m gangmaster.tools.examples.mpi_style_task", LOGGING_TASK))
-    # a waiting task says so after 0.5 s; the AM reacts at its next heartbeat, a quarter second away
-    config.write_text("barrier:\n  log_interval_s: 0.5\nam:\n  heartbeat_s: 0.25\n")
+    # the coordinator holds a waiting call for up to a minute (the log interval), so ranks 0-2 stay
+    # held there from when the gauge shows them until the AM reacts, at its next heartbeat
+    config.write_text("barrier:\n  log_interval_s: 60\nam:\n  heartbeat_s: 0.25\n")
     env = dict(os.environ, GANGMASTER_EXAMPLE_HOLD_S="0.5", GANGMASTER_EXAMPLE_STALL="3:60")
     proc = subprocess.Popen([sys.executable, "-m", "gangmaster.tools.cli", "run", str(job), "--live",
-                             "--work-dir", str(work), "--timeout", "90", "--config", str(config)],
+                             "--work-dir", str(work), "--timeout", "90", "--config", str(config),
+                             "--metrics-port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         output = work / "output"
-        # all_gather is the tasks' second call (epoch 1): ranks 0-2 have arrived in it and
-        # wait for the stalled rank 3 once one of them logs 3/4 arrived there
-        in_gather = "waiting for barrier (epoch 1): 3/4 arrived"
+        head = [proc.stdout.readline()]   # the AM's first lines, then where its metrics are
+        while head[-1] and not head[-1].startswith("metrics: "):
+            head.append(proc.stdout.readline())
+        metrics_url = head[-1].strip().removeprefix("metrics: ")
+        # all_gather is the tasks' second call (epoch 1): every rank is past the first once rank 0
+        # has written the host file, and ranks 0-2 have arrived in all_gather and the coordinator
+        # holds their calls, waiting for the stalled rank 3, once the AM's gauge says 3
+        held = "gangmaster_barrier_waiting_tasks 3.0"
 
-        def waiting_in_gather() -> bool:
-            return any(in_gather in log.read_text() for log in (work / "tasks").glob("*.log"))
+        def held_in_gather() -> bool:
+            try:
+                return (output / "hostfile").exists() and held in urlopen(metrics_url, timeout=5).read().decode()
+            except OSError:   # the run ended
+                return False
 
-        wait_until(lambda: waiting_in_gather() or proc.poll() is not None, 60,
-                   f"ranks 0-2 to wait in all_gather ({in_gather!r} in a task's log)")
-        assert waiting_in_gather(), f"the run ended before ranks 0-2 waited in all_gather: {proc.communicate()}"
+        wait_until(lambda: held_in_gather() or proc.poll() is not None, 60,
+                   f"the coordinator to hold ranks 0-2 ({held!r} at {metrics_url})")
+        assert held_in_gather(), f"the run ended before ranks 0-2 waited in all_gather: {proc.communicate()}"
         pid = _task_pid(output, 3)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=90)
+        stdout = "".join(head) + stdout
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -138,13 +150,16 @@ def test_live_mpi_job_survives_a_killed_task_as_a_new_attempt(tmp_path):
     # still waiting in all_gather, then the restart.
     events = [line.split("] ", 1)[1] for line in (work / "am-1.log").read_text().splitlines()]
     died = next(i for i, e in enumerate(events) if re.match(r"gang worker attempt 1: worker\[3\] on \S+ failed", e))
-    # (rank 3 may have been its host's barrier leader: then ranks 0-2 lose it with it and end in
-    # the same heartbeat, before the barrier has anyone left to tell)
+    # Rank 3 may have been its host's barrier leader (the first task to call barrier() leads):
+    # then the ranks waiting through it lose it with it, tell the coordinator, which fails the
+    # attempt at once, and nobody is left waiting when the AM fails it; else the AM's failing
+    # the barrier tells the 3 ranks it holds.
     rest = events[died + 1:]
     ended_too = list(takewhile(lambda e: re.match(r"gang worker attempt 1: worker\[[0-2]\] on \S+ failed", e), rest))
     told = re.fullmatch(r"gang worker attempt 1: barrier failed, (\d+) waiting task\(s\) told at once",
                         rest[len(ended_too)])
-    assert told and (int(told.group(1)) >= 1 or len(ended_too) == 3), rest[:5]
+    leader_lost = any("barrier leader, task 3 " in log.read_text() for log in (work / "tasks").glob("*.log"))
+    assert told and (leader_lost or int(told.group(1)) == 3), rest[:5]
     assert rest[len(ended_too) + 1] == "gang worker: restarting as attempt 2 of 3"
     gathered = [(output / f"gather-{r}.json").read_text() for r in range(4)]
     assert all('"attempt": 2' in g for g in gathered)

@@ -2,7 +2,10 @@
 cases against both servers, each started once for the module."""
 from __future__ import annotations
 
+import gc
 import threading
+import time
+import tracemalloc
 
 import grpc
 import pytest
@@ -140,3 +143,41 @@ class _OldCygrpc:
 def test_the_am_falls_back_to_grpc_aio_where_grpc_lacks_the_internals(monkeypatch, cygrpc, expected):
     monkeypatch.setattr(cq_server, "cygrpc", cygrpc)
     assert type(new_barrier_server(BarrierConfig())) is expected
+
+
+def test_a_closed_attempts_last_gather_is_not_held(server):
+    """The reply of a release is made once for all its waiters and owned by the release:
+    once the attempt is closed and its tasks have their answers, nothing keeps it (traced
+    memory falls back to where it was before the gather)."""
+    size = 1 << 20   # each task's message: the reply holds both, 2 MiB
+    _open(server, "held")
+    ctxs = [BarrierTaskContext.from_env({**server.task_env("j", "held", 1, i), "GANGMASTER_BARRIER_TREE": "0"})
+            for i in range(2)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        got: dict[int, int] = {}
+
+        def run(ctx):
+            got[ctx.task_index()] = sum(map(len, ctx.all_gather_bytes(bytes([ctx.task_index()]) * size)))
+
+        threads = [threading.Thread(target=run, args=(c,)) for c in ctxs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert got == {0: 2 * size, 1: 2 * size}
+        server.close_attempt("j", "held", 1)
+        for ctx in ctxs:
+            ctx.close()
+        deadline = time.monotonic() + 5   # the server thread finishes the closed streams' calls
+        while (held := _traced_after_gc() - before) >= size // 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        tracemalloc.stop()
+    assert held < size // 2, f"{held:,} bytes still held after the attempt closed"
+
+
+def _traced_after_gc() -> int:
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]

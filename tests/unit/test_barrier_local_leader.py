@@ -5,6 +5,7 @@ still read the whole reply, and the host must still send one message per epoch."
 from __future__ import annotations
 
 import os
+import queue
 import socket
 import struct
 import threading
@@ -16,20 +17,42 @@ from gangmaster.protocol.proto import barrier_pb2 as pb
 
 
 class _Coordinator:
-    """A HostSession stream that releases every epoch at once with ``size`` bytes per task."""
+    """Stands in for HostSession streams (``stream()`` opens one) that release every epoch
+    at once with ``size`` bytes per task: a request is sent by ``start`` and answered to
+    ``wait``, as the leader uses a stream."""
 
     def __init__(self, size: int, pending_first: bool):
         self.size, self.pending_first, self.requests = size, pending_first, []
+        self.streams = 0
 
-    def exchange(self, request: pb.HostSyncRequest) -> pb.SyncReply:
+    def stream(self) -> "_Stream":
+        self.streams += 1
+        return _Stream(self)
+
+    def answer(self, request: pb.HostSyncRequest) -> pb.SyncReply:
         self.requests.append(request)
         if self.pending_first and len(self.requests) == 1:
             return pb.SyncReply(pending=pb.Pending(epoch=request.epoch, arrived=len(request.tasks), total=9))
         return pb.SyncReply(released=pb.Released(epoch=request.epoch, messages=[
             bytes([task]) * self.size for task in sorted(request.tasks)]))
 
+
+class _Stream:
+    def __init__(self, coordinator: _Coordinator):
+        self.coordinator = coordinator
+        self._sent: queue.SimpleQueue = queue.SimpleQueue()
+
+    def start(self, request: pb.HostSyncRequest) -> None:
+        self._sent.put(request)
+
+    def wait(self) -> pb.SyncReply:
+        request = self._sent.get()
+        if request is None:
+            raise ConnectionError("cancelled")
+        return self.coordinator.answer(request)
+
     def cancel(self) -> None:
-        pass
+        self._sent.put(None)
 
 
 @pytest.mark.parametrize("tasks, size, pending_first", [
@@ -43,8 +66,9 @@ def test_every_task_reads_the_whole_release_and_the_host_sends_one_message(tasks
     coordinator = _Coordinator(size, pending_first)
     leaders: list[HostLeader] = []
 
-    def lead(listener) -> None:
-        leaders.append(HostLeader(listener, caller, "stand-in", lambda: coordinator, 5.0, 1.0))
+    def lead(listener):
+        leaders.append(HostLeader(listener, caller, "stand-in", coordinator.stream, 5.0, 1.0))
+        return leaders[-1].own_session()
 
     sessions = []
     for task in range(tasks):
@@ -71,6 +95,8 @@ def test_every_task_reads_the_whole_release_and_the_host_sends_one_message(tasks
             task: expected for task in range(tasks)}
         assert leaders[0].uplink_messages == len(coordinator.requests) == (2 if pending_first else 1)
         assert sorted(coordinator.requests[-1].tasks) == list(range(tasks))
+        if not pending_first:   # the leader's own task waited on the one stream that carried the epoch
+            assert coordinator.streams == 1   # (no lane of its own thread was needed)
     finally:
         for _me, session in sessions:
             session.close()
@@ -82,8 +108,11 @@ def test_an_undecodable_frame_drops_that_connection_and_the_leader_serves_on():
     name = rendezvous_name(caller.token, "j", "g", 1, "unit-undecodable")
     coordinator = _Coordinator(0, False)
     leaders: list[HostLeader] = []
-    session = join(name, caller, lambda listener: leaders.append(
-        HostLeader(listener, caller, "stand-in", lambda: coordinator, 5.0, 1.0)))
+    def lead(listener):
+        leaders.append(HostLeader(listener, caller, "stand-in", coordinator.stream, 5.0, 1.0))
+        return leaders[-1].own_session()
+
+    session = join(name, caller, lead)
     stranger = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         stranger.connect(name)

@@ -54,9 +54,8 @@ import math
 import multiprocessing as mp
 import os
 import statistics
-import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from gangmaster.am.barrier.coordinator import TaskInfo
 from gangmaster.am.barrier.config import BarrierConfig
@@ -96,6 +95,9 @@ class Figures:
     messages_per_round: float | None = None  # calls the coordinator received per round
     task_cpu_us: float | None = None  # the task processes' CPU per arrival (from their fork)
     floor_ms: float | None = None  # the tree's shape over bare Unix sockets, median round
+    #: CPU per measured round (ms) by kind of process: the coordinator's (this one), the
+    #: processes of tasks that lead their host, of the other tasks, of coroutine followers
+    cpu_per_round_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -110,16 +112,39 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # ------------------------------------------------------------------ task processes
-def _one_task(env: dict[str, str], total_rounds: int, results) -> None:
+def _one_task(env: dict[str, str], total_rounds: int, warmup: int, results) -> None:
     from gangmaster.am.barrier.task_context import BarrierTaskContext
 
     ctx = BarrierTaskContext.from_env(env)
     times = []
-    for _ in range(total_rounds):
+    window = _Window(warmup, total_rounds, results if ctx.task_index() == 0 else None)
+    for r in range(total_rounds):
         ctx.barrier()
         times.append(time.monotonic_ns())
+        window.round_done(r)
+    kind = "leaders" if ctx._leader is not None else "tasks"
     ctx.close()
-    results.put((ctx.task_index(), times, ctx.retries, time.process_time()))
+    results.put((ctx.task_index(), times, ctx.retries, time.process_time(), window.cpu_s, kind))
+
+
+class _Window:
+    """This process's CPU over the measured rounds (after ``warmup``, up to the last); the
+    process of task 0 also marks their start and end on ``results``, where the bench's own
+    process (the coordinator's) reads its CPU at the same moments."""
+
+    def __init__(self, warmup: int, total: int, marks=None):
+        self.first, self.last, self.marks = max(0, warmup - 1), total - 1, marks
+        self.start = self.cpu_s = 0.0
+
+    def round_done(self, r: int) -> None:
+        if r == self.first:
+            self.start = time.process_time()
+        elif r == self.last:
+            self.cpu_s = time.process_time() - self.start
+        else:
+            return
+        if self.marks is not None:
+            self.marks.put(("mark", r))
 
 
 def _released(reply) -> bool:
@@ -130,21 +155,23 @@ def _released(reply) -> bool:
     return kind == "released"
 
 
-def _report(done: list, results) -> None:
-    """Put each task's figures, with its share of this process's CPU."""
-    cpu = time.process_time() / max(1, len(done))
+def _report(done: list, results, window: "_Window", kind: str) -> None:
+    """Put each task's figures, with its share of this process's CPU (all of it, and the
+    measured rounds')."""
+    share = 1 / max(1, len(done))
+    cpu = time.process_time() * share
     for out in done:
-        results.put((*out, cpu))
+        results.put((*out, cpu, window.cpu_s * share, kind))
 
 
-def _host_followers(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+def _host_followers(envs: list[dict[str, str]], total_rounds: int, warmup: int, results) -> None:
     """The tasks of one host but its leader (the first, its own process), as coroutines of
     one process speaking the local protocol of :class:`~gangmaster.am.barrier.local.LocalSession`
     (as the flat design's many tasks are coroutines speaking gRPC)."""
-    asyncio.run(_host_followers_async(envs, total_rounds, results))
+    asyncio.run(_host_followers_async(envs, total_rounds, warmup, results))
 
 
-async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, warmup: int, results) -> None:
     from gangmaster.am.barrier import local as bl
     from gangmaster.am.barrier import task_context as c
     from gangmaster.protocol.proto import barrier_pb2 as pb
@@ -174,19 +201,23 @@ async def _host_followers_async(envs: list[dict[str, str]], total_rounds: int, r
                 if _released(pb.SyncReply.FromString(await frame())):
                     break
             times.append(time.monotonic_ns())
+            if caller.task == first:
+                window.round_done(epoch)
         writer.close()
         done.append((caller.task, times, 0))
 
     done: list = []
+    window = _Window(warmup, total_rounds)
+    first = int(envs[0][c.ENV_TASK_INDEX])
     await asyncio.gather(*(task(env) for env in envs))
-    _report(done, results)
+    _report(done, results, window, "followers")
 
 
-def _many_tasks(envs: list[dict[str, str]], total_rounds: int, results) -> None:
-    asyncio.run(_many_tasks_async(envs, total_rounds, results))
+def _many_tasks(envs: list[dict[str, str]], total_rounds: int, warmup: int, results) -> None:
+    asyncio.run(_many_tasks_async(envs, total_rounds, warmup, results))
 
 
-async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, results) -> None:
+async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, warmup: int, results) -> None:
     import grpc
 
     from gangmaster.am.barrier import task_context as c
@@ -222,12 +253,16 @@ async def _many_tasks_async(envs: list[dict[str, str]], total_rounds: int, resul
                     if _released(reply):
                         break
                 times.append(time.monotonic_ns())
+                if caller.task == first:
+                    window.round_done(epoch)
             await session.done_writing()
             done.append((caller.task, times, retries))
 
         done: list = []
+        first = int(envs[0][c.ENV_TASK_INDEX])
+        window = _Window(warmup, total_rounds, results if first == 0 else None)
         await asyncio.gather(*(task(env) for env in envs))
-        _report(done, results)
+        _report(done, results, window, "tasks")
 
 
 def _ping_load(address: str, calls: int, stream: bool, go, results) -> None:
@@ -314,10 +349,15 @@ def measure_ping(ctx, address: str, calls: int) -> list[float]:
     return took
 
 
-def _run_tasks(procs: list, results, n: int, total: int) -> tuple[dict[int, list[int]], int, float]:
+def _run_tasks(procs: list, results, n: int, total: int) -> tuple[dict[int, list[int]], int, float, dict[str, float]]:
     """Start ``procs`` and collect what their ``n`` tasks report (each task's release
-    times, retries, CPU); every process is joined (or killed) before this returns."""
+    times, retries, CPU; from the bench's task processes also their CPU in the measured
+    rounds, by kind); every process is joined (or killed) before this returns. The
+    returned CPU by kind has ``coordinator``: this process's over the same rounds, read
+    when task 0's process marks them."""
     task_cpu_s = 0.0
+    window: dict[str, float] = {}
+    marks: list[float] = []
     for p in procs:
         p.start()
     per_task: dict[int, list[int]] = {}
@@ -326,10 +366,16 @@ def _run_tasks(procs: list, results, n: int, total: int) -> tuple[dict[int, list
     try:
         while len(per_task) < n and time.monotonic() < deadline:
             try:
-                index, times, r, cpu = results.get(timeout=max(0.1, deadline - time.monotonic()))
-                task_cpu_s += cpu
+                item = results.get(timeout=max(0.1, deadline - time.monotonic()))
             except Exception:
                 break
+            if item[0] == "mark":
+                marks.append(time.process_time())
+                continue
+            index, times, r, cpu, *measured = item
+            task_cpu_s += cpu
+            if measured:
+                window[measured[1]] = window.get(measured[1], 0.0) + measured[0]
             per_task[index], retries = times, retries + r
     finally:
         for p in procs:
@@ -337,7 +383,9 @@ def _run_tasks(procs: list, results, n: int, total: int) -> tuple[dict[int, list
             if p.is_alive():
                 p.kill()
                 p.join()
-    return per_task, retries, task_cpu_s
+    if len(marks) == 2:
+        window["coordinator"] = marks[1] - marks[0]
+    return per_task, retries, task_cpu_s, window
 
 
 def _rounds(per_task: dict[int, list[int]], total: int, warmup: int) -> tuple[list[float], list[float]]:
@@ -355,7 +403,7 @@ def measure_floor(ctx, n: int, rounds: int, warmup: int, tasks_per_host: int, pr
     total = warmup + rounds
     results = ctx.Queue()
     procs = barrier_floor.processes(ctx, n, tasks_per_host, total, process_per_task, results)
-    per_task, _retries, _cpu = _run_tasks(procs, results, n, total)
+    per_task, _retries, _cpu, _window = _run_tasks(procs, results, n, total)
     if len(per_task) < n:
         raise RuntimeError(f"bench barrier --tasks {n}: the floor's tasks did not all finish")
     return statistics.median(_rounds(per_task, total, warmup)[0])
@@ -378,18 +426,19 @@ def measure_barrier(ctx, server: "CompletionQueueBarrierServer | BarrierServer",
     total = warmup + rounds
     results = ctx.Queue()
     if n <= max_process_tasks:
-        procs = [ctx.Process(target=_one_task, args=(env, total, results)) for env in envs]
+        procs = [ctx.Process(target=_one_task, args=(env, total, warmup, results)) for env in envs]
     elif design == "tree":   # per host: its leader's process, and its other tasks' one
         groups = [envs[i:i + tasks_per_host] for i in range(0, n, tasks_per_host)]
-        procs = [ctx.Process(target=_one_task, args=(g[0], total, results)) for g in groups]
-        procs += [ctx.Process(target=_host_followers, args=(g[1:], total, results)) for g in groups if g[1:]]
+        procs = [ctx.Process(target=_one_task, args=(g[0], total, warmup, results)) for g in groups]
+        procs += [ctx.Process(target=_host_followers, args=(g[1:], total, warmup, results))
+                  for g in groups if g[1:]]
     else:
         groups = [envs[i:i + tasks_per_process] for i in range(0, n, tasks_per_process)]
-        procs = [ctx.Process(target=_many_tasks, args=(g, total, results)) for g in groups]
+        procs = [ctx.Process(target=_many_tasks, args=(g, total, warmup, results)) for g in groups]
     before = server.statistics()
     arrivals_before, cpu_before = before.arrivals, time.process_time()
     try:
-        per_task, retries, task_cpu_s = _run_tasks(procs, results, n, total)
+        per_task, retries, task_cpu_s, window = _run_tasks(procs, results, n, total)
     finally:
         server.close_attempt(job, gang, 1)
     cpu_s = time.process_time() - cpu_before
@@ -403,7 +452,8 @@ def measure_barrier(ctx, server: "CompletionQueueBarrierServer | BarrierServer",
                    statistics.median(skews_ms), percentile(skews_ms, 99), retries, unfinished, ping_ms,
                    server_cpu_us=cpu_s / arrivals * 1e6,
                    messages_per_round=(after.calls - before.calls) / total,
-                   task_cpu_us=task_cpu_s / arrivals * 1e6)
+                   task_cpu_us=task_cpu_s / arrivals * 1e6,
+                   cpu_per_round_ms={kind: cpu * 1e3 / rounds for kind, cpu in sorted(window.items())})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -448,6 +498,9 @@ def run(args: argparse.Namespace) -> int:
                   f"{f.round_p99_ms:>9.3f} {f.skew_median_ms:>9.3f} {f.skew_p99_ms:>9.3f} "
                   f"{f.ratio:>7.1f} {floor:>8} {sfloor:>8} {f.server_cpu_us:>6.0f} "
                   f"{f.task_cpu_us:>7.0f} {f.messages_per_round:>6.1f} {f.retries + f.unfinished_tasks:>6} {local[0]:>8} {local[1]:>7}  {verdict}", flush=True)
+            cpu = f.cpu_per_round_ms
+            print(f"{'':>6} CPU per round: {sum(cpu.values()):.1f} ms = "
+                  + ", ".join(f"{kind} {ms:.1f}" for kind, ms in cpu.items()), flush=True)
     finally:
         stats = server.statistics()
         server.stop(grace=0)
