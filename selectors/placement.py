@@ -691,7 +691,7 @@ class _Loop:
                                  and self.selector.key_within_tiers(probe) is not None)
         if not self._tiers_keyed:
             return False
-        if any(self.room[i] > 0 for i in self.recent.nodes):
+        if max(map(self.room.item, self.recent.nodes), default=0) > 0:   # (a held node has room)
             return False
         racks = {int(self.view.rack_code[i]) for i in self.recent.nodes}
         with_room = [r for r in racks if self._rack_has_room(r)]

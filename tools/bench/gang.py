@@ -74,12 +74,14 @@ def run(args) -> int:
     roles = story3_roles(servers, workers)
     total = sum(r.instances for r in roles)
     settings = SelectionSettings()
-    pipeline_for = lambda: SelectionPipeline(settings, get_selector(args.selector))
+    # (one pipeline for every decision, as the AM keeps one per strategy: making it, seeding its
+    # random generator, is no part of a decision)
+    pipeline = SelectionPipeline(settings, get_selector(args.selector))
     decision, floor = BestOf(), BestOf()
     for _ in range(args.repeat):
         with decision:
             try:
-                placement = place_gang(view, roles, pipeline_for())
+                placement = place_gang(view, roles, pipeline)
             except GangDoesNotFit as exc:
                 print(f"no placement: {exc}")
                 return 1
