@@ -653,9 +653,15 @@ class ClusterView(NodeColumns):
             sizes = column.table.counts()
             whole = ((sizes[ports.left] == sizes[ports.free] - sizes[ports.taken])
                      & (sizes[ports.taken] == ports.takes * each.ports))
-            inverse = ports.inverse
-            short |= (column.codes[at] != ports.free[inverse]) | (ports.takes[inverse] != counts) | ~whole[inverse]
-            left = ports.left[inverse]
+            if ports.free.size == 1:   # (one pair for every node, a gang's role on a cluster of a kind)
+                short |= (column.codes[at] != ports.free.item(0)) | (counts != ports.takes.item(0))
+                short |= not whole.item(0)
+                left: np.ndarray | int = ports.left.item(0)
+            else:
+                inverse = ports.inverse
+                short |= ((column.codes[at] != ports.free[inverse]) | (ports.takes[inverse] != counts)
+                          | ~whole[inverse])
+                left = ports.left[inverse]
         elif ports is not None:
             taken = ports if isinstance(ports, np.ndarray) else column.table.codes(ports)
             # each distinct (free, taken) pair worked out once: nodes of a kind share theirs
