@@ -504,7 +504,9 @@ class ClusterView(NodeColumns):
         self.label_bits = np.array([bits_of[s.labels] for s in specs], dtype=np.uint64)
         self.healthy = np.ones(n, dtype=bool)
         self.outstanding = np.zeros(n, dtype=np.int64)
-        self._by_rack: tuple[np.ndarray, list[int]] | None = None  # rack_rows(): built once, shared by copies
+        #: rack_rows()'s grouping, built once when first asked by this view or any copy of it (the
+        #: one holder is shared by copies, made before or after: racks never change)
+        self._by_rack: list[tuple[np.ndarray, list[int]]] = []
         self.role_count: dict[str, np.ndarray] = {}
         self.role_failed: dict[str, np.ndarray] = {}
         #: what callers make once for this view and objects of theirs nobody changes (a
@@ -546,13 +548,13 @@ class ClusterView(NodeColumns):
 
     def rack_rows(self, racks: Iterable[int]) -> np.ndarray:
         """The nodes of ``racks`` (rack codes, repeats ignored), rack by rack, each in
-        node order. The nodes are grouped by rack once per view (racks never change, so
-        copies share the grouping)."""
-        if self._by_rack is None:
+        node order. The nodes are grouped by rack once per view and its copies (racks never
+        change: a gang's scratch copy that groups them groups them for the view too)."""
+        if not self._by_rack:
             by_rack = np.argsort(self.rack_code, kind="stable")
             starts = np.searchsorted(self.rack_code[by_rack], np.arange(len(self.racks) + 1)).tolist()
-            self._by_rack = (by_rack, starts)
-        by_rack, starts = self._by_rack
+            self._by_rack.append((by_rack, starts))
+        by_rack, starts = self._by_rack[0]
         chosen = sorted({int(r) for r in racks})
         if len(chosen) == 1:
             return by_rack[starts[chosen[0]]:starts[chosen[0] + 1]]
@@ -651,9 +653,15 @@ class ClusterView(NodeColumns):
             sizes = column.table.counts()
             whole = ((sizes[ports.left] == sizes[ports.free] - sizes[ports.taken])
                      & (sizes[ports.taken] == ports.takes * each.ports))
-            inverse = ports.inverse
-            short |= (column.codes[at] != ports.free[inverse]) | (ports.takes[inverse] != counts) | ~whole[inverse]
-            left = ports.left[inverse]
+            if ports.free.size == 1:   # (one pair for every node, a gang's role on a cluster of a kind)
+                short |= (column.codes[at] != ports.free.item(0)) | (counts != ports.takes.item(0))
+                short |= not whole.item(0)
+                left: np.ndarray | int = ports.left.item(0)
+            else:
+                inverse = ports.inverse
+                short |= ((column.codes[at] != ports.free[inverse]) | (ports.takes[inverse] != counts)
+                          | ~whole[inverse])
+                left = ports.left[inverse]
         elif ports is not None:
             taken = ports if isinstance(ports, np.ndarray) else column.table.codes(ports)
             # each distinct (free, taken) pair worked out once: nodes of a kind share theirs

@@ -197,7 +197,8 @@ class RecentHosts:
 
 
 def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest, count: int,
-          recent: RecentHosts | None = None, book: bool = True, same: ClusterView | None = None) -> "Placement":
+          recent: RecentHosts | None = None, book: bool = True, same: ClusterView | None = None,
+          final: bool = False) -> "Placement":
     """Place ``count`` instances of ``request`` (its ``placed_hosts`` are replaced by
     ``recent`` when given); book them on ``view`` when ``book``. Raises
     :class:`NotAvailable` (the filter chain's explanation for the instance that found
@@ -206,12 +207,16 @@ def place(pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRe
     ``same``: a view whose nodes stand exactly as ``view``'s do now (the AM's view, of which
     ``view`` is a scratch copy nothing was booked on yet), read and never changed: a pick
     of one instance reads the indexes it keeps (made once for every placement, where a
-    fresh copy would make them again)."""
+    fresh copy would make them again).
+
+    ``final``: nothing reads ``view`` after this call (a gang's scratch copy, after its last
+    role): the last step is chosen as booked steps are, from the view as the steps before it
+    left it, but not written into the view (a bulk booking of thousands of rows nobody reads)."""
     if count == 1 and not book and recent is None:
         placed = _lone(pipeline, view, request)   # (the request as asked: the job's hosts are its own)
         if placed is not None:
             return placed
-    loop = _Loop(pipeline, view, request, count, recent, book, same)
+    loop = _Loop(pipeline, view, request, count, recent, book, same, final)
     loop.run()
     return loop.placement
 
@@ -491,8 +496,9 @@ class Placement:
 
 class _Loop:
     def __init__(self, pipeline: "SelectionPipeline", view: ClusterView, request: SelectionRequest,
-                 count: int, recent: RecentHosts | None, book: bool, same: ClusterView | None = None):
-        self.pipeline, self.view, self.left, self.book = pipeline, view, count, book
+                 count: int, recent: RecentHosts | None, book: bool, same: ClusterView | None = None,
+                 final: bool = False):
+        self.pipeline, self.view, self.left, self.book, self.final = pipeline, view, count, book, final
         self.same = view if same is None else same   # (read for a lone pick: see place())
         self.selector: Selector = pipeline.selector
         self.settings = pipeline.settings
@@ -532,7 +538,7 @@ class _Loop:
             node, key, rivals = self._pick()
             take = 1 if self.one_per_pick or rivals else min(int(self.room[node]), self.left)
             self._place([node], [take], [key], keep=True)
-        self._book_kept()
+        self._book_kept(last=True)
 
     def _one_pick(self) -> bool:
         """One instance placed without a look at every node, where the kept indexes give the
@@ -699,7 +705,7 @@ class _Loop:
                                  and self.selector.key_within_tiers(probe) is not None)
         if not self._tiers_keyed:
             return False
-        if any(self.room[i] > 0 for i in self.recent.nodes):
+        if max(map(self.room.item, self.recent.nodes), default=0) > 0:   # (a held node has room)
             return False
         racks = {int(self.view.rack_code[i]) for i in self.recent.nodes}
         with_room = [r for r in racks if self._rack_has_room(r)]
@@ -757,23 +763,24 @@ class _Loop:
             else:
                 at, counts = np.concatenate([kept[0], at]), np.concatenate([kept[1], counts])
                 keys = partial(_joined, kept[2], keys)
-        self._book(at, counts, keys)
+        self._book(at, counts, keys, last=self.left == 0)
 
-    def _book_kept(self) -> None:
-        """Book the step :meth:`_place` kept, if any."""
+    def _book_kept(self, last: bool = False) -> None:
+        """Book the step :meth:`_place` kept, if any (``last``: the loop's last step)."""
         if self._kept is not None:
             kept, self._kept = self._kept, None
-            self._book(*kept)
+            self._book(*kept, last=last)
 
-    def _book(self, at: np.ndarray, counts: np.ndarray, keys: "Lazy[list | np.ndarray]") -> None:
-        """GPUs, ports and booking of a step :meth:`_place` counted; recorded in the placement."""
+    def _book(self, at: np.ndarray, counts: np.ndarray, keys: "Lazy[list | np.ndarray]", last: bool = False) -> None:
+        """GPUs, ports and booking of a step :meth:`_place` counted; recorded in the placement.
+        The loop's ``last`` step is not written into a ``final`` view (see :func:`place`)."""
         ports, port_unions = _ports(self.pipeline, self.view, self.demand, at, counts)
         if self.demand.gpu_milli:
             ports = ports() if callable(ports) else ports
             gpu_masks = self._place_shares(at.tolist(), ports)
         else:
             gpu_masks, gpus = self._gpu_masks(at, counts)
-            if self.book:
+            if self.book and not (last and self.final):
                 self.view.allocate_many(at, counts, self.demand, gpus, port_unions, role=self.request.role)
         self.placement.add(at, counts, gpu_masks, ports, keys, int(counts.sum()))
 

@@ -324,8 +324,11 @@ def _place_each(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipeli
     # (the scratch copy books in bulk and reads ``view``'s indexes for a lone pick: it carries none)
     scratch = view if alone or not scratch_copy else view.copy(keep_indexes=False)
     recent = None if alone else RecentHosts(scratch, limit=recent_hosts)
+    # (the last role's last step need not be written into a scratch copy of our own: nothing
+    # reads it after; a trial copy is the caller's, read after)
+    last = max((k for k, todo in enumerate(wanted) if todo), default=-1) if scratch is not view else -1
     placed_before = 0
-    for role, todo in zip(roles, wanted):
+    for k, (role, todo) in enumerate(zip(roles, wanted)):
         if not todo:
             continue
         chosen = pipeline_of(pipeline, role)
@@ -335,7 +338,8 @@ def _place_each(view: ClusterView, roles: tuple[RoleSpec, ...], pipeline: Pipeli
         same = view if placed_before == 0 and scratch is not view else None
         try:
             if role.network_domain is None:
-                placed = place(chosen, scratch, request, len(todo), recent, book=not alone, same=same)
+                placed = place(chosen, scratch, request, len(todo), recent, book=not alone, same=same,
+                               final=k == last)
             else:
                 placed, scratch, recent = _place_in_domain(chosen, scratch, request, role, len(todo), recent)
         except NotAvailable as exc:

@@ -8,7 +8,9 @@ on small random clusters (selectors/placement.py, cluster.py, port_column.py):
   refuses a node whose free ports changed since the choice;
 * the table's sequential choice is ``take_sequential`` split per instance, worked out once;
 * a scratch copy without the node indexes keeps the cached columns, and booking on it
-  never feeds the view's indexes.
+  never feeds the view's indexes;
+* a role placed ``final`` (its last step not written into a view nothing reads after:
+  the gang's last role on its scratch copy) is placed as the same role booked whole.
 
 Whole placements (the first instance picked through the view's kept index, a step among
 the job's hosts booked with the sweep after it) are held to one pick per instance by
@@ -25,7 +27,8 @@ from gangmaster.selectors.cluster import ClusterView, NodeSpec
 from gangmaster.selectors.filters import BEFORE_ROOM, FilterContext
 from gangmaster.selectors.fit import Demand, room
 from gangmaster.selectors.job_packing import PACKING
-from gangmaster.selectors.placement import _ports, room_per_node
+from gangmaster.selectors.explanation import NotAvailable
+from gangmaster.selectors.placement import Placement, RecentHosts, _ports, place, room_per_node
 from gangmaster.selectors.port_column import PortChoice, PortTable
 from gangmaster.selectors.ports import PortError, PortRanges
 from gangmaster.selectors.request import SelectionRequest
@@ -166,3 +169,25 @@ def test_a_table_keeps_its_sequential_choices_bounded(monkeypatch):
     for take in (1, 2, 3):
         table.sequential(code, 1, take, 20000)
     assert len(table._sequential) <= 2
+
+
+def _placed(pipeline, view: ClusterView, asks: list[tuple[SelectionRequest, int]], final: bool):
+    """Each (request, count) placed in turn on ``view`` with the job's hosts carried, the
+    last ``final``: each role's lists, or how many of the failing role were placed."""
+    recent, out = RecentHosts(view, limit=3), []
+    for k, (request, count) in enumerate(asks):
+        try:
+            got: Placement = place(pipeline, view, request, count, recent, final=final and k == len(asks) - 1)
+        except NotAvailable as exc:
+            return out, ("short", k, exc.placed.count)
+        out.append((got.nodes, got.gpu_masks, [list(map(str, p)) for p in got.ports], list(map(int, got.keys))))
+    return out, None
+
+
+@given(clusters(), st.lists(st.tuples(requests(), st.integers(1, 12)), min_size=1, max_size=3),
+       st.sampled_from(["job-packing", "best-fit", "topology", "random"]), st.integers(0, 3))
+def test_a_final_role_is_placed_as_the_role_booked_whole(view, asks, strategy, seed):
+    """The gang's last role on its scratch copy: the last step chosen, not written, and every
+    step before it booked (the steps after the first read the view as they left it)."""
+    pipeline = lambda: make_pipeline(strategy, seed)
+    assert _placed(pipeline(), view.copy(), asks, final=True) == _placed(pipeline(), view.copy(), asks, final=False)

@@ -23,3 +23,13 @@ def test_copies_share_the_grouping():
     clone.allocate("n0", clone.free(0))
     assert clone.rack_rows([1]).tolist() == view.rack_rows([1]).tolist() == [2, 3]
     assert clone._by_rack is view._by_rack
+
+
+def test_a_copy_that_groups_the_racks_groups_them_for_the_view_too():
+    """A gang's scratch copy is made before anything asks the view's racks: its grouping is
+    the view's, not made again by every copy."""
+    view = racked("0110")
+    clone = view.copy(keep_indexes=False)
+    assert clone.rack_rows([1]).tolist() == [1, 2]
+    assert view._by_rack and view._by_rack[0][0] is clone._by_rack[0][0]
+    assert view.copy().rack_rows([0]).tolist() == [0, 3]
