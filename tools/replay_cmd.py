@@ -103,6 +103,10 @@ Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
                unallocated_gpu_pct_at_arrived; report: fill.png). It needs no
                creation_time or deletion_time: the artifact's openb_pod_list_multigpu*
                lists, which have neither, replay in this mode only.
+               --draws artifact draws what the FGD artifact draws with the same seed
+               (Go's math/rand: its pod order and top-up, and its renamed nodes as the
+               order of exact ties): a port of its policies then gives its figure seed
+               by seed (packing: GpuPacking's). The default, python, draws its own.
 
 a family of workloads (--workloads DIR; issue 32): every openb_pod_list_*.csv in DIR
   (the FGD artifact's data/csv: default, cpu*, gpushare*, gpuspec*, multigpu*) in --mode
