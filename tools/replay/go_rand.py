@@ -13,7 +13,7 @@ and xored with :data:`COOKED`, the table of Go's ``src/math/rand/rng.go`` (``rng
 the generator's state after 7.8e12 steps from seed 1: it cannot be recomputed in reasonable
 time, so it is carried here). That table and the algorithms below are from Go, Copyright
 2009 The Go Authors, under Go's BSD-style licence (https://go.dev/LICENSE). Only what the
-artifact calls is here: ``Int``, ``Intn``, ``Float64``, ``Shuffle``, ``Perm``.
+artifact calls is here: ``Int`` (:meth:`GoRand.int63`), ``Intn``, ``Float64``, ``Shuffle``, ``Perm``.
 """
 from __future__ import annotations
 
@@ -219,10 +219,8 @@ class GoRand:
         return x
 
     def int63(self) -> int:
+        """``Int63``, and ``Int`` too (on 64 bits Go's ``Int`` is the same draw)."""
         return self.uint64() & _MASK63
-
-    def int(self) -> int:
-        return self.int63()
 
     def _int31(self) -> int:
         return self.int63() >> 32

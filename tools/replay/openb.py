@@ -311,7 +311,7 @@ def artifact_fill_plan(pods: Pods, cluster: ReplayCluster, seed: int, inflate: f
     _check_fill(pods, inflate)
     target = inflate * cluster.capacity_gpus * MILLI
     rng = GoRand(seed)
-    rng.int()
+    rng.int63()   # rand.Int(), its debug line's argument
     by_name = sorted(pods.pods, key=lambda pod: pod.name)
     order = list(by_name)
     rng.shuffle(len(order), lambda i, j: _swap(order, i, j))
