@@ -18,6 +18,11 @@ simulator first renames every node with a prefix from a seeded permutation, so t
 renamed node is a random one, fixed for the run. Taking the trace's names instead (all the
 CPU-only pods on ``openb-node-0000`` on) left about 1 pp more GPUs unallocated. On the node, a share goes
 on the tightest GPU that fits (the base class's choice), whole GPUs on the lowest free.
+
+Nothing else differs: given the artifact's own draws (``replay --draws artifact``: its pod
+order and its renamed nodes as the tie order), ``packing`` gives GpuPacking's published
+figure seed by seed; with Python's draws (the default) its medians over ten seeds differ from
+the artifact's by what ten draws spread (BENCHMARKS.md, session 16).
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ pick the same node; the RM arbitrates and the loser selects again.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -44,11 +45,15 @@ class SelectionPipeline:
     """One AM's selection machinery: settings, a strategy, a seeded order of the nodes for
     exact ties, and a seeded RNG (random port choice, the ``random`` strategy's draw)."""
 
-    def __init__(self, settings: SelectionSettings | None = None, selector: Selector | None = None):
+    def __init__(self, settings: SelectionSettings | None = None, selector: Selector | None = None,
+                 tie_hosts: Sequence[str] = ()):
+        """``tie_hosts``, the hosts from first to last, replaces the seeded tie order (of a
+        ``seeded`` strategy only): a replay's with the FGD artifact's draws, its renamed nodes."""
         self.settings = settings or SelectionSettings()
         self.selector = selector or get_selector(self.settings.selector, self.settings.candidate_nodes_factor)
         self.rng = random.Random(self.settings.seed)
-        self.tie_order = tie_order_for(self.selector.tie_rule, self.settings.seed)
+        self.tie_order = (GivenHostOrder(tie_hosts) if tie_hosts and self.selector.tie_rule == "seeded"
+                          else tie_order_for(self.selector.tie_rule, self.settings.seed))
 
     # ------------------------------------------------------------------ filters
     def filter(self, view: ClusterView, request: SelectionRequest,
@@ -182,15 +187,37 @@ class HostNameOrder:
         self._orders: dict[int, tuple[list[str], np.ndarray]] = {}
 
     def of(self, nodes: int, hosts: list[str] | None = None) -> np.ndarray:
-        """``order[node]``: the rank of the node's host name among ``hosts``."""
+        """``order[node]``: the rank of the node's host among ``hosts`` (:meth:`_ranks`)."""
         if hosts is None or len(hosts) != nodes:
-            raise ValueError("the node-name tie order needs the view's host names")
+            raise ValueError(f"the {type(self).__name__} tie order needs the view's host names")
         known = self._orders.get(id(hosts))
         if known is None or known[0] is not hosts:
-            order = np.empty(nodes, dtype=np.int64)
-            order[np.argsort(np.array(hosts, dtype=object), kind="stable")] = np.arange(nodes)
+            order = self._ranks(hosts)
+            order.flags.writeable = False
             known = self._orders[id(hosts)] = (hosts, order)
         return known[1]
+
+    def _ranks(self, hosts: list[str]) -> np.ndarray:
+        order = np.empty(len(hosts), dtype=np.int64)
+        order[np.argsort(np.array(hosts, dtype=object), kind="stable")] = np.arange(len(hosts))
+        return order
+
+
+class GivenHostOrder(HostNameOrder):
+    """A tie order given as the hosts from first to last (a fill replay's with the FGD
+    artifact's draws: its nodes by their seeded new names, ``openb.artifact_fill_plan``)."""
+
+    def __init__(self, hosts: Sequence[str]):
+        super().__init__()
+        self.rank = {host: k for k, host in enumerate(hosts)}
+        if len(self.rank) != len(hosts):
+            raise ValueError("a given tie order names a host twice")
+
+    def _ranks(self, hosts: list[str]) -> np.ndarray:
+        missing = [host for host in hosts if host not in self.rank]
+        if missing:
+            raise ValueError(f"the given tie order has no rank for host {missing[0]!r} ({len(missing)} hosts)")
+        return np.fromiter((self.rank[host] for host in hosts), dtype=np.int64, count=len(hosts))
 
 
 def tie_order_for(rule: str, seed: int):

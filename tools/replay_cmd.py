@@ -103,6 +103,10 @@ Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
                unallocated_gpu_pct_at_arrived; report: fill.png). It needs no
                creation_time or deletion_time: the artifact's openb_pod_list_multigpu*
                lists, which have neither, replay in this mode only.
+               --draws artifact draws what the FGD artifact draws with the same seed
+               (Go's math/rand: its pod order and top-up, and its renamed nodes as the
+               order of exact ties): a port of its policies then gives its figure seed
+               by seed (packing: GpuPacking's). The default, python, draws its own.
 
 a family of workloads (--workloads DIR; issue 32): every openb_pod_list_*.csv in DIR
   (the FGD artifact's data/csv: default, cpu*, gpushare*, gpuspec*, multigpu*) in --mode
@@ -182,6 +186,11 @@ def add_parser(sub):
     p.add_argument("--inflate", type=real(0, MAX_FILL_INFLATE, low_open=True), metavar="F",
                    help=f"openb --mode fill: pods arrive until they ask F x the cluster's GPUs "
                         f"(default {openb.DEFAULT_INFLATE:g}, at most {MAX_FILL_INFLATE}: MAX_FILL_INFLATE)")
+    p.add_argument("--draws", choices=openb.FILL_DRAWS,
+                   help="openb --mode fill and --workloads: whose random draws order the pods, top them up and break "
+                        "exact ties: python (the default: Python's random, ties by the seeded node order) or artifact "
+                        "(the FGD artifact's own with the same seed: Go's math/rand, its renamed nodes; a port of one "
+                        "of its policies then gives its figure seed by seed)")
     p.add_argument("--selector", nargs="+", metavar="NAME",
                    help="placement strategies to compare (see `gangmaster selectors`; default job-packing, with "
                         "--workloads every registered one)")
@@ -306,7 +315,8 @@ def _run(args) -> int:
     trace_format = args.format or detect_format(args.trace)
     if trace_format == "openb":
         return _run_openb(args, say)
-    for flag, value in (("--nodes-file", args.nodes_file), ("--mode", args.mode), ("--inflate", args.inflate)):
+    for flag, value in (("--nodes-file", args.nodes_file), ("--mode", args.mode), ("--inflate", args.inflate),
+                        ("--draws", args.draws)):
         if value is not None:
             return _bad(f"{flag} goes with --format openb")
     preset = clusters.preset(args.preset) if args.preset else None
@@ -393,7 +403,8 @@ def _run_family(args, say) -> int:
         report_folder(args.report)
     expected = read_expected(args.expected) if args.expected else None
     options = family.FamilyOptions(tuple(dict.fromkeys(args.seed)), tuple(dict.fromkeys(args.selector)),
-                                   args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE, args.jobs or 1)
+                                   args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE, args.jobs or 1,
+                                   args.draws or "python")
     workloads = family.read_family(args.workloads, args.nodes_file, options)[0]   # every input checked first
     per_workload = len(options.seeds) * len(options.selectors)
     say(f"family: {_counted(len(workloads), 'pod list')} in {args.workloads} × {_counted(len(options.seeds), 'seed')} "
@@ -493,8 +504,9 @@ def _run_openb(args, say) -> int:
         if given:
             return _bad(f"{flag} does not go with --format openb: the cluster is the node list (--nodes-file)")
     fill = args.mode == "fill"
-    if args.inflate is not None and not fill:
-        return _bad("--inflate goes with --mode fill")
+    for flag, value in (("--inflate", args.inflate), ("--draws", args.draws)):
+        if value is not None and not fill:
+            return _bad(f"{flag} goes with --mode fill")
     if fill:
         for flag, given in (("--window", args.window), ("--time-scale", args.time_scale != 1.0),
                             ("--heartbeat", args.heartbeat != 0.0),
@@ -533,12 +545,14 @@ def _run_openb(args, say) -> int:
                                 " .. ".join(args.window) if args.window else "", reading=openb.TIME_MODE_READING)
         return _conclude(comparison, args, say)
     inflate = args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE
-    plans = {seed: openb.fill_plan(pods, cluster.capacity_gpus, seed, inflate) for seed in dict.fromkeys(args.seed)}
+    plans = {seed: openb.plan_for(args.draws or "python", pods, cluster, seed, inflate)
+             for seed in dict.fromkeys(args.seed)}
     for seed, plan in plans.items():
         say(f"  fill, seed {seed}: {len(plan.table):,} pods ({plan.drawn_again:,} drawn again) asking "
             f"{plan.requested_milli / plan.capacity_milli:.1%} of {cluster.capacity_gpus:,} GPUs")
     base = ReplayOptions(queue_policy="drop")
-    results = _replays(lambda seed: plans[seed].table, cluster, base, args.selector, args.seed, interactive, "")
+    results = _replays(lambda seed: plans[seed].table, cluster, base, args.selector, args.seed, interactive, "",
+                       lambda seed: plans[seed].tie_hosts)
     comparison = Comparison(table, cluster, _measured(results, args), results,
                             fill_tables={seed: plan.table for seed, plan in plans.items()}, inflate=inflate,
                             reading=openb.FILL_MODE_READING)
@@ -574,8 +588,10 @@ def _only_listed_queues(table: JobTable, cluster: clusters.ReplayCluster, say) -
     return replace(table, jobs=kept)
 
 
-def _replays(table_for, cluster, base: ReplayOptions, selectors, seeds, interactive: bool, label: str):
-    """Each selector's replay with each seed; ``table_for(seed)``: the table it replays."""
+def _replays(table_for, cluster, base: ReplayOptions, selectors, seeds, interactive: bool, label: str,
+             ties_for=lambda seed: ()):
+    """Each selector's replay with each seed; ``table_for(seed)``: the table it replays,
+    ``ties_for(seed)``: its hosts in tie order when its draws give one (ReplayOptions.tie_hosts)."""
     results = {}
     for name in selectors:
         results[name] = {}
@@ -583,7 +599,8 @@ def _replays(table_for, cluster, base: ReplayOptions, selectors, seeds, interact
             bar = ProgressBar(f"{label}{name} seed {one_seed}", enabled=interactive)
             try:
                 results[name][one_seed] = replay(table_for(one_seed), cluster,
-                                                 replace(base, selector=name, seed=one_seed), bar)
+                                                 replace(base, selector=name, seed=one_seed,
+                                                         tie_hosts=ties_for(one_seed)), bar)
             finally:
                 bar.close()
     return results

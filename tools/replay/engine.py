@@ -176,6 +176,9 @@ class ReplayOptions:
     preemption_grace_s: float = DEFAULT_GRACE_S
     #: (queue, priority, guaranteed GPUs) of the RM queues that have them (``--queue-priority``)
     queue_priorities: tuple[tuple[str, int, int], ...] = ()
+    #: the hosts in the order they win exact ties, replacing the seeded order (fill mode with
+    #: the FGD artifact's draws: its renamed nodes, ``openb.FillPlan.tie_hosts``); empty: the seed's
+    tie_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.queue_policy not in QUEUE_POLICIES:
@@ -332,7 +335,8 @@ class _Replay:
         # as is), so that its selector hears of the workload before the first job.
         self.shapes = workload_shapes(table)
         pipeline = SelectionPipeline(self.selection, get_selector(options.selector,
-                                                                  self.selection.candidate_nodes_factor))
+                                                                  self.selection.candidate_nodes_factor),
+                                     options.tie_hosts)
         observe(pipeline.selector, self.shapes)
         self.pipelines[options.selector] = pipeline
         # Partitions: an isolated queue's nodes, or (None) the nodes no queue owns.

@@ -66,6 +66,8 @@ class FamilyOptions:
     selectors: tuple[str, ...] = ()
     inflate: float = openb.DEFAULT_INFLATE
     jobs: int = 1
+    #: whose random draws order the pods and the exact ties (:data:`~.openb.FILL_DRAWS`)
+    draws: str = "python"
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def read_family(folder: str | Path, nodes_file: str | Path | None, options: Fami
     cluster = openb.read_openb_nodes(nodes_path)
     pods = {w.name: _pods(str(w.pods_path)) for w in workloads}
     for w in workloads:
-        openb.fill_plan(pods[w.name], cluster.capacity_gpus, options.seeds[0], options.inflate)
+        openb.plan_for(options.draws, pods[w.name], cluster, options.seeds[0], options.inflate)
     return workloads, cluster, nodes_path, pods
 
 
@@ -129,8 +131,8 @@ def _pods(path: str) -> openb.Pods:
 
 
 @functools.lru_cache(maxsize=4)
-def _plan(pods_path: str, nodes_path: str, seed: int, inflate: float) -> openb.FillPlan:
-    return openb.fill_plan(_pods(pods_path), _cluster(nodes_path).capacity_gpus, seed, inflate)
+def _plan(pods_path: str, nodes_path: str, seed: int, inflate: float, draws: str) -> openb.FillPlan:
+    return openb.plan_for(draws, _pods(pods_path), _cluster(nodes_path), seed, inflate)
 
 
 @functools.lru_cache(maxsize=2)
@@ -138,14 +140,15 @@ def _cluster(nodes_path: str) -> ReplayCluster:
     return openb.read_openb_nodes(nodes_path)
 
 
-Task = tuple[str, str, str, int, str, float]   # workload, pods path, nodes path, seed, selector, inflate
+Task = tuple[str, str, str, int, str, float, str]   # workload, pods path, nodes path, seed, selector, inflate, draws
 
 
 def replay_task(task: Task) -> ReplayFigures:
     """One replay of a family (module-level: a worker process runs it)."""
-    workload, pods_path, nodes_path, seed, selector, inflate = task
-    plan = _plan(pods_path, nodes_path, seed, inflate)
-    result = replay(plan.table, _cluster(nodes_path), ReplayOptions(selector=selector, queue_policy="drop", seed=seed))
+    workload, pods_path, nodes_path, seed, selector, inflate, draws = task
+    plan = _plan(pods_path, nodes_path, seed, inflate, draws)
+    result = replay(plan.table, _cluster(nodes_path), ReplayOptions(selector=selector, queue_policy="drop", seed=seed,
+                                                                    tie_hosts=plan.tie_hosts))
     curve = fill_curve(plan.table, result, plan.capacity_milli)
     reached = curve.arrived[-1] >= ARRIVED_PCT * curve.capacity_milli
     jobs = JobColumns.of(result.jobs)
@@ -164,7 +167,7 @@ def run_family(folder: str | Path, nodes_file: str | Path | None, options: Famil
     started = time.perf_counter()
     workloads, cluster, nodes_path, pods = read_family(folder, nodes_file, options)
     _cluster(str(nodes_path))   # read once here: forked workers inherit it and the pod lists
-    tasks = [(w.name, str(w.pods_path), str(nodes_path), seed, selector, options.inflate)
+    tasks = [(w.name, str(w.pods_path), str(nodes_path), seed, selector, options.inflate, options.draws)
              for w in workloads for seed in options.seeds for selector in options.selectors]
     figures = []
     for figure in _run_tasks(tasks, options.jobs):
@@ -213,7 +216,7 @@ def family_document(family: Family, expected: ExpectedResults | None = None) -> 
                     "cluster": {"name": family.cluster.name, "nodes": len(family.cluster.specs),
                                 "gpus": family.cluster.capacity_gpus},
                     "seeds": seeds, "selectors": selectors, "inflate": family.options.inflate,
-                    "arrived_pct": ARRIVED_PCT, "processes": family.options.jobs,
+                    "draws": family.options.draws, "arrived_pct": ARRIVED_PCT, "processes": family.options.jobs,
                     "expected": expected.source if expected else None,
                     "paper_policy": {name: PAPER_POLICY.get(name) for name in selectors},
                     "version": gangmaster_version(), "wall_s": round(family.wall_s, 1)},

@@ -116,7 +116,9 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
             ("cluster", f"{cluster['name']}: {cluster['nodes']:,} nodes, {cluster['gpus']:,} GPUs "
                         f"({run['nodes_file']})"),
             ("fill", f"--inflate {run['inflate']:g}; each seed's pods shuffled and topped up the paper's way, "
-                     "one arrival per second, a pod that does not fit at its arrival dropped"),
+                     "one arrival per second, a pod that does not fit at its arrival dropped; "
+                     + ("the artifact's own draws (--draws artifact: its pod order and renamed nodes, seed by seed)"
+                        if run.get("draws") == "artifact" else "Python's draws (--draws python)")),
             ("seeds", ", ".join(map(str, run["seeds"])) + " (cells: the median over them)"),
             ("artifact", run["expected"] or "not given (--expected DIR)"),
             *((("paper counterparts", papers),) if papers else ()),

@@ -34,6 +34,13 @@ Two ways to replay them (``--mode``):
   that (or cut where they first do). They arrive one per second, each tried once
   at its arrival (a pod that cannot be placed then is dropped: the ``drop`` queue
   policy), and none ever leaves while pods still arrive.
+
+  Whose draws (``--draws``, :data:`FILL_DRAWS`): ``python`` (:func:`fill_plan`, the
+  default) draws with Python's ``random`` and leaves exact ties to the pipeline's seeded
+  node order; ``artifact`` (:func:`artifact_fill_plan`) draws what the FGD artifact's
+  simulator draws with the same seed (Go's ``math/rand``, :mod:`.go_rand`): the same
+  pods in the same order, and its renamed nodes as the order of exact ties, so that a
+  port of one of its policies gives, seed by seed, the artifact's own figure.
 """
 from __future__ import annotations
 
@@ -47,6 +54,7 @@ from gangmaster.conf.limits import (MAX_CLUSTER_NODES, MAX_FILL_INFLATE, MAX_GPU
 from gangmaster.selectors.cluster import NodeSpec
 
 from .clusters import ReplayCluster
+from .go_rand import GoRand
 from .trace import JobTable, NodeShape, TraceJob, TraceRole, sorted_jobs
 from .trace_csv import (BadRow, BadRows, Kept, Row, Submitted, TraceText, Window, csv_rows, duplicate, job_table,
                         read_trace_text)
@@ -247,6 +255,9 @@ class FillPlan:
     inflate: float
     capacity_milli: int
     drawn_again: int
+    #: the hosts in the order they win exact ties, when the draws give one (the artifact's
+    #: renamed nodes); empty: the pipeline's own seeded order
+    tie_hosts: tuple[str, ...] = ()
 
     @property
     def requested_milli(self) -> int:
@@ -259,12 +270,7 @@ def fill_plan(pods: Pods, capacity_gpus: int, seed: int, inflate: float = DEFAUL
     else topped up by pods drawn uniformly with replacement (from all pods, CPU-only
     ones included) until they do. A pod drawn again is named ``<name>.r<k>`` (its k-th
     copy). Same pods, capacity, seed and inflate → the same plan."""
-    if not 0 < inflate <= MAX_FILL_INFLATE:
-        raise ConfigError("--inflate", "", f"a factor > 0 and <= {MAX_FILL_INFLATE} (MAX_FILL_INFLATE)", inflate)
-    if not pods.pods:
-        raise ConfigError(pods.source, "", "at least one pod to fill the cluster with")
-    if not any(pod.gpu_milli for pod in pods.pods):
-        raise ConfigError(pods.source, "", "pods that ask for GPUs (fill mode fills the cluster's GPUs)")
+    _check_fill(pods, inflate)
     target = inflate * capacity_gpus * MILLI
     rng = random.Random(f"openb-fill:{seed}")
     order = list(pods.pods)
@@ -276,22 +282,109 @@ def fill_plan(pods: Pods, capacity_gpus: int, seed: int, inflate: float = DEFAUL
             break
         chosen.append((pod, pod.name))
         asked += pod.gpu_milli
-    copies: dict[str, int] = {}
-    drawn = 0
+    again = _Again(chosen, inflate)
     while asked < target:
-        pod = order[rng.randrange(len(order))]
-        drawn += 1
-        copies[pod.name] = copies.get(pod.name, 1) + 1
-        chosen.append((pod, f"{pod.name}.r{copies[pod.name]}"))
-        asked += pod.gpu_milli
-        if len(chosen) > MAX_TRACE_JOBS:
+        asked += again.add(order[rng.randrange(len(order))])
+    return _plan(pods, chosen, seed, inflate, capacity_gpus, again.drawn)
+
+
+#: ``--draws``: whose random draws order a fill replay's pods (and its exact ties)
+FILL_DRAWS = ("python", "artifact")
+#: ``rand.Float64`` calls the artifact's run makes between its top-up and its renaming of
+#: the nodes (client-go's reflectors draw their watch timeouts when the scheduler's
+#: informers start, in ``RunCluster``). Ten is the count that reproduces the artifact's
+#: published figures seed by seed (BENCHMARKS.md, session 16); other counts give other
+#: node orders.
+ARTIFACT_DRAWS_BEFORE_RENAMING = 10
+
+
+def artifact_fill_plan(pods: Pods, cluster: ReplayCluster, seed: int, inflate: float = DEFAULT_INFLATE) -> FillPlan:
+    """The FGD artifact's arrival sequence for ``seed`` on ``cluster``, drawn as its
+    simulator draws it (``pkg/simulator``): Go's ``math/rand`` seeded with ``seed`` draws one
+    ``Int``, shuffles the pods sorted by name, then removes pods at random while they ask
+    for more than ``inflate`` × the GPUs, or else appends pods drawn from all of them
+    (sorted by name) until the next draw's GPUs *per device* would pass that (so it stops
+    at or below the target, where :func:`fill_plan` stops at or above it). After
+    :data:`ARTIFACT_DRAWS_BEFORE_RENAMING` draws of other code it renames the nodes, sorted
+    by name, ``"%04d-" % Perm(n)[i] + name``, and its scheduler gives an exact tie to the
+    smallest name: ``tie_hosts`` is the hosts by their new prefix."""
+    _check_fill(pods, inflate)
+    target = inflate * cluster.capacity_gpus * MILLI
+    rng = GoRand(seed)
+    rng.int63()   # rand.Int(), its debug line's argument
+    by_name = sorted(pods.pods, key=lambda pod: pod.name)
+    order = list(by_name)
+    rng.shuffle(len(order), lambda i, j: _swap(order, i, j))
+    chosen = [(pod, pod.name) for pod in order]
+    asked = sum(pod.gpu_milli for pod in order)
+    again = _Again(chosen, inflate)
+    if asked > target:
+        while asked > target:
+            asked -= chosen.pop(rng.intn(len(chosen)))[0].gpu_milli
+    elif asked < target:
+        while True:
+            pod = by_name[rng.intn(len(by_name))]
+            if asked + (MILLI if pod.role.gpus else pod.role.gpu_milli) > target:   # per device
+                break
+            asked += again.add(pod)
+    for _ in range(ARTIFACT_DRAWS_BEFORE_RENAMING):
+        rng.float64()
+    hosts = sorted(spec.host for spec in cluster.specs)
+    prefix = rng.perm(len(hosts))
+    tie_hosts = tuple(host for _, host in sorted(zip(prefix, hosts)))
+    return _plan(pods, chosen, seed, inflate, cluster.capacity_gpus, again.drawn, tie_hosts)
+
+
+def plan_for(draws: str, pods: Pods, cluster: ReplayCluster, seed: int, inflate: float = DEFAULT_INFLATE) -> FillPlan:
+    """One seed's plan on ``cluster`` with ``draws`` (one of :data:`FILL_DRAWS`)."""
+    if draws == "python":
+        return fill_plan(pods, cluster.capacity_gpus, seed, inflate)
+    if draws == "artifact":
+        return artifact_fill_plan(pods, cluster, seed, inflate)
+    raise ValueError(f"draws: expected one of {', '.join(FILL_DRAWS)}, got {draws!r}")
+
+
+def _check_fill(pods: Pods, inflate: float) -> None:
+    if not 0 < inflate <= MAX_FILL_INFLATE:
+        raise ConfigError("--inflate", "", f"a factor > 0 and <= {MAX_FILL_INFLATE} (MAX_FILL_INFLATE)", inflate)
+    if not pods.pods:
+        raise ConfigError(pods.source, "", "at least one pod to fill the cluster with")
+    if not any(pod.gpu_milli for pod in pods.pods):
+        raise ConfigError(pods.source, "", "pods that ask for GPUs (fill mode fills the cluster's GPUs)")
+
+
+class _Again:
+    """Pods drawn again to top a plan up, appended to ``chosen`` as ``<name>.r<k>``."""
+
+    def __init__(self, chosen: list[tuple[Pod, str]], inflate: float):
+        self.chosen = chosen
+        self.inflate = inflate
+        self.copies: dict[str, int] = {}
+        self.drawn = 0
+
+    def add(self, pod: Pod) -> int:
+        """Appends ``pod`` once more; its GPUs (milli)."""
+        self.drawn += 1
+        self.copies[pod.name] = self.copies.get(pod.name, 1) + 1
+        self.chosen.append((pod, f"{pod.name}.r{self.copies[pod.name]}"))
+        if len(self.chosen) > MAX_TRACE_JOBS:
             raise ConfigError("--inflate", "", f"a fill of at most {MAX_TRACE_JOBS:,} pods (MAX_TRACE_JOBS)",
-                              inflate)
+                              self.inflate)
+        return pod.gpu_milli
+
+
+def _swap(items: list, i: int, j: int) -> None:
+    items[i], items[j] = items[j], items[i]
+
+
+def _plan(pods: Pods, chosen: list[tuple[Pod, str]], seed: int, inflate: float, capacity_gpus: int, drawn: int,
+          tie_hosts: tuple[str, ...] = ()) -> FillPlan:
+    """The plan of the pods ``chosen`` (each with its job name), pod k arriving at k s."""
     hold = FILL_ARRIVAL_GAP_S * (len(chosen) + 1)   # every pod still holds when the last one arrives
     jobs = [TraceJob(name, FILL_ARRIVAL_GAP_S * k, hold, QUEUE, (pod.role,)) for k, (pod, name) in enumerate(chosen)]
     trace = _identity(pods)
     table = JobTable(sorted_jobs(jobs), trace.source, trace.sha256, "openb")
-    return FillPlan(table, seed, inflate, capacity_gpus * MILLI, drawn)
+    return FillPlan(table, seed, inflate, capacity_gpus * MILLI, drawn, tie_hosts)
 
 
 def _identity(pods: Pods) -> TraceText:
