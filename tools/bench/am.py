@@ -107,15 +107,15 @@ def stuck_gang(specs, job, blacklisted: int, wait_s: float) -> int:
     with tempfile.TemporaryDirectory() as work:
         am = ApplicationMaster(job, sim.client, app_id, sim.now, work, barrier=sim.barrier)
         planning, calls = [0.0], [0]
-        plan = am.dispatch.plan
+        plan = am.dispatch.before_heartbeat
 
-        def timed_plan(gang, now):   # the gang's own share of each heartbeat
+        def timed_plan(now):   # the gang's own share of each heartbeat
             start = time.process_time()
-            plan(gang, now)
+            plan(now)
             planning[0] += time.process_time() - start
             calls[0] += 1
 
-        am.dispatch.plan = timed_plan
+        am.dispatch.before_heartbeat = timed_plan
         sim.every(1.0, am.heartbeat)
         start = time.process_time()
         sim.run_until(wait_s)
