@@ -101,3 +101,13 @@ def test_the_node_key_and_the_rank_agree_and_a_named_gpu_is_ranked():
     raw = fragmentation_increase(view, table, 60_000, 1024, 1, 0, rows=np.arange(1), gpu_mask=0b1)[0]
     expected = strand.score(raw + 2500 * table.total_units).tolist()
     assert strand.rank(view, np.arange(1), heavy).tolist() == expected != k8s.rank(view, np.arange(1), heavy).tolist()
+
+
+def test_a_workload_without_gpu_or_typed_tasks_adds_nothing():
+    # no GPU shape: nothing can be stranded; no typed shape: no pressure. The keys are fgd-k8s's.
+    for workload in (WorkloadShapes.weighted([(CPU_ONLY, 1)]),
+                     WorkloadShapes.weighted([(TaskShape(0, 0, gpus=1), 1), (CPU_ONLY, 1)])):
+        k8s, strand = selectors(workload)
+        view = two_nodes(roomy="B")
+        for resource in (ResourceDescriptor(1024, 32), ResourceDescriptor(1024, 90, 1), ResourceDescriptor(1024, 1, 0, gpu_milli=300)):
+            assert keys(strand, view, resource) == keys(k8s, view, resource)
