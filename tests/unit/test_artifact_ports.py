@@ -19,7 +19,7 @@ from gangmaster.selectors.workload import TaskShape, WorkloadShapes
 WORKLOAD = WorkloadShapes.weighted([(TaskShape(1000, 1024, gpus=1), 2), (TaskShape(1000, 1024, gpu_milli=300), 1)])
 
 
-@pytest.mark.parametrize("selector", ["packing", "clustering", "fgd", "fgd-k8s"])
+@pytest.mark.parametrize("selector", ["packing", "clustering", "fgd", "fgd-k8s", "fgd-strand"])
 def test_ties_go_to_the_runs_seeded_node_order_not_the_host_names(selector):
     hosts = [f"node-{i}" for i in range(10)]
     picks = set()

@@ -80,6 +80,8 @@ _BIG_INDEX = ("building its node index peaks at {} MB at 100,000 nodes (RSS, unt
 LARGEST_CLUSTER: dict[str, tuple[int, str]] = {
     "fgd": (100_000, _BIG_INDEX.format("1,600", 16)),
     "fgd-k8s": (100_000, _BIG_INDEX.format("1,500", 15)),
+    "fgd-strand": (100_000, "it keeps fgd-k8s's node index and columns and more (fgd-k8s: "
+                            + _BIG_INDEX.format("1,500", 15) + ")"),
     "dot-product": (100_000, _BIG_INDEX.format("800", 8)),
     "random-fit": (100_000, "it draws among every node that fits, a scan of the cluster per request "
                             "(p50 ~30 ms at 100,000 nodes: over 20 min for 2,000 requests at 1,000,000)"),
