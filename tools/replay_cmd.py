@@ -547,8 +547,8 @@ def _run_openb(args, say) -> int:
     inflate = args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE
     plans = {seed: openb.plan_for(args.draws or "python", pods, cluster, seed, inflate)
              for seed in dict.fromkeys(args.seed)}
-    for seed, plan in plans.items():
-        say(f"  fill, seed {seed}: {len(plan.table):,} pods ({plan.drawn_again:,} drawn again) asking "
+    for drawn_seed, plan in plans.items():
+        say(f"  fill, seed {drawn_seed}: {len(plan.table):,} pods ({plan.drawn_again:,} drawn again) asking "
             f"{plan.requested_milli / plan.capacity_milli:.1%} of {cluster.capacity_gpus:,} GPUs")
     base = ReplayOptions(queue_policy="drop")
     results = _replays(lambda seed: plans[seed].table, cluster, base, args.selector, args.seed, interactive, "",
