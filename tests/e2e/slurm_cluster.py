@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.tools.slurm.local_cluster import LocalCluster, Ports, missing_requirements
 
+from free_ports import free_block
 from task_procs import MARKER_VAR, kill_marked, new_marker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,25 +56,10 @@ def require_slurm() -> None:
         pytest.skip(why if "not installed" not in why else "slurm-wlm not installed: apt-get install slurm-wlm")
 
 
-def _free_block(start: int, count: int, stop: int) -> int:
-    """The first port p >= start such that p..p+count-1 are all free on 127.0.0.1."""
-    for first in range(start, stop - count):
-        ok = True
-        for port in range(first, first + count):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return first
-    raise RuntimeError(f"no {count} free ports in {start}..{stop}")
-
-
 def free_ports(count: int) -> Ports:
-    """A controller port and ``count`` slurmd ports, free now."""
-    return Ports(_free_block(6840, 1, 6900), _free_block(17100, count, 17900))
+    """A controller port and ``count`` slurmd ports, free now, from this worker's own
+    ports (clear of `gangmaster bench slurm`'s, which start at 6870 and 17600)."""
+    return Ports(free_block(6900, 1, 7000), free_block(17100, count, 17600))
 
 
 def start_cluster(folder: Path) -> LocalCluster:

@@ -17,7 +17,6 @@ import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from gangmaster.conf import conf_path
 from gangmaster.selectors.cluster_file import load_cluster_specs
 from gangmaster.tools.yarn.local_cluster import LocalCluster, Ports, YarnUnavailable, ensure_jars
 
+from free_ports import free_block
 from task_procs import MARKER_VAR, kill_marked, new_marker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,25 +38,13 @@ YARN = [pytest.mark.slow]
 NM_EXPIRY_MS = 8000
 
 
-def _free_block(start: int, count: int, stop: int) -> int:
-    for first in range(start, stop - count, 10):
-        try:
-            for port in range(first, first + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-    raise RuntimeError(f"no {count} free ports in {start}..{stop}")
-
-
 def start_cluster(folder: Path) -> LocalCluster:
     try:
         lib = ensure_jars()
     except YarnUnavailable as exc:
         pytest.skip(f"no local YARN cluster: {exc}")
     specs = load_cluster_specs(conf_path("clusters/yarn-local.yaml"))
-    ports = Ports(_free_block(28030, 9, 28900), _free_block(28100, 10 * len(specs), 29000))
+    ports = Ports(free_block(28030, 9, 28500), free_block(29000, 10 * len(specs), 31000))
     if (folder / "local-cluster.json").exists():   # an earlier cluster of the session, stopped: its folder anew
         shutil.rmtree(folder)
     cluster = LocalCluster(folder)
