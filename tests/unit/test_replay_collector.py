@@ -37,3 +37,17 @@ def test_an_ended_am_leaves_no_reference_cycle():
     assert [j.outcome for j in result["r"].jobs] == ["succeeded"] * len(jobs)
     assert not [o for o in garbage if isinstance(o, ApplicationMaster)]
 
+
+
+def test_a_replay_leaves_nothing_of_its_run_to_the_collector():
+    """A process that replays again and again (a family's workers) keeps only the outcomes:
+    the run's cycles (the RM's callbacks hold the driver) are collected as the replay
+    returns, not left in the oldest generation with every job they reach."""
+    from gangmaster.tools.replay import engine
+
+    jobs = [job(f"j{i}", submit_s=i * 10.0, duration_s=25.0, gpus=1 + i % 4) for i in range(30)]
+    gc.collect()
+    result = replay(table(jobs), cluster(4), ReplayOptions())
+    left = [o for o in gc.get_objects() if isinstance(o, (engine._Replay, engine._Job, ApplicationMaster))]
+    assert [j.outcome for j in result.jobs] == ["succeeded"] * len(jobs)
+    assert not left, f"{len(left)} of the run's objects await the collector: {sorted({type(o).__name__ for o in left})}"

@@ -224,37 +224,40 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
     AM (the same decisions: the lane's differential test compares the two)."""
     get_selector(options.selector)   # an unknown name fails here, naming the known ones
     started = time.perf_counter()
-    run = _Replay(table, cluster, options, progress, lane)
     with _collector_paused():   # the outcomes too: with the collector back, their many objects made
-        run.run()               # it scan the whole run's heap again and again (a tenth of the time)
-        jobs, timeline = run.outcomes(), run.recorder.timeline()
-    return ReplayResult(jobs, timeline, time.perf_counter() - started,
-                        run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
-                        run.fragmentation.series() if run.fragmentation is not None else None,
-                        *((run.reservations.hold_gpu_s, run.reservations.planned) if run.reservations else (0.0, 0)),
-                        tuple(run.preempting.done) if run.preempting is not None else ())
+        run = _Replay(table, cluster, options, progress, lane)   # it scan the whole run's heap again
+        run.run()                                                # and again (a tenth of the time)
+        result = ReplayResult(run.outcomes(), run.recorder.timeline(), time.perf_counter() - started,
+                              run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
+                              run.fragmentation.series() if run.fragmentation is not None else None,
+                              *((run.reservations.hold_gpu_s, run.reservations.planned) if run.reservations
+                                else (0.0, 0)),
+                              tuple(run.preempting.done) if run.preempting is not None else ())
+        del run                 # its cycles are collected on the way out
+    return result
 
 
 @contextmanager
 def _collector_paused():
-    """The cycle collector off for the whole run, and what exists now (the cluster, the RM,
-    the job table), which lives through the run, frozen; the collector left as it was
-    found. A replay makes next to no cyclic garbage (an AM is freed by reference counting
-    when its job ends: tests/unit/test_replay_collector.py), while the collector's own
-    schedule cost it about a fifth of its time (its passes scan every live job's AM and
-    the RM's records, again and again), and even one full pass per 20,000 jobs cost about
-    0.4 s of CPU each to find 317 objects in the first pass over the full Philly trace
-    and none in the next three (measured in session 8; the peak RSS is the same). What the run made is handed to the oldest generation
-    (frozen, then unfrozen with the rest), not left in the youngest: the first allocation
-    after the collector is back would otherwise traverse every object made since the last
-    periodic pass (a fifth of a second for 10,000 jobs)."""
+    """The cycle collector off for the whole run, and left as it was found. The
+    collector's own schedule cost a replay about a fifth of its time (its passes scan every
+    live job's AM and the RM's records, again and again; measured in session 8).
+
+    The run's objects are collected once, on the way out, with what existed before the run
+    (the job table, the cluster, a family's pod lists) frozen so that the pass scans the
+    run's objects only. The run leaves cycles (the RM's event callbacks hold the driver,
+    a view's memos hold its walks): left to the collector they reach the oldest generation
+    and stay, the whole run's jobs with them, while a process replays again and again (a
+    family's workers grew by ~75 MB a replay, session 17). The survivors (the outcomes)
+    go to the oldest generation, not the youngest, where the first allocation after the
+    collector is back would traverse them (a fifth of a second for 10,000 jobs)."""
     was_enabled = gc.isenabled()
     gc.disable()
     gc.freeze()
     try:
         yield
     finally:
-        gc.freeze()
+        gc.collect()   # the run's objects only (what existed before is frozen): its cycles
         gc.unfreeze()
         if was_enabled:
             gc.enable()
