@@ -118,7 +118,12 @@ a family of workloads (--workloads DIR; issue 32): every openb_pod_list_*.csv in
   beside it ({', '.join(f'{ours} = {theirs}' for ours, theirs in PAPER_POLICY.items())}),
   the best policy and its margin over the paper's FGD and over our fgd; and each policy's
   decision time per pod, measured in the same run. --report DIR writes family.json,
-  family.csv, report.html and report.md.
+  family.csv, report.html and report.md, and keeps each finished replay in
+  DIR/{family.REPLAYS_FILE} as it ends: the same command with the same --report DIR after a
+  stop (a kill, Ctrl-C, the machine's end) runs only the replays not yet there (their
+  decision times are the earlier run's, and the report says how many). Another run's
+  replays (other pod lists, --inflate or --draws) in DIR are refused; remove the file to
+  start afresh.
 
 output: a table on stdout (--json: metrics.json's document instead). --report DIR
 writes metrics.json, jobs.csv, timeline.csv, figures (with matplotlib: pip install -e
@@ -405,11 +410,14 @@ def _run_family(args, say) -> int:
     options = family.FamilyOptions(tuple(dict.fromkeys(args.seed)), tuple(dict.fromkeys(args.selector)),
                                    args.inflate if args.inflate is not None else openb.DEFAULT_INFLATE, args.jobs or 1,
                                    args.draws or "python")
-    workloads = family.read_family(args.workloads, args.nodes_file, options)[0]   # every input checked first
+    workloads, _, nodes_path, _ = family.read_family(args.workloads, args.nodes_file, options)   # all checked first
+    log = family.ReplayLog.for_family(args.report, workloads, nodes_path, options) if args.report else None
     per_workload = len(options.seeds) * len(options.selectors)
     say(f"family: {_counted(len(workloads), 'pod list')} in {args.workloads} × {_counted(len(options.seeds), 'seed')} "
         f"× {_counted(len(options.selectors), 'policy', 'policies')} = {len(workloads) * per_workload:,} fill "
         f"replays, in {_counted(options.jobs, 'process', 'processes')}")
+    if log is not None and log.figures():
+        say(f"  resuming: {_counted(len(log.figures()), 'replay')} already in {log.path} are not run again")
     bar = ProgressBar("family", enabled=not args.json and sys.stderr.isatty(), unit="replays")
     finished: dict[str, list[family.ReplayFigures]] = {}
 
@@ -422,7 +430,7 @@ def _run_family(args, say) -> int:
         bar(count, total)
 
     try:
-        result = family.run_family(args.workloads, args.nodes_file, options, done)
+        result = family.run_family(args.workloads, args.nodes_file, options, done, log)
     finally:
         bar.close()
     document = family.family_document(result, expected)

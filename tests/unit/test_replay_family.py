@@ -166,3 +166,43 @@ def test_the_command_reads_every_input_before_it_announces_the_run(capsys, tmp_p
     (tmp_path / "openb_pod_list_default.csv").write_text((FAMILY / "openb_pod_list_default.csv").read_text())
     code, out, err = run_cli(capsys, "--workloads", tmp_path, "--selector", "packing")
     assert code == 2 and out == "" and "openb_node_list_gpu_node.csv: expected an existing file" in err, (out, err)
+
+
+# ------------------------------------------------------------------ resuming a stopped run
+
+def _log(folder, options=OPTIONS):
+    workloads, _, nodes_path, _ = family.read_family(FAMILY, None, options)
+    return family.ReplayLog.for_family(folder, workloads, nodes_path, options)
+
+
+def test_a_resumed_run_runs_only_what_the_stopped_one_did_not_finish(ran, tmp_path, monkeypatch):
+    first = _log(tmp_path)
+    for figures in ran.figures[:3]:           # a run stopped after three replays
+        first.add(figures)
+    with (tmp_path / family.REPLAYS_FILE).open("a") as f:
+        f.write('{"replay": {"workload": "openb_pod_l')   # the fourth cut short by the kill
+    replayed = []
+    real = family.replay_task
+    monkeypatch.setattr(family, "replay_task", lambda task: replayed.append(task) or real(task))
+    again = family.run_family(FAMILY, None, OPTIONS, log=_log(tmp_path))
+    assert len(replayed) == len(ran.figures) - 3 and again.resumed == 3
+    assert [(f.workload, f.seed, f.selector, f.unallocated_pct) for f in again.figures] == [
+        (f.workload, f.seed, f.selector, f.unallocated_pct) for f in ran.figures]
+    assert family.family_document(again)["run"]["resumed"] == 3
+    assert len(_log(tmp_path).figures()) == len(ran.figures)   # the cut line dropped, the rest appended
+
+
+def test_a_folder_holding_another_runs_replays_is_refused_naming_what_differs(tmp_path):
+    _log(tmp_path)
+    other = family.FamilyOptions(OPTIONS.seeds, OPTIONS.selectors, inflate=1.5)
+    with pytest.raises(ConfigError, match="another run's: inflate differ"):
+        _log(tmp_path, other)
+
+
+def test_the_command_resumes_from_its_report_folder(capsys, tmp_path):
+    args = ("--workloads", FAMILY, "--seed", "42", "--selector", "packing", "--report", tmp_path)
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0 and "resuming" not in out, err
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0 and "resuming: 2 replays already in" in out, (out, err)
+    assert "2 of the replays resumed" in (tmp_path / "report.md").read_text()

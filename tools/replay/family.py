@@ -19,7 +19,10 @@ margin over FGD.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import json
 import multiprocessing
 import time
 from dataclasses import dataclass
@@ -45,6 +48,9 @@ PAPER_SEEDS = tuple(range(42, 52))
 ARRIVED_PCT = 100
 #: Our FGD, the policy a new one must beat as well as the paper's.
 OUR_FGD = "fgd"
+#: The file of a family's report folder that keeps each finished replay's figures
+#: (:class:`ReplayLog`).
+REPLAYS_FILE = "replays.jsonl"
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ class Family:
     options: FamilyOptions
     figures: tuple[ReplayFigures, ...]
     wall_s: float
+    resumed: int = 0          # of the figures, how many an earlier run's ReplayLog gave
 
 
 def find_workloads(folder: str | Path) -> tuple[Workload, ...]:
@@ -159,9 +166,11 @@ def replay_task(task: Task) -> ReplayFigures:
 
 
 def run_family(folder: str | Path, nodes_file: str | Path | None, options: FamilyOptions,
-               on_done: Callable[[ReplayFigures, int, int], None] = lambda figures, done, total: None) -> Family:
+               on_done: Callable[[ReplayFigures, int, int], None] = lambda figures, done, total: None,
+               log: ReplayLog | None = None) -> Family:
     """Every selector on every workload of ``folder`` with every seed; ``on_done(figures,
-    done, total)`` after each replay (in the order they finish)."""
+    done, total)`` after each replay (in the order they finish; first those ``log`` held
+    from an earlier run, which are not run again). Each finished replay goes to ``log``."""
     if not options.selectors:
         raise ValueError("run_family: no selectors")
     started = time.perf_counter()
@@ -169,14 +178,88 @@ def run_family(folder: str | Path, nodes_file: str | Path | None, options: Famil
     _cluster(str(nodes_path))   # read once here: forked workers inherit it and the pod lists
     tasks = [(w.name, str(w.pods_path), str(nodes_path), seed, selector, options.inflate, options.draws)
              for w in workloads for seed in options.seeds for selector in options.selectors]
-    figures = []
-    for figure in _run_tasks(tasks, options.jobs):
+    earlier = log.figures() if log is not None else {}
+    figures = [earlier[(t[0], t[3], t[4])] for t in tasks if (t[0], t[3], t[4]) in earlier]
+    for count, figure in enumerate(figures, 1):
+        on_done(figure, count, len(tasks))
+    resumed = len(figures)
+    for figure in _run_tasks([t for t in tasks if (t[0], t[3], t[4]) not in earlier], options.jobs):
+        if log is not None:
+            log.add(figure)
         figures.append(figure)
         on_done(figure, len(figures), len(tasks))
     order = {(t[0], t[3], t[4]): k for k, t in enumerate(tasks)}
     figures.sort(key=lambda f: order[(f.workload, f.seed, f.selector)])
     return Family(Path(folder), nodes_path, cluster, workloads, pods, options, tuple(figures),
-                  time.perf_counter() - started)
+                  time.perf_counter() - started, resumed)
+
+
+class ReplayLog:
+    """Each finished replay's figures, a JSON line each, in the report folder
+    (:data:`REPLAYS_FILE`): a family run is hours of replays, and one stopped for any reason
+    (a kill, the machine's end, Ctrl-C) resumes from the same ``--report DIR`` without
+    running again what it finished. The first line says which run the replays belong to
+    (the inputs' contents, ``--inflate``, ``--draws``); a folder holding another run's
+    replays is refused, naming what differs. Each line names the gangmaster version that ran
+    it. A line cut short by a kill is dropped."""
+
+    def __init__(self, path: Path, run: dict[str, Any]):
+        self.path, self.run = path, run
+        self._figures: dict[tuple[str, int, str], ReplayFigures] = {}
+        if path.exists():
+            self._read()
+        else:
+            self._append({"run": run})
+
+    @classmethod
+    def for_family(cls, folder: str | Path, workloads: Sequence[Workload], nodes_path: Path,
+                   options: FamilyOptions) -> ReplayLog:
+        """The log of ``folder`` (the report folder) for this family run."""
+        run = {"nodes_file": _digest(nodes_path), "inflate": options.inflate, "draws": options.draws,
+               "pod_lists": {w.name: _digest(w.pods_path) for w in workloads}}
+        return cls(Path(folder) / REPLAYS_FILE, run)
+
+    def figures(self) -> dict[tuple[str, int, str], ReplayFigures]:
+        """The replays an earlier run finished, by (workload, seed, selector)."""
+        return dict(self._figures)
+
+    def add(self, figures: ReplayFigures) -> None:
+        self._append({"replay": dataclasses.asdict(figures), "gangmaster": gangmaster_version()})
+
+    def _append(self, record: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def _read(self) -> None:
+        text = self.path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):      # a write cut short: drop it, append after the rest
+            text = text[:text.rfind("\n") + 1]
+            self.path.write_text(text, encoding="utf-8")
+        lines = text.splitlines()
+        try:
+            first = json.loads(lines[0]) if lines else {}
+        except json.JSONDecodeError:
+            first = {}
+        if "run" not in first:
+            raise ConfigError(str(self.path), "line 1", "a family run's replays (its first line names the run); "
+                                                         "remove the file or give another --report DIR")
+        differs = [key for key in ("nodes_file", "inflate", "draws") if first["run"].get(key) != self.run[key]]
+        differs += [f"pod list {name}" for name, digest in first["run"].get("pod_lists", {}).items()
+                    if self.run["pod_lists"].get(name, digest) != digest]
+        if differs:
+            raise ConfigError(str(self.path), "line 1", f"replays of this run to resume (it holds another run's: "
+                                                         f"{', '.join(differs)} differ); remove the file or give "
+                                                         "another --report DIR")
+        for number, line in enumerate(lines[1:], 2):
+            try:
+                figures = ReplayFigures(**json.loads(line)["replay"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ConfigError(str(self.path), f"line {number}", f"a replay's figures ({exc})") from None
+            self._figures[(figures.workload, figures.seed, figures.selector)] = figures
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def _run_tasks(tasks: Sequence[Task], jobs: int):
@@ -219,7 +302,8 @@ def family_document(family: Family, expected: ExpectedResults | None = None) -> 
                     "draws": family.options.draws, "arrived_pct": ARRIVED_PCT, "processes": family.options.jobs,
                     "expected": expected.source if expected else None,
                     "paper_policy": {name: PAPER_POLICY.get(name) for name in selectors},
-                    "version": gangmaster_version(), "wall_s": round(family.wall_s, 1)},
+                    "version": gangmaster_version(), "wall_s": round(family.wall_s, 1),
+                    "resumed": family.resumed},
             "workloads": workloads,
             "decision_us_per_pod": decisions,
             "beat_paper_fgd_everywhere": beats}

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .family import ARRIVED_PCT, OUR_FGD
+from .family import ARRIVED_PCT, OUR_FGD, REPLAYS_FILE
 from .pages import STYLE, html_table, md_table
 from .report import INCOMPLETE, ReportFiles, write_folder
 
@@ -122,7 +122,9 @@ def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
             ("seeds", ", ".join(map(str, run["seeds"])) + " (cells: the median over them)"),
             ("artifact", run["expected"] or "not given (--expected DIR)"),
             *((("paper counterparts", papers),) if papers else ()),
-            ("processes", f"{run['processes']} (wall {run['wall_s']:,.0f} s)"),
+            ("processes", f"{run['processes']} (wall {run['wall_s']:,.0f} s)"
+                          + (f"; {run['resumed']:,} of the replays resumed from {REPLAYS_FILE} (an earlier run's: "
+                             "their decision times measured then)" if run.get("resumed") else "")),
             ("gangmaster", run["version"])]
 
 
