@@ -117,7 +117,9 @@ def artifact_run(plan, cluster, score):
 
 
 @pytest.mark.parametrize("selector, score, seed, figure", [
-    # before session 17 (ties by the trace's names, "share" vectors): 0.0 and 14.67
+    # before session 17 (ties by the trace's names; best-fit unrounded, dot-product's "share" vectors):
+    # best-fit 0.0 and 0.67, dot-product 0.0 and 14.67
+    ("best-fit", _go_best_fit, 45, 10 / 3), ("best-fit", _go_best_fit, 46, 7 / 3),
     ("dot-product", _go_dot_product, 45, 10 / 3), ("dot-product", _go_dot_product, 52, 4 / 3)])
 def test_best_fit_and_dot_product_give_the_artifacts_figure_with_its_draws(tmp_path, selector, score, seed, figure):
     """A fill replay with the artifact's draws (its pod order, its renamed nodes as the tie
