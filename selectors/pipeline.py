@@ -47,12 +47,14 @@ class SelectionPipeline:
 
     def __init__(self, settings: SelectionSettings | None = None, selector: Selector | None = None,
                  tie_hosts: Sequence[str] = ()):
-        """``tie_hosts``, the hosts from first to last, replaces the seeded tie order (of a
-        ``seeded`` strategy only): a replay's with the FGD artifact's draws, its renamed nodes."""
+        """``tie_hosts``, the hosts from first to last, replaces the strategy's tie order, under
+        either rule: a replay's with the FGD artifact's draws, its nodes renamed by the seed
+        (the artifact's scheduler takes the smallest name among equal scores: the ``node-name``
+        rule on those names, and the ``seeded`` rule's draw where ours draws one)."""
         self.settings = settings or SelectionSettings()
         self.selector = selector or get_selector(self.settings.selector, self.settings.candidate_nodes_factor)
         self.rng = random.Random(self.settings.seed)
-        self.tie_order = (GivenHostOrder(tie_hosts) if tie_hosts and self.selector.tie_rule == "seeded"
+        self.tie_order = (GivenHostOrder(tie_hosts) if tie_hosts
                           else tie_order_for(self.selector.tie_rule, self.settings.seed))
 
     # ------------------------------------------------------------------ filters

@@ -99,7 +99,8 @@ class Selector:
     #: how exact ties of the key are broken: "seeded" (an order of the nodes drawn from
     #: the selection seed, the default) or "node-name" (the smallest host name first, as
     #: the FGD paper's scheduler does: the tie rule is part of a policy, and a replay's
-    #: report prints it)
+    #: report prints it); a pipeline given an order of the hosts (``tie_hosts``: a replay's
+    #: with the FGD artifact's draws, its renamed nodes) uses that under either rule
     tie_rule: str = "seeded"
     #: a node's key never rises when it takes an instance, and no other node's key moves
     #: (a node key over free amounts, fuller first): the node the placement loop picks

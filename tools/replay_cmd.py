@@ -105,8 +105,10 @@ Alibaba openb (--format openb; the FGD paper's trace, USENIX ATC'23):
                lists, which have neither, replay in this mode only.
                --draws artifact draws what the FGD artifact draws with the same seed
                (Go's math/rand: its pod order and top-up, and its renamed nodes as the
-               order of exact ties): a port of its policies then gives its figure seed
-               by seed (packing: GpuPacking's). The default, python, draws its own.
+               order of exact ties, whatever a strategy's tie rule): a port of its
+               policies then gives its figure seed by seed (packing, best-fit,
+               dot-product: GpuPacking's, BestFit's, DotProd's). The default, python,
+               draws its own.
 
 a family of workloads (--workloads DIR; issue 32): every openb_pod_list_*.csv in DIR
   (the FGD artifact's data/csv: default, cpu*, gpushare*, gpuspec*, multigpu*) in --mode
@@ -193,9 +195,9 @@ def add_parser(sub):
                         f"(default {openb.DEFAULT_INFLATE:g}, at most {MAX_FILL_INFLATE}: MAX_FILL_INFLATE)")
     p.add_argument("--draws", choices=openb.FILL_DRAWS,
                    help="openb --mode fill and --workloads: whose random draws order the pods, top them up and break "
-                        "exact ties: python (the default: Python's random, ties by the seeded node order) or artifact "
-                        "(the FGD artifact's own with the same seed: Go's math/rand, its renamed nodes; a port of one "
-                        "of its policies then gives its figure seed by seed)")
+                        "exact ties: python (the default: Python's random, ties by each strategy's tie rule) or artifact "
+                        "(the FGD artifact's own with the same seed: Go's math/rand, its renamed nodes as every "
+                        "strategy's tie order; a port of one of its policies then gives its figure seed by seed)")
     p.add_argument("--selector", nargs="+", metavar="NAME",
                    help="placement strategies to compare (see `gangmaster selectors`; default job-packing, with "
                         "--workloads every registered one)")

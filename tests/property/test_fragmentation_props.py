@@ -1,7 +1,8 @@
 """The cached, vectorised fragmentation measure equals the naive restatement
 (tests/fragmentation_reference.py) after any sequence of bookings and releases, on the
 view and on copies, and the cluster's kept sums equal the sums over every node afresh; fgd picks a node and GPU that minimise the naive increase, ties by
-the run's seeded node order; best-fit picks the node with the least vcores and milli-GPU left."""
+the run's seeded node order; best-fit picks the node of the artifact's highest integer score of the
+vcores and milli-GPU left (the least left, in steps), the smallest host name among equal scores."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
@@ -170,9 +171,11 @@ def test_best_fit_picks_the_least_left_then_the_tightest_gpu(view, data):
     except NotAvailable:
         assert not choices
         return
-    left = {i: view.mvcores_free[i] / 128_000 + view.gpu_milli_free_rows([i])[0].sum() / 8_000 for i in choices}
-    least = min(left.values())
-    assert best.host == min(view.hosts[i] for i, v in left.items() if abs(v - least) < 1e-12)
+    ask_vcores, ask_gpu = round(res.vcores * 1000), res.gpus * 1000 + res.gpu_milli
+    score = {i: int((1 - ((int(view.mvcores_free[i]) - ask_vcores) / 128_000 * 0.5
+                          + (int(view.gpu_milli_free_rows([i])[0].sum()) - ask_gpu) / 8_000 * 0.5)) * 100)
+             for i in choices}      # getBestFitScore's arithmetic
+    assert best.host == min(view.hosts[i] for i, v in score.items() if v == max(score.values()))
     chosen = pipeline.select(view, request).best
     assert chosen.host == best.host
     if res.gpu_milli:

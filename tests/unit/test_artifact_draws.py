@@ -91,10 +91,11 @@ def test_the_python_draws_leave_the_ties_to_the_pipeline(tmp_path):
 
 # ------------------------------------------------------------------ the ties
 
-@pytest.mark.parametrize("selector", ["packing", "clustering", "fgd-k8s"])
+@pytest.mark.parametrize("selector", ["packing", "clustering", "fgd-k8s", "best-fit", "dot-product"])
 def test_a_given_tie_order_decides_the_ties_of_the_artifacts_ports(selector):
     """Every node ties for a pod that asks no GPU, and every empty 2-GPU node for one GPU:
-    the first host of the given order takes both, not the seed's own first."""
+    the first host of the given order takes both, not the strategy's own first (the seed's,
+    or under the host-name rule the smallest name: the artifact's is the smallest renamed one)."""
     hosts = [f"node-{i}" for i in range(6)]
     view = ClusterView([NodeSpec(host=h, memory_mb=65536, vcores=32, gpus=2) for h in hosts])
     seeded = SelectionPipeline(SelectionSettings(selector=selector, seed=1))
@@ -109,10 +110,12 @@ def test_a_given_tie_order_decides_the_ties_of_the_artifacts_ports(selector):
         assert seeded.select_single_node(view, request).best.host == given[-1]
 
 
-def test_a_given_tie_order_leaves_the_host_name_rule_alone():
+@pytest.mark.parametrize("selector", ["best-fit", "dot-product"])
+def test_without_a_given_order_the_host_name_rule_takes_the_smallest_name(selector):
     view = ClusterView([NodeSpec(host=h, memory_mb=65536, vcores=32, gpus=2) for h in ("b", "a", "c")])
-    pipeline = SelectionPipeline(SelectionSettings(selector="best-fit", seed=1), tie_hosts=["c", "b", "a"])
+    pipeline = SelectionPipeline(SelectionSettings(selector=selector, seed=1))
     assert pipeline.select_single_node(view, SelectionRequest("w", ResourceDescriptor(1024, 1, 1))).best.host == "a"
+    assert pipeline.select(view, SelectionRequest("w", ResourceDescriptor(1024, 1, 1))).best.host == "a"
 
 
 def test_a_given_tie_order_must_rank_every_host_once():
@@ -140,3 +143,15 @@ def test_a_family_with_the_artifacts_draws_says_so_and_replays_its_plan(tmp_path
     document = family.family_document(ran, None)
     assert document["run"]["draws"] == "artifact"
     assert ran.figures[0].pods == 17   # the artifact's plan: 12 pods and 5 drawn again
+
+
+def test_a_replay_with_the_artifacts_order_says_so_whatever_the_tie_rule(tmp_path):
+    from gangmaster.tools.replay.comparison import declared_tie_rule
+    from gangmaster.tools.replay.engine import ReplayOptions, replay
+    pods_file, nodes_file = _write_small_family(tmp_path, 5)
+    cluster = openb.read_openb_nodes(nodes_file)
+    plan = openb.artifact_fill_plan(openb.read_openb_pods(pods_file, need_times=False), cluster, 42)
+    result = replay(plan.table, cluster, ReplayOptions(selector="best-fit", queue_policy="drop", seed=42,
+                                                       tie_hosts=plan.tie_hosts))
+    assert "the given order of the nodes (the FGD artifact's, renamed with seed 42)" in result.tie_rule
+    assert declared_tie_rule("best-fit", result.tie_rule, given_order=True) == result.tie_rule

@@ -374,6 +374,7 @@ def test_a_strategy_that_declares_ties_by_node_name_is_reported_so(monkeypatch):
     assert declared_tie_rule("random", "the replay's rule") == "the replay's rule"
     monkeypatch.setattr(type(get_selector("random")), "tie_rule", "node-name", raising=False)
     assert declared_tie_rule("random", "the replay's rule").startswith("random: equal keys to the smallest host name")
+    assert declared_tie_rule("random", "the replay's rule", given_order=True) == "the replay's rule"
 
 
 def test_the_pages_give_one_tie_rule_line_per_rule_naming_its_selectors():

@@ -83,6 +83,8 @@ LARGEST_CLUSTER: dict[str, tuple[int, str]] = {
     "fgd-strand": (100_000, "it keeps fgd-k8s's node index and columns and more (fgd-k8s: "
                             + _BIG_INDEX.format("1,500", 15) + ")"),
     "dot-product": (100_000, _BIG_INDEX.format("800", 8)),
+    "best-fit": (100_000, "it keeps a node index per (vcores, milli-GPU) asked, as dot-product does (dot-product: "
+                          + _BIG_INDEX.format("800", 8) + "; best-fit's not measured)"),
     "random-fit": (100_000, "it draws among every node that fits, a scan of the cluster per request "
                             "(p50 ~30 ms at 100,000 nodes: over 20 min for 2,000 requests at 1,000,000)"),
 }

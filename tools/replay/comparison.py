@@ -133,7 +133,8 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
                     "source": cluster.source or None},
         "window": comparison.window.to_dict(),
         "seeds": comparison.seeds,
-        "tie_rules": {name: declared_tie_rule(name, comparison.first_result(name).tie_rule)
+        "tie_rules": {name: declared_tie_rule(name, comparison.first_result(name).tie_rule,
+                                              bool(comparison.first_result(name).options.tie_hosts))
                       for name in comparison.selectors},
         "queue_policy": options.queue_policy,
         **({"max_reservations": options.max_reservations, "cluster_reservations": options.cluster_reservations,
@@ -151,10 +152,11 @@ def run_identity(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def declared_tie_rule(selector: str, replayed: str) -> str:
+def declared_tie_rule(selector: str, replayed: str, given_order: bool = False) -> str:
     """The replay's tie rule, unless the strategy declares its own (``Selector.tie_rule``
-    "node-name": exact ties to the smallest host name, as the FGD paper's scheduler)."""
-    if getattr(get_selector(selector), "tie_rule", "seeded") != "node-name":
+    "node-name": exact ties to the smallest host name, as the FGD paper's scheduler) and
+    the replay gave no order of its own (``given_order``: the FGD artifact's renamed nodes)."""
+    if given_order or getattr(get_selector(selector), "tie_rule", "seeded") != "node-name":
         return replayed
     return (f"{selector}: equal keys to the smallest host name (the strategy's declared tie rule, as the FGD "
             "paper's scheduler); a gang's later instances prefer the job's hosts, then their racks")

@@ -176,8 +176,9 @@ class ReplayOptions:
     preemption_grace_s: float = DEFAULT_GRACE_S
     #: (queue, priority, guaranteed GPUs) of the RM queues that have them (``--queue-priority``)
     queue_priorities: tuple[tuple[str, int, int], ...] = ()
-    #: the hosts in the order they win exact ties, replacing the seeded order (fill mode with
-    #: the FGD artifact's draws: its renamed nodes, ``openb.FillPlan.tie_hosts``); empty: the seed's
+    #: the hosts in the order they win exact ties, replacing the strategy's tie order (fill mode
+    #: with the FGD artifact's draws: its renamed nodes, ``openb.FillPlan.tie_hosts``); empty:
+    #: the strategy's tie rule (the seed's order, or the host names)
     tie_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -265,7 +266,9 @@ def _collector_paused():
 
 def tie_rule(options: ReplayOptions) -> str:
     """How the replay breaks ties, for the report (REPLAY.md: tie-breaking is part of the policy)."""
-    return (f"{options.selector}: equal keys ranked by one order of the nodes drawn from seed {options.seed}, "
+    order = (f"the given order of the nodes (the FGD artifact's, renamed with seed {options.seed})"
+             if options.tie_hosts else f"one order of the nodes drawn from seed {options.seed}")
+    return (f"{options.selector}: equal keys ranked by {order}, "
             "the same for every job; a gang's later instances prefer the job's hosts, then their racks")
 
 

@@ -39,8 +39,9 @@ Two ways to replay them (``--mode``):
   default) draws with Python's ``random`` and leaves exact ties to the pipeline's seeded
   node order; ``artifact`` (:func:`artifact_fill_plan`) draws what the FGD artifact's
   simulator draws with the same seed (Go's ``math/rand``, :mod:`.go_rand`): the same
-  pods in the same order, and its renamed nodes as the order of exact ties, so that a
-  port of one of its policies gives, seed by seed, the artifact's own figure.
+  pods in the same order, and its renamed nodes as the order of exact ties (whatever a
+  strategy's tie rule: the artifact's scheduler takes the smallest renamed name), so that
+  a port of one of its policies gives, seed by seed, the artifact's own figure.
 """
 from __future__ import annotations
 
