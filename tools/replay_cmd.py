@@ -6,7 +6,6 @@ import argparse
 import json
 import math
 import sys
-import statistics
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -464,7 +463,7 @@ def _medians(runs: list) -> str:
     for figures in runs:
         if figures.unallocated_pct is not None:
             by_selector.setdefault(figures.selector, []).append(figures.unallocated_pct)
-    medians = sorted((statistics.median(values), name) for name, values in by_selector.items())
+    medians = sorted((family.spread_of(values)["median"], name) for name, values in by_selector.items())
     return "unallocated at 100 % arrived " + ", ".join(f"{name} {value:.2f}" for value, name in medians)
 
 

@@ -206,3 +206,25 @@ def test_the_command_resumes_from_its_report_folder(capsys, tmp_path):
     code, out, err = run_cli(capsys, *args)
     assert code == 0 and "resuming: 2 replays already in" in out, (out, err)
     assert "2 of the replays resumed" in (tmp_path / "report.md").read_text()
+
+
+def test_decision_times_are_set_beside_the_papers_fgd_and_ours():
+    from gangmaster.tools.replay.family_pages import decision_rows
+    times = {"packing": 100.0, "fgd-k8s": 400.0, "fgd": 500.0}
+    document = {"decision_us_per_pod": {name: {"us_per_decision": us, "decisions": 10, "replay_wall_s": 1.0}
+                                        for name, us in times.items()}}
+    header, rows = decision_rows(document)
+    assert header[:4] == ["policy", "µs per decision", "× fgd-k8s", "× fgd"]
+    assert rows[0][:4] == ["packing", "100", "0.25×", "0.20×"]
+    del document["decision_us_per_pod"]["fgd-k8s"]
+    assert decision_rows(document)[0][2] == "× fgd"
+
+
+def test_the_line_per_workload_shows_the_tables_medians(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "--workloads", FAMILY, "--seed", "42", "43", "44", "--selector", "packing",
+                             "--report", tmp_path)
+    assert code == 0, err
+    document = json.loads((tmp_path / "family.json").read_text())
+    for workload, entry in document["workloads"].items():
+        line = next(line for line in out.splitlines() if line.startswith(f"  {workload}: "))
+        assert f"packing {entry['selectors']['packing']['unallocated_pct']['median']:.2f}" in line

@@ -48,6 +48,8 @@ PAPER_SEEDS = tuple(range(42, 52))
 ARRIVED_PCT = 100
 #: Our FGD, the policy a new one must beat as well as the paper's.
 OUR_FGD = "fgd"
+#: The paper's FGD as its plugin scores (the decision time every policy's is set beside).
+PAPER_FGD_PORT = "fgd-k8s"
 #: The file of a family's report folder that keeps each finished replay's figures
 #: (:class:`ReplayLog`).
 REPLAYS_FILE = "replays.jsonl"
@@ -272,7 +274,7 @@ def _run_tasks(tasks: Sequence[Task], jobs: int):
 
 # ------------------------------------------------------------------ the document
 
-def _spread(values: Sequence[float]) -> dict[str, float | None]:
+def spread_of(values: Sequence[float]) -> dict[str, float | None]:
     if not values:
         return {"median": None, "p25": None, "p75": None}
     return {key: round(float(np.percentile(values, q)), 3) for key, q in (("median", 50), ("p25", 25), ("p75", 75))}
@@ -321,7 +323,7 @@ def _workload_entry(family: Family, workload: Workload, expected: ExpectedResult
     for name in family.options.selectors:
         runs = [f for f in family.figures if f.workload == workload.name and f.selector == name]
         values = [f.unallocated_pct for f in runs if f.unallocated_pct is not None]
-        spread = _spread(values)
+        spread = spread_of(values)
         policy = PAPER_POLICY.get(name)
         artifact = expected.figure(workload.name, policy, seeds) if expected and policy else None
         calls = sum(f.decisions for f in runs)

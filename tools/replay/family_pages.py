@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .family import ARRIVED_PCT, OUR_FGD, REPLAYS_FILE
+from .family import ARRIVED_PCT, OUR_FGD, PAPER_FGD_PORT, REPLAYS_FILE
 from .pages import STYLE, html_table, md_table
 from .report import INCOMPLETE, ReportFiles, write_folder
 
@@ -96,16 +96,17 @@ def headline_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]
 
 
 def decision_rows(document: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Each policy's decision time per pod over the whole run, and against our ``fgd``'s."""
+    """Each policy's decision time per pod over the whole run, and against the paper's FGD's
+    (as its plugin scores: ``fgd-k8s``) and our ``fgd``'s, where they ran."""
     decisions = document["decision_us_per_pod"]
-    fgd = (decisions.get(OUR_FGD) or {}).get("us_per_decision")
+    bases = [name for name in (PAPER_FGD_PORT, OUR_FGD) if (decisions.get(name) or {}).get("us_per_decision")]
     rows = []
     for name, d in decisions.items():
         us = d["us_per_decision"]
         rows.append([name, "–" if us is None else f"{us:,.0f}",
-                     f"{us / fgd:.2f}×" if us is not None and fgd else "–", f"{d['decisions']:,}",
-                     f"{d['replay_wall_s']:,.0f}"])
-    return ["policy", "µs per decision", f"× {OUR_FGD}", "decisions", "replay wall (s)"], rows
+                     *(f"{us / decisions[base]['us_per_decision']:.2f}×" if us is not None else "–" for base in bases),
+                     f"{d['decisions']:,}", f"{d['replay_wall_s']:,.0f}"])
+    return ["policy", "µs per decision", *(f"× {base}" for base in bases), "decisions", "replay wall (s)"], rows
 
 
 def identity_lines(document: dict[str, Any]) -> list[tuple[str, str]]:
