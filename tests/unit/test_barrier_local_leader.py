@@ -125,3 +125,75 @@ def test_an_undecodable_frame_drops_that_connection_and_the_leader_serves_on():
         stranger.close()
         session.close()
         leaders[0].stop()
+
+
+def _host(label: str, tasks: int):
+    """A leader (task 0) and ``tasks - 1`` connected local sessions, against the stand-in."""
+    caller = pb.Caller(job="j", gang="g", attempt=1, token="w%d" % os.getpid(), task=0)
+    name = rendezvous_name(caller.token, "j", "g", 1, label)
+    coordinator = _Coordinator(0, False)
+    leaders: list[HostLeader] = []
+
+    def lead(listener):
+        leaders.append(HostLeader(listener, caller, "stand-in", coordinator.stream, 5.0, 1.0))
+        return leaders[-1].own_session()
+
+    sessions = []
+    for task in range(tasks):
+        me = pb.Caller(); me.CopyFrom(caller); me.task = task
+        sessions.append((me, join(name, me, lead)))
+    return coordinator, leaders[0], sessions
+
+
+def test_the_leaders_task_arrived_first_sends_its_arrival_after_the_linger_and_then_the_late_ones():
+    """The own task reads the others' calls while it waits for them (the loop sleeps): it
+    keeps the linger deadline itself, and a call that comes later is still answered."""
+    import time
+
+    from gangmaster.am.barrier.local import LINGER_S
+
+    coordinator, leader, sessions = _host("unit-linger", 2)
+    (own, own_session), (late, late_session) = sessions
+    try:
+        start, replies = time.monotonic(), []
+        call = threading.Thread(target=lambda: replies.append(
+            own_session.exchange(pb.SyncRequest(caller=own, epoch=0, operation=1))), daemon=True)
+        call.start()
+        call.join(10)   # (a deadline nobody keeps would leave it waiting)
+        took = time.monotonic() - start
+        assert replies and replies[0].HasField("released")
+        assert [list(r.tasks) for r in coordinator.requests] == [[0]]   # sent alone, at the linger's end
+        assert LINGER_S * 0.9 <= took < LINGER_S + 2.0
+        reply = late_session.exchange(pb.SyncRequest(caller=late, epoch=0, operation=1))
+        assert reply.HasField("released")   # the epoch's outcome, kept for the late one
+        start = time.monotonic()   # the next epoch: both call, one message, no linger
+        both = threading.Thread(target=late_session.exchange, args=(pb.SyncRequest(caller=late, epoch=1, operation=1),))
+        both.start()
+        assert own_session.exchange(pb.SyncRequest(caller=own, epoch=1, operation=1)).HasField("released")
+        both.join(10)
+        assert sorted(coordinator.requests[-1].tasks) == [0, 1] and leader.uplink_messages == 2
+    finally:
+        for _me, session in sessions:
+            session.close()
+        leader.stop()
+
+
+def test_a_local_task_that_leaves_while_the_leaders_task_waits_for_it_is_not_waited_for():
+    coordinator, leader, sessions = _host("unit-leaves", 3)
+    (own, own_session), (one, one_session), (_two, two_session) = sessions   # task 2 never calls
+    try:
+        calls = threading.Thread(target=one_session.exchange, args=(pb.SyncRequest(caller=one, epoch=0, operation=1),))
+        done: list = []
+        own_call = threading.Thread(target=lambda: done.append(
+            own_session.exchange(pb.SyncRequest(caller=own, epoch=0, operation=1))))
+        own_call.start()   # the own task arrives first and reads the others' calls
+        calls.start()
+        calls.join(10)
+        two_session.close()   # task 2 leaves: the host's message goes without waiting for the linger
+        own_call.join(10)
+        assert done and done[0].HasField("released")
+        assert sorted(t for r in coordinator.requests for t in r.tasks) == [0, 1]
+    finally:
+        for _me, session in sessions[:2]:
+            session.close()
+        leader.stop()
