@@ -55,14 +55,11 @@ class _Stream:
         self._sent.put(None)
 
 
-@pytest.mark.parametrize("tasks, size, pending_first", [
-    (2, 0, False),             # a plain barrier
-    (3, 1 << 20, False),       # 3 MB replies: far over a Unix socket's buffer, written in parts
-    (2, 1 << 20, True),        # "pending" fanned out, every task re-sends, then the release
-])
-def test_every_task_reads_the_whole_release_and_the_host_sends_one_message(tasks, size, pending_first):
-    caller = pb.Caller(job="j", gang="g", attempt=1, token="t%d" % os.getpid(), task=0)
-    name = rendezvous_name(caller.token, "j", "g", 1, "unit-%d-%d-%s" % (tasks, size, pending_first))
+def _host(label: str, tasks: int, size: int = 0, pending_first: bool = False):
+    """A leader (task 0) and ``tasks - 1`` connected local sessions, against the stand-in:
+    the stand-in, the leader and every task's (Caller, session)."""
+    caller = pb.Caller(job="j", gang="g", attempt=1, token="w%d" % os.getpid(), task=0)
+    name = rendezvous_name(caller.token, "j", "g", 1, label)
     coordinator = _Coordinator(size, pending_first)
     leaders: list[HostLeader] = []
 
@@ -73,9 +70,18 @@ def test_every_task_reads_the_whole_release_and_the_host_sends_one_message(tasks
     sessions = []
     for task in range(tasks):
         me = pb.Caller(); me.CopyFrom(caller); me.task = task
-        session = join(name, me, lead)
-        assert session is not None and session.leader == 0
-        sessions.append((me, session))
+        sessions.append((me, join(name, me, lead)))
+    return coordinator, leaders[0], sessions
+
+
+@pytest.mark.parametrize("tasks, size, pending_first", [
+    (2, 0, False),             # a plain barrier
+    (3, 1 << 20, False),       # 3 MB replies: far over a Unix socket's buffer, written in parts
+    (2, 1 << 20, True),        # "pending" fanned out, every task re-sends, then the release
+])
+def test_every_task_reads_the_whole_release_and_the_host_sends_one_message(tasks, size, pending_first):
+    coordinator, leader, sessions = _host("unit-%d-%d-%s" % (tasks, size, pending_first), tasks, size, pending_first)
+    assert all(session is not None and session.leader == 0 for _me, session in sessions)
     replies: dict[int, pb.SyncReply] = {}
 
     def call(me: pb.Caller, session) -> None:
@@ -93,26 +99,19 @@ def test_every_task_reads_the_whole_release_and_the_host_sends_one_message(tasks
         expected = [bytes([task]) * size for task in range(tasks)]
         assert {task: list(r.released.messages) for task, r in replies.items()} == {
             task: expected for task in range(tasks)}
-        assert leaders[0].uplink_messages == len(coordinator.requests) == (2 if pending_first else 1)
+        assert leader.uplink_messages == len(coordinator.requests) == (2 if pending_first else 1)
         assert sorted(coordinator.requests[-1].tasks) == list(range(tasks))
         if not pending_first:   # the leader's own task waited on the one stream that carried the epoch
             assert coordinator.streams == 1   # (no lane of its own thread was needed)
     finally:
         for _me, session in sessions:
             session.close()
-        leaders[0].stop()
+        leader.stop()
 
 
 def test_an_undecodable_frame_drops_that_connection_and_the_leader_serves_on():
-    caller = pb.Caller(job="j", gang="g", attempt=1, token="u%d" % os.getpid(), task=0)
+    _coordinator, leader, [(caller, session)] = _host("unit-undecodable", 1)
     name = rendezvous_name(caller.token, "j", "g", 1, "unit-undecodable")
-    coordinator = _Coordinator(0, False)
-    leaders: list[HostLeader] = []
-    def lead(listener):
-        leaders.append(HostLeader(listener, caller, "stand-in", coordinator.stream, 5.0, 1.0))
-        return leaders[-1].own_session()
-
-    session = join(name, caller, lead)
     stranger = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         stranger.connect(name)
@@ -124,25 +123,7 @@ def test_an_undecodable_frame_drops_that_connection_and_the_leader_serves_on():
     finally:
         stranger.close()
         session.close()
-        leaders[0].stop()
-
-
-def _host(label: str, tasks: int):
-    """A leader (task 0) and ``tasks - 1`` connected local sessions, against the stand-in."""
-    caller = pb.Caller(job="j", gang="g", attempt=1, token="w%d" % os.getpid(), task=0)
-    name = rendezvous_name(caller.token, "j", "g", 1, label)
-    coordinator = _Coordinator(0, False)
-    leaders: list[HostLeader] = []
-
-    def lead(listener):
-        leaders.append(HostLeader(listener, caller, "stand-in", coordinator.stream, 5.0, 1.0))
-        return leaders[-1].own_session()
-
-    sessions = []
-    for task in range(tasks):
-        me = pb.Caller(); me.CopyFrom(caller); me.task = task
-        sessions.append((me, join(name, me, lead)))
-    return coordinator, leaders[0], sessions
+        leader.stop()
 
 
 def test_the_leaders_task_arrived_first_sends_its_arrival_after_the_linger_and_then_the_late_ones():
