@@ -454,7 +454,11 @@ class HostLeader:
         self._members_sel.register(sock, selectors.EVENT_READ, self._readable(_Member(sock)))
 
     def _members_ready(self, _sel, _events: int) -> None:
-        """The loop: some local connection is ready (lock held)."""
+        """The loop: some local connection is ready (lock held). Not while the own task reads
+        them (the loop saw them ready just before): what it read could start the host message,
+        and the own task, blocked on their selector, would not hear of it before its deadline."""
+        if self._reader is not None:
+            return
         for key, events in self._members_sel.select(0):
             key.data(key.fileobj, events)
 
