@@ -602,6 +602,13 @@ class HostLeader:
                 self._wake_for_timers()
         if read:
             self._read_members(request.epoch, ep, lane)
+            with self._lock:
+                if lane.job is None:   # the epoch ended (an error) or the leader stopped before it was sent
+                    if ep.own_lane is lane:
+                        ep.own_lane = None
+                    if not self._stopping:
+                        self._spare.append(lane)
+                    lane = None
         if lane is not None:
             self._await_reply(lane)
         own.answered.wait()

@@ -178,3 +178,44 @@ def test_a_local_task_that_leaves_while_the_leaders_task_waits_for_it_is_not_wai
         for _me, session in sessions[:2]:
             session.close()
         leader.stop()
+
+
+def test_the_leaders_task_hears_an_error_that_ends_the_epoch_while_it_reads_the_others_calls():
+    """Task 1's arrival went alone (the linger) and is failed while the leader's task, arrived
+    since, waits for task 2: the error is every local task's, the leader's too (it must not wait
+    on a stream that will never carry its message)."""
+    coordinator, leader, sessions = _host("unit-error", 3)
+    (own, own_session), (one, one_session), _never = sessions
+    held = threading.Event()
+    answer = coordinator.answer
+
+    def failing(request):
+        if list(request.tasks) == [1]:
+            coordinator.requests.append(request)
+            held.wait(10)
+            return pb.SyncReply(error=pb.Error(code="FAILED", message="the attempt failed"))
+        return answer(request)
+
+    coordinator.answer = failing
+    replies: dict[int, pb.SyncReply] = {}
+
+    def call(me, session):
+        replies[me.task] = session.exchange(pb.SyncRequest(caller=me, epoch=0, operation=1))
+
+    first = threading.Thread(target=call, args=(one, one_session), daemon=True)
+    own_call = threading.Thread(target=call, args=(own, own_session), daemon=True)
+    try:
+        first.start()
+        while not coordinator.requests and first.is_alive():
+            first.join(0.01)   # task 1's arrival is on its way (after the linger)
+        own_call.start()
+        own_call.join(0.02)   # the leader's task arrives and waits for task 2
+        held.set()
+        first.join(10)
+        own_call.join(10)
+        assert {task: r.error.code for task, r in replies.items()} == {0: "FAILED", 1: "FAILED"}
+    finally:
+        held.set()
+        for _me, session in sessions:
+            session.close()
+        leader.stop()
