@@ -282,9 +282,11 @@ class _Own(_Member):
 
 class _Lane:
     """One HostSession stream to the coordinator and whoever waits for its replies: the
-    leader's own task, while it waits for the epoch the lane carries, or a thread of the
-    lane's own. Whoever sends on it starts the message itself; the waiter, already blocked
-    on the stream, takes the reply and writes it to the local tasks."""
+    leader's own task, while it waits for the epoch the lane carries, or a thread started
+    for the one message. Whoever sends on it starts the message itself; the waiter, already
+    blocked on the stream, takes the reply and writes it to the local tasks. Between
+    messages nobody waits on it (a thread blocked on an idle stream would still be woken
+    to poll the others' sockets on gRPC's older client transport, the tasks')."""
 
     __slots__ = ("stream", "job", "dead")
 
@@ -306,7 +308,9 @@ class HostLeader:
     starts the host message on that stream, without waiting; the own task, blocked on it,
     takes the reply and writes it to the local tasks. Messages nobody waits for that way
     (sent after :data:`LINGER_S` before the own task arrived, or re-sent) go on a stream
-    with a thread of its own (a *lane*), which does the same. One lock keeps the leader's
+    (a *lane*) with a thread started to wait for that reply, which does the same. While the
+    own task waits for the host's other tasks it reads their calls itself
+    (:meth:`_read_members`): the loop then sleeps. One lock keeps the leader's
     state; each holds it only while it handles one event. Why: measured per round of 8
     tasks (session 16), the previous design's hand-offs (loop -> uplink worker -> wake-up
     socket -> loop, the own task's socket round trip) were about a third of the leader
@@ -328,10 +332,17 @@ class HostLeader:
         self._own = _Own(caller.task)
         self._members: dict[int, _Member] = {caller.task: self._own}   # task -> its connection
         self._epochs: dict[int, _Epoch] = {}
-        self._idle: list[_Lane] = []    # lanes with a thread waiting on them, no message in flight
-        self._spare: list[_Lane] = []   # lanes nobody waits on (the own task's, between its calls)
+        self._spare: list[_Lane] = []   # lanes with no message in flight (nobody waits on them)
         self._lanes: set[_Lane] = set()
         self._selector = selectors.DefaultSelector()
+        #: the local tasks' connections, polled by the loop through its own selector, or by
+        #: the own task while it waits for the host's arrivals (:meth:`_read_members`)
+        self._members_sel = selectors.DefaultSelector()
+        self._nested = hasattr(self._members_sel, "fileno")   # (epoll, kqueue: a selector is a file)
+        self._reader: int | None = None   # the own task's thread while it reads them (it keeps its deadlines)
+        if not self._nested:
+            self._members_sel.close()
+            self._members_sel = self._selector
         self._timers: list[_Timer] = []
         self._wake_read, self._wake_write = socket.socketpair()
         self._stopping = False
@@ -344,6 +355,8 @@ class HostLeader:
         self._wake_write.setblocking(False)
         self._selector.register(listener, selectors.EVENT_READ, self._accept)
         self._selector.register(self._wake_read, selectors.EVENT_READ, self._woken)
+        if self._nested:
+            self._selector.register(self._members_sel, selectors.EVENT_READ, self._members_ready)
         self._thread = threading.Thread(target=self._run, name="barrier-host-leader", daemon=True)
         self._thread.start()
 
@@ -376,19 +389,21 @@ class HostLeader:
         with self._lock:
             self._stopping = True
             own = (self._listener, self._wake_read)
-            for key in list(self._selector.get_map().values()):   # every local connection, hello or not
+            for key in list(self._members_sel.get_map().values()):   # every local connection, hello or not
                 if key.fileobj not in own:
                     _OWNED_FDS.discard(key.fileobj.fileno())
                     key.fileobj.close()
             for sock in (self._listener, self._wake_read, self._wake_write):
                 _OWNED_FDS.discard(sock.fileno())
                 sock.close()
-            lanes, self._idle, self._spare = list(self._lanes), [], []
+            lanes, self._spare = list(self._lanes), []
             self._own.reply = None
             self._own.answered.set()   # a waiting own call hears the leader is gone
         for lane in lanes:
             if lane.stream is not None:
                 lane.stream.cancel()
+        if self._nested:
+            self._members_sel.close()
         self._selector.close()
 
     def stop(self) -> None:
@@ -410,9 +425,14 @@ class HostLeader:
         """A timer on the loop (lock held); from another thread the loop is woken to see it."""
         timer = _Timer(time.monotonic() + delay, callback, args)
         heapq.heappush(self._timers, timer)
-        if threading.get_ident() != self._thread.ident and self._timers[0] is timer:
+        if threading.get_ident() not in (self._thread.ident, self._reader) and self._timers[0] is timer:
             self._wake()
         return timer
+
+    def _wake_for_timers(self) -> None:
+        """Wake the loop to see a timer set without waking it (lock held)."""
+        if any(not timer.cancelled for timer in self._timers):
+            self._wake()
 
     def _woken(self, sock: socket.socket, _events: int) -> None:
         try:
@@ -431,7 +451,16 @@ class HostLeader:
             return
         _OWNED_FDS.add(sock.fileno())
         sock.setblocking(False)
-        self._selector.register(sock, selectors.EVENT_READ, self._readable(_Member(sock)))
+        self._members_sel.register(sock, selectors.EVENT_READ, self._readable(_Member(sock)))
+
+    def _members_ready(self, _sel, _events: int) -> None:
+        """The loop: some local connection is ready (lock held). Not while the own task reads
+        them (the loop saw them ready just before): what it read could start the host message,
+        and the own task, blocked on their selector, would not hear of it before its deadline."""
+        if self._reader is not None:
+            return
+        for key, events in self._members_sel.select(0):
+            key.data(key.fileobj, events)
 
     def _readable(self, member: _Member) -> Callable:
         def ready(_sock: socket.socket, events: int) -> None:
@@ -493,12 +522,14 @@ class HostLeader:
             return
         if sent < len(frame):
             member.pending += frame[sent:]
-            self._selector.modify(member.sock, selectors.EVENT_READ | selectors.EVENT_WRITE,
+            self._members_sel.modify(member.sock, selectors.EVENT_READ | selectors.EVENT_WRITE,
                                   self._readable(member))
             if threading.get_ident() != self._thread.ident:
                 self._wake()   # the loop's select learns of the new interest
 
     def _flush(self, member: _Member) -> None:
+        if member.closed or not member.pending:   # (the loop and the own task may both see it ready)
+            return
         try:
             sent = member.sock.send(member.pending)
         except (BlockingIOError, InterruptedError):
@@ -508,7 +539,7 @@ class HostLeader:
             return
         del member.pending[:sent]
         if not member.pending:
-            self._selector.modify(member.sock, selectors.EVENT_READ, self._readable(member))
+            self._members_sel.modify(member.sock, selectors.EVENT_READ, self._readable(member))
 
     def _drop(self, member: _Member) -> None:
         """Close a local task's connection (it closed, failed, or was refused)."""
@@ -516,7 +547,7 @@ class HostLeader:
             return
         member.closed = True
         try:
-            self._selector.unregister(member.sock)
+            self._members_sel.unregister(member.sock)
         except (KeyError, ValueError):
             pass
         _OWNED_FDS.discard(member.sock.fileno())
@@ -557,18 +588,62 @@ class HostLeader:
                 ep = self._epochs[request.epoch] = _Epoch()
             lane = None
             if ep.outcome is None and ep.own_lane is None:
-                lane = ep.own_lane = self._spare.pop() if self._spare else self._new_lane(threaded=False)
+                lane = ep.own_lane = self._spare.pop() if self._spare else self._new_lane()
+            self._reader = threading.get_ident()   # (a linger timer set now is this thread's to keep)
             self._arrive(own, request)
             if lane is not None and lane.job is None and self.own_task not in ep.unsent:
                 self._spare.append(lane)   # nothing will be sent on it: nobody waits on it
                 ep.own_lane = lane = None
+            read = lane is not None and lane.job is None and self._nested
+            if read:   # the others' calls still to come: this thread reads them, the loop stops
+                self._selector.unregister(self._members_sel)
+            else:
+                self._reader = None
+                self._wake_for_timers()
+        if read:
+            self._read_members(request.epoch, ep, lane)
+            with self._lock:
+                if lane.job is None:   # the epoch ended (an error) or the leader stopped before it was sent
+                    if ep.own_lane is lane:
+                        ep.own_lane = None
+                    if not self._stopping:
+                        self._spare.append(lane)
+                    lane = None
         if lane is not None:
-            self._await_reply(lane, self._spare)
+            self._await_reply(lane)
         own.answered.wait()
         frame = own.reply
         if frame is None:
             raise LeaderLost("the host's barrier leader stopped")
         return pb.SyncReply.FromString(frame[_FRAME.size:])
+
+    def _read_members(self, epoch: int, ep: _Epoch, lane: _Lane) -> None:
+        """The own task, arrived before the host's other tasks, reads their calls itself until
+        the host message is started on ``lane`` (or the epoch ends): the loop thread is not
+        woken for them, and the message is started by the thread that will wait on its
+        stream. Its linger deadline is kept here too. Then the loop reads them again."""
+        sel = self._members_sel
+        try:
+            while True:
+                with self._lock:
+                    if lane.job is not None or ep.outcome is not None or self._stopping:
+                        return
+                    timer = ep.timer
+                    if timer is not None and timer.when <= time.monotonic():
+                        timer.cancel()
+                        self._linger_over(epoch, ep)
+                        continue
+                    timeout = None if timer is None else timer.when - time.monotonic()
+                ready = sel.select(timeout)
+                with self._lock:
+                    for key, events in ready:
+                        key.data(key.fileobj, events)
+        finally:
+            with self._lock:
+                self._reader = None
+                if not self._stopping:
+                    self._selector.register(sel, selectors.EVENT_READ, self._members_ready)
+                    self._wake_for_timers()
 
     def _arrive(self, member: _Member, request: pb.SyncRequest) -> None:
         epoch = request.epoch
@@ -650,15 +725,15 @@ class HostLeader:
         self.uplink_messages += 1
         lane = ep.own_lane
         if lane is None or lane.job is not None or lane.dead:
-            lane = self._idle.pop() if self._idle else self._new_lane(threaded=True)
+            lane = self._spare.pop() if self._spare else self._new_lane()
+            threading.Thread(target=self._await_reply, args=(lane,), name="barrier-host-lane", daemon=True).start()
         lane.job = (epoch, ep, request)
         if lane.stream is not None:
             lane.stream.start(request)   # a stream that broke meanwhile: its lane re-sends it
 
     # ------------------------------------------------------------ the coordinator
-    def _new_lane(self, threaded: bool) -> _Lane:
-        """A new stream to the coordinator (lock held); ``threaded``: with a thread of its own
-        waiting on it (else the own task waits on it)."""
+    def _new_lane(self) -> _Lane:
+        """A new stream to the coordinator (lock held)."""
         try:
             stream = self._open_stream()
         except Exception as exc:   # noqa: BLE001 - its waiter re-opens it, with backoff
@@ -666,21 +741,13 @@ class HostLeader:
             stream = None
         lane = _Lane(stream)
         self._lanes.add(lane)
-        if threaded:
-            threading.Thread(target=self._serve_lane, args=(lane,), name="barrier-host-lane", daemon=True).start()
         return lane
 
-    def _serve_lane(self, lane: _Lane) -> None:
-        """A lane's thread: it waits on the lane's stream for as long as the stream lasts."""
-        while self._await_reply(lane, self._idle):
-            pass
-
-    def _await_reply(self, lane: _Lane, pool: list) -> bool:
+    def _await_reply(self, lane: _Lane) -> None:
         """Wait for the reply to the message on ``lane`` (which may be started after this is
-        called) and hand it to the local tasks; the lane goes back to ``pool``. When the
+        called) and hand it to the local tasks; the lane goes back to the spare ones. When the
         stream breaks with a message in flight, the message is re-sent on a new one (with
-        backoff, :meth:`_exchange`); a stream that breaks idle is forgotten. False when the
-        lane is gone."""
+        backoff, :meth:`_exchange`); a stream that breaks idle is forgotten."""
         error: Exception | None = None
         try:
             if lane.stream is None:
@@ -692,7 +759,7 @@ class HostLeader:
             if error is not None and (lane.job is None or self._stopping):   # broke idle, or stopping
                 lane.dead = True   # (an epoch's own_lane that is dead is not sent on)
                 self._lanes.discard(lane)
-                return False
+                return
             job = lane.job
         if error is not None:
             reply, lane.stream = self._exchange(job[2], error)
@@ -704,9 +771,8 @@ class HostLeader:
                 lane.dead = True
                 self._lanes.discard(lane)
             else:
-                pool.append(lane)
+                self._spare.append(lane)
             self._uplink_done(job[0], job[1], reply)
-            return not lane.dead
 
     def _uplink_done(self, epoch: int, ep: _Epoch, reply: pb.SyncReply) -> None:
         ep.uplinks -= 1

@@ -61,7 +61,8 @@ __all__ = ["BarrierTaskContext", "TaskInfo", "task_env", "attempt_env", "plain_a
            "REQUIRED_ENV", "ENV_ADDRESS", "ENV_TOKEN",
            "ENV_JOB", "ENV_GANG", "ENV_ATTEMPT", "ENV_TASK_INDEX", "ENV_TASK_COUNT", "ENV_ROLE",
            "ENV_ROLE_INDEX", "ENV_PAI_ROLE", "ENV_PAI_ROLE_INDEX", "ENV_TLS_CA", "ENV_LOG_INTERVAL",
-           "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "ENV_LOCAL_GROUP", "ENV_TREE", "ENV_PREEMPTION_NOTICE", "channel_options"]
+           "ENV_RETRY_GIVE_UP", "ENV_MAX_MESSAGE", "ENV_LOCAL_GROUP", "ENV_TREE", "ENV_PREEMPTION_NOTICE", "channel_options",
+           "ENV_GRPC_EXPERIMENTS", "TASK_GRPC_EXPERIMENTS"]
 
 log = logging.getLogger("gangmaster.barrier.task")
 
@@ -93,6 +94,18 @@ ENV_LOG_INTERVAL = "GANGMASTER_BARRIER_LOG_INTERVAL_S"
 ENV_RETRY_GIVE_UP = "GANGMASTER_BARRIER_RETRY_GIVE_UP_S"
 #: The coordinator's ``barrier.max_message_bytes`` (optional; default the documented limit).
 ENV_MAX_MESSAGE = "GANGMASTER_BARRIER_MAX_MESSAGE_BYTES"
+
+#: gRPC's own variable (read once, when a process first loads gRPC, so it must be in the
+#: task's environment at start): :func:`attempt_env` sets it to :data:`TASK_GRPC_EXPERIMENTS`.
+ENV_GRPC_EXPERIMENTS = "GRPC_EXPERIMENTS"
+#: A task's gRPC client without the EventEngine transport. Why: with it (grpcio's default), a
+#: reply is read from the socket by EventEngine threads (a poller and a worker), which then
+#: complete the call's queue and wake the task thread waiting on it: per round a host leader
+#: had ~3.6 context switches on those threads of its ~7.5 (BENCHMARKS.md, session 16). Without
+#: it (gRPC's older transport, which it keeps), the thread blocked on a ``_DirectSession``
+#: stream polls the socket and reads its reply itself, as grpc's blocking calls do: none
+#: (session 17). The wire is the same HTTP/2; the coordinator's server is not affected.
+TASK_GRPC_EXPERIMENTS = "-event_engine_client"
 
 #: The longest a waiting call is held before the task hears "still waiting" and re-sends.
 MAX_HOLD_S = 3600.0
@@ -126,8 +139,10 @@ def attempt_env(address: str, job: str, gang: str, attempt: int, token: str, cou
                 tls_ca_file: str | None = None, log_interval_s: float | None = None,
                 retry_give_up_s: float | None = None, max_message_bytes: int | None = None) -> dict[str, str]:
     """The variables every task of a gang attempt has alike: where its coordinator is and
-    how to talk to it, the attempt's token, names and number of tasks."""
+    how to talk to it (gRPC's client transport too, :data:`TASK_GRPC_EXPERIMENTS`), the
+    attempt's token, names and number of tasks."""
     env = plain_attempt_env(address, job, gang, attempt, token, count)
+    env[ENV_GRPC_EXPERIMENTS] = TASK_GRPC_EXPERIMENTS
     if tls_ca_file:
         env[ENV_TLS_CA] = str(tls_ca_file)
     if log_interval_s is not None:
@@ -220,6 +235,9 @@ class _DirectSession:
     *segregated* call with its own completion queue, polled by the caller. It uses
     grpc internals (``Channel._channel``, ``grpc._cython.cygrpc``), which the pinned
     grpcio version fixes; where they are missing, :class:`_ThreadedSession` is used.
+    The waiting thread reads the socket itself only on gRPC's older client transport
+    (:data:`TASK_GRPC_EXPERIMENTS`, in every task's environment); on the EventEngine's,
+    its threads read it and wake this one.
     """
 
     _OPEN, _STATUS, _EXCHANGE = "open", "status", "exchange"

@@ -1,6 +1,10 @@
 """The pieces around the core: configuration, the task environment, errors on the wire."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from gangmaster.am.barrier.coordinator import YEAR_S, TaskInfo
@@ -8,8 +12,9 @@ from gangmaster.am.barrier.config import BarrierConfig
 from gangmaster.am.barrier.errors import (ERROR_CLASSES, BarrierError, BarrierId, BarrierTimeout,
                                           error_from_code)
 from gangmaster.am.barrier.server import error_to_proto, server_options
-from gangmaster.am.barrier.task_context import (ENV_ADDRESS, ENV_PAI_ROLE_INDEX, ENV_TASK_INDEX, ENV_TOKEN,
-                                   BarrierTaskContext, error_from_proto, task_env)
+from gangmaster.am.barrier.task_context import (ENV_ADDRESS, ENV_GRPC_EXPERIMENTS, ENV_PAI_ROLE_INDEX, ENV_TASK_INDEX,
+                                                ENV_TOKEN, TASK_GRPC_EXPERIMENTS, BarrierTaskContext, error_from_proto,
+                                                task_env)
 from gangmaster.conf.fields import ConfigError, Fields
 
 
@@ -64,6 +69,17 @@ def test_task_env_round_trips_into_a_context():
         assert ctx.log_interval_s == 5
     finally:
         ctx.close()
+
+
+def test_tasks_start_on_grpcs_older_client_transport_which_the_installed_grpc_knows():
+    """Every task's environment turns the EventEngine client off (its threads read each reply
+    and wake the waiting thread: BENCHMARKS.md, session 17); gRPC reads the variable when it
+    loads and only logs a name it does not know, so a grpcio that drops it is caught here."""
+    env = task_env("127.0.0.1:1", "j", "g", 2, "tok", TaskInfo(0, "h"), 2)
+    assert env[ENV_GRPC_EXPERIMENTS] == TASK_GRPC_EXPERIMENTS == "-event_engine_client"
+    loaded = subprocess.run([sys.executable, "-c", "import grpc"], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, ENV_GRPC_EXPERIMENTS: TASK_GRPC_EXPERIMENTS})
+    assert loaded.returncode == 0 and "Unknown experiment" not in loaded.stderr, loaded.stderr
 
 
 def test_missing_environment_is_named():

@@ -456,6 +456,15 @@ def measure_barrier(ctx, server: "CompletionQueueBarrierServer | BarrierServer",
                    cpu_per_round_ms={kind: cpu * 1e3 / rounds for kind, cpu in sorted(window.items())})
 
 
+def _start_as_launched(server) -> None:
+    """Give this process's children (the task processes, forked from a server started
+    after this) what a launch gives a task's process before it loads gRPC: the attempt
+    environment's variables that gRPC reads once, at start. (This process, the
+    coordinator's, has loaded it already, as the AM has.)"""
+    env = server.attempt_env("bench", "start", 1, "-", 1)
+    os.environ.update({name: value for name, value in env.items() if name.startswith("GRPC_")})
+
+
 def run(args: argparse.Namespace) -> int:
     logging.getLogger("gangmaster.barrier").setLevel(logging.WARNING)
     tasks = args.tasks
@@ -463,6 +472,7 @@ def run(args: argparse.Namespace) -> int:
     ctx.set_forkserver_preload(_PRELOAD)
     server = SERVERS[args.server](BarrierConfig(log_interval_s=60.0))
     server.start()
+    _start_as_launched(server)
     figures = []
     try:
         ping = measure_ping(ctx, server.address, args.ping_calls)
