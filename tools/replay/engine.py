@@ -244,22 +244,20 @@ def _collector_paused():
     collector's own schedule cost a replay about a fifth of its time (its passes scan every
     live job's AM and the RM's records, again and again; measured in session 8).
 
-    The run's objects are collected once, on the way out, with what existed before the run
-    (the job table, the cluster, a family's pod lists) frozen so that the pass scans the
-    run's objects only. The run leaves cycles (the RM's event callbacks hold the driver,
-    a view's memos hold its walks): left to the collector they reach the oldest generation
-    and stay, the whole run's jobs with them, while a process replays again and again (a
-    family's workers grew by ~75 MB a replay, session 17). The survivors (the outcomes)
-    go to the oldest generation, not the youngest, where the first allocation after the
-    collector is back would traverse them (a fifth of a second for 10,000 jobs)."""
+    Everything is collected once, on the way out. The run leaves cycles (the RM's event
+    callbacks hold the driver, a view's memos hold its walks) and cuts loose some made
+    before it (a module's memo of idle views drops an earlier run's view, with its node
+    indexes): left to the collector they would reach the oldest generation and stay while
+    a process replays again and again (a family's workers grew by 40-75 MB a replay,
+    session 17). The survivors go to the oldest generation, not the youngest, where the
+    first allocation after the collector is back would traverse them (a fifth of a second
+    for 10,000 jobs)."""
     was_enabled = gc.isenabled()
     gc.disable()
-    gc.freeze()
     try:
         yield
     finally:
-        gc.collect()   # the run's objects only (what existed before is frozen): its cycles
-        gc.unfreeze()
+        gc.collect()
         if was_enabled:
             gc.enable()
 
