@@ -418,7 +418,8 @@ def _run_family(args, say) -> int:
         f"× {_counted(len(options.selectors), 'policy', 'policies')} = {len(workloads) * per_workload:,} fill "
         f"replays, in {_counted(options.jobs, 'process', 'processes')}")
     if log is not None and log.figures():
-        say(f"  resuming: {_counted(len(log.figures()), 'replay')} already in {log.path} are not run again")
+        say(f"  resuming: {log.path} holds {_counted(len(log.figures()), 'finished replay')}; "
+            "those of this run are not run again")
     bar = ProgressBar("family", enabled=not args.json and sys.stderr.isatty(), unit="replays")
     finished: dict[str, list[family.ReplayFigures]] = {}
 

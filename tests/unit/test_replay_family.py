@@ -204,7 +204,7 @@ def test_the_command_resumes_from_its_report_folder(capsys, tmp_path):
     code, out, err = run_cli(capsys, *args)
     assert code == 0 and "resuming" not in out, err
     code, out, err = run_cli(capsys, *args)
-    assert code == 0 and "resuming: 2 replays already in" in out, (out, err)
+    assert code == 0 and "holds 2 finished replays; those of this run are not run again" in out, (out, err)
     assert "2 of the replays resumed" in (tmp_path / "report.md").read_text()
 
 

@@ -225,9 +225,9 @@ def replay(table: JobTable, cluster: ReplayCluster, options: ReplayOptions = Rep
     AM (the same decisions: the lane's differential test compares the two)."""
     get_selector(options.selector)   # an unknown name fails here, naming the known ones
     started = time.perf_counter()
-    with _collector_paused():   # the outcomes too: with the collector back, their many objects made
-        run = _Replay(table, cluster, options, progress, lane)   # it scan the whole run's heap again
-        run.run()                                                # and again (a tenth of the time)
+    with _collector_paused():   # the outcomes too: made with the collector on, their many objects
+        run = _Replay(table, cluster, options, progress, lane)   # would make it scan the run's heap
+        run.run()                                                # again and again (a tenth of the time)
         result = ReplayResult(run.outcomes(), run.recorder.timeline(), time.perf_counter() - started,
                               run.sim.loop.events_run, *run.selection_cost(), tie_rule(options), options,
                               run.fragmentation.series() if run.fragmentation is not None else None,

@@ -181,19 +181,24 @@ def run_family(folder: str | Path, nodes_file: str | Path | None, options: Famil
     tasks = [(w.name, str(w.pods_path), str(nodes_path), seed, selector, options.inflate, options.draws)
              for w in workloads for seed in options.seeds for selector in options.selectors]
     earlier = log.figures() if log is not None else {}
-    figures = [earlier[(t[0], t[3], t[4])] for t in tasks if (t[0], t[3], t[4]) in earlier]
+    figures = [earlier[_key(t)] for t in tasks if _key(t) in earlier]
     for count, figure in enumerate(figures, 1):
         on_done(figure, count, len(tasks))
     resumed = len(figures)
-    for figure in _run_tasks([t for t in tasks if (t[0], t[3], t[4]) not in earlier], options.jobs):
+    for figure in _run_tasks([t for t in tasks if _key(t) not in earlier], options.jobs):
         if log is not None:
             log.add(figure)
         figures.append(figure)
         on_done(figure, len(figures), len(tasks))
-    order = {(t[0], t[3], t[4]): k for k, t in enumerate(tasks)}
+    order = {_key(t): k for k, t in enumerate(tasks)}
     figures.sort(key=lambda f: order[(f.workload, f.seed, f.selector)])
     return Family(Path(folder), nodes_path, cluster, workloads, pods, options, tuple(figures),
                   time.perf_counter() - started, resumed)
+
+
+def _key(task: Task) -> tuple[str, int, str]:
+    """A replay's (workload, seed, selector): how a family and its log name it."""
+    return task[0], task[3], task[4]
 
 
 class ReplayLog:
